@@ -1,0 +1,184 @@
+import { readFileSync } from 'node:fs';
+import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
+import type { IncomingMessage } from 'node:http';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { isLoopback, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
+import type { Logger } from '../../src/observe/logger.js';
+import { parseClientFrame, type ServerFrame } from './protocol.js';
+
+// `npm run build` copies the page next to the compiled module.
+const page = readFileSync(new URL('./page.html', import.meta.url), 'utf8');
+
+/** Replies kept per tab so a reloaded tab sees the conversation's latest drafts. */
+const BACKLOG = 50;
+const MAX_TEXT = 16_000;
+
+interface Tab {
+  sockets: Set<WebSocket>;
+  backlog: Map<string, { text: string; final: boolean }>;
+  lastSeenMs: number;
+}
+
+export interface WebchatOptions {
+  id: string;
+  http: HttpRoutes;
+  log: Logger;
+  /** When set, clients must present it; otherwise only loopback clients are accepted. */
+  accessToken?: string;
+}
+
+function sameSecret(a: string, b: string): boolean {
+  const ha = createHash('sha256').update(a).digest();
+  const hb = createHash('sha256').update(b).digest();
+  return timingSafeEqual(ha, hb);
+}
+
+/** The local web chat: a page and a WebSocket on the daemon's HTTP server; each tab is a conversation. */
+export class WebchatAdapter implements ChannelAdapter {
+  readonly capabilities: ChannelCapabilities = {
+    maxMessageLength: 8000,
+    editsDrafts: true,
+    minEditIntervalMs: 100,
+    nativeStream: 'none',
+    typing: true,
+    typingRefreshMs: 3000,
+    threads: false,
+  };
+  readonly selfId = 'channeld';
+  readonly selfName = 'channeld';
+  readonly #o: WebchatOptions;
+  readonly #tabs = new Map<string, Tab>();
+
+  constructor(options: WebchatOptions) {
+    this.#o = options;
+  }
+
+  get id(): string {
+    return this.#o.id;
+  }
+
+  #authorized(req: IncomingMessage, url: URL): boolean {
+    if (this.#o.accessToken === undefined) return isLoopback(req.socket.remoteAddress);
+    const given = url.searchParams.get('token') ?? /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
+    return sameSecret(given, this.#o.accessToken);
+  }
+
+  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+    const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+    const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => {
+      if (!this.#authorized(req, url)) {
+        socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+        return;
+      }
+      const tabId = (url.searchParams.get('tab') ?? '').slice(0, 64) || randomUUID();
+      wss.handleUpgrade(req, socket, head, (ws) => this.#attach(ws, tabId, deliver));
+    };
+    // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
+    const primary = !this.#o.http.has('GET', '/');
+    const serve: RouteHandler = (_req, res) => servePage(res, this.#o.id);
+    const disposers = [
+      this.#o.http.upgrade(`/chat/${this.#o.id}`, onUpgrade),
+      this.#o.http.route('GET', `/webchat/${this.#o.id}`, serve),
+      ...(primary ? [this.#o.http.upgrade('/chat', onUpgrade), this.#o.http.route('GET', '/', serve)] : []),
+    ];
+    onConnected();
+    await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+    for (const dispose of disposers.reverse()) dispose();
+    for (const ws of wss.clients) ws.close(1001, 'channel stopping');
+    await new Promise<void>((resolve) => wss.close(() => resolve()));
+    this.#tabs.clear();
+  }
+
+  #attach(ws: WebSocket, tabId: string, deliver: Deliver): void {
+    const tab = this.#tabs.get(tabId) ?? { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
+    this.#tabs.set(tabId, tab);
+    tab.sockets.add(ws);
+    for (const [ref, r] of tab.backlog) ws.send(JSON.stringify({ type: 'reply', ref, ...r } satisfies ServerFrame));
+    ws.on('message', async (data) => {
+      const frame = parseClientFrame(String(data));
+      if (!frame) return ws.send(JSON.stringify({ type: 'error', message: 'unreadable frame: send {"type":"message","id":"...","text":"..."}' } satisfies ServerFrame));
+      const text = frame.text.slice(0, MAX_TEXT);
+      if (!text.trim()) return;
+      tab.lastSeenMs = Date.now();
+      try {
+        await deliver({
+          channelId: this.#o.id,
+          kind: 'webchat',
+          messageId: `${tabId}:${frame.id}`,
+          chat: { id: tabId, type: 'dm' },
+          sender: { id: tabId, name: 'web user', isBot: false },
+          text,
+          attachments: [],
+          addressed: true,
+          receivedAt: Date.now(),
+        });
+        ws.send(JSON.stringify({ type: 'ack', id: frame.id } satisfies ServerFrame));
+      } catch (err) {
+        this.#o.log.warn({ err, channel: this.#o.id }, 'web chat message not stored');
+        ws.send(JSON.stringify({ type: 'error', message: 'the daemon could not take this message; try again' } satisfies ServerFrame));
+      }
+    });
+    ws.on('close', () => {
+      tab.sockets.delete(ws);
+      this.#evictIdleTabs();
+    });
+    ws.on('error', () => ws.terminate());
+  }
+
+  #evictIdleTabs(): void {
+    const cutoff = Date.now() - 3_600_000;
+    for (const [id, tab] of this.#tabs) if (tab.sockets.size === 0 && tab.lastSeenMs < cutoff) this.#tabs.delete(id);
+  }
+
+  #broadcast(chatId: string, frame: ServerFrame): void {
+    const tab = this.#tabs.get(chatId);
+    if (!tab) return;
+    if (frame.type === 'reply') {
+      tab.backlog.delete(frame.ref);
+      tab.backlog.set(frame.ref, { text: frame.text, final: frame.final });
+      if (tab.backlog.size > BACKLOG) tab.backlog.delete(tab.backlog.keys().next().value!);
+    }
+    if (frame.type === 'delete') tab.backlog.delete(frame.ref);
+    const data = JSON.stringify(frame);
+    for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
+  }
+
+  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
+    const ref = randomUUID();
+    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options?.final ?? false });
+    return { chatId: target.chatId, messageId: ref };
+  }
+
+  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
+    this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text, final: options?.final ?? false });
+  }
+
+  async finalize(refs: readonly MessageRef[]): Promise<void> {
+    for (const ref of refs) {
+      const r = this.#tabs.get(ref.chatId)?.backlog.get(ref.messageId);
+      if (r && !r.final) this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text: r.text, final: true });
+    }
+  }
+
+  async delete(ref: MessageRef): Promise<void> {
+    this.#broadcast(ref.chatId, { type: 'delete', ref: ref.messageId });
+  }
+
+  async typing(target: ReplyTarget): Promise<void> {
+    this.#broadcast(target.chatId, { type: 'typing' });
+  }
+}
+
+function servePage(res: import('node:http').ServerResponse, channelId: string): void {
+  const html = page.replace('__CHANNEL_ID__', channelId);
+  res.writeHead(200, {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'content-security-policy': "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self' ws: wss:",
+    'x-content-type-options': 'nosniff',
+  });
+  res.end(html);
+}

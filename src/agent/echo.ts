@@ -1,0 +1,31 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { estimateTokens, type AgentEvent } from './events.js';
+import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+
+/**
+ * The built-in demo agent: streams the user's text back word by word, `delayMs` apart,
+ * so drafts are visible without any model. Used by the default config.
+ */
+export class EchoRunner implements AgentRunner {
+  readonly name = 'echo';
+  constructor(private readonly delayMs: number) {}
+
+  async *run(input: AgentInput, _ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    const words = input.text.match(/\S+\s*/g) ?? [];
+    let sent = 0;
+    for (const word of words) {
+      if (signal.aborted) return yield { type: 'cancelled' };
+      if (this.delayMs > 0 && sent > 0) {
+        try {
+          await delay(this.delayMs, undefined, { signal });
+        } catch {
+          return yield { type: 'cancelled' };
+        }
+      }
+      sent += word.length;
+      yield { type: 'text_delta', text: word };
+    }
+    if (signal.aborted) return yield { type: 'cancelled' };
+    yield { type: 'done', usage: { inputTokens: estimateTokens(input.text.length), outputTokens: estimateTokens(sent), estimated: true } };
+  }
+}

@@ -1,0 +1,26 @@
+import type { ErrorCode } from '../errors.js';
+
+export interface Usage {
+  inputTokens: number;
+  outputTokens: number;
+  /** True when the provider reported nothing and the counts were estimated from characters. */
+  estimated: boolean;
+}
+
+/** What a runner yields during one turn. Failures are `error` events, never throws. */
+export type AgentEvent =
+  | { type: 'text_delta'; text: string }
+  | { type: 'reasoning_delta'; text: string }
+  | { type: 'tool_start'; id: string; name: string; input: unknown }
+  | { type: 'tool_end'; id: string; name: string; output?: unknown; error?: string }
+  | { type: 'tool_log'; id: string; text: string }
+  | { type: 'done'; usage: Usage }
+  | { type: 'error'; code: ErrorCode; message: string }
+  | { type: 'cancelled' };
+
+/** How a turn ended. */
+export type TurnEnding = Extract<AgentEvent, { type: 'done' | 'error' | 'cancelled' }>;
+
+export function estimateTokens(chars: number): number {
+  return Math.ceil(chars / 4);
+}

@@ -1,0 +1,26 @@
+import type { AgentEvent } from './events.js';
+
+export interface HistoryMessage {
+  role: 'user' | 'assistant';
+  content: string;
+}
+
+/** Everything a runner needs for one turn; built by the runtime's agent-build step. */
+export interface AgentInput {
+  system: string;
+  history: HistoryMessage[];
+  /** The user's message for this turn. */
+  text: string;
+  model?: string;
+}
+
+export interface AgentContext {
+  scope: string;
+  channelId: string;
+}
+
+/** Runs one turn. Yields AgentEvents; ends with exactly one of done, error or cancelled. */
+export interface AgentRunner {
+  readonly name: string;
+  run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent>;
+}

@@ -1,0 +1,19 @@
+import type { ChannelKind } from '../config/schema.js';
+import type { ChannelFactory } from '../dispatch/adapter.js';
+
+/**
+ * The one place `src/` meets `channels/`. Each kind is imported lazily, so a daemon without
+ * Discord never pays for loading discord.js (about 1 s of CPU and tens of MB per SDK).
+ */
+export const channelKinds: Record<ChannelKind, (() => Promise<ChannelFactory>) | undefined> = {
+  webchat: async () => (await import('../../channels/webchat/index.js')).createChannel,
+  telegram: undefined,
+  discord: undefined,
+  slack: undefined,
+};
+
+export async function loadChannelFactory(kind: ChannelKind): Promise<ChannelFactory> {
+  const load = channelKinds[kind];
+  if (!load) throw new Error(`channel type "${kind}" is not available in this build`);
+  return load();
+}

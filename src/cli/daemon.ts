@@ -1,0 +1,215 @@
+import { rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { diffChannels } from '../config/diff.js';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { ConfigError, errorMessage } from '../errors.js';
+import { Kernel } from '../kernel/kernel.js';
+import { isLoopback, sendJson, type HttpServer } from '../observe/http.js';
+import type { Logger, LoggerOptions } from '../observe/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
+import type { Supervisor } from '../supervisor/supervisor.js';
+import { Workspace } from '../workspace/workspace.js';
+import { channelPlugin, corePlugins, type ConfigHolder, type RemovalSet, type Workspaces } from './plugins.js';
+import { VERSION } from './version.js';
+
+export interface DaemonOptions {
+  configFile: string;
+  env?: NodeJS.ProcessEnv;
+  logger?: Partial<LoggerOptions>;
+}
+
+export interface ReloadResult {
+  ok: boolean;
+  generation: number;
+  errors: string[];
+  added: string[];
+  removed: string[];
+  changed: string[];
+}
+
+/** The running daemon: a kernel of core plugins plus one plugin per channel. */
+export class Daemon {
+  readonly #kernel: Kernel;
+  readonly #holder: ConfigHolder;
+  readonly #env: NodeJS.ProcessEnv;
+  readonly #removing: RemovalSet = new Set();
+  readonly #hardStop = new AbortController();
+  readonly #startedAt = new Date();
+  #lastReload: DaemonStatus['last_reload'] = null;
+  #reloading: Promise<ReloadResult> | undefined;
+  #again = false;
+  #stopping: Promise<void> | undefined;
+  address!: AddressInfo;
+
+  private constructor(loaded: LoadedConfig, env: NodeJS.ProcessEnv) {
+    this.#holder = { loaded, generation: 1 };
+    this.#env = env;
+    this.#kernel = new Kernel({ onDisposeError: (plugin, err) => this.#logOrPrint(plugin, err) });
+  }
+
+  /** Loads the config, starts the core and every enabled channel; ready() tells when /readyz turns 200. */
+  static async start(options: DaemonOptions): Promise<Daemon> {
+    const env = options.env ?? process.env;
+    const daemon = new Daemon(loadConfig(options.configFile, env), env);
+    await daemon.#start(options);
+    return daemon;
+  }
+
+  get log(): Logger {
+    return this.#kernel.get<Logger>('logger');
+  }
+  get config(): LoadedConfig {
+    return this.#holder.loaded;
+  }
+  get dispatcher(): Dispatcher {
+    return this.#kernel.get<Dispatcher>('dispatcher');
+  }
+  get supervisor(): Supervisor {
+    return this.#kernel.get<Supervisor>('supervisor');
+  }
+  get metrics(): Metrics {
+    return this.#kernel.get<Metrics>('metrics');
+  }
+
+  #logOrPrint(plugin: string, err: unknown): void {
+    try {
+      this.log.error({ err, plugin }, 'disposer failed; teardown went on');
+    } catch {
+      console.error(`channeld: ${plugin}: disposer failed: ${errorMessage(err)}`);
+    }
+  }
+
+  async #start(options: DaemonOptions): Promise<void> {
+    await this.#kernel.load(...corePlugins({ holder: this.#holder, hardStop: this.#hardStop.signal, ...(options.logger ? { logger: options.logger } : {}) }), this.#statusPlugin());
+    const cfg = this.#holder.loaded.config;
+    const pidFile = join(cfg.daemon.state_dir, 'channeld.pid');
+    mkdirSync(cfg.daemon.state_dir, { recursive: true });
+    writeFileSync(pidFile, `${process.pid}\n`);
+    await this.#kernel.load({ name: 'pidfile', start: (ctx) => void ctx.effect(() => rmSync(pidFile, { force: true })) });
+    const channels = cfg.channels.filter((c) => c.enabled);
+    // Channels start concurrently: a slow one never holds back the others.
+    await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c, this.#holder, this.#removing))));
+    this.dispatcher.recover();
+    this.address = this.#kernel.get<HttpServer>('http').address!;
+    this.log.info({ version: VERSION, channels: channels.map((c) => c.id), generation: this.#holder.generation }, 'channeld started');
+  }
+
+  #statusPlugin() {
+    return {
+      name: 'status-routes',
+      inject: ['http', 'metrics', 'supervisor', 'dispatcher', 'config'],
+      start: (ctx: import('../kernel/plugin.js').PluginContext) => {
+        const http = ctx.use<HttpServer>('http');
+        ctx.effect(registerStatusRoutes(http, ctx.use('metrics'), () => this.status()));
+        ctx.effect(
+          http.route('POST', '/reload', async (req, res) => {
+            if (!isLoopback(req.socket.remoteAddress)) return sendJson(res, 403, { error: 'reload is accepted from loopback only' });
+            sendJson(res, 200, await this.reload());
+          }),
+        );
+      },
+    };
+  }
+
+  ready(): boolean {
+    return this.supervisor.ready();
+  }
+
+  status(): DaemonStatus {
+    const snap = this.dispatcher.snapshot();
+    return {
+      version: VERSION,
+      pid: process.pid,
+      started_at: this.#startedAt.toISOString(),
+      uptime_s: Math.round((Date.now() - this.#startedAt.getTime()) / 1000),
+      generation: this.#holder.generation,
+      ready: this.ready(),
+      channels: this.supervisor.statuses().map((s) => ({ ...s, in_flight: snap.channels[s.id]?.inFlight ?? 0, queued: snap.channels[s.id]?.queued ?? 0 })),
+      turns: { in_flight: snap.inFlight, queued: snap.queued },
+      last_reload: this.#lastReload,
+    };
+  }
+
+  /**
+   * Re-reads the config file and applies the per-channel diff. Serialized: a reload asked
+   * for while one runs is folded into one more reload after it.
+   */
+  reload(): Promise<ReloadResult> {
+    if (this.#reloading) {
+      this.#again = true;
+      return this.#reloading;
+    }
+    const run = async (): Promise<ReloadResult> => {
+      let result: ReloadResult;
+      do {
+        this.#again = false;
+        result = await this.#reloadOnce();
+      } while (this.#again && !this.#stopping);
+      return result;
+    };
+    this.#reloading = run().finally(() => (this.#reloading = undefined));
+    return this.#reloading;
+  }
+
+  async #reloadOnce(): Promise<ReloadResult> {
+    const at = new Date().toISOString();
+    const before = this.#holder.loaded;
+    let after: LoadedConfig;
+    try {
+      after = loadConfig(before.file, this.#env);
+    } catch (err) {
+      const errors = err instanceof ConfigError ? [...err.problems] : [errorMessage(err)];
+      for (const e of errors) this.log.error({ reload: 'refused' }, e);
+      this.#lastReload = { ok: false, at, errors };
+      this.metrics.reloads.inc({ result: 'invalid' });
+      return { ok: false, generation: this.#holder.generation, errors, added: [], removed: [], changed: [] };
+    }
+    const diff = diffChannels(before, after);
+    this.#holder.loaded = after;
+    this.#holder.generation++;
+    this.log.level = after.config.daemon.log_level;
+    this.#rebuildWorkspaces(before, after);
+    for (const ch of diff.removed) this.#removing.add(ch.id);
+    await Promise.all([...diff.removed, ...diff.changed].map((ch) => this.#kernel.unload(`channel:${ch.id}`)));
+    for (const ch of diff.removed) this.#removing.delete(ch.id);
+    await Promise.all([...diff.added, ...diff.changed].map((ch) => this.#kernel.load(channelPlugin(ch, this.#holder, this.#removing))));
+    this.#lastReload = { ok: true, at, errors: [] };
+    this.metrics.reloads.inc({ result: 'applied' });
+    const ids = (l: { id: string }[]) => l.map((c) => c.id);
+    const result = { ok: true, generation: this.#holder.generation, errors: [], added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed) };
+    this.log.info({ ...result, unchanged: ids(diff.unchanged) }, 'config reloaded');
+    return result;
+  }
+
+  /** Agents whose section changed get a new workspace; running turns keep the old one. */
+  #rebuildWorkspaces(before: LoadedConfig, after: LoadedConfig): void {
+    const map = this.#kernel.get<Workspaces>('workspaces');
+    for (const [name, agent] of Object.entries(after.config.agents)) {
+      const same = JSON.stringify(before.config.agents[name]) === JSON.stringify(agent);
+      if (!agent.enabled) map.delete(name);
+      else if (!same || !map.has(name)) map.set(name, new Workspace({ name, config: agent, log: this.log }));
+    }
+    for (const name of map.keys()) if (!after.config.agents[name]) map.delete(name);
+  }
+
+  /**
+   * Graceful stop: stop taking messages, let running turns finish for `shutdown_grace_ms`
+   * (then cancel them with the stop marker), then unload everything in reverse order.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      await this.#reloading?.catch(() => {});
+      await this.dispatcher.shutdown(this.#holder.loaded.config.daemon.shutdown_grace_ms);
+      await this.#kernel.stop();
+    })();
+    return this.#stopping;
+  }
+
+  /** Stops final-text retries at once (a second signal). */
+  abortNow(): void {
+    this.#hardStop.abort();
+  }
+}

@@ -1,0 +1,166 @@
+import { join } from 'node:path';
+import type { LoadedConfig } from '../config/load.js';
+import { agentOf } from '../config/load.js';
+import type { ChannelConfig } from '../config/schema.js';
+import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
+import { replyTargetOf } from '../dispatch/message.js';
+import type { Plugin } from '../kernel/plugin.js';
+import { HttpServer, parseListen } from '../observe/http.js';
+import { createLogger, type Logger, type LoggerOptions } from '../observe/logger.js';
+import { Metrics } from '../observe/metrics.js';
+import { openDb } from '../store/db.js';
+import { Inbox } from '../store/inbox.js';
+import { Supervisor } from '../supervisor/supervisor.js';
+import { createTurnExecutor } from '../workspace/execute.js';
+import { Workspace } from '../workspace/workspace.js';
+import { loadChannelFactory } from './channel-kinds.js';
+
+/** The live config; reload swaps `loaded` and bumps `generation`. */
+export interface ConfigHolder {
+  loaded: LoadedConfig;
+  generation: number;
+}
+
+export type Channels = Map<string, DispatchChannel>;
+export type Workspaces = Map<string, Workspace>;
+
+export interface CorePluginOptions {
+  holder: ConfigHolder;
+  logger?: Partial<LoggerOptions>;
+  hardStop: AbortSignal;
+}
+
+/** The daemon's core, in the order the kernel will find anyway: each injects what it uses. */
+export function corePlugins(o: CorePluginOptions): Plugin[] {
+  const cfg = () => o.holder.loaded.config;
+  return [
+    { name: 'config', provides: ['config'], start: (ctx) => ctx.provide('config', o.holder) },
+    {
+      name: 'logger',
+      provides: ['logger'],
+      inject: ['config'],
+      start: (ctx) => {
+        const log = createLogger({ level: cfg().daemon.log_level, secrets: () => o.holder.loaded.secrets.values(), ...o.logger });
+        ctx.provide('logger', log);
+        ctx.effect(() => log.flush());
+      },
+    },
+    { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
+    {
+      name: 'store',
+      provides: ['inbox'],
+      inject: ['config', 'logger'],
+      start: (ctx) => {
+        const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
+        ctx.effect(() => void db.close());
+        const inbox = new Inbox(db);
+        const prune = () => {
+          const n = inbox.prune(cfg().daemon.inbox_retention_hours);
+          if (n) ctx.use<Logger>('logger').info({ pruned: n }, 'pruned old inbox items');
+        };
+        prune();
+        const timer = setInterval(prune, 3_600_000);
+        timer.unref();
+        ctx.effect(() => clearInterval(timer));
+        ctx.provide('inbox', inbox);
+      },
+    },
+    {
+      name: 'http',
+      provides: ['http'],
+      inject: ['config', 'logger'],
+      start: async (ctx) => {
+        const log = ctx.use<Logger>('logger');
+        const http = new HttpServer((err) => log.error({ err }, 'HTTP handler failed'));
+        const { host, port } = parseListen(cfg().http.listen);
+        await http.listen(host, port);
+        ctx.effect(() => http.close());
+        ctx.provide('http', http);
+      },
+    },
+    { name: 'channel-table', provides: ['channels'], start: (ctx) => ctx.provide('channels', new Map() as Channels) },
+    {
+      name: 'workspaces',
+      provides: ['workspaces'],
+      inject: ['config', 'logger'],
+      start: (ctx) => {
+        const log = ctx.use<Logger>('logger');
+        const map: Workspaces = new Map();
+        for (const [name, agent] of Object.entries(cfg().agents)) if (agent.enabled) map.set(name, new Workspace({ name, config: agent, log }));
+        ctx.provide('workspaces', map);
+      },
+    },
+    {
+      name: 'supervisor',
+      provides: ['supervisor'],
+      inject: ['logger', 'metrics', 'config'],
+      start: (ctx) => {
+        const sup = new Supervisor(ctx.use('logger'), ctx.use('metrics'));
+        ctx.effect(() => sup.stopAll(cfg().daemon.shutdown_grace_ms));
+        ctx.provide('supervisor', sup);
+      },
+    },
+    {
+      name: 'dispatcher',
+      provides: ['dispatcher'],
+      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels'],
+      start: (ctx) => {
+        const log = ctx.use<Logger>('logger');
+        const channels = ctx.use<Channels>('channels');
+        const workspaces = ctx.use<Workspaces>('workspaces');
+        const inbox = ctx.use<Inbox>('inbox');
+        const metrics = ctx.use<Metrics>('metrics');
+        const channel = (id: string) => channels.get(id);
+        const dispatcher = new Dispatcher({
+          inbox,
+          metrics,
+          log,
+          limits: () => cfg().limits,
+          channel,
+          notify: async (msg, text) => {
+            const ch = channels.get(msg.channelId);
+            if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
+          },
+          execute: createTurnExecutor({
+            config: cfg,
+            channel,
+            workspaceFor: (id) => workspaces.get(agentOf(cfg(), id))!,
+            inbox,
+            metrics,
+            log,
+            hardStop: o.hardStop,
+          }),
+        });
+        ctx.effect(() => dispatcher.shutdown(cfg().daemon.shutdown_grace_ms));
+        ctx.provide('dispatcher', dispatcher);
+      },
+    },
+  ];
+}
+
+/** Channel ids whose disposal is a removal (turns cancelled) rather than a change (turns finish). */
+export type RemovalSet = Set<string>;
+
+/** One channel as a plugin: its adapter joins the channel table and the supervisor. */
+export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet): Plugin {
+  return {
+    name: `channel:${config.id}`,
+    inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels'],
+    start: async (ctx) => {
+      const log = ctx.use<Logger>('logger').child({ channel: config.id });
+      const channels = ctx.use<Channels>('channels');
+      const supervisor = ctx.use<Supervisor>('supervisor');
+      const dispatcher = ctx.use<Dispatcher>('dispatcher');
+      const factory = await loadChannelFactory(config.type);
+      const adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
+      channels.set(config.id, { config, adapter });
+      ctx.effect(() => void channels.delete(config.id));
+      supervisor.add({ id: config.id, kind: config.type, adapter, deliver: dispatcher.deliver, backoff: config.backoff, connectTimeoutMs: config.connect_timeout_ms });
+      ctx.effect(async () => {
+        const grace = holder.loaded.config.daemon.shutdown_grace_ms;
+        await dispatcher.settleChannel(config.id, grace, removing.has(config.id));
+        await supervisor.remove(config.id, grace);
+      });
+    },
+  };
+}

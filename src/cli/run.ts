@@ -1,0 +1,49 @@
+import { Daemon } from './daemon.js';
+
+/**
+ * `channeld run`: starts the daemon and wires the signals. Resolves only when the process
+ * should exit, with its exit status.
+ */
+export async function runDaemon(configFile: string): Promise<number> {
+  const daemon = await Daemon.start({ configFile });
+  const log = daemon.log;
+  const { address, port } = daemon.address;
+  const host = address.includes(':') ? `[${address}]` : address;
+  const webchat = daemon.config.config.channels.find((c) => c.type === 'webchat' && c.enabled);
+  if (webchat) log.info({ url: `http://${host}:${port}/` }, `web chat: http://${host}:${port}/`);
+  void daemon.supervisor.firstAttempts().then(() => log.info({ url: `http://${host}:${port}/readyz` }, 'ready'));
+
+  return new Promise<number>((resolve) => {
+    let signals = 0;
+    const onStop = (signal: NodeJS.Signals) => {
+      signals++;
+      if (signals > 1) {
+        log.warn({ signal }, 'second signal: exiting now');
+        daemon.abortNow();
+        log.flush();
+        resolve(1);
+        return;
+      }
+      log.info({ signal }, 'stopping: finishing running turns');
+      daemon.stop().then(
+        () => {
+          log.info('stopped');
+          resolve(0);
+        },
+        (err: unknown) => {
+          log.error({ err }, 'stop failed');
+          resolve(1);
+        },
+      );
+    };
+    process.on('SIGTERM', onStop);
+    process.on('SIGINT', onStop);
+    process.on('SIGHUP', () => {
+      log.info('SIGHUP: reloading the config');
+      void daemon.reload();
+    });
+  }).then((code) => {
+    // Anything still holding the event loop (a platform SDK's keep-alive) must not delay exit.
+    process.exit(code);
+  });
+}

@@ -1,0 +1,74 @@
+import type { ChannelConfig } from '../config/schema.js';
+import type { HttpRoutes } from '../observe/http.js';
+import type { Logger } from '../observe/logger.js';
+import type { ChannelMessage, MessageRef, ReplyTarget } from './message.js';
+
+/** What a platform can do; ReplyStream reads only this. */
+export interface ChannelCapabilities {
+  maxMessageLength: number;
+  editsDrafts: boolean;
+  /** The platform's floor between edits of one message. */
+  minEditIntervalMs: number;
+  nativeStream: 'none' | 'telegram-draft' | 'slack-stream';
+  typing: boolean;
+  /** How long one typing indicator lasts, so it is refreshed in time. */
+  typingRefreshMs?: number;
+  threads: boolean;
+}
+
+export interface TransportOptions {
+  signal?: AbortSignal;
+  /** This is the turn's last write to this message (web chat marks it final). */
+  final?: boolean;
+}
+
+/** A platform's own streaming draft (Telegram sendMessageDraft, Slack chat streams). */
+export interface NativeStream {
+  append(text: string, options?: TransportOptions): Promise<void>;
+  /** Ends the stream with the full text; returns the refs of the messages that hold it. */
+  finish(text: string, options?: TransportOptions): Promise<MessageRef[]>;
+}
+
+/**
+ * Resolves once `msg` is durably in the inbox. Only then may the adapter ack the platform.
+ * Resolves `false` when the message was refused before storage (self, bots, filters).
+ */
+export type Deliver = (msg: ChannelMessage) => Promise<boolean>;
+
+/**
+ * Implemented once per platform in `channels/<kind>/`. Every transport call takes an
+ * AbortSignal; a 429 surfaces as a ChannelError with `retryAfterMs`.
+ */
+export interface ChannelAdapter {
+  readonly id: string;
+  readonly capabilities: ChannelCapabilities;
+  /** The bot's own user id once connected, for loop protection. */
+  readonly selfId: string | undefined;
+  /** The bot's username once connected, for `/cmd@botname`. */
+  readonly selfName?: string | undefined;
+  /**
+   * Runs the listener: lasts as long as it runs, resolves on a clean stop after `signal`
+   * aborts, rejects with a ChannelError whose `retryable` decides what the supervisor does.
+   * Calls `onConnected` once the platform session is established.
+   */
+  listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void>;
+  send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef>;
+  edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void>;
+  delete(ref: MessageRef, options?: TransportOptions): Promise<void>;
+  typing(target: ReplyTarget, options?: TransportOptions): Promise<void>;
+  /** The turn's reply is complete: platforms with a visible draft state mark these messages final. */
+  finalize?(refs: readonly MessageRef[], options?: TransportOptions): Promise<void>;
+  openNativeStream?(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined>;
+}
+
+/** What the composition root hands a channel factory. */
+export interface ChannelContext {
+  /** The daemon's HTTP server, for webhooks and pages. */
+  http: HttpRoutes;
+  /** A resolved secret of this channel by base name (`token`, `app_token`, ...). */
+  secret(base: string): string | undefined;
+  log: Logger;
+}
+
+/** Each `channels/<kind>/index.ts` exports one of these as `createChannel`. */
+export type ChannelFactory = (config: ChannelConfig, ctx: ChannelContext) => ChannelAdapter | Promise<ChannelAdapter>;

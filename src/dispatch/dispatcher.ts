@@ -1,0 +1,154 @@
+import type { ChannelConfig, DaemonConfig, QueueMode } from '../config/schema.js';
+import type { Logger } from '../observe/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import { CodedError } from '../errors.js';
+import type { Inbox, InboxItem } from '../store/inbox.js';
+import { parseCommand } from '../runtime/commands.js';
+import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
+import type { ChannelAdapter } from './adapter.js';
+import { conversationScope, type ChannelMessage } from './message.js';
+import { Lanes, type TurnJob } from './lanes.js';
+
+export type { TurnJob };
+
+export interface DispatchChannel {
+  config: ChannelConfig;
+  adapter: ChannelAdapter;
+}
+
+/** Runs one turn to its final text; resolves with how it ended. */
+export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<'done' | 'error' | 'cancelled'>;
+
+export interface DispatcherOptions {
+  inbox: Inbox;
+  metrics: Metrics;
+  log: Logger;
+  limits(): DaemonConfig['limits'];
+  channel(id: string): DispatchChannel | undefined;
+  execute: ExecuteTurn;
+  /** Sends a short control reply (Stopped., busy, not allowed) outside any turn. */
+  notify(msg: ChannelMessage, text: string): Promise<void>;
+  /** A conversation's /queue choice, if any. */
+  queueModeOf?(scope: string): QueueMode | undefined;
+}
+
+export const BUSY_REPLY = 'I am busy right now, try again shortly.';
+
+/**
+ * From delivered message to running turn: access rules, the /stop fast path, the durable
+ * inbox, one FIFO lane per conversation scope, in-flight limits and queue modes.
+ */
+export class Dispatcher {
+  readonly #o: DispatcherOptions;
+  readonly #lanes: Lanes;
+  readonly #notices = new NoticeLimiter();
+  readonly passive = new PassiveContext();
+  #accepting = true;
+
+  constructor(options: DispatcherOptions) {
+    this.#o = options;
+    this.#lanes = new Lanes({
+      limits: options.limits,
+      channelLimit: (id) => options.channel(id)?.config.max_in_flight,
+      execute: options.execute,
+      inbox: options.inbox,
+      metrics: options.metrics,
+      log: options.log,
+    });
+  }
+
+  /** The Deliver contract: resolves after the message is committed (or deliberately not stored). */
+  deliver = async (msg: ChannelMessage): Promise<boolean> => {
+    const ch = this.#o.channel(msg.channelId);
+    if (!ch || !this.#accepting) throw new CodedError('DAEMON_SHUTTING_DOWN', `channel "${msg.channelId}" is not taking messages`, { retryable: true });
+    const scope = conversationScope(msg, ch.config.scope);
+    const verdict = checkAccess(msg, ch.config, ch.adapter.selfId);
+    if (verdict === 'self' || verdict === 'bot') {
+      this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
+      return false;
+    }
+    if (verdict === 'not_allowed') {
+      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'not_allowed' });
+      if (this.#notices.take(`${msg.channelId}:${msg.sender.id}`)) {
+        await this.#notify(msg, `You are not allowed to talk to this bot. Your id is ${msg.sender.id}; ask the operator to add it to allow_from.`);
+      }
+      return false;
+    }
+    if (verdict === 'unaddressed') {
+      this.passive.add(scope, msg);
+      return false;
+    }
+    // "/stop@otherbot" is for another bot in the group and does not parse as ours.
+    if (parseCommand(msg.text, ch.adapter.selfName)?.name === 'stop') return this.#stop(msg, scope);
+    const id = this.#o.inbox.add(msg, scope);
+    if (id === undefined) {
+      this.#o.metrics.duplicates.inc({ channel: msg.channelId });
+      return true;
+    }
+    this.#o.metrics.received.inc({ channel: msg.channelId });
+    const item: InboxItem = { id, scope, message: msg, state: 'pending', replyRefs: [] };
+    this.#enqueue(item, this.passive.take(scope));
+    return true;
+  };
+
+  async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
+    // Stored as done so a redelivered /stop is recognised and not acted on twice.
+    if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
+    const stopped = this.#lanes.stop(scope, 'stopped by /stop');
+    await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
+    return true;
+  }
+
+  #enqueue(item: InboxItem, passive: ChannelMessage[]): void {
+    const ch = this.#o.channel(item.message.channelId);
+    const mode = this.#o.queueModeOf?.(item.scope) ?? ch?.config.queue_mode ?? this.#o.limits().queue_mode;
+    if (!this.#lanes.accept(item, mode, passive)) {
+      this.#o.inbox.setState(item.id, 'refused', 'queue full');
+      this.#o.metrics.refused.inc({ channel: item.message.channelId, reason: 'busy' });
+      void this.#notify(item.message, BUSY_REPLY);
+    }
+  }
+
+  async #notify(msg: ChannelMessage, text: string): Promise<void> {
+    try {
+      await this.#o.notify(msg, text);
+    } catch (err) {
+      this.#o.log.warn({ err, channel: msg.channelId }, 'control reply failed');
+    }
+  }
+
+  /** Re-dispatches what the previous process left: pending items, and running ones (their draft is reused). */
+  recover(): number {
+    const items = this.#o.inbox.unfinished();
+    for (const item of items) this.#enqueue(item, []);
+    if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');
+    return items.length;
+  }
+
+  /** Cancels a scope's running turn and drops its queued ones. */
+  stop(scope: string, reason = 'stopped'): boolean {
+    return this.#lanes.stop(scope, reason);
+  }
+
+  /**
+   * Before a channel's listener stops: a removed channel's turns are cancelled (stop marker)
+   * and its queue dropped; a changed channel's running turns get `graceMs` to finish.
+   */
+  settleChannel(channelId: string, graceMs: number, removed: boolean): Promise<void> {
+    return this.#lanes.settleChannel(channelId, graceMs, removed);
+  }
+
+  isRunning(scope: string): boolean {
+    return this.#lanes.isRunning(scope);
+  }
+
+  snapshot() {
+    return this.#lanes.snapshot();
+  }
+
+  /** Stops taking messages; running turns get `graceMs` to finish, then are cancelled. Queued items stay pending. */
+  async shutdown(graceMs: number): Promise<void> {
+    this.#accepting = false;
+    await this.#lanes.drain(graceMs);
+  }
+}

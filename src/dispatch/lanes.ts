@@ -1,0 +1,206 @@
+import type { DaemonConfig, QueueMode } from '../config/schema.js';
+import type { Logger } from '../observe/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import type { Inbox, InboxItem } from '../store/inbox.js';
+import type { ChannelMessage } from './message.js';
+
+/** One turn to run: one inbox item, or several merged by `collect`. */
+export interface TurnJob {
+  scope: string;
+  items: InboxItem[];
+  /** The text the agent answers: one message's, or the collected ones joined. */
+  text: string;
+  passive: ChannelMessage[];
+}
+
+export interface Lane {
+  scope: string;
+  channelId: string;
+  queue: InboxItem[];
+  passive: ChannelMessage[];
+  running?: { job: TurnJob; controller: AbortController; done: Promise<void> };
+  mode: QueueMode;
+  /** collect: merging waits this long after the newest arrival. */
+  notBeforeMs: number;
+}
+
+interface LanesOptions {
+  limits(): DaemonConfig['limits'];
+  channelLimit(channelId: string): number | undefined;
+  execute(job: TurnJob, signal: AbortSignal): Promise<'done' | 'error' | 'cancelled'>;
+  inbox: Inbox;
+  metrics: Metrics;
+  log: Logger;
+}
+
+/**
+ * One FIFO lane per conversation scope, at most one running turn per lane, and the
+ * global and per-channel in-flight limits across lanes. Lanes wait their turn in arrival
+ * order.
+ */
+export class Lanes {
+  readonly #o: LanesOptions;
+  readonly #lanes = new Map<string, Lane>();
+  /** Scopes with queued work and no running turn, oldest first. */
+  readonly #ready: string[] = [];
+  readonly #perChannel = new Map<string, number>();
+  #inFlight = 0;
+  #queued = 0;
+  #timer: NodeJS.Timeout | undefined;
+  #draining = false;
+
+  constructor(options: LanesOptions) {
+    this.#o = options;
+  }
+
+  /** Queues an item; false when `max_queued` is reached (the caller refuses it). */
+  accept(item: InboxItem, mode: QueueMode, passive: ChannelMessage[]): boolean {
+    const lane = this.#lanes.get(item.scope) ?? this.#newLane(item);
+    lane.mode = mode;
+    if (this.#queued >= this.#o.limits().max_queued) return false;
+    lane.passive.push(...passive);
+    if (lane.running && mode === 'interrupt') {
+      // The newest message replaces what was waiting and what is running.
+      this.#drop(lane, 'superseded by a newer message');
+      lane.running.controller.abort(new Error('interrupted by a newer message'));
+    }
+    lane.queue.push(item);
+    this.#queued++;
+    this.#o.metrics.queued.set(this.#queued);
+    if (mode === 'collect' && lane.running) lane.notBeforeMs = Date.now() + this.#o.limits().collect_debounce_ms;
+    if (!lane.running && !this.#ready.includes(lane.scope)) this.#ready.push(lane.scope);
+    this.#pump();
+    return true;
+  }
+
+  #newLane(item: InboxItem): Lane {
+    const lane: Lane = { scope: item.scope, channelId: item.message.channelId, queue: [], passive: [], mode: 'followup', notBeforeMs: 0 };
+    this.#lanes.set(item.scope, lane);
+    return lane;
+  }
+
+  #drop(lane: Lane, reason: string): number {
+    const n = lane.queue.length;
+    for (const it of lane.queue.splice(0)) this.#o.inbox.setState(it.id, 'failed', reason);
+    this.#queued -= n;
+    this.#o.metrics.queued.set(this.#queued);
+    return n;
+  }
+
+  #canStart(lane: Lane): boolean {
+    if (this.#inFlight >= this.#o.limits().max_in_flight) return false;
+    const chMax = this.#o.channelLimit(lane.channelId);
+    return chMax === undefined || (this.#perChannel.get(lane.channelId) ?? 0) < chMax;
+  }
+
+  #pump(): void {
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    if (this.#draining) return;
+    let wakeAt = Infinity;
+    for (let i = 0; i < this.#ready.length; ) {
+      const lane = this.#lanes.get(this.#ready[i]!)!;
+      if (lane.running || lane.queue.length === 0) {
+        this.#ready.splice(i, 1);
+        continue;
+      }
+      if (lane.mode === 'collect' && lane.notBeforeMs > Date.now()) {
+        wakeAt = Math.min(wakeAt, lane.notBeforeMs);
+        i++;
+        continue;
+      }
+      if (!this.#canStart(lane)) {
+        i++;
+        continue;
+      }
+      this.#ready.splice(i, 1);
+      this.#start(lane);
+    }
+    if (wakeAt !== Infinity) this.#timer = setTimeout(() => this.#pump(), Math.max(0, wakeAt - Date.now()));
+  }
+
+  #start(lane: Lane): void {
+    const items = lane.mode === 'collect' ? lane.queue.splice(0) : [lane.queue.shift()!];
+    this.#queued -= items.length;
+    const job: TurnJob = { scope: lane.scope, items, text: items.map((i) => i.message.text).join('\n\n'), passive: lane.passive.splice(0) };
+    const controller = new AbortController();
+    this.#inFlight++;
+    this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 0) + 1);
+    this.#o.metrics.queued.set(this.#queued);
+    this.#o.metrics.inFlight.set(this.#inFlight);
+    for (const it of items) if (it.state !== 'running') this.#o.inbox.setState(it.id, 'running');
+    const done = this.#o
+      .execute(job, controller.signal)
+      .then((ending) => {
+        const state = ending === 'done' ? 'done' : 'failed';
+        for (const it of items) this.#o.inbox.setState(it.id, state, ending === 'done' ? undefined : ending);
+      })
+      .catch((err) => {
+        this.#o.log.error({ err, scope: lane.scope }, 'turn failed outside the runtime');
+        for (const it of items) this.#o.inbox.setState(it.id, 'failed', String(err));
+      })
+      .finally(() => {
+        lane.running = undefined;
+        this.#inFlight--;
+        this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 1) - 1);
+        this.#o.metrics.inFlight.set(this.#inFlight);
+        if (lane.queue.length) this.#ready.push(lane.scope);
+        else if (!lane.passive.length) this.#lanes.delete(lane.scope);
+        this.#pump();
+      });
+    lane.running = { job, controller, done };
+  }
+
+  stop(scope: string, reason: string): boolean {
+    const lane = this.#lanes.get(scope);
+    if (!lane) return false;
+    const dropped = this.#drop(lane, reason);
+    const running = lane.running;
+    running?.controller.abort(new Error(reason));
+    return dropped > 0 || running !== undefined;
+  }
+
+  /**
+   * Settles a channel's turns: with `cancel`, drops its queued items and cancels its running
+   * turns at once; otherwise lets them run up to `graceMs` first. Resolves when none runs.
+   */
+  async settleChannel(channelId: string, graceMs: number, cancel: boolean): Promise<void> {
+    const lanes = [...this.#lanes.values()].filter((l) => l.channelId === channelId);
+    if (cancel) for (const lane of lanes) this.#drop(lane, 'channel removed');
+    const running = () => lanes.flatMap((l) => (l.running ? [l.running] : []));
+    if (!cancel) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([Promise.all(running().map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+      clearTimeout(timer);
+    }
+    for (const r of running()) r.controller.abort(new Error('channel stopped'));
+    await Promise.all(running().map((r) => r.done));
+  }
+
+  isRunning(scope: string): boolean {
+    return this.#lanes.get(scope)?.running !== undefined;
+  }
+
+  snapshot(): { inFlight: number; queued: number; channels: Record<string, { inFlight: number; queued: number }> } {
+    const channels: Record<string, { inFlight: number; queued: number }> = {};
+    for (const lane of this.#lanes.values()) {
+      const c = (channels[lane.channelId] ??= { inFlight: 0, queued: 0 });
+      c.queued += lane.queue.length;
+      if (lane.running) c.inFlight++;
+    }
+    return { inFlight: this.#inFlight, queued: this.#queued, channels };
+  }
+
+  /** Lets running turns finish for `graceMs`, then cancels them; waits for their final text. */
+  async drain(graceMs: number): Promise<void> {
+    this.#draining = true;
+    clearTimeout(this.#timer);
+    this.#ready.length = 0;
+    const running = () => [...this.#lanes.values()].flatMap((l) => (l.running ? [l.running] : []));
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([Promise.all(running().map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    clearTimeout(timer);
+    for (const r of running()) r.controller.abort(new Error('shutting down'));
+    await Promise.all(running().map((r) => r.done));
+  }
+}

@@ -1,0 +1,71 @@
+import type { ChannelKind } from '../config/schema.js';
+
+/** An attachment described, never downloaded by the adapter. */
+export interface Attachment {
+  id: string;
+  type: string;
+  name?: string;
+  size?: number;
+  mime?: string;
+}
+
+/**
+ * The only shape that crosses from `channels/` into `src/`. Platform payloads never go
+ * past the adapter.
+ */
+export interface ChannelMessage {
+  /** The channel's config alias. */
+  channelId: string;
+  kind: ChannelKind;
+  /** The platform's id, unique within the channel: the inbox dedupes on it. */
+  messageId: string;
+  chat: { id: string; type: 'dm' | 'group' | 'channel' };
+  threadId?: string;
+  sender: { id: string; name: string; isBot: boolean };
+  text: string;
+  attachments: Attachment[];
+  /** The platform id of the message this one replies to. */
+  replyTo?: string;
+  /** Mentioned, replied to, or a DM: whether the bot is being spoken to. */
+  addressed: boolean;
+  /** ms since the epoch. */
+  receivedAt: number;
+}
+
+/** Where a reply goes: a chat and optionally a thread, replying to a message. */
+export interface ReplyTarget {
+  channelId: string;
+  chatId: string;
+  chatType: ChannelMessage['chat']['type'];
+  threadId?: string;
+  /** The user's message the reply answers (Telegram/Discord reply reference). */
+  replyToMessageId?: string;
+}
+
+/** A sent platform message, enough to edit or delete it later. */
+export interface MessageRef {
+  chatId: string;
+  messageId: string;
+  threadId?: string;
+}
+
+/**
+ * The conversation scope `channelId:chatId[:threadId][:senderId]`. Sessions, lanes and
+ * `/stop` key on it. In groups with `scope = "sender"`, each person has their own.
+ */
+export function conversationScope(msg: ChannelMessage, scope: 'chat' | 'sender' = 'chat'): string {
+  let key = `${msg.channelId}:${msg.chat.id}`;
+  if (msg.threadId) key += `:${msg.threadId}`;
+  if (scope === 'sender' && msg.chat.type !== 'dm') key += `:${msg.sender.id}`;
+  return key;
+}
+
+export function replyTargetOf(msg: ChannelMessage): ReplyTarget {
+  return {
+    channelId: msg.channelId,
+    chatId: msg.chat.id,
+    chatType: msg.chat.type,
+    ...(msg.threadId ? { threadId: msg.threadId } : {}),
+    replyToMessageId: msg.messageId,
+  };
+}

@@ -1,0 +1,93 @@
+/**
+ * The coded error catalogue. Every error channeld raises is declared here once, with a
+ * stable `code`, whether it is worth retrying, and a message that says what to do.
+ * Callers branch on `code` or `retryable`, never on message text.
+ */
+export const catalogue = {
+  CONFIG_INVALID: { retryable: false, text: 'the configuration is invalid; fix the listed keys and run `channeld check`' },
+  CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
+  SECRET_MISSING: { retryable: false, text: 'a secret reference does not resolve; set the variable, file or credential it names' },
+  KERNEL_MISSING_SERVICE: { retryable: false, text: 'a plugin injects a service that no plugin provides' },
+  KERNEL_DUPLICATE_PROVIDER: { retryable: false, text: 'two plugins provide the same service' },
+  KERNEL_CYCLE: { retryable: false, text: 'plugins depend on each other in a cycle' },
+  KERNEL_START_TIMEOUT: { retryable: false, text: 'a plugin did not finish starting in time' },
+  KERNEL_START_FAILED: { retryable: false, text: 'a plugin failed to start' },
+  HOOK_CYCLE: { retryable: false, text: 'hooks order each other in a cycle; remove one before/after' },
+  HOOK_DUPLICATE: { retryable: false, text: 'two hooks share a name in one phase' },
+  COMMAND_DUPLICATE: { retryable: false, text: 'two slash commands share a name or alias' },
+  CHANNEL_AUTH_FAILED: { retryable: false, text: 'the platform refused the credentials; check the token and restart or reload' },
+  CHANNEL_CONFLICT: { retryable: false, text: 'another process is using this bot; stop it before starting this channel' },
+  CHANNEL_FORBIDDEN: { retryable: false, text: 'the platform refused a permission this channel needs' },
+  CHANNEL_CONNECT_TIMEOUT: { retryable: true, text: 'the platform did not answer the connect attempt in time' },
+  CHANNEL_NETWORK: { retryable: true, text: 'the platform could not be reached' },
+  CHANNEL_RATE_LIMITED: { retryable: true, text: 'the platform asked us to slow down' },
+  CHANNEL_UNAVAILABLE: { retryable: true, text: 'the platform answered with a server error' },
+  CHANNEL_ENDED: { retryable: true, text: 'the listener stopped without being asked to' },
+  CHANNEL_REQUEST_FAILED: { retryable: false, text: 'the platform refused the request' },
+  PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
+  PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
+  PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
+  PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
+  TURN_CANCELLED: { retryable: false, text: 'the turn was stopped' },
+  TURN_FAILED: { retryable: false, text: 'the turn failed' },
+  DAEMON_BUSY: { retryable: true, text: 'too many messages are waiting; try again shortly' },
+  DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
+  HTTP_UNAUTHORIZED: { retryable: false, text: 'this request needs valid credentials' },
+} as const satisfies Record<string, { retryable: boolean; text: string }>;
+
+export type ErrorCode = keyof typeof catalogue;
+
+export interface CodedErrorOptions {
+  cause?: unknown;
+  /** Overrides the catalogue's default when the platform tells us better. */
+  retryable?: boolean;
+  /** Set when the platform answered 429 with a retry-after. */
+  retryAfterMs?: number;
+}
+
+/** An error with a stable code from the catalogue. */
+export class CodedError extends Error {
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+  readonly retryAfterMs: number | undefined;
+
+  constructor(code: ErrorCode, detail?: string, options: CodedErrorOptions = {}) {
+    const base = catalogue[code].text;
+    super(detail ? `${detail} (${base})` : base, { cause: options.cause });
+    this.name = 'CodedError';
+    this.code = code;
+    this.retryable = options.retryable ?? catalogue[code].retryable;
+    this.retryAfterMs = options.retryAfterMs;
+  }
+}
+
+/** An error raised by a channel's listener or transport; `retryable` drives the supervisor. */
+export class ChannelError extends CodedError {
+  constructor(code: ErrorCode, detail?: string, options: CodedErrorOptions = {}) {
+    super(code, detail, options);
+    this.name = 'ChannelError';
+  }
+}
+
+/** The config failed validation; `problems` holds one `file:line:col: path: message` line each. */
+export class ConfigError extends CodedError {
+  readonly problems: readonly string[];
+  constructor(problems: readonly string[], options: CodedErrorOptions = {}) {
+    super('CONFIG_INVALID', problems.join('\n'), options);
+    this.name = 'ConfigError';
+    this.problems = problems;
+  }
+}
+
+export function isCoded(err: unknown, code?: ErrorCode): err is CodedError {
+  return err instanceof CodedError && (code === undefined || err.code === code);
+}
+
+/** Whether an unknown failure is worth retrying: coded errors say so; anything else is presumed transient. */
+export function isRetryable(err: unknown): boolean {
+  return err instanceof CodedError ? err.retryable : true;
+}
+
+export function errorMessage(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}

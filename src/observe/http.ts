@@ -1,0 +1,125 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
+import type { AddressInfo } from 'node:net';
+
+export type RouteHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
+export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => void;
+
+/** The one HTTP server's routing surface, handed to plugins and channels. */
+export interface HttpRoutes {
+  /** Adds a route; the returned function removes it. `path` ending in `/*` matches a prefix. */
+  route(method: string, path: string, handler: RouteHandler): () => void;
+  upgrade(path: string, handler: UpgradeHandler): () => void;
+  /** Whether a route is taken. */
+  has(method: string, path: string): boolean;
+}
+
+export function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
+  res.end(text);
+}
+
+export function parseListen(listen: string): { host: string; port: number } {
+  const i = listen.lastIndexOf(':');
+  return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
+}
+
+/**
+ * The daemon's HTTP server: health, status, metrics, webhooks, web chat and admin all
+ * register routes on it. Routes can be added and removed while it runs (channels reload).
+ */
+export class HttpServer implements HttpRoutes {
+  readonly #routes = new Map<string, RouteHandler>();
+  readonly #prefixes: { method: string; prefix: string; handler: RouteHandler }[] = [];
+  readonly #upgrades = new Map<string, UpgradeHandler>();
+  readonly #server: Server;
+  readonly #onError: (err: unknown) => void;
+
+  constructor(onError: (err: unknown) => void = () => {}) {
+    this.#onError = onError;
+    this.#server = createServer((req, res) => void this.#handle(req, res));
+    this.#server.on('upgrade', (req, socket, head) => this.#handleUpgrade(req, socket, head));
+    // Keep-alive sockets must not hold shutdown hostage.
+    this.#server.keepAliveTimeout = 5_000;
+  }
+
+  route(method: string, path: string, handler: RouteHandler): () => void {
+    if (path.endsWith('/*')) {
+      const entry = { method, prefix: path.slice(0, -1), handler };
+      this.#prefixes.push(entry);
+      return () => void this.#prefixes.splice(this.#prefixes.indexOf(entry) >>> 0, 1);
+    }
+    const key = `${method} ${path}`;
+    this.#routes.set(key, handler);
+    return () => void (this.#routes.get(key) === handler && this.#routes.delete(key));
+  }
+
+  has(method: string, path: string): boolean {
+    return this.#routes.has(`${method} ${path}`);
+  }
+
+  upgrade(path: string, handler: UpgradeHandler): () => void {
+    this.#upgrades.set(path, handler);
+    return () => void (this.#upgrades.get(path) === handler && this.#upgrades.delete(path));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
+    const handler =
+      this.#routes.get(`${method} ${url.pathname}`) ??
+      this.#prefixes.find((p) => p.method === method && url.pathname.startsWith(p.prefix))?.handler;
+    if (!handler) {
+      const other = [...this.#routes.keys()].some((k) => k.endsWith(` ${url.pathname}`));
+      sendJson(res, other ? 405 : 404, { error: other ? 'method not allowed' : 'not found' });
+      return;
+    }
+    try {
+      await handler(req, res, url);
+    } catch (err) {
+      this.#onError(err);
+      if (!res.headersSent) sendJson(res, 500, { error: 'internal error' });
+      else res.destroy();
+    }
+  }
+
+  #handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    const url = new URL(req.url ?? '/', 'http://localhost');
+    const handler = this.#upgrades.get(url.pathname);
+    if (!handler) {
+      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      return;
+    }
+    handler(req, socket, head, url);
+  }
+
+  /** Starts listening; resolves with the bound address (port 0 picks a free one). */
+  async listen(host: string, port: number): Promise<AddressInfo> {
+    await new Promise<void>((resolve, reject) => {
+      const onError = (err: Error) => reject(err);
+      this.#server.once('error', onError);
+      this.#server.listen(port, host, () => {
+        this.#server.off('error', onError);
+        resolve();
+      });
+    });
+    return this.#server.address() as AddressInfo;
+  }
+
+  get address(): AddressInfo | undefined {
+    return (this.#server.address() as AddressInfo | null) ?? undefined;
+  }
+
+  async close(): Promise<void> {
+    if (!this.#server.listening) return;
+    const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
+    this.#server.closeAllConnections();
+    await closed;
+  }
+}

@@ -1,0 +1,55 @@
+import { pino, type DestinationStream, type Logger } from 'pino';
+import pretty from 'pino-pretty';
+
+export type { Logger };
+
+/** Key paths whose values are always censored, whatever the value looks like. */
+const redactPaths = [
+  'token', '*.token', 'authorization', '*.authorization', '*.headers.authorization', 'headers.authorization',
+  'secret', '*.secret', 'apiKey', '*.apiKey', 'api_key', '*.api_key', 'password', '*.password',
+  'botToken', '*.botToken', 'appToken', '*.appToken', 'signingSecret', '*.signingSecret',
+];
+
+/** Token shapes of the platforms we speak to, scrubbed from any log line that carries one. */
+const tokenPatterns = [
+  /\b\d{6,12}:[A-Za-z0-9_-]{30,}\b/g, // Telegram bot token
+  /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g, // Slack bot/user tokens
+  /\bxapp-[A-Za-z0-9-]{10,}\b/g, // Slack app token
+  /\b[MN][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}\b/g, // Discord bot token
+  /\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/g,
+];
+
+export interface LoggerOptions {
+  level: string;
+  /** Where lines go; stdout by default. */
+  destination?: DestinationStream;
+  /** Pretty-print for a human; defaults to whether stdout is a TTY. */
+  pretty?: boolean;
+  /** Secret values to scrub wherever they appear; read on every line so reloads update it. */
+  secrets?: () => readonly string[];
+}
+
+/** Replaces known secret values and token-shaped strings with [redacted]. */
+export function scrub(line: string, secrets: readonly string[]): string {
+  let out = line;
+  for (const s of secrets) if (s.length >= 6) out = out.split(s).join('[redacted]');
+  for (const re of tokenPatterns) out = out.replace(re, '[redacted]');
+  return out;
+}
+
+/** pino JSON to stdout (journald reads it), pretty in a TTY, with tokens redacted twice over. */
+export function createLogger(options: LoggerOptions): Logger {
+  const secrets = options.secrets ?? (() => []);
+  const usePretty = options.pretty ?? (options.destination === undefined && process.stdout.isTTY === true);
+  const destination = options.destination ?? (usePretty ? pretty({ colorize: true, sync: true }) : pino.destination({ dest: 1, sync: true }));
+  return pino(
+    {
+      level: options.level,
+      base: { pid: process.pid },
+      redact: { paths: redactPaths, censor: '[redacted]' },
+      hooks: { streamWrite: (line) => scrub(line, secrets()) },
+      serializers: { err: pino.stdSerializers.err },
+    },
+    destination,
+  );
+}

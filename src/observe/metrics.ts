@@ -1,0 +1,31 @@
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+/**
+ * The daemon's metrics, on a registry of its own so several daemons (tests, benches)
+ * can live in one process.
+ */
+export class Metrics {
+  readonly registry = new Registry();
+  readonly received = new Counter({ name: 'channeld_messages_received_total', help: 'Messages stored in the inbox', labelNames: ['channel'], registers: [this.registry] });
+  readonly duplicates = new Counter({ name: 'channeld_messages_duplicate_total', help: 'Redeliveries dropped by the inbox', labelNames: ['channel'], registers: [this.registry] });
+  readonly refused = new Counter({ name: 'channeld_messages_refused_total', help: 'Messages refused: queue full, not allowed', labelNames: ['channel', 'reason'], registers: [this.registry] });
+  readonly dropped = new Counter({ name: 'channeld_messages_dropped_total', help: 'Messages dropped before the inbox: own, bots', labelNames: ['channel', 'reason'], registers: [this.registry] });
+  readonly queued = new Gauge({ name: 'channeld_turns_queued', help: 'Turns waiting to run', registers: [this.registry] });
+  readonly inFlight = new Gauge({ name: 'channeld_turns_in_flight', help: 'Turns running', registers: [this.registry] });
+  readonly turnDuration = new Histogram({
+    name: 'channeld_turn_duration_seconds',
+    help: 'Turn duration from start to final text',
+    labelNames: ['channel', 'outcome'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    registers: [this.registry],
+  });
+  readonly draftEdits = new Histogram({ name: 'channeld_draft_requests_per_reply', help: 'Platform requests per reply', buckets: [1, 2, 3, 5, 8, 13, 21, 34, 55], registers: [this.registry] });
+  readonly rateLimited = new Counter({ name: 'channeld_platform_429_total', help: 'Platform 429 answers', labelNames: ['channel'], registers: [this.registry] });
+  readonly streamFallbacks = new Counter({ name: 'channeld_native_stream_fallbacks_total', help: 'Native streams that fell back to send+edit', labelNames: ['channel'], registers: [this.registry] });
+  readonly channelState = new Gauge({ name: 'channeld_channel_up', help: '1 when the channel is connected', labelNames: ['channel'], registers: [this.registry] });
+  readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
+
+  constructor(defaultMetrics = true) {
+    if (defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'channeld_' });
+  }
+}

@@ -1,0 +1,33 @@
+import type { Metrics } from './metrics.js';
+import { sendJson, type HttpRoutes } from './http.js';
+
+/** What /status reports; the CLI's `channeld status` prints the same object. */
+export interface DaemonStatus {
+  version: string;
+  pid: number;
+  started_at: string;
+  uptime_s: number;
+  generation: number;
+  ready: boolean;
+  channels: Array<Record<string, unknown> & { id: string; state: string; in_flight: number; queued: number }>;
+  turns: { in_flight: number; queued: number };
+  last_reload: { ok: boolean; at: string; errors: string[] } | null;
+}
+
+/** Registers /healthz, /readyz, /status and /metrics; returns the disposer. */
+export function registerStatusRoutes(http: HttpRoutes, metrics: Metrics, status: () => DaemonStatus): () => void {
+  const disposers = [
+    http.route('GET', '/healthz', (_req, res) => sendJson(res, 200, { ok: true })),
+    http.route('GET', '/readyz', (_req, res) => {
+      const s = status();
+      sendJson(res, s.ready ? 200 : 503, { ready: s.ready, channels: s.channels.map((c) => ({ id: c.id, state: c.state })) });
+    }),
+    http.route('GET', '/status', (_req, res) => sendJson(res, 200, status())),
+    http.route('GET', '/metrics', async (_req, res) => {
+      const text = await metrics.registry.metrics();
+      res.writeHead(200, { 'content-type': metrics.registry.contentType });
+      res.end(text);
+    }),
+  ];
+  return () => disposers.reverse().forEach((d) => d());
+}

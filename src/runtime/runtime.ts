@@ -1,0 +1,112 @@
+import type { AgentRunner } from '../agent/runner.js';
+import { CodedError, errorMessage, type ErrorCode } from '../errors.js';
+import { CommandRegistry, parseCommand } from './commands.js';
+import { TurnContext, type TurnRequest } from './context.js';
+import { HookRegistry, HookResult, type Phase } from './hooks.js';
+import { PromptManager } from './prompt.js';
+
+export interface RuntimeOptions {
+  /** Builds the runner for this turn (the workspace's provider client). */
+  runnerFor(ctx: TurnContext): AgentRunner;
+  /** Modes active in a conversation. */
+  modesOf?(scope: string): ReadonlySet<string>;
+  /** Told about hook and contributor failures that the turn survives. */
+  onHookError?(phase: Phase, hook: string, err: unknown): void;
+}
+
+/** The outcome the dispatcher records. */
+export interface TurnOutcome {
+  ending: 'done' | 'error' | 'cancelled';
+  text: string;
+  command?: string;
+}
+
+/**
+ * Runs every turn through the fixed phase sequence. Features are hooks, commands and
+ * prompt contributors registered on its registries; this method does not change when
+ * one is added.
+ */
+export class Runtime {
+  readonly hooks = new HookRegistry();
+  readonly commands = new CommandRegistry();
+  readonly prompt: PromptManager;
+  readonly #o: RuntimeOptions;
+
+  constructor(options: RuntimeOptions) {
+    this.#o = options;
+    this.prompt = new PromptManager((name, err) => options.onHookError?.('pre_agent_build', `prompt:${name}`, err));
+  }
+
+  async run(request: TurnRequest): Promise<TurnOutcome> {
+    const ctx = new TurnContext(request, this.#o.modesOf?.(request.scope) ?? new Set());
+    try {
+      let skip = await this.#phase('pre_dispatch', ctx);
+      if (!skip) skip = await this.#dispatchCommand(ctx);
+      if (!skip) skip = await this.#phase('post_dispatch', ctx);
+      if (!skip) skip = await this.#phase('pre_agent_build', ctx);
+      if (!skip) {
+        ctx.runner = this.#o.runnerFor(ctx);
+        ctx.input = { system: await this.prompt.build(ctx), history: ctx.history, text: ctx.message.text };
+        skip = await this.#phase('post_agent_build', ctx);
+      }
+      if (!skip) skip = await this.#phase('pre_execute', ctx);
+      if (!skip) await this.#execute(ctx);
+      await this.#phase('post_response', ctx);
+    } catch (err) {
+      ctx.error = err;
+      await this.#isolated('on_error', ctx);
+      if (!ctx.ending) {
+        const code: ErrorCode = err instanceof CodedError ? err.code : 'TURN_FAILED';
+        ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code, message: errorMessage(err) });
+      }
+    } finally {
+      await this.#isolated('finally', ctx);
+    }
+    // A turn that ended without an ending (a hook skipped the agent and said nothing) still finishes.
+    if (!ctx.ending) ctx.emit({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
+    return { ending: ctx.ending!.type, text: ctx.text, ...(ctx.command ? { command: ctx.command } : {}) };
+  }
+
+  /** Runs a phase's hooks in order; true when the rest up to post_response is skipped. */
+  async #phase(phase: Phase, ctx: TurnContext): Promise<boolean> {
+    for (const hook of this.hooks.ordered(phase)) {
+      if (hook.mode && !ctx.modes.has(hook.mode)) continue;
+      const result = (await hook.run(ctx)) ?? HookResult.continue;
+      if (result.kind === 'short_circuit') {
+        ctx.replyText(result.reply);
+        return true;
+      }
+      if (result.kind === 'skip_agent') return true;
+    }
+    return false;
+  }
+
+  /** on_error and finally: every hook runs even when one throws. */
+  async #isolated(phase: Phase, ctx: TurnContext): Promise<void> {
+    for (const hook of this.hooks.ordered(phase)) {
+      if (hook.mode && !ctx.modes.has(hook.mode)) continue;
+      try {
+        await hook.run(ctx);
+      } catch (err) {
+        this.#o.onHookError?.(phase, hook.name, err);
+      }
+    }
+  }
+
+  async #dispatchCommand(ctx: TurnContext): Promise<boolean> {
+    const parsed = parseCommand(ctx.message.text, ctx.request.botName);
+    const cmd = parsed && this.commands.find(parsed.name, ctx.modes);
+    if (!cmd) return false;
+    ctx.command = cmd.name;
+    ctx.replyText(await cmd.handler(ctx, parsed.args));
+    return true;
+  }
+
+  async #execute(ctx: TurnContext): Promise<void> {
+    for await (const event of ctx.runner!.run(ctx.input!, { scope: ctx.scope, channelId: ctx.message.channelId }, ctx.signal)) {
+      ctx.emit(event);
+      if (ctx.ending) break;
+    }
+    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'TURN_FAILED', message: 'the agent ended without an answer' });
+  }
+}

@@ -1,0 +1,85 @@
+import type { ChannelMessage, MessageRef } from '../dispatch/message.js';
+import type { Db } from './db.js';
+
+export type InboxState = 'pending' | 'running' | 'done' | 'failed' | 'refused';
+
+export interface InboxItem {
+  id: number;
+  scope: string;
+  message: ChannelMessage;
+  state: InboxState;
+  /** The platform messages that answered (or are answering) this item. */
+  replyRefs: MessageRef[];
+}
+
+interface Row {
+  id: number;
+  scope: string;
+  payload: string;
+  state: InboxState;
+  reply_refs: string;
+}
+
+const toItem = (r: Row): InboxItem => ({
+  id: r.id,
+  scope: r.scope,
+  message: JSON.parse(r.payload) as ChannelMessage,
+  state: r.state,
+  replyRefs: JSON.parse(r.reply_refs) as MessageRef[],
+});
+
+/**
+ * The durable inbox: a message is answered only after it is committed here, and a second
+ * delivery of the same (channel, message id) is recognised and dropped.
+ */
+export class Inbox {
+  readonly #insert;
+  readonly #setState;
+  readonly #setRefs;
+  readonly #unfinished;
+  readonly #prune;
+  readonly #get;
+
+  constructor(db: Db) {
+    this.#insert = db.prepare(
+      `INSERT INTO inbox (channel_id, message_id, scope, payload, state, received_at, updated_at)
+       VALUES (@channelId, @messageId, @scope, @payload, @state, @now, @now)
+       ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING id`,
+    );
+    this.#setState = db.prepare(`UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?`);
+    this.#setRefs = db.prepare(`UPDATE inbox SET reply_refs = ?, updated_at = ? WHERE id = ?`);
+    this.#unfinished = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE state IN ('pending','running') ORDER BY id`);
+    this.#prune = db.prepare(`DELETE FROM inbox WHERE state IN ('done','failed','refused') AND updated_at < ?`);
+    this.#get = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE id = ?`);
+  }
+
+  /** Stores `msg`; returns its id, or undefined when this (channel, message id) is already stored. */
+  add(msg: ChannelMessage, scope: string, state: InboxState = 'pending'): number | undefined {
+    const row = this.#insert.get({ channelId: msg.channelId, messageId: msg.messageId, scope, payload: JSON.stringify(msg), state, now: Date.now() }) as { id: number } | undefined;
+    return row?.id;
+  }
+
+  setState(id: number, state: InboxState, error?: string): void {
+    this.#setState.run(state, error ?? null, Date.now(), id);
+  }
+
+  /** Records the messages answering this item, so a re-run edits them instead of sending new ones. */
+  setReplyRefs(id: number, refs: readonly MessageRef[]): void {
+    this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
+  }
+
+  get(id: number): InboxItem | undefined {
+    const row = this.#get.get(id) as Row | undefined;
+    return row && toItem(row);
+  }
+
+  /** Items the previous process left pending or running, oldest first. */
+  unfinished(): InboxItem[] {
+    return (this.#unfinished.all() as Row[]).map(toItem);
+  }
+
+  /** Deletes finished items older than `retentionHours`; returns how many. */
+  prune(retentionHours: number, nowMs = Date.now()): number {
+    return this.#prune.run(nowMs - retentionHours * 3_600_000).changes;
+  }
+}

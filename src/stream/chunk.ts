@@ -1,0 +1,83 @@
+/**
+ * Splits text for platforms with a message length limit. Cuts at the best boundary
+ * (paragraph, line, sentence, word; a hard cut only inside one overlong word) and never
+ * leaves a code fence open: a fence open at the cut is closed at the end of the head and
+ * reopened, with its language tag, at the start of the rest.
+ */
+
+const fenceLine = /^ {0,3}(`{3,}|~{3,})(.*)$/;
+
+/** The opening line of the fence still open at the end of `text`, if any. */
+export function openFenceAt(text: string): string | undefined {
+  let open: { marker: string; line: string } | undefined;
+  for (const line of text.split('\n')) {
+    const m = fenceLine.exec(line);
+    if (!m) continue;
+    const marker = m[1]!;
+    if (!open) open = { marker, line: line.trim() };
+    else if (marker[0] === open.marker[0] && marker.length >= open.marker.length && m[2]!.trim() === '') open = undefined;
+  }
+  return open?.line;
+}
+
+function closingFor(opener: string): string {
+  return /^[`~]+/.exec(opener)![0];
+}
+
+/** Where to cut `text` (an index ≤ `limit`), preferring paragraph > line > sentence > word. */
+function bestCut(text: string, limit: number): number {
+  const window = text.slice(0, limit);
+  const floor = Math.floor(limit * 0.3);
+  const candidates: RegExp[] = [/\n\s*\n/g, /\n/g, /[.!?。！？][)"'»”’]*\s+/g, /\s+/g];
+  for (const re of candidates) {
+    let last = -1;
+    for (const m of window.matchAll(re)) last = m.index + m[0].length;
+    if (last > floor) return last;
+  }
+  return limit;
+}
+
+export interface Split {
+  head: string;
+  rest: string;
+  /** Lines added to close and reopen a fence, so callers and tests can undo them. */
+  closedFence: boolean;
+}
+
+/** Cuts `text` once so that `head` fits in `max` characters. */
+export function splitOnce(text: string, max: number): Split {
+  if (text.length <= max) return { head: text, rest: '', closedFence: false };
+  // Leave room for "\n" + a closing fence in case the cut lands inside one.
+  const opener = openFenceAt(text.slice(0, max));
+  const reserve = opener !== undefined || text.slice(0, max).includes('```') || text.slice(0, max).includes('~~~') ? 1 + 16 : 0;
+  let cut = bestCut(text, Math.max(1, max - reserve));
+  const fence = openFenceAt(text.slice(0, cut));
+  if (fence === undefined) return { head: text.slice(0, cut), rest: text.slice(cut), closedFence: false };
+  const closing = closingFor(fence);
+  let head = text.slice(0, cut);
+  head += (head.endsWith('\n') ? '' : '\n') + closing;
+  if (head.length > max) {
+    cut = Math.max(1, cut - (head.length - max));
+    head = text.slice(0, cut) + (text[cut - 1] === '\n' ? '' : '\n') + closing;
+  }
+  return { head, rest: `${fence}\n${text.slice(cut)}`, closedFence: true };
+}
+
+/** Splits all of `text` into chunks of at most `max` characters. */
+export function chunkText(text: string, max: number): string[] {
+  const chunks: string[] = [];
+  let rest = text;
+  while (rest.length > max) {
+    const s = splitOnce(rest, max);
+    // A limit smaller than a fence line could never shrink the rest: cut hard instead.
+    if (s.rest.length >= rest.length) {
+      chunks.push(rest.slice(0, max));
+      rest = rest.slice(max);
+      continue;
+    }
+    chunks.push(s.head);
+    rest = s.rest;
+  }
+  if (rest.length > 0 || chunks.length === 0) chunks.push(rest);
+  return chunks;
+}

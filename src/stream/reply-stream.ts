@@ -1,0 +1,258 @@
+import type { AgentEvent, TurnEnding } from '../agent/events.js';
+import type { ChannelAdapter, ChannelCapabilities } from '../dispatch/adapter.js';
+import type { MessageRef, ReplyTarget } from '../dispatch/message.js';
+import { errorMessage, isRetryable } from '../errors.js';
+import { chunkText } from './chunk.js';
+import { pace, sleepUntil, type Pacing } from './pacer.js';
+
+export const STOP_MARKER = '⏹ Stopped.';
+
+type Transport = Pick<ChannelAdapter, 'send' | 'edit' | 'delete' | 'typing'> & { finalize?: ChannelAdapter['finalize'] };
+
+export interface ReplyStreamOptions {
+  transport: Transport;
+  capabilities: ChannelCapabilities;
+  target: ReplyTarget;
+  /** The channel's `edit_interval_ms`; never below the platform floor. */
+  editIntervalMs?: number;
+  streamMode: 'partial' | 'final';
+  showToolProgress: boolean;
+  /** Messages a previous run of this turn already sent (crash recovery): they are edited, not re-sent. */
+  existingRefs?: readonly MessageRef[];
+  /** Told whenever the set of messages holding the reply changes, so it can be persisted. */
+  onRefs?: (refs: MessageRef[]) => void;
+  /** How long the final text keeps being retried after the turn ends. */
+  finalDeadlineMs: number;
+  /** Hard stop: even the final text stops retrying. */
+  signal?: AbortSignal;
+  onRateLimited?: () => void;
+  onError?: (err: unknown, phase: 'draft' | 'final') => void;
+}
+
+export interface ReplyResult {
+  refs: MessageRef[];
+  /** Platform requests this reply made (sends, edits, deletes; typing excluded). */
+  requests: number;
+  delivered: boolean;
+}
+
+interface Shown {
+  ref: MessageRef | undefined;
+  text: string | undefined;
+}
+
+/**
+ * One per turn: turns AgentEvents into a live platform draft. Single-flight (one request
+ * in flight), newest text each time, at least the edit interval apart, slower after a
+ * 429, chunked at the platform limit without splitting code fences, and the final text
+ * always lands unless the hard deadline passes.
+ */
+export class ReplyStream {
+  readonly #o: ReplyStreamOptions;
+  readonly #pacing: Pacing;
+  readonly #shown: Shown[];
+  #text = '';
+  #progress: string | undefined;
+  #ending: TurnEnding | undefined;
+  #draftsEnabled: boolean;
+  #requests = 0;
+  #wake: (() => void) | undefined;
+  #dirty = false;
+  #typingTimer: NodeJS.Timeout | undefined;
+  readonly #done: Promise<ReplyResult>;
+
+  constructor(options: ReplyStreamOptions) {
+    this.#o = options;
+    const floor = options.capabilities.minEditIntervalMs;
+    this.#pacing = { nextAtMs: 0, intervalMs: Math.max(floor, options.editIntervalMs ?? floor), consecutiveFailures: 0 };
+    this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
+    this.#draftsEnabled = options.streamMode === 'partial';
+    if (options.capabilities.typing) this.#typing();
+    this.#done = this.#run();
+  }
+
+  /** Feeds one agent event. Terminal events end the stream. */
+  push(event: AgentEvent): void {
+    if (this.#ending) return;
+    switch (event.type) {
+      case 'text_delta':
+        this.#text += event.text;
+        break;
+      case 'tool_start':
+        if (this.#o.showToolProgress) this.#progress = `⏳ ${event.name}…`;
+        break;
+      case 'tool_end':
+        this.#progress = undefined;
+        break;
+      case 'done':
+      case 'error':
+      case 'cancelled':
+        this.#ending = event;
+        this.#stopTyping();
+        break;
+      default:
+        return;
+    }
+    this.#dirty = true;
+    this.#wake?.();
+  }
+
+  /** Resolves when the final text has landed (or could not by the deadline). */
+  finished(): Promise<ReplyResult> {
+    return this.#done;
+  }
+
+  get text(): string {
+    return this.#text;
+  }
+
+  #typing(): void {
+    const refresh = this.#o.capabilities.typingRefreshMs ?? 5000;
+    const tick = () => {
+      if (this.#ending || this.#shown.some((s) => s.ref) || this.#o.signal?.aborted) return;
+      this.#o.transport.typing(this.#o.target, { signal: this.#o.signal }).catch(() => {});
+      this.#typingTimer = setTimeout(tick, refresh);
+    };
+    tick();
+  }
+
+  #stopTyping(): void {
+    clearTimeout(this.#typingTimer);
+    this.#typingTimer = undefined;
+  }
+
+  #finalText(): string {
+    const e = this.#ending!;
+    if (e.type === 'cancelled') return this.#text.trim() ? `${this.#text.trimEnd()}\n\n${STOP_MARKER}` : STOP_MARKER;
+    if (e.type === 'error') return `${this.#text.trimEnd()}${this.#text.trim() ? '\n\n' : ''}⚠️ ${e.message}`;
+    return this.#text.trim() ? this.#text : '';
+  }
+
+  /** What the messages should show now; drafts show the growing text plus a progress line. */
+  #desired(final: boolean): string[] {
+    const max = this.#o.capabilities.maxMessageLength;
+    if (final) {
+      const text = this.#finalText();
+      return text ? chunkText(text, max) : [];
+    }
+    const chunks = this.#text ? chunkText(this.#text, max) : [];
+    if (this.#progress) {
+      const last = chunks.length ? chunks.pop()! : '';
+      const withProgress = last ? `${last}\n\n${this.#progress}` : this.#progress;
+      chunks.push(withProgress.length <= max ? withProgress : last);
+    }
+    // Without edits, only chunks that will not change any more are sent early.
+    if (!this.#o.capabilities.editsDrafts) chunks.pop();
+    return chunks.filter((c) => c.trim() !== '');
+  }
+
+  /** One request toward `desired`; false when already there. */
+  async #step(desired: string[], final: boolean): Promise<boolean> {
+    const { transport, target, signal } = this.#o;
+    const isLast = (i: number) => final && i === desired.length - 1;
+    for (let i = 0; i < desired.length; i++) {
+      const shown = this.#shown[i];
+      if (shown?.ref && shown.text === desired[i]) continue;
+      this.#requests++;
+      if (shown?.ref) {
+        try {
+          await transport.edit(shown.ref, desired[i]!, { signal, final: isLast(i) });
+        } catch (err) {
+          if (isRetryable(err)) throw err;
+          // The platform will not edit this one (deleted, too old): send the text anew.
+          this.#o.onError?.(err, final ? 'final' : 'draft');
+          this.#shown[i] = { ref: undefined, text: undefined };
+          return true;
+        }
+        shown.text = desired[i];
+      } else {
+        const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i) });
+        this.#shown[i] = { ref, text: desired[i] };
+        this.#stopTyping();
+        this.#o.onRefs?.(this.#refs());
+      }
+      return true;
+    }
+    if (final && this.#shown.length > desired.length) {
+      const extra = this.#shown.pop()!;
+      if (extra.ref) {
+        this.#requests++;
+        try {
+          await transport.delete(extra.ref, { signal });
+        } catch (err) {
+          if (isRetryable(err)) {
+            this.#shown.push(extra);
+            throw err;
+          }
+        }
+        this.#o.onRefs?.(this.#refs());
+      }
+      return true;
+    }
+    return false;
+  }
+
+  #refs(): MessageRef[] {
+    return this.#shown.flatMap((s) => (s.ref ? [s.ref] : []));
+  }
+
+  #changed(): Promise<void> {
+    if (this.#dirty || this.#ending) return Promise.resolve();
+    return new Promise((resolve) => (this.#wake = resolve));
+  }
+
+  async #run(): Promise<ReplyResult> {
+    while (!this.#ending) {
+      await this.#changed();
+      this.#wake = undefined;
+      this.#dirty = false;
+      if (this.#ending || !this.#draftsEnabled) continue;
+      await sleepUntil(this.#pacing.nextAtMs, this.#o.signal);
+      if (this.#ending || this.#o.signal?.aborted) continue;
+      try {
+        if (await this.#step(this.#desired(false), false)) this.#dirty = true;
+        pace(this.#pacing, undefined, Date.now());
+      } catch (err) {
+        const outcome = pace(this.#pacing, err, Date.now());
+        if (outcome === 'rate_limited') this.#o.onRateLimited?.();
+        else this.#o.onError?.(err, 'draft');
+        // After three failed drafts in a row only the final text is attempted.
+        if (this.#pacing.consecutiveFailures >= 3) this.#draftsEnabled = false;
+        this.#dirty = true;
+      }
+    }
+    return this.#final();
+  }
+
+  async #final(): Promise<ReplyResult> {
+    this.#stopTyping();
+    const deadline = Date.now() + this.#o.finalDeadlineMs;
+    const desired = this.#desired(true);
+    let delivered = true;
+    for (;;) {
+      if (this.#o.signal?.aborted) {
+        delivered = false;
+        break;
+      }
+      await sleepUntil(Math.min(this.#pacing.nextAtMs, deadline), this.#o.signal);
+      try {
+        if (!(await this.#step(desired, true))) break;
+        pace(this.#pacing, undefined, Date.now());
+      } catch (err) {
+        const outcome = pace(this.#pacing, err, Date.now());
+        if (outcome === 'rate_limited') this.#o.onRateLimited?.();
+        else this.#o.onError?.(err, 'final');
+        if (!isRetryable(err) || this.#pacing.nextAtMs > deadline) {
+          delivered = false;
+          this.#o.onError?.(new Error(`final reply not delivered: ${errorMessage(err)}`), 'final');
+          break;
+        }
+      }
+    }
+    const refs = this.#refs();
+    if (delivered && refs.length && this.#o.transport.finalize) {
+      await this.#o.transport.finalize(refs, { signal: this.#o.signal }).catch((err) => this.#o.onError?.(err, 'final'));
+    }
+    return { refs, requests: this.#requests, delivered };
+  }
+}

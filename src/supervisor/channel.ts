@@ -1,0 +1,189 @@
+import pRetry, { AbortError } from 'p-retry';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { BackoffConfig } from '../config/schema.js';
+import type { ChannelAdapter, Deliver } from '../dispatch/adapter.js';
+import { ChannelError, CodedError, errorMessage, isRetryable, type ErrorCode } from '../errors.js';
+import type { Logger } from '../observe/logger.js';
+import { backoffDelayMs } from './backoff.js';
+
+export type ChannelStateName = 'starting' | 'connected' | 'backoff' | 'failed' | 'stopped';
+
+/** What /status and `channeld status` show for one channel. */
+export interface ChannelStatus {
+  id: string;
+  kind: string;
+  state: ChannelStateName;
+  since: string;
+  attempts: number;
+  next_retry_at: string | null;
+  last_error: { code: string; message: string; at: string } | null;
+  /** Increases on every new platform connection. */
+  connection: number;
+}
+
+export interface SupervisedChannelOptions {
+  id: string;
+  kind: string;
+  adapter: ChannelAdapter;
+  deliver: Deliver;
+  backoff: BackoffConfig;
+  connectTimeoutMs: number;
+  log: Logger;
+  random?: () => number;
+  onState?: (status: ChannelStatus) => void;
+}
+
+/** Marks a run that lasted `stable_ms`: the next failure starts backoff from attempt 1. */
+class StableRunEnded extends Error {}
+
+/**
+ * One supervised listener: runs `adapter.listen`, restarts it with bounded full-jitter
+ * backoff on retryable failures, parks it in `failed` on fatal ones, and stops on abort.
+ */
+export class SupervisedChannel {
+  readonly #o: SupervisedChannelOptions;
+  readonly #controller = new AbortController();
+  #status: ChannelStatus;
+  #loop: Promise<void> | undefined;
+  #firstAttempt!: () => void;
+  #pastFirstAttempt = false;
+  /** Resolves once the first connect attempt has settled (connected, failed or backing off). */
+  readonly firstAttempt: Promise<void> = new Promise((r) => (this.#firstAttempt = r));
+
+  constructor(options: SupervisedChannelOptions) {
+    this.#o = options;
+    this.#status = { id: options.id, kind: options.kind, state: 'stopped', since: new Date().toISOString(), attempts: 0, next_retry_at: null, last_error: null, connection: 0 };
+  }
+
+  get adapter(): ChannelAdapter {
+    return this.#o.adapter;
+  }
+
+  /** Whether the first connect attempt has settled; /readyz waits for every channel's. */
+  get pastFirstAttempt(): boolean {
+    return this.#pastFirstAttempt;
+  }
+
+  status(): ChannelStatus {
+    return { ...this.#status };
+  }
+
+  #set(state: ChannelStateName, patch: Partial<ChannelStatus> = {}): void {
+    const changed = state !== this.#status.state;
+    this.#status = { ...this.#status, ...patch, state, ...(changed ? { since: new Date().toISOString() } : {}) };
+    if (state !== 'starting' && !this.#pastFirstAttempt) {
+      this.#pastFirstAttempt = true;
+      this.#firstAttempt();
+    }
+    if (!changed) return;
+    const { id, attempts, last_error, next_retry_at } = this.#status;
+    const fields = { channel: id, state, attempts, ...(last_error && (state === 'backoff' || state === 'failed') ? { error: last_error } : {}), ...(next_retry_at ? { next_retry_at } : {}) };
+    if (state === 'failed') this.#o.log.error(fields, `channel ${id} failed: ${last_error?.message ?? ''}`);
+    else if (state === 'backoff') this.#o.log.warn(fields, `channel ${id} backing off`);
+    else this.#o.log.info(fields, `channel ${id} ${state}`);
+    this.#o.onState?.(this.status());
+  }
+
+  #recordError(err: unknown): void {
+    const code = err instanceof CodedError ? err.code : 'CHANNEL_NETWORK';
+    this.#status.last_error = { code, message: errorMessage(err), at: new Date().toISOString() };
+  }
+
+  start(): void {
+    this.#loop ??= this.#run();
+  }
+
+  async #run(): Promise<void> {
+    const signal = this.#controller.signal;
+    while (!signal.aborted) {
+      try {
+        await pRetry((n) => this.#attempt(n), {
+          retries: Number.POSITIVE_INFINITY,
+          minTimeout: 0, // the wait happens in onFailedAttempt, with full jitter
+          signal,
+          shouldRetry: ({ error }) => isRetryable(error),
+          onFailedAttempt: async ({ error, attemptNumber }) => {
+            this.#recordError(error);
+            if (!isRetryable(error) || signal.aborted) return;
+            const waitMs = backoffDelayMs(attemptNumber, this.#o.backoff, this.#o.random);
+            this.#set('backoff', { attempts: attemptNumber, next_retry_at: new Date(Date.now() + waitMs).toISOString() });
+            await delay(waitMs, undefined, { signal }).catch(() => {});
+          },
+        });
+      } catch (err) {
+        if (signal.aborted) break;
+        if (err instanceof StableRunEnded) {
+          const waitMs = backoffDelayMs(1, this.#o.backoff, this.#o.random);
+          this.#set('backoff', { attempts: 1, next_retry_at: new Date(Date.now() + waitMs).toISOString() });
+          await delay(waitMs, undefined, { signal }).catch(() => {});
+          continue;
+        }
+        this.#recordError(err);
+        this.#set('failed', { next_retry_at: null });
+        return;
+      }
+    }
+    this.#set('stopped', { next_retry_at: null });
+  }
+
+  async #attempt(attemptNumber: number): Promise<void> {
+    const signal = this.#controller.signal;
+    if (signal.aborted) return;
+    this.#set('starting', { attempts: attemptNumber, next_retry_at: null });
+    const attempt = new AbortController();
+    const onAbort = () => attempt.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    let connectedAt: number | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        const err = new ChannelError('CHANNEL_CONNECT_TIMEOUT', `channel "${this.#o.id}" did not connect within ${this.#o.connectTimeoutMs} ms`);
+        attempt.abort(err);
+        reject(err);
+      }, this.#o.connectTimeoutMs);
+    });
+    timedOut.catch(() => {});
+    const onConnected = () => {
+      clearTimeout(timer);
+      connectedAt = Date.now();
+      this.#set('connected', { connection: this.#status.connection + 1, attempts: 0, next_retry_at: null });
+    };
+    try {
+      await Promise.race([this.#o.adapter.listen(this.#o.deliver, attempt.signal, onConnected), timedOut]);
+      if (signal.aborted) return;
+      throw new ChannelError('CHANNEL_ENDED', `channel "${this.#o.id}" listener returned on its own`);
+    } catch (err) {
+      if (signal.aborted) return;
+      const wrapped = toChannelError(err);
+      if (wrapped.retryable && connectedAt !== undefined && Date.now() - connectedAt >= this.#o.backoff.stable_ms) {
+        this.#recordError(wrapped);
+        // AbortError leaves p-retry at once; the outer loop starts a fresh count.
+        throw new AbortError(new StableRunEnded());
+      }
+      throw wrapped;
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Aborts the listener and waits up to `graceMs` for it to close. */
+  async stop(graceMs: number): Promise<void> {
+    this.#controller.abort(new CodedError('DAEMON_SHUTTING_DOWN', `channel "${this.#o.id}" is stopping`));
+    if (!this.#loop) {
+      this.#set('stopped');
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.#loop, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
+    clearTimeout(timer);
+    if (this.#status.state !== 'stopped' && this.#status.state !== 'failed') this.#set('stopped');
+  }
+}
+
+/** Unknown failures become retryable network errors: p-retry would treat a TypeError as fatal. */
+function toChannelError(err: unknown): CodedError {
+  if (err instanceof CodedError) return err;
+  const code: ErrorCode = 'CHANNEL_NETWORK';
+  return new ChannelError(code, errorMessage(err), { cause: err, retryable: true });
+}

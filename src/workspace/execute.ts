@@ -1,0 +1,61 @@
+import type { DaemonConfig } from '../config/schema.js';
+import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
+import { replyTargetOf } from '../dispatch/message.js';
+import type { Logger } from '../observe/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import type { Inbox } from '../store/inbox.js';
+import { ReplyStream } from '../stream/reply-stream.js';
+import type { Workspace } from './workspace.js';
+
+export interface TurnExecutorDeps {
+  config(): DaemonConfig;
+  channel(id: string): DispatchChannel | undefined;
+  workspaceFor(channelId: string): Workspace;
+  inbox: Inbox;
+  metrics: Metrics;
+  log: Logger;
+  /** Aborted when the daemon must exit now: final texts stop retrying. */
+  hardStop: AbortSignal;
+}
+
+/** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
+export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
+  return async (job, signal) => {
+    const first = job.items[0]!;
+    const channelId = first.message.channelId;
+    const ch = deps.channel(channelId);
+    if (!ch) return 'cancelled';
+    const started = performance.now();
+    const log = deps.log.child({ channel: channelId, scope: job.scope });
+    const stream = new ReplyStream({
+      transport: ch.adapter,
+      capabilities: ch.adapter.capabilities,
+      target: replyTargetOf(job.items.at(-1)!.message),
+      ...(ch.config.edit_interval_ms !== undefined ? { editIntervalMs: ch.config.edit_interval_ms } : {}),
+      streamMode: ch.config.stream_mode,
+      showToolProgress: ch.config.show_tool_progress,
+      existingRefs: first.replyRefs,
+      onRefs: (refs) => {
+        for (const it of job.items) deps.inbox.setReplyRefs(it.id, refs);
+      },
+      finalDeadlineMs: deps.config().daemon.shutdown_grace_ms,
+      signal: deps.hardStop,
+      onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
+      onError: (err, phase) => log.warn({ err, phase }, 'reply request failed'),
+    });
+    const ws = deps.workspaceFor(channelId);
+    const outcome = await ws.runtime.run({
+      message: { ...job.items.at(-1)!.message, text: job.text },
+      scope: job.scope,
+      ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
+      signal,
+      reply: stream,
+      passive: job.passive,
+    });
+    const result = await stream.finished();
+    deps.metrics.draftEdits.observe(result.requests);
+    deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, (performance.now() - started) / 1000);
+    if (!result.delivered) log.error({ ending: outcome.ending }, 'the final reply could not be delivered');
+    return outcome.ending;
+  };
+}
