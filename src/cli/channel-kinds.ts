@@ -14,6 +14,6 @@ export const channelKinds: Record<ChannelKind, (() => Promise<ChannelFactory>) |
 
 export async function loadChannelFactory(kind: ChannelKind): Promise<ChannelFactory> {
   const load = channelKinds[kind];
-  if (!load) throw new Error(`channel type "${kind}" is not available in this build`);
+  if (!load) throw new Error(`channel type "${kind}" is not available in this build of channeld yet`);
   return load();
 }

@@ -14,6 +14,7 @@ import { Supervisor } from '../supervisor/supervisor.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
+import { ChannelError, errorMessage } from '../errors.js';
 
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
@@ -151,8 +152,16 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       const channels = ctx.use<Channels>('channels');
       const supervisor = ctx.use<Supervisor>('supervisor');
       const dispatcher = ctx.use<Dispatcher>('dispatcher');
-      const factory = await loadChannelFactory(config.type);
-      const adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
+      let adapter;
+      try {
+        const factory = await loadChannelFactory(config.type);
+        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
+      } catch (err) {
+        // One channel that cannot be built is parked as failed; the others run.
+        supervisor.addFailed(config.id, config.type, new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false }));
+        ctx.effect(() => supervisor.remove(config.id, 0));
+        return;
+      }
       channels.set(config.id, { config, adapter });
       ctx.effect(() => void channels.delete(config.id));
       supervisor.add({ id: config.id, kind: config.type, adapter, deliver: dispatcher.deliver, backoff: config.backoff, connectTimeoutMs: config.connect_timeout_ms });

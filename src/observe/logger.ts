@@ -12,7 +12,7 @@ const redactPaths = [
 
 /** Token shapes of the platforms we speak to, scrubbed from any log line that carries one. */
 const tokenPatterns = [
-  /\b\d{6,12}:[A-Za-z0-9_-]{30,}\b/g, // Telegram bot token
+  /(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}/g, // Telegram bot token, also inside ".../bot<token>/getMe\"
   /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g, // Slack bot/user tokens
   /\bxapp-[A-Za-z0-9-]{10,}\b/g, // Slack app token
   /\b[MN][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}\b/g, // Discord bot token

@@ -55,10 +55,6 @@ export class SupervisedChannel {
     this.#status = { id: options.id, kind: options.kind, state: 'stopped', since: new Date().toISOString(), attempts: 0, next_retry_at: null, last_error: null, connection: 0 };
   }
 
-  get adapter(): ChannelAdapter {
-    return this.#o.adapter;
-  }
-
   /** Whether the first connect attempt has settled; /readyz waits for every channel's. */
   get pastFirstAttempt(): boolean {
     return this.#pastFirstAttempt;
@@ -91,6 +87,13 @@ export class SupervisedChannel {
 
   start(): void {
     this.#loop ??= this.#run();
+  }
+
+  /** Parks the channel in `failed` without running it (its adapter could not be built). */
+  fail(err: unknown): void {
+    this.#recordError(err);
+    this.#set('failed', { next_retry_at: null });
+    this.#loop ??= Promise.resolve();
   }
 
   async #run(): Promise<void> {

@@ -1,0 +1,66 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { Daemon } from '../../src/cli/daemon.js';
+
+/** Collects log lines in memory, so tests can assert on them and the output stays quiet. */
+export class LogSink extends Writable {
+  readonly lines: string[] = [];
+  override _write(chunk: Buffer, _enc: BufferEncoding, cb: () => void): void {
+    this.lines.push(...String(chunk).split('\n').filter(Boolean));
+    cb();
+  }
+  get text(): string {
+    return this.lines.join('\n');
+  }
+}
+
+export interface TestDaemon {
+  daemon: Daemon;
+  url: string;
+  dir: string;
+  configFile: string;
+  logs: LogSink;
+  /** Rewrites the config file (state_dir and listen are kept). */
+  rewrite(body: string): void;
+  stop(): Promise<void>;
+}
+
+/** The header every test config gets: its own state dir and a free port. */
+export function header(dir: string, extra = ''): string {
+  return `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n\n`;
+}
+
+/** Starts an in-process daemon on a temp dir with `body` after the generated header. */
+export async function startDaemon(body: string, env: NodeJS.ProcessEnv = {}, daemonExtra = ''): Promise<TestDaemon> {
+  const dir = mkdtempSync(join(tmpdir(), 'channeld-test-'));
+  const configFile = join(dir, 'daemon.config.toml');
+  const write = (b: string) => writeFileSync(configFile, header(dir, daemonExtra) + b);
+  write(body);
+  const logs = new LogSink();
+  const daemon = await Daemon.start({ configFile, env, logger: { destination: logs, level: 'debug', pretty: false } });
+  const url = `http://127.0.0.1:${daemon.address.port}`;
+  return {
+    daemon,
+    url,
+    dir,
+    configFile,
+    logs,
+    rewrite: write,
+    stop: async () => {
+      await daemon.stop();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, stepMs = 10): Promise<NonNullable<T>> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await fn();
+    if (v) return v as NonNullable<T>;
+    if (Date.now() > deadline) throw new Error(`waitFor timed out after ${timeoutMs} ms`);
+    await new Promise((r) => setTimeout(r, stepMs));
+  }
+}

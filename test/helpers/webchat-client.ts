@@ -1,0 +1,56 @@
+import WebSocket from 'ws';
+
+export interface Frame {
+  type: string;
+  ref?: string;
+  text?: string;
+  final?: boolean;
+  id?: string;
+  message?: string;
+}
+
+/** A web chat tab driven by a test: sends messages, records every frame. */
+export class ChatClient {
+  readonly frames: Frame[] = [];
+  readonly #ws: WebSocket;
+  readonly opened: Promise<void>;
+  #seq = 0;
+
+  constructor(url: string, tab: string, token?: string) {
+    const q = new URLSearchParams({ tab, ...(token ? { token } : {}) });
+    this.#ws = new WebSocket(`${url.replace(/^http/, 'ws')}/chat?${q}`);
+    this.#ws.on('message', (d) => this.frames.push(JSON.parse(String(d)) as Frame));
+    this.opened = new Promise((resolve, reject) => {
+      this.#ws.once('open', () => resolve());
+      this.#ws.once('error', reject);
+      this.#ws.once('unexpected-response', (_req, res) => reject(new Error(`HTTP ${res.statusCode}`)));
+    });
+  }
+
+  send(text: string, id = `m${++this.#seq}`): string {
+    this.#ws.send(JSON.stringify({ type: 'message', id, text }));
+    return id;
+  }
+
+  /** Reply frames (sends and edits) in arrival order. */
+  replies(): Frame[] {
+    return this.frames.filter((f) => f.type === 'reply');
+  }
+
+  /** Resolves with the final frames once `count` replies are final. */
+  async finals(count = 1, timeoutMs = 10_000): Promise<Frame[]> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const latest = new Map<string, Frame>();
+      for (const f of this.replies()) latest.set(f.ref!, f);
+      const finals = [...latest.values()].filter((f) => f.final);
+      if (finals.length >= count) return finals;
+      if (Date.now() > deadline) throw new Error(`only ${finals.length}/${count} final replies: ${JSON.stringify(this.frames.slice(-5))}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  }
+
+  close(): void {
+    this.#ws.close();
+  }
+}

@@ -1,0 +1,96 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../../../src/config/load.js';
+import { ConfigError } from '../../../src/errors.js';
+
+function problems(source: string, env: NodeJS.ProcessEnv = {}): string[] {
+  try {
+    parseConfig(source, '/etc/channeld/daemon.config.toml', env);
+  } catch (err) {
+    if (err instanceof ConfigError) return [...err.problems];
+    throw err;
+  }
+  return [];
+}
+
+const web = `[[channels]]\nid = "web"\ntype = "webchat"\n`;
+
+describe('config validation', () => {
+  it('accepts the minimal config and fills every default', () => {
+    const { config } = parseConfig(web, 'daemon.config.toml', {});
+    expect(config.http.listen).toBe('127.0.0.1:8787');
+    expect(config.limits).toEqual({ max_in_flight: 32, max_queued: 256, queue_mode: 'followup', collect_debounce_ms: 500 });
+    expect(config.agents.default?.provider).toBe('echo');
+    expect(config.channels[0]).toMatchObject({ require_mention: true, scope: 'chat', stream_mode: 'partial', backoff: { initial_ms: 1000, factor: 2, max_ms: 60000, stable_ms: 300000 } });
+  });
+
+  it('names an unknown key with its line and column', () => {
+    expect(problems(`[daemon]\nlog_level = "info"\nlog_levle = "debug"\n`)).toEqual(['daemon.config.toml:3:1: daemon.log_levle: unknown key "log_levle"']);
+  });
+
+  it('names a wrong type with the line, and what was given', () => {
+    expect(problems(`[limits]\nmax_in_flight = "lots"\n`)).toEqual(['daemon.config.toml:2:17: limits.max_in_flight: expected number, got "lots"']);
+  });
+
+  it('names a bad enum value and lists what is allowed', () => {
+    const src = `${web}\n[[channels]]\nid = "tg"\ntype = "telgram"\n`;
+    expect(problems(src)).toEqual(['daemon.config.toml:7:8: channels[1].type: "telgram" is not one of webchat, telegram, discord, slack']);
+    expect(problems(`[daemon]\nlog_level = "loud"\n`)[0]).toMatch(/^daemon\.config\.toml:2:13: daemon\.log_level: "loud" is not one of trace, debug, info, warn, error$/);
+  });
+
+  it('refuses an inline token and says which three keys to use', () => {
+    const src = `[[channels]]\nid = "tg"\ntype = "telegram"\nallow_from = ["*"]\ntoken = "123:abc"\n`;
+    const [p] = problems(src);
+    expect(p).toMatch(/^daemon\.config\.toml:5:1: channels\[0\]\.token: inline secrets are refused/);
+    expect(p).toContain('token_env, token_file or token_credential');
+    expect(p).not.toContain('123:abc');
+  });
+
+  it('names the channel and the variable when a token env var is missing', () => {
+    const src = `[[channels]]\nid = "tg"\ntype = "telegram"\nallow_from = ["*"]\ntoken_env = "TG_TOKEN"\n`;
+    expect(problems(src)).toEqual(['daemon.config.toml:5:13: channels[0].token_env: environment variable TG_TOKEN is not set or empty (channel "tg")']);
+    expect(problems(src, { TG_TOKEN: '1:x' })).toEqual([]);
+  });
+
+  it('reads token_file and token_credential, and names a missing file', () => {
+    const dir = mkdtempSync(join(tmpdir(), 'channeld-cfg-'));
+    writeFileSync(join(dir, 'tok'), 'secret-from-file\n');
+    const viaFile = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "${join(dir, 'tok')}"\n`, 'daemon.config.toml', {});
+    expect(viaFile.secrets.get('channels.d', 'token')).toBe('secret-from-file');
+    const viaCred = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_credential = "tok"\n`, 'daemon.config.toml', { CREDENTIALS_DIRECTORY: dir });
+    expect(viaCred.secrets.get('channels.d', 'token')).toBe('secret-from-file');
+    expect(problems(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "/nonexistent/tok"\n`)[0]).toMatch(/:5:\d+: channels\[0\]\.token_file: cannot read \/nonexistent\/tok: ENOENT \(channel "d"\)/);
+  });
+
+  it('requires allow_from on platform channels', () => {
+    expect(problems(`[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "T"\n`, { T: 'x' })[0]).toMatch(/^daemon\.config\.toml:1:1: channels\[0\]: channel "tg" needs allow_from/);
+  });
+
+  it('reports a TOML syntax error with line and column', () => {
+    expect(problems(`[daemon\n`)[0]).toMatch(/^daemon\.config\.toml:1:\d+: syntax: /);
+  });
+
+  it('locates keys inside [channels.backoff] of the right channel', () => {
+    const src = `${web}\n[[channels]]\nid = "web2"\ntype = "webchat"\n[channels.backoff]\nfactor = 0\n`;
+    expect(problems(src)).toEqual(['daemon.config.toml:9:10: channels[1].backoff.factor: 0 is too small: must be at least 1']);
+  });
+
+  it('rejects duplicate channel ids', () => {
+    expect(problems(`${web}${web}`)[0]).toMatch(/:5:6: channels\[1\]\.id: "web" is already used by channels\[0\]/);
+  });
+
+  it('with several agents, a channel must name one, and the name must exist', () => {
+    const agents = `[agents.support]\nprovider = "echo"\n[agents.fun]\nprovider = "echo"\n`;
+    expect(problems(`${agents}${web}`)[0]).toMatch(/channels\[0\]: channel "web" needs agent = one of support, fun/);
+    expect(problems(`${agents}${web}agent = "nope"\n`)[0]).toMatch(/:8:9: channels\[0\]\.agent: channel "web" is bound to agent "nope", which is not defined/);
+    expect(problems(`${agents}${web}agent = "fun"\n`)).toEqual([]);
+  });
+
+  it('lists every problem, in file order', () => {
+    const src = `[daemon]\nbogus = 1\n[limits]\nmax_queued = -1\n${web}extra = true\n`;
+    const lines = problems(src);
+    expect(lines.map((l) => l.split(':')[1])).toEqual(['2', '4', '8']);
+  });
+});

@@ -1,0 +1,168 @@
+import { describe, expect, it } from 'vitest';
+import { Kernel } from '../../../src/kernel/kernel.js';
+import { planStart } from '../../../src/kernel/plan.js';
+import type { Plugin } from '../../../src/kernel/plugin.js';
+import { CodedError } from '../../../src/errors.js';
+
+/** A plugin that records its start and its disposal into `log`. */
+function recorder(log: string[], name: string, extra: Partial<Plugin> = {}): Plugin {
+  return {
+    name,
+    ...extra,
+    start: async (ctx) => {
+      log.push(`start ${name}`);
+      for (const s of extra.provides ?? []) ctx.provide(s, { from: name });
+      ctx.effect(() => void log.push(`dispose ${name}`));
+      await extra.start?.(ctx);
+    },
+  };
+}
+
+function codeOf(fn: () => unknown): string | undefined {
+  try {
+    fn();
+  } catch (err) {
+    return (err as CodedError).code;
+  }
+  return undefined;
+}
+
+describe('start plan', () => {
+  it('starts providers before the plugins that inject them, whatever the input order', () => {
+    const order = planStart([
+      { name: 'c', inject: ['b'], start() {} },
+      { name: 'b', inject: ['a'], provides: ['b'], start() {} },
+      { name: 'a', provides: ['a'], start() {} },
+    ]).map((p) => p.name);
+    expect(order).toEqual(['a', 'b', 'c']);
+  });
+
+  it('rejects a missing service, naming the plugin and the service', () => {
+    expect(codeOf(() => planStart([{ name: 'x', inject: ['db'], start() {} }]))).toBe('KERNEL_MISSING_SERVICE');
+    expect(() => planStart([{ name: 'x', inject: ['db'], start() {} }])).toThrow(/"x" injects "db"/);
+  });
+
+  it('rejects two providers of one service', () => {
+    const plugins = [
+      { name: 'a', provides: ['db'], start() {} },
+      { name: 'b', provides: ['db'], start() {} },
+    ];
+    expect(codeOf(() => planStart(plugins))).toBe('KERNEL_DUPLICATE_PROVIDER');
+    expect(() => planStart(plugins)).toThrow(/"a" and "b"/);
+  });
+
+  it('rejects a cycle, naming it', () => {
+    const plugins = [
+      { name: 'a', provides: ['a'], inject: ['b'], start() {} },
+      { name: 'b', provides: ['b'], inject: ['a'], start() {} },
+    ];
+    expect(codeOf(() => planStart(plugins))).toBe('KERNEL_CYCLE');
+    expect(() => planStart(plugins)).toThrow(/a → b → a/);
+  });
+});
+
+describe('Kernel', () => {
+  it('checks the plan before starting anything', async () => {
+    const log: string[] = [];
+    const k = new Kernel();
+    await expect(k.load(recorder(log, 'a', { provides: ['a'] }), recorder(log, 'b', { inject: ['missing'] }))).rejects.toMatchObject({ code: 'KERNEL_MISSING_SERVICE' });
+    expect(log).toEqual([]);
+  });
+
+  it('rolls back the failing plugin effects, then every started plugin in reverse order', async () => {
+    const log: string[] = [];
+    const k = new Kernel();
+    const failing: Plugin = {
+      name: 'c',
+      inject: ['b'],
+      start: (ctx) => {
+        log.push('start c');
+        ctx.effect(() => void log.push('dispose c.1'));
+        ctx.effect(() => void log.push('dispose c.2'));
+        throw new Error('boom');
+      },
+    };
+    await expect(k.load(recorder(log, 'a', { provides: ['a'] }), recorder(log, 'b', { provides: ['b'], inject: ['a'] }), failing)).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      message: expect.stringContaining('"c" failed to start: boom'),
+    });
+    expect(log).toEqual(['start a', 'start b', 'start c', 'dispose c.2', 'dispose c.1', 'dispose b', 'dispose a']);
+    expect(k.state('c')).toBe('failed');
+    expect(k.started).toEqual([]);
+  });
+
+  it('unloads exactly the dependents of a provider, newest first', async () => {
+    const log: string[] = [];
+    const k = new Kernel();
+    await k.load(
+      recorder(log, 'db', { provides: ['db'] }),
+      recorder(log, 'http', { provides: ['http'] }),
+      recorder(log, 'inbox', { provides: ['inbox'], inject: ['db'] }),
+      recorder(log, 'dispatch', { inject: ['inbox'] }),
+      recorder(log, 'web', { inject: ['http'] }),
+    );
+    log.length = 0;
+    expect(await k.unload('db')).toEqual(['dispatch', 'inbox', 'db']);
+    expect(log).toEqual(['dispose dispatch', 'dispose inbox', 'dispose db']);
+    expect(k.started).toEqual(['http', 'web']);
+  });
+
+  it('stops in reverse start order, and a second stop does nothing', async () => {
+    const log: string[] = [];
+    const k = new Kernel();
+    await k.load(recorder(log, 'a', { provides: ['a'] }), recorder(log, 'b', { inject: ['a'] }));
+    log.length = 0;
+    await k.stop();
+    await k.stop();
+    expect(log).toEqual(['dispose b', 'dispose a']);
+    expect(k.state('a')).toBe('disposed');
+  });
+
+  it('keeps tearing down when a disposer throws, and reports it', async () => {
+    const log: string[] = [];
+    const failures: string[] = [];
+    const k = new Kernel({ onDisposeError: (p, err) => failures.push(`${p}: ${(err as Error).message}`) });
+    await k.load(recorder(log, 'a', { provides: ['a'] }), {
+      name: 'b',
+      inject: ['a'],
+      start: (ctx) => {
+        ctx.effect(() => {
+          throw new Error('stuck');
+        });
+      },
+    });
+    log.length = 0;
+    await k.stop();
+    expect(failures).toEqual(['b: stuck']);
+    expect(log).toEqual(['dispose a']);
+  });
+
+  it('an early-disposed effect does not run again at unload', async () => {
+    let runs = 0;
+    const k = new Kernel();
+    let early!: () => Promise<void>;
+    await k.load({ name: 'a', start: (ctx) => void (early = ctx.effect(() => void runs++)) });
+    await early();
+    await k.stop();
+    expect(runs).toBe(1);
+  });
+
+  it('times out a start that never settles, naming the plugin', async () => {
+    const k = new Kernel({ startTimeoutMs: 20 });
+    await expect(k.load({ name: 'slow', start: () => new Promise(() => {}) })).rejects.toMatchObject({ code: 'KERNEL_START_TIMEOUT', message: expect.stringContaining('"slow"') });
+  });
+
+  it('a plugin added later may inject services of running plugins', async () => {
+    const k = new Kernel();
+    await k.load({ name: 'a', provides: ['a'], start: (ctx) => ctx.provide('a', 42) });
+    let seen: unknown;
+    await k.load({ name: 'late', inject: ['a'], start: (ctx) => void (seen = ctx.use('a')) });
+    expect(seen).toBe(42);
+  });
+
+  it('refuses use() of a service the plugin did not inject', async () => {
+    const k = new Kernel();
+    await k.load({ name: 'a', provides: ['a'], start: (ctx) => ctx.provide('a', 1) });
+    await expect(k.load({ name: 'sneaky', start: (ctx) => void ctx.use('a') })).rejects.toMatchObject({ code: 'KERNEL_START_FAILED' });
+  });
+});
