@@ -1,4 +1,4 @@
-import { setTimeout as delay } from 'node:timers/promises';
+import { sleep } from '../kernel/sleep.js';
 import { estimateTokens, type AgentEvent } from './events.js';
 import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
 
@@ -16,11 +16,8 @@ export class EchoRunner implements AgentRunner {
     for (const word of words) {
       if (signal.aborted) return yield { type: 'cancelled' };
       if (this.delayMs > 0 && sent > 0) {
-        try {
-          await delay(this.delayMs, undefined, { signal });
-        } catch {
-          return yield { type: 'cancelled' };
-        }
+        await sleep(this.delayMs, signal);
+        if (signal.aborted) return yield { type: 'cancelled' };
       }
       sent += word.length;
       yield { type: 'text_delta', text: word };

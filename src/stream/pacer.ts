@@ -1,4 +1,5 @@
 import { ChannelError } from '../errors.js';
+import { sleep } from '../kernel/sleep.js';
 
 /** The platform said 429, or we never got an answer: how long to wait before the next request. */
 export interface Pacing {
@@ -12,19 +13,9 @@ export function isRateLimit(err: unknown): err is ChannelError & { retryAfterMs:
   return err instanceof ChannelError && err.retryAfterMs !== undefined;
 }
 
-/** Waits until `atMs` (fake-timer friendly); resolves early only when `signal` aborts. */
+/** Waits until `atMs` (ms since the epoch); resolves early only when `signal` aborts. */
 export function sleepUntil(atMs: number, signal?: AbortSignal): Promise<void> {
-  const ms = atMs - Date.now();
-  if (ms <= 0 || signal?.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      clearTimeout(timer);
-      signal?.removeEventListener('abort', done);
-      resolve();
-    };
-    const timer = setTimeout(done, ms);
-    signal?.addEventListener('abort', done, { once: true });
-  });
+  return sleep(atMs - Date.now(), signal);
 }
 
 /** Records a request's outcome on the pacing state; returns whether it was a 429. */

@@ -1,10 +1,10 @@
 import pRetry, { AbortError } from 'p-retry';
-import { setTimeout as delay } from 'node:timers/promises';
 import type { BackoffConfig } from '../config/schema.js';
 import type { ChannelAdapter, Deliver } from '../dispatch/adapter.js';
 import { ChannelError, CodedError, errorMessage, isRetryable, type ErrorCode } from '../errors.js';
 import type { Logger } from '../observe/logger.js';
 import { backoffDelayMs } from './backoff.js';
+import { sleep } from '../kernel/sleep.js';
 
 export type ChannelStateName = 'starting' | 'connected' | 'backoff' | 'failed' | 'stopped';
 
@@ -76,6 +76,8 @@ export class SupervisedChannel {
     const fields = { channel: id, state, attempts, ...(last_error && (state === 'backoff' || state === 'failed') ? { error: last_error } : {}), ...(next_retry_at ? { next_retry_at } : {}) };
     if (state === 'failed') this.#o.log.error(fields, `channel ${id} failed: ${last_error?.message ?? ''}`);
     else if (state === 'backoff') this.#o.log.warn(fields, `channel ${id} backing off`);
+    // A retry's "starting" is implied by the backoff line before it.
+    else if (state === 'starting' && attempts > 1) this.#o.log.debug(fields, `channel ${id} ${state}`);
     else this.#o.log.info(fields, `channel ${id} ${state}`);
     this.#o.onState?.(this.status());
   }
@@ -110,7 +112,7 @@ export class SupervisedChannel {
             if (!isRetryable(error) || signal.aborted) return;
             const waitMs = backoffDelayMs(attemptNumber, this.#o.backoff, this.#o.random);
             this.#set('backoff', { attempts: attemptNumber, next_retry_at: new Date(Date.now() + waitMs).toISOString() });
-            await delay(waitMs, undefined, { signal }).catch(() => {});
+            await sleep(waitMs, signal);
           },
         });
       } catch (err) {
@@ -118,7 +120,7 @@ export class SupervisedChannel {
         if (err instanceof StableRunEnded) {
           const waitMs = backoffDelayMs(1, this.#o.backoff, this.#o.random);
           this.#set('backoff', { attempts: 1, next_retry_at: new Date(Date.now() + waitMs).toISOString() });
-          await delay(waitMs, undefined, { signal }).catch(() => {});
+          await sleep(waitMs, signal);
           continue;
         }
         this.#recordError(err);
@@ -141,8 +143,8 @@ export class SupervisedChannel {
     const timedOut = new Promise<never>((_, reject) => {
       timer = setTimeout(() => {
         const err = new ChannelError('CHANNEL_CONNECT_TIMEOUT', `channel "${this.#o.id}" did not connect within ${this.#o.connectTimeoutMs} ms`);
-        attempt.abort(err);
         reject(err);
+        attempt.abort(err);
       }, this.#o.connectTimeoutMs);
     });
     timedOut.catch(() => {});
@@ -154,6 +156,8 @@ export class SupervisedChannel {
     try {
       await Promise.race([this.#o.adapter.listen(this.#o.deliver, attempt.signal, onConnected), timedOut]);
       if (signal.aborted) return;
+      // The adapter saw the timeout's abort as a stop request and returned cleanly.
+      if (attempt.signal.aborted) throw attempt.signal.reason;
       throw new ChannelError('CHANNEL_ENDED', `channel "${this.#o.id}" listener returned on its own`);
     } catch (err) {
       if (signal.aborted) return;

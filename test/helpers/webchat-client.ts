@@ -16,9 +16,9 @@ export class ChatClient {
   readonly opened: Promise<void>;
   #seq = 0;
 
-  constructor(url: string, tab: string, token?: string) {
+  constructor(url: string, tab: string, token?: string, path = '/chat') {
     const q = new URLSearchParams({ tab, ...(token ? { token } : {}) });
-    this.#ws = new WebSocket(`${url.replace(/^http/, 'ws')}/chat?${q}`);
+    this.#ws = new WebSocket(`${url.replace(/^http/, 'ws')}${path}?${q}`);
     this.#ws.on('message', (d) => this.frames.push(JSON.parse(String(d)) as Frame));
     this.opened = new Promise((resolve, reject) => {
       this.#ws.once('open', () => resolve());

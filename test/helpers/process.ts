@@ -1,0 +1,47 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+
+const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+
+/** The built daemon as a real child process, with its JSON log lines collected. */
+export class DaemonProcess {
+  readonly child: ChildProcess;
+  readonly lines: Array<Record<string, unknown>> = [];
+  readonly exited: Promise<number | null>;
+  #buf = '';
+
+  constructor(configFile: string, env: NodeJS.ProcessEnv = {}) {
+    this.child = spawn(process.execPath, [main, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child.stdout!.on('data', (d: Buffer) => this.#take(String(d)));
+    this.child.stderr!.on('data', (d: Buffer) => this.#take(String(d)));
+    this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
+  }
+
+  #take(text: string): void {
+    this.#buf += text;
+    const parts = this.#buf.split('\n');
+    this.#buf = parts.pop()!;
+    for (const p of parts) {
+      try {
+        this.lines.push(JSON.parse(p) as Record<string, unknown>);
+      } catch {
+        this.lines.push({ msg: p });
+      }
+    }
+  }
+
+  /** The daemon's base URL, from its "web chat:" or "ready" log line. */
+  async url(timeoutMs = 15_000): Promise<string> {
+    const deadline = Date.now() + timeoutMs;
+    for (;;) {
+      const line = this.lines.find((l) => typeof l.url === 'string');
+      if (line) return new URL(line.url as string).origin;
+      if (Date.now() > deadline) throw new Error(`daemon did not print its URL: ${JSON.stringify(this.lines)}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  signal(sig: NodeJS.Signals): void {
+    this.child.kill(sig);
+  }
+}
