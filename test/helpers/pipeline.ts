@@ -1,0 +1,67 @@
+import { parseConfig } from '../../src/config/load.js';
+import type { DaemonConfig } from '../../src/config/schema.js';
+import { Dispatcher, type DispatchChannel } from '../../src/dispatch/dispatcher.js';
+import { replyTargetOf } from '../../src/dispatch/message.js';
+import { createLogger } from '../../src/observe/logger.js';
+import { Metrics } from '../../src/observe/metrics.js';
+import { openDb, type Db } from '../../src/store/db.js';
+import { Inbox } from '../../src/store/inbox.js';
+import { createTurnExecutor } from '../../src/workspace/execute.js';
+import { Workspace } from '../../src/workspace/workspace.js';
+import { LogSink } from './daemon.js';
+import { RecordingAdapter } from './recording-adapter.js';
+
+export interface Pipeline {
+  dispatcher: Dispatcher;
+  adapter: RecordingAdapter;
+  inbox: Inbox;
+  db: Db;
+  metrics: Metrics;
+  workspace: Workspace;
+  config: DaemonConfig;
+  logs: LogSink;
+  close(): Promise<void>;
+}
+
+/**
+ * The real turn path without a network: Dispatcher → Workspace runtime (echo agent) →
+ * ReplyStream → a RecordingAdapter on channel "t". `toml` is appended to a config whose
+ * only channel is "t" (a webchat-typed section carrying the channel keys under test).
+ */
+export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter } = {}): Pipeline {
+  const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', {});
+  const logs = new LogSink();
+  const log = createLogger({ level: 'debug', destination: logs, pretty: false });
+  const db = options.db ?? openDb(':memory:');
+  const inbox = new Inbox(db);
+  const metrics = new Metrics(false);
+  const adapter = options.adapter ?? new RecordingAdapter('t');
+  const ch: DispatchChannel = { config: config.channels[0]!, adapter };
+  const channel = (id: string) => (id === 't' ? ch : undefined);
+  const workspace = new Workspace({ name: 'default', config: config.agents.default!, log });
+  const hardStop = new AbortController();
+  const dispatcher = new Dispatcher({
+    inbox,
+    metrics,
+    log,
+    limits: () => config.limits,
+    channel,
+    notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
+    execute: createTurnExecutor({ config: () => config, channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal }),
+  });
+  return {
+    dispatcher,
+    adapter,
+    inbox,
+    db,
+    metrics,
+    workspace,
+    config,
+    logs,
+    close: async () => {
+      await dispatcher.shutdown(1000);
+      hardStop.abort();
+      if (!options.db) db.close();
+    },
+  };
+}
