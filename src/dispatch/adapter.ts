@@ -22,11 +22,15 @@ export interface TransportOptions {
   final?: boolean;
 }
 
-/** A platform's own streaming draft (Telegram sendMessageDraft, Slack chat streams). */
+/**
+ * A platform's own streaming draft (Telegram sendMessageDraft, Slack chat streams). The
+ * stream always passes the whole text so far; an adapter whose platform appends sends
+ * only what is new.
+ */
 export interface NativeStream {
-  append(text: string, options?: TransportOptions): Promise<void>;
-  /** Ends the stream with the full text; returns the refs of the messages that hold it. */
-  finish(text: string, options?: TransportOptions): Promise<MessageRef[]>;
+  update(text: string, options?: TransportOptions): Promise<void>;
+  /** Ends the stream with the full text (at most one message long); returns the message that holds it. */
+  finish(text: string, options?: TransportOptions): Promise<MessageRef>;
 }
 
 /**
@@ -58,6 +62,7 @@ export interface ChannelAdapter {
   typing(target: ReplyTarget, options?: TransportOptions): Promise<void>;
   /** The turn's reply is complete: platforms with a visible draft state mark these messages final. */
   finalize?(refs: readonly MessageRef[], options?: TransportOptions): Promise<void>;
+  /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
   openNativeStream?(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined>;
 }
 

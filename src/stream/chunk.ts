@@ -40,27 +40,26 @@ function bestCut(text: string, limit: number): number {
 export interface Split {
   head: string;
   rest: string;
-  /** Lines added to close and reopen a fence, so callers and tests can undo them. */
-  closedFence: boolean;
+  /** What was appended to `head` and prepended to `rest` to close and reopen a fence ('' when none). */
+  tail: string;
+  lead: string;
 }
 
 /** Cuts `text` once so that `head` fits in `max` characters. */
 export function splitOnce(text: string, max: number): Split {
-  if (text.length <= max) return { head: text, rest: '', closedFence: false };
+  if (text.length <= max) return { head: text, rest: '', tail: '', lead: '' };
   // Leave room for "\n" + a closing fence in case the cut lands inside one.
   const opener = openFenceAt(text.slice(0, max));
   const reserve = opener !== undefined || text.slice(0, max).includes('```') || text.slice(0, max).includes('~~~') ? 1 + 16 : 0;
   let cut = bestCut(text, Math.max(1, max - reserve));
   const fence = openFenceAt(text.slice(0, cut));
-  if (fence === undefined) return { head: text.slice(0, cut), rest: text.slice(cut), closedFence: false };
+  if (fence === undefined) return { head: text.slice(0, cut), rest: text.slice(cut), tail: '', lead: '' };
   const closing = closingFor(fence);
-  let head = text.slice(0, cut);
-  head += (head.endsWith('\n') ? '' : '\n') + closing;
-  if (head.length > max) {
-    cut = Math.max(1, cut - (head.length - max));
-    head = text.slice(0, cut) + (text[cut - 1] === '\n' ? '' : '\n') + closing;
-  }
-  return { head, rest: `${fence}\n${text.slice(cut)}`, closedFence: true };
+  const tailFor = (c: number) => (text[c - 1] === '\n' ? '' : '\n') + closing;
+  if (cut + tailFor(cut).length > max) cut = Math.max(1, max - tailFor(cut).length);
+  const tail = tailFor(cut);
+  const lead = `${fence}\n`;
+  return { head: text.slice(0, cut) + tail, rest: lead + text.slice(cut), tail, lead };
 }
 
 /** Splits all of `text` into chunks of at most `max` characters. */

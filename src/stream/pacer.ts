@@ -18,6 +18,8 @@ export function sleepUntil(atMs: number, signal?: AbortSignal): Promise<void> {
   return sleep(atMs - Date.now(), signal);
 }
 
+const FAILURE_BACKOFF_FLOOR_MS = 250;
+
 /** Records a request's outcome on the pacing state; returns whether it was a 429. */
 export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limited' | 'failed' {
   if (err === undefined) {
@@ -32,6 +34,7 @@ export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limit
     return 'rate_limited';
   }
   p.consecutiveFailures++;
-  p.nextAtMs = nowMs + Math.min(p.intervalMs * 2 ** p.consecutiveFailures, 30_000);
+  // A floor, so a platform without an edit interval still backs off instead of spinning.
+  p.nextAtMs = nowMs + Math.min(Math.max(p.intervalMs, FAILURE_BACKOFF_FLOOR_MS) * 2 ** p.consecutiveFailures, 30_000);
   return 'failed';
 }

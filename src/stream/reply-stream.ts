@@ -1,5 +1,5 @@
 import type { AgentEvent, TurnEnding } from '../agent/events.js';
-import type { ChannelAdapter, ChannelCapabilities } from '../dispatch/adapter.js';
+import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../dispatch/message.js';
 import { errorMessage, isRetryable } from '../errors.js';
 import { chunkText } from './chunk.js';
@@ -7,7 +7,7 @@ import { pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
 
-type Transport = Pick<ChannelAdapter, 'send' | 'edit' | 'delete' | 'typing'> & { finalize?: ChannelAdapter['finalize'] };
+type Transport = Pick<ChannelAdapter, 'send' | 'edit' | 'delete' | 'typing'> & Partial<Pick<ChannelAdapter, 'finalize' | 'openNativeStream'>>;
 
 export interface ReplyStreamOptions {
   transport: Transport;
@@ -26,6 +26,8 @@ export interface ReplyStreamOptions {
   /** Hard stop: even the final text stops retrying. */
   signal?: AbortSignal;
   onRateLimited?: () => void;
+  /** A native stream failed and the turn went on with send + edit. */
+  onFallback?: () => void;
   onError?: (err: unknown, phase: 'draft' | 'final') => void;
 }
 
@@ -59,6 +61,12 @@ export class ReplyStream {
   #wake: (() => void) | undefined;
   #dirty = false;
   #typingTimer: NodeJS.Timeout | undefined;
+  /** Whether the user sees any text yet; typing stops then. */
+  #visible = false;
+  /** Native streaming: 'unopened' until the first text, 'off' when unused, done, or failed. */
+  #nativeState: 'unopened' | 'active' | 'off';
+  #native: NativeStream | undefined;
+  #nativeShown = '';
   readonly #done: Promise<ReplyResult>;
 
   constructor(options: ReplyStreamOptions) {
@@ -67,6 +75,8 @@ export class ReplyStream {
     this.#pacing = { nextAtMs: 0, intervalMs: Math.max(floor, options.editIntervalMs ?? floor), consecutiveFailures: 0 };
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
     this.#draftsEnabled = options.streamMode === 'partial';
+    const nativeWanted = options.capabilities.nativeStream !== 'none' && options.transport.openNativeStream !== undefined;
+    this.#nativeState = nativeWanted && this.#draftsEnabled && this.#shown.length === 0 ? 'unopened' : 'off';
     if (options.capabilities.typing) this.#typing();
     this.#done = this.#run();
   }
@@ -109,7 +119,7 @@ export class ReplyStream {
   #typing(): void {
     const refresh = this.#o.capabilities.typingRefreshMs ?? 5000;
     const tick = () => {
-      if (this.#ending || this.#shown.some((s) => s.ref) || this.#o.signal?.aborted) return;
+      if (this.#ending || this.#visible || this.#o.signal?.aborted) return;
       this.#o.transport.typing(this.#o.target, { signal: this.#o.signal }).catch(() => {});
       this.#typingTimer = setTimeout(tick, refresh);
     };
@@ -146,8 +156,58 @@ export class ReplyStream {
     return chunks.filter((c) => c.trim() !== '');
   }
 
+  #shownText(): void {
+    this.#visible = true;
+    this.#stopTyping();
+  }
+
+  /**
+   * One native-stream request toward `desired`, while the reply fits in one message;
+   * undefined when the native stream is not in use. Any failure falls back to send + edit
+   * for the rest of the turn: the next step sends the whole text as a normal message.
+   */
+  async #nativeStep(desired: string[], final: boolean): Promise<boolean | undefined> {
+    if (this.#nativeState === 'off' || this.#shown.length > 0) return undefined;
+    if (desired.length === 0) return false;
+    const { transport, target, signal } = this.#o;
+    try {
+      if (this.#nativeState === 'unopened') {
+        this.#requests++;
+        this.#native = await transport.openNativeStream!(target, { signal });
+        if (!this.#native) {
+          this.#nativeState = 'off';
+          return true;
+        }
+        this.#nativeState = 'active';
+      }
+      if (final || desired.length > 1) {
+        // Done, or the text outgrew one message: the native stream becomes its first message.
+        this.#requests++;
+        const ref = await this.#native!.finish(desired[0]!, { signal, final: final && desired.length === 1 });
+        this.#nativeState = 'off';
+        this.#shown[0] = { ref, text: desired[0] };
+        this.#shownText();
+        this.#o.onRefs?.(this.#refs());
+        return true;
+      }
+      if (this.#nativeShown === desired[0]) return false;
+      this.#requests++;
+      await this.#native!.update(desired[0]!, { signal });
+      this.#nativeShown = desired[0]!;
+      this.#shownText();
+      return true;
+    } catch (err) {
+      this.#nativeState = 'off';
+      this.#o.onFallback?.();
+      this.#o.onError?.(err, final ? 'final' : 'draft');
+      return true;
+    }
+  }
+
   /** One request toward `desired`; false when already there. */
   async #step(desired: string[], final: boolean): Promise<boolean> {
+    const native = await this.#nativeStep(desired, final);
+    if (native !== undefined) return native;
     const { transport, target, signal } = this.#o;
     const isLast = (i: number) => final && i === desired.length - 1;
     for (let i = 0; i < desired.length; i++) {
@@ -168,7 +228,7 @@ export class ReplyStream {
       } else {
         const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i) });
         this.#shown[i] = { ref, text: desired[i] };
-        this.#stopTyping();
+        this.#shownText();
         this.#o.onRefs?.(this.#refs());
       }
       return true;

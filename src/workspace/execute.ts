@@ -41,6 +41,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       finalDeadlineMs: deps.config().daemon.shutdown_grace_ms,
       signal: deps.hardStop,
       onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
+      onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
       onError: (err, phase) => log.warn({ err, phase }, 'reply request failed'),
     });
     const ws = deps.workspaceFor(channelId);

@@ -17,6 +17,8 @@ export class RecordingAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities;
   selfId = 'bot-self';
   selfName = 'testbot';
+  /** Set by tests that exercise native streaming. */
+  openNativeStream?: ChannelAdapter['openNativeStream'];
   /** Injected before a call: throw to simulate the platform refusing. */
   fault: ((call: Call) => void) | undefined;
   #seq = 0;

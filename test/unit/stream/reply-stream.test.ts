@@ -1,0 +1,301 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { NativeStream } from '../../../src/dispatch/adapter.js';
+import { ChannelError } from '../../../src/errors.js';
+import { ReplyStream, STOP_MARKER, type ReplyStreamOptions } from '../../../src/stream/reply-stream.js';
+import { openFenceAt } from '../../../src/stream/chunk.js';
+import { RecordingAdapter } from '../../helpers/recording-adapter.js';
+
+const target = { channelId: 't', chatId: 'c', chatType: 'dm' as const };
+const usage = { inputTokens: 0, outputTokens: 0, estimated: true };
+
+function stream(adapter: RecordingAdapter, over: Partial<ReplyStreamOptions> = {}) {
+  return new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target, streamMode: 'partial', showToolProgress: true, finalDeadlineMs: 60_000, ...over });
+}
+
+/** Feeds `text` word by word, `everyMs` apart, under fake timers. */
+async function feed(s: ReplyStream, text: string, everyMs: number): Promise<void> {
+  for (const w of text.match(/\S+\s*/g) ?? []) {
+    s.push({ type: 'text_delta', text: w });
+    await vi.advanceTimersByTimeAsync(everyMs);
+  }
+}
+
+const requests = (a: RecordingAdapter) => a.calls.filter((c) => c.op !== 'typing');
+
+describe('ReplyStream', () => {
+  beforeEach(() => vi.useFakeTimers({ now: 0 }));
+  afterEach(() => vi.useRealTimers());
+
+  it('edits at least minEditIntervalMs apart, each edit carrying the newest full text', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const s = stream(a);
+    const words = Array.from({ length: 100 }, (_, i) => `w${i}`).join(' ');
+    await feed(s, words, 50); // 20 words a second for 5 s
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    const r = await s.finished();
+    const calls = requests(a);
+    for (let i = 1; i < calls.length; i++) expect(calls[i]!.at - calls[i - 1]!.at).toBeGreaterThanOrEqual(1000);
+    expect(calls.length).toBeLessThanOrEqual(Math.ceil(5000 / 1000) + 2);
+    expect(a.visible('c')).toEqual([words]);
+    expect(r).toMatchObject({ delivered: true, requests: calls.length });
+    // Every draft is a prefix of the answer: the newest text, never an old one.
+    for (const c of calls) expect(words.startsWith(c.text!.trimEnd())).toBe(true);
+  });
+
+  it('has at most one request in flight and coalesces what arrives meanwhile', async () => {
+    const a = new RecordingAdapter('t');
+    let inFlight = 0;
+    let maxInFlight = 0;
+    const slowEdit = a.edit.bind(a);
+    a.edit = async (ref, text) => {
+      inFlight++;
+      maxInFlight = Math.max(maxInFlight, inFlight);
+      await new Promise((r) => setTimeout(r, 700));
+      inFlight--;
+      return slowEdit(ref, text);
+    };
+    const s = stream(a);
+    await feed(s, 'a b c d e f g h i j k l m n o p', 100);
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(maxInFlight).toBe(1);
+    expect(requests(a).length).toBeLessThan(8);
+    expect(a.visible('c')).toEqual(['a b c d e f g h i j k l m n o p']);
+  });
+
+  it('never re-sends identical text, and edit_interval_ms never goes below the platform floor', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const s = stream(a, { editIntervalMs: 10, showToolProgress: false });
+    s.push({ type: 'text_delta', text: 'same' });
+    await vi.advanceTimersByTimeAsync(1500);
+    s.push({ type: 'tool_start', id: '1', name: 'clock', input: {} });
+    s.push({ type: 'tool_end', id: '1', name: 'clock' });
+    await vi.advanceTimersByTimeAsync(3000);
+    s.push({ type: 'text_delta', text: ' more' });
+    await vi.advanceTimersByTimeAsync(10);
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    const calls = requests(a);
+    expect(calls.map((c) => c.text)).toEqual(['same', 'same more']);
+    expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('on a 429 waits retry-after, doubles the interval, and sends everything that arrived meanwhile in one edit', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    let limited = 0;
+    a.fault = (c) => {
+      if (c.op === 'edit' && limited++ === 0) throw new ChannelError('CHANNEL_RATE_LIMITED', '429', { retryAfterMs: 5000 });
+    };
+    let rateLimited = 0;
+    const s = stream(a, { onRateLimited: () => rateLimited++ });
+    await feed(s, Array.from({ length: 120 }, (_, i) => `w${i}`).join(' '), 50);
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    const calls = requests(a);
+    expect(rateLimited).toBe(1);
+    // send at 0, the refused edit at ~1000 (not recorded), then nothing for 5 s, then 2 s apart.
+    expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(6000);
+    for (let i = 2; i < calls.length; i++) expect(calls[i]!.at - calls[i - 1]!.at).toBeGreaterThanOrEqual(2000);
+    expect(calls[1]!.text!.split(' ').length).toBeGreaterThan(100);
+    expect(calls.length).toBeLessThanOrEqual(5);
+  });
+
+  it('after three failed drafts in a row it stops editing and delivers only the final text', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 100 });
+    let failing = true;
+    let failures = 0;
+    a.fault = (c) => {
+      if (failing && c.op === 'edit') {
+        failures++;
+        throw new ChannelError('CHANNEL_UNAVAILABLE', '502');
+      }
+    };
+    const s = stream(a);
+    await feed(s, Array.from({ length: 100 }, (_, i) => `w${i}`).join(' '), 100);
+    expect(failures).toBe(3);
+    failing = false;
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(requests(a).map((c) => c.op)).toEqual(['send', 'edit']);
+    expect(a.visible('c')[0]!.endsWith('w99')).toBe(true);
+  });
+
+  it('retries the final text until it lands', async () => {
+    const a = new RecordingAdapter('t');
+    let n = 0;
+    a.fault = (c) => {
+      if (c.op === 'send' && n++ < 4) throw new ChannelError('CHANNEL_NETWORK', 'reset');
+    };
+    const s = stream(a, { streamMode: 'final' });
+    s.push({ type: 'text_delta', text: 'it lands' });
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    expect(await s.finished()).toMatchObject({ delivered: true });
+    expect(a.visible('c')).toEqual(['it lands']);
+  });
+
+  it('gives up on the final text at the deadline and says so', async () => {
+    const a = new RecordingAdapter('t');
+    a.fault = () => {
+      throw new ChannelError('CHANNEL_NETWORK', 'down');
+    };
+    const s = stream(a, { streamMode: 'final', finalDeadlineMs: 5000 });
+    s.push({ type: 'text_delta', text: 'lost' });
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    expect(await s.finished()).toMatchObject({ delivered: false });
+    expect(Date.now()).toBeLessThanOrEqual(5000 + 30_000);
+  });
+
+  it('splits a long answer into messages at the limit, closing and reopening code fences', async () => {
+    const a = new RecordingAdapter('t', { maxMessageLength: 200 });
+    const s = stream(a);
+    const code = Array.from({ length: 30 }, (_, i) => `print(${i})`).join('\n');
+    const answer = `Here you go.\n\n\`\`\`python\n${code}\n\`\`\`\n\nDone.`;
+    await feed(s, answer, 20);
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    const parts = a.visible('c');
+    expect(parts.length).toBeGreaterThan(1);
+    for (const p of parts) {
+      expect(p.length).toBeLessThanOrEqual(200);
+      expect(openFenceAt(p)).toBeUndefined();
+    }
+    expect(parts.slice(1).some((p) => p.startsWith('```python\n'))).toBe(true);
+  });
+
+  it('cancelled: keeps the text and appends the stop marker', async () => {
+    const a = new RecordingAdapter('t');
+    const s = stream(a);
+    s.push({ type: 'text_delta', text: 'half an answer' });
+    await vi.advanceTimersByTimeAsync(10);
+    s.push({ type: 'cancelled' });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(a.visible('c')).toEqual([`half an answer\n\n${STOP_MARKER}`]);
+  });
+
+  it('error: keeps the text and adds a short readable message', async () => {
+    const a = new RecordingAdapter('t');
+    const s = stream(a);
+    s.push({ type: 'text_delta', text: 'partial' });
+    s.push({ type: 'error', code: 'PROVIDER_TIMEOUT', message: 'The model did not answer in time.' });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(a.visible('c')).toEqual(['partial\n\n⚠️ The model did not answer in time.']);
+  });
+
+  it('an empty reply leaves no placeholder behind, and tool progress never reaches the final text', async () => {
+    const a = new RecordingAdapter('t');
+    const s = stream(a);
+    s.push({ type: 'tool_start', id: '1', name: 'search', input: {} });
+    await vi.advanceTimersByTimeAsync(100);
+    expect(a.visible('c')).toEqual(['⏳ search…']);
+    s.push({ type: 'tool_end', id: '1', name: 'search' });
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(a.visible('c')).toEqual([]);
+    expect(a.calls.map((c) => c.op)).toContain('delete');
+
+    const b = new RecordingAdapter('t');
+    const s2 = stream(b);
+    s2.push({ type: 'text_delta', text: 'Looking. ' });
+    s2.push({ type: 'tool_start', id: '1', name: 'search', input: {} });
+    await vi.advanceTimersByTimeAsync(100);
+    expect(b.visible('c')[0]).toContain('⏳ search…');
+    s2.push({ type: 'tool_end', id: '1', name: 'search' });
+    s2.push({ type: 'text_delta', text: 'Found it.' });
+    s2.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s2.finished();
+    expect(b.visible('c')).toEqual(['Looking. Found it.']);
+  });
+
+  it('shows typing before the first text, refreshed at the platform cadence, and stops once text shows', async () => {
+    const a = new RecordingAdapter('t', { typing: true, typingRefreshMs: 5000 });
+    const s = stream(a);
+    await vi.advanceTimersByTimeAsync(12_000);
+    expect(a.calls.filter((c) => c.op === 'typing').length).toBe(3); // at 0, 5 s, 10 s
+    s.push({ type: 'text_delta', text: 'here' });
+    await vi.advanceTimersByTimeAsync(20_000);
+    expect(a.calls.filter((c) => c.op === 'typing').length).toBe(3);
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+  });
+
+  it('stream_mode final sends one message at the end, with typing meanwhile', async () => {
+    const a = new RecordingAdapter('t', { typing: true, typingRefreshMs: 4000 });
+    const s = stream(a, { streamMode: 'final' });
+    await feed(s, 'one two three four five six seven eight nine ten', 1000);
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(requests(a).map((c) => c.op)).toEqual(['send']);
+    expect(a.calls.filter((c) => c.op === 'typing').length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('a re-run edits the messages a previous run sent instead of sending new ones', async () => {
+    const a = new RecordingAdapter('t');
+    const old = await a.send(target, 'hal');
+    const s = stream(a, { existingRefs: [old] });
+    s.push({ type: 'text_delta', text: 'half and whole' });
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(a.visible('c')).toEqual(['half and whole']);
+    expect(a.calls.filter((c) => c.op === 'send')).toHaveLength(1);
+  });
+
+  describe('native streaming', () => {
+    function nativeAdapter(failOn?: 'open' | 'update') {
+      const a = new RecordingAdapter('t', { nativeStream: 'telegram-draft', minEditIntervalMs: 300 });
+      const updates: string[] = [];
+      a.openNativeStream = async () => {
+        if (failOn === 'open') throw new ChannelError('CHANNEL_REQUEST_FAILED', 'no drafts here');
+        const ns: NativeStream = {
+          update: async (text) => {
+            if (failOn === 'update' && updates.length === 1) throw new ChannelError('CHANNEL_REQUEST_FAILED', 'draft refused');
+            updates.push(text);
+          },
+          finish: (text) => a.send(target, text),
+        };
+        return ns;
+      };
+      return { a, updates };
+    }
+
+    it('uses the native stream instead of edits, then sends the final text', async () => {
+      const { a, updates } = nativeAdapter();
+      const s = stream(a);
+      await feed(s, 'one two three four five six', 200);
+      s.push({ type: 'done', usage });
+      await vi.runAllTimersAsync();
+      await s.finished();
+      expect(updates.length).toBeGreaterThanOrEqual(2);
+      expect(a.calls.filter((c) => c.op === 'edit')).toHaveLength(0);
+      expect(a.visible('c')).toEqual(['one two three four five six']);
+    });
+
+    it('falls back to send + edit for the rest of the turn when the native call fails once, losing no text', async () => {
+      const { a, updates } = nativeAdapter('update');
+      let fallbacks = 0;
+      const s = stream(a, { onFallback: () => fallbacks++ });
+      await feed(s, 'one two three four five six seven eight', 200);
+      s.push({ type: 'done', usage });
+      await vi.runAllTimersAsync();
+      await s.finished();
+      expect(fallbacks).toBe(1);
+      expect(updates).toHaveLength(1);
+      expect(a.calls.filter((c) => c.op === 'edit').length).toBeGreaterThanOrEqual(1);
+      expect(a.visible('c')).toEqual(['one two three four five six seven eight']);
+    });
+  });
+});
