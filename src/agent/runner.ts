@@ -1,3 +1,4 @@
+import type { Tool } from '../runtime/tools.js';
 import type { AgentEvent } from './events.js';
 
 export interface HistoryMessage {
@@ -11,12 +12,16 @@ export interface AgentInput {
   history: HistoryMessage[];
   /** The user's message for this turn. */
   text: string;
+  /** The conversation's chosen model; the runner's default otherwise. */
   model?: string;
+  /** Tools offered for this request. */
+  tools?: Tool[];
 }
 
 export interface AgentContext {
   scope: string;
   channelId: string;
+  signal: AbortSignal;
 }
 
 /** Runs one turn. Yields AgentEvents; ends with exactly one of done, error or cancelled. */

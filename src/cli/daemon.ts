@@ -11,8 +11,7 @@ import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
-import { Workspace } from '../workspace/workspace.js';
-import { channelPlugin, corePlugins, type ConfigHolder, type RemovalSet, type Workspaces } from './plugins.js';
+import { channelPlugin, corePlugins, type ConfigHolder, type RemovalSet, type WorkspaceTable } from './plugins.js';
 import { VERSION } from './version.js';
 
 export interface DaemonOptions {
@@ -186,11 +185,12 @@ export class Daemon {
 
   /** Agents whose section changed get a new workspace; running turns keep the old one. */
   #rebuildWorkspaces(before: LoadedConfig, after: LoadedConfig): void {
-    const map = this.#kernel.get<Workspaces>('workspaces');
+    const table = this.#kernel.get<WorkspaceTable>('workspaces');
+    const map = table.byName;
     for (const [name, agent] of Object.entries(after.config.agents)) {
       const same = JSON.stringify(before.config.agents[name]) === JSON.stringify(agent);
       if (!agent.enabled) map.delete(name);
-      else if (!same || !map.has(name)) map.set(name, new Workspace({ name, config: agent, log: this.log }));
+      else if (!same || !map.has(name)) map.set(name, table.build(name, agent));
     }
     for (const name of map.keys()) if (!after.config.agents[name]) map.delete(name);
   }

@@ -1,7 +1,7 @@
 import { join } from 'node:path';
 import type { LoadedConfig } from '../config/load.js';
 import { agentOf } from '../config/load.js';
-import type { ChannelConfig } from '../config/schema.js';
+import type { AgentConfig, ChannelConfig } from '../config/schema.js';
 import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
 import { replyTargetOf } from '../dispatch/message.js';
 import type { Plugin } from '../kernel/plugin.js';
@@ -10,6 +10,8 @@ import { createLogger, type Logger, type LoggerOptions } from '../observe/logger
 import { Metrics } from '../observe/metrics.js';
 import { openDb } from '../store/db.js';
 import { Inbox } from '../store/inbox.js';
+import { ConversationStore } from '../store/conversations.js';
+import { SessionStore } from '../store/sessions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
@@ -23,7 +25,28 @@ export interface ConfigHolder {
 }
 
 export type Channels = Map<string, DispatchChannel>;
-export type Workspaces = Map<string, Workspace>;
+/** The running workspaces by agent name, and how to build one (reload rebuilds changed agents). */
+export interface WorkspaceTable {
+  byName: Map<string, Workspace>;
+  build(name: string, agent: AgentConfig): Workspace;
+}
+
+/** Builds workspaces that read the live config for queue-mode defaults. */
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore) {
+  return (name: string, agent: AgentConfig) =>
+    new Workspace({
+      name,
+      config: agent,
+      log,
+      sessions,
+      conversations,
+      defaultQueueMode: (scope) => {
+        const cfg = holder.loaded.config;
+        const channelId = scope.slice(0, scope.indexOf(':'));
+        return cfg.channels.find((c) => c.id === channelId)?.queue_mode ?? cfg.limits.queue_mode;
+      },
+    });
+}
 
 export interface CorePluginOptions {
   holder: ConfigHolder;
@@ -49,7 +72,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
     {
       name: 'store',
-      provides: ['inbox'],
+      provides: ['inbox', 'sessions', 'conversations'],
       inject: ['config', 'logger'],
       start: (ctx) => {
         const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
@@ -64,6 +87,8 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         timer.unref();
         ctx.effect(() => clearInterval(timer));
         ctx.provide('inbox', inbox);
+        ctx.provide('sessions', new SessionStore(db));
+        ctx.provide('conversations', new ConversationStore(db));
       },
     },
     {
@@ -83,11 +108,11 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger'],
+      inject: ['config', 'logger', 'sessions', 'conversations'],
       start: (ctx) => {
-        const log = ctx.use<Logger>('logger');
-        const map: Workspaces = new Map();
-        for (const [name, agent] of Object.entries(cfg().agents)) if (agent.enabled) map.set(name, new Workspace({ name, config: agent, log }));
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'));
+        const map: WorkspaceTable = { build, byName: new Map() };
+        for (const [name, agent] of Object.entries(cfg().agents)) if (agent.enabled) map.byName.set(name, build(name, agent));
         ctx.provide('workspaces', map);
       },
     },
@@ -104,11 +129,11 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'dispatcher',
       provides: ['dispatcher'],
-      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels'],
+      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations'],
       start: (ctx) => {
         const log = ctx.use<Logger>('logger');
         const channels = ctx.use<Channels>('channels');
-        const workspaces = ctx.use<Workspaces>('workspaces');
+        const workspaces = ctx.use<WorkspaceTable>('workspaces');
         const inbox = ctx.use<Inbox>('inbox');
         const metrics = ctx.use<Metrics>('metrics');
         const channel = (id: string) => channels.get(id);
@@ -118,6 +143,10 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           log,
           limits: () => cfg().limits,
           channel,
+          queueModeOf: (scope) => {
+            const channelId = scope.slice(0, scope.indexOf(':'));
+            return ctx.use<ConversationStore>('conversations').get(agentOf(cfg(), channelId), scope).queueMode;
+          },
           notify: async (msg, text) => {
             const ch = channels.get(msg.channelId);
             if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
@@ -125,7 +154,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           execute: createTurnExecutor({
             config: cfg,
             channel,
-            workspaceFor: (id) => workspaces.get(agentOf(cfg(), id))!,
+            workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id))!,
             inbox,
             metrics,
             log,

@@ -1,21 +1,31 @@
-import type { AgentConfig } from '../config/schema.js';
+import type { AgentConfig, QueueMode } from '../config/schema.js';
+import type { ConversationStore } from '../store/conversations.js';
+import type { SessionStore } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
+import { currentTimeTool } from './tools.js';
 
 export interface BuiltinInfo {
   agentName: string;
   agent: () => AgentConfig;
-  /** Whether a turn is running in a scope, for /status. */
-  isRunning?: (scope: string) => boolean;
+  sessions: SessionStore;
+  conversations: ConversationStore;
+  /** The queue mode in force for a scope when the conversation chose none. */
+  defaultQueueMode: (scope: string) => QueueMode;
+  /** Messages waiting behind this one in the scope. */
+  queuedIn?: (scope: string) => number;
 }
 
-/** Registers the commands and prompt contributors every workspace has. */
+const queueModes: readonly QueueMode[] = ['followup', 'interrupt', 'collect'];
+
+/** The models /model may choose: `models`, plus the default `model`. */
+function allowedModels(a: AgentConfig): string[] {
+  return [...new Set([...(a.model ? [a.model] : []), ...a.models])];
+}
+
+/** Registers the commands, tool and prompt contributors every workspace has. */
 export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
-  runtime.commands.register({
-    name: 'help',
-    aliases: ['start'],
-    help: 'list the commands',
-    handler: (ctx) => `Commands:\n\n${runtime.commands.help(ctx.modes)}`,
-  });
+  const { agentName, conversations, sessions } = info;
+  runtime.commands.register({ name: 'help', aliases: ['start'], help: 'list the commands', handler: (ctx) => `Commands:\n\n${runtime.commands.help(ctx.modes)}` });
   runtime.commands.register({
     name: 'stop',
     help: 'stop the running answer and drop the queued ones in this conversation',
@@ -23,17 +33,78 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     handler: () => 'Nothing to stop.',
   });
   runtime.commands.register({
+    name: 'new',
+    aliases: ['reset'],
+    help: 'start a fresh session (the old one is kept)',
+    handler: (ctx) => {
+      sessions.start(agentName, ctx.scope);
+      return 'Started a new session.';
+    },
+  });
+  runtime.commands.register({
     name: 'status',
-    help: 'this conversation: agent, model, whether a turn is running',
+    help: 'this conversation: agent, model, queue mode, session length',
     handler: (ctx) => {
       const a = info.agent();
+      const prefs = conversations.get(agentName, ctx.scope);
+      const session = sessions.active(agentName, ctx.scope);
       return [
-        `Agent: ${info.agentName} (${a.provider}${a.model ? `, ${a.model}` : ''})`,
-        `Conversation: ${ctx.scope}`,
-        `Running: ${info.isRunning?.(ctx.scope) ? 'yes' : 'no'}`,
+        `Agent: ${agentName} (${a.provider})`,
+        `Model: ${prefs.model ?? a.model ?? a.provider}`,
+        `Queue mode: ${prefs.queueMode ?? info.defaultQueueMode(ctx.scope)}`,
+        `Session: ${session.turns} turn(s) since ${new Date(session.createdAt).toISOString()}`,
+        `Modes: ${[...ctx.modes].join(', ') || 'none'}`,
+        `Waiting after this: ${info.queuedIn?.(ctx.scope) ?? 0}`,
       ].join('\n');
     },
   });
+  runtime.commands.register({
+    name: 'models',
+    help: 'list the models this conversation may use',
+    handler: (ctx) => {
+      const models = allowedModels(info.agent());
+      if (!models.length) return `This agent (${info.agent().provider}) has no models to choose from.`;
+      const current = conversations.get(agentName, ctx.scope).model ?? info.agent().model;
+      return `Models:\n${models.map((m) => `${m === current ? '• ' : '  '}${m}`).join('\n')}`;
+    },
+  });
+  runtime.commands.register({
+    name: 'model',
+    usage: 'NAME',
+    help: 'use another model in this conversation',
+    handler: (ctx, args) => {
+      const models = allowedModels(info.agent());
+      if (!args) return `Current model: ${conversations.get(agentName, ctx.scope).model ?? info.agent().model ?? 'default'}. Choose with /model NAME from: ${models.join(', ') || 'none'}.`;
+      if (!models.includes(args)) return `"${args}" is not allowed here. Choose one of: ${models.join(', ') || 'none'}.`;
+      conversations.update(agentName, ctx.scope, { model: args });
+      return `Model set to ${args}.`;
+    },
+  });
+  runtime.commands.register({
+    name: 'queue',
+    usage: 'followup|interrupt|collect',
+    help: 'what a message does while an answer is running',
+    handler: (ctx, args) => {
+      const mode = args.toLowerCase() as QueueMode;
+      if (!queueModes.includes(mode)) return `Queue mode is ${conversations.get(agentName, ctx.scope).queueMode ?? info.defaultQueueMode(ctx.scope)}. Choose one of: ${queueModes.join(', ')}.`;
+      conversations.update(agentName, ctx.scope, { queueMode: mode });
+      return `Queue mode set to ${mode}.`;
+    },
+  });
+  runtime.commands.register({
+    name: 'mode',
+    usage: 'NAME',
+    help: 'switch a mode on or off in this conversation',
+    handler: (ctx, args) => {
+      const names = runtime.modes.list().map((m) => m.name);
+      if (!args || !runtime.modes.has(args)) return names.length ? `Modes: ${names.map((n) => `${n} (${ctx.modes.has(n) ? 'on' : 'off'})`).join(', ')}. Switch with /mode NAME.` : 'This agent has no modes.';
+      const on = !ctx.modes.has(args);
+      const modes = { ...conversations.get(agentName, ctx.scope).modes, [args]: on };
+      conversations.update(agentName, ctx.scope, { modes });
+      return `Mode ${args} is ${on ? 'on' : 'off'}.`;
+    },
+  });
+  runtime.tools.register(currentTimeTool);
   runtime.prompt.register({ name: 'system_prompt', priority: 0, contribute: () => info.agent().system_prompt });
   runtime.prompt.register({
     name: 'conversation_context',

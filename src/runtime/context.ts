@@ -30,8 +30,13 @@ export class TurnContext {
   /** Built by the agent-build step from the prompt and history; post_agent_build hooks may adjust it. */
   input: AgentInput | undefined;
   runner: AgentRunner | undefined;
-  /** The assistant text produced so far. */
+  /** The assistant text produced so far (the model's own words, no markers). */
   text = '';
+  reasoning = '';
+  toolCalls: Array<{ id: string; name: string; input: unknown; output?: unknown; error?: string }> = [];
+  /** A readable message for the user when the turn fails; on_error hooks set it. */
+  errorReply: string | undefined;
+  readonly #cleanups: Array<() => void | Promise<void>> = [];
   ending: Extract<AgentEvent, { type: 'done' | 'error' | 'cancelled' }> | undefined;
   error: unknown;
   /** The slash command that handled this turn, if any. */
@@ -53,10 +58,26 @@ export class TurnContext {
     return this.request.signal;
   }
 
-  /** Sends an event to the reply, tracking text and the ending. */
+  /** Registers a cleanup for something a hook set up; the cleanup hook runs them in reverse. */
+  onCleanup(fn: () => void | Promise<void>): void {
+    this.#cleanups.push(fn);
+  }
+
+  /** Takes the registered cleanups, newest first. */
+  takeCleanups(): Array<() => void | Promise<void>> {
+    return this.#cleanups.splice(0).reverse();
+  }
+
+  /** Sends an event to the reply, tracking text, reasoning, tools and the ending. */
   emit(event: AgentEvent): void {
     if (this.ending) return;
     if (event.type === 'text_delta') this.text += event.text;
+    if (event.type === 'reasoning_delta') this.reasoning += event.text;
+    if (event.type === 'tool_start') this.toolCalls.push({ id: event.id, name: event.name, input: event.input });
+    if (event.type === 'tool_end') {
+      const call = this.toolCalls.find((c) => c.id === event.id);
+      if (call) Object.assign(call, event.error !== undefined ? { error: event.error } : { output: event.output });
+    }
     if (event.type === 'done' || event.type === 'error' || event.type === 'cancelled') this.ending = event;
     this.request.reply.push(event);
   }

@@ -1,15 +1,23 @@
 import type { AgentRunner } from '../agent/runner.js';
-import { CodedError, errorMessage, type ErrorCode } from '../errors.js';
+import { CodedError, type ErrorCode } from '../errors.js';
 import { CommandRegistry, parseCommand } from './commands.js';
 import { TurnContext, type TurnRequest } from './context.js';
 import { HookRegistry, HookResult, type Phase } from './hooks.js';
+import { ModeRegistry } from './modes.js';
 import { PromptManager } from './prompt.js';
+import { ToolRegistry } from './tools.js';
 
 export interface RuntimeOptions {
   /** Builds the runner for this turn (the workspace's provider client). */
   runnerFor(ctx: TurnContext): AgentRunner;
   /** Modes active in a conversation. */
   modesOf?(scope: string): ReadonlySet<string>;
+  /** The model this conversation chose, if any. */
+  modelOf?(scope: string): string | undefined;
+  /** Workspace features tools may require. */
+  features?: ReadonlySet<string>;
+  /** The agent's tool allowlist. */
+  toolAllow?(): readonly string[] | undefined;
   /** Told about hook and contributor failures that the turn survives. */
   onHookError?(phase: Phase, hook: string, err: unknown): void;
 }
@@ -22,13 +30,15 @@ export interface TurnOutcome {
 }
 
 /**
- * Runs every turn through the fixed phase sequence. Features are hooks, commands and
- * prompt contributors registered on its registries; this method does not change when
- * one is added.
+ * Runs every turn through the fixed phase sequence. Features are hooks, commands, tools,
+ * prompt contributors and modes registered on its registries; this method does not change
+ * when one is added.
  */
 export class Runtime {
   readonly hooks = new HookRegistry();
   readonly commands = new CommandRegistry();
+  readonly tools = new ToolRegistry();
+  readonly modes: ModeRegistry = new ModeRegistry(this);
   readonly prompt: PromptManager;
   readonly #o: RuntimeOptions;
 
@@ -45,26 +55,33 @@ export class Runtime {
       if (!skip) skip = await this.#phase('post_dispatch', ctx);
       if (!skip) skip = await this.#phase('pre_agent_build', ctx);
       if (!skip) {
-        ctx.runner = this.#o.runnerFor(ctx);
-        ctx.input = { system: await this.prompt.build(ctx), history: ctx.history, text: ctx.message.text };
+        await this.#build(ctx);
         skip = await this.#phase('post_agent_build', ctx);
       }
       if (!skip) skip = await this.#phase('pre_execute', ctx);
       if (!skip) await this.#execute(ctx);
+    } catch (err) {
+      await this.#fail(ctx, err);
+    }
+    // post_response runs after commands, skip_agent and errors alike; finally always.
+    try {
       await this.#phase('post_response', ctx);
     } catch (err) {
-      ctx.error = err;
-      await this.#isolated('on_error', ctx);
-      if (!ctx.ending) {
-        const code: ErrorCode = err instanceof CodedError ? err.code : 'TURN_FAILED';
-        ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code, message: errorMessage(err) });
-      }
-    } finally {
-      await this.#isolated('finally', ctx);
+      await this.#fail(ctx, err);
     }
+    await this.#isolated('finally', ctx);
     // A turn that ended without an ending (a hook skipped the agent and said nothing) still finishes.
     if (!ctx.ending) ctx.emit({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
     return { ending: ctx.ending!.type, text: ctx.text, ...(ctx.command ? { command: ctx.command } : {}) };
+  }
+
+  async #fail(ctx: TurnContext, err: unknown): Promise<void> {
+    ctx.error = err;
+    await this.#isolated('on_error', ctx);
+    if (ctx.ending) return;
+    if (ctx.signal.aborted) return ctx.emit({ type: 'cancelled' });
+    const code: ErrorCode = err instanceof CodedError ? err.code : 'TURN_FAILED';
+    ctx.emit({ type: 'error', code, message: ctx.errorReply ?? 'Something went wrong while answering; please try again.' });
   }
 
   /** Runs a phase's hooks in order; true when the rest up to post_response is skipped. */
@@ -102,11 +119,18 @@ export class Runtime {
     return true;
   }
 
+  async #build(ctx: TurnContext): Promise<void> {
+    ctx.runner = this.#o.runnerFor(ctx);
+    const tools = this.tools.select({ modes: ctx.modes, features: this.#o.features ?? new Set(), allow: this.#o.toolAllow?.() });
+    const model = this.#o.modelOf?.(ctx.scope);
+    ctx.input = { system: await this.prompt.build(ctx), history: ctx.history, text: ctx.message.text, tools, ...(model ? { model } : {}) };
+  }
+
   async #execute(ctx: TurnContext): Promise<void> {
-    for await (const event of ctx.runner!.run(ctx.input!, { scope: ctx.scope, channelId: ctx.message.channelId }, ctx.signal)) {
+    for await (const event of ctx.runner!.run(ctx.input!, { scope: ctx.scope, channelId: ctx.message.channelId, signal: ctx.signal }, ctx.signal)) {
       ctx.emit(event);
       if (ctx.ending) break;
     }
-    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'TURN_FAILED', message: 'the agent ended without an answer' });
+    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'TURN_FAILED', message: 'The agent ended without an answer.' });
   }
 }

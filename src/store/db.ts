@@ -18,6 +18,34 @@ const migrations: readonly string[] = [
      UNIQUE (channel_id, message_id)
    );
    CREATE INDEX inbox_state ON inbox (state, id);`,
+  `CREATE TABLE sessions (
+     id INTEGER PRIMARY KEY,
+     agent TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     created_at INTEGER NOT NULL,
+     last_active_at INTEGER NOT NULL
+   );
+   CREATE INDEX sessions_scope ON sessions (agent, scope, id);
+   CREATE TABLE turns (
+     id INTEGER PRIMARY KEY,
+     session_id INTEGER NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+     user_text TEXT NOT NULL,
+     assistant_text TEXT NOT NULL,
+     reasoning TEXT NOT NULL DEFAULT '',
+     tool_calls TEXT NOT NULL DEFAULT '[]',
+     ending TEXT NOT NULL CHECK (ending IN ('done','error','cancelled')),
+     model TEXT,
+     created_at INTEGER NOT NULL
+   );
+   CREATE INDEX turns_session ON turns (session_id, id);
+   CREATE TABLE conversations (
+     agent TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     model TEXT,
+     queue_mode TEXT,
+     modes TEXT,
+     PRIMARY KEY (agent, scope)
+   );`,
 ];
 
 export type Db = Database.Database;

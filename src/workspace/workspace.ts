@@ -1,10 +1,13 @@
 import { EchoRunner } from '../agent/echo.js';
 import type { AgentEvent } from '../agent/events.js';
 import type { AgentRunner } from '../agent/runner.js';
-import type { AgentConfig } from '../config/schema.js';
+import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
+import { registerBuiltinHooks } from '../runtime/builtin-hooks.js';
 import { registerBuiltins } from '../runtime/builtins.js';
 import { Runtime } from '../runtime/runtime.js';
+import type { ConversationStore } from '../store/conversations.js';
+import type { SessionStore } from '../store/sessions.js';
 
 /** A runner that can only report why the agent cannot run, so the user gets a readable error. */
 class UnavailableRunner implements AgentRunner {
@@ -19,26 +22,54 @@ export interface WorkspaceOptions {
   name: string;
   config: AgentConfig;
   log: Logger;
-  isRunning?: (scope: string) => boolean;
+  sessions: SessionStore;
+  conversations: ConversationStore;
+  /** The queue mode of a scope's channel (or [limits]) when the conversation chose none. */
+  defaultQueueMode: (scope: string) => QueueMode;
+  queuedIn?: (scope: string) => number;
+  observeTurn?: (outcome: string, runtimeSeconds: number) => void;
+  /** Builds the provider client; the echo agent by default. */
+  createRunner?: (config: AgentConfig) => AgentRunner;
 }
 
-/** One agent: its runtime registries and its provider client. */
+/** One agent: its runtime registries, its session namespace and its provider client. */
 export class Workspace {
   readonly name: string;
   readonly config: AgentConfig;
   readonly runtime: Runtime;
   readonly #runner: AgentRunner;
 
-  constructor(options: WorkspaceOptions) {
-    this.name = options.name;
-    this.config = options.config;
-    this.#runner = createRunner(options.config);
-    const log = options.log.child({ agent: options.name });
+  constructor(o: WorkspaceOptions) {
+    this.name = o.name;
+    this.config = o.config;
+    this.#runner = (o.createRunner ?? createRunner)(o.config);
+    const log = o.log.child({ agent: o.name });
     this.runtime = new Runtime({
       runnerFor: () => this.#runner,
+      modesOf: (scope) => {
+        const chosen = o.conversations.get(o.name, scope).modes ?? {};
+        const active = new Set(this.config.modes.filter((m) => chosen[m] !== false));
+        for (const [m, on] of Object.entries(chosen)) if (on) active.add(m);
+        return active;
+      },
+      modelOf: (scope) => o.conversations.get(o.name, scope).model,
+      toolAllow: () => this.config.tools,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
-    registerBuiltins(this.runtime, { agentName: options.name, agent: () => this.config, ...(options.isRunning ? { isRunning: options.isRunning } : {}) });
+    registerBuiltins(this.runtime, {
+      agentName: o.name,
+      agent: () => this.config,
+      sessions: o.sessions,
+      conversations: o.conversations,
+      defaultQueueMode: o.defaultQueueMode,
+      ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
+    });
+    registerBuiltinHooks(this.runtime, {
+      agentName: o.name,
+      sessions: o.sessions,
+      historyBudgetChars: () => this.config.history_budget_chars,
+      ...(o.observeTurn ? { observeTurn: o.observeTurn } : {}),
+    });
   }
 }
 
@@ -47,6 +78,6 @@ function createRunner(config: AgentConfig): AgentRunner {
     case 'echo':
       return new EchoRunner(config.echo_delay_ms);
     case 'openai-compatible':
-      return new UnavailableRunner('the openai-compatible provider is not part of this build yet; use provider = "echo"');
+      return new UnavailableRunner('The openai-compatible provider is not part of this build yet; use provider = "echo".');
   }
 }

@@ -7,7 +7,9 @@ import { Metrics } from '../../src/observe/metrics.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { Inbox } from '../../src/store/inbox.js';
 import { createTurnExecutor } from '../../src/workspace/execute.js';
-import { Workspace } from '../../src/workspace/workspace.js';
+import { Workspace, type WorkspaceOptions } from '../../src/workspace/workspace.js';
+import { ConversationStore } from '../../src/store/conversations.js';
+import { SessionStore } from '../../src/store/sessions.js';
 import { LogSink } from './daemon.js';
 import { RecordingAdapter } from './recording-adapter.js';
 
@@ -15,6 +17,8 @@ export interface Pipeline {
   dispatcher: Dispatcher;
   adapter: RecordingAdapter;
   inbox: Inbox;
+  sessions: SessionStore;
+  conversations: ConversationStore;
   db: Db;
   metrics: Metrics;
   workspace: Workspace;
@@ -28,7 +32,7 @@ export interface Pipeline {
  * ReplyStream → a RecordingAdapter on channel "t". `toml` is appended to a config whose
  * only channel is "t" (a webchat-typed section carrying the channel keys under test).
  */
-export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter } = {}): Pipeline {
+export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions> } = {}): Pipeline {
   const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', {});
   const logs = new LogSink();
   const log = createLogger({ level: 'debug', destination: logs, pretty: false });
@@ -38,7 +42,17 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
   const adapter = options.adapter ?? new RecordingAdapter('t');
   const ch: DispatchChannel = { config: config.channels[0]!, adapter };
   const channel = (id: string) => (id === 't' ? ch : undefined);
-  const workspace = new Workspace({ name: 'default', config: config.agents.default!, log });
+  const conversations = new ConversationStore(db);
+  const sessions = new SessionStore(db);
+  const workspace = new Workspace({
+    name: 'default',
+    config: config.agents.default!,
+    log,
+    sessions,
+    conversations,
+    defaultQueueMode: () => ch.config.queue_mode ?? config.limits.queue_mode,
+    ...options.workspace,
+  });
   const hardStop = new AbortController();
   const dispatcher = new Dispatcher({
     inbox,
@@ -46,6 +60,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     log,
     limits: () => config.limits,
     channel,
+    queueModeOf: (scope) => conversations.get('default', scope).queueMode,
     notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
     execute: createTurnExecutor({ config: () => config, channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal }),
   });
@@ -53,6 +68,8 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     dispatcher,
     adapter,
     inbox,
+    sessions,
+    conversations,
     db,
     metrics,
     workspace,

@@ -1,0 +1,93 @@
+import { buildHistory } from '../agent/history.js';
+import { catalogue, CodedError } from '../errors.js';
+import type { SessionStore } from '../store/sessions.js';
+import type { Runtime } from './runtime.js';
+
+export interface BuiltinHookDeps {
+  agentName: string;
+  sessions: SessionStore;
+  historyBudgetChars: () => number;
+  /** Observes runtime time per turn, agent excluded. */
+  observeTurn?: (outcome: string, runtimeSeconds: number) => void;
+}
+
+const SESSION = 'session';
+const TIMING = 'timing';
+
+/** Sentence-cased catalogue text: what the user reads when a turn fails. */
+export function userMessageFor(err: unknown): string {
+  if (err instanceof CodedError) {
+    const text = catalogue[err.code].text;
+    return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
+  }
+  return 'Something went wrong while answering; please try again.';
+}
+
+/** Session load/save, error normalization, cleanup of set-up handles, per-turn timing. */
+export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): void {
+  runtime.hooks.register({
+    phase: 'pre_dispatch',
+    name: 'timing_start',
+    priority: 0,
+    run: (ctx) => void ctx.extras.set(TIMING, { startedMs: performance.now(), agentMs: 0 }),
+  });
+  runtime.hooks.register({
+    phase: 'pre_agent_build',
+    name: 'session_load',
+    priority: 10,
+    run: (ctx) => {
+      const session = deps.sessions.active(deps.agentName, ctx.scope);
+      ctx.extras.set(SESSION, session);
+      ctx.history = buildHistory(deps.sessions.recent(session.id), deps.historyBudgetChars());
+    },
+  });
+  runtime.hooks.register({
+    phase: 'post_response',
+    name: 'session_save',
+    priority: 10,
+    run: (ctx) => {
+      const session = ctx.extras.get(SESSION) as { id: number } | undefined;
+      // Commands and skipped turns never reached the agent: nothing to remember.
+      if (!session || !ctx.runner || ctx.command) return;
+      deps.sessions.append(session.id, {
+        userText: ctx.message.text,
+        assistantText: ctx.text,
+        reasoning: ctx.reasoning,
+        toolCalls: ctx.toolCalls,
+        ending: ctx.ending?.type ?? (ctx.error ? 'error' : 'done'),
+        model: ctx.input?.model ?? null,
+      });
+    },
+  });
+  runtime.hooks.register({
+    phase: 'on_error',
+    name: 'error_normalization',
+    priority: 0,
+    run: (ctx) => {
+      ctx.errorReply ??= userMessageFor(ctx.error);
+    },
+  });
+  runtime.hooks.register({
+    phase: 'finally',
+    name: 'cleanup',
+    priority: 0,
+    run: async (ctx) => {
+      for (const fn of ctx.takeCleanups()) {
+        try {
+          await fn();
+        } catch {
+          // One failed cleanup must not keep the others from running.
+        }
+      }
+    },
+  });
+  runtime.hooks.register({
+    phase: 'finally',
+    name: 'timing_end',
+    priority: 1000,
+    run: (ctx) => {
+      const t = ctx.extras.get(TIMING) as { startedMs: number } | undefined;
+      if (t && deps.observeTurn) deps.observeTurn(ctx.ending?.type ?? 'error', (performance.now() - t.startedMs) / 1000);
+    },
+  });
+}

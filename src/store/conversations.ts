@@ -1,0 +1,47 @@
+import type { QueueMode } from '../config/schema.js';
+import type { Db } from './db.js';
+
+/** What a conversation chose with /model, /queue and /mode. */
+export interface ConversationPrefs {
+  model?: string;
+  queueMode?: QueueMode;
+  /** Modes switched on or off here, overriding the agent's defaults. */
+  modes?: Record<string, boolean>;
+}
+
+/** Per-(agent, scope) preferences, kept across restarts. */
+export class ConversationStore {
+  readonly #get;
+  readonly #put;
+  readonly #cache = new Map<string, ConversationPrefs>();
+
+  constructor(db: Db) {
+    this.#get = db.prepare(`SELECT model, queue_mode, modes FROM conversations WHERE agent = ? AND scope = ?`);
+    this.#put = db.prepare(
+      `INSERT INTO conversations (agent, scope, model, queue_mode, modes) VALUES (@agent, @scope, @model, @queueMode, @modes)
+       ON CONFLICT (agent, scope) DO UPDATE SET model = excluded.model, queue_mode = excluded.queue_mode, modes = excluded.modes`,
+    );
+  }
+
+  get(agent: string, scope: string): ConversationPrefs {
+    const key = `${agent}\u0000${scope}`;
+    const hit = this.#cache.get(key);
+    if (hit) return hit;
+    const row = this.#get.get(agent, scope) as { model: string | null; queue_mode: QueueMode | null; modes: string | null } | undefined;
+    const prefs: ConversationPrefs = {
+      ...(row?.model ? { model: row.model } : {}),
+      ...(row?.queue_mode ? { queueMode: row.queue_mode } : {}),
+      ...(row?.modes ? { modes: JSON.parse(row.modes) as Record<string, boolean> } : {}),
+    };
+    if (this.#cache.size > 5000) this.#cache.clear();
+    this.#cache.set(key, prefs);
+    return prefs;
+  }
+
+  update(agent: string, scope: string, patch: Partial<ConversationPrefs>): ConversationPrefs {
+    const next = { ...this.get(agent, scope), ...patch };
+    this.#put.run({ agent, scope, model: next.model ?? null, queueMode: next.queueMode ?? null, modes: next.modes ? JSON.stringify(next.modes) : null });
+    this.#cache.set(`${agent}\u0000${scope}`, next);
+    return next;
+  }
+}

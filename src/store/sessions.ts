@@ -1,0 +1,80 @@
+import type { Db } from './db.js';
+
+export type TurnEndingKind = 'done' | 'error' | 'cancelled';
+
+/** One finished turn as kept in a session. */
+export interface StoredTurn {
+  userText: string;
+  assistantText: string;
+  reasoning: string;
+  toolCalls: unknown[];
+  ending: TurnEndingKind;
+  model: string | null;
+  createdAt: number;
+}
+
+export interface SessionInfo {
+  id: number;
+  createdAt: number;
+  lastActiveAt: number;
+  turns: number;
+}
+
+/**
+ * Sessions per (agent, conversation scope). `/new` starts a new one; old ones are kept.
+ * The newest session of a scope is the active one.
+ */
+export class SessionStore {
+  readonly #active;
+  readonly #create;
+  readonly #touch;
+  readonly #addTurn;
+  readonly #turns;
+  readonly #count;
+  readonly #summary;
+
+  constructor(db: Db) {
+    this.#active = db.prepare(`SELECT id, created_at, last_active_at FROM sessions WHERE agent = ? AND scope = ? ORDER BY id DESC LIMIT 1`);
+    this.#create = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES (?, ?, ?, ?) RETURNING id`);
+    this.#touch = db.prepare(`UPDATE sessions SET last_active_at = ? WHERE id = ?`);
+    this.#addTurn = db.prepare(
+      `INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at) VALUES (@sessionId, @userText, @assistantText, @reasoning, @toolCalls, @ending, @model, @createdAt)`,
+    );
+    this.#turns = db.prepare(`SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = ? ORDER BY id DESC LIMIT ?`);
+    this.#count = db.prepare(`SELECT COUNT(*) AS n FROM turns WHERE session_id = ?`);
+    this.#summary = db.prepare(
+      `SELECT scope, COUNT(*) AS sessions, MAX(last_active_at) AS last_active_at FROM sessions WHERE agent = ? AND scope LIKE ? GROUP BY scope ORDER BY last_active_at DESC`,
+    );
+  }
+
+  /** The active session of a scope, created on first use. */
+  active(agent: string, scope: string): SessionInfo {
+    const row = this.#active.get(agent, scope) as { id: number; created_at: number; last_active_at: number } | undefined;
+    if (row) return { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n };
+    return this.start(agent, scope);
+  }
+
+  /** Starts a fresh session for a scope; earlier ones stay stored. */
+  start(agent: string, scope: string): SessionInfo {
+    const now = Date.now();
+    const { id } = this.#create.get(agent, scope, now, now) as { id: number };
+    return { id, createdAt: now, lastActiveAt: now, turns: 0 };
+  }
+
+  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void {
+    const now = Date.now();
+    this.#addTurn.run({ sessionId, ...turn, toolCalls: JSON.stringify(turn.toolCalls), createdAt: now });
+    this.#touch.run(now, sessionId);
+  }
+
+  /** The newest `limit` turns, oldest first. */
+  recent(sessionId: number, limit = 200): StoredTurn[] {
+    const rows = this.#turns.all(sessionId, limit) as Array<{ user_text: string; assistant_text: string; reasoning: string; tool_calls: string; ending: TurnEndingKind; model: string | null; created_at: number }>;
+    return rows.reverse().map((r) => ({ userText: r.user_text, assistantText: r.assistant_text, reasoning: r.reasoning, toolCalls: JSON.parse(r.tool_calls) as unknown[], ending: r.ending, model: r.model, createdAt: r.created_at }));
+  }
+
+  /** Per scope under a prefix (e.g. a channel's `id:`): how many sessions and the last activity. */
+  summary(agent: string, scopePrefix: string): Array<{ scope: string; sessions: number; lastActiveAt: number }> {
+    return (this.#summary.all(agent, `${scopePrefix}%`) as Array<{ scope: string; sessions: number; last_active_at: number }>).map((r) => ({ scope: r.scope, sessions: r.sessions, lastActiveAt: r.last_active_at }));
+  }
+}
