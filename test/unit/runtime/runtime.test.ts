@@ -1,0 +1,137 @@
+import { describe, expect, it } from 'vitest';
+import { CodedError } from '../../../src/errors.js';
+import { HookResult, type Phase } from '../../../src/runtime/hooks.js';
+import { ModeRegistry } from '../../../src/runtime/modes.js';
+import { bareRuntime, request, ScriptedRunner, sink } from '../../helpers/runtime.js';
+
+const order: Phase[] = ['pre_dispatch', 'post_dispatch', 'pre_agent_build', 'post_agent_build', 'pre_execute', 'post_response', 'on_error', 'finally'];
+
+/** Registers a recording hook in every phase. */
+function recordPhases(runtime: ReturnType<typeof bareRuntime>['runtime'], log: string[]): void {
+  for (const phase of order) runtime.hooks.register({ phase, name: `rec_${phase}`, priority: 999, run: () => void log.push(phase) });
+}
+
+describe('Runtime.run', () => {
+  it('runs the phases in order around the agent', async () => {
+    const { runtime, runner } = bareRuntime();
+    const log: string[] = [];
+    recordPhases(runtime, log);
+    const out = sink();
+    expect(await runtime.run(request('hi', out))).toMatchObject({ ending: 'done', text: 'agent answer' });
+    expect(log).toEqual(['pre_dispatch', 'post_dispatch', 'pre_agent_build', 'post_agent_build', 'pre_execute', 'post_response', 'finally']);
+    expect(runner.inputs).toHaveLength(1);
+    expect(out.text()).toBe('agent answer');
+  });
+
+  it('short_circuit ends the request with its reply; post_response and finally still run', async () => {
+    const { runtime, runner } = bareRuntime();
+    const log: string[] = [];
+    recordPhases(runtime, log);
+    runtime.hooks.register({ phase: 'post_dispatch', name: 'gate', run: () => HookResult.shortCircuit('not today') });
+    const out = sink();
+    await runtime.run(request('hi', out));
+    expect(out.text()).toBe('not today');
+    expect(runner.inputs).toHaveLength(0);
+    expect(log).toEqual(['pre_dispatch', 'post_response', 'finally']);
+  });
+
+  it('skip_agent skips build and execute; post_response and finally still run', async () => {
+    const { runtime, runner } = bareRuntime();
+    const log: string[] = [];
+    recordPhases(runtime, log);
+    runtime.hooks.register({ phase: 'pre_agent_build', name: 'skip', priority: 0, run: (ctx) => (ctx.replyText('handled by a hook'), HookResult.skipAgent) });
+    const out = sink();
+    expect(await runtime.run(request('hi', out))).toMatchObject({ ending: 'done' });
+    expect(runner.inputs).toHaveLength(0);
+    expect(log).toEqual(['pre_dispatch', 'post_dispatch', 'post_response', 'finally']);
+    expect(out.text()).toBe('handled by a hook');
+  });
+
+  it('continue (or returning nothing) goes on', async () => {
+    const { runtime, runner } = bareRuntime();
+    runtime.hooks.register({ phase: 'pre_execute', name: 'a', run: () => HookResult.continue });
+    runtime.hooks.register({ phase: 'pre_execute', name: 'b', run: () => undefined });
+    await runtime.run(request('hi'));
+    expect(runner.inputs).toHaveLength(1);
+  });
+
+  it('a throwing hook goes to on_error; post_response and finally still run; the user reads a readable error', async () => {
+    const { runtime } = bareRuntime();
+    const log: string[] = [];
+    recordPhases(runtime, log);
+    runtime.hooks.register({ phase: 'pre_execute', name: 'boom', run: () => { throw new CodedError('PROVIDER_TIMEOUT', 'upstream 504'); } });
+    runtime.hooks.register({ phase: 'on_error', name: 'explain', run: (ctx) => void (ctx.errorReply = `Sorry: ${(ctx.error as CodedError).code}`) });
+    const out = sink();
+    expect(await runtime.run(request('hi', out))).toMatchObject({ ending: 'error' });
+    expect(log).toEqual(['pre_dispatch', 'post_dispatch', 'pre_agent_build', 'post_agent_build', 'on_error', 'post_response', 'finally']);
+    expect(out.events.at(-1)).toEqual({ type: 'error', code: 'PROVIDER_TIMEOUT', message: 'Sorry: PROVIDER_TIMEOUT' });
+  });
+
+  it('on_error and finally hooks that throw are reported and the others still run', async () => {
+    const { runtime, errors } = bareRuntime(new ScriptedRunner(() => { throw new Error('runner blew up'); }));
+    const ran: string[] = [];
+    runtime.hooks.register({ phase: 'on_error', name: 'bad1', priority: 1, run: () => { throw new Error('x'); } });
+    runtime.hooks.register({ phase: 'on_error', name: 'good1', priority: 2, run: () => void ran.push('good1') });
+    runtime.hooks.register({ phase: 'finally', name: 'bad2', priority: 1, run: () => { throw new Error('y'); } });
+    runtime.hooks.register({ phase: 'finally', name: 'good2', priority: 2, run: () => void ran.push('good2') });
+    expect(await runtime.run(request('hi'))).toMatchObject({ ending: 'error' });
+    expect(ran).toEqual(['good1', 'good2']);
+    expect(errors).toEqual(['on_error:bad1', 'finally:bad2']);
+  });
+
+  it('a cancelled turn ends as cancelled, not as an error', async () => {
+    const ac = new AbortController();
+    const { runtime } = bareRuntime(new ScriptedRunner(() => { ac.abort(); throw new Error('aborted'); }));
+    expect(await runtime.run(request('hi', sink(), { signal: ac.signal }))).toMatchObject({ ending: 'cancelled' });
+  });
+
+  it('mode-gated hooks, commands and contributors run only while the mode is active', async () => {
+    let active = new Set<string>();
+    const { runtime, runner } = bareRuntime(undefined, { modesOf: () => active });
+    const ran: string[] = [];
+    runtime.hooks.register({ phase: 'pre_execute', name: 'gated', mode: 'focus', run: () => void ran.push('gated') });
+    runtime.commands.register({ name: 'focus', mode: 'focus', help: 'x', handler: () => 'focused' });
+    runtime.prompt.register({ name: 'focus_prompt', mode: 'focus', contribute: () => 'Stay focused.' });
+    const off = sink();
+    await runtime.run(request('/focus', off));
+    expect(ran).toEqual([]);
+    expect(off.text()).toBe('agent answer'); // unknown command → the agent
+    expect(runner.inputs[0]!.system).not.toContain('Stay focused.');
+    active = new Set(['focus']);
+    const on = sink();
+    await runtime.run(request('/focus', on));
+    expect(on.text()).toBe('focused');
+    await runtime.run(request('hello'));
+    expect(ran).toEqual(['gated']);
+    expect(runner.inputs.at(-1)!.system).toContain('Stay focused.');
+  });
+
+  it('a prompt contributor that throws is reported and skipped', async () => {
+    const { runtime, runner, errors } = bareRuntime();
+    runtime.prompt.register({ name: 'first', priority: 1, contribute: () => 'First.' });
+    runtime.prompt.register({ name: 'broken', priority: 2, contribute: () => { throw new Error('nope'); } });
+    runtime.prompt.register({ name: 'last', priority: 3, contribute: () => 'Last.' });
+    await runtime.run(request('hi'));
+    expect(runner.inputs[0]!.system).toBe('First.\n\nLast.');
+    expect(errors).toEqual(['pre_agent_build:prompt:broken']);
+  });
+
+  it('/cmd@otherbot is not ours and goes to the agent as text; /cmd@mybot is ours', async () => {
+    const { runtime, runner } = bareRuntime();
+    runtime.commands.register({ name: 'ping', help: 'pong', handler: () => 'pong' });
+    const theirs = sink();
+    await runtime.run(request('/ping@otherbot', theirs));
+    expect(theirs.text()).toBe('agent answer');
+    expect(runner.inputs[0]!.text).toBe('/ping@otherbot');
+    const ours = sink();
+    await runtime.run(request('/ping@MyBot', ours));
+    expect(ours.text()).toBe('pong');
+  });
+
+  it('refuses two modes with one name', () => {
+    const { runtime } = bareRuntime();
+    const modes = new ModeRegistry(runtime);
+    modes.register({ name: 'm', description: '', setup: () => {} });
+    expect(() => modes.register({ name: 'm', description: '', setup: () => {} })).toThrow(/mode "m" is already registered/);
+  });
+});
