@@ -1,0 +1,23 @@
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { formatTable, type Row, type Scenario } from './report.js';
+import { scenarios } from './scenarios/index.js';
+
+/** `npm run bench`: every scenario, a table on stdout, and a JSON report in a temp file. */
+async function main(): Promise<void> {
+  const only = process.argv.slice(2).filter((a) => !a.startsWith('-'));
+  const rows: Row[] = [];
+  const started = Date.now();
+  for (const [name, run] of Object.entries(scenarios) as [string, Scenario][]) {
+    if (only.length && !only.includes(name)) continue;
+    process.stderr.write(`bench: ${name}…\n`);
+    rows.push(...(await run({ smoke: false })));
+  }
+  const file = join(tmpdir(), `channeld-bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify({ node: process.version, cpus: (await import('node:os')).cpus().length, at: new Date().toISOString(), rows }, null, 2));
+  console.log(formatTable(rows));
+  console.log(`\n${rows.length} figures in ${((Date.now() - started) / 1000).toFixed(1)} s; JSON report: ${file}`);
+}
+
+await main();

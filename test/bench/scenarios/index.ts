@@ -1,0 +1,6 @@
+import type { Scenario } from '../report.js';
+import { drafts } from './drafts.js';
+import { overhead } from './overhead.js';
+
+/** Every scenario `npm run bench` runs, in order. */
+export const scenarios: Record<string, Scenario> = { overhead, drafts };
