@@ -33,11 +33,13 @@ export interface WorkspaceTable {
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
 function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore) {
-  return (name: string, agent: AgentConfig) =>
-    new Workspace({
+  return (name: string, agent: AgentConfig) => {
+    const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
+    return new Workspace({
       name,
       config: agent,
       log,
+      ...(apiKey ? { apiKey } : {}),
       sessions,
       conversations,
       defaultQueueMode: (scope) => {
@@ -46,6 +48,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
         return cfg.channels.find((c) => c.id === channelId)?.queue_mode ?? cfg.limits.queue_mode;
       },
     });
+  };
 }
 
 export interface CorePluginOptions {

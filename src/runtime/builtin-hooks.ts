@@ -53,7 +53,7 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
         userText: ctx.message.text,
         assistantText: ctx.text,
         reasoning: ctx.reasoning,
-        toolCalls: ctx.toolCalls,
+        toolCalls: [...ctx.toolCalls],
         ending: ctx.ending?.type ?? (ctx.error ? 'error' : 'done'),
         model: ctx.input?.model ?? null,
       });

@@ -1,4 +1,5 @@
-import type { AgentEvent } from '../agent/events.js';
+import type { AgentEvent, TurnEnding } from '../agent/events.js';
+import { TurnReducer, type ToolCallRecord } from '../agent/reducer.js';
 import type { AgentInput, AgentRunner, HistoryMessage } from '../agent/runner.js';
 import type { ChannelMessage } from '../dispatch/message.js';
 
@@ -30,14 +31,11 @@ export class TurnContext {
   /** Built by the agent-build step from the prompt and history; post_agent_build hooks may adjust it. */
   input: AgentInput | undefined;
   runner: AgentRunner | undefined;
-  /** The assistant text produced so far (the model's own words, no markers). */
-  text = '';
-  reasoning = '';
-  toolCalls: Array<{ id: string; name: string; input: unknown; output?: unknown; error?: string }> = [];
+  /** Folds the turn's events: text (the model's own words, no markers), reasoning, tool calls, ending. */
+  readonly reducer = new TurnReducer();
   /** A readable message for the user when the turn fails; on_error hooks set it. */
   errorReply: string | undefined;
   readonly #cleanups: Array<() => void | Promise<void>> = [];
-  ending: Extract<AgentEvent, { type: 'done' | 'error' | 'cancelled' }> | undefined;
   error: unknown;
   /** The slash command that handled this turn, if any. */
   command: string | undefined;
@@ -68,18 +66,22 @@ export class TurnContext {
     return this.#cleanups.splice(0).reverse();
   }
 
-  /** Sends an event to the reply, tracking text, reasoning, tools and the ending. */
+  get text(): string {
+    return this.reducer.turn.text;
+  }
+  get reasoning(): string {
+    return this.reducer.turn.reasoning;
+  }
+  get toolCalls(): readonly ToolCallRecord[] {
+    return this.reducer.turn.toolCalls;
+  }
+  get ending(): TurnEnding | undefined {
+    return this.reducer.turn.ending;
+  }
+
+  /** Sends an event to the reply; nothing after the turn's ending. */
   emit(event: AgentEvent): void {
-    if (this.ending) return;
-    if (event.type === 'text_delta') this.text += event.text;
-    if (event.type === 'reasoning_delta') this.reasoning += event.text;
-    if (event.type === 'tool_start') this.toolCalls.push({ id: event.id, name: event.name, input: event.input });
-    if (event.type === 'tool_end') {
-      const call = this.toolCalls.find((c) => c.id === event.id);
-      if (call) Object.assign(call, event.error !== undefined ? { error: event.error } : { output: event.output });
-    }
-    if (event.type === 'done' || event.type === 'error' || event.type === 'cancelled') this.ending = event;
-    this.request.reply.push(event);
+    if (this.reducer.fold(event)) this.request.reply.push(event);
   }
 
   /** Replies with a whole text at once (commands, short circuits). */

@@ -1,5 +1,5 @@
 import { EchoRunner } from '../agent/echo.js';
-import type { AgentEvent } from '../agent/events.js';
+import { OpenAICompatibleRunner } from '../agent/openai-compatible.js';
 import type { AgentRunner } from '../agent/runner.js';
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
@@ -8,15 +8,6 @@ import { registerBuiltins } from '../runtime/builtins.js';
 import { Runtime } from '../runtime/runtime.js';
 import type { ConversationStore } from '../store/conversations.js';
 import type { SessionStore } from '../store/sessions.js';
-
-/** A runner that can only report why the agent cannot run, so the user gets a readable error. */
-class UnavailableRunner implements AgentRunner {
-  readonly name = 'unavailable';
-  constructor(private readonly reason: string) {}
-  async *run(): AsyncIterable<AgentEvent> {
-    yield { type: 'error', code: 'PROVIDER_UNAVAILABLE', message: this.reason };
-  }
-}
 
 export interface WorkspaceOptions {
   name: string;
@@ -28,8 +19,10 @@ export interface WorkspaceOptions {
   defaultQueueMode: (scope: string) => QueueMode;
   queuedIn?: (scope: string) => number;
   observeTurn?: (outcome: string, runtimeSeconds: number) => void;
-  /** Builds the provider client; the echo agent by default. */
-  createRunner?: (config: AgentConfig) => AgentRunner;
+  /** The agent's resolved api_key_env. */
+  apiKey?: string;
+  /** Builds the provider client from the config (tests and benches substitute it). */
+  createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
 
 /** One agent: its runtime registries, its session namespace and its provider client. */
@@ -42,7 +35,7 @@ export class Workspace {
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
     this.config = o.config;
-    this.#runner = (o.createRunner ?? createRunner)(o.config);
+    this.#runner = (o.createRunner ?? createRunner)(o.config, o.apiKey);
     const log = o.log.child({ agent: o.name });
     this.runtime = new Runtime({
       runnerFor: () => this.#runner,
@@ -73,11 +66,22 @@ export class Workspace {
   }
 }
 
-function createRunner(config: AgentConfig): AgentRunner {
+/** The provider client an agent's config asks for. */
+export function createRunner(config: AgentConfig, apiKey?: string): AgentRunner {
   switch (config.provider) {
     case 'echo':
       return new EchoRunner(config.echo_delay_ms);
     case 'openai-compatible':
-      return new UnavailableRunner('The openai-compatible provider is not part of this build yet; use provider = "echo".');
+      // The config schema guarantees base_url and model for this provider.
+      return new OpenAICompatibleRunner({
+        baseUrl: config.base_url!,
+        model: config.model!,
+        ...(apiKey ? { apiKey } : {}),
+        ...(config.temperature !== undefined ? { temperature: config.temperature } : {}),
+        maxOutputTokens: config.max_output_tokens,
+        requestTimeoutMs: config.request_timeout_ms,
+        maxSteps: config.max_steps,
+        timeZone: config.time_zone,
+      });
   }
 }

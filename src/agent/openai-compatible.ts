@@ -1,0 +1,193 @@
+import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
+import { stepCountIs, streamText, tool, type ModelMessage, type ToolSet } from 'ai';
+import { sleep } from '../kernel/sleep.js';
+import type { Tool } from '../runtime/tools.js';
+import { estimateTokens, type AgentEvent } from './events.js';
+import { classifyProviderError } from './provider-errors.js';
+import { RepetitionGuard } from './repetition.js';
+import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+import { ThinkSplitter } from './think-splitter.js';
+
+export interface OpenAICompatibleOptions {
+  baseUrl: string;
+  model: string;
+  apiKey?: string;
+  temperature?: number;
+  maxOutputTokens: number;
+  /** The longest wait for the model's next piece of output. */
+  requestTimeoutMs: number;
+  maxSteps: number;
+  timeZone: string;
+  /** Retries of a request that failed before any visible text. */
+  retries?: number;
+  retryBaseMs?: number;
+}
+
+/** Runs tools for the SDK; a tool that throws returns its error to the model. */
+function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string): ToolSet {
+  const set: ToolSet = {};
+  for (const t of tools) {
+    set[t.name] = tool({
+      description: t.description,
+      inputSchema: t.input,
+      execute: async (input: unknown, { abortSignal }) => {
+        try {
+          return await t.run(input, { signal: abortSignal ?? ctx.signal, scope: ctx.scope, timeZone });
+        } catch (err) {
+          return { error: err instanceof Error ? err.message : String(err) };
+        }
+      },
+    });
+  }
+  return set;
+}
+
+/**
+ * Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio) through the
+ * AI SDK: streams text, reasoning (also `<think>` inline), tool calls over several steps,
+ * and usage. Retries connection failures, timeouts, 5xx and 429 only while nothing is on
+ * the user's screen yet.
+ */
+export class OpenAICompatibleRunner implements AgentRunner {
+  readonly name = 'openai-compatible';
+  readonly #o: OpenAICompatibleOptions;
+  readonly #provider;
+
+  constructor(options: OpenAICompatibleOptions) {
+    this.#o = options;
+    this.#provider = createOpenAICompatible({ name: 'channeld', baseURL: options.baseUrl, includeUsage: true, ...(options.apiKey ? { apiKey: options.apiKey } : {}) });
+  }
+
+  get model(): string {
+    return this.#o.model;
+  }
+
+  async *run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    const retries = this.#o.retries ?? 2;
+    let visible = false;
+    let outChars = 0;
+    for (let attempt = 0; ; attempt++) {
+      const controller = new AbortController();
+      const onAbort = () => controller.abort(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      let timedOut = false;
+      let idle: NodeJS.Timeout | undefined;
+      const touch = () => {
+        clearTimeout(idle);
+        idle = setTimeout(() => {
+          timedOut = true;
+          controller.abort(new Error('model timed out'));
+        }, this.#o.requestTimeoutMs);
+      };
+      let failure: unknown;
+      let ended = false;
+      try {
+        touch();
+        const splitter = new ThinkSplitter();
+        const guard = new RepetitionGuard();
+        const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), { role: 'user', content: input.text }];
+        const result = streamText({
+          model: this.#provider.chatModel(input.model ?? this.#o.model),
+          system: input.system,
+          messages,
+          ...(input.tools?.length ? { tools: toolSet(input.tools, ctx, this.#o.timeZone), stopWhen: stepCountIs(this.#o.maxSteps) } : {}),
+          ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
+          maxOutputTokens: this.#o.maxOutputTokens,
+          maxRetries: 0, // retries are ours: only before visible text
+          onError: () => {}, // failures arrive as 'error' parts; the SDK would also print them
+          abortSignal: controller.signal,
+        });
+        for await (const part of result.fullStream) {
+          touch();
+          switch (part.type) {
+            case 'text-delta':
+              for (const piece of splitter.push(part.text)) {
+                if (piece.kind === 'reasoning') yield { type: 'reasoning_delta', text: piece.text };
+                else {
+                  visible = true;
+                  outChars += piece.text.length;
+                  yield { type: 'text_delta', text: piece.text };
+                  if (guard.push(piece.text)) {
+                    controller.abort(new Error('repeating'));
+                    ended = true;
+                    yield { type: 'error', code: 'TURN_FAILED', message: 'The answer started repeating itself, so it was stopped.' };
+                  }
+                }
+              }
+              break;
+            case 'reasoning-delta':
+              yield { type: 'reasoning_delta', text: part.text };
+              break;
+            case 'tool-call':
+              yield { type: 'tool_start', id: part.toolCallId, name: part.toolName, input: part.input };
+              break;
+            case 'tool-result': {
+              const out = part.output as { error?: string } | undefined;
+              yield out && typeof out === 'object' && typeof out.error === 'string'
+                ? { type: 'tool_end', id: part.toolCallId, name: part.toolName, error: out.error }
+                : { type: 'tool_end', id: part.toolCallId, name: part.toolName, output: part.output };
+              break;
+            }
+            case 'tool-error':
+              yield { type: 'tool_end', id: part.toolCallId, name: part.toolName, error: String(part.error) };
+              break;
+            case 'error':
+              failure = part.error;
+              break;
+            case 'abort':
+              failure ??= new Error('aborted');
+              break;
+            case 'finish': {
+              if (failure) break;
+              for (const piece of splitter.flush()) {
+                if (piece.kind === 'reasoning') yield { type: 'reasoning_delta', text: piece.text };
+                else {
+                  outChars += piece.text.length;
+                  yield { type: 'text_delta', text: piece.text };
+                }
+              }
+              const u = part.totalUsage;
+              const reported = (u.inputTokens ?? 0) > 0 || (u.outputTokens ?? 0) > 0;
+              const inChars = input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0);
+              ended = true;
+              yield {
+                type: 'done',
+                usage: reported ? { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, estimated: false } : { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(outChars), estimated: true },
+              };
+              break;
+            }
+          }
+          if (ended || failure) break;
+        }
+      } catch (err) {
+        failure = err;
+      } finally {
+        clearTimeout(idle);
+        signal.removeEventListener('abort', onAbort);
+        if (!controller.signal.aborted && !ended) controller.abort();
+      }
+      if (ended) return;
+      if (signal.aborted) return yield { type: 'cancelled' };
+      const f = classifyProviderError(failure ?? new Error('the model stream ended without finishing'), timedOut);
+      if (!visible && f.retryable && attempt < retries) {
+        await sleep(f.retryAfterMs ?? (this.#o.retryBaseMs ?? 500) * 2 ** attempt, signal);
+        if (signal.aborted) return yield { type: 'cancelled' };
+        continue;
+      }
+      return yield { type: 'error', code: f.code, message: readable(f.code) };
+    }
+  }
+}
+
+function readable(code: string): string {
+  switch (code) {
+    case 'PROVIDER_TIMEOUT':
+      return 'The model did not answer in time.';
+    case 'PROVIDER_RATE_LIMITED':
+      return 'The model provider is rate limiting us; try again in a moment.';
+    case 'PROVIDER_REFUSED':
+      return 'The model provider refused the request.';
+    default:
+      return 'The model could not be reached.';
+  }
+}

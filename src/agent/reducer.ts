@@ -1,0 +1,58 @@
+import type { AgentEvent, TurnEnding } from './events.js';
+
+export interface ToolCallRecord {
+  id: string;
+  name: string;
+  input: unknown;
+  output?: unknown;
+  error?: string;
+}
+
+/** A turn as it will be persisted: the model's text, reasoning kept apart, tool calls, ending. */
+export interface TurnRecord {
+  text: string;
+  reasoning: string;
+  toolCalls: ToolCallRecord[];
+  ending: TurnEnding | undefined;
+}
+
+/**
+ * Folds AgentEvents into a TurnRecord. `onComplete` fires exactly once, on the first
+ * done, error or cancelled, with the partial output kept; later events are ignored.
+ */
+export class TurnReducer {
+  readonly turn: TurnRecord = { text: '', reasoning: '', toolCalls: [], ending: undefined };
+
+  constructor(private readonly onComplete?: (turn: TurnRecord) => void) {}
+
+  /** Applies an event; false when the turn had already ended and the event was ignored. */
+  fold(event: AgentEvent): boolean {
+    const t = this.turn;
+    if (t.ending) return false;
+    switch (event.type) {
+      case 'text_delta':
+        t.text += event.text;
+        break;
+      case 'reasoning_delta':
+        t.reasoning += event.text;
+        break;
+      case 'tool_start':
+        t.toolCalls.push({ id: event.id, name: event.name, input: event.input });
+        break;
+      case 'tool_end': {
+        const call = t.toolCalls.find((c) => c.id === event.id);
+        if (call) Object.assign(call, event.error !== undefined ? { error: event.error } : { output: event.output });
+        break;
+      }
+      case 'tool_log':
+        break;
+      case 'done':
+      case 'error':
+      case 'cancelled':
+        t.ending = event;
+        this.onComplete?.(t);
+        break;
+    }
+    return true;
+  }
+}

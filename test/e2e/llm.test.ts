@@ -1,0 +1,56 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { ChatClient } from '../helpers/webchat-client.js';
+
+describe('web chat with an OpenAI-compatible model (fake LLM)', () => {
+  let llm: FakeLlm;
+  let d: TestDaemon | undefined;
+  const clients: ChatClient[] = [];
+  beforeEach(async () => {
+    llm = new FakeLlm();
+    await llm.start();
+  });
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.close();
+    await d?.stop();
+    d = undefined;
+    await llm.close();
+  });
+
+  const config = (url: string) =>
+    `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "qwen3:8b"\napi_key_env = "LLM_KEY"\nsystem_prompt = "You are terse."\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
+
+  it('streams the model answer as a live draft, sending the system prompt, history and api key', async () => {
+    llm.script({ kind: 'stream', chunks: ['The ', 'answer ', 'is ', 'forty-two.'].map((content) => ({ content, delayMs: 120 })) });
+    d = await startDaemon(config(llm.url), { LLM_KEY: 'sk-test-123456' });
+    const c = new ChatClient(d.url, 'tab');
+    clients.push(c);
+    await c.opened;
+    c.send('What is the answer?');
+    const [final] = await c.finals();
+    expect(final!.text).toBe('The answer is forty-two.');
+    expect(c.replies().filter((f) => !f.final).length).toBeGreaterThanOrEqual(2);
+    const req = llm.requests[0]!;
+    expect(req.headers.authorization).toBe('Bearer sk-test-123456');
+    expect(req.body.messages[0]).toMatchObject({ role: 'system' });
+    expect(String(req.body.messages[0]!.content)).toContain('You are terse.');
+    expect(req.body.messages.at(-1)).toEqual({ role: 'user', content: 'What is the answer?' });
+
+    // The next turn carries the first as history.
+    c.send('And again?');
+    await c.finals(2);
+    expect(llm.requests[1]!.body.messages.slice(1).map((m) => m.content)).toEqual(['What is the answer?', 'The answer is forty-two.', 'And again?']);
+  });
+
+  it('a model that cannot be reached gets a readable error in the chat, not silence', async () => {
+    llm.script({ kind: 'status', status: 500 }, { kind: 'status', status: 500 }, { kind: 'status', status: 500 });
+    d = await startDaemon(config(llm.url), { LLM_KEY: 'k' });
+    const c = new ChatClient(d.url, 'tab');
+    clients.push(c);
+    await c.opened;
+    c.send('hello?');
+    const [final] = await c.finals(1, 15_000);
+    expect(final!.text).toBe('⚠️ The model could not be reached.');
+  });
+});

@@ -1,0 +1,120 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Chunk {
+  content?: string;
+  reasoning?: string;
+  toolCalls?: Array<{ id: string; name: string; arguments: string }>;
+  /** Pause before this chunk. */
+  delayMs?: number;
+}
+
+/** What the fake does with one chat/completions request. */
+export type Script =
+  | { kind: 'stream'; chunks: Chunk[]; finish?: 'stop' | 'tool_calls'; usage?: { prompt_tokens: number; completion_tokens: number } | null }
+  | { kind: 'status'; status: number; retryAfterS?: number; body?: string }
+  /** Sends these chunks, then stops writing but keeps the connection open. */
+  | { kind: 'stall'; chunks?: Chunk[] }
+  /** Sends these chunks, then destroys the socket. */
+  | { kind: 'disconnect'; chunks?: Chunk[] };
+
+export interface RecordedRequest {
+  body: { model: string; messages: Array<{ role: string; content: unknown; tool_calls?: unknown; tool_call_id?: string }>; tools?: unknown[]; stream?: boolean; temperature?: number };
+  headers: IncomingMessage['headers'];
+  /** Whether the client closed the connection before the answer ended. */
+  clientClosed: boolean;
+}
+
+/**
+ * An OpenAI-compatible server on 127.0.0.1 that streams SSE chat.completion.chunk frames,
+ * scriptable per request (content, reasoning_content, tool calls, usage) with faults:
+ * HTTP errors, 429 with retry-after, a stall, a disconnect mid-stream. With no script
+ * queued it echoes the last user message.
+ */
+export class FakeLlm {
+  readonly requests: RecordedRequest[] = [];
+  readonly #queue: Script[] = [];
+  readonly #server: Server;
+  readonly #open = new Set<ServerResponse>();
+  url = '';
+
+  constructor() {
+    this.#server = createServer((req, res) => void this.#handle(req, res));
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}/v1`;
+    return this.url;
+  }
+
+  /** Queues what the next requests get, in order. */
+  script(...scripts: Script[]): this {
+    this.#queue.push(...scripts);
+    return this;
+  }
+
+  async close(): Promise<void> {
+    for (const res of this.#open) res.destroy();
+    this.#server.closeAllConnections();
+    await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
+      res.writeHead(404).end();
+      return;
+    }
+    let raw = '';
+    for await (const c of req) raw += String(c);
+    const rec: RecordedRequest = { body: JSON.parse(raw) as RecordedRequest['body'], headers: req.headers, clientClosed: false };
+    this.requests.push(rec);
+    res.on('close', () => {
+      if (!res.writableFinished) rec.clientClosed = true;
+      this.#open.delete(res);
+    });
+    this.#open.add(res);
+    const script = this.#queue.shift() ?? this.#echo(rec);
+    if (script.kind === 'status') {
+      res.writeHead(script.status, { 'content-type': 'application/json', ...(script.retryAfterS !== undefined ? { 'retry-after': String(script.retryAfterS) } : {}) });
+      res.end(script.body ?? JSON.stringify({ error: { message: `fake status ${script.status}`, type: 'server_error' } }));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive' });
+    const send = (obj: unknown) => res.write(`data: ${JSON.stringify(obj)}\n\n`);
+    const frame = (delta: Record<string, unknown>, finish: string | null = null) => ({
+      id: 'chatcmpl-fake',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: rec.body.model,
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
+    const chunks = script.chunks ?? [];
+    for (const [i, c] of chunks.entries()) {
+      if (c.delayMs) await new Promise((r) => setTimeout(r, c.delayMs));
+      if (res.destroyed) return;
+      const delta: Record<string, unknown> = i === 0 ? { role: 'assistant' } : {};
+      if (c.content !== undefined) delta.content = c.content;
+      if (c.reasoning !== undefined) delta.reasoning_content = c.reasoning;
+      if (c.toolCalls) delta.tool_calls = c.toolCalls.map((t, index) => ({ index, id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
+      send(frame(delta));
+    }
+    if (script.kind === 'stall') return; // headers and chunks sent; nothing more, ever
+    if (script.kind === 'disconnect') {
+      // Let the chunks reach the client first: this is a drop mid-answer, not a refused request.
+      await new Promise((r) => setTimeout(r, 30));
+      res.socket?.destroy();
+      return;
+    }
+    send(frame({}, script.finish ?? (chunks.some((c) => c.toolCalls) ? 'tool_calls' : 'stop')));
+    if (script.usage !== null) send({ id: 'chatcmpl-fake', object: 'chat.completion.chunk', created: 1, model: rec.body.model, choices: [], usage: { ...(script.usage ?? { prompt_tokens: 11, completion_tokens: 7 }), total_tokens: 18 } });
+    res.end('data: [DONE]\n\n');
+  }
+
+  /** The default answer: the last user message, streamed word by word. */
+  #echo(rec: RecordedRequest): Script {
+    const last = [...rec.body.messages].reverse().find((m) => m.role === 'user');
+    const text = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
+    return { kind: 'stream', chunks: (text.match(/\S+\s*/g) ?? ['']).map((w) => ({ content: w, delayMs: 5 })) };
+  }
+}

@@ -1,0 +1,198 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { AgentEvent } from '../../../src/agent/events.js';
+import { OpenAICompatibleRunner, type OpenAICompatibleOptions } from '../../../src/agent/openai-compatible.js';
+import { TurnReducer } from '../../../src/agent/reducer.js';
+import { ThinkSplitter } from '../../../src/agent/think-splitter.js';
+import { RepetitionGuard } from '../../../src/agent/repetition.js';
+import type { AgentInput } from '../../../src/agent/runner.js';
+import type { Tool } from '../../../src/runtime/tools.js';
+import { FakeLlm } from '../../fakes/llm/server.js';
+
+let llm: FakeLlm;
+beforeAll(async () => {
+  llm = new FakeLlm();
+  await llm.start();
+});
+afterAll(() => llm.close());
+
+function runner(over: Partial<OpenAICompatibleOptions> = {}) {
+  return new OpenAICompatibleRunner({ baseUrl: llm.url, model: 'fake-model', maxOutputTokens: 256, requestTimeoutMs: 5000, maxSteps: 4, timeZone: 'UTC', retryBaseMs: 10, ...over });
+}
+
+const input = (text: string, over: Partial<AgentInput> = {}): AgentInput => ({ system: 'Be brief.', history: [], text, ...over });
+
+async function collect(r: OpenAICompatibleRunner, i: AgentInput, signal = new AbortController().signal): Promise<AgentEvent[]> {
+  const out: AgentEvent[] = [];
+  for await (const e of r.run(i, { scope: 's', channelId: 'c', signal }, signal)) out.push(e);
+  return out;
+}
+
+const text = (events: AgentEvent[]) => events.flatMap((e) => (e.type === 'text_delta' ? [e.text] : [])).join('');
+const reasoning = (events: AgentEvent[]) => events.flatMap((e) => (e.type === 'reasoning_delta' ? [e.text] : [])).join('');
+
+describe('OpenAICompatibleRunner against the fake LLM', () => {
+  it('maps content, reasoning_content and usage; sends system, history and the message', async () => {
+    llm.script({ kind: 'stream', chunks: [{ reasoning: 'Let me think. ' }, { content: 'Hello ' }, { content: 'there.' }], usage: { prompt_tokens: 42, completion_tokens: 3 } });
+    const before = llm.requests.length;
+    const events = await collect(runner(), input('hi', { history: [{ role: 'user', content: 'earlier' }, { role: 'assistant', content: 'reply' }] }));
+    expect(text(events)).toBe('Hello there.');
+    expect(reasoning(events)).toBe('Let me think. ');
+    expect(events.at(-1)).toEqual({ type: 'done', usage: { inputTokens: 42, outputTokens: 3, estimated: false } });
+    const body = llm.requests[before]!.body;
+    expect(body.model).toBe('fake-model');
+    expect(body.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);
+    expect(body.messages[0]!.content).toBe('Be brief.');
+  });
+
+  it('estimates usage from characters when the provider reports none', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'abcdefgh' }], usage: null });
+    const events = await collect(runner(), input('x'));
+    expect(events.at(-1)).toMatchObject({ type: 'done', usage: { outputTokens: 2, estimated: true } });
+  });
+
+  it('splits <think> reasoning out of content, across chunk boundaries', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'Sure. <thi' }, { content: 'nk>secret ' }, { content: 'plans</th' }, { content: 'ink>Done' }, { content: ' <' }, { content: 'b>' }] });
+    const events = await collect(runner(), input('x'));
+    expect(text(events)).toBe('Sure. Done <b>');
+    expect(reasoning(events)).toBe('secret plans');
+  });
+
+  it('retries 500 and 429 (honouring retry-after) while nothing is visible', async () => {
+    llm.script({ kind: 'status', status: 500 }, { kind: 'status', status: 429, retryAfterS: 0 }, { kind: 'stream', chunks: [{ content: 'third time lucky' }] });
+    const before = llm.requests.length;
+    const events = await collect(runner(), input('x'));
+    expect(text(events)).toBe('third time lucky');
+    expect(llm.requests.length - before).toBe(3);
+  });
+
+  it('does not retry once text is visible: the turn ends in an error with the partial text kept', async () => {
+    llm.script({ kind: 'disconnect', chunks: [{ content: 'Half of ' }, { content: 'it' }] });
+    const before = llm.requests.length;
+    const events = await collect(runner(), input('x'));
+    expect(text(events)).toBe('Half of it');
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'PROVIDER_UNAVAILABLE' });
+    expect(llm.requests.length - before).toBe(1);
+  });
+
+  it('gives up after its retries with a readable error', async () => {
+    llm.script({ kind: 'status', status: 503 }, { kind: 'status', status: 503 }, { kind: 'status', status: 503 });
+    const events = await collect(runner({ retries: 2 }), input('x'));
+    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'The model could not be reached.' }]);
+  });
+
+  it('does not retry a 400', async () => {
+    llm.script({ kind: 'status', status: 400, body: '{"error":{"message":"bad model"}}' });
+    const before = llm.requests.length;
+    const events = await collect(runner(), input('x'));
+    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_REFUSED', message: 'The model provider refused the request.' }]);
+    expect(llm.requests.length - before).toBe(1);
+  });
+
+  it('connection refused is retried, then reported', async () => {
+    // A port that was just free: nothing listens there now.
+    const probe = (await import('node:net')).createServer();
+    const port = await new Promise<number>((r) => probe.listen(0, '127.0.0.1', () => r((probe.address() as { port: number }).port)));
+    await new Promise((r) => probe.close(r));
+    const events = await collect(runner({ baseUrl: `http://127.0.0.1:${port}/v1`, retries: 1 }), input('x'));
+    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'The model could not be reached.' }]);
+  });
+
+  it('a stall ends in PROVIDER_TIMEOUT', async () => {
+    llm.script({ kind: 'stall' });
+    const events = await collect(runner({ requestTimeoutMs: 150, retries: 0 }), input('x'));
+    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_TIMEOUT', message: 'The model did not answer in time.' }]);
+  });
+
+  it('cancel mid-stream yields cancelled and the fake sees the connection closed', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two ', delayMs: 2000 }] });
+    const ac = new AbortController();
+    const before = llm.requests.length;
+    const events: AgentEvent[] = [];
+    for await (const e of runner().run(input('x'), { scope: 's', channelId: 'c', signal: ac.signal }, ac.signal)) {
+      events.push(e);
+      if (e.type === 'text_delta') ac.abort();
+    }
+    expect(events.at(-1)).toEqual({ type: 'cancelled' });
+    await new Promise((r) => setTimeout(r, 50));
+    expect(llm.requests[before]!.clientClosed).toBe(true);
+  });
+
+  it('runs tools through the multi-step loop: a round trip, and an error returned to the model', async () => {
+    const calls: string[] = [];
+    const tools: Tool[] = [
+      { name: 'get_weather', description: 'weather for a city', input: z.object({ city: z.string() }), run: ({ city }: { city: string }) => (calls.push(city), { city, sky: 'clear' }) },
+      { name: 'broken', description: 'always fails', input: z.object({}), run: () => { throw new Error('sensor offline'); } },
+    ];
+    llm.script(
+      { kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}' }, { id: 'call_2', name: 'broken', arguments: '{}' }] }] },
+      { kind: 'stream', chunks: [{ content: 'Clear in Oslo; the other sensor is offline.' }] },
+    );
+    const before = llm.requests.length;
+    const events = await collect(runner(), input('weather?', { tools }));
+    expect(calls).toEqual(['Oslo']);
+    const toolEvents = events.filter((e) => e.type.startsWith('tool_'));
+    // Both calls start before either ends; the tools run in parallel, so ends come in completion order.
+    expect(toolEvents.slice(0, 2)).toEqual([
+      { type: 'tool_start', id: 'call_1', name: 'get_weather', input: { city: 'Oslo' } },
+      { type: 'tool_start', id: 'call_2', name: 'broken', input: {} },
+    ]);
+    expect(toolEvents.slice(2)).toHaveLength(2);
+    expect(toolEvents.slice(2)).toEqual(
+      expect.arrayContaining([
+        { type: 'tool_end', id: 'call_1', name: 'get_weather', output: { city: 'Oslo', sky: 'clear' } },
+        { type: 'tool_end', id: 'call_2', name: 'broken', error: 'sensor offline' },
+      ]),
+    );
+    expect(text(events)).toBe('Clear in Oslo; the other sensor is offline.');
+    const second = llm.requests[before + 1]!.body;
+    expect(llm.requests[before]!.body.tools).toHaveLength(2);
+    const toolMessages = second.messages.filter((m) => m.role === 'tool');
+    expect(toolMessages).toHaveLength(2);
+    expect(JSON.stringify(toolMessages[1]!.content)).toContain('sensor offline');
+  });
+
+  it('stops a turn that repeats itself, with a marker', async () => {
+    llm.script({ kind: 'stream', chunks: Array.from({ length: 200 }, () => ({ content: 'all work and no play ' })) });
+    const events = await collect(runner(), input('x'));
+    expect(events.at(-1)).toEqual({ type: 'error', code: 'TURN_FAILED', message: 'The answer started repeating itself, so it was stopped.' });
+    expect(text(events).length).toBeLessThan(200 * 21);
+  });
+});
+
+describe('ThinkSplitter and RepetitionGuard', () => {
+  it('holds back only what could still be a tag', () => {
+    const s = new ThinkSplitter();
+    expect(s.push('a <')).toEqual([{ kind: 'text', text: 'a ' }]);
+    expect(s.push('think')).toEqual([]);
+    expect(s.push('>x</think')).toEqual([{ kind: 'reasoning', text: 'x' }]);
+    expect(s.push('> y')).toEqual([{ kind: 'text', text: ' y' }]);
+    expect(new ThinkSplitter().push('<thinking is fun')).toEqual([{ kind: 'text', text: '<thinking is fun' }]);
+  });
+
+  it('does not flag ordinary prose, and flags a loop', () => {
+    const g = new RepetitionGuard();
+    const prose = 'The quick brown fox jumps over the lazy dog while the cat sleeps. '.split('').map((c, i) => `${c}${i % 7 === 0 ? 'x' : ''}`).join('');
+    expect(g.push(prose.repeat(1))).toBe(false);
+    const loop = new RepetitionGuard();
+    let flagged = false;
+    for (let i = 0; i < 40 && !flagged; i++) flagged = loop.push('I am sorry. ');
+    expect(flagged).toBe(true);
+  });
+});
+
+describe('TurnReducer', () => {
+  for (const ending of [{ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } }, { type: 'error', code: 'TURN_FAILED', message: 'x' }, { type: 'cancelled' }] as const) {
+    it(`fires onComplete exactly once on ${ending.type}, keeping the partial output`, () => {
+      const completed: string[] = [];
+      const r = new TurnReducer((t) => completed.push(`${t.ending!.type}:${t.text}`));
+      r.fold({ type: 'text_delta', text: 'part' });
+      r.fold({ type: 'reasoning_delta', text: 'hmm' });
+      r.fold(ending);
+      expect(r.fold({ type: 'text_delta', text: 'late' })).toBe(false);
+      r.fold({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
+      expect(completed).toEqual([`${ending.type}:part`]);
+      expect(r.turn.reasoning).toBe('hmm');
+    });
+  }
+});
