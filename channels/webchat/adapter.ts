@@ -1,11 +1,11 @@
 import { readFileSync } from 'node:fs';
-import { randomUUID, timingSafeEqual, createHash } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { isLoopback, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
+import { isLoopback, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
 
@@ -28,12 +28,6 @@ export interface WebchatOptions {
   log: Logger;
   /** When set, clients must present it; otherwise only loopback clients are accepted. */
   accessToken?: string;
-}
-
-function sameSecret(a: string, b: string): boolean {
-  const ha = createHash('sha256').update(a).digest();
-  const hb = createHash('sha256').update(b).digest();
-  return timingSafeEqual(ha, hb);
 }
 
 /** The local web chat: a page and a WebSocket on the daemon's HTTP server; each tab is a conversation. */
@@ -63,7 +57,7 @@ export class WebchatAdapter implements ChannelAdapter {
   #authorized(req: IncomingMessage, url: URL): boolean {
     if (this.#o.accessToken === undefined) return isLoopback(req.socket.remoteAddress);
     const given = url.searchParams.get('token') ?? /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
-    return sameSecret(given, this.#o.accessToken);
+    return secretEquals(given, this.#o.accessToken);
   }
 
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {

@@ -202,7 +202,16 @@ export class Daemon {
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
       await this.#reloading?.catch(() => {});
-      await this.dispatcher.shutdown(this.#holder.loaded.config.daemon.shutdown_grace_ms);
+      const graceMs = this.#holder.loaded.config.daemon.shutdown_grace_ms;
+      // Turns get the grace to finish, cancelled ones as long again to flush their final
+      // text; then retries stop, so a platform that keeps refusing cannot hold the exit.
+      const hard = setTimeout(() => this.#hardStop.abort(), 2 * graceMs);
+      try {
+        await this.dispatcher.shutdown(graceMs);
+      } finally {
+        clearTimeout(hard);
+        this.#hardStop.abort();
+      }
       await this.#kernel.stop();
     })();
     return this.#stopping;

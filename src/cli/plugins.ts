@@ -155,7 +155,6 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
             if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
           },
           execute: createTurnExecutor({
-            config: cfg,
             channel,
             workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id))!,
             inbox,

@@ -1,3 +1,4 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
@@ -17,6 +18,33 @@ export interface HttpRoutes {
 export function isLoopback(address: string | undefined): boolean {
   if (!address) return false;
   return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
+}
+
+/** Compares two secrets in constant time (hashing first, so lengths do not leak either). */
+export function secretEquals(given: string, expected: string): boolean {
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/** The request body, refused past `limitBytes` (the caller answers 413). */
+export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer | 'too_large'> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limitBytes) {
+    req.resume();
+    return 'too_large';
+  }
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limitBytes) {
+      req.resume();
+      return 'too_large';
+    }
+    parts.push(chunk as Buffer);
+  }
+  return Buffer.concat(parts);
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {

@@ -23,7 +23,7 @@ export interface ReplyStreamOptions {
   onRefs?: (refs: MessageRef[]) => void;
   /** How long the final text keeps being retried after the turn ends. */
   finalDeadlineMs: number;
-  /** Hard stop: even the final text stops retrying. */
+  /** Hard stop (shutdown past its grace): even the final text stops retrying. */
   signal?: AbortSignal;
   onRateLimited?: () => void;
   /** A native stream failed and the turn went on with send + edit. */
@@ -61,6 +61,8 @@ export class ReplyStream {
   #wake: (() => void) | undefined;
   #dirty = false;
   #typingTimer: NodeJS.Timeout | undefined;
+  /** Aborted when the turn ends, so a draft waiting out its interval moves on to the final text. */
+  readonly #ended = new AbortController();
   /** Whether the user sees any text yet; typing stops then. */
   #visible = false;
   /** Native streaming: 'unopened' until the first text, 'off' when unused, done, or failed. */
@@ -99,6 +101,7 @@ export class ReplyStream {
       case 'cancelled':
         this.#ending = event;
         this.#stopTyping();
+        this.#ended.abort();
         break;
       default:
         return;
@@ -252,6 +255,10 @@ export class ReplyStream {
     return false;
   }
 
+  #upToDate(desired: string[]): boolean {
+    return this.#nativeState !== 'active' && this.#shown.length === desired.length && desired.every((d, i) => this.#shown[i]?.ref && this.#shown[i]!.text === d);
+  }
+
   #refs(): MessageRef[] {
     return this.#shown.flatMap((s) => (s.ref ? [s.ref] : []));
   }
@@ -267,7 +274,7 @@ export class ReplyStream {
       this.#wake = undefined;
       this.#dirty = false;
       if (this.#ending || !this.#draftsEnabled) continue;
-      await sleepUntil(this.#pacing.nextAtMs, this.#o.signal);
+      await sleepUntil(this.#pacing.nextAtMs, this.#o.signal ? AbortSignal.any([this.#o.signal, this.#ended.signal]) : this.#ended.signal);
       if (this.#ending || this.#o.signal?.aborted) continue;
       try {
         if (await this.#step(this.#desired(false), false)) this.#dirty = true;
@@ -294,14 +301,19 @@ export class ReplyStream {
         delivered = false;
         break;
       }
+      // Nothing left to send: done at once, without waiting out the edit interval.
+      if (this.#upToDate(desired)) break;
       await sleepUntil(Math.min(this.#pacing.nextAtMs, deadline), this.#o.signal);
       try {
         if (!(await this.#step(desired, true))) break;
         pace(this.#pacing, undefined, Date.now());
       } catch (err) {
         const outcome = pace(this.#pacing, err, Date.now());
-        if (outcome === 'rate_limited') this.#o.onRateLimited?.();
-        else this.#o.onError?.(err, 'final');
+        if (outcome === 'rate_limited') {
+          this.#o.onRateLimited?.();
+          // The final text waits only what the platform asked, not the widened draft interval.
+          this.#pacing.nextAtMs = Date.now() + (err as { retryAfterMs: number }).retryAfterMs;
+        } else this.#o.onError?.(err, 'final');
         if (!isRetryable(err) || this.#pacing.nextAtMs > deadline) {
           delivered = false;
           this.#o.onError?.(new Error(`final reply not delivered: ${errorMessage(err)}`), 'final');

@@ -1,4 +1,3 @@
-import type { DaemonConfig } from '../config/schema.js';
 import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
 import { replyTargetOf } from '../dispatch/message.js';
 import type { Logger } from '../observe/logger.js';
@@ -8,7 +7,6 @@ import { ReplyStream } from '../stream/reply-stream.js';
 import type { Workspace } from './workspace.js';
 
 export interface TurnExecutorDeps {
-  config(): DaemonConfig;
   channel(id: string): DispatchChannel | undefined;
   workspaceFor(channelId: string): Workspace;
   inbox: Inbox;
@@ -17,6 +15,8 @@ export interface TurnExecutorDeps {
   /** Aborted when the daemon must exit now: final texts stop retrying. */
   hardStop: AbortSignal;
 }
+
+const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
 
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
@@ -38,7 +38,8 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       onRefs: (refs) => {
         for (const it of job.items) deps.inbox.setReplyRefs(it.id, refs);
       },
-      finalDeadlineMs: deps.config().daemon.shutdown_grace_ms,
+      // In normal running the final text is retried for minutes; at shutdown hardStop bounds it.
+      finalDeadlineMs: FINAL_TEXT_DEADLINE_MS,
       signal: deps.hardStop,
       onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),

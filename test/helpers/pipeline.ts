@@ -62,7 +62,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     channel,
     queueModeOf: (scope) => conversations.get('default', scope).queueMode,
     notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
-    execute: createTurnExecutor({ config: () => config, channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal }),
+    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal }),
   });
   return {
     dispatcher,

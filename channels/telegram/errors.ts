@@ -1,0 +1,40 @@
+import { GrammyError, HttpError } from 'grammy';
+import { ChannelError } from '../../src/errors.js';
+
+/**
+ * The one place Telegram failures are sorted. "Telegram answered no" (GrammyError, with
+ * its error code and retry_after) is decided by code; "we never got an answer" (HttpError)
+ * is a retryable network failure.
+ */
+export function classifyTelegramError(err: unknown, method = 'request'): ChannelError {
+  if (err instanceof GrammyError) {
+    const detail = `Telegram ${method}: ${err.error_code} ${err.description}`;
+    switch (true) {
+      case err.error_code === 401:
+        return new ChannelError('CHANNEL_AUTH_FAILED', `${detail}: the bot token was refused; check token_env/token_file/token_credential`, { cause: err });
+      case err.error_code === 409:
+        return new ChannelError('CHANNEL_CONFLICT', `${detail}: another process is polling this bot or a webhook is set`, { cause: err });
+      case err.error_code === 429:
+        return new ChannelError('CHANNEL_RATE_LIMITED', detail, { cause: err, retryAfterMs: (err.parameters.retry_after ?? 1) * 1000 });
+      case err.error_code === 403:
+        return new ChannelError('CHANNEL_FORBIDDEN', `${detail}: the bot was blocked, kicked, or lacks a permission`, { cause: err });
+      case err.error_code >= 500:
+        return new ChannelError('CHANNEL_UNAVAILABLE', detail, { cause: err });
+      default:
+        return new ChannelError('CHANNEL_REQUEST_FAILED', detail, { cause: err });
+    }
+  }
+  if (err instanceof HttpError) return new ChannelError('CHANNEL_NETWORK', `Telegram ${method}: ${err.message}`, { cause: err });
+  if (err instanceof ChannelError) return err;
+  return new ChannelError('CHANNEL_NETWORK', `Telegram ${method}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+}
+
+/** "message is not modified": the edit asked for what is already shown. */
+export function isNotModified(err: unknown): boolean {
+  return err instanceof GrammyError && err.error_code === 400 && /message is not modified/i.test(err.description);
+}
+
+/** Telegram could not parse the HTML entities we sent. */
+export function isEntityError(err: unknown): boolean {
+  return err instanceof GrammyError && err.error_code === 400 && /can't parse entities|unsupported start tag|can't find end tag/i.test(err.description);
+}

@@ -1,0 +1,24 @@
+import type { ChannelFactory } from '../../src/dispatch/adapter.js';
+import { ChannelError } from '../../src/errors.js';
+import { TelegramAdapter } from './adapter.js';
+
+/** The Telegram channel (grammy). */
+export const createChannel: ChannelFactory = (config, ctx) => {
+  if (config.type !== 'telegram') throw new TypeError(`telegram factory got a ${config.type} channel`);
+  const token = ctx.secret('token');
+  if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });
+  const webhookSecret = ctx.secret('webhook_secret');
+  return new TelegramAdapter(
+    {
+      id: config.id,
+      apiRoot: config.api_root.replace(/\/+$/, ''),
+      mode: config.mode,
+      nativeDrafts: config.native_drafts,
+      ...(config.public_url ? { publicUrl: config.public_url } : {}),
+      http: ctx.http,
+      log: ctx.log,
+    },
+    token,
+    webhookSecret,
+  );
+};

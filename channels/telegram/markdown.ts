@@ -1,0 +1,51 @@
+/**
+ * Model output is Markdown; Telegram accepts a small HTML subset. This renders fenced code
+ * (with its language), inline code, bold, italic, strikethrough and links, and escapes
+ * everything else, so no model output can produce markup Telegram refuses. An unclosed
+ * fence (a draft mid-block) renders as code up to the end.
+ */
+export function escapeHtml(s: string): string {
+  return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+}
+
+function inline(text: string): string {
+  const codes: string[] = [];
+  // Inline code first, so nothing inside it is read as formatting.
+  let s = text.replace(/`([^`\n]+)`/g, (_m, c: string) => `\u0000${codes.push(`<code>${escapeHtml(c)}</code>`) - 1}\u0000`);
+  s = escapeHtml(s);
+  s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, (_m, t: string, u: string) => `<a href="${u.replace(/"/g, '&quot;')}">${t}</a>`);
+  s = s.replace(/\*\*([^*\n]+)\*\*/g, '<b>$1</b>').replace(/__([^_\n]+)__/g, '<b>$1</b>');
+  s = s.replace(/(^|[^*\w])\*([^*\n]+)\*(?!\w)/g, '$1<i>$2</i>').replace(/(^|[^_\w])_([^_\n]+)_(?!\w)/g, '$1<i>$2</i>');
+  s = s.replace(/~~([^~\n]+)~~/g, '<s>$1</s>');
+  return s.replace(/\u0000(\d+)\u0000/g, (_m, i: string) => codes[Number(i)]!);
+}
+
+export function markdownToTelegramHtml(md: string): string {
+  const out: string[] = [];
+  const lines = md.split('\n');
+  let prose: string[] = [];
+  const flush = () => {
+    if (prose.length) out.push(inline(prose.join('\n')));
+    prose = [];
+  };
+  for (let i = 0; i < lines.length; i++) {
+    const open = /^ {0,3}(`{3,}|~{3,})\s*([\w+#.-]*)\s*$/.exec(lines[i]!);
+    if (!open) {
+      prose.push(lines[i]!);
+      continue;
+    }
+    flush();
+    const code: string[] = [];
+    let j = i + 1;
+    for (; j < lines.length; j++) {
+      const close = /^ {0,3}(`{3,}|~{3,})\s*$/.exec(lines[j]!);
+      if (close && close[1]![0] === open[1]![0] && close[1]!.length >= open[1]!.length) break;
+      code.push(lines[j]!);
+    }
+    const lang = open[2] ? ` class="language-${escapeHtml(open[2])}"` : '';
+    out.push(`<pre><code${lang}>${escapeHtml(code.join('\n'))}</code></pre>`);
+    i = j;
+  }
+  flush();
+  return out.join('\n');
+}

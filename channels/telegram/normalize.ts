@@ -1,0 +1,66 @@
+import type { Message, Update } from 'grammy/types';
+import type { Attachment, ChannelMessage } from '../../src/dispatch/message.js';
+
+export interface BotIdentity {
+  id: number;
+  username: string;
+}
+
+function attachmentsOf(m: Message): Attachment[] {
+  const out: Attachment[] = [];
+  const photo = m.photo?.at(-1); // the largest size
+  if (photo) out.push({ id: photo.file_id, type: 'photo', ...(photo.file_size ? { size: photo.file_size } : {}) });
+  const files: Array<[string, { file_id: string; file_size?: number; mime_type?: string; file_name?: string } | undefined]> = [
+    ['document', m.document],
+    ['audio', m.audio],
+    ['video', m.video],
+    ['voice', m.voice],
+    ['animation', m.animation],
+    ['video_note', m.video_note],
+    ['sticker', m.sticker],
+  ];
+  for (const [type, f] of files) {
+    if (!f) continue;
+    out.push({ id: f.file_id, type, ...(f.file_size ? { size: f.file_size } : {}), ...(f.mime_type ? { mime: f.mime_type } : {}), ...(f.file_name ? { name: f.file_name } : {}) });
+  }
+  return out;
+}
+
+/** Whether the bot is spoken to: a private chat, an @mention of it, or a reply to it. */
+function addressed(m: Message, bot: BotIdentity): boolean {
+  if (m.chat.type === 'private') return true;
+  if (m.reply_to_message?.from?.id === bot.id) return true;
+  const text = m.text ?? m.caption ?? '';
+  const entities = m.entities ?? m.caption_entities ?? [];
+  const handle = `@${bot.username}`.toLowerCase();
+  return entities.some((e) => {
+    const part = text.slice(e.offset, e.offset + e.length).toLowerCase();
+    if (e.type === 'mention') return part === handle;
+    if (e.type === 'text_mention') return e.user.id === bot.id;
+    if (e.type === 'bot_command') return part.endsWith(handle);
+    return false;
+  });
+}
+
+/** An update as a ChannelMessage, or undefined for updates that carry no new message. */
+export function normalizeUpdate(u: Update, channelId: string, bot: BotIdentity): ChannelMessage | undefined {
+  const m = u.message ?? u.channel_post;
+  if (!m) return undefined;
+  const type = m.chat.type === 'private' ? 'dm' : m.chat.type === 'channel' ? 'channel' : 'group';
+  const from = m.from ?? { id: m.chat.id, is_bot: false, first_name: 'title' in m.chat ? (m.chat.title ?? 'channel') : 'channel' };
+  const name = [from.first_name, 'last_name' in from ? from.last_name : undefined].filter(Boolean).join(' ') || ('username' in from ? from.username : undefined) || String(from.id);
+  return {
+    channelId,
+    kind: 'telegram',
+    // message_id is unique per chat only.
+    messageId: `${m.chat.id}:${m.message_id}`,
+    chat: { id: String(m.chat.id), type },
+    ...(m.is_topic_message && m.message_thread_id !== undefined ? { threadId: String(m.message_thread_id) } : {}),
+    sender: { id: String(from.id), name, isBot: from.is_bot },
+    text: m.text ?? m.caption ?? '',
+    attachments: attachmentsOf(m),
+    ...(m.reply_to_message ? { replyTo: String(m.reply_to_message.message_id) } : {}),
+    addressed: addressed(m, bot),
+    receivedAt: m.date * 1000,
+  };
+}

@@ -1,0 +1,44 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Update } from 'grammy/types';
+import type { Deliver } from '../../src/dispatch/adapter.js';
+import { readBody, secretEquals } from '../../src/observe/http.js';
+import type { Logger } from '../../src/observe/logger.js';
+import { normalizeUpdate, type BotIdentity } from './normalize.js';
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/**
+ * Telegram's webhook POST. The secret header is checked in constant time before the body
+ * is read; the answer is 200 only once the message is in the inbox, so Telegram retries
+ * anything we could not store (the inbox drops the repeat).
+ */
+export function webhookHandler(o: { channelId: string; secret: string; bot: () => BotIdentity; deliver: Deliver; log: Logger }) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const given = req.headers['x-telegram-bot-api-secret-token'];
+    if (typeof given !== 'string' || !secretEquals(given, o.secret)) {
+      req.resume();
+      res.writeHead(401, { 'content-type': 'text/plain' }).end('bad or missing secret token\n');
+      return;
+    }
+    const body = await readBody(req, MAX_BODY_BYTES);
+    if (body === 'too_large') {
+      res.writeHead(413).end();
+      return;
+    }
+    let update: Update;
+    try {
+      update = JSON.parse(body.toString('utf8')) as Update;
+    } catch {
+      res.writeHead(400).end();
+      return;
+    }
+    const msg = normalizeUpdate(update, o.channelId, o.bot());
+    try {
+      if (msg) await o.deliver(msg);
+      res.writeHead(200).end();
+    } catch (err) {
+      o.log.warn({ err, channel: o.channelId }, 'webhook update not stored; Telegram will retry');
+      res.writeHead(503).end();
+    }
+  };
+}

@@ -1,0 +1,165 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { STOP_MARKER } from '../../src/stream/reply-stream.js';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { FakeTelegram } from '../fakes/telegram/server.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { ChatClient } from '../helpers/webchat-client.js';
+
+const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
+
+describe('Telegram channel against the fake Bot API', () => {
+  let tg: FakeTelegram;
+  let d: TestDaemon | undefined;
+  let llm: FakeLlm | undefined;
+  beforeEach(async () => {
+    tg = new FakeTelegram();
+    await tg.start();
+  });
+  afterEach(async () => {
+    await d?.stop();
+    d = undefined;
+    await tg.close();
+    await llm?.close();
+    llm = undefined;
+  });
+
+  const channel = (extra = '') => `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n${extra}`;
+  const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
+  const start = async (body: string, env: NodeJS.ProcessEnv = {}) => {
+    d = await startDaemon(body, { TG_TOKEN: tg.token, ...env });
+    await d.daemon.supervisor.firstAttempts();
+    return d;
+  };
+
+  it('a DM streams as draft edits and ends with the full text', async () => {
+    await start(echo(120) + channel());
+    const text = words(15);
+    tg.dm(text);
+    await waitFor(() => tg.texts(42)[0] === text, 10_000);
+    const [msg] = tg.messages;
+    expect(msg!.edits).toBeGreaterThanOrEqual(1);
+    expect(tg.callsOf('sendMessage')).toHaveLength(1);
+    expect(tg.callsOf('sendChatAction').length).toBeGreaterThanOrEqual(1);
+    // The offset moved past the update only after it was stored.
+    await waitFor(() => tg.pendingUpdates === 0);
+  });
+
+  it('with native drafts, a DM streams through sendMessageDraft and ends with one real message', async () => {
+    await start(echo(120) + channel().replace('native_drafts = false', 'native_drafts = true'));
+    const text = words(12);
+    tg.dm(text);
+    await waitFor(() => tg.texts(42)[0] === text, 10_000);
+    expect(tg.drafts.length).toBeGreaterThanOrEqual(1);
+    expect(new Set(tg.drafts.map((x) => x.draftId)).size).toBe(1);
+    expect(tg.callsOf('editMessageText')).toHaveLength(0);
+  });
+
+  it('in groups: unaddressed messages are ignored; a mention is answered as a reply in its topic', async () => {
+    await start(echo(0) + channel());
+    tg.group('just chatting', { topic: 7 });
+    const mention = tg.group('hello bot', { mention: true, topic: 7 });
+    await waitFor(() => tg.texts(-1001234)[0] === `@${tg.bot.username} hello bot`, 5000);
+    const [reply] = tg.messages;
+    expect(reply).toMatchObject({ chatId: -1001234, threadId: 7, replyTo: mention.message.message_id });
+    await new Promise((r) => setTimeout(r, 200));
+    expect(tg.messages).toHaveLength(1);
+  });
+
+  it('a reply to the bot counts as addressed', async () => {
+    await start(echo(0) + channel());
+    tg.group('answer me', { replyTo: 5 });
+    await waitFor(() => tg.texts(-1001234)[0] === 'answer me', 5000);
+  });
+
+  it('/stop mid-stream cancels with the marker; /help lists the commands', async () => {
+    await start(echo(150) + channel());
+    tg.dm(words(40));
+    await waitFor(() => tg.messages.length === 1, 5000);
+    tg.dm('/stop');
+    await waitFor(() => tg.texts(42).includes('Stopped.'), 5000);
+    await waitFor(() => tg.texts(42)[0]!.endsWith(STOP_MARKER), 5000);
+    tg.dm('/help');
+    await waitFor(() => tg.texts(42).some((t) => t.startsWith('Commands:')), 5000);
+    expect(tg.texts(42).find((t) => t.startsWith('Commands:'))).toContain('/stop');
+  });
+
+  it('401 parks the channel as failed in /status while a web chat keeps answering', async () => {
+    await start(`${echo(0)}${channel()}\n[[channels]]\nid = "web"\ntype = "webchat"\n`, { TG_TOKEN: 'wrong:token' });
+    const st = (await (await fetch(`${d!.url}/status`)).json()) as { channels: Array<{ id: string; state: string; last_error: { code: string; message: string } }> };
+    expect(st.channels.find((c) => c.id === 'tg')).toMatchObject({ state: 'failed', last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('token was refused') } });
+    const c = new ChatClient(d!.url, 'tab');
+    await c.opened;
+    c.send('still here');
+    expect((await c.finals())[0]!.text).toBe('still here');
+    c.close();
+    const getMes = tg.callsOf('getMe').length;
+    await new Promise((r) => setTimeout(r, 300));
+    expect(tg.callsOf('getMe').length).toBe(getMes);
+  });
+
+  it('409 (another poller) is fatal with a message saying so', async () => {
+    tg.fail('getUpdates', { status: 409 });
+    await start(echo(0) + channel());
+    await waitFor(() => d!.daemon.status().channels[0]!.state === 'failed', 5000);
+    expect(d!.daemon.status().channels[0]!.last_error).toMatchObject({ code: 'CHANNEL_CONFLICT', message: expect.stringContaining('another process is polling this bot') });
+  });
+
+  it('429 on edits: no request storm, and the final text lands', async () => {
+    await start(echo(40) + channel());
+    tg.fail('editMessageText', { status: 429, retryAfter: 2 }, 2);
+    const text = words(60);
+    tg.dm(text);
+    await waitFor(() => tg.texts(42)[0] === text, 20_000);
+    const edits = tg.callsOf('editMessageText');
+    const sends = tg.callsOf('sendMessage');
+    // 60 words at 40 ms is 2.4 s of writing: a storm would be dozens of calls.
+    expect(edits.length + sends.length).toBeLessThanOrEqual(6);
+    for (let i = 1; i < edits.length; i++) expect(edits[i]!.at - edits[i - 1]!.at).toBeGreaterThanOrEqual(1000);
+  });
+
+  it('a 5000-character answer arrives as two messages with intact code blocks', async () => {
+    llm = new FakeLlm();
+    await llm.start();
+    const code = Array.from({ length: 150 }, (_, i) => `console.log("line ${i} of the example");`).join('\n');
+    const answer = `Here is the script.\n\n\`\`\`js\n${code}\n\`\`\`\n\nThat is all.`;
+    expect(answer.length).toBeGreaterThan(5000);
+    llm.script({ kind: 'stream', chunks: answer.match(/[\s\S]{1,400}/g)!.map((content) => ({ content })) });
+    await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${channel()}`);
+    tg.dm('write me a long script');
+    await waitFor(() => tg.messages.length === 2 && tg.texts(42).join('').includes('That is all.'), 15_000);
+    const html = tg.messages.map((m) => m.text);
+    for (const h of html) {
+      expect(h.split('<pre>').length).toBe(h.split('</pre>').length);
+      expect(h.length).toBeLessThan(4096 + 200);
+    }
+    expect(html[0]).toContain('<pre><code class="language-js">');
+    expect(html[1]).toMatch(/^<pre><code class="language-js">/);
+    const visible = tg.texts(42).join('\n');
+    for (let i = 0; i < 150; i++) expect(visible).toContain(`console.log("line ${i} of the example");`);
+  });
+
+  describe('webhook mode', () => {
+    const webhook = () => channel('mode = "webhook"\npublic_url = "https://bot.example.org"\nwebhook_secret_env = "TG_SECRET"\n');
+    const update = (id: number, text: string) => ({ update_id: id, message: { message_id: id, date: 1, chat: { id: 42, type: 'private', first_name: 'Ada' }, from: { id: 42, is_bot: false, first_name: 'Ada' }, text } });
+
+    it('sets the webhook with the secret; a valid secret is answered', async () => {
+      await start(echo(0) + webhook(), { TG_SECRET: 'hook-secret-123' });
+      expect(tg.webhook).toEqual({ url: 'https://bot.example.org/webhooks/tg', secret: 'hook-secret-123' });
+      const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' }, body: JSON.stringify(update(1, 'via webhook')) });
+      expect(res.status).toBe(200);
+      await waitFor(() => tg.texts(42)[0] === 'via webhook', 5000);
+    });
+
+    it('a wrong or missing secret gets 401 and nothing is stored', async () => {
+      await start(echo(0) + webhook(), { TG_SECRET: 'hook-secret-123' });
+      const attempts: Array<Record<string, string>> = [{ 'x-telegram-bot-api-secret-token': 'nope' }, {}];
+      for (const headers of attempts) {
+        const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(update(2, 'sneaky')) });
+        expect(res.status).toBe(401);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+      expect(tg.messages).toHaveLength(0);
+      expect((await d!.daemon.metrics.received.get()).values).toHaveLength(0);
+    });
+  });
+});

@@ -1,0 +1,247 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export type Fault = { status: 429; retryAfter: number } | { status: 400 | 401 | 403 | 409 | 500 | 502; description?: string } | { drop: true } | { delayMs: number };
+
+export interface Call {
+  method: string;
+  body: Record<string, any>;
+  at: number;
+}
+
+export interface StoredMessage {
+  chatId: number;
+  messageId: number;
+  threadId?: number;
+  replyTo?: number;
+  /** As sent (HTML when parse_mode is HTML). */
+  text: string;
+  parseMode?: string;
+  deleted: boolean;
+  edits: number;
+}
+
+const BOT = { id: 7000001, is_bot: true, first_name: 'Channeld Test', username: 'channeld_test_bot' };
+const ALLOWED_TAGS = new Set(['b', 'strong', 'i', 'em', 'u', 'ins', 's', 'strike', 'del', 'code', 'pre', 'a', 'span', 'tg-spoiler', 'blockquote', 'tg-emoji']);
+
+/** Telegram's visible length: tags removed, entities decoded. */
+export function visibleText(text: string, parseMode?: string): string {
+  if (parseMode !== 'HTML') return text;
+  return text.replace(/<[^>]+>/g, '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&amp;/g, '&');
+}
+
+/** Like Telegram: unknown or unbalanced tags are "can't parse entities". */
+function htmlProblem(text: string): string | undefined {
+  const stack: string[] = [];
+  for (const m of text.matchAll(/<(\/?)([a-z-]+)[^>]*>/g)) {
+    const [, close, tag] = m;
+    if (!ALLOWED_TAGS.has(tag!)) return `Unsupported start tag "${tag}"`;
+    if (!close) stack.push(tag!);
+    else if (stack.pop() !== tag) return `Can't find end tag corresponding to start tag "${tag}"`;
+  }
+  return stack.length ? `Can't find end tag corresponding to start tag "${stack.at(-1)}"` : undefined;
+}
+
+/**
+ * A Bot API server on 127.0.0.1 for grammy: getMe, getUpdates with real offset confirmation
+ * and long polling, sendMessage, editMessageText (with Telegram's "not modified" and length
+ * errors), deleteMessage, sendChatAction, sendMessageDraft, setWebhook, deleteWebhook.
+ * Faults are queued per method; every call is logged.
+ */
+export class FakeTelegram {
+  readonly calls: Call[] = [];
+  readonly messages: StoredMessage[] = [];
+  readonly drafts: Array<{ chatId: number; draftId: number; text: string }> = [];
+  webhook: { url: string; secret?: string } | undefined;
+  readonly bot = BOT;
+  url = '';
+  #updates: Array<{ update_id: number; [k: string]: unknown }> = [];
+  #nextUpdate = 1;
+  #nextMessage = new Map<number, number>();
+  #waiters = new Set<() => void>();
+  readonly #faults = new Map<string, Fault[]>();
+  readonly #server: Server;
+  readonly #sockets = new Set<import('node:net').Socket>();
+
+  constructor(readonly token = '123456:TEST-token-abcdefghijklmnopqrstuvwxyz') {
+    this.#server = createServer((req, res) => void this.#handle(req, res));
+    this.#server.on('connection', (s) => {
+      this.#sockets.add(s);
+      s.on('close', () => this.#sockets.delete(s));
+    });
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async close(): Promise<void> {
+    for (const w of this.#waiters) w();
+    for (const s of this.#sockets) s.destroy();
+    await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+
+  /** The next `times` calls of `method` get `fault`. */
+  fail(method: string, fault: Fault, times = 1): void {
+    const list = this.#faults.get(method) ?? [];
+    for (let i = 0; i < times; i++) list.push(fault);
+    this.#faults.set(method, list);
+  }
+
+  callsOf(method: string): Call[] {
+    return this.calls.filter((c) => c.method === method);
+  }
+
+  /** Visible texts of the bot's live messages in a chat (and topic), in send order. */
+  texts(chatId: number, threadId?: number): string[] {
+    return this.messages.filter((m) => m.chatId === chatId && !m.deleted && (threadId === undefined || m.threadId === threadId)).map((m) => visibleText(m.text, m.parseMode));
+  }
+
+  /** Pending updates not yet confirmed by an offset. */
+  get pendingUpdates(): number {
+    return this.#updates.length;
+  }
+
+  // ——— acting as users ———
+
+  #push(message: Record<string, unknown>): { update_id: number; message: Record<string, any> } {
+    const update = { update_id: this.#nextUpdate++, message };
+    this.#updates.push(update);
+    for (const w of [...this.#waiters]) w();
+    return update as never;
+  }
+
+  #userMessage(chat: Record<string, unknown>, text: string, from: { id: number; first_name: string; is_bot?: boolean }, extra: Record<string, unknown> = {}) {
+    const chatId = chat.id as number;
+    const messageId = this.#newMessageId(chatId);
+    return { message_id: messageId, date: Math.floor(Date.now() / 1000), chat, from: { is_bot: false, ...from }, text, ...extra };
+  }
+
+  #newMessageId(chatId: number): number {
+    const n = (this.#nextMessage.get(chatId) ?? 100) + 1;
+    this.#nextMessage.set(chatId, n);
+    return n;
+  }
+
+  /** A private message from a user. */
+  dm(text: string, from = { id: 42, first_name: 'Ada' }) {
+    return this.#push(this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, text, from));
+  }
+
+  /** A group message; `mention` adds an @bot mention entity, `replyTo` replies to one of the bot's messages, `topic` posts in a forum topic. */
+  group(text: string, o: { chatId?: number; from?: { id: number; first_name: string; is_bot?: boolean }; mention?: boolean; replyTo?: number; topic?: number } = {}) {
+    const chatId = o.chatId ?? -1001234;
+    const from = o.from ?? { id: 43, first_name: 'Bob' };
+    const body = o.mention ? `@${BOT.username} ${text}` : text;
+    const extra: Record<string, unknown> = {};
+    if (o.mention) extra.entities = [{ type: 'mention', offset: 0, length: BOT.username.length + 1 }];
+    if (o.replyTo !== undefined) extra.reply_to_message = { message_id: o.replyTo, date: 0, chat: { id: chatId, type: 'supergroup' }, from: BOT, text: '…' };
+    if (o.topic !== undefined) Object.assign(extra, { message_thread_id: o.topic, is_topic_message: true });
+    return this.#push(this.#userMessage({ id: chatId, type: 'supergroup', title: 'Test group', ...(o.topic !== undefined ? { is_forum: true } : {}) }, body, from, extra));
+  }
+
+  // ——— the Bot API ———
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? '');
+    let raw = '';
+    for await (const c of req) raw += String(c);
+    const reply = (status: number, payload: unknown) => {
+      if (res.destroyed) return;
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(payload));
+    };
+    const ok = (result: unknown) => reply(200, { ok: true, result });
+    const no = (code: number, description: string, parameters?: unknown) => reply(code, { ok: false, error_code: code, description, ...(parameters ? { parameters } : {}) });
+    if (!m) return no(404, 'Not Found');
+    const [, token, method] = m;
+    const body = (raw ? JSON.parse(raw) : {}) as Record<string, any>;
+    this.calls.push({ method: method!, body, at: Date.now() });
+    if (token !== this.token) return no(401, 'Unauthorized');
+    const fault = this.#faults.get(method!)?.shift();
+    if (fault) {
+      if ('drop' in fault) return void req.socket.destroy();
+      if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
+      else if (fault.status === 429) return no(429, `Too Many Requests: retry after ${fault.retryAfter}`, { retry_after: fault.retryAfter });
+      else return no(fault.status, fault.description ?? { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden: bot was blocked by the user', 409: 'Conflict: terminated by other getUpdates request; make sure that only one bot instance is running', 500: 'Internal Server Error', 502: 'Bad Gateway' }[fault.status]);
+    }
+    switch (method) {
+      case 'getMe':
+        return ok(BOT);
+      case 'deleteWebhook':
+        this.webhook = undefined;
+        return ok(true);
+      case 'setWebhook':
+        this.webhook = { url: body.url, ...(body.secret_token ? { secret: body.secret_token } : {}) };
+        return ok(true);
+      case 'getUpdates':
+        return this.#getUpdates(body, res, ok);
+      case 'sendChatAction':
+        return ok(true);
+      case 'sendMessageDraft':
+        if (!body.draft_id) return no(400, 'Bad Request: draft_id must be non-zero');
+        this.drafts.push({ chatId: Number(body.chat_id), draftId: body.draft_id, text: body.text });
+        return ok(true);
+      case 'sendMessage': {
+        const problem = this.#textProblem(body.text, body.parse_mode);
+        if (problem) return no(400, problem);
+        const chatId = Number(body.chat_id);
+        const msg: StoredMessage = { chatId, messageId: this.#newMessageId(chatId), text: body.text, parseMode: body.parse_mode, deleted: false, edits: 0, ...(body.message_thread_id ? { threadId: body.message_thread_id } : {}), ...(body.reply_parameters ? { replyTo: body.reply_parameters.message_id } : {}) };
+        this.messages.push(msg);
+        return ok({ message_id: msg.messageId, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: chatId > 0 ? 'private' : 'supergroup' }, from: BOT, text: visibleText(msg.text, msg.parseMode) });
+      }
+      case 'editMessageText': {
+        const msg = this.messages.find((x) => x.chatId === Number(body.chat_id) && x.messageId === body.message_id && !x.deleted);
+        if (!msg) return no(400, 'Bad Request: message to edit not found');
+        const problem = this.#textProblem(body.text, body.parse_mode);
+        if (problem) return no(400, problem === 'Bad Request: message is too long' ? 'Bad Request: MESSAGE_TOO_LONG' : problem);
+        if (visibleText(body.text, body.parse_mode) === visibleText(msg.text, msg.parseMode)) {
+          return no(400, 'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message');
+        }
+        msg.text = body.text;
+        msg.parseMode = body.parse_mode;
+        msg.edits++;
+        return ok({ message_id: msg.messageId, date: 0, chat: { id: msg.chatId, type: 'private' }, text: visibleText(msg.text, msg.parseMode) });
+      }
+      case 'deleteMessage': {
+        const msg = this.messages.find((x) => x.chatId === Number(body.chat_id) && x.messageId === body.message_id && !x.deleted);
+        if (!msg) return no(400, 'Bad Request: message to delete not found');
+        msg.deleted = true;
+        return ok(true);
+      }
+      default:
+        return no(404, 'Not Found: method not found');
+    }
+  }
+
+  #textProblem(text: string, parseMode?: string): string | undefined {
+    if (typeof text !== 'string' || text.trim() === '') return 'Bad Request: message text is empty';
+    if (parseMode === 'HTML') {
+      const p = htmlProblem(text);
+      if (p) return `Bad Request: can't parse entities: ${p}`;
+    }
+    if (visibleText(text, parseMode).length > 4096) return 'Bad Request: message is too long';
+    return undefined;
+  }
+
+  async #getUpdates(body: Record<string, any>, res: ServerResponse, ok: (r: unknown) => void): Promise<void> {
+    const offset = Number(body.offset ?? 0);
+    // An offset confirms every update below it: they are gone for good.
+    if (offset > 0) this.#updates = this.#updates.filter((u) => u.update_id >= offset);
+    const limit = Number(body.limit ?? 100);
+    const take = () => this.#updates.slice(0, limit);
+    if (take().length || !body.timeout) return ok(take());
+    await new Promise<void>((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.#waiters.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, Number(body.timeout) * 1000);
+      this.#waiters.add(done);
+      res.once('close', done); // the client gave up (abort, shutdown)
+    });
+    ok(take());
+  }
+}

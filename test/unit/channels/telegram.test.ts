@@ -1,0 +1,52 @@
+import { describe, expect, it } from 'vitest';
+import { markdownToTelegramHtml } from '../../../channels/telegram/markdown.js';
+import { normalizeUpdate } from '../../../channels/telegram/normalize.js';
+
+const bot = { id: 99, username: 'my_bot' };
+
+describe('Markdown to Telegram HTML', () => {
+  it('renders bold, italic, code, links and fenced code with its language', () => {
+    expect(markdownToTelegramHtml('**bold** and *it* and `x<y`')).toBe('<b>bold</b> and <i>it</i> and <code>x&lt;y</code>');
+    expect(markdownToTelegramHtml('see [docs](https://example.org/a?b=1&c=2)')).toBe('see <a href="https://example.org/a?b=1&amp;c=2">docs</a>');
+    expect(markdownToTelegramHtml('```python\nif a < b:\n    print("**no**")\n```')).toBe('<pre><code class="language-python">if a &lt; b:\n    print("**no**")</code></pre>');
+  });
+
+  it('escapes everything else, so model output cannot inject markup', () => {
+    expect(markdownToTelegramHtml('<script>alert(1)</script> & <b>')).toBe('&lt;script&gt;alert(1)&lt;/script&gt; &amp; &lt;b&gt;');
+  });
+
+  it('renders an unclosed fence (a draft mid-block) as code to the end', () => {
+    expect(markdownToTelegramHtml('Start\n```js\nlet a = 1;')).toBe('Start\n<pre><code class="language-js">let a = 1;</code></pre>');
+  });
+
+  it('leaves snake_case and lone asterisks alone', () => {
+    expect(markdownToTelegramHtml('call my_func_name with 2 * 3')).toBe('call my_func_name with 2 * 3');
+  });
+});
+
+describe('Telegram update normalization', () => {
+  const base = { message_id: 5, date: 1700000000, from: { id: 1, is_bot: false, first_name: 'Ada', last_name: 'L' } };
+
+  it('a private chat is a DM and addressed; message ids are unique per chat', () => {
+    const m = normalizeUpdate({ update_id: 1, message: { ...base, chat: { id: 1, type: 'private', first_name: 'Ada' }, text: 'hi' } } as never, 'tg', bot)!;
+    expect(m).toMatchObject({ messageId: '1:5', chat: { id: '1', type: 'dm' }, addressed: true, sender: { id: '1', name: 'Ada L', isBot: false }, text: 'hi', receivedAt: 1700000000000 });
+  });
+
+  it('forum topics become threads; captions are text; attachments are metadata', () => {
+    const m = normalizeUpdate(
+      { update_id: 2, message: { ...base, chat: { id: -100, type: 'supergroup', title: 'G', is_forum: true }, message_thread_id: 9, is_topic_message: true, caption: '@my_bot look', caption_entities: [{ type: 'mention', offset: 0, length: 7 }], document: { file_id: 'F1', file_unique_id: 'u', file_size: 1234, mime_type: 'application/pdf', file_name: 'a.pdf' } } } as never,
+      'tg',
+      bot,
+    )!;
+    expect(m).toMatchObject({ threadId: '9', chat: { type: 'group' }, text: '@my_bot look', addressed: true, attachments: [{ id: 'F1', type: 'document', size: 1234, mime: 'application/pdf', name: 'a.pdf' }] });
+  });
+
+  it('in groups only a mention of this bot, a reply to it, or /cmd@thisbot addresses it', () => {
+    const group = { chat: { id: -1, type: 'group', title: 'G' } };
+    const msg = (extra: object) => normalizeUpdate({ update_id: 3, message: { ...base, ...group, ...extra } } as never, 'tg', bot)!;
+    expect(msg({ text: 'hello all' }).addressed).toBe(false);
+    expect(msg({ text: '@other_bot hi', entities: [{ type: 'mention', offset: 0, length: 10 }] }).addressed).toBe(false);
+    expect(msg({ text: '/help@my_bot', entities: [{ type: 'bot_command', offset: 0, length: 12 }] }).addressed).toBe(true);
+    expect(msg({ text: 'yes', reply_to_message: { message_id: 1, date: 0, chat: group.chat, from: { id: 99, is_bot: true, first_name: 'b' } } }).addressed).toBe(true);
+  });
+});
