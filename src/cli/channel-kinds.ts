@@ -8,7 +8,7 @@ import type { ChannelFactory } from '../dispatch/adapter.js';
 export const channelKinds: Record<ChannelKind, (() => Promise<ChannelFactory>) | undefined> = {
   webchat: async () => (await import('../../channels/webchat/index.js')).createChannel,
   telegram: async () => (await import('../../channels/telegram/index.js')).createChannel,
-  discord: undefined,
+  discord: async () => (await import('../../channels/discord/index.js')).createChannel,
   slack: undefined,
 };
 

@@ -53,9 +53,11 @@ export interface ChannelAdapter {
   /**
    * Runs the listener: lasts as long as it runs, resolves on a clean stop after `signal`
    * aborts, rejects with a ChannelError whose `retryable` decides what the supervisor does.
-   * Calls `onConnected` once the platform session is established.
+   * Calls `onConnected` each time a platform session is established, and `onReconnecting`
+   * when an SDK that reconnects by itself (discord.js, Socket Mode) lost its connection and
+   * is getting it back: the supervisor shows that without restarting the listener.
    */
-  listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void>;
+  listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void>;
   send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef>;
   edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void>;
   delete(ref: MessageRef, options?: TransportOptions): Promise<void>;

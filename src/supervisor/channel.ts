@@ -153,8 +153,13 @@ export class SupervisedChannel {
       connectedAt = Date.now();
       this.#set('connected', { connection: this.#status.connection + 1, attempts: 0, next_retry_at: null });
     };
+    const onReconnecting = (reason: string) => {
+      if (attempt.signal.aborted) return;
+      this.#status.last_error = { code: 'CHANNEL_NETWORK', message: reason, at: new Date().toISOString() };
+      this.#set('backoff', { next_retry_at: null });
+    };
     try {
-      await Promise.race([this.#o.adapter.listen(this.#o.deliver, attempt.signal, onConnected), timedOut]);
+      await Promise.race([this.#o.adapter.listen(this.#o.deliver, attempt.signal, onConnected, onReconnecting), timedOut]);
       if (signal.aborted) return;
       // The adapter saw the timeout's abort as a stop request and returned cleanly.
       if (attempt.signal.aborted) throw attempt.signal.reason;

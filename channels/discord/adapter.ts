@@ -1,0 +1,118 @@
+import { Client, GatewayIntentBits, Partials, REST, Routes } from 'discord.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import type { Logger } from '../../src/observe/logger.js';
+import { classifyClose, classifyDiscordError } from './errors.js';
+import { normalizeMessage } from './normalize.js';
+
+export interface DiscordOptions {
+  id: string;
+  restApi: string;
+  guilds: readonly string[];
+  log: Logger;
+}
+
+/** Model output can never ping anyone: no @everyone, @here, roles, users or reply pings. */
+const NO_MENTIONS = { parse: [], replied_user: false } as const;
+
+/**
+ * Discord through discord.js: the gateway client for messages in (it resumes and reconnects
+ * by itself; fatal close codes end the listener), and a REST client of the adapter's own for
+ * replies, so final texts still land while the gateway reconnects or stops.
+ */
+export class DiscordAdapter implements ChannelAdapter {
+  readonly capabilities: ChannelCapabilities = {
+    maxMessageLength: 2000,
+    editsDrafts: true,
+    minEditIntervalMs: 1000, // about 5 edits per 5 s per channel
+    nativeStream: 'none',
+    typing: true,
+    typingRefreshMs: 8000, // typing lasts about 10 s
+    threads: true,
+  };
+  readonly #o: DiscordOptions;
+  readonly #token: string;
+  readonly #rest: REST;
+  #self: { id: string; name: string } | undefined;
+
+  constructor(options: DiscordOptions, token: string) {
+    this.#o = options;
+    this.#token = token;
+    // Edits that hit a rate limit are refused to us (with retry-after) instead of queued, so
+    // ReplyStream can widen its interval; sends wait in discord.js's queue as usual.
+    this.#rest = new REST({ api: options.restApi, rejectOnRateLimit: (r) => r.method === 'PATCH' || r.method === 'patch' }).setToken(token);
+  }
+
+  get id(): string {
+    return this.#o.id;
+  }
+  get selfId(): string | undefined {
+    return this.#self?.id;
+  }
+  get selfName(): string | undefined {
+    return this.#self?.name;
+  }
+
+  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+    const client = new Client({
+      intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages],
+      partials: [Partials.Channel],
+      rest: { api: this.#o.restApi },
+    });
+    let fail!: (err: Error) => void;
+    const fatal = new Promise<never>((_, reject) => (fail = reject));
+    fatal.catch(() => {});
+    const stopped = new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+    client.on('shardDisconnect', (ev) => fail(classifyClose(ev.code)));
+    client.on('shardReconnecting', () => onReconnecting?.('Discord gateway connection lost; discord.js is reconnecting'));
+    client.on('shardResume', () => onConnected());
+    client.on('error', (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'discord.js error'));
+    client.on('messageCreate', (m) => {
+      if (!this.#self) return;
+      const msg = normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds);
+      if (msg) deliver(msg).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord message not stored'));
+    });
+    try {
+      await Promise.race([client.login(this.#token).catch((err: unknown) => Promise.reject(classifyDiscordError(err, 'login'))), fatal, stopped]);
+      if (signal.aborted) return;
+      this.#self = { id: client.user!.id, name: client.user!.username };
+      client.on('shardReady', () => onConnected());
+      onConnected();
+      await Promise.race([fatal, stopped]);
+    } finally {
+      client.removeAllListeners();
+      await client.destroy();
+    }
+  }
+
+  async #call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw classifyDiscordError(err, what);
+    }
+  }
+
+  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
+    const channel = target.threadId ?? target.chatId;
+    const body = {
+      content: text,
+      allowed_mentions: NO_MENTIONS,
+      ...(target.chatType !== 'dm' && target.replyToMessageId ? { message_reference: { message_id: target.replyToMessageId, fail_if_not_exists: false } } : {}),
+    };
+    const sent = (await this.#call('send', () => this.#rest.post(Routes.channelMessages(channel), { body, ...(options?.signal ? { signal: options.signal } : {}) }))) as { id: string };
+    return { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
+  }
+
+  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
+    await this.#call('edit', () => this.#rest.patch(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), { body: { content: text, allowed_mentions: NO_MENTIONS }, ...(options?.signal ? { signal: options.signal } : {}) }));
+  }
+
+  async delete(ref: MessageRef, options?: TransportOptions): Promise<void> {
+    await this.#call('delete', () => this.#rest.delete(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), options?.signal ? { signal: options.signal } : {}));
+  }
+
+  async typing(target: ReplyTarget, options?: TransportOptions): Promise<void> {
+    await this.#call('typing', () => this.#rest.post(Routes.channelTyping(target.threadId ?? target.chatId), options?.signal ? { signal: options.signal } : {}));
+  }
+}

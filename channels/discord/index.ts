@@ -1,0 +1,11 @@
+import type { ChannelFactory } from '../../src/dispatch/adapter.js';
+import { ChannelError } from '../../src/errors.js';
+import { DiscordAdapter } from './adapter.js';
+
+/** The Discord channel (discord.js). */
+export const createChannel: ChannelFactory = (config, ctx) => {
+  if (config.type !== 'discord') throw new TypeError(`discord factory got a ${config.type} channel`);
+  const token = ctx.secret('token');
+  if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });
+  return new DiscordAdapter({ id: config.id, restApi: config.rest_api.replace(/\/+$/, ''), guilds: config.guilds, log: ctx.log }, token);
+};

@@ -1,0 +1,133 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { STOP_MARKER } from '../../src/stream/reply-stream.js';
+import { openFenceAt } from '../../src/stream/chunk.js';
+import { FakeDiscord } from '../fakes/discord/server.js';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+
+const words = (n: number, p = 'w') => Array.from({ length: n }, (_, i) => `${p}${i}`).join(' ');
+
+describe('Discord channel against the fake gateway and REST API', () => {
+  let dc: FakeDiscord;
+  let d: TestDaemon | undefined;
+  let llm: FakeLlm | undefined;
+  beforeEach(async () => {
+    dc = new FakeDiscord();
+    await dc.start();
+  });
+  afterEach(async () => {
+    await d?.stop();
+    d = undefined;
+    await dc.close();
+    await llm?.close();
+    llm = undefined;
+  });
+
+  const channel = () => `[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC_TOKEN"\nrest_api = "${dc.restApi}"\nallow_from = ["*"]\n`;
+  const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
+  const start = async (body: string, token = dc.token) => {
+    d = await startDaemon(body, { DC_TOKEN: token });
+    await d.daemon.supervisor.firstAttempts();
+    return d;
+  };
+  const state = () => d!.daemon.status().channels.find((c) => c.id === 'dc')!;
+
+  it('a guild mention and a DM each stream and finish; unaddressed guild messages are ignored', async () => {
+    await start(echo(150) + channel());
+    dc.guildMessage('nobody asked me');
+    const mentionId = dc.guildMessage(words(12, 'g'), { mention: true });
+    dc.dm(words(12, 'd'));
+    await waitFor(() => dc.texts(dc.guild.channel)[0] === words(12, 'g') && dc.texts(dc.dmChannel)[0] === words(12, 'd'), 10_000);
+    const guildReply = dc.messages.find((m) => m.channelId === dc.guild.channel)!;
+    expect(guildReply.reference).toBe(mentionId);
+    expect(guildReply.edits).toBeGreaterThanOrEqual(1);
+    expect(dc.restCalls('POST', 'typing').length).toBeGreaterThanOrEqual(1);
+    expect(dc.texts(dc.guild.channel)).toHaveLength(1);
+  });
+
+  it('op 7 mid-conversation: the client resumes, nothing is lost or answered twice', async () => {
+    await start(echo(0) + channel());
+    dc.dm('before the reconnect');
+    await waitFor(() => dc.texts(dc.dmChannel).length === 1, 5000);
+    dc.requestReconnect();
+    // Sent while the client is away: the fake keeps it and replays it on RESUME.
+    await waitFor(() => !dc.connected, 5000);
+    dc.dm('during the reconnect');
+    await waitFor(() => dc.gateway.resumes === 1 && dc.connected, 10_000);
+    dc.dm('after the reconnect');
+    const expected = ['before the reconnect', 'during the reconnect', 'after the reconnect'];
+    await waitFor(() => JSON.stringify(dc.texts(dc.dmChannel)) === JSON.stringify(expected), 10_000);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(dc.texts(dc.dmChannel)).toEqual(expected);
+    expect(dc.gateway.identifies).toBe(1);
+    expect(state()).toMatchObject({ state: 'connected' });
+    expect(state().connection).toBeGreaterThanOrEqual(2);
+  });
+
+  it('close 4004 parks the channel as failed with the bad-token message', async () => {
+    await start(echo(0) + channel(), `${dc.token}-wrong`);
+    await waitFor(() => state().state === 'failed', 10_000);
+    expect(state().last_error).toMatchObject({ code: expect.stringMatching(/CHANNEL_AUTH_FAILED/), message: expect.stringMatching(/token/) });
+  });
+
+  it('close 4014 parks the channel as failed with the intents message', async () => {
+    dc.identifyCloseCode = 4014;
+    await start(echo(0) + channel());
+    await waitFor(() => state().state === 'failed', 10_000);
+    expect(state().last_error).toMatchObject({ code: 'CHANNEL_FORBIDDEN', message: expect.stringContaining('Message Content Intent') });
+    const identifies = dc.gateway.identifies;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(dc.gateway.identifies).toBe(identifies);
+  });
+
+  it('429 on edits: no storm, and the final text lands', async () => {
+    await start(echo(40) + channel());
+    dc.fail('PATCH message', { status: 429, retryAfter: 1.5 }, 2);
+    const text = words(60);
+    dc.dm(text);
+    await waitFor(() => dc.texts(dc.dmChannel)[0] === text, 20_000);
+    const patches = dc.restCalls('PATCH', 'message');
+    expect(patches.length + dc.restCalls('POST', 'message').length).toBeLessThanOrEqual(8);
+  });
+
+  it('model output with @everyone and <@123> is sent with mentions disabled', async () => {
+    await start(echo(0) + channel());
+    dc.dm('@everyone look at <@123456789012345678> and <@&987654321098765432>');
+    await waitFor(() => dc.messages.length === 1 && dc.messages[0]!.content.includes('<@&'), 5000);
+    for (const m of dc.messages) expect(m.allowedMentions).toEqual({ parse: [], replied_user: false });
+    for (const c of dc.rest.filter((c) => c.method !== 'GET' && c.body)) expect(c.body!.allowed_mentions).toEqual({ parse: [], replied_user: false });
+  });
+
+  it('/stop in one thread leaves another thread streaming', async () => {
+    await start(echo(120) + channel());
+    dc.guildMessage(words(30, 'a'), { thread: 1, mention: true });
+    dc.guildMessage(words(30, 'b'), { thread: 2, mention: true });
+    await waitFor(() => dc.texts(dc.guild.thread).length > 0 && dc.texts(dc.guild.thread2).length > 0, 10_000);
+    dc.guildMessage('/stop', { thread: 1, mention: true });
+    await waitFor(() => dc.texts(dc.guild.thread2)[0] === words(30, 'b'), 15_000);
+    const t1 = dc.texts(dc.guild.thread);
+    expect(t1[0]!.endsWith(STOP_MARKER)).toBe(true);
+    expect(t1).toContain('Stopped.');
+  });
+
+  it('a 4500-character answer is three messages with intact code blocks', async () => {
+    llm = new FakeLlm();
+    await llm.start();
+    const code = Array.from({ length: 120 }, (_, i) => `value_${i} = compute_the_thing(${i}) + 1`).join('\n');
+    const answer = `Result:\n\n\`\`\`python\n${code}\n\`\`\`\nDone.`;
+    expect(answer.length).toBeGreaterThan(2 * 2000);
+    expect(answer.length).toBeLessThan(3 * 2000 - 100);
+    llm.script({ kind: 'stream', chunks: answer.match(/[\s\S]{1,500}/g)!.map((content) => ({ content })) });
+    await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${channel()}`);
+    dc.dm('write it');
+    await waitFor(() => dc.texts(dc.dmChannel).join('').includes('Done.'), 15_000);
+    const parts = dc.texts(dc.dmChannel);
+    expect(parts).toHaveLength(3);
+    for (const p of parts) {
+      expect(p.length).toBeLessThanOrEqual(2000);
+      expect(openFenceAt(p)).toBeUndefined();
+    }
+    expect(parts[1]!.startsWith('```python\n')).toBe(true);
+    for (let i = 0; i < 120; i++) expect(parts.join('\n')).toContain(`value_${i} = compute_the_thing(${i}) + 1`);
+  });
+});

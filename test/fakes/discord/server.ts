@@ -1,0 +1,311 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+
+export interface RestCall {
+  method: string;
+  path: string;
+  body: Record<string, any> | undefined;
+  at: number;
+}
+
+export interface StoredMessage {
+  id: string;
+  channelId: string;
+  content: string;
+  allowedMentions: unknown;
+  reference?: string;
+  deleted: boolean;
+  edits: number;
+}
+
+export type RestFault = { status: 429; retryAfter: number; global?: boolean } | { status: 401 | 403 | 404 | 500 | 502 } | { delayMs: number };
+
+const EPOCH = 1420070400000n;
+let counter = 0n;
+/** A Discord snowflake, increasing. */
+export function snowflake(): string {
+  return String(((BigInt(Date.now()) - EPOCH) << 22n) | (counter++ & 0xfffn));
+}
+
+interface Session {
+  id: string;
+  events: Array<{ s: number; t: string; d: unknown }>;
+  socket: WebSocket | undefined;
+}
+
+/**
+ * Discord on 127.0.0.1 for discord.js: REST (`/gateway/bot`, messages, typing, 429 with
+ * Retry-After and X-RateLimit headers) and a JSON gateway (HELLO, heartbeat ACKs, IDENTIFY,
+ * READY, GUILD_CREATE, MESSAGE_CREATE, op 7 RECONNECT, RESUME with replay of missed events,
+ * INVALID_SESSION, and closing with any code on demand).
+ */
+export class FakeDiscord {
+  readonly bot = { id: snowflake(), username: 'channeld-test', discriminator: '0', global_name: null, bot: true, avatar: null };
+  readonly guild = { id: snowflake(), channel: snowflake(), thread: snowflake(), thread2: snowflake() };
+  readonly dmChannel = snowflake();
+  readonly rest: RestCall[] = [];
+  readonly messages: StoredMessage[] = [];
+  readonly gateway = { identifies: 0, resumes: 0, connections: 0, heartbeats: 0 };
+  /** Close code to answer IDENTIFY with (4004 bad token, 4014 disallowed intents…). */
+  identifyCloseCode: number | undefined;
+  url = '';
+  #session: Session | undefined;
+  readonly #faults = new Map<string, RestFault[]>();
+  readonly #http: Server;
+  readonly #wss: WebSocketServer;
+
+  constructor(readonly token = 'MTAxNTAwMDAwMDAwMDAwMDAwMA.Gfake1.fake-token-for-tests-only-xxxxxxxx') {
+    this.#http = createServer((req, res) => void this.#handle(req, res));
+    this.#wss = new WebSocketServer({ server: this.#http });
+    this.#wss.on('connection', (ws) => this.#gatewayConnection(ws));
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((r) => this.#http.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#http.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  get restApi(): string {
+    return `${this.url}/api`;
+  }
+
+  async close(): Promise<void> {
+    for (const ws of this.#wss.clients) ws.terminate();
+    await new Promise<void>((r) => this.#wss.close(() => r()));
+    this.#http.closeAllConnections();
+    await new Promise<void>((r) => this.#http.close(() => r()));
+  }
+
+  /** The next `times` REST calls matching `key` ("PATCH message", "POST message", "POST typing", "GET gateway") get `fault`. */
+  fail(key: string, fault: RestFault, times = 1): void {
+    this.#faults.set(key, [...(this.#faults.get(key) ?? []), ...Array<RestFault>(times).fill(fault)]);
+  }
+
+  restCalls(method: string, kind: 'message' | 'typing' | 'gateway'): RestCall[] {
+    return this.rest.filter((c) => c.method === method && this.#kind(c.path) === kind);
+  }
+
+  /** Latest texts of the bot's live messages in a channel, in send order. */
+  texts(channelId: string): string[] {
+    return this.messages.filter((m) => m.channelId === channelId && !m.deleted).map((m) => m.content);
+  }
+
+  get connected(): boolean {
+    return this.#session?.socket?.readyState === 1;
+  }
+
+  // ——— acting as users and as Discord ———
+
+  #author(o?: { id?: string; username?: string; bot?: boolean }) {
+    return { id: o?.id ?? '424242424242424242', username: o?.username ?? 'ada', discriminator: '0', global_name: 'Ada', avatar: null, ...(o?.bot ? { bot: true } : {}) };
+  }
+
+  #message(channelId: string, content: string, extra: Record<string, unknown>) {
+    const id = snowflake();
+    this.dispatch('MESSAGE_CREATE', {
+      id,
+      channel_id: channelId,
+      content,
+      timestamp: new Date().toISOString(),
+      edited_timestamp: null,
+      tts: false,
+      mention_everyone: false,
+      mention_roles: [],
+      attachments: [],
+      embeds: [],
+      pinned: false,
+      type: 0,
+      flags: 0,
+      ...extra,
+    });
+    return id;
+  }
+
+  /** A message in the guild's text channel (or a thread); `mention` prefixes <@bot>. */
+  guildMessage(text: string, o: { thread?: 1 | 2; mention?: boolean; author?: { id?: string; username?: string; bot?: boolean }; replyToBot?: string } = {}): string {
+    const channelId = o.thread === 2 ? this.guild.thread2 : o.thread ? this.guild.thread : this.guild.channel;
+    const author = this.#author(o.author);
+    const content = o.mention ? `<@${this.bot.id}> ${text}` : text;
+    return this.#message(channelId, content, {
+      guild_id: this.guild.id,
+      channel_type: o.thread ? 11 : 0,
+      author,
+      member: { roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0 },
+      mentions: o.mention ? [{ ...this.bot }] : [],
+      ...(o.replyToBot ? { message_reference: { message_id: o.replyToBot, channel_id: channelId, guild_id: this.guild.id }, referenced_message: null, type: 19, mentions: [{ ...this.bot }] } : {}),
+    });
+  }
+
+  dm(text: string, author?: { id?: string; username?: string }): string {
+    return this.#message(this.dmChannel, text, { author: this.#author(author), mentions: [], channel_type: 1 });
+  }
+
+  /** Sends a dispatch on the current session (kept for replay if the client is away). */
+  dispatch(t: string, d: unknown): void {
+    const session = this.#session;
+    if (!session) throw new Error('no gateway session yet');
+    const event = { s: session.events.length + 1, t, d };
+    session.events.push(event);
+    if (session.socket?.readyState === 1) session.socket.send(JSON.stringify({ op: 0, ...event }));
+  }
+
+  /** op 7: the client should reconnect and resume. */
+  requestReconnect(): void {
+    this.#session?.socket?.send(JSON.stringify({ op: 7, d: null }));
+  }
+
+  /** op 9: the session is invalid; `resumable` says whether to resume. */
+  invalidateSession(resumable: boolean): void {
+    this.#session?.socket?.send(JSON.stringify({ op: 9, d: resumable }));
+  }
+
+  closeGateway(code: number): void {
+    this.#session?.socket?.close(code, 'closed by the fake');
+  }
+
+  // ——— gateway ———
+
+  #gatewayConnection(ws: WebSocket): void {
+    this.gateway.connections++;
+    ws.send(JSON.stringify({ op: 10, d: { heartbeat_interval: 45000 } }));
+    ws.on('message', (raw) => {
+      const p = JSON.parse(String(raw)) as { op: number; d: any };
+      switch (p.op) {
+        case 1:
+          this.gateway.heartbeats++;
+          ws.send(JSON.stringify({ op: 11 }));
+          break;
+        case 2:
+          this.gateway.identifies++;
+          if (p.d.token !== this.token) return ws.close(4004, 'Authentication failed.');
+          if (this.identifyCloseCode) return ws.close(this.identifyCloseCode, 'refused by the fake');
+          this.#identify(ws);
+          break;
+        case 6: {
+          this.gateway.resumes++;
+          const s = this.#session;
+          if (!s || p.d.session_id !== s.id || p.d.token !== this.token) {
+            ws.send(JSON.stringify({ op: 9, d: false }));
+            return;
+          }
+          s.socket = ws;
+          for (const e of s.events.filter((e) => e.s > p.d.seq)) ws.send(JSON.stringify({ op: 0, ...e }));
+          this.dispatch('RESUMED', {});
+          break;
+        }
+      }
+    });
+  }
+
+  #identify(ws: WebSocket): void {
+    const session: Session = { id: `session-${snowflake()}`, events: [], socket: ws };
+    this.#session = session;
+    const url = this.url.replace('http', 'ws');
+    this.dispatch('READY', {
+      v: 10,
+      user: { ...this.bot, verified: true, flags: 0, mfa_enabled: false },
+      guilds: [{ id: this.guild.id, unavailable: true }],
+      session_id: session.id,
+      resume_gateway_url: url,
+      application: { id: this.bot.id, flags: 0 },
+      private_channels: [],
+    });
+    const now = new Date().toISOString();
+    this.dispatch('GUILD_CREATE', {
+      id: this.guild.id,
+      name: 'Test guild',
+      unavailable: false,
+      owner_id: '1',
+      joined_at: now,
+      large: false,
+      member_count: 2,
+      features: [],
+      emojis: [],
+      stickers: [],
+      roles: [{ id: this.guild.id, name: '@everyone', permissions: '3072', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 }],
+      channels: [{ id: this.guild.channel, type: 0, name: 'general', position: 0, guild_id: this.guild.id, permission_overwrites: [] }],
+      threads: [this.guild.thread, this.guild.thread2].map((id, i) => ({
+        id,
+        type: 11,
+        name: `thread ${i + 1}`,
+        guild_id: this.guild.id,
+        parent_id: this.guild.channel,
+        owner_id: '1',
+        thread_metadata: { archived: false, auto_archive_duration: 60, archive_timestamp: now, locked: false },
+        member_count: 2,
+        message_count: 0,
+      })),
+      members: [],
+      presences: [],
+      voice_states: [],
+      stage_instances: [],
+      guild_scheduled_events: [],
+    });
+  }
+
+  // ——— REST ———
+
+  #kind(path: string): 'message' | 'typing' | 'gateway' | undefined {
+    if (path === '/api/v10/gateway/bot') return 'gateway';
+    if (/\/channels\/\d+\/typing$/.test(path)) return 'typing';
+    if (/\/channels\/\d+\/messages(\/\d+)?$/.test(path)) return 'message';
+    return undefined;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const path = (req.url ?? '').split('?')[0]!;
+    let raw = '';
+    for await (const c of req) raw += String(c);
+    const body = raw ? (JSON.parse(raw) as Record<string, any>) : undefined;
+    const method = req.method ?? 'GET';
+    this.rest.push({ method, path, body, at: Date.now() });
+    const json = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
+      if (status === 204) return void res.writeHead(204, headers).end();
+      res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(payload));
+    };
+    if (req.headers.authorization !== `Bot ${this.token}`) return json(401, { message: '401: Unauthorized', code: 0 });
+    const kind = this.#kind(path);
+    const fault = kind ? this.#faults.get(`${method} ${kind}`)?.shift() : undefined;
+    if (fault) {
+      if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
+      else if (fault.status === 429)
+        return json(
+          429,
+          { message: 'You are being rate limited.', retry_after: fault.retryAfter, global: fault.global ?? false },
+          { 'retry-after': String(Math.ceil(fault.retryAfter)), 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset-after': String(fault.retryAfter), 'x-ratelimit-bucket': 'fake-bucket', 'x-ratelimit-scope': 'user', ...(fault.global ? { 'x-ratelimit-global': 'true' } : {}) },
+        );
+      else return json(fault.status, { message: `fake ${fault.status}`, code: 0 });
+    }
+    if (kind === 'gateway') return json(200, { url: this.url.replace('http', 'ws'), shards: 1, session_start_limit: { total: 1000, remaining: 999, reset_after: 14400000, max_concurrency: 1 } });
+    if (kind === 'typing') return json(204, null);
+    const m = /\/channels\/(\d+)\/messages(?:\/(\d+))?$/.exec(path);
+    if (!m) return json(404, { message: 'Unknown route', code: 0 });
+    const [, channelId, messageId] = m;
+    if (method === 'POST' && !messageId) {
+      if (!body?.content || String(body.content).length > 2000) return json(400, { message: 'Invalid Form Body', code: 50035 });
+      const msg: StoredMessage = { id: snowflake(), channelId: channelId!, content: body.content, allowedMentions: body.allowed_mentions, deleted: false, edits: 0, ...(body.message_reference ? { reference: body.message_reference.message_id } : {}) };
+      this.messages.push(msg);
+      return json(200, this.#apiMessage(msg));
+    }
+    const msg = this.messages.find((x) => x.id === messageId && x.channelId === channelId && !x.deleted);
+    if (!msg) return json(404, { message: 'Unknown Message', code: 10008 });
+    if (method === 'PATCH') {
+      if (String(body?.content ?? '').length > 2000) return json(400, { message: 'Invalid Form Body', code: 50035 });
+      msg.content = body?.content;
+      msg.allowedMentions = body?.allowed_mentions;
+      msg.edits++;
+      return json(200, this.#apiMessage(msg));
+    }
+    if (method === 'DELETE') {
+      msg.deleted = true;
+      return json(204, null);
+    }
+    return json(405, { message: '405: Method Not Allowed', code: 0 });
+  }
+
+  #apiMessage(m: StoredMessage) {
+    return { id: m.id, channel_id: m.channelId, content: m.content, author: this.bot, timestamp: new Date().toISOString(), edited_timestamp: m.edits ? new Date().toISOString() : null, tts: false, mention_everyone: false, mentions: [], mention_roles: [], attachments: [], embeds: [], pinned: false, type: 0 };
+  }
+}
