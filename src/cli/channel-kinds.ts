@@ -9,7 +9,7 @@ export const channelKinds: Record<ChannelKind, (() => Promise<ChannelFactory>) |
   webchat: async () => (await import('../../channels/webchat/index.js')).createChannel,
   telegram: async () => (await import('../../channels/telegram/index.js')).createChannel,
   discord: async () => (await import('../../channels/discord/index.js')).createChannel,
-  slack: undefined,
+  slack: async () => (await import('../../channels/slack/index.js')).createChannel,
 };
 
 export async function loadChannelFactory(kind: ChannelKind): Promise<ChannelFactory> {

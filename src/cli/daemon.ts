@@ -9,6 +9,7 @@ import { Kernel } from '../kernel/kernel.js';
 import { isLoopback, sendJson, type HttpServer } from '../observe/http.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
+import type { Inbox } from '../store/inbox.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
 import { channelPlugin, corePlugins, type ConfigHolder, type RemovalSet, type WorkspaceTable } from './plugins.js';
@@ -68,6 +69,9 @@ export class Daemon {
   }
   get supervisor(): Supervisor {
     return this.#kernel.get<Supervisor>('supervisor');
+  }
+  get inbox(): Inbox {
+    return this.#kernel.get<Inbox>('inbox');
   }
   get metrics(): Metrics {
     return this.#kernel.get<Metrics>('metrics');

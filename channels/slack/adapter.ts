@@ -1,0 +1,166 @@
+import { App, LogLevel } from '@slack/bolt';
+import { WebClient } from '@slack/web-api';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import type { HttpRoutes } from '../../src/observe/http.js';
+import type { Logger } from '../../src/observe/logger.js';
+import { classifySlackError } from './errors.js';
+import { markdownToMrkdwn } from './mrkdwn.js';
+import { normalizeEvent, type SlackEvent } from './normalize.js';
+import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
+
+export interface SlackOptions {
+  id: string;
+  mode: 'socket' | 'http';
+  apiUrl: string;
+  replyInThread: boolean;
+  nativeStream: boolean;
+  http: HttpRoutes;
+  log: Logger;
+}
+
+export interface SlackSecrets {
+  botToken: string;
+  appToken?: string;
+  signingSecret?: string;
+}
+
+/** Slack through Bolt: Socket Mode or HTTP events in, chat.* (and chat streams) out. */
+export class SlackAdapter implements ChannelAdapter {
+  readonly capabilities: ChannelCapabilities;
+  readonly #o: SlackOptions;
+  readonly #s: SlackSecrets;
+  readonly #web: WebClient;
+  #botUserId: string | undefined;
+  #botName: string | undefined;
+
+  constructor(options: SlackOptions, secrets: SlackSecrets) {
+    this.#o = options;
+    this.#s = secrets;
+    // Our own client for replies: 429s come back to ReplyStream (with retry-after) instead of
+    // being waited out inside the SDK.
+    this.#web = new WebClient(secrets.botToken, { slackApiUrl: options.apiUrl, rejectRateLimitedCalls: true, retryConfig: { retries: 0 }, logLevel: LogLevel.ERROR });
+    this.capabilities = {
+      maxMessageLength: 4000,
+      editsDrafts: true,
+      minEditIntervalMs: 1200, // chat.update is Tier 3, about 50 a minute
+      nativeStream: options.nativeStream ? 'slack-stream' : 'none',
+      typing: false,
+      threads: true,
+    };
+  }
+
+  get id(): string {
+    return this.#o.id;
+  }
+  get selfId(): string | undefined {
+    return this.#botUserId;
+  }
+  get selfName(): string | undefined {
+    return this.#botName;
+  }
+
+  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+    const auth = await this.#web.auth.test().catch((err: unknown) => Promise.reject(classifySlackError(err, 'auth.test')));
+    this.#botUserId = auth.user_id;
+    this.#botName = auth.user;
+    let connected = false;
+    const receiver =
+      this.#o.mode === 'socket'
+        ? new DeferredAckSocketReceiver({
+            appToken: this.#s.appToken!,
+            slackApiUrl: this.#o.apiUrl,
+            log: this.#o.log,
+            onConnected: () => connected && onConnected(),
+            onReconnecting: (r) => onReconnecting?.(r),
+          })
+        : new DeferredAckHttpReceiver({ path: `/webhooks/${this.#o.id}`, signingSecret: this.#s.signingSecret!, http: this.#o.http, log: this.#o.log });
+    const app = new App({
+      token: this.#s.botToken,
+      receiver,
+      botUserId: auth.user_id!,
+      ...(auth.bot_id ? { botId: auth.bot_id } : {}),
+      clientOptions: { slackApiUrl: this.#o.apiUrl },
+      logLevel: LogLevel.ERROR,
+      tokenVerificationEnabled: false,
+    });
+    const handle = async ({ event }: { event: unknown }) => {
+      const msg = normalizeEvent(event as SlackEvent, this.#o.id, this.#botUserId!, this.#o.replyInThread);
+      if (msg) await deliver(msg);
+    };
+    app.event('message', handle);
+    app.event('app_mention', handle);
+    // A listener that throws (the inbox could not store) must reach our receiver un-acked.
+    app.error(async (err) => {
+      throw err;
+    });
+    await receiver.start().catch((err: unknown) => Promise.reject(classifySlackError(err, this.#o.mode === 'socket' ? 'apps.connections.open' : 'start')));
+    connected = true;
+    onConnected();
+    try {
+      await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+    } finally {
+      await receiver.stop().catch(() => {});
+    }
+  }
+
+  async #call<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await fn();
+    } catch (err) {
+      throw classifySlackError(err, what);
+    }
+  }
+
+  /** Replies go in the thread: the message's thread, or (reply_in_thread) a new one under it. */
+  #threadTs(target: ReplyTarget): string | undefined {
+    if (target.threadId) return target.threadId;
+    if (!this.#o.replyInThread || !target.replyToMessageId) return undefined;
+    return target.replyToMessageId.slice(target.replyToMessageId.lastIndexOf(':') + 1);
+  }
+
+  async send(target: ReplyTarget, text: string): Promise<MessageRef> {
+    const thread_ts = this.#threadTs(target);
+    const r = await this.#call('chat.postMessage', () => this.#web.chat.postMessage({ channel: target.chatId, text: markdownToMrkdwn(text), ...(thread_ts ? { thread_ts } : {}), unfurl_links: false }));
+    return { chatId: target.chatId, messageId: r.ts!, ...(thread_ts ? { threadId: thread_ts } : {}) };
+  }
+
+  async edit(ref: MessageRef, text: string): Promise<void> {
+    await this.#call('chat.update', () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: markdownToMrkdwn(text) }));
+  }
+
+  async delete(ref: MessageRef): Promise<void> {
+    await this.#call('chat.delete', () => this.#web.chat.delete({ channel: ref.chatId, ts: ref.messageId }));
+  }
+
+  async typing(): Promise<void> {
+    // Slack has no typing indicator for bots outside assistant threads.
+  }
+
+  /** chat.startStream / appendStream / stopStream, in threads only; Slack appends, so only the new part is sent. */
+  async openNativeStream(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined> {
+    const thread_ts = this.#threadTs(target);
+    if (!this.#o.nativeStream || !thread_ts) return undefined;
+    void options;
+    const start = await this.#call('chat.startStream', () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
+    const ts = start.ts!;
+    let sent = '';
+    const delta = (text: string) => {
+      if (!text.startsWith(sent)) throw new Error('a native Slack stream can only grow');
+      const d = text.slice(sent.length);
+      sent = text;
+      return d;
+    };
+    return {
+      update: async (text) => {
+        const markdown_text = delta(text);
+        if (markdown_text) await this.#call('chat.appendStream', () => this.#web.chat.appendStream({ channel: target.chatId, ts, markdown_text }));
+      },
+      finish: async (text) => {
+        const markdown_text = delta(text);
+        await this.#call('chat.stopStream', () => this.#web.chat.stopStream({ channel: target.chatId, ts, ...(markdown_text ? { markdown_text } : {}) }));
+        return { chatId: target.chatId, messageId: ts, threadId: thread_ts };
+      },
+    };
+  }
+}

@@ -1,0 +1,111 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { isValidSlackRequest, type App, type Receiver } from '@slack/bolt';
+import { SocketModeClient } from '@slack/socket-mode';
+import { readBody, sendJson, type HttpRoutes } from '../../src/observe/http.js';
+import type { Logger } from '../../src/observe/logger.js';
+
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Bolt's App acks Events API envelopes before listeners run; this is how we ack after. */
+async function processThenAck(app: App, body: Record<string, unknown>, ack: () => Promise<void>, retryNum?: number): Promise<void> {
+  // Bolt calls the ack it is given right away; the real one waits until our listener (which
+  // stores the message in the inbox) has finished. If storing fails, nothing is acked and
+  // Slack sends the event again.
+  await app.processEvent({ body, ack: async () => {}, ...(retryNum !== undefined ? { retryNum } : {}) });
+  await ack();
+}
+
+export interface SocketReceiverOptions {
+  appToken: string;
+  slackApiUrl: string;
+  log: Logger;
+  onConnected(): void;
+  onReconnecting(reason: string): void;
+}
+
+/** Socket Mode through @slack/socket-mode, acking each envelope only after it is stored. */
+export class DeferredAckSocketReceiver implements Receiver {
+  readonly client: SocketModeClient;
+  #app: App | undefined;
+
+  constructor(private readonly o: SocketReceiverOptions) {
+    this.client = new SocketModeClient({ appToken: o.appToken, clientOptions: { slackApiUrl: o.slackApiUrl }, logLevel: 'error' as never });
+    this.client.on('slack_event', async ({ ack, body, retry_num }: { ack: () => Promise<void>; body: Record<string, unknown>; retry_num?: number }) => {
+      if (!this.#app) return;
+      try {
+        await processThenAck(this.#app, body, ack, retry_num);
+      } catch (err) {
+        o.log.warn({ err }, 'Slack event not stored; not acked, Slack will send it again');
+      }
+    });
+    this.client.on('connected', () => o.onConnected());
+    this.client.on('reconnecting', () => o.onReconnecting('Slack Socket Mode connection lost; reconnecting'));
+  }
+
+  init(app: App): void {
+    this.#app = app;
+  }
+  start(): Promise<unknown> {
+    return this.client.start();
+  }
+  async stop(): Promise<unknown> {
+    return this.client.disconnect();
+  }
+}
+
+export interface HttpReceiverOptions {
+  path: string;
+  signingSecret: string;
+  http: HttpRoutes;
+  log: Logger;
+}
+
+/**
+ * Events API over HTTP on the daemon's server. The v0 signature is checked on the raw bytes
+ * (constant time, 5-minute window) before anything is parsed; the 200 goes out once the
+ * event is stored, well inside Slack's 3 s, while the turn runs in the background.
+ */
+export class DeferredAckHttpReceiver implements Receiver {
+  #app: App | undefined;
+  #remove: (() => void) | undefined;
+
+  constructor(private readonly o: HttpReceiverOptions) {}
+
+  init(app: App): void {
+    this.#app = app;
+  }
+
+  async start(): Promise<unknown> {
+    this.#remove = this.o.http.route('POST', this.o.path, (req, res) => this.#handle(req, res));
+    return undefined;
+  }
+
+  async stop(): Promise<unknown> {
+    this.#remove?.();
+    return undefined;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await readBody(req, MAX_BODY_BYTES);
+    if (body === 'too_large') return void res.writeHead(413).end();
+    const raw = body.toString('utf8');
+    const signature = req.headers['x-slack-signature'];
+    const timestamp = Number(req.headers['x-slack-request-timestamp']);
+    const valid = typeof signature === 'string' && Number.isFinite(timestamp) && isValidSlackRequest({ signingSecret: this.o.signingSecret, body: raw, headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': timestamp } });
+    if (!valid) return void res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid signature or stale timestamp\n');
+    let parsed: Record<string, unknown>;
+    try {
+      parsed = JSON.parse(raw) as Record<string, unknown>;
+    } catch {
+      return void res.writeHead(400).end();
+    }
+    if (parsed.type === 'url_verification') return sendJson(res, 200, { challenge: parsed.challenge });
+    const retry = Number(req.headers['x-slack-retry-num']);
+    try {
+      await processThenAck(this.#app!, parsed, async () => void res.writeHead(200).end(), Number.isFinite(retry) ? retry : undefined);
+    } catch (err) {
+      this.o.log.warn({ err }, 'Slack event not stored; answering 503 so Slack retries');
+      if (!res.headersSent) res.writeHead(503).end();
+    }
+  }
+}

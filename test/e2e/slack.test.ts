@@ -1,0 +1,134 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { FakeSlack, signSlack } from '../fakes/slack/server.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { ChatClient } from '../helpers/webchat-client.js';
+
+describe('Slack channel against the fake Slack', () => {
+  let sl: FakeSlack;
+  let d: TestDaemon | undefined;
+  let llm: FakeLlm | undefined;
+  beforeEach(async () => {
+    sl = new FakeSlack();
+    await sl.start();
+  });
+  afterEach(async () => {
+    await d?.stop();
+    d = undefined;
+    await sl.close();
+    await llm?.close();
+    llm = undefined;
+  });
+
+  const socket = (extra = '') => `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
+  const http = (extra = '') => `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
+  const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
+  const env = () => ({ SL_BOT: sl.botToken, SL_APP: sl.appToken, SL_SIGN: 'signing-secret-123' });
+  const start = async (body: string, e: NodeJS.ProcessEnv = env()) => {
+    d = await startDaemon(body, e);
+    await d.daemon.supervisor.firstAttempts();
+    return d;
+  };
+  const words = (n: number, p = 'w') => Array.from({ length: n }, (_, i) => `${p}${i}`).join(' ');
+
+  it('a DM and a channel mention stream through native chat streams and finish in the thread', async () => {
+    await start(echo(100) + socket());
+    const dm = sl.dmEvent(words(12, 'd'));
+    const mention = sl.mentionEvent(words(12, 'c'));
+    sl.push(dm);
+    sl.push(mention);
+    await waitFor(() => sl.texts('D0DM0001')[0] === words(12, 'd') && sl.texts('C0CHAN001')[0] === words(12, 'c'), 15_000);
+    const [dmReply] = sl.messages.filter((m) => m.channel === 'D0DM0001');
+    const [chReply] = sl.messages.filter((m) => m.channel === 'C0CHAN001');
+    expect(dmReply).toMatchObject({ threadTs: dm.ts, stream: { stopped: true } });
+    expect(chReply).toMatchObject({ threadTs: mention.ts, stream: { stopped: true } });
+    expect(chReply!.stream!.chunks.length).toBeGreaterThanOrEqual(2);
+    expect(sl.callsOf('chat.update')).toHaveLength(0);
+  });
+
+  it('a failing chat.startStream falls back to post + update with the full text', async () => {
+    sl.fail('chat.startStream', { error: 'not_allowed' });
+    await start(echo(60) + socket());
+    sl.push(sl.mentionEvent(words(20)));
+    await waitFor(() => sl.texts('C0CHAN001')[0] === words(20), 15_000);
+    expect(sl.messages.filter((m) => m.channel === 'C0CHAN001')).toHaveLength(1);
+    expect(sl.callsOf('chat.postMessage')).toHaveLength(1);
+    expect((await d!.daemon.metrics.streamFallbacks.get()).values[0]!.value).toBe(1);
+  });
+
+  it('an envelope is not acked until stored; a disconnect mid-conversation loses nothing', async () => {
+    await start(echo(0) + socket('native_stream = false\n'));
+    // The first write to the inbox fails (a full disk, say): the envelope must stay un-acked.
+    const inbox = d!.daemon.inbox;
+    const add = inbox.add.bind(inbox);
+    let failOnce = true;
+    inbox.add = (...args) => {
+      if (failOnce) {
+        failOnce = false;
+        throw new Error('disk full');
+      }
+      return add(...args);
+    };
+    const first = sl.push(sl.dmEvent('first message'));
+    await new Promise((r) => setTimeout(r, 500));
+    expect(sl.acks.has(first)).toBe(false);
+    expect(sl.messages).toHaveLength(0);
+
+    sl.disconnect();
+    await waitFor(() => !sl.socketOpen, 5000);
+    const during = sl.push(sl.dmEvent('sent while reconnecting'));
+    await waitFor(() => sl.acks.has(first) && sl.acks.has(during), 20_000);
+    await waitFor(() => sl.texts('D0DM0001').length === 2, 10_000);
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(sl.texts('D0DM0001').sort()).toEqual(['first message', 'sent while reconnecting']);
+    expect(sl.connections).toBe(2);
+    expect(d!.daemon.status().channels[0]).toMatchObject({ state: 'connected' });
+  });
+
+  it('invalid_auth parks the channel as failed while the others keep answering', async () => {
+    await start(`${echo(0)}${socket()}\n[[channels]]\nid = "web"\ntype = "webchat"\n`, { ...env(), SL_BOT: 'xoxb-wrong' });
+    expect(d!.daemon.status().channels.find((c) => c.id === 'sl')).toMatchObject({ state: 'failed', last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('invalid_auth') } });
+    const c = new ChatClient(d!.url, 'tab');
+    await c.opened;
+    c.send('web still works');
+    expect((await c.finals())[0]!.text).toBe('web still works');
+    c.close();
+  });
+
+  describe('HTTP events mode', () => {
+    const post = (body: string, headers: Record<string, string>) => fetch(`${d!.url}/webhooks/sl`, { method: 'POST', headers, body });
+
+    it('refuses a bad signature and a stale timestamp with 401, storing nothing; answers url_verification', async () => {
+      await start(echo(0) + http());
+      const body = JSON.stringify(sl.callback(sl.dmEvent('forged')));
+      expect((await post(body, signSlack(body, 'the-wrong-secret'))).status).toBe(401);
+      expect((await post(body, signSlack(body, 'signing-secret-123', Math.floor(Date.now() / 1000) - 6 * 60))).status).toBe(401);
+      expect((await post(body, { 'content-type': 'application/json' })).status).toBe(401);
+      await new Promise((r) => setTimeout(r, 200));
+      expect((await d!.daemon.metrics.received.get()).values).toHaveLength(0);
+      expect(sl.messages).toHaveLength(0);
+      const challenge = JSON.stringify({ type: 'url_verification', token: 't', challenge: 'c-123' });
+      const res = await post(challenge, signSlack(challenge, 'signing-secret-123'));
+      expect(await res.json()).toEqual({ challenge: 'c-123' });
+    });
+
+    it('acks within 3 s while the model is slow, and a retried event is answered once', async () => {
+      llm = new FakeLlm();
+      await llm.start();
+      llm.script({ kind: 'stream', chunks: [{ content: 'slow ', delayMs: 4000 }, { content: 'answer' }] });
+      await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${http('native_stream = false\n')}`);
+      const body = JSON.stringify(sl.callback(sl.mentionEvent('take your time')));
+      const t0 = Date.now();
+      const res = await post(body, signSlack(body, 'signing-secret-123'));
+      expect(res.status).toBe(200);
+      expect(Date.now() - t0).toBeLessThan(3000);
+      // Slack did not see the 200 in time and retries the same event.
+      const retry = await post(body, { ...signSlack(body, 'signing-secret-123'), 'x-slack-retry-num': '1', 'x-slack-retry-reason': 'http_timeout' });
+      expect(retry.status).toBe(200);
+      await waitFor(() => sl.texts('C0CHAN001')[0] === 'slow answer', 15_000);
+      expect(sl.callsOf('chat.postMessage')).toHaveLength(1);
+      expect(llm.requests).toHaveLength(1);
+      expect((await d!.daemon.metrics.duplicates.get()).values[0]!.value).toBe(1);
+    });
+  });
+});

@@ -1,0 +1,231 @@
+import { createHmac } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+
+export type SlackFault = { error: string } | { status: 429; retryAfter: number } | { status: 500 | 502 } | { delayMs: number };
+
+export interface ApiCall {
+  method: string;
+  args: Record<string, string>;
+  token: string | undefined;
+  at: number;
+}
+
+export interface SlackMessage {
+  channel: string;
+  ts: string;
+  threadTs?: string;
+  text: string;
+  deleted: boolean;
+  edits: number;
+  /** Set for messages written through chat.startStream/appendStream/stopStream. */
+  stream?: { chunks: string[]; stopped: boolean };
+}
+
+interface Envelope {
+  envelope_id: string;
+  type: 'events_api';
+  accepts_response_payload: false;
+  retry_attempt: number;
+  retry_reason: string;
+  payload: Record<string, unknown>;
+}
+
+export const BOT_USER = 'UBOT0001';
+export const TEAM = 'T0001';
+
+/** Signs an HTTP-mode request body the way Slack does (v0 HMAC-SHA256). */
+export function signSlack(body: string, secret: string, timestampS = Math.floor(Date.now() / 1000)): Record<string, string> {
+  const sig = `v0=${createHmac('sha256', secret).update(`v0:${timestampS}:${body}`).digest('hex')}`;
+  return { 'x-slack-signature': sig, 'x-slack-request-timestamp': String(timestampS), 'content-type': 'application/json' };
+}
+
+/**
+ * Slack on 127.0.0.1: the Web API over form-encoded POST (auth.test, apps.connections.open,
+ * chat.postMessage/update/delete, chat.startStream/appendStream/stopStream) and a Socket
+ * Mode WebSocket server (hello, events_api envelopes, ack tracking, redelivery of unacked
+ * envelopes on the next connection, disconnect). Faults per method; a call log.
+ */
+export class FakeSlack {
+  readonly calls: ApiCall[] = [];
+  readonly messages: SlackMessage[] = [];
+  readonly acks = new Map<string, number>();
+  readonly sentEnvelopes: Array<{ id: string; at: number }> = [];
+  connections = 0;
+  url = '';
+  #unacked = new Map<string, Envelope>();
+  #seq = 0;
+  readonly #faults = new Map<string, SlackFault[]>();
+  readonly #http: Server;
+  readonly #wss: WebSocketServer;
+
+  constructor(
+    readonly botToken = 'xoxb-1111-2222-fakebottoken',
+    readonly appToken = 'xapp-1-A0001-3333-fakeapptoken',
+  ) {
+    this.#http = createServer((req, res) => void this.#handle(req, res));
+    this.#wss = new WebSocketServer({ server: this.#http, path: '/link' });
+    this.#wss.on('connection', (ws) => this.#connection(ws));
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((r) => this.#http.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#http.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  get apiUrl(): string {
+    return `${this.url}/api/`;
+  }
+
+  async close(): Promise<void> {
+    for (const ws of this.#wss.clients) ws.terminate();
+    await new Promise<void>((r) => this.#wss.close(() => r()));
+    this.#http.closeAllConnections();
+    await new Promise<void>((r) => this.#http.close(() => r()));
+  }
+
+  fail(method: string, fault: SlackFault, times = 1): void {
+    this.#faults.set(method, [...(this.#faults.get(method) ?? []), ...Array<SlackFault>(times).fill(fault)]);
+  }
+
+  callsOf(method: string): ApiCall[] {
+    return this.calls.filter((c) => c.method === method);
+  }
+
+  /** Final texts of the bot's live messages in a channel (and thread), in order. */
+  texts(channel: string, threadTs?: string): string[] {
+    return this.messages.filter((m) => m.channel === channel && !m.deleted && (threadTs === undefined || m.threadTs === threadTs)).map((m) => m.text);
+  }
+
+  get socketOpen(): boolean {
+    return [...this.#wss.clients].some((c) => c.readyState === 1);
+  }
+
+  #ts(): string {
+    return `${Math.floor(Date.now() / 1000)}.${String(++this.#seq).padStart(6, '0')}`;
+  }
+
+  // ——— users, through Socket Mode ———
+
+  /** The event as Slack would send it to an HTTP endpoint (event_callback). */
+  callback(event: Record<string, unknown>): Record<string, unknown> {
+    return { token: 'verification-token', team_id: TEAM, api_app_id: 'A0001', event, type: 'event_callback', event_id: `Ev${++this.#seq}`, event_time: Math.floor(Date.now() / 1000), authorizations: [{ team_id: TEAM, user_id: BOT_USER, is_bot: true }] };
+  }
+
+  dmEvent(text: string, user = 'U0USER1', threadTs?: string): Record<string, unknown> {
+    const ts = this.#ts();
+    return { type: 'message', channel: 'D0DM0001', channel_type: 'im', user, text, ts, event_ts: ts, team: TEAM, ...(threadTs ? { thread_ts: threadTs } : {}) };
+  }
+
+  mentionEvent(text: string, o: { channel?: string; threadTs?: string; user?: string } = {}): Record<string, unknown> {
+    const ts = this.#ts();
+    return { type: 'app_mention', channel: o.channel ?? 'C0CHAN001', user: o.user ?? 'U0USER1', text: `<@${BOT_USER}> ${text}`, ts, event_ts: ts, team: TEAM, ...(o.threadTs ? { thread_ts: o.threadTs } : {}) };
+  }
+
+  /** Sends an event over Socket Mode (or keeps it for the next connection); returns the envelope id. */
+  push(event: Record<string, unknown>): string {
+    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'events_api', accepts_response_payload: false, retry_attempt: 0, retry_reason: '', payload: this.callback(event) };
+    this.#unacked.set(envelope.envelope_id, envelope);
+    for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
+    return envelope.envelope_id;
+  }
+
+  #send(ws: WebSocket, envelope: Envelope): void {
+    this.sentEnvelopes.push({ id: envelope.envelope_id, at: Date.now() });
+    ws.send(JSON.stringify(envelope));
+  }
+
+  /** Slack's refresh: {"type":"disconnect"}; the client must reconnect through apps.connections.open. */
+  disconnect(reason = 'refresh_requested'): void {
+    for (const ws of this.#wss.clients) ws.send(JSON.stringify({ type: 'disconnect', reason, debug_info: { host: 'fake' } }));
+  }
+
+  #connection(ws: WebSocket): void {
+    this.connections++;
+    ws.send(JSON.stringify({ type: 'hello', num_connections: 1, debug_info: { host: 'fake-slack', approximate_connection_time: 3600 }, connection_info: { app_id: 'A0001' } }));
+    // Slack sends again what was never acked, with retry_attempt raised.
+    for (const env of this.#unacked.values()) this.#send(ws, { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
+    const ping = setInterval(() => ws.ping(), 5000);
+    ws.on('close', () => clearInterval(ping));
+    ws.on('message', (raw) => {
+      const m = JSON.parse(String(raw)) as { envelope_id?: string };
+      if (m.envelope_id) {
+        this.acks.set(m.envelope_id, Date.now());
+        this.#unacked.delete(m.envelope_id);
+      }
+    });
+  }
+
+  // ——— Web API ———
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const method = /^\/api\/([\w.]+)/.exec(req.url ?? '')?.[1];
+    let raw = '';
+    for await (const c of req) raw += String(c);
+    const args = Object.fromEntries(new URLSearchParams(raw)) as Record<string, string>;
+    const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? args.token;
+    const json = (status: number, body: unknown, headers: Record<string, string> = {}): void => void res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+    const ok = (body: Record<string, unknown> = {}) => json(200, { ok: true, ...body });
+    const no = (error: string) => json(200, { ok: false, error });
+    if (!method) return json(404, { ok: false, error: 'unknown_method' });
+    this.calls.push({ method, args, token, at: Date.now() });
+    const fault = this.#faults.get(method)?.shift();
+    if (fault) {
+      if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
+      else if ('error' in fault) return no(fault.error);
+      else if (fault.status === 429) return json(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(fault.retryAfter) });
+      else return json(fault.status, { ok: false, error: 'fatal_error' });
+    }
+    if (method === 'apps.connections.open') {
+      if (token !== this.appToken) return no('invalid_auth');
+      return ok({ url: `${this.url.replace('http', 'ws')}/link?ticket=t${++this.#seq}&app_id=A0001` });
+    }
+    if (token !== this.botToken) return no('invalid_auth');
+    const find = () => this.messages.find((m) => m.channel === args.channel && m.ts === args.ts && !m.deleted);
+    switch (method) {
+      case 'auth.test':
+        return ok({ url: 'https://fake.slack.com/', team: 'Fake', user: 'channeld', team_id: TEAM, user_id: BOT_USER, bot_id: 'B0001', is_enterprise_install: false });
+      case 'chat.postMessage': {
+        if (!args.channel) return no('channel_not_found');
+        if (!args.text && !args.blocks) return no('no_text');
+        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: args.text ?? '', deleted: false, edits: 0, ...(args.thread_ts ? { threadTs: args.thread_ts } : {}) };
+        this.messages.push(msg);
+        return ok({ channel: msg.channel, ts: msg.ts, message: { text: msg.text, ts: msg.ts, user: BOT_USER, bot_id: 'B0001' } });
+      }
+      case 'chat.update': {
+        const msg = find();
+        if (!msg) return no('message_not_found');
+        msg.text = args.text ?? '';
+        msg.edits++;
+        return ok({ channel: msg.channel, ts: msg.ts, text: msg.text });
+      }
+      case 'chat.delete': {
+        const msg = find();
+        if (!msg) return no('message_not_found');
+        msg.deleted = true;
+        return ok({ channel: msg.channel, ts: msg.ts });
+      }
+      case 'chat.startStream': {
+        if (!args.thread_ts) return no('invalid_arguments');
+        const msg: SlackMessage = { channel: args.channel!, ts: this.#ts(), threadTs: args.thread_ts, text: args.markdown_text ?? '', deleted: false, edits: 0, stream: { chunks: args.markdown_text ? [args.markdown_text] : [], stopped: false } };
+        this.messages.push(msg);
+        return ok({ channel: msg.channel, ts: msg.ts });
+      }
+      case 'chat.appendStream':
+      case 'chat.stopStream': {
+        const msg = find();
+        if (!msg?.stream || msg.stream.stopped) return no('message_not_in_streaming_state');
+        if (args.markdown_text) {
+          msg.stream.chunks.push(args.markdown_text);
+          msg.text += args.markdown_text;
+        }
+        if (method === 'chat.stopStream') msg.stream.stopped = true;
+        return ok({ channel: msg.channel, ts: msg.ts });
+      }
+      default:
+        return no('unknown_method');
+    }
+  }
+}
