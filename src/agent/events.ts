@@ -14,7 +14,8 @@ export type AgentEvent =
   | { type: 'tool_start'; id: string; name: string; input: unknown }
   | { type: 'tool_end'; id: string; name: string; output?: unknown; error?: string }
   | { type: 'tool_log'; id: string; text: string }
-  | { type: 'done'; usage: Usage }
+  /** `model` says which "provider:model" served the turn. */
+  | { type: 'done'; usage: Usage; model?: string }
   | { type: 'error'; code: ErrorCode; message: string }
   | { type: 'cancelled' };
 

@@ -22,6 +22,8 @@ export interface AgentContext {
   scope: string;
   channelId: string;
   signal: AbortSignal;
+  /** Told which "provider:model" is being tried. */
+  onModel?: (model: string) => void;
 }
 
 /** Runs one turn. Yields AgentEvents; ends with exactly one of done, error or cancelled. */

@@ -10,9 +10,10 @@ import { isLoopback, sendJson, type HttpServer } from '../observe/http.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
+import type { TaskTracker } from '../dispatch/tracker.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
-import { channelPlugin, corePlugins, type ConfigHolder, type RemovalSet, type WorkspaceTable } from './plugins.js';
+import { channelPlugin, corePlugins, workspacePlugin, type ConfigHolder, type RemovalSet, type WorkspaceTable } from './plugins.js';
 import { VERSION } from './version.js';
 
 export interface DaemonOptions {
@@ -28,6 +29,8 @@ export interface ReloadResult {
   added: string[];
   removed: string[];
   changed: string[];
+  /** Agents whose workspace was rebuilt. */
+  agents: string[];
 }
 
 /** The running daemon: a kernel of core plugins plus one plugin per channel. */
@@ -73,6 +76,9 @@ export class Daemon {
   get inbox(): Inbox {
     return this.#kernel.get<Inbox>('inbox');
   }
+  get tracker(): TaskTracker {
+    return this.#kernel.get<TaskTracker>('tracker');
+  }
   get metrics(): Metrics {
     return this.#kernel.get<Metrics>('metrics');
   }
@@ -92,6 +98,7 @@ export class Daemon {
     mkdirSync(cfg.daemon.state_dir, { recursive: true });
     writeFileSync(pidFile, `${process.pid}\n`);
     await this.#kernel.load({ name: 'pidfile', start: (ctx) => void ctx.effect(() => rmSync(pidFile, { force: true })) });
+    for (const [name, agent] of Object.entries(cfg.agents)) if (agent.enabled) await this.#kernel.load(workspacePlugin(name, agent));
     const channels = cfg.channels.filter((c) => c.enabled);
     // Channels start concurrently: a slow one never holds back the others.
     await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c, this.#holder, this.#removing))));
@@ -131,7 +138,8 @@ export class Daemon {
       generation: this.#holder.generation,
       ready: this.ready(),
       channels: this.supervisor.statuses().map((s) => ({ ...s, in_flight: snap.channels[s.id]?.inFlight ?? 0, queued: snap.channels[s.id]?.queued ?? 0 })),
-      turns: { in_flight: snap.inFlight, queued: snap.queued },
+      turns: { in_flight: snap.inFlight, queued: snap.queued, list: this.tracker.list() },
+      agents: [...this.#kernel.get<WorkspaceTable>('workspaces').byName.values()].map((w) => w.status()),
       last_reload: this.#lastReload,
     };
   }
@@ -168,13 +176,13 @@ export class Daemon {
       for (const e of errors) this.log.error({ reload: 'refused' }, e);
       this.#lastReload = { ok: false, at, errors };
       this.metrics.reloads.inc({ result: 'invalid' });
-      return { ok: false, generation: this.#holder.generation, errors, added: [], removed: [], changed: [] };
+      return { ok: false, generation: this.#holder.generation, errors, added: [], removed: [], changed: [], agents: [] };
     }
     const diff = diffChannels(before, after);
     this.#holder.loaded = after;
     this.#holder.generation++;
     this.log.level = after.config.daemon.log_level;
-    this.#rebuildWorkspaces(before, after);
+    const agents = await this.#reloadWorkspaces(before, after);
     for (const ch of diff.removed) this.#removing.add(ch.id);
     await Promise.all([...diff.removed, ...diff.changed].map((ch) => this.#kernel.unload(`channel:${ch.id}`)));
     for (const ch of diff.removed) this.#removing.delete(ch.id);
@@ -182,21 +190,27 @@ export class Daemon {
     this.#lastReload = { ok: true, at, errors: [] };
     this.metrics.reloads.inc({ result: 'applied' });
     const ids = (l: { id: string }[]) => l.map((c) => c.id);
-    const result = { ok: true, generation: this.#holder.generation, errors: [], added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed) };
+    const result = { ok: true, generation: this.#holder.generation, errors: [], added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed), agents };
     this.log.info({ ...result, unchanged: ids(diff.unchanged) }, 'config reloaded');
     return result;
   }
 
-  /** Agents whose section changed get a new workspace; running turns keep the old one. */
-  #rebuildWorkspaces(before: LoadedConfig, after: LoadedConfig): void {
-    const table = this.#kernel.get<WorkspaceTable>('workspaces');
-    const map = table.byName;
-    for (const [name, agent] of Object.entries(after.config.agents)) {
-      const same = JSON.stringify(before.config.agents[name]) === JSON.stringify(agent);
-      if (!agent.enabled) map.delete(name);
-      else if (!same || !map.has(name)) map.set(name, table.build(name, agent));
+  /**
+   * Agents whose section (or API key) changed are reloaded as a unit: their workspace plugin
+   * is unloaded and loaded anew. No listener is touched; running turns keep the old one.
+   */
+  async #reloadWorkspaces(before: LoadedConfig, after: LoadedConfig): Promise<string[]> {
+    const fingerprint = (l: LoadedConfig, name: string) => JSON.stringify(l.config.agents[name] ?? null) + (l.secrets.get(`agents.${name}`, 'api_key') ?? '');
+    const names = new Set([...Object.keys(before.config.agents), ...Object.keys(after.config.agents)]);
+    const changed: string[] = [];
+    for (const name of names) {
+      if (fingerprint(before, name) === fingerprint(after, name)) continue;
+      changed.push(name);
+      await this.#kernel.unload(`workspace:${name}`);
+      const agent = after.config.agents[name];
+      if (agent?.enabled) await this.#kernel.load(workspacePlugin(name, agent));
     }
-    for (const name of map.keys()) if (!after.config.agents[name]) map.delete(name);
+    return changed;
   }
 
   /**

@@ -13,6 +13,7 @@ import { Inbox } from '../store/inbox.js';
 import { ConversationStore } from '../store/conversations.js';
 import { SessionStore } from '../store/sessions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
+import { TaskTracker } from '../dispatch/tracker.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
@@ -32,7 +33,7 @@ export interface WorkspaceTable {
 }
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
@@ -40,6 +41,11 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       config: agent,
       log,
       ...(apiKey ? { apiKey } : {}),
+      onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
+      onFailover: (a, model) => {
+        metrics.failovers.inc({ agent: a, model });
+        log.warn({ agent: a, model }, 'model failed before any text; trying the next one');
+      },
       sessions,
       conversations,
       defaultQueueMode: (scope) => {
@@ -111,13 +117,18 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger', 'sessions', 'conversations'],
+      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics'],
       start: (ctx) => {
-        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'));
-        const map: WorkspaceTable = { build, byName: new Map() };
-        for (const [name, agent] of Object.entries(cfg().agents)) if (agent.enabled) map.byName.set(name, build(name, agent));
-        ctx.provide('workspaces', map);
+        const metrics = ctx.use<Metrics>('metrics');
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics);
+        ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
       },
+    },
+    {
+      name: 'tracker',
+      provides: ['tracker'],
+      inject: ['config'],
+      start: (ctx) => ctx.provide('tracker', new TaskTracker((channelId) => agentOf(cfg(), channelId))),
     },
     {
       name: 'supervisor',
@@ -132,7 +143,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'dispatcher',
       provides: ['dispatcher'],
-      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations'],
+      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker'],
       start: (ctx) => {
         const log = ctx.use<Logger>('logger');
         const channels = ctx.use<Channels>('channels');
@@ -140,7 +151,13 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         const inbox = ctx.use<Inbox>('inbox');
         const metrics = ctx.use<Metrics>('metrics');
         const channel = (id: string) => channels.get(id);
+        const tracker = ctx.use<TaskTracker>('tracker');
         const dispatcher = new Dispatcher({
+          tracker,
+          agentOf: (channelId) => {
+            const agent = agentOf(cfg(), channelId);
+            return { agent, max: cfg().agents[agent]?.max_in_flight };
+          },
           inbox,
           metrics,
           log,
@@ -161,6 +178,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
             metrics,
             log,
             hardStop: o.hardStop,
+            tracker,
           }),
         });
         ctx.effect(() => dispatcher.shutdown(cfg().daemon.shutdown_grace_ms));
@@ -168,6 +186,25 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       },
     },
   ];
+}
+
+/**
+ * One agent's workspace as a plugin: it starts, stops and reloads as a unit. Turns already
+ * running keep the workspace they started with; new turns find the new one.
+ */
+export function workspacePlugin(name: string, agent: AgentConfig): Plugin {
+  return {
+    name: `workspace:${name}`,
+    inject: ['workspaces'],
+    start: (ctx) => {
+      const table = ctx.use<WorkspaceTable>('workspaces');
+      const ws = table.build(name, agent);
+      table.byName.set(name, ws);
+      ctx.effect(() => {
+        if (table.byName.get(name) === ws) table.byName.delete(name);
+      });
+    },
+  };
 }
 
 /** Channel ids whose disposal is a removal (turns cancelled) rather than a change (turns finish). */

@@ -90,6 +90,11 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[]): void {
     }
   });
   for (const [name, agent] of Object.entries(config.agents)) {
+    agent.fallback_models.forEach((f, i) => {
+      const provider = f.slice(0, f.indexOf(':'));
+      if (provider !== 'echo' && provider !== 'openai-compatible') problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `"${provider}" is not one of echo, openai-compatible` });
+      else if (provider === 'openai-compatible' && !agent.base_url) problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `agent "${name}" needs base_url for an openai-compatible fallback` });
+    });
     if (agent.provider !== 'openai-compatible') continue;
     if (!agent.base_url) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs base_url` });
     if (!agent.model) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs model` });

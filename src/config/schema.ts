@@ -107,6 +107,8 @@ export const agentSchema = z.strictObject({
   modes: z.array(z.string().min(1)).default([]),
   fallback_models: z.array(z.string().regex(/^[a-z-]+:.+$/, 'write "provider:model"')).default([]),
   cooldown_ms: durationMs.default(30000),
+  /** Running turns of this agent, across its channels. */
+  max_in_flight: positiveInt.optional(),
 });
 
 const listenAddress = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/, 'write "host:port", e.g. "127.0.0.1:8787"');

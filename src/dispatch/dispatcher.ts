@@ -8,6 +8,7 @@ import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
 import type { ChannelAdapter } from './adapter.js';
 import { conversationScope, type ChannelMessage } from './message.js';
 import { Lanes, type TurnJob } from './lanes.js';
+import { TaskTracker } from './tracker.js';
 
 export type { TurnJob };
 
@@ -30,6 +31,10 @@ export interface DispatcherOptions {
   notify(msg: ChannelMessage, text: string): Promise<void>;
   /** A conversation's /queue choice, if any. */
   queueModeOf?(scope: string): QueueMode | undefined;
+  /** The agent a channel is bound to, for per-agent limits. */
+  agentOf?(channelId: string): { agent: string; max: number | undefined };
+  /** Every running and queued turn; a private one when not given. */
+  tracker?: TaskTracker;
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
@@ -43,17 +48,21 @@ export class Dispatcher {
   readonly #lanes: Lanes;
   readonly #notices = new NoticeLimiter();
   readonly passive = new PassiveContext();
+  readonly tracker: TaskTracker;
   #accepting = true;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
+    this.tracker = options.tracker ?? new TaskTracker(() => 'default');
     this.#lanes = new Lanes({
       limits: options.limits,
       channelLimit: (id) => options.channel(id)?.config.max_in_flight,
+      ...(options.agentOf ? { agentLimit: options.agentOf } : {}),
       execute: options.execute,
       inbox: options.inbox,
       metrics: options.metrics,
       log: options.log,
+      tracker: this.tracker,
     });
   }
 
@@ -136,6 +145,11 @@ export class Dispatcher {
    */
   settleChannel(channelId: string, graceMs: number, removed: boolean): Promise<void> {
     return this.#lanes.settleChannel(channelId, graceMs, removed);
+  }
+
+  /** Stops one turn by its tracker id (operator action). */
+  stopTurn(id: string): 'cancelled' | 'dropped' | undefined {
+    return this.#lanes.stopTurn(id);
   }
 
   isRunning(scope: string): boolean {

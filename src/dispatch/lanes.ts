@@ -3,9 +3,12 @@ import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Inbox, InboxItem } from '../store/inbox.js';
 import type { ChannelMessage } from './message.js';
+import type { TaskTracker } from './tracker.js';
 
 /** One turn to run: one inbox item, or several merged by `collect`. */
 export interface TurnJob {
+  /** The turn's id in the task tracker: its first inbox item. */
+  id: string;
   scope: string;
   items: InboxItem[];
   /** The text the agent answers: one message's, or the collected ones joined. */
@@ -27,10 +30,13 @@ export interface Lane {
 interface LanesOptions {
   limits(): DaemonConfig['limits'];
   channelLimit(channelId: string): number | undefined;
+  /** The agent a channel is bound to, and that agent's max_in_flight. */
+  agentLimit?(channelId: string): { agent: string; max: number | undefined };
   execute(job: TurnJob, signal: AbortSignal): Promise<'done' | 'error' | 'cancelled'>;
   inbox: Inbox;
   metrics: Metrics;
   log: Logger;
+  tracker: TaskTracker;
 }
 
 /**
@@ -44,6 +50,7 @@ export class Lanes {
   /** Scopes with queued work and no running turn, oldest first. */
   readonly #ready: string[] = [];
   readonly #perChannel = new Map<string, number>();
+  readonly #perAgent = new Map<string, number>();
   #inFlight = 0;
   #queued = 0;
   #timer: NodeJS.Timeout | undefined;
@@ -65,6 +72,7 @@ export class Lanes {
       lane.running.controller.abort(new Error('interrupted by a newer message'));
     }
     lane.queue.push(item);
+    this.#o.tracker.queued(String(item.id), lane.channelId, lane.scope);
     this.#queued++;
     this.#o.metrics.queued.set(this.#queued);
     if (mode === 'collect' && lane.running) lane.notBeforeMs = Date.now() + this.#o.limits().collect_debounce_ms;
@@ -81,7 +89,10 @@ export class Lanes {
 
   #drop(lane: Lane, reason: string): number {
     const n = lane.queue.length;
-    for (const it of lane.queue.splice(0)) this.#o.inbox.setState(it.id, 'failed', reason);
+    for (const it of lane.queue.splice(0)) {
+      this.#o.inbox.setState(it.id, 'failed', reason);
+      this.#o.tracker.finished(String(it.id));
+    }
     this.#queued -= n;
     this.#o.metrics.queued.set(this.#queued);
     return n;
@@ -90,7 +101,9 @@ export class Lanes {
   #canStart(lane: Lane): boolean {
     if (this.#inFlight >= this.#o.limits().max_in_flight) return false;
     const chMax = this.#o.channelLimit(lane.channelId);
-    return chMax === undefined || (this.#perChannel.get(lane.channelId) ?? 0) < chMax;
+    if (chMax !== undefined && (this.#perChannel.get(lane.channelId) ?? 0) >= chMax) return false;
+    const agent = this.#o.agentLimit?.(lane.channelId);
+    return agent?.max === undefined || (this.#perAgent.get(agent.agent) ?? 0) < agent.max;
   }
 
   #pump(): void {
@@ -122,10 +135,15 @@ export class Lanes {
   #start(lane: Lane): void {
     const items = lane.mode === 'collect' ? lane.queue.splice(0) : [lane.queue.shift()!];
     this.#queued -= items.length;
-    const job: TurnJob = { scope: lane.scope, items, text: items.map((i) => i.message.text).join('\n\n'), passive: lane.passive.splice(0) };
+    const id = String(items[0]!.id);
+    for (const it of items.slice(1)) this.#o.tracker.finished(String(it.id));
+    this.#o.tracker.started(id);
+    const job: TurnJob = { id, scope: lane.scope, items, text: items.map((i) => i.message.text).join('\n\n'), passive: lane.passive.splice(0) };
     const controller = new AbortController();
     this.#inFlight++;
     this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 0) + 1);
+    const agent = this.#o.agentLimit?.(lane.channelId).agent;
+    if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 0) + 1);
     this.#o.metrics.queued.set(this.#queued);
     this.#o.metrics.inFlight.set(this.#inFlight);
     for (const it of items) if (it.state !== 'running') this.#o.inbox.setState(it.id, 'running');
@@ -140,9 +158,11 @@ export class Lanes {
         for (const it of items) this.#o.inbox.setState(it.id, 'failed', String(err));
       })
       .finally(() => {
+        this.#o.tracker.finished(id);
         lane.running = undefined;
         this.#inFlight--;
         this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 1) - 1);
+        if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 1) - 1);
         this.#o.metrics.inFlight.set(this.#inFlight);
         if (lane.queue.length) this.#ready.push(lane.scope);
         else if (!lane.passive.length) this.#lanes.delete(lane.scope);
@@ -175,6 +195,26 @@ export class Lanes {
     }
     for (const r of running()) r.controller.abort(new Error('channel stopped'));
     await Promise.all(running().map((r) => r.done));
+  }
+
+  /** Stops one turn by id: cancels it if running, drops it if queued. */
+  stopTurn(id: string): 'cancelled' | 'dropped' | undefined {
+    for (const lane of this.#lanes.values()) {
+      if (lane.running?.job.id === id) {
+        lane.running.controller.abort(new Error('stopped by the operator'));
+        return 'cancelled';
+      }
+      const i = lane.queue.findIndex((it) => String(it.id) === id);
+      if (i >= 0) {
+        const [it] = lane.queue.splice(i, 1);
+        this.#queued--;
+        this.#o.metrics.queued.set(this.#queued);
+        this.#o.inbox.setState(it!.id, 'failed', 'stopped by the operator');
+        this.#o.tracker.finished(id);
+        return 'dropped';
+      }
+    }
+    return undefined;
   }
 
   isRunning(scope: string): boolean {

@@ -23,6 +23,8 @@ export class Metrics {
   readonly rateLimited = new Counter({ name: 'channeld_platform_429_total', help: 'Platform 429 answers', labelNames: ['channel'], registers: [this.registry] });
   readonly streamFallbacks = new Counter({ name: 'channeld_native_stream_fallbacks_total', help: 'Native streams that fell back to send+edit', labelNames: ['channel'], registers: [this.registry] });
   readonly channelState = new Gauge({ name: 'channeld_channel_up', help: '1 when the channel is connected', labelNames: ['channel'], registers: [this.registry] });
+  readonly modelTurns = new Counter({ name: 'channeld_model_turns_total', help: 'Turns served, by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] });
+  readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

@@ -1,3 +1,4 @@
+import type { TrackedTask } from '../dispatch/tracker.js';
 import type { Metrics } from './metrics.js';
 import { sendJson, type HttpRoutes } from './http.js';
 
@@ -10,7 +11,8 @@ export interface DaemonStatus {
   generation: number;
   ready: boolean;
   channels: Array<Record<string, unknown> & { id: string; state: string; in_flight: number; queued: number }>;
-  turns: { in_flight: number; queued: number };
+  turns: { in_flight: number; queued: number; list: TrackedTask[] };
+  agents: Array<{ name: string; provider: string; model: string | null; fallback_models: string[]; cooling: Array<{ model: string; until: string; failures: number }>; last_served: string | null }>;
   last_reload: { ok: boolean; at: string; errors: string[] } | null;
 }
 

@@ -19,6 +19,8 @@ export interface TurnRequest {
   reply: ReplySink;
   /** Passive context gathered since the last addressed turn (unaddressed group messages). */
   passive?: ChannelMessage[];
+  /** Told which "provider:model" is being tried (the task tracker shows it). */
+  onModel?: (model: string) => void;
 }
 
 /** The typed per-request context hooks read and write. */

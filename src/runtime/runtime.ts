@@ -127,7 +127,8 @@ export class Runtime {
   }
 
   async #execute(ctx: TurnContext): Promise<void> {
-    for await (const event of ctx.runner!.run(ctx.input!, { scope: ctx.scope, channelId: ctx.message.channelId, signal: ctx.signal }, ctx.signal)) {
+    const agentCtx = { scope: ctx.scope, channelId: ctx.message.channelId, signal: ctx.signal, ...(ctx.request.onModel ? { onModel: ctx.request.onModel } : {}) };
+    for await (const event of ctx.runner!.run(ctx.input!, agentCtx, ctx.signal)) {
       ctx.emit(event);
       if (ctx.ending) break;
     }

@@ -3,6 +3,7 @@ import { replyTargetOf } from '../dispatch/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
+import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { Workspace } from './workspace.js';
 
@@ -14,6 +15,7 @@ export interface TurnExecutorDeps {
   log: Logger;
   /** Aborted when the daemon must exit now: final texts stop retrying. */
   hardStop: AbortSignal;
+  tracker?: TaskTracker;
 }
 
 const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
@@ -53,6 +55,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       signal,
       reply: stream,
       passive: job.passive,
+      onModel: (model) => deps.tracker?.setModel(job.id, model),
     });
     const result = await stream.finished();
     deps.metrics.draftEdits.observe(result.requests);

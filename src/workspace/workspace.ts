@@ -1,6 +1,7 @@
 import { EchoRunner } from '../agent/echo.js';
+import { FailoverRunner, ModelCooldowns, type Candidate } from '../agent/failover.js';
 import { OpenAICompatibleRunner } from '../agent/openai-compatible.js';
-import type { AgentRunner } from '../agent/runner.js';
+import type { AgentInput, AgentRunner } from '../agent/runner.js';
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import { registerBuiltinHooks } from '../runtime/builtin-hooks.js';
@@ -19,6 +20,9 @@ export interface WorkspaceOptions {
   defaultQueueMode: (scope: string) => QueueMode;
   queuedIn?: (scope: string) => number;
   observeTurn?: (outcome: string, runtimeSeconds: number) => void;
+  /** Told which model served a turn, and when a model failed over. */
+  onServed?: (agent: string, model: string) => void;
+  onFailover?: (agent: string, from: string) => void;
   /** The agent's resolved api_key_env. */
   apiKey?: string;
   /** Builds the provider client from the config (tests and benches substitute it). */
@@ -30,12 +34,35 @@ export class Workspace {
   readonly name: string;
   readonly config: AgentConfig;
   readonly runtime: Runtime;
+
+  /** For /status: the models, which are cooling down, and which served last. */
+  status() {
+    return {
+      name: this.name,
+      provider: this.config.provider,
+      model: this.config.model ?? null,
+      fallback_models: this.config.fallback_models,
+      cooling: this.cooldowns.snapshot(),
+      last_served: this.#lastServed ?? null,
+    };
+  }
+  readonly cooldowns: ModelCooldowns;
+  #lastServed: string | undefined;
   readonly #runner: AgentRunner;
 
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
     this.config = o.config;
-    this.#runner = (o.createRunner ?? createRunner)(o.config, o.apiKey);
+    this.cooldowns = new ModelCooldowns(() => this.config.cooldown_ms);
+    this.#runner = o.createRunner
+      ? o.createRunner(o.config, o.apiKey)
+      : new FailoverRunner(candidatesFor(o.config, o.apiKey), this.cooldowns, {
+          served: (model) => {
+            this.#lastServed = model;
+            o.onServed?.(o.name, model);
+          },
+          failedOver: (from) => o.onFailover?.(o.name, from),
+        });
     const log = o.log.child({ agent: o.name });
     this.runtime = new Runtime({
       runnerFor: () => this.#runner,
@@ -66,22 +93,34 @@ export class Workspace {
   }
 }
 
-/** The provider client an agent's config asks for. */
-export function createRunner(config: AgentConfig, apiKey?: string): AgentRunner {
-  switch (config.provider) {
-    case 'echo':
-      return new EchoRunner(config.echo_delay_ms);
-    case 'openai-compatible':
-      // The config schema guarantees base_url and model for this provider.
-      return new OpenAICompatibleRunner({
-        baseUrl: config.base_url!,
-        model: config.model!,
-        ...(apiKey ? { apiKey } : {}),
-        ...(config.temperature !== undefined ? { temperature: config.temperature } : {}),
-        maxOutputTokens: config.max_output_tokens,
-        requestTimeoutMs: config.request_timeout_ms,
-        maxSteps: config.max_steps,
-        timeZone: config.time_zone,
-      });
-  }
+/**
+ * The models a turn may use, in order: the conversation's choice (or the agent's model),
+ * then `fallback_models`. openai-compatible models share the agent's endpoint and key.
+ */
+function candidatesFor(config: AgentConfig, apiKey?: string): (input: AgentInput) => Candidate[] {
+  const echo = new EchoRunner(config.echo_delay_ms);
+  const openai = (retries: number) =>
+    new OpenAICompatibleRunner({
+      baseUrl: config.base_url ?? 'http://127.0.0.1:11434/v1',
+      model: config.model ?? 'default',
+      ...(apiKey ? { apiKey } : {}),
+      ...(config.temperature !== undefined ? { temperature: config.temperature } : {}),
+      maxOutputTokens: config.max_output_tokens,
+      requestTimeoutMs: config.request_timeout_ms,
+      maxSteps: config.max_steps,
+      timeZone: config.time_zone,
+      retries,
+    });
+  // A model with a successor fails over at once; the last one retries on its own.
+  const runners = { echo: () => echo, 'openai-compatible': (last: boolean) => (last ? (openaiLast ??= openai(2)) : (openaiFirst ??= openai(0))) };
+  let openaiLast: OpenAICompatibleRunner | undefined;
+  let openaiFirst: OpenAICompatibleRunner | undefined;
+  const candidate = (provider: string, model: string): Candidate => {
+    const make = runners[provider as keyof typeof runners] ?? runners.echo;
+    return { key: `${provider}:${model}`, model, runner: make };
+  };
+  return (input) => [
+    candidate(config.provider, input.model ?? config.model ?? config.provider),
+    ...config.fallback_models.map((f) => candidate(f.slice(0, f.indexOf(':')), f.slice(f.indexOf(':') + 1))),
+  ];
 }

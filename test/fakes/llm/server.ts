@@ -34,6 +34,7 @@ export interface RecordedRequest {
 export class FakeLlm {
   readonly requests: RecordedRequest[] = [];
   readonly #queue: Script[] = [];
+  readonly #byModel = new Map<string, Script[]>();
   readonly #server: Server;
   readonly #open = new Set<ServerResponse>();
   url = '';
@@ -51,6 +52,12 @@ export class FakeLlm {
   /** Queues what the next requests get, in order. */
   script(...scripts: Script[]): this {
     this.#queue.push(...scripts);
+    return this;
+  }
+
+  /** Queues what the next requests for `model` get, before the general queue. */
+  scriptFor(model: string, ...scripts: Script[]): this {
+    this.#byModel.set(model, [...(this.#byModel.get(model) ?? []), ...scripts]);
     return this;
   }
 
@@ -74,7 +81,7 @@ export class FakeLlm {
       this.#open.delete(res);
     });
     this.#open.add(res);
-    const script = this.#queue.shift() ?? this.#echo(rec);
+    const script = this.#byModel.get(rec.body.model)?.shift() ?? this.#queue.shift() ?? this.#echo(rec);
     if (script.kind === 'status') {
       res.writeHead(script.status, { 'content-type': 'application/json', ...(script.retryAfterS !== undefined ? { 'retry-after': String(script.retryAfterS) } : {}) });
       res.end(script.body ?? JSON.stringify({ error: { message: `fake status ${script.status}`, type: 'server_error' } }));

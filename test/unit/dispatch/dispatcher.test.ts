@@ -114,6 +114,13 @@ describe('Dispatcher', () => {
     expect(p.dispatcher.snapshot()).toMatchObject({ inFlight: 1, queued: 1 });
   });
 
+  it('an agent max_in_flight bounds that agent across its conversations', async () => {
+    p = pipeline(`[agent]\nprovider = "echo"\necho_delay_ms = 40\nmax_in_flight = 1\n`);
+    await p.dispatcher.deliver(userMessage('t', words, { chat: { id: 'x', type: 'dm' } }));
+    await p.dispatcher.deliver(userMessage('t', words, { chat: { id: 'y', type: 'dm' } }));
+    expect(p.dispatcher.snapshot()).toMatchObject({ inFlight: 1, queued: 1 });
+  });
+
   it('drops its own messages before the inbox, and other bots unless allow_bots', async () => {
     p = pipeline(slow);
     expect(await p.dispatcher.deliver(userMessage('t', 'echo of myself', { sender: { id: 'bot-self', name: 'me', isBot: true } }))).toBe(false);

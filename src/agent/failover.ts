@@ -1,0 +1,93 @@
+import type { ErrorCode } from '../errors.js';
+import type { AgentEvent } from './events.js';
+import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+
+/** Failures that move a turn to the next model, when nothing is visible yet. */
+const FAILOVER: ReadonlySet<ErrorCode> = new Set(['PROVIDER_UNAVAILABLE', 'PROVIDER_TIMEOUT', 'PROVIDER_RATE_LIMITED']);
+
+export interface CooldownState {
+  model: string;
+  until: string;
+  failures: number;
+}
+
+/** Models that failed recently: skipped until their cooldown ends; the cooldown doubles while they keep failing. */
+export class ModelCooldowns {
+  readonly #state = new Map<string, { untilMs: number; failures: number }>();
+
+  constructor(private readonly baseMs: () => number) {}
+
+  cooling(model: string, nowMs = Date.now()): boolean {
+    const s = this.#state.get(model);
+    return s !== undefined && s.untilMs > nowMs;
+  }
+
+  failed(model: string, nowMs = Date.now()): void {
+    const failures = (this.#state.get(model)?.failures ?? 0) + 1;
+    this.#state.set(model, { failures, untilMs: nowMs + this.baseMs() * 2 ** (failures - 1) });
+  }
+
+  succeeded(model: string): void {
+    this.#state.delete(model);
+  }
+
+  snapshot(nowMs = Date.now()): CooldownState[] {
+    return [...this.#state].filter(([, s]) => s.untilMs > nowMs).map(([model, s]) => ({ model, until: new Date(s.untilMs).toISOString(), failures: s.failures }));
+  }
+}
+
+/** One model a turn may use: "provider:model", and the runner that speaks to it. */
+export interface Candidate {
+  key: string;
+  model: string;
+  /** `last` says no other model follows: the runner may retry on its own. */
+  runner(last: boolean): AgentRunner;
+}
+
+/**
+ * Tries the conversation's model, then `fallback_models` in order. A model that fails
+ * before any visible text (connection refused, 5xx, 429, timeout) cools down and the turn
+ * moves on; once text is visible, a failure ends the turn as usual. When every model is
+ * cooling, the primary is tried anyway.
+ */
+export class FailoverRunner implements AgentRunner {
+  readonly name = 'failover';
+
+  constructor(
+    private readonly candidates: (input: AgentInput) => Candidate[],
+    readonly cooldowns: ModelCooldowns,
+    private readonly on: { served?(key: string): void; failedOver?(from: string): void } = {},
+  ) {}
+
+  async *run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    const all = this.candidates(input);
+    const ready = all.filter((c) => !this.cooldowns.cooling(c.key));
+    const order = ready.length ? ready : all.slice(0, 1);
+    for (const [i, c] of order.entries()) {
+      const last = i === order.length - 1;
+      ctx.onModel?.(c.key);
+      let visible = false;
+      let failedBeforeText = false;
+      for await (const e of c.runner(last).run({ ...input, model: c.model }, ctx, signal)) {
+        if (e.type === 'text_delta') visible = true;
+        if (e.type === 'error' && FAILOVER.has(e.code) && !visible) {
+          this.cooldowns.failed(c.key);
+          if (!last) {
+            failedBeforeText = true;
+            this.on.failedOver?.(c.key);
+            break;
+          }
+        }
+        if (e.type === 'done') {
+          this.cooldowns.succeeded(c.key);
+          this.on.served?.(c.key);
+          yield { ...e, model: c.key };
+          return;
+        }
+        yield e;
+        if (e.type === 'error' || e.type === 'cancelled') return;
+      }
+      if (!failedBeforeText) return;
+    }
+  }
+}

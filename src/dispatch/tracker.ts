@@ -1,0 +1,53 @@
+/** One turn the daemon knows about, running or waiting. */
+export interface TrackedTask {
+  /** The turn's id: its first inbox item. */
+  id: string;
+  state: 'queued' | 'running';
+  agent: string;
+  channel: string;
+  scope: string;
+  model: string | undefined;
+  queuedAt: string;
+  startedAt: string | null;
+}
+
+/**
+ * Every running and queued turn across all workspaces, for /status, the admin page and
+ * shutdown. Lanes add and start tasks; the turn executor says which model serves.
+ */
+export class TaskTracker {
+  readonly #tasks = new Map<string, TrackedTask>();
+
+  constructor(private readonly agentOf: (channelId: string) => string) {}
+
+  queued(id: string, channel: string, scope: string): void {
+    this.#tasks.set(id, { id, state: 'queued', agent: this.agentOf(channel), channel, scope, model: undefined, queuedAt: new Date().toISOString(), startedAt: null });
+  }
+
+  started(id: string): void {
+    const t = this.#tasks.get(id);
+    if (t) Object.assign(t, { state: 'running', startedAt: new Date().toISOString(), agent: this.agentOf(t.channel) });
+  }
+
+  setModel(id: string, model: string): void {
+    const t = this.#tasks.get(id);
+    if (t) t.model = model;
+  }
+
+  finished(id: string): void {
+    this.#tasks.delete(id);
+  }
+
+  get(id: string): TrackedTask | undefined {
+    const t = this.#tasks.get(id);
+    return t && { ...t };
+  }
+
+  list(): TrackedTask[] {
+    return [...this.#tasks.values()].map((t) => ({ ...t })).sort((a, b) => (a.state === b.state ? a.queuedAt.localeCompare(b.queuedAt) : a.state === 'running' ? -1 : 1));
+  }
+
+  get size(): number {
+    return this.#tasks.size;
+  }
+}
