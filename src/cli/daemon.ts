@@ -6,7 +6,12 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import { ConfigError, errorMessage } from '../errors.js';
 import { Kernel } from '../kernel/kernel.js';
-import { isLoopback, sendJson, type HttpServer } from '../observe/http.js';
+import type { HttpServer } from '../observe/http.js';
+import type { ManagementApi } from '../actions/action.js';
+import { registerAdminPage } from '../actions/admin.js';
+import type { ActionRegistry } from '../actions/registry.js';
+import { agentOf } from '../config/load.js';
+import type { SessionStore } from '../store/sessions.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
@@ -34,7 +39,7 @@ export interface ReloadResult {
 }
 
 /** The running daemon: a kernel of core plugins plus one plugin per channel. */
-export class Daemon {
+export class Daemon implements ManagementApi {
   readonly #kernel: Kernel;
   readonly #holder: ConfigHolder;
   readonly #env: NodeJS.ProcessEnv;
@@ -76,6 +81,9 @@ export class Daemon {
   get inbox(): Inbox {
     return this.#kernel.get<Inbox>('inbox');
   }
+  get actions(): ActionRegistry {
+    return this.#kernel.get<ActionRegistry>('actions');
+  }
   get tracker(): TaskTracker {
     return this.#kernel.get<TaskTracker>('tracker');
   }
@@ -92,7 +100,7 @@ export class Daemon {
   }
 
   async #start(options: DaemonOptions): Promise<void> {
-    await this.#kernel.load(...corePlugins({ holder: this.#holder, hardStop: this.#hardStop.signal, ...(options.logger ? { logger: options.logger } : {}) }), this.#statusPlugin());
+    await this.#kernel.load(...corePlugins({ holder: this.#holder, api: this, hardStop: this.#hardStop.signal, ...(options.logger ? { logger: options.logger } : {}) }), this.#statusPlugin());
     const cfg = this.#holder.loaded.config;
     const pidFile = join(cfg.daemon.state_dir, 'channeld.pid');
     mkdirSync(cfg.daemon.state_dir, { recursive: true });
@@ -110,18 +118,35 @@ export class Daemon {
   #statusPlugin() {
     return {
       name: 'status-routes',
-      inject: ['http', 'metrics', 'supervisor', 'dispatcher', 'config'],
+      inject: ['http', 'metrics', 'supervisor', 'dispatcher', 'config', 'actions'],
       start: (ctx: import('../kernel/plugin.js').PluginContext) => {
         const http = ctx.use<HttpServer>('http');
         ctx.effect(registerStatusRoutes(http, ctx.use('metrics'), () => this.status()));
-        ctx.effect(
-          http.route('POST', '/reload', async (req, res) => {
-            if (!isLoopback(req.socket.remoteAddress)) return sendJson(res, 403, { error: 'reload is accepted from loopback only' });
-            sendJson(res, 200, await this.reload());
-          }),
-        );
+        ctx.effect(registerAdminPage(http, () => this.#holder.loaded.secrets.get('http', 'admin_token'), () => this.status()));
       },
     };
+  }
+
+  turns() {
+    return this.tracker.list();
+  }
+
+  stopTurn(id: string) {
+    return this.dispatcher.stopTurn(id);
+  }
+
+  sessions() {
+    const store = this.#kernel.get<SessionStore>('sessions');
+    return this.#holder.loaded.config.channels.map((c) => {
+      const agent = agentOf(this.#holder.loaded.config, c.id);
+      const rows = store.summary(agent, `${c.id}:`);
+      const last = Math.max(0, ...rows.map((r) => r.lastActiveAt));
+      return { channel: c.id, agent, conversations: rows.length, sessions: rows.reduce((n, r) => n + r.sessions, 0), last_activity: last ? new Date(last).toISOString() : null };
+    });
+  }
+
+  conversation(agent: string, scope: string) {
+    return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` };
   }
 
   ready(): boolean {

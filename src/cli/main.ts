@@ -3,7 +3,8 @@ import { parseArgs } from 'node:util';
 import { CodedError, ConfigError, errorMessage } from '../errors.js';
 import { runCheck } from './check.js';
 import { runDaemon } from './run.js';
-import { runReload, runStatus } from './remote.js';
+import { builtinActions } from '../actions/builtin/index.js';
+import { runAction } from './remote.js';
 import { VERSION } from './version.js';
 
 /** sysexits.h EX_CONFIG: systemd's RestartPreventExitStatus=78 stops a restart loop on it. */
@@ -17,8 +18,10 @@ Usage: channeld <command> [options]
 Commands:
   run      run the daemon in the foreground (systemd: Type=exec)
   check    validate the config and its secret references; prints "ok" or every error
-  status   print the running daemon's channels and turns (from its /status)
-  reload   ask the running daemon to re-read its config (SIGHUP via the pid file)
+
+Management commands (they ask the running daemon over HTTP at [http] listen):
+${builtinActions.map((a) => `  ${(a.cli?.name ?? a.name).padEnd(10)}${[...(a.cli?.args ?? []).map((x) => `${x.toUpperCase()} `)].join('')}${a.description}`).join('\n')}
+  (and any other action the daemon serves; --json prints the raw JSON)
 
 Options:
   -c, --config FILE   config file (default: daemon.config.toml)
@@ -39,12 +42,13 @@ Validates the config file, including that every secret reference resolves.
 Prints "ok", or one line per problem as file:line:col: key: message, and exits 78.`,
   status: `Usage: channeld status [--config FILE] [--json]
 
-Asks the running daemon (at [http] listen) for /status and prints a table of
-channels (state, since, attempts, last error) and turns. --json prints the raw JSON.`,
+Asks the running daemon (at [http] listen) for its status and prints a table of
+channels (state, since, attempts, last error), agents and turns. --json prints the JSON.`,
   reload: `Usage: channeld reload [--config FILE]
 
-Sends SIGHUP to the running daemon, found through the pid file in daemon.state_dir.
-An invalid new config is refused by the daemon and the running one stays.`,
+Asks the running daemon to re-read its config (POST /actions/reload) and prints the
+result; when its HTTP server does not answer, sends SIGHUP through the pid file in
+daemon.state_dir. An invalid new config is refused and the running one stays.`,
 };
 
 async function main(argv: string[]): Promise<number> {
@@ -64,7 +68,9 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (values.help || !command) {
-    console.log(HELP[command ?? 'main'] ?? HELP.main);
+    const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
+    const actionHelp = action && `Usage: channeld ${command} ${(action.cli?.args ?? []).map((x) => x.toUpperCase()).join(' ')}[--config FILE] [--json]\n\n${action.description}; asks the running daemon over HTTP.`;
+    console.log(HELP[command ?? 'main'] ?? actionHelp ?? HELP.main);
     return command || values.help ? 0 : 1;
   }
   switch (command) {
@@ -72,13 +78,9 @@ async function main(argv: string[]): Promise<number> {
       return runDaemon(values.config);
     case 'check':
       return runCheck(values.config);
-    case 'status':
-      return runStatus(values.config, values.json ?? false);
-    case 'reload':
-      return runReload(values.config);
     default:
-      console.error(`channeld: unknown command "${command}"\n\n${HELP.main}`);
-      return 1;
+      // Every other command is a management action served by the running daemon.
+      return runAction(values.config, command, positionals.slice(1), values.json ?? false);
   }
 }
 

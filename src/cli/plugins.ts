@@ -14,6 +14,9 @@ import { ConversationStore } from '../store/conversations.js';
 import { SessionStore } from '../store/sessions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { TaskTracker } from '../dispatch/tracker.js';
+import type { ManagementApi } from '../actions/action.js';
+import { builtinActions } from '../actions/builtin/index.js';
+import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
@@ -33,13 +36,14 @@ export interface WorkspaceTable {
 }
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
       name,
       config: agent,
       log,
+      actions,
       ...(apiKey ? { apiKey } : {}),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
       onFailover: (a, model) => {
@@ -59,6 +63,8 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
 
 export interface CorePluginOptions {
   holder: ConfigHolder;
+  /** What management actions ask of the daemon. */
+  api: ManagementApi;
   logger?: Partial<LoggerOptions>;
   hardStop: AbortSignal;
 }
@@ -113,14 +119,25 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         ctx.provide('http', http);
       },
     },
+    {
+      name: 'actions',
+      provides: ['actions'],
+      inject: ['http', 'config'],
+      start: (ctx) => {
+        const registry = new ActionRegistry(o.api);
+        for (const a of builtinActions) registry.register(a);
+        ctx.effect(registry.attachHttp(ctx.use('http'), () => o.holder.loaded.secrets.get('http', 'admin_token')));
+        ctx.provide('actions', registry);
+      },
+    },
     { name: 'channel-table', provides: ['channels'], start: (ctx) => ctx.provide('channels', new Map() as Channels) },
     {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics'],
+      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions'],
       start: (ctx) => {
         const metrics = ctx.use<Metrics>('metrics');
-        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics);
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'));
         ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
       },
     },
@@ -201,6 +218,7 @@ export function workspacePlugin(name: string, agent: AgentConfig): Plugin {
       const ws = table.build(name, agent);
       table.byName.set(name, ws);
       ctx.effect(() => {
+        ws.dispose();
         if (table.byName.get(name) === ws) table.byName.delete(name);
       });
     },

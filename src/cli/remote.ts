@@ -1,54 +1,23 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { loadConfig } from '../config/load.js';
+import type { ActionDescriptor } from '../actions/registry.js';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { parseListen } from '../observe/http.js';
-import type { DaemonStatus } from '../observe/routes.js';
 
-function baseUrl(file: string): string {
-  const { host, port } = parseListen(loadConfig(file).config.http.listen);
+function baseUrl(loaded: LoadedConfig): string {
+  const { host, port } = parseListen(loaded.config.http.listen);
   const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
   return `http://${h}:${port}`;
 }
 
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
-}
-
-/** Renders /status as the table `channeld status` prints. */
-export function formatStatus(s: DaemonStatus): string {
-  const head = `channeld ${s.version}  pid ${s.pid}  up ${s.uptime_s}s  generation ${s.generation}  ${s.ready ? 'ready' : 'not ready'}`;
-  const rows = [['CHANNEL', 'KIND', 'STATE', 'SINCE', 'ATTEMPTS', 'CONN', 'IN FLIGHT', 'QUEUED', 'LAST ERROR']];
-  for (const c of s.channels) {
-    const err = c.last_error as { code: string; message: string } | null;
-    rows.push([c.id, String(c.kind), c.state, String(c.since), String(c.attempts), String(c.connection), String(c.in_flight), String(c.queued), err ? `${err.code}: ${err.message}` : '-']);
-  }
-  const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
-  return `${head}\n\n${table(rows)}\n\nturns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`;
-}
-
-export async function runStatus(file: string, json: boolean): Promise<number> {
-  const url = `${baseUrl(file)}/status`;
-  let res: Response;
-  try {
-    res = await fetch(url, { signal: AbortSignal.timeout(5000) });
-  } catch (err) {
-    console.error(`channeld: no daemon answers at ${url} (${(err as Error).cause ?? err}); is it running?`);
-    return 1;
-  }
-  const body = (await res.json()) as DaemonStatus;
-  console.log(json ? JSON.stringify(body, null, 2) : formatStatus(body));
-  return 0;
-}
-
-export async function runReload(file: string): Promise<number> {
-  const { config } = loadConfig(file);
-  const pidFile = join(config.daemon.state_dir, 'channeld.pid');
+/** SIGHUP through the pid file: how `reload` works when the daemon's HTTP server does not answer. */
+function signalReload(loaded: LoadedConfig): number {
+  const pidFile = join(loaded.config.daemon.state_dir, 'channeld.pid');
   let pid: number;
   try {
     pid = Number(readFileSync(pidFile, 'utf8').trim());
   } catch {
-    console.error(`channeld: no pid file at ${pidFile}; is the daemon running with this config?`);
+    console.error(`channeld: no daemon answers over HTTP and there is no pid file at ${pidFile}; is it running with this config?`);
     return 1;
   }
   try {
@@ -57,6 +26,60 @@ export async function runReload(file: string): Promise<number> {
     console.error(`channeld: cannot signal pid ${pid}: ${(err as NodeJS.ErrnoException).code}; remove the stale ${pidFile} if the daemon is gone`);
     return 1;
   }
-  console.log(`sent SIGHUP to ${pid}; see /status last_reload for the result`);
+  console.log(`sent SIGHUP to ${pid}; see \`channeld status\` for the result`);
+  return 0;
+}
+
+/**
+ * `channeld <action> [args] [--json]`: finds the action among those the running daemon
+ * serves (`GET /actions`), so every registered action has a subcommand, and prints the
+ * same data as its HTTP face, rendered by the action (or raw JSON with --json).
+ */
+export async function runAction(file: string, command: string, args: string[], json: boolean): Promise<number> {
+  const loaded = loadConfig(file);
+  const base = baseUrl(loaded);
+  const token = loaded.secrets.get('http', 'admin_token');
+  const auth: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+  let actions: ActionDescriptor[];
+  try {
+    const res = await fetch(`${base}/actions`, { headers: auth, signal: AbortSignal.timeout(5000) });
+    if (!res.ok) {
+      console.error(`channeld: the daemon refused: ${((await res.json()) as { error: string }).error}`);
+      return 1;
+    }
+    actions = (await res.json()) as ActionDescriptor[];
+  } catch (err) {
+    if (command === 'reload') return signalReload(loaded);
+    console.error(`channeld: no daemon answers at ${base} (${(err as Error).cause ?? err}); is it running?`);
+    return 1;
+  }
+  const action = actions.find((a) => a.cli === command);
+  if (!action) {
+    console.error(`channeld: unknown command "${command}". The daemon serves: ${actions.map((a) => a.cli).join(', ')}`);
+    return 1;
+  }
+  if (args.length < action.args.length) {
+    console.error(`Usage: channeld ${action.cli} ${action.args.map((a) => a.toUpperCase()).join(' ')}\n\n${action.description}`);
+    return 1;
+  }
+  const input = Object.fromEntries(action.args.map((k, i) => [k, args[i]]));
+  const accept = json ? 'application/json' : 'text/plain, application/json;q=0.5';
+  const res =
+    action.method === 'GET'
+      ? await fetch(`${base}${action.path}?${new URLSearchParams(input as Record<string, string>)}`, { headers: { ...auth, accept } })
+      : await fetch(`${base}${action.path}`, { method: 'POST', headers: { ...auth, accept, 'content-type': 'application/json' }, body: JSON.stringify(input) });
+  const text = await res.text();
+  if (!res.ok) {
+    let message = text;
+    try {
+      message = (JSON.parse(text) as { error: string }).error;
+    } catch {
+      /* plain text */
+    }
+    console.error(`channeld ${action.cli}: ${message}`);
+    return 1;
+  }
+  const isJson = (res.headers.get('content-type') ?? '').includes('json');
+  console.log(isJson ? JSON.stringify(JSON.parse(text), null, 2) : text.trimEnd());
   return 0;
 }

@@ -16,7 +16,7 @@ export interface DaemonStatus {
   last_reload: { ok: boolean; at: string; errors: string[] } | null;
 }
 
-/** Registers /healthz, /readyz, /status and /metrics; returns the disposer. */
+/** Registers /healthz, /readyz and /metrics (/status is the status action's HTTP face); returns the disposer. */
 export function registerStatusRoutes(http: HttpRoutes, metrics: Metrics, status: () => DaemonStatus): () => void {
   const disposers = [
     http.route('GET', '/healthz', (_req, res) => sendJson(res, 200, { ok: true })),
@@ -24,7 +24,6 @@ export function registerStatusRoutes(http: HttpRoutes, metrics: Metrics, status:
       const s = status();
       sendJson(res, s.ready ? 200 : 503, { ready: s.ready, channels: s.channels.map((c) => ({ id: c.id, state: c.state })) });
     }),
-    http.route('GET', '/status', (_req, res) => sendJson(res, 200, status())),
     http.route('GET', '/metrics', async (_req, res) => {
       const text = await metrics.registry.metrics();
       res.writeHead(200, { 'content-type': metrics.registry.contentType });

@@ -13,6 +13,23 @@ export interface BuiltinInfo {
   defaultQueueMode: (scope: string) => QueueMode;
   /** Messages waiting behind this one in the scope. */
   queuedIn?: (scope: string) => number;
+  /** Leave /status to the management actions' slash face. */
+  statusFromActions?: boolean;
+}
+
+/** A conversation as its user sees it: /status, and the status action's slash face. */
+export function conversationStatus(info: BuiltinInfo, scope: string, modes: ReadonlySet<string>): Record<string, string | number> {
+  const a = info.agent();
+  const prefs = info.conversations.get(info.agentName, scope);
+  const session = info.sessions.active(info.agentName, scope);
+  return {
+    Agent: `${info.agentName} (${a.provider})`,
+    Model: prefs.model ?? a.model ?? a.provider,
+    'Queue mode': prefs.queueMode ?? info.defaultQueueMode(scope),
+    Session: `${session.turns} turn(s) since ${new Date(session.createdAt).toISOString()}`,
+    Modes: [...modes].join(', ') || 'none',
+    'Waiting after this': info.queuedIn?.(scope) ?? 0,
+  };
 }
 
 const queueModes: readonly QueueMode[] = ['followup', 'interrupt', 'collect'];
@@ -41,23 +58,16 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
       return 'Started a new session.';
     },
   });
-  runtime.commands.register({
-    name: 'status',
-    help: 'this conversation: agent, model, queue mode, session length',
-    handler: (ctx) => {
-      const a = info.agent();
-      const prefs = conversations.get(agentName, ctx.scope);
-      const session = sessions.active(agentName, ctx.scope);
-      return [
-        `Agent: ${agentName} (${a.provider})`,
-        `Model: ${prefs.model ?? a.model ?? a.provider}`,
-        `Queue mode: ${prefs.queueMode ?? info.defaultQueueMode(ctx.scope)}`,
-        `Session: ${session.turns} turn(s) since ${new Date(session.createdAt).toISOString()}`,
-        `Modes: ${[...ctx.modes].join(', ') || 'none'}`,
-        `Waiting after this: ${info.queuedIn?.(ctx.scope) ?? 0}`,
-      ].join('\n');
-    },
-  });
+  if (!info.statusFromActions) {
+    runtime.commands.register({
+      name: 'status',
+      help: 'this conversation: agent, model, queue mode, session length',
+      handler: (ctx) =>
+        Object.entries(conversationStatus(info, ctx.scope, ctx.modes))
+          .map(([k, v]) => `${k}: ${v}`)
+          .join('\n'),
+    });
+  }
   runtime.commands.register({
     name: 'models',
     help: 'list the models this conversation may use',

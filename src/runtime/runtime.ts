@@ -47,8 +47,13 @@ export class Runtime {
     this.prompt = new PromptManager((name, err) => options.onHookError?.('pre_agent_build', `prompt:${name}`, err));
   }
 
+  /** Modes active in a conversation. */
+  modesOf(scope: string): ReadonlySet<string> {
+    return this.#o.modesOf?.(scope) ?? new Set();
+  }
+
   async run(request: TurnRequest): Promise<TurnOutcome> {
-    const ctx = new TurnContext(request, this.#o.modesOf?.(request.scope) ?? new Set());
+    const ctx = new TurnContext(request, this.modesOf(request.scope));
     try {
       let skip = await this.#phase('pre_dispatch', ctx);
       if (!skip) skip = await this.#dispatchCommand(ctx);

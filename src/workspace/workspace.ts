@@ -5,7 +5,8 @@ import type { AgentInput, AgentRunner } from '../agent/runner.js';
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import { registerBuiltinHooks } from '../runtime/builtin-hooks.js';
-import { registerBuiltins } from '../runtime/builtins.js';
+import { conversationStatus, registerBuiltins, type BuiltinInfo } from '../runtime/builtins.js';
+import type { ActionRegistry } from '../actions/registry.js';
 import { Runtime } from '../runtime/runtime.js';
 import type { ConversationStore } from '../store/conversations.js';
 import type { SessionStore } from '../store/sessions.js';
@@ -25,6 +26,8 @@ export interface WorkspaceOptions {
   onFailover?: (agent: string, from: string) => void;
   /** The agent's resolved api_key_env. */
   apiKey?: string;
+  /** Management actions whose slash faces this workspace's commands get. */
+  actions?: ActionRegistry;
   /** Builds the provider client from the config (tests and benches substitute it). */
   createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
@@ -34,6 +37,16 @@ export class Workspace {
   readonly name: string;
   readonly config: AgentConfig;
   readonly runtime: Runtime;
+
+  /** A conversation as its user sees it. */
+  conversationStatus(scope: string): Record<string, string | number> {
+    return conversationStatus(this.#info, scope, this.runtime.modesOf(scope));
+  }
+
+  /** Stops offering the action slash faces (the workspace is being replaced). */
+  dispose(): void {
+    this.#detach?.();
+  }
 
   /** For /status: the models, which are cooling down, and which served last. */
   status() {
@@ -49,6 +62,8 @@ export class Workspace {
   readonly cooldowns: ModelCooldowns;
   #lastServed: string | undefined;
   readonly #runner: AgentRunner;
+  readonly #info: BuiltinInfo;
+  readonly #detach: (() => void) | undefined;
 
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
@@ -76,14 +91,17 @@ export class Workspace {
       toolAllow: () => this.config.tools,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
-    registerBuiltins(this.runtime, {
+    this.#info = {
       agentName: o.name,
       agent: () => this.config,
       sessions: o.sessions,
       conversations: o.conversations,
       defaultQueueMode: o.defaultQueueMode,
+      statusFromActions: o.actions !== undefined,
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
-    });
+    };
+    registerBuiltins(this.runtime, this.#info);
+    this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
       agentName: o.name,
       sessions: o.sessions,

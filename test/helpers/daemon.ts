@@ -28,15 +28,15 @@ export interface TestDaemon {
 }
 
 /** The header every test config gets: its own state dir and a free port. */
-export function header(dir: string, extra = ''): string {
-  return `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n\n`;
+export function header(dir: string, extra = '', httpExtra = ''): string {
+  return `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n${httpExtra}\n`;
 }
 
 /** Starts an in-process daemon on a temp dir with `body` after the generated header. */
-export async function startDaemon(body: string, env: NodeJS.ProcessEnv = {}, daemonExtra = ''): Promise<TestDaemon> {
+export async function startDaemon(body: string, env: NodeJS.ProcessEnv = {}, daemonExtra = '', httpExtra = ''): Promise<TestDaemon> {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-test-'));
   const configFile = join(dir, 'daemon.config.toml');
-  const write = (b: string) => writeFileSync(configFile, header(dir, daemonExtra) + b);
+  const write = (b: string) => writeFileSync(configFile, header(dir, daemonExtra, httpExtra) + b);
   write(body);
   const logs = new LogSink();
   const daemon = await Daemon.start({ configFile, env, logger: { destination: logs, level: 'debug', pretty: false } });

@@ -83,6 +83,11 @@ export class FakeTelegram {
     await new Promise<void>((r) => this.#server.close(() => r()));
   }
 
+  /** Cuts every open connection (long polls included), as a network drop would. */
+  dropConnections(): void {
+    for (const s of this.#sockets) s.destroy();
+  }
+
   /** The next `times` calls of `method` get `fault`. */
   fail(method: string, fault: Fault, times = 1): void {
     const list = this.#faults.get(method) ?? [];

@@ -1,0 +1,49 @@
+import type { z } from 'zod';
+import type { TrackedTask } from '../dispatch/tracker.js';
+import type { DaemonStatus } from '../observe/routes.js';
+
+/** What actions may ask of the running daemon. */
+export interface ManagementApi {
+  status(): DaemonStatus;
+  reload(): Promise<{ ok: boolean; generation: number; errors: string[] }>;
+  turns(): TrackedTask[];
+  stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
+  sessions(): Array<{ channel: string; agent: string; conversations: number; sessions: number; last_activity: string | null }>;
+  /** One conversation as its user sees it (the slash face of status). */
+  conversation(agent: string, scope: string): Record<string, string | number>;
+}
+
+/** Who is asking: an operator (HTTP, CLI) or a chat user in one conversation (slash). */
+export type ActionCaller = { face: 'http' | 'cli' } | { face: 'slash'; scope: string; channelId: string; agent: string };
+
+export interface ActionContext {
+  api: ManagementApi;
+  caller: ActionCaller;
+}
+
+/**
+ * A management action, declared once. Its faces are generated from it: an HTTP route at
+ * `/actions/<name>` (GET when `readOnly`, POST otherwise; JSON in and out), a
+ * `channeld <cli>` subcommand that calls that route, and a slash command for chat users
+ * (only for actions a user may run on their own conversation).
+ */
+export interface Action<I extends z.ZodType = z.ZodType, O extends z.ZodType = z.ZodType> {
+  name: string;
+  description: string;
+  input: I;
+  output: O;
+  /** Read-only actions are GET; the rest are POST. */
+  readOnly: boolean;
+  /** Extra HTTP paths (e.g. `/status`), same method and handler. */
+  httpAliases?: string[];
+  cli?: { name?: string; /** Positional CLI arguments, in order, as input keys. */ args?: string[] };
+  slash?: { name?: string; help?: string; /** Positional words after the command, as input keys. */ args?: string[] };
+  handler(input: z.output<I>, ctx: ActionContext): z.input<O> | Promise<z.input<O>>;
+  /** A readable rendering for the CLI and chat (JSON otherwise). */
+  format?(output: z.output<O>): string;
+}
+
+/** Declares an action with its types inferred. */
+export function defineAction<I extends z.ZodType, O extends z.ZodType>(a: Action<I, O>): Action<I, O> {
+  return a;
+}

@@ -1,0 +1,60 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { ServerResponse } from 'node:http';
+import type { HttpRoutes } from '../observe/http.js';
+import { sendJson } from '../observe/http.js';
+import type { DaemonStatus } from '../observe/routes.js';
+import { checkAdmin } from './access.js';
+
+// `npm run build` copies the page next to the compiled module.
+const page = readFileSync(new URL('./admin.html', import.meta.url), 'utf8');
+const CHECK_EVERY_MS = 500;
+const KEEPALIVE_MS = 15_000;
+
+/** What the page shows; when it changes, the page is told to read the action routes again. */
+function digest(s: DaemonStatus): string {
+  const view = { channels: s.channels.map((c) => [c.id, c.state, c.connection, (c.last_error as { code?: string } | null)?.code]), turns: s.turns.list.map((t) => [t.id, t.state, t.model]), generation: s.generation };
+  return createHash('sha1').update(JSON.stringify(view)).digest('hex');
+}
+
+/**
+ * `/admin`: a page (no build step) over the same action routes, and `/admin/events`, an SSE
+ * stream that says "changed" whenever channels or turns change, so the page refreshes live.
+ */
+export function registerAdminPage(http: HttpRoutes, adminToken: () => string | undefined, status: () => DaemonStatus): () => void {
+  const streams = new Set<ServerResponse>();
+  const removePage = http.route('GET', '/admin', (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'", 'x-content-type-options': 'nosniff' });
+    res.end(page);
+  });
+  const removeEvents = http.route('GET', '/admin/events', (req, res, url) => {
+    const verdict = checkAdmin(req, url, adminToken());
+    if (verdict !== 'ok') return sendJson(res, verdict === 'forbidden' ? 403 : 401, { error: verdict });
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+    let last = '';
+    let idle = 0;
+    const tick = () => {
+      const d = digest(status());
+      if (d !== last) {
+        last = d;
+        idle = 0;
+        res.write(`event: changed\ndata: ${JSON.stringify({ at: new Date().toISOString() })}\n\n`);
+      } else if ((idle += CHECK_EVERY_MS) >= KEEPALIVE_MS) {
+        idle = 0;
+        res.write(': keep-alive\n\n');
+      }
+    };
+    tick();
+    const timer = setInterval(tick, CHECK_EVERY_MS);
+    streams.add(res);
+    res.on('close', () => {
+      clearInterval(timer);
+      streams.delete(res);
+    });
+  });
+  return () => {
+    removeEvents();
+    removePage();
+    for (const res of streams) res.end();
+  };
+}

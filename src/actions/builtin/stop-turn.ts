@@ -1,0 +1,19 @@
+import { z } from 'zod';
+import { defineAction } from '../action.js';
+import { ActionNotFoundError } from '../registry.js';
+
+/** An operator action: stops any turn; chat users use /stop in their own conversation. */
+export const stopTurnAction = defineAction({
+  name: 'stop-turn',
+  description: 'stop a running turn, or drop a queued one, by id',
+  input: z.object({ id: z.string().min(1) }),
+  output: z.object({ id: z.string(), result: z.enum(['cancelled', 'dropped']) }),
+  readOnly: false,
+  cli: { args: ['id'] },
+  handler: ({ id }, { api }) => {
+    const result = api.stopTurn(id);
+    if (!result) throw new ActionNotFoundError(`no running or queued turn has id ${id}`);
+    return { id, result };
+  },
+  format: (r) => `turn ${r.id} ${r.result}`,
+});
