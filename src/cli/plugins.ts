@@ -10,6 +10,7 @@ import { createLogger, type Logger, type LoggerOptions } from '../observe/logger
 import { Metrics } from '../observe/metrics.js';
 import { openDb } from '../store/db.js';
 import { Inbox } from '../store/inbox.js';
+import { GroupCommit } from '../store/group-commit.js';
 import { ConversationStore } from '../store/conversations.js';
 import { SessionStore } from '../store/sessions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
@@ -91,8 +92,12 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       inject: ['config', 'logger'],
       start: (ctx) => {
         const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
-        ctx.effect(() => void db.close());
-        const inbox = new Inbox(db);
+        const group = new GroupCommit(db);
+        ctx.effect(() => {
+          group.flush();
+          db.close();
+        });
+        const inbox = new Inbox(db, group);
         const prune = () => {
           const n = inbox.prune(cfg().daemon.inbox_retention_hours);
           if (n) ctx.use<Logger>('logger').info({ pruned: n }, 'pruned old inbox items');
@@ -102,7 +107,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         timer.unref();
         ctx.effect(() => clearInterval(timer));
         ctx.provide('inbox', inbox);
-        ctx.provide('sessions', new SessionStore(db));
+        ctx.provide('sessions', new SessionStore(db, group));
         ctx.provide('conversations', new ConversationStore(db));
       },
     },

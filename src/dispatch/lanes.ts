@@ -146,7 +146,8 @@ export class Lanes {
     if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 0) + 1);
     this.#o.metrics.queued.set(this.#queued);
     this.#o.metrics.inFlight.set(this.#inFlight);
-    for (const it of items) if (it.state !== 'running') this.#o.inbox.setState(it.id, 'running');
+    // An item turns "running" in the inbox with its first reply (Inbox.setReplyRefs): one
+    // commit fewer per turn, and recovery treats pending and running items alike anyway.
     const done = this.#o
       .execute(job, controller.signal)
       .then((ending) => {

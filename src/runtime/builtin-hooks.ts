@@ -7,6 +7,8 @@ export interface BuiltinHookDeps {
   agentName: string;
   sessions: SessionStore;
   historyBudgetChars: () => number;
+  /** False for an agent that never reads history (the echo agent): the lookup is skipped. */
+  needsHistory?: () => boolean;
   /** Observes runtime time per turn, agent excluded. */
   observeTurn?: (outcome: string, runtimeSeconds: number) => void;
 }
@@ -38,7 +40,10 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     run: (ctx) => {
       const session = deps.sessions.active(deps.agentName, ctx.scope);
       ctx.extras.set(SESSION, session);
-      ctx.history = buildHistory(deps.sessions.recent(session.id), deps.historyBudgetChars());
+      if (deps.needsHistory?.() === false) return;
+      // Every turn costs at least a few characters, so more rows than the budget never fit.
+      const budget = deps.historyBudgetChars();
+      ctx.history = buildHistory(deps.sessions.recent(session.id, Math.min(200, Math.ceil(budget / 8))), budget);
     },
   });
   runtime.hooks.register({

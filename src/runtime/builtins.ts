@@ -34,6 +34,14 @@ export function conversationStatus(info: BuiltinInfo, scope: string, modes: Read
 
 const queueModes: readonly QueueMode[] = ['followup', 'interrupt', 'collect'];
 
+/** Building an Intl formatter costs more than a whole turn's other work: one per zone. */
+const clocks = new Map<string, Intl.DateTimeFormat>();
+function clockFor(timeZone: string): Intl.DateTimeFormat {
+  let c = clocks.get(timeZone);
+  if (!c) clocks.set(timeZone, (c = new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone })));
+  return c;
+}
+
 /** The models /model may choose: `models`, plus the default `model`. */
 function allowedModels(a: AgentConfig): string[] {
   return [...new Set([...(a.model ? [a.model] : []), ...a.models])];
@@ -121,7 +129,7 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     priority: 50,
     contribute: (ctx) => {
       const a = info.agent();
-      const now = new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone: a.time_zone }).format(new Date());
+      const now = clockFor(a.time_zone).format(new Date());
       return `You are chatting on ${ctx.message.kind} in a ${ctx.message.chat.type === 'dm' ? 'direct message' : 'group chat'} with ${ctx.message.sender.name}. Local time: ${now} (${a.time_zone}).`;
     },
   });

@@ -1,5 +1,6 @@
 import type { ChannelMessage, MessageRef } from '../dispatch/message.js';
 import type { Db } from './db.js';
+import type { GroupCommit } from './group-commit.js';
 
 export type InboxState = 'pending' | 'running' | 'done' | 'failed' | 'refused';
 
@@ -40,14 +41,18 @@ export class Inbox {
   readonly #prune;
   readonly #get;
 
-  constructor(db: Db) {
+  readonly #group: GroupCommit | undefined;
+
+  constructor(db: Db, group?: GroupCommit) {
+    this.#group = group;
     this.#insert = db.prepare(
       `INSERT INTO inbox (channel_id, message_id, scope, payload, state, received_at, updated_at)
        VALUES (@channelId, @messageId, @scope, @payload, @state, @now, @now)
        ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING id`,
     );
     this.#setState = db.prepare(`UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?`);
-    this.#setRefs = db.prepare(`UPDATE inbox SET reply_refs = ?, updated_at = ? WHERE id = ?`);
+    // The first message sent is when a turn becomes visibly "running": one commit for both.
+    this.#setRefs = db.prepare(`UPDATE inbox SET reply_refs = ?, state = CASE WHEN state = 'pending' THEN 'running' ELSE state END, updated_at = ? WHERE id = ?`);
     this.#unfinished = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE state IN ('pending','running') ORDER BY id`);
     this.#prune = db.prepare(`DELETE FROM inbox WHERE state IN ('done','failed','refused') AND updated_at < ?`);
     this.#get = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE id = ?`);
@@ -60,10 +65,17 @@ export class Inbox {
   }
 
   setState(id: number, state: InboxState, error?: string): void {
-    this.#setState.run(state, error ?? null, Date.now(), id);
+    const write = () => this.#setState.run(state, error ?? null, Date.now(), id);
+    // A final state can ride the group commit: if the process dies first, the item is
+    // re-run into the draft it already has, so nothing is lost or sent twice.
+    if (this.#group && (state === 'done' || state === 'failed')) this.#group.add(write);
+    else write();
   }
 
-  /** Records the messages answering this item, so a re-run edits them instead of sending new ones. */
+  /**
+   * Records the messages answering this item, so a re-run edits them instead of sending new
+   * ones; a pending item becomes running here.
+   */
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
     this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
   }

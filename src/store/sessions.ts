@@ -1,4 +1,5 @@
 import type { Db } from './db.js';
+import type { GroupCommit } from './group-commit.js';
 
 export type TurnEndingKind = 'done' | 'error' | 'cancelled';
 
@@ -32,8 +33,12 @@ export class SessionStore {
   readonly #turns;
   readonly #count;
   readonly #summary;
+  readonly #group: GroupCommit | undefined;
+  /** Active session per (agent, scope), so a turn does not look it up twice. */
+  readonly #activeCache = new Map<string, SessionInfo>();
 
-  constructor(db: Db) {
+  constructor(db: Db, group?: GroupCommit) {
+    this.#group = group;
     this.#active = db.prepare(`SELECT id, created_at, last_active_at FROM sessions WHERE agent = ? AND scope = ? ORDER BY id DESC LIMIT 1`);
     this.#create = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES (?, ?, ?, ?) RETURNING id`);
     this.#touch = db.prepare(`UPDATE sessions SET last_active_at = ? WHERE id = ?`);
@@ -49,28 +54,61 @@ export class SessionStore {
 
   /** The active session of a scope, created on first use. */
   active(agent: string, scope: string): SessionInfo {
+    const cached = this.#activeCache.get(`${agent}\u0000${scope}`);
+    if (cached) return { ...cached };
     const row = this.#active.get(agent, scope) as { id: number; created_at: number; last_active_at: number } | undefined;
-    if (row) return { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n };
-    return this.start(agent, scope);
+    const info = row ? { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n } : this.start(agent, scope);
+    this.#remember(agent, scope, info);
+    return { ...info };
+  }
+
+  #remember(agent: string, scope: string, info: SessionInfo): void {
+    if (this.#activeCache.size > 10_000) this.#activeCache.clear();
+    this.#activeCache.set(`${agent}\u0000${scope}`, info);
   }
 
   /** Starts a fresh session for a scope; earlier ones stay stored. */
   start(agent: string, scope: string): SessionInfo {
     const now = Date.now();
     const { id } = this.#create.get(agent, scope, now, now) as { id: number };
-    return { id, createdAt: now, lastActiveAt: now, turns: 0 };
+    const info = { id, createdAt: now, lastActiveAt: now, turns: 0 };
+    this.#remember(agent, scope, info);
+    return { ...info };
   }
 
+  /** Adds a finished turn; it rides the group commit when there is one. */
   append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void {
     const now = Date.now();
-    this.#addTurn.run({ sessionId, ...turn, toolCalls: JSON.stringify(turn.toolCalls), createdAt: now });
-    this.#touch.run(now, sessionId);
+    for (const info of this.#activeCache.values()) {
+      if (info.id !== sessionId) continue;
+      info.turns++;
+      info.lastActiveAt = now;
+    }
+    const row = { sessionId, ...turn, toolCalls: JSON.stringify(turn.toolCalls), createdAt: now };
+    const write = () => {
+      this.#addTurn.run(row);
+      this.#touch.run(now, sessionId);
+    };
+    if (this.#group) this.#group.add(write);
+    else write();
   }
 
-  /** The newest `limit` turns, oldest first. */
+  /** The newest `limit` turns, oldest first (tool calls are parsed only when asked for). */
   recent(sessionId: number, limit = 200): StoredTurn[] {
+    // The previous turn of this conversation may still be waiting in the group commit.
+    this.#group?.flush();
     const rows = this.#turns.all(sessionId, limit) as Array<{ user_text: string; assistant_text: string; reasoning: string; tool_calls: string; ending: TurnEndingKind; model: string | null; created_at: number }>;
-    return rows.reverse().map((r) => ({ userText: r.user_text, assistantText: r.assistant_text, reasoning: r.reasoning, toolCalls: JSON.parse(r.tool_calls) as unknown[], ending: r.ending, model: r.model, createdAt: r.created_at }));
+    return rows.reverse().map((r) => ({
+      userText: r.user_text,
+      assistantText: r.assistant_text,
+      reasoning: r.reasoning,
+      get toolCalls() {
+        return JSON.parse(r.tool_calls) as unknown[];
+      },
+      ending: r.ending,
+      model: r.model,
+      createdAt: r.created_at,
+    }));
   }
 
   /** Per scope under a prefix (e.g. a channel's `id:`): how many sessions and the last activity. */

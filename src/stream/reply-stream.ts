@@ -6,6 +6,8 @@ import { chunkText } from './chunk.js';
 import { pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
+/** How long a turn may take to show text before the typing indicator goes up. */
+export const TYPING_GRACE_MS = 300;
 
 type Transport = Pick<ChannelAdapter, 'send' | 'edit' | 'delete' | 'typing'> & Partial<Pick<ChannelAdapter, 'finalize' | 'openNativeStream'>>;
 
@@ -126,7 +128,9 @@ export class ReplyStream {
       this.#o.transport.typing(this.#o.target, { signal: this.#o.signal }).catch(() => {});
       this.#typingTimer = setTimeout(tick, refresh);
     };
-    tick();
+    // An answer that shows up at once needs no typing indicator: that would be one platform
+    // request per reply spent on nothing the user could see.
+    this.#typingTimer = setTimeout(tick, TYPING_GRACE_MS);
   }
 
   #stopTyping(): void {

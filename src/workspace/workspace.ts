@@ -106,6 +106,7 @@ export class Workspace {
       agentName: o.name,
       sessions: o.sessions,
       historyBudgetChars: () => this.config.history_budget_chars,
+      needsHistory: () => !(this.config.provider === 'echo' && this.config.fallback_models.every((f) => f.startsWith('echo:'))),
       ...(o.observeTurn ? { observeTurn: o.observeTurn } : {}),
     });
   }

@@ -10,8 +10,8 @@ export class DaemonProcess {
   readonly exited: Promise<number | null>;
   #buf = '';
 
-  constructor(configFile: string, env: NodeJS.ProcessEnv = {}) {
-    this.child = spawn(process.execPath, [main, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []) {
+    this.child = spawn(process.execPath, [...nodeArgs, main, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d: Buffer) => this.#take(String(d)));
     this.child.stderr!.on('data', (d: Buffer) => this.#take(String(d)));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));

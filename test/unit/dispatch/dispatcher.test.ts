@@ -73,6 +73,9 @@ describe('Dispatcher', () => {
     p = pipeline(`${slow}\n[limits]\nmax_in_flight = 1\nmax_queued = 2\n`);
     for (const chat of ['a', 'b', 'c', 'd']) await p.dispatcher.deliver(userMessage('t', `hi ${chat}`, { chat: { id: chat, type: 'dm' } }));
     expect(p.adapter.visible('d')).toEqual([BUSY_REPLY]);
+    // The first turn is running; it shows as "running" in the inbox once its first reply is out.
+    expect(p.dispatcher.snapshot()).toMatchObject({ inFlight: 1, queued: 2 });
+    await waitFor(() => states(p!)[0] === 'running');
     expect(states(p)).toEqual(['running', 'pending', 'pending', 'refused']);
     expect((await p.metrics.refused.get()).values[0]).toMatchObject({ value: 1, labels: { reason: 'busy' } });
     await waitFor(() => states(p!).filter((s) => s === 'done').length === 3, 5000);

@@ -31,6 +31,16 @@ describe('built-in commands', () => {
     expect(help).toContain('a command added later');
   });
 
+  it('an echo-only agent does not read history it would never use', async () => {
+    p = pipeline(agent);
+    let history: unknown[] | undefined;
+    p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', run: (ctx) => void (history = ctx.input!.history) });
+    await say(p, 'one');
+    await say(p, 'two');
+    expect(history).toEqual([]);
+    expect(p.sessions.active('default', 't:c').turns).toBe(2);
+  });
+
   it('/new starts a fresh session and keeps the old one', async () => {
     p = pipeline(agent);
     await say(p, 'first words');
@@ -106,7 +116,8 @@ describe('built-in commands', () => {
   });
 
   it('the agent sees earlier turns of the session as history; commands are not remembered', async () => {
-    p = pipeline(agent);
+    // A fallback model that reads history makes the agent need it (echo alone does not).
+    p = pipeline(`${agent}base_url = "http://127.0.0.1:9/v1"\nfallback_models = ["openai-compatible:other"]\n`);
     let history: unknown[] = [];
     p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', run: (ctx) => void (history = ctx.input!.history) });
     await say(p, 'one');

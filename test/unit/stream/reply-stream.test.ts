@@ -221,8 +221,10 @@ describe('ReplyStream', () => {
   it('shows typing before the first text, refreshed at the platform cadence, and stops once text shows', async () => {
     const a = new RecordingAdapter('t', { typing: true, typingRefreshMs: 5000 });
     const s = stream(a);
-    await vi.advanceTimersByTimeAsync(12_000);
-    expect(a.calls.filter((c) => c.op === 'typing').length).toBe(3); // at 0, 5 s, 10 s
+    await vi.advanceTimersByTimeAsync(100);
+    expect(a.calls.filter((c) => c.op === 'typing').length).toBe(0); // a fast answer needs none
+    await vi.advanceTimersByTimeAsync(11_900);
+    expect(a.calls.filter((c) => c.op === 'typing').length).toBe(3); // at 0.3 s, 5.3 s, 10.3 s
     s.push({ type: 'text_delta', text: 'here' });
     await vi.advanceTimersByTimeAsync(20_000);
     expect(a.calls.filter((c) => c.op === 'typing').length).toBe(3);

@@ -1,0 +1,15 @@
+// The start-up floor: a process that loads the same three SDKs, connects each to the same
+// fakes, and answers /readyz once all are connected.
+import { createServer } from 'node:http';
+import { Api } from 'grammy';
+import { Client, GatewayIntentBits, Partials } from 'discord.js';
+import { SocketModeClient } from '@slack/socket-mode';
+
+let ready = false;
+createServer((req, res) => res.writeHead(ready ? 200 : 503).end()).listen(Number(process.env.PORT), '127.0.0.1');
+const tg = new Api(process.env.TG, { apiRoot: process.env.API_ROOT });
+const discord = new Client({ intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages], partials: [Partials.Channel], rest: { api: process.env.REST_API } });
+const slack = new SocketModeClient({ appToken: process.env.SL_APP, clientOptions: { slackApiUrl: process.env.SLACK_API } });
+await Promise.all([tg.getMe().then(() => tg.deleteWebhook()), discord.login(process.env.DC), slack.start()]);
+ready = true;
+process.on('SIGTERM', () => process.exit(0));
