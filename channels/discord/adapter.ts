@@ -68,6 +68,8 @@ export class DiscordAdapter implements ChannelAdapter {
     client.on('shardResume', () => onConnected());
     client.on('error', (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'discord.js error'));
     client.on('messageCreate', (m) => {
+      // discord.js knows the bot from READY on, which can be before login() resolves.
+      if (!this.#self && client.user) this.#self = { id: client.user.id, name: client.user.username };
       if (!this.#self) return;
       const msg = normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds);
       if (msg) deliver(msg).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord message not stored'));

@@ -50,6 +50,8 @@ export class Daemon implements ManagementApi {
   #reloading: Promise<ReloadResult> | undefined;
   #again = false;
   #stopping: Promise<void> | undefined;
+  /** Set once every configured channel has been handed to the supervisor. */
+  #channelsLoaded = false;
   address!: AddressInfo;
 
   private constructor(loaded: LoadedConfig, env: NodeJS.ProcessEnv) {
@@ -110,6 +112,7 @@ export class Daemon implements ManagementApi {
     const channels = cfg.channels.filter((c) => c.enabled);
     // Channels start concurrently: a slow one never holds back the others.
     await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c, this.#holder, this.#removing))));
+    this.#channelsLoaded = true;
     this.dispatcher.recover();
     this.address = this.#kernel.get<HttpServer>('http').address!;
     this.log.info({ version: VERSION, channels: channels.map((c) => c.id), generation: this.#holder.generation }, 'channeld started');
@@ -149,8 +152,9 @@ export class Daemon implements ManagementApi {
     return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` };
   }
 
+  /** Every configured channel is past its first connect attempt (an empty supervisor during start-up is not ready). */
   ready(): boolean {
-    return this.supervisor.ready();
+    return this.#channelsLoaded && this.supervisor.ready();
   }
 
   status(): DaemonStatus {

@@ -1,3 +1,4 @@
+import { prettyDestination } from '../observe/logger.js';
 import { Daemon } from './daemon.js';
 
 /**
@@ -5,7 +6,8 @@ import { Daemon } from './daemon.js';
  * should exit, with its exit status.
  */
 export async function runDaemon(configFile: string): Promise<number> {
-  const daemon = await Daemon.start({ configFile });
+  // JSON for journald; pretty lines for a person at a terminal.
+  const daemon = await Daemon.start({ configFile, ...(process.stdout.isTTY ? { logger: { destination: await prettyDestination() } } : {}) });
   const log = daemon.log;
   const { address, port } = daemon.address;
   const host = address.includes(':') ? `[${address}]` : address;

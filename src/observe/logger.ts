@@ -1,5 +1,4 @@
 import { pino, type DestinationStream, type Logger } from 'pino';
-import pretty from 'pino-pretty';
 
 export type { Logger };
 
@@ -23,7 +22,7 @@ export interface LoggerOptions {
   level: string;
   /** Where lines go; stdout by default. */
   destination?: DestinationStream;
-  /** Pretty-print for a human; defaults to whether stdout is a TTY. */
+  /** Pretty-print for a human (see prettyDestination); JSON lines otherwise. */
   pretty?: boolean;
   /** Secret values to scrub wherever they appear; read on every line so reloads update it. */
   secrets?: () => readonly string[];
@@ -37,11 +36,19 @@ export function scrub(line: string, secrets: readonly string[]): string {
   return out;
 }
 
+/**
+ * A pretty destination for a terminal. pino-pretty is loaded only here: under systemd the
+ * daemon writes JSON and never pays for it.
+ */
+export async function prettyDestination(): Promise<DestinationStream> {
+  const { default: pretty } = await import('pino-pretty');
+  return pretty({ colorize: true, sync: true });
+}
+
 /** pino JSON to stdout (journald reads it), pretty in a TTY, with tokens redacted twice over. */
 export function createLogger(options: LoggerOptions): Logger {
   const secrets = options.secrets ?? (() => []);
-  const usePretty = options.pretty ?? (options.destination === undefined && process.stdout.isTTY === true);
-  const destination = options.destination ?? (usePretty ? pretty({ colorize: true, sync: true }) : pino.destination({ dest: 1, sync: true }));
+  const destination = options.destination ?? pino.destination({ dest: 1, sync: true });
   return pino(
     {
       level: options.level,

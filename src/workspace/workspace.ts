@@ -1,6 +1,6 @@
 import { EchoRunner } from '../agent/echo.js';
 import { FailoverRunner, ModelCooldowns, type Candidate } from '../agent/failover.js';
-import { OpenAICompatibleRunner } from '../agent/openai-compatible.js';
+import { LazyOpenAIRunner, warmOpenAI } from '../agent/lazy-openai.js';
 import type { AgentInput, AgentRunner } from '../agent/runner.js';
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
@@ -119,7 +119,7 @@ export class Workspace {
 function candidatesFor(config: AgentConfig, apiKey?: string): (input: AgentInput) => Candidate[] {
   const echo = new EchoRunner(config.echo_delay_ms);
   const openai = (retries: number) =>
-    new OpenAICompatibleRunner({
+    new LazyOpenAIRunner({
       baseUrl: config.base_url ?? 'http://127.0.0.1:11434/v1',
       model: config.model ?? 'default',
       ...(apiKey ? { apiKey } : {}),
@@ -132,8 +132,9 @@ function candidatesFor(config: AgentConfig, apiKey?: string): (input: AgentInput
     });
   // A model with a successor fails over at once; the last one retries on its own.
   const runners = { echo: () => echo, 'openai-compatible': (last: boolean) => (last ? (openaiLast ??= openai(2)) : (openaiFirst ??= openai(0))) };
-  let openaiLast: OpenAICompatibleRunner | undefined;
-  let openaiFirst: OpenAICompatibleRunner | undefined;
+  let openaiLast: LazyOpenAIRunner | undefined;
+  let openaiFirst: LazyOpenAIRunner | undefined;
+  if (config.provider === 'openai-compatible' || config.fallback_models.some((f) => f.startsWith('openai-compatible:'))) warmOpenAI();
   const candidate = (provider: string, model: string): Candidate => {
     const make = runners[provider as keyof typeof runners] ?? runners.echo;
     return { key: `${provider}:${model}`, model, runner: make };

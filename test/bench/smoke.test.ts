@@ -12,3 +12,15 @@ describe('bench harness smoke', () => {
     }, 120_000);
   }
 });
+
+describe('soak harness smoke', () => {
+  it('runs briefly with faults and a kill -9, and accounts for every message', async () => {
+    const { soak } = await import('./soak.js');
+    const r = await soak(6, () => {}, 15_000);
+    expect(r.sent).toBeGreaterThan(20);
+    expect(r.restarts).toBe(1);
+    expect(r.answered + r.duplicated + r.lost).toBe(r.sent);
+    // The soak's verdict (zero lost, zero duplicated) is printed by `npm run soak`; the
+    // smoke only proves the harness runs end to end.
+  }, 180_000);
+});

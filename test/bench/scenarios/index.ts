@@ -2,6 +2,10 @@ import type { Scenario } from '../report.js';
 import { drafts } from './drafts.js';
 import { overhead } from './overhead.js';
 import { throughput } from './throughput.js';
+import { latency } from './latency.js';
+import { memory } from './memory.js';
+import { reload } from './reload.js';
+import { startup } from './startup.js';
 
 /** Every scenario `npm run bench` runs, in order. */
-export const scenarios: Record<string, Scenario> = { throughput, overhead, drafts };
+export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, memory, startup, reload };

@@ -16,7 +16,9 @@ export type Script =
   /** Sends these chunks, then stops writing but keeps the connection open. */
   | { kind: 'stall'; chunks?: Chunk[] }
   /** Sends these chunks, then destroys the socket. */
-  | { kind: 'disconnect'; chunks?: Chunk[] };
+  | { kind: 'disconnect'; chunks?: Chunk[] }
+  /** The default echo of the last user message, after a pause: a slow model. */
+  | { kind: 'echo'; delayMs: number };
 
 export interface RecordedRequest {
   body: { model: string; messages: Array<{ role: string; content: unknown; tool_calls?: unknown; tool_call_id?: string }>; tools?: unknown[]; stream?: boolean; temperature?: number };
@@ -81,7 +83,8 @@ export class FakeLlm {
       this.#open.delete(res);
     });
     this.#open.add(res);
-    const script = this.#byModel.get(rec.body.model)?.shift() ?? this.#queue.shift() ?? this.#echo(rec);
+    const queued = this.#byModel.get(rec.body.model)?.shift() ?? this.#queue.shift() ?? this.#echo(rec);
+    const script: Exclude<Script, { kind: 'echo' }> = queued.kind === 'echo' ? this.#echo(rec, queued.delayMs) : queued;
     if (script.kind === 'status') {
       res.writeHead(script.status, { 'content-type': 'application/json', ...(script.retryAfterS !== undefined ? { 'retry-after': String(script.retryAfterS) } : {}) });
       res.end(script.body ?? JSON.stringify({ error: { message: `fake status ${script.status}`, type: 'server_error' } }));
@@ -119,9 +122,9 @@ export class FakeLlm {
   }
 
   /** The default answer: the last user message, streamed word by word. */
-  #echo(rec: RecordedRequest): Script {
+  #echo(rec: RecordedRequest, firstDelayMs = 5): Extract<Script, { kind: 'stream' }> {
     const last = [...rec.body.messages].reverse().find((m) => m.role === 'user');
     const text = typeof last?.content === 'string' ? last.content : JSON.stringify(last?.content ?? '');
-    return { kind: 'stream', chunks: (text.match(/\S+\s*/g) ?? ['']).map((w) => ({ content: w, delayMs: 5 })) };
+    return { kind: 'stream', chunks: (text.match(/\S+\s*/g) ?? ['']).map((w, i) => ({ content: w, delayMs: i === 0 ? firstDelayMs : 5 })) };
   }
 }

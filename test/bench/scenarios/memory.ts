@@ -1,0 +1,49 @@
+import { Fleet, rssMb, until } from '../fleet.js';
+import type { Row, ScenarioOptions } from '../report.js';
+
+async function push(fleet: Fleet, n: number, label: string): Promise<void> {
+  const before = fleet.tg.messages.length;
+  // In waves, so the fake's own queue stays small and the daemon sees a steady stream.
+  for (let sent = 0; sent < n; ) {
+    const wave = Math.min(500, n - sent);
+    for (let i = 0; i < wave; i++, sent++) fleet.tg.dm(`${label} ${sent}`, { id: 1000 + (sent % 200), first_name: 'u' });
+    await until(() => fleet.tg.messages.length - before >= sent, 120_000, 2);
+  }
+}
+
+/**
+ * RSS of the daemon process at idle with web chat, Telegram, Discord and Slack connected to
+ * fakes; then after a warm-up of 5,000 messages and after 50,000 more, and the growth.
+ */
+export async function memory(o: ScenarioOptions): Promise<Row[]> {
+  const warm = o.smoke ? 50 : 5000;
+  const n = o.smoke ? 100 : 50_000;
+  const fleet = await new Fleet().start();
+  try {
+    fleet.write();
+    const p = fleet.spawn();
+    try {
+      await until(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
+      await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
+      const idle = rssMb(p.child.pid!);
+      await push(fleet, warm, 'warm');
+      await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
+      const warmed = rssMb(p.child.pid!);
+      await push(fleet, n, 'run');
+      await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
+      const after = rssMb(p.child.pid!);
+      const growth = ((after - warmed) / warmed) * 100;
+      return [
+        { scenario: 'memory', metric: 'RSS idle, 4 channels connected', value: idle, unit: 'MB', target: '< 90 MB', met: idle < 90 },
+        { scenario: 'memory', metric: `RSS after ${warm} warm-up messages`, value: warmed, unit: 'MB' },
+        { scenario: 'memory', metric: `RSS after ${n} more messages`, value: after, unit: 'MB' },
+        { scenario: 'memory', metric: 'growth over those messages', value: growth, unit: '%', target: '< 10 %', met: growth < 10 },
+      ];
+    } finally {
+      p.signal('SIGTERM');
+      await p.exited;
+    }
+  } finally {
+    await fleet.close();
+  }
+}

@@ -1,0 +1,134 @@
+import { parseArgs } from 'node:util';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { visibleText } from '../fakes/telegram/server.js';
+import type { DaemonProcess } from '../helpers/process.js';
+import { ChatClient } from '../helpers/webchat-client.js';
+import { Fleet, until } from './fleet.js';
+import { freePort } from './scenarios/startup.js';
+
+export interface SoakResult {
+  sent: number;
+  answered: number;
+  duplicated: number;
+  lost: number;
+  faults: Record<string, number>;
+  restarts: number;
+}
+
+/**
+ * Steady traffic on web chat, Telegram, Discord and Slack with faults injected (dropped
+ * sockets, 429s, gateway reconnects, Socket Mode refreshes, a slow model, and one kill -9
+ * with a restart), then a count of final answers per message: each must have exactly one.
+ */
+export async function soak(seconds: number, log: (s: string) => void = () => {}, answerWaitMs = 90_000): Promise<SoakResult> {
+  const llm = new FakeLlm();
+  await llm.start();
+  const fleet = await new Fleet().start();
+  const port = await freePort();
+  fleet.write({ port, streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nrequest_timeout_ms = 10000\n` });
+  const url = `http://127.0.0.1:${port}`;
+  const start = async () => {
+    const p = fleet.spawn();
+    await until(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 30_000);
+    return p;
+  };
+  let daemon: DaemonProcess = await start();
+  const webClients: ChatClient[] = [new ChatClient(url, 'soak')];
+  await webClients[0]!.opened;
+  const sent: Array<{ text: string; channel: 'web' | 'tg' | 'dc' | 'sl' }> = [];
+  const faults: Record<string, number> = {};
+  const fault = (name: string, fn: () => void) => {
+    faults[name] = (faults[name] ?? 0) + 1;
+    fn();
+  };
+  let restarts = 0;
+  /** Discord does not hand a new session what was sent while the bot was offline: no sends then. */
+  let discordDown = false;
+  const endAt = Date.now() + seconds * 1000;
+  const killAt = Date.now() + (seconds * 1000) / 2;
+  let n = 0;
+  let lastFault = Date.now();
+  const faultList: Array<[string, () => void]> = [
+    ['telegram dropped sockets', () => fleet.tg.dropConnections()],
+    ['telegram 429 on edits', () => fleet.tg.fail('editMessageText', { status: 429, retryAfter: 1 }, 2)],
+    ['discord op 7 reconnect', () => fleet.dc.requestReconnect()],
+    ['slack disconnect', () => fleet.sl.disconnect()],
+    ['slow model', () => llm.script({ kind: 'echo', delayMs: 1500 })],
+  ];
+  try {
+    while (Date.now() < endAt) {
+      const channel = (['web', 'tg', 'dc', 'sl'] as const)[n % 4]!;
+      const text = `soak-${n}-${channel}`;
+      if (channel === 'web') webClients.at(-1)!.send(text, `m${n}`);
+      if (channel === 'tg') fleet.tg.dm(text, { id: 7000 + (n % 10), first_name: 'u' });
+      const dcLive = fleet.dc.connected && !discordDown;
+      if (channel === 'dc' && dcLive) fleet.dc.dm(text);
+      if (channel === 'sl') fleet.sl.push(fleet.sl.dmEvent(text, `U${n % 10}`));
+      if (channel !== 'dc' || dcLive) sent.push({ text, channel });
+      n++;
+      if (Date.now() - lastFault > 2500) {
+        const [name, fn] = faultList[Object.values(faults).reduce((a, b) => a + b, 0) % faultList.length]!;
+        fault(name, fn);
+        lastFault = Date.now();
+      }
+      if (restarts === 0 && Date.now() > killAt) {
+        log('soak: kill -9 and restart');
+        discordDown = true;
+        daemon.signal('SIGKILL');
+        await daemon.exited;
+        daemon = await start();
+        restarts++;
+        const c = new ChatClient(url, 'soak');
+        await c.opened;
+        // As the page does: what the old socket never saw acknowledged is sent again.
+        const old = webClients.at(-1)!;
+        const acked = new Set(old.frames.filter((f) => f.type === 'ack').map((f) => f.id));
+        for (const m of sent) if (m.channel === 'web' && !acked.has(`m${m.text.split('-')[1]}`)) c.send(m.text, `m${m.text.split('-')[1]}`);
+        webClients.push(c);
+        await until(() => fleet.dc.connected, 10_000);
+        discordDown = false;
+      }
+      await new Promise((r) => setTimeout(r, 60));
+    }
+    log(`soak: sent ${sent.length}; waiting for the answers`);
+    const counts = () =>
+      sent.map(({ text, channel }) => {
+        switch (channel) {
+          case 'tg':
+            return fleet.tg.messages.filter((m) => !m.deleted && visibleText(m.text, m.parseMode) === text).length;
+          case 'dc':
+            return fleet.dc.messages.filter((m) => !m.deleted && m.content === text).length;
+          case 'sl':
+            return fleet.sl.messages.filter((m) => !m.deleted && m.text === text).length;
+          case 'web': {
+            const refs = new Set<string>();
+            for (const c of webClients) for (const f of c.replies()) if (f.final && f.text === text) refs.add(f.ref!);
+            return refs.size;
+          }
+        }
+      });
+    await until(() => counts().every((c) => c >= 1), answerWaitMs, 250).catch(() => {});
+    await new Promise((r) => setTimeout(r, 1500));
+    const c = counts();
+    const lostTexts = sent.filter((_, i) => c[i] === 0).map((m) => m.text);
+    if (lostTexts.length) {
+      log(`soak: no answer for ${lostTexts.join(', ')}`);
+      if (process.env.SOAK_DEBUG) log(JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes('dc')).slice(-15)));
+    }
+    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, faults, restarts };
+  } finally {
+    for (const c of webClients) c.close();
+    daemon.signal('SIGTERM');
+    await daemon.exited;
+    await fleet.close();
+    await llm.close();
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({ options: { minutes: { type: 'string', default: '1' } }, allowPositionals: true });
+  const minutes = Number(values.minutes);
+  const r = await soak(minutes * 60, (s) => console.error(s));
+  console.log(`soak ${minutes} min: sent ${r.sent}, answered ${r.answered}, duplicated ${r.duplicated}, lost ${r.lost}; restarts ${r.restarts}; faults ${JSON.stringify(r.faults)}`);
+  process.exitCode = r.duplicated === 0 && r.lost === 0 ? 0 : 1;
+}
