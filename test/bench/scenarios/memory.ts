@@ -1,4 +1,7 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { Fleet, rssMb, until } from '../fleet.js';
+import { freePort } from './startup.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
 async function push(fleet: Fleet, n: number, label: string): Promise<void> {
@@ -8,6 +11,23 @@ async function push(fleet: Fleet, n: number, label: string): Promise<void> {
     const wave = Math.min(500, n - sent);
     for (let i = 0; i < wave; i++, sent++) fleet.tg.dm(`${label} ${sent}`, { id: 1000 + (sent % 200), first_name: 'u' });
     await until(() => fleet.tg.messages.length - before >= sent, 120_000, 2);
+  }
+}
+
+/** The floor: the three SDKs loaded and connected to the same fakes, nothing else. */
+async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/sdk-bot.mjs')], {
+    env: { PATH: process.env.PATH, PORT: String(port), TG: fleet.tg.token, API_ROOT: fleet.tg.url, DC: fleet.dc.token, REST_API: fleet.dc.restApi, SL_APP: fleet.sl.appToken, SLACK_API: fleet.sl.apiUrl },
+    stdio: 'ignore',
+  });
+  try {
+    await until(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
+    await new Promise((r) => setTimeout(r, settleMs));
+    return rssMb(child.pid!);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
   }
 }
 
@@ -33,8 +53,10 @@ export async function memory(o: ScenarioOptions): Promise<Row[]> {
       await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
       const after = rssMb(p.child.pid!);
       const growth = ((after - warmed) / warmed) * 100;
+      const floor = await bareIdleRss(fleet, o.smoke ? 100 : 2000);
       return [
         { scenario: 'memory', metric: 'RSS idle, 4 channels connected', value: idle, unit: 'MB', target: '< 90 MB', met: idle < 90 },
+        { scenario: 'memory', metric: 'RSS idle of a bare process with the same SDKs connected (floor)', value: floor, unit: 'MB' },
         { scenario: 'memory', metric: `RSS after ${warm} warm-up messages`, value: warmed, unit: 'MB' },
         { scenario: 'memory', metric: `RSS after ${n} more messages`, value: after, unit: 'MB' },
         { scenario: 'memory', metric: 'growth over those messages', value: growth, unit: '%', target: '< 10 %', met: growth < 10 },
