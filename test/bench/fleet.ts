@@ -1,3 +1,4 @@
+import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -45,6 +46,15 @@ export class Fleet {
     await Promise.all([this.tg.close(), this.dc.close(), this.sl.close()]);
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** The bare baseline: the same three SDKs connected to these fakes, answering /readyz on `port`. */
+export function spawnBareSdkBot(fleet: Fleet, port: number): { child: ChildProcess; exited: Promise<unknown> } {
+  const child = spawn(process.execPath, [join(import.meta.dirname, 'bare/sdk-bot.mjs')], {
+    env: { PATH: process.env.PATH, PORT: String(port), TG: fleet.tg.token, API_ROOT: fleet.tg.url, DC: fleet.dc.token, REST_API: fleet.dc.restApi, SL_APP: fleet.sl.appToken, SLACK_API: fleet.sl.apiUrl },
+    stdio: 'ignore',
+  });
+  return { child, exited: new Promise((r) => child.once('exit', r)) };
 }
 
 /** Resident set size of a process in MB, from /proc. */

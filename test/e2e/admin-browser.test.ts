@@ -1,13 +1,10 @@
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
-const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const hasChromium = existsSync(executablePath);
-if (process.env.CI && !hasChromium) throw new Error(`CI needs ${executablePath}: .ci/run installs Debian's chromium package`);
 
 describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon;
@@ -21,7 +18,7 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
       { TG: tg.token },
     );
     await d.daemon.supervisor.firstAttempts();
-    browser = await chromium.launch({ executablePath, args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'] });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,22 +1,15 @@
-import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
-const executablePath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const hasChromium = existsSync(executablePath);
-// CI installs Debian's chromium (.ci/run), so there this test always runs.
-if (process.env.CI && !hasChromium) throw new Error(`CI needs ${executablePath}: .ci/run installs Debian's chromium package`);
 
 describe.runIf(hasChromium)('web chat page in headless Chromium (skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon;
   let browser: Browser;
   beforeAll(async () => {
     d = await startDaemon(`[agent]\nprovider = "echo"\necho_delay_ms = 80\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`);
-    browser = await chromium.launch({
-      executablePath,
-      args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-    });
+    browser = await launchChromium();
   });
   afterAll(async () => {
     await browser?.close();

@@ -1,6 +1,4 @@
-import { spawn } from 'node:child_process';
-import { join } from 'node:path';
-import { Fleet, rssMb, until } from '../fleet.js';
+import { Fleet, rssMb, spawnBareSdkBot, until } from '../fleet.js';
 import { freePort } from './startup.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
@@ -17,17 +15,14 @@ async function push(fleet: Fleet, n: number, label: string): Promise<void> {
 /** The floor: the three SDKs loaded and connected to the same fakes, nothing else. */
 async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
   const port = await freePort();
-  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/sdk-bot.mjs')], {
-    env: { PATH: process.env.PATH, PORT: String(port), TG: fleet.tg.token, API_ROOT: fleet.tg.url, DC: fleet.dc.token, REST_API: fleet.dc.restApi, SL_APP: fleet.sl.appToken, SLACK_API: fleet.sl.apiUrl },
-    stdio: 'ignore',
-  });
+  const { child, exited } = spawnBareSdkBot(fleet, port);
   try {
     await until(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
     await new Promise((r) => setTimeout(r, settleMs));
     return rssMb(child.pid!);
   } finally {
     child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
+    await exited;
   }
 }
 

@@ -1,7 +1,5 @@
-import { spawn } from 'node:child_process';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
-import { Fleet, until } from '../fleet.js';
+import { Fleet, spawnBareSdkBot, until } from '../fleet.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 export async function freePort(): Promise<number> {
@@ -49,11 +47,8 @@ export async function startup(o: ScenarioOptions): Promise<Row[]> {
       const port = await freePort();
       bare.push(
         await readyAfterMs(port, () => {
-          const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/sdk-bot.mjs')], {
-            env: { PATH: process.env.PATH, PORT: String(port), TG: fleet.tg.token, API_ROOT: fleet.tg.url, DC: fleet.dc.token, REST_API: fleet.dc.restApi, SL_APP: fleet.sl.appToken, SLACK_API: fleet.sl.apiUrl },
-            stdio: 'ignore',
-          });
-          return { kill: () => child.kill('SIGTERM'), exited: new Promise((r) => child.once('exit', r)) };
+          const { child, exited } = spawnBareSdkBot(fleet, port);
+          return { kill: () => child.kill('SIGTERM'), exited };
         }),
       );
     }
