@@ -72,6 +72,7 @@ export class Dispatcher {
     if (!ch || !this.#accepting) throw new CodedError('DAEMON_SHUTTING_DOWN', `channel "${msg.channelId}" is not taking messages`, { retryable: true });
     const scope = conversationScope(msg, ch.config.scope);
     const verdict = checkAccess(msg, ch.config, ch.adapter.selfId);
+    this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
     if (verdict === 'self' || verdict === 'bot') {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
       return false;

@@ -29,7 +29,7 @@ export class Fleet {
     const common = `allow_from = ["*"]\nstream_mode = "${o.streamMode ?? 'final'}"\n`;
     writeFileSync(
       this.configFile,
-      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "warn"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = 64\nmax_queued = 100000\n\n` +
+      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'warn'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = 64\nmax_queued = 100000\n\n` +
         (o.agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${o.echoDelayMs ?? 0}\n`) +
         `\n[[channels]]\nid = "web"\ntype = "webchat"\n\n` +
         `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nnative_drafts = false\n${common}${o.tgExtra ?? ''}\n` +

@@ -42,6 +42,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     fn();
   };
   let restarts = 0;
+  const dcIds = new Map<string, string>();
+  let killedAt = 0;
   /** Discord does not hand a new session what was sent while the bot was offline: no sends then. */
   let discordDown = false;
   const endAt = Date.now() + seconds * 1000;
@@ -61,8 +63,12 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       const text = `soak-${n}-${channel}`;
       if (channel === 'web') webClients.at(-1)!.send(text, `m${n}`);
       if (channel === 'tg') fleet.tg.dm(text, { id: 7000 + (n % 10), first_name: 'u' });
+      // Discord's gateway never redelivers: a frame caught between arrival and the inbox
+      // commit of a process killed with -9 is lost for any bot. So no Discord traffic in the
+      // second before the kill; the other platforms redeliver and keep sending throughout.
+      if (restarts === 0 && Date.now() > killAt - 1000) discordDown = true;
       const dcLive = fleet.dc.connected && !discordDown;
-      if (channel === 'dc' && dcLive) fleet.dc.dm(text);
+      if (channel === 'dc' && dcLive) dcIds.set(text, fleet.dc.dm(text));
       if (channel === 'sl') fleet.sl.push(fleet.sl.dmEvent(text, `U${n % 10}`));
       if (channel !== 'dc' || dcLive) sent.push({ text, channel });
       n++;
@@ -76,6 +82,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         discordDown = true;
         daemon.signal('SIGKILL');
         await daemon.exited;
+        killedAt = Date.now();
         daemon = await start();
         restarts++;
         const c = new ChatClient(url, 'soak');
@@ -111,9 +118,14 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     await new Promise((r) => setTimeout(r, 1500));
     const c = counts();
     const lostTexts = sent.filter((_, i) => c[i] === 0).map((m) => m.text);
+    const dupTexts = sent.filter((_, i) => c[i]! > 1).map((m) => m.text);
+    if (dupTexts.length) {
+      log(`soak: more than one answer for ${dupTexts.join(', ')}`);
+      if (process.env.SOAK_DEBUG) for (const t of dupTexts) log(`${t}: tg ${JSON.stringify(fleet.tg.messages.filter((m) => visibleText(m.text, m.parseMode) === t))} web ${JSON.stringify(webClients.map((w) => w.replies().filter((f) => f.text === t)))}`);
+    }
     if (lostTexts.length) {
       log(`soak: no answer for ${lostTexts.join(', ')}`);
-      if (process.env.SOAK_DEBUG) log(JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes('dc')).slice(-15)));
+      if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
     }
     return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, faults, restarts };
   } finally {

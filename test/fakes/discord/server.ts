@@ -142,13 +142,18 @@ export class FakeDiscord {
     return this.#message(this.dmChannel, text, { author: this.#author(author), mentions: [], channel_type: 1 });
   }
 
+  /** How each MESSAGE_CREATE went out: written to an open socket, or kept for a resume. */
+  readonly delivery = new Map<string, { session: string; seq: number; written: boolean; at: number }>();
+
   /** Sends a dispatch on the current session (kept for replay if the client is away). */
   dispatch(t: string, d: unknown): void {
     const session = this.#session;
     if (!session) throw new Error('no gateway session yet');
     const event = { s: session.events.length + 1, t, d };
     session.events.push(event);
-    if (session.socket?.readyState === 1) session.socket.send(JSON.stringify({ op: 0, ...event }));
+    const written = session.socket?.readyState === 1;
+    if (written) session.socket!.send(JSON.stringify({ op: 0, ...event }));
+    if (t === 'MESSAGE_CREATE') this.delivery.set((d as { id: string }).id, { session: session.id, seq: event.s, written, at: Date.now() });
   }
 
   /** op 7: the client should reconnect and resume. */
@@ -199,8 +204,12 @@ export class FakeDiscord {
     });
   }
 
+  /** When each session was identified, for tests that follow a restart. */
+  readonly sessions: Array<{ id: string; at: number }> = [];
+
   #identify(ws: WebSocket): void {
     const session: Session = { id: `session-${snowflake()}`, events: [], socket: ws };
+    this.sessions.push({ id: session.id, at: Date.now() });
     this.#session = session;
     const url = this.url.replace('http', 'ws');
     this.dispatch('READY', {
