@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Client, GatewayIntentBits, Partials, REST, Routes } from 'discord.js';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
@@ -10,6 +11,11 @@ export interface DiscordOptions {
   restApi: string;
   guilds: readonly string[];
   log: Logger;
+}
+
+/** Discord nonces are at most 25 characters: a hash of the key fits and stays stable. */
+function nonceOf(key: string): string {
+  return createHash('sha256').update(key).digest('base64url').slice(0, 25);
 }
 
 /** Model output can never ping anyone: no @everyone, @here, roles, users or reply pings. */
@@ -97,9 +103,13 @@ export class DiscordAdapter implements ChannelAdapter {
 
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const channel = target.threadId ?? target.chatId;
+    // Discord keeps a nonce for a few minutes: the same reply sent again (a re-run after a
+    // crash between Discord's answer and our commit of the id) returns the first message.
+    const nonce = options?.idempotencyKey ? nonceOf(options.idempotencyKey) : undefined;
     const body = {
       content: text,
       allowed_mentions: NO_MENTIONS,
+      ...(nonce ? { nonce, enforce_nonce: true } : {}),
       ...(target.chatType !== 'dm' && target.replyToMessageId ? { message_reference: { message_id: target.replyToMessageId, fail_if_not_exists: false } } : {}),
     };
     const sent = (await this.#call('send', () => this.#rest.post(Routes.channelMessages(channel), { body, ...(options?.signal ? { signal: options.signal } : {}) }))) as { id: string };

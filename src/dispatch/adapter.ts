@@ -20,6 +20,12 @@ export interface TransportOptions {
   signal?: AbortSignal;
   /** This is the turn's last write to this message (web chat marks it final). */
   final?: boolean;
+  /**
+   * Stable across restarts for the same reply message (the user's message id and the chunk
+   * index). Platforms with idempotent sends (Discord's nonce) use it so a re-run after a
+   * crash cannot post the same message twice.
+   */
+  idempotencyKey?: string;
 }
 
 /**

@@ -19,6 +19,8 @@ export interface ReplyStreamOptions {
   editIntervalMs?: number;
   streamMode: 'partial' | 'final';
   showToolProgress: boolean;
+  /** Stable per reply (the user's message id): with the chunk index it keys idempotent sends. */
+  replyKey?: string;
   /** Messages a previous run of this turn already sent (crash recovery): they are edited, not re-sent. */
   existingRefs?: readonly MessageRef[];
   /** Told whenever the set of messages holding the reply changes, so it can be persisted. */
@@ -233,7 +235,8 @@ export class ReplyStream {
         }
         shown.text = desired[i];
       } else {
-        const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i) });
+        const key = this.#o.replyKey ? { idempotencyKey: `${this.#o.replyKey}:${i}` } : {};
+        const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i), ...key });
         this.#shown[i] = { ref, text: desired[i] };
         this.#shownText();
         this.#o.onRefs?.(this.#refs());

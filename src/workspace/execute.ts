@@ -37,6 +37,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       streamMode: ch.config.stream_mode,
       showToolProgress: ch.config.show_tool_progress,
       existingRefs: first.replyRefs,
+      replyKey: first.message.messageId,
       onRefs: (refs) => {
         for (const it of job.items) deps.inbox.setReplyRefs(it.id, refs);
       },

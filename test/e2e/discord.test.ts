@@ -1,5 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { DiscordAdapter } from '../../channels/discord/adapter.js';
+import { createLogger } from '../../src/observe/logger.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
+import { LogSink } from '../helpers/daemon.js';
 import { openFenceAt } from '../../src/stream/chunk.js';
 import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeLlm } from '../fakes/llm/server.js';
@@ -107,6 +110,18 @@ describe('Discord channel against the fake gateway and REST API', () => {
     const t1 = dc.texts(dc.guild.thread);
     expect(t1[0]!.endsWith(STOP_MARKER)).toBe(true);
     expect(t1).toContain('Stopped.');
+  });
+
+  it('a reply sent again with the same idempotency key (a re-run after a crash) is one message', async () => {
+    const adapter = new DiscordAdapter({ id: 'dc', restApi: dc.restApi, guilds: [], log: createLogger({ level: 'warn', destination: new LogSink() }) }, dc.token);
+    const target = { channelId: 'dc', chatId: dc.dmChannel, chatType: 'dm' as const };
+    const first = await adapter.send(target, 'the answer', { idempotencyKey: '1234567890123456789:0' });
+    const again = await adapter.send(target, 'the answer', { idempotencyKey: '1234567890123456789:0' });
+    const other = await adapter.send(target, 'next chunk', { idempotencyKey: '1234567890123456789:1' });
+    expect(again.messageId).toBe(first.messageId);
+    expect(other.messageId).not.toBe(first.messageId);
+    expect(dc.texts(dc.dmChannel)).toEqual(['the answer', 'next chunk']);
+    expect(dc.restCalls('POST', 'message').every((c) => c.body!.enforce_nonce === true && String(c.body!.nonce).length <= 25)).toBe(true);
   });
 
   it('a 4500-character answer is three messages with intact code blocks', async () => {

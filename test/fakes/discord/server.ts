@@ -11,6 +11,8 @@ export interface RestCall {
 
 export interface StoredMessage {
   id: string;
+  nonce?: string;
+  createdAt: number;
   channelId: string;
   content: string;
   allowedMentions: unknown;
@@ -294,7 +296,10 @@ export class FakeDiscord {
     const [, channelId, messageId] = m;
     if (method === 'POST' && !messageId) {
       if (!body?.content || String(body.content).length > 2000) return json(400, { message: 'Invalid Form Body', code: 50035 });
-      const msg: StoredMessage = { id: snowflake(), channelId: channelId!, content: body.content, allowedMentions: body.allowed_mentions, deleted: false, edits: 0, ...(body.message_reference ? { reference: body.message_reference.message_id } : {}) };
+      // enforce_nonce: the same nonce from the same author within a few minutes returns the first message.
+      const same = body.enforce_nonce && body.nonce ? this.messages.find((m) => m.channelId === channelId && m.nonce === body.nonce && Date.now() - m.createdAt < 5 * 60_000) : undefined;
+      if (same) return json(200, this.#apiMessage(same));
+      const msg: StoredMessage = { id: snowflake(), createdAt: Date.now(), ...(body.nonce ? { nonce: String(body.nonce) } : {}), channelId: channelId!, content: body.content, allowedMentions: body.allowed_mentions, deleted: false, edits: 0, ...(body.message_reference ? { reference: body.message_reference.message_id } : {}) };
       this.messages.push(msg);
       return json(200, this.#apiMessage(msg));
     }

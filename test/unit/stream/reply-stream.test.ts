@@ -244,6 +244,19 @@ describe('ReplyStream', () => {
     expect(a.calls.filter((c) => c.op === 'typing').length).toBeGreaterThanOrEqual(3);
   });
 
+  it('keys each sent message by the reply key and chunk index, so platforms can make sends idempotent', async () => {
+    const a = new RecordingAdapter('t', { maxMessageLength: 20 });
+    const keys: string[] = [];
+    const send = a.send.bind(a);
+    a.send = (t, text, o) => (keys.push(o?.idempotencyKey ?? ''), send(t, text, o));
+    const s = stream(a, { replyKey: 'chat:42' });
+    s.push({ type: 'text_delta', text: 'first part of it. second part of it.' });
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(keys).toEqual(['chat:42:0', 'chat:42:1']);
+  });
+
   it('a re-run edits the messages a previous run sent instead of sending new ones', async () => {
     const a = new RecordingAdapter('t');
     const old = await a.send(target, 'hal');
