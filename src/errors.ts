@@ -6,7 +6,6 @@
 export const catalogue = {
   CONFIG_INVALID: { retryable: false, text: 'the configuration is invalid; fix the listed keys and run `channeld check`' },
   CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
-  SECRET_MISSING: { retryable: false, text: 'a secret reference does not resolve; set the variable, file or credential it names' },
   KERNEL_MISSING_SERVICE: { retryable: false, text: 'a plugin injects a service that no plugin provides' },
   KERNEL_DUPLICATE_PROVIDER: { retryable: false, text: 'two plugins provide the same service' },
   KERNEL_CYCLE: { retryable: false, text: 'plugins depend on each other in a cycle' },
@@ -28,11 +27,8 @@ export const catalogue = {
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
-  TURN_CANCELLED: { retryable: false, text: 'the turn was stopped' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
-  DAEMON_BUSY: { retryable: true, text: 'too many messages are waiting; try again shortly' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
-  HTTP_UNAUTHORIZED: { retryable: false, text: 'this request needs valid credentials' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;
 
 export type ErrorCode = keyof typeof catalogue;
@@ -77,10 +73,6 @@ export class ConfigError extends CodedError {
     this.name = 'ConfigError';
     this.problems = problems;
   }
-}
-
-export function isCoded(err: unknown, code?: ErrorCode): err is CodedError {
-  return err instanceof CodedError && (code === undefined || err.code === code);
 }
 
 /** Whether an unknown failure is worth retrying: coded errors say so; anything else is presumed transient. */

@@ -37,7 +37,7 @@ export interface WorkspaceTable {
 }
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
@@ -46,6 +46,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       log,
       actions,
       ...(apiKey ? { apiKey } : {}),
+      queuedIn: (scope) => tracker.queuedIn(scope),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
       onFailover: (a, model) => {
         metrics.failovers.inc({ agent: a, model });
@@ -139,10 +140,10 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions'],
+      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker'],
       start: (ctx) => {
         const metrics = ctx.use<Metrics>('metrics');
-        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'));
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'));
         ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
       },
     },

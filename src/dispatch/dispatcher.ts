@@ -153,10 +153,6 @@ export class Dispatcher {
     return this.#lanes.stopTurn(id);
   }
 
-  isRunning(scope: string): boolean {
-    return this.#lanes.isRunning(scope);
-  }
-
   snapshot() {
     return this.#lanes.snapshot();
   }

@@ -218,10 +218,6 @@ export class Lanes {
     return undefined;
   }
 
-  isRunning(scope: string): boolean {
-    return this.#lanes.get(scope)?.running !== undefined;
-  }
-
   snapshot(): { inFlight: number; queued: number; channels: Record<string, { inFlight: number; queued: number }> } {
     const channels: Record<string, { inFlight: number; queued: number }> = {};
     for (const lane of this.#lanes.values()) {

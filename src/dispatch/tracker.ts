@@ -38,16 +38,14 @@ export class TaskTracker {
     this.#tasks.delete(id);
   }
 
-  get(id: string): TrackedTask | undefined {
-    const t = this.#tasks.get(id);
-    return t && { ...t };
+  /** Turns waiting in one conversation. */
+  queuedIn(scope: string): number {
+    let n = 0;
+    for (const t of this.#tasks.values()) if (t.scope === scope && t.state === 'queued') n++;
+    return n;
   }
 
   list(): TrackedTask[] {
     return [...this.#tasks.values()].map((t) => ({ ...t })).sort((a, b) => (a.state === b.state ? a.queuedAt.localeCompare(b.queuedAt) : a.state === 'running' ? -1 : 1));
-  }
-
-  get size(): number {
-    return this.#tasks.size;
   }
 }

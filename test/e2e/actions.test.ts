@@ -73,6 +73,16 @@ describe('management actions', () => {
     expect(reply!.text).not.toContain('pid');
   });
 
+  it('the slash status counts the messages waiting behind it in the conversation', async () => {
+    d = await startDaemon(body(100));
+    const c = await chat();
+    c.send('one two three four five');
+    c.send('/status');
+    c.send('queued after status');
+    const finals = await c.finals(3);
+    expect(finals.find((f) => f.text!.startsWith('Agent:'))!.text).toContain('Waiting after this: 1');
+  });
+
   it('channels, turns, sessions and version answer on HTTP and the CLI', async () => {
     d = await startDaemon(body());
     const c = await chat();
