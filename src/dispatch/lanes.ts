@@ -4,6 +4,7 @@ import type { Metrics } from '../observe/metrics.js';
 import type { Inbox, InboxItem } from '../store/inbox.js';
 import type { ChannelMessage } from './message.js';
 import type { TaskTracker } from './tracker.js';
+import { settleWithin } from '../kernel/sleep.js';
 
 /** One turn to run: one inbox item, or several merged by `collect`. */
 export interface TurnJob {
@@ -188,13 +189,14 @@ export class Lanes {
   async settleChannel(channelId: string, graceMs: number, cancel: boolean): Promise<void> {
     const lanes = [...this.#lanes.values()].filter((l) => l.channelId === channelId);
     if (cancel) for (const lane of lanes) this.#drop(lane, 'channel removed');
+    await this.#settle(lanes, cancel ? 0 : graceMs, 'channel stopped');
+  }
+
+  /** Lets the lanes' running turns finish for `graceMs`, cancels the rest, and waits for their final text. */
+  async #settle(lanes: Lane[], graceMs: number, reason: string): Promise<void> {
     const running = () => lanes.flatMap((l) => (l.running ? [l.running] : []));
-    if (!cancel) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.all(running().map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
-      clearTimeout(timer);
-    }
-    for (const r of running()) r.controller.abort(new Error('channel stopped'));
+    if (graceMs > 0) await settleWithin(Promise.all(running().map((r) => r.done)), graceMs);
+    for (const r of running()) r.controller.abort(new Error(reason));
     await Promise.all(running().map((r) => r.done));
   }
 
@@ -233,11 +235,6 @@ export class Lanes {
     this.#draining = true;
     clearTimeout(this.#timer);
     this.#ready.length = 0;
-    const running = () => [...this.#lanes.values()].flatMap((l) => (l.running ? [l.running] : []));
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([Promise.all(running().map((r) => r.done)), new Promise((r) => (timer = setTimeout(r, graceMs)))]);
-    clearTimeout(timer);
-    for (const r of running()) r.controller.abort(new Error('shutting down'));
-    await Promise.all(running().map((r) => r.done));
+    await this.#settle([...this.#lanes.values()], graceMs, 'shutting down');
   }
 }

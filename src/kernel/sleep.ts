@@ -1,3 +1,13 @@
+/** Waits for `work` to settle, but at most `ms`; the timer is released either way. */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([work.then(() => {}, () => {}), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 /**
  * Waits `ms`, or less when `signal` aborts (it then resolves; callers check the signal).
  * Built on the global setTimeout so tests' fake timers drive it; the timer and the

@@ -4,7 +4,7 @@ import type { ChannelAdapter, Deliver } from '../dispatch/adapter.js';
 import { ChannelError, CodedError, errorMessage, isRetryable, type ErrorCode } from '../errors.js';
 import type { Logger } from '../observe/logger.js';
 import { backoffDelayMs } from './backoff.js';
-import { sleep } from '../kernel/sleep.js';
+import { settleWithin, sleep } from '../kernel/sleep.js';
 
 export type ChannelStateName = 'starting' | 'connected' | 'backoff' | 'failed' | 'stopped';
 
@@ -110,17 +110,13 @@ export class SupervisedChannel {
           onFailedAttempt: async ({ error, attemptNumber }) => {
             this.#recordError(error);
             if (!isRetryable(error) || signal.aborted) return;
-            const waitMs = backoffDelayMs(attemptNumber, this.#o.backoff, this.#o.random);
-            this.#set('backoff', { attempts: attemptNumber, next_retry_at: new Date(Date.now() + waitMs).toISOString() });
-            await sleep(waitMs, signal);
+            await this.#backOff(attemptNumber, signal);
           },
         });
       } catch (err) {
         if (signal.aborted) break;
         if (err instanceof StableRunEnded) {
-          const waitMs = backoffDelayMs(1, this.#o.backoff, this.#o.random);
-          this.#set('backoff', { attempts: 1, next_retry_at: new Date(Date.now() + waitMs).toISOString() });
-          await sleep(waitMs, signal);
+          await this.#backOff(1, signal);
           continue;
         }
         this.#recordError(err);
@@ -129,6 +125,13 @@ export class SupervisedChannel {
       }
     }
     this.#set('stopped', { next_retry_at: null });
+  }
+
+  /** Shows `backoff` with the retry time, and waits that full-jitter delay. */
+  async #backOff(attempt: number, signal: AbortSignal): Promise<void> {
+    const waitMs = backoffDelayMs(attempt, this.#o.backoff, this.#o.random);
+    this.#set('backoff', { attempts: attempt, next_retry_at: new Date(Date.now() + waitMs).toISOString() });
+    await sleep(waitMs, signal);
   }
 
   async #attempt(attemptNumber: number): Promise<void> {
@@ -186,9 +189,7 @@ export class SupervisedChannel {
       this.#set('stopped');
       return;
     }
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.#loop, new Promise((r) => (timer = setTimeout(r, graceMs)))]);
-    clearTimeout(timer);
+    await settleWithin(this.#loop, graceMs);
     if (this.#status.state !== 'stopped' && this.#status.state !== 'failed') this.#set('stopped');
   }
 }
