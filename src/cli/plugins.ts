@@ -2,6 +2,7 @@ import { join } from 'node:path';
 import type { LoadedConfig } from '../config/load.js';
 import { agentOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
+import type { ChannelAdapter } from '../dispatch/adapter.js';
 import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
 import { replyTargetOf } from '../dispatch/message.js';
 import type { Plugin } from '../kernel/plugin.js';
@@ -231,6 +232,21 @@ export function workspacePlugin(name: string, agent: AgentConfig): Plugin {
   };
 }
 
+/** Stands in for an adapter that could not be built: every call fails with why. */
+function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
+  const fail = () => Promise.reject(err);
+  return {
+    id,
+    selfId: undefined,
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: false },
+    listen: fail,
+    send: fail,
+    edit: fail,
+    delete: fail,
+    typing: fail,
+  };
+}
+
 /** Channel ids whose disposal is a removal (turns cancelled) rather than a change (turns finish). */
 export type RemovalSet = Set<string>;
 
@@ -244,15 +260,14 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       const channels = ctx.use<Channels>('channels');
       const supervisor = ctx.use<Supervisor>('supervisor');
       const dispatcher = ctx.use<Dispatcher>('dispatcher');
-      let adapter;
+      let adapter: ChannelAdapter;
       try {
         const factory = await loadChannelFactory(config.type);
         adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
       } catch (err) {
-        // One channel that cannot be built is parked as failed; the others run.
-        supervisor.addFailed(config.id, config.type, new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false }));
-        ctx.effect(() => supervisor.remove(config.id, 0));
-        return;
+        // One channel that cannot be built goes through the usual supervision: its listener
+        // fails with a fatal error, so it is parked as failed while the others run.
+        adapter = unavailableAdapter(config.id, new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false }));
       }
       channels.set(config.id, { config, adapter });
       ctx.effect(() => void channels.delete(config.id));

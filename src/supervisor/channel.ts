@@ -91,12 +91,6 @@ export class SupervisedChannel {
     this.#loop ??= this.#run();
   }
 
-  /** Parks the channel in `failed` without running it (its adapter could not be built). */
-  fail(err: unknown): void {
-    this.#recordError(err);
-    this.#set('failed', { next_retry_at: null });
-    this.#loop ??= Promise.resolve();
-  }
 
   async #run(): Promise<void> {
     const signal = this.#controller.signal;

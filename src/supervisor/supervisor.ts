@@ -25,22 +25,6 @@ export class Supervisor {
     return ch;
   }
 
-  /** Records a channel that could not even be built (unknown kind, SDK failed to load) as failed. */
-  addFailed(id: string, kind: string, err: unknown): void {
-    // Never listened to: fail() parks it at once, so the adapter and backoff are never read.
-    const ch = new SupervisedChannel({
-      id,
-      kind,
-      adapter: undefined as never,
-      deliver: async () => false,
-      backoff: { initial_ms: 0, factor: 1, max_ms: 0, stable_ms: 0 },
-      connectTimeoutMs: 1,
-      log: this.log,
-    });
-    this.#channels.set(id, ch);
-    ch.fail(err);
-  }
-
   get(id: string): SupervisedChannel | undefined {
     return this.#channels.get(id);
   }
