@@ -4,7 +4,7 @@ import { agentOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../dispatch/adapter.js';
 import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
-import { replyTargetOf } from '../dispatch/message.js';
+import { channelOfScope, replyTargetOf } from '../dispatch/message.js';
 import type { Plugin } from '../kernel/plugin.js';
 import { HttpServer, parseListen } from '../observe/http.js';
 import { createLogger, type Logger, type LoggerOptions } from '../observe/logger.js';
@@ -57,7 +57,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       conversations,
       defaultQueueMode: (scope) => {
         const cfg = holder.loaded.config;
-        const channelId = scope.slice(0, scope.indexOf(':'));
+        const channelId = channelOfScope(scope);
         return cfg.channels.find((c) => c.id === channelId)?.queue_mode ?? cfg.limits.queue_mode;
       },
     });
@@ -188,7 +188,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           limits: () => cfg().limits,
           channel,
           queueModeOf: (scope) => {
-            const channelId = scope.slice(0, scope.indexOf(':'));
+            const channelId = channelOfScope(scope);
             return ctx.use<ConversationStore>('conversations').get(agentOf(cfg(), channelId), scope).queueMode;
           },
           notify: async (msg, text) => {

@@ -60,6 +60,11 @@ export function conversationScope(msg: ChannelMessage, scope: 'chat' | 'sender' 
   return key;
 }
 
+/** The channel a conversation scope belongs to (its first part). */
+export function channelOfScope(scope: string): string {
+  return scope.slice(0, scope.indexOf(':'));
+}
+
 export function replyTargetOf(msg: ChannelMessage): ReplyTarget {
   return {
     channelId: msg.channelId,

@@ -64,10 +64,3 @@ export function rssMb(pid: number): number {
   return kb / 1024;
 }
 
-export async function until(fn: () => boolean | Promise<boolean>, timeoutMs: number, stepMs = 5): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await fn())) {
-    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms`);
-    await new Promise((r) => setTimeout(r, stepMs));
-  }
-}

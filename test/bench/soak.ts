@@ -1,9 +1,10 @@
+import { waitFor } from '../helpers/daemon.js';
 import { parseArgs } from 'node:util';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { visibleText } from '../fakes/telegram/server.js';
 import type { DaemonProcess } from '../helpers/process.js';
 import { ChatClient } from '../helpers/webchat-client.js';
-import { Fleet, until } from './fleet.js';
+import { Fleet } from './fleet.js';
 import { freePort } from './scenarios/startup.js';
 
 export interface SoakResult {
@@ -29,7 +30,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   const url = `http://127.0.0.1:${port}`;
   const start = async () => {
     const p = fleet.spawn();
-    await until(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 30_000);
+    await waitFor(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 30_000);
     return p;
   };
   let daemon: DaemonProcess = await start();
@@ -92,7 +93,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         const acked = new Set(old.frames.filter((f) => f.type === 'ack').map((f) => f.id));
         for (const m of sent) if (m.channel === 'web' && !acked.has(`m${m.text.split('-')[1]}`)) c.send(m.text, `m${m.text.split('-')[1]}`);
         webClients.push(c);
-        await until(() => fleet.dc.connected, 10_000);
+        await waitFor(() => fleet.dc.connected, 10_000);
         discordDown = false;
       }
       await new Promise((r) => setTimeout(r, 60));
@@ -114,7 +115,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
           }
         }
       });
-    await until(() => counts().every((c) => c >= 1), answerWaitMs, 250).catch(() => {});
+    await waitFor(() => counts().every((c) => c >= 1), answerWaitMs, 250).catch(() => {});
     await new Promise((r) => setTimeout(r, 1500));
     const c = counts();
     const lostTexts = sent.filter((_, i) => c[i] === 0).map((m) => m.text);

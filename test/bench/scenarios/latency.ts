@@ -1,5 +1,6 @@
+import { waitFor } from '../../helpers/daemon.js';
 import { FakeLlm } from '../../fakes/llm/server.js';
-import { Fleet, until } from '../fleet.js';
+import { Fleet } from '../fleet.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 /**
@@ -18,16 +19,16 @@ export async function latency(o: ScenarioOptions): Promise<Row[]> {
     fleet.write({ streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n` });
     const p = fleet.spawn();
     try {
-      await until(() => fleet.tg.callsOf('getUpdates').length > 0, 30_000);
+      await waitFor(() => fleet.tg.callsOf('getUpdates').length > 0, 30_000);
       const answer = 'one two three four five six seven eight';
       for (let i = 0; i < n; i++) {
         llm.script({ kind: 'stream', chunks: answer.split(' ').map((w, j) => ({ content: j ? ` ${w}` : w, delayMs: 40 })) });
         const chat = 5000 + i;
         const t0 = Date.now();
         fleet.tg.dm(`question ${i}`, { id: chat, first_name: 'u' });
-        await until(() => fleet.tg.texts(chat).length > 0, 30_000, 1);
+        await waitFor(() => fleet.tg.texts(chat).length > 0, 30_000, 1);
         first.push(Date.now() - t0);
-        await until(() => fleet.tg.texts(chat)[0] === answer, 30_000, 1);
+        await waitFor(() => fleet.tg.texts(chat)[0] === answer, 30_000, 1);
         final.push(Date.now() - t0);
       }
     } finally {

@@ -1,4 +1,5 @@
-import { Fleet, rssMb, spawnBareSdkBot, until } from '../fleet.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { Fleet, rssMb, spawnBareSdkBot } from '../fleet.js';
 import { freePort } from './startup.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
@@ -8,7 +9,7 @@ async function push(fleet: Fleet, n: number, label: string): Promise<void> {
   for (let sent = 0; sent < n; ) {
     const wave = Math.min(500, n - sent);
     for (let i = 0; i < wave; i++, sent++) fleet.tg.dm(`${label} ${sent}`, { id: 1000 + (sent % 200), first_name: 'u' });
-    await until(() => fleet.tg.messages.length - before >= sent, 120_000, 2);
+    await waitFor(() => fleet.tg.messages.length - before >= sent, 120_000, 2);
   }
 }
 
@@ -17,7 +18,7 @@ async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
   const port = await freePort();
   const { child, exited } = spawnBareSdkBot(fleet, port);
   try {
-    await until(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
     await new Promise((r) => setTimeout(r, settleMs));
     return rssMb(child.pid!);
   } finally {
@@ -38,7 +39,7 @@ export async function memory(o: ScenarioOptions): Promise<Row[]> {
     fleet.write();
     const p = fleet.spawn();
     try {
-      await until(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
+      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
       await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
       const idle = rssMb(p.child.pid!);
       await push(fleet, warm, 'warm');

@@ -1,5 +1,6 @@
+import { waitFor } from '../../helpers/daemon.js';
 import { ChatClient } from '../../helpers/webchat-client.js';
-import { Fleet, until } from '../fleet.js';
+import { Fleet } from '../fleet.js';
 import type { Row, ScenarioOptions } from '../report.js';
 import { freePort } from './startup.js';
 
@@ -22,8 +23,8 @@ export async function reload(o: ScenarioOptions): Promise<Row[]> {
     fleet.write({ port });
     const p = fleet.spawn();
     try {
-      await until(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
-      await until(() => fleet.dc.connected && fleet.sl.socketOpen, 10_000);
+      await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
+      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen, 10_000);
       const web = new ChatClient(`http://127.0.0.1:${port}`, 'bench');
       await web.opened;
       const before = await status();
@@ -31,7 +32,7 @@ export async function reload(o: ScenarioOptions): Promise<Row[]> {
       fleet.write({ port, tgExtra: 'require_mention = false\n' });
       const t0 = performance.now();
       p.signal('SIGHUP');
-      await until(async () => {
+      await waitFor(async () => {
         const s = await status();
         return s.generation === before.generation + 1 && s.channels.find((c) => c.id === 'tg')?.state === 'connected';
       }, 30_000, 2);

@@ -1,5 +1,6 @@
+import { waitFor } from '../../helpers/daemon.js';
 import { createServer } from 'node:net';
-import { Fleet, spawnBareSdkBot, until } from '../fleet.js';
+import { Fleet, spawnBareSdkBot } from '../fleet.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 export async function freePort(): Promise<number> {
@@ -14,7 +15,7 @@ async function readyAfterMs(port: number, start: () => { kill(): void; exited: P
   const t0 = performance.now();
   const proc = start();
   try {
-    await until(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 2);
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 2);
     return performance.now() - t0;
   } finally {
     proc.kill();

@@ -1,7 +1,8 @@
+import { waitFor } from '../../helpers/daemon.js';
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { FakeTelegram } from '../../fakes/telegram/server.js';
-import { Fleet, until } from '../fleet.js';
+import { Fleet } from '../fleet.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
 /** Pushes `n` DMs over `m` chats and waits until each has its reply; returns messages per second. */
@@ -9,7 +10,7 @@ async function drive(tg: FakeTelegram, n: number, m: number, label: string): Pro
   const before = tg.messages.length;
   const t0 = performance.now();
   for (let i = 0; i < n; i++) tg.dm(`${label} message ${i}`, { id: 1000 + (i % m), first_name: `user${i % m}` });
-  await until(() => tg.messages.length - before >= n, 120_000, 2);
+  await waitFor(() => tg.messages.length - before >= n, 120_000, 2);
   return n / ((performance.now() - t0) / 1000);
 }
 
@@ -28,7 +29,7 @@ export async function throughput(o: ScenarioOptions): Promise<Row[]> {
     fleet.write();
     const p = fleet.spawn();
     try {
-      await until(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
+      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
       await drive(fleet.tg, warm, m, 'warm');
       channeld = await drive(fleet.tg, n, m, 'run');
     } finally {
