@@ -28,6 +28,10 @@ export const catalogue = {
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
+  STORAGE_UNAVAILABLE: { retryable: true, text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status' },
+  STORAGE_TOO_NEW: { retryable: false, text: 'the database was written by a newer channeld; run that version, or move the state_dir aside to start afresh' },
+  STORAGE_DAMAGED: { retryable: false, text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside' },
+  STATE_DIR_UNUSABLE: { retryable: false, text: 'state_dir cannot be used; point [daemon] state_dir at a writable directory' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;
 

@@ -15,6 +15,7 @@ import type { SessionStore } from '../store/sessions.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
+import type { GroupCommit } from '../store/group-commit.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
@@ -152,9 +153,16 @@ export class Daemon implements ManagementApi {
     return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` };
   }
 
-  /** Every configured channel is past its first connect attempt (an empty supervisor during start-up is not ready). */
+  /**
+   * Every configured channel is past its first connect attempt (an empty supervisor during
+   * start-up is not ready), and the database takes writes.
+   */
   ready(): boolean {
-    return this.#channelsLoaded && this.supervisor.ready();
+    return this.#channelsLoaded && this.supervisor.ready() && this.storage.health.ok;
+  }
+
+  get storage(): GroupCommit {
+    return this.#kernel.get<GroupCommit>('storage');
   }
 
   status(): DaemonStatus {
@@ -170,6 +178,7 @@ export class Daemon implements ManagementApi {
       turns: { in_flight: snap.inFlight, queued: snap.queued, list: this.tracker.list() },
       agents: [...this.#kernel.get<WorkspaceTable>('workspaces').byName.values()].map((w) => w.status()),
       last_reload: this.#lastReload,
+      storage: this.storage.status(),
     };
   }
 

@@ -12,6 +12,7 @@ import { Metrics } from '../observe/metrics.js';
 import { openDb } from '../store/db.js';
 import { Inbox } from '../store/inbox.js';
 import { GroupCommit } from '../store/group-commit.js';
+import { StorageHealth } from '../store/health.js';
 import { ConversationStore } from '../store/conversations.js';
 import { SessionStore } from '../store/sessions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
@@ -90,27 +91,34 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
     {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations'],
-      inject: ['config', 'logger'],
+      provides: ['inbox', 'sessions', 'conversations', 'storage'],
+      inject: ['config', 'logger', 'metrics'],
       start: (ctx) => {
+        const log = ctx.use<Logger>('logger');
+        const metrics = ctx.use<Metrics>('metrics');
         const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
-        const group = new GroupCommit(db);
+        const health = new StorageHealth(log, (degraded, code) => {
+          metrics.storageDegraded.set(degraded ? 1 : 0);
+          if (code) metrics.storageFaults.inc({ code });
+        });
+        const group = new GroupCommit(db, { health, onDropped: (err) => log.error({ err }, 'a store write failed and was dropped') });
         ctx.effect(() => {
-          group.flush();
+          group.close();
           db.close();
         });
         const inbox = new Inbox(db, group);
         const prune = () => {
-          const n = inbox.prune(cfg().daemon.inbox_retention_hours);
-          if (n) ctx.use<Logger>('logger').info({ pruned: n }, 'pruned old inbox items');
+          const n = inbox.tryPrune(cfg().daemon.inbox_retention_hours);
+          if (n) log.info({ pruned: n }, 'pruned old inbox items');
         };
         prune();
         const timer = setInterval(prune, 3_600_000);
         timer.unref();
         ctx.effect(() => clearInterval(timer));
         ctx.provide('inbox', inbox);
+        ctx.provide('storage', group);
         ctx.provide('sessions', new SessionStore(db, group));
-        ctx.provide('conversations', new ConversationStore(db));
+        ctx.provide('conversations', new ConversationStore(db, group));
       },
     },
     {

@@ -38,6 +38,7 @@ export interface DispatcherOptions {
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
+export const UNAVAILABLE_REPLY = 'Sorry, I am temporarily unavailable and could not take this message. Please try again in a few minutes.';
 
 /**
  * From delivered message to running turn: access rules, the /stop fast path, the durable
@@ -47,6 +48,8 @@ export class Dispatcher {
   readonly #o: DispatcherOptions;
   readonly #lanes: Lanes;
   readonly #notices = new NoticeLimiter();
+  /** One "temporarily unavailable" notice per conversation a minute, however often the platform redelivers. */
+  readonly #unavailable = new NoticeLimiter(60_000);
   readonly passive = new PassiveContext();
   readonly tracker: TaskTracker;
   #accepting = true;
@@ -90,7 +93,17 @@ export class Dispatcher {
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
     if (parseCommand(msg.text, ch.adapter.selfName)?.name === 'stop') return this.#stop(msg, scope);
-    const id = this.#o.inbox.add(msg, scope);
+    let id: number | undefined;
+    try {
+      id = await this.#o.inbox.addDurable(msg, scope);
+    } catch (err) {
+      // Not stored, so not acknowledged: platforms that redeliver bring it back later.
+      if (err instanceof CodedError && err.code === 'STORAGE_UNAVAILABLE') {
+        this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'storage' });
+        if (this.#unavailable.take(scope)) await this.#notify(msg, UNAVAILABLE_REPLY);
+      }
+      throw err;
+    }
     if (id === undefined) {
       this.#o.metrics.duplicates.inc({ channel: msg.channelId });
       return true;
@@ -102,8 +115,13 @@ export class Dispatcher {
   };
 
   async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
-    // Stored as done so a redelivered /stop is recognised and not acted on twice.
-    if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
+    // Stored as done so a redelivered /stop is recognised and not acted on twice; while the
+    // store refuses writes it still stops (a redelivery would only stop nothing again).
+    const stored = await this.#o.inbox.addDurable(msg, scope, 'done').then(
+      (id) => id !== undefined,
+      () => true,
+    );
+    if (!stored) return true;
     const stopped = this.#lanes.stop(scope, 'stopped by /stop');
     await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
     return true;

@@ -25,6 +25,8 @@ export class Metrics {
   readonly channelState = new Gauge({ name: 'channeld_channel_up', help: '1 when the channel is connected', labelNames: ['channel'], registers: [this.registry] });
   readonly modelTurns = new Counter({ name: 'channeld_model_turns_total', help: 'Turns served, by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
+  readonly storageDegraded = new Gauge({ name: 'channeld_storage_degraded', help: '1 while the database cannot take writes (see storage in /status)', registers: [this.registry] });
+  readonly storageFaults = new Counter({ name: 'channeld_storage_faults_total', help: 'Times the database stopped taking writes, by SQLite code', labelNames: ['code'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

@@ -1,5 +1,6 @@
 import type { TrackedTask } from '../dispatch/tracker.js';
 import type { Metrics } from './metrics.js';
+import type { StorageStatus } from '../store/health.js';
 import { sendJson, type HttpRoutes } from './http.js';
 
 /** What /status reports; the CLI's `channeld status` prints the same object. */
@@ -14,6 +15,8 @@ export interface DaemonStatus {
   turns: { in_flight: number; queued: number; list: TrackedTask[] };
   agents: Array<{ name: string; provider: string; model: string | null; fallback_models: string[]; cooling: Array<{ model: string; until: string; failures: number }>; last_served: string | null }>;
   last_reload: { ok: boolean; at: string; errors: string[] } | null;
+  /** `degraded` (with the SQLite code) while the database cannot take writes; then not ready. */
+  storage: StorageStatus;
 }
 
 /** Registers /healthz, /readyz and /metrics (/status is the status action's HTTP face); returns the disposer. */
@@ -22,7 +25,7 @@ export function registerStatusRoutes(http: HttpRoutes, metrics: Metrics, status:
     http.route('GET', '/healthz', (_req, res) => sendJson(res, 200, { ok: true })),
     http.route('GET', '/readyz', (_req, res) => {
       const s = status();
-      sendJson(res, s.ready ? 200 : 503, { ready: s.ready, channels: s.channels.map((c) => ({ id: c.id, state: c.state })) });
+      sendJson(res, s.ready ? 200 : 503, { ready: s.ready, storage: s.storage.state, ...(s.storage.code ? { storage_code: s.storage.code } : {}), channels: s.channels.map((c) => ({ id: c.id, state: c.state })) });
     }),
     http.route('GET', '/metrics', async (_req, res) => {
       const text = await metrics.registry.metrics();

@@ -1,5 +1,6 @@
 import type { QueueMode } from '../config/schema.js';
 import type { Db } from './db.js';
+import type { GroupCommit } from './group-commit.js';
 
 /** What a conversation chose with /model, /queue and /mode. */
 export interface ConversationPrefs {
@@ -15,7 +16,10 @@ export class ConversationStore {
   readonly #put;
   readonly #cache = new Map<string, ConversationPrefs>();
 
-  constructor(db: Db) {
+  constructor(
+    db: Db,
+    private readonly group?: GroupCommit,
+  ) {
     this.#get = db.prepare(`SELECT model, queue_mode, modes FROM conversations WHERE agent = ? AND scope = ?`);
     this.#put = db.prepare(
       `INSERT INTO conversations (agent, scope, model, queue_mode, modes) VALUES (@agent, @scope, @model, @queueMode, @modes)
@@ -40,7 +44,10 @@ export class ConversationStore {
 
   update(agent: string, scope: string, patch: Partial<ConversationPrefs>): ConversationPrefs {
     const next = { ...this.get(agent, scope), ...patch };
-    this.#put.run({ agent, scope, model: next.model ?? null, queueMode: next.queueMode ?? null, modes: next.modes ? JSON.stringify(next.modes) : null });
+    const row = { agent, scope, model: next.model ?? null, queueMode: next.queueMode ?? null, modes: next.modes ? JSON.stringify(next.modes) : null };
+    // The choice applies at once from the cache; while the store refuses writes it waits in the retries.
+    if (this.group) this.group.now(() => this.#put.run(row));
+    else this.#put.run(row);
     this.#cache.set(`${agent}\u0000${scope}`, next);
     return next;
   }

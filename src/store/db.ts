@@ -1,6 +1,17 @@
 import Database from 'better-sqlite3';
-import { mkdirSync } from 'node:fs';
+import { chmodSync, closeSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
+import { CodedError } from '../errors.js';
+import { prepareStateDir, STATE_FILE_MODE } from './state-dir.js';
+
+/**
+ * How long one write may block the event loop on a lock another process holds. Short on
+ * purpose: a busy write fails fast and is retried off the hot path (GroupCommit,
+ * Inbox.addDurable) so /healthz and every other request keep answering.
+ */
+export const BUSY_TIMEOUT_MS = 10;
+/** Opening and migrating happens once, before anything is served: it may wait longer. */
+const OPEN_BUSY_TIMEOUT_MS = 5000;
 
 /** Schema steps, applied in order; `PRAGMA user_version` records how many have run. */
 const migrations: readonly string[] = [
@@ -50,20 +61,55 @@ const migrations: readonly string[] = [
 
 export type Db = Database.Database;
 
-/** Opens (creating if needed) the state database in WAL mode and migrates it. */
+/** The schema version this build writes (`PRAGMA user_version`). */
+export const SCHEMA_VERSION = migrations.length;
+
+/**
+ * Opens (creating if needed, 0600 in a 0700 directory) the state database in WAL mode and
+ * migrates it. Refuses a database from a newer channeld (STORAGE_TOO_NEW) and one that
+ * fails `PRAGMA quick_check` (STORAGE_DAMAGED), each with what to do.
+ */
 export function openDb(file: string): Db {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
-  const db = new Database(file);
-  db.pragma('journal_mode = WAL');
-  // NORMAL in WAL keeps every commit durable across a process crash (kill -9), which is
-  // the failure the inbox guards against; only an OS crash can lose the last commits.
-  db.pragma('synchronous = NORMAL');
-  db.pragma('busy_timeout = 5000');
-  const version = db.pragma('user_version', { simple: true }) as number;
-  const apply = db.transaction(() => {
-    for (let v = version; v < migrations.length; v++) db.exec(migrations[v]!);
-    db.pragma(`user_version = ${migrations.length}`);
-  });
-  if (version < migrations.length) apply();
-  return db;
+  if (file !== ':memory:') {
+    prepareStateDir(dirname(file));
+    // Created by us first, so SQLite's own files (-wal, -shm take the database's mode) are private too.
+    closeSync(openSync(file, 'a', STATE_FILE_MODE));
+    chmodSync(file, STATE_FILE_MODE);
+  }
+  const db = new Database(file, { timeout: OPEN_BUSY_TIMEOUT_MS });
+  try {
+    const version = damagedIfThrows(file, () => db.pragma('user_version', { simple: true }) as number);
+    if (version > SCHEMA_VERSION) {
+      throw new CodedError('STORAGE_TOO_NEW', `${file} has schema version ${version}, and this channeld knows versions up to ${SCHEMA_VERSION}`);
+    }
+    const problems = damagedIfThrows(file, () => (db.pragma('quick_check') as Array<{ quick_check: string }>).map((r) => r.quick_check));
+    if (problems.length !== 1 || problems[0] !== 'ok') {
+      throw new CodedError('STORAGE_DAMAGED', `${file}: ${problems.slice(0, 3).join('; ')}${problems.length > 3 ? ` (and ${problems.length - 3} more)` : ''}`);
+    }
+    db.pragma('journal_mode = WAL');
+    // NORMAL in WAL keeps every commit durable across a process crash (kill -9), which is
+    // the failure the inbox guards against; only an OS crash can lose the last commits.
+    db.pragma('synchronous = NORMAL');
+    const apply = db.transaction(() => {
+      for (let v = version; v < migrations.length; v++) db.exec(migrations[v]!);
+      db.pragma(`user_version = ${migrations.length}`);
+    });
+    if (version < migrations.length) apply();
+    db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
+    return db;
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+}
+
+/** A file SQLite cannot read as a database is reported as damaged, with what to do. */
+function damagedIfThrows<T>(file: string, read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    const code = (err as { code?: string }).code;
+    if (code === 'SQLITE_CORRUPT' || code === 'SQLITE_NOTADB') throw new CodedError('STORAGE_DAMAGED', `${file}: ${code}`, { cause: err });
+    throw err;
+  }
 }

@@ -1,32 +1,149 @@
 import type { Db } from './db.js';
+import { isStorageFault, StorageHealth, type StorageStatus } from './health.js';
+
+export interface GroupCommitOptions {
+  health?: StorageHealth;
+  /** First pause before a failed write is tried again; it doubles up to `maxRetryMs`. */
+  retryMs?: number;
+  maxRetryMs?: number;
+  /** Told about a write dropped because it is wrong SQL (a bug), not a storage fault. */
+  onDropped?: (err: unknown) => void;
+}
 
 /**
  * Writes that close a turn (its final state, its session turn) from many turns that end
  * in the same tick, committed together in one transaction on the next tick. Writes that
  * guard against loss or duplicates (the inbox insert before the platform ack, the reply
- * refs after the first send) never go through here.
+ * refs after the first send) never wait here while the database works.
+ *
+ * No storage fault escapes from here: a batch the database refuses (full disk, a lock
+ * held by another process, I/O or corruption errors) stays queued, `health` turns
+ * degraded, and the batch is tried again with backoff until it commits.
  */
 export class GroupCommit {
   #pending: Array<() => void> = [];
   #scheduled = false;
+  #retry: NodeJS.Timeout | undefined;
+  #retryMs: number;
+  readonly #o: Required<Omit<GroupCommitOptions, 'onDropped'>> & Pick<GroupCommitOptions, 'onDropped'>;
+  readonly health: StorageHealth;
 
-  constructor(private readonly db: Db) {}
+  constructor(
+    private readonly db: Db,
+    options: GroupCommitOptions = {},
+  ) {
+    this.health = options.health ?? new StorageHealth();
+    this.#o = { health: this.health, retryMs: options.retryMs ?? 100, maxRetryMs: options.maxRetryMs ?? 5000, ...(options.onDropped ? { onDropped: options.onDropped } : {}) };
+    this.#retryMs = this.#o.retryMs;
+  }
 
   add(write: () => void): void {
     this.#pending.push(write);
-    if (this.#scheduled) return;
+    if (this.#scheduled || this.#retry) return;
     this.#scheduled = true;
     setImmediate(() => this.flush());
   }
 
-  /** Commits everything queued; called on the next tick and before the database closes. */
+  /**
+   * Runs `write` now; if the database cannot take it, it is queued for the retries instead
+   * (after anything already queued, so order is kept). Never throws a storage fault.
+   */
+  now(write: () => void): void {
+    if (this.#pending.length) {
+      this.add(write);
+      return;
+    }
+    try {
+      write();
+    } catch (err) {
+      if (!isStorageFault(err)) throw err;
+      this.#pending.push(write);
+      this.failed(err);
+    }
+  }
+
+  /** A write outside this queue failed on a storage fault: go degraded and probe until writes work. */
+  failed(err: Error & { code: string }): void {
+    this.health.fail(err);
+    this.#scheduleRetry();
+  }
+
+  /** Commits everything queued; called on the next tick, by the retries, and before the database closes. */
   flush(): void {
     this.#scheduled = false;
+    if (!this.db.open) return;
     const writes = this.#pending;
-    if (!writes.length || !this.db.open) return;
+    if (!writes.length) return;
     this.#pending = [];
-    this.db.transaction(() => {
-      for (const w of writes) w();
-    })();
+    try {
+      this.db.transaction(() => {
+        for (const w of writes) w();
+      })();
+    } catch (err) {
+      if (isStorageFault(err)) {
+        this.#pending = [...writes, ...this.#pending];
+        this.failed(err);
+        return;
+      }
+      // Wrong SQL in one write must not sink the others: commit them one by one.
+      for (const w of writes) this.#one(w);
+      if (this.#pending.length) this.#scheduleRetry();
+    }
+    this.#ok();
+  }
+
+  #one(write: () => void): void {
+    try {
+      write();
+    } catch (err) {
+      if (isStorageFault(err)) this.#pending.push(write);
+      else this.#o.onDropped?.(err);
+    }
+  }
+
+  #ok(): void {
+    if (this.#pending.length) return;
+    this.#retryMs = this.#o.retryMs;
+    this.health.recover();
+  }
+
+  #scheduleRetry(): void {
+    if (this.#retry || !this.db.open) return;
+    this.#retry = setTimeout(() => {
+      this.#retry = undefined;
+      this.#retryMs = Math.min(this.#o.maxRetryMs, this.#retryMs * 2);
+      this.#attempt();
+    }, this.#retryMs);
+  }
+
+  #attempt(): void {
+    if (!this.db.open) return;
+    if (this.#pending.length) {
+      this.flush();
+      return;
+    }
+    // Nothing queued: a committed no-op write tells whether the database takes writes again
+    // (it needs a free page in the WAL and the write lock, as any real write does).
+    try {
+      const v = this.db.pragma('user_version', { simple: true }) as number;
+      this.db.pragma(`user_version = ${v}`);
+      this.#ok();
+    } catch (err) {
+      if (isStorageFault(err)) this.failed(err);
+      else throw err;
+    }
+  }
+
+  status(): StorageStatus {
+    return this.health.status(this.#pending.length);
+  }
+
+  /** Stops retrying and tries the queue one last time (the database is about to close). */
+  close(): void {
+    clearTimeout(this.#retry);
+    this.#retry = undefined;
+    this.flush();
+    clearTimeout(this.#retry);
+    this.#retry = undefined;
   }
 }

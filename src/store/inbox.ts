@@ -1,6 +1,11 @@
 import type { ChannelMessage, MessageRef } from '../dispatch/message.js';
 import type { Db } from './db.js';
 import type { GroupCommit } from './group-commit.js';
+import { isLockFault, isStorageFault } from './health.js';
+import { CodedError } from '../errors.js';
+
+/** How long a new message may wait for a lock another process holds before it is refused. */
+const LOCK_WAIT_MS = 5_000;
 
 export type InboxState = 'pending' | 'running' | 'done' | 'failed' | 'refused';
 
@@ -64,11 +69,35 @@ export class Inbox {
     return row?.id;
   }
 
+  /**
+   * Stores a new message before the platform is acknowledged, without blocking the event
+   * loop on a lock another process holds: a short busy wait, then waits for the store to
+   * take writes again (at most LOCK_WAIT_MS). Rejects with STORAGE_UNAVAILABLE (retryable)
+   * when it cannot be stored, so the caller does not ack and the platform delivers again.
+   */
+  async addDurable(msg: ChannelMessage, scope: string, state: InboxState = 'pending', signal?: AbortSignal): Promise<number | undefined> {
+    const health = this.#group?.health;
+    for (let attempt = 0; ; attempt++) {
+      if (health && !health.ok) {
+        if (!isLockFault(health.code) || attempt > 1 || !(await health.whenOk(LOCK_WAIT_MS, signal))) {
+          throw new CodedError('STORAGE_UNAVAILABLE', `the message was not stored (${health.code ?? 'storage fault'})`, { retryable: true });
+        }
+      }
+      try {
+        return this.add(msg, scope, state);
+      } catch (err) {
+        if (!isStorageFault(err) || !this.#group) throw err;
+        this.#group.failed(err);
+      }
+    }
+  }
+
   setState(id: number, state: InboxState, error?: string): void {
     const write = () => this.#setState.run(state, error ?? null, Date.now(), id);
     // A final state can ride the group commit: if the process dies first, the item is
     // re-run into the draft it already has, so nothing is lost or sent twice.
     if (this.#group && (state === 'done' || state === 'failed')) this.#group.add(write);
+    else if (this.#group) this.#group.now(write);
     else write();
   }
 
@@ -77,7 +106,23 @@ export class Inbox {
    * ones; a pending item becomes running here.
    */
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
-    this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
+    const json = JSON.stringify(refs);
+    const write = () => this.#setRefs.run(json, Date.now(), id);
+    // While the store refuses writes the refs wait in the retry queue: the running turn
+    // goes on, and only a crash before they commit could repeat its first message.
+    if (this.#group) this.#group.now(write);
+    else write();
+  }
+
+  /** Deletes finished items older than `retentionHours`; returns how many (0 when the store refuses writes). */
+  tryPrune(retentionHours: number): number {
+    try {
+      return this.prune(retentionHours);
+    } catch (err) {
+      if (!isStorageFault(err)) throw err;
+      this.#group?.failed(err);
+      return 0;
+    }
   }
 
   get(id: number): InboxItem | undefined {

@@ -17,7 +17,8 @@ export function formatStatus(s: DaemonStatus): string {
   }
   const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}`);
   const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
-  return [head, '', table(rows), '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
+  const storage = s.storage?.state === 'degraded' ? [`storage: degraded (${s.storage.code}) since ${s.storage.since}: ${s.storage.error}; ${s.storage.pending_writes} write(s) waiting`] : [];
+  return [head, ...storage, '', table(rows), '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
 }
 
 const daemonStatus = z.looseObject({
