@@ -32,6 +32,8 @@ export const catalogue = {
   STORAGE_TOO_NEW: { retryable: false, text: 'the database was written by a newer channeld; run that version, or move the state_dir aside to start afresh' },
   STORAGE_DAMAGED: { retryable: false, text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside' },
   STATE_DIR_UNUSABLE: { retryable: false, text: 'state_dir cannot be used; point [daemon] state_dir at a writable directory' },
+  LISTEN_INVALID: { retryable: false, text: 'the HTTP server cannot bind [http] listen; use an address of this machine and a port you may use' },
+  LISTEN_IN_USE: { retryable: true, text: 'another process listens on [http] listen; stop it or choose another port' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;
 
@@ -77,6 +79,21 @@ export class ConfigError extends CodedError {
     this.name = 'ConfigError';
     this.problems = problems;
   }
+}
+
+/**
+ * Failures the operator must fix before a restart can help (sysexits EX_CONFIG, 78, which
+ * systemd's RestartPreventExitStatus keeps from looping): the config, the listen address,
+ * the state_dir and a database this build must not touch.
+ */
+const operatorCodes: ReadonlySet<ErrorCode> = new Set(['CONFIG_INVALID', 'CONFIG_NOT_FOUND', 'LISTEN_INVALID', 'STATE_DIR_UNUSABLE', 'STORAGE_TOO_NEW', 'STORAGE_DAMAGED']);
+
+/** The coded error at the root of `err`'s cause chain that the operator must fix, if any. */
+export function operatorProblem(err: unknown): CodedError | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 10; e = e.cause, depth++) {
+    if (e instanceof CodedError && operatorCodes.has(e.code)) return e;
+  }
+  return undefined;
 }
 
 /** Whether an unknown failure is worth retrying: coded errors say so; anything else is presumed transient. */

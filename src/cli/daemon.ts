@@ -1,4 +1,4 @@
-import { rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { diffChannels } from '../config/diff.js';
@@ -39,6 +39,23 @@ export interface ReloadResult {
   agents: string[];
 }
 
+/** Keys a running daemon cannot change: the HTTP server and the database stay where they are. */
+export const RESTART_KEYS = [
+  ['[http] listen', (c: LoadedConfig) => c.config.http.listen],
+  ['[daemon] state_dir', (c: LoadedConfig) => c.config.daemon.state_dir],
+] as const;
+
+/** Why a valid new config must not be applied by a reload, or undefined. */
+function reloadRefusal(before: LoadedConfig, after: LoadedConfig): string | undefined {
+  const restart = RESTART_KEYS.filter(([, get]) => get(before) !== get(after)).map(([key]) => key);
+  if (restart.length) return `${after.file}: ${restart.join(' and ')} changed; ${restart.length > 1 ? 'they take' : 'it takes'} effect only on a restart (systemctl restart channeld). Nothing was applied; undo the change or restart.`;
+  const enabled = (l: LoadedConfig) => l.config.channels.filter((c) => c.enabled).length;
+  if (enabled(after) === 0 && enabled(before) > 0) {
+    return `${after.file}: no channel is enabled in the new config, so this reload would stop every channel (an empty or truncated file?). Nothing was applied; to stop the daemon use systemctl stop channeld.`;
+  }
+  return undefined;
+}
+
 /** The running daemon: a kernel of core plugins plus one plugin per channel. */
 export class Daemon implements ManagementApi {
   readonly #kernel: Kernel;
@@ -65,7 +82,14 @@ export class Daemon implements ManagementApi {
   static async start(options: DaemonOptions): Promise<Daemon> {
     const env = options.env ?? process.env;
     const daemon = new Daemon(loadConfig(options.configFile, env), env);
-    await daemon.#start(options);
+    try {
+      await daemon.#start(options);
+    } catch (err) {
+      // Whatever already runs (the HTTP server above all: /healthz must not say ok for a
+      // daemon that never started) is stopped before the error goes up.
+      await daemon.#kernel.stop().catch(() => {});
+      throw err;
+    }
     return daemon;
   }
 
@@ -106,8 +130,7 @@ export class Daemon implements ManagementApi {
     await this.#kernel.load(...corePlugins({ holder: this.#holder, api: this, hardStop: this.#hardStop.signal, ...(options.logger ? { logger: options.logger } : {}) }), this.#statusPlugin());
     const cfg = this.#holder.loaded.config;
     const pidFile = join(cfg.daemon.state_dir, 'channeld.pid');
-    mkdirSync(cfg.daemon.state_dir, { recursive: true });
-    writeFileSync(pidFile, `${process.pid}\n`);
+    writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o600 });
     await this.#kernel.load({ name: 'pidfile', start: (ctx) => void ctx.effect(() => rmSync(pidFile, { force: true })) });
     for (const [name, agent] of Object.entries(cfg.agents)) if (agent.enabled) await this.#kernel.load(workspacePlugin(name, agent));
     const channels = cfg.channels.filter((c) => c.enabled);
@@ -215,6 +238,13 @@ export class Daemon implements ManagementApi {
       this.#lastReload = { ok: false, at, errors };
       this.metrics.reloads.inc({ result: 'invalid' });
       return { ok: false, generation: this.#holder.generation, errors, added: [], removed: [], changed: [], agents: [] };
+    }
+    const refusal = reloadRefusal(before, after);
+    if (refusal) {
+      this.log.error({ reload: 'refused' }, refusal);
+      this.#lastReload = { ok: false, at, errors: [refusal] };
+      this.metrics.reloads.inc({ result: 'refused' });
+      return { ok: false, generation: this.#holder.generation, errors: [refusal], added: [], removed: [], changed: [], agents: [] };
     }
     const diff = diffChannels(before, after);
     this.#holder.loaded = after;

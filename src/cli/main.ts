@@ -1,14 +1,12 @@
 #!/usr/bin/env node
 import { parseArgs } from 'node:util';
-import { CodedError, ConfigError, errorMessage } from '../errors.js';
+import { exitCodeFor, reportStartFailure } from './exit.js';
 import { runCheck } from './check.js';
 import { runDaemon } from './run.js';
 import { builtinActions } from '../actions/builtin/index.js';
 import { runAction } from './remote.js';
 import { VERSION } from './version.js';
 
-/** sysexits.h EX_CONFIG: systemd's RestartPreventExitStatus=78 stops a restart loop on it. */
-export const EX_CONFIG = 78;
 
 const HELP: Record<string, string> = {
   main: `channeld ${VERSION} — a channel daemon: chat platforms in, an agent runtime, live drafts out.
@@ -28,14 +26,18 @@ Options:
   -h, --help          help for a command: channeld <command> --help
   -v, --version       print the version
 
-Exit status: 0 ok, 1 failure, 78 the config is invalid (EX_CONFIG).`,
+Exit status: 0 ok, 1 failure, 78 (EX_CONFIG) something the operator must fix: an invalid
+config, a listen address that cannot be bound, an unusable state_dir, a database from a
+newer channeld or one that failed its integrity check.`,
   run: `Usage: channeld run [--config FILE]
 
 Runs the daemon in the foreground. Logs are JSON on stdout (pretty in a terminal).
 Signals: SIGHUP reloads the config (unchanged channels keep their connections);
 SIGTERM/SIGINT stop taking messages, let running turns finish up to
 daemon.shutdown_grace_ms, then exit 0; a second SIGTERM/SIGINT exits at once with 1.
-Exits 78 when the config is invalid.`,
+Any start failure stops the HTTP server and exits: 78 when the operator must fix
+something (invalid config, unbindable [http] listen, unusable state_dir, a database that
+is newer or damaged), 1 otherwise.`,
   check: `Usage: channeld check [--config FILE]
 
 Validates the config file, including that every secret reference resolves.
@@ -89,15 +91,7 @@ main(process.argv.slice(2)).then(
     process.exitCode = code;
   },
   (err: unknown) => {
-    if (err instanceof ConfigError) {
-      console.error(err.problems.join('\n'));
-      process.exitCode = EX_CONFIG;
-    } else if (err instanceof CodedError && err.code === 'CONFIG_NOT_FOUND') {
-      console.error(`channeld: ${err.message}`);
-      process.exitCode = EX_CONFIG;
-    } else {
-      console.error(`channeld: ${errorMessage(err)}`);
-      process.exitCode = 1;
-    }
+    reportStartFailure(err);
+    process.exitCode = exitCodeFor(err);
   },
 );

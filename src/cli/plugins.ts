@@ -23,7 +23,7 @@ import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
-import { ChannelError, errorMessage } from '../errors.js';
+import { ChannelError, CodedError, errorMessage } from '../errors.js';
 
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
@@ -128,8 +128,15 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       start: async (ctx) => {
         const log = ctx.use<Logger>('logger');
         const http = new HttpServer((err) => log.error({ err }, 'HTTP handler failed'));
-        const { host, port } = parseListen(cfg().http.listen);
-        await http.listen(host, port);
+        const { listen } = cfg().http;
+        const { host, port } = parseListen(listen);
+        try {
+          await http.listen(host, port);
+        } catch (err) {
+          const code = (err as NodeJS.ErrnoException).code;
+          // In use may clear by itself (the previous process still exiting); the rest needs the operator.
+          throw new CodedError(code === 'EADDRINUSE' ? 'LISTEN_IN_USE' : 'LISTEN_INVALID', `[http] listen = "${listen}": ${code ?? errorMessage(err)}`, { cause: err });
+        }
         ctx.effect(() => http.close());
         ctx.provide('http', http);
       },

@@ -10,6 +10,21 @@ function baseUrl(loaded: LoadedConfig): string {
   return `http://${h}:${port}`;
 }
 
+/** Why `pid` is not a running channeld daemon, or undefined when it is. */
+export function notChanneld(pid: number): string | undefined {
+  if (!Number.isInteger(pid) || pid <= 0) return 'the pid file holds no pid';
+  let argv: string[];
+  try {
+    argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    return code === 'ENOENT' ? 'no such process' : `its command line cannot be read (${code}), so it cannot be told apart from another program`;
+  }
+  const script = argv.findIndex((a) => /(^|\/)channeld$|(^|\/)cli\/main\.[jt]s$/.test(a));
+  if (script >= 0 && argv.slice(script + 1).includes('run')) return undefined;
+  return `it is "${argv.join(' ').slice(0, 200)}", not channeld`;
+}
+
 /** SIGHUP through the pid file: how `reload` works when the daemon's HTTP server does not answer. */
 function signalReload(loaded: LoadedConfig): number {
   const pidFile = join(loaded.config.daemon.state_dir, 'channeld.pid');
@@ -18,6 +33,13 @@ function signalReload(loaded: LoadedConfig): number {
     pid = Number(readFileSync(pidFile, 'utf8').trim());
   } catch {
     console.error(`channeld: no daemon answers over HTTP and there is no pid file at ${pidFile}; is it running with this config?`);
+    return 1;
+  }
+  // After a kill -9 the pid file stays, and its pid may now be any other process: signal
+  // only a process whose command line is `channeld run` (or main.js run).
+  const not = notChanneld(pid);
+  if (not) {
+    console.error(`channeld: not signalling pid ${pid} from ${pidFile}: ${not}. The pid file is stale; the daemon is not running with this config (remove the file, then start it).`);
     return 1;
   }
   try {

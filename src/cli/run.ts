@@ -1,5 +1,6 @@
 import { prettyDestination } from '../observe/logger.js';
 import { Daemon } from './daemon.js';
+import { exitCodeFor, reportStartFailure } from './exit.js';
 
 /**
  * `channeld run`: starts the daemon and wires the signals. Resolves only when the process
@@ -7,7 +8,15 @@ import { Daemon } from './daemon.js';
  */
 export async function runDaemon(configFile: string): Promise<number> {
   // JSON for journald; pretty lines for a person at a terminal.
-  const daemon = await Daemon.start({ configFile, ...(process.stdout.isTTY ? { logger: { destination: await prettyDestination() } } : {}) });
+  let daemon: Daemon;
+  try {
+    daemon = await Daemon.start({ configFile, ...(process.stdout.isTTY ? { logger: { destination: await prettyDestination() } } : {}) });
+  } catch (err) {
+    // Start failed; Daemon.start has stopped what was running. Exit now rather than wait for
+    // handles an SDK may have left: 78 when the operator must fix something, 1 otherwise.
+    reportStartFailure(err);
+    process.exit(exitCodeFor(err));
+  }
   const log = daemon.log;
   const { address, port } = daemon.address;
   const host = address.includes(':') ? `[${address}]` : address;

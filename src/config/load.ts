@@ -5,6 +5,7 @@ import type { z } from 'zod';
 import { CodedError, ConfigError } from '../errors.js';
 import { formatPath, SourceMap } from './locate.js';
 import { configSchema, secretBases, type AgentConfig, type DaemonConfig } from './schema.js';
+import { stateDirProblem } from '../store/state-dir.js';
 import { agentPath, resolveSecrets, Secrets, type ConfigProblem } from './secrets.js';
 
 /** A validated config with its resolved secrets. */
@@ -67,6 +68,8 @@ function mergeAgents(config: DaemonConfig, problems: ConfigProblem[]): void {
 
 /** Rules that span keys: unique ids, agent bindings, per-provider requirements. */
 function crossCheck(config: DaemonConfig, problems: ConfigProblem[]): void {
+  const stateDir = stateDirProblem(config.daemon.state_dir);
+  if (stateDir) problems.push({ path: ['daemon', 'state_dir'], message: `"${config.daemon.state_dir}" ${stateDir}` });
   const enabledAgents = Object.entries(config.agents).filter(([, a]) => a.enabled).map(([n]) => n);
   const seen = new Map<string, number>();
   config.channels.forEach((ch, i) => {

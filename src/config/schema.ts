@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { listenProblem } from './listen.js';
 
 /**
  * The whole daemon.config.toml schema (shared/CONFIG.md). Strict everywhere: unknown keys
@@ -6,7 +7,13 @@ import { z } from 'zod';
  * `X_credential`.
  */
 
-const durationMs = z.number().int().nonnegative();
+/**
+ * Every duration is at most a day: Node turns timer values of 2^31 ms or more into 1 ms,
+ * so a too-big value would act as "at once" instead of "practically never".
+ */
+export const MAX_DURATION_MS = 86_400_000;
+const durationMs = z.number().int().nonnegative().max(MAX_DURATION_MS);
+const positiveDurationMs = z.number().int().positive().max(MAX_DURATION_MS);
 const positiveInt = z.number().int().positive();
 
 /** The three ways to name a secret; `resolveSecrets` reads them. */
@@ -44,7 +51,7 @@ const channelBase = {
   stream_mode: z.enum(['partial', 'final']).default('partial'),
   edit_interval_ms: durationMs.optional(),
   show_tool_progress: z.boolean().default(true),
-  connect_timeout_ms: positiveInt.default(30000),
+  connect_timeout_ms: positiveDurationMs.default(30000),
   backoff: backoffSchema.prefault({}),
 };
 
@@ -98,7 +105,7 @@ export const agentSchema = z.strictObject({
   api_key_env: z.string().min(1).optional(),
   temperature: z.number().min(0).max(2).optional(),
   max_output_tokens: positiveInt.default(2048),
-  request_timeout_ms: positiveInt.default(120000),
+  request_timeout_ms: positiveDurationMs.default(120000),
   max_steps: positiveInt.default(8),
   history_budget_chars: positiveInt.default(24000),
   system_prompt: z.string().default('You are a helpful assistant.'),
@@ -111,7 +118,14 @@ export const agentSchema = z.strictObject({
   max_in_flight: positiveInt.optional(),
 });
 
-const listenAddress = z.string().regex(/^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/, 'write "host:port", e.g. "127.0.0.1:8787"');
+const listenShape = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/;
+const listenAddress = z
+  .string()
+  .regex(listenShape, 'write "host:port", e.g. "127.0.0.1:8787"')
+  .superRefine((v, ctx) => {
+    const problem = listenShape.test(v) ? listenProblem(v) : undefined;
+    if (problem) ctx.addIssue({ code: 'custom', message: problem, input: v });
+  });
 
 export const configSchema = z.strictObject({
   daemon: z
