@@ -8,6 +8,8 @@ import { Daemon } from '../../src/cli/daemon.js';
 import { LogSink, waitFor } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 import { UNAVAILABLE_REPLY } from '../../src/dispatch/dispatcher.js';
+import { FakeTelegram } from '../fakes/telegram/server.js';
+import { startDaemon } from '../helpers/daemon.js';
 
 const body = `[agent]\nprovider = "echo"\necho_delay_ms = 80\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
 
@@ -169,4 +171,33 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     await waitFor(async () => ((await json(`${url}/status`)).body.storage as { state: string }).state === 'ok', 10_000);
     expect(logs.lines.filter((l) => l.includes('storage recovered')).length).toBe(1);
   }, 30_000);
+
+  it('Telegram polling: a message the store cannot take gets the notice, is not confirmed to Telegram, and is answered once when the store is back', async () => {
+    const tg = new FakeTelegram();
+    await tg.start();
+    cleanups.push(() => tg.close());
+    const d = await startDaemon(
+      `[agent]\nprovider = "echo"\necho_delay_ms = 0\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n[channels.backoff]\ninitial_ms = 100\nmax_ms = 500\n`,
+      { TG_TOKEN: tg.token },
+    );
+    cleanups.push(() => d.stop());
+    await d.daemon.supervisor.firstAttempts();
+    // Held longer than a new message waits for a lock (5 s): the message is refused.
+    const other = new Database(join(d.dir, 'state', 'channeld.db'));
+    cleanups.push(() => void other.close());
+    other.exec('BEGIN IMMEDIATE');
+    let locked = true;
+    cleanups.push(() => void (locked && other.exec('ROLLBACK')));
+    tg.dm('stored later');
+    await waitFor(() => tg.texts(42).includes(UNAVAILABLE_REPLY), 20_000);
+    // Not acknowledged: the offset did not move past it, so Telegram keeps it.
+    expect(tg.pendingUpdates).toBe(1);
+    expect(tg.texts(42)).not.toContain('stored later');
+    other.exec('ROLLBACK');
+    locked = false;
+    await waitFor(() => tg.texts(42).includes('stored later'), 20_000);
+    await waitFor(() => tg.pendingUpdates === 0, 10_000);
+    expect(tg.texts(42).filter((t) => t === 'stored later')).toHaveLength(1);
+    expect(tg.texts(42).filter((t) => t === UNAVAILABLE_REPLY)).toHaveLength(1);
+  }, 60_000);
 });
