@@ -128,8 +128,14 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
   #broadcast(chatId: string, frame: ServerFrame): void {
-    const tab = this.#tabs.get(chatId);
-    if (!tab) return;
+    let tab = this.#tabs.get(chatId);
+    if (!tab && frame.type !== 'reply') return;
+    if (!tab) {
+      // A turn recovered after a restart can answer before its tab reconnects: keep the
+      // reply in a backlog for it, replayed when the tab attaches (idle tabs are evicted).
+      tab = { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
+      this.#tabs.set(chatId, tab);
+    }
     if (frame.type === 'reply') {
       tab.backlog.delete(frame.ref);
       tab.backlog.set(frame.ref, { text: frame.text, final: frame.final });

@@ -33,7 +33,7 @@ export class GroupCommit {
     options: GroupCommitOptions = {},
   ) {
     this.health = options.health ?? new StorageHealth();
-    this.#o = { health: this.health, retryMs: options.retryMs ?? 100, maxRetryMs: options.maxRetryMs ?? 5000, ...(options.onDropped ? { onDropped: options.onDropped } : {}) };
+    this.#o = { health: this.health, retryMs: options.retryMs ?? 100, maxRetryMs: options.maxRetryMs ?? 1000, ...(options.onDropped ? { onDropped: options.onDropped } : {}) };
     this.#retryMs = this.#o.retryMs;
   }
 
@@ -45,12 +45,12 @@ export class GroupCommit {
   }
 
   /**
-   * Runs `write` now; if the database cannot take it, it is queued for the retries instead
-   * (after anything already queued, so order is kept). Never throws a storage fault.
+   * Runs `write` now. While the store is degraded it joins the retry queue instead (after
+   * what already waits there, so writes keep their order). Never throws a storage fault.
    */
   now(write: () => void): void {
-    if (this.#pending.length) {
-      this.add(write);
+    if (this.#retry) {
+      this.#pending.push(write);
       return;
     }
     try {
@@ -60,6 +60,14 @@ export class GroupCommit {
       this.#pending.push(write);
       this.failed(err);
     }
+  }
+
+  /** A write outside this queue just worked: while degraded, try the queue now rather than at the next backoff step. */
+  succeeded(): void {
+    if (!this.#retry) return;
+    clearTimeout(this.#retry);
+    this.#retry = undefined;
+    this.#attempt();
   }
 
   /** A write outside this queue failed on a storage fault: go degraded and probe until writes work. */

@@ -84,7 +84,9 @@ export class Inbox {
         }
       }
       try {
-        return this.add(msg, scope, state);
+        const id = this.add(msg, scope, state);
+        if (health && !health.ok) this.#group!.succeeded();
+        return id;
       } catch (err) {
         if (!isStorageFault(err) || !this.#group) throw err;
         this.#group.failed(err);

@@ -1,3 +1,7 @@
+import Database from 'better-sqlite3';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.js';
 import { parseArgs } from 'node:util';
 import { FakeLlm } from '../fakes/llm/server.js';
@@ -16,15 +20,47 @@ export interface SoakResult {
   restarts: number;
 }
 
+/** The state_dir on a tmpfs of its own, so the disk-full episode fills a real filesystem; why not, if it cannot. */
+function mountStateDir(dir: string): string | undefined {
+  mkdirSync(dir, { recursive: true });
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m,mode=0700', 'tmpfs', dir], { stdio: 'pipe' });
+    return undefined;
+  } catch (err) {
+    return String((err as { stderr?: Buffer }).stderr ?? err).trim();
+  }
+}
+
+/** Writes a filler file until the filesystem is full (ENOSPC). */
+function fillDisk(file: string): void {
+  const fd = openSync(file, 'w');
+  try {
+    for (const size of [1 << 20, 64 << 10, 4 << 10, 512]) {
+      const chunk = Buffer.alloc(size, 1);
+      try {
+        for (;;) writeSync(fd, chunk);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOSPC') throw err;
+      }
+    }
+  } finally {
+    closeSync(fd);
+  }
+}
+
 /**
  * Steady traffic on web chat, Telegram, Discord and Slack with faults injected (dropped
- * sockets, 429s, gateway reconnects, Socket Mode refreshes, a slow model, and one kill -9
- * with a restart), then a count of final answers per message: each must have exactly one.
+ * sockets, 429s, gateway reconnects, Socket Mode refreshes, a slow model, a full disk under
+ * the state_dir, another process holding the database's write lock, and one kill -9 with a
+ * restart), then a count of final answers per message: each must have exactly one.
  */
 export async function soak(seconds: number, log: (s: string) => void = () => {}, answerWaitMs = 90_000): Promise<SoakResult> {
   const llm = new FakeLlm();
   await llm.start();
   const fleet = await new Fleet().start();
+  const stateDir = join(fleet.dir, 'state');
+  const noMount = mountStateDir(stateDir);
+  if (noMount) log(`soak: no disk-full episode: cannot mount a tmpfs for the state_dir (${noMount})`);
   const port = await freePort();
   fleet.write({ port, streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nrequest_timeout_ms = 10000\n` });
   const url = `http://127.0.0.1:${port}`;
@@ -43,6 +79,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     fn();
   };
   let restarts = 0;
+  let running: Promise<void> = Promise.resolve();
   const dcIds = new Map<string, string>();
   let killedAt = 0;
   /** Discord does not hand a new session what was sent while the bot was offline: no sends then. */
@@ -51,6 +88,55 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   const killAt = Date.now() + (seconds * 1000) / 2;
   let n = 0;
   let lastFault = Date.now();
+  /** Platforms that never redeliver (web chat without a reconnect, Discord) send nothing while the disk is full: their messages get the notice and the user must resend. */
+  let diskFull = false;
+  const diskFullAt = noMount ? Infinity : Date.now() + (seconds * 1000) * 0.15;
+  const lockAt = Date.now() + (seconds * 1000) * 0.35;
+  const episodeMs = Math.min(3000, seconds * 100);
+  const storageOk = async (): Promise<{ state: string; pending_writes: number }> => ((await (await fetch(`${url}/status`)).json()) as { storage: { state: string; pending_writes: number } }).storage;
+  const episodes: Array<{ at: number; name: string; run: () => Promise<void> }> = [
+    {
+      at: diskFullAt,
+      name: 'disk full',
+      run: async () => {
+        const t0 = Date.now();
+        log(`soak: disk full from message ${n}`);
+        diskFull = true;
+        const filler = join(stateDir, 'filler');
+        fillDisk(filler);
+        await new Promise((r) => setTimeout(r, episodeMs));
+        rmSync(filler);
+        await waitFor(async () => {
+          const st = await storageOk();
+          return st.state === 'ok' && st.pending_writes === 0;
+        }, 60_000, 100);
+        diskFull = false;
+        log(`soak: storage ok again ${Date.now() - t0} ms after the disk filled, at message ${n}`);
+        // Slack sends unacknowledged events again after its timeout; the fake does so on a reconnect.
+        fleet.sl.disconnect();
+      },
+    },
+    {
+      at: lockAt,
+      name: 'foreign write lock',
+      run: async () => {
+        log(`soak: another process holds the write lock from message ${n}`);
+        const other = new Database(join(stateDir, 'channeld.db'));
+        try {
+          other.exec('BEGIN IMMEDIATE');
+          await new Promise((r) => setTimeout(r, Math.min(2000, episodeMs)));
+          other.exec('ROLLBACK');
+        } finally {
+          other.close();
+        }
+        // The daemon commits what waited at its next retry; the kill -9 measures its own window, not this one.
+        await waitFor(async () => {
+          const st = await storageOk();
+          return st.state === 'ok' && st.pending_writes === 0;
+        }, 30_000, 50);
+      },
+    },
+  ];
   const faultList: Array<[string, () => void]> = [
     ['telegram dropped sockets', () => fleet.tg.dropConnections()],
     ['telegram 429 on edits', () => fleet.tg.fail('editMessageText', { status: 429, retryAfter: 1 }, 2)],
@@ -62,6 +148,18 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     while (Date.now() < endAt) {
       const channel = (['web', 'tg', 'dc', 'sl'] as const)[n % 4]!;
       const text = `soak-${n}-${channel}`;
+      const episode = episodes.find((e) => Date.now() > e.at);
+      if (episode) {
+        episodes.splice(episodes.indexOf(episode), 1);
+        faults[episode.name] = 1;
+        // Runs while the traffic goes on; the loop waits for it before the kill.
+        running = episode.run().catch((err: unknown) => log(`soak: episode ${episode.name} failed: ${String(err)}`));
+      }
+      if (diskFull && (channel === 'web' || channel === 'dc')) {
+        n++;
+        await new Promise((r) => setTimeout(r, 60));
+        continue;
+      }
       if (channel === 'web') webClients.at(-1)!.send(text, `m${n}`);
       if (channel === 'tg') fleet.tg.dm(text, { id: 7000 + (n % 10), first_name: 'u' });
       // Discord's gateway never redelivers: a frame caught between arrival and the inbox
@@ -79,7 +177,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         lastFault = Date.now();
       }
       if (restarts === 0 && Date.now() > killAt) {
-        log('soak: kill -9 and restart');
+        await running;
+        log(`soak: kill -9 and restart after message ${n}`);
         discordDown = true;
         daemon.signal('SIGKILL');
         await daemon.exited;
@@ -98,6 +197,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       }
       await new Promise((r) => setTimeout(r, 60));
     }
+    await running;
     log(`soak: sent ${sent.length}; waiting for the answers`);
     const counts = () =>
       sent.map(({ text, channel }) => {
@@ -126,6 +226,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     }
     if (lostTexts.length) {
       log(`soak: no answer for ${lostTexts.join(', ')}`);
+      if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: web frames ${JSON.stringify(webClients.map((w) => w.frames.filter((f) => f.id === `m${t.split('-')[1]}` || f.text === t)))}; daemon says ${JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes(t) || l.level as number >= 40).slice(-8))}`);
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
     }
     return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, faults, restarts };
@@ -133,6 +234,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     for (const c of webClients) c.close();
     daemon.signal('SIGTERM');
     await daemon.exited;
+    if (!noMount) execFileSync('umount', ['-l', stateDir]);
     await fleet.close();
     await llm.close();
   }
