@@ -103,7 +103,9 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         });
         const group = new GroupCommit(db, { health, onDropped: (err) => log.error({ err }, 'a store write failed and was dropped') });
         ctx.effect(() => {
-          group.close();
+          const lost = group.close();
+          // Their items stay pending or running in the inbox, so the next start runs them again.
+          if (lost) log.error({ writes: lost, code: health.code }, 'the database still refused writes at shutdown; their turns will run again after the next start');
           db.close();
         });
         const inbox = new Inbox(db, group);

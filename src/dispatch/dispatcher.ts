@@ -115,13 +115,15 @@ export class Dispatcher {
   };
 
   async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
-    // Stored as done so a redelivered /stop is recognised and not acted on twice; while the
-    // store refuses writes it still stops (a redelivery would only stop nothing again).
-    const stored = await this.#o.inbox.addDurable(msg, scope, 'done').then(
-      (id) => id !== undefined,
-      () => true,
-    );
-    if (!stored) return true;
+    // Stored as done so a redelivered /stop is recognised and not acted on twice. While the
+    // store refuses writes it stops at once without waiting (a redelivery stops nothing again).
+    const fresh = this.#o.inbox.writable
+      ? await this.#o.inbox.addDurable(msg, scope, 'done').then(
+          (id) => id !== undefined,
+          () => true,
+        )
+      : true;
+    if (!fresh) return true;
     const stopped = this.#lanes.stop(scope, 'stopped by /stop');
     await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
     return true;

@@ -146,12 +146,16 @@ export class GroupCommit {
     return this.health.status(this.#pending.length);
   }
 
-  /** Stops retrying and tries the queue one last time (the database is about to close). */
-  close(): void {
+  /**
+   * Stops retrying and tries the queue one last time (the database is about to close);
+   * returns how many writes could still not be committed.
+   */
+  close(): number {
     clearTimeout(this.#retry);
     this.#retry = undefined;
     this.flush();
     clearTimeout(this.#retry);
     this.#retry = undefined;
+    return this.#pending.length;
   }
 }

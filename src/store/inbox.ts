@@ -94,6 +94,11 @@ export class Inbox {
     }
   }
 
+  /** Whether the store takes writes now (false while it is degraded). */
+  get writable(): boolean {
+    return this.#group?.health.ok ?? true;
+  }
+
   setState(id: number, state: InboxState, error?: string): void {
     const write = () => this.#setState.run(state, error ?? null, Date.now(), id);
     // A final state can ride the group commit: if the process dies first, the item is

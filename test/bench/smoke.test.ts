@@ -14,9 +14,9 @@ describe('bench harness smoke', () => {
 });
 
 describe('soak harness smoke', () => {
-  it('runs briefly with faults and a kill -9, and accounts for every message', async () => {
+  it('runs briefly with faults (a full disk and a foreign lock among them) and a kill -9, and accounts for every message', async () => {
     const { soak } = await import('./soak.js');
-    const r = await soak(6, () => {}, 15_000);
+    const r = await soak(8, () => {}, 15_000);
     expect(r.sent).toBeGreaterThan(20);
     expect(r.restarts).toBe(1);
     expect(r.answered + r.duplicated + r.lost).toBe(r.sent);

@@ -21,10 +21,10 @@ export interface SoakResult {
 }
 
 /** The state_dir on a tmpfs of its own, so the disk-full episode fills a real filesystem; why not, if it cannot. */
-function mountStateDir(dir: string): string | undefined {
+function mountStateDir(dir: string, sizeMb: number): string | undefined {
   mkdirSync(dir, { recursive: true });
   try {
-    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=64m,mode=0700', 'tmpfs', dir], { stdio: 'pipe' });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${sizeMb}m,mode=0700`, 'tmpfs', dir], { stdio: 'pipe' });
     return undefined;
   } catch (err) {
     return String((err as { stderr?: Buffer }).stderr ?? err).trim();
@@ -59,7 +59,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   await llm.start();
   const fleet = await new Fleet().start();
   const stateDir = join(fleet.dir, 'state');
-  const noMount = mountStateDir(stateDir);
+  // Room for the database of the whole run (about 2 MB a minute), and small enough to fill quickly.
+  const noMount = mountStateDir(stateDir, 16 + 8 * Math.ceil(seconds / 60));
   if (noMount) log(`soak: no disk-full episode: cannot mount a tmpfs for the state_dir (${noMount})`);
   const port = await freePort();
   fleet.write({ port, streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nrequest_timeout_ms = 10000\n` });
@@ -80,6 +81,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   };
   let restarts = 0;
   let running: Promise<void> = Promise.resolve();
+  let episodesRunning = false;
   const dcIds = new Map<string, string>();
   let killedAt = 0;
   /** Discord does not hand a new session what was sent while the bot was offline: no sends then. */
@@ -148,12 +150,17 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     while (Date.now() < endAt) {
       const channel = (['web', 'tg', 'dc', 'sl'] as const)[n % 4]!;
       const text = `soak-${n}-${channel}`;
-      const episode = episodes.find((e) => Date.now() > e.at);
+      // One episode at a time: each ends with the store healthy again and nothing waiting.
+      const episode = episodesRunning ? undefined : episodes.find((e) => Date.now() > e.at);
       if (episode) {
+        episodesRunning = true;
         episodes.splice(episodes.indexOf(episode), 1);
         faults[episode.name] = 1;
         // Runs while the traffic goes on; the loop waits for it before the kill.
-        running = episode.run().catch((err: unknown) => log(`soak: episode ${episode.name} failed: ${String(err)}`));
+        running = episode
+          .run()
+          .catch((err: unknown) => log(`soak: episode ${episode.name} failed: ${String(err)}`))
+          .finally(() => (episodesRunning = false));
       }
       if (diskFull && (channel === 'web' || channel === 'dc')) {
         n++;
