@@ -37,8 +37,8 @@ export function median(values: number[]): number {
  * Runs `a` and `b` alternately (A B A B …), `rounds` times each, so that a noisy machine
  * moves both figures alike; returns every sample of each, for medians and ratios.
  */
-export async function interleaved(rounds: number, a: () => Promise<number>, b: () => Promise<number>): Promise<{ a: number[]; b: number[] }> {
-  const out = { a: [] as number[], b: [] as number[] };
+export async function interleaved<A, B>(rounds: number, a: () => Promise<A>, b: () => Promise<B>): Promise<{ a: A[]; b: B[] }> {
+  const out = { a: [] as A[], b: [] as B[] };
   for (let i = 0; i < rounds; i++) {
     out.a.push(await a());
     out.b.push(await b());
