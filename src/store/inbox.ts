@@ -47,9 +47,13 @@ export class Inbox {
   readonly #get;
 
   readonly #group: GroupCommit | undefined;
+  readonly #db: Db;
+  /** Inserts asked for in this microtask, committed together (see `store`). */
+  #batch: Array<{ msg: ChannelMessage; scope: string; state: InboxState; resolve(id: number | undefined): void; reject(err: unknown): void }> = [];
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
+    this.#db = db;
     this.#insert = db.prepare(
       `INSERT INTO inbox (channel_id, message_id, scope, payload, state, received_at, updated_at)
        VALUES (@channelId, @messageId, @scope, @payload, @state, @now, @now)
@@ -70,9 +74,33 @@ export class Inbox {
   }
 
   /**
-   * Stores a new message before the platform is acknowledged, without blocking the event
-   * loop on a lock another process holds: a short busy wait, then waits for the store to
-   * take writes again (at most LOCK_WAIT_MS). Rejects with STORAGE_UNAVAILABLE (retryable)
+   * Like `add`, but every message stored in the same microtask shares one transaction: a
+   * platform batch (a `getUpdates` answer of up to 100 updates) costs one commit, not one per
+   * message. Resolves once committed, in the order asked; rejects them all if the commit fails.
+   */
+  store(msg: ChannelMessage, scope: string, state: InboxState = 'pending'): Promise<number | undefined> {
+    return new Promise((resolve, reject) => {
+      if (this.#batch.push({ msg, scope, state, resolve, reject }) === 1) queueMicrotask(() => this.#commitBatch());
+    });
+  }
+
+  #commitBatch(): void {
+    const batch = this.#batch;
+    this.#batch = [];
+    let ids: Array<number | undefined>;
+    try {
+      ids = this.#db.transaction(() => batch.map((b) => this.add(b.msg, b.scope, b.state)))();
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+      return;
+    }
+    batch.forEach((b, i) => b.resolve(ids[i]));
+  }
+
+  /**
+   * Stores a new message (batched as `store` does) before the platform is acknowledged,
+   * without blocking the event loop on a lock another process holds: a short busy wait,
+   * then waits for the store to take writes again (at most LOCK_WAIT_MS). Rejects with STORAGE_UNAVAILABLE (retryable)
    * when it cannot be stored, so the caller does not ack and the platform delivers again.
    */
   async addDurable(msg: ChannelMessage, scope: string, state: InboxState = 'pending', signal?: AbortSignal): Promise<number | undefined> {
@@ -84,7 +112,7 @@ export class Inbox {
         }
       }
       try {
-        const id = this.add(msg, scope, state);
+        const id = await this.store(msg, scope, state);
         if (health && !health.ok) this.#group!.succeeded();
         return id;
       } catch (err) {
@@ -113,11 +141,11 @@ export class Inbox {
    * ones; a pending item becomes running here.
    */
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
-    const json = JSON.stringify(refs);
-    const write = () => this.#setRefs.run(json, Date.now(), id);
-    // While the store refuses writes the refs wait in the retry queue: the running turn
-    // goes on, and only a crash before they commit could repeat its first message.
-    if (this.#group) this.#group.now(write);
+    const write = () => this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
+    // Refs written in the same event-loop turn share one commit on the next tick: the window in
+    // which a kill -9 can make a re-run send instead of edit grows from one write to one tick.
+    // While the store refuses writes they wait in its retry queue and the turn goes on.
+    if (this.#group) this.#group.add(write);
     else write();
   }
 
