@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { isLoopback, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
+import { isLoopbackClient, pageHeaders, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
 
@@ -55,7 +55,7 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
   #authorized(req: IncomingMessage, url: URL): boolean {
-    if (this.#o.accessToken === undefined) return isLoopback(req.socket.remoteAddress);
+    if (this.#o.accessToken === undefined) return isLoopbackClient(req);
     const given = url.searchParams.get('token') ?? /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
     return secretEquals(given, this.#o.accessToken);
   }
@@ -168,11 +168,6 @@ export class WebchatAdapter implements ChannelAdapter {
 
 function servePage(res: import('node:http').ServerResponse, channelId: string): void {
   const html = page.replace('__CHANNEL_ID__', channelId);
-  res.writeHead(200, {
-    'content-type': 'text/html; charset=utf-8',
-    'cache-control': 'no-store',
-    'content-security-policy': "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self' ws: wss:",
-    'x-content-type-options': 'nosniff',
-  });
+  res.writeHead(200, pageHeaders("default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self' ws: wss:"));
   res.end(html);
 }

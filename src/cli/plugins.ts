@@ -119,8 +119,12 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       inject: ['config', 'logger'],
       start: async (ctx) => {
         const log = ctx.use<Logger>('logger');
-        const http = new HttpServer((err) => log.error({ err }, 'HTTP handler failed'));
         const { host, port } = parseListen(cfg().http.listen);
+        // The listen host and allowed_hosts as configured now: a reload applies at once.
+        const http = new HttpServer(
+          (err) => log.error({ err }, 'HTTP handler failed'),
+          () => [parseListen(cfg().http.listen).host, ...cfg().http.allowed_hosts],
+        );
         await http.listen(host, port);
         ctx.effect(() => http.close());
         ctx.provide('http', http);

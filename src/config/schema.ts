@@ -126,6 +126,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       listen: listenAddress.default('127.0.0.1:8787'),
       admin_token_env: z.string().min(1).optional(),
+      /** Host names (besides the listen host, localhost and loopback literals) requests may carry in `Host` and `Origin`. */
+      allowed_hosts: z.array(z.string().regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'write a host name or address without scheme or port, e.g. "chat.example.com"')).default([]),
     })
     .prefault({}),
   limits: z
