@@ -1,14 +1,19 @@
 import type { ChannelConfig } from '../config/schema.js';
 import type { ChannelMessage } from './message.js';
 
-export type AccessVerdict = 'ok' | 'self' | 'bot' | 'not_allowed' | 'unaddressed';
+/** `ignored`: a sender not on allow_from chatting in a group without addressing the bot. */
+export type AccessVerdict = 'ok' | 'self' | 'bot' | 'not_allowed' | 'ignored' | 'unaddressed';
 
-/** Who may talk to the bot: never itself, bots only when allowed, senders on allow_from, mentions in groups. */
+/**
+ * Who may talk to the bot: never itself, bots only when allowed, senders on allow_from,
+ * mentions in groups. In a group only a message that addresses the bot may earn a "not
+ * allowed" notice; the group's ordinary chatter from others is none of the bot's business.
+ */
 export function checkAccess(msg: ChannelMessage, ch: ChannelConfig, selfId: string | undefined): AccessVerdict {
   if (selfId !== undefined && msg.sender.id === selfId) return 'self';
   if (msg.sender.isBot && !ch.allow_bots) return 'bot';
   const allow = ch.allow_from ?? ['*'];
-  if (!allow.includes('*') && !allow.includes(msg.sender.id)) return 'not_allowed';
+  if (!allow.includes('*') && !allow.includes(msg.sender.id)) return msg.chat.type === 'dm' || msg.addressed ? 'not_allowed' : 'ignored';
   if (msg.chat.type !== 'dm' && ch.require_mention && !msg.addressed) return 'unaddressed';
   return 'ok';
 }

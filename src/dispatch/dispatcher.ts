@@ -77,6 +77,10 @@ export class Dispatcher {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
       return false;
     }
+    if (verdict === 'ignored') {
+      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'not_allowed' });
+      return false;
+    }
     if (verdict === 'not_allowed') {
       this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'not_allowed' });
       if (this.#notices.take(`${msg.channelId}:${msg.sender.id}`)) {
