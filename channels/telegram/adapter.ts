@@ -8,7 +8,7 @@ import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifyTelegramError, isEntityError, isNotModified } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
-import { normalizeUpdate, type BotIdentity } from './normalize.js';
+import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 import { webhookHandler } from './webhook.js';
 
 export interface TelegramOptions {
@@ -97,9 +97,11 @@ export class TelegramAdapter implements ChannelAdapter {
         throw e;
       }
       for (const u of updates) {
-        const msg = normalizeUpdate(u, this.#o.id, this.#bot!);
+        const bad = malformedUpdate(u);
+        if (bad) this.#o.log.debug({ channel: this.#o.id, reason: bad }, 'malformed Telegram update skipped');
+        const msg = bad ? undefined : normalizeUpdate(u, this.#o.id, this.#bot!);
         if (msg) await deliver(msg);
-        offset = u.update_id + 1;
+        if (typeof u?.update_id === 'number') offset = u.update_id + 1;
       }
     }
     // Confirm what was handled, so the next start does not receive it again.
