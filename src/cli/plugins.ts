@@ -273,7 +273,7 @@ export type RemovalSet = Set<string>;
 export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet): Plugin {
   return {
     name: `channel:${config.id}`,
-    inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels'],
+    inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics'],
     start: async (ctx) => {
       const log = ctx.use<Logger>('logger').child({ channel: config.id });
       const channels = ctx.use<Channels>('channels');
@@ -282,7 +282,8 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       let adapter: ChannelAdapter;
       try {
         const factory = await loadChannelFactory(config.type);
-        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
+        const metrics = ctx.use<Metrics>('metrics');
+        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base), evicted: (structure, n) => metrics.evictions.inc({ structure }, n) });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener
         // fails with a fatal error, so it is parked as failed while the others run.
