@@ -27,6 +27,7 @@ export const catalogue = {
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
+  PROVIDER_AUTH_FAILED: { retryable: false, text: 'the model provider refused the API key; check api_key_env' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
   STORAGE_UNAVAILABLE: { retryable: true, text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status' },
   STORAGE_TOO_NEW: { retryable: false, text: 'the database was written by a newer channeld; run that version, or move the state_dir aside to start afresh' },

@@ -27,6 +27,7 @@ export class Metrics {
   readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly storageDegraded = new Gauge({ name: 'channeld_storage_degraded', help: '1 while the database cannot take writes (see storage in /status)', registers: [this.registry] });
   readonly storageFaults = new Counter({ name: 'channeld_storage_faults_total', help: 'Times the database stopped taking writes, by SQLite code', labelNames: ['code'], registers: [this.registry] });
+  readonly evictions = new Counter({ name: 'channeld_memory_evictions_total', help: 'Entries evicted from bounded in-memory structures keyed by user input', labelNames: ['structure'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {
