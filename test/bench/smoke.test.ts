@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { scaled } from '../helpers/timing.js';
 import { scenarios } from './scenarios/index.js';
 
 // One tiny iteration of each scenario, so the harness cannot rot. Figures are not asserted:
@@ -9,7 +10,7 @@ describe('bench harness smoke', () => {
       const rows = await run({ smoke: true });
       expect(rows.length).toBeGreaterThan(0);
       for (const r of rows) expect(Number.isFinite(r.value)).toBe(true);
-    }, 120_000);
+    }, scaled(120_000));
   }
 });
 
@@ -22,5 +23,5 @@ describe('soak harness smoke', () => {
     expect(r.answered + r.duplicated + r.lost).toBe(r.sent);
     // The soak's verdict (zero lost, zero duplicated) is printed by `npm run soak`; the
     // smoke only proves the harness runs end to end.
-  }, 180_000);
+  }, scaled(180_000));
 });
