@@ -107,8 +107,9 @@ describe('agents and workspaces', () => {
   it('the task tracker lists running and queued turns with agent, channel, scope and model, and empties after them', async () => {
     d = await startDaemon(agent('default', 'slow-model', 'p') + web('w', 'default'));
     // The first answer waits for the test, so both turns are listed for as long as it looks.
-    const first = Promise.withResolvers<void>();
-    llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: first.promise }] }, { kind: 'stream', chunks: [{ content: 'three' }] });
+    let releaseFirst!: () => void;
+    const first = new Promise<void>((r) => (releaseFirst = r));
+    llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: first }] }, { kind: 'stream', chunks: [{ content: 'three' }] });
     const c = await client('w');
     c.send('first');
     c.send('second');
@@ -118,7 +119,7 @@ describe('agents and workspaces', () => {
     });
     expect(list[0]).toMatchObject({ state: 'running', agent: 'default', channel: 'w', scope: 'w:tab-w', model: 'openai-compatible:slow-model', startedAt: expect.any(String) });
     expect(list[1]).toMatchObject({ state: 'queued', channel: 'w', startedAt: null });
-    first.resolve();
+    releaseFirst();
     await c.finals(2);
     await waitFor(() => d!.daemon.status().turns.list.length === 0);
   });

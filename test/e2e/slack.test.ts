@@ -122,8 +122,9 @@ describe('Slack channel against the fake Slack', () => {
       await llm.start();
       // The model holds its answer until the test lets it go: the 200s below can only come
       // from a handler that does not wait for the turn (Slack wants them within 3 s).
-      const model = Promise.withResolvers<void>();
-      llm.script({ kind: 'stream', chunks: [{ content: 'slow ', after: model.promise }, { content: 'answer' }] });
+      let releaseModel!: () => void;
+    const model = new Promise<void>((r) => (releaseModel = r));
+      llm.script({ kind: 'stream', chunks: [{ content: 'slow ', after: model }, { content: 'answer' }] });
       await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${http('native_stream = false\n')}`);
       const body = JSON.stringify(sl.callback(sl.mentionEvent('take your time')));
       const res = await post(body, signSlack(body, 'signing-secret-123'));
@@ -132,7 +133,7 @@ describe('Slack channel against the fake Slack', () => {
       const retry = await post(body, { ...signSlack(body, 'signing-secret-123'), 'x-slack-retry-num': '1', 'x-slack-retry-reason': 'http_timeout' });
       expect(retry.status).toBe(200);
       expect(sl.messages).toHaveLength(0);
-      model.resolve();
+      releaseModel();
       await waitFor(() => sl.texts('C0CHAN001')[0] === 'slow answer', 15_000);
       expect(sl.callsOf('chat.postMessage')).toHaveLength(1);
       expect(llm.requests).toHaveLength(1);
