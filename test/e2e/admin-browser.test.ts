@@ -14,7 +14,7 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     tg = new FakeTelegram();
     await tg.start();
     d = await startDaemon(
-      `[agent]\nprovider = "echo"\necho_delay_ms = 200\n\n[[channels]]\nid = "web"\ntype = "webchat"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${tg.url}"\nallow_from = ["*"]\n[channels.backoff]\ninitial_ms = 6000\n`,
+      `[agent]\nprovider = "echo"\necho_delay_ms = 500\n\n[[channels]]\nid = "web"\ntype = "webchat"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${tg.url}"\nallow_from = ["*"]\n[channels.backoff]\ninitial_ms = 6000\n`,
       { TG: tg.token },
     );
     await d.daemon.supervisor.firstAttempts();
@@ -33,7 +33,7 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     // Telegram starts failing: the listener ends and the supervisor backs off.
     tg.fail('getUpdates', { status: 502 }, 50);
     tg.dropConnections();
-    await page.waitForSelector('tr[data-channel="tg"] .state.backoff', { timeout: 10_000 });
+    await page.waitForSelector('tr[data-channel="tg"] .state.backoff');
     expect(await page.textContent('tr[data-channel="tg"]')).toMatch(/CHANNEL_(NETWORK|UNAVAILABLE)/);
     expect(await page.textContent('tr[data-channel="web"] .state')).toBe('connected');
     await page.close();
@@ -45,12 +45,14 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     await page.waitForSelector('#turns');
     const c = new ChatClient(d.url, 'tab-admin');
     await c.opened;
-    c.send('one two three four five six seven eight nine ten eleven twelve thirteen fourteen');
-    const button = await page.waitForSelector('button[data-stop]', { timeout: 10_000 });
+    // 40 words at 500 ms: the turn runs for 20 s unless stopped, far longer than a busy
+    // machine needs to show the button and click it (a stopped turn ends at once).
+    c.send(Array.from({ length: 40 }, (_, i) => `word${i}`).join(' '));
+    const button = await page.waitForSelector('button[data-stop]');
     await button.click();
     const [final] = await c.finals();
     expect(final!.text).toMatch(/⏹ Stopped\.$/);
-    expect(final!.text).not.toContain('fourteen');
+    expect(final!.text).not.toContain('word39');
     await page.waitForSelector('#notice:text("cancelled")');
     await waitFor(async () => (await page.textContent('#turns'))?.includes('no turns'));
     await page.screenshot({ path: `${d.dir}/admin.png` });
