@@ -20,8 +20,13 @@ describe('soak harness smoke', () => {
     const r = await soak(6, () => {}, 15_000);
     expect(r.sent).toBeGreaterThan(20);
     expect(r.restarts).toBe(1);
+    // No platform message is lost across faults and a kill -9. Web chat answers are left out:
+    // one finished by the restarted daemon before the tab reconnects has no tab to go to
+    // (the tab backlog lives in memory), so the soak cannot see it. Duplicates are not
+    // asserted either: a kill between a platform accepting a reply and the commit of its id
+    // is a window no bot can close on Telegram and Slack (see the README); `npm run soak`
+    // reports both.
+    expect(r.lostTexts.filter((t) => !t.endsWith('-web'))).toEqual([]);
     expect(r.answered + r.duplicated + r.lost).toBe(r.sent);
-    // The soak's verdict (zero lost, zero duplicated) is printed by `npm run soak`; the
-    // smoke only proves the harness runs end to end.
   }, scaled(180_000));
 });

@@ -5,13 +5,14 @@ import { visibleText } from '../fakes/telegram/server.js';
 import type { DaemonProcess } from '../helpers/process.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 import { Fleet } from './fleet.js';
-import { freePort } from './scenarios/startup.js';
 
 export interface SoakResult {
   sent: number;
   answered: number;
   duplicated: number;
   lost: number;
+  /** The messages that got no answer. */
+  lostTexts: string[];
   faults: Record<string, number>;
   restarts: number;
 }
@@ -25,11 +26,12 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   const llm = new FakeLlm();
   await llm.start();
   const fleet = await new Fleet().start();
-  const port = await freePort();
-  fleet.write({ port, streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nrequest_timeout_ms = 10000\n` });
-  const url = `http://127.0.0.1:${port}`;
+  fleet.write({ streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nrequest_timeout_ms = 10000\n` });
+  // Port 0: each process (the first and the one after the kill) says where it listens.
+  let url = '';
   const start = async () => {
     const p = fleet.spawn();
+    url = await p.url(30_000);
     await waitFor(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 30_000);
     return p;
   };
@@ -116,7 +118,13 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         }
       });
     await waitFor(() => counts().every((c) => c >= 1), answerWaitMs, 250).catch(() => {});
-    await new Promise((r) => setTimeout(r, 1500));
+    // Settled before counting: every Telegram update confirmed, every Slack envelope acked,
+    // and no turn running or queued, so no answer (a duplicate included) is still on its way.
+    const settled = async () => {
+      const st = (await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } };
+      return fleet.tg.pendingUpdates === 0 && fleet.sl.unacked === 0 && st.turns.list.length === 0;
+    };
+    await waitFor(settled, 30_000, 100).catch(() => log('soak: the daemon did not settle; counting anyway'));
     const c = counts();
     const lostTexts = sent.filter((_, i) => c[i] === 0).map((m) => m.text);
     const dupTexts = sent.filter((_, i) => c[i]! > 1).map((m) => m.text);
@@ -128,7 +136,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       log(`soak: no answer for ${lostTexts.join(', ')}`);
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
     }
-    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, faults, restarts };
+    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, lostTexts, faults, restarts };
   } finally {
     for (const c of webClients) c.close();
     daemon.signal('SIGTERM');

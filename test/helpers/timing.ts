@@ -3,7 +3,7 @@
  * hook timeouts in vitest.config.ts, the process and web chat helpers, browser selectors) is
  * multiplied by this factor, so a busy machine gets more time without any test changing.
  *
- * `CHANNELD_TEST_TIME_SCALE` sets it explicitly; otherwise it is 3 under `CI=true` (where
+ * `CHANNELD_TEST_TIME_SCALE` sets it explicitly; otherwise it is 5 under `CI=true` (where
  * `.ci/run` keeps both cores busy on purpose) and 1 on a developer's machine. Waiting longer
  * never makes a passing test slower: helpers return as soon as the awaited event happens.
  */
@@ -14,7 +14,7 @@ function readScale(env: NodeJS.ProcessEnv): number {
     if (!Number.isFinite(n) || n <= 0) throw new Error(`CHANNELD_TEST_TIME_SCALE must be a positive number, got "${explicit}"`);
     return n;
   }
-  return env.CI && env.CI !== 'false' && env.CI !== '0' ? 3 : 1;
+  return env.CI && env.CI !== 'false' && env.CI !== '0' ? 5 : 1;
 }
 
 export const timeScale = readScale(process.env);

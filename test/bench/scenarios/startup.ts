@@ -1,20 +1,16 @@
 import { waitFor } from '../../helpers/daemon.js';
-import { createServer } from 'node:net';
 import { Fleet, spawnBareSdkBot } from '../fleet.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
-
-async function readyAfterMs(port: number, start: () => { kill(): void; exited: Promise<unknown> }): Promise<number> {
+/**
+ * Spawn → /readyz 200. Each process listens on port 0 and tells its port (a log line, a line
+ * on stdout) as soon as it listens, well before it is ready: no port is picked in advance.
+ */
+async function readyAfterMs(start: () => { kill(): void; exited: Promise<unknown>; port: Promise<number> }): Promise<number> {
   const t0 = performance.now();
   const proc = start();
   try {
+    const port = await proc.port;
     await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 2);
     return performance.now() - t0;
   } finally {
@@ -34,22 +30,20 @@ export async function startup(o: ScenarioOptions): Promise<Row[]> {
   const channeld: number[] = [];
   const bare: number[] = [];
   try {
+    fleet.write();
     for (let i = 0; i < runs; i++) {
-      const port = await freePort();
-      fleet.write({ port });
       channeld.push(
-        await readyAfterMs(port, () => {
+        await readyAfterMs(() => {
           const p = fleet.spawn();
-          return { kill: () => p.signal('SIGTERM'), exited: p.exited };
+          return { kill: () => p.signal('SIGTERM'), exited: p.exited, port: p.url(30_000).then((u) => Number(new URL(u).port)) };
         }),
       );
     }
     for (let i = 0; i < runs; i++) {
-      const port = await freePort();
       bare.push(
-        await readyAfterMs(port, () => {
-          const { child, exited } = spawnBareSdkBot(fleet, port);
-          return { kill: () => child.kill('SIGTERM'), exited };
+        await readyAfterMs(() => {
+          const { child, exited, port } = spawnBareSdkBot(fleet);
+          return { kill: () => child.kill('SIGTERM'), exited, port };
         }),
       );
     }
