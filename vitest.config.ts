@@ -5,7 +5,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     // Sized for an idle machine and stretched by the one test time scale (test/helpers/timing.ts):
-    // 3× under CI=true, where .ci/run keeps both cores busy on purpose.
+    // 5× under CI=true, where .ci/run keeps both cores busy on purpose.
     testTimeout: scaled(30_000),
     hookTimeout: scaled(30_000),
     // Two cores: files run in parallel, each in its own process, so signals and ports never collide.
