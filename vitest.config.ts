@@ -1,10 +1,13 @@
 import { defineConfig } from 'vitest/config';
+import { scaled } from './test/helpers/timing.js';
 
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    testTimeout: 30_000,
-    hookTimeout: 30_000,
+    // Sized for an idle machine and stretched by the one test time scale (test/helpers/timing.ts):
+    // 5× under CI=true, where .ci/run keeps both cores busy on purpose.
+    testTimeout: scaled(30_000),
+    hookTimeout: scaled(30_000),
     // Two cores: files run in parallel, each in its own process, so signals and ports never collide.
     pool: 'forks',
     // Under CI a JSON report is written too; .ci/run prints its "N passed, N failed" line.

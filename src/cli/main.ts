@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: the compile cache must be on before the lazily loaded SDKs are compiled.
+import './compile-cache.js';
 import { parseArgs } from 'node:util';
 import { exitCodeFor, reportStartFailure } from './exit.js';
 import { runCheck } from './check.js';

@@ -24,11 +24,15 @@ export class Fleet {
     return { TG: this.tg.token, DC: this.dc.token, SL_BOT: this.sl.botToken, SL_APP: this.sl.appToken };
   }
 
-  /** Writes the four-channel config; `tgExtra` is appended to the Telegram channel (reload tests change it). */
+  /**
+   * Writes the four-channel config; `tgExtra` is appended to the Telegram channel (reload tests
+   * change it). Logs at info by default: the daemon listens on port 0 and its "web chat:" line
+   * says where.
+   */
   write(o: { port?: number; echoDelayMs?: number; tgExtra?: string; streamMode?: 'partial' | 'final'; agent?: string; maxInFlight?: number; only?: 'webchat' } = {}): void {
     const common = `allow_from = ["*"]\nstream_mode = "${o.streamMode ?? 'final'}"\n`;
     const head =
-      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'warn'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = ${o.maxInFlight ?? 64}\nmax_queued = 100000\n\n` +
+      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'info'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = ${o.maxInFlight ?? 64}\nmax_queued = 100000\n\n` +
       (o.agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${o.echoDelayMs ?? 0}\n`) +
       `\n[[channels]]\nid = "web"\ntype = "webchat"\n\n`;
     // `only: 'webchat'` is the embedded default's shape: no platform SDK is loaded at all.
@@ -51,13 +55,24 @@ export class Fleet {
   }
 }
 
-/** The bare baseline: the same three SDKs connected to these fakes, answering /readyz on `port`. */
-export function spawnBareSdkBot(fleet: Fleet, port: number): { child: ChildProcess; exited: Promise<unknown> } {
+/** The bare baseline: the same three SDKs connected to these fakes, answering /readyz on the port it prints. */
+export function spawnBareSdkBot(fleet: Fleet): { child: ChildProcess; exited: Promise<unknown>; port: Promise<number> } {
   const child = spawn(process.execPath, [join(import.meta.dirname, 'bare/sdk-bot.mjs')], {
-    env: { PATH: process.env.PATH, PORT: String(port), TG: fleet.tg.token, API_ROOT: fleet.tg.url, DC: fleet.dc.token, REST_API: fleet.dc.restApi, SL_APP: fleet.sl.appToken, SLACK_API: fleet.sl.apiUrl },
-    stdio: 'ignore',
+    env: { PATH: process.env.PATH, TG: fleet.tg.token, API_ROOT: fleet.tg.url, DC: fleet.dc.token, REST_API: fleet.dc.restApi, SL_APP: fleet.sl.appToken, SLACK_API: fleet.sl.apiUrl },
+    stdio: ['ignore', 'pipe', 'ignore'],
   });
-  return { child, exited: new Promise((r) => child.once('exit', r)) };
+  const exited = new Promise((r) => child.once('exit', r));
+  const port = new Promise<number>((resolve, reject) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
+      out += String(d);
+      const line = out.split('\n')[0];
+      if (out.includes('\n')) resolve((JSON.parse(line!) as { port: number }).port);
+    });
+    void exited.then(() => reject(new Error('the bare SDK bot exited before it printed its port')));
+  });
+  port.catch(() => {});
+  return { child, exited, port };
 }
 
 /** Resident set size of a process in MB, from /proc. */

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { scaled } from '../helpers/timing.js';
 import { scenarios } from './scenarios/index.js';
 
 // One tiny iteration of each scenario, so the harness cannot rot. Figures are not asserted:
@@ -9,7 +10,7 @@ describe('bench harness smoke', () => {
       const rows = await run({ smoke: true });
       expect(rows.length).toBeGreaterThan(0);
       for (const r of rows) expect(Number.isFinite(r.value)).toBe(true);
-    }, 120_000);
+    }, scaled(120_000));
   }
 });
 
@@ -19,10 +20,15 @@ describe('soak harness smoke', () => {
     const r = await soak(8, () => {}, 15_000);
     expect(r.sent).toBeGreaterThan(20);
     expect(r.restarts).toBe(1);
+    // No platform message is lost across faults and a kill -9. Web chat answers are left out:
+    // one finished by the restarted daemon before the tab reconnects has no tab to go to
+    // (the tab backlog lives in memory), so the soak cannot see it. Duplicates are not
+    // asserted either: a kill between a platform accepting a reply and the commit of its id
+    // is a window no bot can close on Telegram and Slack (see the README); `npm run soak`
+    // reports both.
+    expect(r.lostTexts.filter((t) => !t.endsWith('-web'))).toEqual([]);
     expect(r.answered + r.duplicated + r.lost).toBe(r.sent);
-    // The soak's verdict (zero lost, zero duplicated) is printed by `npm run soak`; the
-    // smoke only proves the harness runs end to end.
-  }, 180_000);
+  }, scaled(180_000));
 });
 
 describe('profile breakdown', () => {

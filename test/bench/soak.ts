@@ -9,13 +9,14 @@ import { visibleText } from '../fakes/telegram/server.js';
 import type { DaemonProcess } from '../helpers/process.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 import { Fleet } from './fleet.js';
-import { freePort } from './scenarios/startup.js';
 
 export interface SoakResult {
   sent: number;
   answered: number;
   duplicated: number;
   lost: number;
+  /** The messages that got no answer. */
+  lostTexts: string[];
   faults: Record<string, number>;
   restarts: number;
 }
@@ -62,11 +63,12 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   // Room for the database of the whole run (about 2 MB a minute), and small enough to fill quickly.
   const noMount = mountStateDir(stateDir, 16 + 8 * Math.ceil(seconds / 60));
   if (noMount) log(`soak: no disk-full episode: cannot mount a tmpfs for the state_dir (${noMount})`);
-  const port = await freePort();
-  fleet.write({ port, streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nrequest_timeout_ms = 10000\n` });
-  const url = `http://127.0.0.1:${port}`;
+  fleet.write({ streamMode: 'partial', agent: `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nrequest_timeout_ms = 10000\n` });
+  // Port 0: each process (the first and the one after the kill) says where it listens.
+  let url = '';
   const start = async () => {
     const p = fleet.spawn();
+    url = await p.url(30_000);
     await waitFor(async () => (await fetch(`${url}/readyz`).catch(() => undefined))?.status === 200, 30_000);
     return p;
   };
@@ -223,7 +225,13 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         }
       });
     await waitFor(() => counts().every((c) => c >= 1), answerWaitMs, 250).catch(() => {});
-    await new Promise((r) => setTimeout(r, 1500));
+    // Settled before counting: every Telegram update confirmed, every Slack envelope acked,
+    // and no turn running or queued, so no answer (a duplicate included) is still on its way.
+    const settled = async () => {
+      const st = (await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } };
+      return fleet.tg.pendingUpdates === 0 && fleet.sl.unacked === 0 && st.turns.list.length === 0;
+    };
+    await waitFor(settled, 30_000, 100).catch(() => log('soak: the daemon did not settle; counting anyway'));
     const c = counts();
     const lostTexts = sent.filter((_, i) => c[i] === 0).map((m) => m.text);
     const dupTexts = sent.filter((_, i) => c[i]! > 1).map((m) => m.text);
@@ -236,7 +244,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: web frames ${JSON.stringify(webClients.map((w) => w.frames.filter((f) => f.id === `m${t.split('-')[1]}` || f.text === t)))}; daemon says ${JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes(t) || l.level as number >= 40).slice(-8))}`);
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
     }
-    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, faults, restarts };
+    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, lostTexts, faults, restarts };
   } finally {
     for (const c of webClients) c.close();
     daemon.signal('SIGTERM');

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { checkAdmin } from '../../src/actions/access.js';
+import { FakeLlm } from '../fakes/llm/server.js';
 import { pingAction } from '../fixtures/actions/ping.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -14,10 +15,12 @@ const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
 describe('management actions', () => {
   let d: TestDaemon | undefined;
   const clients: ChatClient[] = [];
+  const cleanup: Array<() => unknown> = [];
   afterEach(async () => {
     for (const c of clients.splice(0)) c.close();
     await d?.stop();
     d = undefined;
+    for (const c of cleanup.splice(0)) await c();
   });
 
   const body = (delay = 0) => `[agent]\nprovider = "echo"\necho_delay_ms = ${delay}\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
@@ -96,10 +99,15 @@ describe('management actions', () => {
   });
 
   it('stop-turn stops a running turn by id; bad input gets 400 with the schema message; unknown ids 404', async () => {
-    d = await startDaemon(body(1000)); // long enough for a CLI spawn on a busy machine
+    // The model writes one word and then waits until the turn is stopped: the turn is running
+    // for as long as the CLI takes to start, however busy the machine is.
+    const llm = new FakeLlm();
+    await llm.start();
+    cleanup.push(() => llm.close());
+    llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: new Promise(() => {}) }] });
+    d = await startDaemon(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`);
     const c = await chat();
-    // Long enough (about 9 s) to still be running after two CLI processes start on a busy machine.
-    c.send(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '));
+    c.send('one two');
     const [turn] = await waitFor(async () => {
       const list = (await (await fetch(`${d!.url}/actions/turns`)).json()) as Array<{ id: string; state: string }>;
       return list.length && list[0]!.state === 'running' ? list : undefined;
@@ -111,7 +119,7 @@ describe('management actions', () => {
     const viaCli = await cli(['stop-turn', turn!.id, '--config', cliConfig()]);
     expect(viaCli.stdout).toBe(`turn ${turn!.id} cancelled\n`);
     const [final] = await c.finals();
-    expect(final!.text).toMatch(/⏹ Stopped\.$/);
+    expect(final!.text).toMatch(/^one\s+⏹ Stopped\.$/);
     expect((await cli(['reload', '--config', cliConfig()])).stdout).toMatch(/^reloaded: generation 2/);
   });
 

@@ -1,6 +1,7 @@
 import type { Browser } from 'playwright-core';
 import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FakeLlm } from '../fakes/llm/server.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -9,12 +10,15 @@ import { ChatClient } from '../helpers/webchat-client.js';
 describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon;
   let tg: FakeTelegram;
+  let llm: FakeLlm;
   let browser: Browser;
   beforeAll(async () => {
     tg = new FakeTelegram();
     await tg.start();
+    llm = new FakeLlm();
+    await llm.start();
     d = await startDaemon(
-      `[agent]\nprovider = "echo"\necho_delay_ms = 200\n\n[[channels]]\nid = "web"\ntype = "webchat"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${tg.url}"\nallow_from = ["*"]\n[channels.backoff]\ninitial_ms = 6000\n`,
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n[[channels]]\nid = "web"\ntype = "webchat"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${tg.url}"\nallow_from = ["*"]\n[channels.backoff]\ninitial_ms = 6000\n`,
       { TG: tg.token },
     );
     await d.daemon.supervisor.firstAttempts();
@@ -24,6 +28,7 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     await browser?.close();
     await d?.stop();
     await tg?.close();
+    await llm?.close();
   });
 
   it('shows a channel going to backoff when its platform drops, live', async () => {
@@ -33,7 +38,7 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     // Telegram starts failing: the listener ends and the supervisor backs off.
     tg.fail('getUpdates', { status: 502 }, 50);
     tg.dropConnections();
-    await page.waitForSelector('tr[data-channel="tg"] .state.backoff', { timeout: 10_000 });
+    await page.waitForSelector('tr[data-channel="tg"] .state.backoff');
     expect(await page.textContent('tr[data-channel="tg"]')).toMatch(/CHANNEL_(NETWORK|UNAVAILABLE)/);
     expect(await page.textContent('tr[data-channel="web"] .state')).toBe('connected');
     await page.close();
@@ -45,12 +50,15 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     await page.waitForSelector('#turns');
     const c = new ChatClient(d.url, 'tab-admin');
     await c.opened;
-    c.send('one two three four five six seven eight nine ten eleven twelve thirteen fourteen');
-    const button = await page.waitForSelector('button[data-stop]', { timeout: 10_000 });
+    // The model writes one word and then waits until the turn is stopped: the turn runs for
+    // as long as the page takes to show the button and the click takes to land.
+    llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: new Promise(() => {}) }] });
+    c.send('one two');
+    const button = await page.waitForSelector('button[data-stop]');
     await button.click();
     const [final] = await c.finals();
     expect(final!.text).toMatch(/⏹ Stopped\.$/);
-    expect(final!.text).not.toContain('fourteen');
+    expect(final!.text).not.toContain('two');
     await page.waitForSelector('#notice:text("cancelled")');
     await waitFor(async () => (await page.textContent('#turns'))?.includes('no turns'));
     await page.screenshot({ path: `${d.dir}/admin.png` });

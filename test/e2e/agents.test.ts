@@ -1,4 +1,4 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { ConfigError } from '../../src/errors.js';
 import { FakeLlm } from '../fakes/llm/server.js';
@@ -14,6 +14,7 @@ describe('agents and workspaces', () => {
     await llm.start();
   });
   afterEach(async () => {
+    vi.useRealTimers();
     for (const c of clients.splice(0)) c.close();
     await d?.stop();
     d = undefined;
@@ -77,7 +78,11 @@ describe('agents and workspaces', () => {
   });
 
   it('fails over to the next model before any text, cools the failing one down, and tries it again later', async () => {
-    d = await startDaemon(agent('default', 'primary', 'p', 'fallback_models = ["openai-compatible:backup"]\ncooldown_ms = 400') + web('w', 'default'));
+    // Time is the subject: only the clock is faked (timers, sockets and the fake model stay
+    // real), so the cooldown outlasts the second turn however slow the machine is, and ends
+    // when the test moves the clock.
+    vi.useFakeTimers({ toFake: ['Date'] });
+    d = await startDaemon(agent('default', 'primary', 'p', 'fallback_models = ["openai-compatible:backup"]\ncooldown_ms = 60000') + web('w', 'default'));
     llm.scriptFor('primary', { kind: 'status', status: 500 });
     const c = await client('w');
     c.send('first turn');
@@ -89,7 +94,7 @@ describe('agents and workspaces', () => {
     await c.finals(2);
     expect(llm.requests.map((r) => r.body.model)).toEqual(['primary', 'backup', 'backup']);
     // After the cooldown the primary is tried again, and serves.
-    await new Promise((r) => setTimeout(r, 450));
+    vi.setSystemTime(Date.now() + 60_001);
     c.send('third turn');
     await c.finals(3);
     expect(llm.requests.at(-1)!.body.model).toBe('primary');
@@ -101,7 +106,10 @@ describe('agents and workspaces', () => {
 
   it('the task tracker lists running and queued turns with agent, channel, scope and model, and empties after them', async () => {
     d = await startDaemon(agent('default', 'slow-model', 'p') + web('w', 'default'));
-    llm.script({ kind: 'stream', chunks: [{ content: 'one ', delayMs: 300 }, { content: 'two', delayMs: 300 }] }, { kind: 'stream', chunks: [{ content: 'three' }] });
+    // The first answer waits for the test, so both turns are listed for as long as it looks.
+    let releaseFirst!: () => void;
+    const first = new Promise<void>((r) => (releaseFirst = r));
+    llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: first }] }, { kind: 'stream', chunks: [{ content: 'three' }] });
     const c = await client('w');
     c.send('first');
     c.send('second');
@@ -111,6 +119,7 @@ describe('agents and workspaces', () => {
     });
     expect(list[0]).toMatchObject({ state: 'running', agent: 'default', channel: 'w', scope: 'w:tab-w', model: 'openai-compatible:slow-model', startedAt: expect.any(String) });
     expect(list[1]).toMatchObject({ state: 'queued', channel: 'w', startedAt: null });
+    releaseFirst();
     await c.finals(2);
     await waitFor(() => d!.daemon.status().turns.list.length === 0);
   });

@@ -20,11 +20,15 @@ describe.runIf(hasChromium)('web chat page in headless Chromium (skipped where /
     const page = await browser.newPage({ viewport: { width: 1000, height: 700 } });
     await page.goto(`${d.url}/`);
     await page.waitForSelector('#status:text("connected")');
+    // A draft shows up before the end: the cursor class is on while the model writes. The page
+    // itself records it, so a slow test process cannot miss a draft that was there.
+    await page.evaluate(`window.sawDraft = false;
+      new MutationObserver(() => { if (document.querySelector('.msg.bot.draft')) window.sawDraft = true; })
+        .observe(document.body, { subtree: true, childList: true, attributes: true, characterData: true });`);
     await page.fill('#input', 'streamed back to the browser word by word');
     await page.click('#send');
-    // A draft shows up before the end: the cursor class is on while the model writes.
-    await page.waitForSelector('.msg.bot.draft');
     const final = await page.waitForSelector('.msg.bot.final');
+    expect(await page.evaluate('window.sawDraft')).toBe(true);
     expect(await final.textContent()).toBe('streamed back to the browser word by word');
     expect(await page.locator('.msg.me').textContent()).toBe('streamed back to the browser word by word');
     await page.close();

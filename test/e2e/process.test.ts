@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import { FakeLlm } from '../fakes/llm/server.js';
 import { waitFor } from '../helpers/daemon.js';
 import { DaemonProcess } from '../helpers/process.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -11,12 +12,12 @@ const web = (id: string) => `[[channels]]\nid = "${id}"\ntype = "webchat"\n`;
 function setup(delayMs = 100) {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-proc-'));
   const file = join(dir, 'daemon.config.toml');
-  const write = (channels: string, extra = '') =>
-    writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 8000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n\n[agent]\nprovider = "echo"\necho_delay_ms = ${delayMs}\n\n${channels}`);
+  const write = (channels: string, extra = '', agent = `[agent]\nprovider = "echo"\necho_delay_ms = ${delayMs}\n`) =>
+    writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 8000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n\n${agent}\n${channels}`);
   return { dir, file, write };
 }
 
-async function status(url: string): Promise<{ generation: number; channels: Array<{ id: string; connection: number; state: string }>; last_reload: { ok: boolean; errors: string[] } | null }> {
+async function status(url: string): Promise<{ turns: { list: unknown[] }; generation: number; channels: Array<{ id: string; connection: number; state: string }>; last_reload: { ok: boolean; errors: string[] } | null }> {
   return (await fetch(`${url}/status`)).json() as never;
 }
 
@@ -84,17 +85,26 @@ describe('the built daemon as a real process', () => {
   });
 
   it('kill -9 mid-turn, start again: the message is answered exactly once, in the draft that already existed', async () => {
-    const s = setup(150);
-    s.write(web('web'));
+    const llm = new FakeLlm();
+    await llm.start();
+    cleanup.push(() => void llm.close());
+    const s = setup();
+    s.write(web('web'), '', `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n`);
+    const long = 'alpha beta gamma delta epsilon zeta eta theta iota kappa';
+    const words = long.split(' ').map((w) => `${w} `);
+    // The first process's model writes all but the last word and then stalls: the turn is
+    // mid-stream whenever the kill lands, however slow this machine is. The restarted
+    // process's request gets the fake's default answer, the whole text.
+    llm.script({ kind: 'stall', chunks: words.slice(0, -1).map((content) => ({ content, delayMs: 100 })) });
     const p1 = new DaemonProcess(s.file);
     cleanup.push(() => p1.child.kill('SIGKILL'), () => rmSync(s.dir, { recursive: true, force: true }));
     const url1 = await p1.url();
     const c1 = new ChatClient(url1, 'tab-crash');
     cleanup.push(() => c1.close());
     await c1.opened;
-    const long = 'alpha beta gamma delta epsilon zeta eta theta iota kappa';
     c1.send(long);
-    const draft = await waitFor(() => c1.replies().find((f) => f.text!.startsWith('alpha beta')));
+    // A second frame for the draft is an edit: the draft's id was committed before it.
+    const draft = await waitFor(() => c1.replies().find((f, i, all) => all.findIndex((g) => g.ref === f.ref) < i));
     p1.signal('SIGKILL');
     await p1.exited;
 
@@ -107,8 +117,10 @@ describe('the built daemon as a real process', () => {
     await c2.opened;
     const [final] = await c2.finals();
     expect(final).toMatchObject({ ref: draft.ref, text: long });
-    await new Promise((r) => setTimeout(r, 300));
+    // Settled: no turn runs or waits, so nothing can answer again.
+    await waitFor(async () => (await status(url2)).turns.list.length === 0);
     expect(new Set(c2.replies().map((f) => f.ref))).toEqual(new Set([draft.ref]));
+    expect(llm.requests).toHaveLength(2);
     expect(p2.lines.some((l) => l.msg === 'recovered unfinished messages from the inbox')).toBe(true);
     p2.signal('SIGTERM');
     expect(await p2.exited).toBe(0);

@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
 import { chromium, type Browser } from 'playwright-core';
+import { scaled } from './timing.js';
 
 /** Debian's chromium, as .ci/run installs it (CHROMIUM_PATH overrides). */
 export const chromiumPath = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
@@ -8,10 +9,25 @@ export const hasChromium = existsSync(chromiumPath);
 // Under CI the browser tests must run, never skip quietly.
 if (process.env.CI && !hasChromium) throw new Error(`CI needs ${chromiumPath}: .ci/run installs Debian's chromium package`);
 
-/** Headless Chromium with the flags this closed network needs (no background requests). */
-export function launchChromium(): Promise<Browser> {
-  return chromium.launch({
+/** Playwright's waits (selectors, navigation, clicks), stretched like every other test wait. */
+export const browserTimeoutMs = scaled(15_000);
+
+/**
+ * Headless Chromium with the flags this closed network needs (no background requests). Every
+ * page it opens waits up to `browserTimeoutMs` by default, so browser waits follow the test
+ * time scale too.
+ */
+export async function launchChromium(): Promise<Browser> {
+  const browser = await chromium.launch({
     executablePath: chromiumPath,
+    timeout: browserTimeoutMs,
     args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
   });
+  const newPage = browser.newPage.bind(browser);
+  browser.newPage = async (options) => {
+    const page = await newPage(options);
+    page.setDefaultTimeout(browserTimeoutMs);
+    return page;
+  };
+  return browser;
 }

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Daemon } from '../../src/cli/daemon.js';
+import { scaled } from './timing.js';
 
 /** Collects log lines in memory, so tests can assert on them and the output stays quiet. */
 export class LogSink extends Writable {
@@ -13,6 +14,10 @@ export class LogSink extends Writable {
   }
   get text(): string {
     return this.lines.join('\n');
+  }
+  /** The JSON log lines, parsed: wait on these instead of sleeping. */
+  entries(): Array<Record<string, unknown>> {
+    return this.lines.map((l) => JSON.parse(l) as Record<string, unknown>);
   }
 }
 
@@ -55,12 +60,18 @@ export async function startDaemon(body: string, env: NodeJS.ProcessEnv = {}, dae
   };
 }
 
+/**
+ * Polls `fn` until it returns something truthy and returns that. `timeoutMs` is what an idle
+ * machine needs; it is stretched by the test time scale (see timing.ts), so a busy machine
+ * gets more time while a passing wait still returns as soon as its event happens.
+ */
 export async function waitFor<T>(fn: () => T | Promise<T>, timeoutMs = 5000, stepMs = 10): Promise<NonNullable<T>> {
-  const deadline = Date.now() + timeoutMs;
+  const limitMs = scaled(timeoutMs);
+  const deadline = Date.now() + limitMs;
   for (;;) {
     const v = await fn();
     if (v) return v as NonNullable<T>;
-    if (Date.now() > deadline) throw new Error(`waitFor timed out after ${timeoutMs} ms`);
+    if (Date.now() > deadline) throw new Error(`waitFor timed out after ${limitMs} ms`);
     await new Promise((r) => setTimeout(r, stepMs));
   }
 }

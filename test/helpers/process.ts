@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
+import { scaled } from './timing.js';
 
 const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
 
@@ -32,11 +33,11 @@ export class DaemonProcess {
 
   /** The daemon's base URL, from its "web chat:" or "ready" log line. */
   async url(timeoutMs = 15_000): Promise<string> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + scaled(timeoutMs);
     for (;;) {
       const line = this.lines.find((l) => typeof l.url === 'string');
       if (line) return new URL(line.url as string).origin;
-      if (Date.now() > deadline) throw new Error(`daemon did not print its URL: ${JSON.stringify(this.lines)}`);
+      if (Date.now() > deadline) throw new Error(`daemon did not print its URL within ${scaled(timeoutMs)} ms: ${JSON.stringify(this.lines)}`);
       await new Promise((r) => setTimeout(r, 20));
     }
   }

@@ -21,6 +21,11 @@ export class RecordingAdapter implements ChannelAdapter {
   openNativeStream?: ChannelAdapter['openNativeStream'];
   /** Injected before a call: throw to simulate the platform refusing. */
   fault: ((call: Call) => void) | undefined;
+  /**
+   * Injected before a call lands: the platform is slow (or never answers) for as long as the
+   * returned promise. The call's abort signal cuts the wait, as a real client's would.
+   */
+  latency: ((call: Call) => Promise<void>) | undefined;
   #seq = 0;
 
   constructor(
@@ -35,29 +40,33 @@ export class RecordingAdapter implements ChannelAdapter {
     await new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
   }
 
-  #record(call: Omit<Call, 'at'>): Call {
+  /** Like a platform client: an aborted call fails with the signal's reason and never lands. */
+  async #record(call: Omit<Call, 'at'>, signal: AbortSignal | undefined): Promise<Call> {
+    signal?.throwIfAborted();
     const c = { ...call, at: Date.now() };
     this.fault?.(c);
+    if (this.latency) await abortable(this.latency(c), signal);
+    c.at = Date.now();
     this.calls.push(c);
     return c;
   }
 
-  async send(target: ReplyTarget, text: string, _o?: TransportOptions): Promise<MessageRef> {
+  async send(target: ReplyTarget, text: string, o?: TransportOptions): Promise<MessageRef> {
     const messageId = `out-${++this.#seq}`;
-    this.#record({ op: 'send', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}), messageId, text });
+    await this.#record({ op: 'send', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}), messageId, text }, o?.signal);
     this.texts.set(messageId, text);
     return { chatId: target.chatId, messageId, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
-  async edit(ref: MessageRef, text: string): Promise<void> {
-    this.#record({ op: 'edit', chatId: ref.chatId, messageId: ref.messageId, text, ...(ref.threadId ? { threadId: ref.threadId } : {}) });
+  async edit(ref: MessageRef, text: string, o?: TransportOptions): Promise<void> {
+    await this.#record({ op: 'edit', chatId: ref.chatId, messageId: ref.messageId, text, ...(ref.threadId ? { threadId: ref.threadId } : {}) }, o?.signal);
     this.texts.set(ref.messageId, text);
   }
-  async delete(ref: MessageRef): Promise<void> {
-    this.#record({ op: 'delete', chatId: ref.chatId, messageId: ref.messageId });
+  async delete(ref: MessageRef, o?: TransportOptions): Promise<void> {
+    await this.#record({ op: 'delete', chatId: ref.chatId, messageId: ref.messageId }, o?.signal);
     this.texts.delete(ref.messageId);
   }
-  async typing(target: ReplyTarget): Promise<void> {
-    this.#record({ op: 'typing', chatId: target.chatId });
+  async typing(target: ReplyTarget, o?: TransportOptions): Promise<void> {
+    await this.#record({ op: 'typing', chatId: target.chatId }, o?.signal);
   }
 
   /** Latest texts of messages sent into a chat (and thread), in send order. */
@@ -83,4 +92,15 @@ export function userMessage(channelId: string, text: string, over: Partial<Chann
     receivedAt: Date.now(),
     ...over,
   };
+}
+
+/** `p`, or a rejection with the signal's reason as soon as it aborts. */
+function abortable<T>(p: Promise<T>, signal: AbortSignal | undefined): Promise<T> {
+  if (!signal) return p;
+  signal.throwIfAborted();
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+  });
 }

@@ -17,6 +17,10 @@ export class ScriptedAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: true };
   readonly selfId = 'bot';
   attempts = 0;
+  /** Each attempt's abort signal, so tests can see that a stop reached the listener. */
+  readonly signals: AbortSignal[] = [];
+  /** How many listen() calls have returned or thrown. */
+  settled = 0;
   deliver: Deliver | undefined;
 
   constructor(
@@ -28,7 +32,9 @@ export class ScriptedAdapter implements ChannelAdapter {
     this.deliver = deliver;
     const step = this.script[Math.min(this.attempts, this.script.length - 1)]!;
     this.attempts++;
-    return new Promise((resolve, reject) => {
+    this.signals.push(signal);
+    const done = () => void this.settled++;
+    return new Promise<void>((resolve, reject) => {
       const timers: NodeJS.Timeout[] = [];
       signal.addEventListener('abort', () => {
         timers.forEach(clearTimeout);
@@ -51,7 +57,7 @@ export class ScriptedAdapter implements ChannelAdapter {
         case 'hang':
           break;
       }
-    });
+    }).finally(done);
   }
 
   async send(target: ReplyTarget, _text: string): Promise<MessageRef> {

@@ -1,4 +1,5 @@
 import WebSocket from 'ws';
+import { scaled } from './timing.js';
 
 export interface Frame {
   type: string;
@@ -37,9 +38,9 @@ export class ChatClient {
     return this.frames.filter((f) => f.type === 'reply');
   }
 
-  /** Resolves with the final frames once `count` replies are final. */
+  /** Resolves with the final frames once `count` replies are final (`timeoutMs` is stretched by the time scale). */
   async finals(count = 1, timeoutMs = 10_000): Promise<Frame[]> {
-    const deadline = Date.now() + timeoutMs;
+    const deadline = Date.now() + scaled(timeoutMs);
     for (;;) {
       const latest = new Map<string, Frame>();
       for (const f of this.replies()) latest.set(f.ref!, f);

@@ -1,6 +1,5 @@
 import { waitFor } from '../../helpers/daemon.js';
 import { Fleet, rssMb, spawnBareSdkBot } from '../fleet.js';
-import { freePort } from './startup.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
 /** Pushes `n` messages in waves; returns the highest RSS of `pid` sampled while they were handled. */
@@ -20,9 +19,9 @@ async function push(fleet: Fleet, n: number, label: string, pid: number): Promis
 
 /** The floor: the three SDKs loaded and connected to the same fakes, nothing else. */
 async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
-  const port = await freePort();
-  const { child, exited } = spawnBareSdkBot(fleet, port);
+  const { child, exited, port: portPromise } = spawnBareSdkBot(fleet);
   try {
+    const port = await portPromise;
     await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
     await new Promise((r) => setTimeout(r, settleMs));
     return rssMb(child.pid!);

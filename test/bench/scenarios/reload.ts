@@ -2,7 +2,6 @@ import { waitFor } from '../../helpers/daemon.js';
 import { ChatClient } from '../../helpers/webchat-client.js';
 import { Fleet } from '../fleet.js';
 import type { Row, ScenarioOptions } from '../report.js';
-import { freePort } from './startup.js';
 
 interface Status {
   generation: number;
@@ -17,12 +16,13 @@ interface Status {
 export async function reload(o: ScenarioOptions): Promise<Row[]> {
   void o;
   const fleet = await new Fleet().start();
-  const port = await freePort();
-  const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as Status;
   try {
-    fleet.write({ port });
+    fleet.write();
     const p = fleet.spawn();
     try {
+      // Port 0: the daemon says where it listens; the rewrite below keeps that (bound) port.
+      const port = Number(new URL(await p.url(30_000)).port);
+      const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as Status;
       await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
       await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen, 10_000);
       const web = new ChatClient(`http://127.0.0.1:${port}`, 'bench');

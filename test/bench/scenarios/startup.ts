@@ -1,15 +1,6 @@
 import { waitFor } from '../../helpers/daemon.js';
-import { createServer } from 'node:net';
 import { cpuMs, Fleet, spawnBareSdkBot } from '../fleet.js';
 import { median, type Row, type ScenarioOptions } from '../report.js';
-
-export async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 /** Wall time from spawn to /readyz 200, and the CPU the process used until then (steady on a busy machine). */
 interface Ready {
@@ -17,10 +8,15 @@ interface Ready {
   cpuMs: number;
 }
 
-async function readyAfterMs(port: number, start: () => { pid: number; kill(): void; exited: Promise<unknown> }): Promise<Ready> {
+/**
+ * Spawn → /readyz 200. Each process listens on port 0 and tells its port (a log line, a line
+ * on stdout) as soon as it listens, well before it is ready: no port is picked in advance.
+ */
+async function readyAfterMs(start: () => { pid: number; kill(): void; exited: Promise<unknown>; port: Promise<number> }): Promise<Ready> {
   const t0 = performance.now();
   const proc = start();
   try {
+    const port = await proc.port;
     await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000, 2);
     return { wallMs: performance.now() - t0, cpuMs: cpuMs(proc.pid) };
   } finally {
@@ -42,21 +38,19 @@ export async function startup(o: ScenarioOptions): Promise<Row[]> {
   const bare: Ready[] = [];
   const webOnly: Ready[] = [];
   const daemonReady = async (only?: 'webchat') => {
-    const port = await freePort();
-    fleet.write({ port, ...(only ? { only } : {}) });
-    return readyAfterMs(port, () => {
+    fleet.write(only ? { only } : {});
+    return readyAfterMs(() => {
       const p = fleet.spawn();
-      return { pid: p.child.pid!, kill: () => p.signal('SIGTERM'), exited: p.exited };
+      return { pid: p.child.pid!, kill: () => p.signal('SIGTERM'), exited: p.exited, port: p.url(30_000).then((u) => Number(new URL(u).port)) };
     });
   };
   try {
     for (let i = 0; i < runs; i++) {
       channeld.push(await daemonReady());
-      const port = await freePort();
       bare.push(
-        await readyAfterMs(port, () => {
-          const { child, exited } = spawnBareSdkBot(fleet, port);
-          return { pid: child.pid!, kill: () => child.kill('SIGTERM'), exited };
+        await readyAfterMs(() => {
+          const { child, exited, port } = spawnBareSdkBot(fleet);
+          return { pid: child.pid!, kill: () => child.kill('SIGTERM'), exited, port };
         }),
       );
       webOnly.push(await daemonReady('webchat'));

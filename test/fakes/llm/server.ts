@@ -7,6 +7,8 @@ export interface Chunk {
   toolCalls?: Array<{ id: string; name: string; arguments: string }>;
   /** Pause before this chunk. */
   delayMs?: number;
+  /** Held until this settles: a model that takes exactly as long as the test wants. */
+  after?: Promise<unknown>;
 }
 
 /** What the fake does with one chat/completions request. */
@@ -102,6 +104,7 @@ export class FakeLlm {
     const chunks = script.chunks ?? [];
     for (const [i, c] of chunks.entries()) {
       if (c.delayMs) await new Promise((r) => setTimeout(r, c.delayMs));
+      if (c.after) await Promise.race([c.after, new Promise((r) => res.once('close', r))]);
       if (res.destroyed) return;
       const delta: Record<string, unknown> = i === 0 ? { role: 'assistant' } : {};
       if (c.content !== undefined) delta.content = c.content;

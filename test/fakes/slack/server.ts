@@ -99,6 +99,11 @@ export class FakeSlack {
     return this.messages.filter((m) => m.channel === channel && !m.deleted && (threadTs === undefined || m.threadTs === threadTs)).map((m) => m.text);
   }
 
+  /** Envelopes sent (or waiting for a connection) that the client has not acked yet. */
+  get unacked(): number {
+    return this.#unacked.size;
+  }
+
   get socketOpen(): boolean {
     return [...this.#wss.clients].some((c) => c.readyState === 1);
   }

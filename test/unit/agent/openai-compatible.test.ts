@@ -10,6 +10,7 @@ import type { AgentRunner } from '../../../src/agent/runner.js';
 import type { AgentInput } from '../../../src/agent/runner.js';
 import type { Tool } from '../../../src/runtime/tools.js';
 import { FakeLlm } from '../../fakes/llm/server.js';
+import { waitFor } from '../../helpers/daemon.js';
 
 let llm: FakeLlm;
 beforeAll(async () => {
@@ -122,11 +123,10 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
   });
 
   it('connection refused is retried, then reported', async () => {
-    // A port that was just free: nothing listens there now.
-    const probe = (await import('node:net')).createServer();
-    const port = await new Promise<number>((r) => probe.listen(0, '127.0.0.1', () => r((probe.address() as { port: number }).port)));
-    await new Promise((r) => probe.close(r));
-    const events = await collect(runner({ baseUrl: `http://127.0.0.1:${port}/v1`, retries: 1 }), input('x'));
+    // Port 1 (tcpmux) is privileged and outside the ephemeral range, so no server in this
+    // suite (they all listen on port 0) can ever be given it: nothing listens there. A port
+    // probed free and closed again could be handed to another test file's server meanwhile.
+    const events = await collect(runner({ baseUrl: 'http://127.0.0.1:1/v1', retries: 1 }), input('x'));
     expect(events).toEqual([{ type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'The model could not be reached.' }]);
   });
 
@@ -146,8 +146,7 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
       if (e.type === 'text_delta') ac.abort();
     }
     expect(events.at(-1)).toEqual({ type: 'cancelled' });
-    await new Promise((r) => setTimeout(r, 50));
-    expect(llm.requests[before]!.clientClosed).toBe(true);
+    await waitFor(() => llm.requests[before]?.clientClosed);
   });
 
   it('runs tools through the multi-step loop: a round trip, and an error returned to the model', async () => {

@@ -152,6 +152,29 @@ describe('ReplyStream', () => {
     expect(Date.now()).toBeLessThanOrEqual(5000 + 30_000);
   });
 
+  it('a hard stop cuts a platform call that never answers: finished() resolves, the final text is not claimed delivered', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const hardStop = new AbortController();
+    // The platform takes the first message, then never answers an edit.
+    a.latency = (c) => (c.op === 'edit' ? new Promise(() => {}) : Promise.resolve());
+    const s = stream(a, { signal: hardStop.signal });
+    s.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(10);
+    s.push({ type: 'text_delta', text: 'two' });
+    await vi.advanceTimersByTimeAsync(1500); // the edit is in flight, hung
+    s.push({ type: 'done', usage });
+    await vi.advanceTimersByTimeAsync(10);
+    let settled = false;
+    const finished = s.finished().then((r) => ((settled = true), r));
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(settled).toBe(false); // still waiting on the hung edit
+    hardStop.abort(new Error('exit now'));
+    await vi.runAllTimersAsync();
+    expect(await finished).toMatchObject({ delivered: false });
+    expect(a.calls.map((c) => c.op)).toEqual(['send']);
+    expect(a.visible('c')).toEqual(['one ']);
+  });
+
   it('splits a long answer into messages at the limit, closing and reopening code fences', async () => {
     const a = new RecordingAdapter('t', { maxMessageLength: 200 });
     const s = stream(a);

@@ -143,11 +143,19 @@ describe('Supervisor', () => {
   });
 
   it('stop aborts the listener and marks it stopped', async () => {
-    add('x', [{ kind: 'connect' }]);
+    const a = add('x', [{ kind: 'connect' }]);
+    // remove() forgets the channel before stopping it, so hold on to it to see the end state.
+    const ch = sup.get('x')!;
     await vi.advanceTimersByTimeAsync(0);
+    expect(ch.status().state).toBe('connected');
+    expect(a.signals[0]!.aborted).toBe(false);
     const p = sup.remove('x', 1000);
     await vi.advanceTimersByTimeAsync(0);
     await p;
+    expect(a.signals[0]!.aborted).toBe(true);
+    expect(a.settled).toBe(1);
+    expect(ch.status()).toMatchObject({ state: 'stopped', next_retry_at: null });
+    expect(a.attempts).toBe(1);
     expect(sup.statuses()).toEqual([]);
   });
 });
