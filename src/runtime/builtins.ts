@@ -92,7 +92,7 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     help: 'use another model in this conversation',
     handler: (ctx, args) => {
       const models = allowedModels(info.agent());
-      if (!args) return `Current model: ${conversations.get(agentName, ctx.scope).model ?? info.agent().model ?? 'default'}. Choose with /model NAME from: ${models.join(', ') || 'none'}.`;
+      if (!args) return `Current model: ${conversations.get(agentName, ctx.scope).model ?? info.agent().model ?? info.agent().provider}. Choose with /model NAME from: ${models.join(', ') || 'none'}.`;
       if (!models.includes(args)) return `"${args}" is not allowed here. Choose one of: ${models.join(', ') || 'none'}.`;
       conversations.update(agentName, ctx.scope, { model: args });
       return `Model set to ${args}.`;
