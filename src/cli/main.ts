@@ -30,12 +30,12 @@ const HELP: Record<string, string> = {
 Usage: channeld <command> [options]
 
 Commands:
-  run       run the daemon in the foreground (systemd: Type=exec)
-  check     validate the config and its secret references; prints "ok" or every error
-  backup    FILE  copy the state database to FILE while the daemon runs (SQLite online backup)
+  run           run the daemon in the foreground (systemd: Type=exec)
+  check         validate the config and its secret references; prints "ok" or every error
+  backup FILE   copy the state database to FILE while the daemon runs (SQLite online backup)
 
 Management commands (they ask the running daemon over HTTP at [http] listen):
-${builtinActions.map((a) => `  ${(a.cli?.name ?? a.name).padEnd(10)}${[...(a.cli?.args ?? []).map((x) => `${x.toUpperCase()} `)].join('')}${a.description}`).join('\n')}
+${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase())].join(' ').padEnd(14)}${a.description}`).join('\n')}
   (and any other action the daemon serves)
 
 ${OPTIONS}

@@ -1,3 +1,4 @@
+import Database from 'better-sqlite3';
 import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -131,5 +132,21 @@ describe('management CLI without the daemon\'s secrets, against a broken config 
     const viaEnv = await cli(['channels'], { CHANNELD_URL: d.url, CHANNELD_CONFIG: httpOnly, ADMIN });
     expect(viaEnv).toMatchObject({ code: 0 });
     expect(viaEnv.stdout).toMatch(/^web +webchat +connected/m);
+  }, 60_000);
+
+  it('backup copies the database while the daemon runs, from the broken file, without secrets', async () => {
+    const { env } = await brokenSetUp();
+    const target = join(cwd, `backup-${Date.now()}.db`);
+    const r = await cli(['backup', target], env);
+    expect(r.stderr).toBe('');
+    expect(r).toMatchObject({ code: 0 });
+    expect(r.stdout).toContain(`to ${target}`);
+    const copy = new Database(target, { readonly: true });
+    try {
+      expect(copy.prepare('SELECT count(*) AS n FROM inbox').get()).toEqual({ n: 1 });
+    } finally {
+      copy.close();
+    }
+    expect((await cli(['backup', target], env)).stderr).toContain('exists');
   }, 60_000);
 });

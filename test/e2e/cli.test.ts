@@ -45,6 +45,18 @@ describe('channeld CLI (built)', () => {
     expect(r.stderr).toMatch(/NOT_SET_HERE is not set.*channel "tg"/);
   });
 
+  it('check warns about a config without channels and still exits 0', async () => {
+    const r = await cli(['check', '--config', configFile('[daemon]\nlog_level = "info"\n')]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/^warning: .* has no enabled channels/);
+  });
+
+  it('CHANNELD_CONFIG names the config file when --config is not given', async () => {
+    const r = await cli(['check'], { CHANNELD_CONFIG: configFile('[[channels]]\nid = "from-env"\ntype = "webchat"\n') });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('from-env (webchat)');
+  });
+
   it('check exits 78 when the file does not exist', async () => {
     const r = await cli(['check', '--config', '/nonexistent/daemon.config.toml']);
     expect(r.code).toBe(78);
@@ -64,6 +76,10 @@ describe('channeld CLI (built)', () => {
       expect(r.stdout).toContain(`Usage: channeld ${cmd}`);
     }
     expect((await cli(['--help'])).stdout).toContain('Exit status');
+    const stop = await cli(['stop-turn', '--help']);
+    expect(stop.code).toBe(0);
+    expect(stop.stdout).toMatch(/^Usage: channeld stop-turn ID \[--config FILE\]/);
+    expect((await cli(['--help'])).stdout).toMatch(/^ {2}stop-turn ID +stop a running turn/m);
   });
 
   it('status says clearly when no daemon answers', async () => {
