@@ -49,6 +49,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       onError: (err, phase) => log.warn({ err, phase }, 'reply request failed'),
     });
     const ws = deps.workspaceFor(channelId);
+    let model: string | undefined;
     const outcome = await ws.runtime.run({
       message: { ...job.items.at(-1)!.message, text: job.text },
       scope: job.scope,
@@ -56,11 +57,33 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       signal,
       reply: stream,
       passive: job.passive,
-      onModel: (model) => deps.tracker?.setModel(job.id, model),
+      onModel: (m) => {
+        model = m;
+        deps.tracker?.setModel(job.id, m);
+      },
+      unknownCommands: ch.config.unknown_commands,
     });
     const result = await stream.finished();
     deps.metrics.draftEdits.observe(result.requests);
-    deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, (performance.now() - started) / 1000);
+    const durationMs = Math.round(performance.now() - started);
+    deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, durationMs / 1000);
+    // One line per finished turn at the default level: what an operator greps for first.
+    log.info(
+      {
+        turn: job.id,
+        conversation: job.scope,
+        agent: ws.name,
+        model: outcome.command ? null : (model ?? null),
+        ...(outcome.command ? { command: outcome.command } : {}),
+        duration_ms: durationMs,
+        outcome: outcome.ending,
+        ...(outcome.errorCode ? { error_code: outcome.errorCode } : {}),
+        tokens_in: outcome.usage?.inputTokens ?? 0,
+        tokens_out: outcome.usage?.outputTokens ?? 0,
+        ...(outcome.usage?.estimated ? { tokens_estimated: true } : {}),
+      },
+      'turn finished',
+    );
     if (!result.delivered) log.error({ ending: outcome.ending }, 'the final reply could not be delivered');
     return outcome.ending;
   };

@@ -80,7 +80,7 @@ describe('channeld CLI (built)', () => {
     expect(stop.code).toBe(0);
     expect(stop.stdout).toMatch(/^Usage: channeld stop-turn ID \[--config FILE\]/);
     expect((await cli(['--help'])).stdout).toMatch(/^ {2}stop-turn ID +stop a running turn/m);
-  });
+  }, 90_000);
 
   it('status says clearly when no daemon answers', async () => {
     const r = await cli(['status', '--config', configFile('[http]\nlisten = "127.0.0.1:1"\n[[channels]]\nid = "web"\ntype = "webchat"\n')]);
