@@ -22,7 +22,18 @@ import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
-import { ChannelError, errorMessage } from '../errors.js';
+import { ChannelError, CodedError, errorMessage } from '../errors.js';
+
+/** The state database; a state_dir that cannot hold it is named with its path and what failed. */
+function openStateDb(dir: string): ReturnType<typeof openDb> {
+  const file = join(dir, 'channeld.db');
+  try {
+    return openDb(file);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? errorMessage(err);
+    throw new CodedError('STATE_DIR_UNUSABLE', `daemon.state_dir = "${dir}": cannot create or write ${file} (${code})`, { cause: err });
+  }
+}
 
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
@@ -93,7 +104,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       provides: ['inbox', 'sessions', 'conversations'],
       inject: ['config', 'logger'],
       start: (ctx) => {
-        const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
+        const db = openStateDb(cfg().daemon.state_dir);
         const group = new GroupCommit(db);
         ctx.effect(() => {
           group.flush();

@@ -57,6 +57,15 @@ describe('channeld CLI (built)', () => {
     expect(r.stdout).toContain('from-env (webchat)');
   });
 
+  it('run names daemon.state_dir and the path when the database cannot be created there', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'channeld-cli-'));
+    writeFileSync(join(dir, 'a-file'), '');
+    const stateDir = join(dir, 'a-file', 'state');
+    const r = await cli(['run', '--config', configFile(`[daemon]\nstate_dir = "${stateDir}"\n[http]\nlisten = "127.0.0.1:0"\n[[channels]]\nid = "web"\ntype = "webchat"\n`)]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain(`daemon.state_dir = "${stateDir}": cannot create or write ${join(stateDir, 'channeld.db')} (ENOTDIR)`);
+  });
+
   it('check exits 78 when the file does not exist', async () => {
     const r = await cli(['check', '--config', '/nonexistent/daemon.config.toml']);
     expect(r.code).toBe(78);
