@@ -28,7 +28,7 @@
   function rebuild(node) {
     if (node.nodeType === Node.TEXT_NODE) return document.createTextNode(node.nodeValue);
     if (node.nodeType !== Node.ELEMENT_NODE) return null;
-    if (!TAGS.has(node.tagName)) return document.createTextNode(node.textContent || '');
+    if (!TAGS.has(node.tagName)) return document.createTextNode(node.textContent || node.getAttribute('alt') || '');
     const el = document.createElement(node.tagName);
     if (node.tagName === 'A') {
       const href = node.getAttribute('href') || '';

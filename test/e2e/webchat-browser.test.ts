@@ -32,7 +32,8 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
   const say = async (page: Page, text: string, finals: number) => {
     await page.fill('#input', text);
     await page.click('#send');
-    await page.waitForFunction(`document.querySelectorAll('.msg.bot.final').length >= ${finals}`, undefined, { timeout: 15_000 });
+    // Locators, not string predicates: the page's CSP (script-src 'self') refuses eval.
+    await page.locator('.msg.bot.final').nth(finals - 1).waitFor({ timeout: 15_000 });
   };
 
   it('asks for the token on 127.0.0.1 when the server requires one, then chats', async () => {
@@ -59,7 +60,7 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
     await say(page, 'second question', 2);
     await page.reload();
     await page.waitForSelector('#status:text("connected")');
-    await page.waitForFunction(`document.querySelectorAll('#log .msg').length >= 4`);
+    await page.locator('#log .msg').nth(3).waitFor();
     const log = await page.$$eval('#log .msg', (els) => els.map((e) => `${e.classList.contains('me') ? 'me' : 'bot'}: ${e.textContent}`));
     expect(log).toEqual(['me: first question', 'bot: first question', 'me: second question', 'bot: second question']);
   });
@@ -73,7 +74,7 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
     expect(await bubble.locator('strong').textContent()).toBe('bold');
     expect(await bubble.locator('p code').textContent()).toBe('inline');
     expect(await bubble.locator('pre code.language-js').textContent()).toBe('const x = 1;\n');
-    const font = (await page.evaluate(`getComputedStyle(document.querySelector('.msg.bot.final pre code')).fontFamily`)) as string;
+    const font = await bubble.locator('pre code').evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { fontFamily: string } }).getComputedStyle(el).fontFamily);
     expect(font).toMatch(/mono|Menlo|Consolas/i);
     expect(await bubble.locator('.code button.copy').textContent()).toBe('Copy');
     expect(await bubble.textContent()).not.toContain('**');
@@ -82,7 +83,7 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
     const evil = page.locator('.msg.bot.final').last();
     expect(await evil.textContent()).toContain('<img src=x onerror="window.__pwned=1">');
     expect(await evil.locator('img, script').count()).toBe(0);
-    expect(await page.evaluate('window.__pwned')).toBeUndefined();
+    expect(await page.evaluate(() => (globalThis as { __pwned?: number }).__pwned)).toBeUndefined();
   });
 
   it('renders the live draft as Markdown while it streams', async () => {
