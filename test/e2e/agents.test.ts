@@ -77,7 +77,7 @@ describe('agents and workspaces', () => {
   });
 
   it('fails over to the next model before any text, cools the failing one down, and tries it again later', async () => {
-    d = await startDaemon(agent('default', 'primary', 'p', 'fallback_models = ["openai-compatible:backup"]\ncooldown_ms = 400') + web('w', 'default'));
+    d = await startDaemon(agent('default', 'primary', 'p', 'fallback_models = ["openai-compatible:backup"]\ncooldown_ms = 5000') + web('w', 'default'));
     llm.scriptFor('primary', { kind: 'status', status: 500 });
     const c = await client('w');
     c.send('first turn');
@@ -89,7 +89,8 @@ describe('agents and workspaces', () => {
     await c.finals(2);
     expect(llm.requests.map((r) => r.body.model)).toEqual(['primary', 'backup', 'backup']);
     // After the cooldown the primary is tried again, and serves.
-    await new Promise((r) => setTimeout(r, 450));
+    // (5 s: long enough that a busy machine still runs the second turn inside it.)
+    await waitFor(() => d!.daemon.status().agents[0]!.cooling.length === 0, 15_000, 100);
     c.send('third turn');
     await c.finals(3);
     expect(llm.requests.at(-1)!.body.model).toBe('primary');
