@@ -6,7 +6,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { isLoopback, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
+import { isLoopbackClient, pageHeaders, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
 
@@ -39,7 +39,15 @@ export interface WebchatOptions {
   log: Logger;
   /** When set, clients must present it; otherwise only loopback clients are accepted. */
   accessToken?: string;
+  /** Tabs whose backlog is kept, and the bytes all backlogs may hold; least recently used closed tabs go first. */
+  backlogMaxTabs?: number;
+  backlogMaxBytes?: number;
+  /** Told how many kept replies were evicted to stay within the bounds. */
+  onEvict?: (count: number) => void;
 }
+
+/** About what a kept reply costs: its text (UTF-16) plus the entry around it. */
+const replyBytes = (text: string) => 2 * text.length + 256;
 
 /** The local web chat: a page and a WebSocket on the daemon's HTTP server; each tab is a conversation. */
 export class WebchatAdapter implements ChannelAdapter {
@@ -55,7 +63,9 @@ export class WebchatAdapter implements ChannelAdapter {
   readonly selfId = 'channeld';
   readonly selfName = 'channeld';
   readonly #o: WebchatOptions;
+  /** Least recently used first (a tab is re-inserted when it connects or sends). */
   readonly #tabs = new Map<string, Tab>();
+  #backlogBytes = 0;
 
   constructor(options: WebchatOptions) {
     this.#o = options;
@@ -66,7 +76,7 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
   #authorized(req: IncomingMessage, url: URL): boolean {
-    if (this.#o.accessToken === undefined) return isLoopback(req.socket.remoteAddress);
+    if (this.#o.accessToken === undefined) return isLoopbackClient(req);
     const given = url.searchParams.get('token') ?? /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
     return secretEquals(given, this.#o.accessToken);
   }
@@ -100,12 +110,14 @@ export class WebchatAdapter implements ChannelAdapter {
     for (const ws of wss.clients) ws.close(1001, 'channel stopping');
     await new Promise<void>((resolve) => wss.close(() => resolve()));
     this.#tabs.clear();
+    this.#backlogBytes = 0;
   }
 
   #attach(ws: WebSocket, tabId: string, deliver: Deliver): void {
     const tab = this.#tabs.get(tabId) ?? { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
-    this.#tabs.set(tabId, tab);
+    this.#touch(tabId, tab);
     tab.sockets.add(ws);
+    this.#enforceBounds();
     for (const [key, e] of tab.backlog) {
       const frame: ServerFrame = e.from === 'user' ? { type: 'message', id: e.id, text: e.text } : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final };
       ws.send(JSON.stringify(frame));
@@ -116,6 +128,7 @@ export class WebchatAdapter implements ChannelAdapter {
       const text = frame.text.slice(0, MAX_TEXT);
       if (!text.trim()) return;
       tab.lastSeenMs = Date.now();
+      this.#touch(tabId, tab);
       // Kept before the turn starts, so the reply always comes after it in a replayed backlog.
       if (!tab.backlog.has(`user:${frame.id}`)) {
         this.#keep(tab, `user:${frame.id}`, { from: 'user', id: frame.id, text });
@@ -147,25 +160,70 @@ export class WebchatAdapter implements ChannelAdapter {
     ws.on('error', () => ws.terminate());
   }
 
+  #touch(tabId: string, tab: Tab): void {
+    this.#tabs.delete(tabId);
+    this.#tabs.set(tabId, tab);
+  }
+
   #evictIdleTabs(): void {
     const cutoff = Date.now() - 3_600_000;
-    for (const [id, tab] of this.#tabs) if (tab.sockets.size === 0 && tab.lastSeenMs < cutoff) this.#tabs.delete(id);
+    for (const [id, tab] of this.#tabs) if (tab.sockets.size === 0 && tab.lastSeenMs < cutoff) this.#forgetTab(id, tab);
+  }
+
+  #forgetTab(id: string, tab: Tab): number {
+    for (const r of tab.backlog.values()) this.#backlogBytes -= replyBytes(r.text);
+    this.#tabs.delete(id);
+    return tab.backlog.size;
+  }
+
+  #forgetReply(tab: Tab, ref: string): void {
+    const r = tab.backlog.get(ref);
+    if (!r) return;
+    this.#backlogBytes -= replyBytes(r.text);
+    tab.backlog.delete(ref);
+  }
+
+  /**
+   * Tab ids come from the browser, so the backlogs are bounded: past `backlogMaxTabs` or
+   * `backlogMaxBytes`, the least recently used closed tabs are forgotten; if open tabs alone
+   * are over the bytes, their oldest replies go.
+   */
+  #enforceBounds(): void {
+    const maxTabs = this.#o.backlogMaxTabs ?? 200;
+    const maxBytes = this.#o.backlogMaxBytes ?? 8 * 1024 * 1024;
+    let evicted = 0;
+    for (const [id, tab] of this.#tabs) {
+      if (this.#tabs.size <= maxTabs && this.#backlogBytes <= maxBytes) break;
+      if (tab.sockets.size === 0) evicted += this.#forgetTab(id, tab);
+    }
+    for (const tab of this.#tabs.values()) {
+      while (this.#backlogBytes > maxBytes && tab.backlog.size) {
+        this.#forgetReply(tab, tab.backlog.keys().next().value!);
+        evicted++;
+      }
+    }
+    if (evicted) this.#o.onEvict?.(evicted);
   }
 
   #broadcast(chatId: string, frame: ServerFrame): void {
     const tab = this.#tabs.get(chatId);
     if (!tab) return;
     if (frame.type === 'reply') this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final });
-    if (frame.type === 'delete') tab.backlog.delete(`bot:${frame.ref}`);
+    if (frame.type === 'delete') this.#forgetReply(tab, `bot:${frame.ref}`);
     const data = JSON.stringify(frame);
     for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
   }
 
   /** Adds or updates a backlog entry; an update keeps the entry's place, the oldest go past BACKLOG. */
   #keep(tab: Tab, key: string, entry: BacklogEntry): void {
+    const old = tab.backlog.get(key);
+    if (old) this.#backlogBytes -= replyBytes(old.text);
     tab.backlog.set(key, entry);
-    while (tab.backlog.size > BACKLOG) tab.backlog.delete(tab.backlog.keys().next().value!);
+    this.#backlogBytes += replyBytes(entry.text);
+    while (tab.backlog.size > BACKLOG) this.#forgetReply(tab, tab.backlog.keys().next().value!);
+    this.#enforceBounds();
   }
+
 
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const ref = randomUUID();
@@ -191,6 +249,11 @@ export class WebchatAdapter implements ChannelAdapter {
   async typing(target: ReplyTarget): Promise<void> {
     this.#broadcast(target.chatId, { type: 'typing' });
   }
+
+  /** Tabs and approximate backlog bytes held now. */
+  get memory(): { tabs: number; backlogBytes: number } {
+    return { tabs: this.#tabs.size, backlogBytes: this.#backlogBytes };
+  }
 }
 
 function servePage(res: import('node:http').ServerResponse, channelId: string, needsToken: boolean): void {
@@ -198,11 +261,6 @@ function servePage(res: import('node:http').ServerResponse, channelId: string, n
     .replaceAll('__ASSETS__', `/webchat/${encodeURIComponent(channelId)}/assets`)
     .replace('__CHANNEL_ID__', channelId)
     .replace('__AUTH__', needsToken ? 'token' : 'none');
-  res.writeHead(200, {
-    'content-type': 'text/html; charset=utf-8',
-    'cache-control': 'no-store',
-    'content-security-policy': "default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self' ws: wss:",
-    'x-content-type-options': 'nosniff',
-  });
+  res.writeHead(200, pageHeaders("default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self' ws: wss:"));
   res.end(html);
 }

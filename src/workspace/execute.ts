@@ -5,11 +5,13 @@ import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
+import type { TurnOutcome } from '../runtime/runtime.js';
 import type { Workspace } from './workspace.js';
 
 export interface TurnExecutorDeps {
   channel(id: string): DispatchChannel | undefined;
-  workspaceFor(channelId: string): Workspace;
+  /** The workspace of the agent a channel is bound to; undefined (or a throw) ends the turn with an error. */
+  workspaceFor(channelId: string): Workspace | undefined;
   inbox: Inbox;
   metrics: Metrics;
   log: Logger;
@@ -49,21 +51,33 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
       onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),
     });
-    const ws = deps.workspaceFor(channelId);
+    let outcome: TurnOutcome;
     let model: string | undefined;
-    const outcome = await ws.runtime.run({
-      message: { ...job.items.at(-1)!.message, text: job.text },
-      scope: job.scope,
-      ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
-      signal,
-      reply: stream,
-      passive: job.passive,
-      onModel: (m) => {
-        model = m;
-        deps.tracker?.setModel(job.id, m);
-      },
-      unknownCommands: ch.config.unknown_commands,
-    });
+    let agent: string | undefined;
+    try {
+      const ws = deps.workspaceFor(channelId);
+      if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
+      agent = ws.name;
+      outcome = await ws.runtime.run({
+        message: { ...job.items.at(-1)!.message, text: job.text },
+        scope: job.scope,
+        ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
+        signal,
+        reply: stream,
+        passive: job.passive,
+        onModel: (m) => {
+          model = m;
+          deps.tracker?.setModel(job.id, m);
+        },
+        unknownCommands: ch.config.unknown_commands,
+      });
+    } catch (err) {
+      // The stream exists, so it must end: otherwise typing refreshes until shutdown and no
+      // reply is ever sent. A stream that already ended ignores this.
+      deps.log.error({ ...where, err }, 'the turn failed before or outside its runtime');
+      stream.push({ type: 'error', code: 'TURN_FAILED', message: 'Something went wrong while answering; please try again.' });
+      outcome = { ending: 'error', text: stream.text };
+    }
     const result = await stream.finished();
     deps.metrics.draftEdits.observe(result.requests);
     const durationMs = Math.round(performance.now() - started);
@@ -74,7 +88,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
         ...where,
         turn: job.id,
         conversation: job.scope,
-        agent: ws.name,
+        agent: agent ?? null,
         model: outcome.command ? null : (model ?? null),
         ...(outcome.command ? { command: outcome.command } : {}),
         duration_ms: durationMs,
