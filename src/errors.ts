@@ -5,6 +5,7 @@
  */
 export const catalogue = {
   CONFIG_INVALID: { retryable: false, text: 'the configuration is invalid; fix the listed keys and run `channeld check`' },
+  STATE_DIR_UNUSABLE: { retryable: false, text: 'daemon.state_dir must be a directory this user can create and write; fix the path or its permissions' },
   CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
   KERNEL_MISSING_SERVICE: { retryable: false, text: 'a plugin injects a service that no plugin provides' },
   KERNEL_DUPLICATE_PROVIDER: { retryable: false, text: 'two plugins provide the same service' },
@@ -32,7 +33,6 @@ export const catalogue = {
   STORAGE_UNAVAILABLE: { retryable: true, text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status' },
   STORAGE_TOO_NEW: { retryable: false, text: 'the database was written by a newer channeld; run that version, or move the state_dir aside to start afresh' },
   STORAGE_DAMAGED: { retryable: false, text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside' },
-  STATE_DIR_UNUSABLE: { retryable: false, text: 'state_dir cannot be used; point [daemon] state_dir at a writable directory' },
   LISTEN_INVALID: { retryable: false, text: 'the HTTP server cannot bind [http] listen; use an address of this machine and a port you may use' },
   LISTEN_IN_USE: { retryable: true, text: 'another process listens on [http] listen; stop it or choose another port' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },

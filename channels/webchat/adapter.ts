@@ -1,4 +1,5 @@
 import { readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
@@ -9,16 +10,26 @@ import { isLoopbackClient, pageHeaders, secretEquals, type HttpRoutes, type Rout
 import type { Logger } from '../../src/observe/logger.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
 
-// `npm run build` copies the page next to the compiled module.
+// `npm run build` copies the page, its script and style next to the compiled module.
 const page = readFileSync(new URL('./page.html', import.meta.url), 'utf8');
+/** Served under /webchat/<id>/assets/: separate files, so the page needs no inline script. */
+const assets: Record<string, { type: string; body: string | Buffer }> = {
+  'page.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(new URL('./page.js', import.meta.url), 'utf8') },
+  'page.css': { type: 'text/css; charset=utf-8', body: readFileSync(new URL('./page.css', import.meta.url), 'utf8') },
+  // markdown-it's own browser build, straight from node_modules: no bundler, no copy in the repo.
+  'markdown-it.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(createRequire(import.meta.url).resolve('markdown-it/browser')) },
+};
 
-/** Replies kept per tab so a reloaded tab sees the conversation's latest drafts. */
-const BACKLOG = 50;
+/** Messages and replies kept per tab, in order, so a reloaded tab sees both sides of the conversation. */
+const BACKLOG = 100;
 const MAX_TEXT = 16_000;
+
+type BacklogEntry = { from: 'user'; id: string; text: string } | { from: 'bot'; text: string; final: boolean };
 
 interface Tab {
   sockets: Set<WebSocket>;
-  backlog: Map<string, { text: string; final: boolean }>;
+  /** Keyed `user:<id>` or `bot:<ref>`; an edited reply keeps its place. */
+  backlog: Map<string, BacklogEntry>;
   lastSeenMs: number;
 }
 
@@ -82,10 +93,15 @@ export class WebchatAdapter implements ChannelAdapter {
     };
     // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
     const primary = !this.#o.http.has('GET', '/');
-    const serve: RouteHandler = (_req, res) => servePage(res, this.#o.id);
+    const serve: RouteHandler = (_req, res) => servePage(res, this.#o.id, this.#o.accessToken !== undefined);
     const disposers = [
       this.#o.http.upgrade(`/chat/${this.#o.id}`, onUpgrade),
       this.#o.http.route('GET', `/webchat/${this.#o.id}`, serve),
+      ...Object.entries(assets).map(([name, a]) =>
+        this.#o.http.route('GET', `/webchat/${this.#o.id}/assets/${name}`, (_req, res) => {
+          res.writeHead(200, { 'content-type': a.type, 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' }).end(a.body);
+        }),
+      ),
       ...(primary ? [this.#o.http.upgrade('/chat', onUpgrade), this.#o.http.route('GET', '/', serve)] : []),
     ];
     onConnected();
@@ -102,7 +118,10 @@ export class WebchatAdapter implements ChannelAdapter {
     this.#touch(tabId, tab);
     tab.sockets.add(ws);
     this.#enforceBounds();
-    for (const [ref, r] of tab.backlog) ws.send(JSON.stringify({ type: 'reply', ref, ...r } satisfies ServerFrame));
+    for (const [key, e] of tab.backlog) {
+      const frame: ServerFrame = e.from === 'user' ? { type: 'message', id: e.id, text: e.text } : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final };
+      ws.send(JSON.stringify(frame));
+    }
     ws.on('message', async (data) => {
       const frame = parseClientFrame(String(data));
       if (!frame) return ws.send(JSON.stringify({ type: 'error', message: 'unreadable frame: send {"type":"message","id":"...","text":"..."}' } satisfies ServerFrame));
@@ -110,6 +129,12 @@ export class WebchatAdapter implements ChannelAdapter {
       if (!text.trim()) return;
       tab.lastSeenMs = Date.now();
       this.#touch(tabId, tab);
+      // Kept before the turn starts, so the reply always comes after it in a replayed backlog.
+      if (!tab.backlog.has(`user:${frame.id}`)) {
+        this.#keep(tab, `user:${frame.id}`, { from: 'user', id: frame.id, text });
+        const echo = JSON.stringify({ type: 'message', id: frame.id, text } satisfies ServerFrame);
+        for (const other of tab.sockets) if (other !== ws && other.readyState === other.OPEN) other.send(echo);
+      }
       try {
         await deliver({
           channelId: this.#o.id,
@@ -189,17 +214,22 @@ export class WebchatAdapter implements ChannelAdapter {
       tab = { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
       this.#tabs.set(chatId, tab);
     }
-    if (frame.type === 'reply') {
-      this.#forgetReply(tab, frame.ref);
-      tab.backlog.set(frame.ref, { text: frame.text, final: frame.final });
-      this.#backlogBytes += replyBytes(frame.text);
-      if (tab.backlog.size > BACKLOG) this.#forgetReply(tab, tab.backlog.keys().next().value!);
-      this.#enforceBounds();
-    }
-    if (frame.type === 'delete') this.#forgetReply(tab, frame.ref);
+    if (frame.type === 'reply') this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final });
+    if (frame.type === 'delete') this.#forgetReply(tab, `bot:${frame.ref}`);
     const data = JSON.stringify(frame);
     for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
   }
+
+  /** Adds or updates a backlog entry; an update keeps the entry's place, the oldest go past BACKLOG. */
+  #keep(tab: Tab, key: string, entry: BacklogEntry): void {
+    const old = tab.backlog.get(key);
+    if (old) this.#backlogBytes -= replyBytes(old.text);
+    tab.backlog.set(key, entry);
+    this.#backlogBytes += replyBytes(entry.text);
+    while (tab.backlog.size > BACKLOG) this.#forgetReply(tab, tab.backlog.keys().next().value!);
+    this.#enforceBounds();
+  }
+
 
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const ref = randomUUID();
@@ -213,8 +243,8 @@ export class WebchatAdapter implements ChannelAdapter {
 
   async finalize(refs: readonly MessageRef[]): Promise<void> {
     for (const ref of refs) {
-      const r = this.#tabs.get(ref.chatId)?.backlog.get(ref.messageId);
-      if (r && !r.final) this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text: r.text, final: true });
+      const r = this.#tabs.get(ref.chatId)?.backlog.get(`bot:${ref.messageId}`);
+      if (r?.from === 'bot' && !r.final) this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text: r.text, final: true });
     }
   }
 
@@ -232,8 +262,11 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 }
 
-function servePage(res: import('node:http').ServerResponse, channelId: string): void {
-  const html = page.replace('__CHANNEL_ID__', channelId);
-  res.writeHead(200, pageHeaders("default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self' ws: wss:"));
+function servePage(res: import('node:http').ServerResponse, channelId: string, needsToken: boolean): void {
+  const html = page
+    .replaceAll('__ASSETS__', `/webchat/${encodeURIComponent(channelId)}/assets`)
+    .replace('__CHANNEL_ID__', channelId)
+    .replace('__AUTH__', needsToken ? 'token' : 'none');
+  res.writeHead(200, pageHeaders("default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self' ws: wss:"));
   res.end(html);
 }

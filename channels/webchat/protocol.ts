@@ -4,6 +4,8 @@ export type ClientFrame = { type: 'message'; id: string; text: string };
 /** Daemon → browser. A reply `ref` is created once and then replaced on every edit. */
 export type ServerFrame =
   | { type: 'ack'; id: string }
+  /** The user's own message, replayed to a reloaded tab (or another socket of it) in order with the replies. */
+  | { type: 'message'; id: string; text: string }
   | { type: 'reply'; ref: string; text: string; final: boolean }
   | { type: 'delete'; ref: string }
   | { type: 'typing' }

@@ -5,7 +5,8 @@ import type { DaemonStatus } from '../observe/routes.js';
 /** What actions may ask of the running daemon. */
 export interface ManagementApi {
   status(): DaemonStatus;
-  reload(): Promise<{ ok: boolean; generation: number; errors: string[] }>;
+  /** Applies the config file; with `dryRun`, only validates it in the daemon's own environment. */
+  reload(options?: { dryRun?: boolean }): Promise<{ ok: boolean; generation: number; errors: string[]; dry_run?: boolean; file?: string }>;
   turns(): TrackedTask[];
   stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
   sessions(): Array<{ channel: string; agent: string; conversations: number; sessions: number; last_activity: string | null }>;
@@ -39,6 +40,8 @@ export interface Action<I extends z.ZodType = z.ZodType, O extends z.ZodType = z
   cli?: { name?: string; /** Positional CLI arguments, in order, as input keys. */ args?: string[] };
   slash?: { name?: string; help?: string; /** Positional words after the command, as input keys. */ args?: string[] };
   handler(input: z.output<I>, ctx: ActionContext): z.input<O> | Promise<z.input<O>>;
+  /** The CLI's exit status for a result that is an answer but not a success (a refused reload: 78). */
+  exitStatus?(output: z.output<O>): number;
   /** A readable rendering for the CLI and chat (JSON otherwise). */
   format?(output: z.output<O>): string;
 }

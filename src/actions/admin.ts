@@ -8,12 +8,14 @@ import { checkAdmin } from './access.js';
 
 // `npm run build` copies the page next to the compiled module.
 const page = readFileSync(new URL('./admin.html', import.meta.url), 'utf8');
+const script = readFileSync(new URL('./admin-page.js', import.meta.url), 'utf8');
 const CHECK_EVERY_MS = 500;
 const KEEPALIVE_MS = 15_000;
 
 /** What the page shows; when it changes, the page is told to read the action routes again. */
 function digest(s: DaemonStatus): string {
-  const view = { channels: s.channels.map((c) => [c.id, c.state, c.connection, (c.last_error as { code?: string } | null)?.code]), turns: s.turns.list.map((t) => [t.id, t.state, t.model]), generation: s.generation };
+  // A reload refused by SIGHUP or the CLI changes only last_reload: it is pushed too.
+  const view = { channels: s.channels.map((c) => [c.id, c.state, c.connection, (c.last_error as { code?: string } | null)?.code]), turns: s.turns.list.map((t) => [t.id, t.state, t.model]), generation: s.generation, reload: s.last_reload?.at };
   return createHash('sha1').update(JSON.stringify(view)).digest('hex');
 }
 
@@ -24,8 +26,11 @@ function digest(s: DaemonStatus): string {
 export function registerAdminPage(http: HttpRoutes, adminToken: () => string | undefined, status: () => DaemonStatus): () => void {
   const streams = new Set<ServerResponse>();
   const removePage = http.route('GET', '/admin', (_req, res) => {
-    res.writeHead(200, pageHeaders("default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"));
+    res.writeHead(200, pageHeaders("default-src 'self'; style-src 'unsafe-inline'; script-src 'self'"));
     res.end(page);
+  });
+  const removeScript = http.route('GET', '/admin/page.js', (_req, res) => {
+    res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' }).end(script);
   });
   const removeEvents = http.route('GET', '/admin/events', (req, res, url) => {
     const verdict = checkAdmin(req, url, adminToken());
@@ -54,6 +59,7 @@ export function registerAdminPage(http: HttpRoutes, adminToken: () => string | u
   });
   return () => {
     removeEvents();
+    removeScript();
     removePage();
     for (const res of streams) res.end();
   };

@@ -16,6 +16,9 @@ export interface ActionDescriptor {
   input: unknown;
 }
 
+/** The exit status an action gives its result (e.g. 78 for a refused reload), for the CLI. */
+export const EXIT_STATUS_HEADER = 'x-channeld-exit-status';
+
 export function cliName(a: Action): string {
   return a.cli?.name ?? a.name;
 }
@@ -118,6 +121,8 @@ export class ActionRegistry {
       }
       try {
         const out = await this.run(action, input, { face: 'http' });
+        const exit = action.exitStatus?.(out) ?? 0;
+        if (exit) res.setHeader(EXIT_STATUS_HEADER, String(exit));
         // The CLI asks for text: the same data, rendered by the action's own format().
         if (action.format && (req.headers.accept ?? '').includes('text/plain')) {
           res.writeHead(200, { 'content-type': 'text/plain; charset=utf-8' }).end(`${action.format(out)}\n`);

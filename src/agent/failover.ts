@@ -67,7 +67,8 @@ export class FailoverRunner implements AgentRunner {
     const order = ready.length ? ready : all.slice(0, 1);
     for (const [i, c] of order.entries()) {
       const last = i === order.length - 1;
-      ctx.onModel?.(c.key);
+      // The bare model name, as /model, /status and /admin show it; cooldowns keep the provider too.
+      ctx.onModel?.(c.model);
       // Text and tool calls are visible progress: after them, no failover (tools would run twice).
       const shown = new Attempt();
       let failedBeforeText = false;

@@ -1,11 +1,37 @@
+import { userInfo } from 'node:os';
 import { loadConfig } from '../config/load.js';
+import { ConfigError } from '../errors.js';
 
-/** `channeld check`: prints "ok" or throws the ConfigError main turns into exit 78. */
+/** Which environment the secrets were resolved in: the caller's shell is not the daemon's. */
+function environmentNote(): string {
+  let user: string;
+  try {
+    user = userInfo().username;
+  } catch {
+    user = `uid ${process.getuid?.() ?? '?'}`;
+  }
+  const creds = process.env.CREDENTIALS_DIRECTORY ? `$CREDENTIALS_DIRECTORY=${process.env.CREDENTIALS_DIRECTORY}` : '$CREDENTIALS_DIRECTORY unset';
+  return `secrets were resolved in this shell's environment (user ${user}, ${creds}); the running daemon resolves them in its own: \`channeld check --against-daemon\` asks it`;
+}
+
+/**
+ * `channeld check`: prints "ok" or every problem (file contents, cross-key rules and
+ * secrets in one run), then which environment the secrets were resolved in. Returns 78
+ * for an invalid config; throws only for an unreadable file (main maps that to 78 too).
+ */
 export async function runCheck(file: string): Promise<number> {
-  const { config } = loadConfig(file);
+  let config;
+  try {
+    ({ config } = loadConfig(file));
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    console.error(err.problems.join('\n'));
+    if (!err.problems.some((p) => p.includes(': syntax: '))) console.error(`(${environmentNote()})`);
+    return 78;
+  }
   const channels = config.channels.filter((c) => c.enabled).map((c) => `${c.id} (${c.type})`);
+  if (channels.length === 0) console.error(`warning: ${file} has no enabled channels: the daemon would start with nothing to listen on, and a running daemon refuses to reload to this file`);
   console.log(`ok: ${channels.length} channel(s): ${channels.join(', ') || 'none'}; agents: ${Object.keys(config.agents).join(', ')}`);
-  // The running daemon refuses such a file on reload; say so before the operator tries.
-  if (!channels.length) console.log('note: no channel is enabled: the daemon starts but answers no one, and a running daemon refuses to reload to this file');
+  console.log(`(${environmentNote()})`);
   return 0;
 }

@@ -37,6 +37,9 @@ export interface ReloadResult {
   changed: string[];
   /** Agents whose workspace was rebuilt. */
   agents: string[];
+  /** Set by the dry run: validated in the daemon's environment, nothing applied. */
+  dry_run?: boolean;
+  file?: string;
 }
 
 /** Keys a running daemon cannot change: the HTTP server and the database stay where they are. */
@@ -209,7 +212,8 @@ export class Daemon implements ManagementApi {
    * Re-reads the config file and applies the per-channel diff. Serialized: a reload asked
    * for while one runs is folded into one more reload after it.
    */
-  reload(): Promise<ReloadResult> {
+  reload(options: { dryRun?: boolean } = {}): Promise<ReloadResult> {
+    if (options.dryRun) return Promise.resolve(this.#validate());
     if (this.#reloading) {
       this.#again = true;
       return this.#reloading;
@@ -224,6 +228,20 @@ export class Daemon implements ManagementApi {
     };
     this.#reloading = run().finally(() => (this.#reloading = undefined));
     return this.#reloading;
+  }
+
+  /** The reload action's dry run: the file as the daemon would read it, in its own environment; nothing applied. */
+  #validate(): ReloadResult {
+    const file = this.#holder.loaded.file;
+    const none = { added: [], removed: [], changed: [], agents: [] };
+    try {
+      const after = loadConfig(file, this.#env);
+      const diff = diffChannels(this.#holder.loaded, after);
+      const ids = (l: { id: string }[]) => l.map((c) => c.id);
+      return { ok: true, dry_run: true, file, generation: this.#holder.generation, errors: [], ...none, added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed) };
+    } catch (err) {
+      return { ok: false, dry_run: true, file, generation: this.#holder.generation, errors: err instanceof ConfigError ? [...err.problems] : [errorMessage(err)], ...none };
+    }
   }
 
   async #reloadOnce(): Promise<ReloadResult> {

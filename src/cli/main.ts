@@ -7,8 +7,21 @@ import { runCheck } from './check.js';
 import { runDaemon } from './run.js';
 import { builtinActions } from '../actions/builtin/index.js';
 import { runAction } from './remote.js';
+import { runBackup } from './backup.js';
+import { daemonEndpoint } from '../config/reach.js';
 import { VERSION } from './version.js';
 
+const OPTIONS = `Options:
+  -c, --config FILE   config file (default: $CHANNELD_CONFIG, else daemon.config.toml)
+      --url URL       the daemon's base URL for management commands (default: $CHANNELD_URL,
+                      else http://<[http] listen>)
+      --json          print the daemon's JSON instead of a table
+  -h, --help          help for a command: channeld <command> --help
+  -v, --version       print the version`;
+
+const REACH = `It reads only how to reach the daemon from the config file: [http] listen (or --url /
+CHANNELD_URL) and the admin token from the variable [http] admin_token_env names. It
+never resolves channel secrets and works while the file has errors.`;
 
 const HELP: Record<string, string> = {
   main: `channeld ${VERSION} — a channel daemon: chat platforms in, an agent runtime, live drafts out.
@@ -16,21 +29,19 @@ const HELP: Record<string, string> = {
 Usage: channeld <command> [options]
 
 Commands:
-  run      run the daemon in the foreground (systemd: Type=exec)
-  check    validate the config and its secret references; prints "ok" or every error
+  run           run the daemon in the foreground (systemd: Type=exec)
+  check         validate the config and its secret references; prints "ok" or every error
+  backup FILE   copy the state database to FILE while the daemon runs (SQLite online backup)
 
 Management commands (they ask the running daemon over HTTP at [http] listen):
-${builtinActions.map((a) => `  ${(a.cli?.name ?? a.name).padEnd(10)}${[...(a.cli?.args ?? []).map((x) => `${x.toUpperCase()} `)].join('')}${a.description}`).join('\n')}
-  (and any other action the daemon serves; --json prints the raw JSON)
+${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase())].join(' ').padEnd(14)}${a.description}`).join('\n')}
+  (and any other action the daemon serves)
 
-Options:
-  -c, --config FILE   config file (default: daemon.config.toml)
-  -h, --help          help for a command: channeld <command> --help
-  -v, --version       print the version
+${OPTIONS}
 
 Exit status: 0 ok, 1 failure, 78 (EX_CONFIG) something the operator must fix: an invalid
-config, a listen address that cannot be bound, an unusable state_dir, a database from a
-newer channeld or one that failed its integrity check.`,
+config or one the daemon refused, a listen address that cannot be bound, an unusable
+state_dir, a database from a newer channeld or one that failed its integrity check.`,
   run: `Usage: channeld run [--config FILE]
 
 Runs the daemon in the foreground. Logs are JSON on stdout (pretty in a terminal).
@@ -40,30 +51,59 @@ daemon.shutdown_grace_ms, then exit 0; a second SIGTERM/SIGINT exits at once wit
 Any start failure stops the HTTP server and exits: 78 when the operator must fix
 something (invalid config, unbindable [http] listen, unusable state_dir, a database that
 is newer or damaged), 1 otherwise.`,
-  check: `Usage: channeld check [--config FILE]
+  check: `Usage: channeld check [--config FILE] [--against-daemon]
 
-Validates the config file, including that every secret reference resolves.
-Prints "ok", or one line per problem as file:line:col: key: message, and exits 78.`,
-  status: `Usage: channeld status [--config FILE] [--json]
+Validates the config file: its contents, the rules across keys, and that every secret
+reference resolves, all in one run. Prints "ok" (and a warning when no channel is
+enabled), or one line per problem as file:line:col: key: message, and exits 78.
+Secrets are resolved in this shell's environment, which is not the daemon's (systemd's
+Environment=, LoadCredential=): the output says which one was checked.
 
-Asks the running daemon (at [http] listen) for its status and prints a table of
-channels (state, since, attempts, last error), agents and turns. --json prints the JSON.`,
-  reload: `Usage: channeld reload [--config FILE]
+--against-daemon asks the running daemon to validate its config file in its own
+environment without applying it (the reload action's dry run); exits 78 when the
+daemon would refuse it.`,
+  status: `Usage: channeld status [--config FILE] [--url URL] [--json]
+
+Asks the running daemon for its status and prints a table of channels (state, since,
+connect attempts, connections made, last error), agents and turns, and the last reload.
+--json prints the JSON. ${REACH}`,
+  reload: `Usage: channeld reload [--config FILE] [--url URL]
 
 Asks the running daemon to re-read its config (POST /actions/reload) and prints the
 result; when its HTTP server does not answer, sends SIGHUP through the pid file in
-daemon.state_dir. An invalid new config is refused and the running one stays.`,
+daemon.state_dir. An invalid new config is refused, the running one stays, and the exit
+status is 78, so \`channeld reload && echo deployed\` is honest. ${REACH}`,
+  backup: `Usage: channeld backup FILE [--config FILE]
+
+Copies the state database (daemon.state_dir/channeld.db) to FILE with SQLite's online
+backup API: safe while the daemon runs, the copy is consistent. Restore by stopping the
+daemon and copying FILE to daemon.state_dir/channeld.db (remove channeld.db-wal and
+channeld.db-shm first).`,
 };
+
+function actionHelp(command: string): string | undefined {
+  const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
+  if (!action) return undefined;
+  const args = (action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `).join('');
+  return `Usage: channeld ${command} ${args}[--config FILE] [--url URL] [--json]\n\n${action.description[0]!.toUpperCase()}${action.description.slice(1)}; asks the running daemon over HTTP.\n${REACH}`;
+}
+
+/** The config file: --config, else $CHANNELD_CONFIG (the systemd unit sets it), else ./daemon.config.toml. */
+export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv): string {
+  return flag ?? (env.CHANNELD_CONFIG || 'daemon.config.toml');
+}
 
 async function main(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
     options: {
-      config: { type: 'string', short: 'c', default: 'daemon.config.toml' },
+      config: { type: 'string', short: 'c' },
+      url: { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
       json: { type: 'boolean' },
+      'against-daemon': { type: 'boolean' },
     },
   });
   const command = positionals[0];
@@ -72,19 +112,21 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (values.help || !command) {
-    const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
-    const actionHelp = action && `Usage: channeld ${command} ${(action.cli?.args ?? []).map((x) => x.toUpperCase()).join(' ')}[--config FILE] [--json]\n\n${action.description}; asks the running daemon over HTTP.`;
-    console.log(HELP[command ?? 'main'] ?? actionHelp ?? HELP.main);
+    console.log(HELP[command ?? 'main'] ?? (command && actionHelp(command)) ?? HELP.main);
     return command || values.help ? 0 : 1;
   }
+  const config = configPath(values.config, process.env);
+  const endpoint = () => daemonEndpoint(config, process.env, values.url ?? (process.env.CHANNELD_URL || undefined));
   switch (command) {
     case 'run':
-      return runDaemon(values.config);
+      return runDaemon(config);
     case 'check':
-      return runCheck(values.config);
+      return values['against-daemon'] ? runAction(endpoint(), 'reload', [], { json: values.json ?? false, input: { dry_run: true } }) : runCheck(config);
+    case 'backup':
+      return runBackup(config, positionals[1]);
     default:
       // Every other command is a management action served by the running daemon.
-      return runAction(values.config, command, positionals.slice(1), values.json ?? false);
+      return runAction(endpoint(), command, positionals.slice(1), { json: values.json ?? false });
   }
 }
 

@@ -25,6 +25,19 @@ import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
 import { ChannelError, CodedError, errorMessage } from '../errors.js';
 
+/** The state database; a state_dir that cannot hold it is named with its path and what failed. */
+function openStateDb(dir: string): ReturnType<typeof openDb> {
+  const file = join(dir, 'channeld.db');
+  try {
+    return openDb(file);
+  } catch (err) {
+    // The store's own refusals (a file in the way, a newer or damaged database) say it already.
+    if (err instanceof CodedError) throw err;
+    const code = (err as NodeJS.ErrnoException).code ?? errorMessage(err);
+    throw new CodedError('STATE_DIR_UNUSABLE', `daemon.state_dir = "${dir}": cannot create or write ${file} (${code})`, { cause: err });
+  }
+}
+
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
   loaded: LoadedConfig;
@@ -96,7 +109,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       start: (ctx) => {
         const log = ctx.use<Logger>('logger');
         const metrics = ctx.use<Metrics>('metrics');
-        const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
+        const db = openStateDb(cfg().daemon.state_dir);
         const health = new StorageHealth(log, (degraded, code) => {
           metrics.storageDegraded.set(degraded ? 1 : 0);
           if (code) metrics.storageFaults.inc({ code });

@@ -1,14 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ActionDescriptor } from '../actions/registry.js';
-import { loadConfig, type LoadedConfig } from '../config/load.js';
-import { parseListen } from '../observe/http.js';
-
-function baseUrl(loaded: LoadedConfig): string {
-  const { host, port } = parseListen(loaded.config.http.listen);
-  const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
-  return `http://${h}:${port}`;
-}
+import { EXIT_STATUS_HEADER } from '../actions/registry.js';
+import type { DaemonEndpoint } from '../config/reach.js';
 
 /** Why `pid` is not a running channeld daemon, or undefined when it is. */
 export function notChanneld(pid: number): string | undefined {
@@ -26,8 +20,8 @@ export function notChanneld(pid: number): string | undefined {
 }
 
 /** SIGHUP through the pid file: how `reload` works when the daemon's HTTP server does not answer. */
-function signalReload(loaded: LoadedConfig): number {
-  const pidFile = join(loaded.config.daemon.state_dir, 'channeld.pid');
+function signalReload(endpoint: DaemonEndpoint): number {
+  const pidFile = join(endpoint.stateDir, 'channeld.pid');
   let pid: number;
   try {
     pid = Number(readFileSync(pidFile, 'utf8').trim());
@@ -52,27 +46,49 @@ function signalReload(loaded: LoadedConfig): number {
   return 0;
 }
 
+async function errorOf(res: Response): Promise<string> {
+  const text = await res.text();
+  try {
+    return (JSON.parse(text) as { error: string }).error;
+  } catch {
+    return text;
+  }
+}
+
+/** What to tell the operator when the daemon refuses the CLI's credentials. */
+function refusal(endpoint: DaemonEndpoint, status: number, message: string): string {
+  if (status !== 401) return message;
+  if (!endpoint.tokenEnv) return `${message}: the daemon has an admin token; set [http] admin_token_env in this config (or run from the daemon's config) and export that variable`;
+  return endpoint.token ? `${message}: $${endpoint.tokenEnv} in this shell is not the daemon's admin token` : `${message}: export ${endpoint.tokenEnv} (named by [http] admin_token_env) in this shell`;
+}
+
+export interface CallOptions {
+  json: boolean;
+  /** Extra input for the action beyond the positional arguments. */
+  input?: Record<string, unknown>;
+}
+
 /**
  * `channeld <action> [args] [--json]`: finds the action among those the running daemon
  * serves (`GET /actions`), so every registered action has a subcommand, and prints the
- * same data as its HTTP face, rendered by the action (or raw JSON with --json).
+ * same data as its HTTP face, rendered by the action (or raw JSON with --json). The exit
+ * status is the one the action gives its result (a refused reload is 78), else 0.
  */
-export async function runAction(file: string, command: string, args: string[], json: boolean): Promise<number> {
-  const loaded = loadConfig(file);
-  const base = baseUrl(loaded);
-  const token = loaded.secrets.get('http', 'admin_token');
-  const auth: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
+export async function runAction(endpoint: DaemonEndpoint, command: string, args: string[], options: CallOptions): Promise<number> {
+  const base = endpoint.baseUrl;
+  const auth: Record<string, string> = endpoint.token ? { authorization: `Bearer ${endpoint.token}` } : {};
   let actions: ActionDescriptor[];
   try {
     const res = await fetch(`${base}/actions`, { headers: auth, signal: AbortSignal.timeout(5000) });
     if (!res.ok) {
-      console.error(`channeld: the daemon refused: ${((await res.json()) as { error: string }).error}`);
+      console.error(`channeld: the daemon at ${base} refused: ${refusal(endpoint, res.status, await errorOf(res))}`);
       return 1;
     }
     actions = (await res.json()) as ActionDescriptor[];
   } catch (err) {
-    if (command === 'reload') return signalReload(loaded);
-    console.error(`channeld: no daemon answers at ${base} (${(err as Error).cause ?? err}); is it running?`);
+    for (const n of endpoint.notes) console.error(`channeld: ${n}`);
+    if (command === 'reload' && !options.input?.dry_run) return signalReload(endpoint);
+    console.error(`channeld: no daemon answers at ${base} (${(err as Error).cause ?? err}); is it running? (--url or CHANNELD_URL point elsewhere)`);
     return 1;
   }
   const action = actions.find((a) => a.cli === command);
@@ -84,24 +100,18 @@ export async function runAction(file: string, command: string, args: string[], j
     console.error(`Usage: channeld ${action.cli} ${action.args.map((a) => a.toUpperCase()).join(' ')}\n\n${action.description}`);
     return 1;
   }
-  const input = Object.fromEntries(action.args.map((k, i) => [k, args[i]]));
-  const accept = json ? 'application/json' : 'text/plain, application/json;q=0.5';
+  const input = { ...Object.fromEntries(action.args.map((k, i) => [k, args[i]])), ...options.input };
+  const accept = options.json ? 'application/json' : 'text/plain, application/json;q=0.5';
   const res =
     action.method === 'GET'
       ? await fetch(`${base}${action.path}?${new URLSearchParams(input as Record<string, string>)}`, { headers: { ...auth, accept } })
       : await fetch(`${base}${action.path}`, { method: 'POST', headers: { ...auth, accept, 'content-type': 'application/json' }, body: JSON.stringify(input) });
-  const text = await res.text();
   if (!res.ok) {
-    let message = text;
-    try {
-      message = (JSON.parse(text) as { error: string }).error;
-    } catch {
-      /* plain text */
-    }
-    console.error(`channeld ${action.cli}: ${message}`);
+    console.error(`channeld ${action.cli}: ${refusal(endpoint, res.status, await errorOf(res))}`);
     return 1;
   }
+  const text = await res.text();
   const isJson = (res.headers.get('content-type') ?? '').includes('json');
   console.log(isJson ? JSON.stringify(JSON.parse(text), null, 2) : text.trimEnd());
-  return 0;
+  return Number(res.headers.get(EXIT_STATUS_HEADER) ?? 0) || 0;
 }

@@ -4,8 +4,9 @@ import { parse, TomlError } from 'smol-toml';
 import type { z } from 'zod';
 import { CodedError, ConfigError } from '../errors.js';
 import { formatPath, SourceMap } from './locate.js';
-import { configSchema, secretBases, type AgentConfig, type DaemonConfig } from './schema.js';
+import { agentSchema, channelSchema, configSchema, secretBases, type AgentConfig, type DaemonConfig } from './schema.js';
 import { stateDirProblem } from '../store/state-dir.js';
+import { allowedKeys, didYouMean } from './suggest.js';
 import { agentPath, resolveSecrets, Secrets, type ConfigProblem } from './secrets.js';
 
 /** A validated config with its resolved secrets. */
@@ -20,18 +21,19 @@ function describe(value: unknown): string {
   return typeof value === 'string' ? JSON.stringify(value) : Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value === 'object' ? 'a table' : String(value);
 }
 
-function issueProblems(issue: z.core.$ZodIssue): ConfigProblem[] {
+function issueProblems(issue: z.core.$ZodIssue, raw: unknown): ConfigProblem[] {
   const path = issue.path as (string | number)[];
   switch (issue.code) {
     case 'unrecognized_keys':
       return issue.keys.map((k) => {
         const base = secretBases.find((b) => b === k);
+        const near = base ? undefined : didYouMean(k, allowedKeys(path, raw));
         return {
           path: [...path, k],
           atKey: true,
           message: base
             ? `inline secrets are refused: put the secret in an environment variable, a file or a systemd credential and give ${base}_env, ${base}_file or ${base}_credential`
-            : `unknown key "${k}"`,
+            : `unknown key "${k}"${near ? `; did you mean \`${near}\`?` : ''}`,
         };
       });
     case 'invalid_value':
@@ -105,6 +107,72 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[]): void {
 }
 
 /**
+ * The parts of an invalid file that are valid on their own, so the rules across keys and
+ * the secrets can still be checked: a section that fails takes its defaults, a channel that
+ * fails leaves a hole at its index (so later errors keep their `channels[i]`), an agent
+ * that fails stands in as an echo agent (so bindings to it are not reported as missing).
+ */
+function withoutBadKeys<S extends z.ZodType>(schema: S, value: unknown): z.output<S> | undefined {
+  const first = schema.safeParse(value);
+  if (first.success) return first.data;
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
+  // Drop the keys the issues point at (unknown keys, bad values) and let their defaults stand in.
+  const bad = new Set(first.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : i.path.length ? [String(i.path[0])] : [])));
+  bad.delete('id');
+  bad.delete('type');
+  const second = schema.safeParse(Object.fromEntries(Object.entries(value).filter(([k]) => !bad.has(k))));
+  return second.success ? second.data : undefined;
+}
+
+function salvage(raw: unknown): DaemonConfig {
+  const r = (raw && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
+  const section = <S extends z.ZodType>(schema: S, value: unknown): z.output<S> => {
+    const parsed = schema.safeParse(value);
+    return parsed.success ? parsed.data : schema.parse(undefined);
+  };
+  const agentOrStandIn = (value: unknown) => {
+    const parsed = withoutBadKeys(agentSchema, value ?? {});
+    return parsed ?? agentSchema.parse({ enabled: (value as { enabled?: unknown } | undefined)?.enabled !== false });
+  };
+  const channels: DaemonConfig['channels'] = [];
+  if (Array.isArray(r.channels)) {
+    r.channels.forEach((c, i) => {
+      const parsed = withoutBadKeys(channelSchema, c);
+      if (parsed) channels[i] = parsed;
+    });
+  }
+  const agents = r.agents && typeof r.agents === 'object' ? Object.fromEntries(Object.entries(r.agents).map(([n, a]) => [n, agentOrStandIn(a)])) : {};
+  return {
+    daemon: section(configSchema.shape.daemon, r.daemon),
+    http: section(configSchema.shape.http, r.http),
+    limits: section(configSchema.shape.limits, r.limits),
+    ...(r.agent !== undefined ? { agent: agentOrStandIn(r.agent) } : {}),
+    agents,
+    channels,
+  };
+}
+
+/** A TOML syntax error; a string left open at the end of its line is named as such, not as a control character. */
+function syntaxProblem(err: TomlError, source: string, name: string): string {
+  const first = err.message.split('\n')[0]!.replace(/^Invalid TOML document: /, '');
+  const line = source.split(/\r?\n/)[err.line - 1] ?? '';
+  const atEnd = err.column > line.trimEnd().length;
+  if (/unfinished string/.test(first) || (/control characters/.test(first) && atEnd)) {
+    let quote: { ch: string; col: number } | undefined;
+    for (let i = 0; i < line.length; i++) {
+      const c = line[i]!;
+      if (quote) {
+        if (c === '\\' && quote.ch === '"') i++;
+        else if (c === quote.ch) quote = undefined;
+      } else if (c === '#') break;
+      else if (c === '"' || c === "'") quote = { ch: c, col: i + 1 };
+    }
+    if (quote) return `${name}:${err.line}:${quote.col}: syntax: unterminated string: the ${quote.ch} opened here is not closed on this line (add the closing ${quote.ch}, or use ${quote.ch.repeat(3)} for a multi-line string)`;
+  }
+  return `${name}:${err.line}:${err.column}: syntax: ${first}`;
+}
+
+/**
  * Parses and validates config text. Throws ConfigError whose problems read
  * `file:line:col: key.path: message`, one per problem, in file order.
  */
@@ -114,25 +182,20 @@ export function parseConfig(source: string, file: string, env: NodeJS.ProcessEnv
   try {
     raw = parse(source);
   } catch (err) {
-    if (err instanceof TomlError) {
-      const first = err.message.split('\n')[0];
-      throw new ConfigError([`${name}:${err.line}:${err.column}: syntax: ${first}`], { cause: err });
-    }
+    if (err instanceof TomlError) throw new ConfigError([syntaxProblem(err, source, name)], { cause: err });
     throw err;
   }
   const map = new SourceMap(source);
   const result = configSchema.safeParse(raw, { reportInput: true });
-  const problems: ConfigProblem[] = result.success ? [] : result.error.issues.flatMap(issueProblems);
-  let secrets = new Secrets();
-  if (result.success) {
-    mergeAgents(result.data, problems);
-    crossCheck(result.data, problems);
-    if (problems.length === 0) {
-      const resolved = resolveSecrets(result.data, env);
-      secrets = resolved.secrets;
-      problems.push(...resolved.problems);
-    }
-  }
+  const problems: ConfigProblem[] = result.success ? [] : result.error.issues.flatMap((i) => issueProblems(i, raw));
+  // Every stage runs, on what is valid of the file when some of it is not, so one run shows every error.
+  const config = result.success ? result.data : salvage(raw);
+  mergeAgents(config, problems);
+  crossCheck(config, problems);
+  const { secrets, problems: secretProblems } = resolveSecrets(config, env);
+  // An inline `token = "..."` was already refused; "needs token_env" on top of it says nothing new.
+  const named = new Set(problems.map((p) => JSON.stringify(p.path)));
+  problems.push(...secretProblems.filter((p) => !p.secret || !named.has(JSON.stringify([...p.path, p.secret]))));
   if (problems.length > 0) {
     const lines = problems
       .map((p) => ({ p, pos: map.find(p.path, p.atKey) }))
@@ -140,7 +203,7 @@ export function parseConfig(source: string, file: string, env: NodeJS.ProcessEnv
       .map(({ p, pos }) => `${name}:${pos ? `${pos.line}:${pos.column}` : '1'}: ${formatPath(p.path)}: ${p.message}`);
     throw new ConfigError(lines);
   }
-  return { config: result.data!, secrets, file };
+  return { config, secrets, file };
 }
 
 /** Reads and validates a config file. */

@@ -53,6 +53,8 @@ const channelBase = {
   show_tool_progress: z.boolean().default(true),
   connect_timeout_ms: positiveDurationMs.default(30000),
   backoff: backoffSchema.prefault({}),
+  /** `/word` naming no command: `reply` "unknown command, see /help", or `agent` (free-form slash text goes to the model). */
+  unknown_commands: z.enum(['reply', 'agent']).default('reply'),
 };
 
 const webchat = z.strictObject({

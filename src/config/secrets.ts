@@ -7,6 +7,8 @@ export interface ConfigProblem {
   path: (string | number)[];
   message: string;
   atKey?: boolean;
+  /** Set on "needs X_env, X_file or X_credential": the secret's base name. */
+  secret?: string;
 }
 
 /**
@@ -86,7 +88,7 @@ function resolveOne(
   }
   const kind = given[0];
   if (!kind) {
-    if (required) problems.push({ path, message: `${where} needs ${secretKinds.map((k) => `${base}_${k}`).join(', or ')}` });
+    if (required) problems.push({ path, secret: base, message: `${where} needs ${secretKinds.map((k) => `${base}_${k}`).join(', or ')}` });
     return;
   }
   const { value, error } = readSecret(kind, String(section[`${base}_${kind}`]), env, where);

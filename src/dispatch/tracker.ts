@@ -7,8 +7,8 @@ export interface TrackedTask {
   channel: string;
   scope: string;
   model: string | undefined;
-  queuedAt: string;
-  startedAt: string | null;
+  queued_at: string;
+  started_at: string | null;
 }
 
 /**
@@ -21,12 +21,12 @@ export class TaskTracker {
   constructor(private readonly agentOf: (channelId: string) => string) {}
 
   queued(id: string, channel: string, scope: string): void {
-    this.#tasks.set(id, { id, state: 'queued', agent: this.agentOf(channel), channel, scope, model: undefined, queuedAt: new Date().toISOString(), startedAt: null });
+    this.#tasks.set(id, { id, state: 'queued', agent: this.agentOf(channel), channel, scope, model: undefined, queued_at: new Date().toISOString(), started_at: null });
   }
 
   started(id: string): void {
     const t = this.#tasks.get(id);
-    if (t) Object.assign(t, { state: 'running', startedAt: new Date().toISOString(), agent: this.agentOf(t.channel) });
+    if (t) Object.assign(t, { state: 'running', started_at: new Date().toISOString(), agent: this.agentOf(t.channel) });
   }
 
   setModel(id: string, model: string): void {
@@ -46,6 +46,6 @@ export class TaskTracker {
   }
 
   list(): TrackedTask[] {
-    return [...this.#tasks.values()].map((t) => ({ ...t })).sort((a, b) => (a.state === b.state ? a.queuedAt.localeCompare(b.queuedAt) : a.state === 'running' ? -1 : 1));
+    return [...this.#tasks.values()].map((t) => ({ ...t })).sort((a, b) => (a.state === b.state ? a.queued_at.localeCompare(b.queued_at) : a.state === 'running' ? -1 : 1));
   }
 }

@@ -95,7 +95,7 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     help: 'use another model in this conversation',
     handler: (ctx, args) => {
       const models = allowedModels(info.agent());
-      if (!args) return `Current model: ${conversations.get(agentName, ctx.scope).model ?? info.agent().model ?? 'default'}. Choose with /model NAME from: ${models.join(', ') || 'none'}.`;
+      if (!args) return `Current model: ${conversations.get(agentName, ctx.scope).model ?? info.agent().model ?? info.agent().provider}. Choose with /model NAME from: ${models.join(', ') || 'none'}.`;
       if (!models.includes(args)) return `"${args}" is not allowed here. Choose one of: ${models.join(', ') || 'none'}.`;
       conversations.update(agentName, ctx.scope, { model: args });
       return `Model set to ${args}.`;
@@ -107,7 +107,9 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     help: 'what a message does while an answer is running',
     handler: (ctx, args) => {
       const mode = args.toLowerCase() as QueueMode;
-      if (!queueModes.includes(mode)) return `Queue mode is ${conversations.get(agentName, ctx.scope).queueMode ?? info.defaultQueueMode(ctx.scope)}. Choose one of: ${queueModes.join(', ')}.`;
+      const current = `Queue mode is ${conversations.get(agentName, ctx.scope).queueMode ?? info.defaultQueueMode(ctx.scope)}`;
+      if (!args) return `${current}. Choose one of: ${queueModes.join(', ')}.`;
+      if (!queueModes.includes(mode)) return `"${args}" is not a queue mode; the valid values are ${queueModes.join(', ')} (followup: after the running answer, in order; interrupt: stop it and answer the newest; collect: merge into one next turn). ${current}.`;
       conversations.update(agentName, ctx.scope, { queueMode: mode });
       return `Queue mode set to ${mode}.`;
     },

@@ -19,8 +19,13 @@ export interface TurnRequest {
   reply: ReplySink;
   /** Passive context gathered since the last addressed turn (unaddressed group messages). */
   passive?: ChannelMessage[];
-  /** Told which "provider:model" is being tried (the task tracker shows it). */
+  /** Told which model is being tried (the task tracker shows it). */
   onModel?: (model: string) => void;
+  /**
+   * What a `/word` that names no command does: `reply` answers "unknown command, see /help"
+   * (the default); `agent` hands the text to the model, for bots that take free-form slash text.
+   */
+  unknownCommands?: 'reply' | 'agent';
 }
 
 /** The typed per-request context hooks read and write. */

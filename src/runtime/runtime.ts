@@ -1,3 +1,4 @@
+import type { Usage } from '../agent/events.js';
 import type { AgentRunner } from '../agent/runner.js';
 import { CodedError, type ErrorCode } from '../errors.js';
 import { CommandRegistry, parseCommand } from './commands.js';
@@ -27,6 +28,10 @@ export interface TurnOutcome {
   ending: 'done' | 'error' | 'cancelled';
   text: string;
   command?: string;
+  /** Tokens in and out, as the provider reported them (or estimated); on `done` only. */
+  usage?: Usage;
+  /** The error code when the turn ended in an error. */
+  errorCode?: string;
 }
 
 /**
@@ -77,7 +82,8 @@ export class Runtime {
     await this.#isolated('finally', ctx);
     // A turn that ended without an ending (a hook skipped the agent and said nothing) still finishes.
     if (!ctx.ending) ctx.emit({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
-    return { ending: ctx.ending!.type, text: ctx.text, ...(ctx.command ? { command: ctx.command } : {}) };
+    const ending = ctx.ending!;
+    return { ending: ending.type, text: ctx.text, ...(ctx.command ? { command: ctx.command } : {}), ...(ending.type === 'done' ? { usage: ending.usage } : {}), ...(ending.type === 'error' ? { errorCode: ending.code } : {}) };
   }
 
   async #fail(ctx: TurnContext, err: unknown): Promise<void> {
@@ -117,8 +123,13 @@ export class Runtime {
 
   async #dispatchCommand(ctx: TurnContext): Promise<boolean> {
     const parsed = parseCommand(ctx.message.text, ctx.request.botName);
-    const cmd = parsed && this.commands.find(parsed.name, ctx.modes);
-    if (!cmd) return false;
+    if (!parsed) return false;
+    const cmd = this.commands.find(parsed.name, ctx.modes);
+    if (!cmd) {
+      if (ctx.request.unknownCommands === 'agent') return false;
+      ctx.replyText(`Unknown command /${parsed.name}, see /help.`);
+      return true;
+    }
     ctx.command = cmd.name;
     ctx.replyText(await cmd.handler(ctx, parsed.args));
     return true;

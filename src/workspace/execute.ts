@@ -52,9 +52,12 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),
     });
     let outcome: TurnOutcome;
+    let model: string | undefined;
+    let agent: string | undefined;
     try {
       const ws = deps.workspaceFor(channelId);
       if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
+      agent = ws.name;
       outcome = await ws.runtime.run({
         message: { ...job.items.at(-1)!.message, text: job.text },
         scope: job.scope,
@@ -62,7 +65,11 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
         signal,
         reply: stream,
         passive: job.passive,
-        onModel: (model) => deps.tracker?.setModel(job.id, model),
+        onModel: (m) => {
+          model = m;
+          deps.tracker?.setModel(job.id, m);
+        },
+        unknownCommands: ch.config.unknown_commands,
       });
     } catch (err) {
       // The stream exists, so it must end: otherwise typing refreshes until shutdown and no
@@ -73,7 +80,26 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     }
     const result = await stream.finished();
     deps.metrics.draftEdits.observe(result.requests);
-    deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, (performance.now() - started) / 1000);
+    const durationMs = Math.round(performance.now() - started);
+    deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, durationMs / 1000);
+    // One line per finished turn at the default level: what an operator greps for first.
+    deps.log.info(
+      {
+        ...where,
+        turn: job.id,
+        conversation: job.scope,
+        agent: agent ?? null,
+        model: outcome.command ? null : (model ?? null),
+        ...(outcome.command ? { command: outcome.command } : {}),
+        duration_ms: durationMs,
+        outcome: outcome.ending,
+        ...(outcome.errorCode ? { error_code: outcome.errorCode } : {}),
+        tokens_in: outcome.usage?.inputTokens ?? 0,
+        tokens_out: outcome.usage?.outputTokens ?? 0,
+        ...(outcome.usage?.estimated ? { tokens_estimated: true } : {}),
+      },
+      'turn finished',
+    );
     if (!result.delivered) deps.log.error({ ...where, ending: outcome.ending }, 'the final reply could not be delivered');
     return outcome.ending;
   };

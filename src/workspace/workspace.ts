@@ -55,7 +55,8 @@ export class Workspace {
     return {
       name: this.name,
       provider: this.config.provider,
-      model: this.config.model ?? null,
+      // The name /model and the chat's /status show: the echo agent has no model but its provider.
+      model: this.config.model ?? this.config.provider,
       fallback_models: this.config.fallback_models,
       cooling: this.cooldowns.snapshot(),
       last_served: this.#lastServed ?? null,

@@ -1,3 +1,4 @@
+import { readFileSync, writeFileSync } from 'node:fs';
 import type { Browser } from 'playwright-core';
 import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -63,6 +64,60 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     await waitFor(async () => (await page.textContent('#turns'))?.includes('no turns'));
     await page.screenshot({ path: `${d.dir}/admin.png` });
     c.close();
+    await page.close();
+  });
+
+  it('a reload refused through SIGHUP or the CLI shows at once, styled as an error', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${d.url}/admin`);
+    await page.waitForSelector('tr[data-channel="web"]');
+    const good = readFileSync(d.configFile, 'utf8');
+    writeFileSync(d.configFile, `${good}\n[limits]\nmax_in_flight = 0\n`);
+    try {
+      await d.daemon.reload(); // what SIGHUP and `channeld reload` call
+      const el = await page.waitForSelector('#last-reload.refused', { timeout: 10_000 });
+      expect(await el.textContent()).toContain('limits.max_in_flight');
+      expect(await page.evaluate(`getComputedStyle(document.getElementById('last-reload')).color`)).toBe('rgb(185, 28, 28)');
+    } finally {
+      writeFileSync(d.configFile, good);
+    }
+    await page.close();
+  });
+
+  it('fits a 390 px phone without sideways scrolling', async () => {
+    const page = await browser.newPage({ viewport: { width: 390, height: 800 }, isMobile: true });
+    await page.goto(`${d.url}/admin`);
+    await page.waitForSelector('tr[data-channel="tg"]');
+    const overflow = (await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth')) as number;
+    expect(overflow).toBeLessThanOrEqual(0);
+    const sections = (await page.evaluate(`[...document.querySelectorAll('section')].map((e) => e.scrollWidth - e.clientWidth)`)) as number[];
+    expect(Math.max(...sections)).toBeLessThanOrEqual(0);
+    await page.close();
+  });
+});
+
+describe.runIf(hasChromium)('operator page with an admin token', () => {
+  let d: TestDaemon;
+  let browser: Browser;
+  beforeAll(async () => {
+    d = await startDaemon(`[[channels]]\nid = "web"\ntype = "webchat"\n`, { ADMIN: 'admin-token-once' }, '', 'admin_token_env = "ADMIN"\n');
+    browser = await launchChromium();
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await d?.stop();
+  });
+
+  it('asks for the token once on load, then shows the channels', async () => {
+    const page = await browser.newPage();
+    const asked: string[] = [];
+    page.on('dialog', (dialog) => {
+      asked.push(dialog.message());
+      void dialog.accept('admin-token-once');
+    });
+    await page.goto(`${d.url}/admin`);
+    await page.waitForSelector('tr[data-channel="web"] .state.connected');
+    expect(asked).toEqual(['This daemon needs its admin token:']);
     await page.close();
   });
 });

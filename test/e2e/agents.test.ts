@@ -117,8 +117,8 @@ describe('agents and workspaces', () => {
       const l = d!.daemon.status().turns.list;
       return l.length === 2 && l[0]!.model ? l : undefined;
     });
-    expect(list[0]).toMatchObject({ state: 'running', agent: 'default', channel: 'w', scope: 'w:tab-w', model: 'openai-compatible:slow-model', startedAt: expect.any(String) });
-    expect(list[1]).toMatchObject({ state: 'queued', channel: 'w', startedAt: null });
+    expect(list[0]).toMatchObject({ state: 'running', agent: 'default', channel: 'w', scope: 'w:tab-w', model: 'slow-model', started_at: expect.any(String) });
+    expect(list[1]).toMatchObject({ state: 'queued', channel: 'w', started_at: null });
     releaseFirst();
     await c.finals(2);
     await waitFor(() => d!.daemon.status().turns.list.length === 0);

@@ -45,6 +45,27 @@ describe('channeld CLI (built)', () => {
     expect(r.stderr).toMatch(/NOT_SET_HERE is not set.*channel "tg"/);
   });
 
+  it('check warns about a config without channels and still exits 0', async () => {
+    const r = await cli(['check', '--config', configFile('[daemon]\nlog_level = "info"\n')]);
+    expect(r.code).toBe(0);
+    expect(r.stderr).toMatch(/^warning: .* has no enabled channels/);
+  });
+
+  it('CHANNELD_CONFIG names the config file when --config is not given', async () => {
+    const r = await cli(['check'], { CHANNELD_CONFIG: configFile('[[channels]]\nid = "from-env"\ntype = "webchat"\n') });
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain('from-env (webchat)');
+  });
+
+  it('run names daemon.state_dir and the path when the database cannot be created there', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'channeld-cli-'));
+    writeFileSync(join(dir, 'a-file'), '');
+    const stateDir = join(dir, 'a-file', 'state');
+    const r = await cli(['run', '--config', configFile(`[daemon]\nstate_dir = "${stateDir}"\n[http]\nlisten = "127.0.0.1:0"\n[[channels]]\nid = "web"\ntype = "webchat"\n`)]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toContain(`daemon.state_dir = "${stateDir}": cannot create or write ${join(stateDir, 'channeld.db')} (ENOTDIR)`);
+  });
+
   it('check exits 78 when the file does not exist', async () => {
     const r = await cli(['check', '--config', '/nonexistent/daemon.config.toml']);
     expect(r.code).toBe(78);
@@ -64,7 +85,11 @@ describe('channeld CLI (built)', () => {
       expect(r.stdout).toContain(`Usage: channeld ${cmd}`);
     }
     expect((await cli(['--help'])).stdout).toContain('Exit status');
-  });
+    const stop = await cli(['stop-turn', '--help']);
+    expect(stop.code).toBe(0);
+    expect(stop.stdout).toMatch(/^Usage: channeld stop-turn ID \[--config FILE\]/);
+    expect((await cli(['--help'])).stdout).toMatch(/^ {2}stop-turn ID +stop a running turn/m);
+  }, 90_000);
 
   it('status says clearly when no daemon answers', async () => {
     const r = await cli(['status', '--config', configFile('[http]\nlisten = "127.0.0.1:1"\n[[channels]]\nid = "web"\ntype = "webchat"\n')]);

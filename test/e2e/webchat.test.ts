@@ -74,7 +74,7 @@ describe('web chat, end to end', () => {
       generation: 1,
       ready: true,
       turns: { in_flight: 0, queued: 0, list: [] },
-      agents: [{ name: 'default', provider: 'echo', model: null, fallback_models: [], cooling: [], last_served: null }],
+      agents: [{ name: 'default', provider: 'echo', model: 'echo', fallback_models: [], cooling: [], last_served: null }],
       last_reload: null,
       channels: [{ id: 'web', kind: 'webchat', state: 'connected', since: expect.any(String), attempts: 0, next_retry_at: null, last_error: null, connection: 1, in_flight: 0, queued: 0 }],
     });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { defineAction } from '../action.js';
+import { table } from '../table.js';
 
 export const sessionsAction = defineAction({
   name: 'sessions',
@@ -8,5 +9,5 @@ export const sessionsAction = defineAction({
   output: z.array(z.object({ channel: z.string(), agent: z.string(), conversations: z.number(), sessions: z.number(), last_activity: z.string().nullable() })),
   readOnly: true,
   handler: (_i, { api }) => api.sessions(),
-  format: (list) => list.map((s) => `${s.channel.padEnd(12)} agent ${s.agent}: ${s.conversations} conversation(s), ${s.sessions} session(s), last ${s.last_activity ?? 'never'}`).join('\n') || 'no channels',
+  format: (list) => (list.length ? table([['CHANNEL', 'AGENT', 'CONVERSATIONS', 'SESSIONS', 'LAST ACTIVITY'], ...list.map((s) => [s.channel, s.agent, String(s.conversations), String(s.sessions), s.last_activity ?? 'never'])]) : 'no channels'),
 });

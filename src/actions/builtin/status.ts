@@ -1,24 +1,16 @@
 import { z } from 'zod';
 import type { DaemonStatus } from '../../observe/routes.js';
 import { defineAction } from '../action.js';
-
-function table(rows: string[][]): string {
-  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
-  return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
-}
+import { CHANNEL_HEADER, channelRow, table } from '../table.js';
 
 /** The daemon's status as the CLI prints it. */
 export function formatStatus(s: DaemonStatus): string {
   const head = `channeld ${s.version}  pid ${s.pid}  up ${s.uptime_s}s  generation ${s.generation}  ${s.ready ? 'ready' : 'not ready'}`;
-  const rows = [['CHANNEL', 'KIND', 'STATE', 'SINCE', 'ATTEMPTS', 'CONN', 'IN FLIGHT', 'QUEUED', 'LAST ERROR']];
-  for (const c of s.channels) {
-    const err = c.last_error as { code: string; message: string } | null;
-    rows.push([c.id, String(c.kind), c.state, String(c.since), String(c.attempts), String(c.connection), String(c.in_flight), String(c.queued), err ? `${err.code}: ${err.message}` : '-']);
-  }
-  const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}`);
+  const rows = [CHANNEL_HEADER, ...s.channels.map((c) => channelRow(c as Parameters<typeof channelRow>[0]))];
+  const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model && a.model !== a.provider ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}`);
   const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
   const storage = s.storage?.state === 'degraded' ? [`storage: degraded (${s.storage.code}) since ${s.storage.since}: ${s.storage.error}; ${s.storage.pending_writes} write(s) waiting`] : [];
-  return [head, ...storage, '', table(rows), '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
+  return [head, ...storage, '', table(rows), '(ATTEMPTS: failed connect attempts since the last success; CONNECTS: connections made since the channel started)', '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
 }
 
 const daemonStatus = z.looseObject({

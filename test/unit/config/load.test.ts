@@ -27,7 +27,7 @@ describe('config validation', () => {
   });
 
   it('names an unknown key with its line and column', () => {
-    expect(problems(`[daemon]\nlog_level = "info"\nlog_levle = "debug"\n`)).toEqual(['daemon.config.toml:3:1: daemon.log_levle: unknown key "log_levle"']);
+    expect(problems(`[daemon]\nlog_level = "info"\nlog_levle = "debug"\n`)).toEqual(['daemon.config.toml:3:1: daemon.log_levle: unknown key "log_levle"; did you mean `log_level`?']);
   });
 
   it('names a wrong type with the line, and what was given', () => {
@@ -92,5 +92,29 @@ describe('config validation', () => {
     const src = `[daemon]\nbogus = 1\n[limits]\nmax_queued = -1\n${web}extra = true\n`;
     const lines = problems(src);
     expect(lines.map((l) => l.split(':')[1])).toEqual(['2', '4', '8']);
+  });
+
+  it('shows schema errors, duplicate ids and missing secrets in one run', () => {
+    const src = `[daemon]\nlog_levl = "info"\n${web}\n[[channels]]\nid = "web"\ntype = "telegram"\nallow_from = ["*"]\ntoken_env = "TG_MISSING"\nbogus = 1\n`;
+    const lines = problems(src);
+    expect(lines).toEqual([
+      'daemon.config.toml:2:1: daemon.log_levl: unknown key "log_levl"; did you mean `log_level`?',
+      'daemon.config.toml:8:6: channels[1].id: "web" is already used by channels[0]; ids must be unique',
+      'daemon.config.toml:11:13: channels[1].token_env: environment variable TG_MISSING is not set or empty (channel "web")',
+      'daemon.config.toml:12:1: channels[1].bogus: unknown key "bogus"',
+    ]);
+  });
+
+  it('suggests the key a typo meant in channels and agents, and nothing for a far-off word', () => {
+    expect(problems(`${web}requre_mention = false\n`)[0]).toContain('did you mean `require_mention`?');
+    expect(problems(`[agent]\nsystem_promt = "x"\n`)[0]).toContain('did you mean `system_prompt`?');
+    expect(problems(`[daemon]\nzzzzzzzz = 1\n`)[0]).not.toContain('did you mean');
+  });
+
+  it('names an unterminated string by its opening quote', () => {
+    expect(problems(`[daemon]\nlog_level = "info\nshutdown_grace_ms = 5\n`)).toEqual([
+      'daemon.config.toml:2:13: syntax: unterminated string: the " opened here is not closed on this line (add the closing ", or use """ for a multi-line string)',
+    ]);
+    expect(problems(`[agent]\nsystem_prompt = 'hi`)[0]).toMatch(/:2:17: syntax: unterminated string: the ' opened here/);
   });
 });

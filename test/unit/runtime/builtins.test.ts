@@ -96,7 +96,8 @@ describe('built-in commands', () => {
   });
 
   it('a whole new mode from a test-only folder works without changing Runtime.run()', async () => {
-    p = pipeline(agent);
+    // Free-form slash text goes to the model on this channel, so an off mode's command reaches it.
+    p = pipeline(agent, 'unknown_commands = "agent"\n');
     p.workspace.runtime.modes.register(translatorMode);
     let seen: { system: string; tools: string[] } | undefined;
     p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', priority: 0, run: (ctx) => void (seen = { system: ctx.input!.system, tools: (ctx.input!.tools ?? []).map((t) => t.name) }) });

@@ -92,10 +92,14 @@ describe('Runtime.run', () => {
     runtime.hooks.register({ phase: 'pre_execute', name: 'gated', mode: 'focus', run: () => void ran.push('gated') });
     runtime.commands.register({ name: 'focus', mode: 'focus', help: 'x', handler: () => 'focused' });
     runtime.prompt.register({ name: 'focus_prompt', mode: 'focus', contribute: () => 'Stay focused.' });
+    const refused = sink();
+    await runtime.run(request('/focus', refused));
+    expect(refused.text()).toBe('Unknown command /focus, see /help.'); // the default for a command that is not there
+    expect(runner.inputs).toEqual([]);
     const off = sink();
-    await runtime.run(request('/focus', off));
+    await runtime.run(request('/focus', off, { unknownCommands: 'agent' }));
     expect(ran).toEqual([]);
-    expect(off.text()).toBe('agent answer'); // unknown command → the agent
+    expect(off.text()).toBe('agent answer'); // unknown command, passed on → the agent
     expect(runner.inputs[0]!.system).not.toContain('Stay focused.');
     active = new Set(['focus']);
     const on = sink();

@@ -1,0 +1,76 @@
+// The operator page's script, served as a file (no inline script) so /admin works under a
+// Content-Security-Policy with script-src 'self'.
+(() => {
+  let token = sessionStorage.getItem('channeld.admin') || '';
+  let asking = null;
+  const $ = (id) => document.getElementById(id);
+  const HEAD = { channels: ['Channel', 'Kind', 'State', 'Since', 'Attempts', 'Last error'], turns: ['Id', 'State', 'Agent', 'Conversation', 'Model', 'Started', ''] };
+  const cell = (text, cls, label) => { const td = document.createElement('td'); td.textContent = text; if (cls) td.className = cls; if (label) td.dataset.label = label; return td; };
+  const row = (kind, values, classes = []) => values.map((v, i) => cell(v, classes[i], HEAD[kind][i]));
+  const notice = (text, isError) => { $('notice').textContent = text; $('notice').className = isError ? 'error' : ''; };
+
+  /** One prompt for every request refused at once: parallel 401s share the answer. */
+  function askToken() {
+    asking ??= new Promise((resolve) => setTimeout(() => {
+      const t = prompt('This daemon needs its admin token:');
+      if (t) { token = t; sessionStorage.setItem('channeld.admin', t); }
+      resolve(Boolean(t));
+    }, 0)).finally(() => setTimeout(() => (asking = null), 0));
+    return asking;
+  }
+
+  async function call(path, method = 'GET', body) {
+    const used = token;
+    const res = await fetch(path, { method, headers: { ...(used ? { authorization: 'Bearer ' + used } : {}), ...(body ? { 'content-type': 'application/json' } : {}) }, body: body ? JSON.stringify(body) : undefined });
+    if (res.status === 401) {
+      // Another request may already have asked while this one was in flight.
+      if (token !== used || (await askToken())) return call(path, method, body);
+    }
+    if (!res.ok) throw new Error((await res.json().catch(() => ({}))).error || res.statusText);
+    return res.json();
+  }
+
+  function showReload(r) {
+    const el = $('last-reload');
+    if (!r) { el.textContent = ''; el.className = ''; return; }
+    el.textContent = 'last reload ' + new Date(r.at).toLocaleTimeString() + ': ' + (r.ok ? 'applied' : 'refused — ' + r.errors.join('; '));
+    el.className = r.ok ? '' : 'refused';
+  }
+
+  async function load() {
+    const [status, channels, turns] = await Promise.all([call('/actions/status'), call('/actions/channels'), call('/actions/turns')]);
+    $('meta').textContent = 'v' + status.version + ' · pid ' + status.pid + ' · generation ' + status.generation + (status.ready ? ' · ready' : ' · not ready');
+    showReload(status.last_reload);
+    const cb = $('channels'); cb.replaceChildren();
+    for (const c of channels) {
+      const tr = document.createElement('tr'); tr.dataset.channel = c.id;
+      tr.append(...row('channels', [c.id, c.kind, c.state, new Date(c.since).toLocaleTimeString(), String(c.attempts), c.last_error ? c.last_error.code + ': ' + c.last_error.message : '—'], [undefined, undefined, 'state ' + c.state]));
+      cb.append(tr);
+    }
+    if (!channels.length) { const tr = document.createElement('tr'); tr.append(cell('no channels', 'empty')); cb.append(tr); }
+    const tb = $('turns'); tb.replaceChildren();
+    for (const t of turns) {
+      const tr = document.createElement('tr'); tr.dataset.turn = t.id;
+      const stop = document.createElement('button'); stop.type = 'button'; stop.textContent = 'Stop'; stop.dataset.stop = t.id;
+      stop.onclick = async () => { stop.disabled = true; try { const r = await call('/actions/stop-turn', 'POST', { id: t.id }); notice('turn ' + r.id + ' ' + r.result); } catch (e) { notice(e.message, true); } load(); };
+      const act = document.createElement('td'); act.append(stop);
+      tr.append(...row('turns', [t.id, t.state, t.agent, t.scope, t.model || '—', t.started_at ? new Date(t.started_at).toLocaleTimeString() : 'queued']), act);
+      tb.append(tr);
+    }
+    if (!turns.length) { const tr = document.createElement('tr'); tr.append(cell('no turns', 'empty')); tb.append(tr); }
+  }
+
+  $('reload').onclick = async () => {
+    try { const r = await call('/actions/reload', 'POST', {}); notice(r.ok ? 'reloaded: generation ' + r.generation : 'refused: ' + r.errors.join('; '), !r.ok); }
+    catch (e) { notice(e.message, true); }
+    load();
+  };
+
+  function listen() {
+    const es = new EventSource('/admin/events' + (token ? '?token=' + encodeURIComponent(token) : ''));
+    // Channels, turns and reloads (also by SIGHUP or the CLI) all arrive as "changed".
+    es.addEventListener('changed', () => load().catch((e) => notice(e.message, true)));
+    es.onerror = () => notice('live updates interrupted; retrying…', true);
+  }
+  load().then(listen, (e) => { notice(e.message, true); listen(); });
+})();
