@@ -62,8 +62,9 @@ describe('channeld CLI (built)', () => {
     writeFileSync(join(dir, 'a-file'), '');
     const stateDir = join(dir, 'a-file', 'state');
     const r = await cli(['run', '--config', configFile(`[daemon]\nstate_dir = "${stateDir}"\n[http]\nlisten = "127.0.0.1:0"\n[[channels]]\nid = "web"\ntype = "webchat"\n`)]);
-    expect(r.code).not.toBe(0);
-    expect(r.stderr).toContain(`daemon.state_dir = "${stateDir}": cannot create or write ${join(stateDir, 'channeld.db')} (ENOTDIR)`);
+    // Caught while the config is validated, with its line: the operator's problem, exit 78.
+    expect(r.code).toBe(78);
+    expect(r.stderr).toContain(`daemon.state_dir: "${stateDir}" cannot be created: ${join(dir, 'a-file')} is a file, not a directory`);
   });
 
   it('check exits 78 when the file does not exist', async () => {
