@@ -12,6 +12,7 @@ import { registerAdminPage } from '../actions/admin.js';
 import type { ActionRegistry } from '../actions/registry.js';
 import { agentOf } from '../config/load.js';
 import type { SessionStore } from '../store/sessions.js';
+import type { UsageFilter, UsageLedger } from '../store/usage.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
@@ -150,6 +151,15 @@ export class Daemon implements ManagementApi {
 
   conversation(agent: string, scope: string) {
     return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` };
+  }
+
+  usage(filter: UsageFilter) {
+    const ledger = this.#kernel.get<UsageLedger>('usage');
+    return { rows: ledger.breakdown(filter), total: ledger.totals(filter) };
+  }
+
+  budget(agent: string) {
+    return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.budget();
   }
 
   /** Every configured channel is past its first connect attempt (an empty supervisor during start-up is not ready). */

@@ -20,7 +20,7 @@ Commands:
   check    validate the config and its secret references; prints "ok" or every error
 
 Management commands (they ask the running daemon over HTTP at [http] listen):
-${builtinActions.map((a) => `  ${(a.cli?.name ?? a.name).padEnd(10)}${[...(a.cli?.args ?? []).map((x) => `${x.toUpperCase()} `)].join('')}${a.description}`).join('\n')}
+${builtinActions.map((a) => `  ${(a.cli?.name ?? a.name).padEnd(10)}${[...(a.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(a.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join('')}${a.description}`).join('\n')}
   (and any other action the daemon serves; --json prints the raw JSON)
 
 Options:
@@ -69,7 +69,7 @@ async function main(argv: string[]): Promise<number> {
   }
   if (values.help || !command) {
     const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
-    const actionHelp = action && `Usage: channeld ${command} ${(action.cli?.args ?? []).map((x) => x.toUpperCase()).join(' ')}[--config FILE] [--json]\n\n${action.description}; asks the running daemon over HTTP.`;
+    const actionHelp = action && `Usage: channeld ${command} ${[...(action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(action.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join('')}[--config FILE] [--json]\n\n${action.description}; asks the running daemon over HTTP.`;
     console.log(HELP[command ?? 'main'] ?? actionHelp ?? HELP.main);
     return command || values.help ? 0 : 1;
   }

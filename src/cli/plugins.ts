@@ -14,6 +14,7 @@ import { Inbox } from '../store/inbox.js';
 import { GroupCommit } from '../store/group-commit.js';
 import { ConversationStore } from '../store/conversations.js';
 import { SessionStore } from '../store/sessions.js';
+import { SqliteUsageLedger, type UsageLedger } from '../store/usage.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { TaskTracker } from '../dispatch/tracker.js';
 import type { ManagementApi } from '../actions/action.js';
@@ -38,7 +39,7 @@ export interface WorkspaceTable {
 }
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, ledger: UsageLedger) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
@@ -55,6 +56,18 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       },
       sessions,
       conversations,
+      usage: {
+        ledger,
+        models: () => holder.loaded.config.models,
+        onRecorded: (r) => {
+          const labels = { agent: r.agent, model: r.model, channel: r.channel };
+          metrics.tokens.inc({ ...labels, type: 'input' }, r.inputTokens);
+          metrics.tokens.inc({ ...labels, type: 'output' }, r.outputTokens);
+          metrics.tokens.inc({ ...labels, type: 'reasoning' }, r.reasoningTokens);
+          metrics.tokens.inc({ ...labels, type: 'cached' }, r.cachedTokens);
+          if (r.cost !== null) metrics.cost.inc(labels, r.cost);
+        },
+      },
       defaultQueueMode: (scope) => {
         const cfg = holder.loaded.config;
         const channelId = channelOfScope(scope);
@@ -90,7 +103,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
     {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage'],
       inject: ['config', 'logger'],
       start: (ctx) => {
         const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
@@ -111,6 +124,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         ctx.provide('inbox', inbox);
         ctx.provide('sessions', new SessionStore(db, group));
         ctx.provide('conversations', new ConversationStore(db));
+        ctx.provide('usage', new SqliteUsageLedger(db, group));
       },
     },
     {
@@ -141,10 +155,10 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker'],
+      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage'],
       start: (ctx) => {
         const metrics = ctx.use<Metrics>('metrics');
-        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'));
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'), ctx.use('usage'));
         ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
       },
     },

@@ -62,7 +62,7 @@ export async function runAction(file: string, command: string, args: string[], j
     console.error(`Usage: channeld ${action.cli} ${action.args.map((a) => a.toUpperCase()).join(' ')}\n\n${action.description}`);
     return 1;
   }
-  const input = Object.fromEntries(action.args.map((k, i) => [k, args[i]]));
+  const input = Object.fromEntries([...action.args, ...(action.optional_args ?? [])].map((k, i) => [k, args[i]]).filter(([, v]) => v !== undefined));
   const accept = json ? 'application/json' : 'text/plain, application/json;q=0.5';
   const res =
     action.method === 'GET'

@@ -25,6 +25,8 @@ export class Metrics {
   readonly channelState = new Gauge({ name: 'channeld_channel_up', help: '1 when the channel is connected', labelNames: ['channel'], registers: [this.registry] });
   readonly modelTurns = new Counter({ name: 'channeld_model_turns_total', help: 'Turns served, by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
+  readonly tokens = new Counter({ name: 'channeld_tokens_total', help: 'Model tokens per turn, by agent, model, channel and type (input, output, reasoning, cached)', labelNames: ['agent', 'model', 'channel', 'type'], registers: [this.registry] });
+  readonly cost = new Counter({ name: 'channeld_cost_total', help: 'Spend from the [models] price table, by agent, model and channel', labelNames: ['agent', 'model', 'channel'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

@@ -10,6 +10,9 @@ import type { ActionRegistry } from '../actions/registry.js';
 import { Runtime } from '../runtime/runtime.js';
 import type { ConversationStore } from '../store/conversations.js';
 import type { SessionStore } from '../store/sessions.js';
+import type { UsageLedger, UsageRecord } from '../store/usage.js';
+import type { ModelConfig } from '../config/schema.js';
+import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -28,6 +31,8 @@ export interface WorkspaceOptions {
   apiKey?: string;
   /** Management actions whose slash faces this workspace's commands get. */
   actions?: ActionRegistry;
+  /** Where turn usage is stored, the live `[models]` table, and who counts it. */
+  usage?: { ledger: UsageLedger; models: () => Record<string, ModelConfig>; onRecorded?: (r: UsageRecord) => void };
   /** Builds the provider client from the config (tests and benches substitute it). */
   createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
@@ -40,7 +45,15 @@ export class Workspace {
 
   /** A conversation as its user sees it. */
   conversationStatus(scope: string): Record<string, string | number> {
-    return conversationStatus(this.#info, scope, this.runtime.modesOf(scope));
+    const status = conversationStatus(this.#info, scope, this.runtime.modesOf(scope));
+    const budget = this.budget();
+    if (budget) status['Budget today'] = `${budget.left.toFixed(2)} of ${budget.daily.toFixed(2)} left`;
+    return status;
+  }
+
+  /** The agent's `daily_budget` today: spent and left; undefined without one. */
+  budget() {
+    return this.#usage ? budgetState(this.#usage) : undefined;
   }
 
   /** Stops offering the action slash faces (the workspace is being replaced). */
@@ -57,6 +70,7 @@ export class Workspace {
       fallback_models: this.config.fallback_models,
       cooling: this.cooldowns.snapshot(),
       last_served: this.#lastServed ?? null,
+      ...(this.budget() ? { budget: this.budget()! } : {}),
     };
   }
   readonly cooldowns: ModelCooldowns;
@@ -64,6 +78,7 @@ export class Workspace {
   readonly #runner: AgentRunner;
   readonly #info: BuiltinInfo;
   readonly #detach: (() => void) | undefined;
+  readonly #usage: UsageDeps | undefined;
 
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
@@ -101,6 +116,10 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
+    if (o.usage) {
+      this.#usage = { agentName: o.name, agent: () => this.config, ...o.usage };
+      registerUsage(this.runtime, this.#usage);
+    }
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
       agentName: o.name,

@@ -2,7 +2,8 @@ import { z } from 'zod';
 import type { DaemonStatus } from '../../observe/routes.js';
 import { defineAction } from '../action.js';
 
-function table(rows: string[][]): string {
+/** Rows as aligned columns, the first row being the header. */
+export function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? '').length)));
   return rows.map((r) => r.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
@@ -15,7 +16,7 @@ export function formatStatus(s: DaemonStatus): string {
     const err = c.last_error as { code: string; message: string } | null;
     rows.push([c.id, String(c.kind), c.state, String(c.since), String(c.attempts), String(c.connection), String(c.in_flight), String(c.queued), err ? `${err.code}: ${err.message}` : '-']);
   }
-  const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}`);
+  const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}${a.budget ? `, budget today: ${a.budget.left.toFixed(2)} of ${a.budget.daily.toFixed(2)} left` : ''}`);
   const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
   return [head, '', table(rows), '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
 }
