@@ -242,8 +242,17 @@ export class Daemon implements ManagementApi {
     const fingerprint = (l: LoadedConfig, name: string) => JSON.stringify(l.config.agents[name] ?? null) + (l.secrets.get(`agents.${name}`, 'api_key') ?? '');
     const names = new Set([...Object.keys(before.config.agents), ...Object.keys(after.config.agents)]);
     const changed: string[] = [];
+    const table = this.#kernel.get<WorkspaceTable>('workspaces');
     for (const name of names) {
-      if (fingerprint(before, name) === fingerprint(after, name)) continue;
+      if (fingerprint(before, name) === fingerprint(after, name)) {
+        // Prompt files live outside the config: an unchanged agent still re-reads them.
+        try {
+          table.byName.get(name)?.reloadPromptFiles();
+        } catch (err) {
+          this.log.error({ err, agent: name }, 'prompt files could not be read again; the previous ones stay');
+        }
+        continue;
+      }
       changed.push(name);
       await this.#kernel.unload(`workspace:${name}`);
       const agent = after.config.agents[name];

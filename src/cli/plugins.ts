@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { LoadedConfig } from '../config/load.js';
-import { agentOf } from '../config/load.js';
+import { agentOf, workspaceDirOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../dispatch/adapter.js';
 import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
@@ -45,6 +45,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
     return new Workspace({
       name,
       config: agent,
+      workspaceDir: workspaceDirOf(holder.loaded.config, name),
       log,
       actions,
       ...(apiKey ? { apiKey } : {}),

@@ -13,6 +13,7 @@ import type { SessionStore } from '../store/sessions.js';
 import type { UsageLedger, UsageRecord } from '../store/usage.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
+import { PromptFiles } from './prompt-files.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -33,6 +34,8 @@ export interface WorkspaceOptions {
   actions?: ActionRegistry;
   /** Where turn usage is stored, the live `[models]` table, and who counts it. */
   usage?: { ledger: UsageLedger; models: () => Record<string, ModelConfig>; onRecorded?: (r: UsageRecord) => void };
+  /** The agent's folder, where its `prompt_files` are (default `<state_dir>/agents/<name>`). */
+  workspaceDir?: string;
   /** Builds the provider client from the config (tests and benches substitute it). */
   createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
@@ -54,6 +57,11 @@ export class Workspace {
   /** The agent's `daily_budget` today: spent and left; undefined without one. */
   budget() {
     return this.#usage ? budgetState(this.#usage) : undefined;
+  }
+
+  /** Reads the prompt files again (config reload); throws when one cannot be read. */
+  reloadPromptFiles(): void {
+    this.#promptFiles?.reload();
   }
 
   /** Stops offering the action slash faces (the workspace is being replaced). */
@@ -79,6 +87,7 @@ export class Workspace {
   readonly #info: BuiltinInfo;
   readonly #detach: (() => void) | undefined;
   readonly #usage: UsageDeps | undefined;
+  readonly #promptFiles: PromptFiles | undefined;
 
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
@@ -116,6 +125,10 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
+    if (o.workspaceDir !== undefined && o.config.prompt_files.length) {
+      this.#promptFiles = new PromptFiles(o.workspaceDir, () => this.config.prompt_files, (files) => log.warn({ files }, 'prompt files cut to fit the budget'));
+      this.#promptFiles.register(this.runtime);
+    }
     if (o.usage) {
       this.#usage = { agentName: o.name, agent: () => this.config, ...o.usage };
       registerUsage(this.runtime, this.#usage);
