@@ -27,6 +27,8 @@ export const catalogue = {
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
+  ATTACHMENT_TOO_LARGE: { retryable: false, text: 'the attachment is larger than [limits] max_attachment_bytes, so it was not downloaded' },
+  ATTACHMENT_UNAVAILABLE: { retryable: false, text: 'the attachment could not be downloaded from the platform' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;

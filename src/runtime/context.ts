@@ -1,7 +1,7 @@
 import type { AgentEvent, TurnEnding } from '../agent/events.js';
 import { TurnReducer, type ToolCallRecord } from '../agent/reducer.js';
 import type { AgentInput, AgentRunner, HistoryMessage } from '../agent/runner.js';
-import type { ChannelMessage } from '../dispatch/message.js';
+import type { Attachment, ChannelMessage } from '../dispatch/message.js';
 
 /** Where a turn's output goes; ReplyStream implements it. */
 export interface ReplySink {
@@ -21,6 +21,8 @@ export interface TurnRequest {
   passive?: ChannelMessage[];
   /** Told which "provider:model" is being tried (the task tracker shows it). */
   onModel?: (model: string) => void;
+  /** The channel's attachment download (the adapter's, with the bot's credentials). */
+  download?: (attachment: Attachment, options: { maxBytes: number; signal: AbortSignal }) => Promise<Buffer>;
 }
 
 /** The typed per-request context hooks read and write. */

@@ -50,7 +50,9 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     });
     const ws = deps.workspaceFor(channelId);
     const outcome = await ws.runtime.run({
-      message: { ...job.items.at(-1)!.message, text: job.text },
+      // Collected messages are one turn: their attachments go together too.
+      message: { ...job.items.at(-1)!.message, text: job.text, attachments: job.items.flatMap((i) => i.message.attachments ?? []) },
+      ...(ch.adapter.download ? { download: ch.adapter.download.bind(ch.adapter) } : {}),
       scope: job.scope,
       ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
       signal,

@@ -14,6 +14,7 @@ import type { UsageLedger, UsageRecord } from '../store/usage.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { PromptFiles } from './prompt-files.js';
+import { registerAttachments } from './attachments.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -33,7 +34,11 @@ export interface WorkspaceOptions {
   /** Management actions whose slash faces this workspace's commands get. */
   actions?: ActionRegistry;
   /** Where turn usage is stored, the live `[models]` table, and who counts it. */
-  usage?: { ledger: UsageLedger; models: () => Record<string, ModelConfig>; onRecorded?: (r: UsageRecord) => void };
+  usage?: { ledger: UsageLedger; onRecorded?: (r: UsageRecord) => void };
+  /** The live `[models]` table: what each model accepts and costs. */
+  models?: () => Record<string, ModelConfig>;
+  /** The live `[limits] max_attachment_bytes`. */
+  maxAttachmentBytes?: () => number;
   /** The agent's folder, where its `prompt_files` are (default `<state_dir>/agents/<name>`). */
   workspaceDir?: string;
   /** Builds the provider client from the config (tests and benches substitute it). */
@@ -125,12 +130,19 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
+    const models = o.models ?? (() => ({}));
+    registerAttachments(this.runtime, {
+      agent: () => this.config,
+      models,
+      maxBytes: o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024),
+      onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded'),
+    });
     if (o.workspaceDir !== undefined && o.config.prompt_files.length) {
       this.#promptFiles = new PromptFiles(o.workspaceDir, () => this.config.prompt_files, (files) => log.warn({ files }, 'prompt files cut to fit the budget'));
       this.#promptFiles.register(this.runtime);
     }
     if (o.usage) {
-      this.#usage = { agentName: o.name, agent: () => this.config, ...o.usage };
+      this.#usage = { agentName: o.name, agent: () => this.config, models, ...o.usage };
       registerUsage(this.runtime, this.#usage);
     }
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);

@@ -1,0 +1,87 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FakeLlm, type RecordedRequest } from '../fakes/llm/server.js';
+import { FakeTelegram } from '../fakes/telegram/server.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+
+/** A tiny JPEG-looking payload: the bytes only need to survive the trip. */
+export const PHOTO = Buffer.from('ffd8ffe000104a46494600010100000100010000ffdb0043000806060706050806070709090808', 'hex');
+
+/** The last user message of a request, as content parts. */
+export function userParts(req: RecordedRequest): Array<{ type: string; text?: string; image_url?: { url: string } }> {
+  const last = [...req.body.messages].reverse().find((m) => m.role === 'user')!;
+  return typeof last.content === 'string' ? [{ type: 'text', text: last.content }] : (last.content as never);
+}
+
+/** An agent on the fake LLM; `vision-1` sees images, `text-1` reads text only. */
+export const agentConfig = (url: string, model = 'vision-1') =>
+  `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "${model}"\n\n[models."vision-1"]\ninput = ["text", "image"]\n\n[models."text-1"]\ninput = ["text"]\n\n`;
+
+describe('attachments on Telegram: getFile, then /file/bot<token>/<file_path>', () => {
+  let tg: FakeTelegram;
+  let llm: FakeLlm;
+  let d: TestDaemon | undefined;
+  beforeEach(async () => {
+    tg = new FakeTelegram();
+    await tg.start();
+    llm = new FakeLlm();
+    await llm.start();
+  });
+  afterEach(async () => {
+    await d?.stop();
+    d = undefined;
+    await tg.close();
+    await llm.close();
+  });
+
+  const start = async (model = 'vision-1') => {
+    d = await startDaemon(
+      `${agentConfig(llm.url, model)}[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n`,
+      { TG_TOKEN: tg.token },
+    );
+    await d.daemon.supervisor.firstAttempts();
+  };
+
+  it('a photo without a caption is a turn: the largest size reaches the vision model as an image part', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'A small picture.' }] });
+    await start();
+    tg.dmPhoto(PHOTO);
+    await waitFor(() => tg.texts(42)[0] === 'A small picture.', 10_000);
+    expect(tg.callsOf('getFile')).toHaveLength(1);
+    expect(tg.downloads).toEqual(['documents/file_2.jpg']);
+    const parts = userParts(llm.requests[0]!);
+    expect(parts[0]).toMatchObject({ type: 'text' });
+    expect(parts[0]!.text).toContain('without a caption');
+    expect(parts[1]).toEqual({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${PHOTO.toString('base64')}` } });
+  });
+
+  it('a text file becomes text; a 50 MB file is refused before download with a message', async () => {
+    await start();
+    tg.dmDocument(Buffer.from('name,qty\napples,3\n'), { file_name: 'stock.csv', mime_type: 'text/csv' }, 'what is in stock?');
+    await waitFor(() => llm.requests.length === 1, 10_000);
+    const text = userParts(llm.requests[0]!).map((p) => p.text).join('\n');
+    expect(text).toContain('what is in stock?');
+    expect(text).toContain('<file name="stock.csv">\nname,qty\napples,3\n');
+    await waitFor(() => tg.texts(42).length === 1, 10_000);
+
+    tg.dmDocument(Buffer.from('x'), { file_name: 'huge.log', mime_type: 'text/plain', size: 50 * 1024 * 1024 });
+    await waitFor(() => tg.texts(42).length === 2, 10_000);
+    expect(tg.texts(42)[1]).toMatch(/^ℹ️ huge\.log \(50\.0 MB\) is larger than the 10\.0 MB limit, so it was not read\./);
+    // Neither getFile nor the file itself was asked for.
+    expect(tg.callsOf('getFile')).toHaveLength(1);
+    expect(tg.downloads).toHaveLength(1);
+    expect(userParts(llm.requests[1]!)[0]!.text).toContain('[attachment: huge.log (text/plain, 50.0 MB); too large to read]');
+  });
+
+  it('an image to a text-only model gets a one-line note in the answer, and the model hears what was sent', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'I cannot see it.' }] });
+    await start('text-1');
+    tg.dmPhoto(PHOTO, 'look');
+    await waitFor(() => tg.texts(42)[0]?.endsWith('I cannot see it.'), 10_000);
+    expect(tg.texts(42)[0]).toBe('ℹ️ text-1 reads text only, so it did not see photo.\n\nI cannot see it.');
+    expect(tg.downloads).toHaveLength(0);
+    const parts = userParts(llm.requests[0]!);
+    expect(parts).toHaveLength(1);
+    expect(parts[0]!.text).toContain('look');
+    expect(parts[0]!.text).toContain('not shown: this model reads text only');
+  });
+});
