@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FakeLlm, type RecordedRequest } from '../fakes/llm/server.js';
+import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 
@@ -83,5 +84,38 @@ describe('attachments on Telegram: getFile, then /file/bot<token>/<file_path>', 
     expect(parts).toHaveLength(1);
     expect(parts[0]!.text).toContain('look');
     expect(parts[0]!.text).toContain('not shown: this model reads text only');
+  });
+});
+
+describe('attachments on Discord: the attachment CDN URL', () => {
+  let dc: FakeDiscord;
+  let llm: FakeLlm;
+  let d: TestDaemon | undefined;
+  beforeEach(async () => {
+    dc = new FakeDiscord();
+    await dc.start();
+    llm = new FakeLlm();
+    await llm.start();
+  });
+  afterEach(async () => {
+    await d?.stop();
+    d = undefined;
+    await dc.close();
+    await llm.close();
+  });
+
+  it('an image without text reaches the vision model as an image part; a 50 MB file is never fetched', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'Nice image.' }] });
+    d = await startDaemon(`${agentConfig(llm.url)}[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC_TOKEN"\nrest_api = "${dc.restApi}"\nallow_from = ["*"]\n`, { DC_TOKEN: dc.token });
+    await d.daemon.supervisor.firstAttempts();
+    dc.dmWithFile('', { bytes: PHOTO, filename: 'cat.jpg', content_type: 'image/jpeg' });
+    await waitFor(() => dc.texts(dc.dmChannel)[0] === 'Nice image.', 10_000);
+    expect(dc.cdnDownloads).toHaveLength(1);
+    expect(userParts(llm.requests[0]!)[1]).toEqual({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${PHOTO.toString('base64')}` } });
+
+    dc.dmWithFile('read this', { bytes: Buffer.from('x'), filename: 'big.png', content_type: 'image/png', size: 50 * 1024 * 1024 });
+    await waitFor(() => dc.texts(dc.dmChannel).length === 2, 10_000);
+    expect(dc.texts(dc.dmChannel)[1]).toMatch(/^ℹ️ big\.png \(50\.0 MB\) is larger than the 10\.0 MB limit/);
+    expect(dc.cdnDownloads).toHaveLength(1);
   });
 });
