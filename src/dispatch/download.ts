@@ -6,6 +6,8 @@ export interface LimitedFetchOptions {
   headers?: Record<string, string>;
   /** What the file is called in errors. */
   name: string;
+  /** An HTML answer is a sign-in page, not the file (Slack sends one when the token may not read files). */
+  htmlMeansRefused?: boolean;
 }
 
 function tooLarge(name: string, bytes: number, maxBytes: number): CodedError {
@@ -32,6 +34,10 @@ export async function fetchLimited(url: string, o: LimitedFetchOptions): Promise
   if (!res.ok || !res.body) {
     await res.body?.cancel().catch(() => {});
     throw new CodedError('ATTACHMENT_UNAVAILABLE', `${o.name}: HTTP ${res.status}`);
+  }
+  if (o.htmlMeansRefused && (res.headers.get('content-type') ?? '').startsWith('text/html')) {
+    await res.body.cancel().catch(() => {});
+    throw new CodedError('ATTACHMENT_UNAVAILABLE', `${o.name}: the platform answered with a web page instead of the file (does the token have files:read?)`);
   }
   const declared = Number(res.headers.get('content-length') ?? NaN);
   if (Number.isFinite(declared) && declared > o.maxBytes) {

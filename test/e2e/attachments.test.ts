@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FakeLlm, type RecordedRequest } from '../fakes/llm/server.js';
 import { FakeDiscord } from '../fakes/discord/server.js';
+import { FakeSlack } from '../fakes/slack/server.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 
@@ -117,5 +118,40 @@ describe('attachments on Discord: the attachment CDN URL', () => {
     await waitFor(() => dc.texts(dc.dmChannel).length === 2, 10_000);
     expect(dc.texts(dc.dmChannel)[1]).toMatch(/^ℹ️ big\.png \(50\.0 MB\) is larger than the 10\.0 MB limit/);
     expect(dc.cdnDownloads).toHaveLength(1);
+  });
+});
+
+describe('attachments on Slack: url_private with the bot token', () => {
+  let sl: FakeSlack;
+  let llm: FakeLlm;
+  let d: TestDaemon | undefined;
+  beforeEach(async () => {
+    sl = new FakeSlack();
+    await sl.start();
+    llm = new FakeLlm();
+    await llm.start();
+  });
+  afterEach(async () => {
+    await d?.stop();
+    d = undefined;
+    await sl.close();
+    await llm.close();
+  });
+
+  it('an image without text reaches the vision model as an image part; a text file becomes text', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'Seen.' }] }, { kind: 'stream', chunks: [{ content: 'Read.' }] });
+    d = await startDaemon(
+      `${agentConfig(llm.url)}[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`,
+      { SL_BOT: sl.botToken, SL_APP: sl.appToken },
+    );
+    await d.daemon.supervisor.firstAttempts();
+    sl.push(sl.dmFileEvent('', { bytes: PHOTO, name: 'shot.jpg', mimetype: 'image/jpeg', filetype: 'jpg' }));
+    await waitFor(() => sl.texts('D0DM0001')[0] === 'Seen.', 15_000);
+    expect(sl.fileDownloads).toEqual([{ path: expect.stringMatching(/shot\.jpg$/), authorized: true }]);
+    expect(userParts(llm.requests[0]!)[1]).toEqual({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${PHOTO.toString('base64')}` } });
+
+    sl.push(sl.dmFileEvent('summarize', { bytes: Buffer.from('# Notes\nship it\n'), name: 'notes.md', mimetype: 'text/plain', filetype: 'markdown' }));
+    await waitFor(() => sl.texts('D0DM0001').length === 2, 15_000);
+    expect(userParts(llm.requests[1]!)[0]!.text).toContain('summarize\n\n<file name="notes.md">\n# Notes\nship it\n');
   });
 });
