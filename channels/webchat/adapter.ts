@@ -4,10 +4,12 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { join } from 'node:path';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
 import { isLoopback, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
+import { Uploads } from './uploads.js';
 
 // `npm run build` copies the page next to the compiled module.
 const page = readFileSync(new URL('./page.html', import.meta.url), 'utf8');
@@ -28,6 +30,9 @@ export interface WebchatOptions {
   log: Logger;
   /** When set, clients must present it; otherwise only loopback clients are accepted. */
   accessToken?: string;
+  /** Uploads are kept under `<stateDir>/uploads/<id>`. */
+  stateDir: string;
+  maxAttachmentBytes: () => number;
 }
 
 /** The local web chat: a page and a WebSocket on the daemon's HTTP server; each tab is a conversation. */
@@ -45,9 +50,16 @@ export class WebchatAdapter implements ChannelAdapter {
   readonly selfName = 'channeld';
   readonly #o: WebchatOptions;
   readonly #tabs = new Map<string, Tab>();
+  readonly #uploads: Uploads;
 
   constructor(options: WebchatOptions) {
     this.#o = options;
+    this.#uploads = new Uploads(join(options.stateDir, 'uploads', options.id), options.maxAttachmentBytes);
+  }
+
+  /** An upload's bytes, read back from the state dir. */
+  download(a: Attachment, o: { maxBytes: number }): Promise<Buffer> {
+    return this.#uploads.read(a, o.maxBytes);
   }
 
   get id(): string {
@@ -73,7 +85,13 @@ export class WebchatAdapter implements ChannelAdapter {
     // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
     const primary = !this.#o.http.has('GET', '/');
     const serve: RouteHandler = (_req, res) => servePage(res, this.#o.id);
+    const upload: RouteHandler = async (req, res, url) => {
+      if (!this.#authorized(req, url)) return void res.writeHead(401).end();
+      await this.#uploads.receive(req, res);
+    };
+    await this.#uploads.prune().catch((err: unknown) => this.#o.log.warn({ err }, 'old web chat uploads not pruned'));
     const disposers = [
+      this.#o.http.route('POST', `/webchat/${this.#o.id}/upload`, upload),
       this.#o.http.upgrade(`/chat/${this.#o.id}`, onUpgrade),
       this.#o.http.route('GET', `/webchat/${this.#o.id}`, serve),
       ...(primary ? [this.#o.http.upgrade('/chat', onUpgrade), this.#o.http.route('GET', '/', serve)] : []),
@@ -91,11 +109,16 @@ export class WebchatAdapter implements ChannelAdapter {
     this.#tabs.set(tabId, tab);
     tab.sockets.add(ws);
     for (const [ref, r] of tab.backlog) ws.send(JSON.stringify({ type: 'reply', ref, ...r } satisfies ServerFrame));
-    ws.on('message', async (data) => {
+    // One message at a time per socket: an upload lookup must not let a later message pass.
+    let order: Promise<void> = Promise.resolve();
+    ws.on('message', (data) => void (order = order.then(() => onMessage(data)).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'web chat frame failed'))));
+    const onMessage = async (data: import('ws').RawData): Promise<void> => {
       const frame = parseClientFrame(String(data));
       if (!frame) return ws.send(JSON.stringify({ type: 'error', message: 'unreadable frame: send {"type":"message","id":"...","text":"..."}' } satisfies ServerFrame));
       const text = frame.text.slice(0, MAX_TEXT);
-      if (!text.trim()) return;
+      const attachments = frame.attachments ? await this.#uploads.describe(frame.attachments) : [];
+      // A file alone (an image without a caption) is a message too.
+      if (!text.trim() && !attachments.length) return;
       tab.lastSeenMs = Date.now();
       try {
         await deliver({
@@ -105,7 +128,7 @@ export class WebchatAdapter implements ChannelAdapter {
           chat: { id: tabId, type: 'dm' },
           sender: { id: tabId, name: 'web user', isBot: false },
           text,
-          attachments: [],
+          attachments,
           addressed: true,
           receivedAt: Date.now(),
         });
@@ -114,7 +137,7 @@ export class WebchatAdapter implements ChannelAdapter {
         this.#o.log.warn({ err, channel: this.#o.id }, 'web chat message not stored');
         ws.send(JSON.stringify({ type: 'error', message: 'the daemon could not take this message; try again' } satisfies ServerFrame));
       }
-    });
+    };
     ws.on('close', () => {
       tab.sockets.delete(ws);
       this.#evictIdleTabs();

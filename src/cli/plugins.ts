@@ -279,7 +279,7 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       let adapter: ChannelAdapter;
       try {
         const factory = await loadChannelFactory(config.type);
-        adapter = await factory(config, { http: ctx.use('http'), log, stateDir: holder.loaded.config.daemon.state_dir, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
+        adapter = await factory(config, { http: ctx.use('http'), log, stateDir: holder.loaded.config.daemon.state_dir, maxAttachmentBytes: () => holder.loaded.config.limits.max_attachment_bytes, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener
         // fails with a fatal error, so it is parked as failed while the others run.

@@ -89,6 +89,8 @@ export interface ChannelContext {
   log: Logger;
   /** The daemon's state_dir: the only place a channel may write files (web chat uploads). */
   stateDir: string;
+  /** The live `[limits] max_attachment_bytes` (web chat uploads). */
+  maxAttachmentBytes: () => number;
 }
 
 /** Each `channels/<kind>/index.ts` exports one of these as `createChannel`. */

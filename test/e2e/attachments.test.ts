@@ -3,7 +3,11 @@ import { FakeLlm, type RecordedRequest } from '../fakes/llm/server.js';
 import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeSlack } from '../fakes/slack/server.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
+import { request } from 'node:http';
+import { readdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { ChatClient } from '../helpers/webchat-client.js';
 
 /** A tiny JPEG-looking payload: the bytes only need to survive the trip. */
 export const PHOTO = Buffer.from('ffd8ffe000104a46494600010100000100010000ffdb0043000806060706050806070709090808', 'hex');
@@ -153,5 +157,57 @@ describe('attachments on Slack: url_private with the bot token', () => {
     sl.push(sl.dmFileEvent('summarize', { bytes: Buffer.from('# Notes\nship it\n'), name: 'notes.md', mimetype: 'text/plain', filetype: 'markdown' }));
     await waitFor(() => sl.texts('D0DM0001').length === 2, 15_000);
     expect(userParts(llm.requests[1]!)[0]!.text).toContain('summarize\n\n<file name="notes.md">\n# Notes\nship it\n');
+  });
+});
+
+describe('attachments in the web chat: upload, then a message naming it', () => {
+  let llm: FakeLlm;
+  let d: TestDaemon | undefined;
+  let c: ChatClient | undefined;
+  beforeEach(async () => {
+    llm = new FakeLlm();
+    await llm.start();
+  });
+  afterEach(async () => {
+    c?.close();
+    await d?.stop();
+    d = undefined;
+    await llm.close();
+  });
+
+  const upload = async (bytes: Buffer, name: string, mime: string) => {
+    const r = await fetch(`${d!.url}/webchat/web/upload?tab=t1`, { method: 'POST', headers: { 'content-type': mime, 'x-file-name': encodeURIComponent(name) }, body: bytes });
+    expect(r.status).toBe(200);
+    return (await r.json()) as { id: string; name: string; mime: string; size: number };
+  };
+
+  it('an uploaded image without text reaches the vision model; the file stays under state_dir; 50 MB is refused before the body is read', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: 'A picture.' }] });
+    d = await startDaemon(`${agentConfig(llm.url)}[[channels]]\nid = "web"\ntype = "webchat"\n`);
+    c = new ChatClient(d.url, 't1');
+    await c.opened;
+    const up = await upload(PHOTO, 'me.jpg', 'image/jpeg');
+    expect(up).toMatchObject({ name: 'me.jpg', mime: 'image/jpeg', size: PHOTO.length });
+    expect(readdirSync(join(d.dir, 'state', 'uploads', 'web'))).toEqual([up.id]);
+    c.send('', 'img1', [{ id: up.id, name: up.name, mime: up.mime }]);
+    const [final] = await c.finals(1);
+    expect(final!.text).toBe('A picture.');
+    expect(userParts(llm.requests[0]!)[1]).toEqual({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${PHOTO.toString('base64')}` } });
+
+    // A declared 50 MB body is answered 413 without the body ever being sent.
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = request(`${d!.url}/webchat/web/upload?tab=t1`, { method: 'POST', headers: { 'content-type': 'image/png', 'content-length': String(50 * 1024 * 1024) } }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+        req.destroy();
+      });
+      req.on('error', reject);
+      req.flushHeaders();
+    });
+    expect(status).toBe(413);
+    // An id that is not an upload is not a file anywhere.
+    c.send('look', 'img2', [{ id: '../../channeld.db', name: 'x.jpg', mime: 'image/jpeg' }]);
+    await c.finals(2);
+    expect(userParts(llm.requests[1]!)).toEqual([{ type: 'text', text: 'look' }]);
   });
 });
