@@ -33,11 +33,12 @@ describe.runIf(hasChromium)('web chat page: attach button and drag-and-drop (hea
     const page = await browser.newPage();
     await page.goto(`${d.url}/`);
     await page.waitForSelector('#status:text("connected")');
-    await page.evaluate(() => {
+    // A string, so the test's types need no DOM library.
+    await page.evaluate(`(() => {
       const dt = new DataTransfer();
-      dt.items.add(new File(['a,b\n1,2\n'], 'table.csv', { type: 'text/csv' }));
-      document.getElementById('log')!.dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
-    });
+      dt.items.add(new File(['a,b\\n1,2\\n'], 'table.csv', { type: 'text/csv' }));
+      document.getElementById('log').dispatchEvent(new DragEvent('drop', { dataTransfer: dt, bubbles: true, cancelable: true }));
+    })()`);
     expect(await page.textContent('#files')).toBe('Attached: table.csv');
     await page.fill('#input', 'sum it');
     await page.click('#send');
