@@ -89,7 +89,6 @@ export class WebchatAdapter implements ChannelAdapter {
       if (!this.#authorized(req, url)) return void res.writeHead(401).end();
       await this.#uploads.receive(req, res);
     };
-    await this.#uploads.prune().catch((err: unknown) => this.#o.log.warn({ err }, 'old web chat uploads not pruned'));
     const disposers = [
       this.#o.http.route('POST', `/webchat/${this.#o.id}/upload`, upload),
       this.#o.http.upgrade(`/chat/${this.#o.id}`, onUpgrade),
@@ -97,6 +96,8 @@ export class WebchatAdapter implements ChannelAdapter {
       ...(primary ? [this.#o.http.upgrade('/chat', onUpgrade), this.#o.http.route('GET', '/', serve)] : []),
     ];
     onConnected();
+    // After the channel is up: old uploads never hold back the start.
+    await this.#uploads.prune().catch((err: unknown) => this.#o.log.warn({ err }, 'old web chat uploads not pruned'));
     await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
     for (const dispose of disposers.reverse()) dispose();
     for (const ws of wss.clients) ws.close(1001, 'channel stopping');
