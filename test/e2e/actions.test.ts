@@ -98,7 +98,8 @@ describe('management actions', () => {
   it('stop-turn stops a running turn by id; bad input gets 400 with the schema message; unknown ids 404', async () => {
     d = await startDaemon(body(150));
     const c = await chat();
-    c.send('one two three four five six seven eight nine ten eleven twelve');
+    // Long enough (9 s) that the CLI, spawned on a busy machine, finds it still running.
+    c.send(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '));
     const [turn] = await waitFor(async () => {
       const list = (await (await fetch(`${d!.url}/actions/turns`)).json()) as Array<{ id: string; state: string }>;
       return list.length && list[0]!.state === 'running' ? list : undefined;
