@@ -90,7 +90,7 @@ export class Dispatcher {
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
     if (parseCommand(msg.text, ch.adapter.selfName)?.name === 'stop') return this.#stop(msg, scope);
-    const id = this.#o.inbox.add(msg, scope);
+    const id = await this.#o.inbox.store(msg, scope);
     if (id === undefined) {
       this.#o.metrics.duplicates.inc({ channel: msg.channelId });
       return true;
@@ -103,7 +103,7 @@ export class Dispatcher {
 
   async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
     // Stored as done so a redelivered /stop is recognised and not acted on twice.
-    if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
+    if ((await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
     const stopped = this.#lanes.stop(scope, 'stopped by /stop');
     await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
     return true;
