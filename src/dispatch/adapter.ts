@@ -91,6 +91,8 @@ export interface ChannelContext {
   stateDir: string;
   /** The live `[limits] max_attachment_bytes` (web chat uploads). */
   maxAttachmentBytes: () => number;
+  /** Counts entries a bounded in-memory structure evicted (`/metrics`: channeld_memory_evictions_total). */
+  evicted?(structure: string, count: number): void;
 }
 
 /** Each `channels/<kind>/index.ts` exports one of these as `createChannel`. */

@@ -27,6 +27,7 @@ export class Metrics {
   readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly tokens = new Counter({ name: 'channeld_tokens_total', help: 'Model tokens per turn, by agent, model, channel and type (input, output, reasoning, cached)', labelNames: ['agent', 'model', 'channel', 'type'], registers: [this.registry] });
   readonly cost = new Counter({ name: 'channeld_cost_total', help: 'Spend from the [models] price table, by agent, model and channel', labelNames: ['agent', 'model', 'channel'], registers: [this.registry] });
+  readonly evictions = new Counter({ name: 'channeld_memory_evictions_total', help: 'Entries evicted from bounded in-memory structures keyed by user input', labelNames: ['structure'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

@@ -28,8 +28,8 @@ describe('Telegram, daemon as a real process', () => {
     cleanup.push(() => p1.child.kill('SIGKILL'));
     const text = Array.from({ length: 30 }, (_, i) => `w${i}`).join(' ');
     tg.dm(text);
-    // An edit comes after the reply's id is committed: the kill lands mid-turn, not in the
-    // window between Telegram accepting the first message and that commit (see README).
+    // Killed once the draft was edited: its id was committed by then (a kill between the
+    // platform accepting a message and that commit is the documented window no bot can close).
     await waitFor(() => tg.messages.length === 1 && tg.messages[0]!.edits >= 1, 10_000);
     p1.signal('SIGKILL');
     await p1.exited;
