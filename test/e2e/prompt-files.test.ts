@@ -44,7 +44,7 @@ describe('persona and prompt files', () => {
     expect(system.startsWith('Base prompt.\n\n# SOUL.md\n\nYou are a cheerful otter.\n\n# AGENTS.md\n\nAlways answer in French.')).toBe(true);
 
     writeFileSync(join(ws, 'SOUL.md'), 'You are a grumpy badger.\n');
-    const r = (await (await fetch(`${d.url}/reload`, { method: 'POST' })).json()) as { ok: boolean };
+    const r = (await (await fetch(`${d.url}/reload`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as { ok: boolean };
     expect(r.ok).toBe(true);
     c.send('again');
     await c.finals(2);
