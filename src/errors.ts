@@ -28,6 +28,8 @@ export const catalogue = {
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
+  ATTACHMENT_TOO_LARGE: { retryable: false, text: 'the attachment is larger than [limits] max_attachment_bytes, so it was not downloaded' },
+  ATTACHMENT_UNAVAILABLE: { retryable: false, text: 'the attachment could not be downloaded from the platform' },
   PROVIDER_AUTH_FAILED: { retryable: false, text: 'the model provider refused the API key; check api_key_env' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
   STORAGE_UNAVAILABLE: { retryable: true, text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status' },

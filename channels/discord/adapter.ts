@@ -1,7 +1,9 @@
 import { createHash } from 'node:crypto';
 import { Client, GatewayIntentBits, Partials, REST, Routes } from 'discord.js';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { CodedError } from '../../src/errors.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifyClose, classifyDiscordError } from './errors.js';
 import { normalizeMessage } from './normalize.js';
@@ -99,6 +101,14 @@ export class DiscordAdapter implements ChannelAdapter {
     } catch (err) {
       throw classifyDiscordError(err, what);
     }
+  }
+
+  /** From the attachment's CDN URL (signed by Discord, so no token goes with it); size checked first. */
+  async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
+    const name = a.name ?? a.type;
+    checkSize(name, a.size, o.maxBytes);
+    if (!a.url) throw new CodedError('ATTACHMENT_UNAVAILABLE', `Discord gave no URL for ${name}`);
+    return fetchLimited(a.url, { maxBytes: o.maxBytes, signal: o.signal, name });
   }
 
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {

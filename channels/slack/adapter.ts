@@ -1,7 +1,9 @@
 import { App, LogLevel } from '@slack/bolt';
 import { WebClient } from '@slack/web-api';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { CodedError } from '../../src/errors.js';
 import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifySlackError } from './errors.js';
@@ -118,6 +120,14 @@ export class SlackAdapter implements ChannelAdapter {
     if (target.threadId) return target.threadId;
     if (!this.#o.replyInThread || !target.replyToMessageId) return undefined;
     return target.replyToMessageId.slice(target.replyToMessageId.lastIndexOf(':') + 1);
+  }
+
+  /** From url_private with `Authorization: Bearer <bot token>` (Slack's files:read); size checked first. */
+  async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
+    const name = a.name ?? a.type;
+    checkSize(name, a.size, o.maxBytes);
+    if (!a.url) throw new CodedError('ATTACHMENT_UNAVAILABLE', `Slack gave no url_private for ${name}`);
+    return fetchLimited(a.url, { maxBytes: o.maxBytes, signal: o.signal, name, headers: { authorization: `Bearer ${this.#s.botToken}` }, htmlMeansRefused: !a.mime?.includes('html') });
   }
 
   async send(target: ReplyTarget, text: string): Promise<MessageRef> {

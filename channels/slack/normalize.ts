@@ -10,7 +10,7 @@ export interface SlackEvent {
   text?: string;
   ts: string;
   thread_ts?: string;
-  files?: Array<{ id: string; name?: string; mimetype?: string; filetype?: string; size?: number }>;
+  files?: Array<{ id: string; name?: string; mimetype?: string; filetype?: string; size?: number; url_private?: string; url_private_download?: string }>;
 }
 
 /** Subtypes that are new messages; edits, deletes, joins and bot posts are not. */
@@ -37,7 +37,7 @@ export function normalizeEvent(e: SlackEvent, channelId: string, botUserId: stri
     ...(threadId ? { threadId } : {}),
     sender: { id: e.user, name: e.user, isBot: Boolean(e.bot_id) },
     text: text.replace(new RegExp(`<@${botUserId}>\\s*`, 'g'), '').trim(),
-    attachments: (e.files ?? []).map((f) => ({ id: f.id, type: f.filetype ?? 'file', ...(f.name ? { name: f.name } : {}), ...(f.size ? { size: f.size } : {}), ...(f.mimetype ? { mime: f.mimetype } : {}) })),
+    attachments: (e.files ?? []).map((f) => ({ id: f.id, type: f.filetype ?? 'file', ...(f.name ? { name: f.name } : {}), ...(f.size ? { size: f.size } : {}), ...(f.mimetype ? { mime: f.mimetype } : {}), ...(f.url_private_download || f.url_private ? { url: (f.url_private_download ?? f.url_private)! } : {}) })),
     addressed: isDm || mentioned,
     receivedAt: Math.round(Number(e.ts) * 1000),
   };

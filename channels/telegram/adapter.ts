@@ -1,8 +1,9 @@
 import { randomInt } from 'node:crypto';
 import { Api } from 'grammy';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { ChannelError } from '../../src/errors.js';
+import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { ChannelError, CodedError } from '../../src/errors.js';
 import { sleep } from '../../src/kernel/sleep.js';
 import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
@@ -35,11 +36,13 @@ export class TelegramAdapter implements ChannelAdapter {
   readonly #o: TelegramOptions;
   readonly #api: Api;
   readonly #webhookSecret: string | undefined;
+  readonly #token: string;
   #bot: BotIdentity | undefined;
 
   constructor(options: TelegramOptions, token: string, webhookSecret?: string) {
     this.#o = options;
     this.#api = new Api(token, { apiRoot: options.apiRoot });
+    this.#token = token;
     this.#webhookSecret = webhookSecret;
     this.capabilities = {
       maxMessageLength: 4096,
@@ -68,6 +71,16 @@ export class TelegramAdapter implements ChannelAdapter {
     } catch (err) {
       throw classifyTelegramError(err, method);
     }
+  }
+
+  /** getFile, then the file from `<api_root>/file/bot<token>/<file_path>`; sizes are checked before each step. */
+  async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
+    const name = a.name ?? a.type;
+    checkSize(name, a.size, o.maxBytes);
+    const file = await this.#call('getFile', () => this.#api.getFile(a.id, sig(o.signal)));
+    checkSize(name, file.file_size, o.maxBytes);
+    if (!file.file_path) throw new CodedError('ATTACHMENT_UNAVAILABLE', `Telegram gave no file_path for ${name}`);
+    return fetchLimited(`${this.#o.apiRoot}/file/bot${this.#token}/${file.file_path}`, { maxBytes: o.maxBytes, signal: o.signal, name });
   }
 
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {

@@ -5,10 +5,12 @@ import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import { join } from 'node:path';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
 import { isLoopbackClient, pageHeaders, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
+import { Uploads } from './uploads.js';
 
 // `npm run build` copies the page, its script and style next to the compiled module.
 const page = readFileSync(new URL('./page.html', import.meta.url), 'utf8');
@@ -39,6 +41,9 @@ export interface WebchatOptions {
   log: Logger;
   /** When set, clients must present it; otherwise only loopback clients are accepted. */
   accessToken?: string;
+  /** Uploads are kept under `<stateDir>/uploads/<id>`. */
+  stateDir: string;
+  maxAttachmentBytes: () => number;
   /** Tabs whose backlog is kept, and the bytes all backlogs may hold; least recently used closed tabs go first. */
   backlogMaxTabs?: number;
   backlogMaxBytes?: number;
@@ -65,10 +70,17 @@ export class WebchatAdapter implements ChannelAdapter {
   readonly #o: WebchatOptions;
   /** Least recently used first (a tab is re-inserted when it connects or sends). */
   readonly #tabs = new Map<string, Tab>();
+  readonly #uploads: Uploads;
   #backlogBytes = 0;
 
   constructor(options: WebchatOptions) {
     this.#o = options;
+    this.#uploads = new Uploads(join(options.stateDir, 'uploads', options.id), options.maxAttachmentBytes);
+  }
+
+  /** An upload's bytes, read back from the state dir. */
+  download(a: Attachment, o: { maxBytes: number }): Promise<Buffer> {
+    return this.#uploads.read(a, o.maxBytes);
   }
 
   get id(): string {
@@ -94,7 +106,12 @@ export class WebchatAdapter implements ChannelAdapter {
     // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
     const primary = !this.#o.http.has('GET', '/');
     const serve: RouteHandler = (_req, res) => servePage(res, this.#o.id, this.#o.accessToken !== undefined);
+    const upload: RouteHandler = async (req, res, url) => {
+      if (!this.#authorized(req, url)) return void res.writeHead(401).end();
+      await this.#uploads.receive(req, res);
+    };
     const disposers = [
+      this.#o.http.route('POST', `/webchat/${this.#o.id}/upload`, upload),
       this.#o.http.upgrade(`/chat/${this.#o.id}`, onUpgrade),
       this.#o.http.route('GET', `/webchat/${this.#o.id}`, serve),
       ...Object.entries(assets).map(([name, a]) =>
@@ -105,6 +122,8 @@ export class WebchatAdapter implements ChannelAdapter {
       ...(primary ? [this.#o.http.upgrade('/chat', onUpgrade), this.#o.http.route('GET', '/', serve)] : []),
     ];
     onConnected();
+    // After the channel is up: old uploads never hold back the start.
+    await this.#uploads.prune().catch((err: unknown) => this.#o.log.warn({ err }, 'old web chat uploads not pruned'));
     await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
     for (const dispose of disposers.reverse()) dispose();
     for (const ws of wss.clients) ws.close(1001, 'channel stopping');
@@ -122,11 +141,16 @@ export class WebchatAdapter implements ChannelAdapter {
       const frame: ServerFrame = e.from === 'user' ? { type: 'message', id: e.id, text: e.text } : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final };
       ws.send(JSON.stringify(frame));
     }
-    ws.on('message', async (data) => {
+    // One message at a time per socket: an upload lookup must not let a later message pass.
+    let order: Promise<void> = Promise.resolve();
+    ws.on('message', (data) => void (order = order.then(() => onMessage(data)).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'web chat frame failed'))));
+    const onMessage = async (data: import('ws').RawData): Promise<void> => {
       const frame = parseClientFrame(String(data));
       if (!frame) return ws.send(JSON.stringify({ type: 'error', message: 'unreadable frame: send {"type":"message","id":"...","text":"..."}' } satisfies ServerFrame));
       const text = frame.text.slice(0, MAX_TEXT);
-      if (!text.trim()) return;
+      const attachments = frame.attachments ? await this.#uploads.describe(frame.attachments) : [];
+      // A file alone (an image without a caption) is a message too.
+      if (!text.trim() && !attachments.length) return;
       tab.lastSeenMs = Date.now();
       this.#touch(tabId, tab);
       // Kept before the turn starts, so the reply always comes after it in a replayed backlog.
@@ -143,7 +167,7 @@ export class WebchatAdapter implements ChannelAdapter {
           chat: { id: tabId, type: 'dm' },
           sender: { id: tabId, name: 'web user', isBot: false },
           text,
-          attachments: [],
+          attachments,
           addressed: true,
           receivedAt: Date.now(),
         });
@@ -152,7 +176,7 @@ export class WebchatAdapter implements ChannelAdapter {
         this.#o.log.warn({ err, channel: this.#o.id }, 'web chat message not stored');
         ws.send(JSON.stringify({ type: 'error', message: 'the daemon could not take this message; try again' } satisfies ServerFrame));
       }
-    });
+    };
     ws.on('close', () => {
       tab.sockets.delete(ws);
       this.#evictIdleTabs();

@@ -9,6 +9,8 @@ export const createChannel: ChannelFactory = (config, ctx) => {
     id: config.id,
     http: ctx.http,
     log: ctx.log,
+    stateDir: ctx.stateDir,
+    maxAttachmentBytes: ctx.maxAttachmentBytes,
     ...(token ? { accessToken: token } : {}),
     backlogMaxTabs: config.backlog_max_tabs,
     backlogMaxBytes: config.backlog_max_bytes,

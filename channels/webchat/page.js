@@ -109,7 +109,7 @@
     ws.onopen = () => {
       opened = true; retryMs = 500; status.textContent = 'connected'; send.disabled = false;
       authForm.classList.remove('shown');
-      for (const [id, text] of pending) ws.send(JSON.stringify({ type: 'message', id, text }));
+      for (const frame of pending.values()) ws.send(JSON.stringify(frame));
     };
     ws.onmessage = (e) => {
       const f = JSON.parse(e.data);
@@ -137,15 +137,40 @@
     };
   }
 
-  $('form').addEventListener('submit', (e) => {
+  // Files go up first (POST /webchat/<id>/upload); the message then names them.
+  const filesEl = $('files');
+  const fileInput = $('file');
+  let files = [];
+  function showFiles() { filesEl.textContent = files.length ? 'Attached: ' + files.map((f) => f.name).join(', ') : ''; }
+  function attach(list) { files = files.concat([...list]).slice(0, 10); showFiles(); }
+  $('attach').addEventListener('click', () => fileInput.click());
+  fileInput.addEventListener('change', () => { attach(fileInput.files); fileInput.value = ''; });
+  document.addEventListener('dragover', (e) => { e.preventDefault(); document.body.classList.add('dragging'); });
+  document.addEventListener('dragleave', (e) => { if (!e.relatedTarget) document.body.classList.remove('dragging'); });
+  document.addEventListener('drop', (e) => { e.preventDefault(); document.body.classList.remove('dragging'); if (e.dataTransfer && e.dataTransfer.files.length) attach(e.dataTransfer.files); });
+  async function upload(f) {
+    const q = new URLSearchParams({ tab });
+    if (token) q.set('token', token);
+    const r = await fetch('/webchat/' + encodeURIComponent(channel) + '/upload?' + q, { method: 'POST', headers: { 'content-type': f.type || 'application/octet-stream', 'x-file-name': encodeURIComponent(f.name) }, body: f });
+    const body = await r.json().catch(() => ({}));
+    if (!r.ok) throw new Error(f.name + ': ' + (body.error || 'HTTP ' + r.status));
+    return { id: body.id, name: body.name, mime: body.mime };
+  }
+
+  $('form').addEventListener('submit', async (e) => {
     e.preventDefault();
     const text = input.value.trim();
-    if (!text) return;
+    if (!text && !files.length) return;
     const id = Date.now().toString(36) + '-' + (seq++);
-    pending.set(id, text);
-    addMine(id, text);
+    const chosen = files;
+    files = []; showFiles();
     input.value = '';
-    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ type: 'message', id, text }));
+    addMine(id, [text, ...chosen.map((f) => '📎 ' + f.name)].filter(Boolean).join('\n'));
+    let attachments = [];
+    try { attachments = await Promise.all(chosen.map(upload)); } catch (err) { add('error', String(err.message || err)); if (!text) return; attachments = []; }
+    const frame = { type: 'message', id, text, ...(attachments.length ? { attachments } : {}) };
+    pending.set(id, frame);
+    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(frame));
   });
   input.addEventListener('keydown', (e) => {
     if (e.key === 'Enter' && !e.shiftKey) { e.preventDefault(); $('form').requestSubmit(); }

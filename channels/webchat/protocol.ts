@@ -1,5 +1,15 @@
-/** Browser → daemon. `id` is unique per tab, so a resend after a reconnect is deduplicated. */
-export type ClientFrame = { type: 'message'; id: string; text: string };
+/** A file the browser uploaded first (`POST /webchat/<id>/upload`), named by the id it got back. */
+export interface UploadRef {
+  id: string;
+  name?: string;
+  mime?: string;
+}
+
+/**
+ * Browser → daemon. `id` is unique per tab, so a resend after a reconnect is deduplicated.
+ * `attachments` are uploads; with them the text may be empty.
+ */
+export type ClientFrame = { type: 'message'; id: string; text: string; attachments?: UploadRef[] };
 
 /** Daemon → browser. A reply `ref` is created once and then replaced on every edit. */
 export type ServerFrame =
@@ -11,10 +21,15 @@ export type ServerFrame =
   | { type: 'typing' }
   | { type: 'error'; message: string };
 
+export const MAX_UPLOADS_PER_MESSAGE = 10;
+
 export function parseClientFrame(data: string): ClientFrame | undefined {
   try {
     const f = JSON.parse(data) as Partial<ClientFrame>;
-    if (f.type === 'message' && typeof f.id === 'string' && f.id.length <= 128 && typeof f.text === 'string') return { type: 'message', id: f.id, text: f.text };
+    if (f.type === 'message' && typeof f.id === 'string' && f.id.length <= 128 && typeof f.text === 'string') {
+      const uploads = Array.isArray(f.attachments) ? f.attachments.filter((a): a is UploadRef => typeof a?.id === 'string').slice(0, MAX_UPLOADS_PER_MESSAGE) : [];
+      return { type: 'message', id: f.id, text: f.text, ...(uploads.length ? { attachments: uploads.map((a) => ({ id: a.id, ...(typeof a.name === 'string' ? { name: a.name.slice(0, 200) } : {}), ...(typeof a.mime === 'string' ? { mime: a.mime.slice(0, 100) } : {}) })) } : {}) };
+    }
   } catch {
     /* not JSON: refused below */
   }

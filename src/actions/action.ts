@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import type { TrackedTask } from '../dispatch/tracker.js';
 import type { DaemonStatus } from '../observe/routes.js';
+import type { UsageFilter, UsageRow, UsageTotals } from '../store/usage.js';
 
 /** What actions may ask of the running daemon. */
 export interface ManagementApi {
@@ -12,6 +13,10 @@ export interface ManagementApi {
   sessions(): Array<{ channel: string; agent: string; conversations: number; sessions: number; last_activity: string | null }>;
   /** One conversation as its user sees it (the slash face of status). */
   conversation(agent: string, scope: string): Record<string, string | number>;
+  /** Stored turn usage matching the filter: per (channel, agent, model), and the sum. */
+  usage(filter: UsageFilter): { rows: UsageRow[]; total: UsageTotals };
+  /** An agent's `daily_budget` today; undefined without one. */
+  budget(agent: string): { daily: number; spent_today: number; left: number } | undefined;
 }
 
 /** Who is asking: an operator (HTTP, CLI) or a chat user in one conversation (slash). */
@@ -37,7 +42,7 @@ export interface Action<I extends z.ZodType = z.ZodType, O extends z.ZodType = z
   readOnly: boolean;
   /** Extra HTTP paths (e.g. `/status`), same method and handler. */
   httpAliases?: string[];
-  cli?: { name?: string; /** Positional CLI arguments, in order, as input keys. */ args?: string[] };
+  cli?: { name?: string; /** Positional CLI arguments, in order, as input keys. */ args?: string[]; /** Optional positional arguments after `args`. */ optionalArgs?: string[] };
   slash?: { name?: string; help?: string; /** Positional words after the command, as input keys. */ args?: string[] };
   handler(input: z.output<I>, ctx: ActionContext): z.input<O> | Promise<z.input<O>>;
   /** The CLI's exit status for a result that is an answer but not a success (a refused reload: 78). */

@@ -13,6 +13,8 @@ export interface ActionDescriptor {
   path: string;
   cli: string;
   args: string[];
+  /** Optional positional arguments after `args`. */
+  optional_args?: string[];
   input: unknown;
 }
 
@@ -73,6 +75,7 @@ export class ActionRegistry {
       path: `/actions/${a.name}`,
       cli: cliName(a),
       args: a.cli?.args ?? [],
+      ...(a.cli?.optionalArgs ? { optional_args: a.cli.optionalArgs } : {}),
       input: z.toJSONSchema(a.input, { unrepresentable: 'any' }),
     }));
   }

@@ -3,6 +3,10 @@ import type { ErrorCode } from '../errors.js';
 export interface Usage {
   inputTokens: number;
   outputTokens: number;
+  /** Of the output, tokens spent reasoning; where the provider reports them. */
+  reasoningTokens?: number;
+  /** Of the input, tokens read from the provider's prompt cache; where reported. */
+  cachedTokens?: number;
   /** True when the provider reported nothing and the counts were estimated from characters. */
   estimated: boolean;
 }

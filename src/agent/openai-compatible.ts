@@ -101,7 +101,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
       try {
         touch();
         const splitter = new ThinkSplitter();
-        const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), { role: 'user', content: input.text }];
+        const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), userMessage(input)];
         const result = streamText({
           model: this.#provider.chatModel(input.model ?? this.#o.model),
           system: input.system,
@@ -164,7 +164,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
               ended = true;
               yield* shown.take({
                 type: 'done',
-                usage: reported ? { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, estimated: false } : { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(outChars), estimated: true },
+                usage: reported ? { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, reasoningTokens: u.outputTokenDetails?.reasoningTokens ?? 0, cachedTokens: u.inputTokenDetails?.cacheReadTokens ?? 0, estimated: false } : { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(outChars), estimated: true },
               });
               break;
             }
@@ -199,6 +199,12 @@ export class OpenAICompatibleRunner implements AgentRunner {
       return yield* shown.take({ type: 'error', code: f.code, message: readable(f.code) });
     }
   }
+}
+
+/** The user's turn: plain text, or text and image parts when images came with it. */
+function userMessage(input: AgentInput): ModelMessage {
+  if (!input.images?.length) return { role: 'user', content: input.text };
+  return { role: 'user', content: [{ type: 'text', text: input.text }, ...input.images.map((i) => ({ type: 'image' as const, image: i.data, mediaType: i.mediaType }))] };
 }
 
 function hostOf(url: string): string {

@@ -1,6 +1,13 @@
 import type { Tool } from '../runtime/tools.js';
 import type { AgentEvent } from './events.js';
 
+/** An image for a vision model: its bytes and media type. */
+export interface ImageInput {
+  data: Uint8Array;
+  mediaType: string;
+  name?: string;
+}
+
 export interface HistoryMessage {
   role: 'user' | 'assistant';
   content: string;
@@ -12,6 +19,8 @@ export interface AgentInput {
   history: HistoryMessage[];
   /** The user's message for this turn. */
   text: string;
+  /** Images the user sent, for models that take them (per model `input`). */
+  images?: ImageInput[];
   /** The conversation's chosen model; the runner's default otherwise. */
   model?: string;
   /** Tools offered for this request. */

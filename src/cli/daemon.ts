@@ -12,6 +12,7 @@ import { registerAdminPage } from '../actions/admin.js';
 import type { ActionRegistry } from '../actions/registry.js';
 import { agentOf } from '../config/load.js';
 import type { SessionStore } from '../store/sessions.js';
+import type { UsageFilter, UsageLedger } from '../store/usage.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
@@ -179,6 +180,15 @@ export class Daemon implements ManagementApi {
     return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` };
   }
 
+  usage(filter: UsageFilter) {
+    const ledger = this.#kernel.get<UsageLedger>('usage');
+    return { rows: ledger.breakdown(filter), total: ledger.totals(filter) };
+  }
+
+  budget(agent: string) {
+    return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.budget();
+  }
+
   /**
    * Every configured channel is past its first connect attempt (an empty supervisor during
    * start-up is not ready), and the database takes writes.
@@ -289,8 +299,17 @@ export class Daemon implements ManagementApi {
     const fingerprint = (l: LoadedConfig, name: string) => JSON.stringify(l.config.agents[name] ?? null) + (l.secrets.get(`agents.${name}`, 'api_key') ?? '');
     const names = new Set([...Object.keys(before.config.agents), ...Object.keys(after.config.agents)]);
     const changed: string[] = [];
+    const table = this.#kernel.get<WorkspaceTable>('workspaces');
     for (const name of names) {
-      if (fingerprint(before, name) === fingerprint(after, name)) continue;
+      if (fingerprint(before, name) === fingerprint(after, name)) {
+        // Prompt files live outside the config: an unchanged agent still re-reads them.
+        try {
+          table.byName.get(name)?.reloadPromptFiles();
+        } catch (err) {
+          this.log.error({ err, agent: name }, 'prompt files could not be read again; the previous ones stay');
+        }
+        continue;
+      }
       changed.push(name);
       await this.#kernel.unload(`workspace:${name}`);
       const agent = after.config.agents[name];

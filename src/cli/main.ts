@@ -34,7 +34,7 @@ Commands:
   backup FILE   copy the state database to FILE while the daemon runs (SQLite online backup)
 
 Management commands (they ask the running daemon over HTTP at [http] listen):
-${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase())].join(' ').padEnd(14)}${a.description}`).join('\n')}
+${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase()), ...(a.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}]`)].join(' ').padEnd(14)}${a.description}`).join('\n')}
   (and any other action the daemon serves)
 
 ${OPTIONS}
@@ -84,7 +84,7 @@ channeld.db-shm first).`,
 function actionHelp(command: string): string | undefined {
   const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
   if (!action) return undefined;
-  const args = (action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `).join('');
+  const args = [...(action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(action.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join('');
   return `Usage: channeld ${command} ${args}[--config FILE] [--url URL] [--json]\n\n${action.description[0]!.toUpperCase()}${action.description.slice(1)}; asks the running daemon over HTTP.\n${REACH}`;
 }
 

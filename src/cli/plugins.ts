@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { LoadedConfig } from '../config/load.js';
-import { agentOf } from '../config/load.js';
+import { agentOf, workspaceDirOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../dispatch/adapter.js';
 import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
@@ -15,6 +15,7 @@ import { GroupCommit } from '../store/group-commit.js';
 import { StorageHealth } from '../store/health.js';
 import { ConversationStore } from '../store/conversations.js';
 import { SessionStore } from '../store/sessions.js';
+import { SqliteUsageLedger, type UsageLedger } from '../store/usage.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { TaskTracker } from '../dispatch/tracker.js';
 import type { ManagementApi } from '../actions/action.js';
@@ -52,12 +53,13 @@ export interface WorkspaceTable {
 }
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, ledger: UsageLedger) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
       name,
       config: agent,
+      workspaceDir: workspaceDirOf(holder.loaded.config, name),
       log,
       actions,
       ...(apiKey ? { apiKey } : {}),
@@ -69,6 +71,19 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       },
       sessions,
       conversations,
+      models: () => holder.loaded.config.models,
+      maxAttachmentBytes: () => holder.loaded.config.limits.max_attachment_bytes,
+      usage: {
+        ledger,
+        onRecorded: (r) => {
+          const labels = { agent: r.agent, model: r.model, channel: r.channel };
+          metrics.tokens.inc({ ...labels, type: 'input' }, r.inputTokens);
+          metrics.tokens.inc({ ...labels, type: 'output' }, r.outputTokens);
+          metrics.tokens.inc({ ...labels, type: 'reasoning' }, r.reasoningTokens);
+          metrics.tokens.inc({ ...labels, type: 'cached' }, r.cachedTokens);
+          if (r.cost !== null) metrics.cost.inc(labels, r.cost);
+        },
+      },
       defaultQueueMode: (scope) => {
         const cfg = holder.loaded.config;
         const channelId = channelOfScope(scope);
@@ -104,7 +119,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
     {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'storage'],
+      provides: ['inbox', 'sessions', 'conversations', 'storage', 'usage'],
       inject: ['config', 'logger', 'metrics'],
       start: (ctx) => {
         const log = ctx.use<Logger>('logger');
@@ -134,6 +149,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         ctx.provide('storage', group);
         ctx.provide('sessions', new SessionStore(db, group));
         ctx.provide('conversations', new ConversationStore(db, group));
+        ctx.provide('usage', new SqliteUsageLedger(db, group));
       },
     },
     {
@@ -175,10 +191,10 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker'],
+      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage'],
       start: (ctx) => {
         const metrics = ctx.use<Metrics>('metrics');
-        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'));
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'), ctx.use('usage'));
         ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
       },
     },
@@ -313,7 +329,7 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       try {
         const factory = await loadChannelFactory(config.type);
         const metrics = ctx.use<Metrics>('metrics');
-        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base), evicted: (structure, n) => metrics.evictions.inc({ structure }, n) });
+        adapter = await factory(config, { http: ctx.use('http'), log, stateDir: holder.loaded.config.daemon.state_dir, maxAttachmentBytes: () => holder.loaded.config.limits.max_attachment_bytes, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base), evicted: (structure, n) => metrics.evictions.inc({ structure }, n) });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener
         // fails with a fatal error, so it is parked as failed while the others run.

@@ -100,7 +100,7 @@ export async function runAction(endpoint: DaemonEndpoint, command: string, args:
     console.error(`Usage: channeld ${action.cli} ${action.args.map((a) => a.toUpperCase()).join(' ')}\n\n${action.description}`);
     return 1;
   }
-  const input = { ...Object.fromEntries(action.args.map((k, i) => [k, args[i]])), ...options.input };
+  const input = { ...Object.fromEntries([...action.args, ...(action.optional_args ?? [])].map((k, i) => [k, args[i]]).filter(([, v]) => v !== undefined)), ...options.input };
   const accept = options.json ? 'application/json' : 'text/plain, application/json;q=0.5';
   const res =
     action.method === 'GET'

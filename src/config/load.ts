@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { basename } from 'node:path';
+import { readFileSync, statSync } from 'node:fs';
+import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { parse, TomlError } from 'smol-toml';
 import type { z } from 'zod';
 import { CodedError, ConfigError } from '../errors.js';
@@ -100,10 +100,27 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[]): void {
       if (provider !== 'echo' && provider !== 'openai-compatible') problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `"${provider}" is not one of echo, openai-compatible` });
       else if (provider === 'openai-compatible' && !agent.base_url) problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `agent "${name}" needs base_url for an openai-compatible fallback` });
     });
+    if (agent.enabled) promptFileProblems(config, name, agent, problems);
     if (agent.provider !== 'openai-compatible') continue;
     if (!agent.base_url) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs base_url` });
     if (!agent.model) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs model` });
   }
+}
+
+/** Every prompt file must be a readable file inside the agent's workspace_dir. */
+function promptFileProblems(config: DaemonConfig, name: string, agent: AgentConfig, problems: ConfigProblem[]): void {
+  const dir = workspaceDirOf(config, name);
+  agent.prompt_files.forEach((f, i) => {
+    const path = resolve(dir, f);
+    const rel = relative(resolve(dir), path);
+    const at = [...agentPath(config, name, 'prompt_files'), i];
+    if (rel.startsWith('..') || isAbsolute(rel)) return void problems.push({ path: at, message: `"${f}" is outside the agent's workspace_dir ${dir}` });
+    try {
+      if (!statSync(path).isFile()) problems.push({ path: at, message: `${path} is not a file` });
+    } catch (err) {
+      problems.push({ path: at, message: `prompt file ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})` });
+    }
+  });
 }
 
 /**
@@ -148,6 +165,7 @@ function salvage(raw: unknown): DaemonConfig {
     limits: section(configSchema.shape.limits, r.limits),
     ...(r.agent !== undefined ? { agent: agentOrStandIn(r.agent) } : {}),
     agents,
+    models: section(configSchema.shape.models, r.models),
     channels,
   };
 }
@@ -222,4 +240,9 @@ export function agentOf(config: DaemonConfig, channelId: string): string {
   const ch = config.channels.find((c) => c.id === channelId);
   if (ch?.agent) return ch.agent;
   return Object.entries(config.agents).find(([, a]) => a.enabled)?.[0] ?? 'default';
+}
+
+/** An agent's own folder: `workspace_dir`, or `<state_dir>/agents/<name>`. */
+export function workspaceDirOf(config: DaemonConfig, name: string): string {
+  return config.agents[name]?.workspace_dir ?? join(config.daemon.state_dir, 'agents', name);
 }

@@ -122,6 +122,19 @@ export const agentSchema = z.strictObject({
   cooldown_ms: durationMs.default(30000),
   /** Running turns of this agent, across its channels. */
   max_in_flight: positiveInt.optional(),
+  /** The agent's own folder; default `<state_dir>/agents/<name>`. */
+  workspace_dir: z.string().min(1).optional(),
+  /** Files in `workspace_dir` added to the system prompt after `system_prompt`, in order. */
+  prompt_files: z.array(z.string().min(1)).default([]),
+  /** Spend per UTC day (in the currency of the `[models]` prices); past it new turns are refused. */
+  daily_budget: z.number().positive().optional(),
+});
+
+/** What one model accepts and what it costs (`[models."NAME"]`). */
+export const modelSchema = z.strictObject({
+  input: z.array(z.enum(['text', 'image'])).min(1).default(['text']),
+  price_in_per_mtok: z.number().nonnegative().optional(),
+  price_out_per_mtok: z.number().nonnegative().optional(),
 });
 
 const listenShape = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/;
@@ -156,6 +169,8 @@ export const configSchema = z.strictObject({
       max_queued: positiveInt.default(256),
       queue_mode: queueMode.default('followup'),
       collect_debounce_ms: durationMs.default(500),
+      /** Attachments larger than this are not downloaded. */
+      max_attachment_bytes: positiveInt.default(10 * 1024 * 1024),
       /** Group conversations whose unaddressed messages are kept as context (least recently active evicted first). */
       passive_max_conversations: positiveInt.default(1000),
       /** Bytes of text all that kept context may hold together. */
@@ -165,11 +180,14 @@ export const configSchema = z.strictObject({
   agent: agentSchema.optional(),
   agents: z.record(z.string().regex(/^[A-Za-z0-9_-]+$/), agentSchema).default({}),
   channels: z.array(channelSchema).default([]),
+  /** Per model name: its input kinds and prices. */
+  models: z.record(z.string().min(1), modelSchema).default({}),
 });
 
 export type DaemonConfig = z.output<typeof configSchema>;
 export type ChannelConfig = z.output<typeof channelSchema>;
 export type ChannelKind = ChannelConfig['type'];
 export type AgentConfig = z.output<typeof agentSchema>;
+export type ModelConfig = z.output<typeof modelSchema>;
 export type QueueMode = z.output<typeof queueMode>;
 export type BackoffConfig = z.output<typeof backoffSchema>;

@@ -1,7 +1,7 @@
 import type { ChannelConfig } from '../config/schema.js';
 import type { HttpRoutes } from '../observe/http.js';
 import type { Logger } from '../observe/logger.js';
-import type { ChannelMessage, MessageRef, ReplyTarget } from './message.js';
+import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './message.js';
 
 /** What a platform can do; ReplyStream reads only this. */
 export interface ChannelCapabilities {
@@ -70,6 +70,12 @@ export interface ChannelAdapter {
   typing(target: ReplyTarget, options?: TransportOptions): Promise<void>;
   /** The turn's reply is complete: platforms with a visible draft state mark these messages final. */
   finalize?(refs: readonly MessageRef[], options?: TransportOptions): Promise<void>;
+  /**
+   * The bytes of an attachment, through the platform's API with the bot's credentials.
+   * Refuses with ATTACHMENT_TOO_LARGE, before the transfer where the size is known and as
+   * soon as `maxBytes` is passed otherwise; never writes to disk.
+   */
+  download?(attachment: Attachment, options: { maxBytes: number; signal: AbortSignal }): Promise<Buffer>;
   /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
   openNativeStream?(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined>;
 }
@@ -81,6 +87,10 @@ export interface ChannelContext {
   /** A resolved secret of this channel by base name (`token`, `app_token`, ...). */
   secret(base: string): string | undefined;
   log: Logger;
+  /** The daemon's state_dir: the only place a channel may write files (web chat uploads). */
+  stateDir: string;
+  /** The live `[limits] max_attachment_bytes` (web chat uploads). */
+  maxAttachmentBytes: () => number;
   /** Counts entries a bounded in-memory structure evicted (`/metrics`: channeld_memory_evictions_total). */
   evicted?(structure: string, count: number): void;
 }

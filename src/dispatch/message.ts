@@ -1,12 +1,20 @@
 import type { ChannelKind } from '../config/schema.js';
 
-/** An attachment described, never downloaded by the adapter. */
+/**
+ * An attachment as the platform described it. Adapters never download while normalizing;
+ * the turn asks the adapter's `download` for the bytes it needs.
+ */
 export interface Attachment {
+  /** The platform's id for the file (Telegram file_id, Discord/Slack file id, web chat upload id). */
   id: string;
+  /** The platform's kind: `photo`, `document`, `voice`, `image`, a Slack filetype, ... */
   type: string;
   name?: string;
+  /** Bytes, as the platform reported them before any download. */
   size?: number;
   mime?: string;
+  /** Where the platform serves it (Discord CDN URL, Slack url_private), when it says. */
+  url?: string;
 }
 
 /**

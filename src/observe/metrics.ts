@@ -27,6 +27,8 @@ export class Metrics {
   readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly storageDegraded = new Gauge({ name: 'channeld_storage_degraded', help: '1 while the database cannot take writes (see storage in /status)', registers: [this.registry] });
   readonly storageFaults = new Counter({ name: 'channeld_storage_faults_total', help: 'Times the database stopped taking writes, by SQLite code', labelNames: ['code'], registers: [this.registry] });
+  readonly tokens = new Counter({ name: 'channeld_tokens_total', help: 'Model tokens per turn, by agent, model, channel and type (input, output, reasoning, cached)', labelNames: ['agent', 'model', 'channel', 'type'], registers: [this.registry] });
+  readonly cost = new Counter({ name: 'channeld_cost_total', help: 'Spend from the [models] price table, by agent, model and channel', labelNames: ['agent', 'model', 'channel'], registers: [this.registry] });
   readonly evictions = new Counter({ name: 'channeld_memory_evictions_total', help: 'Entries evicted from bounded in-memory structures keyed by user input', labelNames: ['structure'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 

@@ -14,6 +14,8 @@ export interface BuiltinHookDeps {
 }
 
 const SESSION = 'session';
+/** An extras key: what the session stores as the user's words when the message alone does not say it (attachments). */
+export const SESSION_USER_TEXT = 'session_user_text';
 const TIMING = 'timing';
 
 /** Sentence-cased catalogue text: what the user reads when a turn fails. */
@@ -55,7 +57,7 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
       // Commands and skipped turns never reached the agent: nothing to remember.
       if (!session || !ctx.runner || ctx.command) return;
       deps.sessions.append(session.id, {
-        userText: ctx.message.text,
+        userText: (ctx.extras.get(SESSION_USER_TEXT) as string | undefined) ?? ctx.message.text,
         assistantText: ctx.text,
         reasoning: ctx.reasoning,
         toolCalls: [...ctx.toolCalls],

@@ -1,7 +1,7 @@
 import type { AgentEvent, TurnEnding } from '../agent/events.js';
 import { TurnReducer, type ToolCallRecord } from '../agent/reducer.js';
 import type { AgentInput, AgentRunner, HistoryMessage } from '../agent/runner.js';
-import type { ChannelMessage } from '../dispatch/message.js';
+import type { Attachment, ChannelMessage } from '../dispatch/message.js';
 
 /** Where a turn's output goes; ReplyStream implements it. */
 export interface ReplySink {
@@ -26,6 +26,8 @@ export interface TurnRequest {
    * (the default); `agent` hands the text to the model, for bots that take free-form slash text.
    */
   unknownCommands?: 'reply' | 'agent';
+  /** The channel's attachment download (the adapter's, with the bot's credentials). */
+  download?: (attachment: Attachment, options: { maxBytes: number; signal: AbortSignal }) => Promise<Buffer>;
 }
 
 /** The typed per-request context hooks read and write. */

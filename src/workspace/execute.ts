@@ -59,7 +59,9 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
       agent = ws.name;
       outcome = await ws.runtime.run({
-        message: { ...job.items.at(-1)!.message, text: job.text },
+        // Collected messages are one turn: their attachments go together too.
+        message: { ...job.items.at(-1)!.message, text: job.text, attachments: job.items.flatMap((i) => i.message.attachments ?? []) },
+        ...(ch.adapter.download ? { download: ch.adapter.download.bind(ch.adapter) } : {}),
         scope: job.scope,
         ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
         signal,

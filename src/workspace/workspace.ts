@@ -12,6 +12,11 @@ import type { ActionRegistry } from '../actions/registry.js';
 import { Runtime } from '../runtime/runtime.js';
 import type { ConversationStore } from '../store/conversations.js';
 import type { SessionStore } from '../store/sessions.js';
+import type { UsageLedger, UsageRecord } from '../store/usage.js';
+import type { ModelConfig } from '../config/schema.js';
+import { budgetState, registerUsage, type UsageDeps } from './usage.js';
+import { PromptFiles } from './prompt-files.js';
+import { registerAttachments } from './attachments.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -30,6 +35,14 @@ export interface WorkspaceOptions {
   apiKey?: string;
   /** Management actions whose slash faces this workspace's commands get. */
   actions?: ActionRegistry;
+  /** Where turn usage is stored, the live `[models]` table, and who counts it. */
+  usage?: { ledger: UsageLedger; onRecorded?: (r: UsageRecord) => void };
+  /** The live `[models]` table: what each model accepts and costs. */
+  models?: () => Record<string, ModelConfig>;
+  /** The live `[limits] max_attachment_bytes`. */
+  maxAttachmentBytes?: () => number;
+  /** The agent's folder, where its `prompt_files` are (default `<state_dir>/agents/<name>`). */
+  workspaceDir?: string;
   /** Builds the provider client from the config (tests and benches substitute it). */
   createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
@@ -42,7 +55,20 @@ export class Workspace {
 
   /** A conversation as its user sees it. */
   conversationStatus(scope: string): Record<string, string | number> {
-    return conversationStatus(this.#info, scope, this.runtime.modesOf(scope));
+    const status = conversationStatus(this.#info, scope, this.runtime.modesOf(scope));
+    const budget = this.budget();
+    if (budget) status['Budget today'] = `${budget.left.toFixed(2)} of ${budget.daily.toFixed(2)} left`;
+    return status;
+  }
+
+  /** The agent's `daily_budget` today: spent and left; undefined without one. */
+  budget() {
+    return this.#usage ? budgetState(this.#usage) : undefined;
+  }
+
+  /** Reads the prompt files again (config reload); throws when one cannot be read. */
+  reloadPromptFiles(): void {
+    this.#promptFiles?.reload();
   }
 
   /** Stops offering the action slash faces (the workspace is being replaced). */
@@ -60,6 +86,7 @@ export class Workspace {
       fallback_models: this.config.fallback_models,
       cooling: this.cooldowns.snapshot(),
       last_served: this.#lastServed ?? null,
+      ...(this.budget() ? { budget: this.budget()! } : {}),
     };
   }
   readonly cooldowns: ModelCooldowns;
@@ -67,6 +94,8 @@ export class Workspace {
   readonly #runner: AgentRunner;
   readonly #info: BuiltinInfo;
   readonly #detach: (() => void) | undefined;
+  readonly #usage: UsageDeps | undefined;
+  readonly #promptFiles: PromptFiles | undefined;
 
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
@@ -109,6 +138,21 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
+    const models = o.models ?? (() => ({}));
+    registerAttachments(this.runtime, {
+      agent: () => this.config,
+      models,
+      maxBytes: o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024),
+      onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded'),
+    });
+    if (o.workspaceDir !== undefined && o.config.prompt_files.length) {
+      this.#promptFiles = new PromptFiles(o.workspaceDir, () => this.config.prompt_files, (files) => log.warn({ files }, 'prompt files cut to fit the budget'));
+      this.#promptFiles.register(this.runtime);
+    }
+    if (o.usage) {
+      this.#usage = { agentName: o.name, agent: () => this.config, models, ...o.usage };
+      registerUsage(this.runtime, this.#usage);
+    }
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
       agentName: o.name,

@@ -28,8 +28,8 @@ export class ChatClient {
     });
   }
 
-  send(text: string, id = `m${++this.#seq}`): string {
-    this.#ws.send(JSON.stringify({ type: 'message', id, text }));
+  send(text: string, id = `m${++this.#seq}`, attachments?: Array<{ id: string; name?: string; mime?: string }>): string {
+    this.#ws.send(JSON.stringify({ type: 'message', id, text, ...(attachments ? { attachments } : {}) }));
     return id;
   }
 

@@ -5,7 +5,8 @@ import { sessionsAction } from './sessions.js';
 import { statusAction } from './status.js';
 import { stopTurnAction } from './stop-turn.js';
 import { turnsAction } from './turns.js';
+import { usageAction } from './usage.js';
 import { versionAction } from './version.js';
 
 /** The actions every daemon has. */
-export const builtinActions: Action[] = [statusAction, channelsAction, reloadAction, turnsAction, stopTurnAction, sessionsAction, versionAction] as Action[];
+export const builtinActions: Action[] = [statusAction, channelsAction, reloadAction, turnsAction, stopTurnAction, sessionsAction, usageAction, versionAction] as Action[];

@@ -144,6 +144,31 @@ export class FakeDiscord {
     return this.#message(this.dmChannel, text, { author: this.#author(author), mentions: [], channel_type: 1 });
   }
 
+  // ——— the CDN: attachments at /attachments/<channel>/<id>/<name>?ex=&is=&hm= (signed, no token) ———
+
+  readonly #cdn = new Map<string, Buffer>();
+  /** CDN paths downloaded, in order. */
+  readonly cdnDownloads: string[] = [];
+
+  /** A DM carrying one file, as Discord sends it: the attachment object with its CDN url. */
+  dmWithFile(text: string, file: { bytes: Buffer; filename: string; content_type: string; size?: number }, author?: { id?: string; username?: string }): string {
+    const id = snowflake();
+    const path = `/attachments/${this.dmChannel}/${id}/${file.filename}`;
+    this.#cdn.set(path, file.bytes);
+    const url = `${this.url}${path}?ex=ffffffff&is=00000000&hm=${'ab'.repeat(32)}&`;
+    const attachment = { id, filename: file.filename, size: file.size ?? file.bytes.length, url, proxy_url: url, content_type: file.content_type, ...(file.content_type.startsWith('image/') ? { width: 64, height: 64 } : {}) };
+    return this.#message(this.dmChannel, text, { author: this.#author(author), mentions: [], channel_type: 1, attachments: [attachment] });
+  }
+
+  #serveCdn(path: string, res: ServerResponse): boolean {
+    if (!path.startsWith('/attachments/')) return false;
+    const bytes = this.#cdn.get(path);
+    if (!bytes) return void res.writeHead(404).end(), true;
+    this.cdnDownloads.push(path);
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) }).end(bytes);
+    return true;
+  }
+
   /** How each MESSAGE_CREATE went out: written to an open socket, or kept for a resume. */
   readonly delivery = new Map<string, { session: string; seq: number; written: boolean; at: number }>();
 
@@ -276,6 +301,7 @@ export class FakeDiscord {
       if (status === 204) return void res.writeHead(204, headers).end();
       res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(payload));
     };
+    if (method === 'GET' && this.#serveCdn(path, res)) return;
     if (req.headers.authorization !== `Bot ${this.token}`) return json(401, { message: '401: Unauthorized', code: 0 });
     const kind = this.#kind(path);
     const fault = kind ? this.#faults.get(`${method} ${kind}`)?.shift() : undefined;

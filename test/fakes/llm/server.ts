@@ -11,9 +11,17 @@ export interface Chunk {
   after?: Promise<unknown>;
 }
 
+/** Usage as OpenAI reports it in the last stream chunk (details optional, as many servers omit them). */
+export interface FakeUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+  completion_tokens_details?: { reasoning_tokens: number };
+}
+
 /** What the fake does with one chat/completions request. */
 export type Script =
-  | { kind: 'stream'; chunks: Chunk[]; finish?: 'stop' | 'tool_calls'; usage?: { prompt_tokens: number; completion_tokens: number } | null }
+  | { kind: 'stream'; chunks: Chunk[]; finish?: 'stop' | 'tool_calls'; usage?: FakeUsage | null }
   | { kind: 'status'; status: number; retryAfterS?: number; body?: string }
   /** Sends these chunks, then stops writing but keeps the connection open. */
   | { kind: 'stall'; chunks?: Chunk[] }

@@ -124,6 +124,34 @@ export class FakeSlack {
     return { type: 'message', channel: 'D0DM0001', channel_type: 'im', user, text, ts, event_ts: ts, team: TEAM, ...(threadTs ? { thread_ts: threadTs } : {}) };
   }
 
+  readonly #files = new Map<string, Buffer>();
+  /** url_private paths downloaded, with whether the bot token came as `Authorization: Bearer`. */
+  readonly fileDownloads: Array<{ path: string; authorized: boolean }> = [];
+
+  /** A DM sharing one file (subtype file_share), its url_private served by this fake with the bot token only. */
+  dmFileEvent(text: string, file: { bytes: Buffer; name: string; mimetype: string; filetype: string; size?: number }, user = 'U0USER1'): Record<string, unknown> {
+    const id = `F0${String(++this.#seq).padStart(8, '0')}`;
+    const path = `/files-pri/${TEAM}-${id}/${file.name}`;
+    this.#files.set(path, file.bytes);
+    const f = { id, name: file.name, title: file.name, mimetype: file.mimetype, filetype: file.filetype, size: file.size ?? file.bytes.length, mode: 'hosted', is_external: false, url_private: `${this.url}${path}`, url_private_download: `${this.url}${path.replace('/files-pri/', '/files-pri-dl/')}` };
+    return { ...this.dmEvent(text, user), subtype: 'file_share', files: [f], upload: false };
+  }
+
+  /** url_private(_download): the bytes for the bot token; anyone else is sent to the sign-in page, as Slack does. */
+  #serveFile(req: IncomingMessage, res: ServerResponse): boolean {
+    const url = (req.url ?? '').split('?')[0]!;
+    if (url === '/signin') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>Sign in to Slack</html>'), true;
+    if (!url.startsWith('/files-pri')) return false;
+    const path = url.replace('/files-pri-dl/', '/files-pri/');
+    const authorized = req.headers.authorization === `Bearer ${this.botToken}`;
+    this.fileDownloads.push({ path, authorized });
+    const bytes = this.#files.get(path);
+    if (!authorized) return void res.writeHead(302, { location: '/signin' }).end(), true;
+    if (!bytes) return void res.writeHead(404, { 'content-type': 'text/plain' }).end('file_not_found'), true;
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) }).end(bytes);
+    return true;
+  }
+
   mentionEvent(text: string, o: { channel?: string; threadTs?: string; user?: string } = {}): Record<string, unknown> {
     const ts = this.#ts();
     return { type: 'app_mention', channel: o.channel ?? 'C0CHAN001', user: o.user ?? 'U0USER1', text: `<@${BOT_USER}> ${text}`, ts, event_ts: ts, team: TEAM, ...(o.threadTs ? { thread_ts: o.threadTs } : {}) };
@@ -171,6 +199,7 @@ export class FakeSlack {
   // ——— Web API ———
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method === 'GET' && this.#serveFile(req, res)) return;
     const method = /^\/api\/([\w.]+)/.exec(req.url ?? '')?.[1];
     let raw = '';
     for await (const c of req) raw += String(c);

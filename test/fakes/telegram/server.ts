@@ -149,7 +149,57 @@ export class FakeTelegram {
 
   // ——— the Bot API ———
 
+  // ——— files (getFile + /file/bot<token>/<file_path>) ———
+
+  readonly #files = new Map<string, { bytes: Buffer; size: number; path: string }>();
+  /** file_paths downloaded through /file/bot<token>/..., in order. */
+  readonly downloads: string[] = [];
+
+  /** Stores a file as Telegram would; `size` overrides the reported size (a huge file without the bytes). */
+  addFile(bytes: Buffer, o: { size?: number; ext?: string } = {}): { file_id: string; file_unique_id: string; file_size: number } {
+    const n = this.#files.size + 1;
+    const file_id = `FILE${n}-${'x'.repeat(20)}`;
+    this.#files.set(file_id, { bytes, size: o.size ?? bytes.length, path: `documents/file_${n}.${o.ext ?? 'bin'}` });
+    return { file_id, file_unique_id: `U${n}`, file_size: o.size ?? bytes.length };
+  }
+
+  /** A private message with a photo (sizes smallest first, as Telegram sends them) and an optional caption. */
+  dmPhoto(bytes: Buffer, caption?: string, from = { id: 42, first_name: 'Ada' }) {
+    const small = this.addFile(bytes.subarray(0, Math.min(16, bytes.length)), { ext: 'jpg' });
+    const large = this.addFile(bytes, { ext: 'jpg' });
+    const photo = [
+      { ...small, width: 90, height: 90 },
+      { ...large, width: 1280, height: 960 },
+    ];
+    const m = this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, '', from, { photo, ...(caption ? { caption } : {}) });
+    delete (m as { text?: string }).text;
+    return this.#push(m);
+  }
+
+  /** A private message with a document. */
+  dmDocument(bytes: Buffer, doc: { file_name: string; mime_type: string; size?: number }, caption?: string, from = { id: 42, first_name: 'Ada' }) {
+    const f = this.addFile(bytes, { ext: doc.file_name.split('.').pop()!, ...(doc.size !== undefined ? { size: doc.size } : {}) });
+    const m = this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, '', from, { document: { ...f, file_name: doc.file_name, mime_type: doc.mime_type }, ...(caption ? { caption } : {}) });
+    delete (m as { text?: string }).text;
+    return this.#push(m);
+  }
+
+  #serveFile(req: IncomingMessage, res: ServerResponse): boolean {
+    const f = /^\/file\/bot([^/]+)\/(.+)$/.exec(req.url ?? '');
+    if (!f) return false;
+    this.calls.push({ method: 'file', body: { path: f[2] }, at: Date.now() });
+    const file = [...this.#files.values()].find((x) => x.path === f[2]);
+    if (f[1] !== this.token || !file) {
+      res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ ok: false, error_code: 404, description: 'Not Found' }));
+      return true;
+    }
+    this.downloads.push(file.path);
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(file.bytes.length) }).end(file.bytes);
+    return true;
+  }
+
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method === 'GET' && this.#serveFile(req, res)) return;
     const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? '');
     let raw = '';
     for await (const c of req) raw += String(c);
@@ -172,6 +222,13 @@ export class FakeTelegram {
       else return no(fault.status, fault.description ?? { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden: bot was blocked by the user', 409: 'Conflict: terminated by other getUpdates request; make sure that only one bot instance is running', 500: 'Internal Server Error', 502: 'Bad Gateway' }[fault.status]);
     }
     switch (method) {
+      case 'getFile': {
+        const file = this.#files.get(String(body.file_id));
+        if (!file) return no(400, 'Bad Request: invalid file_id');
+        // The Bot API serves files up to 20 MB to bots.
+        if (file.size > 20 * 1024 * 1024) return no(400, 'Bad Request: file is too big');
+        return ok({ file_id: body.file_id, file_unique_id: 'U', file_size: file.size, file_path: file.path });
+      }
       case 'getMe':
         return ok(BOT);
       case 'deleteWebhook':

@@ -41,7 +41,7 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     const events = await collect(runner(), input('hi', { history: [{ role: 'user', content: 'earlier' }, { role: 'assistant', content: 'reply' }] }));
     expect(text(events)).toBe('Hello there.');
     expect(reasoning(events)).toBe('Let me think. ');
-    expect(events.at(-1)).toEqual({ type: 'done', usage: { inputTokens: 42, outputTokens: 3, estimated: false } });
+    expect(events.at(-1)).toEqual({ type: 'done', usage: { inputTokens: 42, outputTokens: 3, reasoningTokens: 0, cachedTokens: 0, estimated: false } });
     const body = llm.requests[before]!.body;
     expect(body.model).toBe('fake-model');
     expect(body.messages.map((m) => m.role)).toEqual(['system', 'user', 'assistant', 'user']);

@@ -1,0 +1,136 @@
+import { extname } from 'node:path';
+import type { ImageInput } from '../agent/runner.js';
+import type { AgentConfig, ModelConfig } from '../config/schema.js';
+import type { Attachment } from '../dispatch/message.js';
+import { CodedError, errorMessage } from '../errors.js';
+import { SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
+import type { Runtime } from '../runtime/runtime.js';
+
+/** Characters of text files one turn may add to the user's message, all files together. */
+export const ATTACHMENT_TEXT_BUDGET_CHARS = 40_000;
+
+export interface AttachmentDeps {
+  agent: () => AgentConfig;
+  models: () => Record<string, ModelConfig>;
+  maxBytes: () => number;
+  /** Told about downloads that failed for a reason other than size. */
+  onError?: (attachment: Attachment, err: unknown) => void;
+}
+
+const TEXT_MIMES = /^(text\/|application\/(json|xml|x-yaml|yaml|toml|javascript|x-javascript|typescript|x-sh|x-python|sql|csv|x-ndjson|ld\+json))/;
+const TEXT_EXTENSIONS = new Set(
+  '.txt .md .markdown .csv .tsv .json .jsonl .ndjson .yaml .yml .toml .ini .cfg .conf .xml .html .htm .css .log .sql .sh .bash .zsh .py .js .mjs .cjs .ts .tsx .jsx .go .rs .java .kt .c .h .cc .cpp .hpp .cs .rb .php .swift .scala .lua .pl .r .diff .patch .tex .rst .env'.split(' '),
+);
+const IMAGE_MIMES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
+
+export type AttachmentKind = 'image' | 'text' | 'other';
+
+/** What an attachment is for the model: an image part, text, or a description. */
+export function kindOf(a: Attachment): AttachmentKind {
+  if (a.type === 'photo') return 'image';
+  if (a.mime && IMAGE_MIMES.has(a.mime.toLowerCase())) return 'image';
+  if (a.mime && TEXT_MIMES.test(a.mime.toLowerCase())) return 'text';
+  if (a.name && TEXT_EXTENSIONS.has(extname(a.name).toLowerCase())) return 'text';
+  return 'other';
+}
+
+function sizeText(bytes: number | undefined): string {
+  if (bytes === undefined) return 'size unknown';
+  if (bytes < 1024) return `${bytes} B`;
+  if (bytes < 1024 * 1024) return `${(bytes / 1024).toFixed(1)} KB`;
+  return `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+}
+
+function nameOf(a: Attachment): string {
+  return a.name ?? (a.type === 'photo' ? 'photo' : `${a.type} file`);
+}
+
+/** How the model hears of a file it does not get: name, type and size. */
+export function describe(a: Attachment, why?: string): string {
+  return `[attachment: ${nameOf(a)} (${a.mime ?? a.type}, ${sizeText(a.size)})${why ? `; ${why}` : ''}]`;
+}
+
+/** Text only when it decodes as UTF-8 without control bytes that mark a binary file. */
+function asText(buf: Buffer): string | undefined {
+  const text = new TextDecoder('utf-8', { fatal: false }).decode(buf);
+  if (text.includes('\u0000') || (text.match(/\uFFFD/g)?.length ?? 0) > text.length / 100 + 2) return undefined;
+  return text;
+}
+
+/**
+ * Attachments into the model's input, after the input is built (post_agent_build): images
+ * become image parts for models whose `[models."NAME"] input` includes "image"; text files
+ * are appended to the message within ATTACHMENT_TEXT_BUDGET_CHARS; anything else is
+ * described by name, type and size. What the user should know (an image the model cannot
+ * see, a file too large to read) is a one-line note at the top of the answer.
+ */
+export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): void {
+  runtime.hooks.register({
+    phase: 'post_agent_build',
+    name: 'attachments',
+    run: async (ctx) => {
+      const input = ctx.input;
+      const attachments = ctx.message.attachments;
+      if (!input || !attachments.length) return;
+      const model = input.model ?? deps.agent().model ?? deps.agent().provider;
+      const seesImages = (deps.models()[model]?.input ?? ['text']).includes('image');
+      const maxBytes = deps.maxBytes();
+      const download = ctx.request.download;
+      const parts: string[] = [];
+      const images: ImageInput[] = [];
+      const notes: string[] = [];
+      let textLeft = ATTACHMENT_TEXT_BUDGET_CHARS;
+      for (const a of attachments) {
+        const kind = kindOf(a);
+        if (kind === 'other') {
+          parts.push(describe(a));
+          continue;
+        }
+        if (kind === 'image' && !seesImages) {
+          parts.push(describe(a, 'not shown: this model reads text only'));
+          notes.push(`${model} reads text only, so it did not see ${nameOf(a)}.`);
+          continue;
+        }
+        if (a.size !== undefined && a.size > maxBytes) {
+          parts.push(describe(a, 'too large to read'));
+          notes.push(`${nameOf(a)} (${sizeText(a.size)}) is larger than the ${sizeText(maxBytes)} limit, so it was not read.`);
+          continue;
+        }
+        if (!download || (kind === 'text' && textLeft <= 0)) {
+          parts.push(describe(a));
+          continue;
+        }
+        let bytes: Buffer;
+        try {
+          bytes = await download(a, { maxBytes, signal: ctx.signal });
+        } catch (err) {
+          if (ctx.signal.aborted) throw err;
+          const large = err instanceof CodedError && err.code === 'ATTACHMENT_TOO_LARGE';
+          if (!large) deps.onError?.(a, err);
+          parts.push(describe(a, large ? 'too large to read' : 'could not be downloaded'));
+          notes.push(large ? `${nameOf(a)} is larger than the ${sizeText(maxBytes)} limit, so it was not read.` : `${nameOf(a)} could not be downloaded (${errorMessage(err)}).`);
+          continue;
+        }
+        if (kind === 'image') {
+          images.push({ data: bytes, mediaType: a.mime && IMAGE_MIMES.has(a.mime) ? a.mime : 'image/jpeg', name: nameOf(a) });
+          parts.push(`[image: ${nameOf(a)}]`);
+          continue;
+        }
+        const text = asText(bytes);
+        if (text === undefined) {
+          parts.push(describe(a, 'not text'));
+          continue;
+        }
+        const kept = text.slice(0, textLeft);
+        textLeft -= kept.length;
+        parts.push(`<file name="${nameOf(a)}">\n${kept}${kept.length < text.length ? `\n[cut: ${text.length - kept.length} more characters]` : ''}\n</file>`);
+      }
+      const caption = input.text.trim();
+      // The session keeps the caption and what was attached, not the files' contents.
+      ctx.extras.set(SESSION_USER_TEXT, [caption, ...attachments.map((a) => describe(a))].filter(Boolean).join('\n'));
+      input.text = [caption || (images.length ? 'The user sent this without a caption.' : ''), ...parts].filter(Boolean).join('\n\n');
+      if (images.length) input.images = images;
+      for (const note of notes) ctx.emit({ type: 'text_delta', text: `ℹ️ ${note}\n\n` });
+    },
+  });
+}

@@ -1,0 +1,104 @@
+import { estimateTokens, type Usage } from '../agent/events.js';
+import type { AgentConfig, ModelConfig } from '../config/schema.js';
+import { channelOfScope } from '../dispatch/message.js';
+import { HookResult } from '../runtime/hooks.js';
+import type { Runtime } from '../runtime/runtime.js';
+import type { TurnContext } from '../runtime/context.js';
+import { startOfUtcDay, type UsageLedger, type UsageRecord } from '../store/usage.js';
+
+export interface UsageDeps {
+  agentName: string;
+  agent: () => AgentConfig;
+  /** The live `[models]` table. */
+  models: () => Record<string, ModelConfig>;
+  ledger: UsageLedger;
+  /** Told about every stored record (the token counters of /metrics). */
+  onRecorded?: (r: UsageRecord) => void;
+}
+
+/** What a day's budget looks like right now. */
+export interface BudgetState {
+  daily: number;
+  spent_today: number;
+  left: number;
+}
+
+/** Tokens to money with the model's price table; null when the model has no price. */
+export function costOf(model: ModelConfig | undefined, inputTokens: number, outputTokens: number): number | null {
+  if (model?.price_in_per_mtok === undefined && model?.price_out_per_mtok === undefined) return null;
+  return (inputTokens * (model.price_in_per_mtok ?? 0) + outputTokens * (model.price_out_per_mtok ?? 0)) / 1_000_000;
+}
+
+/** The agent's budget today, or undefined without `daily_budget`. */
+export function budgetState(deps: UsageDeps, nowMs = Date.now()): BudgetState | undefined {
+  const daily = deps.agent().daily_budget;
+  if (daily === undefined) return undefined;
+  const spent = deps.ledger.totals({ agent: deps.agentName, sinceMs: startOfUtcDay(nowMs) }).cost;
+  return { daily, spent_today: round(spent), left: round(Math.max(0, daily - spent)) };
+}
+
+function round(n: number): number {
+  return Math.round(n * 1e6) / 1e6;
+}
+
+/** The model that served (or was asked), without its provider prefix. */
+function modelOf(ctx: TurnContext, agent: AgentConfig): string {
+  const served = ctx.ending?.type === 'done' ? ctx.ending.model : undefined;
+  if (served) return served.slice(served.indexOf(':') + 1);
+  return ctx.input?.model ?? agent.model ?? agent.provider;
+}
+
+/** The provider's counts, or an estimate from characters for turns that ended without them. */
+function usageOf(ctx: TurnContext): Usage {
+  if (ctx.ending?.type === 'done') return ctx.ending.usage;
+  const input = ctx.input;
+  const inChars = input ? input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0) : ctx.message.text.length;
+  return { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(ctx.text.length + ctx.reasoning.length), estimated: true };
+}
+
+/**
+ * Usage and cost: every turn that reached the model stores its usage; an agent whose
+ * `daily_budget` is spent refuses new turns (commands such as /usage and /status still
+ * answer, because they are dispatched before this gate).
+ */
+export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
+  runtime.hooks.register({
+    phase: 'post_dispatch',
+    name: 'daily_budget',
+    priority: 0,
+    run: () => {
+      const b = budgetState(deps);
+      if (!b || b.left > 0) return;
+      return HookResult.shortCircuit(
+        `This assistant has used its daily budget (${b.spent_today.toFixed(2)} of ${b.daily.toFixed(2)}), so it takes no new questions until 00:00 UTC. /usage shows what was spent.`,
+      );
+    },
+  });
+  runtime.hooks.register({
+    phase: 'post_response',
+    name: 'usage_record',
+    priority: 20,
+    run: (ctx) => {
+      // Commands and short circuits never reached a model: nothing was spent.
+      if (!ctx.runner || ctx.command) return;
+      const agent = deps.agent();
+      const u = usageOf(ctx);
+      const model = modelOf(ctx, agent);
+      const record: UsageRecord = {
+        at: Date.now(),
+        agent: deps.agentName,
+        model,
+        channel: channelOfScope(ctx.scope),
+        scope: ctx.scope,
+        inputTokens: u.inputTokens,
+        outputTokens: u.outputTokens,
+        reasoningTokens: u.reasoningTokens ?? 0,
+        cachedTokens: u.cachedTokens ?? 0,
+        estimated: u.estimated,
+        cost: costOf(deps.models()[model], u.inputTokens, u.outputTokens),
+      };
+      deps.ledger.record(record);
+      deps.onRecorded?.(record);
+    },
+  });
+}
