@@ -28,6 +28,9 @@ export const catalogue = {
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
+  MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
+  MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },
+  MCP_TOOL_FAILED: { retryable: false, text: 'the MCP tool call failed' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;
 

@@ -23,6 +23,7 @@ import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
 import { ChannelError, errorMessage } from '../errors.js';
+import { McpHub } from '../mcp/hub.js';
 
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
@@ -38,7 +39,7 @@ export interface WorkspaceTable {
 }
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, mcp: McpHub) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
@@ -46,6 +47,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       config: agent,
       log,
       actions,
+      extraTools: () => mcp.tools(name),
       ...(apiKey ? { apiKey } : {}),
       queuedIn: (scope) => tracker.queuedIn(scope),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
@@ -70,6 +72,8 @@ export interface CorePluginOptions {
   api: ManagementApi;
   logger?: Partial<LoggerOptions>;
   hardStop: AbortSignal;
+  /** The environment MCP servers' `headers_env` are read from. */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** The daemon's core, in the order the kernel will find anyway: each injects what it uses. */
@@ -139,12 +143,23 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     },
     { name: 'channel-table', provides: ['channels'], start: (ctx) => ctx.provide('channels', new Map() as Channels) },
     {
+      name: 'mcp',
+      provides: ['mcp'],
+      inject: ['config', 'logger'],
+      start: (ctx) => {
+        const hub = new McpHub({ log: ctx.use('logger'), env: o.env ?? process.env, graceMs: () => cfg().daemon.shutdown_grace_ms });
+        // Unloaded after the dispatcher: turns have ended before their servers stop.
+        ctx.effect(() => hub.stopAll());
+        ctx.provide('mcp', hub);
+      },
+    },
+    {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker'],
+      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'mcp'],
       start: (ctx) => {
         const metrics = ctx.use<Metrics>('metrics');
-        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'));
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'), ctx.use('mcp'));
         ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
       },
     },
@@ -219,8 +234,10 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
 export function workspacePlugin(name: string, agent: AgentConfig): Plugin {
   return {
     name: `workspace:${name}`,
-    inject: ['workspaces'],
-    start: (ctx) => {
+    inject: ['workspaces', 'mcp'],
+    start: async (ctx) => {
+      // The servers outlive this workspace: a rebuild keeps the unchanged ones running.
+      await ctx.use<McpHub>('mcp').sync(name, agent.mcp);
       const table = ctx.use<WorkspaceTable>('workspaces');
       const ws = table.build(name, agent);
       table.byName.set(name, ws);

@@ -1,4 +1,5 @@
 import type { TrackedTask } from '../dispatch/tracker.js';
+import type { McpServerStatus } from '../mcp/server.js';
 import type { Metrics } from './metrics.js';
 import { sendJson, type HttpRoutes } from './http.js';
 
@@ -14,6 +15,8 @@ export interface DaemonStatus {
   turns: { in_flight: number; queued: number; list: TrackedTask[] };
   agents: Array<{ name: string; provider: string; model: string | null; fallback_models: string[]; cooling: Array<{ model: string; until: string; failures: number }>; last_served: string | null }>;
   last_reload: { ok: boolean; at: string; errors: string[] } | null;
+  /** Every agent's MCP servers: state, tool count, last error. */
+  mcp_servers?: McpServerStatus[];
 }
 
 /** Registers /healthz, /readyz and /metrics (/status is the status action's HTTP face); returns the disposer. */

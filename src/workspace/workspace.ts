@@ -10,6 +10,7 @@ import type { ActionRegistry } from '../actions/registry.js';
 import { Runtime } from '../runtime/runtime.js';
 import type { ConversationStore } from '../store/conversations.js';
 import type { SessionStore } from '../store/sessions.js';
+import type { Tool } from '../runtime/tools.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -28,6 +29,8 @@ export interface WorkspaceOptions {
   apiKey?: string;
   /** Management actions whose slash faces this workspace's commands get. */
   actions?: ActionRegistry;
+  /** Tools that come and go at run time: the agent's MCP servers' tools. */
+  extraTools?: () => readonly Tool[];
   /** Builds the provider client from the config (tests and benches substitute it). */
   createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
@@ -89,6 +92,7 @@ export class Workspace {
       },
       modelOf: (scope) => o.conversations.get(o.name, scope).model,
       toolAllow: () => this.config.tools,
+      maxToolResultChars: () => this.config.max_tool_result_chars,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
     this.#info = {
@@ -101,6 +105,7 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
+    if (o.extraTools) this.runtime.tools.addSource(o.extraTools);
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
       agentName: o.name,

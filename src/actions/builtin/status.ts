@@ -16,8 +16,9 @@ export function formatStatus(s: DaemonStatus): string {
     rows.push([c.id, String(c.kind), c.state, String(c.since), String(c.attempts), String(c.connection), String(c.in_flight), String(c.queued), err ? `${err.code}: ${err.message}` : '-']);
   }
   const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}`);
+  const mcp = (s.mcp_servers ?? []).map((m) => `mcp ${m.agent}/${m.name} (${m.transport}): ${m.state}, ${m.tools} tools${m.last_error ? `, last error ${m.last_error.code}: ${m.last_error.message}` : ''}`);
   const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
-  return [head, '', table(rows), '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
+  return [head, '', table(rows), '', ...agents, ...mcp, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
 }
 
 const daemonStatus = z.looseObject({
