@@ -18,7 +18,7 @@ const MAX_TEXT = 16_000;
 
 interface Tab {
   sockets: Set<WebSocket>;
-  backlog: Map<string, { text: string; final: boolean }>;
+  backlog: Map<string, { text: string; final: boolean; buttons?: Array<{ label: string; data: string }> }>;
   lastSeenMs: number;
 }
 
@@ -132,7 +132,7 @@ export class WebchatAdapter implements ChannelAdapter {
     if (!tab) return;
     if (frame.type === 'reply') {
       tab.backlog.delete(frame.ref);
-      tab.backlog.set(frame.ref, { text: frame.text, final: frame.final });
+      tab.backlog.set(frame.ref, { text: frame.text, final: frame.final, ...(frame.buttons ? { buttons: frame.buttons } : {}) });
       if (tab.backlog.size > BACKLOG) tab.backlog.delete(tab.backlog.keys().next().value!);
     }
     if (frame.type === 'delete') tab.backlog.delete(frame.ref);
@@ -142,7 +142,8 @@ export class WebchatAdapter implements ChannelAdapter {
 
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const ref = randomUUID();
-    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options?.final ?? false });
+    const buttons = options?.buttons?.map((b) => ({ label: b.label, data: b.data }));
+    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options?.final ?? false, ...(buttons?.length ? { buttons } : {}) });
     return { chatId: target.chatId, messageId: ref };
   }
 

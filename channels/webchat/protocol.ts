@@ -4,7 +4,8 @@ export type ClientFrame = { type: 'message'; id: string; text: string };
 /** Daemon → browser. A reply `ref` is created once and then replaced on every edit. */
 export type ServerFrame =
   | { type: 'ack'; id: string }
-  | { type: 'reply'; ref: string; text: string; final: boolean }
+  /** `buttons` (approval questions): a click sends `data` as the tab's next message; an edit drops them. */
+  | { type: 'reply'; ref: string; text: string; final: boolean; buttons?: Array<{ label: string; data: string }> }
   | { type: 'delete'; ref: string }
   | { type: 'typing' }
   | { type: 'error'; message: string };

@@ -24,6 +24,9 @@ import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
 import { ChannelError, errorMessage } from '../errors.js';
 import { McpHub } from '../mcp/hub.js';
+import { ApprovalStore } from '../store/approvals.js';
+import { ApprovalCoordinator } from '../tools/approvals.js';
+import { toolControls } from '../tools/controls.js';
 
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
@@ -94,7 +97,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
     {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations'],
+      provides: ['inbox', 'sessions', 'conversations', 'approval-store'],
       inject: ['config', 'logger'],
       start: (ctx) => {
         const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
@@ -115,6 +118,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         ctx.provide('inbox', inbox);
         ctx.provide('sessions', new SessionStore(db, group));
         ctx.provide('conversations', new ConversationStore(db));
+        ctx.provide('approval-store', new ApprovalStore(db));
       },
     },
     {
@@ -154,6 +158,33 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       },
     },
     {
+      name: 'approvals',
+      provides: ['approvals'],
+      inject: ['config', 'logger', 'channels', 'mcp', 'approval-store'],
+      start: (ctx) => {
+        const channels = ctx.use<Channels>('channels');
+        const adapter = (id: string) => {
+          const ch = channels.get(id);
+          if (!ch) throw new ChannelError('CHANNEL_UNAVAILABLE', `channel "${id}" is not running`);
+          return ch.adapter;
+        };
+        const approvals = new ApprovalCoordinator({
+          store: ctx.use('approval-store'),
+          log: ctx.use('logger'),
+          policy: (agent) => {
+            const a = cfg().agents[agent];
+            return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
+          },
+          send: (target, text, buttons) => adapter(target.channelId).send(target, text, { final: true, buttons }),
+          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true }),
+        });
+        const hub = ctx.use<McpHub>('mcp');
+        hub.gate = approvals;
+        ctx.effect(() => (hub.gate = undefined));
+        ctx.provide('approvals', approvals);
+      },
+    },
+    {
       name: 'workspaces',
       provides: ['workspaces'],
       inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'mcp'],
@@ -182,7 +213,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'dispatcher',
       provides: ['dispatcher'],
-      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker'],
+      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker', 'approvals', 'mcp'],
       start: (ctx) => {
         const log = ctx.use<Logger>('logger');
         const channels = ctx.use<Channels>('channels');
@@ -193,6 +224,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         const tracker = ctx.use<TaskTracker>('tracker');
         const dispatcher = new Dispatcher({
           tracker,
+          control: toolControls(ctx.use('approvals'), ctx.use<McpHub>('mcp').running),
           agentOf: (channelId) => {
             const agent = agentOf(cfg(), channelId);
             return { agent, max: cfg().agents[agent]?.max_in_flight };

@@ -12,7 +12,7 @@ export interface ToolGate {
    * Resolves `run` when the call may run now; otherwise with what the model is told instead
    * (denied, timed out, or the stored result of a call that already ran).
    */
-  admit(call: { agent: string; tool: string; args: unknown; ctx: ToolContext }, signal: AbortSignal): Promise<{ run: true; done(result: string): void } | { run: false; reply: unknown }>;
+  admit(call: { agent: string; tool: string; args: unknown; ctx: ToolContext }, signal: AbortSignal): Promise<{ run: true; done(reply: unknown): void } | { run: false; reply: unknown }>;
 }
 
 export interface McpToolDeps {
@@ -67,8 +67,8 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
         if (ctx.signal.aborted) onTurnAbort();
         ctx.signal.addEventListener('abort', onTurnAbort, { once: true });
         const untrack = deps.running.track(ctx.scope, call);
+        let done: ((reply: unknown) => void) | undefined;
         try {
-          let done: ((result: string) => void) | undefined;
           if (needsApproval(cfg, t.name) && deps.gate) {
             const verdict = await deps.gate.admit({ agent, tool: name, args: input, ctx }, call.signal);
             if (!verdict.run) return verdict.reply;
@@ -82,13 +82,15 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
             },
           });
           const text = resultText(result);
-          done?.(text);
-          return result.isError ? { error: text } : text;
+          const reply = result.isError ? { error: text } : text;
+          done?.(reply);
+          return reply;
         } catch (err) {
           // The turn's own stop goes up as a cancel; everything else is the model's to read.
+          const reply = { error: call.signal.reason instanceof CancelledByUser ? 'cancelled by the user' : errorMessage(err) };
+          done?.(reply);
           if (ctx.signal.aborted) throw err;
-          if (call.signal.reason instanceof CancelledByUser) return { error: 'cancelled by the user' };
-          return { error: errorMessage(err) };
+          return reply;
         } finally {
           untrack();
           ctx.signal.removeEventListener('abort', onTurnAbort);

@@ -11,6 +11,7 @@ import { Runtime } from '../runtime/runtime.js';
 import type { ConversationStore } from '../store/conversations.js';
 import type { SessionStore } from '../store/sessions.js';
 import type { Tool } from '../runtime/tools.js';
+import { registerToolCommands } from '../tools/controls.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -106,6 +107,7 @@ export class Workspace {
     };
     registerBuiltins(this.runtime, this.#info);
     if (o.extraTools) this.runtime.tools.addSource(o.extraTools);
+    registerToolCommands(this.runtime);
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
       agentName: o.name,
