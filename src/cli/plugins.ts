@@ -41,6 +41,9 @@ export interface WorkspaceTable {
   build(name: string, agent: AgentConfig): Workspace;
 }
 
+/** How long a turn waits for its agent's MCP servers' first connection attempt. */
+const MCP_READY_WAIT_MS = 30_000;
+
 /** Builds workspaces that read the live config for queue-mode defaults. */
 function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, mcp: McpHub) {
   return (name: string, agent: AgentConfig) => {
@@ -51,6 +54,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       log,
       actions,
       extraTools: () => mcp.tools(name),
+      toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
       ...(apiKey ? { apiKey } : {}),
       queuedIn: (scope) => tracker.queuedIn(scope),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),

@@ -1,4 +1,5 @@
 import type { McpServerConfig } from '../config/schema.js';
+import { settleWithin } from '../kernel/sleep.js';
 import type { Logger } from '../observe/logger.js';
 import type { Tool } from '../runtime/tools.js';
 import { RunningCalls } from '../tools/running.js';
@@ -68,6 +69,18 @@ export class McpHub {
     const servers = this.#agents.get(agent);
     if (!servers) return [];
     return [...servers.values()].flatMap((s) => mcpTools(agent, s, { running: this.running, ...(this.#o.gate ? { gate: this.#o.gate } : {}) }));
+  }
+
+  /**
+   * Waits (at most `maxMs`, or until `signal` aborts) for the first connection attempt of
+   * each of an agent's servers, so a turn right after start-up (a recovered one) is offered
+   * the tools of servers that are still starting instead of running without them.
+   */
+  async ready(agent: string, maxMs: number, signal: AbortSignal): Promise<void> {
+    const servers = [...(this.#agents.get(agent)?.values() ?? [])];
+    if (servers.length === 0 || signal.aborted) return;
+    const aborted = new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
+    await settleWithin(Promise.race([Promise.all(servers.map((s) => s.firstAttempt)), aborted]), maxMs);
   }
 
   status(): McpServerStatus[] {

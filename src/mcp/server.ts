@@ -75,6 +75,11 @@ export class McpServer {
     this.#supervised.start();
   }
 
+  /** Settles once the first connection attempt has (connected, or failed and is backing off). */
+  get firstAttempt(): Promise<void> {
+    return this.#supervised.firstAttempt;
+  }
+
   /** Closes the client (a stdio server's process ends with it). */
   async stop(graceMs: number): Promise<void> {
     await this.#supervised.stop(graceMs);

@@ -32,6 +32,8 @@ export interface WorkspaceOptions {
   actions?: ActionRegistry;
   /** Tools that come and go at run time: the agent's MCP servers' tools. */
   extraTools?: () => readonly Tool[];
+  /** Resolves once the extra tools' sources have had their first chance to appear. */
+  toolsReady?: (signal: AbortSignal) => Promise<void>;
   /** Builds the provider client from the config (tests and benches substitute it). */
   createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
@@ -107,6 +109,9 @@ export class Workspace {
     };
     registerBuiltins(this.runtime, this.#info);
     if (o.extraTools) this.runtime.tools.addSource(o.extraTools);
+    const toolsReady = o.toolsReady;
+    // A turn right after start-up (a recovered one) waits for servers still starting.
+    if (toolsReady) this.runtime.hooks.register({ phase: 'pre_agent_build', name: 'tools_ready', run: (ctx) => toolsReady(ctx.signal) });
     registerToolCommands(this.runtime);
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
