@@ -180,7 +180,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
             return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
           },
           send: (target, text, buttons) => adapter(target.channelId).send(target, text, { final: true, buttons }),
-          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true }),
+          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [] }),
         });
         const hub = ctx.use<McpHub>('mcp');
         hub.gate = approvals;

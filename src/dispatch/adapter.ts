@@ -36,7 +36,7 @@ export interface TransportOptions {
    * crash cannot post the same message twice.
    */
   idempotencyKey?: string;
-  /** Buttons to show under the message (send); an edit always removes them. */
+  /** Buttons to show under the message; on an edit, `[]` removes the ones it had. */
   buttons?: Button[];
 }
 
