@@ -4,22 +4,11 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { formatStatus } from '../../src/actions/builtin/status.js';
 import type { McpServerStatus } from '../../src/mcp/server.js';
-import { FakeLlm, type Script } from '../fakes/llm/server.js';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { callTool, say, toolResult } from '../helpers/approval.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { EVERYTHING_BIN, FILESYSTEM_BIN, startEverythingHttp, stdioServer } from '../helpers/mcp.js';
 import { ChatClient } from '../helpers/webchat-client.js';
-
-/** A model turn that calls one tool. */
-function callTool(name: string, args: unknown, id = 'call_1'): Script {
-  return { kind: 'stream', chunks: [{ toolCalls: [{ id, name, arguments: JSON.stringify(args) }] }] };
-}
-const say = (text: string): Script => ({ kind: 'stream', chunks: [{ content: text }] });
-
-/** What the model was told a tool returned, in the request after the call. */
-function toolResult(llm: FakeLlm, request: number): string {
-  const msg = llm.requests[request]!.body.messages.find((m) => m.role === 'tool');
-  return typeof msg?.content === 'string' ? msg.content : JSON.stringify(msg?.content);
-}
 
 async function mcpStatus(d: TestDaemon): Promise<McpServerStatus[]> {
   const res = await fetch(`${d.url}/status`);
