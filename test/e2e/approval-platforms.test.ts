@@ -2,7 +2,7 @@ import { rmSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeSlack } from '../fakes/slack/server.js';
+import { FakeSlack, signSlack } from '../fakes/slack/server.js';
 import { CountingFile, say, toolResult } from '../helpers/approval.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -82,6 +82,22 @@ describe('approval buttons on Discord, Slack and the web chat (real server-files
     const q2 = await waitFor(() => sl.messages.find((m) => m !== q && m.blocks?.some((b) => b.type === 'actions')), 20_000);
     sl.click(q2, 'Approve');
     await waitFor(() => sl.texts('D0DM0001').includes('Edited on Slack.'), 20_000);
+    expect(file.runs).toBe(1);
+  });
+
+  it('Slack in HTTP mode: a signed, form-encoded block_actions payload approves the call', async () => {
+    const sl = new FakeSlack();
+    await sl.start();
+    cleanup.push(() => sl.close());
+    const secret = 'signing-secret-123';
+    await start(`[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`, { SL_BOT: sl.botToken, SL_SIGN: secret });
+    const post = (body: string, contentType: string) => fetch(`${d!.url}/webhooks/sl`, { method: 'POST', headers: { ...signSlack(body, secret), 'content-type': contentType }, body });
+    llm.script(file.edit(), say('Edited over HTTP.'));
+    expect((await post(JSON.stringify(sl.callback(sl.dmEvent('edit the count'))), 'application/json')).status).toBe(200);
+    const q = await waitFor(() => sl.messages.find((m) => m.blocks?.some((b) => b.type === 'actions')), 20_000);
+    const res = await post(`payload=${encodeURIComponent(JSON.stringify(sl.blockActions(q, 'Approve')))}`, 'application/x-www-form-urlencoded');
+    expect(res.status).toBe(200);
+    await waitFor(() => sl.texts('D0DM0001').includes('Edited over HTTP.'), 20_000);
     expect(file.runs).toBe(1);
   });
 

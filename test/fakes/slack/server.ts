@@ -154,9 +154,18 @@ export class FakeSlack {
    * an `interactive` Socket Mode envelope, which the app must ack.
    */
   click(message: SlackMessage, label: string, user = 'U0USER1'): string {
+    const payload = this.blockActions(message, label, user);
+    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'interactive', accepts_response_payload: true, retry_attempt: 0, retry_reason: '', payload };
+    this.#unacked.set(envelope.envelope_id, envelope);
+    for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
+    return envelope.envelope_id;
+  }
+
+  /** The block_actions payload of a click (HTTP mode posts it form-encoded as `payload`). */
+  blockActions(message: SlackMessage, label: string, user = 'U0USER1'): Record<string, unknown> {
     const button = message.blocks?.flatMap((b) => (b.type === 'actions' ? (b.elements ?? []) : [])).find((e) => e.type === 'button' && e.text.text === label);
     if (!button) throw new Error(`message ${message.ts} has no button "${label}"`);
-    const payload = {
+    return {
       type: 'block_actions',
       user: { id: user, username: user.toLowerCase(), name: user.toLowerCase(), team_id: TEAM },
       api_app_id: 'A0001',
@@ -169,10 +178,6 @@ export class FakeSlack {
       response_url: `${this.url}/actions/response`,
       actions: [{ type: 'button', action_id: button.action_id, block_id: 'b1', text: { type: 'plain_text', text: label }, value: button.value, action_ts: `${Date.now() / 1000}` }],
     };
-    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'interactive', accepts_response_payload: true, retry_attempt: 0, retry_reason: '', payload };
-    this.#unacked.set(envelope.envelope_id, envelope);
-    for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
-    return envelope.envelope_id;
   }
 
   /** Slack's refresh: {"type":"disconnect"}; the client must reconnect through apps.connections.open. */
