@@ -99,7 +99,7 @@ export class Dispatcher {
     const control = cmd && this.#o.control?.(msg, scope, cmd);
     if (control) return this.#control(msg, scope, control);
     if (cmd?.name === 'stop') return this.#stop(msg, scope);
-    const id = this.#o.inbox.add(msg, scope);
+    const id = await this.#o.inbox.store(msg, scope);
     if (id === undefined) {
       this.#o.metrics.duplicates.inc({ channel: msg.channelId });
       return true;
@@ -112,7 +112,7 @@ export class Dispatcher {
 
   async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
     // Stored as done so a redelivered /stop is recognised and not acted on twice.
-    if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
+    if ((await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
     const stopped = this.#lanes.stop(scope, 'stopped by /stop');
     await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
     return true;
@@ -120,7 +120,7 @@ export class Dispatcher {
 
   async #control(msg: ChannelMessage, scope: string, action: () => Promise<string | undefined>): Promise<boolean> {
     // Stored as done, like /stop, so a redelivery is recognised and not acted on twice.
-    if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
+    if ((await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
     let reply: string | undefined;
     try {
       reply = await action();
