@@ -3,8 +3,16 @@ import { settleWithin } from '../kernel/sleep.js';
 import type { Logger } from '../observe/logger.js';
 import type { Tool } from '../runtime/tools.js';
 import { RunningCalls } from '../tools/running.js';
-import { McpServer, type McpServerStatus } from './server.js';
-import { mcpTools, type ToolGate } from './tools.js';
+import type { McpServer, McpServerStatus } from './server.js';
+import type { ToolGate } from './tools.js';
+
+/** The MCP SDK and the AI SDK take seconds to import on a busy machine: loaded only once a server is configured. */
+type McpModules = { McpServer: typeof McpServer; mcpTools: typeof import('./tools.js').mcpTools };
+let modules: Promise<McpModules> | undefined;
+function loadModules(): Promise<McpModules> {
+  modules ??= Promise.all([import('./server.js'), import('./tools.js')]).then(([server, tools]) => ({ McpServer: server.McpServer, mcpTools: tools.mcpTools }));
+  return modules;
+}
 
 export interface McpHubOptions {
   log: Logger;
@@ -24,6 +32,7 @@ export class McpHub {
   readonly #o: McpHubOptions;
   /** agent → server name → server. */
   readonly #agents = new Map<string, Map<string, McpServer>>();
+  #mod: McpModules | undefined;
 
   constructor(options: McpHubOptions) {
     this.#o = options;
@@ -51,9 +60,10 @@ export class McpHub {
     }
     await Promise.all(stopping);
     const started: string[] = [];
+    if (wanted.size) this.#mod ??= await loadModules();
     for (const [name, config] of wanted) {
       if (current.has(name)) continue;
-      const server = new McpServer(agent, config, this.#o.log, this.#o.env);
+      const server = new this.#mod!.McpServer(agent, config, this.#o.log, this.#o.env);
       current.set(name, server);
       server.start();
       started.push(name);
@@ -67,8 +77,9 @@ export class McpHub {
   /** The tools an agent's connected servers offer now, as `server__tool`. */
   tools(agent: string): Tool[] {
     const servers = this.#agents.get(agent);
-    if (!servers) return [];
-    return [...servers.values()].flatMap((s) => mcpTools(agent, s, { running: this.running, ...(this.#o.gate ? { gate: this.#o.gate } : {}) }));
+    const mod = this.#mod;
+    if (!servers || !mod) return [];
+    return [...servers.values()].flatMap((s) => mod.mcpTools(agent, s, { running: this.running, ...(this.#o.gate ? { gate: this.#o.gate } : {}) }));
   }
 
   /**

@@ -78,7 +78,8 @@ export class ApprovalCoordinator implements ToolGate {
     // A question left from before a restart is retired: this one replaces it.
     if (row?.promptRef) await this.#edit(msg.channelId, JSON.parse(row.promptRef) as MessageRef, `🔐 ${call.tool}: asked again below after a restart.`);
     const decided = new Promise<Decision>((resolve) => this.#waiting.set(id, { id, key, channelId: msg.channelId, starter: msg.sender.id, approvers: policy.approvers, resolve }));
-    const question = `🔐 Approve this tool call?\n${call.tool} ${shortArgs(call.args)}\nReply /approve ${id} or /deny ${id}.`;
+    // As inline code, so "__" in names and arguments is not read as Markdown emphasis.
+    const question = `🔐 Approve this tool call?\n\`${call.tool} ${shortArgs(call.args).replaceAll('`', "'")}\`\nReply /approve ${id} or /deny ${id}.`;
     let ref: MessageRef | undefined;
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => this.#waiting.get(id)?.resolve({ verdict: 'deny', by: '' });
