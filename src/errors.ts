@@ -27,6 +27,7 @@ export const catalogue = {
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
+  PROVIDER_AUTH_FAILED: { retryable: false, text: 'the model provider refused the API key; check api_key_env' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
   MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
   MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },

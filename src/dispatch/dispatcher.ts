@@ -52,14 +52,20 @@ export const BUSY_REPLY = 'I am busy right now, try again shortly.';
 export class Dispatcher {
   readonly #o: DispatcherOptions;
   readonly #lanes: Lanes;
-  readonly #notices = new NoticeLimiter();
-  readonly passive = new PassiveContext();
+  readonly #notices: NoticeLimiter;
+  readonly passive: PassiveContext;
   readonly tracker: TaskTracker;
   #accepting = true;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
     this.tracker = options.tracker ?? new TaskTracker(() => 'default');
+    this.#notices = new NoticeLimiter(undefined, undefined, (n) => options.metrics.evictions.inc({ structure: 'not_allowed_notices' }, n));
+    this.passive = new PassiveContext(
+      20,
+      () => ({ maxConversations: options.limits().passive_max_conversations, maxBytes: options.limits().passive_max_bytes }),
+      (n) => options.metrics.evictions.inc({ structure: 'passive_context' }, n),
+    );
     this.#lanes = new Lanes({
       limits: options.limits,
       channelLimit: (id) => options.channel(id)?.config.max_in_flight,
@@ -81,6 +87,10 @@ export class Dispatcher {
     this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
     if (verdict === 'self' || verdict === 'bot') {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
+      return false;
+    }
+    if (verdict === 'ignored') {
+      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'not_allowed' });
       return false;
     }
     if (verdict === 'not_allowed') {
@@ -178,6 +188,11 @@ export class Dispatcher {
 
   snapshot() {
     return this.#lanes.snapshot();
+  }
+
+  /** What the in-memory structures keyed by user input hold now. */
+  memory(): { lanes: number; passive: { conversations: number; bytes: number } } {
+    return { lanes: this.#lanes.size, passive: this.passive.size };
   }
 
   /** Stops taking messages; running turns get `graceMs` to finish, then are cancelled. Queued items stay pending. */
