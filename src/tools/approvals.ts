@@ -89,6 +89,7 @@ export class ApprovalCoordinator implements ToolGate {
         { label: 'Deny', data: `/deny ${id}`, style: 'danger' },
       ]);
       this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
+      this.#o.log.info({ tool: call.tool, approval: id, scope: call.ctx.scope }, 'tool call waiting for approval');
     } catch (err) {
       this.#waiting.delete(id);
       this.#o.log.warn({ err, tool: call.tool }, 'could not post the approval question');

@@ -55,6 +55,8 @@ describe('approval across a crash (daemon as a real process)', () => {
     await fsConnected(p1);
     tg.dm('edit the count');
     const first = await waitFor(() => tg.messages.find((m) => m.replyMarkup), 20_000);
+    // Killed once the question's message id is committed (the log line follows the commit).
+    await waitFor(() => p1.lines.some((l) => l.msg === 'tool call waiting for approval'), 20_000);
     p1.signal('SIGKILL');
     await p1.exited;
     expect(file.runs).toBe(0);
