@@ -37,6 +37,9 @@ export const catalogue = {
   STORAGE_DAMAGED: { retryable: false, text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside' },
   LISTEN_INVALID: { retryable: false, text: 'the HTTP server cannot bind [http] listen; use an address of this machine and a port you may use' },
   LISTEN_IN_USE: { retryable: true, text: 'another process listens on [http] listen; stop it or choose another port' },
+  MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
+  MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },
+  MCP_TOOL_FAILED: { retryable: false, text: 'the MCP tool call failed' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;
 

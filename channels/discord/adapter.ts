@@ -1,12 +1,12 @@
 import { createHash } from 'node:crypto';
-import { Client, GatewayIntentBits, Partials, REST, Routes } from 'discord.js';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
+import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes } from 'discord.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
 import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
 import { CodedError } from '../../src/errors.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifyClose, classifyDiscordError } from './errors.js';
-import { normalizeMessage } from './normalize.js';
+import { normalizeButton, normalizeMessage } from './normalize.js';
 
 export interface DiscordOptions {
   id: string;
@@ -18,6 +18,11 @@ export interface DiscordOptions {
 /** Discord nonces are at most 25 characters: a hash of the key fits and stays stable. */
 function nonceOf(key: string): string {
   return createHash('sha256').update(key).digest('base64url').slice(0, 25);
+}
+
+/** One action row of buttons; `custom_id` carries the command a click sends (at most 100 characters). */
+function buttonRow(buttons: readonly Button[]) {
+  return [{ type: ComponentType.ActionRow, components: buttons.map((b) => ({ type: ComponentType.Button, style: b.style === 'danger' ? ButtonStyle.Danger : ButtonStyle.Primary, label: b.label, custom_id: b.data })) }];
 }
 
 /** Model output can never ping anyone: no @everyone, @here, roles, users or reply pings. */
@@ -82,6 +87,15 @@ export class DiscordAdapter implements ChannelAdapter {
       const msg = normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds);
       if (msg) deliver(msg).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord message not stored'));
     });
+    client.on('interactionCreate', (i) => {
+      if (!i.isButton()) return;
+      // A button click (INTERACTION_CREATE, component type 2) is the clicker's message; once
+      // stored it is acknowledged with DEFERRED_UPDATE_MESSAGE (Discord wants an answer within 3 s).
+      deliver(normalizeButton(i, this.#o.id))
+        .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord button click not stored'))
+        .then(() => this.#rest.post(Routes.interactionCallback(i.id, i.token), { body: { type: InteractionResponseType.DeferredMessageUpdate }, auth: false }))
+        .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord interaction not acknowledged'));
+    });
     try {
       await Promise.race([client.login(this.#token).catch((err: unknown) => Promise.reject(classifyDiscordError(err, 'login'))), fatal, stopped]);
       if (signal.aborted) return;
@@ -121,13 +135,14 @@ export class DiscordAdapter implements ChannelAdapter {
       allowed_mentions: NO_MENTIONS,
       ...(nonce ? { nonce, enforce_nonce: true } : {}),
       ...(target.chatType !== 'dm' && target.replyToMessageId ? { message_reference: { message_id: target.replyToMessageId, fail_if_not_exists: false } } : {}),
+      ...(options?.buttons?.length ? { components: buttonRow(options.buttons) } : {}),
     };
     const sent = (await this.#call('send', () => this.#rest.post(Routes.channelMessages(channel), { body, ...(options?.signal ? { signal: options.signal } : {}) }))) as { id: string };
     return { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
 
   async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
-    await this.#call('edit', () => this.#rest.patch(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), { body: { content: text, allowed_mentions: NO_MENTIONS }, ...(options?.signal ? { signal: options.signal } : {}) }));
+    await this.#call('edit', () => this.#rest.patch(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), { body: { content: text, allowed_mentions: NO_MENTIONS, ...(options?.buttons ? { components: options.buttons.length ? buttonRow(options.buttons) : [] } : {}) }, ...(options?.signal ? { signal: options.signal } : {}) }));
   }
 
   async delete(ref: MessageRef, options?: TransportOptions): Promise<void> {

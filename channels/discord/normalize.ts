@@ -1,4 +1,4 @@
-import type { Message } from 'discord.js';
+import type { ButtonInteraction, Message } from 'discord.js';
 import type { ChannelMessage } from '../../src/dispatch/message.js';
 
 /** A discord.js Message as a ChannelMessage; undefined for guilds outside the allowlist. */
@@ -29,5 +29,26 @@ export function normalizeMessage(m: Message, channelId: string, botId: string, g
     ...(m.reference?.messageId ? { replyTo: m.reference.messageId } : {}),
     addressed: isDm || mentioned || repliedToBot,
     receivedAt: m.createdTimestamp,
+  };
+}
+
+/** A button click as the clicker's message: its text is the button's `custom_id`. */
+export function normalizeButton(i: ButtonInteraction, channelId: string): ChannelMessage {
+  const isDm = !i.guildId;
+  const inThread = i.channel?.isThread?.() ?? false;
+  const parentId = inThread && i.channel && 'parentId' in i.channel ? (i.channel.parentId ?? i.channelId) : i.channelId;
+  return {
+    channelId,
+    kind: 'discord',
+    messageId: `interaction:${i.id}`,
+    chat: { id: isDm ? i.channelId : parentId, type: isDm ? 'dm' : 'group' },
+    ...(inThread ? { threadId: i.channelId } : {}),
+    sender: { id: i.user.id, name: i.user.globalName ?? i.user.username, isBot: i.user.bot },
+    text: i.customId,
+    attachments: [],
+    replyTo: i.message.id,
+    // A click on the bot's own button is always meant for the bot.
+    addressed: true,
+    receivedAt: i.createdTimestamp,
   };
 }

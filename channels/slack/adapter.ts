@@ -1,6 +1,6 @@
 import { App, LogLevel } from '@slack/bolt';
 import { WebClient } from '@slack/web-api';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
 import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
 import { CodedError } from '../../src/errors.js';
@@ -9,8 +9,18 @@ import type { Logger } from '../../src/observe/logger.js';
 import { classifySlackError } from './errors.js';
 import { neutralizeSlackMentions } from './mentions.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
-import { normalizeEvent, type SlackEvent } from './normalize.js';
+import { BUTTON_ACTION, BUTTON_ACTION_PREFIX, normalizeAction, normalizeEvent, type SlackBlockActions, type SlackEvent } from './normalize.js';
 import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
+
+/** The text as a section, and the buttons (if any) as an actions block; each button's value is its command. */
+function buttonBlocks(mrkdwn: string, buttons: readonly Button[]) {
+  return [
+    { type: 'section', text: { type: 'mrkdwn', text: mrkdwn.slice(0, 3000) } },
+    ...(buttons.length
+      ? [{ type: 'actions', elements: buttons.map((b, i) => ({ type: 'button', action_id: `${BUTTON_ACTION_PREFIX}_${i}`, text: { type: 'plain_text', text: b.label }, value: b.data, ...(b.style ? { style: b.style } : {}) })) }]
+      : []),
+  ];
+}
 
 export interface SlackOptions {
   id: string;
@@ -93,6 +103,13 @@ export class SlackAdapter implements ChannelAdapter {
     };
     app.event('message', handle);
     app.event('app_mention', handle);
+    // A Block Kit button click (block_actions) is the clicker's message; the envelope (or the
+    // HTTP request) is acknowledged once it is stored, as for events.
+    app.action({ action_id: BUTTON_ACTION }, async ({ body, action, ack }) => {
+      await ack();
+      const msg = normalizeAction(body as unknown as SlackBlockActions, action as unknown as SlackBlockActions['actions'][number], this.#o.id);
+      if (msg) await deliver(msg);
+    });
     // A listener that throws (the inbox could not store) must reach our receiver un-acked.
     app.error(async (err) => {
       throw err;
@@ -130,14 +147,19 @@ export class SlackAdapter implements ChannelAdapter {
     return fetchLimited(a.url, { maxBytes: o.maxBytes, signal: o.signal, name, headers: { authorization: `Bearer ${this.#s.botToken}` }, htmlMeansRefused: !a.mime?.includes('html') });
   }
 
-  async send(target: ReplyTarget, text: string): Promise<MessageRef> {
+  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const thread_ts = this.#threadTs(target);
-    const r = await this.#call('chat.postMessage', () => this.#web.chat.postMessage({ channel: target.chatId, text: markdownToMrkdwn(text), ...(thread_ts ? { thread_ts } : {}), unfurl_links: false }));
+    const mrkdwn = markdownToMrkdwn(text);
+    const blocks = options?.buttons?.length ? buttonBlocks(mrkdwn, options.buttons) : undefined;
+    const r = await this.#call('chat.postMessage', () => this.#web.chat.postMessage({ channel: target.chatId, text: mrkdwn, ...(blocks ? { blocks } : {}), ...(thread_ts ? { thread_ts } : {}), unfurl_links: false }));
     return { chatId: target.chatId, messageId: r.ts!, ...(thread_ts ? { threadId: thread_ts } : {}) };
   }
 
-  async edit(ref: MessageRef, text: string): Promise<void> {
-    await this.#call('chat.update', () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: markdownToMrkdwn(text) }));
+  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
+    const mrkdwn = markdownToMrkdwn(text);
+    // A message that had buttons is rewritten as a plain section: the buttons are gone.
+    const blocks = options?.buttons ? buttonBlocks(mrkdwn, options.buttons) : undefined;
+    await this.#call('chat.update', () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: mrkdwn, ...(blocks ? { blocks } : {}) }));
   }
 
   async delete(ref: MessageRef): Promise<void> {

@@ -42,3 +42,39 @@ export function normalizeEvent(e: SlackEvent, channelId: string, botUserId: stri
     receivedAt: Math.round(Number(e.ts) * 1000),
   };
 }
+
+/** Our buttons' action_id prefix (`channeld_button_0`, …): their clicks are ours to take. */
+export const BUTTON_ACTION_PREFIX = 'channeld_button';
+export const BUTTON_ACTION = new RegExp(`^${BUTTON_ACTION_PREFIX}_\\d+$`);
+
+/** The parts of a block_actions payload we read. */
+export interface SlackBlockActions {
+  type: 'block_actions';
+  user: { id: string; name?: string; username?: string };
+  channel?: { id: string };
+  container: { channel_id?: string; message_ts?: string; thread_ts?: string };
+  message?: { ts: string; thread_ts?: string };
+  trigger_id?: string;
+  actions: Array<{ action_id: string; value?: string; action_ts: string }>;
+}
+
+/** A button click as the clicker's message: its text is the button's value. */
+export function normalizeAction(body: SlackBlockActions, action: SlackBlockActions['actions'][number], channelId: string): ChannelMessage | undefined {
+  const channel = body.channel?.id ?? body.container.channel_id;
+  if (!channel || action.value === undefined) return undefined;
+  const threadId = body.message?.thread_ts ?? body.container.thread_ts;
+  return {
+    channelId,
+    kind: 'slack',
+    messageId: `action:${channel}:${action.action_ts}:${body.user.id}`,
+    chat: { id: channel, type: channel.startsWith('D') ? 'dm' : 'group' },
+    ...(threadId ? { threadId } : {}),
+    sender: { id: body.user.id, name: body.user.name ?? body.user.username ?? body.user.id, isBot: false },
+    text: action.value,
+    attachments: [],
+    ...(body.message?.ts ? { replyTo: body.message.ts } : {}),
+    // A click on the bot's own button is always meant for the bot.
+    addressed: true,
+    receivedAt: Math.round(Number(action.action_ts) * 1000),
+  };
+}

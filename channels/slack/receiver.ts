@@ -148,7 +148,9 @@ export class DeferredAckHttpReceiver implements Receiver {
     if (!valid) return void res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid signature or stale timestamp\n');
     let parsed: Record<string, unknown>;
     try {
-      parsed = JSON.parse(raw) as Record<string, unknown>;
+      // Interactivity (button clicks) arrives form-encoded, its JSON in `payload`.
+      const form = String(req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded') ? new URLSearchParams(raw).get('payload') : null;
+      parsed = JSON.parse(form ?? raw) as Record<string, unknown>;
     } catch {
       return void res.writeHead(400).end();
     }

@@ -9,7 +9,7 @@ import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifyTelegramError, isEntityError, isNotModified } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
-import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
+import { callbackQueryId, malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 import { webhookHandler } from './webhook.js';
 
 export interface TelegramOptions {
@@ -24,7 +24,7 @@ export interface TelegramOptions {
   pollTimeoutSeconds?: number;
 }
 
-const ALLOWED_UPDATES = ['message', 'channel_post'] as const;
+const ALLOWED_UPDATES = ['message', 'channel_post', 'callback_query'] as const;
 
 /** grammy types its signals with the abort-controller shim; Node's AbortSignal is what it gets at run time. */
 type GrammySignal = Parameters<Api['getMe']>[0];
@@ -83,13 +83,28 @@ export class TelegramAdapter implements ChannelAdapter {
     return fetchLimited(`${this.#o.apiRoot}/file/bot${this.#token}/${file.file_path}`, { maxBytes: o.maxBytes, signal: o.signal, name });
   }
 
-  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+  async listen(platformDeliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+    const deliver = this.#answeringCallbacks(platformDeliver);
     const me = await this.#call('getMe', () => this.#api.getMe(sig(signal)));
     this.#bot = { id: me.id, username: me.username };
     if (this.#o.mode === 'webhook') return this.#webhook(deliver, signal, onConnected);
     await this.#call('deleteWebhook', () => this.#api.deleteWebhook({ drop_pending_updates: false }, sig(signal)));
     onConnected();
     await this.#poll(deliver, signal);
+  }
+
+  /**
+   * A button click (callback_query) is delivered as its sender's message; once stored, the
+   * query is answered so the client stops its spinner (Telegram expects an answer to each).
+   */
+  #answeringCallbacks(deliver: Deliver): Deliver {
+    return async (msg) => {
+      const stored = await deliver(msg);
+      const query = callbackQueryId(msg);
+      // Not awaited: the rest of the update batch need not wait for the answer.
+      if (query) void this.#api.answerCallbackQuery(query).catch((err: unknown) => this.#o.log.debug({ err, channel: this.#o.id }, 'answerCallbackQuery failed'));
+      return stored;
+    };
   }
 
   /** Each update is stored before the offset moves past it, so a crash loses nothing. */
@@ -155,6 +170,7 @@ export class TelegramAdapter implements ChannelAdapter {
       ...this.#threadOf(target),
       ...(replyTo ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {}),
       link_preview_options: { is_disabled: true },
+      ...(options?.buttons?.length ? { reply_markup: { inline_keyboard: [options.buttons.map((b) => ({ text: b.label, callback_data: b.data }))] } } : {}),
     };
     const sent = await this.#call('sendMessage', async () => {
       try {

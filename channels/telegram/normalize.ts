@@ -42,6 +42,35 @@ function addressed(m: Message, bot: BotIdentity): boolean {
   });
 }
 
+const CALLBACK_PREFIX = 'cb:';
+
+/** The callback query a delivered message came from (a button click), if any. */
+export function callbackQueryId(msg: ChannelMessage): string | undefined {
+  return msg.messageId.startsWith(CALLBACK_PREFIX) ? msg.messageId.slice(CALLBACK_PREFIX.length) : undefined;
+}
+
+/** A button click: the clicker's message whose text is the button's callback_data. */
+function normalizeCallback(q: NonNullable<Update['callback_query']>, channelId: string): ChannelMessage | undefined {
+  const m = q.message;
+  if (!m || typeof q.data !== 'string' || typeof q.from?.id !== 'number' || typeof m.chat?.id !== 'number') return undefined;
+  const type = m.chat.type === 'private' ? 'dm' : m.chat.type === 'channel' ? 'channel' : 'group';
+  const name = [q.from.first_name, q.from.last_name].filter(Boolean).join(' ') || q.from.username || String(q.from.id);
+  return {
+    channelId,
+    kind: 'telegram',
+    messageId: `${CALLBACK_PREFIX}${q.id}`,
+    chat: { id: String(m.chat.id), type },
+    ...('is_topic_message' in m && m.is_topic_message && m.message_thread_id !== undefined ? { threadId: String(m.message_thread_id) } : {}),
+    sender: { id: String(q.from.id), name, isBot: q.from.is_bot },
+    text: q.data,
+    attachments: [],
+    replyTo: String(m.message_id),
+    // A click on the bot's own button is always meant for the bot.
+    addressed: true,
+    receivedAt: Date.now(),
+  };
+}
+
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
 /**
@@ -60,6 +89,7 @@ export function malformedUpdate(u: unknown): string | undefined {
 /** An update as a ChannelMessage, or undefined for updates that carry no new message (or cannot be read). */
 export function normalizeUpdate(u: Update, channelId: string, bot: BotIdentity): ChannelMessage | undefined {
   if (malformedUpdate(u)) return undefined;
+  if (u.callback_query) return normalizeCallback(u.callback_query, channelId);
   const m = u.message ?? u.channel_post;
   if (!m) return undefined;
   const type = m.chat.type === 'private' ? 'dm' : m.chat.type === 'channel' ? 'channel' : 'group';

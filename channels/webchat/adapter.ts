@@ -26,7 +26,7 @@ const assets: Record<string, { type: string; body: string | Buffer }> = {
 const BACKLOG = 100;
 const MAX_TEXT = 16_000;
 
-type BacklogEntry = { from: 'user'; id: string; text: string } | { from: 'bot'; text: string; final: boolean };
+type BacklogEntry = { from: 'user'; id: string; text: string } | { from: 'bot'; text: string; final: boolean; buttons?: Array<{ label: string; data: string }> };
 
 interface Tab {
   sockets: Set<WebSocket>;
@@ -138,7 +138,7 @@ export class WebchatAdapter implements ChannelAdapter {
     tab.sockets.add(ws);
     this.#enforceBounds();
     for (const [key, e] of tab.backlog) {
-      const frame: ServerFrame = e.from === 'user' ? { type: 'message', id: e.id, text: e.text } : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final };
+      const frame: ServerFrame = e.from === 'user' ? { type: 'message', id: e.id, text: e.text } : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final, ...(e.buttons ? { buttons: e.buttons } : {}) };
       ws.send(JSON.stringify(frame));
     }
     // One message at a time per socket: an upload lookup must not let a later message pass.
@@ -238,7 +238,7 @@ export class WebchatAdapter implements ChannelAdapter {
       tab = { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
       this.#tabs.set(chatId, tab);
     }
-    if (frame.type === 'reply') this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final });
+    if (frame.type === 'reply') this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final, ...(frame.buttons ? { buttons: frame.buttons } : {}) });
     if (frame.type === 'delete') this.#forgetReply(tab, `bot:${frame.ref}`);
     const data = JSON.stringify(frame);
     for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
@@ -257,7 +257,8 @@ export class WebchatAdapter implements ChannelAdapter {
 
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const ref = randomUUID();
-    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options?.final ?? false });
+    const buttons = options?.buttons?.map((b) => ({ label: b.label, data: b.data }));
+    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options?.final ?? false, ...(buttons?.length ? { buttons } : {}) });
     return { chatId: target.chatId, messageId: ref };
   }
 

@@ -121,6 +121,18 @@
         let el = bubbles.get(f.ref);
         if (!el) { el = add('bot', ''); el.dataset.ref = f.ref; bubbles.set(f.ref, el); }
         render(el, f.text);
+        // Approval questions carry buttons; a click sends the button's command as a message.
+        for (const b of f.buttons || []) {
+          const btn = document.createElement('button'); btn.type = 'button'; btn.className = 'choice'; btn.textContent = b.label;
+          btn.onclick = () => {
+            const id = Date.now().toString(36) + '-' + (seq++);
+            const frame = { type: 'message', id, text: b.data };
+            pending.set(id, frame);
+            for (const other of el.querySelectorAll('button.choice')) other.disabled = true;
+            if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(frame));
+          };
+          el.append(document.createElement('br'), btn);
+        }
         el.classList.toggle('draft', !f.final);
         el.classList.toggle('final', !!f.final);
         scroll();

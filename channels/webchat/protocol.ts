@@ -16,7 +16,8 @@ export type ServerFrame =
   | { type: 'ack'; id: string }
   /** The user's own message, replayed to a reloaded tab (or another socket of it) in order with the replies. */
   | { type: 'message'; id: string; text: string }
-  | { type: 'reply'; ref: string; text: string; final: boolean }
+  /** `buttons` (approval questions): a click sends `data` as the tab's next message; an edit drops them. */
+  | { type: 'reply'; ref: string; text: string; final: boolean; buttons?: Array<{ label: string; data: string }> }
   | { type: 'delete'; ref: string }
   | { type: 'typing' }
   | { type: 'error'; message: string };

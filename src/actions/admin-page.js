@@ -4,7 +4,7 @@
   let token = sessionStorage.getItem('channeld.admin') || '';
   let asking = null;
   const $ = (id) => document.getElementById(id);
-  const HEAD = { channels: ['Channel', 'Kind', 'State', 'Since', 'Attempts', 'Last error'], turns: ['Id', 'State', 'Agent', 'Conversation', 'Model', 'Started', ''] };
+  const HEAD = { channels: ['Channel', 'Kind', 'State', 'Since', 'Attempts', 'Last error'], turns: ['Id', 'State', 'Agent', 'Conversation', 'Model', 'Started', ''], mcp: ['Agent', 'Server', 'Transport', 'State', 'Tools', 'Since', 'Last error'] };
   const cell = (text, cls, label) => { const td = document.createElement('td'); td.textContent = text; if (cls) td.className = cls; if (label) td.dataset.label = label; return td; };
   const row = (kind, values, classes = []) => values.map((v, i) => cell(v, classes[i], HEAD[kind][i]));
   const notice = (text, isError) => { $('notice').textContent = text; $('notice').className = isError ? 'error' : ''; };
@@ -48,6 +48,13 @@
       cb.append(tr);
     }
     if (!channels.length) { const tr = document.createElement('tr'); tr.append(cell('no channels', 'empty')); cb.append(tr); }
+    const mb = $('mcp'); mb.replaceChildren();
+    for (const m of status.mcp_servers || []) {
+      const tr = document.createElement('tr'); tr.dataset.mcp = m.agent + '/' + m.name;
+      tr.append(...row('mcp', [m.agent, m.name, m.transport, m.state, String(m.tools), new Date(m.since).toLocaleTimeString(), m.last_error ? m.last_error.code + ': ' + m.last_error.message : '—'], [undefined, undefined, undefined, 'state ' + m.state]));
+      mb.append(tr);
+    }
+    if (!(status.mcp_servers || []).length) { const tr = document.createElement('tr'); tr.append(cell('no MCP servers', 'empty')); mb.append(tr); }
     const tb = $('turns'); tb.replaceChildren();
     for (const t of turns) {
       const tr = document.createElement('tr'); tr.dataset.turn = t.id;

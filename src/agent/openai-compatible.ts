@@ -46,9 +46,9 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string): T
     set[t.name] = tool({
       description: t.description,
       inputSchema: t.input,
-      execute: async (input: unknown, { abortSignal }) => {
+      execute: async (input: unknown, { abortSignal, toolCallId }) => {
         try {
-          return await t.run(input, { signal: abortSignal ?? ctx.signal, scope: ctx.scope, timeZone });
+          return await t.run(input, { signal: abortSignal ?? ctx.signal, scope: ctx.scope, timeZone, callId: toolCallId, ...(ctx.message ? { message: ctx.message } : {}), ...(ctx.emit ? { emit: ctx.emit } : {}) });
         } catch (err) {
           return { error: err instanceof Error ? err.message : String(err) };
         }

@@ -1,3 +1,4 @@
+import type { ChannelMessage } from '../dispatch/message.js';
 import type { Tool } from '../runtime/tools.js';
 import type { AgentEvent } from './events.js';
 
@@ -33,6 +34,10 @@ export interface AgentContext {
   signal: AbortSignal;
   /** Told which "provider:model" is being tried. */
   onModel?: (model: string) => void;
+  /** The message that started the turn, handed to tools (approval asks its sender). */
+  message?: ChannelMessage;
+  /** Sends an event into the turn while a tool runs (tool_log). */
+  emit?: (event: AgentEvent) => void;
 }
 
 /** Runs one turn. Yields AgentEvents; ends with exactly one of done, error or cancelled. */

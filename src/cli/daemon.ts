@@ -15,6 +15,7 @@ import type { SessionStore } from '../store/sessions.js';
 import type { UsageFilter, UsageLedger } from '../store/usage.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
+import type { McpHub } from '../mcp/hub.js';
 import type { Inbox } from '../store/inbox.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
@@ -118,6 +119,9 @@ export class Daemon implements ManagementApi {
   get tracker(): TaskTracker {
     return this.#kernel.get<TaskTracker>('tracker');
   }
+  get mcp(): McpHub {
+    return this.#kernel.get<McpHub>('mcp');
+  }
   get metrics(): Metrics {
     return this.#kernel.get<Metrics>('metrics');
   }
@@ -131,7 +135,7 @@ export class Daemon implements ManagementApi {
   }
 
   async #start(options: DaemonOptions): Promise<void> {
-    await this.#kernel.load(...corePlugins({ holder: this.#holder, api: this, hardStop: this.#hardStop.signal, ...(options.logger ? { logger: options.logger } : {}) }), this.#statusPlugin());
+    await this.#kernel.load(...corePlugins({ holder: this.#holder, api: this, hardStop: this.#hardStop.signal, env: this.#env, ...(options.logger ? { logger: options.logger } : {}) }), this.#statusPlugin());
     const cfg = this.#holder.loaded.config;
     const pidFile = join(cfg.daemon.state_dir, 'channeld.pid');
     writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o600 });
@@ -213,6 +217,7 @@ export class Daemon implements ManagementApi {
       channels: this.supervisor.statuses().map((s) => ({ ...s, in_flight: snap.channels[s.id]?.inFlight ?? 0, queued: snap.channels[s.id]?.queued ?? 0 })),
       turns: { in_flight: snap.inFlight, queued: snap.queued, list: this.tracker.list() },
       agents: [...this.#kernel.get<WorkspaceTable>('workspaces').byName.values()].map((w) => w.status()),
+      mcp_servers: this.mcp.status(),
       last_reload: this.#lastReload,
       storage: this.storage.status(),
     };
@@ -314,6 +319,7 @@ export class Daemon implements ManagementApi {
       await this.#kernel.unload(`workspace:${name}`);
       const agent = after.config.agents[name];
       if (agent?.enabled) await this.#kernel.load(workspacePlugin(name, agent));
+      else await this.mcp.sync(name, []);
     }
     return changed;
   }

@@ -25,6 +25,10 @@ import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
 import { ChannelError, CodedError, errorMessage } from '../errors.js';
+import { McpHub } from '../mcp/hub.js';
+import { ApprovalStore } from '../store/approvals.js';
+import { ApprovalCoordinator } from '../tools/approvals.js';
+import { toolControls } from '../tools/controls.js';
 
 /** The state database; a state_dir that cannot hold it is named with its path and what failed. */
 function openStateDb(dir: string): ReturnType<typeof openDb> {
@@ -52,8 +56,11 @@ export interface WorkspaceTable {
   build(name: string, agent: AgentConfig): Workspace;
 }
 
+/** How long a turn waits for its agent's MCP servers' first connection attempt. */
+const MCP_READY_WAIT_MS = 30_000;
+
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, ledger: UsageLedger) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, ledger: UsageLedger, mcp: McpHub) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
@@ -62,6 +69,8 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionSt
       workspaceDir: workspaceDirOf(holder.loaded.config, name),
       log,
       actions,
+      extraTools: () => mcp.tools(name),
+      toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
       ...(apiKey ? { apiKey } : {}),
       queuedIn: (scope) => tracker.queuedIn(scope),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
@@ -99,6 +108,8 @@ export interface CorePluginOptions {
   api: ManagementApi;
   logger?: Partial<LoggerOptions>;
   hardStop: AbortSignal;
+  /** The environment MCP servers' `headers_env` are read from. */
+  env?: NodeJS.ProcessEnv;
 }
 
 /** The daemon's core, in the order the kernel will find anyway: each injects what it uses. */
@@ -119,7 +130,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
     {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'storage', 'usage'],
+      provides: ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
       inject: ['config', 'logger', 'metrics'],
       start: (ctx) => {
         const log = ctx.use<Logger>('logger');
@@ -150,6 +161,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         ctx.provide('sessions', new SessionStore(db, group));
         ctx.provide('conversations', new ConversationStore(db, group));
         ctx.provide('usage', new SqliteUsageLedger(db, group));
+        ctx.provide('approval-store', new ApprovalStore(db));
       },
     },
     {
@@ -189,12 +201,50 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     },
     { name: 'channel-table', provides: ['channels'], start: (ctx) => ctx.provide('channels', new Map() as Channels) },
     {
+      name: 'mcp',
+      provides: ['mcp'],
+      inject: ['config', 'logger'],
+      start: (ctx) => {
+        const hub = new McpHub({ log: ctx.use('logger'), env: o.env ?? process.env, graceMs: () => cfg().daemon.shutdown_grace_ms });
+        // Unloaded after the dispatcher: turns have ended before their servers stop.
+        ctx.effect(() => hub.stopAll());
+        ctx.provide('mcp', hub);
+      },
+    },
+    {
+      name: 'approvals',
+      provides: ['approvals'],
+      inject: ['config', 'logger', 'channels', 'mcp', 'approval-store'],
+      start: (ctx) => {
+        const channels = ctx.use<Channels>('channels');
+        const adapter = (id: string) => {
+          const ch = channels.get(id);
+          if (!ch) throw new ChannelError('CHANNEL_UNAVAILABLE', `channel "${id}" is not running`);
+          return ch.adapter;
+        };
+        const approvals = new ApprovalCoordinator({
+          store: ctx.use('approval-store'),
+          log: ctx.use('logger'),
+          policy: (agent) => {
+            const a = cfg().agents[agent];
+            return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
+          },
+          send: (target, text, buttons) => adapter(target.channelId).send(target, text, { final: true, buttons }),
+          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [] }),
+        });
+        const hub = ctx.use<McpHub>('mcp');
+        hub.gate = approvals;
+        ctx.effect(() => (hub.gate = undefined));
+        ctx.provide('approvals', approvals);
+      },
+    },
+    {
       name: 'workspaces',
       provides: ['workspaces'],
-      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage'],
+      inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'mcp'],
       start: (ctx) => {
         const metrics = ctx.use<Metrics>('metrics');
-        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'), ctx.use('usage'));
+        const build = workspaceBuilder(o.holder, ctx.use('logger'), ctx.use('sessions'), ctx.use('conversations'), metrics, ctx.use('actions'), ctx.use('tracker'), ctx.use('usage'), ctx.use('mcp'));
         ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
       },
     },
@@ -217,7 +267,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
     {
       name: 'dispatcher',
       provides: ['dispatcher'],
-      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker'],
+      inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker', 'approvals', 'mcp'],
       start: (ctx) => {
         const log = ctx.use<Logger>('logger');
         const channels = ctx.use<Channels>('channels');
@@ -228,6 +278,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         const tracker = ctx.use<TaskTracker>('tracker');
         const dispatcher = new Dispatcher({
           tracker,
+          control: toolControls(ctx.use('approvals'), ctx.use<McpHub>('mcp').running),
           agentOf: (channelId) => {
             const agent = agentOf(cfg(), channelId);
             return { agent, max: cfg().agents[agent]?.max_in_flight };
@@ -269,8 +320,10 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
 export function workspacePlugin(name: string, agent: AgentConfig): Plugin {
   return {
     name: `workspace:${name}`,
-    inject: ['workspaces'],
-    start: (ctx) => {
+    inject: ['workspaces', 'mcp'],
+    start: async (ctx) => {
+      // The servers outlive this workspace: a rebuild keeps the unchanged ones running.
+      await ctx.use<McpHub>('mcp').sync(name, agent.mcp);
       const table = ctx.use<WorkspaceTable>('workspaces');
       const ws = table.build(name, agent);
       table.byName.set(name, ws);

@@ -101,6 +101,28 @@ const slack = z.strictObject({
 export const channelSchema = z.discriminatedUnion('type', [webchat, telegram, discord, slack]);
 export const channelKinds = ['webchat', 'telegram', 'discord', 'slack'] as const;
 
+/**
+ * One MCP server of an agent (`[[agents.NAME.mcp]]`): stdio (`command`, `args`, `env`) or
+ * Streamable HTTP (`url`, `headers_env` naming the environment variables that hold header
+ * values, e.g. `{ Authorization = "MCP_TOKEN" }`).
+ */
+export const mcpServerSchema = z
+  .strictObject({
+    name: z.string().regex(/^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$/, 'use letters, digits, "-" and single "_" only ("__" separates server and tool)').max(32),
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+    env: z.record(z.string(), z.string()).default({}),
+    url: z.url().optional(),
+    headers_env: z.record(z.string(), z.string().min(1)).default({}),
+    /** Only these tools of the server are offered; all when absent. */
+    tools: z.array(z.string().min(1)).optional(),
+    approval: z.union([z.enum(['never', 'always']), z.array(z.string().min(1))]).default('never'),
+    timeout_ms: positiveInt.default(60000),
+  })
+  .superRefine((s, ctx) => {
+    if ((s.command === undefined) === (s.url === undefined)) ctx.addIssue({ code: 'custom', path: s.command === undefined ? ['command'] : ['url'], message: 'give either command (stdio) or url (Streamable HTTP), not both or neither' });
+  });
+
 export const agentSchema = z.strictObject({
   enabled: z.boolean().default(true),
   provider: z.enum(['echo', 'openai-compatible']).default('echo'),
@@ -128,6 +150,14 @@ export const agentSchema = z.strictObject({
   prompt_files: z.array(z.string().min(1)).default([]),
   /** Spend per UTC day (in the currency of the `[models]` prices); past it new turns are refused. */
   daily_budget: z.number().positive().optional(),
+  /** MCP servers whose tools the model is offered as `server__tool`. */
+  mcp: z.array(mcpServerSchema).default([]),
+  /** A tool result longer than this is cut, and the model is told so. */
+  max_tool_result_chars: positiveInt.default(16000),
+  /** Sender ids who may approve or deny any tool call of this agent (besides the turn's starter). */
+  approvers: z.array(z.string().min(1)).default([]),
+  /** An approval not decided within this long counts as denied. */
+  approval_timeout_ms: positiveInt.default(300000),
 });
 
 /** What one model accepts and what it costs (`[models."NAME"]`). */
@@ -190,4 +220,5 @@ export type ChannelKind = ChannelConfig['type'];
 export type AgentConfig = z.output<typeof agentSchema>;
 export type ModelConfig = z.output<typeof modelSchema>;
 export type QueueMode = z.output<typeof queueMode>;
+export type McpServerConfig = z.output<typeof mcpServerSchema>;
 export type BackoffConfig = z.output<typeof backoffSchema>;

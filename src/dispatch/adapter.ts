@@ -16,6 +16,16 @@ export interface ChannelCapabilities {
   threads: boolean;
 }
 
+/**
+ * A button under a message (approval questions). `data` is the command text a click sends
+ * back as the clicker's message, e.g. `/approve 3fa9c1`; it fits Telegram's 64-byte limit.
+ */
+export interface Button {
+  label: string;
+  data: string;
+  style?: 'primary' | 'danger';
+}
+
 export interface TransportOptions {
   signal?: AbortSignal;
   /** This is the turn's last write to this message (web chat marks it final). */
@@ -26,6 +36,8 @@ export interface TransportOptions {
    * crash cannot post the same message twice.
    */
   idempotencyKey?: string;
+  /** Buttons to show under the message; on an edit, `[]` removes the ones it had. */
+  buttons?: Button[];
 }
 
 /**

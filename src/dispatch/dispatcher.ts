@@ -3,7 +3,7 @@ import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { CodedError } from '../errors.js';
 import type { Inbox, InboxItem } from '../store/inbox.js';
-import { parseCommand } from '../runtime/commands.js';
+import { parseCommand, type ParsedCommand } from '../runtime/commands.js';
 import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
 import type { ChannelAdapter } from './adapter.js';
 import { conversationScope, type ChannelMessage } from './message.js';
@@ -35,6 +35,12 @@ export interface DispatcherOptions {
   agentOf?(channelId: string): { agent: string; max: number | undefined };
   /** Every running and queued turn; a private one when not given. */
   tracker?: TaskTracker;
+  /**
+   * Commands that act on a running turn and so cannot wait in its lane (`/approve`,
+   * `/deny`, `/stop tool`): returns the action for a command it handles, undefined otherwise.
+   * The action's text, if any, is sent back as a control reply.
+   */
+  control?(msg: ChannelMessage, scope: string, cmd: ParsedCommand): (() => Promise<string | undefined>) | undefined;
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
@@ -102,7 +108,10 @@ export class Dispatcher {
       return false;
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
-    if (parseCommand(msg.text, ch.adapter.selfName)?.name === 'stop') return this.#stop(msg, scope);
+    const cmd = parseCommand(msg.text, ch.adapter.selfName);
+    const control = cmd && this.#o.control?.(msg, scope, cmd);
+    if (control) return this.#control(msg, scope, control);
+    if (cmd?.name === 'stop') return this.#stop(msg, scope);
     let id: number | undefined;
     try {
       id = await this.#o.inbox.addDurable(msg, scope);
@@ -136,6 +145,20 @@ export class Dispatcher {
     if (!fresh) return true;
     const stopped = this.#lanes.stop(scope, 'stopped by /stop');
     await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
+    return true;
+  }
+
+  async #control(msg: ChannelMessage, scope: string, action: () => Promise<string | undefined>): Promise<boolean> {
+    // Stored as done, like /stop, so a redelivery is recognised and not acted on twice.
+    if ((await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
+    let reply: string | undefined;
+    try {
+      reply = await action();
+    } catch (err) {
+      this.#o.log.warn({ err, channel: msg.channelId }, 'control command failed');
+      reply = 'That did not work; please try again.';
+    }
+    if (reply) await this.#notify(msg, reply);
     return true;
   }
 

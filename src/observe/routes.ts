@@ -1,4 +1,5 @@
 import type { TrackedTask } from '../dispatch/tracker.js';
+import type { McpServerStatus } from '../mcp/server.js';
 import type { Metrics } from './metrics.js';
 import type { StorageStatus } from '../store/health.js';
 import { sendJson, type HttpRoutes } from './http.js';
@@ -17,6 +18,8 @@ export interface DaemonStatus {
   last_reload: { ok: boolean; at: string; errors: string[] } | null;
   /** `degraded` (with the SQLite code) while the database cannot take writes; then not ready. */
   storage: StorageStatus;
+  /** Every agent's MCP servers: state, tool count, last error. */
+  mcp_servers?: McpServerStatus[];
 }
 
 /** Registers /healthz, /readyz and /metrics (/status is the status action's HTTP face); returns the disposer. */

@@ -1,4 +1,4 @@
-import type { Usage } from '../agent/events.js';
+import type { AgentEvent, Usage } from '../agent/events.js';
 import type { AgentRunner } from '../agent/runner.js';
 import { CodedError, type ErrorCode } from '../errors.js';
 import { CommandRegistry, parseCommand } from './commands.js';
@@ -6,7 +6,7 @@ import { TurnContext, type TurnRequest } from './context.js';
 import { HookRegistry, HookResult, type Phase } from './hooks.js';
 import { ModeRegistry } from './modes.js';
 import { PromptManager } from './prompt.js';
-import { ToolRegistry } from './tools.js';
+import { boundedTool, ToolRegistry } from './tools.js';
 
 export interface RuntimeOptions {
   /** Builds the runner for this turn (the workspace's provider client). */
@@ -19,6 +19,8 @@ export interface RuntimeOptions {
   features?: ReadonlySet<string>;
   /** The agent's tool allowlist. */
   toolAllow?(): readonly string[] | undefined;
+  /** Tool results longer than this are cut before the model sees them (unbounded when absent). */
+  maxToolResultChars?(): number;
   /** Told about hook and contributor failures that the turn survives. */
   onHookError?(phase: Phase, hook: string, err: unknown): void;
 }
@@ -137,13 +139,15 @@ export class Runtime {
 
   async #build(ctx: TurnContext): Promise<void> {
     ctx.runner = this.#o.runnerFor(ctx);
-    const tools = this.tools.select({ modes: ctx.modes, features: this.#o.features ?? new Set(), allow: this.#o.toolAllow?.() });
+    const max = this.#o.maxToolResultChars?.();
+    const selected = this.tools.select({ modes: ctx.modes, features: this.#o.features ?? new Set(), allow: this.#o.toolAllow?.() });
+    const tools = max === undefined ? selected : selected.map((t) => boundedTool(t, max));
     const model = this.#o.modelOf?.(ctx.scope);
     ctx.input = { system: await this.prompt.build(ctx), history: ctx.history, text: ctx.message.text, tools, ...(model ? { model } : {}) };
   }
 
   async #execute(ctx: TurnContext): Promise<void> {
-    const agentCtx = { scope: ctx.scope, channelId: ctx.message.channelId, signal: ctx.signal, ...(ctx.request.onModel ? { onModel: ctx.request.onModel } : {}) };
+    const agentCtx = { scope: ctx.scope, channelId: ctx.message.channelId, signal: ctx.signal, message: ctx.message, emit: (e: AgentEvent) => ctx.emit(e), ...(ctx.request.onModel ? { onModel: ctx.request.onModel } : {}) };
     for await (const event of ctx.runner!.run(ctx.input!, agentCtx, ctx.signal)) {
       ctx.emit(event);
       if (ctx.ending) break;

@@ -1,17 +1,29 @@
+import type { Schema } from 'ai';
 import { z } from 'zod';
+import type { AgentEvent } from '../agent/events.js';
+import type { ChannelMessage } from '../dispatch/message.js';
 import { CodedError } from '../errors.js';
 
 export interface ToolContext {
   signal: AbortSignal;
   scope: string;
   timeZone: string;
+  /** The model's id for this call (tool_start/tool_end carry it). */
+  callId?: string;
+  /** The message that started the turn: who may approve, where to ask. */
+  message?: ChannelMessage;
+  /** Sends an event into the turn while the tool runs (tool_log progress). */
+  emit?: (event: AgentEvent) => void;
 }
 
-/** A tool the model may call. `input` validates (and describes) its arguments. */
+/**
+ * A tool the model may call. `input` validates (and describes) its arguments: a zod schema,
+ * or a JSON schema wrapped with the AI SDK's `jsonSchema()` (tools from MCP servers).
+ */
 export interface Tool<I = any> {
   name: string;
   description: string;
-  input: z.ZodType<I>;
+  input: z.ZodType<I> | Schema<I>;
   /** Offered only while all these modes are active in the conversation. */
   requires_modes?: string[];
   /** Offered only when the workspace has all these features. */
@@ -29,6 +41,13 @@ export interface ToolSelection {
 /** The tools of a workspace; the agent-build step picks those that apply to one request. */
 export class ToolRegistry {
   readonly #tools = new Map<string, Tool>();
+  readonly #sources: Array<() => readonly Tool[]> = [];
+
+  /** Adds tools that come and go at run time (an MCP server's, while it is connected). */
+  addSource(source: () => readonly Tool[]): () => void {
+    this.#sources.push(source);
+    return () => void this.#sources.splice(this.#sources.indexOf(source) >>> 0, 1);
+  }
 
   register(tool: Tool): () => void {
     if (this.#tools.has(tool.name)) throw new CodedError('COMMAND_DUPLICATE', `tool "${tool.name}" is already registered`);
@@ -41,7 +60,7 @@ export class ToolRegistry {
   }
 
   select(sel: ToolSelection): Tool[] {
-    return [...this.#tools.values()].filter(
+    return [...this.#tools.values(), ...this.#sources.flatMap((s) => s())].filter(
       (t) =>
         (sel.allow === undefined || sel.allow.includes(t.name)) &&
         (t.requires_modes ?? []).every((m) => sel.modes.has(m)) &&
@@ -67,3 +86,27 @@ export const currentTimeTool: Tool<{ time_zone?: string | undefined }> = {
     return { iso: now.toISOString(), local, time_zone: zone };
   },
 };
+
+/** Cuts `text` to `max` characters and says so, so the model knows it saw only a part. */
+export function cutText(text: string, max: number): string {
+  if (text.length <= max) return text;
+  return `${text.slice(0, max)}\n[result cut: the tool returned ${text.length} characters; only the first ${max} are shown]`;
+}
+
+/**
+ * The same tool with its result bounded to `max` characters: a long string is cut; a value
+ * whose JSON is too long becomes its cut JSON text. A tool error (`{error}`) is cut alike.
+ */
+export function boundedTool<I>(t: Tool<I>, max: number): Tool<I> {
+  return {
+    ...t,
+    run: async (input, ctx) => {
+      const out = await t.run(input, ctx);
+      if (typeof out === 'string') return cutText(out, max);
+      if (out && typeof out === 'object' && typeof (out as { error?: unknown }).error === 'string' && Object.keys(out).length === 1) return { error: cutText((out as { error: string }).error, max) };
+      if (out === undefined) return out;
+      const json = JSON.stringify(out);
+      return json !== undefined && json.length > max ? cutText(json, max) : out;
+    },
+  };
+}

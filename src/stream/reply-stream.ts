@@ -89,6 +89,9 @@ export class ReplyStream {
     this.#done = this.#run();
   }
 
+  /** The tool running now, for the progress line. */
+  #tool: string | undefined;
+
   /** Feeds one agent event. Terminal events end the stream. */
   push(event: AgentEvent): void {
     if (this.#ending) return;
@@ -97,9 +100,16 @@ export class ReplyStream {
         this.#text += event.text;
         break;
       case 'tool_start':
+        this.#tool = event.name;
         if (this.#o.showToolProgress) this.#progress = `⏳ ${event.name}…`;
         break;
+      case 'tool_log':
+        // The progress line names the tool and its latest progress note (MCP progress).
+        if (!this.#o.showToolProgress || this.#tool === undefined) return;
+        this.#progress = `⏳ ${this.#tool}… ${event.text}`;
+        break;
       case 'tool_end':
+        this.#tool = undefined;
         this.#progress = undefined;
         break;
       case 'done':

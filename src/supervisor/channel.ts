@@ -24,7 +24,8 @@ export interface ChannelStatus {
 export interface SupervisedChannelOptions {
   id: string;
   kind: string;
-  adapter: ChannelAdapter;
+  /** Only `listen` is supervised, so anything with a listener (an MCP server too) fits. */
+  adapter: Pick<ChannelAdapter, 'listen'>;
   deliver: Deliver;
   backoff: BackoffConfig;
   connectTimeoutMs: number;

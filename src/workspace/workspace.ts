@@ -17,6 +17,8 @@ import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
+import type { Tool } from '../runtime/tools.js';
+import { registerToolCommands } from '../tools/controls.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -43,6 +45,10 @@ export interface WorkspaceOptions {
   maxAttachmentBytes?: () => number;
   /** The agent's folder, where its `prompt_files` are (default `<state_dir>/agents/<name>`). */
   workspaceDir?: string;
+  /** Tools that come and go at run time: the agent's MCP servers' tools. */
+  extraTools?: () => readonly Tool[];
+  /** Resolves once the extra tools' sources have had their first chance to appear. */
+  toolsReady?: (signal: AbortSignal) => Promise<void>;
   /** Builds the provider client from the config (tests and benches substitute it). */
   createRunner?: (config: AgentConfig, apiKey?: string) => AgentRunner;
 }
@@ -126,6 +132,7 @@ export class Workspace {
       },
       modelOf: (scope) => o.conversations.get(o.name, scope).model,
       toolAllow: () => this.config.tools,
+      maxToolResultChars: () => this.config.max_tool_result_chars,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
     this.#info = {
@@ -153,6 +160,11 @@ export class Workspace {
       this.#usage = { agentName: o.name, agent: () => this.config, models, ...o.usage };
       registerUsage(this.runtime, this.#usage);
     }
+    if (o.extraTools) this.runtime.tools.addSource(o.extraTools);
+    const toolsReady = o.toolsReady;
+    // A turn right after start-up (a recovered one) waits for servers still starting.
+    if (toolsReady) this.runtime.hooks.register({ phase: 'pre_agent_build', name: 'tools_ready', run: (ctx) => toolsReady(ctx.signal) });
+    registerToolCommands(this.runtime);
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
       agentName: o.name,

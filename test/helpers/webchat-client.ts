@@ -8,6 +8,7 @@ export interface Frame {
   final?: boolean;
   id?: string;
   message?: string;
+  buttons?: Array<{ label: string; data: string }>;
 }
 
 /** A web chat tab driven by a test: sends messages, records every frame. */

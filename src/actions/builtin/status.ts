@@ -8,9 +8,10 @@ export function formatStatus(s: DaemonStatus): string {
   const head = `channeld ${s.version}  pid ${s.pid}  up ${s.uptime_s}s  generation ${s.generation}  ${s.ready ? 'ready' : 'not ready'}`;
   const rows = [CHANNEL_HEADER, ...s.channels.map((c) => channelRow(c as Parameters<typeof channelRow>[0]))];
   const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model && a.model !== a.provider ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}${a.budget ? `, budget today: ${a.budget.left.toFixed(2)} of ${a.budget.daily.toFixed(2)} left` : ''}`);
+  const mcp = (s.mcp_servers ?? []).map((m) => `mcp ${m.agent}/${m.name} (${m.transport}): ${m.state}, ${m.tools} tools${m.last_error ? `, last error ${m.last_error.code}: ${m.last_error.message}` : ''}`);
   const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
   const storage = s.storage?.state === 'degraded' ? [`storage: degraded (${s.storage.code}) since ${s.storage.since}: ${s.storage.error}; ${s.storage.pending_writes} write(s) waiting`] : [];
-  return [head, ...storage, '', table(rows), '(ATTEMPTS: failed connect attempts since the last success; CONNECTS: connections made since the channel started)', '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
+  return [head, ...storage, '', table(rows), '(ATTEMPTS: failed connect attempts since the last success; CONNECTS: connections made since the channel started)', '', ...agents, ...mcp, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
 }
 
 const daemonStatus = z.looseObject({

@@ -19,6 +19,8 @@ export interface StoredMessage {
   reference?: string;
   deleted: boolean;
   edits: number;
+  /** Message components (action rows of buttons) as sent; a PATCH with `components` replaces them. */
+  components?: Array<{ type: number; components: Array<{ type: number; style: number; label: string; custom_id: string }> }>;
 }
 
 export type RestFault = { status: 429; retryAfter: number; global?: boolean } | { status: 401 | 403 | 404 | 500 | 502 } | { delayMs: number };
@@ -28,6 +30,21 @@ let counter = 0n;
 /** A Discord snowflake, increasing. */
 export function snowflake(): string {
   return String(((BigInt(Date.now()) - EPOCH) << 22n) | (counter++ & 0xfffn));
+}
+
+/** Discord's checks on components: action rows (type 1) of at most 5 buttons (type 2), custom_id ≤ 100, label ≤ 80. */
+function componentsProblem(components: unknown): string | undefined {
+  if (components === undefined) return undefined;
+  if (!Array.isArray(components) || components.length > 5) return 'components must be at most 5 action rows';
+  for (const row of components as Array<{ type?: number; components?: Array<{ type?: number; custom_id?: string; label?: string; style?: number }> }>) {
+    if (row.type !== 1 || !Array.isArray(row.components) || row.components.length > 5) return 'each component row must be an action row of at most 5';
+    for (const b of row.components) {
+      if (b.type !== 2 || !b.style || b.style > 6) return 'buttons must be type 2 with a style';
+      if (!b.custom_id || b.custom_id.length > 100) return 'custom_id must be 1 to 100 characters';
+      if ((b.label ?? '').length > 80) return 'label must be at most 80 characters';
+    }
+  }
+  return undefined;
 }
 
 interface Session {
@@ -138,6 +155,43 @@ export class FakeDiscord {
       mentions: o.mention ? [{ ...this.bot }] : [],
       ...(o.replyToBot ? { message_reference: { message_id: o.replyToBot, channel_id: channelId, guild_id: this.guild.id }, referenced_message: null, type: 19, mentions: [{ ...this.bot }] } : {}),
     });
+  }
+
+  /** Interaction callbacks received (POST /interactions/:id/:token/callback), in order. */
+  readonly interactionCallbacks: Array<{ id: string; type: number }> = [];
+  readonly #openInteractions = new Map<string, string>();
+
+  /**
+   * A user clicks a button of one of the bot's messages: INTERACTION_CREATE of type 3
+   * (MESSAGE_COMPONENT) with the button's custom_id. Discord expects a callback within 3 s.
+   */
+  click(message: StoredMessage, label: string, user?: { id?: string; username?: string }): string {
+    const button = message.components?.flatMap((r) => r.components).find((b) => b.label === label);
+    if (!button) throw new Error(`message ${message.id} has no button "${label}"`);
+    const id = snowflake();
+    const token = `interaction-token-${id}`;
+    this.#openInteractions.set(id, token);
+    const author = this.#author(user);
+    const inGuild = message.channelId !== this.dmChannel;
+    const threadParent = message.channelId === this.guild.thread || message.channelId === this.guild.thread2 ? this.guild.channel : undefined;
+    this.dispatch('INTERACTION_CREATE', {
+      id,
+      application_id: this.bot.id,
+      type: 3,
+      data: { custom_id: button.custom_id, component_type: 2 },
+      channel_id: message.channelId,
+      channel: inGuild ? { id: message.channelId, type: threadParent ? 11 : 0, guild_id: this.guild.id, ...(threadParent ? { parent_id: threadParent } : {}) } : { id: message.channelId, type: 1, recipients: [author] },
+      ...(inGuild ? { guild_id: this.guild.id, member: { user: author, roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0, permissions: '3072' } } : { user: author }),
+      token,
+      version: 1,
+      message: this.#apiMessage(message),
+      app_permissions: '3072',
+      locale: 'en-US',
+      entitlements: [],
+      authorizing_integration_owners: {},
+      context: inGuild ? 0 : 1,
+    });
+    return id;
   }
 
   dm(text: string, author?: { id?: string; username?: string }): string {
@@ -302,6 +356,14 @@ export class FakeDiscord {
       res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(payload));
     };
     if (method === 'GET' && this.#serveCdn(path, res)) return;
+    const callback = /^\/api\/v10\/interactions\/(\d+)\/([^/]+)\/callback$/.exec(path);
+    if (callback && method === 'POST') {
+      // Interaction callbacks are authorised by the interaction's token, not the bot token.
+      if (this.#openInteractions.get(callback[1]!) !== callback[2]) return json(404, { message: 'Unknown interaction', code: 10062 });
+      this.#openInteractions.delete(callback[1]!);
+      this.interactionCallbacks.push({ id: callback[1]!, type: Number(body?.type) });
+      return json(204, null);
+    }
     if (req.headers.authorization !== `Bot ${this.token}`) return json(401, { message: '401: Unauthorized', code: 0 });
     const kind = this.#kind(path);
     const fault = kind ? this.#faults.get(`${method} ${kind}`)?.shift() : undefined;
@@ -325,7 +387,9 @@ export class FakeDiscord {
       // enforce_nonce: the same nonce from the same author within a few minutes returns the first message.
       const same = body.enforce_nonce && body.nonce ? this.messages.find((m) => m.channelId === channelId && m.nonce === body.nonce && Date.now() - m.createdAt < 5 * 60_000) : undefined;
       if (same) return json(200, this.#apiMessage(same));
-      const msg: StoredMessage = { id: snowflake(), createdAt: Date.now(), ...(body.nonce ? { nonce: String(body.nonce) } : {}), channelId: channelId!, content: body.content, allowedMentions: body.allowed_mentions, deleted: false, edits: 0, ...(body.message_reference ? { reference: body.message_reference.message_id } : {}) };
+      const problem = componentsProblem(body.components);
+      if (problem) return json(400, { message: `Invalid Form Body: ${problem}`, code: 50035 });
+      const msg: StoredMessage = { id: snowflake(), createdAt: Date.now(), ...(body.components?.length ? { components: body.components } : {}), ...(body.nonce ? { nonce: String(body.nonce) } : {}), channelId: channelId!, content: body.content, allowedMentions: body.allowed_mentions, deleted: false, edits: 0, ...(body.message_reference ? { reference: body.message_reference.message_id } : {}) };
       this.messages.push(msg);
       return json(200, this.#apiMessage(msg));
     }
@@ -333,8 +397,14 @@ export class FakeDiscord {
     if (!msg) return json(404, { message: 'Unknown Message', code: 10008 });
     if (method === 'PATCH') {
       if (String(body?.content ?? '').length > 2000) return json(400, { message: 'Invalid Form Body', code: 50035 });
+      const problem = componentsProblem(body?.components);
+      if (problem) return json(400, { message: `Invalid Form Body: ${problem}`, code: 50035 });
       msg.content = body?.content;
       msg.allowedMentions = body?.allowed_mentions;
+      if (body?.components) {
+        if (body.components.length) msg.components = body.components;
+        else delete msg.components;
+      }
       msg.edits++;
       return json(200, this.#apiMessage(msg));
     }
@@ -346,6 +416,6 @@ export class FakeDiscord {
   }
 
   #apiMessage(m: StoredMessage) {
-    return { id: m.id, channel_id: m.channelId, content: m.content, author: this.bot, timestamp: new Date().toISOString(), edited_timestamp: m.edits ? new Date().toISOString() : null, tts: false, mention_everyone: false, mentions: [], mention_roles: [], attachments: [], embeds: [], pinned: false, type: 0 };
+    return { id: m.id, channel_id: m.channelId, content: m.content, author: this.bot, components: m.components ?? [], timestamp: new Date().toISOString(), edited_timestamp: m.edits ? new Date().toISOString() : null, tts: false, mention_everyone: false, mentions: [], mention_roles: [], attachments: [], embeds: [], pinned: false, type: 0 };
   }
 }

@@ -21,18 +21,30 @@ export interface SlackMessage {
   edits: number;
   /** Set for messages written through chat.startStream/appendStream/stopStream. */
   stream?: { chunks: string[]; stopped: boolean };
+  /** Block Kit blocks as posted; chat.update with `blocks` replaces them. */
+  blocks?: Array<{ type: string; elements?: Array<{ type: string; action_id: string; text: { text: string }; value?: string }> }>;
 }
 
 interface Envelope {
   envelope_id: string;
-  type: 'events_api';
-  accepts_response_payload: false;
+  type: 'events_api' | 'interactive';
+  accepts_response_payload: boolean;
   retry_attempt: number;
   retry_reason: string;
   payload: Record<string, unknown> | null;
 }
 
 export const BOT_USER = 'UBOT0001';
+
+/** Slack's Block Kit checks we rely on: known block types; buttons with action_id ≤ 255, label ≤ 75, value ≤ 2000. */
+function blocksValid(blocks: unknown): boolean {
+  if (!Array.isArray(blocks) || blocks.length > 50) return false;
+  return blocks.every((b: { type?: string; elements?: Array<{ type?: string; action_id?: string; text?: { type?: string; text?: string }; value?: string }> }) => {
+    if (b.type === 'section') return true;
+    if (b.type !== 'actions' || !Array.isArray(b.elements) || b.elements.length > 25) return false;
+    return b.elements.every((e) => e.type === 'button' && !!e.action_id && e.action_id.length <= 255 && e.text?.type === 'plain_text' && (e.text.text ?? '').length <= 75 && (e.value ?? '').length <= 2000);
+  });
+}
 export const TEAM = 'T0001';
 
 /** Signs an HTTP-mode request body the way Slack does (v0 HMAC-SHA256). */
@@ -175,6 +187,37 @@ export class FakeSlack {
     ws.send(JSON.stringify(envelope));
   }
 
+  /**
+   * A user clicks a Block Kit button on one of the bot's messages: a block_actions payload in
+   * an `interactive` Socket Mode envelope, which the app must ack.
+   */
+  click(message: SlackMessage, label: string, user = 'U0USER1'): string {
+    const payload = this.blockActions(message, label, user);
+    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'interactive', accepts_response_payload: true, retry_attempt: 0, retry_reason: '', payload };
+    this.#unacked.set(envelope.envelope_id, envelope);
+    for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
+    return envelope.envelope_id;
+  }
+
+  /** The block_actions payload of a click (HTTP mode posts it form-encoded as `payload`). */
+  blockActions(message: SlackMessage, label: string, user = 'U0USER1'): Record<string, unknown> {
+    const button = message.blocks?.flatMap((b) => (b.type === 'actions' ? (b.elements ?? []) : [])).find((e) => e.type === 'button' && e.text.text === label);
+    if (!button) throw new Error(`message ${message.ts} has no button "${label}"`);
+    return {
+      type: 'block_actions',
+      user: { id: user, username: user.toLowerCase(), name: user.toLowerCase(), team_id: TEAM },
+      api_app_id: 'A0001',
+      token: 'verification-token',
+      container: { type: 'message', message_ts: message.ts, channel_id: message.channel, is_ephemeral: false, ...(message.threadTs ? { thread_ts: message.threadTs } : {}) },
+      trigger_id: `trigger-${++this.#seq}`,
+      team: { id: TEAM, domain: 'fake' },
+      channel: { id: message.channel, name: message.channel.startsWith('D') ? 'directmessage' : 'general' },
+      message: { type: 'message', user: BOT_USER, ts: message.ts, text: message.text, blocks: message.blocks, ...(message.threadTs ? { thread_ts: message.threadTs } : {}) },
+      response_url: `${this.url}/actions/response`,
+      actions: [{ type: 'button', action_id: button.action_id, block_id: 'b1', text: { type: 'plain_text', text: label }, value: button.value, action_ts: `${Date.now() / 1000}` }],
+    };
+  }
+
   /** Slack's refresh: {"type":"disconnect"}; the client must reconnect through apps.connections.open. */
   disconnect(reason = 'refresh_requested'): void {
     for (const ws of this.#wss.clients) ws.send(JSON.stringify({ type: 'disconnect', reason, debug_info: { host: 'fake' } }));
@@ -229,13 +272,20 @@ export class FakeSlack {
       case 'chat.postMessage': {
         if (!args.channel) return no('channel_not_found');
         if (!args.text && !args.blocks) return no('no_text');
-        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: args.text ?? '', deleted: false, edits: 0, ...(args.thread_ts ? { threadTs: args.thread_ts } : {}) };
+        const blocks = args.blocks ? (JSON.parse(args.blocks) as SlackMessage['blocks']) : undefined;
+        if (blocks && !blocksValid(blocks)) return no('invalid_blocks');
+        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: args.text ?? '', deleted: false, edits: 0, ...(args.thread_ts ? { threadTs: args.thread_ts } : {}), ...(blocks?.length ? { blocks } : {}) };
         this.messages.push(msg);
         return ok({ channel: msg.channel, ts: msg.ts, message: { text: msg.text, ts: msg.ts, user: BOT_USER, bot_id: 'B0001' } });
       }
       case 'chat.update': {
         const msg = find();
         if (!msg) return no('message_not_found');
+        if (args.blocks) {
+          const blocks = JSON.parse(args.blocks) as NonNullable<SlackMessage['blocks']>;
+          if (!blocksValid(blocks)) return no('invalid_blocks');
+          msg.blocks = blocks;
+        }
         msg.text = args.text ?? '';
         msg.edits++;
         return ok({ channel: msg.channel, ts: msg.ts, text: msg.text });

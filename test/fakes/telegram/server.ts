@@ -19,6 +19,8 @@ export interface StoredMessage {
   parseMode?: string;
   deleted: boolean;
   edits: number;
+  /** The inline keyboard, as sent; an edit without one removes it, as Telegram does. */
+  replyMarkup?: { inline_keyboard: Array<Array<{ text: string; callback_data?: string }>> };
 }
 
 const BOT = { id: 7000001, is_bot: true, first_name: 'Channeld Test', username: 'channeld_test_bot' };
@@ -59,6 +61,13 @@ export class FakeTelegram {
   #nextUpdate = 1;
   #nextMessage = new Map<number, number>();
   #waiters = new Set<() => void>();
+  /** The update types the bot asked for (getUpdates/setWebhook allowed_updates); others are never sent. */
+  #allowed: string[] | undefined;
+  /** Callback queries sent to the bot and not yet answered. */
+  readonly #openQueries = new Set<string>();
+  #nextQuery = 1;
+  /** answerCallbackQuery calls, in order. */
+  readonly answeredQueries: string[] = [];
   readonly #faults = new Map<string, Fault[]>();
   readonly #server: Server;
   readonly #sockets = new Set<import('node:net').Socket>();
@@ -128,6 +137,26 @@ export class FakeTelegram {
     const n = (this.#nextMessage.get(chatId) ?? 100) + 1;
     this.#nextMessage.set(chatId, n);
     return n;
+  }
+
+  /**
+   * A user presses an inline keyboard button under one of the bot's messages: a
+   * callback_query update with the button's callback_data. Like Telegram, only data that is
+   * on a button of that message can be sent.
+   */
+  click(message: StoredMessage, label: string, from = { id: 42, first_name: 'Ada' }) {
+    const button = message.replyMarkup?.inline_keyboard.flat().find((b) => b.text === label);
+    if (!button?.callback_data) throw new Error(`message ${message.messageId} has no button "${label}"`);
+    const id = String(this.#nextQuery++);
+    this.#openQueries.add(id);
+    const chat = message.chatId > 0 ? { id: message.chatId, type: 'private', first_name: from.first_name } : { id: message.chatId, type: 'supergroup', title: 'Test group' };
+    const update = {
+      update_id: this.#nextUpdate++,
+      callback_query: { id, from: { is_bot: false, ...from }, chat_instance: `ci${message.chatId}`, data: button.callback_data, message: { message_id: message.messageId, date: 0, chat, from: BOT, text: visibleText(message.text, message.parseMode) } },
+    };
+    this.#updates.push(update);
+    for (const w of [...this.#waiters]) w();
+    return update;
   }
 
   /** A private message from a user. */
@@ -235,6 +264,7 @@ export class FakeTelegram {
         this.webhook = undefined;
         return ok(true);
       case 'setWebhook':
+        if (Array.isArray(body.allowed_updates)) this.#allowed = body.allowed_updates as string[];
         this.webhook = { url: body.url, ...(body.secret_token ? { secret: body.secret_token } : {}) };
         return ok(true);
       case 'getUpdates':
@@ -249,7 +279,9 @@ export class FakeTelegram {
         const problem = this.#textProblem(body.text, body.parse_mode);
         if (problem) return no(400, problem);
         const chatId = Number(body.chat_id);
-        const msg: StoredMessage = { chatId, messageId: this.#newMessageId(chatId), text: body.text, parseMode: body.parse_mode, deleted: false, edits: 0, ...(body.message_thread_id ? { threadId: body.message_thread_id } : {}), ...(body.reply_parameters ? { replyTo: body.reply_parameters.message_id } : {}) };
+        const markup = this.#markupProblem(body.reply_markup);
+        if (markup) return no(400, markup);
+        const msg: StoredMessage = { chatId, messageId: this.#newMessageId(chatId), text: body.text, parseMode: body.parse_mode, deleted: false, edits: 0, ...(body.reply_markup ? { replyMarkup: body.reply_markup } : {}), ...(body.message_thread_id ? { threadId: body.message_thread_id } : {}), ...(body.reply_parameters ? { replyTo: body.reply_parameters.message_id } : {}) };
         this.messages.push(msg);
         return ok({ message_id: msg.messageId, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: chatId > 0 ? 'private' : 'supergroup' }, from: BOT, text: visibleText(msg.text, msg.parseMode) });
       }
@@ -264,7 +296,14 @@ export class FakeTelegram {
         msg.text = body.text;
         msg.parseMode = body.parse_mode;
         msg.edits++;
+        if (body.reply_markup) msg.replyMarkup = body.reply_markup;
+        else delete msg.replyMarkup;
         return ok({ message_id: msg.messageId, date: 0, chat: { id: msg.chatId, type: 'private' }, text: visibleText(msg.text, msg.parseMode) });
+      }
+      case 'answerCallbackQuery': {
+        if (!this.#openQueries.delete(String(body.callback_query_id))) return no(400, 'Bad Request: query is too old and response timeout expired or query ID is invalid');
+        this.answeredQueries.push(String(body.callback_query_id));
+        return ok(true);
       }
       case 'deleteMessage': {
         const msg = this.messages.find((x) => x.chatId === Number(body.chat_id) && x.messageId === body.message_id && !x.deleted);
@@ -287,7 +326,23 @@ export class FakeTelegram {
     return undefined;
   }
 
+  /** Inline keyboards as Telegram checks them: callback_data of 1 to 64 bytes. */
+  #markupProblem(markup: unknown): string | undefined {
+    if (markup === undefined) return undefined;
+    const rows = (markup as { inline_keyboard?: unknown }).inline_keyboard;
+    if (!Array.isArray(rows)) return 'Bad Request: reply markup is not an inline keyboard';
+    for (const b of rows.flat() as Array<{ text?: string; callback_data?: string }>) {
+      if (!b.text) return 'Bad Request: text buttons are unallowed in the inline keyboard';
+      if (b.callback_data !== undefined && (Buffer.byteLength(b.callback_data) < 1 || Buffer.byteLength(b.callback_data) > 64)) return 'Bad Request: BUTTON_DATA_INVALID';
+    }
+    return undefined;
+  }
+
   async #getUpdates(body: Record<string, any>, res: ServerResponse, ok: (r: unknown) => void): Promise<void> {
+    if (Array.isArray(body.allowed_updates)) this.#allowed = body.allowed_updates as string[];
+    // Updates of types the bot did not ask for are never delivered (an empty list: all types).
+    const allowed = this.#allowed;
+    if (allowed?.length) this.#updates = this.#updates.filter((u) => Object.keys(u).every((k) => k === 'update_id' || allowed.includes(k)));
     const offset = Number(body.offset ?? 0);
     // An offset confirms every update below it: they are gone for good.
     if (offset > 0) this.#updates = this.#updates.filter((u) => u.update_id >= offset);

@@ -1,0 +1,64 @@
+import type { Db } from './db.js';
+
+/**
+ * pending: asked, no decision yet (after a restart: ask again). approved: may run.
+ * denied: refused or timed out. running: the call was started (after a restart it is not
+ * started again: it may have run). done: ran; `result` is what the model was told.
+ */
+export type ApprovalState = 'pending' | 'approved' | 'denied' | 'running' | 'done';
+
+export interface ApprovalRow {
+  key: string;
+  id: string;
+  scope: string;
+  tool: string;
+  state: ApprovalState;
+  decidedBy: string | null;
+  result: string | null;
+  /** The prompt message in the chat (JSON MessageRef), so a later ask can retire it. */
+  promptRef: string | null;
+}
+
+/**
+ * Tool calls that needed approval, keyed by the turn's message and the call itself, so a
+ * turn re-run after a crash finds what was decided and never starts a call twice.
+ */
+export class ApprovalStore {
+  readonly #get;
+  readonly #put;
+  readonly #set;
+
+  constructor(db: Db) {
+    // Created here rather than as a numbered migration: the table is this feature's alone.
+    db.exec(`CREATE TABLE IF NOT EXISTS tool_approvals (
+      key TEXT PRIMARY KEY,
+      id TEXT NOT NULL,
+      scope TEXT NOT NULL,
+      tool TEXT NOT NULL,
+      state TEXT NOT NULL CHECK (state IN ('pending','approved','denied','running','done')),
+      decided_by TEXT,
+      result TEXT,
+      prompt_ref TEXT,
+      updated_at INTEGER NOT NULL
+    )`);
+    this.#get = db.prepare(`SELECT key, id, scope, tool, state, decided_by AS decidedBy, result, prompt_ref AS promptRef FROM tool_approvals WHERE key = ?`);
+    this.#put = db.prepare(
+      `INSERT INTO tool_approvals (key, id, scope, tool, state, prompt_ref, updated_at) VALUES (@key, @id, @scope, @tool, 'pending', NULL, @now)
+       ON CONFLICT (key) DO UPDATE SET id = excluded.id, state = 'pending', decided_by = NULL, updated_at = excluded.updated_at`,
+    );
+    this.#set = db.prepare(`UPDATE tool_approvals SET state = @state, decided_by = COALESCE(@decidedBy, decided_by), result = COALESCE(@result, result), prompt_ref = COALESCE(@promptRef, prompt_ref), updated_at = @now WHERE key = @key`);
+  }
+
+  get(key: string): ApprovalRow | undefined {
+    return this.#get.get(key) as ApprovalRow | undefined;
+  }
+
+  /** Records a new question (or asks again after a restart), keeping the old prompt's ref. */
+  ask(key: string, id: string, scope: string, tool: string): void {
+    this.#put.run({ key, id, scope, tool, now: Date.now() });
+  }
+
+  update(key: string, state: ApprovalState, patch: { decidedBy?: string; result?: string; promptRef?: string } = {}): void {
+    this.#set.run({ key, state, decidedBy: patch.decidedBy ?? null, result: patch.result ?? null, promptRef: patch.promptRef ?? null, now: Date.now() });
+  }
+}

@@ -1,0 +1,155 @@
+import { createHash, randomBytes } from 'node:crypto';
+import type { Button } from '../dispatch/adapter.js';
+import { replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../dispatch/message.js';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../observe/logger.js';
+import type { ToolGate } from '../mcp/tools.js';
+import type { ApprovalStore } from '../store/approvals.js';
+
+export interface ApprovalOptions {
+  store: ApprovalStore;
+  log: Logger;
+  /** The agent's `approvers` and `approval_timeout_ms`, read per call (reload applies). */
+  policy(agent: string): { approvers: readonly string[]; timeoutMs: number };
+  /** Posts the question (with buttons where the platform has them); the ref lets it be edited. */
+  send(target: ReplyTarget, text: string, buttons: Button[]): Promise<MessageRef>;
+  /** Replaces the question with its outcome (and removes the buttons). */
+  edit(channelId: string, ref: MessageRef, text: string): Promise<void>;
+}
+
+type Decision = { verdict: 'approve' | 'deny'; by: string } | { verdict: 'timeout' };
+
+interface Waiting {
+  id: string;
+  key: string;
+  channelId: string;
+  starter: string;
+  approvers: readonly string[];
+  resolve(d: Decision): void;
+}
+
+const ARGS_SHOWN_CHARS = 300;
+
+/** "90 s", "5 min": how long the question waited. */
+function duration(ms: number): string {
+  return ms < 120_000 ? `${Math.round(ms / 1000)} s` : `${Math.round(ms / 60_000)} min`;
+}
+
+/** The arguments as the question shows them: JSON, shortened. */
+export function shortArgs(args: unknown): string {
+  const json = JSON.stringify(args ?? {}) ?? '{}';
+  return json.length > ARGS_SHOWN_CHARS ? `${json.slice(0, ARGS_SHOWN_CHARS)}…` : json;
+}
+
+/**
+ * Approval in chat: a call that needs it posts a question with Approve / Deny in the
+ * conversation and waits. Only the person whose message started the turn, or one of the
+ * agent's `approvers`, may decide; no decision within `approval_timeout_ms` is a deny.
+ * Each call's question and outcome are stored, keyed by the turn's message and the call,
+ * so a turn re-run after a restart asks again if nothing was decided, and never starts a
+ * call that was already started.
+ */
+export class ApprovalCoordinator implements ToolGate {
+  readonly #o: ApprovalOptions;
+  readonly #waiting = new Map<string, Waiting>();
+
+  constructor(options: ApprovalOptions) {
+    this.#o = options;
+  }
+
+  async admit(call: Parameters<ToolGate['admit']>[0], signal: AbortSignal): ReturnType<ToolGate['admit']> {
+    const msg = call.ctx.message;
+    if (!msg) return { run: false, reply: { error: 'this tool needs approval in a chat, and this call has none' } };
+    const key = createHash('sha256').update(JSON.stringify([call.agent, msg.channelId, msg.messageId, call.tool, call.args ?? {}])).digest('hex');
+    const row = this.#o.store.get(key);
+    switch (row?.state) {
+      case 'done':
+        return { run: false, reply: row.result ? (JSON.parse(row.result) as unknown) : '' };
+      case 'running':
+        return { run: false, reply: { error: 'this call was started before a restart and may have run; it is not run twice' } };
+      case 'denied':
+        return { run: false, reply: { error: 'the user denied this tool call' } };
+      case 'approved':
+        return this.#admitted(key);
+    }
+    const policy = this.#o.policy(call.agent);
+    const id = randomBytes(3).toString('hex');
+    this.#o.store.ask(key, id, call.ctx.scope, call.tool);
+    // A question left from before a restart is retired: this one replaces it.
+    if (row?.promptRef) await this.#edit(msg.channelId, JSON.parse(row.promptRef) as MessageRef, `🔐 ${call.tool}: asked again below after a restart.`);
+    const decided = new Promise<Decision>((resolve) => this.#waiting.set(id, { id, key, channelId: msg.channelId, starter: msg.sender.id, approvers: policy.approvers, resolve }));
+    // As inline code, so "__" in names and arguments is not read as Markdown emphasis.
+    const question = `🔐 Approve this tool call?\n\`${call.tool} ${shortArgs(call.args).replaceAll('`', "'")}\`\nReply /approve ${id} or /deny ${id}.`;
+    let ref: MessageRef | undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const onAbort = () => this.#waiting.get(id)?.resolve({ verdict: 'deny', by: '' });
+    try {
+      ref = await this.#o.send(replyTargetOf(msg), question, [
+        { label: 'Approve', data: `/approve ${id}`, style: 'primary' },
+        { label: 'Deny', data: `/deny ${id}`, style: 'danger' },
+      ]);
+      this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
+      this.#o.log.info({ tool: call.tool, approval: id, scope: call.ctx.scope }, 'tool call waiting for approval');
+    } catch (err) {
+      this.#waiting.delete(id);
+      this.#o.log.warn({ err, tool: call.tool }, 'could not post the approval question');
+      return { run: false, reply: { error: `approval could not be asked in the chat (${errorMessage(err)}); the call did not run` } };
+    }
+    try {
+      timer = setTimeout(() => this.#waiting.get(id)?.resolve({ verdict: 'timeout' }), policy.timeoutMs);
+      signal.addEventListener('abort', onAbort, { once: true });
+      if (signal.aborted) onAbort();
+      const d = await decided;
+      if (signal.aborted) {
+        // Stopped while waiting: nothing was decided, so a re-run would ask again.
+        await this.#edit(msg.channelId, ref, `🔐 ${call.tool}: cancelled.`);
+        return { run: false, reply: { error: 'cancelled by the user' } };
+      }
+      if (d.verdict === 'approve') {
+        this.#o.store.update(key, 'approved', { decidedBy: d.by });
+        await this.#edit(msg.channelId, ref, `✅ ${call.tool}: approved.`);
+        return this.#admitted(key);
+      }
+      this.#o.store.update(key, 'denied', d.verdict === 'deny' ? { decidedBy: d.by } : {});
+      const within = duration(policy.timeoutMs);
+      await this.#edit(msg.channelId, ref, d.verdict === 'timeout' ? `⌛ ${call.tool}: no answer within ${within}, so it was denied.` : `❌ ${call.tool}: denied.`);
+      return { run: false, reply: { error: d.verdict === 'timeout' ? `nobody approved this tool call within ${within}, so it was denied` : 'the user denied this tool call' } };
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      this.#waiting.delete(id);
+    }
+  }
+
+  /** Marked running before the call starts: a crash from here on never runs it again. */
+  #admitted(key: string): { run: true; done(reply: unknown): void } {
+    this.#o.store.update(key, 'running');
+    return { run: true, done: (reply) => this.#o.store.update(key, 'done', { result: JSON.stringify(reply) }) };
+  }
+
+  async #edit(channelId: string, ref: MessageRef, text: string): Promise<void> {
+    try {
+      await this.#o.edit(channelId, ref, text);
+    } catch (err) {
+      this.#o.log.warn({ err, channel: channelId }, 'could not update the approval question');
+    }
+  }
+
+  /**
+   * `/approve [id]` or `/deny [id]` (typed, or a button's payload) from `msg`. Returns the
+   * reply for the sender, or undefined when the edited question already says it all.
+   */
+  decide(msg: ChannelMessage, scope: string, verdict: 'approve' | 'deny', id: string): string | undefined {
+    let w: Waiting | undefined;
+    if (id) w = this.#waiting.get(id.toLowerCase());
+    else {
+      const here = [...this.#waiting.values()].filter((x) => x.channelId === msg.channelId && this.#o.store.get(x.key)?.scope === scope);
+      if (here.length > 1) return `Several tool calls wait for approval here; use /${verdict} ID (${here.map((x) => x.id).join(', ')}).`;
+      w = here[0];
+    }
+    if (!w || w.channelId !== msg.channelId) return id ? 'That approval is no longer waiting.' : 'Nothing is waiting for approval here.';
+    if (msg.sender.id !== w.starter && !w.approvers.includes(msg.sender.id)) return 'Only the person who asked, or an approver, can decide this.';
+    w.resolve({ verdict, by: msg.sender.id });
+    return undefined;
+  }
+}

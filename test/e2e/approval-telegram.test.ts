@@ -1,0 +1,103 @@
+import { rmSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { FakeTelegram, visibleText, type StoredMessage } from '../fakes/telegram/server.js';
+import { CountingFile, say, toolResult } from '../helpers/approval.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+
+describe('approval in chat on Telegram (inline keyboard + callback_query), real server-filesystem', () => {
+  let tg: FakeTelegram;
+  let llm: FakeLlm;
+  let file: CountingFile;
+  let d: TestDaemon | undefined;
+  beforeEach(async () => {
+    tg = new FakeTelegram();
+    await tg.start();
+    llm = new FakeLlm();
+    await llm.start();
+    file = new CountingFile();
+  });
+  afterEach(async () => {
+    await d?.stop();
+    d = undefined;
+    await tg.close();
+    await llm.close();
+    rmSync(file.dir, { recursive: true, force: true });
+  });
+
+  const start = async (agentExtra = '') => {
+    const body =
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n${agentExtra}\n` +
+      file.server() +
+      `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
+    d = await startDaemon(body, { TG_TOKEN: tg.token });
+    await d.daemon.supervisor.firstAttempts();
+    await waitFor(() => d!.daemon.mcp.status()[0]?.state === 'connected', 30_000, 50);
+  };
+  const question = (chatId: number): Promise<StoredMessage> => waitFor(() => tg.messages.find((m) => m.chatId === chatId && m.replyMarkup), 20_000);
+  const shown = (m: StoredMessage) => visibleText(m.text, m.parseMode);
+
+  it('Approve by inline button runs the call once; a different user\'s click is refused', async () => {
+    await start();
+    llm.script(file.edit(), say('Edited the file.'));
+    tg.group('please edit the count', { mention: true, from: { id: 43, first_name: 'Bob' } });
+    const q = await question(-1001234);
+    expect(shown(q)).toContain('fs__edit_file {"path":');
+    expect(shown(q)).toMatch(/\/approve [0-9a-f]{6}/);
+    expect(q.replyMarkup!.inline_keyboard[0]!.map((b) => b.text)).toEqual(['Approve', 'Deny']);
+
+    // Ada did not start the turn: her click is answered and refused; nothing runs.
+    tg.click(q, 'Approve', { id: 42, first_name: 'Ada' });
+    await waitFor(() => tg.texts(-1001234).includes('Only the person who asked, or an approver, can decide this.'), 10_000);
+    expect(file.runs).toBe(0);
+    expect(q.replyMarkup).toBeDefined();
+
+    tg.click(q, 'Approve', { id: 43, first_name: 'Bob' });
+    await waitFor(() => tg.texts(-1001234).includes('Edited the file.'), 20_000);
+    expect(file.runs).toBe(1);
+    expect(shown(q)).toBe('✅ fs__edit_file: approved.');
+    expect(q.replyMarkup).toBeUndefined();
+    // Every callback query was answered.
+    await waitFor(() => tg.answeredQueries.length === 2);
+    expect(toolResult(llm, 1)).toContain('ran:I');
+  });
+
+  it('an approver listed in `approvers` may decide for someone else', async () => {
+    await start('approvers = ["42"]');
+    llm.script(file.edit(), say('Done.'));
+    tg.group('edit it', { mention: true, from: { id: 43, first_name: 'Bob' } });
+    const q = await question(-1001234);
+    tg.click(q, 'Approve', { id: 42, first_name: 'Ada' });
+    await waitFor(() => tg.texts(-1001234).includes('Done.'), 20_000);
+    expect(file.runs).toBe(1);
+  });
+
+  it('/deny refuses the call: the model is told and nothing runs', async () => {
+    await start();
+    llm.script(file.edit(), say('Understood, not editing.'));
+    tg.dm('edit the count');
+    const q = await question(42);
+    tg.dm('/deny');
+    await waitFor(() => tg.texts(42).includes('Understood, not editing.'), 20_000);
+    expect(shown(q)).toBe('❌ fs__edit_file: denied.');
+    expect(toolResult(llm, 1)).toContain('the user denied this tool call');
+    expect(file.runs).toBe(0);
+  });
+
+  it('no answer within approval_timeout_ms counts as deny', async () => {
+    await start('approval_timeout_ms = 1500');
+    llm.script(file.edit(), say('Nobody approved.'));
+    tg.dm('edit the count');
+    const q = await question(42);
+    await waitFor(() => tg.texts(42).includes('Nobody approved.'), 20_000);
+    expect(shown(q)).toBe('⌛ fs__edit_file: no answer within 2 s, so it was denied.');
+    expect(toolResult(llm, 1)).toContain('nobody approved this tool call within 2 s');
+    expect(file.runs).toBe(0);
+    // The buttons are gone; a late /approve with the id finds nothing waiting.
+    expect(q.replyMarkup).toBeUndefined();
+    const id = /\/approve ([0-9a-f]{6})/.exec(tg.callsOf('sendMessage').find((c) => c.body.reply_markup)!.body.text as string)![1];
+    tg.dm(`/approve ${id}`);
+    await waitFor(() => tg.texts(42).includes('That approval is no longer waiting.'), 10_000);
+    expect(file.runs).toBe(0);
+  });
+});

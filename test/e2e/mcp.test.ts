@@ -1,0 +1,163 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { formatStatus } from '../../src/actions/builtin/status.js';
+import type { McpServerStatus } from '../../src/mcp/server.js';
+import { FakeLlm } from '../fakes/llm/server.js';
+import { callTool, say, toolResult } from '../helpers/approval.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { EVERYTHING_BIN, FILESYSTEM_BIN, startEverythingHttp, stdioServer } from '../helpers/mcp.js';
+import { ChatClient } from '../helpers/webchat-client.js';
+
+async function mcpStatus(d: TestDaemon): Promise<McpServerStatus[]> {
+  const res = await fetch(`${d.url}/status`);
+  return ((await res.json()) as { mcp_servers: McpServerStatus[] }).mcp_servers;
+}
+
+describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)', () => {
+  let llm: FakeLlm;
+  let d: TestDaemon | undefined;
+  let files: string;
+  let http: Awaited<ReturnType<typeof startEverythingHttp>> | undefined;
+  const clients: ChatClient[] = [];
+  beforeEach(async () => {
+    llm = new FakeLlm();
+    await llm.start();
+    files = mkdtempSync(join(tmpdir(), 'channeld-mcp-files-'));
+    writeFileSync(join(files, 'note.txt'), 'the secret word is ostrich');
+  });
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.close();
+    await d?.stop();
+    d = undefined;
+    await http?.stop();
+    http = undefined;
+    await llm.close();
+    rmSync(files, { recursive: true, force: true });
+  });
+
+  const agent = (extra = '') => `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nmax_tool_result_chars = 300\n${extra}\n`;
+  const everything = (extra = '') => stdioServer('everything', EVERYTHING_BIN, ['stdio'], `timeout_ms = 1500\n${extra}`);
+  const fs = (extraDir?: string) => stdioServer('fs', FILESYSTEM_BIN, extraDir ? [files, extraDir] : [files], 'tools = ["read_text_file", "list_directory"]');
+  const web = `[[channels]]\nid = "web"\ntype = "webchat"\n`;
+
+  async function chat(): Promise<ChatClient> {
+    const c = new ChatClient(d!.url, `tab${clients.length}`);
+    clients.push(c);
+    await c.opened;
+    return c;
+  }
+  const connected = (d: TestDaemon, names: string[]): Promise<McpServerStatus[]> =>
+    waitFor(async () => {
+      const s = await mcpStatus(d);
+      return names.every((n) => s.find((x) => x.name === n)?.state === 'connected') ? s : undefined;
+    }, 30_000, 50);
+
+  it('offers server__tool with its schema; results from stdio and Streamable HTTP servers reach the model and the answer', async () => {
+    http = await startEverythingHttp();
+    d = await startDaemon(agent() + everything() + fs() + `[[agent.mcp]]\nname = "remote"\nurl = "${http.url}"\ntools = ["get-sum"]\n` + web);
+    const st = await connected(d, ['everything', 'fs', 'remote']);
+    expect(st.find((s) => s.name === 'fs')).toMatchObject({ transport: 'stdio', tools: 2 });
+    expect(st.find((s) => s.name === 'remote')).toMatchObject({ transport: 'http', tools: 1 });
+    // `channeld status` prints them too (the operator page reads the same status action).
+    expect(formatStatus(d.daemon.status())).toContain('mcp default/fs (stdio): connected, 2 tools');
+
+    llm.script(callTool('everything__echo', { message: 'hello from the test' }), say('The server echoed.'));
+    const c = await chat();
+    c.send('echo something');
+    expect((await c.finals(1, 20_000))[0]!.text).toBe('The server echoed.');
+    const offered = (llm.requests[0]!.body.tools as Array<{ function: { name: string; parameters: { properties: object } } }>).map((t) => t.function);
+    expect(offered.map((t) => t.name)).toEqual(expect.arrayContaining(['current_time', 'everything__echo', 'fs__read_text_file', 'fs__list_directory', 'remote__get-sum']));
+    expect(offered.map((t) => t.name)).not.toContain('fs__write_file');
+    expect(offered.find((t) => t.name === 'everything__echo')!.parameters.properties).toHaveProperty('message');
+    expect(toolResult(llm, 1)).toContain('Echo: hello from the test');
+
+    llm.script(callTool('fs__read_text_file', { path: join(files, 'note.txt') }, 'call_2'), say('It is ostrich.'));
+    c.send('read the note');
+    expect((await c.finals(2, 20_000)).at(-1)!.text).toBe('It is ostrich.');
+    expect(toolResult(llm, 3)).toContain('the secret word is ostrich');
+
+    llm.script(callTool('remote__get-sum', { a: 19, b: 23 }, 'call_3'), say('Forty-two.'));
+    c.send('add them');
+    expect((await c.finals(3, 20_000)).at(-1)!.text).toBe('Forty-two.');
+    expect(toolResult(llm, 5)).toContain('42');
+  });
+
+  it('cuts a result over max_tool_result_chars with a note; a hung tool times out with its progress in the draft; errors reach the model', async () => {
+    d = await startDaemon(agent() + everything() + web);
+    await connected(d, ['everything']);
+    const c = await chat();
+    llm.script(callTool('everything__echo', { message: 'x'.repeat(1000) }), say('Long.'));
+    c.send('long');
+    await c.finals(1, 20_000);
+    const cut = toolResult(llm, 1);
+    expect(cut).toContain('[result cut: the tool returned 1006 characters; only the first 300 are shown]');
+    expect(cut.length).toBeLessThan(500);
+
+    // 1 s steps, timeout_ms = 1500: one progress notification arrives, then the timeout.
+    llm.script(callTool('everything__trigger-long-running-operation', { duration: 30, steps: 30 }, 'call_2'), say('It timed out.'));
+    c.send('run long');
+    expect((await c.finals(2, 20_000)).at(-1)!.text).toBe('It timed out.');
+    expect(toolResult(llm, 3)).toContain('did not answer within 1500 ms');
+    expect(c.replies().some((f) => f.text?.includes('⏳ everything__trigger-long-running-operation… 1/30'))).toBe(true);
+
+    // A tool the server reports as failed, and a tool that does not exist: tool errors.
+    llm.script(callTool('everything__get-sum', { a: 'not a number' }, 'call_3'), say('Bad input.'));
+    c.send('bad');
+    expect((await c.finals(3, 20_000)).at(-1)!.text).toBe('Bad input.');
+    expect(toolResult(llm, 5)).toMatch(/error/i);
+  });
+
+  it('a killed server is down in /status, restarts with backoff, and its tools work again; a server that cannot start leaves the agent running', async () => {
+    d = await startDaemon(agent() + everything() + `[[agent.mcp]]\nname = "broken"\ncommand = "/nonexistent/mcp-server"\n` + web);
+    const before = (await connected(d, ['everything'])).find((s) => s.name === 'everything')!;
+    expect(before.pid).toBeGreaterThan(0);
+    const broken = await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'broken' && s.last_error), 20_000, 50);
+    expect(broken.state).not.toBe('connected');
+    expect(broken.last_error!.message).toContain('broken');
+
+    process.kill(before.pid!, 'SIGKILL');
+    // Seen down in /status, then back on a new connection with a new process.
+    await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'everything')!.state !== 'connected', 20_000, 5);
+    const after = await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'everything' && s.state === 'connected' && s.connection === 2), 30_000, 50);
+    expect(after.pid).not.toBe(before.pid);
+    expect(d.logs.text).toContain('closed the connection');
+
+    llm.script(callTool('everything__echo', { message: 'back' }), say('Back.'));
+    const c = await chat();
+    c.send('again');
+    expect((await c.finals(1, 20_000))[0]!.text).toBe('Back.');
+    expect(toolResult(llm, 1)).toContain('Echo: back');
+  });
+
+  it('a reload that changes one server restarts only that one; removing them stops them', async () => {
+    const other = mkdtempSync(join(tmpdir(), 'channeld-mcp-other-'));
+    try {
+      d = await startDaemon(agent() + everything() + fs() + web);
+      const first = await connected(d, ['everything', 'fs']);
+      d.rewrite(agent() + everything() + fs(other) + web);
+      const result = await d.daemon.reload();
+      expect(result).toMatchObject({ ok: true, agents: ['default'] });
+      const second = await connected(d, ['everything', 'fs']);
+      const by = (l: McpServerStatus[], n: string) => l.find((s) => s.name === n)!;
+      expect(by(second, 'everything')).toMatchObject({ pid: by(first, 'everything').pid, since: by(first, 'everything').since, connection: 1 });
+      expect(by(second, 'fs').pid).not.toBe(by(first, 'fs').pid);
+      const fsPid = by(second, 'fs').pid!;
+
+      d.rewrite(agent() + web);
+      await d.daemon.reload();
+      expect(await mcpStatus(d)).toEqual([]);
+      await waitFor(() => {
+        try {
+          process.kill(fsPid, 0);
+          return false;
+        } catch {
+          return true;
+        }
+      }, 10_000, 20);
+    } finally {
+      rmSync(other, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,73 @@
+import { describe, expect, it } from 'vitest';
+import type { ChannelMessage, MessageRef } from '../../../src/dispatch/message.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import { ApprovalStore } from '../../../src/store/approvals.js';
+import { openDb } from '../../../src/store/db.js';
+import { ApprovalCoordinator } from '../../../src/tools/approvals.js';
+import { LogSink, waitFor } from '../../helpers/daemon.js';
+
+const message: ChannelMessage = { channelId: 'web', kind: 'webchat', messageId: 'm1', chat: { id: 'tab', type: 'dm' }, sender: { id: 'ada', name: 'Ada', isBot: false }, text: 'go', attachments: [], addressed: true, receivedAt: 0 };
+
+/** A coordinator on a real SQLite file, as a process would have it; `posts` records the questions. */
+function coordinator(db: ReturnType<typeof openDb>) {
+  const posts: string[] = [];
+  const edits: string[] = [];
+  const c = new ApprovalCoordinator({
+    store: new ApprovalStore(db),
+    log: createLogger({ level: 'error', destination: new LogSink() }),
+    policy: () => ({ approvers: [], timeoutMs: 60_000 }),
+    send: async (_t, text) => {
+      posts.push(text);
+      return { chatId: 'tab', messageId: `q${posts.length}` } satisfies MessageRef;
+    },
+    edit: async (_c, _r, text) => void edits.push(text),
+  });
+  return { c, posts, edits };
+}
+const call = { agent: 'default', tool: 'fs__edit_file', args: { path: '/x' }, ctx: { signal: new AbortController().signal, scope: 'web:tab', timeZone: 'UTC', message } };
+const idOf = (text: string) => /\/approve ([0-9a-f]{6})/.exec(text)![1]!;
+
+describe('ApprovalCoordinator across restarts (the same SQLite database)', () => {
+  it('a call approved and started before a crash is not started again; a finished one gives its stored result', async () => {
+    const db = openDb(':memory:');
+    const first = coordinator(db);
+    const admitted = first.c.admit(call, new AbortController().signal);
+    await waitFor(() => first.posts.length === 1);
+    expect(first.c.decide(message, 'web:tab', 'approve', idOf(first.posts[0]!))).toBeUndefined();
+    const verdict = await admitted;
+    expect(verdict.run).toBe(true);
+    // The process dies here, after the call started and before it finished.
+
+    const second = coordinator(db);
+    expect(await second.c.admit(call, new AbortController().signal)).toEqual({ run: false, reply: { error: 'this call was started before a restart and may have run; it is not run twice' } });
+    expect(second.posts).toEqual([]);
+
+    // Once a call finished, a re-run gets what the model was told then.
+    if (verdict.run) verdict.done('Edited.');
+    expect(await coordinator(db).c.admit(call, new AbortController().signal)).toEqual({ run: false, reply: 'Edited.' });
+  });
+
+  it('a denied call stays denied after a restart; a question with no decision is asked again', async () => {
+    const db = openDb(':memory:');
+    const first = coordinator(db);
+    const denied = first.c.admit({ ...call, args: { path: '/denied' } }, new AbortController().signal);
+    await waitFor(() => first.posts.length === 1);
+    first.c.decide(message, 'web:tab', 'deny', '');
+    expect(await denied).toEqual({ run: false, reply: { error: 'the user denied this tool call' } });
+    expect(await coordinator(db).c.admit({ ...call, args: { path: '/denied' } }, new AbortController().signal)).toEqual({ run: false, reply: { error: 'the user denied this tool call' } });
+
+    const stop = new AbortController();
+    const waiting = first.c.admit(call, stop.signal);
+    await waitFor(() => first.posts.length === 2);
+    const second = coordinator(db);
+    const again = second.c.admit(call, new AbortController().signal);
+    await waitFor(() => second.posts.length === 1);
+    // The old question is retired; the new one has a new id.
+    expect(second.edits).toEqual(['🔐 fs__edit_file: asked again below after a restart.']);
+    expect(idOf(second.posts[0]!)).not.toBe(idOf(first.posts[1]!));
+    second.c.decide(message, 'web:tab', 'approve', idOf(second.posts[0]!));
+    expect((await again).run).toBe(true);
+    stop.abort();
+    expect(await waiting).toEqual({ run: false, reply: { error: 'cancelled by the user' } });
+  });
+});
