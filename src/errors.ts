@@ -29,6 +29,8 @@ export const catalogue = {
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
+  CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
+  CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;
 
 export type ErrorCode = keyof typeof catalogue;
