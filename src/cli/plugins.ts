@@ -3,7 +3,7 @@ import type { LoadedConfig } from '../config/load.js';
 import { agentOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../dispatch/adapter.js';
-import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
+import { Dispatcher, type DispatchChannel, type ExecuteTurn, type RemoteInbox } from '../dispatch/dispatcher.js';
 import { channelOfScope, replyTargetOf } from '../dispatch/message.js';
 import type { Plugin } from '../kernel/plugin.js';
 import { HttpServer, parseListen } from '../observe/http.js';
@@ -12,8 +12,8 @@ import { Metrics } from '../observe/metrics.js';
 import { openDb } from '../store/db.js';
 import { Inbox } from '../store/inbox.js';
 import { GroupCommit } from '../store/group-commit.js';
-import { ConversationStore } from '../store/conversations.js';
-import { SessionStore } from '../store/sessions.js';
+import { ConversationStore, type Conversations } from '../store/conversations.js';
+import { SessionStore, type Sessions } from '../store/sessions.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { TaskTracker } from '../dispatch/tracker.js';
 import type { ManagementApi } from '../actions/action.js';
@@ -38,7 +38,7 @@ export interface WorkspaceTable {
 }
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: Sessions, conversations: Conversations, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
@@ -70,6 +70,40 @@ export interface CorePluginOptions {
   api: ManagementApi;
   logger?: Partial<LoggerOptions>;
   hardStop: AbortSignal;
+  /**
+   * Cluster mode (src/cluster/compose.ts): its store replaces the SQLite one and each turn
+   * is wrapped to load and commit shared state. Absent: the single-node daemon.
+   */
+  cluster?: { storePlugin(): Plugin; wrapExecute(execute: ExecuteTurn): ExecuteTurn };
+}
+
+/** The SQLite store: the durable inbox, sessions and conversation preferences in one WAL database. */
+function sqliteStorePlugin(cfg: () => ConfigHolder['loaded']['config']): Plugin {
+  return {
+    name: 'store',
+    provides: ['inbox', 'sessions', 'conversations'],
+    inject: ['config', 'logger'],
+    start: (ctx) => {
+      const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
+      const group = new GroupCommit(db);
+      ctx.effect(() => {
+        group.flush();
+        db.close();
+      });
+      const inbox = new Inbox(db, group);
+      const prune = () => {
+        const n = inbox.prune(cfg().daemon.inbox_retention_hours);
+        if (n) ctx.use<Logger>('logger').info({ pruned: n }, 'pruned old inbox items');
+      };
+      prune();
+      const timer = setInterval(prune, 3_600_000);
+      timer.unref();
+      ctx.effect(() => clearInterval(timer));
+      ctx.provide('inbox', inbox);
+      ctx.provide('sessions', new SessionStore(db, group));
+      ctx.provide('conversations', new ConversationStore(db));
+    },
+  };
 }
 
 /** The daemon's core, in the order the kernel will find anyway: each injects what it uses. */
@@ -88,31 +122,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       },
     },
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
-    {
-      name: 'store',
-      provides: ['inbox', 'sessions', 'conversations'],
-      inject: ['config', 'logger'],
-      start: (ctx) => {
-        const db = openDb(join(cfg().daemon.state_dir, 'channeld.db'));
-        const group = new GroupCommit(db);
-        ctx.effect(() => {
-          group.flush();
-          db.close();
-        });
-        const inbox = new Inbox(db, group);
-        const prune = () => {
-          const n = inbox.prune(cfg().daemon.inbox_retention_hours);
-          if (n) ctx.use<Logger>('logger').info({ pruned: n }, 'pruned old inbox items');
-        };
-        prune();
-        const timer = setInterval(prune, 3_600_000);
-        timer.unref();
-        ctx.effect(() => clearInterval(timer));
-        ctx.provide('inbox', inbox);
-        ctx.provide('sessions', new SessionStore(db, group));
-        ctx.provide('conversations', new ConversationStore(db));
-      },
-    },
+    o.cluster ? o.cluster.storePlugin() : sqliteStorePlugin(cfg),
     {
       name: 'http',
       provides: ['http'],
@@ -172,10 +182,11 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         const log = ctx.use<Logger>('logger');
         const channels = ctx.use<Channels>('channels');
         const workspaces = ctx.use<WorkspaceTable>('workspaces');
-        const inbox = ctx.use<Inbox>('inbox');
+        const inbox = ctx.use<Inbox | RemoteInbox>('inbox');
         const metrics = ctx.use<Metrics>('metrics');
         const channel = (id: string) => channels.get(id);
         const tracker = ctx.use<TaskTracker>('tracker');
+        const wrap = (execute: ExecuteTurn) => (o.cluster ? o.cluster.wrapExecute(execute) : execute);
         const dispatcher = new Dispatcher({
           tracker,
           agentOf: (channelId) => {
@@ -189,21 +200,23 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           channel,
           queueModeOf: (scope) => {
             const channelId = channelOfScope(scope);
-            return ctx.use<ConversationStore>('conversations').get(agentOf(cfg(), channelId), scope).queueMode;
+            return ctx.use<Conversations>('conversations').get(agentOf(cfg(), channelId), scope).queueMode;
           },
           notify: async (msg, text) => {
             const ch = channels.get(msg.channelId);
             if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
           },
-          execute: createTurnExecutor({
-            channel,
-            workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id))!,
-            inbox,
-            metrics,
-            log,
-            hardStop: o.hardStop,
-            tracker,
-          }),
+          execute: wrap(
+            createTurnExecutor({
+              channel,
+              workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id))!,
+              inbox,
+              metrics,
+              log,
+              hardStop: o.hardStop,
+              tracker,
+            }),
+          ),
         });
         ctx.effect(() => dispatcher.shutdown(cfg().daemon.shutdown_grace_ms));
         ctx.provide('dispatcher', dispatcher);
@@ -247,11 +260,14 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   };
 }
 
+/** Cluster mode: runs a listener only where its lease is (src/cluster/listener-lease.ts). */
+export type ListenerGate = (config: ChannelConfig, adapter: ChannelAdapter) => ChannelAdapter;
+
 /** Channel ids whose disposal is a removal (turns cancelled) rather than a change (turns finish). */
 export type RemovalSet = Set<string>;
 
 /** One channel as a plugin: its adapter joins the channel table and the supervisor. */
-export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet): Plugin {
+export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet, gate?: ListenerGate): Plugin {
   return {
     name: `channel:${config.id}`,
     inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels'],
@@ -269,6 +285,7 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
         // fails with a fatal error, so it is parked as failed while the others run.
         adapter = unavailableAdapter(config.id, new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false }));
       }
+      if (gate) adapter = gate(config, adapter);
       channels.set(config.id, { config, adapter });
       ctx.effect(() => void channels.delete(config.id));
       supervisor.add({ id: config.id, kind: config.type, adapter, deliver: dispatcher.deliver, backoff: config.backoff, connectTimeoutMs: config.connect_timeout_ms });

@@ -6,6 +6,8 @@ import { sleep } from '../kernel/sleep.js';
 /** What a lease key holds. */
 export interface LeaseValue {
   owner: string;
+  /** What the owner tells about itself (instance keys: generation, turns). */
+  info?: Record<string, unknown>;
   /** The owner's clock when it last renewed; shown in /status, never used to decide. */
   renewedAt: number;
 }
@@ -18,6 +20,7 @@ export interface LeaseRow {
   /** ms since this instance last saw the key change (its own clock). */
   ageMs: number;
   expired: boolean;
+  info?: Record<string, unknown>;
 }
 
 /**
@@ -63,7 +66,7 @@ export class Leases {
     const now = Date.now();
     return [...this.#seen.entries()]
       .filter(([k]) => k.startsWith(prefix))
-      .map(([key, s]) => ({ key, owner: s.value.owner, revision: s.revision, ageMs: now - s.seenAt, expired: now - s.seenAt > this.ttlMs }))
+      .map(([key, s]) => ({ key, owner: s.value.owner, revision: s.revision, ageMs: now - s.seenAt, expired: now - s.seenAt > this.ttlMs, ...(s.value.info ? { info: s.value.info } : {}) }))
       .sort((a, b) => a.key.localeCompare(b.key));
   }
 
@@ -73,20 +76,20 @@ export class Leases {
     return s && Date.now() - s.seenAt <= this.ttlMs ? s.value.owner : undefined;
   }
 
-  #value(): string {
-    return JSON.stringify({ owner: this.instanceId, renewedAt: Date.now() } satisfies LeaseValue);
+  value(info?: () => Record<string, unknown>): string {
+    return JSON.stringify({ owner: this.instanceId, renewedAt: Date.now(), ...(info ? { info: info() } : {}) } satisfies LeaseValue);
   }
 
   /** One attempt to take `key`; the held lease, or undefined when someone else holds it. */
-  async tryAcquire(key: string): Promise<HeldLease | undefined> {
+  async tryAcquire(key: string, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
     const seen = this.#seen.get(key);
     const sent = Date.now();
     try {
-      if (!seen) return new HeldLease(this, key, await this.kv.create(key, this.#value()), sent);
+      if (!seen) return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
       if (seen.value.owner === this.instanceId || Date.now() - seen.seenAt > this.ttlMs) {
         // Not renewed for a whole TTL (or our own, left by a previous run of this instance id).
         try {
-          return new HeldLease(this, key, await this.kv.update(key, this.#value(), seen.revision), sent);
+          return new HeldLease(this, key, await this.kv.update(key, this.value(info), seen.revision), sent, info);
         } catch (err) {
           if (!isWrongRevision(err)) throw err;
           // Expired by the bucket's max age (the watch is not told) or renewed after all.
@@ -96,7 +99,7 @@ export class Leases {
             return undefined;
           }
           this.#seen.delete(key);
-          return new HeldLease(this, key, await this.kv.create(key, this.#value()), sent);
+          return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
         }
       }
       return undefined;
@@ -122,9 +125,6 @@ export class Leases {
     return undefined;
   }
 
-  renewValue(): string {
-    return this.#value();
-  }
 }
 
 function isWrongRevision(err: unknown): boolean {
@@ -144,6 +144,7 @@ export class HeldLease {
     readonly key: string,
     revision: number,
     sentAt: number,
+    private readonly info?: () => Record<string, unknown>,
   ) {
     this.#revision = revision;
     this.#lastOkAt = sentAt;
@@ -166,7 +167,7 @@ export class HeldLease {
     // Measured from when the request left: the server may have stored it any time after.
     const sent = Date.now();
     try {
-      this.#revision = await this.leases.kv.update(this.key, this.leases.renewValue(), this.#revision, Math.floor(this.leases.ttlMs / 3));
+      this.#revision = await this.leases.kv.update(this.key, this.leases.value(this.info), this.#revision, Math.floor(this.leases.ttlMs / 3));
       this.#lastOkAt = sent;
     } catch (err) {
       if (isWrongRevision(err)) this.#lose('taken by another instance');

@@ -17,7 +17,7 @@ export const pgMigrations: readonly string[] = [
      PRIMARY KEY (channel_id, message_id)
    );
    CREATE INDEX items_updated ON items (updated_at);
-   CREATE SEQUENCE session_ids INCREMENT BY 100;
+   CREATE SEQUENCE session_ids INCREMENT BY 1000;
    CREATE TABLE sessions (
      id BIGINT PRIMARY KEY,
      agent TEXT NOT NULL,

@@ -14,6 +14,8 @@ export interface DaemonStatus {
   turns: { in_flight: number; queued: number; list: TrackedTask[] };
   agents: Array<{ name: string; provider: string; model: string | null; fallback_models: string[]; cooling: Array<{ model: string; until: string; failures: number }>; last_served: string | null }>;
   last_reload: { ok: boolean; at: string; errors: string[] } | null;
+  /** Cluster mode: instances (with their config generation and turns), leases, partitions. */
+  cluster?: import('../cluster/compose.js').ClusterStatus;
 }
 
 /** Registers /healthz, /readyz and /metrics (/status is the status action's HTTP face); returns the disposer. */

@@ -2,7 +2,7 @@ import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
 import { replyTargetOf } from '../dispatch/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
-import type { Inbox } from '../store/inbox.js';
+import type { InboxWrites } from '../store/inbox.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { Workspace } from './workspace.js';
@@ -10,7 +10,7 @@ import type { Workspace } from './workspace.js';
 export interface TurnExecutorDeps {
   channel(id: string): DispatchChannel | undefined;
   workspaceFor(channelId: string): Workspace;
-  inbox: Inbox;
+  inbox: InboxWrites;
   metrics: Metrics;
   log: Logger;
   /** Aborted when the daemon must exit now: final texts stop retrying. */
