@@ -1,5 +1,6 @@
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { partitionOf } from '../../src/cluster/partition-key.js';
+import { formatStatus } from '../../src/actions/builtin/status.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -54,6 +55,15 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     expect(st.instances.every((i) => i.alive && i.generation === 1)).toBe(true);
     expect(st.leases.find((l) => l.key === 'listener.tg')?.owner).toMatch(/^i[01]$/);
     expect(st.ops.natsPublishes).toBeGreaterThan(0);
+    // `channeld status` prints the instances with their leases.
+    const text = formatStatus(a!.daemon.status());
+    expect(text).toMatch(/INSTANCE +ALIVE +GENERATION +RUNNING +QUEUED +LEASES/);
+    expect(text).toMatch(/i0.* yes +1 /);
+    expect(text).toContain('listener.tg');
+    // A reload is per instance; the other instances see its new generation.
+    await b!.daemon.reload();
+    await waitFor(() => a!.daemon.status().cluster!.instances.find((i) => i.id === 'i1')?.generation === 2, 10_000);
+    expect(a!.daemon.status().generation).toBe(1);
   });
 
   it('/stop received by one instance stops the turn running on the other', async () => {

@@ -61,7 +61,7 @@ export class ProcessCluster {
   /** Starts (or restarts) the instance `id`. */
   async spawn(id: string): Promise<Member> {
     const proc = new DaemonProcess(this.#config(id), { TG: this.tg.token, SL_BOT: this.sl.botToken, SL_SIGN: SIGNING, ...clusterEnv });
-    const url = await proc.url(30_000);
+    const url = await proc.url(90_000);
     const m: Member = { id, proc, url, alive: true };
     const i = this.members.findIndex((x) => x.id === id);
     if (i >= 0) this.members[i] = m;

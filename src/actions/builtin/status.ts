@@ -17,7 +17,17 @@ export function formatStatus(s: DaemonStatus): string {
   }
   const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}`);
   const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
-  return [head, '', table(rows), '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`].join('\n');
+  return [head, '', table(rows), '', ...agents, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`, ...(s.cluster ? ['', formatCluster(s.cluster)] : [])].join('\n');
+}
+
+/** Cluster mode: every instance with its generation, turns and the leases it holds. */
+function formatCluster(c: NonNullable<DaemonStatus['cluster']>): string {
+  const rows = [['INSTANCE', 'ALIVE', 'GENERATION', 'RUNNING', 'QUEUED', 'LEASES']];
+  for (const i of c.instances) {
+    const leases = c.leases.filter((l) => l.owner === i.id).map((l) => l.key);
+    rows.push([`${i.id}${i.id === c.instance ? ' (this)' : ''}`, i.alive ? 'yes' : 'no', String(i.generation ?? '-'), String(i.in_flight ?? 0), String(i.queued ?? 0), leases.join(', ') || '-']);
+  }
+  return [`cluster ${c.namespace}: ${c.instances.filter((i) => i.alive).length} instance(s) alive, ${c.partitions.total} partitions, this instance consumes ${c.partitions.owned.length}`, table(rows)].join('\n');
 }
 
 const daemonStatus = z.looseObject({
