@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeSlack, signSlack } from '../fakes/slack/server.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
+import { FakeTelegram, visibleText } from '../fakes/telegram/server.js';
 import { waitFor } from '../helpers/daemon.js';
 import { DaemonProcess } from '../helpers/process.js';
 import { clusterEnv, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
@@ -50,7 +50,7 @@ export class ProcessCluster {
     writeFileSync(
       file,
       `[daemon]\nstate_dir = "${join(this.dir, id)}"\nshutdown_grace_ms = 15000\n[http]\nlisten = "127.0.0.1:0"\n[limits]\nmax_in_flight = ${this.o.maxInFlight ?? 64}\nmax_queued = 2000\n` +
-        clusterToml(this.ns, `instance_id = "${id}"\nlease_ttl_ms = ${this.o.leaseTtlMs ?? 3000}\n`) +
+        clusterToml(this.ns, `instance_id = "${id}"\nlease_ttl_ms = ${this.o.leaseTtlMs ?? 5000}\n`) +
         `[agent]\nprovider = "echo"\necho_delay_ms = ${this.o.echoDelayMs}\n\n` +
         `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n\n` +
         `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\n`,
@@ -158,10 +158,45 @@ export class Load {
     await Promise.all(posts);
   }
 
-  /** The answers each conversation shows now, in order. */
-  answers(key: string): string[] {
+  /** Every bot message of a conversation, in send order, with when it was last written. */
+  messages(key: string): Array<{ text: string; lastWriteAt: number }> {
     const [kind, id] = key.split(':') as [string, string];
-    return kind === 'tg' ? this.c.tg.texts(Number(id)) : this.c.sl.texts(id);
+    if (kind === 'tg') {
+      const sends = this.c.tg.callsOf('sendMessage').filter((call) => String(call.body.chat_id) === id);
+      return this.c.tg.messages
+        .filter((m) => String(m.chatId) === id && !m.deleted)
+        .map((m, j) => {
+          const edits = this.c.tg.callsOf('editMessageText').filter((call) => String(call.body.chat_id) === id && Number(call.body.message_id) === m.messageId);
+          return { text: visibleText(m.text, m.parseMode), lastWriteAt: Math.max(sends[j]?.at ?? 0, ...edits.map((e) => e.at)) };
+        });
+    }
+    const posts = this.c.sl.callsOf('chat.postMessage').filter((call) => call.args.channel === id);
+    return this.c.sl.messages
+      .filter((m) => m.channel === id && !m.deleted)
+      .map((m, j) => {
+        const edits = this.c.sl.callsOf('chat.update').filter((call) => call.args.ts === m.ts);
+        return { text: m.text, lastWriteAt: Math.max(posts[j]?.at ?? 0, ...edits.map((e) => e.at)) };
+      });
+  }
+
+  #finals = new Set<string>();
+  /** The answers each conversation shows now, in order: complete answers only (drafts being written are left out). */
+  answers(key: string): string[] {
+    if (this.#finals.size === 0) for (const t of [...this.sent.values()].flat()) this.#finals.add(t);
+    return this.messages(key)
+      .map((m) => m.text)
+      .filter((t) => this.#finals.has(t) || !this.#isDraft(key, t));
+  }
+
+  /** A text that is the start of an answer this conversation expects, but not the whole of it. */
+  #isDraft(key: string, text: string): boolean {
+    return (this.sent.get(key) ?? []).some((t) => t !== text && t.startsWith(text.trim()));
+  }
+
+  /** Messages left unfinished (a draft no turn completed): each must be explained by a kill -9. */
+  unfinished(): Array<{ key: string; text: string; lastWriteAt: number }> {
+    const finals = new Set([...this.sent.values()].flat());
+    return [...this.sent.keys()].flatMap((key) => this.messages(key).filter((m) => !finals.has(m.text)).map((m) => ({ key, ...m })));
   }
 
   complete(): boolean {
