@@ -74,7 +74,7 @@ export interface CorePluginOptions {
    * Cluster mode (src/cluster/compose.ts): its store replaces the SQLite one and each turn
    * is wrapped to load and commit shared state. Absent: the single-node daemon.
    */
-  cluster?: { storePlugin(): Plugin; wrapExecute(execute: ExecuteTurn): ExecuteTurn };
+  cluster?: { storePlugin(): Plugin; wrapExecute(execute: ExecuteTurn): ExecuteTurn; fenceOf(scope: string): AbortSignal | undefined };
 }
 
 /** The SQLite store: the durable inbox, sessions and conversation preferences in one WAL database. */
@@ -215,6 +215,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
               log,
               hardStop: o.hardStop,
               tracker,
+              ...(o.cluster ? { fenceOf: (scope: string) => o.cluster!.fenceOf(scope) } : {}),
             }),
           ),
         });

@@ -96,6 +96,11 @@ export class ClusterComposition {
     };
   }
 
+  /** Aborted when this instance loses the lease of the scope's partition: its reply stops writing. */
+  fenceOf(scope: string): AbortSignal | undefined {
+    return this.#partitions?.leaseOf(scope);
+  }
+
   /** Polling, gateway and socket listeners run where their lease is; webhook ones everywhere. */
   gate(config: ChannelConfig, adapter: ChannelAdapter): ChannelAdapter {
     return needsLease(config) ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
@@ -110,9 +115,28 @@ export class ClusterComposition {
         const s = this.services;
         const log = ctx.use<Logger>('logger').child({ cluster: true });
         const dispatcher = ctx.use<Dispatcher>('dispatcher');
-        const heartbeat: HeldLease | undefined = await s.leases.tryAcquire(`inst.${s.instanceId}`, () => this.o.instanceInfo());
+        const key = `inst.${s.instanceId}`;
+        const info = () => this.o.instanceInfo();
+        let heartbeat: HeldLease | undefined = await s.leases.tryAcquire(key, info);
         if (!heartbeat) throw new CodedError('CLUSTER_UNAVAILABLE', `instance id "${s.instanceId}" is in use by a running instance; give each instance its own [cluster] instance_id`);
-        ctx.effect(() => heartbeat.release());
+        // A heartbeat lost to a stall (this process starved, NATS away) is taken again, so the
+        // instance stays visible and counted; it is released only when the plugin stops.
+        const keep = (held: HeldLease) =>
+          held.signal.addEventListener(
+            'abort',
+            () => {
+              if (ctx.signal.aborted) return;
+              log.warn({ lease: key }, 'heartbeat lease lost; taking it again');
+              void s.leases.acquire(key, ctx.signal, undefined, info).then((again) => {
+                if (!again) return;
+                heartbeat = again;
+                keep(again);
+              });
+            },
+            { once: true },
+          );
+        keep(heartbeat);
+        ctx.effect(() => heartbeat?.release());
         const inPartition = (p: number) => (scope: string) => partitionOf(scope, s.config.partitions) === p;
         const partitions = new Partitions(s, this.#inbox!, dispatcher, log, () => this.o.config().config.daemon.shutdown_grace_ms, {
           onAcquired: (p) => {

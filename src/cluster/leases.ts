@@ -110,11 +110,11 @@ export class Leases {
   }
 
   /** Waits until `key` is ours (or `signal` aborts: then undefined). `onWaiting` is told who holds it. */
-  async acquire(key: string, signal: AbortSignal, onWaiting?: (owner: string | undefined) => void): Promise<HeldLease | undefined> {
+  async acquire(key: string, signal: AbortSignal, onWaiting?: (owner: string | undefined) => void, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
     const pollMs = Math.max(100, Math.floor(this.ttlMs / 5));
     while (!signal.aborted) {
       try {
-        const held = await this.tryAcquire(key);
+        const held = await this.tryAcquire(key, info);
         if (held) return held;
         onWaiting?.(this.ownerOf(key));
       } catch (err) {
@@ -150,14 +150,34 @@ export class HeldLease {
     this.#lastOkAt = sentAt;
     this.#timer = setInterval(() => void this.#renew(), Math.max(100, Math.floor(leases.ttlMs / 3)));
     this.#timer.unref();
+    this.#armFence();
   }
+
+  /**
+   * Fires when no renewal succeeded for 80 % of the TTL. A timer rather than a check in the
+   * renewal, so a process that was stalled (CPU starved, paused) fences itself in the first
+   * timer phase after it wakes, before the I/O that would have it write as the owner.
+   */
+  #armFence(): void {
+    clearTimeout(this.#fence);
+    this.#fence = setTimeout(() => this.#lose(`not renewed for ${Date.now() - this.#lastOkAt} ms`), Math.max(0, this.#lastOkAt + this.leases.ttlMs * 0.8 - Date.now()));
+    this.#fence.unref();
+  }
+  #fence: NodeJS.Timeout | undefined;
 
   get signal(): AbortSignal {
     return this.#lost.signal;
   }
+  #released = false;
+  /** Given up by this instance (not lost to a stall or another instance). */
+  get released(): boolean {
+    return this.#released;
+  }
 
   #lose(reason: string): void {
     clearInterval(this.#timer);
+    clearTimeout(this.#fence);
+    if (this.#lost.signal.aborted) return;
     this.#lost.abort(new CodedError('CLUSTER_LEASE_LOST', `${this.key}: ${reason}`));
   }
 
@@ -169,6 +189,7 @@ export class HeldLease {
     try {
       this.#revision = await this.leases.kv.update(this.key, this.leases.value(this.info), this.#revision, Math.floor(this.leases.ttlMs / 3));
       this.#lastOkAt = sent;
+      if (!this.#lost.signal.aborted) this.#armFence();
     } catch (err) {
       if (isWrongRevision(err)) this.#lose('taken by another instance');
       else if (Date.now() - this.#lastOkAt > this.leases.ttlMs * 0.8) this.#lose(`not renewed for ${Date.now() - this.#lastOkAt} ms: ${errorMessage(err)}`);
@@ -181,6 +202,7 @@ export class HeldLease {
   async release(): Promise<void> {
     if (this.#lost.signal.aborted) return;
     this.#lose('released');
+    this.#released = true;
     try {
       await this.leases.kv.delete(this.key, { previousSeq: this.#revision });
     } catch {

@@ -66,6 +66,11 @@ export class Partitions {
     return [...this.#owned.keys()].sort((a, b) => a - b);
   }
 
+  /** The lease signal of the scope's partition while this instance consumes it. */
+  leaseOf(scope: string): AbortSignal | undefined {
+    return this.#owned.get(partitionOf(scope, this.s.config.partitions))?.lease.signal;
+  }
+
   owns(scope: string): boolean {
     const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
     return o !== undefined && !o.leaving && !o.lease.signal.aborted;

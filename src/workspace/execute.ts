@@ -16,9 +16,17 @@ export interface TurnExecutorDeps {
   /** Aborted when the daemon must exit now: final texts stop retrying. */
   hardStop: AbortSignal;
   tracker?: TaskTracker;
+  /**
+   * Cluster mode: aborted when this instance may no longer write for the scope (its
+   * partition's lease was lost). The reply then stops at once, with no stop marker: the
+   * instance that took over continues the same draft.
+   */
+  fenceOf?(scope: string): AbortSignal | undefined;
 }
 
 const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
+
+const fenced = (hardStop: AbortSignal, fence: AbortSignal | undefined) => (fence ? AbortSignal.any([hardStop, fence]) : hardStop);
 
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
@@ -43,7 +51,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       },
       // In normal running the final text is retried for minutes; at shutdown hardStop bounds it.
       finalDeadlineMs: FINAL_TEXT_DEADLINE_MS,
-      signal: deps.hardStop,
+      signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),
       onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
       onError: (err, phase) => log.warn({ err, phase }, 'reply request failed'),

@@ -12,9 +12,9 @@ import { percentile, type Row, type ScenarioOptions } from '../report.js';
 export async function cluster(o: ScenarioOptions): Promise<Row[]> {
   const skip = await clusterSkipReason();
   if (skip) return [{ scenario: 'cluster', metric: `skipped: ${skip}`, value: 0, unit: '' }];
-  const [convs, per] = o.smoke ? [6, 2] : [100, 10];
+  const [convs, per] = o.smoke ? [4, 2] : [100, 10];
   const rows: Row[] = [];
-  for (const n of o.smoke ? [1, 2] : [1, 2, 3]) {
+  for (const n of o.smoke ? [1] : [1, 2, 3]) {
     const c = new ProcessCluster({ echoDelayMs: 20, maxInFlight: 64 });
     try {
       await c.start(n);
