@@ -9,7 +9,7 @@ describe('bench harness smoke', () => {
       const rows = await run({ smoke: true });
       expect(rows.length).toBeGreaterThan(0);
       for (const r of rows) expect(Number.isFinite(r.value)).toBe(true);
-    }, 120_000);
+    }, name === 'cluster' ? 300_000 : 120_000); // the cluster scenario starts real processes on NATS and PostgreSQL
   }
 });
 

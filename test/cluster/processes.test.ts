@@ -56,7 +56,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
         await kill(live[i]!);
       }
     }
-    await waitFor(() => load.complete(), 120_000, 250).catch(() => {
+    await waitFor(() => load.complete(), 240_000, 250).catch(() => {
       throw new Error(`not every message was answered in order:\n${load.problems().slice(0, 10).join('\n')}`);
     });
     // The README's window: a draft the platform accepted just before the kill, whose id had
@@ -74,7 +74,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
     const continued = drafts.filter((d) => !d.msg.deleted && finals.has(visibleText(d.msg.text, d.msg.parseMode)));
     expect(continued.length).toBeGreaterThan(0);
     expect(drafts.length - continued.length).toBeLessThanOrEqual(orphans.length);
-  }, 300_000);
+  }, 480_000);
 
   it('a rolling restart (SIGTERM each instance in turn) loses nothing and answers nothing twice', async () => {
     c = new ProcessCluster({ echoDelayMs: 200 });
@@ -90,10 +90,10 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
       }
       await pause(500);
     }
-    await waitFor(() => load.complete(), 90_000, 250).catch(() => {
+    await waitFor(() => load.complete(), 180_000, 250).catch(() => {
       throw new Error(`not every message was answered in order:\n${load.problems().slice(0, 10).join('\n')}`);
     });
     expect(load.unfinished()).toEqual([]);
     expect(load.created()).toBe(12 * 5);
-  }, 200_000);
+  }, 360_000);
 });
