@@ -120,7 +120,11 @@ export class Leases {
       } catch (err) {
         this.log.warn({ err, lease: key }, 'lease attempt failed; trying again');
       }
-      await sleep(pollMs + Math.floor(Math.random() * pollMs), signal);
+      // Try again when the holder's TTL runs out (as this instance last saw it renewed), or
+      // after a jittered step when nobody holds it visibly.
+      const seen = this.#seen.get(key);
+      const expiresInMs = seen ? seen.seenAt + this.ttlMs + 20 - Date.now() : 0;
+      await sleep(expiresInMs > 0 ? Math.min(expiresInMs, pollMs * 2) : pollMs + Math.floor(Math.random() * pollMs), signal);
     }
     return undefined;
   }

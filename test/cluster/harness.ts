@@ -50,7 +50,7 @@ export class ProcessCluster {
     writeFileSync(
       file,
       `[daemon]\nstate_dir = "${join(this.dir, id)}"\nshutdown_grace_ms = 15000\n[http]\nlisten = "127.0.0.1:0"\n[limits]\nmax_in_flight = ${this.o.maxInFlight ?? 64}\nmax_queued = 2000\n` +
-        clusterToml(this.ns, `instance_id = "${id}"\nlease_ttl_ms = ${this.o.leaseTtlMs ?? 5000}\n`) +
+        clusterToml(this.ns, `instance_id = "${id}"\nlease_ttl_ms = ${this.o.leaseTtlMs ?? 4000}\n`) +
         `[agent]\nprovider = "echo"\necho_delay_ms = ${this.o.echoDelayMs}\n\n` +
         `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n\n` +
         `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\n`,
