@@ -8,7 +8,7 @@ import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifyTelegramError, isEntityError, isNotModified } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
-import { normalizeUpdate, type BotIdentity } from './normalize.js';
+import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 import { webhookHandler } from './webhook.js';
 
 export interface TelegramOptions {
@@ -96,11 +96,21 @@ export class TelegramAdapter implements ChannelAdapter {
         }
         throw e;
       }
-      for (const u of updates) {
-        const msg = normalizeUpdate(u, this.#o.id, this.#bot!);
-        if (msg) await deliver(msg);
-        offset = u.update_id + 1;
-      }
+      // The whole batch is handed over at once (the inbox stores it in one transaction); the
+      // offset moves only past the updates stored before the first one that failed.
+      const delivered = await Promise.allSettled(
+        updates.map((u) => {
+          const bad = malformedUpdate(u);
+          if (bad) this.#o.log.debug({ channel: this.#o.id, reason: bad }, 'malformed Telegram update skipped');
+          const msg = bad ? undefined : normalizeUpdate(u, this.#o.id, this.#bot!);
+          return msg ? deliver(msg) : Promise.resolve(false);
+        }),
+      );
+      const failed = delivered.findIndex((d) => d.status === 'rejected');
+      const stored = failed < 0 ? updates : updates.slice(0, failed);
+      const lastId = stored.map((u) => u?.update_id).findLast((id) => typeof id === 'number');
+      if (lastId !== undefined) offset = lastId + 1;
+      if (failed >= 0) throw (delivered[failed] as PromiseRejectedResult).reason;
     }
     // Confirm what was handled, so the next start does not receive it again.
     if (offset) await this.#api.getUpdates({ offset, limit: 1, timeout: 0 }, sig(AbortSignal.timeout(2000))).catch(() => {});

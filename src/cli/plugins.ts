@@ -22,7 +22,7 @@ import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
-import { ChannelError, errorMessage } from '../errors.js';
+import { ChannelError, CodedError, errorMessage } from '../errors.js';
 
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
@@ -129,8 +129,12 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       inject: ['config', 'logger'],
       start: async (ctx) => {
         const log = ctx.use<Logger>('logger');
-        const http = new HttpServer((err) => log.error({ err }, 'HTTP handler failed'));
         const { host, port } = parseListen(cfg().http.listen);
+        // The listen host and allowed_hosts as configured now: a reload applies at once.
+        const http = new HttpServer(
+          (err) => log.error({ err }, 'HTTP handler failed'),
+          () => [parseListen(cfg().http.listen).host, ...cfg().http.allowed_hosts],
+        );
         await http.listen(host, port);
         ctx.effect(() => http.close());
         ctx.provide('http', http);
@@ -209,7 +213,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           execute: wrap(
             createTurnExecutor({
               channel,
-              workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id))!,
+              workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id)),
               inbox,
               metrics,
               log,
@@ -264,6 +268,21 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
 /** Cluster mode: runs a listener only where its lease is (src/cluster/listener-lease.ts). */
 export type ListenerGate = (config: ChannelConfig, adapter: ChannelAdapter) => ChannelAdapter;
 
+/**
+ * Why an adapter could not be built, as a fatal channel error. A coded error keeps its code,
+ * message and cause (a missing token stays CHANNEL_AUTH_FAILED with its one hint); anything
+ * else is CHANNEL_UNAVAILABLE. Fatal either way: retrying cannot build it.
+ */
+export function unbuildable(err: unknown): ChannelError {
+  if (err instanceof ChannelError && !err.retryable) return err;
+  if (err instanceof CodedError) {
+    const same = new ChannelError(err.code, undefined, { cause: err, retryable: false });
+    same.message = err.message;
+    return same;
+  }
+  return new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false });
+}
+
 /** Channel ids whose disposal is a removal (turns cancelled) rather than a change (turns finish). */
 export type RemovalSet = Set<string>;
 
@@ -271,7 +290,7 @@ export type RemovalSet = Set<string>;
 export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet, gate?: ListenerGate): Plugin {
   return {
     name: `channel:${config.id}`,
-    inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels'],
+    inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics'],
     start: async (ctx) => {
       const log = ctx.use<Logger>('logger').child({ channel: config.id });
       const channels = ctx.use<Channels>('channels');
@@ -280,11 +299,12 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       let adapter: ChannelAdapter;
       try {
         const factory = await loadChannelFactory(config.type);
-        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
+        const metrics = ctx.use<Metrics>('metrics');
+        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base), evicted: (structure, n) => metrics.evictions.inc({ structure }, n) });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener
         // fails with a fatal error, so it is parked as failed while the others run.
-        adapter = unavailableAdapter(config.id, new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false }));
+        adapter = unavailableAdapter(config.id, unbuildable(err));
       }
       if (gate) adapter = gate(config, adapter);
       channels.set(config.id, { config, adapter });

@@ -59,14 +59,20 @@ export const BUSY_REPLY = 'I am busy right now, try again shortly.';
 export class Dispatcher {
   readonly #o: DispatcherOptions;
   readonly #lanes: Lanes;
-  readonly #notices = new NoticeLimiter();
-  readonly passive = new PassiveContext();
+  readonly #notices: NoticeLimiter;
+  readonly passive: PassiveContext;
   readonly tracker: TaskTracker;
   #accepting = true;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
     this.tracker = options.tracker ?? new TaskTracker(() => 'default');
+    this.#notices = new NoticeLimiter(undefined, undefined, (n) => options.metrics.evictions.inc({ structure: 'not_allowed_notices' }, n));
+    this.passive = new PassiveContext(
+      20,
+      () => ({ maxConversations: options.limits().passive_max_conversations, maxBytes: options.limits().passive_max_bytes }),
+      (n) => options.metrics.evictions.inc({ structure: 'passive_context' }, n),
+    );
     this.#lanes = new Lanes({
       limits: options.limits,
       channelLimit: (id) => options.channel(id)?.config.max_in_flight,
@@ -90,6 +96,10 @@ export class Dispatcher {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
       return false;
     }
+    if (verdict === 'ignored') {
+      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'not_allowed' });
+      return false;
+    }
     if (verdict === 'not_allowed') {
       this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'not_allowed' });
       if (this.#notices.take(`${msg.channelId}:${msg.sender.id}`)) {
@@ -104,7 +114,7 @@ export class Dispatcher {
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
     if (parseCommand(msg.text, ch.adapter.selfName)?.name === 'stop') return this.#stop(msg, scope);
     if ('remote' in this.#o.inbox) return this.#publish(this.#o.inbox, msg, scope);
-    const id = this.#o.inbox.add(msg, scope);
+    const id = await this.#o.inbox.store(msg, scope);
     if (id === undefined) {
       this.#o.metrics.duplicates.inc({ channel: msg.channelId });
       return true;
@@ -133,7 +143,7 @@ export class Dispatcher {
       return true;
     }
     // Stored as done so a redelivered /stop is recognised and not acted on twice.
-    if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
+    if ((await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
     const stopped = this.#lanes.stop(scope, 'stopped by /stop');
     await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
     return true;
@@ -196,6 +206,11 @@ export class Dispatcher {
 
   snapshot() {
     return this.#lanes.snapshot();
+  }
+
+  /** What the in-memory structures keyed by user input hold now. */
+  memory(): { lanes: number; passive: { conversations: number; bytes: number } } {
+    return { lanes: this.#lanes.size, passive: this.passive.size };
   }
 
   /** Stops taking messages; running turns get `graceMs` to finish, then are cancelled. Queued items stay pending. */

@@ -63,9 +63,10 @@ export class Lanes {
 
   /** Queues an item; false when `max_queued` is reached (the caller refuses it). */
   accept(item: InboxItem, mode: QueueMode, passive: ChannelMessage[]): boolean {
+    // Checked before a lane exists: a refused message from a new conversation leaves nothing behind.
+    if (this.#queued >= this.#o.limits().max_queued) return false;
     const lane = this.#lanes.get(item.scope) ?? this.#newLane(item);
     lane.mode = mode;
-    if (this.#queued >= this.#o.limits().max_queued) return false;
     lane.passive.push(...passive);
     if (lane.running && mode === 'interrupt') {
       // The newest message replaces what was waiting and what is running.
@@ -113,8 +114,8 @@ export class Lanes {
     if (this.#draining) return;
     let wakeAt = Infinity;
     for (let i = 0; i < this.#ready.length; ) {
-      const lane = this.#lanes.get(this.#ready[i]!)!;
-      if (lane.running || lane.queue.length === 0) {
+      const lane = this.#lanes.get(this.#ready[i]!);
+      if (!lane || lane.running || lane.queue.length === 0) {
         this.#ready.splice(i, 1);
         continue;
       }
@@ -167,7 +168,7 @@ export class Lanes {
         if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 1) - 1);
         this.#o.metrics.inFlight.set(this.#inFlight);
         if (lane.queue.length) this.#ready.push(lane.scope);
-        else if (!lane.passive.length) this.#lanes.delete(lane.scope);
+        else this.#forgetIfIdle(lane);
         this.#pump();
       });
     lane.running = { job, controller, done };
@@ -179,7 +180,22 @@ export class Lanes {
     const dropped = this.#drop(lane, reason);
     const running = lane.running;
     running?.controller.abort(new Error(reason));
+    this.#forgetIfIdle(lane);
     return dropped > 0 || running !== undefined;
+  }
+
+  /**
+   * A lane with nothing running or queued is forgotten (with any context it gathered for
+   * messages that were dropped): lanes are keyed by conversation, so only busy ones stay,
+   * at most max_in_flight + max_queued of them.
+   */
+  #forgetIfIdle(lane: Lane): void {
+    if (!lane.running && !lane.queue.length && this.#lanes.get(lane.scope) === lane) this.#lanes.delete(lane.scope);
+  }
+
+  /** Lanes held now (busy conversations). */
+  get size(): number {
+    return this.#lanes.size;
   }
 
   /**
@@ -188,7 +204,11 @@ export class Lanes {
    */
   async settleChannel(channelId: string, graceMs: number, cancel: boolean): Promise<void> {
     const lanes = [...this.#lanes.values()].filter((l) => l.channelId === channelId);
-    if (cancel) for (const lane of lanes) this.#drop(lane, 'channel removed');
+    if (cancel)
+      for (const lane of lanes) {
+        this.#drop(lane, 'channel removed');
+        this.#forgetIfIdle(lane);
+      }
     await this.#settle(lanes, cancel ? 0 : graceMs, 'channel stopped');
   }
 
@@ -232,6 +252,7 @@ export class Lanes {
         this.#o.metrics.queued.set(this.#queued);
         this.#o.inbox.setState(it!.id, 'failed', 'stopped by the operator');
         this.#o.tracker.finished(id);
+        this.#forgetIfIdle(lane);
         return 'dropped';
       }
     }

@@ -25,6 +25,7 @@ export class Metrics {
   readonly channelState = new Gauge({ name: 'channeld_channel_up', help: '1 when the channel is connected', labelNames: ['channel'], registers: [this.registry] });
   readonly modelTurns = new Counter({ name: 'channeld_model_turns_total', help: 'Turns served, by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
+  readonly evictions = new Counter({ name: 'channeld_memory_evictions_total', help: 'Entries evicted from bounded in-memory structures keyed by user input', labelNames: ['structure'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

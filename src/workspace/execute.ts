@@ -5,11 +5,13 @@ import type { Metrics } from '../observe/metrics.js';
 import type { InboxWrites } from '../store/inbox.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
+import type { TurnOutcome } from '../runtime/runtime.js';
 import type { Workspace } from './workspace.js';
 
 export interface TurnExecutorDeps {
   channel(id: string): DispatchChannel | undefined;
-  workspaceFor(channelId: string): Workspace;
+  /** The workspace of the agent a channel is bound to; undefined (or a throw) ends the turn with an error. */
+  workspaceFor(channelId: string): Workspace | undefined;
   inbox: InboxWrites;
   metrics: Metrics;
   log: Logger;
@@ -36,7 +38,8 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     const ch = deps.channel(channelId);
     if (!ch) return 'cancelled';
     const started = performance.now();
-    const log = deps.log.child({ channel: channelId, scope: job.scope });
+    // A pino child per turn costs more than the turn's dispatch; bindings are passed per line instead.
+    const where = { channel: channelId, scope: job.scope };
     const stream = new ReplyStream({
       transport: ch.adapter,
       capabilities: ch.adapter.capabilities,
@@ -54,22 +57,32 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),
       onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
-      onError: (err, phase) => log.warn({ err, phase }, 'reply request failed'),
+      onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),
     });
-    const ws = deps.workspaceFor(channelId);
-    const outcome = await ws.runtime.run({
-      message: { ...job.items.at(-1)!.message, text: job.text },
-      scope: job.scope,
-      ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
-      signal,
-      reply: stream,
-      passive: job.passive,
-      onModel: (model) => deps.tracker?.setModel(job.id, model),
-    });
+    let outcome: TurnOutcome;
+    try {
+      const ws = deps.workspaceFor(channelId);
+      if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
+      outcome = await ws.runtime.run({
+        message: { ...job.items.at(-1)!.message, text: job.text },
+        scope: job.scope,
+        ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
+        signal,
+        reply: stream,
+        passive: job.passive,
+        onModel: (model) => deps.tracker?.setModel(job.id, model),
+      });
+    } catch (err) {
+      // The stream exists, so it must end: otherwise typing refreshes until shutdown and no
+      // reply is ever sent. A stream that already ended ignores this.
+      deps.log.error({ ...where, err }, 'the turn failed before or outside its runtime');
+      stream.push({ type: 'error', code: 'TURN_FAILED', message: 'Something went wrong while answering; please try again.' });
+      outcome = { ending: 'error', text: stream.text };
+    }
     const result = await stream.finished();
     deps.metrics.draftEdits.observe(result.requests);
     deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, (performance.now() - started) / 1000);
-    if (!result.delivered) log.error({ ending: outcome.ending }, 'the final reply could not be delivered');
+    if (!result.delivered) deps.log.error({ ...where, ending: outcome.ending }, 'the final reply could not be delivered');
     return outcome.ending;
   };
 }

@@ -6,7 +6,8 @@ import { latency } from './latency.js';
 import { memory } from './memory.js';
 import { reload } from './reload.js';
 import { startup } from './startup.js';
+import { load } from './load.js';
 import { cluster } from './cluster.js';
 
 /** Every scenario `npm run bench` runs, in order. */
-export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, memory, startup, reload, cluster };
+export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, memory, startup, reload, load, cluster };
