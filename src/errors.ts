@@ -41,6 +41,8 @@ export const catalogue = {
   MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },
   MCP_TOOL_FAILED: { retryable: false, text: 'the MCP tool call failed' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
+  CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
+  CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;
 
 export type ErrorCode = keyof typeof catalogue;

@@ -10,7 +10,7 @@ export interface ManagementApi {
   reload(options?: { dryRun?: boolean }): Promise<{ ok: boolean; generation: number; errors: string[]; dry_run?: boolean; file?: string }>;
   turns(): TrackedTask[];
   stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
-  sessions(): Array<{ channel: string; agent: string; conversations: number; sessions: number; last_activity: string | null }>;
+  sessions(): Promise<Array<{ channel: string; agent: string; conversations: number; sessions: number; last_activity: string | null }>>;
   /** One conversation as its user sees it (the slash face of status). */
   conversation(agent: string, scope: string): Record<string, string | number>;
   /** Stored turn usage matching the filter: per (channel, agent, model), and the sum. */

@@ -48,6 +48,16 @@
       cb.append(tr);
     }
     if (!channels.length) { const tr = document.createElement('tr'); tr.append(cell('no channels', 'empty')); cb.append(tr); }
+    $('cluster').hidden = !status.cluster;
+    if (status.cluster) {
+      const ib = $('instances'); ib.replaceChildren();
+      for (const i of status.cluster.instances) {
+        const leases = status.cluster.leases.filter((l) => l.owner === i.id).map((l) => l.key).join(', ');
+        const tr = document.createElement('tr'); tr.dataset.instance = i.id;
+        tr.append(cell(i.id + (i.id === status.cluster.instance ? ' (this)' : '')), cell(i.alive ? 'yes' : 'no', 'state ' + (i.alive ? 'connected' : 'failed')), cell(String(i.generation ?? '—')), cell(String(i.in_flight ?? 0)), cell(String(i.queued ?? 0)), cell(leases || '—'));
+        ib.append(tr);
+      }
+    }
     const mb = $('mcp'); mb.replaceChildren();
     for (const m of status.mcp_servers || []) {
       const tr = document.createElement('tr'); tr.dataset.mcp = m.agent + '/' + m.name;

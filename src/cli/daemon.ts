@@ -11,7 +11,8 @@ import type { ManagementApi } from '../actions/action.js';
 import { registerAdminPage } from '../actions/admin.js';
 import type { ActionRegistry } from '../actions/registry.js';
 import { agentOf } from '../config/load.js';
-import type { SessionStore } from '../store/sessions.js';
+import type { Sessions } from '../store/sessions.js';
+import type { ClusterComposition } from '../cluster/compose.js';
 import type { UsageFilter, UsageLedger } from '../store/usage.js';
 import type { Logger, LoggerOptions } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -21,7 +22,7 @@ import type { GroupCommit } from '../store/group-commit.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
-import { channelPlugin, corePlugins, workspacePlugin, type ConfigHolder, type RemovalSet, type WorkspaceTable } from './plugins.js';
+import { channelPlugin, corePlugins, workspacePlugin, type ConfigHolder, type ListenerGate, type RemovalSet, type WorkspaceTable } from './plugins.js';
 import { VERSION } from './version.js';
 
 export interface DaemonOptions {
@@ -75,6 +76,9 @@ export class Daemon implements ManagementApi {
   #stopping: Promise<void> | undefined;
   /** Set once every configured channel has been handed to the supervisor. */
   #channelsLoaded = false;
+  /** Cluster mode only; its code is loaded only when the config has [cluster]. */
+  #cluster: ClusterComposition | undefined;
+  #gate: ListenerGate | undefined;
   address!: AddressInfo;
 
   private constructor(loaded: LoadedConfig, env: NodeJS.ProcessEnv) {
@@ -135,7 +139,16 @@ export class Daemon implements ManagementApi {
   }
 
   async #start(options: DaemonOptions): Promise<void> {
-    await this.#kernel.load(...corePlugins({ holder: this.#holder, api: this, hardStop: this.#hardStop.signal, env: this.#env, ...(options.logger ? { logger: options.logger } : {}) }), this.#statusPlugin());
+    if (this.#holder.loaded.config.cluster) {
+      const { ClusterComposition } = await import('../cluster/compose.js');
+      const cluster = new ClusterComposition({ config: () => this.#holder.loaded, hardStop: this.#hardStop.signal, instanceInfo: () => this.#instanceInfo() });
+      this.#cluster = cluster;
+      this.#gate = (c, a) => cluster.gate(c, a);
+    }
+    await this.#kernel.load(
+      ...corePlugins({ holder: this.#holder, api: this, hardStop: this.#hardStop.signal, env: this.#env, ...(options.logger ? { logger: options.logger } : {}), ...(this.#cluster ? { cluster: this.#cluster } : {}) }),
+      this.#statusPlugin(),
+    );
     const cfg = this.#holder.loaded.config;
     const pidFile = join(cfg.daemon.state_dir, 'channeld.pid');
     writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o600 });
@@ -143,9 +156,11 @@ export class Daemon implements ManagementApi {
     for (const [name, agent] of Object.entries(cfg.agents)) if (agent.enabled) await this.#kernel.load(workspacePlugin(name, agent));
     const channels = cfg.channels.filter((c) => c.enabled);
     // Channels start concurrently: a slow one never holds back the others.
-    await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c, this.#holder, this.#removing))));
+    await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c, this.#holder, this.#removing, this.#gate))));
     this.#channelsLoaded = true;
-    this.dispatcher.recover();
+    // Cluster mode: partitions are consumed once every channel can send replies.
+    if (this.#cluster) await this.#kernel.load(this.#cluster.workPlugin());
+    else this.dispatcher.recover();
     this.address = this.#kernel.get<HttpServer>('http').address!;
     this.log.info({ version: VERSION, channels: channels.map((c) => c.id), generation: this.#holder.generation }, 'channeld started');
   }
@@ -170,14 +185,20 @@ export class Daemon implements ManagementApi {
     return this.dispatcher.stopTurn(id);
   }
 
+  /** This instance as the other cluster members see it in its heartbeat. */
+  #instanceInfo(): Record<string, unknown> {
+    const snap = this.dispatcher.snapshot();
+    return { generation: this.#holder.generation, pid: process.pid, in_flight: snap.inFlight, queued: snap.queued, started_at: this.#startedAt.toISOString() };
+  }
+
   sessions() {
-    const store = this.#kernel.get<SessionStore>('sessions');
-    return this.#holder.loaded.config.channels.map((c) => {
+    const store = this.#kernel.get<Sessions>('sessions');
+    return Promise.all(this.#holder.loaded.config.channels.map(async (c) => {
       const agent = agentOf(this.#holder.loaded.config, c.id);
-      const rows = store.summary(agent, `${c.id}:`);
+      const rows = await store.summary(agent, `${c.id}:`);
       const last = Math.max(0, ...rows.map((r) => r.lastActiveAt));
       return { channel: c.id, agent, conversations: rows.length, sessions: rows.reduce((n, r) => n + r.sessions, 0), last_activity: last ? new Date(last).toISOString() : null };
-    });
+    }));
   }
 
   conversation(agent: string, scope: string) {
@@ -220,6 +241,7 @@ export class Daemon implements ManagementApi {
       mcp_servers: this.mcp.status(),
       last_reload: this.#lastReload,
       storage: this.storage.status(),
+      ...(this.#cluster?.status() ? { cluster: this.#cluster.status()! } : {}),
     };
   }
 
@@ -287,7 +309,7 @@ export class Daemon implements ManagementApi {
     for (const ch of diff.removed) this.#removing.add(ch.id);
     await Promise.all([...diff.removed, ...diff.changed].map((ch) => this.#kernel.unload(`channel:${ch.id}`)));
     for (const ch of diff.removed) this.#removing.delete(ch.id);
-    await Promise.all([...diff.added, ...diff.changed].map((ch) => this.#kernel.load(channelPlugin(ch, this.#holder, this.#removing))));
+    await Promise.all([...diff.added, ...diff.changed].map((ch) => this.#kernel.load(channelPlugin(ch, this.#holder, this.#removing, this.#gate))));
     this.#lastReload = { ok: true, at, errors: [] };
     this.metrics.reloads.inc({ result: 'applied' });
     const ids = (l: { id: string }[]) => l.map((c) => c.id);

@@ -3,7 +3,7 @@ import type { LoadedConfig } from '../config/load.js';
 import { agentOf, workspaceDirOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../dispatch/adapter.js';
-import { Dispatcher, type DispatchChannel } from '../dispatch/dispatcher.js';
+import { Dispatcher, type DispatchChannel, type ExecuteTurn, type RemoteInbox } from '../dispatch/dispatcher.js';
 import { channelOfScope, replyTargetOf } from '../dispatch/message.js';
 import type { Plugin } from '../kernel/plugin.js';
 import { HttpServer, parseListen } from '../observe/http.js';
@@ -13,8 +13,8 @@ import { openDb } from '../store/db.js';
 import { Inbox } from '../store/inbox.js';
 import { GroupCommit } from '../store/group-commit.js';
 import { StorageHealth } from '../store/health.js';
-import { ConversationStore } from '../store/conversations.js';
-import { SessionStore } from '../store/sessions.js';
+import { ConversationStore, type Conversations } from '../store/conversations.js';
+import { SessionStore, type Sessions } from '../store/sessions.js';
 import { SqliteUsageLedger, type UsageLedger } from '../store/usage.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { TaskTracker } from '../dispatch/tracker.js';
@@ -60,7 +60,7 @@ export interface WorkspaceTable {
 const MCP_READY_WAIT_MS = 30_000;
 
 /** Builds workspaces that read the live config for queue-mode defaults. */
-function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: SessionStore, conversations: ConversationStore, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, ledger: UsageLedger, mcp: McpHub) {
+function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: Sessions, conversations: Conversations, metrics: Metrics, actions: ActionRegistry, tracker: TaskTracker, ledger: UsageLedger, mcp: McpHub) {
   return (name: string, agent: AgentConfig) => {
     const apiKey = holder.loaded.secrets.get(`agents.${name}`, 'api_key');
     return new Workspace({
@@ -110,6 +110,58 @@ export interface CorePluginOptions {
   hardStop: AbortSignal;
   /** The environment MCP servers' `headers_env` are read from. */
   env?: NodeJS.ProcessEnv;
+  /**
+   * Cluster mode (src/cluster/compose.ts): its store replaces the SQLite one and each turn
+   * is wrapped to load and commit shared state. Absent: the single-node daemon.
+   */
+  cluster?: { storePlugin(): Plugin; wrapExecute(execute: ExecuteTurn): ExecuteTurn; fenceOf(scope: string): AbortSignal | undefined };
+}
+
+/**
+ * The SQLite store: the durable inbox, sessions and conversation preferences in one WAL
+ * database, with usage and tool-approval decisions beside them. In cluster mode (`localOnly`)
+ * the shared inbox and state live in NATS and PostgreSQL, and this database keeps only the
+ * instance's own usage ledger and approval decisions.
+ */
+function sqliteStorePlugin(cfg: () => ConfigHolder['loaded']['config'], localOnly = false): Plugin {
+  return {
+    name: localOnly ? 'local-store' : 'store',
+    provides: localOnly ? ['storage', 'usage', 'approval-store'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
+    inject: ['config', 'logger', 'metrics'],
+    start: (ctx) => {
+      const log = ctx.use<Logger>('logger');
+      const metrics = ctx.use<Metrics>('metrics');
+      const db = openStateDb(cfg().daemon.state_dir);
+      const health = new StorageHealth(log, (degraded, code) => {
+        metrics.storageDegraded.set(degraded ? 1 : 0);
+        if (code) metrics.storageFaults.inc({ code });
+      });
+      const group = new GroupCommit(db, { health, onDropped: (err) => log.error({ err }, 'a store write failed and was dropped') });
+      ctx.effect(() => {
+        const lost = group.close();
+        // Their items stay pending or running in the inbox, so the next start runs them again.
+        if (lost) log.error({ writes: lost, code: health.code }, 'the database still refused writes at shutdown; their turns will run again after the next start');
+        db.close();
+      });
+      const inbox = new Inbox(db, group);
+      const prune = () => {
+        const n = inbox.tryPrune(cfg().daemon.inbox_retention_hours);
+        if (n) log.info({ pruned: n }, 'pruned old inbox items');
+      };
+      prune();
+      const timer = setInterval(prune, 3_600_000);
+      timer.unref();
+      ctx.effect(() => clearInterval(timer));
+      ctx.provide('storage', group);
+      if (!localOnly) {
+        ctx.provide('inbox', inbox);
+        ctx.provide('sessions', new SessionStore(db, group));
+        ctx.provide('conversations', new ConversationStore(db, group));
+      }
+      ctx.provide('usage', new SqliteUsageLedger(db, group));
+      ctx.provide('approval-store', new ApprovalStore(db));
+    },
+  };
 }
 
 /** The daemon's core, in the order the kernel will find anyway: each injects what it uses. */
@@ -128,42 +180,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       },
     },
     { name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) },
-    {
-      name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
-      inject: ['config', 'logger', 'metrics'],
-      start: (ctx) => {
-        const log = ctx.use<Logger>('logger');
-        const metrics = ctx.use<Metrics>('metrics');
-        const db = openStateDb(cfg().daemon.state_dir);
-        const health = new StorageHealth(log, (degraded, code) => {
-          metrics.storageDegraded.set(degraded ? 1 : 0);
-          if (code) metrics.storageFaults.inc({ code });
-        });
-        const group = new GroupCommit(db, { health, onDropped: (err) => log.error({ err }, 'a store write failed and was dropped') });
-        ctx.effect(() => {
-          const lost = group.close();
-          // Their items stay pending or running in the inbox, so the next start runs them again.
-          if (lost) log.error({ writes: lost, code: health.code }, 'the database still refused writes at shutdown; their turns will run again after the next start');
-          db.close();
-        });
-        const inbox = new Inbox(db, group);
-        const prune = () => {
-          const n = inbox.tryPrune(cfg().daemon.inbox_retention_hours);
-          if (n) log.info({ pruned: n }, 'pruned old inbox items');
-        };
-        prune();
-        const timer = setInterval(prune, 3_600_000);
-        timer.unref();
-        ctx.effect(() => clearInterval(timer));
-        ctx.provide('inbox', inbox);
-        ctx.provide('storage', group);
-        ctx.provide('sessions', new SessionStore(db, group));
-        ctx.provide('conversations', new ConversationStore(db, group));
-        ctx.provide('usage', new SqliteUsageLedger(db, group));
-        ctx.provide('approval-store', new ApprovalStore(db));
-      },
-    },
+    ...(o.cluster ? [o.cluster.storePlugin(), sqliteStorePlugin(cfg, true)] : [sqliteStorePlugin(cfg)]),
     {
       name: 'http',
       provides: ['http'],
@@ -272,10 +289,11 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         const log = ctx.use<Logger>('logger');
         const channels = ctx.use<Channels>('channels');
         const workspaces = ctx.use<WorkspaceTable>('workspaces');
-        const inbox = ctx.use<Inbox>('inbox');
+        const inbox = ctx.use<Inbox | RemoteInbox>('inbox');
         const metrics = ctx.use<Metrics>('metrics');
         const channel = (id: string) => channels.get(id);
         const tracker = ctx.use<TaskTracker>('tracker');
+        const wrap = (execute: ExecuteTurn) => (o.cluster ? o.cluster.wrapExecute(execute) : execute);
         const dispatcher = new Dispatcher({
           tracker,
           control: toolControls(ctx.use('approvals'), ctx.use<McpHub>('mcp').running),
@@ -290,21 +308,24 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           channel,
           queueModeOf: (scope) => {
             const channelId = channelOfScope(scope);
-            return ctx.use<ConversationStore>('conversations').get(agentOf(cfg(), channelId), scope).queueMode;
+            return ctx.use<Conversations>('conversations').get(agentOf(cfg(), channelId), scope).queueMode;
           },
           notify: async (msg, text) => {
             const ch = channels.get(msg.channelId);
             if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
           },
-          execute: createTurnExecutor({
-            channel,
-            workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id)),
-            inbox,
-            metrics,
-            log,
-            hardStop: o.hardStop,
-            tracker,
-          }),
+          execute: wrap(
+            createTurnExecutor({
+              channel,
+              workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id)),
+              inbox,
+              metrics,
+              log,
+              hardStop: o.hardStop,
+              tracker,
+              ...(o.cluster ? { fenceOf: (scope: string) => o.cluster!.fenceOf(scope) } : {}),
+            }),
+          ),
         });
         ctx.effect(() => dispatcher.shutdown(cfg().daemon.shutdown_grace_ms));
         ctx.provide('dispatcher', dispatcher);
@@ -350,6 +371,9 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   };
 }
 
+/** Cluster mode: runs a listener only where its lease is (src/cluster/listener-lease.ts). */
+export type ListenerGate = (config: ChannelConfig, adapter: ChannelAdapter) => ChannelAdapter;
+
 /**
  * Why an adapter could not be built, as a fatal channel error. A coded error keeps its code,
  * message and cause (a missing token stays CHANNEL_AUTH_FAILED with its one hint); anything
@@ -369,7 +393,7 @@ export function unbuildable(err: unknown): ChannelError {
 export type RemovalSet = Set<string>;
 
 /** One channel as a plugin: its adapter joins the channel table and the supervisor. */
-export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet): Plugin {
+export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet, gate?: ListenerGate): Plugin {
   return {
     name: `channel:${config.id}`,
     inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics'],
@@ -388,6 +412,7 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
         // fails with a fatal error, so it is parked as failed while the others run.
         adapter = unavailableAdapter(config.id, unbuildable(err));
       }
+      if (gate) adapter = gate(config, adapter);
       channels.set(config.id, { config, adapter });
       ctx.effect(() => void channels.delete(config.id));
       supervisor.add({ id: config.id, kind: config.type, adapter, deliver: dispatcher.deliver, backoff: config.backoff, connectTimeoutMs: config.connect_timeout_ms });

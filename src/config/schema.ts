@@ -27,7 +27,7 @@ function secretRef<const B extends string>(base: B) {
 }
 
 /** Secret base names per section, so inline values (`token = "..."`) get a precise refusal. */
-export const secretBases = ['token', 'webhook_secret', 'bot_token', 'app_token', 'signing_secret', 'access_token', 'admin_token', 'api_key'] as const;
+export const secretBases = ['token', 'webhook_secret', 'bot_token', 'app_token', 'signing_secret', 'access_token', 'admin_token', 'api_key', 'nats_url', 'postgres_url'] as const;
 
 const queueMode = z.enum(['followup', 'interrupt', 'collect']);
 
@@ -167,6 +167,27 @@ export const modelSchema = z.strictObject({
   price_out_per_mtok: z.number().nonnegative().optional(),
 });
 
+/**
+ * Cluster mode (docs/CLUSTER.md): several instances share one NATS JetStream and one
+ * PostgreSQL. Absent means the single-node daemon with SQLite.
+ */
+export const clusterSchema = z.strictObject({
+  ...secretRef('nats_url'),
+  ...secretRef('postgres_url'),
+  /** This instance's name in leases and /status; hostname + pid when not given. */
+  instance_id: z.string().regex(/^[A-Za-z0-9_-]+$/, 'use letters, digits, "_" and "-" only').optional(),
+  /** Prefix of the stream, KV bucket and subjects: instances with the same namespace form one cluster. */
+  namespace: z.string().regex(/^[A-Za-z0-9_-]+$/, 'use letters, digits, "_" and "-" only').default('channeld'),
+  /** The PostgreSQL schema holding the shared state. */
+  postgres_schema: z.string().regex(/^[a-z_][a-z0-9_]*$/, 'use lower-case letters, digits and "_"').default('channeld'),
+  /** How long a lease lasts without renewal; owners renew every third of it. */
+  lease_ttl_ms: positiveInt.min(1000).default(5000),
+  /** Partitions of the conversation space; each is consumed by one instance at a time. */
+  partitions: positiveInt.max(1024).default(16),
+  /** Messages waiting across the whole cluster; past it a sender gets the busy reply. */
+  max_queued: positiveInt.default(10000),
+});
+
 const listenShape = /^(\[[0-9a-fA-F:.]+\]|[^:\s]+):\d{1,5}$/;
 const listenAddress = z
   .string()
@@ -212,6 +233,7 @@ export const configSchema = z.strictObject({
   channels: z.array(channelSchema).default([]),
   /** Per model name: its input kinds and prices. */
   models: z.record(z.string().min(1), modelSchema).default({}),
+  cluster: clusterSchema.optional(),
 });
 
 export type DaemonConfig = z.output<typeof configSchema>;
@@ -221,4 +243,5 @@ export type AgentConfig = z.output<typeof agentSchema>;
 export type ModelConfig = z.output<typeof modelSchema>;
 export type QueueMode = z.output<typeof queueMode>;
 export type McpServerConfig = z.output<typeof mcpServerSchema>;
+export type ClusterConfig = z.output<typeof clusterSchema>;
 export type BackoffConfig = z.output<typeof backoffSchema>;

@@ -116,6 +116,10 @@ export function resolveSecrets(config: DaemonConfig, env: NodeJS.ProcessEnv): { 
     }
   });
   if (config.http.admin_token_env) envSecret(config.http.admin_token_env, ['http', 'admin_token_env'], 'http', 'admin_token', 'admin token');
+  if (config.cluster) {
+    const section = config.cluster as unknown as Record<string, unknown>;
+    for (const base of ['nats_url', 'postgres_url']) resolveOne(section, base, true, ['cluster'], 'cluster', '[cluster]', env, secrets, problems);
+  }
   for (const [name, agent] of Object.entries(config.agents)) {
     if (agent.api_key_env) envSecret(agent.api_key_env, agentPath(config, name, 'api_key_env'), `agents.${name}`, 'api_key', `agent "${name}"`);
   }

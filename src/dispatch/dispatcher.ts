@@ -2,7 +2,7 @@ import type { ChannelConfig, DaemonConfig, QueueMode } from '../config/schema.js
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { CodedError } from '../errors.js';
-import type { Inbox, InboxItem } from '../store/inbox.js';
+import type { Inbox, InboxItem, InboxWrites } from '../store/inbox.js';
 import { parseCommand, type ParsedCommand } from '../runtime/commands.js';
 import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
 import type { ChannelAdapter } from './adapter.js';
@@ -20,8 +20,21 @@ export interface DispatchChannel {
 /** Runs one turn to its final text; resolves with how it ended. */
 export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<'done' | 'error' | 'cancelled'>;
 
+/**
+ * Cluster mode (src/cluster): the shared inbox. A message is published to it instead of
+ * the local SQLite inbox and runs on whichever instance consumes its partition, which
+ * hands it back through `Dispatcher.enqueue`; `/stop` reaches every instance.
+ */
+export interface RemoteInbox extends InboxWrites {
+  readonly remote: true;
+  /** Resolves once the message (with the context it carries) is durably stored. */
+  publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'>;
+  /** Stops the scope's turn and queue wherever they run. */
+  stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'>;
+}
+
 export interface DispatcherOptions {
-  inbox: Inbox;
+  inbox: Inbox | RemoteInbox;
   metrics: Metrics;
   log: Logger;
   limits(): DaemonConfig['limits'];
@@ -112,6 +125,7 @@ export class Dispatcher {
     const control = cmd && this.#o.control?.(msg, scope, cmd);
     if (control) return this.#control(msg, scope, control);
     if (cmd?.name === 'stop') return this.#stop(msg, scope);
+    if ('remote' in this.#o.inbox) return this.#publish(this.#o.inbox, msg, scope);
     let id: number | undefined;
     try {
       id = await this.#o.inbox.addDurable(msg, scope);
@@ -133,7 +147,23 @@ export class Dispatcher {
     return true;
   };
 
+  async #publish(inbox: RemoteInbox, msg: ChannelMessage, scope: string): Promise<boolean> {
+    const passive = this.passive.take(scope);
+    const result = await inbox.publish(msg, scope, passive);
+    if (result === 'duplicate') this.#o.metrics.duplicates.inc({ channel: msg.channelId });
+    else if (result === 'full') {
+      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'busy' });
+      void this.#notify(msg, BUSY_REPLY);
+    } else this.#o.metrics.received.inc({ channel: msg.channelId });
+    return true;
+  }
+
   async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
+    if ('remote' in this.#o.inbox) {
+      const result = await this.#o.inbox.stop(msg, scope);
+      if (result !== 'duplicate') await this.#notify(msg, result === 'stopped' ? 'Stopped.' : 'Nothing to stop.');
+      return true;
+    }
     // Stored as done so a redelivered /stop is recognised and not acted on twice. While the
     // store refuses writes it stops at once without waiting (a redelivery stops nothing again).
     const fresh = this.#o.inbox.writable
@@ -149,8 +179,9 @@ export class Dispatcher {
   }
 
   async #control(msg: ChannelMessage, scope: string, action: () => Promise<string | undefined>): Promise<boolean> {
-    // Stored as done, like /stop, so a redelivery is recognised and not acted on twice.
-    if ((await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
+    // Stored as done, like /stop, so a redelivery is recognised and not acted on twice (in
+    // cluster mode the decision itself is stored, so a redelivered one finds nothing waiting).
+    if (!('remote' in this.#o.inbox) && (await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
     let reply: string | undefined;
     try {
       reply = await action();
@@ -160,6 +191,16 @@ export class Dispatcher {
     }
     if (reply) await this.#notify(msg, reply);
     return true;
+  }
+
+  /** Queues an item that is already stored (the cluster's partition consumer hands them in here). */
+  enqueue(item: InboxItem, passive: ChannelMessage[]): void {
+    this.#enqueue(item, passive);
+  }
+
+  /** Cluster rebalancing: forget the matching scopes' queued items, let their running turns finish up to `graceMs`. */
+  release(match: (scope: string) => boolean, graceMs: number): Promise<void> {
+    return this.#lanes.release(match, graceMs);
   }
 
   #enqueue(item: InboxItem, passive: ChannelMessage[]): void {
@@ -182,6 +223,7 @@ export class Dispatcher {
 
   /** Re-dispatches what the previous process left: pending items, and running ones (their draft is reused). */
   recover(): number {
+    if ('remote' in this.#o.inbox) return 0; // the stream keeps them; partition owners consume them
     const items = this.#o.inbox.unfinished();
     for (const item of items) this.#enqueue(item, []);
     if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');

@@ -1,7 +1,7 @@
 import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
-import type { Inbox, InboxItem } from '../store/inbox.js';
+import type { InboxItem, InboxWrites } from '../store/inbox.js';
 import type { ChannelMessage } from './message.js';
 import type { TaskTracker } from './tracker.js';
 import { settleWithin } from '../kernel/sleep.js';
@@ -34,7 +34,7 @@ interface LanesOptions {
   /** The agent a channel is bound to, and that agent's max_in_flight. */
   agentLimit?(channelId: string): { agent: string; max: number | undefined };
   execute(job: TurnJob, signal: AbortSignal): Promise<'done' | 'error' | 'cancelled'>;
-  inbox: Inbox;
+  inbox: InboxWrites;
   metrics: Metrics;
   log: Logger;
   tracker: TaskTracker;
@@ -218,6 +218,24 @@ export class Lanes {
     if (graceMs > 0) await settleWithin(Promise.all(running().map((r) => r.done)), graceMs);
     for (const r of running()) r.controller.abort(new Error(reason));
     await Promise.all(running().map((r) => r.done));
+  }
+
+  /**
+   * Hands the matching lanes to another owner (cluster rebalancing): their queued items are
+   * forgotten here without a state change (they stay in the shared inbox) and their running
+   * turns get `graceMs` to finish before they are cancelled.
+   */
+  async release(match: (scope: string) => boolean, graceMs: number): Promise<void> {
+    const lanes = [...this.#lanes.values()].filter((l) => match(l.scope));
+    for (const lane of lanes) {
+      for (const it of lane.queue.splice(0)) {
+        this.#queued--;
+        this.#o.tracker.finished(String(it.id));
+      }
+      lane.passive.length = 0;
+    }
+    this.#o.metrics.queued.set(this.#queued);
+    await this.#settle(lanes, graceMs, 'handed to another instance');
   }
 
   /** Stops one turn by id: cancels it if running, drops it if queued. */

@@ -20,6 +20,8 @@ export interface DaemonStatus {
   storage: StorageStatus;
   /** Every agent's MCP servers: state, tool count, last error. */
   mcp_servers?: McpServerStatus[];
+  /** Cluster mode: instances (with their config generation and turns), leases, partitions. */
+  cluster?: import('../cluster/compose.js').ClusterStatus;
 }
 
 /** Registers /healthz, /readyz and /metrics (/status is the status action's HTTP face); returns the disposer. */

@@ -1,11 +1,11 @@
 import { buildHistory } from '../agent/history.js';
 import { catalogue, CodedError } from '../errors.js';
-import type { SessionStore } from '../store/sessions.js';
+import type { Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 
 export interface BuiltinHookDeps {
   agentName: string;
-  sessions: SessionStore;
+  sessions: Sessions;
   historyBudgetChars: () => number;
   /** False for an agent that never reads history (the echo agent): the lookup is skipped. */
   needsHistory?: () => boolean;

@@ -1,14 +1,14 @@
 import type { AgentConfig, QueueMode } from '../config/schema.js';
-import type { ConversationStore } from '../store/conversations.js';
-import type { SessionStore } from '../store/sessions.js';
+import type { Conversations } from '../store/conversations.js';
+import type { Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 import { currentTimeTool } from './tools.js';
 
 export interface BuiltinInfo {
   agentName: string;
   agent: () => AgentConfig;
-  sessions: SessionStore;
-  conversations: ConversationStore;
+  sessions: Sessions;
+  conversations: Conversations;
   /** The queue mode in force for a scope when the conversation chose none. */
   defaultQueueMode: (scope: string) => QueueMode;
   /** Messages waiting behind this one in the scope. */

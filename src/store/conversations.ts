@@ -10,8 +10,14 @@ export interface ConversationPrefs {
   modes?: Record<string, boolean>;
 }
 
+/** The preferences contract, kept by SQLite here and by PostgreSQL in cluster mode. */
+export interface Conversations {
+  get(agent: string, scope: string): ConversationPrefs;
+  update(agent: string, scope: string, patch: Partial<ConversationPrefs>): ConversationPrefs;
+}
+
 /** Per-(agent, scope) preferences, kept across restarts. */
-export class ConversationStore {
+export class ConversationStore implements Conversations {
   readonly #get;
   readonly #put;
   readonly #cache = new Map<string, ConversationPrefs>();

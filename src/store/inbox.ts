@@ -35,10 +35,19 @@ const toItem = (r: Row): InboxItem => ({
 });
 
 /**
+ * What lanes and the turn executor write about an item while it runs: the seam the
+ * cluster's shared inbox (src/cluster/inbox.ts) implements too.
+ */
+export interface InboxWrites {
+  setState(id: number, state: InboxState, error?: string): void;
+  setReplyRefs(id: number, refs: readonly MessageRef[]): void;
+}
+
+/**
  * The durable inbox: a message is answered only after it is committed here, and a second
  * delivery of the same (channel, message id) is recognised and dropped.
  */
-export class Inbox {
+export class Inbox implements InboxWrites {
   readonly #insert;
   readonly #setState;
   readonly #setRefs;

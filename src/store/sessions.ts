@@ -21,11 +21,27 @@ export interface SessionInfo {
   turns: number;
 }
 
+export type SessionSummaryRow = { scope: string; sessions: number; lastActiveAt: number };
+
+/**
+ * The session store contract, kept by SQLite here and by PostgreSQL in cluster mode
+ * (src/cluster/pg-state.ts); test/store/contract.ts runs the same tests against both.
+ * Reads and writes are synchronous for the runtime's hooks: the PostgreSQL store serves
+ * them from what it loaded before the turn and writes behind.
+ */
+export interface Sessions {
+  active(agent: string, scope: string): SessionInfo;
+  start(agent: string, scope: string): SessionInfo;
+  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void;
+  recent(sessionId: number, limit?: number): StoredTurn[];
+  summary(agent: string, scopePrefix: string): SessionSummaryRow[] | Promise<SessionSummaryRow[]>;
+}
+
 /**
  * Sessions per (agent, conversation scope). `/new` starts a new one; old ones are kept.
  * The newest session of a scope is the active one.
  */
-export class SessionStore {
+export class SessionStore implements Sessions {
   readonly #active;
   readonly #create;
   readonly #touch;

@@ -6,7 +6,7 @@ import type { Logger } from '../observe/logger.js';
 import { backoffDelayMs } from './backoff.js';
 import { settleWithin, sleep } from '../kernel/sleep.js';
 
-export type ChannelStateName = 'starting' | 'connected' | 'backoff' | 'failed' | 'stopped';
+export type ChannelStateName = 'starting' | 'standby' | 'connected' | 'backoff' | 'failed' | 'stopped';
 
 /** What /status and `channeld status` show for one channel. */
 export interface ChannelStatus {
@@ -19,6 +19,8 @@ export interface ChannelStatus {
   last_error: { code: string; message: string; at: string } | null;
   /** Increases on every new platform connection. */
   connection: number;
+  /** In state `standby` (cluster mode): who holds this listener's lease. */
+  standby?: string;
 }
 
 export interface SupervisedChannelOptions {
@@ -62,8 +64,9 @@ export class SupervisedChannel {
   }
 
   status(): ChannelStatus {
-    return { ...this.#status };
+    return { ...this.#status, ...(this.#status.state === 'standby' ? { standby: this.#standbyBy } : {}) };
   }
+  #standbyBy = '';
 
   #set(state: ChannelStateName, patch: Partial<ChannelStatus> = {}): void {
     const changed = state !== this.#status.state;
@@ -156,8 +159,14 @@ export class SupervisedChannel {
       this.#status.last_error = { code: 'CHANNEL_NETWORK', message: reason, at: new Date().toISOString() };
       this.#set('backoff', { next_retry_at: null });
     };
+    const onStandby = (detail: string) => {
+      // Waiting for a lease is not a slow connect: no timeout while another instance listens.
+      clearTimeout(timer);
+      this.#set('standby', { next_retry_at: null, attempts: 0 });
+      this.#standbyBy = detail;
+    };
     try {
-      await Promise.race([this.#o.adapter.listen(this.#o.deliver, attempt.signal, onConnected, onReconnecting), timedOut]);
+      await Promise.race([this.#o.adapter.listen(this.#o.deliver, attempt.signal, onConnected, onReconnecting, onStandby), timedOut]);
       if (signal.aborted) return;
       // The adapter saw the timeout's abort as a stop request and returned cleanly.
       if (attempt.signal.aborted) throw attempt.signal.reason;

@@ -2,7 +2,7 @@ import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
 import { replyTargetOf } from '../dispatch/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
-import type { Inbox } from '../store/inbox.js';
+import type { InboxWrites } from '../store/inbox.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
@@ -12,15 +12,23 @@ export interface TurnExecutorDeps {
   channel(id: string): DispatchChannel | undefined;
   /** The workspace of the agent a channel is bound to; undefined (or a throw) ends the turn with an error. */
   workspaceFor(channelId: string): Workspace | undefined;
-  inbox: Inbox;
+  inbox: InboxWrites;
   metrics: Metrics;
   log: Logger;
   /** Aborted when the daemon must exit now: final texts stop retrying. */
   hardStop: AbortSignal;
   tracker?: TaskTracker;
+  /**
+   * Cluster mode: aborted when this instance may no longer write for the scope (its
+   * partition's lease was lost). The reply then stops at once, with no stop marker: the
+   * instance that took over continues the same draft.
+   */
+  fenceOf?(scope: string): AbortSignal | undefined;
 }
 
 const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
+
+const fenced = (hardStop: AbortSignal, fence: AbortSignal | undefined) => (fence ? AbortSignal.any([hardStop, fence]) : hardStop);
 
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
@@ -46,7 +54,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       },
       // In normal running the final text is retried for minutes; at shutdown hardStop bounds it.
       finalDeadlineMs: FINAL_TEXT_DEADLINE_MS,
-      signal: deps.hardStop,
+      signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),
       onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
       onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),

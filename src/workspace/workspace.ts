@@ -10,8 +10,8 @@ import { registerBuiltinHooks } from '../runtime/builtin-hooks.js';
 import { conversationStatus, registerBuiltins, type BuiltinInfo } from '../runtime/builtins.js';
 import type { ActionRegistry } from '../actions/registry.js';
 import { Runtime } from '../runtime/runtime.js';
-import type { ConversationStore } from '../store/conversations.js';
-import type { SessionStore } from '../store/sessions.js';
+import type { Conversations } from '../store/conversations.js';
+import type { Sessions } from '../store/sessions.js';
 import type { UsageLedger, UsageRecord } from '../store/usage.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
@@ -24,8 +24,8 @@ export interface WorkspaceOptions {
   name: string;
   config: AgentConfig;
   log: Logger;
-  sessions: SessionStore;
-  conversations: ConversationStore;
+  sessions: Sessions;
+  conversations: Conversations;
   /** The queue mode of a scope's channel (or [limits]) when the conversation chose none. */
   defaultQueueMode: (scope: string) => QueueMode;
   queuedIn?: (scope: string) => number;

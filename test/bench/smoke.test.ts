@@ -10,7 +10,7 @@ describe('bench harness smoke', () => {
       const rows = await run({ smoke: true });
       expect(rows.length).toBeGreaterThan(0);
       for (const r of rows) expect(Number.isFinite(r.value)).toBe(true);
-    }, scaled(120_000));
+    }, name === 'cluster' ? scaled(300_000) : scaled(120_000)); // the cluster scenario starts real processes on NATS and PostgreSQL
   }
 });
 

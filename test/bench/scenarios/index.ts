@@ -7,6 +7,7 @@ import { memory } from './memory.js';
 import { reload } from './reload.js';
 import { startup } from './startup.js';
 import { load } from './load.js';
+import { cluster } from './cluster.js';
 
 /** Every scenario `npm run bench` runs, in order. */
-export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, memory, startup, reload, load };
+export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, memory, startup, reload, load, cluster };

@@ -1,0 +1,180 @@
+import type { ChannelConfig } from '../config/schema.js';
+import type { ChannelAdapter } from '../dispatch/adapter.js';
+import type { Dispatcher, ExecuteTurn } from '../dispatch/dispatcher.js';
+import { channelOfScope } from '../dispatch/message.js';
+import { CodedError } from '../errors.js';
+import type { Plugin } from '../kernel/plugin.js';
+import type { Logger } from '../observe/logger.js';
+import type { LoadedConfig } from '../config/load.js';
+import { agentOf } from '../config/load.js';
+import { openCluster, type ClusterServices } from './connect.js';
+import { ClusterInbox } from './inbox.js';
+import type { HeldLease } from './leases.js';
+import { leasedAdapter, needsLease } from './listener-lease.js';
+import { partitionOf } from './partition-key.js';
+import { Partitions } from './partitions.js';
+import { PgConversationStore, PgSessionStore, PgWriter } from './pg-state.js';
+
+/** The cluster part of /status (and `channeld status`, /admin). */
+export interface ClusterStatus {
+  instance: string;
+  namespace: string;
+  partitions: { total: number; owned: number[] };
+  instances: Array<{ id: string; alive: boolean; age_ms: number } & Record<string, unknown>>;
+  leases: Array<{ key: string; owner: string; age_ms: number; expired: boolean }>;
+  ops: Record<string, number>;
+}
+
+export interface ClusterCompositionOptions {
+  config: () => LoadedConfig;
+  hardStop: AbortSignal;
+  /** What this instance tells the others in its heartbeat (generation, turns). */
+  instanceInfo: () => Record<string, unknown>;
+}
+
+/**
+ * Everything cluster mode changes in the composition root, in one place: the store plugin
+ * (shared inbox + PostgreSQL state instead of SQLite), the turn wrapper (load state before,
+ * commit it after), the work plugin (partitions, /stop subject, heartbeat) and the
+ * listener gate (leases for polling, gateway and socket listeners).
+ */
+export class ClusterComposition {
+  #s: ClusterServices | undefined;
+  #inbox: ClusterInbox | undefined;
+  #writer: PgWriter | undefined;
+  #sessions: PgSessionStore | undefined;
+  #conversations: PgConversationStore | undefined;
+  #partitions: Partitions | undefined;
+
+  constructor(private readonly o: ClusterCompositionOptions) {}
+
+  get services(): ClusterServices {
+    if (!this.#s) throw new CodedError('CLUSTER_UNAVAILABLE', 'the cluster store has not started');
+    return this.#s;
+  }
+
+  /** Provides inbox, sessions and conversations from NATS and PostgreSQL. */
+  storePlugin(): Plugin {
+    return {
+      name: 'store',
+      provides: ['inbox', 'sessions', 'conversations'],
+      inject: ['config', 'logger'],
+      startTimeoutMs: 30_000,
+      start: async (ctx) => {
+        const log = ctx.use<Logger>('logger').child({ cluster: true });
+        const loaded = this.o.config();
+        const cfg = loaded.config.cluster!;
+        const urls = { nats: loaded.secrets.get('cluster', 'nats_url')!, postgres: loaded.secrets.get('cluster', 'postgres_url')! };
+        const s = await openCluster(cfg, urls, log);
+        this.#s = s;
+        ctx.effect(() => s.close());
+        this.#writer = new PgWriter(s.pool, log, this.o.hardStop);
+        ctx.effect(() => this.#writer!.flush());
+        this.#inbox = new ClusterInbox(s, log, this.o.hardStop);
+        this.#sessions = new PgSessionStore(this.#writer);
+        this.#conversations = new PgConversationStore(this.#writer);
+        ctx.provide('inbox', this.#inbox);
+        ctx.provide('sessions', this.#sessions);
+        ctx.provide('conversations', this.#conversations);
+        log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
+      },
+    };
+  }
+
+  #agentOf(scope: string): string {
+    return agentOf(this.o.config().config, channelOfScope(scope));
+  }
+
+  /** Loads the conversation's state before its turn and commits the turn's writes before its item is acked. */
+  wrapExecute(execute: ExecuteTurn): ExecuteTurn {
+    return async (job, signal) => {
+      const agent = this.#agentOf(job.scope);
+      await Promise.all([this.#sessions!.prepare(agent, job.scope), this.#conversations!.prepare(agent, job.scope)]);
+      const ending = await execute(job, signal);
+      await this.#writer!.flush();
+      return ending;
+    };
+  }
+
+  /** Aborted when this instance loses the lease of the scope's partition: its reply stops writing. */
+  fenceOf(scope: string): AbortSignal | undefined {
+    return this.#partitions?.leaseOf(scope);
+  }
+
+  /** Polling, gateway and socket listeners run where their lease is; webhook ones everywhere. */
+  gate(config: ChannelConfig, adapter: ChannelAdapter): ChannelAdapter {
+    return needsLease(config) ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
+  }
+
+  /** Partitions, the /stop subject and this instance's heartbeat; needs the dispatcher and the channels. */
+  workPlugin(): Plugin {
+    return {
+      name: 'cluster-work',
+      inject: ['dispatcher', 'logger'],
+      start: async (ctx) => {
+        const s = this.services;
+        const log = ctx.use<Logger>('logger').child({ cluster: true });
+        const dispatcher = ctx.use<Dispatcher>('dispatcher');
+        const key = `inst.${s.instanceId}`;
+        const info = () => this.o.instanceInfo();
+        let heartbeat: HeldLease | undefined = await s.leases.tryAcquire(key, info);
+        if (!heartbeat) throw new CodedError('CLUSTER_UNAVAILABLE', `instance id "${s.instanceId}" is in use by a running instance; give each instance its own [cluster] instance_id`);
+        // A heartbeat lost to a stall (this process starved, NATS away) is taken again, so the
+        // instance stays visible and counted; it is released only when the plugin stops.
+        const keep = (held: HeldLease) =>
+          held.signal.addEventListener(
+            'abort',
+            () => {
+              if (ctx.signal.aborted) return;
+              log.warn({ lease: key }, 'heartbeat lease lost; taking it again');
+              void s.leases.acquire(key, ctx.signal, undefined, info).then((again) => {
+                if (!again) return;
+                heartbeat = again;
+                keep(again);
+              });
+            },
+            { once: true },
+          );
+        keep(heartbeat);
+        ctx.effect(() => heartbeat?.release());
+        const inPartition = (p: number) => (scope: string) => partitionOf(scope, s.config.partitions) === p;
+        const partitions = new Partitions(s, this.#inbox!, dispatcher, log, () => this.o.config().config.daemon.shutdown_grace_ms, {
+          onAcquired: (p) => {
+            this.#sessions!.forget(inPartition(p));
+            this.#conversations!.forget(inPartition(p));
+          },
+          beforeEnqueue: (scope) => this.#conversations!.prepare(this.#agentOf(scope), scope),
+        });
+        this.#partitions = partitions;
+        const sub = s.nc.subscribe(s.names.stopWildcard, {
+          callback: (err, msg) => {
+            if (err) return void log.warn({ err }, '/stop subscription failed');
+            const scope = msg.string();
+            if (!partitions.owns(scope)) return;
+            const stopped = dispatcher.stop(scope, 'stopped by /stop');
+            log.info({ scope, stopped }, '/stop from another instance');
+            msg.respond(stopped ? 'stopped' : 'nothing');
+          },
+        });
+        ctx.effect(() => sub.unsubscribe());
+        // Give the heartbeat a moment to be seen, so the first balancing counts this instance.
+        partitions.start();
+        ctx.effect(() => partitions.stop());
+      },
+    };
+  }
+
+  status(): ClusterStatus | undefined {
+    const s = this.#s;
+    if (!s) return undefined;
+    const rows = s.leases.table();
+    return {
+      instance: s.instanceId,
+      namespace: s.config.namespace,
+      partitions: { total: s.config.partitions, owned: this.#partitions?.owned() ?? [] },
+      instances: rows.filter((r) => r.key.startsWith('inst.')).map((r) => ({ id: r.owner, alive: !r.expired, age_ms: r.ageMs, ...r.info })),
+      leases: rows.filter((r) => !r.key.startsWith('inst.')).map((r) => ({ key: r.key, owner: r.owner, age_ms: r.ageMs, expired: r.expired })),
+      ops: { ...this.#inbox!.ops, pgStateReads: this.#writer!.counts.reads, pgStateWrites: this.#writer!.counts.writes, pgStateCommits: this.#writer!.counts.commits },
+    };
+  }
+}

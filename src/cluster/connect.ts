@@ -1,0 +1,105 @@
+import { hostname } from 'node:os';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager, DiscardPolicy, RetentionPolicy, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import pg from 'pg';
+import type { ClusterConfig } from '../config/schema.js';
+import { CodedError, errorMessage } from '../errors.js';
+import type { Logger } from '../observe/logger.js';
+import { Leases } from './leases.js';
+import { migrate } from './migrations.js';
+
+/** Names of everything this cluster keeps in NATS, derived from `[cluster] namespace`. */
+export function clusterNames(ns: string) {
+  return {
+    stream: `${ns}_inbox`,
+    inboxSubject: (partition: number) => `${ns}.inbox.${partition}`,
+    leaseBucket: `${ns}_leases`,
+    stopBucket: `${ns}_stops`,
+    stopSubject: (token: string) => `${ns}.stop.${token}`,
+    stopWildcard: `${ns}.stop.>`,
+  };
+}
+export type ClusterNames = ReturnType<typeof clusterNames>;
+
+/** The connections one instance holds: NATS (JetStream, KV) and the PostgreSQL pool. */
+export interface ClusterServices {
+  instanceId: string;
+  config: ClusterConfig;
+  names: ClusterNames;
+  nc: NatsConnection;
+  js: JetStreamClient;
+  jsm: JetStreamManager;
+  leases: Leases;
+  /** Remembers which /stop messages were acted on, so a redelivered one is not. */
+  stops: KV;
+  pool: pg.Pool;
+  close(): Promise<void>;
+}
+
+export function defaultInstanceId(): string {
+  return `${hostname().replace(/[^A-Za-z0-9_-]/g, '-')}-${process.pid}`;
+}
+
+/** How long a /stop is remembered for de-duplication. */
+const STOP_DEDUPE_MS = 10 * 60_000;
+
+/** Connects to NATS and PostgreSQL, creates the stream, buckets and schema if needed. */
+export async function openCluster(config: ClusterConfig, urls: { nats: string; postgres: string }, log: Logger): Promise<ClusterServices> {
+  const instanceId = config.instance_id ?? defaultInstanceId();
+  const names = clusterNames(config.namespace);
+  let nc: NatsConnection;
+  try {
+    nc = await connect({ servers: urls.nats, name: `channeld ${instanceId}`, maxReconnectAttempts: -1, timeout: 5000 });
+  } catch (err) {
+    throw new CodedError('CLUSTER_UNAVAILABLE', `NATS: ${errorMessage(err)}`, { cause: err });
+  }
+  const pool = new pg.Pool({ connectionString: urls.postgres, max: 8, options: `-c search_path=${config.postgres_schema}` });
+  pool.on('error', (err) => log.warn({ err }, 'PostgreSQL connection failed; the pool opens another'));
+  const closeAll = async () => {
+    await nc.drain().catch(() => nc.close());
+    await pool.end().catch(() => {});
+  };
+  try {
+    await migrate(pool, config.postgres_schema);
+    const jsm = await jetstreamManager(nc);
+    const stream = {
+      name: names.stream,
+      subjects: [`${config.namespace}.inbox.*`],
+      // Acknowledged messages leave the stream, so what is in it is exactly the cluster's queue.
+      retention: RetentionPolicy.Workqueue,
+      max_msgs: config.max_queued,
+      discard: DiscardPolicy.New,
+      duplicate_window: 2 * 60_000 * 1_000_000,
+    };
+    try {
+      await jsm.streams.info(names.stream);
+      await jsm.streams.update(names.stream, { max_msgs: config.max_queued });
+    } catch {
+      await jsm.streams.add(stream);
+    }
+    const kvm = new Kvm(nc);
+    const kv = await kvm.create(names.leaseBucket, { ttl: config.lease_ttl_ms, history: 1 });
+    const stops = await kvm.create(names.stopBucket, { ttl: STOP_DEDUPE_MS, history: 1 });
+    const leases = new Leases(kv, instanceId, config.lease_ttl_ms, log);
+    await leases.start();
+    return {
+      instanceId,
+      config,
+      names,
+      nc,
+      js: jetstream(nc),
+      jsm,
+      leases,
+      stops,
+      pool,
+      close: async () => {
+        await leases.close();
+        await closeAll();
+      },
+    };
+  } catch (err) {
+    await closeAll();
+    throw err instanceof CodedError ? err : new CodedError('CLUSTER_UNAVAILABLE', errorMessage(err), { cause: err });
+  }
+}

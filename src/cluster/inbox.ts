@@ -1,0 +1,185 @@
+import type { JsMsg } from '@nats-io/jetstream';
+import type { RemoteInbox } from '../dispatch/dispatcher.js';
+import type { ChannelMessage, MessageRef } from '../dispatch/message.js';
+import { CodedError, errorMessage } from '../errors.js';
+import type { Logger } from '../observe/logger.js';
+import type { InboxState } from '../store/inbox.js';
+import { sleep } from '../kernel/sleep.js';
+import type { ClusterServices } from './connect.js';
+import { partitionOf, scopeToken } from './partition-key.js';
+
+/** What travels in the stream: the message, its scope and the unaddressed context before it. */
+export interface StreamedItem {
+  scope: string;
+  message: ChannelMessage;
+  passive: ChannelMessage[];
+}
+
+interface Tracked {
+  msg: JsMsg;
+  channelId: string;
+  messageId: string;
+  scope: string;
+  partition: number;
+  /** The item's writes, in order; the ack waits for the last. */
+  tail: Promise<void>;
+  /** The partition's lease was lost: nothing more is written or acked for this item. */
+  fenced: boolean;
+}
+
+/** Operation counts since start, for the bench and /status. */
+export interface ClusterOps {
+  natsPublishes: number;
+  natsAcks: number;
+  natsStops: number;
+  pgWrites: number;
+  pgReads: number;
+}
+
+/**
+ * The shared inbox: a JetStream stream (work-queue retention) with one subject per
+ * partition. A message is published with `channel:message id` as its Nats-Msg-Id, so a
+ * platform's redelivery within the stream's duplicate window is dropped by the server;
+ * the deliver promise (and so the platform's ack) waits for the stream's acknowledgement.
+ * An item's progress (reply refs, final state) goes to PostgreSQL; the stream message is
+ * acked only after its final state is committed, so an instance that takes a partition
+ * over finds every unanswered item still in the stream and, in PostgreSQL, the draft to
+ * continue.
+ */
+export class ClusterInbox implements RemoteInbox {
+  readonly remote = true as const;
+  readonly #tracked = new Map<number, Tracked>();
+  readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, pgWrites: 0, pgReads: 0 };
+
+  constructor(
+    private readonly s: ClusterServices,
+    private readonly log: Logger,
+    /** Set at shutdown: writes stop retrying. */
+    private readonly hardStop: AbortSignal,
+  ) {}
+
+  async publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'> {
+    const subject = this.s.names.inboxSubject(partitionOf(scope, this.s.config.partitions));
+    const body = JSON.stringify({ scope, message: msg, passive } satisfies StreamedItem);
+    this.ops.natsPublishes++;
+    try {
+      const ack = await this.s.js.publish(subject, body, { msgID: `${msg.channelId}:${msg.messageId}`, timeout: 5000 });
+      return ack.duplicate ? 'duplicate' : 'stored';
+    } catch (err) {
+      if (/maximum messages/i.test(errorMessage(err))) return 'full';
+      // Retryable: the adapter does not ack the platform, which delivers the message again.
+      throw new CodedError('CLUSTER_UNAVAILABLE', `the shared inbox did not store message ${msg.messageId}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  async stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'> {
+    try {
+      // A redelivered /stop finds its key and is not acted on twice.
+      await this.s.stops.create(`${scopeToken(msg.channelId)}.${scopeToken(msg.messageId)}`, '1');
+    } catch (err) {
+      if (/wrong last sequence|key exists/i.test(errorMessage(err))) return 'duplicate';
+      this.log.warn({ err }, '/stop could not be recorded; acting on it anyway');
+    }
+    this.ops.natsStops++;
+    try {
+      // Only the instance that owns the scope's partition answers.
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), scope, { timeout: 400 });
+      return reply.string() === 'stopped' ? 'stopped' : 'nothing';
+    } catch {
+      return 'nothing'; // nobody owns the partition right now: nothing runs
+    }
+  }
+
+  /** Called by the partition consumer for every item it hands to the dispatcher. */
+  track(seq: number, msg: JsMsg, item: StreamedItem, partition: number): void {
+    this.#tracked.set(seq, { msg, channelId: item.message.channelId, messageId: item.message.messageId, scope: item.scope, partition, tail: Promise.resolve(), fenced: false });
+  }
+
+  /** What PostgreSQL knows of an item (a takeover continues its draft or skips it when finished). */
+  async progress(channelId: string, messageId: string): Promise<{ state: InboxState; replyRefs: MessageRef[] } | undefined> {
+    this.ops.pgReads++;
+    const { rows } = await this.s.pool.query<{ state: InboxState; reply_refs: MessageRef[] }>('SELECT state, reply_refs FROM items WHERE channel_id = $1 AND message_id = $2', [channelId, messageId]);
+    return rows[0] && { state: rows[0].state, replyRefs: rows[0].reply_refs };
+  }
+
+  /** Acks an item that was finished before (found in PostgreSQL after a takeover). */
+  ackFinished(msg: JsMsg): void {
+    this.ops.natsAcks++;
+    msg.ack();
+  }
+
+  setReplyRefs(id: number, refs: readonly MessageRef[]): void {
+    const t = this.#tracked.get(id);
+    if (!t) return;
+    const json = JSON.stringify(refs);
+    this.#chain(t, () =>
+      this.s.pool.query(
+        `INSERT INTO items (channel_id, message_id, scope, state, reply_refs, updated_at) VALUES ($1, $2, $3, 'running', $4, $5)
+         ON CONFLICT (channel_id, message_id) DO UPDATE SET reply_refs = excluded.reply_refs, updated_at = excluded.updated_at`,
+        [t.channelId, t.messageId, t.scope, json, Date.now()],
+      ),
+    );
+  }
+
+  setState(id: number, state: InboxState, error?: string): void {
+    const t = this.#tracked.get(id);
+    if (!t || state === 'pending' || state === 'running') return;
+    this.#chain(t, () =>
+      this.s.pool.query(
+        `INSERT INTO items (channel_id, message_id, scope, state, error, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (channel_id, message_id) DO UPDATE SET state = excluded.state, error = excluded.error, updated_at = excluded.updated_at`,
+        [t.channelId, t.messageId, t.scope, state, error ?? null, Date.now()],
+      ),
+    );
+    t.tail = t.tail.then(() => {
+      if (t.fenced) return;
+      this.ops.natsAcks++;
+      t.msg.ack();
+      this.#tracked.delete(id);
+    });
+  }
+
+  /** Runs `write` after the item's earlier writes, retrying while PostgreSQL is away. */
+  #chain(t: Tracked, write: () => Promise<unknown>): void {
+    t.tail = t.tail.then(async () => {
+      for (let attempt = 1; !t.fenced; attempt++) {
+        try {
+          this.ops.pgWrites++;
+          await write();
+          return;
+        } catch (err) {
+          if (this.hardStop.aborted || attempt >= 8) {
+            this.log.error({ err, messageId: t.messageId }, 'item state not stored in PostgreSQL; a takeover may answer it again');
+            throw err;
+          }
+          this.log.warn({ err, attempt }, 'PostgreSQL write failed; retrying');
+          await sleep(Math.min(5000, 100 * 2 ** attempt));
+        }
+      }
+    });
+    // The failure is logged above; the chain goes on for the next write.
+    t.tail = t.tail.catch(() => {});
+  }
+
+  /** Resolves when every write of `partition`'s items has settled (before its lease is given up). */
+  async settle(partition: number): Promise<void> {
+    await Promise.all([...this.#tracked.values()].filter((t) => t.partition === partition).map((t) => t.tail));
+  }
+
+  /**
+   * Forgets a partition's items. `fence` (the lease was lost): their pending writes and acks
+   * are dropped, the new owner decides about them.
+   */
+  forget(partition: number, fence: boolean): void {
+    for (const [seq, t] of this.#tracked) {
+      if (t.partition !== partition) continue;
+      if (fence) t.fenced = true;
+      this.#tracked.delete(seq);
+    }
+  }
+
+  /** Items handed to the dispatcher and not yet acked. */
+  get size(): number {
+    return this.#tracked.size;
+  }
+}

@@ -1,0 +1,216 @@
+import type { KV } from '@nats-io/kv';
+import type { Logger } from '../observe/logger.js';
+import { CodedError, errorMessage } from '../errors.js';
+import { sleep } from '../kernel/sleep.js';
+
+/** What a lease key holds. */
+export interface LeaseValue {
+  owner: string;
+  /** What the owner tells about itself (instance keys: generation, turns). */
+  info?: Record<string, unknown>;
+  /** The owner's clock when it last renewed; shown in /status, never used to decide. */
+  renewedAt: number;
+}
+
+/** One row of the lease table as this instance last saw it. */
+export interface LeaseRow {
+  key: string;
+  owner: string;
+  revision: number;
+  /** ms since this instance last saw the key change (its own clock). */
+  ageMs: number;
+  expired: boolean;
+  info?: Record<string, unknown>;
+}
+
+/**
+ * Leases in a JetStream KV bucket. A lease is one key: taken with `create` (fails when
+ * the key exists) or, once it has not changed for a whole TTL on this instance's clock,
+ * with `update` at the revision seen (fails when the owner renewed meanwhile). The owner
+ * renews with `update` at its own revision every third of the TTL and gives the lease up
+ * (fences itself) when it could not renew for 80 % of the TTL, so two owners never
+ * overlap while clocks run at the same rate. The bucket's max age (the TTL) removes
+ * leases of instances that are gone for good.
+ */
+export class Leases {
+  readonly #seen = new Map<string, { value: LeaseValue; revision: number; seenAt: number }>();
+  readonly #stop = new AbortController();
+  #watching: Promise<void> | undefined;
+
+  constructor(
+    readonly kv: KV,
+    readonly instanceId: string,
+    readonly ttlMs: number,
+    private readonly log: Logger,
+  ) {}
+
+  /** Starts following every key, so status and contenders need no reads of their own. */
+  async start(): Promise<void> {
+    const watch = await this.kv.watch({ key: '>' });
+    this.#stop.signal.addEventListener('abort', () => watch.stop(), { once: true });
+    this.#watching = (async () => {
+      for await (const e of watch) {
+        if (e.operation === 'PUT') this.#seen.set(e.key, { value: e.json<LeaseValue>(), revision: e.revision, seenAt: Date.now() });
+        else this.#seen.delete(e.key);
+      }
+    })().catch((err: unknown) => this.log.warn({ err }, 'lease watch ended'));
+  }
+
+  async close(): Promise<void> {
+    this.#stop.abort();
+    await this.#watching;
+  }
+
+  /** Every lease with its owner and age, for /status. */
+  table(prefix = ''): LeaseRow[] {
+    const now = Date.now();
+    return [...this.#seen.entries()]
+      .filter(([k]) => k.startsWith(prefix))
+      .map(([key, s]) => ({ key, owner: s.value.owner, revision: s.revision, ageMs: now - s.seenAt, expired: now - s.seenAt > this.ttlMs, ...(s.value.info ? { info: s.value.info } : {}) }))
+      .sort((a, b) => a.key.localeCompare(b.key));
+  }
+
+  /** The live owner of `key`, if any. */
+  ownerOf(key: string): string | undefined {
+    const s = this.#seen.get(key);
+    return s && Date.now() - s.seenAt <= this.ttlMs ? s.value.owner : undefined;
+  }
+
+  value(info?: () => Record<string, unknown>): string {
+    return JSON.stringify({ owner: this.instanceId, renewedAt: Date.now(), ...(info ? { info: info() } : {}) } satisfies LeaseValue);
+  }
+
+  /** One attempt to take `key`; the held lease, or undefined when someone else holds it. */
+  async tryAcquire(key: string, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
+    const seen = this.#seen.get(key);
+    const sent = Date.now();
+    try {
+      if (!seen) return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
+      if (seen.value.owner === this.instanceId || Date.now() - seen.seenAt > this.ttlMs) {
+        // Not renewed for a whole TTL (or our own, left by a previous run of this instance id).
+        try {
+          return new HeldLease(this, key, await this.kv.update(key, this.value(info), seen.revision), sent, info);
+        } catch (err) {
+          if (!isWrongRevision(err)) throw err;
+          // Expired by the bucket's max age (the watch is not told) or renewed after all.
+          const now = await this.kv.get(key);
+          if (now && now.operation === 'PUT') {
+            if (now.revision !== seen.revision) this.#seen.set(key, { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() });
+            return undefined;
+          }
+          this.#seen.delete(key);
+          return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
+        }
+      }
+      return undefined;
+    } catch (err) {
+      if (isWrongRevision(err)) return undefined;
+      throw new CodedError('CLUSTER_UNAVAILABLE', `lease ${key}: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  /** Waits until `key` is ours (or `signal` aborts: then undefined). `onWaiting` is told who holds it. */
+  async acquire(key: string, signal: AbortSignal, onWaiting?: (owner: string | undefined) => void, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
+    const pollMs = Math.max(100, Math.floor(this.ttlMs / 5));
+    while (!signal.aborted) {
+      try {
+        const held = await this.tryAcquire(key, info);
+        if (held) return held;
+        onWaiting?.(this.ownerOf(key));
+      } catch (err) {
+        this.log.warn({ err, lease: key }, 'lease attempt failed; trying again');
+      }
+      // Try again when the holder's TTL runs out (as this instance last saw it renewed), or
+      // after a jittered step when nobody holds it visibly.
+      const seen = this.#seen.get(key);
+      const expiresInMs = seen ? seen.seenAt + this.ttlMs + 20 - Date.now() : 0;
+      await sleep(expiresInMs > 0 ? Math.min(expiresInMs, pollMs * 2) : pollMs + Math.floor(Math.random() * pollMs), signal);
+    }
+    return undefined;
+  }
+
+}
+
+function isWrongRevision(err: unknown): boolean {
+  return /wrong last sequence|key exists/i.test(errorMessage(err));
+}
+
+/** A lease this instance holds; `signal` aborts when it is lost or released. */
+export class HeldLease {
+  readonly #lost = new AbortController();
+  readonly #timer: NodeJS.Timeout;
+  #revision: number;
+  #lastOkAt: number;
+  #renewing = false;
+
+  constructor(
+    private readonly leases: Leases,
+    readonly key: string,
+    revision: number,
+    sentAt: number,
+    private readonly info?: () => Record<string, unknown>,
+  ) {
+    this.#revision = revision;
+    this.#lastOkAt = sentAt;
+    this.#timer = setInterval(() => void this.#renew(), Math.max(100, Math.floor(leases.ttlMs / 3)));
+    this.#timer.unref();
+    this.#armFence();
+  }
+
+  /**
+   * Fires when no renewal succeeded for 80 % of the TTL. A timer rather than a check in the
+   * renewal, so a process that was stalled (CPU starved, paused) fences itself in the first
+   * timer phase after it wakes, before the I/O that would have it write as the owner.
+   */
+  #armFence(): void {
+    clearTimeout(this.#fence);
+    this.#fence = setTimeout(() => this.#lose(`not renewed for ${Date.now() - this.#lastOkAt} ms`), Math.max(0, this.#lastOkAt + this.leases.ttlMs * 0.8 - Date.now()));
+    this.#fence.unref();
+  }
+  #fence: NodeJS.Timeout | undefined;
+
+  get signal(): AbortSignal {
+    return this.#lost.signal;
+  }
+  #released = false;
+  /** Given up by this instance (not lost to a stall or another instance). */
+  get released(): boolean {
+    return this.#released;
+  }
+
+  #lose(reason: string): void {
+    clearInterval(this.#timer);
+    clearTimeout(this.#fence);
+    if (this.#lost.signal.aborted) return;
+    this.#lost.abort(new CodedError('CLUSTER_LEASE_LOST', `${this.key}: ${reason}`));
+  }
+
+  async #renew(): Promise<void> {
+    if (this.#renewing || this.#lost.signal.aborted) return;
+    this.#renewing = true;
+    // Measured from when the request left: the server may have stored it any time after.
+    const sent = Date.now();
+    try {
+      this.#revision = await this.leases.kv.update(this.key, this.leases.value(this.info), this.#revision, Math.floor(this.leases.ttlMs / 3));
+      this.#lastOkAt = sent;
+      if (!this.#lost.signal.aborted) this.#armFence();
+    } catch (err) {
+      if (isWrongRevision(err)) this.#lose('taken by another instance');
+      else if (Date.now() - this.#lastOkAt > this.leases.ttlMs * 0.8) this.#lose(`not renewed for ${Date.now() - this.#lastOkAt} ms: ${errorMessage(err)}`);
+    } finally {
+      this.#renewing = false;
+    }
+  }
+
+  /** Gives the lease up at once so a contender need not wait for the TTL. */
+  async release(): Promise<void> {
+    if (this.#lost.signal.aborted) return;
+    this.#lose('released');
+    this.#released = true;
+    try {
+      await this.leases.kv.delete(this.key, { previousSeq: this.#revision });
+    } catch {
+      // Someone took it already, or NATS is away: the TTL ends it either way.
+    }
+  }
+}

@@ -1,0 +1,71 @@
+import type { Pool } from 'pg';
+
+/**
+ * PostgreSQL schema steps of the cluster state, applied in order inside one transaction
+ * under an advisory lock (instances starting together migrate once); `schema_version`
+ * records how many have run.
+ */
+export const pgMigrations: readonly string[] = [
+  `CREATE TABLE items (
+     channel_id TEXT NOT NULL,
+     message_id TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     state TEXT NOT NULL CHECK (state IN ('running','done','failed','refused')),
+     reply_refs JSONB NOT NULL DEFAULT '[]',
+     error TEXT,
+     updated_at BIGINT NOT NULL,
+     PRIMARY KEY (channel_id, message_id)
+   );
+   CREATE INDEX items_updated ON items (updated_at);
+   CREATE SEQUENCE session_ids INCREMENT BY 1000;
+   CREATE TABLE sessions (
+     id BIGINT PRIMARY KEY,
+     agent TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     created_at BIGINT NOT NULL,
+     last_active_at BIGINT NOT NULL
+   );
+   CREATE INDEX sessions_scope ON sessions (agent, scope, id);
+   CREATE TABLE turns (
+     id BIGSERIAL PRIMARY KEY,
+     session_id BIGINT NOT NULL REFERENCES sessions (id) ON DELETE CASCADE,
+     user_text TEXT NOT NULL,
+     assistant_text TEXT NOT NULL,
+     reasoning TEXT NOT NULL DEFAULT '',
+     tool_calls JSONB NOT NULL DEFAULT '[]',
+     ending TEXT NOT NULL CHECK (ending IN ('done','error','cancelled')),
+     model TEXT,
+     created_at BIGINT NOT NULL
+   );
+   CREATE INDEX turns_session ON turns (session_id, id);
+   CREATE TABLE conversations (
+     agent TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     model TEXT,
+     queue_mode TEXT,
+     modes JSONB,
+     PRIMARY KEY (agent, scope)
+   );`,
+];
+
+/** Creates `schema` if needed and brings it to the newest step. */
+export async function migrate(pool: Pool, schema: string): Promise<void> {
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    await client.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`channeld:${schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    await client.query(`CREATE TABLE IF NOT EXISTS ${schema}.schema_version (version INT NOT NULL)`);
+    const { rows } = await client.query<{ version: number }>(`SELECT version FROM ${schema}.schema_version`);
+    const version = rows[0]?.version ?? 0;
+    for (let v = version; v < pgMigrations.length; v++) await client.query(`SET LOCAL search_path TO ${schema}; ${pgMigrations[v]}`);
+    if (rows.length === 0) await client.query(`INSERT INTO ${schema}.schema_version VALUES ($1)`, [pgMigrations.length]);
+    else await client.query(`UPDATE ${schema}.schema_version SET version = $1`, [pgMigrations.length]);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => {});
+    throw err;
+  } finally {
+    client.release();
+  }
+}

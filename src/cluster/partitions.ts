@@ -1,0 +1,208 @@
+import { AckPolicy, DeliverPolicy, type ConsumerMessages } from '@nats-io/jetstream';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { MessageRef } from '../dispatch/message.js';
+import { errorMessage } from '../errors.js';
+import type { Logger } from '../observe/logger.js';
+import type { ClusterServices } from './connect.js';
+import type { ClusterInbox, StreamedItem } from './inbox.js';
+import type { HeldLease } from './leases.js';
+import { partitionOf } from './partition-key.js';
+
+interface Owned {
+  partition: number;
+  lease: HeldLease;
+  messages?: ConsumerMessages;
+  loop?: Promise<void>;
+  /** Set when this instance lets go (rebalancing, shutdown): the loop hands in nothing more. */
+  leaving: boolean;
+}
+
+export interface PartitionHooks {
+  /** Called before a newly owned partition is consumed: cached state of its scopes may be stale. */
+  onAcquired?(partition: number): void;
+  /** Awaited before an item is queued (the conversation's queue mode is read then). */
+  beforeEnqueue?(scope: string): Promise<void>;
+}
+
+/**
+ * Turn distribution: the conversation space is cut into `[cluster] partitions` by a hash of
+ * the scope; each partition has a lease and a durable consumer, and is consumed by exactly
+ * one instance at a time, which runs its conversations through the ordinary lanes (queue
+ * modes, limits, busy reply) in stream order. Each instance aims at ceil(partitions /
+ * live instances) partitions: it takes free ones up to that and hands surplus ones back
+ * after their running turns end, so a joining instance gets its share and a dead one's
+ * share is taken within the lease TTL plus one balancing step.
+ */
+export class Partitions {
+  readonly #owned = new Map<number, Owned>();
+  readonly #stop = new AbortController();
+  #timer: NodeJS.Timeout | undefined;
+  #balancing = false;
+
+  constructor(
+    private readonly s: ClusterServices,
+    private readonly inbox: ClusterInbox,
+    private readonly dispatcher: Dispatcher,
+    private readonly log: Logger,
+    private readonly graceMs: () => number,
+    private readonly hooks: PartitionHooks = {},
+  ) {}
+
+  get stepMs(): number {
+    return Math.max(100, Math.floor(this.s.config.lease_ttl_ms / 5));
+  }
+
+  start(): void {
+    const tick = () => {
+      void this.#balance().finally(() => {
+        if (!this.#stop.signal.aborted) this.#timer = setTimeout(tick, this.stepMs + Math.floor(Math.random() * this.stepMs));
+      });
+    };
+    tick();
+  }
+
+  /** Partitions this instance consumes now. */
+  owned(): number[] {
+    return [...this.#owned.keys()].sort((a, b) => a - b);
+  }
+
+  /** The lease signal of the scope's partition while this instance consumes it. */
+  leaseOf(scope: string): AbortSignal | undefined {
+    return this.#owned.get(partitionOf(scope, this.s.config.partitions))?.lease.signal;
+  }
+
+  owns(scope: string): boolean {
+    const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
+    return o !== undefined && !o.leaving && !o.lease.signal.aborted;
+  }
+
+  #target(): number {
+    const live = Math.max(1, this.s.leases.table('inst.').filter((r) => !r.expired).length);
+    return Math.ceil(this.s.config.partitions / live);
+  }
+
+  async #balance(): Promise<void> {
+    if (this.#balancing || this.#stop.signal.aborted) return;
+    this.#balancing = true;
+    try {
+      const target = this.#target();
+      const mine = [...this.#owned.values()].filter((o) => !o.leaving);
+      if (mine.length > target) {
+        await this.#leave(mine.at(-1)!, 'rebalancing');
+        return;
+      }
+      const n = this.s.config.partitions;
+      // Instances start their search at different points, so they rarely race for one key.
+      const offset = Math.floor(Math.random() * n);
+      for (let i = 0; i < n && this.#owned.size < target && !this.#stop.signal.aborted; i++) {
+        const p = (offset + i) % n;
+        if (this.#owned.has(p) || this.s.leases.ownerOf(`part.${p}`)) continue;
+        const lease = await this.s.leases.tryAcquire(`part.${p}`).catch((err: unknown) => {
+          this.log.warn({ err, partition: p }, 'partition lease attempt failed');
+          return undefined;
+        });
+        if (lease) await this.#own(p, lease);
+      }
+    } finally {
+      this.#balancing = false;
+    }
+  }
+
+  async #own(partition: number, lease: HeldLease): Promise<void> {
+    const o: Owned = { partition, lease, leaving: false };
+    this.#owned.set(partition, o);
+    try {
+      this.hooks.onAcquired?.(partition);
+      const { stream, inboxSubject } = { stream: this.s.names.stream, inboxSubject: this.s.names.inboxSubject(partition) };
+      // Everything up to here may have reached an earlier owner: ask PostgreSQL about it.
+      const takeoverSeq = (await this.s.jsm.streams.info(stream)).state.last_seq;
+      const name = `p${partition}`;
+      // A fresh consumer from the start of the work queue: acked items are gone, so it
+      // delivers exactly the unanswered ones in order, none held by the dead owner's acks.
+      await this.s.jsm.consumers.delete(stream, name).catch(() => false);
+      await this.s.jsm.consumers.add(stream, {
+        durable_name: name,
+        filter_subject: inboxSubject,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        // Redelivery happens by takeover, never by timeout: a turn may run for minutes.
+        ack_wait: 24 * 3_600_000 * 1_000_000,
+        max_ack_pending: 10_000,
+      });
+      const consumer = await this.s.js.consumers.get(stream, name);
+      o.messages = await consumer.consume({ max_messages: 256 });
+      this.log.info({ partition, takeoverSeq }, 'partition acquired');
+      o.loop = this.#consume(o, takeoverSeq);
+      lease.signal.addEventListener('abort', () => void this.#lost(o), { once: true });
+    } catch (err) {
+      this.log.warn({ err, partition }, 'partition could not be consumed; giving it back');
+      this.#owned.delete(partition);
+      o.messages?.stop();
+      await lease.release();
+    }
+  }
+
+  async #consume(o: Owned, takeoverSeq: number): Promise<void> {
+    try {
+      for await (const m of o.messages!) {
+        if (o.leaving || o.lease.signal.aborted) break;
+        let item: StreamedItem;
+        try {
+          item = m.json<StreamedItem>();
+        } catch (err) {
+          this.log.error({ err, seq: m.seq }, 'unreadable inbox message dropped');
+          m.term();
+          continue;
+        }
+        let replyRefs: MessageRef[] = [];
+        if (m.seq <= takeoverSeq) {
+          const known = await this.inbox.progress(item.message.channelId, item.message.messageId);
+          if (known && known.state !== 'running') {
+            this.inbox.ackFinished(m);
+            continue;
+          }
+          replyRefs = known?.replyRefs ?? [];
+        }
+        await this.hooks.beforeEnqueue?.(item.scope);
+        if (o.leaving || o.lease.signal.aborted) break;
+        this.inbox.track(m.seq, m, item, o.partition);
+        this.dispatcher.enqueue({ id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs }, item.passive);
+      }
+    } catch (err) {
+      if (!o.leaving && !o.lease.signal.aborted) this.log.error({ err, partition: o.partition }, `partition consumer ended: ${errorMessage(err)}`);
+    }
+  }
+
+  /** The lease was taken from us (we could not renew): stop its turns at once, write nothing more. */
+  async #lost(o: Owned): Promise<void> {
+    if (o.leaving) return;
+    o.leaving = true;
+    this.log.warn({ partition: o.partition }, 'partition lease lost; its turns stop here');
+    o.messages?.stop();
+    this.inbox.forget(o.partition, true);
+    await this.dispatcher.release((scope) => partitionOf(scope, this.s.config.partitions) === o.partition, 0);
+    this.#owned.delete(o.partition);
+  }
+
+  /** Hands a partition back: no new items, running turns finish, their states are written, then the lease goes. */
+  async #leave(o: Owned, why: string): Promise<void> {
+    if (o.leaving) return;
+    o.leaving = true;
+    o.messages?.stop();
+    await o.loop;
+    await this.dispatcher.release((scope) => partitionOf(scope, this.s.config.partitions) === o.partition, this.graceMs());
+    await this.inbox.settle(o.partition);
+    this.inbox.forget(o.partition, false);
+    await o.lease.release();
+    this.#owned.delete(o.partition);
+    this.log.info({ partition: o.partition, why }, 'partition handed back');
+  }
+
+  /** At shutdown, after the dispatcher drained: every partition is handed back. */
+  async stop(): Promise<void> {
+    this.#stop.abort();
+    clearTimeout(this.#timer);
+    while (this.#balancing) await new Promise((r) => setTimeout(r, 10));
+    await Promise.all([...this.#owned.values()].map((o) => this.#leave(o, 'shutting down')));
+  }
+}

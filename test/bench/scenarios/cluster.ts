@@ -1,0 +1,61 @@
+import { clusterSkipReason } from '../../helpers/cluster.js';
+import { Load, ProcessCluster } from '../../cluster/harness.js';
+import { percentile, type Row, type ScenarioOptions } from '../report.js';
+
+/**
+ * Cluster mode: the same load (Telegram polling + Slack HTTP events round-robin, the echo
+ * agent streaming) on 1, 2 and 3 instances as real processes: throughput, p99 from sending a
+ * message to its final answer, and NATS / PostgreSQL operations per message from /status.
+ * The full failover run (1,000 messages, kill -9 twice) is
+ * `CHANNELD_CLUSTER_LOAD=100x10 npx vitest run test/cluster/processes.test.ts`.
+ */
+export async function cluster(o: ScenarioOptions): Promise<Row[]> {
+  const skip = await clusterSkipReason();
+  if (skip) return [{ scenario: 'cluster', metric: `skipped: ${skip}`, value: 0, unit: '' }];
+  const [convs, per] = o.smoke ? [4, 2] : [100, 10];
+  const rows: Row[] = [];
+  for (const n of o.smoke ? [1] : [1, 2, 3]) {
+    const c = new ProcessCluster({ echoDelayMs: 20, maxInFlight: 64 });
+    try {
+      await c.start(n);
+      const load = new Load(c, convs, per);
+      const sentAt = new Map<string, number>();
+      const latencies: number[] = [];
+      const t0 = performance.now();
+      for (let k = 0; k < per; k++) {
+        for (let i = 0; i < convs; i++) sentAt.set(load.text(i, k), performance.now());
+        await load.round(k);
+      }
+      // Each message's final answer, seen by polling the fakes.
+      const pending = new Set(sentAt.keys());
+      const deadline = Date.now() + 180_000;
+      while (pending.size && Date.now() < deadline) {
+        for (const key of load.sent.keys()) {
+          for (const text of load.answers(key)) {
+            if (!pending.delete(text)) continue;
+            latencies.push(performance.now() - sentAt.get(text)!);
+          }
+        }
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const seconds = (performance.now() - t0) / 1000;
+      const statuses = await Promise.all(c.live().map((m) => c.status(m)));
+      const ops: Record<string, number> = {};
+      for (const s of statuses) for (const [k, v] of Object.entries(s.cluster.ops)) ops[k] = (ops[k] ?? 0) + v;
+      const total = convs * per;
+      const nats = (ops.natsPublishes ?? 0) + (ops.natsAcks ?? 0) + (ops.natsStops ?? 0);
+      const pgOps = (ops.pgReads ?? 0) + (ops.pgWrites ?? 0) + (ops.pgStateReads ?? 0) + (ops.pgStateWrites ?? 0);
+      rows.push(
+        { scenario: 'cluster', metric: `${n} instance(s): ${total} messages over ${convs} conversations, answered`, value: latencies.length, unit: 'msgs' },
+        { scenario: 'cluster', metric: `${n} instance(s): throughput`, value: latencies.length / seconds, unit: 'msg/s' },
+        { scenario: 'cluster', metric: `${n} instance(s): p99 message → final answer`, value: percentile(latencies, 99), unit: 'ms' },
+        { scenario: 'cluster', metric: `${n} instance(s): NATS operations per message (publish, ack, stop)`, value: nats / total, unit: 'ops' },
+        { scenario: 'cluster', metric: `${n} instance(s): PostgreSQL statements per message`, value: pgOps / total, unit: 'ops' },
+        { scenario: 'cluster', metric: `${n} instance(s): PostgreSQL commits per message`, value: ((ops.pgWrites ?? 0) + (ops.pgStateCommits ?? 0)) / total, unit: 'ops' },
+      );
+    } finally {
+      await c.close();
+    }
+  }
+  return rows;
+}

@@ -1,0 +1,101 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { partitionOf } from '../../src/cluster/partition-key.js';
+import { formatStatus } from '../../src/actions/builtin/status.js';
+import { STOP_MARKER } from '../../src/stream/reply-stream.js';
+import { FakeTelegram } from '../fakes/telegram/server.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
+
+const skip = await clusterSkipReason();
+
+describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  const namespaces: string[] = [];
+  let tg: FakeTelegram | undefined;
+  let daemons: TestDaemon[] = [];
+  afterEach(async () => {
+    await Promise.all(daemons.map((d) => d.stop().catch(() => {})));
+    daemons = [];
+    await tg?.close();
+    tg = undefined;
+  });
+  afterAll(async () => {
+    for (const ns of namespaces) await dropNamespace(ns);
+  });
+
+  const cluster = async (n: number, echoMs: number) => {
+    const ns = uniqueNamespace();
+    namespaces.push(ns);
+    tg = new FakeTelegram();
+    await tg.start();
+    const body = (id: string) =>
+      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = 8`)}[agent]\nprovider = "echo"\necho_delay_ms = ${echoMs}\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg!.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
+    for (let i = 0; i < n; i++) daemons.push(await startDaemon(body(`i${i}`), { TG_TOKEN: tg.token, ...clusterEnv }));
+    // Every partition is owned, shared out between the instances.
+    await waitFor(() => {
+      const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
+      return owned.flat().length === 8 && owned.every((o) => o.length === 8 / n);
+    }, 20_000);
+    return daemons;
+  };
+
+  it('one instance polls Telegram; every message is answered once, in order per conversation; /status shows the cluster', async () => {
+    const [a, b] = await cluster(2, 5);
+    await waitFor(() => a!.daemon.status().channels.concat(b!.daemon.status().channels).some((c) => c.state === 'connected'), 10_000);
+    const states = [a!, b!].map((d) => d.daemon.status().channels[0]!.state).sort();
+    expect(states).toEqual(['connected', 'standby']);
+    const users = Array.from({ length: 12 }, (_, i) => ({ id: 1000 + i, first_name: `u${i}` }));
+    for (let round = 0; round < 3; round++) for (const u of users) tg!.dm(`m${round} from ${u.id}`, u);
+    const expected = (id: number) => JSON.stringify([0, 1, 2].map((r) => `m${r} from ${id}`));
+    await waitFor(() => users.every((u) => JSON.stringify(tg!.texts(u.id)) === expected(u.id)), 20_000);
+    // Exactly once: no extra message appears (every send is counted by the fake).
+    expect(tg!.callsOf('sendMessage')).toHaveLength(36);
+    // Both instances ran turns: the partitions are shared.
+    const st = a!.daemon.status().cluster!;
+    expect(st.instances.map((i) => i.id).sort()).toEqual(['i0', 'i1']);
+    expect(st.instances.every((i) => i.alive && i.generation === 1)).toBe(true);
+    expect(st.leases.find((l) => l.key === 'listener.tg')?.owner).toMatch(/^i[01]$/);
+    expect(st.ops.natsPublishes).toBeGreaterThan(0);
+    // `channeld status` prints the instances with their leases.
+    const text = formatStatus(a!.daemon.status());
+    expect(text).toMatch(/INSTANCE +ALIVE +GENERATION +RUNNING +QUEUED +LEASES/);
+    expect(text).toMatch(/i0.* yes +1 /);
+    expect(text).toContain('listener.tg');
+    // A reload is per instance; the other instances see its new generation.
+    await b!.daemon.reload();
+    await waitFor(() => a!.daemon.status().cluster!.instances.find((i) => i.id === 'i1')?.generation === 2, 10_000);
+    expect(a!.daemon.status().generation).toBe(1);
+  });
+
+  it('/stop received by one instance stops the turn running on the other', async () => {
+    const [a, b] = await cluster(2, 150);
+    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const listener = [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected')!;
+    const other = listener === a ? b! : a!;
+    const otherParts = other.daemon.status().cluster!.partitions.owned;
+    // A user whose conversation runs on the instance that does not poll Telegram.
+    const id = Array.from({ length: 100 }, (_, i) => 2000 + i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const user = { id, first_name: 'Remote' };
+    tg!.dm(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), user);
+    await waitFor(() => other.daemon.status().turns.list.some((t) => t.state === 'running'), 10_000);
+    await waitFor(() => tg!.texts(id).length === 1, 10_000);
+    tg!.dm('/stop', user);
+    await waitFor(() => tg!.texts(id).includes('Stopped.'), 5000);
+    await waitFor(() => tg!.texts(id)[0]!.endsWith(STOP_MARKER), 5000);
+    expect(listener.logs.text).not.toContain('"scope":"tg:' + id + '","stopped"');
+    expect(other.logs.text).toContain('/stop from another instance');
+  });
+
+  it('an instance that stops hands its listener and partitions over; nothing is lost', async () => {
+    const [a, b] = await cluster(2, 5);
+    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const users = Array.from({ length: 6 }, (_, i) => ({ id: 3000 + i, first_name: `u${i}` }));
+    for (const u of users) tg!.dm(`before ${u.id}`, u);
+    await a!.stop();
+    daemons = [b!];
+    for (const u of users) tg!.dm(`after ${u.id}`, u);
+    await waitFor(() => b!.daemon.status().cluster!.partitions.owned.length === 8, 15_000);
+    await waitFor(() => b!.daemon.status().channels[0]!.state === 'connected', 15_000);
+    await waitFor(() => users.every((u) => JSON.stringify(tg!.texts(u.id)) === JSON.stringify([`before ${u.id}`, `after ${u.id}`])), 20_000);
+    expect(tg!.callsOf('sendMessage')).toHaveLength(12);
+  });
+});

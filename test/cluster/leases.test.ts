@@ -1,0 +1,54 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { openCluster, type ClusterServices } from '../../src/cluster/connect.js';
+import { clusterSchema } from '../../src/config/schema.js';
+import { waitFor } from '../helpers/daemon.js';
+import { clusterSkipReason, dropNamespace, NATS_URL, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
+
+const skip = await clusterSkipReason();
+
+describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  const ns = uniqueNamespace();
+  const open: ClusterServices[] = [];
+  const instance = async (id: string) => {
+    const cfg = clusterSchema.parse({ nats_url_env: 'X', postgres_url_env: 'Y', instance_id: id, namespace: ns, postgres_schema: ns, lease_ttl_ms: 1500 });
+    const s = await openCluster(cfg, { nats: NATS_URL, postgres: PG_URL }, quietLogger().log);
+    open.push(s);
+    return s;
+  };
+  beforeAll(() => {});
+  afterAll(async () => {
+    await Promise.all(open.map((s) => s.close().catch(() => {})));
+    await dropNamespace(ns);
+  });
+
+  it('one holder at a time; released leases pass at once; a dead holder’s lease passes after the TTL', async () => {
+    const a = await instance('a');
+    const b = await instance('b');
+    const held = await a.leases.tryAcquire('listener.tg');
+    expect(held).toBeDefined();
+    await waitFor(() => b.leases.ownerOf('listener.tg') === 'a');
+    expect(await b.leases.tryAcquire('listener.tg')).toBeUndefined();
+    // Renewals keep it: after two TTLs it is still a's.
+    const stillA = await waitFor(() => a.leases.table().find((r) => r.key === 'listener.tg' && r.revision >= 4), 8000);
+    expect(stillA.owner).toBe('a');
+    expect(held!.signal.aborted).toBe(false);
+
+    await held!.release();
+    const ab = new AbortController();
+    const byB = await b.leases.acquire('listener.tg', ab.signal);
+    expect(byB).toBeDefined();
+    await waitFor(() => a.leases.ownerOf('listener.tg') === 'b');
+
+    // b dies without releasing: its NATS connection goes away, so it cannot renew.
+    const c = await instance('c');
+    const died = Date.now();
+    await b.nc.close();
+    const byC = await c.leases.acquire('listener.tg', ab.signal);
+    expect(byC).toBeDefined();
+    expect(Date.now() - died).toBeLessThan(1500 * 4 + 5000);
+    // b fenced itself: its lease signal aborted with the lease-lost code.
+    await waitFor(() => byB!.signal.aborted, 5000);
+    expect((byB!.signal.reason as { code: string }).code).toBe('CLUSTER_LEASE_LOST');
+    await byC!.release();
+  });
+});
