@@ -61,6 +61,7 @@ const telegram = z.strictObject({
   mode: z.enum(['polling', 'webhook']).default('polling'),
   api_root: z.url().default('https://api.telegram.org'),
   native_drafts: z.boolean().default(true),
+  rich_messages: z.boolean().default(true),
   public_url: z.url().optional(),
   ...secretRef('webhook_secret'),
 });

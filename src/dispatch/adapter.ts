@@ -6,6 +6,12 @@ import type { ChannelMessage, MessageRef, ReplyTarget } from './message.js';
 /** What a platform can do; ReplyStream reads only this. */
 export interface ChannelCapabilities {
   maxMessageLength: number;
+  /**
+   * How this platform splits a long reply into messages, where more than the length counts
+   * (Telegram rich messages also limit blocks); `chunkText` at `maxMessageLength` when absent.
+   * Read on every plan, so a platform may change it mid-reply (a refused format).
+   */
+  split?(text: string): string[];
   editsDrafts: boolean;
   /** The platform's floor between edits of one message. */
   minEditIntervalMs: number;

@@ -38,8 +38,12 @@ const MAX_INTERVAL_MS = 30_000;
 /** A success this long after the last 429 means the platform's limit has passed: back to the base pace at once. */
 export const RECOVER_AFTER_MS = 5_000;
 
-/** Records a request's outcome on the pacing state; returns whether it was a 429. */
-export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limited' | 'failed' {
+/**
+ * Records a request's outcome on the pacing state; returns whether it was a 429, or a
+ * refused format (the reply is planned again at once, the pace unchanged).
+ */
+export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limited' | 'failed' | 'replan' {
+  if (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED') return 'replan';
   if (err === undefined) {
     p.consecutiveFailures = 0;
     // Back toward the floor: each success halves the interval a 429 widened (and a success

@@ -1,7 +1,7 @@
 import type { AgentEvent, TurnEnding } from '../agent/events.js';
 import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../dispatch/message.js';
-import { errorMessage, isRetryable } from '../errors.js';
+import { ChannelError, errorMessage, isRetryable } from '../errors.js';
 import { chunkText } from './chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 
@@ -149,12 +149,14 @@ export class ReplyStream {
 
   /** What the messages should show now; drafts show the growing text plus a progress line. */
   #desired(final: boolean): string[] {
-    const max = this.#o.capabilities.maxMessageLength;
+    const caps = this.#o.capabilities;
+    const max = caps.maxMessageLength;
+    const split = (text: string) => (caps.split ? caps.split(text) : chunkText(text, max));
     if (final) {
       const text = this.#finalText();
-      return text ? chunkText(text, max) : [];
+      return text ? split(text) : [];
     }
-    const chunks = this.#text ? chunkText(this.#text, max) : [];
+    const chunks = this.#text ? split(this.#text) : [];
     if (this.#progress) {
       const last = chunks.length ? chunks.pop()! : '';
       const withProgress = last ? `${last}\n\n${this.#progress}` : this.#progress;
@@ -209,7 +211,7 @@ export class ReplyStream {
     } catch (err) {
       // Switching modes on a 429 would turn the draft into a message mid-answer and draw
       // more 429s with the edits that follow: wait instead, then go on drafting.
-      if (isRateLimit(err)) throw err;
+      if (isRateLimit(err) || (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED')) throw err;
       this.#nativeState = 'off';
       this.#o.onFallback?.();
       this.#o.onError?.(err, final ? 'final' : 'draft');
@@ -293,7 +295,7 @@ export class ReplyStream {
       } catch (err) {
         const outcome = pace(this.#pacing, err, Date.now());
         if (outcome === 'rate_limited') this.#o.onRateLimited?.();
-        else this.#o.onError?.(err, 'draft');
+        else if (outcome !== 'replan') this.#o.onError?.(err, 'draft');
         // After three failed drafts in a row only the final text is attempted.
         if (this.#pacing.consecutiveFailures >= 3) this.#draftsEnabled = false;
         this.#dirty = true;
@@ -323,6 +325,7 @@ export class ReplyStream {
         pace(this.#pacing, undefined, Date.now());
       } catch (err) {
         const outcome = pace(this.#pacing, err, Date.now());
+        if (outcome === 'replan') continue;
         if (outcome === 'rate_limited') this.#o.onRateLimited?.();
         else this.#o.onError?.(err, 'final');
         if (!isRetryable(err) || this.#pacing.floorAtMs > deadline) {
