@@ -37,6 +37,8 @@ const channelBase = {
   agent: z.string().min(1).optional(),
   allow_from: z.array(z.string().min(1)).optional(),
   allow_bots: z.boolean().default(false),
+  /** Sender ids whose /stop stops anyone's answer, and who may `/stop all`. */
+  admins: z.array(z.string().min(1)).default([]),
   require_mention: z.boolean().default(true),
   scope: z.enum(['chat', 'sender']).default('chat'),
   max_in_flight: positiveInt.optional(),

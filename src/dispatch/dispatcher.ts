@@ -84,12 +84,16 @@ export class Dispatcher {
       }
       return false;
     }
+    const command = parseCommand(msg.text, ch.adapter.selfName);
     if (verdict === 'unaddressed') {
+      // A bare "/stop" in a group from someone whose turn runs here is for us: it stops that
+      // turn and is not kept as context for the model.
+      if (command?.name === 'stop' && this.#lanes.hasTurnOf(scope, msg.sender.id)) return this.#stop(msg, scope, command.args, ch.config.admins);
       this.passive.add(scope, msg);
       return false;
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
-    if (parseCommand(msg.text, ch.adapter.selfName)?.name === 'stop') return this.#stop(msg, scope);
+    if (command?.name === 'stop') return this.#stop(msg, scope, command.args, ch.config.admins);
     const id = this.#o.inbox.add(msg, scope);
     if (id === undefined) {
       this.#o.metrics.duplicates.inc({ channel: msg.channelId });
@@ -101,11 +105,24 @@ export class Dispatcher {
     return true;
   };
 
-  async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
+  /**
+   * /stop stops what the sender started: their running turn and their queued messages. The
+   * channel's `admins` stop the running turn whoever started it, and `/stop all` (admins)
+   * also drops everyone's queued messages. A cancelled turn shows its partial text with the
+   * stop marker (or the marker alone): that is the one visible result, so the short reply
+   * goes out only when no running turn was stopped.
+   */
+  async #stop(msg: ChannelMessage, scope: string, args: string, admins: readonly string[]): Promise<boolean> {
     // Stored as done so a redelivered /stop is recognised and not acted on twice.
     if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
-    const stopped = this.#lanes.stop(scope, 'stopped by /stop');
-    await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
+    const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
+    const all = args.toLowerCase() === 'all';
+    if (all && !admin) {
+      await this.#notify(msg, 'Only the channel\'s admins can stop everyone\'s answers; /stop stops yours.');
+      return true;
+    }
+    const { cancelled, dropped } = this.#lanes.stopOf(scope, all || msg.chat.type === 'dm' ? undefined : msg.sender.id, 'stopped by /stop', admin);
+    if (!cancelled) await this.#notify(msg, dropped > 0 ? 'Stopped.' : 'Nothing to stop.');
     return true;
   }
 

@@ -174,12 +174,47 @@ export class Lanes {
   }
 
   stop(scope: string, reason: string): boolean {
+    const r = this.stopOf(scope, undefined, reason);
+    return r.cancelled || r.dropped > 0;
+  }
+
+  /**
+   * /stop in a conversation: cancels the running turn and drops the queued items of
+   * `senderId` only (everyone's when undefined). `runningOfAnyone` also cancels the running
+   * turn whoever started it (an admin's /stop). Says what it did.
+   */
+  stopOf(scope: string, senderId: string | undefined, reason: string, runningOfAnyone = false): { cancelled: boolean; dropped: number } {
+    const lane = this.#lanes.get(scope);
+    if (!lane) return { cancelled: false, dropped: 0 };
+    const mine = (it: InboxItem) => senderId === undefined || it.message.sender.id === senderId;
+    let dropped = 0;
+    if (senderId === undefined) dropped = this.#drop(lane, reason);
+    else {
+      const keep: InboxItem[] = [];
+      for (const it of lane.queue) {
+        if (!mine(it)) {
+          keep.push(it);
+          continue;
+        }
+        this.#o.inbox.setState(it.id, 'failed', reason);
+        this.#o.tracker.finished(String(it.id));
+        dropped++;
+      }
+      lane.queue = keep;
+      this.#queued -= dropped;
+      this.#o.metrics.queued.set(this.#queued);
+    }
+    const running = lane.running;
+    const cancel = running !== undefined && (runningOfAnyone || running.job.items.some(mine));
+    if (cancel) running.controller.abort(new Error(reason));
+    return { cancelled: cancel, dropped };
+  }
+
+  /** Whether `senderId` has a turn running or waiting in this conversation. */
+  hasTurnOf(scope: string, senderId: string): boolean {
     const lane = this.#lanes.get(scope);
     if (!lane) return false;
-    const dropped = this.#drop(lane, reason);
-    const running = lane.running;
-    running?.controller.abort(new Error(reason));
-    return dropped > 0 || running !== undefined;
+    return lane.queue.some((it) => it.message.sender.id === senderId) || (lane.running?.job.items.some((it) => it.message.sender.id === senderId) ?? false);
   }
 
   /**

@@ -20,9 +20,10 @@ export async function streaming(o: ScenarioOptions): Promise<Row[]> {
     stream({ seconds, window: { fromMs: windowFromMs, ms: windowMs, methods: ['editMessageText', 'sendRichMessage', 'sendMessage'] } }),
     stream({ seconds, nativeDrafts: true, window: { fromMs: windowFromMs, ms: windowMs, methods: ['sendRichMessageDraft', 'sendMessageDraft'] } }),
   ]);
-  const bound = Math.ceil(seconds) + 2;
+  // The drafts scenario's bound, on the stream's real length (timers run a little late).
+  const bound = Math.ceil(plain.streamMs / 1000) + 2;
   const rows: Row[] = [
-    { scenario: 'streaming', metric: `calls per ${seconds} s reply (rich messages)`, value: plain.requests, unit: 'calls', target: `≤ ${bound}`, met: plain.requests <= bound },
+    { scenario: 'streaming', metric: `calls per ${(plain.streamMs / 1000).toFixed(1)} s reply (rich messages)`, value: plain.requests, unit: 'calls', target: `≤ ${bound}`, met: plain.requests <= bound },
     { scenario: 'streaming', metric: 'first token → first visible text', value: plain.firstVisibleMs, unit: 'ms', target: '≤ 150', met: plain.firstVisibleMs <= 150 },
     { scenario: 'streaming', metric: 'last token → final text (interval included)', value: plain.finalAfterLastMs, unit: 'ms', target: '≤ 1200', met: plain.finalAfterLastMs <= 1200 },
     { scenario: 'streaming', metric: `429 window of ${windowMs / 1000} s: calls inside it`, value: limited.callsInWindow, unit: 'calls', target: '≤ 3', met: limited.callsInWindow <= 3 },
@@ -101,6 +102,7 @@ function stream(o: StreamOptions) {
     const live = tg.messages.filter((m) => !m.deleted);
     const complete = live.length === 1 && live[0]!.text === answer;
     return {
+      streamMs: lastTokenAt - firstTokenAt,
       requests: result.requests,
       firstVisibleMs: firstVisible.at - firstTokenAt,
       finalAfterLastMs: finalCall.at - lastTokenAt,
