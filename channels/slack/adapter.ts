@@ -25,6 +25,13 @@ export interface SlackSecrets {
   signingSecret?: string;
 }
 
+const EMOJI_NAMES: Record<string, string> = { '👀': 'eyes', '👍': '+1', '✅': 'white_check_mark', '⏳': 'hourglass_flowing_sand', '🤔': 'thinking_face', '👌': 'ok_hand', '🙏': 'pray', '🔥': 'fire', '✍️': 'writing_hand', '✍': 'writing_hand' };
+
+/** Slack's name for an emoji: `eyes`, `:eyes:`, or a mapped Unicode emoji. */
+export function slackEmojiName(emoji: string): string {
+  return EMOJI_NAMES[emoji] ?? emoji.replace(/^:|:$/g, '');
+}
+
 /** Slack through Bolt: Socket Mode or HTTP events in, chat.* (and chat streams) out. */
 export class SlackAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities;
@@ -131,6 +138,24 @@ export class SlackAdapter implements ChannelAdapter {
 
   async delete(ref: MessageRef): Promise<void> {
     await this.#call('chat.delete', () => this.#web.chat.delete({ channel: ref.chatId, ts: ref.messageId }));
+  }
+
+  /**
+   * reactions.add / reactions.remove: Slack has no typing indicator for bots, so this is the
+   * early sign there. Slack names its emoji (`eyes`); a few common ones are mapped from Unicode.
+   */
+  async setReaction(ref: MessageRef, emoji: string, on: boolean): Promise<void> {
+    const name = slackEmojiName(emoji);
+    const timestamp = ref.messageId.slice(ref.messageId.lastIndexOf(':') + 1);
+    await this.#call(on ? 'reactions.add' : 'reactions.remove', async () => {
+      try {
+        await (on ? this.#web.reactions.add({ channel: ref.chatId, timestamp, name }) : this.#web.reactions.remove({ channel: ref.chatId, timestamp, name }));
+      } catch (err) {
+        // Already there, or already gone: the state we wanted.
+        if ((err as { data?: { error?: string } }).data?.error === (on ? 'already_reacted' : 'no_reaction')) return;
+        throw err;
+      }
+    });
   }
 
   async typing(): Promise<void> {

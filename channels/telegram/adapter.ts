@@ -1,5 +1,6 @@
 import { randomInt } from 'node:crypto';
 import { Api } from 'grammy';
+import type { ReactionTypeEmoji } from 'grammy/types';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
 import { ChannelError, errorMessage } from '../../src/errors.js';
@@ -205,6 +206,12 @@ export class TelegramAdapter implements ChannelAdapter {
 
   async delete(ref: MessageRef, options?: TransportOptions): Promise<void> {
     await this.#call('deleteMessage', () => this.#api.deleteMessage(ref.chatId, Number(ref.messageId), sig(options?.signal)));
+  }
+
+  /** setMessageReaction: one emoji from Telegram's reaction list, or none to take it off. */
+  async setReaction(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void> {
+    const reaction = on ? [{ type: 'emoji' as const, emoji: emoji as ReactionTypeEmoji['emoji'] }] : [];
+    await this.#call('setMessageReaction', () => this.#api.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(options?.signal)));
   }
 
   async typing(target: ReplyTarget, options?: TransportOptions): Promise<void> {

@@ -39,6 +39,8 @@ const channelBase = {
   allow_bots: z.boolean().default(false),
   /** Sender ids whose /stop stops anyone's answer, and who may `/stop all`. */
   admins: z.array(z.string().min(1)).default([]),
+  /** A reaction put on each stored message until its turn ends (Telegram, Discord, Slack); off when unset. */
+  ack_reaction: z.string().min(1).optional(),
   require_mention: z.boolean().default(true),
   scope: z.enum(['chat', 'sender']).default('chat'),
   max_in_flight: positiveInt.optional(),

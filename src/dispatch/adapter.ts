@@ -76,6 +76,11 @@ export interface ChannelAdapter {
   typing(target: ReplyTarget, options?: TransportOptions): Promise<void>;
   /** The turn's reply is complete: platforms with a visible draft state mark these messages final. */
   finalize?(refs: readonly MessageRef[], options?: TransportOptions): Promise<void>;
+  /**
+   * Puts `emoji` on a user's message as the bot's reaction (`on`), or takes it off. `ref` is
+   * the user's message as the adapter delivered it (its `messageId` as in ChannelMessage).
+   */
+  setReaction?(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void>;
   /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
   openNativeStream?(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined>;
 }

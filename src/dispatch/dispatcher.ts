@@ -9,6 +9,7 @@ import type { ChannelAdapter } from './adapter.js';
 import { conversationScope, type ChannelMessage } from './message.js';
 import { Lanes, type TurnJob } from './lanes.js';
 import { TaskTracker } from './tracker.js';
+import { AckReactions } from './ack.js';
 
 export type { TurnJob };
 
@@ -49,12 +50,17 @@ export class Dispatcher {
   readonly #notices = new NoticeLimiter();
   readonly passive = new PassiveContext();
   readonly tracker: TaskTracker;
+  readonly #ack: AckReactions;
   #accepting = true;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
     this.tracker = options.tracker ?? new TaskTracker(() => 'default');
+    this.#ack = new AckReactions(options.channel, options.log);
     this.#lanes = new Lanes({
+      settled: (items) => {
+        for (const it of items) this.#ack.set(it.message, false);
+      },
       limits: options.limits,
       channelLimit: (id) => options.channel(id)?.config.max_in_flight,
       ...(options.agentOf ? { agentLimit: options.agentOf } : {}),
@@ -101,7 +107,7 @@ export class Dispatcher {
     }
     this.#o.metrics.received.inc({ channel: msg.channelId });
     const item: InboxItem = { id, scope, message: msg, state: 'pending', replyRefs: [] };
-    this.#enqueue(item, this.passive.take(scope));
+    if (this.#enqueue(item, this.passive.take(scope))) this.#ack.set(msg, true);
     return true;
   };
 
@@ -126,14 +132,15 @@ export class Dispatcher {
     return true;
   }
 
-  #enqueue(item: InboxItem, passive: ChannelMessage[]): void {
+  /** Queues an item; false when it was refused (queue full). */
+  #enqueue(item: InboxItem, passive: ChannelMessage[]): boolean {
     const ch = this.#o.channel(item.message.channelId);
     const mode = this.#o.queueModeOf?.(item.scope) ?? ch?.config.queue_mode ?? this.#o.limits().queue_mode;
-    if (!this.#lanes.accept(item, mode, passive)) {
-      this.#o.inbox.setState(item.id, 'refused', 'queue full');
-      this.#o.metrics.refused.inc({ channel: item.message.channelId, reason: 'busy' });
-      void this.#notify(item.message, BUSY_REPLY);
-    }
+    if (this.#lanes.accept(item, mode, passive)) return true;
+    this.#o.inbox.setState(item.id, 'refused', 'queue full');
+    this.#o.metrics.refused.inc({ channel: item.message.channelId, reason: 'busy' });
+    void this.#notify(item.message, BUSY_REPLY);
+    return false;
   }
 
   async #notify(msg: ChannelMessage, text: string): Promise<void> {

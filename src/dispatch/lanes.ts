@@ -38,6 +38,8 @@ interface LanesOptions {
   metrics: Metrics;
   log: Logger;
   tracker: TaskTracker;
+  /** Items leave the lanes: their turn ended, or they were dropped. */
+  settled?(items: readonly InboxItem[]): void;
 }
 
 /**
@@ -90,10 +92,12 @@ export class Lanes {
 
   #drop(lane: Lane, reason: string): number {
     const n = lane.queue.length;
-    for (const it of lane.queue.splice(0)) {
+    const dropped = lane.queue.splice(0);
+    for (const it of dropped) {
       this.#o.inbox.setState(it.id, 'failed', reason);
       this.#o.tracker.finished(String(it.id));
     }
+    if (n) this.#o.settled?.(dropped);
     this.#queued -= n;
     this.#o.metrics.queued.set(this.#queued);
     return n;
@@ -161,6 +165,7 @@ export class Lanes {
       })
       .finally(() => {
         this.#o.tracker.finished(id);
+        this.#o.settled?.(items);
         lane.running = undefined;
         this.#inFlight--;
         this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 1) - 1);
@@ -191,6 +196,7 @@ export class Lanes {
     if (senderId === undefined) dropped = this.#drop(lane, reason);
     else {
       const keep: InboxItem[] = [];
+      const gone: InboxItem[] = [];
       for (const it of lane.queue) {
         if (!mine(it)) {
           keep.push(it);
@@ -198,8 +204,10 @@ export class Lanes {
         }
         this.#o.inbox.setState(it.id, 'failed', reason);
         this.#o.tracker.finished(String(it.id));
-        dropped++;
+        gone.push(it);
       }
+      dropped = gone.length;
+      if (dropped) this.#o.settled?.(gone);
       lane.queue = keep;
       this.#queued -= dropped;
       this.#o.metrics.queued.set(this.#queued);
@@ -249,6 +257,7 @@ export class Lanes {
         this.#o.metrics.queued.set(this.#queued);
         this.#o.inbox.setState(it!.id, 'failed', 'stopped by the operator');
         this.#o.tracker.finished(id);
+        this.#o.settled?.([it!]);
         return 'dropped';
       }
     }

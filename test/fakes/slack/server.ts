@@ -50,6 +50,8 @@ export function signSlack(body: string, secret: string, timestampS = Math.floor(
 export class FakeSlack {
   readonly calls: ApiCall[] = [];
   readonly messages: SlackMessage[] = [];
+  /** The bot's reactions, by `channel:ts` of the reacted message. */
+  readonly reactions = new Map<string, string[]>();
   readonly acks = new Map<string, number>();
   readonly sentEnvelopes: Array<{ id: string; at: number }> = [];
   connections = 0;
@@ -206,6 +208,17 @@ export class FakeSlack {
         if (!msg) return no('message_not_found');
         msg.deleted = true;
         return ok({ channel: msg.channel, ts: msg.ts });
+      }
+      case 'reactions.add':
+      case 'reactions.remove': {
+        if (!args.channel || !args.timestamp || !args.name) return no('invalid_arguments');
+        const key = `${args.channel}:${args.timestamp}`;
+        const list = this.reactions.get(key) ?? [];
+        const has = list.includes(args.name);
+        if (method === 'reactions.add' && has) return no('already_reacted');
+        if (method === 'reactions.remove' && !has) return no('no_reaction');
+        this.reactions.set(key, method === 'reactions.add' ? [...list, args.name] : list.filter((n) => n !== args.name));
+        return ok();
       }
       case 'chat.startStream': {
         if (!args.thread_ts) return no('invalid_arguments');
