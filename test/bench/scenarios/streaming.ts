@@ -49,7 +49,7 @@ export async function streaming(o: ScenarioOptions): Promise<Row[]> {
 const silent = createLogger({ level: 'silent' });
 const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false };
 const usage = { inputTokens: 0, outputTokens: 0, estimated: true };
-const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const tick = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 const REPLY_METHODS = new Set(['sendMessage', 'sendRichMessage', 'editMessageText', 'sendMessageDraft', 'sendRichMessageDraft', 'deleteMessage']);
 
 async function withFake<T>(rich: boolean, nativeDrafts: boolean, fn: (tg: FakeTelegram, adapter: TelegramAdapter) => Promise<T>): Promise<T> {
@@ -89,7 +89,8 @@ function stream(o: StreamOptions) {
       }
       tokens.push(`token${i} `);
       s.push({ type: 'text_delta', text: tokens.at(-1)! });
-      await tick(50);
+      // On a fixed schedule (20 a second), so late timers do not stretch the stream.
+      await tick(firstTokenAt + (i + 1) * 50 - Date.now());
     }
     const midAnswerMessages = tg.messages.length;
     const lastTokenAt = Date.now();
