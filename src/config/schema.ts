@@ -41,6 +41,10 @@ const channelBase = {
   admins: z.array(z.string().min(1)).default([]),
   /** A reaction put on each stored message until its turn ends (Telegram, Discord, Slack); off when unset. */
   ack_reaction: z.string().min(1).optional(),
+  /** Groups: `mention` answers when addressed; `classifier` also asks `intent_model` about unaddressed messages. */
+  reply_intent: z.enum(['mention', 'classifier']).default('mention'),
+  /** The small model that judges reply/ignore, on the channel's agent's endpoint; the agent's model when unset. */
+  intent_model: z.string().min(1).optional(),
   require_mention: z.boolean().default(true),
   scope: z.enum(['chat', 'sender']).default('chat'),
   max_in_flight: positiveInt.optional(),

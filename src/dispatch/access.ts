@@ -42,10 +42,44 @@ export class PassiveContext {
     this.#byScope.set(scope, list);
   }
 
+  /** What was gathered for a scope, without taking it. */
+  peek(scope: string): readonly ChannelMessage[] {
+    return this.#byScope.get(scope) ?? [];
+  }
+
+  /** Takes one message back out (it is being answered itself). */
+  remove(scope: string, messageId: string): void {
+    const list = this.#byScope.get(scope);
+    if (!list) return;
+    const i = list.findIndex((m) => m.messageId === messageId);
+    if (i >= 0) list.splice(i, 1);
+    if (!list.length) this.#byScope.delete(scope);
+  }
+
   /** Takes (and clears) what was gathered for a scope. */
   take(scope: string): ChannelMessage[] {
     const list = this.#byScope.get(scope) ?? [];
     this.#byScope.delete(scope);
     return list;
+  }
+}
+
+/** How often one group's unaddressed messages may be judged by the intent classifier. */
+export const INTENT_MIN_GAP_MS = 2000;
+
+/**
+ * Rate limit of the intent classifier per group: one call in flight, and at least
+ * `minGapMs` between calls. A message that finds the group limited is ignored (kept as context).
+ */
+export class IntentLimiter {
+  readonly #last = new Map<string, number>();
+  constructor(private readonly minGapMs = INTENT_MIN_GAP_MS) {}
+
+  take(group: string, nowMs = Date.now()): boolean {
+    const last = this.#last.get(group);
+    if (last !== undefined && nowMs - last < this.minGapMs) return false;
+    if (this.#last.size > 10_000) for (const [k, t] of this.#last) if (nowMs - t >= this.minGapMs) this.#last.delete(k);
+    this.#last.set(group, nowMs);
+    return true;
   }
 }

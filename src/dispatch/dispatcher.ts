@@ -4,7 +4,7 @@ import type { Metrics } from '../observe/metrics.js';
 import { CodedError } from '../errors.js';
 import type { Inbox, InboxItem } from '../store/inbox.js';
 import { parseCommand } from '../runtime/commands.js';
-import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
+import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
 import type { ChannelAdapter } from './adapter.js';
 import { conversationScope, type ChannelMessage } from './message.js';
 import { Lanes, type TurnJob } from './lanes.js';
@@ -36,6 +36,11 @@ export interface DispatcherOptions {
   agentOf?(channelId: string): { agent: string; max: number | undefined };
   /** Every running and queued turn; a private one when not given. */
   tracker?: TaskTracker;
+  /**
+   * reply_intent = "classifier": judges an unaddressed group message, given the group's
+   * recent messages (newest last). Resolves "ignore" on any failure; records its own metrics.
+   */
+  classify?(msg: ChannelMessage, recent: readonly ChannelMessage[], signal: AbortSignal): Promise<'reply' | 'ignore'>;
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
@@ -51,6 +56,9 @@ export class Dispatcher {
   readonly passive = new PassiveContext();
   readonly tracker: TaskTracker;
   readonly #ack: AckReactions;
+  readonly #intents = new IntentLimiter();
+  /** Aborted at shutdown: classifier calls still running stop. */
+  readonly #closing = new AbortController();
   #accepting = true;
 
   constructor(options: DispatcherOptions) {
@@ -96,6 +104,7 @@ export class Dispatcher {
       // turn and is not kept as context for the model.
       if (command?.name === 'stop' && this.#lanes.hasTurnOf(scope, msg.sender.id)) return this.#stop(msg, scope, command.args, ch.config.admins);
       this.passive.add(scope, msg);
+      if (ch.config.reply_intent === 'classifier' && this.#o.classify) void this.#judge(msg, scope);
       return false;
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
@@ -110,6 +119,27 @@ export class Dispatcher {
     if (this.#enqueue(item, this.passive.take(scope))) this.#ack.set(msg, true);
     return true;
   };
+
+  /**
+   * Asks the classifier about an unaddressed group message (rate-limited per group); on
+   * "reply" the message is taken out of the context and delivered as addressed. Runs after
+   * the platform was acknowledged: the message was not stored, as any unaddressed one.
+   */
+  async #judge(msg: ChannelMessage, scope: string): Promise<void> {
+    if (!this.#intents.take(`${msg.channelId}:${msg.chat.id}`)) {
+      this.#o.metrics.intentCalls.inc({ channel: msg.channelId, decision: 'rate_limited' });
+      return;
+    }
+    try {
+      const recent = this.passive.peek(scope).slice(-7);
+      const decision = await this.#o.classify!(msg, recent, this.#closing.signal);
+      if (decision !== 'reply' || !this.#accepting) return;
+      this.passive.remove(scope, msg.messageId);
+      await this.deliver({ ...msg, addressed: true });
+    } catch (err) {
+      this.#o.log.warn({ err, channel: msg.channelId }, 'a message the classifier chose to answer could not be taken');
+    }
+  }
 
   /**
    * /stop stops what the sender started: their running turn and their queued messages. The
@@ -184,6 +214,7 @@ export class Dispatcher {
   /** Stops taking messages; running turns get `graceMs` to finish, then are cancelled. Queued items stay pending. */
   async shutdown(graceMs: number): Promise<void> {
     this.#accepting = false;
+    this.#closing.abort();
     await this.#lanes.drain(graceMs);
   }
 }

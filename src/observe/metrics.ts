@@ -25,6 +25,9 @@ export class Metrics {
   readonly channelState = new Gauge({ name: 'channeld_channel_up', help: '1 when the channel is connected', labelNames: ['channel'], registers: [this.registry] });
   readonly modelTurns = new Counter({ name: 'channeld_model_turns_total', help: 'Turns served, by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] });
   readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
+  readonly intentCalls = new Counter({ name: 'channeld_intent_total', help: 'Unaddressed group messages judged by reply_intent = classifier, by decision (reply, ignore, failed, rate_limited)', labelNames: ['channel', 'decision'], registers: [this.registry] });
+  readonly intentLatency = new Histogram({ name: 'channeld_intent_latency_seconds', help: 'Intent classifier call latency', labelNames: ['channel'], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5], registers: [this.registry] });
+  readonly intentTokens = new Counter({ name: 'channeld_intent_tokens_total', help: 'Tokens spent by the intent classifier (its cost)', labelNames: ['channel', 'kind'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {
