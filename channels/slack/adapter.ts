@@ -6,6 +6,7 @@ import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifySlackError } from './errors.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
+import { markdownForSlack, MARKDOWN_REFUSALS } from './markdown.js';
 import { normalizeEvent, type SlackEvent } from './normalize.js';
 import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
 
@@ -40,6 +41,8 @@ export class SlackAdapter implements ChannelAdapter {
   readonly #web: WebClient;
   #botUserId: string | undefined;
   #botName: string | undefined;
+  /** Messages go as `markdown_text` until Slack refuses it once; then as mrkdwn `text`. */
+  #markdown = true;
 
   constructor(options: SlackOptions, secrets: SlackSecrets) {
     this.#o = options;
@@ -126,14 +129,44 @@ export class SlackAdapter implements ChannelAdapter {
     return target.replyToMessageId.slice(target.replyToMessageId.lastIndexOf(':') + 1);
   }
 
+  /**
+   * Runs the markdown_text call; when Slack refuses that argument, remembers it for this
+   * adapter and runs the mrkdwn call instead. Mentions are escaped on both paths.
+   */
+  async #markdownOr<T>(what: string, markdown: () => Promise<T>, mrkdwn: () => Promise<T>): Promise<T> {
+    if (!this.#markdown) return mrkdwn();
+    try {
+      return await markdown();
+    } catch (err) {
+      const code = (err as { code?: string; data?: { error?: string } }).data?.error;
+      if (code === undefined || !MARKDOWN_REFUSALS.has(code)) throw err;
+      this.#markdown = false;
+      this.#o.log.info({ channel: this.#o.id, method: what, error: code }, 'Slack refused markdown_text; sending mrkdwn text from now on');
+      return mrkdwn();
+    }
+  }
+
   async send(target: ReplyTarget, text: string): Promise<MessageRef> {
     const thread_ts = this.#threadTs(target);
-    const r = await this.#call('chat.postMessage', () => this.#web.chat.postMessage({ channel: target.chatId, text: markdownToMrkdwn(text), ...(thread_ts ? { thread_ts } : {}), unfurl_links: false }));
+    const base = { channel: target.chatId, ...(thread_ts ? { thread_ts } : {}), unfurl_links: false };
+    const r = await this.#call('chat.postMessage', () =>
+      this.#markdownOr(
+        'chat.postMessage',
+        () => this.#web.chat.postMessage({ ...base, markdown_text: markdownForSlack(text) }),
+        () => this.#web.chat.postMessage({ ...base, text: markdownToMrkdwn(text) }),
+      ),
+    );
     return { chatId: target.chatId, messageId: r.ts!, ...(thread_ts ? { threadId: thread_ts } : {}) };
   }
 
   async edit(ref: MessageRef, text: string): Promise<void> {
-    await this.#call('chat.update', () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: markdownToMrkdwn(text) }));
+    await this.#call('chat.update', () =>
+      this.#markdownOr(
+        'chat.update',
+        () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, markdown_text: markdownForSlack(text) }),
+        () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: markdownToMrkdwn(text) }),
+      ),
+    );
   }
 
   async delete(ref: MessageRef): Promise<void> {

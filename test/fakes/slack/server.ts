@@ -21,6 +21,8 @@ export interface SlackMessage {
   edits: number;
   /** Set for messages written through chat.startStream/appendStream/stopStream. */
   stream?: { chunks: string[]; stopped: boolean };
+  /** Posted or last updated with `markdown_text` (standard Markdown) rather than mrkdwn `text`. */
+  markdown?: boolean;
 }
 
 interface Envelope {
@@ -50,6 +52,8 @@ export function signSlack(body: string, secret: string, timestampS = Math.floor(
 export class FakeSlack {
   readonly calls: ApiCall[] = [];
   readonly messages: SlackMessage[] = [];
+  /** Accept `markdown_text` on chat.postMessage/update. Off by default: an older API that answers it with no_text. */
+  markdownText = false;
   /** The bot's reactions, by `channel:ts` of the reacted message. */
   readonly reactions = new Map<string, string[]>();
   readonly acks = new Map<string, number>();
@@ -191,15 +195,21 @@ export class FakeSlack {
         return ok({ url: 'https://fake.slack.com/', team: 'Fake', user: 'channeld', team_id: TEAM, user_id: BOT_USER, bot_id: 'B0001', is_enterprise_install: false });
       case 'chat.postMessage': {
         if (!args.channel) return no('channel_not_found');
-        if (!args.text && !args.blocks) return no('no_text');
-        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: args.text ?? '', deleted: false, edits: 0, ...(args.thread_ts ? { threadTs: args.thread_ts } : {}) };
+        const md = this.markdownText && args.markdown_text ? args.markdown_text : undefined;
+        if (md && (args.text || args.blocks)) return no('markdown_text_conflict');
+        if (!md && !args.text && !args.blocks) return no('no_text');
+        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: md ?? args.text ?? '', deleted: false, edits: 0, ...(md ? { markdown: true } : {}), ...(args.thread_ts ? { threadTs: args.thread_ts } : {}) };
         this.messages.push(msg);
         return ok({ channel: msg.channel, ts: msg.ts, message: { text: msg.text, ts: msg.ts, user: BOT_USER, bot_id: 'B0001' } });
       }
       case 'chat.update': {
         const msg = find();
         if (!msg) return no('message_not_found');
-        msg.text = args.text ?? '';
+        const md = this.markdownText && args.markdown_text ? args.markdown_text : undefined;
+        if (!md && !args.text && !args.blocks) return no('no_text');
+        msg.text = md ?? args.text ?? '';
+        if (md) msg.markdown = true;
+        else delete msg.markdown;
         msg.edits++;
         return ok({ channel: msg.channel, ts: msg.ts, text: msg.text });
       }
