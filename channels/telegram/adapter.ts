@@ -156,7 +156,11 @@ export class TelegramAdapter implements ChannelAdapter {
         if (this.#rich) this.#o.log.info({ channel: this.#o.id, method, err: errorMessage(err) }, 'this Bot API server refused rich messages; using HTML messages from now on');
         this.#rich = false;
       } else if (!isRichContentError(err)) throw err;
-      else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
+      else if (text.length > TEXT_MAX_CHARS) {
+        // Too long for one HTML message: only a plan at the HTML limit can deliver it.
+        this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a long rich message; using HTML messages from now on');
+        this.#rich = false;
+      } else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
       if (text.length > TEXT_MAX_CHARS) throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich message refused and too long for a text message`, { cause: err });
       return html();
     }
