@@ -1,3 +1,5 @@
+import { mapProse } from '../../src/stream/chunk.js';
+
 /**
  * Model Markdown for Slack's `markdown_text` (standard Markdown, rendered by Slack). Outside
  * code, `&`, `<` and `>` become entities, so model output cannot form Slack mentions or
@@ -5,8 +7,6 @@
  * `@channel` and `@everyone` from notifying anyone. Code is kept as written: Slack reads
  * no mentions there.
  */
-const fence = /^ {0,3}(`{3,}|~{3,})/;
-
 function escapeProse(s: string): string {
   return s
     .replace(/&/g, '&amp;')
@@ -16,26 +16,11 @@ function escapeProse(s: string): string {
 }
 
 export function markdownForSlack(md: string): string {
-  const out: string[] = [];
-  let inCode: string | undefined;
-  for (const line of md.split('\n')) {
-    const f = fence.exec(line);
-    if (inCode !== undefined) {
-      if (f && f[1]![0] === inCode[0] && f[1]!.length >= inCode.length) inCode = undefined;
-      out.push(line);
-      continue;
-    }
-    if (f) {
-      inCode = f[1]!;
-      out.push(line);
-      continue;
-    }
+  return mapProse(md, (prose, lineStart) => {
     // A ">" that starts a quote stays Markdown; elsewhere it is escaped with the rest.
-    const quote = /^(\s*>)+\s?/.exec(line)?.[0] ?? '';
-    const rest = line.slice(quote.length);
-    out.push(quote + rest.split(/(`[^`\n]+`)/g).map((part, i) => (i % 2 === 1 ? part : escapeProse(part))).join(''));
-  }
-  return out.join('\n');
+    const quote = lineStart ? (/^(\s*>)+\s?/.exec(prose)?.[0] ?? '') : '';
+    return quote + escapeProse(prose.slice(quote.length));
+  });
 }
 
 /** Slack errors that mean "this workspace or server does not take markdown_text": the mrkdwn path takes over. */

@@ -1,4 +1,4 @@
-import { chunkText } from '../../src/stream/chunk.js';
+import { chunkText, mapProse } from '../../src/stream/chunk.js';
 
 /**
  * Telegram rich messages (Bot API `sendRichMessage`, `rich_message.markdown`): model
@@ -78,22 +78,5 @@ export function chunkRich(md: string): string[] {
  * is written as an entity and model output cannot form markup (as on the HTML path).
  */
 export function toRichMarkdown(md: string): string {
-  const out: string[] = [];
-  let inCode: string | undefined;
-  for (const line of md.split('\n')) {
-    const f = fence.exec(line);
-    if (inCode !== undefined) {
-      if (f && f[1]![0] === inCode[0] && f[1]!.length >= inCode.length) inCode = undefined;
-      out.push(line);
-      continue;
-    }
-    if (f) {
-      inCode = f[1]!;
-      out.push(line);
-      continue;
-    }
-    // Inline code spans keep their text; elsewhere "<" becomes "&lt;".
-    out.push(line.split(/(`[^`\n]+`)/g).map((part, i) => (i % 2 === 1 ? part : part.replace(/</g, '&lt;'))).join(''));
-  }
-  return out.join('\n');
+  return mapProse(md, (prose) => prose.replace(/</g, '&lt;'));
 }
