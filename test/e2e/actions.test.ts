@@ -96,9 +96,10 @@ describe('management actions', () => {
   });
 
   it('stop-turn stops a running turn by id; bad input gets 400 with the schema message; unknown ids 404', async () => {
-    d = await startDaemon(body(150));
+    // A turn long enough (40 words, 0.5 s apart) that the CLI reaches it while it runs even on a busy machine.
+    d = await startDaemon(body(500));
     const c = await chat();
-    c.send('one two three four five six seven eight nine ten eleven twelve');
+    c.send(Array.from({ length: 40 }, (_, i) => `w${i}`).join(' '));
     const [turn] = await waitFor(async () => {
       const list = (await (await fetch(`${d!.url}/actions/turns`)).json()) as Array<{ id: string; state: string }>;
       return list.length && list[0]!.state === 'running' ? list : undefined;
