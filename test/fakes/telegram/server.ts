@@ -191,13 +191,18 @@ export class FakeTelegram {
     return this.#push(this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, text, from));
   }
 
-  /** A group message; `mention` adds an @bot mention entity, `replyTo` replies to one of the bot's messages, `topic` posts in a forum topic. */
-  group(text: string, o: { chatId?: number; from?: { id: number; first_name: string; is_bot?: boolean }; mention?: boolean; replyTo?: number; topic?: number } = {}) {
+  /**
+   * A group message; `mention` adds an @bot mention entity, `command` a bot_command entity over
+   * the leading "/cmd" or "/cmd@bot", `replyTo` replies to one of the bot's messages, `topic`
+   * posts in a forum topic.
+   */
+  group(text: string, o: { chatId?: number; from?: { id: number; first_name: string; is_bot?: boolean }; mention?: boolean; command?: boolean; replyTo?: number; topic?: number } = {}) {
     const chatId = o.chatId ?? -1001234;
     const from = o.from ?? { id: 43, first_name: 'Bob' };
     const body = o.mention ? `@${BOT.username} ${text}` : text;
     const extra: Record<string, unknown> = {};
     if (o.mention) extra.entities = [{ type: 'mention', offset: 0, length: BOT.username.length + 1 }];
+    if (o.command) extra.entities = [{ type: 'bot_command', offset: 0, length: /^\S+/.exec(body)![0].length }];
     if (o.replyTo !== undefined) extra.reply_to_message = { message_id: o.replyTo, date: 0, chat: { id: chatId, type: 'supergroup' }, from: BOT, text: '…' };
     if (o.topic !== undefined) Object.assign(extra, { message_thread_id: o.topic, is_topic_message: true });
     return this.#push(this.#userMessage({ id: chatId, type: 'supergroup', title: 'Test group', ...(o.topic !== undefined ? { is_forum: true } : {}) }, body, from, extra));
