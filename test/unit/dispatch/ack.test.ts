@@ -32,5 +32,4 @@ describe('AckReactions', () => {
     await waitFor(() => calls.length === 2 && state.get(msg.messageId) === false, 2000);
     expect(calls).toEqual(['+👀', '-👀']);
   });
-
 });
