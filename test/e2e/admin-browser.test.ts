@@ -46,8 +46,8 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     const c = new ChatClient(d.url, 'tab-admin');
     await c.opened;
     c.send('one two three four five six seven eight nine ten eleven twelve thirteen fourteen');
-    const button = await page.waitForSelector('button[data-stop]', { timeout: 10_000 });
-    await button.click();
+    // A locator, not an element handle: the live table may re-render between finding and clicking.
+    await page.locator('button[data-stop]').first().click({ timeout: 10_000 });
     const [final] = await c.finals();
     expect(final!.text).toMatch(/⏹ Stopped\.$/);
     expect(final!.text).not.toContain('fourteen');
