@@ -109,11 +109,16 @@ export class TelegramAdapter implements ChannelAdapter {
         }
         throw e;
       }
-      for (const u of updates) {
+      // The whole batch is handed over at once (the inbox stores it in one transaction); the
+      // offset moves only past the updates stored before the first one that failed.
+      const delivered = await Promise.allSettled(updates.map((u) => {
         const msg = normalizeUpdate(u, this.#o.id, this.#bot!);
-        if (msg) await deliver(msg);
-        offset = u.update_id + 1;
-      }
+        return msg ? deliver(msg) : Promise.resolve(false);
+      }));
+      const failed = delivered.findIndex((d) => d.status === 'rejected');
+      const stored = failed < 0 ? updates : updates.slice(0, failed);
+      if (stored.length) offset = stored.at(-1)!.update_id + 1;
+      if (failed >= 0) throw (delivered[failed] as PromiseRejectedResult).reason;
     }
     // Confirm what was handled, so the next start does not receive it again.
     if (offset) await this.#api.getUpdates({ offset, limit: 1, timeout: 0 }, sig(AbortSignal.timeout(2000))).catch(() => {});

@@ -109,7 +109,7 @@ export class Dispatcher {
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
     if (command?.name === 'stop') return this.#stop(msg, scope, command.args, ch.config.admins);
-    const id = this.#o.inbox.add(msg, scope);
+    const id = await this.#o.inbox.store(msg, scope);
     if (id === undefined) {
       this.#o.metrics.duplicates.inc({ channel: msg.channelId });
       return true;
@@ -150,7 +150,7 @@ export class Dispatcher {
    */
   async #stop(msg: ChannelMessage, scope: string, args: string, admins: readonly string[]): Promise<boolean> {
     // Stored as done so a redelivered /stop is recognised and not acted on twice.
-    if (this.#o.inbox.add(msg, scope, 'done') === undefined) return true;
+    if ((await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
     const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
     const all = args.toLowerCase() === 'all';
     if (all && !admin) {

@@ -35,11 +35,14 @@ export function conversationStatus(info: BuiltinInfo, scope: string, modes: Read
 const queueModes: readonly QueueMode[] = ['followup', 'interrupt', 'collect'];
 
 /** Building an Intl formatter costs more than a whole turn's other work: one per zone. */
-const clocks = new Map<string, Intl.DateTimeFormat>();
-function clockFor(timeZone: string): Intl.DateTimeFormat {
+const clocks = new Map<string, { format: Intl.DateTimeFormat; minute: number; text: string }>();
+/** The local time in `timeZone` to the minute; formatted once a minute per zone, not once a turn. */
+function localTime(timeZone: string, nowMs = Date.now()): string {
+  const minute = Math.floor(nowMs / 60_000);
   let c = clocks.get(timeZone);
-  if (!c) clocks.set(timeZone, (c = new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone })));
-  return c;
+  if (!c) clocks.set(timeZone, (c = { format: new Intl.DateTimeFormat('en-GB', { dateStyle: 'full', timeStyle: 'short', timeZone }), minute: NaN, text: '' }));
+  if (c.minute !== minute) Object.assign(c, { minute, text: c.format.format(new Date(nowMs)) });
+  return c.text;
 }
 
 /** The models /model may choose: `models`, plus the default `model`. */
@@ -129,7 +132,7 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     priority: 50,
     contribute: (ctx) => {
       const a = info.agent();
-      const now = clockFor(a.time_zone).format(new Date());
+      const now = localTime(a.time_zone);
       return `You are chatting on ${ctx.message.kind} in a ${ctx.message.chat.type === 'dm' ? 'direct message' : 'group chat'} with ${ctx.message.sender.name}. Local time: ${now} (${a.time_zone}).`;
     },
   });

@@ -42,9 +42,13 @@ export class Inbox {
   readonly #get;
 
   readonly #group: GroupCommit | undefined;
+  readonly #db: Db;
+  /** Inserts asked for in this microtask, committed together (see `store`). */
+  #batch: Array<{ msg: ChannelMessage; scope: string; state: InboxState; resolve(id: number | undefined): void; reject(err: unknown): void }> = [];
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
+    this.#db = db;
     this.#insert = db.prepare(
       `INSERT INTO inbox (channel_id, message_id, scope, payload, state, received_at, updated_at)
        VALUES (@channelId, @messageId, @scope, @payload, @state, @now, @now)
@@ -64,6 +68,30 @@ export class Inbox {
     return row?.id;
   }
 
+  /**
+   * Like `add`, but every message stored in the same microtask shares one transaction: a
+   * platform batch (a `getUpdates` answer of up to 100 updates) costs one commit, not one per
+   * message. Resolves once committed, in the order asked; rejects them all if the commit fails.
+   */
+  store(msg: ChannelMessage, scope: string, state: InboxState = 'pending'): Promise<number | undefined> {
+    return new Promise((resolve, reject) => {
+      if (this.#batch.push({ msg, scope, state, resolve, reject }) === 1) queueMicrotask(() => this.#commitBatch());
+    });
+  }
+
+  #commitBatch(): void {
+    const batch = this.#batch;
+    this.#batch = [];
+    let ids: Array<number | undefined>;
+    try {
+      ids = this.#db.transaction(() => batch.map((b) => this.add(b.msg, b.scope, b.state)))();
+    } catch (err) {
+      for (const b of batch) b.reject(err);
+      return;
+    }
+    batch.forEach((b, i) => b.resolve(ids[i]));
+  }
+
   setState(id: number, state: InboxState, error?: string): void {
     const write = () => this.#setState.run(state, error ?? null, Date.now(), id);
     // A final state can ride the group commit: if the process dies first, the item is
@@ -77,7 +105,11 @@ export class Inbox {
    * ones; a pending item becomes running here.
    */
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
-    this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
+    const write = () => this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
+    // Refs written in the same event-loop turn share one commit on the next tick: the window in
+    // which a kill -9 can make a re-run send instead of edit grows from one write to one tick.
+    if (this.#group) this.#group.add(write);
+    else write();
   }
 
   get(id: number): InboxItem | undefined {

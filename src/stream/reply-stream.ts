@@ -6,6 +6,8 @@ import { chunkText } from './chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
+/** The reason the end-of-turn signal carries: a shared value, because `abort()` without one builds a DOMException with a stack for every turn. */
+const TURN_ENDED = Object.freeze({ name: 'TurnEnded', message: 'the turn ended' });
 /** How long a turn may take to show text before the typing indicator goes up. */
 export const TYPING_GRACE_MS = 300;
 
@@ -105,7 +107,7 @@ export class ReplyStream {
       case 'cancelled':
         this.#ending = event;
         this.#stopTyping();
-        this.#ended.abort();
+        this.#ended.abort(TURN_ENDED);
         break;
       default:
         return;

@@ -25,17 +25,20 @@ export class Fleet {
   }
 
   /** Writes the four-channel config; `tgExtra` is appended to the Telegram channel (reload tests change it). */
-  write(o: { port?: number; echoDelayMs?: number; tgExtra?: string; streamMode?: 'partial' | 'final'; agent?: string } = {}): void {
+  write(o: { port?: number; echoDelayMs?: number; tgExtra?: string; streamMode?: 'partial' | 'final'; agent?: string; maxInFlight?: number; only?: 'webchat' } = {}): void {
     const common = `allow_from = ["*"]\nstream_mode = "${o.streamMode ?? 'final'}"\n`;
-    writeFileSync(
-      this.configFile,
-      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'warn'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = 64\nmax_queued = 100000\n\n` +
-        (o.agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${o.echoDelayMs ?? 0}\n`) +
-        `\n[[channels]]\nid = "web"\ntype = "webchat"\n\n` +
-        `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nnative_drafts = false\n${common}${o.tgExtra ?? ''}\n` +
-        `[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC"\nrest_api = "${this.dc.restApi}"\n${common}\n` +
-        `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${this.sl.apiUrl}"\nnative_stream = false\n${common}`,
-    );
+    const head =
+      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'warn'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = ${o.maxInFlight ?? 64}\nmax_queued = 100000\n\n` +
+      (o.agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${o.echoDelayMs ?? 0}\n`) +
+      `\n[[channels]]\nid = "web"\ntype = "webchat"\n\n`;
+    // `only: 'webchat'` is the embedded default's shape: no platform SDK is loaded at all.
+    const platforms =
+      o.only === 'webchat'
+        ? ''
+        : `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nnative_drafts = false\n${common}${o.tgExtra ?? ''}\n` +
+          `[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC"\nrest_api = "${this.dc.restApi}"\n${common}\n` +
+          `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${this.sl.apiUrl}"\nnative_stream = false\n${common}`;
+    writeFileSync(this.configFile, head + platforms);
   }
 
   spawn(): DaemonProcess {
@@ -64,3 +67,11 @@ export function rssMb(pid: number): number {
   return kb / 1024;
 }
 
+
+/** CPU time (user + system) a process has used so far, in ms, from /proc (clock ticks of 10 ms). */
+export function cpuMs(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  // Fields after the command name (which may hold spaces) start after the last ')'.
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
+}

@@ -28,3 +28,20 @@ export function formatTable(rows: Row[]): string {
   const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
   return lines.map((l) => l.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
 }
+
+export function median(values: number[]): number {
+  return percentile(values, 50);
+}
+
+/**
+ * Runs `a` and `b` alternately (A B A B …), `rounds` times each, so that a noisy machine
+ * moves both figures alike; returns every sample of each, for medians and ratios.
+ */
+export async function interleaved<A, B>(rounds: number, a: () => Promise<A>, b: () => Promise<B>): Promise<{ a: A[]; b: B[] }> {
+  const out = { a: [] as A[], b: [] as B[] };
+  for (let i = 0; i < rounds; i++) {
+    out.a.push(await a());
+    out.b.push(await b());
+  }
+  return out;
+}

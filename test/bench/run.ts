@@ -1,6 +1,7 @@
 import { writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { loadChartSvg, loadCurve } from './chart.js';
 import { formatTable, type Row, type Scenario } from './report.js';
 import { scenarios } from './scenarios/index.js';
 
@@ -17,6 +18,13 @@ async function main(): Promise<void> {
   const file = join(tmpdir(), `channeld-bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, JSON.stringify({ node: process.version, cpus: (await import('node:os')).cpus().length, at: new Date().toISOString(), rows }, null, 2));
   console.log(formatTable(rows));
+  const curve = loadCurve(rows);
+  if (curve.length) {
+    // The README shows this chart: the latest full run's load curve.
+    const svg = join(import.meta.dirname, '../../docs/load-curve.svg');
+    writeFileSync(svg, loadChartSvg(curve, `message → final text, 2 s model answer (Node ${process.version})`));
+    console.log(`load curve chart: ${svg}`);
+  }
   console.log(`\n${rows.length} figures in ${((Date.now() - started) / 1000).toFixed(1)} s; JSON report: ${file}`);
 }
 

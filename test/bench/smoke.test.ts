@@ -24,3 +24,25 @@ describe('soak harness smoke', () => {
     // smoke only proves the harness runs end to end.
   }, 180_000);
 });
+
+describe('profile breakdown', () => {
+  it('attributes each sample to the first kind of work on its stack, leaf up', async () => {
+    const { breakdown } = await import('./profile.js');
+    const frame = (id: number, url: string, children: number[] = [], functionName = 'f') => ({ id, callFrame: { functionName, url, lineNumber: 0 }, children });
+    const rows = breakdown({
+      nodes: [
+        frame(1, '', [2, 4], '(root)'),
+        frame(2, 'file:///x/dist/src/dispatch/dispatcher.js', [3]),
+        frame(3, 'file:///x/node_modules/better-sqlite3/lib/methods/transaction.js'),
+        frame(4, '', [], '(garbage collector)'),
+      ],
+      samples: [3, 3, 2, 4],
+      timeDeltas: [10, 10, 10, 10],
+    });
+    expect(rows).toEqual([
+      { kind: 'SQLite: durable inbox and sessions', share: 0.5 },
+      { kind: 'dispatch (access, lanes, queue modes)', share: 0.25 },
+      { kind: 'garbage collection', share: 0.25 },
+    ]);
+  });
+});

@@ -7,6 +7,7 @@ import { memory } from './memory.js';
 import { reload } from './reload.js';
 import { startup } from './startup.js';
 import { streaming } from './streaming.js';
+import { load } from './load.js';
 
 /** Every scenario `npm run bench` runs, in order. */
-export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, streaming, memory, startup, reload };
+export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, streaming, memory, startup, reload, load };
