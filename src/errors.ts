@@ -28,6 +28,7 @@ export const catalogue = {
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
+  PROVIDER_AUTH_FAILED: { retryable: false, text: 'the model provider refused the API key; check api_key_env' },
   TURN_FAILED: { retryable: false, text: 'the turn failed' },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
 } as const satisfies Record<string, { retryable: boolean; text: string }>;

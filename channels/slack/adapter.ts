@@ -5,6 +5,7 @@ import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
 import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifySlackError } from './errors.js';
+import { neutralizeSlackMentions } from './mentions.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
 import { markdownForSlack, MARKDOWN_REFUSALS } from './markdown.js';
 import { normalizeEvent, type SlackEvent } from './normalize.js';
@@ -203,7 +204,8 @@ export class SlackAdapter implements ChannelAdapter {
     const start = await this.#call('chat.startStream', () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
     const ts = start.ts!;
     let sent = '';
-    const delta = (text: string) => {
+    const delta = (raw: string) => {
+      const text = neutralizeSlackMentions(raw);
       if (!text.startsWith(sent)) throw new Error('a native Slack stream can only grow');
       const d = text.slice(sent.length);
       sent = text;

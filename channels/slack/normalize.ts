@@ -22,6 +22,8 @@ const NEW_MESSAGE_SUBTYPES = new Set([undefined, 'file_share', 'thread_broadcast
  */
 export function normalizeEvent(e: SlackEvent, channelId: string, botUserId: string, replyInThread: boolean): ChannelMessage | undefined {
   if (e.type !== 'message' && e.type !== 'app_mention') return undefined;
+  // Signed by Slack but missing what every message has: nothing to answer.
+  if (typeof e.channel !== 'string' || typeof e.ts !== 'string') return undefined;
   if (!NEW_MESSAGE_SUBTYPES.has(e.subtype) || !e.user) return undefined;
   const isDm = e.channel_type === 'im' || e.channel.startsWith('D');
   const text = e.text ?? '';

@@ -5,6 +5,21 @@ import { readBody, sendJson, type HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 
 const MAX_BODY_BYTES = 1024 * 1024;
+/** Slack's replay window, both ways: a request stamped further from now is refused. */
+const MAX_CLOCK_SKEW_S = 5 * 60;
+
+/**
+ * Why an envelope that passed authentication still cannot be an event (a JSON `null`, an
+ * `event_callback` whose `event` is `null`), or undefined when it is fine. Such an envelope
+ * is acknowledged and dropped: refusing it would make Slack send it again forever.
+ */
+export function malformedEnvelope(body: unknown): string | undefined {
+  const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
+  if (!isObject(body)) return 'the body is not a JSON object';
+  const b = body as Record<string, unknown>;
+  if (b.type === 'event_callback' && !isObject(b.event)) return 'an event_callback without an event object';
+  return undefined;
+}
 
 /** Bolt's App acks Events API envelopes before listeners run; this is how we ack after. */
 async function processThenAck(app: App, body: Record<string, unknown>, ack: () => Promise<void>, retryNum?: number): Promise<void> {
@@ -13,6 +28,34 @@ async function processThenAck(app: App, body: Record<string, unknown>, ack: () =
   // Slack sends the event again.
   await app.processEvent({ body, ack: async () => {}, ...(retryNum !== undefined ? { retryNum } : {}) });
   await ack();
+}
+
+/**
+ * The SDK reads `payload.event.type` of every events_api envelope before anything else
+ * sees it, so a `null` payload or event would throw inside its socket handler (an
+ * unhandled rejection) and never be acked. Such an envelope is acked and dropped here.
+ */
+class GuardedSocketModeClient extends SocketModeClient {
+  onMalformed: (reason: string) => void = () => {};
+
+  protected override async onWebSocketMessage(data: string | ArrayBuffer, isBinary: boolean): Promise<void> {
+    if (!isBinary) {
+      let frame: { type?: unknown; envelope_id?: unknown; payload?: unknown } | undefined;
+      try {
+        frame = JSON.parse(typeof data === 'string' ? data : new TextDecoder().decode(data)) as typeof frame;
+      } catch {
+        // Not JSON: the SDK logs and ignores it.
+      }
+      const bad = frame?.type === 'events_api' ? malformedEnvelope(frame.payload) : undefined;
+      if (bad && typeof frame?.envelope_id === 'string') {
+        this.onMalformed(bad);
+        // The ack the SDK would send: `send` is private in its types, public in its code.
+        await (this as unknown as { send(id: string): Promise<void> }).send(frame.envelope_id).catch(() => {});
+        return;
+      }
+    }
+    return super.onWebSocketMessage(data, isBinary);
+  }
 }
 
 export interface SocketReceiverOptions {
@@ -29,9 +72,17 @@ export class DeferredAckSocketReceiver implements Receiver {
   #app: App | undefined;
 
   constructor(private readonly o: SocketReceiverOptions) {
-    this.client = new SocketModeClient({ appToken: o.appToken, clientOptions: { slackApiUrl: o.slackApiUrl }, logLevel: 'error' as never });
+    const client = new GuardedSocketModeClient({ appToken: o.appToken, clientOptions: { slackApiUrl: o.slackApiUrl }, logLevel: 'error' as never });
+    client.onMalformed = (reason) => o.log.debug({ reason }, 'malformed Slack envelope acknowledged and dropped');
+    this.client = client;
     this.client.on('slack_event', async ({ ack, body, retry_num }: { ack: () => Promise<void>; body: Record<string, unknown>; retry_num?: number }) => {
       if (!this.#app) return;
+      const bad = malformedEnvelope(body);
+      if (bad) {
+        o.log.debug({ reason: bad }, 'malformed Slack envelope acknowledged and dropped');
+        await ack().catch(() => {});
+        return;
+      }
       try {
         await processThenAck(this.#app, body, ack, retry_num);
       } catch (err) {
@@ -91,13 +142,20 @@ export class DeferredAckHttpReceiver implements Receiver {
     const raw = body.toString('utf8');
     const signature = req.headers['x-slack-signature'];
     const timestamp = Number(req.headers['x-slack-request-timestamp']);
-    const valid = typeof signature === 'string' && Number.isFinite(timestamp) && isValidSlackRequest({ signingSecret: this.o.signingSecret, body: raw, headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': timestamp } });
+    // Bolt refuses only stale timestamps; a future one would let a captured request be replayed later.
+    const fresh = Number.isFinite(timestamp) && Math.abs(Date.now() / 1000 - timestamp) <= MAX_CLOCK_SKEW_S;
+    const valid = typeof signature === 'string' && fresh && isValidSlackRequest({ signingSecret: this.o.signingSecret, body: raw, headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': timestamp } });
     if (!valid) return void res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid signature or stale timestamp\n');
     let parsed: Record<string, unknown>;
     try {
       parsed = JSON.parse(raw) as Record<string, unknown>;
     } catch {
       return void res.writeHead(400).end();
+    }
+    const bad = malformedEnvelope(parsed);
+    if (bad) {
+      this.o.log.debug({ reason: bad }, 'malformed Slack request acknowledged and dropped');
+      return void res.writeHead(200).end();
     }
     if (parsed.type === 'url_verification') return sendJson(res, 200, { challenge: parsed.challenge });
     const retry = Number(req.headers['x-slack-retry-num']);

@@ -11,7 +11,7 @@ import { chunkText } from '../../src/stream/chunk.js';
 import { classifyTelegramError, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
 import { chunkRich, RICH_MAX_CHARS, richFits, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
-import { normalizeUpdate, type BotIdentity } from './normalize.js';
+import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 import { webhookHandler } from './webhook.js';
 
 export interface TelegramOptions {
@@ -111,13 +111,18 @@ export class TelegramAdapter implements ChannelAdapter {
       }
       // The whole batch is handed over at once (the inbox stores it in one transaction); the
       // offset moves only past the updates stored before the first one that failed.
-      const delivered = await Promise.allSettled(updates.map((u) => {
-        const msg = normalizeUpdate(u, this.#o.id, this.#bot!);
-        return msg ? deliver(msg) : Promise.resolve(false);
-      }));
+      const delivered = await Promise.allSettled(
+        updates.map((u) => {
+          const bad = malformedUpdate(u);
+          if (bad) this.#o.log.debug({ channel: this.#o.id, reason: bad }, 'malformed Telegram update skipped');
+          const msg = bad ? undefined : normalizeUpdate(u, this.#o.id, this.#bot!);
+          return msg ? deliver(msg) : Promise.resolve(false);
+        }),
+      );
       const failed = delivered.findIndex((d) => d.status === 'rejected');
       const stored = failed < 0 ? updates : updates.slice(0, failed);
-      if (stored.length) offset = stored.at(-1)!.update_id + 1;
+      const lastId = stored.map((u) => u?.update_id).findLast((id) => typeof id === 'number');
+      if (lastId !== undefined) offset = lastId + 1;
       if (failed >= 0) throw (delivered[failed] as PromiseRejectedResult).reason;
     }
     // Confirm what was handled, so the next start does not receive it again.

@@ -8,16 +8,26 @@ export function escapeHtml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
 }
 
-function inline(text: string): string {
-  const codes: string[] = [];
-  // Inline code first, so nothing inside it is read as formatting.
-  let s = text.replace(/`([^`\n]+)`/g, (_m, c: string) => `\u0000${codes.push(`<code>${escapeHtml(c)}</code>`) - 1}\u0000`);
-  s = escapeHtml(s);
-  s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, (_m, t: string, u: string) => `<a href="${u.replace(/"/g, '&quot;')}">${t}</a>`);
+/** Bold, italic and strikethrough on already escaped text. */
+function emphasis(s: string): string {
   s = s.replace(/\*\*([^*\n]+)\*\*/g, '<b>$1</b>').replace(/__([^_\n]+)__/g, '<b>$1</b>');
   s = s.replace(/(^|[^*\w])\*([^*\n]+)\*(?!\w)/g, '$1<i>$2</i>').replace(/(^|[^_\w])_([^_\n]+)_(?!\w)/g, '$1<i>$2</i>');
-  s = s.replace(/~~([^~\n]+)~~/g, '<s>$1</s>');
-  return s.replace(/\u0000(\d+)\u0000/g, (_m, i: string) => codes[Number(i)]!);
+  return s.replace(/~~([^~\n]+)~~/g, '<s>$1</s>');
+}
+
+function inline(text: string): string {
+  const held: string[] = [];
+  const hold = (html: string) => `\u0000${held.push(html) - 1}\u0000`;
+  // Inline code first, so nothing inside it is read as formatting.
+  let s = text.replace(/`([^`\n]+)`/g, (_m, c: string) => hold(`<code>${escapeHtml(c)}</code>`));
+  // Links next: the URL is written verbatim (escaped), never through the emphasis rules
+  // (`_b_` or `**` in a URL would otherwise open tags inside the attribute), and the link
+  // text is formatted on its own, so its tags always close inside the link.
+  s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, (_m, t: string, u: string) => hold(`<a href="${escapeHtml(u).replace(/"/g, '&quot;')}">${emphasis(escapeHtml(t))}</a>`));
+  s = emphasis(escapeHtml(s));
+  // Held pieces may hold others (code inside a link text).
+  while (/\u0000\d+\u0000/.test(s)) s = s.replace(/\u0000(\d+)\u0000/g, (_m, i: string) => held[Number(i)]!);
+  return s;
 }
 
 export function markdownToTelegramHtml(md: string): string {

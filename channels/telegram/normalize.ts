@@ -42,8 +42,24 @@ function addressed(m: Message, bot: BotIdentity): boolean {
   });
 }
 
-/** An update as a ChannelMessage, or undefined for updates that carry no new message. */
+const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
+
+/**
+ * Why an update cannot be read (a JSON `null`, `{"message":{}}`), or undefined when it is
+ * fine. Update kinds we do not handle are fine: they simply carry no message.
+ */
+export function malformedUpdate(u: unknown): string | undefined {
+  if (!isObject(u)) return 'the update is not a JSON object';
+  const m = u.message !== undefined ? u.message : u.channel_post;
+  if (m === undefined) return undefined;
+  if (!isObject(m) || typeof m.message_id !== 'number' || !isObject(m.chat) || typeof m.chat.id !== 'number' || typeof m.chat.type !== 'string') return 'a message without message_id or chat';
+  if (m.from !== undefined && (!isObject(m.from) || typeof m.from.id !== 'number')) return 'a message whose sender has no id';
+  return undefined;
+}
+
+/** An update as a ChannelMessage, or undefined for updates that carry no new message (or cannot be read). */
 export function normalizeUpdate(u: Update, channelId: string, bot: BotIdentity): ChannelMessage | undefined {
+  if (malformedUpdate(u)) return undefined;
   const m = u.message ?? u.channel_post;
   if (!m) return undefined;
   const type = m.chat.type === 'private' ? 'dm' : m.chat.type === 'channel' ? 'channel' : 'group';

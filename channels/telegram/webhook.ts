@@ -3,7 +3,7 @@ import type { Update } from 'grammy/types';
 import type { Deliver } from '../../src/dispatch/adapter.js';
 import { readBody, secretEquals } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
-import { normalizeUpdate, type BotIdentity } from './normalize.js';
+import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 
 const MAX_BODY_BYTES = 1024 * 1024;
 
@@ -30,6 +30,13 @@ export function webhookHandler(o: { channelId: string; secret: string; bot: () =
       update = JSON.parse(body.toString('utf8')) as Update;
     } catch {
       res.writeHead(400).end();
+      return;
+    }
+    // Authenticated but unreadable: a refusal would make Telegram send it again forever.
+    const bad = malformedUpdate(update);
+    if (bad) {
+      o.log.debug({ channel: o.channelId, reason: bad }, 'malformed Telegram update acknowledged and dropped');
+      res.writeHead(200).end();
       return;
     }
     const msg = normalizeUpdate(update, o.channelId, o.bot());

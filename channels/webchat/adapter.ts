@@ -5,7 +5,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { isLoopback, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
+import { isLoopbackClient, pageHeaders, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
 
@@ -28,7 +28,15 @@ export interface WebchatOptions {
   log: Logger;
   /** When set, clients must present it; otherwise only loopback clients are accepted. */
   accessToken?: string;
+  /** Tabs whose backlog is kept, and the bytes all backlogs may hold; least recently used closed tabs go first. */
+  backlogMaxTabs?: number;
+  backlogMaxBytes?: number;
+  /** Told how many kept replies were evicted to stay within the bounds. */
+  onEvict?: (count: number) => void;
 }
+
+/** About what a kept reply costs: its text (UTF-16) plus the entry around it. */
+const replyBytes = (text: string) => 2 * text.length + 256;
 
 /** The local web chat: a page and a WebSocket on the daemon's HTTP server; each tab is a conversation. */
 export class WebchatAdapter implements ChannelAdapter {
@@ -44,7 +52,9 @@ export class WebchatAdapter implements ChannelAdapter {
   readonly selfId = 'channeld';
   readonly selfName = 'channeld';
   readonly #o: WebchatOptions;
+  /** Least recently used first (a tab is re-inserted when it connects or sends). */
   readonly #tabs = new Map<string, Tab>();
+  #backlogBytes = 0;
 
   constructor(options: WebchatOptions) {
     this.#o = options;
@@ -55,7 +65,7 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
   #authorized(req: IncomingMessage, url: URL): boolean {
-    if (this.#o.accessToken === undefined) return isLoopback(req.socket.remoteAddress);
+    if (this.#o.accessToken === undefined) return isLoopbackClient(req);
     const given = url.searchParams.get('token') ?? /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? '';
     return secretEquals(given, this.#o.accessToken);
   }
@@ -84,12 +94,14 @@ export class WebchatAdapter implements ChannelAdapter {
     for (const ws of wss.clients) ws.close(1001, 'channel stopping');
     await new Promise<void>((resolve) => wss.close(() => resolve()));
     this.#tabs.clear();
+    this.#backlogBytes = 0;
   }
 
   #attach(ws: WebSocket, tabId: string, deliver: Deliver): void {
     const tab = this.#tabs.get(tabId) ?? { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
-    this.#tabs.set(tabId, tab);
+    this.#touch(tabId, tab);
     tab.sockets.add(ws);
+    this.#enforceBounds();
     for (const [ref, r] of tab.backlog) ws.send(JSON.stringify({ type: 'reply', ref, ...r } satisfies ServerFrame));
     ws.on('message', async (data) => {
       const frame = parseClientFrame(String(data));
@@ -97,6 +109,7 @@ export class WebchatAdapter implements ChannelAdapter {
       const text = frame.text.slice(0, MAX_TEXT);
       if (!text.trim()) return;
       tab.lastSeenMs = Date.now();
+      this.#touch(tabId, tab);
       try {
         await deliver({
           channelId: this.#o.id,
@@ -122,20 +135,62 @@ export class WebchatAdapter implements ChannelAdapter {
     ws.on('error', () => ws.terminate());
   }
 
+  #touch(tabId: string, tab: Tab): void {
+    this.#tabs.delete(tabId);
+    this.#tabs.set(tabId, tab);
+  }
+
   #evictIdleTabs(): void {
     const cutoff = Date.now() - 3_600_000;
-    for (const [id, tab] of this.#tabs) if (tab.sockets.size === 0 && tab.lastSeenMs < cutoff) this.#tabs.delete(id);
+    for (const [id, tab] of this.#tabs) if (tab.sockets.size === 0 && tab.lastSeenMs < cutoff) this.#forgetTab(id, tab);
+  }
+
+  #forgetTab(id: string, tab: Tab): number {
+    for (const r of tab.backlog.values()) this.#backlogBytes -= replyBytes(r.text);
+    this.#tabs.delete(id);
+    return tab.backlog.size;
+  }
+
+  #forgetReply(tab: Tab, ref: string): void {
+    const r = tab.backlog.get(ref);
+    if (!r) return;
+    this.#backlogBytes -= replyBytes(r.text);
+    tab.backlog.delete(ref);
+  }
+
+  /**
+   * Tab ids come from the browser, so the backlogs are bounded: past `backlogMaxTabs` or
+   * `backlogMaxBytes`, the least recently used closed tabs are forgotten; if open tabs alone
+   * are over the bytes, their oldest replies go.
+   */
+  #enforceBounds(): void {
+    const maxTabs = this.#o.backlogMaxTabs ?? 200;
+    const maxBytes = this.#o.backlogMaxBytes ?? 8 * 1024 * 1024;
+    let evicted = 0;
+    for (const [id, tab] of this.#tabs) {
+      if (this.#tabs.size <= maxTabs && this.#backlogBytes <= maxBytes) break;
+      if (tab.sockets.size === 0) evicted += this.#forgetTab(id, tab);
+    }
+    for (const tab of this.#tabs.values()) {
+      while (this.#backlogBytes > maxBytes && tab.backlog.size) {
+        this.#forgetReply(tab, tab.backlog.keys().next().value!);
+        evicted++;
+      }
+    }
+    if (evicted) this.#o.onEvict?.(evicted);
   }
 
   #broadcast(chatId: string, frame: ServerFrame): void {
     const tab = this.#tabs.get(chatId);
     if (!tab) return;
     if (frame.type === 'reply') {
-      tab.backlog.delete(frame.ref);
+      this.#forgetReply(tab, frame.ref);
       tab.backlog.set(frame.ref, { text: frame.text, final: frame.final });
-      if (tab.backlog.size > BACKLOG) tab.backlog.delete(tab.backlog.keys().next().value!);
+      this.#backlogBytes += replyBytes(frame.text);
+      if (tab.backlog.size > BACKLOG) this.#forgetReply(tab, tab.backlog.keys().next().value!);
+      this.#enforceBounds();
     }
-    if (frame.type === 'delete') tab.backlog.delete(frame.ref);
+    if (frame.type === 'delete') this.#forgetReply(tab, frame.ref);
     const data = JSON.stringify(frame);
     for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
   }
@@ -164,15 +219,15 @@ export class WebchatAdapter implements ChannelAdapter {
   async typing(target: ReplyTarget): Promise<void> {
     this.#broadcast(target.chatId, { type: 'typing' });
   }
+
+  /** Tabs and approximate backlog bytes held now. */
+  get memory(): { tabs: number; backlogBytes: number } {
+    return { tabs: this.#tabs.size, backlogBytes: this.#backlogBytes };
+  }
 }
 
 function servePage(res: import('node:http').ServerResponse, channelId: string): void {
   const html = page.replace('__CHANNEL_ID__', channelId);
-  res.writeHead(200, {
-    'content-type': 'text/html; charset=utf-8',
-    'cache-control': 'no-store',
-    'content-security-policy': "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self' ws: wss:",
-    'x-content-type-options': 'nosniff',
-  });
+  res.writeHead(200, pageHeaders("default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; connect-src 'self' ws: wss:"));
   res.end(html);
 }

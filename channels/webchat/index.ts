@@ -5,5 +5,13 @@ import { WebchatAdapter } from './adapter.js';
 export const createChannel: ChannelFactory = (config, ctx) => {
   if (config.type !== 'webchat') throw new TypeError(`webchat factory got a ${config.type} channel`);
   const token = ctx.secret('access_token');
-  return new WebchatAdapter({ id: config.id, http: ctx.http, log: ctx.log, ...(token ? { accessToken: token } : {}) });
+  return new WebchatAdapter({
+    id: config.id,
+    http: ctx.http,
+    log: ctx.log,
+    ...(token ? { accessToken: token } : {}),
+    backlogMaxTabs: config.backlog_max_tabs,
+    backlogMaxBytes: config.backlog_max_bytes,
+    onEvict: (n) => ctx.evicted?.('webchat_backlog', n),
+  });
 };

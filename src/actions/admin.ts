@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { HttpRoutes } from '../observe/http.js';
-import { sendJson } from '../observe/http.js';
+import { pageHeaders, sendJson } from '../observe/http.js';
 import type { DaemonStatus } from '../observe/routes.js';
 import { checkAdmin } from './access.js';
 
@@ -24,7 +24,7 @@ function digest(s: DaemonStatus): string {
 export function registerAdminPage(http: HttpRoutes, adminToken: () => string | undefined, status: () => DaemonStatus): () => void {
   const streams = new Set<ServerResponse>();
   const removePage = http.route('GET', '/admin', (_req, res) => {
-    res.writeHead(200, { 'content-type': 'text/html; charset=utf-8', 'cache-control': 'no-store', 'content-security-policy': "default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'", 'x-content-type-options': 'nosniff' });
+    res.writeHead(200, pageHeaders("default-src 'self'; style-src 'unsafe-inline'; script-src 'unsafe-inline'"));
     res.end(page);
   });
   const removeEvents = http.route('GET', '/admin/events', (req, res, url) => {

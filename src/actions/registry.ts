@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodedError, errorMessage } from '../errors.js';
-import { readBody, sendJson, type HttpRoutes } from '../observe/http.js';
+import { readBody, sameOriginJson, sendJson, type HttpRoutes } from '../observe/http.js';
 import type { CommandRegistry } from '../runtime/commands.js';
 import { checkAdmin } from './access.js';
 import type { Action, ActionCaller, ManagementApi } from './action.js';
@@ -104,6 +104,10 @@ export class ActionRegistry {
       let input: unknown = Object.fromEntries(url.searchParams);
       delete (input as Record<string, unknown>).token;
       if (method === 'POST') {
+        // CSRF: a page of another site in the operator's browser is on loopback too.
+        const origin = sameOriginJson(req);
+        if (origin === 'not_json') return void (req.resume(), sendJson(res, 415, { error: 'send the input as a JSON body with Content-Type: application/json' }));
+        if (origin === 'foreign_origin') return void (req.resume(), sendJson(res, 403, { error: 'management changes are accepted from this daemon\'s own pages or non-browser clients only' }));
         const body = await readBody(req, 64 * 1024);
         if (body === 'too_large') return sendJson(res, 413, { error: 'body too large' });
         try {

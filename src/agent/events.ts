@@ -16,7 +16,8 @@ export type AgentEvent =
   | { type: 'tool_log'; id: string; text: string }
   /** `model` says which "provider:model" served the turn. */
   | { type: 'done'; usage: Usage; model?: string }
-  | { type: 'error'; code: ErrorCode; message: string }
+  /** `keepChars`: the stored text ends there (the answer looped from that point on); the user still sees all of it. */
+  | { type: 'error'; code: ErrorCode; message: string; keepChars?: number }
   | { type: 'cancelled' };
 
 /** How a turn ended. */

@@ -1,4 +1,5 @@
 import type { ErrorCode } from '../errors.js';
+import { Attempt } from './attempt.js';
 import type { AgentEvent } from './events.js';
 import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
 
@@ -46,8 +47,9 @@ export interface Candidate {
 
 /**
  * Tries the conversation's model, then `fallback_models` in order. A model that fails
- * before any visible text (connection refused, 5xx, 429, timeout) cools down and the turn
- * moves on; once text is visible, a failure ends the turn as usual. When every model is
+ * before showing anything (connection refused, 5xx, 429, timeout) cools down and the turn
+ * moves on, leaving none of its events behind; once text or a tool call is visible, a
+ * failure ends the turn as usual. When every model is
  * cooling, the primary is tried anyway.
  */
 export class FailoverRunner implements AgentRunner {
@@ -66,11 +68,11 @@ export class FailoverRunner implements AgentRunner {
     for (const [i, c] of order.entries()) {
       const last = i === order.length - 1;
       ctx.onModel?.(c.key);
-      let visible = false;
+      // Text and tool calls are visible progress: after them, no failover (tools would run twice).
+      const shown = new Attempt();
       let failedBeforeText = false;
       for await (const e of c.runner(last).run({ ...input, model: c.model }, ctx, signal)) {
-        if (e.type === 'text_delta') visible = true;
-        if (e.type === 'error' && FAILOVER.has(e.code) && !visible) {
+        if (e.type === 'error' && FAILOVER.has(e.code) && !shown.visible) {
           this.cooldowns.failed(c.key);
           if (!last) {
             failedBeforeText = true;
@@ -81,10 +83,10 @@ export class FailoverRunner implements AgentRunner {
         if (e.type === 'done') {
           this.cooldowns.succeeded(c.key);
           this.on.served?.(c.key);
-          yield { ...e, model: c.key };
+          yield* shown.take({ ...e, model: c.key });
           return;
         }
-        yield e;
+        yield* shown.take(e);
         if (e.type === 'error' || e.type === 'cancelled') return;
       }
       if (!failedBeforeText) return;

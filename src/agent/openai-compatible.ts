@@ -3,8 +3,8 @@ import { stepCountIs, streamText, tool, type ModelMessage, type ToolSet } from '
 import { sleep } from '../kernel/sleep.js';
 import type { Tool } from '../runtime/tools.js';
 import { estimateTokens, type AgentEvent } from './events.js';
-import { classifyProviderError } from './provider-errors.js';
-import { RepetitionGuard } from './repetition.js';
+import { Attempt } from './attempt.js';
+import { classifyProviderError, scrubProviderMessage } from './provider-errors.js';
 import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
 import { ThinkSplitter } from './think-splitter.js';
 
@@ -21,6 +21,22 @@ export interface OpenAICompatibleOptions {
   /** Retries of a request that failed before any visible text. */
   retries?: number;
   retryBaseMs?: number;
+  /** Told about every failed attempt (the workspace logs one warn line each). */
+  onAttemptFailed?: (failure: AttemptFailure) => void;
+}
+
+/** One failed model attempt, as logged: never the API key. */
+export interface AttemptFailure {
+  model: string;
+  /** The base URL's host, e.g. "api.openai.com". */
+  baseUrlHost: string;
+  status: number | undefined;
+  code: string;
+  /** The provider's message, scrubbed of keys and tokens; or why no answer came. */
+  message: string;
+  attempt: number;
+  /** Whether another attempt follows. */
+  retrying: boolean;
 }
 
 /** Runs tools for the SDK; a tool that throws returns its error to the model. */
@@ -45,8 +61,8 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string): T
 /**
  * Any OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, llama.cpp, LM Studio) through the
  * AI SDK: streams text, reasoning (also `<think>` inline), tool calls over several steps,
- * and usage. Retries connection failures, timeouts, 5xx and 429 only while nothing is on
- * the user's screen yet.
+ * and usage. Retries connection failures, timeouts, 5xx and 429 only while the attempt has
+ * shown nothing: no text and no tool call (a tool may have side effects).
  */
 export class OpenAICompatibleRunner implements AgentRunner {
   readonly name = 'openai-compatible';
@@ -64,9 +80,10 @@ export class OpenAICompatibleRunner implements AgentRunner {
 
   async *run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
     const retries = this.#o.retries ?? 2;
-    let visible = false;
     let outChars = 0;
     for (let attempt = 0; ; attempt++) {
+      // Text and tool calls are visible progress: after them, no retry (tools would run twice).
+      const shown = new Attempt();
       const controller = new AbortController();
       const onAbort = () => controller.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
@@ -84,7 +101,6 @@ export class OpenAICompatibleRunner implements AgentRunner {
       try {
         touch();
         const splitter = new ThinkSplitter();
-        const guard = new RepetitionGuard();
         const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), { role: 'user', content: input.text }];
         const result = streamText({
           model: this.#provider.chatModel(input.model ?? this.#o.model),
@@ -102,34 +118,30 @@ export class OpenAICompatibleRunner implements AgentRunner {
           switch (part.type) {
             case 'text-delta':
               for (const piece of splitter.push(part.text)) {
-                if (piece.kind === 'reasoning') yield { type: 'reasoning_delta', text: piece.text };
+                if (piece.kind === 'reasoning') yield* shown.take({ type: 'reasoning_delta', text: piece.text });
                 else {
-                  visible = true;
                   outChars += piece.text.length;
-                  yield { type: 'text_delta', text: piece.text };
-                  if (guard.push(piece.text)) {
-                    controller.abort(new Error('repeating'));
-                    ended = true;
-                    yield { type: 'error', code: 'TURN_FAILED', message: 'The answer started repeating itself, so it was stopped.' };
-                  }
+                  yield* shown.take({ type: 'text_delta', text: piece.text });
                 }
               }
               break;
             case 'reasoning-delta':
-              yield { type: 'reasoning_delta', text: part.text };
+              yield* shown.take({ type: 'reasoning_delta', text: part.text });
               break;
             case 'tool-call':
-              yield { type: 'tool_start', id: part.toolCallId, name: part.toolName, input: part.input };
+              yield* shown.take({ type: 'tool_start', id: part.toolCallId, name: part.toolName, input: part.input });
               break;
             case 'tool-result': {
               const out = part.output as { error?: string } | undefined;
-              yield out && typeof out === 'object' && typeof out.error === 'string'
-                ? { type: 'tool_end', id: part.toolCallId, name: part.toolName, error: out.error }
-                : { type: 'tool_end', id: part.toolCallId, name: part.toolName, output: part.output };
+              yield* shown.take(
+                out && typeof out === 'object' && typeof out.error === 'string'
+                  ? { type: 'tool_end', id: part.toolCallId, name: part.toolName, error: out.error }
+                  : { type: 'tool_end', id: part.toolCallId, name: part.toolName, output: part.output },
+              );
               break;
             }
             case 'tool-error':
-              yield { type: 'tool_end', id: part.toolCallId, name: part.toolName, error: String(part.error) };
+              yield* shown.take({ type: 'tool_end', id: part.toolCallId, name: part.toolName, error: String(part.error) });
               break;
             case 'error':
               failure = part.error;
@@ -140,20 +152,20 @@ export class OpenAICompatibleRunner implements AgentRunner {
             case 'finish': {
               if (failure) break;
               for (const piece of splitter.flush()) {
-                if (piece.kind === 'reasoning') yield { type: 'reasoning_delta', text: piece.text };
+                if (piece.kind === 'reasoning') yield* shown.take({ type: 'reasoning_delta', text: piece.text });
                 else {
                   outChars += piece.text.length;
-                  yield { type: 'text_delta', text: piece.text };
+                  yield* shown.take({ type: 'text_delta', text: piece.text });
                 }
               }
               const u = part.totalUsage;
               const reported = (u.inputTokens ?? 0) > 0 || (u.outputTokens ?? 0) > 0;
               const inChars = input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0);
               ended = true;
-              yield {
+              yield* shown.take({
                 type: 'done',
                 usage: reported ? { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, estimated: false } : { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(outChars), estimated: true },
-              };
+              });
               break;
             }
           }
@@ -169,18 +181,38 @@ export class OpenAICompatibleRunner implements AgentRunner {
       if (ended) return;
       if (signal.aborted) return yield { type: 'cancelled' };
       const f = classifyProviderError(failure ?? new Error('the model stream ended without finishing'), timedOut);
-      if (!visible && f.retryable && attempt < retries) {
+      const retrying = !shown.visible && f.retryable && attempt < retries;
+      this.#o.onAttemptFailed?.({
+        model: input.model ?? this.#o.model,
+        baseUrlHost: hostOf(this.#o.baseUrl),
+        status: f.status,
+        code: f.code,
+        message: scrubProviderMessage(f.providerMessage ?? f.detail, this.#o.apiKey),
+        attempt: attempt + 1,
+        retrying,
+      });
+      if (retrying) {
         await sleep(f.retryAfterMs ?? (this.#o.retryBaseMs ?? 500) * 2 ** attempt, signal);
         if (signal.aborted) return yield { type: 'cancelled' };
         continue;
       }
-      return yield { type: 'error', code: f.code, message: readable(f.code) };
+      return yield* shown.take({ type: 'error', code: f.code, message: readable(f.code) });
     }
+  }
+}
+
+function hostOf(url: string): string {
+  try {
+    return new URL(url).host;
+  } catch {
+    return 'unparsable base_url';
   }
 }
 
 function readable(code: string): string {
   switch (code) {
+    case 'PROVIDER_AUTH_FAILED':
+      return 'The model provider refused our API key; the operator needs to check it.';
     case 'PROVIDER_TIMEOUT':
       return 'The model did not answer in time.';
     case 'PROVIDER_RATE_LIMITED':

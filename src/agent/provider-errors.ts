@@ -6,6 +6,36 @@ export interface ProviderFailure {
   retryable: boolean;
   retryAfterMs?: number;
   detail: string;
+  /** The HTTP status the provider answered, if it answered. */
+  status?: number;
+  /** What the provider said (its JSON `error.message`, or the body's start); not yet scrubbed. */
+  providerMessage?: string;
+}
+
+/** The provider's own words from an error body: OpenAI-style `{"error":{"message":…}}`, or the text. */
+function providerWords(body: string | undefined, fallback: string): string {
+  if (!body) return fallback;
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown };
+    const m = typeof parsed.error === 'string' ? parsed.error : (parsed.error?.message ?? parsed.message);
+    if (typeof m === 'string') return m;
+  } catch {
+    /* not JSON: the text itself */
+  }
+  return body;
+}
+
+/**
+ * A provider message fit for the log: the API key and anything shaped like a token masked,
+ * cut to 300 characters. (The logger redacts configured secrets too; this also catches a
+ * key the provider echoes back in part.)
+ */
+export function scrubProviderMessage(message: string, apiKey?: string): string {
+  let s = message;
+  if (apiKey) s = s.split(apiKey).join('[redacted]');
+  s = s.replace(/\b(sk|pk|rk|xox[abpr]|gh[pousr]|glpat|AIza)[-_A-Za-z0-9*]{6,}/g, '$1-[redacted]');
+  s = s.replace(/\s+/g, ' ').trim();
+  return s.length > 300 ? `${s.slice(0, 300)}…` : s;
 }
 
 const networkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
@@ -25,10 +55,12 @@ export function classifyProviderError(err: unknown, timedOut: boolean): Provider
     const status = err.statusCode ?? 0;
     if (status === 429) {
       const after = Number(err.responseHeaders?.['retry-after']);
-      return { code: 'PROVIDER_RATE_LIMITED', retryable: true, ...(Number.isFinite(after) ? { retryAfterMs: after * 1000 } : {}), detail: `HTTP 429 from ${err.url}` };
+      return { code: 'PROVIDER_RATE_LIMITED', retryable: true, ...(Number.isFinite(after) ? { retryAfterMs: after * 1000 } : {}), detail: `HTTP 429 from ${err.url}`, status, providerMessage: providerWords(err.responseBody, err.message) };
     }
-    if (status >= 500 || status === 408) return { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: `HTTP ${status} from ${err.url}` };
-    if (status >= 400) return { code: 'PROVIDER_REFUSED', retryable: false, detail: `HTTP ${status}: ${err.responseBody?.slice(0, 300) ?? err.message}` };
+    const said = { status, providerMessage: providerWords(err.responseBody, err.message) };
+    if (status >= 500 || status === 408) return { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: `HTTP ${status} from ${err.url}`, ...said };
+    if (status === 401 || status === 403) return { code: 'PROVIDER_AUTH_FAILED', retryable: false, detail: `HTTP ${status} from ${err.url}`, ...said };
+    if (status >= 400) return { code: 'PROVIDER_REFUSED', retryable: false, detail: `HTTP ${status}: ${err.responseBody?.slice(0, 300) ?? err.message}`, ...said };
     const net = causeCode(err);
     return { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: net ? `${net} reaching ${err.url}` : err.message };
   }

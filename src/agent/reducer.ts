@@ -46,8 +46,12 @@ export class TurnReducer {
       }
       case 'tool_log':
         break;
-      case 'done':
       case 'error':
+        if (event.keepChars !== undefined) t.text = t.text.slice(0, event.keepChars);
+        t.ending = event;
+        this.onComplete?.(t);
+        break;
+      case 'done':
       case 'cancelled':
         t.ending = event;
         this.onComplete?.(t);

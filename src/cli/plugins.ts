@@ -22,7 +22,7 @@ import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
-import { ChannelError, errorMessage } from '../errors.js';
+import { ChannelError, CodedError, errorMessage } from '../errors.js';
 import { judgeIntent } from '../agent/intent.js';
 
 /** The classifier is a short call; past this the message is ignored. */
@@ -123,8 +123,12 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
       inject: ['config', 'logger'],
       start: async (ctx) => {
         const log = ctx.use<Logger>('logger');
-        const http = new HttpServer((err) => log.error({ err }, 'HTTP handler failed'));
         const { host, port } = parseListen(cfg().http.listen);
+        // The listen host and allowed_hosts as configured now: a reload applies at once.
+        const http = new HttpServer(
+          (err) => log.error({ err }, 'HTTP handler failed'),
+          () => [parseListen(cfg().http.listen).host, ...cfg().http.allowed_hosts],
+        );
         await http.listen(host, port);
         ctx.effect(() => http.close());
         ctx.provide('http', http);
@@ -217,7 +221,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           },
           execute: createTurnExecutor({
             channel,
-            workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id))!,
+            workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id)),
             inbox,
             metrics,
             log,
@@ -267,6 +271,21 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   };
 }
 
+/**
+ * Why an adapter could not be built, as a fatal channel error. A coded error keeps its code,
+ * message and cause (a missing token stays CHANNEL_AUTH_FAILED with its one hint); anything
+ * else is CHANNEL_UNAVAILABLE. Fatal either way: retrying cannot build it.
+ */
+export function unbuildable(err: unknown): ChannelError {
+  if (err instanceof ChannelError && !err.retryable) return err;
+  if (err instanceof CodedError) {
+    const same = new ChannelError(err.code, undefined, { cause: err, retryable: false });
+    same.message = err.message;
+    return same;
+  }
+  return new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false });
+}
+
 /** Channel ids whose disposal is a removal (turns cancelled) rather than a change (turns finish). */
 export type RemovalSet = Set<string>;
 
@@ -274,7 +293,7 @@ export type RemovalSet = Set<string>;
 export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, removing: RemovalSet): Plugin {
   return {
     name: `channel:${config.id}`,
-    inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels'],
+    inject: ['logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics'],
     start: async (ctx) => {
       const log = ctx.use<Logger>('logger').child({ channel: config.id });
       const channels = ctx.use<Channels>('channels');
@@ -283,11 +302,12 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       let adapter: ChannelAdapter;
       try {
         const factory = await loadChannelFactory(config.type);
-        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base) });
+        const metrics = ctx.use<Metrics>('metrics');
+        adapter = await factory(config, { http: ctx.use('http'), log, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base), evicted: (structure, n) => metrics.evictions.inc({ structure }, n) });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener
         // fails with a fatal error, so it is parked as failed while the others run.
-        adapter = unavailableAdapter(config.id, new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false }));
+        adapter = unavailableAdapter(config.id, unbuildable(err));
       }
       channels.set(config.id, { config, adapter });
       ctx.effect(() => void channels.delete(config.id));

@@ -60,6 +60,10 @@ const webchat = z.strictObject({
   ...channelBase,
   type: z.literal('webchat'),
   access_token_env: z.string().min(1).optional(),
+  /** Tabs whose latest replies are kept for a reload (least recently used evicted first). */
+  backlog_max_tabs: positiveInt.default(200),
+  /** Bytes of reply text all those backlogs may hold together. */
+  backlog_max_bytes: positiveInt.default(8 * 1024 * 1024),
 });
 
 const telegram = z.strictObject({
@@ -135,6 +139,8 @@ export const configSchema = z.strictObject({
     .strictObject({
       listen: listenAddress.default('127.0.0.1:8787'),
       admin_token_env: z.string().min(1).optional(),
+      /** Host names (besides the listen host, localhost and loopback literals) requests may carry in `Host` and `Origin`. */
+      allowed_hosts: z.array(z.string().regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'write a host name or address without scheme or port, e.g. "chat.example.com"')).default([]),
     })
     .prefault({}),
   limits: z
@@ -143,6 +149,10 @@ export const configSchema = z.strictObject({
       max_queued: positiveInt.default(256),
       queue_mode: queueMode.default('followup'),
       collect_debounce_ms: durationMs.default(500),
+      /** Group conversations whose unaddressed messages are kept as context (least recently active evicted first). */
+      passive_max_conversations: positiveInt.default(1000),
+      /** Bytes of text all that kept context may hold together. */
+      passive_max_bytes: positiveInt.default(8 * 1024 * 1024),
     })
     .prefault({}),
   agent: agentSchema.optional(),

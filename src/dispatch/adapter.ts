@@ -92,6 +92,8 @@ export interface ChannelContext {
   /** A resolved secret of this channel by base name (`token`, `app_token`, ...). */
   secret(base: string): string | undefined;
   log: Logger;
+  /** Counts entries a bounded in-memory structure evicted (`/metrics`: channeld_memory_evictions_total). */
+  evicted?(structure: string, count: number): void;
 }
 
 /** Each `channels/<kind>/index.ts` exports one of these as `createChannel`. */

@@ -52,8 +52,8 @@ export const BUSY_REPLY = 'I am busy right now, try again shortly.';
 export class Dispatcher {
   readonly #o: DispatcherOptions;
   readonly #lanes: Lanes;
-  readonly #notices = new NoticeLimiter();
-  readonly passive = new PassiveContext();
+  readonly #notices: NoticeLimiter;
+  readonly passive: PassiveContext;
   readonly tracker: TaskTracker;
   readonly #ack: AckReactions;
   readonly #intents = new IntentLimiter();
@@ -65,6 +65,12 @@ export class Dispatcher {
     this.#o = options;
     this.tracker = options.tracker ?? new TaskTracker(() => 'default');
     this.#ack = new AckReactions(options.channel, options.log);
+    this.#notices = new NoticeLimiter(undefined, undefined, (n) => options.metrics.evictions.inc({ structure: 'not_allowed_notices' }, n));
+    this.passive = new PassiveContext(
+      20,
+      () => ({ maxConversations: options.limits().passive_max_conversations, maxBytes: options.limits().passive_max_bytes }),
+      (n) => options.metrics.evictions.inc({ structure: 'passive_context' }, n),
+    );
     this.#lanes = new Lanes({
       settled: (items) => {
         for (const it of items) this.#ack.set(it.message, false);
@@ -89,6 +95,10 @@ export class Dispatcher {
     this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
     if (verdict === 'self' || verdict === 'bot') {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
+      return false;
+    }
+    if (verdict === 'ignored') {
+      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'not_allowed' });
       return false;
     }
     if (verdict === 'not_allowed') {
@@ -209,6 +219,11 @@ export class Dispatcher {
 
   snapshot() {
     return this.#lanes.snapshot();
+  }
+
+  /** What the in-memory structures keyed by user input hold now. */
+  memory(): { lanes: number; passive: { conversations: number; bytes: number } } {
+    return { lanes: this.#lanes.size, passive: this.passive.size };
   }
 
   /** Stops taking messages; running turns get `graceMs` to finish, then are cancelled. Queued items stay pending. */

@@ -65,9 +65,10 @@ export class Lanes {
 
   /** Queues an item; false when `max_queued` is reached (the caller refuses it). */
   accept(item: InboxItem, mode: QueueMode, passive: ChannelMessage[]): boolean {
+    // Checked before a lane exists: a refused message from a new conversation leaves nothing behind.
+    if (this.#queued >= this.#o.limits().max_queued) return false;
     const lane = this.#lanes.get(item.scope) ?? this.#newLane(item);
     lane.mode = mode;
-    if (this.#queued >= this.#o.limits().max_queued) return false;
     lane.passive.push(...passive);
     if (lane.running && mode === 'interrupt') {
       // The newest message replaces what was waiting and what is running.
@@ -117,8 +118,8 @@ export class Lanes {
     if (this.#draining) return;
     let wakeAt = Infinity;
     for (let i = 0; i < this.#ready.length; ) {
-      const lane = this.#lanes.get(this.#ready[i]!)!;
-      if (lane.running || lane.queue.length === 0) {
+      const lane = this.#lanes.get(this.#ready[i]!);
+      if (!lane || lane.running || lane.queue.length === 0) {
         this.#ready.splice(i, 1);
         continue;
       }
@@ -172,7 +173,7 @@ export class Lanes {
         if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 1) - 1);
         this.#o.metrics.inFlight.set(this.#inFlight);
         if (lane.queue.length) this.#ready.push(lane.scope);
-        else if (!lane.passive.length) this.#lanes.delete(lane.scope);
+        else this.#forgetIfIdle(lane);
         this.#pump();
       });
     lane.running = { job, controller, done };
@@ -215,6 +216,7 @@ export class Lanes {
     const running = lane.running;
     const cancel = running !== undefined && (runningOfAnyone || running.job.items.some(mine));
     if (cancel) running.controller.abort(new Error(reason));
+    this.#forgetIfIdle(lane);
     return { cancelled: cancel, dropped };
   }
 
@@ -226,12 +228,30 @@ export class Lanes {
   }
 
   /**
+   * A lane with nothing running or queued is forgotten (with any context it gathered for
+   * messages that were dropped): lanes are keyed by conversation, so only busy ones stay,
+   * at most max_in_flight + max_queued of them.
+   */
+  #forgetIfIdle(lane: Lane): void {
+    if (!lane.running && !lane.queue.length && this.#lanes.get(lane.scope) === lane) this.#lanes.delete(lane.scope);
+  }
+
+  /** Lanes held now (busy conversations). */
+  get size(): number {
+    return this.#lanes.size;
+  }
+
+  /**
    * Settles a channel's turns: with `cancel`, drops its queued items and cancels its running
    * turns at once; otherwise lets them run up to `graceMs` first. Resolves when none runs.
    */
   async settleChannel(channelId: string, graceMs: number, cancel: boolean): Promise<void> {
     const lanes = [...this.#lanes.values()].filter((l) => l.channelId === channelId);
-    if (cancel) for (const lane of lanes) this.#drop(lane, 'channel removed');
+    if (cancel)
+      for (const lane of lanes) {
+        this.#drop(lane, 'channel removed');
+        this.#forgetIfIdle(lane);
+      }
     await this.#settle(lanes, cancel ? 0 : graceMs, 'channel stopped');
   }
 
@@ -258,6 +278,7 @@ export class Lanes {
         this.#o.inbox.setState(it!.id, 'failed', 'stopped by the operator');
         this.#o.tracker.finished(id);
         this.#o.settled?.([it!]);
+        this.#forgetIfIdle(lane);
         return 'dropped';
       }
     }

@@ -20,6 +20,80 @@ export function isLoopback(address: string | undefined): boolean {
   return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
 }
 
+/** Headers a proxy adds: a request carrying one came from somewhere else, whatever its socket says. */
+const PROXY_HEADERS = ['forwarded', 'x-forwarded-for', 'x-real-ip'] as const;
+
+/**
+ * Whether the client is on this machine. A same-host reverse proxy connects from loopback
+ * on behalf of remote clients, so a request carrying `Forwarded` / `X-Forwarded-For`
+ * (or `X-Real-IP`) is never loopback.
+ */
+export function isLoopbackClient(req: Pick<IncomingMessage, 'headers' | 'socket'>): boolean {
+  if (PROXY_HEADERS.some((h) => req.headers[h] !== undefined)) return false;
+  return isLoopback(req.socket.remoteAddress);
+}
+
+/** The host part of a `Host` header or URL host (`[::1]:8787` → `::1`), lower-cased. */
+export function hostName(host: string): string {
+  const h = host.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(1, h.indexOf(']') >>> 0);
+  const i = h.lastIndexOf(':');
+  return (i >= 0 && h.indexOf(':') === i ? h.slice(0, i) : h).replace(/\.$/, '');
+}
+
+function isLoopbackName(name: string): boolean {
+  return name === 'localhost' || name.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(name) || name === '::1' || name === '::ffff:127.0.0.1';
+}
+
+/**
+ * The names the daemon answers to: the configured listen host, `localhost`, loopback
+ * literals and `[http] allowed_hosts`. Anything else is a DNS-rebinding attempt (a
+ * foreign name resolving to this machine) or a misconfiguration.
+ */
+export function hostAllowed(host: string | undefined, allowed: readonly string[]): boolean {
+  if (!host) return false;
+  const name = hostName(host);
+  return isLoopbackName(name) || allowed.some((a) => hostName(a) === name);
+}
+
+/** An `Origin` header whose host is one the daemon answers to (see `hostAllowed`). */
+export function originAllowed(origin: string, allowed: readonly string[]): boolean {
+  try {
+    const u = new URL(origin);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && hostAllowed(u.host, allowed);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether a state-changing request is the daemon's own page or a non-browser client: a
+ * JSON body (a cross-site form or `text/plain` fetch cannot send one without a preflight
+ * we never answer) and an `Origin` that is absent or exactly this daemon's.
+ */
+export function sameOriginJson(req: Pick<IncomingMessage, 'headers'>): 'ok' | 'not_json' | 'foreign_origin' {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') return 'not_json';
+  const origin = req.headers.origin;
+  if (origin === undefined) return 'ok';
+  try {
+    return new URL(origin).host === (req.headers.host ?? '').toLowerCase() ? 'ok' : 'foreign_origin';
+  } catch {
+    return 'foreign_origin';
+  }
+}
+
+/** Headers for every HTML page: no framing (clickjacking), no content sniffing. */
+export function pageHeaders(csp: string): Record<string, string> {
+  return {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'content-security-policy': `${csp}; frame-ancestors 'none'`,
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+  };
+}
+
 /** Compares two secrets in constant time (hashing first, so lengths do not leak either). */
 export function secretEquals(given: string, expected: string): boolean {
   const a = createHash('sha256').update(given).digest();
@@ -68,9 +142,16 @@ export class HttpServer implements HttpRoutes {
   readonly #upgrades = new Map<string, UpgradeHandler>();
   readonly #server: Server;
   readonly #onError: (err: unknown) => void;
+  readonly #allowedHosts: () => readonly string[];
 
-  constructor(onError: (err: unknown) => void = () => {}) {
+  /**
+   * `allowedHosts` are the names (besides loopback ones) a request's `Host` may carry; it
+   * is read per request, so a reload applies at once. Webhook routes (`/webhooks/*`) are
+   * authenticated by the platform's secret and answer any `Host`, as proxies may rewrite it.
+   */
+  constructor(onError: (err: unknown) => void = () => {}, allowedHosts: () => readonly string[] = () => []) {
     this.#onError = onError;
+    this.#allowedHosts = allowedHosts;
     this.#server = createServer((req, res) => void this.#handle(req, res));
     this.#server.on('upgrade', (req, socket, head) => this.#handleUpgrade(req, socket, head));
     // Keep-alive sockets must not hold shutdown hostage.
@@ -99,6 +180,11 @@ export class HttpServer implements HttpRoutes {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', 'http://localhost');
+    if (!url.pathname.startsWith('/webhooks/') && !hostAllowed(req.headers.host, this.#allowedHosts())) {
+      req.resume();
+      sendJson(res, 421, { error: `this daemon does not answer to host "${req.headers.host ?? ''}"; add it to [http] allowed_hosts` });
+      return;
+    }
     const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
     const handler =
       this.#routes.get(`${method} ${url.pathname}`) ??
@@ -119,6 +205,13 @@ export class HttpServer implements HttpRoutes {
 
   #handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
     const url = new URL(req.url ?? '/', 'http://localhost');
+    // A browser always sends Origin on a WebSocket: a page of another site must not talk
+    // to the agent and read its answers. Non-browser clients send none.
+    const origin = req.headers.origin;
+    if (!hostAllowed(req.headers.host, this.#allowedHosts()) || (origin !== undefined && !originAllowed(origin, this.#allowedHosts()))) {
+      socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
     const handler = this.#upgrades.get(url.pathname);
     if (!handler) {
       socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');

@@ -5,11 +5,13 @@ import type { Metrics } from '../observe/metrics.js';
 import type { Inbox } from '../store/inbox.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
+import type { TurnOutcome } from '../runtime/runtime.js';
 import type { Workspace } from './workspace.js';
 
 export interface TurnExecutorDeps {
   channel(id: string): DispatchChannel | undefined;
-  workspaceFor(channelId: string): Workspace;
+  /** The workspace of the agent a channel is bound to; undefined (or a throw) ends the turn with an error. */
+  workspaceFor(channelId: string): Workspace | undefined;
   inbox: Inbox;
   metrics: Metrics;
   log: Logger;
@@ -49,16 +51,26 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
       onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),
     });
-    const ws = deps.workspaceFor(channelId);
-    const outcome = await ws.runtime.run({
-      message: { ...job.items.at(-1)!.message, text: job.text },
-      scope: job.scope,
-      ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
-      signal,
-      reply: stream,
-      passive: job.passive,
-      onModel: (model) => deps.tracker?.setModel(job.id, model),
-    });
+    let outcome: TurnOutcome;
+    try {
+      const ws = deps.workspaceFor(channelId);
+      if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
+      outcome = await ws.runtime.run({
+        message: { ...job.items.at(-1)!.message, text: job.text },
+        scope: job.scope,
+        ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
+        signal,
+        reply: stream,
+        passive: job.passive,
+        onModel: (model) => deps.tracker?.setModel(job.id, model),
+      });
+    } catch (err) {
+      // The stream exists, so it must end: otherwise typing refreshes until shutdown and no
+      // reply is ever sent. A stream that already ended ignores this.
+      deps.log.error({ ...where, err }, 'the turn failed before or outside its runtime');
+      stream.push({ type: 'error', code: 'TURN_FAILED', message: 'Something went wrong while answering; please try again.' });
+      outcome = { ending: 'error', text: stream.text };
+    }
     const result = await stream.finished();
     deps.metrics.draftEdits.observe(result.requests);
     deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, (performance.now() - started) / 1000);

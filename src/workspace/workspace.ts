@@ -1,6 +1,8 @@
 import { EchoRunner } from '../agent/echo.js';
 import { FailoverRunner, ModelCooldowns, type Candidate } from '../agent/failover.js';
 import { LazyOpenAIRunner, warmOpenAI } from '../agent/lazy-openai.js';
+import type { AttemptFailure } from '../agent/openai-compatible.js';
+import { RepetitionGuardedRunner } from '../agent/repetition.js';
 import type { AgentInput, AgentRunner } from '../agent/runner.js';
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
@@ -69,16 +71,21 @@ export class Workspace {
     this.name = o.name;
     this.config = o.config;
     this.cooldowns = new ModelCooldowns(() => this.config.cooldown_ms);
-    this.#runner = o.createRunner
+    const log = o.log.child({ agent: o.name });
+    // One warn line per failed model attempt: why it failed, never the key.
+    const attemptFailed = (f: AttemptFailure) =>
+      log.warn({ model: f.model, base_url_host: f.baseUrlHost, status: f.status ?? null, code: f.code, provider_message: f.message, attempt: f.attempt, retrying: f.retrying }, `model attempt failed: ${f.code}${f.status ? ` (HTTP ${f.status})` : ''}: ${f.message}`);
+    const inner = o.createRunner
       ? o.createRunner(o.config, o.apiKey)
-      : new FailoverRunner(candidatesFor(o.config, o.apiKey), this.cooldowns, {
+      : new FailoverRunner(candidatesFor(o.config, o.apiKey, attemptFailed), this.cooldowns, {
           served: (model) => {
             this.#lastServed = model;
             o.onServed?.(o.name, model);
           },
           failedOver: (from) => o.onFailover?.(o.name, from),
         });
-    const log = o.log.child({ agent: o.name });
+    // Every runner, whatever its provider, is watched for answers that loop.
+    this.#runner = new RepetitionGuardedRunner(inner);
     this.runtime = new Runtime({
       runnerFor: () => this.#runner,
       modesOf: (scope) => {
@@ -116,7 +123,7 @@ export class Workspace {
  * The models a turn may use, in order: the conversation's choice (or the agent's model),
  * then `fallback_models`. openai-compatible models share the agent's endpoint and key.
  */
-function candidatesFor(config: AgentConfig, apiKey?: string): (input: AgentInput) => Candidate[] {
+function candidatesFor(config: AgentConfig, apiKey?: string, onAttemptFailed?: (f: AttemptFailure) => void): (input: AgentInput) => Candidate[] {
   const echo = new EchoRunner(config.echo_delay_ms);
   const openai = (retries: number) =>
     new LazyOpenAIRunner({
@@ -129,6 +136,7 @@ function candidatesFor(config: AgentConfig, apiKey?: string): (input: AgentInput
       maxSteps: config.max_steps,
       timeZone: config.time_zone,
       retries,
+      ...(onAttemptFailed ? { onAttemptFailed } : {}),
     });
   // A model with a successor fails over at once; the last one retries on its own.
   const runners = { echo: () => echo, 'openai-compatible': (last: boolean) => (last ? (openaiLast ??= openai(2)) : (openaiFirst ??= openai(0))) };

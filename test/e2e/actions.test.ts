@@ -96,18 +96,17 @@ describe('management actions', () => {
   });
 
   it('stop-turn stops a running turn by id; bad input gets 400 with the schema message; unknown ids 404', async () => {
-    // A turn long enough (40 words, 0.5 s apart) that the CLI reaches it while it runs even on a busy machine.
-    d = await startDaemon(body(500));
+    d = await startDaemon(body(1000)); // long enough for a CLI spawn on a busy machine
     const c = await chat();
-    c.send(Array.from({ length: 40 }, (_, i) => `w${i}`).join(' '));
+    c.send('one two three four five six seven eight nine ten eleven twelve');
     const [turn] = await waitFor(async () => {
       const list = (await (await fetch(`${d!.url}/actions/turns`)).json()) as Array<{ id: string; state: string }>;
       return list.length && list[0]!.state === 'running' ? list : undefined;
     });
-    const bad = await fetch(`${d.url}/actions/stop-turn`, { method: 'POST', body: '{}' });
+    const bad = await fetch(`${d.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: string }).error).toMatch(/id/);
-    expect((await fetch(`${d.url}/actions/stop-turn`, { method: 'POST', body: JSON.stringify({ id: '99999' }) })).status).toBe(404);
+    expect((await fetch(`${d.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: '99999' }) })).status).toBe(404);
     const viaCli = await cli(['stop-turn', turn!.id, '--config', cliConfig()]);
     expect(viaCli.stdout).toBe(`turn ${turn!.id} cancelled\n`);
     const [final] = await c.finals();

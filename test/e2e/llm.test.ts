@@ -18,6 +18,16 @@ describe('web chat with an OpenAI-compatible model (fake LLM)', () => {
     await llm.close();
   });
 
+  /** Starts the daemon with this API key, asks one question in the web chat, returns the final reply. */
+  const askOnce = async (key: string) => {
+    d = await startDaemon(config(llm.url), { LLM_KEY: key });
+    const c = new ChatClient(d.url, 'tab');
+    clients.push(c);
+    await c.opened;
+    c.send('hello?');
+    return (await c.finals(1, 15_000))[0];
+  };
+
   const config = (url: string) =>
     `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "qwen3:8b"\napi_key_env = "LLM_KEY"\nsystem_prompt = "You are terse."\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
 
@@ -45,12 +55,30 @@ describe('web chat with an OpenAI-compatible model (fake LLM)', () => {
 
   it('a model that cannot be reached gets a readable error in the chat, not silence', async () => {
     llm.script({ kind: 'status', status: 500 }, { kind: 'status', status: 500 }, { kind: 'status', status: 500 });
-    d = await startDaemon(config(llm.url), { LLM_KEY: 'k' });
-    const c = new ChatClient(d.url, 'tab');
-    clients.push(c);
-    await c.opened;
-    c.send('hello?');
-    const [final] = await c.finals(1, 15_000);
+    const final = await askOnce('k');
     expect(final!.text).toBe('⚠️ The model could not be reached.');
+  });
+
+  it('a wrong API key: one warn line per failed attempt says why (agent, model, host, status, code, provider message), never the key', async () => {
+    const key = 'sk-live-a1b2c3d4e5f6g7h8i9';
+    llm.script({ kind: 'status', status: 401, body: JSON.stringify({ error: { message: `Incorrect API key provided: ${key}. You can find your API key at https://platform.example/keys.`, type: 'invalid_request_error' } }) });
+    const final = await askOnce(key);
+    expect(final!.text).toBe('⚠️ The model provider refused our API key; the operator needs to check it.');
+    const lines = d!.logs.lines.filter((l) => l.includes('model attempt failed')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ level: 40, agent: 'default', model: 'qwen3:8b', base_url_host: new URL(llm.url).host, status: 401, code: 'PROVIDER_AUTH_FAILED', retrying: false });
+    expect(String(lines[0]!.provider_message)).toMatch(/^Incorrect API key provided: \[redacted\]/);
+    expect(d!.logs.text).not.toContain('a1b2c3d4e5f6g7h8i9');
+  });
+
+  it('a 5xx: one warn line per attempt, the retries marked', async () => {
+    llm.script({ kind: 'status', status: 503 }, { kind: 'status', status: 503 }, { kind: 'stream', chunks: [{ content: 'finally' }] });
+    const final = await askOnce('k');
+    expect(final!.text).toBe('finally');
+    const lines = d!.logs.lines.filter((l) => l.includes('model attempt failed')).map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.map((l) => [l.status, l.code, l.attempt, l.retrying])).toEqual([
+      [503, 'PROVIDER_UNAVAILABLE', 1, true],
+      [503, 'PROVIDER_UNAVAILABLE', 2, true],
+    ]);
   });
 });

@@ -86,6 +86,16 @@ describe('Slack channel against the fake Slack', () => {
     expect(d!.daemon.status().channels[0]).toMatchObject({ state: 'connected' });
   });
 
+  it('a malformed Socket Mode envelope (null body, "event": null) is acked and dropped with one debug line', async () => {
+    await start(echo(0) + socket('native_stream = false\n'));
+    const a = sl.pushPayload(null);
+    const b = sl.pushPayload({ ...sl.callback(sl.dmEvent('x')), event: null });
+    await waitFor(() => sl.acks.has(a) && sl.acks.has(b), 10_000);
+    expect(d!.logs.lines.filter((l) => l.includes('malformed Slack envelope'))).toHaveLength(2);
+    const ok = sl.push(sl.dmEvent('after the junk'));
+    await waitFor(() => sl.acks.has(ok) && sl.texts('D0DM0001')[0] === 'after the junk', 10_000);
+  });
+
   it('invalid_auth parks the channel as failed while the others keep answering', async () => {
     await start(`${echo(0)}${socket()}\n[[channels]]\nid = "web"\ntype = "webchat"\n`, { ...env(), SL_BOT: 'xoxb-wrong' });
     expect(d!.daemon.status().channels.find((c) => c.id === 'sl')).toMatchObject({ state: 'failed', last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('invalid_auth') } });
@@ -111,6 +121,25 @@ describe('Slack channel against the fake Slack', () => {
       const challenge = JSON.stringify({ type: 'url_verification', token: 't', challenge: 'c-123' });
       const res = await post(challenge, signSlack(challenge, 'signing-secret-123'));
       expect(await res.json()).toEqual({ challenge: 'c-123' });
+    });
+
+    it('refuses a timestamp more than 5 minutes in the future too', async () => {
+      await start(echo(0) + http());
+      const body = JSON.stringify(sl.callback(sl.dmEvent('from the future')));
+      expect((await post(body, signSlack(body, 'signing-secret-123', Math.floor(Date.now() / 1000) + 6 * 60))).status).toBe(401);
+      expect((await post(body, signSlack(body, 'signing-secret-123', Math.floor(Date.now() / 1000) + 60))).status).toBe(200);
+      await waitFor(() => sl.texts('D0DM0001')[0] === 'from the future', 5000);
+    });
+
+    it('a signed but malformed request (null, "event": null) gets 200 and is dropped with one debug line', async () => {
+      await start(echo(0) + http());
+      for (const body of ['null', JSON.stringify({ ...sl.callback(sl.dmEvent('x')), event: null }), JSON.stringify(sl.callback({ type: 'message', user: 'U0USER1' }))]) {
+        const res = await post(body, signSlack(body, 'signing-secret-123'));
+        expect(res.status, body).toBe(200);
+      }
+      expect(d!.logs.lines.filter((l) => l.includes('malformed Slack request'))).toHaveLength(2);
+      expect(d!.logs.text).not.toMatch(/HTTP handler failed|not stored/);
+      expect((await d!.daemon.metrics.received.get()).values).toHaveLength(0);
     });
 
     it('acks within 3 s while the model is slow, and a retried event is answered once', async () => {

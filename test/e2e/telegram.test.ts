@@ -152,6 +152,20 @@ describe('Telegram channel against the fake Bot API', () => {
       await waitFor(() => tg.texts(42)[0] === 'via webhook', 5000);
     });
 
+    it('a malformed update with the right secret (null, {"message":{}}) gets 200 and is dropped with one debug line', async () => {
+      await start(echo(0) + webhook(), { TG_SECRET: 'hook-secret-123' });
+      for (const body of ['null', '{"update_id":7,"message":{}}']) {
+        const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' }, body });
+        expect(res.status, body).toBe(200);
+      }
+      expect(d!.logs.lines.filter((l) => l.includes('malformed Telegram update'))).toHaveLength(2);
+      expect(d!.logs.text).not.toMatch(/HTTP handler failed|TypeError/);
+      // The channel still answers.
+      const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' }, body: JSON.stringify(update(3, 'still here')) });
+      expect(res.status).toBe(200);
+      await waitFor(() => tg.texts(42)[0] === 'still here', 5000);
+    });
+
     it('a wrong or missing secret gets 401 and nothing is stored', async () => {
       await start(echo(0) + webhook(), { TG_SECRET: 'hook-secret-123' });
       const attempts: Array<Record<string, string>> = [{ 'x-telegram-bot-api-secret-token': 'nope' }, {}];

@@ -31,7 +31,7 @@ interface Envelope {
   accepts_response_payload: false;
   retry_attempt: number;
   retry_reason: string;
-  payload: Record<string, unknown>;
+  payload: Record<string, unknown> | null;
 }
 
 export const BOT_USER = 'UBOT0001';
@@ -132,7 +132,12 @@ export class FakeSlack {
 
   /** Sends an event over Socket Mode (or keeps it for the next connection); returns the envelope id. */
   push(event: Record<string, unknown>): string {
-    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'events_api', accepts_response_payload: false, retry_attempt: 0, retry_reason: '', payload: this.callback(event) };
+    return this.pushPayload(this.callback(event));
+  }
+
+  /** Sends any payload in an events_api envelope, malformed ones too (a `null`, an `event: null`). */
+  pushPayload(payload: Record<string, unknown> | null): string {
+    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'events_api', accepts_response_payload: false, retry_attempt: 0, retry_reason: '', payload };
     this.#unacked.set(envelope.envelope_id, envelope);
     for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
     return envelope.envelope_id;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { buildHistory, INTERRUPTED_MARKER } from '../../../src/agent/history.js';
+import { buildHistory, FAILED_MARKER, INTERRUPTED_MARKER } from '../../../src/agent/history.js';
 import type { StoredTurn } from '../../../src/store/sessions.js';
 
 const turn = (userText: string, assistantText: string, ending: StoredTurn['ending'] = 'done'): StoredTurn => ({ userText, assistantText, reasoning: '', toolCalls: [], ending, model: null, createdAt: 0 });
@@ -19,10 +19,12 @@ describe('buildHistory', () => {
     ]);
   });
 
-  it('keeps an error turn’s partial text but never an error marker, and drops turns with nothing said', () => {
-    expect(buildHistory([turn('q1', '', 'error'), turn('q2', 'partial', 'error')], 100)).toEqual([
+  it('marks an error turn like an interrupted one, so it is never fed back as an answer; drops done turns with nothing said', () => {
+    expect(buildHistory([turn('q0', '', 'done'), turn('q1', '', 'error'), turn('q2', 'partial', 'error')], 200)).toEqual([
+      { role: 'user', content: 'q1' },
+      { role: 'assistant', content: FAILED_MARKER },
       { role: 'user', content: 'q2' },
-      { role: 'assistant', content: 'partial' },
+      { role: 'assistant', content: `partial ${FAILED_MARKER}` },
     ]);
   });
 });

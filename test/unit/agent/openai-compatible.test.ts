@@ -3,8 +3,10 @@ import { z } from 'zod';
 import type { AgentEvent } from '../../../src/agent/events.js';
 import { OpenAICompatibleRunner, type OpenAICompatibleOptions } from '../../../src/agent/openai-compatible.js';
 import { TurnReducer } from '../../../src/agent/reducer.js';
+import { FailoverRunner, ModelCooldowns } from '../../../src/agent/failover.js';
 import { ThinkSplitter } from '../../../src/agent/think-splitter.js';
-import { RepetitionGuard } from '../../../src/agent/repetition.js';
+import { RepetitionGuard, RepetitionGuardedRunner } from '../../../src/agent/repetition.js';
+import type { AgentRunner } from '../../../src/agent/runner.js';
 import type { AgentInput } from '../../../src/agent/runner.js';
 import type { Tool } from '../../../src/runtime/tools.js';
 import { FakeLlm } from '../../fakes/llm/server.js';
@@ -22,7 +24,7 @@ function runner(over: Partial<OpenAICompatibleOptions> = {}) {
 
 const input = (text: string, over: Partial<AgentInput> = {}): AgentInput => ({ system: 'Be brief.', history: [], text, ...over });
 
-async function collect(r: OpenAICompatibleRunner, i: AgentInput, signal = new AbortController().signal): Promise<AgentEvent[]> {
+async function collect(r: AgentRunner, i: AgentInput, signal = new AbortController().signal): Promise<AgentEvent[]> {
   const out: AgentEvent[] = [];
   for await (const e of r.run(i, { scope: 's', channelId: 'c', signal }, signal)) out.push(e);
   return out;
@@ -73,6 +75,36 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     expect(text(events)).toBe('Half of it');
     expect(events.at(-1)).toMatchObject({ type: 'error', code: 'PROVIDER_UNAVAILABLE' });
     expect(llm.requests.length - before).toBe(1);
+  });
+
+  it('a 5xx after a tool call is not retried: the tool ran once and the turn ends in an error', async () => {
+    const calls: string[] = [];
+    const tools: Tool[] = [{ name: 'send_mail', description: 'sends a mail', input: z.object({ to: z.string() }), run: ({ to }: { to: string }) => (calls.push(to), { sent: true }) }];
+    llm.script({ kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_m', name: 'send_mail', arguments: '{"to":"ada"}' }] }] }, { kind: 'status', status: 500 });
+    const before = llm.requests.length;
+    const events = await collect(runner({ retries: 2 }), input('mail ada', { tools }));
+    expect(calls).toEqual(['ada']);
+    expect(llm.requests.length - before).toBe(2);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'PROVIDER_UNAVAILABLE' });
+    expect(events.filter((e) => e.type === 'tool_start')).toHaveLength(1);
+  });
+
+  it('a failed attempt leaves none of its events: reasoning of an attempt that broke off is dropped on retry', async () => {
+    llm.script({ kind: 'disconnect', chunks: [{ reasoning: 'first attempt thoughts ' }] }, { kind: 'stream', chunks: [{ reasoning: 'second thoughts' }, { content: 'ok' }] });
+    const r = new TurnReducer();
+    for (const e of await collect(runner(), input('x'))) r.fold(e);
+    expect(r.turn).toMatchObject({ text: 'ok', reasoning: 'second thoughts', ending: { type: 'done' } });
+  });
+
+  it('reports every failed attempt: status, code, scrubbed provider message, retrying or not', async () => {
+    const failures: unknown[] = [];
+    llm.script({ kind: 'status', status: 503, body: '{"error":{"message":"overloaded, key sk-abcdef123456 busy"}}' }, { kind: 'status', status: 401, body: '{"error":{"message":"bad key"}}' });
+    const events = await collect(runner({ apiKey: 'sk-abcdef123456', onAttemptFailed: (f) => failures.push(f) }), input('x'));
+    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_AUTH_FAILED', message: 'The model provider refused our API key; the operator needs to check it.' }]);
+    expect(failures).toEqual([
+      { model: 'fake-model', baseUrlHost: new URL(llm.url).host, status: 503, code: 'PROVIDER_UNAVAILABLE', message: 'overloaded, key [redacted] busy', attempt: 1, retrying: true },
+      { model: 'fake-model', baseUrlHost: new URL(llm.url).host, status: 401, code: 'PROVIDER_AUTH_FAILED', message: 'bad key', attempt: 2, retrying: false },
+    ]);
   });
 
   it('gives up after its retries with a readable error', async () => {
@@ -152,10 +184,10 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     expect(JSON.stringify(toolMessages[1]!.content)).toContain('sensor offline');
   });
 
-  it('stops a turn that repeats itself, with a marker', async () => {
+  it('stops a turn that repeats itself, with a marker (the guard around the runner)', async () => {
     llm.script({ kind: 'stream', chunks: Array.from({ length: 200 }, () => ({ content: 'all work and no play ' })) });
-    const events = await collect(runner(), input('x'));
-    expect(events.at(-1)).toEqual({ type: 'error', code: 'TURN_FAILED', message: 'The answer started repeating itself, so it was stopped.' });
+    const events = await collect(new RepetitionGuardedRunner(runner()), input('x'));
+    expect(events.at(-1)).toEqual({ type: 'error', code: 'TURN_FAILED', message: 'The answer started repeating itself, so it was stopped.', keepChars: 21 });
     expect(text(events).length).toBeLessThan(200 * 21);
   });
 });
@@ -173,10 +205,10 @@ describe('ThinkSplitter and RepetitionGuard', () => {
   it('does not flag ordinary prose, and flags a loop', () => {
     const g = new RepetitionGuard();
     const prose = 'The quick brown fox jumps over the lazy dog while the cat sleeps. '.split('').map((c, i) => `${c}${i % 7 === 0 ? 'x' : ''}`).join('');
-    expect(g.push(prose.repeat(1))).toBe(false);
+    expect(g.push(prose.repeat(1))).toBeUndefined();
     const loop = new RepetitionGuard();
     let flagged = false;
-    for (let i = 0; i < 40 && !flagged; i++) flagged = loop.push('I am sorry. ');
+    for (let i = 0; i < 80 && !flagged; i++) flagged = loop.push('I am sorry. ') !== undefined;
     expect(flagged).toBe(true);
   });
 });
@@ -195,4 +227,40 @@ describe('TurnReducer', () => {
       expect(r.turn.reasoning).toBe('hmm');
     });
   }
+});
+
+describe('FailoverRunner', () => {
+  const fails = (events: AgentEvent[]): AgentRunner => ({
+    name: 'scripted',
+    async *run() {
+      yield* events;
+    },
+  });
+  const candidates = (first: AgentRunner, calls: string[]) => () => [
+    { key: 'openai-compatible:a', model: 'a', runner: () => (calls.push('a'), first) },
+    { key: 'openai-compatible:b', model: 'b', runner: () => (calls.push('b'), fails([{ type: 'text_delta', text: 'from b' }, { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } }])) },
+  ];
+  const run = async (r: FailoverRunner) => {
+    const out: AgentEvent[] = [];
+    const signal = new AbortController().signal;
+    for await (const e of r.run(input('x'), { scope: 's', channelId: 'c', signal }, signal)) out.push(e);
+    return out;
+  };
+
+  it('does not fail over after a tool call: the tools would run again', async () => {
+    const calls: string[] = [];
+    const first = fails([{ type: 'tool_start', id: 't1', name: 'send_mail', input: {} }, { type: 'tool_end', id: 't1', name: 'send_mail', output: 'sent' }, { type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'The model could not be reached.' }]);
+    const events = await run(new FailoverRunner(candidates(first, calls), new ModelCooldowns(() => 1000)));
+    expect(calls).toEqual(['a']);
+    expect(events.map((e) => e.type)).toEqual(['tool_start', 'tool_end', 'error']);
+  });
+
+  it('fails over before anything is visible, and the failed model leaves no events behind', async () => {
+    const calls: string[] = [];
+    const first = fails([{ type: 'reasoning_delta', text: 'thinking on a' }, { type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'x' }]);
+    const r = new TurnReducer();
+    for (const e of await run(new FailoverRunner(candidates(first, calls), new ModelCooldowns(() => 1000)))) r.fold(e);
+    expect(calls).toEqual(['a', 'b']);
+    expect(r.turn).toMatchObject({ text: 'from b', reasoning: '', ending: { type: 'done', model: 'openai-compatible:b' } });
+  });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { markdownToTelegramHtml } from '../../../channels/telegram/markdown.js';
-import { normalizeUpdate } from '../../../channels/telegram/normalize.js';
+import { malformedUpdate, normalizeUpdate } from '../../../channels/telegram/normalize.js';
 
 const bot = { id: 99, username: 'my_bot' };
 
@@ -19,12 +19,27 @@ describe('Markdown to Telegram HTML', () => {
     expect(markdownToTelegramHtml('Start\n```js\nlet a = 1;')).toBe('Start\n<pre><code class="language-js">let a = 1;</code></pre>');
   });
 
+  it('writes link URLs verbatim (escaped), never through the emphasis rules', () => {
+    expect(markdownToTelegramHtml('see [x](https://a.org/_b_/c)')).toBe('see <a href="https://a.org/_b_/c">x</a>');
+    expect(markdownToTelegramHtml('[x](https://a.org/**y**?q=_z_&r="1") and _it_')).toBe('<a href="https://a.org/**y**?q=_z_&amp;r=&quot;1&quot;">x</a> and <i>it</i>');
+    // Formatting inside the link text closes inside the link.
+    expect(markdownToTelegramHtml('[**bold** `c_d`](https://a.org/_e_)')).toBe('<a href="https://a.org/_e_"><b>bold</b> <code>c_d</code></a>');
+  });
+
   it('leaves snake_case and lone asterisks alone', () => {
     expect(markdownToTelegramHtml('call my_func_name with 2 * 3')).toBe('call my_func_name with 2 * 3');
   });
 });
 
 describe('Telegram update normalization', () => {
+  it('an unreadable update (null, a message without chat) is named malformed and yields no message', () => {
+    for (const u of [null, 'x', [], { update_id: 1, message: {} }, { update_id: 1, message: null }, { update_id: 1, channel_post: { message_id: 1 } }, { update_id: 1, message: { message_id: 1, chat: { id: 1, type: 'private' }, from: null } }]) {
+      expect(malformedUpdate(u), JSON.stringify(u)).toBeTypeOf('string');
+      expect(normalizeUpdate(u as never, 'tg', bot)).toBeUndefined();
+    }
+    expect(malformedUpdate({ update_id: 1, edited_message: {} })).toBeUndefined();
+  });
+
   const base = { message_id: 5, date: 1700000000, from: { id: 1, is_bot: false, first_name: 'Ada', last_name: 'L' } };
 
   it('a private chat is a DM and addressed; message ids are unique per chat', () => {

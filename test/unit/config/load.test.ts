@@ -21,7 +21,7 @@ describe('config validation', () => {
   it('accepts the minimal config and fills every default', () => {
     const { config } = parseConfig(web, 'daemon.config.toml', {});
     expect(config.http.listen).toBe('127.0.0.1:8787');
-    expect(config.limits).toEqual({ max_in_flight: 32, max_queued: 256, queue_mode: 'followup', collect_debounce_ms: 500 });
+    expect(config.limits).toEqual({ max_in_flight: 32, max_queued: 256, queue_mode: 'followup', collect_debounce_ms: 500, passive_max_conversations: 1000, passive_max_bytes: 8 * 1024 * 1024 });
     expect(config.agents.default?.provider).toBe('echo');
     expect(config.channels[0]).toMatchObject({ require_mention: true, scope: 'chat', stream_mode: 'partial', backoff: { initial_ms: 1000, factor: 2, max_ms: 60000, stable_ms: 300000 } });
   });

@@ -149,6 +149,23 @@ describe('Dispatcher', () => {
     expect(states(p)).toEqual([]);
   });
 
+  it('in groups, a stranger gets the notice only for a message that addresses the bot; their chatter is ignored', async () => {
+    p = pipeline(slow, 'allow_from = ["friend"]\n');
+    const group = { chat: { id: 'g', type: 'group' as const } };
+    for (let i = 0; i < 5; i++) {
+      const stranger = { sender: { id: `stranger-${i}`, name: 'S', isBot: false } };
+      expect(await p.dispatcher.deliver(userMessage('t', `just chatting ${i}`, { ...group, ...stranger, addressed: false }))).toBe(false);
+    }
+    expect(p.adapter.visible('g')).toEqual([]);
+    // A friend is answered as usual; a stranger who addresses the bot hears why not.
+    await p.dispatcher.deliver(userMessage('t', '@bot hi', { ...group, addressed: true, sender: { id: 'friend', name: 'F', isBot: false } }));
+    await waitFor(() => states(p!)[0] === 'done');
+    expect(p.adapter.visible('g')).toEqual(['@bot hi']);
+    await p.dispatcher.deliver(userMessage('t', '@bot let me in', { ...group, addressed: true, sender: { id: 'stranger-0', name: 'S', isBot: false } }));
+    await waitFor(() => p!.adapter.visible('g').length === 2);
+    expect(p.adapter.visible('g')[1]).toContain('stranger-0');
+  });
+
   it('in groups, unaddressed messages are not answered but become context for the next addressed turn', async () => {
     p = pipeline(slow);
     let system = '';

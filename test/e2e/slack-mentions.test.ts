@@ -1,0 +1,62 @@
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SlackAdapter } from '../../channels/slack/adapter.js';
+import { HttpServer } from '../../src/observe/http.js';
+import { createLogger } from '../../src/observe/logger.js';
+import { FakeSlack } from '../fakes/slack/server.js';
+import { LogSink } from '../helpers/daemon.js';
+
+/** Model output that tries every kind of Slack ping. */
+const PINGS = 'ping <!channel> <!here> <!everyone> <@U0VICTIM> <!subteam^S1>';
+const RAW = /<!channel>|<!here>|<!everyone>|<@U0VICTIM>|<!subteam/;
+
+describe('Slack: every text path escapes mentions (against the fake Web API)', () => {
+  let sl: FakeSlack;
+  let adapter: SlackAdapter;
+  beforeEach(async () => {
+    sl = new FakeSlack();
+    await sl.start();
+    const log = createLogger({ level: 'error', destination: new LogSink(), pretty: false });
+    adapter = new SlackAdapter({ id: 'sl', mode: 'socket', apiUrl: sl.apiUrl, replyInThread: true, nativeStream: true, http: new HttpServer(), log }, { botToken: sl.botToken });
+  });
+  afterEach(async () => {
+    await sl.close();
+  });
+  const target = { channelId: 'sl', chatId: 'C0CHAN001', chatType: 'group' as const, threadId: '1700000000.000100' };
+  const sent = (method: string, key: string) => sl.callsOf(method).map((c) => c.args[key] ?? '');
+
+  it('chat.postMessage', async () => {
+    await adapter.send(target, PINGS);
+    const [text] = sent('chat.postMessage', 'text');
+    expect(text).toContain('&lt;!channel&gt;');
+    expect(text).not.toMatch(RAW);
+  });
+
+  it('chat.update', async () => {
+    const ref = await adapter.send(target, 'draft');
+    await adapter.edit(ref, PINGS);
+    const [text] = sent('chat.update', 'text');
+    expect(text).toContain('&lt;@U0VICTIM&gt;');
+    expect(text).not.toMatch(RAW);
+  });
+
+  it('chat.appendStream, also when a mention is split across two appends', async () => {
+    const stream = (await adapter.openNativeStream(target))!;
+    const full = `${PINGS} more`;
+    await stream.update(full.slice(0, full.indexOf('<!channel>') + 5)); // 'ping <!cha'
+    await stream.update(full.slice(0, full.indexOf('<@U0VICTIM>') + 6)); // '… <@U0V'
+    await stream.update(full);
+    const chunks = sent('chat.appendStream', 'markdown_text');
+    expect(chunks.length).toBe(3);
+    expect(chunks.join('')).not.toMatch(RAW);
+    expect(chunks.join('')).toBe(full.replace(/</g, '&lt;'));
+  });
+
+  it('chat.stopStream', async () => {
+    const stream = (await adapter.openNativeStream(target))!;
+    await stream.update('start ');
+    await stream.finish(`start ${PINGS}`);
+    const [last] = sent('chat.stopStream', 'markdown_text');
+    expect(last).toBe(PINGS.replace(/</g, '&lt;'));
+    expect(last).not.toMatch(RAW);
+  });
+});

@@ -1,0 +1,115 @@
+import { describe, expect, it } from 'vitest';
+import type { AgentEvent } from '../../../src/agent/events.js';
+import { REPEATING_NOTE, RepetitionGuardedRunner } from '../../../src/agent/repetition.js';
+import type { AgentRunner } from '../../../src/agent/runner.js';
+import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { pipeline } from '../../helpers/pipeline.js';
+import { userMessage } from '../../helpers/recording-adapter.js';
+
+/** A model that writes `text` in small pieces, as a streaming model does; counts what it was asked to write. */
+class TextRunner implements AgentRunner {
+  readonly name = 'script';
+  written = 0;
+  constructor(private readonly text: string, private readonly pieceChars = 7) {}
+  async *run(_i: unknown, _c: unknown, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    for (let i = 0; i < this.text.length; i += this.pieceChars) {
+      if (signal.aborted) return yield { type: 'cancelled' };
+      const piece = this.text.slice(i, i + this.pieceChars);
+      this.written += piece.length;
+      yield { type: 'text_delta', text: piece };
+    }
+    yield { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
+  }
+}
+
+async function run(text: string): Promise<{ events: AgentEvent[]; shown: string }> {
+  const events: AgentEvent[] = [];
+  const signal = new AbortController().signal;
+  for await (const e of new RepetitionGuardedRunner(new TextRunner(text)).run({ system: '', history: [], text: 'x' }, { scope: 's', channelId: 'c', signal }, signal)) events.push(e);
+  return { events, shown: events.flatMap((e) => (e.type === 'text_delta' ? [e.text] : [])).join('') };
+}
+
+const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
+const PROSE = 'Here is what I found after looking at the logs you sent. The daemon restarted twice, once at 09:12 and once at 09:40, both times after the disk filled up. Below are the details.\n\n';
+
+/** Answers users ask for that repeat a lot, legitimately. */
+const legitimate: Record<string, string> = {
+  'a 7,000-character answer whose paragraphs say "lorem ipsum dolor sit amet" twelve times': range(21)
+    .map((i) => `Paragraph ${i}: ${'lorem ipsum dolor sit amet '.repeat(12).trim()}.\n\n`)
+    .join(''),
+  'separator lines': range(12)
+    .map((i) => `${'─'.repeat(60)}\nSection ${i}\n${'='.repeat(60)}\nSome text about section ${i}.\n`)
+    .join('') + `${'='.repeat(60)}\n${'='.repeat(60)}\n${'-'.repeat(60)}\n`,
+  'a long Markdown table': `| # | item | price | in stock |\n|---|------|-------|----------|\n${range(300)
+    .map((i) => `| ${i} | item ${i} | ${(i * 1.5).toFixed(2)} | ${i % 2 ? 'yes' : 'no'} |`)
+    .join('\n')}\n`,
+  'a table template of empty rows': `| name | date | amount |\n|------|------|--------|\n${'|      |      |        |\n'.repeat(50)}`,
+  CSV: `id,user,group,date\n${range(400)
+    .map((i) => `${i},user${i},${i % 7},2024-01-${String((i % 28) + 1).padStart(2, '0')}`)
+    .join('\n')}\n`,
+  'a code listing of similar lines': `switch (code) {\n${range(150)
+    .map((i) => `  case ${i}: return handler${i}(input);`)
+    .join('\n')}\n}\n`,
+  'a phrase said twelve times': `${'All work and no play makes Jack a dull boy. '.repeat(12)}\n`,
+};
+
+describe('the repetition guard lets legitimate repetitive answers through untouched', () => {
+  for (const [what, text] of Object.entries(legitimate)) {
+    it(what, async () => {
+      const { events, shown } = await run(text);
+      expect(events.at(-1)!.type).toBe('done');
+      expect(shown).toBe(text);
+    });
+  }
+});
+
+/** Models stuck in a loop, after a sensible start. */
+const loops: Record<string, string> = {
+  'a sentence': 'I will now answer the question. ',
+  'one word': 'the ',
+  'a line of code': 'print("hello world")\n',
+  'a table row': '| 1 | foo | bar |\n',
+  'a paragraph': 'The configuration file is read once at start-up and again on every reload signal; each channel is compared by its id, so unchanged channels keep their connections while changed ones restart and removed ones stop. Running turns are given the grace period to finish before they are cancelled with a visible marker.\n\n',
+  'a long unit of 390 characters': `${'Step: check the disk, then check the lock holder, then the log. '.repeat(6)}Again.\n`,
+  'separator characters forever': '=',
+};
+
+describe('the repetition guard catches real loops within 2,000 characters, and history keeps text only up to where the loop began', () => {
+  for (const [what, unit] of Object.entries(loops)) {
+    it(what, async () => {
+      const text = PROSE + unit.repeat(Math.ceil(8000 / unit.length));
+      const { events, shown } = await run(text);
+      const end = events.at(-1)!;
+      expect(end).toMatchObject({ type: 'error', code: 'TURN_FAILED', message: REPEATING_NOTE });
+      const keep = (end as { keepChars: number }).keepChars;
+      // The user saw what arrived, and it stopped within 2,000 characters of the loop's start.
+      expect(text.startsWith(shown)).toBe(true);
+      expect(shown.length - PROSE.length).toBeLessThanOrEqual(2000);
+      // History keeps the text before the loop and one copy of what repeated, no more.
+      expect(keep).toBeGreaterThanOrEqual(PROSE.length);
+      expect(keep).toBeLessThanOrEqual(PROSE.length + unit.length);
+      expect(text.slice(0, keep).startsWith(PROSE)).toBe(true);
+    });
+  }
+});
+
+describe('the guard wraps every runner of a workspace', () => {
+  it('a looping runner: the user sees what arrived plus the note; the session stores the text cut where the loop began', async () => {
+    const unit = 'I will now answer the question. ';
+    const runner = new TextRunner(PROSE + unit.repeat(300));
+    const p = pipeline('', '', { workspace: { createRunner: () => runner } });
+    await p.dispatcher.deliver(userMessage('t', 'hi'));
+    await waitFor(() => (p.db.prepare('SELECT state FROM inbox').get() as { state: string } | undefined)?.state === 'failed', 5000);
+    const [visible] = p.adapter.visible('chat-1');
+    expect(visible!.endsWith(`⚠️ ${REPEATING_NOTE}`)).toBe(true);
+    expect(visible).not.toContain(STOP_MARKER);
+    expect(runner.written).toBeLessThan(PROSE.length + 2100);
+    const session = p.sessions.active('default', 't:chat-1');
+    const [stored] = p.sessions.recent(session.id, 1);
+    expect(stored).toMatchObject({ ending: 'error' });
+    expect(stored!.assistantText.startsWith(PROSE)).toBe(true);
+    expect(stored!.assistantText.length).toBeLessThanOrEqual(PROSE.length + unit.length);
+    await p.close();
+  });
+});

@@ -1,0 +1,45 @@
+import { describe, expect, it } from 'vitest';
+import { unbuildable } from '../../../src/cli/plugins.js';
+import { ChannelError, CodedError } from '../../../src/errors.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import { createTurnExecutor } from '../../../src/workspace/execute.js';
+import { pipeline } from '../../helpers/pipeline.js';
+import { RecordingAdapter, userMessage } from '../../helpers/recording-adapter.js';
+
+describe('createTurnExecutor', () => {
+  for (const [what, workspaceFor] of [
+    ['throws', () => { throw new Error('workspace table is gone'); }],
+    ['finds none', () => undefined],
+  ] as const) {
+    it(`ends the reply with a readable error when the workspace lookup ${what}`, async () => {
+      const p = pipeline('');
+      const adapter = new RecordingAdapter('t', { typing: true, typingRefreshMs: 20 });
+      const channel = () => ({ config: p.config.channels[0]!, adapter });
+      const execute = createTurnExecutor({ channel, workspaceFor, inbox: p.inbox, metrics: p.metrics, log: createLogger({ level: 'error', destination: p.logs, pretty: false }), hardStop: new AbortController().signal });
+      const msg = userMessage('t', 'hello');
+      const id = p.inbox.add(msg, 't:chat-1')!;
+      const ending = await execute({ id: String(id), scope: 't:chat-1', items: [{ id, scope: 't:chat-1', message: msg, state: 'pending', replyRefs: [] }], text: 'hello', passive: [] }, new AbortController().signal);
+      expect(ending).toBe('error');
+      expect(adapter.visible('chat-1')).toEqual(['⚠️ Something went wrong while answering; please try again.']);
+      expect(p.logs.text).toContain('the turn failed before or outside its runtime');
+      // The stream ended: typing is not refreshed any more.
+      const typing = adapter.calls.filter((c) => c.op === 'typing').length;
+      await new Promise((r) => setTimeout(r, 100));
+      expect(adapter.calls.filter((c) => c.op === 'typing').length).toBe(typing);
+      await p.close();
+    });
+  }
+});
+
+describe('a channel whose adapter cannot be built', () => {
+  it('keeps the coded error\'s code, message and cause', () => {
+    const auth = new ChannelError('CHANNEL_AUTH_FAILED', 'channel "sl" has no bot token', { retryable: false });
+    expect(unbuildable(auth)).toBe(auth);
+    const coded = new CodedError('CHANNEL_CONFLICT', 'busy elsewhere');
+    const kept = unbuildable(coded);
+    expect(kept).toMatchObject({ code: 'CHANNEL_CONFLICT', message: coded.message, retryable: false, cause: coded });
+    expect(kept.message.match(/\(/g)).toHaveLength(1); // one hint, not two
+    const plain = unbuildable(new TypeError('boom'));
+    expect(plain).toMatchObject({ code: 'CHANNEL_UNAVAILABLE', retryable: false });
+  });
+});
