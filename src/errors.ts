@@ -24,6 +24,7 @@ export const catalogue = {
   CHANNEL_UNAVAILABLE: { retryable: true, text: 'the platform answered with a server error' },
   CHANNEL_ENDED: { retryable: true, text: 'the listener stopped without being asked to' },
   CHANNEL_REQUEST_FAILED: { retryable: false, text: 'the platform refused the request' },
+  CHANNEL_FORMAT_REFUSED: { retryable: true, text: 'the platform refused a message format; the reply is planned again in the format it accepts' },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
   PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },

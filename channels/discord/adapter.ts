@@ -149,6 +149,13 @@ export class DiscordAdapter implements ChannelAdapter {
     await this.#call('delete', () => this.#rest.delete(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), options?.signal ? { signal: options.signal } : {}));
   }
 
+  /** PUT / DELETE the bot's own reaction on a user's message (in its thread, if any). */
+  async setReaction(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void> {
+    const route = Routes.channelMessageOwnReaction(ref.threadId ?? ref.chatId, ref.messageId, encodeURIComponent(emoji));
+    const o = options?.signal ? { signal: options.signal } : {};
+    await this.#call('reaction', () => (on ? this.#rest.put(route, o) : this.#rest.delete(route, o)));
+  }
+
   async typing(target: ReplyTarget, options?: TransportOptions): Promise<void> {
     await this.#call('typing', () => this.#rest.post(Routes.channelTyping(target.threadId ?? target.chatId), options?.signal ? { signal: options.signal } : {}));
   }

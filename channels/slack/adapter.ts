@@ -10,6 +10,7 @@ import { classifySlackError } from './errors.js';
 import { neutralizeSlackMentions } from './mentions.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
 import { BUTTON_ACTION, BUTTON_ACTION_PREFIX, normalizeAction, normalizeEvent, type SlackBlockActions, type SlackEvent } from './normalize.js';
+import { markdownForSlack, MARKDOWN_REFUSALS } from './markdown.js';
 import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
 
 /** The text as a section, and the buttons (if any) as an actions block; each button's value is its command. */
@@ -38,6 +39,13 @@ export interface SlackSecrets {
   signingSecret?: string;
 }
 
+const EMOJI_NAMES: Record<string, string> = { '👀': 'eyes', '👍': '+1', '✅': 'white_check_mark', '⏳': 'hourglass_flowing_sand', '🤔': 'thinking_face', '👌': 'ok_hand', '🙏': 'pray', '🔥': 'fire', '✍️': 'writing_hand', '✍': 'writing_hand' };
+
+/** Slack's name for an emoji: `eyes`, `:eyes:`, or a mapped Unicode emoji. */
+export function slackEmojiName(emoji: string): string {
+  return EMOJI_NAMES[emoji] ?? emoji.replace(/^:|:$/g, '');
+}
+
 /** Slack through Bolt: Socket Mode or HTTP events in, chat.* (and chat streams) out. */
 export class SlackAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities;
@@ -46,6 +54,8 @@ export class SlackAdapter implements ChannelAdapter {
   readonly #web: WebClient;
   #botUserId: string | undefined;
   #botName: string | undefined;
+  /** Messages go as `markdown_text` until Slack refuses it once; then as mrkdwn `text`. */
+  #markdown = true;
 
   constructor(options: SlackOptions, secrets: SlackSecrets) {
     this.#o = options;
@@ -147,23 +157,78 @@ export class SlackAdapter implements ChannelAdapter {
     return fetchLimited(a.url, { maxBytes: o.maxBytes, signal: o.signal, name, headers: { authorization: `Bearer ${this.#s.botToken}` }, htmlMeansRefused: !a.mime?.includes('html') });
   }
 
+  /**
+   * Runs the markdown_text call; when Slack refuses that argument, remembers it for this
+   * adapter and runs the mrkdwn call instead. Mentions are escaped on both paths.
+   */
+  async #markdownOr<T>(what: string, markdown: () => Promise<T>, mrkdwn: () => Promise<T>): Promise<T> {
+    if (!this.#markdown) return mrkdwn();
+    try {
+      return await markdown();
+    } catch (err) {
+      const code = (err as { code?: string; data?: { error?: string } }).data?.error;
+      if (code === undefined || !MARKDOWN_REFUSALS.has(code)) throw err;
+      this.#markdown = false;
+      this.#o.log.info({ channel: this.#o.id, method: what, error: code }, 'Slack refused markdown_text; sending mrkdwn text from now on');
+      return mrkdwn();
+    }
+  }
+
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const thread_ts = this.#threadTs(target);
-    const mrkdwn = markdownToMrkdwn(text);
-    const blocks = options?.buttons?.length ? buttonBlocks(mrkdwn, options.buttons) : undefined;
-    const r = await this.#call('chat.postMessage', () => this.#web.chat.postMessage({ channel: target.chatId, text: mrkdwn, ...(blocks ? { blocks } : {}), ...(thread_ts ? { thread_ts } : {}), unfurl_links: false }));
+    const base = { channel: target.chatId, ...(thread_ts ? { thread_ts } : {}), unfurl_links: false };
+    // A message with buttons (an approval question) is Block Kit with mrkdwn text; others
+    // go as standard Markdown where Slack takes it.
+    const blocks = options?.buttons?.length ? buttonBlocks(markdownToMrkdwn(text), options.buttons) : undefined;
+    const r = await this.#call('chat.postMessage', () =>
+      blocks
+        ? this.#web.chat.postMessage({ ...base, text: markdownToMrkdwn(text), blocks })
+        : this.#markdownOr(
+            'chat.postMessage',
+            () => this.#web.chat.postMessage({ ...base, markdown_text: markdownForSlack(text) }),
+            () => this.#web.chat.postMessage({ ...base, text: markdownToMrkdwn(text) }),
+          ),
+    );
     return { chatId: target.chatId, messageId: r.ts!, ...(thread_ts ? { threadId: thread_ts } : {}) };
   }
 
   async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
-    const mrkdwn = markdownToMrkdwn(text);
     // A message that had buttons is rewritten as a plain section: the buttons are gone.
-    const blocks = options?.buttons ? buttonBlocks(mrkdwn, options.buttons) : undefined;
-    await this.#call('chat.update', () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: mrkdwn, ...(blocks ? { blocks } : {}) }));
+    if (options?.buttons) {
+      const mrkdwn = markdownToMrkdwn(text);
+      const blocks = buttonBlocks(mrkdwn, options.buttons);
+      await this.#call('chat.update', () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: mrkdwn, blocks }));
+      return;
+    }
+    await this.#call('chat.update', () =>
+      this.#markdownOr(
+        'chat.update',
+        () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, markdown_text: markdownForSlack(text) }),
+        () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: markdownToMrkdwn(text) }),
+      ),
+    );
   }
 
   async delete(ref: MessageRef): Promise<void> {
     await this.#call('chat.delete', () => this.#web.chat.delete({ channel: ref.chatId, ts: ref.messageId }));
+  }
+
+  /**
+   * reactions.add / reactions.remove: Slack has no typing indicator for bots, so this is the
+   * early sign there. Slack names its emoji (`eyes`); a few common ones are mapped from Unicode.
+   */
+  async setReaction(ref: MessageRef, emoji: string, on: boolean): Promise<void> {
+    const name = slackEmojiName(emoji);
+    const timestamp = ref.messageId.slice(ref.messageId.lastIndexOf(':') + 1);
+    await this.#call(on ? 'reactions.add' : 'reactions.remove', async () => {
+      try {
+        await (on ? this.#web.reactions.add({ channel: ref.chatId, timestamp, name }) : this.#web.reactions.remove({ channel: ref.chatId, timestamp, name }));
+      } catch (err) {
+        // Already there, or already gone: the state we wanted.
+        if ((err as { data?: { error?: string } }).data?.error === (on ? 'already_reacted' : 'no_reaction')) return;
+        throw err;
+      }
+    });
   }
 
   async typing(): Promise<void> {

@@ -1,14 +1,17 @@
 import { randomInt } from 'node:crypto';
 import { Api } from 'grammy';
+import type { ReactionTypeEmoji } from 'grammy/types';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
 import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { ChannelError, CodedError } from '../../src/errors.js';
+import { ChannelError, CodedError, errorMessage } from '../../src/errors.js';
 import { sleep } from '../../src/kernel/sleep.js';
 import type { HttpRoutes } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
-import { classifyTelegramError, isEntityError, isNotModified } from './errors.js';
+import { chunkText } from '../../src/stream/chunk.js';
+import { classifyTelegramError, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
+import { chunkRich, RICH_MAX_CHARS, richFits, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
 import { callbackQueryId, malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 import { webhookHandler } from './webhook.js';
 
@@ -17,6 +20,8 @@ export interface TelegramOptions {
   apiRoot: string;
   mode: 'polling' | 'webhook';
   nativeDrafts: boolean;
+  /** Rich messages (sendRichMessage, Markdown rendered by Telegram) where the server accepts them. */
+  richMessages: boolean;
   publicUrl?: string;
   http: HttpRoutes;
   log: Logger;
@@ -38,14 +43,22 @@ export class TelegramAdapter implements ChannelAdapter {
   readonly #webhookSecret: string | undefined;
   readonly #token: string;
   #bot: BotIdentity | undefined;
+  /** Rich messages are on until the server refuses them once; then this bot uses HTML for good. */
+  #rich: boolean;
 
   constructor(options: TelegramOptions, token: string, webhookSecret?: string) {
     this.#o = options;
     this.#api = new Api(token, { apiRoot: options.apiRoot });
     this.#token = token;
     this.#webhookSecret = webhookSecret;
+    this.#rich = options.richMessages;
+    const rich = () => this.#rich;
     this.capabilities = {
-      maxMessageLength: 4096,
+      // Read on every plan: a refusal mid-reply re-plans the reply at the HTML limit.
+      get maxMessageLength() {
+        return rich() ? RICH_MAX_CHARS : TEXT_MAX_CHARS;
+      },
+      split: (text) => (this.#rich ? chunkRich(text) : chunkText(text, TEXT_MAX_CHARS)),
       editsDrafts: true,
       minEditIntervalMs: 1000, // about one message per second per chat
       nativeStream: options.nativeDrafts ? 'telegram-draft' : 'none',
@@ -163,55 +176,105 @@ export class TelegramAdapter implements ChannelAdapter {
     return t.threadId ? { message_thread_id: Number(t.threadId) } : {};
   }
 
-  /** Sends HTML; if Telegram refuses the entities, the same text goes again as plain text. */
+  /** Whether `text` goes as a rich message: rich messages on, accepted so far, and within their limits. */
+  #asRich(text: string): boolean {
+    return this.#rich && richFits(text);
+  }
+
+  /**
+   * Runs a rich-message call; on an older server's refusal remembers it for this bot, and on
+   * any refusal runs `html` instead. A text too long for the HTML path cannot go that way:
+   * the reply is planned again at the HTML limit (CHANNEL_FORMAT_REFUSED, retried at once).
+   */
+  async #richOr<T>(method: string, text: string, rich: () => Promise<T>, html: () => Promise<T>): Promise<T> {
+    try {
+      return await rich();
+    } catch (err) {
+      if (isRichUnsupported(err)) {
+        if (this.#rich) this.#o.log.info({ channel: this.#o.id, method, err: errorMessage(err) }, 'this Bot API server refused rich messages; using HTML messages from now on');
+        this.#rich = false;
+      } else if (!isRichContentError(err)) throw err;
+      else if (text.length > TEXT_MAX_CHARS) {
+        // Too long for one HTML message: only a plan at the HTML limit can deliver it.
+        this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a long rich message; using HTML messages from now on');
+        this.#rich = false;
+      } else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
+      if (text.length > TEXT_MAX_CHARS) throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich message refused and too long for a text message`, { cause: err });
+      return html();
+    }
+  }
+
+  /** Sends a rich message or HTML; if Telegram refuses the HTML entities, the same text goes again as plain text. */
   async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
     const replyTo = target.chatType !== 'dm' && target.replyToMessageId ? Number(target.replyToMessageId.split(':').at(-1)) : undefined;
-    const other = {
+    const common = {
       ...this.#threadOf(target),
       ...(replyTo ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {}),
-      link_preview_options: { is_disabled: true },
+      // Approval questions carry inline keyboard buttons.
       ...(options?.buttons?.length ? { reply_markup: { inline_keyboard: [options.buttons.map((b) => ({ text: b.label, callback_data: b.data }))] } } : {}),
     };
-    const sent = await this.#call('sendMessage', async () => {
+    const other = { ...common, link_preview_options: { is_disabled: true } };
+    const html = async () => {
       try {
         return await this.#api.sendMessage(target.chatId, markdownToTelegramHtml(text), { ...other, parse_mode: 'HTML' }, sig(options?.signal));
       } catch (err) {
         if (!isEntityError(err)) throw err;
         return this.#api.sendMessage(target.chatId, text, other, sig(options?.signal));
       }
-    });
+    };
+    const sent = await this.#call('sendMessage', (): Promise<{ message_id: number }> =>
+      this.#asRich(text) && !options?.buttons?.length ? this.#richOr<{ message_id: number }>('sendRichMessage', text, () => this.#api.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(options?.signal)), html) : html(),
+    );
     return { chatId: target.chatId, messageId: String(sent.message_id), ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
 
   async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
-    await this.#call('editMessageText', async () => {
+    const notModifiedIsFine = (e: unknown) => {
+      if (!isNotModified(e)) throw e;
+    };
+    const html = async () => {
       try {
         await this.#api.editMessageText(ref.chatId, Number(ref.messageId), markdownToTelegramHtml(text), { parse_mode: 'HTML', link_preview_options: { is_disabled: true } }, sig(options?.signal));
       } catch (err) {
         if (isNotModified(err)) return;
         if (!isEntityError(err)) throw err;
-        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), text, {}, sig(options?.signal)).catch((e: unknown) => {
-          if (!isNotModified(e)) throw e;
-        });
+        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), text, {}, sig(options?.signal)).catch(notModifiedIsFine);
       }
-    });
+    };
+    await this.#call('editMessageText', () =>
+      this.#asRich(text)
+        ? this.#richOr('editMessageText', text, () => this.#api.editMessageText(ref.chatId, Number(ref.messageId), { markdown: toRichMarkdown(text) }, {}, sig(options?.signal)).then(() => {}, notModifiedIsFine), html)
+        : html(),
+    );
   }
 
   async delete(ref: MessageRef, options?: TransportOptions): Promise<void> {
     await this.#call('deleteMessage', () => this.#api.deleteMessage(ref.chatId, Number(ref.messageId), sig(options?.signal)));
   }
 
+  /** setMessageReaction: one emoji from Telegram's reaction list, or none to take it off. */
+  async setReaction(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void> {
+    const reaction = on ? [{ type: 'emoji' as const, emoji: emoji as ReactionTypeEmoji['emoji'] }] : [];
+    await this.#call('setMessageReaction', () => this.#api.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(options?.signal)));
+  }
+
   async typing(target: ReplyTarget, options?: TransportOptions): Promise<void> {
     await this.#call('sendChatAction', () => this.#api.sendChatAction(target.chatId, 'typing', this.#threadOf(target), sig(options?.signal)));
   }
 
-  /** sendMessageDraft in private chats: an animated preview; the final text is a real message. */
+  /** sendRichMessageDraft (or sendMessageDraft) in private chats: an animated preview; the final text is a real message. */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
     if (!this.#o.nativeDrafts || target.chatType !== 'dm') return undefined;
     const draftId = randomInt(1, 2 ** 31 - 1);
     const chatId = Number(target.chatId);
+    const thread = this.#threadOf(target);
+    const draft = async (text: string, signal: AbortSignal | undefined) => {
+      const html = () => this.#api.sendMessageDraft(chatId, draftId, markdownToTelegramHtml(text), { ...thread, parse_mode: 'HTML' }, sig(signal));
+      if (!this.#asRich(text)) return html();
+      return this.#richOr('sendRichMessageDraft', text, () => this.#api.sendRichMessageDraft(chatId, draftId, { markdown: toRichMarkdown(text) }, thread, sig(signal)), html);
+    };
     return {
-      update: (text, o) => this.#call('sendMessageDraft', () => this.#api.sendMessageDraft(chatId, draftId, markdownToTelegramHtml(text), { ...this.#threadOf(target), parse_mode: 'HTML' }, sig(o?.signal))).then(() => {}),
+      update: (text, o) => this.#call('sendMessageDraft', () => draft(text, o?.signal)).then(() => {}),
       finish: (text, o) => this.send(target, text, o),
     };
   }

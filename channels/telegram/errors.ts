@@ -38,3 +38,18 @@ export function isNotModified(err: unknown): boolean {
 export function isEntityError(err: unknown): boolean {
   return err instanceof GrammyError && err.error_code === 400 && /can't parse entities|unsupported start tag|can't find end tag/i.test(err.description);
 }
+
+/**
+ * The server does not know rich messages (an older Bot API): the method is unknown, or an
+ * edit without `text` reads as empty. Remembered per bot; the HTML path takes over.
+ */
+export function isRichUnsupported(err: unknown): boolean {
+  if (!(err instanceof GrammyError)) return false;
+  if (err.error_code === 404) return true;
+  return err.error_code === 400 && /method not found|text (is|must be non-)empty|rich_message|unknown (parameter|field)/i.test(err.description);
+}
+
+/** Telegram refused this rich message's content (its parser or limits): this message goes the HTML way. */
+export function isRichContentError(err: unknown): boolean {
+  return err instanceof GrammyError && err.error_code === 400 && !isNotModified(err) && !/not found|can't be edited|MESSAGE_ID_INVALID/i.test(err.description);
+}

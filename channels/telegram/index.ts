@@ -14,6 +14,7 @@ export const createChannel: ChannelFactory = (config, ctx) => {
       apiRoot: config.api_root.replace(/\/+$/, ''),
       mode: config.mode,
       nativeDrafts: config.native_drafts,
+      richMessages: config.rich_messages,
       ...(config.public_url ? { publicUrl: config.public_url } : {}),
       http: ctx.http,
       log: ctx.log,

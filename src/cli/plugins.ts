@@ -25,6 +25,10 @@ import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
 import { ChannelError, CodedError, errorMessage } from '../errors.js';
+import { judgeIntent } from '../agent/intent.js';
+
+/** The classifier is a short call; past this the message is ignored. */
+const INTENT_TIMEOUT_MS = 10_000;
 import { McpHub } from '../mcp/hub.js';
 import { ApprovalStore } from '../store/approvals.js';
 import { ApprovalCoordinator } from '../tools/approvals.js';
@@ -309,6 +313,22 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           queueModeOf: (scope) => {
             const channelId = channelOfScope(scope);
             return ctx.use<Conversations>('conversations').get(agentOf(cfg(), channelId), scope).queueMode;
+          },
+          classify: async (msg, recent, signal) => {
+            const c = cfg();
+            const name = agentOf(c, msg.channelId);
+            const agent = c.agents[name];
+            const model = c.channels.find((x) => x.id === msg.channelId)?.intent_model ?? agent?.model;
+            if (!agent?.base_url || !model) return 'ignore';
+            const apiKey = o.holder.loaded.secrets.get(`agents.${name}`, 'api_key');
+            const lines = recent.map((m) => ({ name: m.sender.name, text: m.text }));
+            const v = await judgeIntent({ baseUrl: agent.base_url, model, timeoutMs: INTENT_TIMEOUT_MS, ...(apiKey ? { apiKey } : {}) }, channels.get(msg.channelId)?.adapter.selfName, lines, signal);
+            metrics.intentCalls.inc({ channel: msg.channelId, decision: v.error ? 'failed' : v.decision });
+            metrics.intentLatency.observe({ channel: msg.channelId }, v.latencyMs / 1000);
+            metrics.intentTokens.inc({ channel: msg.channelId, kind: 'input' }, v.inputTokens);
+            metrics.intentTokens.inc({ channel: msg.channelId, kind: 'output' }, v.outputTokens);
+            if (v.error) log.warn({ err: v.error, channel: msg.channelId, model }, 'the intent classifier failed; the message is ignored');
+            return v.decision;
           },
           notify: async (msg, text) => {
             const ch = channels.get(msg.channelId);

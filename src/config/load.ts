@@ -90,6 +90,10 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[]): void {
     if (ch.type !== 'webchat' && ch.allow_from === undefined) {
       problems.push({ path: ['channels', i], message: `channel "${ch.id}" needs allow_from: a list of sender ids, or ["*"] to let everyone talk to the bot` });
     }
+    if (ch.reply_intent === 'classifier') {
+      const agent = config.agents[ch.agent ?? enabledAgents[0] ?? 'default'];
+      if (agent && (agent.provider !== 'openai-compatible' || !agent.base_url)) problems.push({ path: ['channels', i, 'reply_intent'], message: `reply_intent = "classifier" asks a model on the channel's agent's endpoint: bind channel "${ch.id}" to an openai-compatible agent` });
+    }
     if (ch.type === 'telegram' && ch.mode === 'webhook' && !ch.public_url) {
       problems.push({ path: ['channels', i, 'mode'], message: `webhook mode needs public_url (the https address Telegram should post to)` });
     }

@@ -44,6 +44,14 @@ const channelBase = {
   agent: z.string().min(1).optional(),
   allow_from: z.array(z.string().min(1)).optional(),
   allow_bots: z.boolean().default(false),
+  /** Sender ids whose /stop stops anyone's answer, and who may `/stop all`. */
+  admins: z.array(z.string().min(1)).default([]),
+  /** A reaction put on each stored message until its turn ends (Telegram, Discord, Slack); off when unset. */
+  ack_reaction: z.string().min(1).optional(),
+  /** Groups: `mention` answers when addressed; `classifier` also asks `intent_model` about unaddressed messages. */
+  reply_intent: z.enum(['mention', 'classifier']).default('mention'),
+  /** The small model that judges reply/ignore, on the channel's agent's endpoint; the agent's model when unset. */
+  intent_model: z.string().min(1).optional(),
   require_mention: z.boolean().default(true),
   scope: z.enum(['chat', 'sender']).default('chat'),
   max_in_flight: positiveInt.optional(),
@@ -74,6 +82,7 @@ const telegram = z.strictObject({
   mode: z.enum(['polling', 'webhook']).default('polling'),
   api_root: z.url().default('https://api.telegram.org'),
   native_drafts: z.boolean().default(true),
+  rich_messages: z.boolean().default(true),
   public_url: z.url().optional(),
   ...secretRef('webhook_secret'),
 });

@@ -105,6 +105,20 @@ export class PassiveContext {
     this.#bytes -= passiveBytes(msg);
   }
 
+  /** What was gathered for a scope, without taking it. */
+  peek(scope: string): readonly ChannelMessage[] {
+    return this.#byScope.get(scope)?.list ?? [];
+  }
+
+  /** Takes one message back out (it is being answered itself). */
+  remove(scope: string, messageId: string): void {
+    const entry = this.#byScope.get(scope);
+    if (!entry) return;
+    const i = entry.list.findIndex((m) => m.messageId === messageId);
+    if (i >= 0) this.#drop(entry, entry.list.splice(i, 1)[0]!);
+    if (!entry.list.length) this.#byScope.delete(scope);
+  }
+
   /** Takes (and clears) what was gathered for a scope. */
   take(scope: string): ChannelMessage[] {
     const entry = this.#byScope.get(scope);
@@ -117,5 +131,25 @@ export class PassiveContext {
   /** Conversations and approximate bytes held now. */
   get size(): { conversations: number; bytes: number } {
     return { conversations: this.#byScope.size, bytes: this.#bytes };
+  }
+}
+
+/** How often one group's unaddressed messages may be judged by the intent classifier. */
+export const INTENT_MIN_GAP_MS = 2000;
+
+/**
+ * Rate limit of the intent classifier per group: one call in flight, and at least
+ * `minGapMs` between calls. A message that finds the group limited is ignored (kept as context).
+ */
+export class IntentLimiter {
+  readonly #last = new Map<string, number>();
+  constructor(private readonly minGapMs = INTENT_MIN_GAP_MS) {}
+
+  take(group: string, nowMs = Date.now()): boolean {
+    const last = this.#last.get(group);
+    if (last !== undefined && nowMs - last < this.minGapMs) return false;
+    if (this.#last.size > 10_000) for (const [k, t] of this.#last) if (nowMs - t >= this.minGapMs) this.#last.delete(k);
+    this.#last.set(group, nowMs);
+    return true;
   }
 }

@@ -6,6 +6,12 @@ import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './mess
 /** What a platform can do; ReplyStream reads only this. */
 export interface ChannelCapabilities {
   maxMessageLength: number;
+  /**
+   * How this platform splits a long reply into messages, where more than the length counts
+   * (Telegram rich messages also limit blocks); `chunkText` at `maxMessageLength` when absent.
+   * Read on every plan, so a platform may change it mid-reply (a refused format).
+   */
+  split?(text: string): string[];
   editsDrafts: boolean;
   /** The platform's floor between edits of one message. */
   minEditIntervalMs: number;
@@ -89,6 +95,12 @@ export interface ChannelAdapter {
    * soon as `maxBytes` is passed otherwise; never writes to disk.
    */
   download?(attachment: Attachment, options: { maxBytes: number; signal: AbortSignal }): Promise<Buffer>;
+
+  /**
+   * Puts `emoji` on a user's message as the bot's reaction (`on`), or takes it off. `ref` is
+   * the user's message as the adapter delivered it (its `messageId` as in ChannelMessage).
+   */
+  setReaction?(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void>;
   /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
   openNativeStream?(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined>;
 }

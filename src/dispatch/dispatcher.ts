@@ -4,11 +4,12 @@ import type { Metrics } from '../observe/metrics.js';
 import { CodedError } from '../errors.js';
 import type { Inbox, InboxItem, InboxWrites } from '../store/inbox.js';
 import { parseCommand, type ParsedCommand } from '../runtime/commands.js';
-import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
+import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
 import type { ChannelAdapter } from './adapter.js';
 import { conversationScope, type ChannelMessage } from './message.js';
 import { Lanes, type TurnJob } from './lanes.js';
 import { TaskTracker } from './tracker.js';
+import { AckReactions } from './ack.js';
 
 export type { TurnJob };
 
@@ -54,6 +55,11 @@ export interface DispatcherOptions {
    * The action's text, if any, is sent back as a control reply.
    */
   control?(msg: ChannelMessage, scope: string, cmd: ParsedCommand): (() => Promise<string | undefined>) | undefined;
+  /**
+   * reply_intent = "classifier": judges an unaddressed group message, given the group's
+   * recent messages (newest last). Resolves "ignore" on any failure; records its own metrics.
+   */
+  classify?(msg: ChannelMessage, recent: readonly ChannelMessage[], signal: AbortSignal): Promise<'reply' | 'ignore'>;
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
@@ -71,11 +77,16 @@ export class Dispatcher {
   readonly #unavailable = new NoticeLimiter(60_000);
   readonly passive: PassiveContext;
   readonly tracker: TaskTracker;
+  readonly #ack: AckReactions;
+  readonly #intents = new IntentLimiter();
+  /** Aborted at shutdown: classifier calls still running stop. */
+  readonly #closing = new AbortController();
   #accepting = true;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
     this.tracker = options.tracker ?? new TaskTracker(() => 'default');
+    this.#ack = new AckReactions(options.channel, options.log);
     this.#notices = new NoticeLimiter(undefined, undefined, (n) => options.metrics.evictions.inc({ structure: 'not_allowed_notices' }, n));
     this.passive = new PassiveContext(
       20,
@@ -83,6 +94,9 @@ export class Dispatcher {
       (n) => options.metrics.evictions.inc({ structure: 'passive_context' }, n),
     );
     this.#lanes = new Lanes({
+      settled: (items) => {
+        for (const it of items) this.#ack.set(it.message, false);
+      },
       limits: options.limits,
       channelLimit: (id) => options.channel(id)?.config.max_in_flight,
       ...(options.agentOf ? { agentLimit: options.agentOf } : {}),
@@ -116,15 +130,19 @@ export class Dispatcher {
       }
       return false;
     }
+    const command = parseCommand(msg.text, ch.adapter.selfName);
     if (verdict === 'unaddressed') {
+      // A bare "/stop" in a group from someone whose turn runs here is for us: it stops that
+      // turn and is not kept as context for the model.
+      if (command?.name === 'stop' && this.#lanes.hasTurnOf(scope, msg.sender.id)) return this.#stop(msg, scope, command.args, ch.config.admins);
       this.passive.add(scope, msg);
+      if (ch.config.reply_intent === 'classifier' && this.#o.classify) void this.#judge(msg, scope);
       return false;
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
-    const cmd = parseCommand(msg.text, ch.adapter.selfName);
-    const control = cmd && this.#o.control?.(msg, scope, cmd);
+    const control = command && this.#o.control?.(msg, scope, command);
     if (control) return this.#control(msg, scope, control);
-    if (cmd?.name === 'stop') return this.#stop(msg, scope);
+    if (command?.name === 'stop') return this.#stop(msg, scope, command.args, ch.config.admins);
     if ('remote' in this.#o.inbox) return this.#publish(this.#o.inbox, msg, scope);
     let id: number | undefined;
     try {
@@ -143,7 +161,7 @@ export class Dispatcher {
     }
     this.#o.metrics.received.inc({ channel: msg.channelId });
     const item: InboxItem = { id, scope, message: msg, state: 'pending', replyRefs: [] };
-    this.#enqueue(item, this.passive.take(scope));
+    if (this.#enqueue(item, this.passive.take(scope))) this.#ack.set(msg, true);
     return true;
   };
 
@@ -158,7 +176,35 @@ export class Dispatcher {
     return true;
   }
 
-  async #stop(msg: ChannelMessage, scope: string): Promise<boolean> {
+  /**
+   * Asks the classifier about an unaddressed group message (rate-limited per group); on
+   * "reply" the message is taken out of the context and delivered as addressed. Runs after
+   * the platform was acknowledged: the message was not stored, as any unaddressed one.
+   */
+  async #judge(msg: ChannelMessage, scope: string): Promise<void> {
+    if (!this.#intents.take(`${msg.channelId}:${msg.chat.id}`)) {
+      this.#o.metrics.intentCalls.inc({ channel: msg.channelId, decision: 'rate_limited' });
+      return;
+    }
+    try {
+      const recent = this.passive.peek(scope).slice(-7);
+      const decision = await this.#o.classify!(msg, recent, this.#closing.signal);
+      if (decision !== 'reply' || !this.#accepting) return;
+      this.passive.remove(scope, msg.messageId);
+      await this.deliver({ ...msg, addressed: true });
+    } catch (err) {
+      this.#o.log.warn({ err, channel: msg.channelId }, 'a message the classifier chose to answer could not be taken');
+    }
+  }
+
+  /**
+   * /stop stops what the sender started: their running turn and their queued messages. The
+   * channel's `admins` stop the running turn whoever started it, and `/stop all` (admins)
+   * also drops everyone's queued messages. A cancelled turn shows its partial text with the
+   * stop marker (or the marker alone): that is the one visible result, so the short reply
+   * goes out only when no running turn was stopped.
+   */
+  async #stop(msg: ChannelMessage, scope: string, args: string, admins: readonly string[]): Promise<boolean> {
     if ('remote' in this.#o.inbox) {
       const result = await this.#o.inbox.stop(msg, scope);
       if (result !== 'duplicate') await this.#notify(msg, result === 'stopped' ? 'Stopped.' : 'Nothing to stop.');
@@ -173,8 +219,14 @@ export class Dispatcher {
         )
       : true;
     if (!fresh) return true;
-    const stopped = this.#lanes.stop(scope, 'stopped by /stop');
-    await this.#notify(msg, stopped ? 'Stopped.' : 'Nothing to stop.');
+    const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
+    const all = args.toLowerCase() === 'all';
+    if (all && !admin) {
+      await this.#notify(msg, 'Only the channel\'s admins can stop everyone\'s answers; /stop stops yours.');
+      return true;
+    }
+    const { cancelled, dropped } = this.#lanes.stopOf(scope, all || msg.chat.type === 'dm' ? undefined : msg.sender.id, 'stopped by /stop', admin);
+    if (!cancelled) await this.#notify(msg, dropped > 0 ? 'Stopped.' : 'Nothing to stop.');
     return true;
   }
 
@@ -203,14 +255,15 @@ export class Dispatcher {
     return this.#lanes.release(match, graceMs);
   }
 
-  #enqueue(item: InboxItem, passive: ChannelMessage[]): void {
+  /** Queues an item; false when it was refused (queue full). */
+  #enqueue(item: InboxItem, passive: ChannelMessage[]): boolean {
     const ch = this.#o.channel(item.message.channelId);
     const mode = this.#o.queueModeOf?.(item.scope) ?? ch?.config.queue_mode ?? this.#o.limits().queue_mode;
-    if (!this.#lanes.accept(item, mode, passive)) {
-      this.#o.inbox.setState(item.id, 'refused', 'queue full');
-      this.#o.metrics.refused.inc({ channel: item.message.channelId, reason: 'busy' });
-      void this.#notify(item.message, BUSY_REPLY);
-    }
+    if (this.#lanes.accept(item, mode, passive)) return true;
+    this.#o.inbox.setState(item.id, 'refused', 'queue full');
+    this.#o.metrics.refused.inc({ channel: item.message.channelId, reason: 'busy' });
+    void this.#notify(item.message, BUSY_REPLY);
+    return false;
   }
 
   async #notify(msg: ChannelMessage, text: string): Promise<void> {
@@ -260,6 +313,7 @@ export class Dispatcher {
   /** Stops taking messages; running turns get `graceMs` to finish, then are cancelled. Queued items stay pending. */
   async shutdown(graceMs: number): Promise<void> {
     this.#accepting = false;
+    this.#closing.abort();
     await this.#lanes.drain(graceMs);
   }
 }

@@ -38,6 +38,8 @@ interface LanesOptions {
   metrics: Metrics;
   log: Logger;
   tracker: TaskTracker;
+  /** Items leave the lanes: their turn ended, or they were dropped. */
+  settled?(items: readonly InboxItem[]): void;
 }
 
 /**
@@ -91,10 +93,12 @@ export class Lanes {
 
   #drop(lane: Lane, reason: string): number {
     const n = lane.queue.length;
-    for (const it of lane.queue.splice(0)) {
+    const dropped = lane.queue.splice(0);
+    for (const it of dropped) {
       this.#o.inbox.setState(it.id, 'failed', reason);
       this.#o.tracker.finished(String(it.id));
     }
+    if (n) this.#o.settled?.(dropped);
     this.#queued -= n;
     this.#o.metrics.queued.set(this.#queued);
     return n;
@@ -162,6 +166,7 @@ export class Lanes {
       })
       .finally(() => {
         this.#o.tracker.finished(id);
+        this.#o.settled?.(items);
         lane.running = undefined;
         this.#inFlight--;
         this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 1) - 1);
@@ -175,13 +180,51 @@ export class Lanes {
   }
 
   stop(scope: string, reason: string): boolean {
+    const r = this.stopOf(scope, undefined, reason);
+    return r.cancelled || r.dropped > 0;
+  }
+
+  /**
+   * /stop in a conversation: cancels the running turn and drops the queued items of
+   * `senderId` only (everyone's when undefined). `runningOfAnyone` also cancels the running
+   * turn whoever started it (an admin's /stop). Says what it did.
+   */
+  stopOf(scope: string, senderId: string | undefined, reason: string, runningOfAnyone = false): { cancelled: boolean; dropped: number } {
+    const lane = this.#lanes.get(scope);
+    if (!lane) return { cancelled: false, dropped: 0 };
+    const mine = (it: InboxItem) => senderId === undefined || it.message.sender.id === senderId;
+    let dropped = 0;
+    if (senderId === undefined) dropped = this.#drop(lane, reason);
+    else {
+      const keep: InboxItem[] = [];
+      const gone: InboxItem[] = [];
+      for (const it of lane.queue) {
+        if (!mine(it)) {
+          keep.push(it);
+          continue;
+        }
+        this.#o.inbox.setState(it.id, 'failed', reason);
+        this.#o.tracker.finished(String(it.id));
+        gone.push(it);
+      }
+      dropped = gone.length;
+      if (dropped) this.#o.settled?.(gone);
+      lane.queue = keep;
+      this.#queued -= dropped;
+      this.#o.metrics.queued.set(this.#queued);
+    }
+    const running = lane.running;
+    const cancel = running !== undefined && (runningOfAnyone || running.job.items.some(mine));
+    if (cancel) running.controller.abort(new Error(reason));
+    this.#forgetIfIdle(lane);
+    return { cancelled: cancel, dropped };
+  }
+
+  /** Whether `senderId` has a turn running or waiting in this conversation. */
+  hasTurnOf(scope: string, senderId: string): boolean {
     const lane = this.#lanes.get(scope);
     if (!lane) return false;
-    const dropped = this.#drop(lane, reason);
-    const running = lane.running;
-    running?.controller.abort(new Error(reason));
-    this.#forgetIfIdle(lane);
-    return dropped > 0 || running !== undefined;
+    return lane.queue.some((it) => it.message.sender.id === senderId) || (lane.running?.job.items.some((it) => it.message.sender.id === senderId) ?? false);
   }
 
   /**
@@ -252,6 +295,7 @@ export class Lanes {
         this.#o.metrics.queued.set(this.#queued);
         this.#o.inbox.setState(it!.id, 'failed', 'stopped by the operator');
         this.#o.tracker.finished(id);
+        this.#o.settled?.([it!]);
         this.#forgetIfIdle(lane);
         return 'dropped';
       }

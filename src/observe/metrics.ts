@@ -29,6 +29,9 @@ export class Metrics {
   readonly storageFaults = new Counter({ name: 'channeld_storage_faults_total', help: 'Times the database stopped taking writes, by SQLite code', labelNames: ['code'], registers: [this.registry] });
   readonly tokens = new Counter({ name: 'channeld_tokens_total', help: 'Model tokens per turn, by agent, model, channel and type (input, output, reasoning, cached)', labelNames: ['agent', 'model', 'channel', 'type'], registers: [this.registry] });
   readonly cost = new Counter({ name: 'channeld_cost_total', help: 'Spend from the [models] price table, by agent, model and channel', labelNames: ['agent', 'model', 'channel'], registers: [this.registry] });
+  readonly intentCalls = new Counter({ name: 'channeld_intent_total', help: 'Unaddressed group messages judged by reply_intent = classifier, by decision (reply, ignore, failed, rate_limited)', labelNames: ['channel', 'decision'], registers: [this.registry] });
+  readonly intentLatency = new Histogram({ name: 'channeld_intent_latency_seconds', help: 'Intent classifier call latency', labelNames: ['channel'], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5], registers: [this.registry] });
+  readonly intentTokens = new Counter({ name: 'channeld_intent_tokens_total', help: 'Tokens spent by the intent classifier (its cost)', labelNames: ['channel', 'kind'], registers: [this.registry] });
   readonly evictions = new Counter({ name: 'channeld_memory_evictions_total', help: 'Entries evicted from bounded in-memory structures keyed by user input', labelNames: ['structure'], registers: [this.registry] });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 

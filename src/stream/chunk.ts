@@ -20,6 +20,27 @@ export function openFenceAt(text: string): string | undefined {
   return open?.line;
 }
 
+/**
+ * Rewrites the Markdown outside code: `fn` gets each line outside fenced blocks, cut into
+ * pieces around inline code spans (it gets the pieces between them, with whether the piece
+ * starts the line); fences and code are kept as written.
+ */
+export function mapProse(md: string, fn: (prose: string, lineStart: boolean) => string): string {
+  const out: string[] = [];
+  let open: string | undefined;
+  for (const line of md.split('\n')) {
+    const m = fenceLine.exec(line);
+    if (open !== undefined) {
+      if (m && m[1]![0] === open[0] && m[1]!.length >= open.length && m[2]!.trim() === '') open = undefined;
+      out.push(line);
+    } else if (m) {
+      open = m[1]!;
+      out.push(line);
+    } else out.push(line.split(/(`[^`\n]+`)/g).map((part, i) => (i % 2 === 1 ? part : fn(part, i === 0))).join(''));
+  }
+  return out.join('\n');
+}
+
 function closingFor(opener: string): string {
   return /^[`~]+/.exec(opener)![0];
 }

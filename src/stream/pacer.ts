@@ -1,12 +1,26 @@
 import { ChannelError } from '../errors.js';
 import { sleep } from '../kernel/sleep.js';
 
-/** The platform said 429, or we never got an answer: how long to wait before the next request. */
+/**
+ * When the next request of one reply may go. Drafts follow `nextAtMs` (the paced interval,
+ * widened after a 429); the final text follows `floorAtMs` (the platform's own floor, or
+ * what a 429 asked), so it never waits out a widened draft interval.
+ */
 export interface Pacing {
-  /** Earliest time (ms since epoch) the next request may go. */
+  /** Earliest time (ms since epoch) the next draft may go. */
   nextAtMs: number;
+  /** Earliest time any request may go: the last one plus the floor, a 429's retry time, or a failure's backoff. */
+  floorAtMs: number;
+  /** The channel's interval (never below the platform floor): where the pace returns to. */
+  baseIntervalMs: number;
   intervalMs: number;
   consecutiveFailures: number;
+  /** When the last 429 came (ms since epoch); long enough without one and the pace is back at the base. */
+  rateLimitedAtMs: number;
+}
+
+export function newPacing(intervalMs: number): Pacing {
+  return { nextAtMs: 0, floorAtMs: 0, baseIntervalMs: intervalMs, intervalMs, consecutiveFailures: 0, rateLimitedAtMs: -Infinity };
 }
 
 export function isRateLimit(err: unknown): err is ChannelError & { retryAfterMs: number } {
@@ -19,22 +33,38 @@ export function sleepUntil(atMs: number, signal?: AbortSignal): Promise<void> {
 }
 
 const FAILURE_BACKOFF_FLOOR_MS = 250;
+/** A widened interval never grows past this: a reply keeps moving even under repeated 429s. */
+const MAX_INTERVAL_MS = 30_000;
+/** A success this long after the last 429 means the platform's limit has passed: back to the base pace at once. */
+export const RECOVER_AFTER_MS = 5_000;
 
-/** Records a request's outcome on the pacing state; returns whether it was a 429. */
-export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limited' | 'failed' {
+/**
+ * Records a request's outcome on the pacing state; returns whether it was a 429, or a
+ * refused format (the reply is planned again at once, the pace unchanged).
+ */
+export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limited' | 'failed' | 'replan' {
+  if (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED') return 'replan';
   if (err === undefined) {
     p.consecutiveFailures = 0;
+    // Back toward the floor: each success halves the interval a 429 widened (and a success
+    // well after the last 429 restores it), so a burst of 429s costs a few slow edits, not
+    // the rest of the reply.
+    p.intervalMs = nowMs - p.rateLimitedAtMs >= RECOVER_AFTER_MS ? p.baseIntervalMs : Math.max(p.baseIntervalMs, p.intervalMs / 2);
     p.nextAtMs = nowMs + p.intervalMs;
+    p.floorAtMs = nowMs + p.baseIntervalMs;
     return 'ok';
   }
   if (isRateLimit(err)) {
-    // The platform told us its budget: wait what it said, then go at half the pace for the rest of the turn.
-    p.intervalMs *= 2;
+    // The platform told us its budget: wait what it said, and go at half the pace until edits succeed again.
+    p.intervalMs = Math.min(p.intervalMs * 2, Math.max(MAX_INTERVAL_MS, p.baseIntervalMs));
     p.nextAtMs = nowMs + Math.max(err.retryAfterMs, p.intervalMs);
+    p.floorAtMs = nowMs + err.retryAfterMs;
+    p.rateLimitedAtMs = nowMs;
     return 'rate_limited';
   }
   p.consecutiveFailures++;
   // A floor, so a platform without an edit interval still backs off instead of spinning.
   p.nextAtMs = nowMs + Math.min(Math.max(p.intervalMs, FAILURE_BACKOFF_FLOOR_MS) * 2 ** p.consecutiveFailures, 30_000);
+  p.floorAtMs = p.nextAtMs;
   return 'failed';
 }

@@ -1,9 +1,9 @@
 import type { AgentEvent, TurnEnding } from '../agent/events.js';
 import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../dispatch/adapter.js';
 import type { MessageRef, ReplyTarget } from '../dispatch/message.js';
-import { errorMessage, isRetryable } from '../errors.js';
+import { ChannelError, errorMessage, isRetryable } from '../errors.js';
 import { chunkText } from './chunk.js';
-import { pace, sleepUntil, type Pacing } from './pacer.js';
+import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
 /** The reason the end-of-turn signal carries: a shared value, because `abort()` without one builds a DOMException with a stack for every turn. */
@@ -80,7 +80,7 @@ export class ReplyStream {
   constructor(options: ReplyStreamOptions) {
     this.#o = options;
     const floor = options.capabilities.minEditIntervalMs;
-    this.#pacing = { nextAtMs: 0, intervalMs: Math.max(floor, options.editIntervalMs ?? floor), consecutiveFailures: 0 };
+    this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor));
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
     this.#draftsEnabled = options.streamMode === 'partial';
     const nativeWanted = options.capabilities.nativeStream !== 'none' && options.transport.openNativeStream !== undefined;
@@ -161,12 +161,14 @@ export class ReplyStream {
 
   /** What the messages should show now; drafts show the growing text plus a progress line. */
   #desired(final: boolean): string[] {
-    const max = this.#o.capabilities.maxMessageLength;
+    const caps = this.#o.capabilities;
+    const max = caps.maxMessageLength;
+    const split = (text: string) => (caps.split ? caps.split(text) : chunkText(text, max));
     if (final) {
       const text = this.#finalText();
-      return text ? chunkText(text, max) : [];
+      return text ? split(text) : [];
     }
-    const chunks = this.#text ? chunkText(this.#text, max) : [];
+    const chunks = this.#text ? split(this.#text) : [];
     if (this.#progress) {
       const last = chunks.length ? chunks.pop()! : '';
       const withProgress = last ? `${last}\n\n${this.#progress}` : this.#progress;
@@ -184,8 +186,9 @@ export class ReplyStream {
 
   /**
    * One native-stream request toward `desired`, while the reply fits in one message;
-   * undefined when the native stream is not in use. Any failure falls back to send + edit
-   * for the rest of the turn: the next step sends the whole text as a normal message.
+   * undefined when the native stream is not in use. A 429 pauses the native stream for what
+   * the platform asked (the caller paces it) and keeps it; any other failure falls back to
+   * send + edit for the rest of the turn: the next step sends the whole text as a normal message.
    */
   async #nativeStep(desired: string[], final: boolean): Promise<boolean | undefined> {
     if (this.#nativeState === 'off' || this.#shown.length > 0) return undefined;
@@ -218,6 +221,9 @@ export class ReplyStream {
       this.#shownText();
       return true;
     } catch (err) {
+      // Switching modes on a 429 would turn the draft into a message mid-answer and draw
+      // more 429s with the edits that follow: wait instead, then go on drafting.
+      if (isRateLimit(err) || (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED')) throw err;
       this.#nativeState = 'off';
       this.#o.onFallback?.();
       this.#o.onError?.(err, final ? 'final' : 'draft');
@@ -301,7 +307,7 @@ export class ReplyStream {
       } catch (err) {
         const outcome = pace(this.#pacing, err, Date.now());
         if (outcome === 'rate_limited') this.#o.onRateLimited?.();
-        else this.#o.onError?.(err, 'draft');
+        else if (outcome !== 'replan') this.#o.onError?.(err, 'draft');
         // After three failed drafts in a row only the final text is attempted.
         if (this.#pacing.consecutiveFailures >= 3) this.#draftsEnabled = false;
         this.#dirty = true;
@@ -313,27 +319,28 @@ export class ReplyStream {
   async #final(): Promise<ReplyResult> {
     this.#stopTyping();
     const deadline = Date.now() + this.#o.finalDeadlineMs;
-    const desired = this.#desired(true);
     let delivered = true;
     for (;;) {
       if (this.#o.signal?.aborted) {
         delivered = false;
         break;
       }
+      // Planned each time: a platform may change its limits mid-reply (a refused format).
+      const desired = this.#desired(true);
       // Nothing left to send: done at once, without waiting out the edit interval.
       if (this.#upToDate(desired)) break;
-      await sleepUntil(Math.min(this.#pacing.nextAtMs, deadline), this.#o.signal);
+      // The final text waits for the platform's floor (or what a 429 asked), never for an
+      // interval a 429 widened: when the last edit was long enough ago it goes at once.
+      await sleepUntil(Math.min(this.#pacing.floorAtMs, deadline), this.#o.signal);
       try {
         if (!(await this.#step(desired, true))) break;
         pace(this.#pacing, undefined, Date.now());
       } catch (err) {
         const outcome = pace(this.#pacing, err, Date.now());
-        if (outcome === 'rate_limited') {
-          this.#o.onRateLimited?.();
-          // The final text waits only what the platform asked, not the widened draft interval.
-          this.#pacing.nextAtMs = Date.now() + (err as { retryAfterMs: number }).retryAfterMs;
-        } else this.#o.onError?.(err, 'final');
-        if (!isRetryable(err) || this.#pacing.nextAtMs > deadline) {
+        if (outcome === 'replan') continue;
+        if (outcome === 'rate_limited') this.#o.onRateLimited?.();
+        else this.#o.onError?.(err, 'final');
+        if (!isRetryable(err) || this.#pacing.floorAtMs > deadline) {
           delivered = false;
           this.#o.onError?.(new Error(`final reply not delivered: ${errorMessage(err)}`), 'final');
           break;

@@ -55,8 +55,8 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
     // as long as the page takes to show the button and the click takes to land.
     llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: new Promise(() => {}) }] });
     c.send('one two');
-    const button = await page.waitForSelector('button[data-stop]');
-    await button.click();
+    // A locator, not an element handle: the live table may re-render between finding and clicking.
+    await page.locator('button[data-stop]').first().click({ timeout: 10_000 });
     const [final] = await c.finals();
     expect(final!.text).toMatch(/⏹ Stopped\.$/);
     expect(final!.text).not.toContain('two');

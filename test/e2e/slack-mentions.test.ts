@@ -22,7 +22,8 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
     await sl.close();
   });
   const target = { channelId: 'sl', chatId: 'C0CHAN001', chatType: 'group' as const, threadId: '1700000000.000100' };
-  const sent = (method: string, key: string) => sl.callsOf(method).map((c) => c.args[key] ?? '');
+  // Calls that carried `key` (this fake, an older API, refuses markdown_text once: that call has no text).
+  const sent = (method: string, key: string) => sl.callsOf(method).filter((c) => c.args[key] !== undefined || c.args.markdown_text === undefined).map((c) => c.args[key] ?? '');
 
   it('chat.postMessage', async () => {
     await adapter.send(target, PINGS);

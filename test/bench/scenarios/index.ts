@@ -6,8 +6,9 @@ import { latency } from './latency.js';
 import { memory } from './memory.js';
 import { reload } from './reload.js';
 import { startup } from './startup.js';
+import { streaming } from './streaming.js';
 import { load } from './load.js';
 import { cluster } from './cluster.js';
 
 /** Every scenario `npm run bench` runs, in order. */
-export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, memory, startup, reload, load, cluster };
+export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, streaming, memory, startup, reload, load, cluster };

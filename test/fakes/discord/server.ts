@@ -65,6 +65,8 @@ export class FakeDiscord {
   readonly dmChannel = snowflake();
   readonly rest: RestCall[] = [];
   readonly messages: StoredMessage[] = [];
+  /** The bot's own reactions, by `channelId:messageId`. */
+  readonly reactions = new Map<string, string[]>();
   readonly gateway = { identifies: 0, resumes: 0, connections: 0, heartbeats: 0 };
   /** Close code to answer IDENTIFY with (4004 bad token, 4014 disallowed intents…). */
   identifyCloseCode: number | undefined;
@@ -379,6 +381,14 @@ export class FakeDiscord {
     }
     if (kind === 'gateway') return json(200, { url: this.url.replace('http', 'ws'), shards: 1, session_start_limit: { total: 1000, remaining: 999, reset_after: 14400000, max_concurrency: 1 } });
     if (kind === 'typing') return json(204, null);
+    const r = /\/channels\/(\d+)\/messages\/(\d+)\/reactions\/([^/]+)\/@me$/.exec(path);
+    if (r && (method === 'PUT' || method === 'DELETE')) {
+      const key = `${r[1]}:${r[2]}`;
+      const emoji = decodeURIComponent(r[3]!);
+      const list = (this.reactions.get(key) ?? []).filter((e) => e !== emoji);
+      this.reactions.set(key, method === 'PUT' ? [...list, emoji] : list);
+      return json(204, null);
+    }
     const m = /\/channels\/(\d+)\/messages(?:\/(\d+))?$/.exec(path);
     if (!m) return json(404, { message: 'Unknown route', code: 0 });
     const [, channelId, messageId] = m;

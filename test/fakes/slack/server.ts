@@ -23,6 +23,8 @@ export interface SlackMessage {
   stream?: { chunks: string[]; stopped: boolean };
   /** Block Kit blocks as posted; chat.update with `blocks` replaces them. */
   blocks?: Array<{ type: string; elements?: Array<{ type: string; action_id: string; text: { text: string }; value?: string }> }>;
+  /** Posted or last updated with `markdown_text` (standard Markdown) rather than mrkdwn `text`. */
+  markdown?: boolean;
 }
 
 interface Envelope {
@@ -62,6 +64,10 @@ export function signSlack(body: string, secret: string, timestampS = Math.floor(
 export class FakeSlack {
   readonly calls: ApiCall[] = [];
   readonly messages: SlackMessage[] = [];
+  /** Accept `markdown_text` on chat.postMessage/update. Off by default: an older API that answers it with no_text. */
+  markdownText = false;
+  /** The bot's reactions, by `channel:ts` of the reacted message. */
+  readonly reactions = new Map<string, string[]>();
   readonly acks = new Map<string, number>();
   readonly sentEnvelopes: Array<{ id: string; at: number }> = [];
   connections = 0;
@@ -271,22 +277,28 @@ export class FakeSlack {
         return ok({ url: 'https://fake.slack.com/', team: 'Fake', user: 'channeld', team_id: TEAM, user_id: BOT_USER, bot_id: 'B0001', is_enterprise_install: false });
       case 'chat.postMessage': {
         if (!args.channel) return no('channel_not_found');
-        if (!args.text && !args.blocks) return no('no_text');
+        const md = this.markdownText && args.markdown_text ? args.markdown_text : undefined;
+        if (md && (args.text || args.blocks)) return no('markdown_text_conflict');
+        if (!md && !args.text && !args.blocks) return no('no_text');
         const blocks = args.blocks ? (JSON.parse(args.blocks) as SlackMessage['blocks']) : undefined;
         if (blocks && !blocksValid(blocks)) return no('invalid_blocks');
-        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: args.text ?? '', deleted: false, edits: 0, ...(args.thread_ts ? { threadTs: args.thread_ts } : {}), ...(blocks?.length ? { blocks } : {}) };
+        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: md ?? args.text ?? '', deleted: false, edits: 0, ...(md ? { markdown: true } : {}), ...(args.thread_ts ? { threadTs: args.thread_ts } : {}), ...(blocks?.length ? { blocks } : {}) };
         this.messages.push(msg);
         return ok({ channel: msg.channel, ts: msg.ts, message: { text: msg.text, ts: msg.ts, user: BOT_USER, bot_id: 'B0001' } });
       }
       case 'chat.update': {
         const msg = find();
         if (!msg) return no('message_not_found');
+        const md = this.markdownText && args.markdown_text ? args.markdown_text : undefined;
+        if (!md && !args.text && !args.blocks) return no('no_text');
         if (args.blocks) {
           const blocks = JSON.parse(args.blocks) as NonNullable<SlackMessage['blocks']>;
           if (!blocksValid(blocks)) return no('invalid_blocks');
           msg.blocks = blocks;
         }
-        msg.text = args.text ?? '';
+        msg.text = md ?? args.text ?? '';
+        if (md) msg.markdown = true;
+        else delete msg.markdown;
         msg.edits++;
         return ok({ channel: msg.channel, ts: msg.ts, text: msg.text });
       }
@@ -295,6 +307,17 @@ export class FakeSlack {
         if (!msg) return no('message_not_found');
         msg.deleted = true;
         return ok({ channel: msg.channel, ts: msg.ts });
+      }
+      case 'reactions.add':
+      case 'reactions.remove': {
+        if (!args.channel || !args.timestamp || !args.name) return no('invalid_arguments');
+        const key = `${args.channel}:${args.timestamp}`;
+        const list = this.reactions.get(key) ?? [];
+        const has = list.includes(args.name);
+        if (method === 'reactions.add' && has) return no('already_reacted');
+        if (method === 'reactions.remove' && !has) return no('no_reaction');
+        this.reactions.set(key, method === 'reactions.add' ? [...list, args.name] : list.filter((n) => n !== args.name));
+        return ok();
       }
       case 'chat.startStream': {
         if (!args.thread_ts) return no('invalid_arguments');

@@ -14,9 +14,11 @@ export interface StoredMessage {
   messageId: number;
   threadId?: number;
   replyTo?: number;
-  /** As sent (HTML when parse_mode is HTML). */
+  /** As sent (HTML when parse_mode is HTML; the Markdown of a rich message). */
   text: string;
   parseMode?: string;
+  /** Sent or last edited as a rich message (`rich_message.markdown`). */
+  rich?: boolean;
   deleted: boolean;
   edits: number;
   /** The inline keyboard, as sent; an edit without one removes it, as Telegram does. */
@@ -44,16 +46,56 @@ function htmlProblem(text: string): string | undefined {
   return stack.length ? `Can't find end tag corresponding to start tag "${stack.at(-1)}"` : undefined;
 }
 
+export interface FakeTelegramOptions {
+  /**
+   * Serve rich messages (sendRichMessage, sendRichMessageDraft, editMessageText with
+   * `rich_message`), with their limits. Off by default: then the fake is an older server,
+   * which does not know those methods (404) and reads an edit without `text` as empty.
+   */
+  richMessages?: boolean;
+}
+
+const RICH_MAX_CHARS = 32_768;
+const RICH_MAX_BLOCKS = 500;
+
+/** Blocks as the fake counts them: paragraphs, headings, list items, table rows, quote lines, code blocks. */
+function richBlockCount(md: string): number {
+  let n = 0;
+  let inCode = false;
+  let inParagraph = false;
+  for (const line of md.split('\n')) {
+    if (/^ {0,3}(`{3,}|~{3,})/.test(line)) {
+      if (!inCode) n++;
+      inCode = !inCode;
+      inParagraph = false;
+      continue;
+    }
+    if (inCode) continue;
+    if (line.trim() === '') inParagraph = false;
+    else if (/^\s*([-*+]|\d+[.)]|#{1,6}|>|\|)/.test(line)) {
+      n++;
+      inParagraph = false;
+    } else if (!inParagraph) {
+      n++;
+      inParagraph = true;
+    }
+  }
+  return n;
+}
+
 /**
  * A Bot API server on 127.0.0.1 for grammy: getMe, getUpdates with real offset confirmation
  * and long polling, sendMessage, editMessageText (with Telegram's "not modified" and length
- * errors), deleteMessage, sendChatAction, sendMessageDraft, setWebhook, deleteWebhook.
- * Faults are queued per method; every call is logged.
+ * errors), deleteMessage, sendChatAction, sendMessageDraft, setMessageReaction, setWebhook,
+ * deleteWebhook, and (when asked) rich messages. Faults are queued per method, or given as a
+ * time window of 429s; every call is logged.
  */
 export class FakeTelegram {
   readonly calls: Call[] = [];
   readonly messages: StoredMessage[] = [];
-  readonly drafts: Array<{ chatId: number; draftId: number; text: string }> = [];
+  readonly drafts: Array<{ chatId: number; draftId: number; text: string; rich?: boolean }> = [];
+  /** Reactions the bot has set, by `chatId:messageId` (an empty list once removed). */
+  readonly reactions = new Map<string, string[]>();
   webhook: { url: string; secret?: string } | undefined;
   readonly bot = BOT;
   url = '';
@@ -69,10 +111,16 @@ export class FakeTelegram {
   /** answerCallbackQuery calls, in order. */
   readonly answeredQueries: string[] = [];
   readonly #faults = new Map<string, Fault[]>();
+  readonly #rich: boolean;
+  #limitWindow: { methods: Set<string>; untilMs: number } | undefined;
   readonly #server: Server;
   readonly #sockets = new Set<import('node:net').Socket>();
 
-  constructor(readonly token = '123456:TEST-token-abcdefghijklmnopqrstuvwxyz') {
+  constructor(
+    readonly token = '123456:TEST-token-abcdefghijklmnopqrstuvwxyz',
+    options: FakeTelegramOptions = {},
+  ) {
+    this.#rich = options.richMessages ?? false;
     this.#server = createServer((req, res) => void this.#handle(req, res));
     this.#server.on('connection', (s) => {
       this.#sockets.add(s);
@@ -102,6 +150,14 @@ export class FakeTelegram {
     const list = this.#faults.get(method) ?? [];
     for (let i = 0; i < times; i++) list.push(fault);
     this.#faults.set(method, list);
+  }
+
+  /**
+   * Every call of `methods` gets 429 for the next `durationMs`, with `retry_after` saying (in
+   * whole seconds, as Telegram does) how long the limit still lasts.
+   */
+  rateLimitFor(durationMs: number, methods: string[]): void {
+    this.#limitWindow = { methods: new Set(methods), untilMs: Date.now() + durationMs };
   }
 
   callsOf(method: string): Call[] {
@@ -164,13 +220,18 @@ export class FakeTelegram {
     return this.#push(this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, text, from));
   }
 
-  /** A group message; `mention` adds an @bot mention entity, `replyTo` replies to one of the bot's messages, `topic` posts in a forum topic. */
-  group(text: string, o: { chatId?: number; from?: { id: number; first_name: string; is_bot?: boolean }; mention?: boolean; replyTo?: number; topic?: number } = {}) {
+  /**
+   * A group message; `mention` adds an @bot mention entity, `command` a bot_command entity over
+   * the leading "/cmd" or "/cmd@bot", `replyTo` replies to one of the bot's messages, `topic`
+   * posts in a forum topic.
+   */
+  group(text: string, o: { chatId?: number; from?: { id: number; first_name: string; is_bot?: boolean }; mention?: boolean; command?: boolean; replyTo?: number; topic?: number } = {}) {
     const chatId = o.chatId ?? -1001234;
     const from = o.from ?? { id: 43, first_name: 'Bob' };
     const body = o.mention ? `@${BOT.username} ${text}` : text;
     const extra: Record<string, unknown> = {};
     if (o.mention) extra.entities = [{ type: 'mention', offset: 0, length: BOT.username.length + 1 }];
+    if (o.command) extra.entities = [{ type: 'bot_command', offset: 0, length: /^\S+/.exec(body)![0].length }];
     if (o.replyTo !== undefined) extra.reply_to_message = { message_id: o.replyTo, date: 0, chat: { id: chatId, type: 'supergroup' }, from: BOT, text: '…' };
     if (o.topic !== undefined) Object.assign(extra, { message_thread_id: o.topic, is_topic_message: true });
     return this.#push(this.#userMessage({ id: chatId, type: 'supergroup', title: 'Test group', ...(o.topic !== undefined ? { is_forum: true } : {}) }, body, from, extra));
@@ -243,6 +304,11 @@ export class FakeTelegram {
     const body = (raw ? JSON.parse(raw) : {}) as Record<string, any>;
     this.calls.push({ method: method!, body, at: Date.now() });
     if (token !== this.token) return no(401, 'Unauthorized');
+    const w = this.#limitWindow;
+    if (w && w.methods.has(method!) && Date.now() < w.untilMs) {
+      const retryAfter = Math.max(1, Math.ceil((w.untilMs - Date.now()) / 1000));
+      return no(429, `Too Many Requests: retry after ${retryAfter}`, { retry_after: retryAfter });
+    }
     const fault = this.#faults.get(method!)?.shift();
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
@@ -275,19 +341,42 @@ export class FakeTelegram {
         if (!body.draft_id) return no(400, 'Bad Request: draft_id must be non-zero');
         this.drafts.push({ chatId: Number(body.chat_id), draftId: body.draft_id, text: body.text });
         return ok(true);
+      case 'setMessageReaction': {
+        const key = `${body.chat_id}:${body.message_id}`;
+        this.reactions.set(key, ((body.reaction ?? []) as Array<{ type: string; emoji?: string }>).map((r) => r.emoji ?? r.type));
+        return ok(true);
+      }
+      case 'sendRichMessageDraft':
+      case 'sendRichMessage':
       case 'sendMessage': {
-        const problem = this.#textProblem(body.text, body.parse_mode);
+        const rich = method !== 'sendMessage';
+        if (rich && !this.#rich) return no(404, 'Not Found: method not found');
+        const problem = rich ? this.#richProblem(body.rich_message) : this.#textProblem(body.text, body.parse_mode);
         if (problem) return no(400, problem);
         const chatId = Number(body.chat_id);
         const markup = this.#markupProblem(body.reply_markup);
         if (markup) return no(400, markup);
-        const msg: StoredMessage = { chatId, messageId: this.#newMessageId(chatId), text: body.text, parseMode: body.parse_mode, deleted: false, edits: 0, ...(body.reply_markup ? { replyMarkup: body.reply_markup } : {}), ...(body.message_thread_id ? { threadId: body.message_thread_id } : {}), ...(body.reply_parameters ? { replyTo: body.reply_parameters.message_id } : {}) };
+        if (method === 'sendRichMessageDraft') {
+          if (!body.draft_id) return no(400, 'Bad Request: draft_id must be non-zero');
+          this.drafts.push({ chatId, draftId: body.draft_id, text: body.rich_message.markdown, rich: true });
+          return ok(true);
+        }
+        const text = rich ? body.rich_message.markdown : body.text;
+        const msg: StoredMessage = { chatId, messageId: this.#newMessageId(chatId), text, parseMode: rich ? undefined : body.parse_mode, ...(rich ? { rich: true } : {}), deleted: false, edits: 0, ...(body.reply_markup ? { replyMarkup: body.reply_markup } : {}), ...(body.message_thread_id ? { threadId: body.message_thread_id } : {}), ...(body.reply_parameters ? { replyTo: body.reply_parameters.message_id } : {}) };
         this.messages.push(msg);
-        return ok({ message_id: msg.messageId, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: chatId > 0 ? 'private' : 'supergroup' }, from: BOT, text: visibleText(msg.text, msg.parseMode) });
+        return ok({ message_id: msg.messageId, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: chatId > 0 ? 'private' : 'supergroup' }, from: BOT, ...(rich ? { rich_message: { markdown: text } } : { text: visibleText(msg.text, msg.parseMode) }) });
       }
       case 'editMessageText': {
         const msg = this.messages.find((x) => x.chatId === Number(body.chat_id) && x.messageId === body.message_id && !x.deleted);
         if (!msg) return no(400, 'Bad Request: message to edit not found');
+        if (this.#rich && body.rich_message !== undefined) {
+          const problem = this.#richProblem(body.rich_message);
+          if (problem) return no(400, problem);
+          if (msg.rich && msg.text === body.rich_message.markdown) return no(400, 'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message');
+          Object.assign(msg, { text: body.rich_message.markdown, parseMode: undefined, rich: true });
+          msg.edits++;
+          return ok({ message_id: msg.messageId, date: 0, chat: { id: msg.chatId, type: 'private' }, rich_message: { markdown: msg.text } });
+        }
         const problem = this.#textProblem(body.text, body.parse_mode);
         if (problem) return no(400, problem === 'Bad Request: message is too long' ? 'Bad Request: MESSAGE_TOO_LONG' : problem);
         if (visibleText(body.text, body.parse_mode) === visibleText(msg.text, msg.parseMode)) {
@@ -295,6 +384,7 @@ export class FakeTelegram {
         }
         msg.text = body.text;
         msg.parseMode = body.parse_mode;
+        delete msg.rich;
         msg.edits++;
         if (body.reply_markup) msg.replyMarkup = body.reply_markup;
         else delete msg.replyMarkup;
@@ -314,6 +404,14 @@ export class FakeTelegram {
       default:
         return no(404, 'Not Found: method not found');
     }
+  }
+
+  #richProblem(rich: { markdown?: unknown } | undefined): string | undefined {
+    const md = rich?.markdown;
+    if (typeof md !== 'string' || md.trim() === '') return 'Bad Request: rich message is empty';
+    if (md.length > RICH_MAX_CHARS) return 'Bad Request: RICH_MESSAGE_TOO_LONG';
+    if (richBlockCount(md) > RICH_MAX_BLOCKS) return 'Bad Request: RICH_MESSAGE_TOO_MANY_BLOCKS';
+    return undefined;
   }
 
   #textProblem(text: string, parseMode?: string): string | undefined {

@@ -65,3 +65,29 @@ describe('Telegram update normalization', () => {
     expect(msg({ text: 'yes', reply_to_message: { message_id: 1, date: 0, chat: group.chat, from: { id: 99, is_bot: true, first_name: 'b' } } }).addressed).toBe(true);
   });
 });
+
+describe('rich message limits', async () => {
+  const { chunkRich, richBlocks, richFits, toRichMarkdown, RICH_MAX_BLOCKS } = await import('../../../channels/telegram/rich.js');
+
+  it('one piece while it fits; more than 500 blocks are split into pieces that each fit', () => {
+    expect(chunkRich('# Title\n\n- a\n- b')).toEqual(['# Title\n\n- a\n- b']);
+    const list = Array.from({ length: 1200 }, (_, i) => `- item ${i}`).join('\n');
+    const pieces = chunkRich(list);
+    expect(pieces.length).toBeGreaterThan(2);
+    for (const p of pieces) {
+      expect(richBlocks(p)).toBeLessThanOrEqual(RICH_MAX_BLOCKS);
+      expect(richFits(p)).toBe(true);
+    }
+    expect(pieces.join('\n').replace(/\n+/g, '\n')).toBe(list);
+  });
+
+  it('nesting deeper than 16 levels goes the HTML way, at the text message limit', () => {
+    const deep = Array.from({ length: 20 }, (_, i) => `${'  '.repeat(i)}- level ${i}`).join('\n');
+    expect(richFits(deep)).toBe(false);
+    expect(chunkRich(deep.repeat(1))).toEqual([deep]);
+  });
+
+  it('a "<" outside code cannot form markup; code keeps it', () => {
+    expect(toRichMarkdown('a <b>x</b> `<i>`\n```html\n<p>\n```')).toBe('a &lt;b>x&lt;/b> `<i>`\n```html\n<p>\n```');
+  });
+});

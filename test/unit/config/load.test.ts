@@ -26,6 +26,13 @@ describe('config validation', () => {
     expect(config.channels[0]).toMatchObject({ require_mention: true, scope: 'chat', stream_mode: 'partial', backoff: { initial_ms: 1000, factor: 2, max_ms: 60000, stable_ms: 300000 } });
   });
 
+  it('reply_intent = "classifier" needs an openai-compatible agent; the new channel keys validate', () => {
+    expect(problems(`${web}reply_intent = "classifier"\n`)).toEqual([expect.stringMatching(/^daemon\.config\.toml:4:16: channels\[0\]\.reply_intent: reply_intent = "classifier" asks a model/)]);
+    expect(problems(`${web}reply_intent = "always"\n`)[0]).toContain('is not one of mention, classifier');
+    const { config } = parseConfig(`[agent]\nprovider = "openai-compatible"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n${web}reply_intent = "classifier"\nintent_model = "tiny"\nack_reaction = "👀"\nadmins = ["1"]\n`, 'daemon.config.toml', {});
+    expect(config.channels[0]).toMatchObject({ reply_intent: 'classifier', intent_model: 'tiny', ack_reaction: '👀', admins: ['1'] });
+  });
+
   it('names an unknown key with its line and column', () => {
     expect(problems(`[daemon]\nlog_level = "info"\nlog_levle = "debug"\n`)).toEqual(['daemon.config.toml:3:1: daemon.log_levle: unknown key "log_levle"; did you mean `log_level`?']);
   });

@@ -83,7 +83,7 @@ describe('ReplyStream', () => {
     expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(1000);
   });
 
-  it('on a 429 waits retry-after, doubles the interval, and sends everything that arrived meanwhile in one edit', async () => {
+  it('on a 429 waits retry-after, then steps back to the floor, sending everything that arrived meanwhile in one edit', async () => {
     const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
     let limited = 0;
     a.fault = (c) => {
@@ -91,17 +91,79 @@ describe('ReplyStream', () => {
     };
     let rateLimited = 0;
     const s = stream(a, { onRateLimited: () => rateLimited++ });
-    await feed(s, Array.from({ length: 120 }, (_, i) => `w${i}`).join(' '), 50);
+    await feed(s, Array.from({ length: 240 }, (_, i) => `w${i}`).join(' '), 50);
     s.push({ type: 'done', usage });
     await vi.runAllTimersAsync();
     await s.finished();
     const calls = requests(a);
     expect(rateLimited).toBe(1);
-    // send at 0, the refused edit at ~1000 (not recorded), then nothing for 5 s, then 2 s apart.
+    // send at 0, the refused edit at ~1000 (not recorded), then nothing for 5 s.
     expect(calls[1]!.at - calls[0]!.at).toBeGreaterThanOrEqual(6000);
-    for (let i = 2; i < calls.length; i++) expect(calls[i]!.at - calls[i - 1]!.at).toBeGreaterThanOrEqual(2000);
     expect(calls[1]!.text!.split(' ').length).toBeGreaterThan(100);
-    expect(calls.length).toBeLessThanOrEqual(5);
+    // One success halves the widened interval: the edits after it are back at the 1 s floor.
+    const gaps = calls.slice(2).map((c, i) => c.at - calls[i + 1]!.at);
+    expect(gaps.length).toBeGreaterThanOrEqual(3);
+    expect(gaps[0]).toBeLessThan(2000);
+    for (const g of gaps) expect(g).toBeGreaterThanOrEqual(1000);
+    expect(gaps.slice(1, -1).every((g) => g < 1200)).toBe(true);
+  });
+
+  it('a window of 429s costs a few calls, and the pace is back at the floor soon after it', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const windowFrom = 3000;
+    const windowTo = 13_000;
+    let refused = 0;
+    a.fault = (c) => {
+      if (c.op === 'edit' && c.at >= windowFrom && c.at < windowTo) {
+        refused++;
+        // Like Telegram: retry_after says how long the limit still lasts, in whole seconds.
+        throw new ChannelError('CHANNEL_RATE_LIMITED', '429', { retryAfterMs: Math.ceil((windowTo - c.at) / 1000) * 1000 });
+      }
+    };
+    const s = stream(a);
+    await feed(s, Array.from({ length: 600 }, (_, i) => `w${i}`).join(' '), 50); // 30 s
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(refused).toBeLessThanOrEqual(3);
+    const after = requests(a).filter((c) => c.at >= windowTo);
+    // Within 5 s of the window's end, consecutive edits are at the floor again.
+    const atFloor = after.findIndex((c, i) => i > 0 && c.at - after[i - 1]!.at < 1200);
+    expect(atFloor).toBeGreaterThan(0);
+    expect(after[atFloor]!.at - windowTo).toBeLessThanOrEqual(5000);
+  });
+
+  it('the final text does not wait out a widened interval: the floor after the last edit, or at once', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const attempts: number[] = [];
+    a.fault = (c) => {
+      if (c.op !== 'edit') return;
+      attempts.push(c.at);
+      if (attempts.length <= 2) throw new ChannelError('CHANNEL_RATE_LIMITED', '429', { retryAfterMs: 100 });
+    };
+    const s = stream(a);
+    const words = Array.from({ length: 45 }, (_, i) => `w${i}`).join(' ');
+    await feed(s, words, 100);
+    const lastToken = Date.now();
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    // Two 429s widened the draft interval to 4 s (edits at 1 s, 3 s, then not before 7 s);
+    // the turn ends at 4.5 s and the final goes then: one floor after the last request has passed.
+    expect(attempts.slice(0, 2)).toEqual([1000, 3000]);
+    expect(requests(a).at(-1)).toMatchObject({ text: words, at: lastToken });
+
+    // A pause longer than the interval: the final goes the moment the turn ends.
+    const b = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const s2 = stream(b);
+    s2.push({ type: 'text_delta', text: 'thinking' });
+    await vi.advanceTimersByTimeAsync(5000);
+    s2.push({ type: 'text_delta', text: ' done' });
+    const end = Date.now();
+    s2.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s2.finished();
+    expect(requests(b).at(-1)).toMatchObject({ text: 'thinking done', at: end });
   });
 
   it('after three failed drafts in a row it stops editing and delivers only the final text', async () => {
@@ -320,6 +382,37 @@ describe('ReplyStream', () => {
       expect(updates.length).toBeGreaterThanOrEqual(2);
       expect(a.calls.filter((c) => c.op === 'edit')).toHaveLength(0);
       expect(a.visible('c')).toEqual(['one two three four five six']);
+    });
+
+    it('a 429 on a draft pauses the drafts for retry_after and resumes them: no message mid-answer', async () => {
+      const a = new RecordingAdapter('t', { nativeStream: 'telegram-draft', minEditIntervalMs: 300 });
+      const updates: Array<{ text: string; at: number }> = [];
+      let refusedAt = -1;
+      a.openNativeStream = async () => ({
+        update: async (text) => {
+          if (updates.length === 2 && refusedAt < 0) {
+            refusedAt = Date.now();
+            throw new ChannelError('CHANNEL_RATE_LIMITED', '429', { retryAfterMs: 3000 });
+          }
+          updates.push({ text, at: Date.now() });
+        },
+        finish: (text) => a.send(target, text),
+      });
+      let fallbacks = 0;
+      const s = stream(a, { onFallback: () => fallbacks++ });
+      await feed(s, Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), 100);
+      s.push({ type: 'done', usage });
+      await vi.runAllTimersAsync();
+      await s.finished();
+      expect(fallbacks).toBe(0);
+      expect(refusedAt).toBeGreaterThan(0);
+      const resumed = updates.filter((u) => u.at > refusedAt);
+      expect(resumed.length).toBeGreaterThanOrEqual(2);
+      expect(resumed[0]!.at - refusedAt).toBeGreaterThanOrEqual(3000);
+      // The only real message is the final one.
+      expect(a.calls.filter((c) => c.op === 'send')).toHaveLength(1);
+      expect(a.calls.filter((c) => c.op === 'edit')).toHaveLength(0);
+      expect(a.visible('c')).toEqual([Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ')]);
     });
 
     it('falls back to send + edit for the rest of the turn when the native call fails once, losing no text', async () => {

@@ -1,0 +1,35 @@
+import type { Logger } from '../observe/logger.js';
+import type { DispatchChannel } from './dispatcher.js';
+import type { ChannelMessage, MessageRef } from './message.js';
+
+/**
+ * The channel's `ack_reaction` on a user's message: set once the message is stored, taken
+ * off when its turn ends (answered, failed, stopped or dropped). Never awaited by the turn,
+ * so a slow or refused reaction cannot delay an answer; per message the removal waits for
+ * the adding, so a fast answer cannot leave a reaction behind.
+ */
+export class AckReactions {
+  readonly #pending = new Map<string, Promise<void>>();
+
+  constructor(
+    private readonly channel: (id: string) => DispatchChannel | undefined,
+    private readonly log: Logger,
+  ) {}
+
+  /** Puts the reaction on (`on`) or takes it off; does nothing where the channel has none. */
+  set(msg: ChannelMessage, on: boolean): void {
+    const ch = this.channel(msg.channelId);
+    const emoji = ch?.config.ack_reaction;
+    const react = ch?.adapter.setReaction?.bind(ch.adapter);
+    if (!emoji || !react) return;
+    const key = `${msg.channelId}\u0000${msg.messageId}`;
+    const ref: MessageRef = { chatId: msg.chat.id, messageId: msg.messageId, ...(msg.threadId ? { threadId: msg.threadId } : {}) };
+    const before = this.#pending.get(key) ?? Promise.resolve();
+    const next = before.then(() => react(ref, emoji, on)).catch((err: unknown) => this.log.debug({ err, channel: msg.channelId, on }, 'ack reaction not set'));
+    if (on) this.#pending.set(key, next);
+    else {
+      this.#pending.delete(key);
+      void next;
+    }
+  }
+}
