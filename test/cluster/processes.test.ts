@@ -47,12 +47,17 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
       }
       if (k === killAtRound[1]) {
         const live = c.live();
-        const statuses = await Promise.all(live.map((m) => c!.status(m)));
-        const i = statuses.reduce((best, s, j) => (s.turns.in_flight > statuses[best]!.turns.in_flight ? j : best), 0);
-        const owned = new Set(statuses[i]!.cluster.partitions.owned);
-        const finals = new Set([...load.sent.values()].flat());
-        // Drafts the busiest instance is writing right now (Telegram conversations it owns).
-        drafts = c.tg.messages.filter((m) => !m.deleted && owned.has(partitionOf(`tg:${m.chatId}`, 16)) && !finals.has(visibleText(m.text, m.parseMode))).map((msg) => ({ msg, before: msg.text }));
+        // Kill the busiest instance while it is writing drafts (Telegram conversations it
+        // owns), so there is a running turn to be continued elsewhere.
+        let i = 0;
+        await waitFor(async () => {
+          const statuses = await Promise.all(live.map((m) => c!.status(m)));
+          i = statuses.reduce((best, s, j) => (s.turns.in_flight > statuses[best]!.turns.in_flight ? j : best), 0);
+          const owned = new Set(statuses[i]!.cluster.partitions.owned);
+          const finals = new Set([...load.sent.values()].flat());
+          drafts = c!.tg.messages.filter((m) => !m.deleted && owned.has(partitionOf(`tg:${m.chatId}`, 16)) && !finals.has(visibleText(m.text, m.parseMode))).map((msg) => ({ msg, before: msg.text }));
+          return drafts.length > 0;
+        }, 30_000, 20);
         await kill(live[i]!);
       }
     }

@@ -20,7 +20,8 @@ export async function reload(o: ScenarioOptions): Promise<Row[]> {
     fleet.write();
     const p = fleet.spawn();
     try {
-      // Port 0: the daemon says where it listens; the rewrite below keeps that (bound) port.
+      // Port 0: the daemon says where it listens. The rewrite below keeps `listen` as it was
+      // (port 0): a reload that changes [http] listen is refused (it needs a restart).
       const port = Number(new URL(await p.url(30_000)).port);
       const status = async () => (await (await fetch(`http://127.0.0.1:${port}/status`)).json()) as Status;
       await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200, 30_000);
@@ -29,7 +30,7 @@ export async function reload(o: ScenarioOptions): Promise<Row[]> {
       await web.opened;
       const before = await status();
       const gateways = { discord: fleet.dc.gateway.connections, slack: fleet.sl.connections };
-      fleet.write({ port, tgExtra: 'require_mention = false\n' });
+      fleet.write({ tgExtra: 'require_mention = false\n' });
       const t0 = performance.now();
       p.signal('SIGHUP');
       await waitFor(async () => {
