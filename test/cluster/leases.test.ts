@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCluster, type ClusterServices } from '../../src/cluster/connect.js';
 import { clusterSchema } from '../../src/config/schema.js';
 import { waitFor } from '../helpers/daemon.js';
+import { scaled } from '../helpers/timing.js';
 import { clusterSkipReason, dropNamespace, NATS_URL, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
 
 const skip = await clusterSkipReason();
@@ -45,7 +46,7 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
     await b.nc.close();
     const byC = await c.leases.acquire('listener.tg', ab.signal);
     expect(byC).toBeDefined();
-    expect(Date.now() - died).toBeLessThan(1500 * 4 + 5000);
+    expect(Date.now() - died).toBeLessThan(scaled(1500 * 4 + 5000));
     // b fenced itself: its lease signal aborted with the lease-lost code.
     await waitFor(() => byB!.signal.aborted, 5000);
     expect((byB!.signal.reason as { code: string }).code).toBe('CLUSTER_LEASE_LOST');

@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { partitionOf } from '../../src/cluster/partition-key.js';
 import { visibleText, type StoredMessage } from '../fakes/telegram/server.js';
 import { waitFor } from '../helpers/daemon.js';
+import { scaled } from '../helpers/timing.js';
 import { clusterSkipReason } from '../helpers/cluster.js';
 import { Load, ProcessCluster, type Member } from './harness.js';
 
@@ -71,9 +72,10 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
     for (const o of orphans) expect(killedAt.some((t) => o.lastWriteAt >= t - 5000 && o.lastWriteAt <= t + 2000), `${o.key}: "${o.text}" last written at ${o.lastWriteAt}, kills at ${killedAt.join(', ')}`).toBe(true);
     // Exactly once otherwise: one platform message per user message.
     expect(load.created()).toBe(CONVERSATIONS * PER_CONVERSATION + orphans.length);
-    // Telegram was polled again within 10 s of its listener's owner dying.
+    // Telegram was polled again within 10 s of its listener's owner dying (the bound follows
+    // the tests' time scale: under CI's CPU burner lease renewals and polls run late too).
     const repoll = c.tg.callsOf('getUpdates').find((call) => call.at > tgKilledAt);
-    expect(repoll!.at - tgKilledAt).toBeLessThanOrEqual(10_000);
+    expect(repoll!.at - tgKilledAt).toBeLessThanOrEqual(scaled(10_000));
     // The turns running on the killed instance were finished by another, in the same message.
     const finals = new Set([...load.sent.values()].flat());
     const continued = drafts.filter((d) => !d.msg.deleted && finals.has(visibleText(d.msg.text, d.msg.parseMode)));
