@@ -1,4 +1,3 @@
-import { join } from 'node:path';
 import type { LoadedConfig } from '../config/load.js';
 import { agentOf, workspaceDirOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
@@ -9,13 +8,10 @@ import type { Plugin } from '../kernel/plugin.js';
 import { HttpServer, parseListen } from '../observe/http.js';
 import { createLogger, type Logger, type LoggerOptions } from '../observe/logger.js';
 import { Metrics } from '../observe/metrics.js';
-import { openDb } from '../store/db.js';
-import { Inbox } from '../store/inbox.js';
-import { GroupCommit } from '../store/group-commit.js';
-import { StorageHealth } from '../store/health.js';
-import { ConversationStore, type Conversations } from '../store/conversations.js';
-import { SessionStore, type Sessions } from '../store/sessions.js';
-import { SqliteUsageLedger, type UsageLedger } from '../store/usage.js';
+import type { Conversations } from '../store/conversations.js';
+import type { Sessions } from '../store/sessions.js';
+import type { UsageLedger } from '../store/usage.js';
+import type { Inbox } from '../store/inbox.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { TaskTracker } from '../dispatch/tracker.js';
 import type { ManagementApi } from '../actions/action.js';
@@ -27,25 +23,13 @@ import { loadChannelFactory } from './channel-kinds.js';
 import { ChannelError, CodedError, errorMessage } from '../errors.js';
 import { judgeIntent } from '../agent/intent.js';
 
-/** The classifier is a short call; past this the message is ignored. */
-const INTENT_TIMEOUT_MS = 10_000;
 import { McpHub } from '../mcp/hub.js';
-import { ApprovalStore } from '../store/approvals.js';
 import { ApprovalCoordinator } from '../tools/approvals.js';
 import { toolControls } from '../tools/controls.js';
+import { sqliteStorePlugin } from '../store/plugin.js';
 
-/** The state database; a state_dir that cannot hold it is named with its path and what failed. */
-function openStateDb(dir: string): ReturnType<typeof openDb> {
-  const file = join(dir, 'channeld.db');
-  try {
-    return openDb(file);
-  } catch (err) {
-    // The store's own refusals (a file in the way, a newer or damaged database) say it already.
-    if (err instanceof CodedError) throw err;
-    const code = (err as NodeJS.ErrnoException).code ?? errorMessage(err);
-    throw new CodedError('STATE_DIR_UNUSABLE', `daemon.state_dir = "${dir}": cannot create or write ${file} (${code})`, { cause: err });
-  }
-}
+/** The classifier is a short call; past this the message is ignored. */
+const INTENT_TIMEOUT_MS = 10_000;
 
 /** The live config; reload swaps `loaded` and bumps `generation`. */
 export interface ConfigHolder {
@@ -119,53 +103,6 @@ export interface CorePluginOptions {
    * is wrapped to load and commit shared state. Absent: the single-node daemon.
    */
   cluster?: { storePlugin(): Plugin; wrapExecute(execute: ExecuteTurn): ExecuteTurn; fenceOf(scope: string): AbortSignal | undefined };
-}
-
-/**
- * The SQLite store: the durable inbox, sessions and conversation preferences in one WAL
- * database, with usage and tool-approval decisions beside them. In cluster mode (`localOnly`)
- * the shared inbox and state live in NATS and PostgreSQL, and this database keeps only the
- * instance's own usage ledger and approval decisions.
- */
-function sqliteStorePlugin(cfg: () => ConfigHolder['loaded']['config'], localOnly = false): Plugin {
-  return {
-    name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage', 'usage', 'approval-store'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
-    inject: ['config', 'logger', 'metrics'],
-    start: (ctx) => {
-      const log = ctx.use<Logger>('logger');
-      const metrics = ctx.use<Metrics>('metrics');
-      const db = openStateDb(cfg().daemon.state_dir);
-      const health = new StorageHealth(log, (degraded, code) => {
-        metrics.storageDegraded.set(degraded ? 1 : 0);
-        if (code) metrics.storageFaults.inc({ code });
-      });
-      const group = new GroupCommit(db, { health, onDropped: (err) => log.error({ err }, 'a store write failed and was dropped') });
-      ctx.effect(() => {
-        const lost = group.close();
-        // Their items stay pending or running in the inbox, so the next start runs them again.
-        if (lost) log.error({ writes: lost, code: health.code }, 'the database still refused writes at shutdown; their turns will run again after the next start');
-        db.close();
-      });
-      const inbox = new Inbox(db, group);
-      const prune = () => {
-        const n = inbox.tryPrune(cfg().daemon.inbox_retention_hours);
-        if (n) log.info({ pruned: n }, 'pruned old inbox items');
-      };
-      prune();
-      const timer = setInterval(prune, 3_600_000);
-      timer.unref();
-      ctx.effect(() => clearInterval(timer));
-      ctx.provide('storage', group);
-      if (!localOnly) {
-        ctx.provide('inbox', inbox);
-        ctx.provide('sessions', new SessionStore(db, group));
-        ctx.provide('conversations', new ConversationStore(db, group));
-      }
-      ctx.provide('usage', new SqliteUsageLedger(db, group));
-      ctx.provide('approval-store', new ApprovalStore(db));
-    },
-  };
 }
 
 /** The daemon's core, in the order the kernel will find anyway: each injects what it uses. */

@@ -1,0 +1,74 @@
+import { join } from 'node:path';
+import type { DaemonConfig } from '../config/schema.js';
+import { CodedError, errorMessage } from '../errors.js';
+import type { Plugin } from '../kernel/plugin.js';
+import type { Logger } from '../observe/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import { ApprovalStore } from './approvals.js';
+import { ConversationStore } from './conversations.js';
+import { openDb } from './db.js';
+import { GroupCommit } from './group-commit.js';
+import { StorageHealth } from './health.js';
+import { Inbox } from './inbox.js';
+import { SessionStore } from './sessions.js';
+import { SqliteUsageLedger } from './usage.js';
+
+/** The state database; a state_dir that cannot hold it is named with its path and what failed. */
+function openStateDb(dir: string): ReturnType<typeof openDb> {
+  const file = join(dir, 'channeld.db');
+  try {
+    return openDb(file);
+  } catch (err) {
+    // The store's own refusals (a file in the way, a newer or damaged database) say it already.
+    if (err instanceof CodedError) throw err;
+    const code = (err as NodeJS.ErrnoException).code ?? errorMessage(err);
+    throw new CodedError('STATE_DIR_UNUSABLE', `daemon.state_dir = "${dir}": cannot create or write ${file} (${code})`, { cause: err });
+  }
+}
+
+/**
+ * The SQLite store: the durable inbox, sessions and conversation preferences in one WAL
+ * database, with usage and tool-approval decisions beside them. In cluster mode (`localOnly`)
+ * the shared inbox and state live in NATS and PostgreSQL, and this database keeps only the
+ * instance's own usage ledger and approval decisions.
+ */
+export function sqliteStorePlugin(cfg: () => DaemonConfig, localOnly = false): Plugin {
+  return {
+    name: localOnly ? 'local-store' : 'store',
+    provides: localOnly ? ['storage', 'usage', 'approval-store'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
+    inject: ['config', 'logger', 'metrics'],
+    start: (ctx) => {
+      const log = ctx.use<Logger>('logger');
+      const metrics = ctx.use<Metrics>('metrics');
+      const db = openStateDb(cfg().daemon.state_dir);
+      const health = new StorageHealth(log, (degraded, code) => {
+        metrics.storageDegraded.set(degraded ? 1 : 0);
+        if (code) metrics.storageFaults.inc({ code });
+      });
+      const group = new GroupCommit(db, { health, onDropped: (err) => log.error({ err }, 'a store write failed and was dropped') });
+      ctx.effect(() => {
+        const lost = group.close();
+        // Their items stay pending or running in the inbox, so the next start runs them again.
+        if (lost) log.error({ writes: lost, code: health.code }, 'the database still refused writes at shutdown; their turns will run again after the next start');
+        db.close();
+      });
+      const inbox = new Inbox(db, group);
+      const prune = () => {
+        const n = inbox.tryPrune(cfg().daemon.inbox_retention_hours);
+        if (n) log.info({ pruned: n }, 'pruned old inbox items');
+      };
+      prune();
+      const timer = setInterval(prune, 3_600_000);
+      timer.unref();
+      ctx.effect(() => clearInterval(timer));
+      ctx.provide('storage', group);
+      if (!localOnly) {
+        ctx.provide('inbox', inbox);
+        ctx.provide('sessions', new SessionStore(db, group));
+        ctx.provide('conversations', new ConversationStore(db, group));
+      }
+      ctx.provide('usage', new SqliteUsageLedger(db, group));
+      ctx.provide('approval-store', new ApprovalStore(db));
+    },
+  };
+}
