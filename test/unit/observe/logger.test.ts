@@ -24,6 +24,22 @@ describe('log redaction', () => {
     expect(sink.lines).toHaveLength(6);
   });
 
+  it('censors secret keys at any depth and whatever their value, and leaves text that merely names them alone', () => {
+    const sink = new LogSink();
+    const log = createLogger({ level: 'debug', destination: sink, pretty: false });
+    log.info({ a: { b: { c: { password: 'deep-password-value' } } } }, 'three levels down');
+    log.info({ channel: { token: { value: 'object-token-value' } } }, 'an object under a secret key');
+    log.info({ apiKey: 123456789, list: [{ secret: 'in-an-array-value' }] }, 'a number and an array');
+    log.info({ note: 'the "token": field is documented' }, 'set "password": in the config');
+    const e = sink.entries();
+    expect(sink.text).not.toMatch(/deep-password-value|object-token-value|123456789|in-an-array-value/);
+    expect((e[0]!.a as any).b.c.password).toBe('[redacted]');
+    expect((e[1]!.channel as any).token).toBe('[redacted]');
+    expect(e[2]!.apiKey).toBe('[redacted]');
+    expect(e[3]!.note).toBe('the "token": field is documented');
+    expect(e[3]!.msg).toBe('set "password": in the config');
+  });
+
   it('scrub leaves ordinary text alone', () => {
     expect(scrub('{"msg":"channel web connected","attempts":3}', ['short'])).toBe('{"msg":"channel web connected","attempts":3}');
   });
