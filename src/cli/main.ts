@@ -1,15 +1,13 @@
 #!/usr/bin/env node
-// First: the compile cache must be on before the lazily loaded SDKs are compiled.
+// First: the compile cache must be on before the rest of the CLI is compiled. Static imports
+// are all compiled before any of them runs, so this file imports only what every command
+// needs and loads each command's code with import() once the cache is on: `channeld run`
+// compiles (or reads from the cache) the daemon and nothing of the management commands.
 import './compile-cache.js';
 import { parseArgs } from 'node:util';
 import { exitCodeFor, reportStartFailure } from './exit.js';
-import { runCheck } from './check.js';
-import { runDaemon } from './run.js';
-import { builtinActions } from '../actions/builtin/index.js';
-import { runAction } from './remote.js';
-import { runBackup } from './backup.js';
-import { daemonEndpoint } from '../config/reach.js';
 import { VERSION } from './version.js';
+import type { Action } from '../actions/action.js';
 
 const OPTIONS = `Options:
   -c, --config FILE   config file (default: $CHANNELD_CONFIG, else daemon.config.toml)
@@ -23,7 +21,8 @@ const REACH = `It reads only how to reach the daemon from the config file: [http
 CHANNELD_URL) and the admin token from the variable [http] admin_token_env names. It
 never resolves channel secrets and works while the file has errors.`;
 
-const HELP: Record<string, string> = {
+/** Help texts; the main one lists the management actions, so it is built only when asked for. */
+const helpTexts = (builtinActions: readonly Action[]): Record<string, string> => ({
   main: `channeld ${VERSION} — a channel daemon: chat platforms in, an agent runtime, live drafts out.
 
 Usage: channeld <command> [options]
@@ -79,9 +78,9 @@ Copies the state database (daemon.state_dir/channeld.db) to FILE with SQLite's o
 backup API: safe while the daemon runs, the copy is consistent. Restore by stopping the
 daemon and copying FILE to daemon.state_dir/channeld.db (remove channeld.db-wal and
 channeld.db-shm first).`,
-};
+});
 
-function actionHelp(command: string): string | undefined {
+function actionHelp(builtinActions: readonly Action[], command: string): string | undefined {
   const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
   if (!action) return undefined;
   const args = [...(action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(action.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join('');
@@ -112,21 +111,27 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (values.help || !command) {
-    console.log(HELP[command ?? 'main'] ?? (command && actionHelp(command)) ?? HELP.main);
+    const { builtinActions } = await import('../actions/builtin/index.js');
+    const help = helpTexts(builtinActions);
+    console.log(help[command ?? 'main'] ?? (command && actionHelp(builtinActions, command)) ?? help.main);
     return command || values.help ? 0 : 1;
   }
   const config = configPath(values.config, process.env);
-  const endpoint = () => daemonEndpoint(config, process.env, values.url ?? (process.env.CHANNELD_URL || undefined));
+  const action = async (name: string, args: string[], input?: Record<string, unknown>) => {
+    const [{ daemonEndpoint }, { runAction }] = await Promise.all([import('../config/reach.js'), import('./remote.js')]);
+    const endpoint = daemonEndpoint(config, process.env, values.url ?? (process.env.CHANNELD_URL || undefined));
+    return runAction(endpoint, name, args, { json: values.json ?? false, ...(input ? { input } : {}) });
+  };
   switch (command) {
     case 'run':
-      return runDaemon(config);
+      return (await import('./run.js')).runDaemon(config);
     case 'check':
-      return values['against-daemon'] ? runAction(endpoint(), 'reload', [], { json: values.json ?? false, input: { dry_run: true } }) : runCheck(config);
+      return values['against-daemon'] ? action('reload', [], { dry_run: true }) : (await import('./check.js')).runCheck(config);
     case 'backup':
-      return runBackup(config, positionals[1]);
+      return (await import('./backup.js')).runBackup(config, positionals[1]);
     default:
       // Every other command is a management action served by the running daemon.
-      return runAction(endpoint(), command, positionals.slice(1), { json: values.json ?? false });
+      return action(command, positionals.slice(1));
   }
 }
 
