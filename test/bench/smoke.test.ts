@@ -42,6 +42,7 @@ describe('profile breakdown', () => {
         frame(3, 'file:///x/node_modules/better-sqlite3/lib/methods/transaction.js'),
         frame(4, '', [], '(garbage collector)'),
       ],
+      startTime: 0,
       samples: [3, 3, 2, 4],
       timeDeltas: [10, 10, 10, 10],
     });
@@ -50,5 +51,19 @@ describe('profile breakdown', () => {
       { kind: 'dispatch (access, lanes, queue modes)', share: 0.25 },
       { kind: 'garbage collection', share: 0.25 },
     ]);
+  });
+
+  it('counts only the samples inside the timed window', async () => {
+    const { breakdown } = await import('./profile.js');
+    const frame = (id: number, url: string, children: number[] = [], functionName = 'f') => ({ id, callFrame: { functionName, url, lineNumber: 0 }, children });
+    const profile = {
+      nodes: [frame(1, '', [2, 3], '(root)'), frame(2, 'file:///x/dist/src/dispatch/lanes.js'), frame(3, 'file:///x/node_modules/pino/pino.js')],
+      startTime: 1000,
+      // Samples at 1010 (dispatch), 1020 (pino), 1030 (pino): the window [1015, 1040] holds the last two.
+      samples: [2, 3, 3],
+      timeDeltas: [10, 10, 10],
+    };
+    expect(breakdown(profile, 1015, 1040)).toEqual([{ kind: 'logging', share: 1 }]);
+    expect(breakdown(profile)).toHaveLength(2);
   });
 });
