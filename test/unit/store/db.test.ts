@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CodedError } from '../../../src/errors.js';
-import { openDb, SCHEMA_VERSION } from '../../../src/store/db.js';
+import { openDb, PAGE_CACHE_KIB, SCHEMA_VERSION } from '../../../src/store/db.js';
 import { GroupCommit } from '../../../src/store/group-commit.js';
 import { StorageHealth } from '../../../src/store/health.js';
 import { prepareStateDir, stateDirProblem } from '../../../src/store/state-dir.js';
@@ -30,6 +30,16 @@ function codeOf(fn: () => unknown): { code: string; message: string } {
 }
 
 describe('opening the state database', () => {
+  it('bounds SQLite\'s page cache (better-sqlite3 builds it with 16 MB, resident for good once the database grows)', () => {
+    const db = openDb(join(tmp(), 'channeld.db'));
+    try {
+      expect(db.pragma('cache_size', { simple: true })).toBe(-PAGE_CACHE_KIB);
+      expect(PAGE_CACHE_KIB).toBeLessThanOrEqual(4000);
+    } finally {
+      db.close();
+    }
+  });
+
   it('creates state_dir 0700 and channeld.db (and its WAL files) 0600 whatever the umask', () => {
     const old = process.umask(0o022);
     try {
