@@ -27,6 +27,8 @@ export class GroupCommit {
   #retryMs: number;
   readonly #o: Required<Omit<GroupCommitOptions, 'onDropped'>> & Pick<GroupCommitOptions, 'onDropped'>;
   readonly health: StorageHealth;
+  /** One transaction function for every batch: building one per flush cost more than the writes. */
+  readonly #commit: (writes: Array<() => void>) => void;
 
   constructor(
     private readonly db: Db,
@@ -35,6 +37,9 @@ export class GroupCommit {
     this.health = options.health ?? new StorageHealth();
     this.#o = { health: this.health, retryMs: options.retryMs ?? 100, maxRetryMs: options.maxRetryMs ?? 1000, ...(options.onDropped ? { onDropped: options.onDropped } : {}) };
     this.#retryMs = this.#o.retryMs;
+    this.#commit = db.transaction((writes: Array<() => void>) => {
+      for (const w of writes) w();
+    });
   }
 
   add(write: () => void): void {
@@ -84,9 +89,7 @@ export class GroupCommit {
     if (!writes.length) return;
     this.#pending = [];
     try {
-      this.db.transaction(() => {
-        for (const w of writes) w();
-      })();
+      this.#commit(writes);
     } catch (err) {
       if (isStorageFault(err)) {
         this.#pending = [...writes, ...this.#pending];
