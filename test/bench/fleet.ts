@@ -45,8 +45,15 @@ export class Fleet {
     writeFileSync(this.configFile, head + platforms);
   }
 
-  spawn(): DaemonProcess {
-    return new DaemonProcess(this.configFile, this.env);
+  /**
+   * The daemon as the systemd unit runs it: the same script, node flags and environment.
+   * `nodeArgs` are added to the unit's flags; `script` (relative to the repository) replaces its
+   * script, e.g. dist/src/cli/main.js for the unbundled build.
+   */
+  spawn(o: { nodeArgs?: string[]; script?: string } = {}): DaemonProcess {
+    const unit = serviceLaunch();
+    const script = o.script ? join(import.meta.dirname, '../..', o.script) : unit.script;
+    return new DaemonProcess(this.configFile, { ...unit.env, ...this.env }, [...unit.nodeArgs, ...(o.nodeArgs ?? [])], script);
   }
 
   async close(): Promise<void> {
@@ -73,6 +80,27 @@ export function spawnBareSdkBot(fleet: Fleet): { child: ChildProcess; exited: Pr
   });
   port.catch(() => {});
   return { child, exited, port };
+}
+
+/**
+ * How systemd/channeld.service starts node: the flags between the node binary and the script on
+ * its ExecStart line, the script (under dist/ here), and its Environment= variables other than
+ * the config path. The benches spawn the daemon the same way, so what they measure is what an
+ * installed daemon does. To compare settings, BENCH_NODE_ARGS (space-separated) replaces the
+ * flags and BENCH_SCRIPT the script (dist/src/cli/main.js: the unbundled build).
+ */
+export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Record<string, string> } {
+  const root = join(import.meta.dirname, '../..');
+  const unit = readFileSync(join(root, 'systemd/channeld.service'), 'utf8');
+  const exec = /^ExecStart=\S+\s+(.*?)\s*\S*?\/(dist\/\S+\.js)\s/m.exec(unit);
+  if (!exec) throw new Error('systemd/channeld.service: no ExecStart line running a script under dist/');
+  const nodeArgs = process.env.BENCH_NODE_ARGS !== undefined ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean) : exec[1]!.split(/\s+/).filter(Boolean);
+  const script = join(root, process.env.BENCH_SCRIPT ?? exec[2]!);
+  const env: Record<string, string> = {};
+  for (const m of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) if (m[1] !== 'CHANNELD_CONFIG') env[m[1]!] = m[2]!;
+  if (process.env.BENCH_MALLOC_ARENA_MAX !== undefined) env.MALLOC_ARENA_MAX = process.env.BENCH_MALLOC_ARENA_MAX;
+  if (env.MALLOC_ARENA_MAX === '') delete env.MALLOC_ARENA_MAX;
+  return { nodeArgs, script, env };
 }
 
 /** Resident set size of a process in MB, from /proc. */

@@ -11,8 +11,9 @@ export class DaemonProcess {
   readonly exited: Promise<number | null>;
   #buf = '';
 
-  constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []) {
-    this.child = spawn(process.execPath, [...nodeArgs, main, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** `script`: the entry to run, the unbundled CLI unless a bench runs the bundle as the systemd unit does. */
+  constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = [], script = main) {
+    this.child = spawn(process.execPath, [...nodeArgs, script, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d: Buffer) => this.#take(String(d)));
     this.child.stderr!.on('data', (d: Buffer) => this.#take(String(d)));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));

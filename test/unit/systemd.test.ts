@@ -15,6 +15,13 @@ describe('systemd unit', () => {
     expect(text).toMatch(/^User=(?!root)\w+/m);
   });
 
+  it('runs node with the same flags and script as `npm start` (the benches measure the unit\'s)', () => {
+    const exec = /^ExecStart=\S+ (.*) \/opt\/channeld\/(\S+) run$/m.exec(readFileSync(unit, 'utf8'));
+    const start = (JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
+    expect(exec).not.toBeNull();
+    expect(start).toContain(`&& node ${exec![1]} ${exec![2]} run `);
+  });
+
   // Skipped only where the machine has no systemd-analyze; the reason shows in the test name.
   // Skipped only where the machine has no systemd-analyze; the reason is in the test name.
   it.runIf(hasAnalyze)('passes systemd-analyze verify (skipped where systemd-analyze is not installed)', () => {

@@ -32,6 +32,13 @@ async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
 }
 
 /**
+ * How long the process is left alone before RSS is read: longer than V8's memory reducer waits
+ * after allocation stops (8 s) before it shrinks the heap, so every reading is of memory the
+ * process holds, not garbage it has not yet given back.
+ */
+const SETTLE_MS = 12_000;
+
+/**
  * RSS of the daemon process at idle with web chat, Telegram, Discord and Slack connected to
  * fakes; then after a warm-up of 5,000 messages and after 50,000 more, and the growth.
  */
@@ -44,16 +51,17 @@ export async function memory(o: ScenarioOptions): Promise<Row[]> {
     const p = fleet.spawn();
     try {
       await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
-      await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
+      const settle = () => new Promise((r) => setTimeout(r, o.smoke ? 100 : SETTLE_MS));
+      await settle();
       const idle = rssMb(p.child.pid!);
       await push(fleet, warm, 'warm', p.child.pid!);
-      await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
+      await settle();
       const warmed = rssMb(p.child.pid!);
       const loaded = await push(fleet, n, 'run', p.child.pid!);
-      await new Promise((r) => setTimeout(r, o.smoke ? 100 : 2000));
+      await settle();
       const after = rssMb(p.child.pid!);
       const growth = ((after - warmed) / warmed) * 100;
-      const floor = await bareIdleRss(fleet, o.smoke ? 100 : 2000);
+      const floor = await bareIdleRss(fleet, o.smoke ? 100 : SETTLE_MS);
       return [
         { scenario: 'memory', metric: 'RSS idle, 4 channels connected', value: idle, unit: 'MB' },
         { scenario: 'memory', metric: 'RSS idle of a bare process with the same SDKs connected (floor)', value: floor, unit: 'MB' },
