@@ -48,12 +48,14 @@ export class Fleet {
   /**
    * The daemon as the systemd unit runs it: the same script, node flags and environment.
    * `nodeArgs` are added to the unit's flags; `script` (relative to the repository) replaces its
-   * script, e.g. dist/src/cli/main.js for the unbundled build.
+   * script, e.g. dist/src/cli/main.js for the unbundled build; `unitFlags: false` leaves out the
+   * unit's node flags.
    */
-  spawn(o: { nodeArgs?: string[]; script?: string } = {}): DaemonProcess {
+  spawn(o: { nodeArgs?: string[]; script?: string; unitFlags?: boolean } = {}): DaemonProcess {
     const unit = serviceLaunch();
     const script = o.script ? join(import.meta.dirname, '../..', o.script) : unit.script;
-    return new DaemonProcess(this.configFile, { ...unit.env, ...this.env }, [...unit.nodeArgs, ...(o.nodeArgs ?? [])], script);
+    // unitFlags: false runs without the unit's V8 flags (V8's own heap sizing), to show what they cost.
+    return new DaemonProcess(this.configFile, { ...unit.env, ...this.env }, [...(o.unitFlags === false ? [] : unit.nodeArgs), ...(o.nodeArgs ?? [])], script);
   }
 
   async close(): Promise<void> {

@@ -29,11 +29,11 @@ async function drive(tg: FakeTelegram, n: number, m: number, label: string): Pro
 }
 
 /** One channeld run: a fresh daemon with four channels on fresh fakes, warmed up, then timed. */
-async function channeldRun(n: number, m: number, warm: number): Promise<Run> {
+async function channeldRun(n: number, m: number, warm: number, unitFlags = true): Promise<Run> {
   const fleet = await new Fleet().start();
   try {
     fleet.write();
-    const p = fleet.spawn();
+    const p = fleet.spawn({ unitFlags });
     try {
       await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
       await drive(fleet.tg, warm, m, 'warm');
@@ -73,16 +73,24 @@ export async function throughput(o: ScenarioOptions): Promise<Row[]> {
   const m = o.smoke ? 5 : 50;
   const warm = o.smoke ? 5 : 300;
   const rounds = o.smoke ? 1 : 3;
+  // A B C A B C …: channeld as the unit runs it, the bare bot, and channeld without the unit's
+  // V8 heap flags (what bounding memory costs in throughput).
+  const defaultHeap: Run[] = [];
   const runs = await interleaved(
     rounds,
     () => channeldRun(n, m, warm),
-    () => bareRun(n, m, warm),
+    async () => {
+      const bare = await bareRun(n, m, warm);
+      defaultHeap.push(await channeldRun(n, m, warm, false));
+      return bare;
+    },
   );
   const channeld = median(runs.a.map((r) => r.rate));
   const bare = median(runs.b.map((r) => r.rate));
   const ratio = channeld / bare;
   const cpuC = median(runs.a.map((r) => r.cpuPerMsgMs));
   const cpuB = median(runs.b.map((r) => r.cpuPerMsgMs));
+  const cpuD = median(defaultHeap.map((r) => r.cpuPerMsgMs));
   return [
     { scenario: 'throughput', metric: `channeld, ${n} messages over ${m} chats, median of ${rounds}`, value: channeld, unit: 'msg/s' },
     { scenario: 'throughput', metric: 'bare grammy echo bot, same fake and messages, interleaved', value: bare, unit: 'msg/s' },
@@ -90,5 +98,8 @@ export async function throughput(o: ScenarioOptions): Promise<Row[]> {
     { scenario: 'throughput', metric: 'CPU per message, channeld process', value: cpuC, unit: 'ms' },
     { scenario: 'throughput', metric: 'CPU per message, bare bot process', value: cpuB, unit: 'ms' },
     { scenario: 'throughput', metric: 'CPU ratio channeld / bare (the cost of the guarantees)', value: cpuC / cpuB, unit: '×' },
+    { scenario: 'throughput', metric: "channeld without the unit's V8 heap flags (V8's own sizing), interleaved", value: median(defaultHeap.map((r) => r.rate)), unit: 'msg/s' },
+    { scenario: 'throughput', metric: 'CPU per message, channeld without the heap flags', value: cpuD, unit: 'ms' },
+    { scenario: 'throughput', metric: 'CPU cost of the heap flags (bounded memory)', value: cpuC / cpuD, unit: '×' },
   ];
 }
