@@ -1,5 +1,5 @@
-import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
-import type { ChannelMessage, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelMessage, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 
 export interface Call {
   op: 'send' | 'edit' | 'delete' | 'typing';

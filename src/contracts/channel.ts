@@ -1,6 +1,5 @@
-import type { ChannelConfig } from '../config/schema.js';
-import type { HttpRoutes } from '../observe/http.js';
-import type { Logger } from '../observe/logger.js';
+import type { HttpRoutes } from './http.js';
+import type { Logger } from 'pino';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './message.js';
 
 /** What a platform can do; ReplyStream reads only this. */
@@ -121,4 +120,12 @@ export interface ChannelContext {
 }
 
 /** Each `channels/<kind>/index.ts` exports one of these as `createChannel`. */
-export type ChannelFactory = (config: ChannelConfig, ctx: ChannelContext) => ChannelAdapter | Promise<ChannelAdapter>;
+export type ChannelFactory<C extends ChannelConfigBase = ChannelConfigBase> = (config: C, ctx: ChannelContext) => ChannelAdapter | Promise<ChannelAdapter>;
+
+/** What every channel's config has, whatever its kind adds. */
+export interface ChannelConfigBase {
+  /** The channel's alias in the config (`[channels.NAME]`). */
+  id: string;
+  /** The channel's kind. */
+  type: string;
+}
