@@ -1,9 +1,9 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes } from 'discord.js';
-import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
-import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { CodedError } from '../../src/errors.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { CodedError } from '../../src/contracts/errors.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifyClose, classifyDiscordError } from './errors.js';
 import { normalizeButton, normalizeMessage } from './normalize.js';

@@ -1,10 +1,10 @@
 import { App, LogLevel } from '@slack/bolt';
 import { WebClient } from '@slack/web-api';
-import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
-import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { CodedError } from '../../src/errors.js';
-import type { HttpRoutes } from '../../src/observe/http.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { CodedError } from '../../src/contracts/errors.js';
+import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { classifySlackError } from './errors.js';
 import { neutralizeSlackMentions } from './mentions.js';

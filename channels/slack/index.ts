@@ -1,9 +1,10 @@
-import type { ChannelFactory } from '../../src/dispatch/adapter.js';
-import { ChannelError } from '../../src/errors.js';
+import type { ChannelConfig } from '../../src/config/schema.js';
+import type { ChannelFactory } from '../../src/contracts/channel.js';
+import { ChannelError } from '../../src/contracts/errors.js';
 import { SlackAdapter } from './adapter.js';
 
 /** The Slack channel (@slack/bolt): Socket Mode or HTTP events. */
-export const createChannel: ChannelFactory = (config, ctx) => {
+export const createChannel: ChannelFactory<ChannelConfig> = (config, ctx) => {
   if (config.type !== 'slack') throw new TypeError(`slack factory got a ${config.type} channel`);
   const botToken = ctx.secret('bot_token');
   const appToken = ctx.secret('app_token');

@@ -1,7 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isValidSlackRequest, type App, type Receiver } from '@slack/bolt';
 import { SocketModeClient } from '@slack/socket-mode';
-import { readBody, sendJson, type HttpRoutes } from '../../src/observe/http.js';
+import { readBody, sendJson } from '../../src/observe/http.js';
+import { type HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 
 const MAX_BODY_BYTES = 1024 * 1024;

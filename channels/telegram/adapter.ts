@@ -1,12 +1,12 @@
 import { randomInt } from 'node:crypto';
 import { Api } from 'grammy';
 import type { ReactionTypeEmoji } from 'grammy/types';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
-import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { ChannelError, CodedError, errorMessage } from '../../src/errors.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep } from '../../src/kernel/sleep.js';
-import type { HttpRoutes } from '../../src/observe/http.js';
+import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { chunkText } from '../../src/stream/chunk.js';
 import { classifyTelegramError, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';

@@ -1,9 +1,10 @@
-import type { ChannelFactory } from '../../src/dispatch/adapter.js';
-import { ChannelError } from '../../src/errors.js';
+import type { ChannelConfig } from '../../src/config/schema.js';
+import type { ChannelFactory } from '../../src/contracts/channel.js';
+import { ChannelError } from '../../src/contracts/errors.js';
 import { TelegramAdapter } from './adapter.js';
 
 /** The Telegram channel (grammy). */
-export const createChannel: ChannelFactory = (config, ctx) => {
+export const createChannel: ChannelFactory<ChannelConfig> = (config, ctx) => {
   if (config.type !== 'telegram') throw new TypeError(`telegram factory got a ${config.type} channel`);
   const token = ctx.secret('token');
   if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Update } from 'grammy/types';
-import type { Deliver } from '../../src/dispatch/adapter.js';
+import type { Deliver } from '../../src/contracts/channel.js';
 import { readBody, secretEquals } from '../../src/observe/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';

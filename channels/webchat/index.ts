@@ -1,8 +1,9 @@
-import type { ChannelFactory } from '../../src/dispatch/adapter.js';
+import type { ChannelConfig } from '../../src/config/schema.js';
+import type { ChannelFactory } from '../../src/contracts/channel.js';
 import { WebchatAdapter } from './adapter.js';
 
 /** The local web chat channel. The first one to start also serves `/` and `/chat`. */
-export const createChannel: ChannelFactory = (config, ctx) => {
+export const createChannel: ChannelFactory<ChannelConfig> = (config, ctx) => {
   if (config.type !== 'webchat') throw new TypeError(`webchat factory got a ${config.type} channel`);
   const token = ctx.secret('access_token');
   return new WebchatAdapter({

@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { CodedError, errorMessage } from '../errors.js';
-import { readBody, sameOriginJson, sendJson, type HttpRoutes } from '../observe/http.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
+import { readBody, sameOriginJson, sendJson } from '../observe/http.js';
+import { type HttpRoutes } from '../contracts/http.js';
 import type { CommandRegistry } from '../runtime/commands.js';
 import { checkAdmin } from './access.js';
 import type { Action, ActionCaller, ManagementApi } from './action.js';

@@ -1,11 +1,11 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { stepCountIs, streamText, tool, type ModelMessage, type ToolSet } from 'ai';
 import { sleep } from '../kernel/sleep.js';
-import type { Tool } from '../runtime/tools.js';
-import { estimateTokens, type AgentEvent } from './events.js';
+import type { Tool } from '../contracts/tools.js';
+import { estimateTokens, type AgentEvent } from '../contracts/agent-events.js';
 import { Attempt } from './attempt.js';
 import { classifyProviderError, scrubProviderMessage } from './provider-errors.js';
-import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 import { ThinkSplitter } from './think-splitter.js';
 
 export interface OpenAICompatibleOptions {

@@ -1,5 +1,5 @@
 import { APICallError } from 'ai';
-import type { ErrorCode } from '../errors.js';
+import type { ErrorCode } from '../contracts/errors.js';
 
 export interface ProviderFailure {
   code: ErrorCode;

@@ -1,20 +1,5 @@
-import type { AgentEvent, TurnEnding } from './events.js';
-
-export interface ToolCallRecord {
-  id: string;
-  name: string;
-  input: unknown;
-  output?: unknown;
-  error?: string;
-}
-
-/** A turn as it will be persisted: the model's text, reasoning kept apart, tool calls, ending. */
-export interface TurnRecord {
-  text: string;
-  reasoning: string;
-  toolCalls: ToolCallRecord[];
-  ending: TurnEnding | undefined;
-}
+import type { TurnRecord } from '../contracts/turn.js';
+import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 
 /**
  * Folds AgentEvents into a TurnRecord. `onComplete` fires exactly once, on the first

@@ -1,5 +1,5 @@
-import type { AgentEvent } from './events.js';
-import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+import type { AgentEvent } from '../contracts/agent-events.js';
+import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 
 /** Where a loop was found, in characters of the answer's text. */
 export interface LoopFound {

@@ -1,6 +1,6 @@
 import { userInfo } from 'node:os';
 import { loadConfig } from '../config/load.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../contracts/errors.js';
 
 /** Which environment the secrets were resolved in: the caller's shell is not the daemon's. */
 function environmentNote(): string {

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { diffChannels } from '../config/diff.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import { ConfigError, errorMessage } from '../errors.js';
+import { ConfigError, errorMessage } from '../contracts/errors.js';
 import { Kernel } from '../kernel/kernel.js';
 import type { HttpServer } from '../observe/http.js';
 import type { ManagementApi } from '../actions/action.js';

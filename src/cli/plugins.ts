@@ -1,9 +1,9 @@
 import type { LoadedConfig } from '../config/load.js';
 import { agentOf, workspaceDirOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
-import type { ChannelAdapter } from '../dispatch/adapter.js';
+import type { ChannelAdapter } from '../contracts/channel.js';
 import { Dispatcher, type DispatchChannel, type ExecuteTurn, type RemoteInbox } from '../dispatch/dispatcher.js';
-import { channelOfScope, replyTargetOf } from '../dispatch/message.js';
+import { channelOfScope, replyTargetOf } from '../contracts/message.js';
 import type { Plugin } from '../kernel/plugin.js';
 import { HttpServer, parseListen } from '../observe/http.js';
 import { createLogger, type Logger, type LoggerOptions } from '../observe/logger.js';
@@ -20,7 +20,7 @@ import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
 import { loadChannelFactory } from './channel-kinds.js';
-import { ChannelError, CodedError, errorMessage } from '../errors.js';
+import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import { judgeIntent } from '../agent/intent.js';
 
 import { McpHub } from '../mcp/hub.js';

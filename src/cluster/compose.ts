@@ -1,8 +1,8 @@
 import type { ChannelConfig } from '../config/schema.js';
-import type { ChannelAdapter } from '../dispatch/adapter.js';
+import type { ChannelAdapter } from '../contracts/channel.js';
 import type { Dispatcher, ExecuteTurn } from '../dispatch/dispatcher.js';
-import { channelOfScope } from '../dispatch/message.js';
-import { CodedError } from '../errors.js';
+import { channelOfScope } from '../contracts/message.js';
+import { CodedError } from '../contracts/errors.js';
 import type { Plugin } from '../kernel/plugin.js';
 import type { Logger } from '../observe/logger.js';
 import type { LoadedConfig } from '../config/load.js';

@@ -1,6 +1,6 @@
 import type { KV } from '@nats-io/kv';
 import type { Logger } from '../observe/logger.js';
-import { CodedError, errorMessage } from '../errors.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import { sleep } from '../kernel/sleep.js';
 
 /** What a lease key holds. */

@@ -1,5 +1,5 @@
 import type { ChannelConfig } from '../config/schema.js';
-import type { ChannelAdapter, Deliver } from '../dispatch/adapter.js';
+import type { ChannelAdapter, Deliver } from '../contracts/channel.js';
 import type { Leases } from './leases.js';
 
 /**

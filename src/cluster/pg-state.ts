@@ -1,6 +1,6 @@
 import type pg from 'pg';
 import type { QueueMode } from '../config/schema.js';
-import { CodedError, errorMessage } from '../errors.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import { sleep } from '../kernel/sleep.js';
 import type { Logger } from '../observe/logger.js';
 import type { ConversationPrefs, Conversations } from '../store/conversations.js';

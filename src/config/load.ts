@@ -2,7 +2,7 @@ import { readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { parse, TomlError } from 'smol-toml';
 import type { z } from 'zod';
-import { CodedError, ConfigError } from '../errors.js';
+import { CodedError, ConfigError } from '../contracts/errors.js';
 import { formatPath, SourceMap } from './locate.js';
 import { agentSchema, channelSchema, configSchema, secretBases, type AgentConfig, type DaemonConfig } from './schema.js';
 import { stateDirProblem } from '../store/state-dir.js';

@@ -1,6 +1,6 @@
 import type { Logger } from '../observe/logger.js';
 import type { DispatchChannel } from './dispatcher.js';
-import type { ChannelMessage, MessageRef } from './message.js';
+import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 
 /**
  * The channel's `ack_reaction` on a user's message: set once the message is stored, taken

@@ -2,7 +2,7 @@ import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { InboxItem, InboxWrites } from '../store/inbox.js';
-import type { ChannelMessage } from './message.js';
+import type { ChannelMessage } from '../contracts/message.js';
 import type { TaskTracker } from './tracker.js';
 import { settleWithin } from '../kernel/sleep.js';
 

@@ -1,4 +1,4 @@
-import { CodedError, errorMessage } from '../errors.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import { planStart } from './plan.js';
 import type { Disposer, Plugin, PluginContext, PluginState } from './plugin.js';
 

@@ -1,4 +1,4 @@
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 import type { Plugin } from './plugin.js';
 
 /**

@@ -1,7 +1,7 @@
 import type { McpServerConfig } from '../config/schema.js';
 import { settleWithin } from '../kernel/sleep.js';
 import type { Logger } from '../observe/logger.js';
-import type { Tool } from '../runtime/tools.js';
+import type { Tool } from '../contracts/tools.js';
 import { RunningCalls } from '../tools/running.js';
 import type { McpServer, McpServerStatus } from './server.js';
 import type { ToolGate } from './tools.js';

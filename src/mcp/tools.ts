@@ -1,8 +1,8 @@
 import { jsonSchema } from 'ai';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from '../config/schema.js';
-import { errorMessage } from '../errors.js';
-import type { Tool, ToolContext } from '../runtime/tools.js';
+import { errorMessage } from '../contracts/errors.js';
+import type { Tool, ToolContext } from '../contracts/tools.js';
 import { CancelledByUser, type RunningCalls } from '../tools/running.js';
 import type { McpServer } from './server.js';
 

@@ -1,19 +1,10 @@
+import type { HttpRoutes, RouteHandler, UpgradeHandler } from '../contracts/http.js';
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 
-export type RouteHandler = (req: IncomingMessage, res: ServerResponse, url: URL) => void | Promise<void>;
-export type UpgradeHandler = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => void;
 
-/** The one HTTP server's routing surface, handed to plugins and channels. */
-export interface HttpRoutes {
-  /** Adds a route; the returned function removes it. `path` ending in `/*` matches a prefix. */
-  route(method: string, path: string, handler: RouteHandler): () => void;
-  upgrade(path: string, handler: UpgradeHandler): () => void;
-  /** Whether a route is taken. */
-  has(method: string, path: string): boolean;
-}
 
 export function isLoopback(address: string | undefined): boolean {
   if (!address) return false;

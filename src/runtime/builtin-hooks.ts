@@ -1,5 +1,5 @@
 import { buildHistory } from '../agent/history.js';
-import { catalogue, CodedError } from '../errors.js';
+import { catalogue, CodedError } from '../contracts/errors.js';
 import type { Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 

@@ -1,24 +1,10 @@
-import { CodedError } from '../errors.js';
-import type { SlashCommand } from './commands.js';
-import type { Hook } from './hooks.js';
-import type { PromptContributor } from './prompt.js';
-import type { Tool } from './tools.js';
+import type { AgentMode } from '../contracts/modes.js';
+import { CodedError } from '../contracts/errors.js';
+import type { SlashCommand } from '../contracts/commands.js';
+import type { Hook } from '../contracts/hooks.js';
+import type { PromptContributor } from '../contracts/modes.js';
+import type { Tool } from '../contracts/tools.js';
 import type { Runtime } from './runtime.js';
-
-/** What a mode's setup() may add; everything it adds is gated on the mode. */
-export interface ModeApi {
-  command(cmd: Omit<SlashCommand, 'mode'>): void;
-  tool(tool: Omit<Tool, 'requires_modes'> & { requires_modes?: string[] }): void;
-  hook(hook: Omit<Hook, 'mode'>): void;
-  prompt(contributor: Omit<PromptContributor, 'mode'>): void;
-}
-
-/** A behaviour that bundles commands, tools, hooks and prompt contributors behind one setup(). */
-export interface AgentMode {
-  name: string;
-  description: string;
-  setup(api: ModeApi): void;
-}
 
 /** Registers modes on a runtime, once each; returns a disposer per mode that removes all it added. */
 export class ModeRegistry {

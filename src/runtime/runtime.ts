@@ -1,9 +1,12 @@
-import type { AgentEvent, Usage } from '../agent/events.js';
-import type { AgentRunner } from '../agent/runner.js';
-import { CodedError, type ErrorCode } from '../errors.js';
-import { CommandRegistry, parseCommand } from './commands.js';
-import { TurnContext, type TurnRequest } from './context.js';
-import { HookRegistry, HookResult, type Phase } from './hooks.js';
+import type { AgentEvent, Usage } from '../contracts/agent-events.js';
+import type { AgentRunner } from '../contracts/agent-runner.js';
+import { CodedError, type ErrorCode } from '../contracts/errors.js';
+import { CommandRegistry } from './commands.js';
+import { parseCommand } from '../contracts/commands.js';
+import type { TurnContext, TurnRequest } from '../contracts/turn.js';
+import { Turn } from './context.js';
+import { HookRegistry } from './hooks.js';
+import { HookResult, type Phase } from '../contracts/hooks.js';
 import { ModeRegistry } from './modes.js';
 import { PromptManager } from './prompt.js';
 import { boundedTool, ToolRegistry } from './tools.js';
@@ -60,7 +63,7 @@ export class Runtime {
   }
 
   async run(request: TurnRequest): Promise<TurnOutcome> {
-    const ctx = new TurnContext(request, this.modesOf(request.scope));
+    const ctx = new Turn(request, this.modesOf(request.scope));
     try {
       let skip = await this.#phase('pre_dispatch', ctx);
       if (!skip) skip = await this.#dispatchCommand(ctx);

@@ -1,7 +1,7 @@
 import Database from 'better-sqlite3';
 import { chmodSync, closeSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 import { prepareStateDir, STATE_FILE_MODE } from './state-dir.js';
 
 /**

@@ -1,4 +1,4 @@
-import { ChannelError } from '../errors.js';
+import { ChannelError } from '../contracts/errors.js';
 import { sleep } from '../kernel/sleep.js';
 
 /**

@@ -1,7 +1,7 @@
-import type { AgentEvent, TurnEnding } from '../agent/events.js';
-import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../dispatch/message.js';
-import { ChannelError, errorMessage, isRetryable } from '../errors.js';
+import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
+import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../contracts/channel.js';
+import type { MessageRef, ReplyTarget } from '../contracts/message.js';
+import { ChannelError, errorMessage, isRetryable } from '../contracts/errors.js';
 import { chunkText } from './chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 

@@ -1,7 +1,7 @@
 import pRetry, { AbortError } from 'p-retry';
 import type { BackoffConfig } from '../config/schema.js';
-import type { ChannelAdapter, Deliver } from '../dispatch/adapter.js';
-import { ChannelError, CodedError, errorMessage, isRetryable, type ErrorCode } from '../errors.js';
+import type { ChannelAdapter, Deliver } from '../contracts/channel.js';
+import { ChannelError, CodedError, errorMessage, isRetryable, type ErrorCode } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { backoffDelayMs } from './backoff.js';
 import { settleWithin, sleep } from '../kernel/sleep.js';

@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Button } from '../dispatch/adapter.js';
-import { replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../dispatch/message.js';
-import { errorMessage } from '../errors.js';
+import type { Button } from '../contracts/channel.js';
+import { replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../contracts/message.js';
+import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ToolGate } from '../mcp/tools.js';
 import type { ApprovalStore } from '../store/approvals.js';

@@ -1,5 +1,5 @@
 import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
-import { replyTargetOf } from '../dispatch/message.js';
+import { replyTargetOf } from '../contracts/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { InboxWrites } from '../store/inbox.js';

@@ -3,7 +3,7 @@ import { FailoverRunner, ModelCooldowns, type Candidate } from '../agent/failove
 import { LazyOpenAIRunner, warmOpenAI } from '../agent/lazy-openai.js';
 import type { AttemptFailure } from '../agent/openai-compatible.js';
 import { RepetitionGuardedRunner } from '../agent/repetition.js';
-import type { AgentInput, AgentRunner } from '../agent/runner.js';
+import type { AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import { registerBuiltinHooks } from '../runtime/builtin-hooks.js';
@@ -17,7 +17,7 @@ import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
-import type { Tool } from '../runtime/tools.js';
+import type { Tool } from '../contracts/tools.js';
 import { registerToolCommands } from '../tools/controls.js';
 
 export interface WorkspaceOptions {

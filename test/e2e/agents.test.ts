@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { ConfigError } from '../../src/errors.js';
+import { ConfigError } from '../../src/contracts/errors.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';

@@ -1,7 +1,7 @@
 import { parseConfig } from '../../src/config/load.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
 import { Dispatcher, type DispatchChannel } from '../../src/dispatch/dispatcher.js';
-import { replyTargetOf } from '../../src/dispatch/message.js';
+import { replyTargetOf } from '../../src/contracts/message.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
 import { openDb, type Db } from '../../src/store/db.js';

@@ -1,6 +1,6 @@
-import type { ChannelAdapter, ChannelCapabilities, Deliver } from '../../src/dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { ChannelError } from '../../src/errors.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver } from '../../src/contracts/channel.js';
+import type { MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { ChannelError } from '../../src/contracts/errors.js';
 
 /** What one listen() attempt does. */
 export type Step =

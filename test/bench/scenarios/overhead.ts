@@ -1,8 +1,8 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AgentEvent } from '../../../src/agent/events.js';
-import type { AgentRunner } from '../../../src/agent/runner.js';
+import type { AgentEvent } from '../../../src/contracts/agent-events.js';
+import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { createLogger } from '../../../src/observe/logger.js';

@@ -1,5 +1,5 @@
 import { TelegramAdapter } from '../../../channels/telegram/adapter.js';
-import type { HttpRoutes } from '../../../src/observe/http.js';
+import type { HttpRoutes } from '../../../src/contracts/http.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import { FakeTelegram, type Call } from '../../fakes/telegram/server.js';

@@ -1,14 +1,14 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { AgentEvent } from '../../../src/agent/events.js';
+import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import { OpenAICompatibleRunner, type OpenAICompatibleOptions } from '../../../src/agent/openai-compatible.js';
 import { TurnReducer } from '../../../src/agent/reducer.js';
 import { FailoverRunner, ModelCooldowns } from '../../../src/agent/failover.js';
 import { ThinkSplitter } from '../../../src/agent/think-splitter.js';
 import { RepetitionGuard, RepetitionGuardedRunner } from '../../../src/agent/repetition.js';
-import type { AgentRunner } from '../../../src/agent/runner.js';
-import type { AgentInput } from '../../../src/agent/runner.js';
-import type { Tool } from '../../../src/runtime/tools.js';
+import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
+import type { AgentInput } from '../../../src/contracts/agent-runner.js';
+import type { Tool } from '../../../src/contracts/tools.js';
 import { FakeLlm } from '../../fakes/llm/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 

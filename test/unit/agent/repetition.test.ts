@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { AgentEvent } from '../../../src/agent/events.js';
+import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import { REPEATING_NOTE, RepetitionGuardedRunner } from '../../../src/agent/repetition.js';
-import type { AgentRunner } from '../../../src/agent/runner.js';
+import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
 import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { pipeline } from '../../helpers/pipeline.js';

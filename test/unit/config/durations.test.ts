@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { MAX_DURATION_MS } from '../../../src/config/schema.js';
-import { ConfigError } from '../../../src/errors.js';
+import { ConfigError } from '../../../src/contracts/errors.js';
 
 function problems(source: string): string[] {
   try {

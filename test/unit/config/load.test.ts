@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/errors.js';
+import { ConfigError } from '../../../src/contracts/errors.js';
 
 function problems(source: string, env: NodeJS.ProcessEnv = {}): string[] {
   try {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/errors.js';
+import { ConfigError } from '../../../src/contracts/errors.js';
 
 function problems(source: string): string[] {
   try {

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { MessageRef, ReplyTarget } from '../../../src/dispatch/message.js';
+import type { MessageRef, ReplyTarget } from '../../../src/contracts/message.js';
 import { RecordingAdapter, type Op } from '../../helpers/recording-adapter.js';
 
 // The test platform must behave as a real client does under abort, or no test built on it

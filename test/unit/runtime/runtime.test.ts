@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { CodedError } from '../../../src/errors.js';
-import { HookResult, type Phase } from '../../../src/runtime/hooks.js';
+import { CodedError } from '../../../src/contracts/errors.js';
+import { HookResult, type Phase } from '../../../src/contracts/hooks.js';
 import { ModeRegistry } from '../../../src/runtime/modes.js';
 import { bareRuntime, request, ScriptedRunner, sink } from '../../helpers/runtime.js';
 

@@ -3,7 +3,7 @@ import { mkdtempSync, openSync, rmSync, statSync, writeFileSync, writeSync, clos
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CodedError } from '../../../src/errors.js';
+import { CodedError } from '../../../src/contracts/errors.js';
 import { openDb, SCHEMA_VERSION } from '../../../src/store/db.js';
 import { GroupCommit } from '../../../src/store/group-commit.js';
 import { StorageHealth } from '../../../src/store/health.js';

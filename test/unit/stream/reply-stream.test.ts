@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { NativeStream } from '../../../src/dispatch/adapter.js';
-import { ChannelError } from '../../../src/errors.js';
+import type { NativeStream } from '../../../src/contracts/channel.js';
+import { ChannelError } from '../../../src/contracts/errors.js';
 import { ReplyStream, STOP_MARKER, type ReplyStreamOptions } from '../../../src/stream/reply-stream.js';
 import { openFenceAt } from '../../../src/stream/chunk.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';

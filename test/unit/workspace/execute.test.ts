@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { unbuildable } from '../../../src/cli/plugins.js';
-import { ChannelError, CodedError } from '../../../src/errors.js';
+import { ChannelError, CodedError } from '../../../src/contracts/errors.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { createTurnExecutor } from '../../../src/workspace/execute.js';
 import { pipeline } from '../../helpers/pipeline.js';

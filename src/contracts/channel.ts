@@ -1,6 +1,5 @@
-import type { ChannelConfig } from '../config/schema.js';
-import type { HttpRoutes } from '../observe/http.js';
-import type { Logger } from '../observe/logger.js';
+import type { HttpRoutes } from './http.js';
+import type { Logger } from 'pino';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './message.js';
 
 /** What a platform can do; ReplyStream reads only this. */
@@ -121,4 +120,39 @@ export interface ChannelContext {
 }
 
 /** Each `channels/<kind>/index.ts` exports one of these as `createChannel`. */
-export type ChannelFactory = (config: ChannelConfig, ctx: ChannelContext) => ChannelAdapter | Promise<ChannelAdapter>;
+export type ChannelFactory<C extends ChannelConfigBase = ChannelConfigBase> = (config: C, ctx: ChannelContext) => ChannelAdapter | Promise<ChannelAdapter>;
+
+/** What every channel's config has, whatever its kind adds. */
+export interface ChannelConfigBase {
+  /** The channel's alias in the config (`[channels.NAME]`). */
+  id: string;
+  /** The channel's kind. */
+  type: string;
+}
+
+/** The secrets a channel needs, by base name (`token` is given as `token_env`, `token_file` or `token_credential`). */
+export interface ChannelSecretNeeds {
+  required: readonly string[];
+  optional: readonly string[];
+}
+
+/**
+ * Everything the daemon knows about a channel kind before loading it. Each
+ * `channels/<kind>/` folder exports one; `channels/registry.ts` lists them. The core never
+ * names a kind: config validation, secrets, `check`, `--help` and start-up all read this.
+ */
+export interface ChannelDescriptor<C extends ChannelConfigBase = ChannelConfigBase> {
+  /** The value of `type` in `[channels.NAME]`. */
+  readonly kind: string;
+  /** One line for `--help` and `channeld check`. */
+  readonly summary: string;
+  /**
+   * The channel table's own keys (besides `type`), as a strict zod object. It is merged into
+   * the config schema, so an unknown or invalid key is reported with its file:line:col.
+   */
+  readonly config: import('zod').ZodType<Omit<C, 'id'>>;
+  /** Which secrets a channel with this config needs; checked by `check` and at start. */
+  secrets(config: C): ChannelSecretNeeds;
+  /** Loads the implementation and its SDK; called only when a channel of this kind runs. */
+  load(): Promise<ChannelFactory<C>>;
+}

@@ -1,4 +1,3 @@
-import type { ChannelKind } from '../config/schema.js';
 
 /**
  * An attachment as the platform described it. Adapters never download while normalizing;
@@ -24,7 +23,8 @@ export interface Attachment {
 export interface ChannelMessage {
   /** The channel's config alias. */
   channelId: string;
-  kind: ChannelKind;
+  /** The channel's kind (`telegram`, `webchat`, ...), as its descriptor names it. */
+  kind: string;
   /** The platform's id, unique within the channel: the inbox dedupes on it. */
   messageId: string;
   chat: { id: string; type: 'dm' | 'group' | 'channel' };
