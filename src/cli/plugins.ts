@@ -61,6 +61,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: Sessions,
       toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
       ...(apiKey ? { apiKey } : {}),
       queuedIn: (scope) => tracker.queuedIn(scope),
+      observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
       onFailover: (a, model) => {
         metrics.failovers.inc({ agent: a, model });
