@@ -41,7 +41,6 @@ export class DiscordAdapter implements ChannelAdapter {
     nativeStream: 'none',
     typing: true,
     typingRefreshMs: 8000, // typing lasts about 10 s
-    threads: true,
   };
   readonly #o: DiscordOptions;
   readonly #token: string;

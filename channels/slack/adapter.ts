@@ -69,7 +69,6 @@ export class SlackAdapter implements ChannelAdapter {
       minEditIntervalMs: 1200, // chat.update is Tier 3, about 50 a minute
       nativeStream: options.nativeStream ? 'slack-stream' : 'none',
       typing: false,
-      threads: true,
     };
   }
 

@@ -64,7 +64,6 @@ export class TelegramAdapter implements ChannelAdapter {
       nativeStream: options.nativeDrafts ? 'telegram-draft' : 'none',
       typing: true,
       typingRefreshMs: 4500, // a chat action lasts about 5 s
-      threads: true,
     };
   }
 

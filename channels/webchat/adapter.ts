@@ -64,7 +64,6 @@ export class WebchatAdapter implements ChannelAdapter {
     nativeStream: 'none',
     typing: true,
     typingRefreshMs: 3000,
-    threads: false,
   };
   readonly selfId = 'channeld';
   readonly selfName = 'channeld';

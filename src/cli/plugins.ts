@@ -61,6 +61,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: Sessions,
       toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
       ...(apiKey ? { apiKey } : {}),
       queuedIn: (scope) => tracker.queuedIn(scope),
+      observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
       onFailover: (a, model) => {
         metrics.failovers.inc({ agent: a, model });
@@ -319,7 +320,7 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   return {
     id,
     selfId: undefined,
-    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: false },
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false },
     listen: fail,
     send: fail,
     edit: fail,

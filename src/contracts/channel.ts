@@ -18,7 +18,6 @@ export interface ChannelCapabilities {
   typing: boolean;
   /** How long one typing indicator lasts, so it is refreshed in time. */
   typingRefreshMs?: number;
-  threads: boolean;
 }
 
 /**
