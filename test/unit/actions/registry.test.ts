@@ -93,7 +93,7 @@ describe('ActionRegistry', () => {
     expect(JSON.parse(bad.body).error).toMatch(/id/);
     expect((await post('{"id": 7}')).status).toBe(400);
     expect((await post('{not json')).status).toBe(400);
-    expect(JSON.parse((await post('{"id":"999"}')).body)).error).toMatch(/^no running or queued turn has id 999/);
+    expect(JSON.parse((await post('{"id":"999"}')).body).error).toMatch(/^no running or queued turn has id 999/);
     expect((await post('{"id":"999"}')).status).toBe(404);
     await p!.dispatcher.deliver(userMessage('t', 'one two three four five six'));
     const [turn] = await waitFor(() => {
