@@ -5,6 +5,7 @@ import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { CodedError } from '../../src/contracts/errors.js';
 import type { Logger } from '../../src/observe/logger.js';
+import { untilAborted } from '../../src/util/abortable.js';
 import { classifyClose, classifyDiscordError } from './errors.js';
 import { normalizeButton, normalizeMessage } from './normalize.js';
 
@@ -75,7 +76,7 @@ export class DiscordAdapter implements ChannelAdapter {
     let fail!: (err: Error) => void;
     const fatal = new Promise<never>((_, reject) => (fail = reject));
     fatal.catch(() => {});
-    const stopped = new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+    const stopped = untilAborted(signal);
     client.on('shardDisconnect', (ev) => fail(classifyClose(ev.code)));
     client.on('shardReconnecting', () => onReconnecting?.('Discord gateway connection lost; discord.js is reconnecting'));
     client.on('shardResume', () => onConnected());

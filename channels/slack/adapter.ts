@@ -6,6 +6,7 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { CodedError } from '../../src/contracts/errors.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from '../../src/observe/logger.js';
+import { untilAborted } from '../../src/util/abortable.js';
 import { classifySlackError } from './errors.js';
 import { neutralizeSlackMentions } from './mentions.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
@@ -128,7 +129,7 @@ export class SlackAdapter implements ChannelAdapter {
     connected = true;
     onConnected();
     try {
-      await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+      await untilAborted(signal);
     } finally {
       await receiver.stop().catch(() => {});
     }

@@ -5,7 +5,7 @@ import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, Transp
 import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
-import { sleep } from '../../src/kernel/sleep.js';
+import { sleep, untilAborted } from '../../src/util/abortable.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from '../../src/observe/logger.js';
 import { chunkText } from '../../src/stream/chunk.js';
@@ -165,7 +165,7 @@ export class TelegramAdapter implements ChannelAdapter {
       const url = new URL(path, this.#o.publicUrl).toString();
       await this.#call('setWebhook', () => this.#api.setWebhook(url, { secret_token: this.#webhookSecret!, allowed_updates: [...ALLOWED_UPDATES] }, sig(signal)));
       onConnected();
-      await new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener('abort', () => r(), { once: true })));
+      await untilAborted(signal);
     } finally {
       // The webhook stays set: Telegram keeps queueing updates while we restart.
       remove();

@@ -4,7 +4,7 @@ import type { ChannelAdapter, Deliver } from '../contracts/channel.js';
 import { ChannelError, CodedError, errorMessage, isRetryable, type ErrorCode } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { backoffDelayMs } from './backoff.js';
-import { settleWithin, sleep } from '../kernel/sleep.js';
+import { settleWithin, sleep } from '../util/abortable.js';
 
 export type ChannelStateName = 'starting' | 'standby' | 'connected' | 'backoff' | 'failed' | 'stopped';
 
