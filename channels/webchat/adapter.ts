@@ -257,15 +257,16 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
 
-  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
+  // The transport calls below only write to local sockets: nothing waits, so nothing to cut.
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const ref = randomUUID();
-    const buttons = options?.buttons?.map((b) => ({ label: b.label, data: b.data }));
-    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options?.final ?? false, ...(buttons?.length ? { buttons } : {}) });
+    const buttons = options.buttons?.map((b) => ({ label: b.label, data: b.data }));
+    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options.final ?? false, ...(buttons?.length ? { buttons } : {}) });
     return { chatId: target.chatId, messageId: ref };
   }
 
-  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
-    this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text, final: options?.final ?? false });
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
+    this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text, final: options.final ?? false });
   }
 
   async finalize(refs: readonly MessageRef[]): Promise<void> {
