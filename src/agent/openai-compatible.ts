@@ -1,6 +1,6 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import { stepCountIs, streamText, tool, wrapLanguageModel, type ModelMessage, type ToolSet } from 'ai';
-import { sleep } from '../kernel/sleep.js';
+import { sleep } from '../util/abortable.js';
 import type { Tool } from '../contracts/tools.js';
 import { estimateTokens, type AgentEvent } from '../contracts/agent-events.js';
 import { userText } from '../contracts/errors.js';

@@ -188,8 +188,8 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
             const a = cfg().agents[agent];
             return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
           },
-          send: (target, text, buttons) => adapter(target.channelId).send(target, text, { final: true, buttons }),
-          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [] }),
+          send: (target, text, buttons, signal) => adapter(target.channelId).send(target, text, { final: true, buttons, signal }),
+          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [], signal: o.hardStop }),
         });
         const hub = ctx.use<McpHub>('mcp');
         hub.gate = approvals;
@@ -270,7 +270,8 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           },
           notify: async (msg, text) => {
             const ch = channels.get(msg.channelId);
-            if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
+            // Bounded by the adapter's request timeout; cut when the daemon must exit now.
+            if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true, signal: o.hardStop });
           },
           execute: wrap(
             createTurnExecutor({

@@ -29,6 +29,7 @@ export const catalogue = {
   CHANNEL_CONFLICT: { retryable: false, text: 'another process is using this bot; stop it before starting this channel' },
   CHANNEL_FORBIDDEN: { retryable: false, text: 'the platform refused a permission this channel needs' },
   CHANNEL_CONNECT_TIMEOUT: { retryable: true, text: 'the platform did not answer the connect attempt in time' },
+  CHANNEL_REQUEST_TIMEOUT: { retryable: true, text: 'the platform did not answer a request in time' },
   CHANNEL_NETWORK: { retryable: true, text: 'the platform could not be reached' },
   CHANNEL_RATE_LIMITED: { retryable: true, text: 'the platform asked us to slow down' },
   CHANNEL_UNAVAILABLE: { retryable: true, text: 'the platform answered with a server error' },
