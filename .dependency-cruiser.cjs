@@ -1,7 +1,7 @@
 /**
  * The import rules of docs/ARCHITECTURE.md, checked by `npm test` (npm run lint:deps):
  * - nothing under src/ imports channels/ (channels are handed in through their descriptors);
- * - channels/ import only src/contracts and src/kit (the platform-neutral helpers);
+ * - channels/ import only src/contracts and src/util (the platform-neutral helpers);
  * - a stage imports only itself, src/contracts and the stages below it;
  * - no import cycles.
  * Type-only imports count: a type that points upwards is a dependency that points upwards.
@@ -9,13 +9,14 @@
 // Lowest first. A stage may import the stages on earlier lines, never later ones.
 const layers = [
   ['contracts'],
-  ['kit'],
+  ['util'],
   ['kernel'],
   ['observe'],
   ['config'],
   ['store'],
-  ['agent', 'stream', 'supervisor', 'mcp'],
+  ['agent', 'stream', 'supervisor'],
   ['runtime'],
+  ['mcp'],
   ['dispatch'],
   ['tools'],
   ['actions', 'cluster'],
@@ -50,10 +51,10 @@ module.exports = {
     },
     {
       name: 'channels-use-contracts-and-kit',
-      comment: 'a channel kind imports only src/contracts and src/kit, so stages can change behind it',
+      comment: 'a channel kind imports only src/contracts and src/util, so stages can change behind it',
       severity: 'error',
       from: { path: '^channels/' },
-      to: { path: '^src/', pathNot: '^src/(contracts|kit)/' },
+      to: { path: '^src/', pathNot: '^src/(contracts|util)/' },
     },
     {
       name: 'no-circular',
