@@ -2,7 +2,7 @@ import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../contracts/channel.js';
 import type { MessageRef, ReplyTarget } from '../contracts/message.js';
 import { ChannelError, errorMessage, isRetryable } from '../contracts/errors.js';
-import { chunkText } from './chunk.js';
+import { chunkText } from '../util/chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { NativeStream } from '../../../src/contracts/channel.js';
 import { ChannelError } from '../../../src/contracts/errors.js';
 import { ReplyStream, STOP_MARKER, type ReplyStreamOptions } from '../../../src/stream/reply-stream.js';
-import { openFenceAt } from '../../../src/stream/chunk.js';
+import { openFenceAt } from '../../../src/util/chunk.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
 
 const target = { channelId: 't', chatId: 'c', chatType: 'dm' as const };
