@@ -7,7 +7,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/process.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { scaled } from './timing.js';
 
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 /** The built daemon as a real child process, with its JSON log lines collected. */
 export class DaemonProcess {

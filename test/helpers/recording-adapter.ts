@@ -32,7 +32,7 @@ export class RecordingAdapter implements ChannelAdapter {
     readonly id: string,
     caps: Partial<ChannelCapabilities> = {},
   ) {
-    this.capabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: true, ...caps };
+    this.capabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: false, typing: false, threads: true, ...caps };
   }
 
   async listen(_deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
