@@ -27,15 +27,25 @@ describe('a channel kind from a folder outside src/, in a real daemon process', 
     return file;
   }
 
-  it('`channeld check` reports the kind\'s bad key with file:line:col and exits 78', async () => {
-    const file = setup(`[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["*"]\nkey_env = "LB_KEY"\nmax_message_lenght = 100\n`);
-    const child = spawn(process.execPath, [...TSX_NODE_ARGS, FIXTURE_ENTRY, 'check', '--config', file], { env: { PATH: process.env.PATH, LB_KEY: 'k-123456' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** Runs the fixture entry's CLI to its end. */
+  async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+    const child = spawn(process.execPath, [...TSX_NODE_ARGS, FIXTURE_ENTRY, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     cleanup.push(() => child.kill('SIGKILL'));
+    let stdout = '';
     let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += String(d)));
     child.stderr.on('data', (d: Buffer) => (stderr += String(d)));
     const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-    expect(stderr.split('\n')[0]).toBe('daemon.config.toml:17:1: channels[0].max_message_lenght: unknown key "max_message_lenght"; did you mean `max_message_length`?');
-    expect(code).toBe(78);
+    return { code, stdout, stderr };
+  }
+
+  it('`channeld check` reports the kind\'s bad key with file:line:col and exits 78; `--help` lists the kind', async () => {
+    const file = setup(`[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["*"]\nkey_env = "LB_KEY"\nmax_message_lenght = 100\n`);
+    const check = await cli(['check', '--config', file], { LB_KEY: 'k-123456' });
+    expect(check.stderr.split('\n')[0]).toBe('daemon.config.toml:17:1: channels[0].max_message_lenght: unknown key "max_message_lenght"; did you mean `max_message_length`?');
+    expect(check.code).toBe(78);
+    const help = await cli(['--help']);
+    expect(help.stdout).toMatch(/^ {2}slack +a Slack app.*\n {2}loopback +test only: messages posted over HTTP, replies read back$/m);
   });
 
   it('takes a message over its own HTTP route and the echo agent answers through it', async () => {
