@@ -78,7 +78,7 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
             signal: call.signal,
             timeoutMs: cfg.timeout_ms,
             onProgress: (progress, total, message) => {
-              if (ctx.callId) ctx.emit?.({ type: 'tool_log', id: ctx.callId, text: `${progress}${total !== undefined ? `/${total}` : ''}${message ? ` ${message}` : ''}` });
+              ctx.log?.(`${progress}${total !== undefined ? `/${total}` : ''}${message ? ` ${message}` : ''}`);
             },
           });
           const text = resultText(result);
