@@ -40,7 +40,7 @@ export class DiscordAdapter implements ChannelAdapter {
     maxMessageLength: 2000,
     editsDrafts: true,
     minEditIntervalMs: 1000, // about 5 edits per 5 s per channel
-    nativeStream: 'none',
+    nativeStream: false,
     typing: true,
     typingRefreshMs: 8000, // typing lasts about 10 s
   };

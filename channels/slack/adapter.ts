@@ -77,7 +77,7 @@ export class SlackAdapter implements ChannelAdapter {
       maxMessageLength: 4000,
       editsDrafts: true,
       minEditIntervalMs: 1200, // chat.update is Tier 3, about 50 a minute
-      nativeStream: options.nativeStream ? 'slack-stream' : 'none',
+      nativeStream: options.nativeStream,
       typing: false,
     };
   }

@@ -64,7 +64,7 @@ export class TelegramAdapter implements ChannelAdapter {
       split: (text) => (this.#rich ? chunkRich(text) : chunkText(text, TEXT_MAX_CHARS)),
       editsDrafts: true,
       minEditIntervalMs: 1000, // about one message per second per chat
-      nativeStream: options.nativeDrafts ? 'telegram-draft' : 'none',
+      nativeStream: options.nativeDrafts,
       typing: true,
       typingRefreshMs: 4500, // a chat action lasts about 5 s
     };

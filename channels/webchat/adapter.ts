@@ -62,7 +62,7 @@ export class WebchatAdapter implements ChannelAdapter {
     maxMessageLength: 8000,
     editsDrafts: true,
     minEditIntervalMs: 100,
-    nativeStream: 'none',
+    nativeStream: false,
     typing: true,
     typingRefreshMs: 3000,
   };

@@ -86,7 +86,7 @@ export class ReplyStream {
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor));
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
     this.#draftsEnabled = options.streamMode === 'partial';
-    const nativeWanted = options.capabilities.nativeStream !== 'none' && options.transport.openNativeStream !== undefined;
+    const nativeWanted = options.capabilities.nativeStream && options.transport.openNativeStream !== undefined;
     this.#nativeState = nativeWanted && this.#draftsEnabled && this.#shown.length === 0 ? 'unopened' : 'off';
     if (options.capabilities.typing) this.#typing();
     this.#done = this.#run();

@@ -356,7 +356,7 @@ describe('ReplyStream', () => {
 
   describe('native streaming', () => {
     function nativeAdapter(failOn?: 'open' | 'update') {
-      const a = new RecordingAdapter('t', { nativeStream: 'telegram-draft', minEditIntervalMs: 300 });
+      const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 300 });
       const updates: string[] = [];
       a.openNativeStream = async () => {
         if (failOn === 'open') throw new ChannelError('CHANNEL_REQUEST_FAILED', 'no drafts here');
@@ -385,7 +385,7 @@ describe('ReplyStream', () => {
     });
 
     it('a 429 on a draft pauses the drafts for retry_after and resumes them: no message mid-answer', async () => {
-      const a = new RecordingAdapter('t', { nativeStream: 'telegram-draft', minEditIntervalMs: 300 });
+      const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 300 });
       const updates: Array<{ text: string; at: number }> = [];
       let refusedAt = -1;
       a.openNativeStream = async () => ({
