@@ -1,8 +1,8 @@
 // `npm run build` ends here: the compiled daemon (dist/src, dist/channels) and the packages it
-// imports bundled into dist/bundle/main.js plus chunks that load on demand (each platform SDK,
+// imports bundled into dist/bundle/channeld.js plus chunks that load on demand (each platform SDK,
 // the AI SDK, MCP), the way `npm start` and the systemd unit run it. One file per chunk instead
 // of ~190 modules and ~150 CommonJS files: start-up spends less CPU finding, reading and
-// linking modules (`npm run bench` measures it against dist/src/cli/main.js, which stays
+// linking modules (`npm run bench` measures it against dist/bin/channeld.js, which stays
 // usable and is what the CLI's management commands and the tests run).
 import { build } from 'esbuild';
 import { readFile, rm } from 'node:fs/promises';
@@ -19,7 +19,7 @@ const outdir = join(root, 'dist/bundle');
 const moduleUrls = {
   name: 'module-urls',
   setup(b) {
-    b.onLoad({ filter: /[\\/]dist[\\/](src|channels)[\\/].*\.js$/ }, async (args) => {
+    b.onLoad({ filter: /[\\/]dist[\\/](src|channels|bin)[\\/].*\.js$/ }, async (args) => {
       let contents = await readFile(args.path, 'utf8');
       if (contents.includes('import.meta.url')) {
         const rel = relative(outdir, args.path).split('\\').join('/');
@@ -32,7 +32,7 @@ const moduleUrls = {
 
 await rm(outdir, { recursive: true, force: true });
 await build({
-  entryPoints: { main: join(root, 'dist/src/cli/main.js') },
+  entryPoints: { channeld: join(root, 'dist/bin/channeld.js') },
   outdir,
   bundle: true,
   splitting: true,

@@ -1,13 +1,14 @@
-#!/usr/bin/env node
-// First: the compile cache must be on before the rest of the CLI is compiled. Static imports
-// are all compiled before any of them runs, so this file imports only what every command
-// needs and loads each command's code with import() once the cache is on: `channeld run`
-// compiles (or reads from the cache) the daemon and nothing of the management commands.
-import './compile-cache.js';
 import { parseArgs } from 'node:util';
+import type { ChannelDescriptor } from '../contracts/channel.js';
+import { ChannelKinds } from '../config/kinds.js';
 import { exitCodeFor, reportStartFailure } from './exit.js';
-import { VERSION } from './version.js';
-import type { Action } from '../actions/action.js';
+import { runCheck } from './check.js';
+import { runDaemon } from './run.js';
+import { builtinActions } from '../actions/builtin/index.js';
+import { runAction } from './remote.js';
+import { runBackup } from './backup.js';
+import { daemonEndpoint } from '../config/reach.js';
+import { VERSION } from '../util/version.js';
 
 const OPTIONS = `Options:
   -c, --config FILE   config file (default: $CHANNELD_CONFIG, else daemon.config.toml)
@@ -21,9 +22,9 @@ const REACH = `It reads only how to reach the daemon from the config file: [http
 CHANNELD_URL) and the admin token from the variable [http] admin_token_env names. It
 never resolves channel secrets and works while the file has errors.`;
 
-/** Help texts; the main one lists the management actions, so it is built only when asked for. */
-const helpTexts = (builtinActions: readonly Action[]): Record<string, string> => ({
-  main: `channeld ${VERSION} — a channel daemon: chat platforms in, an agent runtime, live drafts out.
+/** `channeld --help`: the commands, and the channel kinds this build runs. */
+function mainHelp(kinds: ChannelKinds): string {
+  return `channeld ${VERSION} — a channel daemon: chat platforms in, an agent runtime, live drafts out.
 
 Usage: channeld <command> [options]
 
@@ -36,11 +37,17 @@ Management commands (they ask the running daemon over HTTP at [http] listen):
 ${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase()), ...(a.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}]`)].join(' ').padEnd(14)}${a.description}`).join('\n')}
   (and any other action the daemon serves)
 
+Channel kinds ([[channels]] type):
+${kinds.all.map((k) => `  ${k.kind.padEnd(14)}${k.summary}`).join('\n')}
+
 ${OPTIONS}
 
 Exit status: 0 ok, 1 failure, 78 (EX_CONFIG) something the operator must fix: an invalid
 config or one the daemon refused, a listen address that cannot be bound, an unusable
-state_dir, a database from a newer channeld or one that failed its integrity check.`,
+state_dir, a database from a newer channeld or one that failed its integrity check.`;
+}
+
+const HELP: Record<string, string> = {
   run: `Usage: channeld run [--config FILE]
 
 Runs the daemon in the foreground. Logs are JSON on stdout (pretty in a terminal).
@@ -78,9 +85,9 @@ Copies the state database (daemon.state_dir/channeld.db) to FILE with SQLite's o
 backup API: safe while the daemon runs, the copy is consistent. Restore by stopping the
 daemon and copying FILE to daemon.state_dir/channeld.db (remove channeld.db-wal and
 channeld.db-shm first).`,
-});
+};
 
-function actionHelp(builtinActions: readonly Action[], command: string): string | undefined {
+function actionHelp(command: string): string | undefined {
   const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
   if (!action) return undefined;
   const args = [...(action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(action.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join('');
@@ -92,7 +99,8 @@ export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv): st
   return flag ?? (env.CHANNELD_CONFIG || 'daemon.config.toml');
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): Promise<number> {
+  const kinds = new ChannelKinds(descriptors);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -111,36 +119,36 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (values.help || !command) {
-    const { builtinActions } = await import('../actions/builtin/index.js');
-    const help = helpTexts(builtinActions);
-    console.log(help[command ?? 'main'] ?? (command && actionHelp(builtinActions, command)) ?? help.main);
+    console.log((command && (HELP[command] ?? actionHelp(command))) || mainHelp(kinds));
     return command || values.help ? 0 : 1;
   }
   const config = configPath(values.config, process.env);
-  const action = async (name: string, args: string[], input?: Record<string, unknown>) => {
-    const [{ daemonEndpoint }, { runAction }] = await Promise.all([import('../config/reach.js'), import('./remote.js')]);
-    const endpoint = daemonEndpoint(config, process.env, values.url ?? (process.env.CHANNELD_URL || undefined));
-    return runAction(endpoint, name, args, { json: values.json ?? false, ...(input ? { input } : {}) });
-  };
+  const endpoint = () => daemonEndpoint(config, process.env, values.url ?? (process.env.CHANNELD_URL || undefined));
   switch (command) {
     case 'run':
-      return (await import('./run.js')).runDaemon(config);
+      return runDaemon(config, kinds);
     case 'check':
-      return values['against-daemon'] ? action('reload', [], { dry_run: true }) : (await import('./check.js')).runCheck(config);
+      return values['against-daemon'] ? runAction(endpoint(), 'reload', [], { json: values.json ?? false, input: { dry_run: true } }) : runCheck(config, kinds);
     case 'backup':
-      return (await import('./backup.js')).runBackup(config, positionals[1]);
+      return runBackup(config, positionals[1]);
     default:
       // Every other command is a management action served by the running daemon.
-      return action(command, positionals.slice(1));
+      return runAction(endpoint(), command, positionals.slice(1), { json: values.json ?? false });
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    reportStartFailure(err);
-    process.exitCode = exitCodeFor(err);
-  },
-);
+/**
+ * The CLI with the channel kinds this build runs: the entry point (bin/channeld.ts) imports
+ * the registry and calls this, so nothing in `src/` imports `channels/`. Sets the exit code.
+ */
+export function runCli(argv: string[], kinds: readonly ChannelDescriptor[]): Promise<void> {
+  return main(argv, kinds).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      reportStartFailure(err);
+      process.exitCode = exitCodeFor(err);
+    },
+  );
+}

@@ -1,10 +1,10 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { RemoteInbox } from '../dispatch/dispatcher.js';
-import type { ChannelMessage, MessageRef } from '../dispatch/message.js';
-import { CodedError, errorMessage } from '../errors.js';
+import type { ChannelMessage, MessageRef } from '../contracts/message.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { InboxState } from '../store/inbox.js';
-import { sleep } from '../kernel/sleep.js';
+import { sleep } from '../util/abortable.js';
 import type { ClusterServices } from './connect.js';
 import { partitionOf, scopeToken } from './partition-key.js';
 

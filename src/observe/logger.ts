@@ -13,12 +13,15 @@ const secretScalar = new RegExp(`"(${secretKeys.join('|')})":("(?:[^"\\\\]|\\\\.
 /** A secret key whose value is an object or an array: rare, handled by re-parsing the line. */
 const secretStructured = new RegExp(`"(?:${secretKeys.join('|')})":[[{]`);
 
-/** Token shapes of the platforms we speak to, scrubbed from any log line that carries one. */
+/**
+ * Token shapes of the chat platforms channeld ships with, scrubbed from any log line that
+ * carries one (a second net under the configured values: an SDK may log a token it built).
+ */
 const tokenPatterns = [
-  /(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}/, // Telegram bot token, also inside ".../bot<token>/getMe\"
-  /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/, // Slack bot/user tokens
-  /\bxapp-[A-Za-z0-9-]{10,}\b/, // Slack app token
-  /\b[MN][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}\b/, // Discord bot token
+  /(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}/, // "<bot id>:<secret>" bot tokens, also inside ".../bot<token>/getMe\"
+  /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/, // "xox?-" bot/user tokens
+  /\bxapp-[A-Za-z0-9-]{10,}\b/, // "xapp-" app-level tokens
+  /\b[MN][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}\b/, // three-part "<id>.<time>.<hmac>" bot tokens
   /\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/,
 ];
 /** All of them in one pass: a log line is scanned once, not once per pattern. */

@@ -48,7 +48,7 @@ export class Fleet {
   /**
    * The daemon as the systemd unit runs it: the same script, node flags and environment.
    * `nodeArgs` are added to the unit's flags; `script` (relative to the repository) replaces its
-   * script, e.g. dist/src/cli/main.js for the unbundled build; `unitFlags: false` leaves out the
+   * script, e.g. dist/bin/channeld.js for the unbundled build; `unitFlags: false` leaves out the
    * unit's node flags.
    */
   spawn(o: { nodeArgs?: string[]; script?: string; unitFlags?: boolean } = {}): DaemonProcess {
@@ -89,7 +89,7 @@ export function spawnBareSdkBot(fleet: Fleet): { child: ChildProcess; exited: Pr
  * its ExecStart line, the script (under dist/ here), and its Environment= variables other than
  * the config path. The benches spawn the daemon the same way, so what they measure is what an
  * installed daemon does. To compare settings, BENCH_NODE_ARGS (space-separated) replaces the
- * flags and BENCH_SCRIPT the script (dist/src/cli/main.js: the unbundled build).
+ * flags and BENCH_SCRIPT the script (dist/bin/channeld.js: the unbundled build).
  */
 export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Record<string, string> } {
   const root = join(import.meta.dirname, '../..');

@@ -115,7 +115,7 @@ async function main(): Promise<void> {
     fleet.write();
     // The unbundled build, so frames keep their module's path (the bundle's chunks would not
     // tell the store from the SDK); same node flags as the systemd unit.
-    const p = fleet.spawn({ nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`], script: 'dist/src/cli/main.js' });
+    const p = fleet.spawn({ nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`], script: 'dist/bin/channeld.js' });
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
     const push = async (count: number, label: string) => {
       const before = fleet.tg.messages.length;
