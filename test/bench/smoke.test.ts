@@ -74,3 +74,20 @@ describe('profile breakdown', () => {
     expect(breakdown(profile)).toHaveLength(2);
   });
 });
+
+describe('heap snapshot summary', () => {
+  it('sums self sizes by constructor for objects and by kind for the rest', async () => {
+    const { summarize } = await import('./heap.js');
+    const snapshot = {
+      snapshot: { meta: { node_fields: ['type', 'name', 'id', 'self_size', 'edge_count'], node_types: [['hidden', 'array', 'string', 'object', 'code', 'closure', 'regexp', 'number', 'native']] as [string[]] } },
+      // Two Maps (object), one string, one closure named "f".
+      nodes: [3, 0, 1, 100, 0, 3, 0, 2, 50, 0, 2, 1, 3, 30, 0, 5, 2, 4, 20, 0],
+      strings: ['Map', 'some text', 'f'],
+    };
+    expect(Object.fromEntries(summarize(snapshot))).toEqual({
+      'object:Map': { bytes: 150, count: 2 },
+      string: { bytes: 30, count: 1 },
+      'closure:f': { bytes: 20, count: 1 },
+    });
+  });
+});
