@@ -52,6 +52,8 @@ export class SessionStore implements Sessions {
   readonly #group: GroupCommit | undefined;
   /** Active session per (agent, scope), so a turn does not look it up twice. */
   readonly #activeCache = new Map<string, SessionInfo>();
+  /** The same cached entries by session id, so `append` finds its entry without a scan of them all. */
+  readonly #bySession = new Map<number, SessionInfo>();
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
@@ -79,8 +81,15 @@ export class SessionStore implements Sessions {
   }
 
   #remember(agent: string, scope: string, info: SessionInfo): void {
-    if (this.#activeCache.size > 10_000) this.#activeCache.clear();
-    this.#activeCache.set(`${agent}\u0000${scope}`, info);
+    const key = `${agent}\u0000${scope}`;
+    if (this.#activeCache.size > 10_000) {
+      this.#activeCache.clear();
+      this.#bySession.clear();
+    }
+    const before = this.#activeCache.get(key);
+    if (before) this.#bySession.delete(before.id);
+    this.#activeCache.set(key, info);
+    this.#bySession.set(info.id, info);
   }
 
   /** Starts a fresh session for a scope; earlier ones stay stored. */
@@ -95,8 +104,8 @@ export class SessionStore implements Sessions {
   /** Adds a finished turn; it rides the group commit when there is one. */
   append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void {
     const now = Date.now();
-    for (const info of this.#activeCache.values()) {
-      if (info.id !== sessionId) continue;
+    const info = this.#bySession.get(sessionId);
+    if (info) {
       info.turns++;
       info.lastActiveAt = now;
     }

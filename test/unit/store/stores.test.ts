@@ -66,6 +66,22 @@ describe('SessionStore', () => {
     expect(new SessionStore(db).active('default', 'tg:1')).toMatchObject({ id: b.id, turns: 1 });
   });
 
+  it('counts each turn in its own session only, across many conversations and after /new', () => {
+    const s = new SessionStore(memory());
+    const ids = Array.from({ length: 50 }, (_, i) => s.active('default', `tg:${i}`).id);
+    ids.forEach((id, i) => {
+      for (let k = 0; k <= i % 3; k++) s.append(id, turn(k));
+    });
+    ids.forEach((_id, i) => expect(s.active('default', `tg:${i}`).turns).toBe((i % 3) + 1));
+    const old = ids[0]!;
+    const fresh = s.start('default', 'tg:0');
+    // A turn of the old session that ends after /new does not count in the new one.
+    s.append(old, turn(9));
+    expect(s.active('default', 'tg:0')).toMatchObject({ id: fresh.id, turns: 0 });
+    s.append(fresh.id, turn(10));
+    expect(s.active('default', 'tg:0')).toMatchObject({ id: fresh.id, turns: 1 });
+  });
+
   it('recent() gives the newest turns oldest first, with tool calls parsed', () => {
     const s = new SessionStore(memory());
     const { id } = s.active('default', 'c');
