@@ -14,5 +14,6 @@ export * from './hooks.js';
 export * from './http.js';
 export * from './message.js';
 export * from './modes.js';
+export * from './plugin-folder.js';
 export * from './tools.js';
 export * from './turn.js';

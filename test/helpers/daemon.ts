@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { Daemon } from '../../src/cli/daemon.js';
+import { Daemon } from '../../src/daemon/daemon.js';
 import { scaled } from './timing.js';
 
 /** Collects log lines in memory, so tests can assert on them and the output stays quiet. */

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { unbuildable } from '../../../src/cli/plugins.js';
+import { unbuildable } from '../../../src/daemon/channels.js';
 import { ChannelError, CodedError } from '../../../src/contracts/errors.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { createTurnExecutor } from '../../../src/workspace/execute.js';
