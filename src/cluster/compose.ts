@@ -104,7 +104,8 @@ export class ClusterComposition implements Topology {
   workPlugin(): DaemonPlugin {
     return definePlugin({
       name: 'cluster-work',
-      inject: ['dispatcher', 'logger', 'config', 'status'],
+      // `topology` is this object, filled in by the store plugin: injecting it orders this plugin after that one.
+      inject: ['dispatcher', 'logger', 'config', 'status', 'topology'],
       start: async (ctx) => {
         const s = this.services;
         const log = ctx.use('logger').child({ cluster: true });
