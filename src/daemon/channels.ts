@@ -10,7 +10,7 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   return {
     id,
     selfId: undefined,
-    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: false },
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false },
     listen: fail,
     send: fail,
     edit: fail,

@@ -103,9 +103,10 @@ export const mcpPlugin = definePlugin({
 export const approvalsPlugin = definePlugin({
   name: 'approvals',
   provides: ['approvals'],
-  inject: ['config', 'logger', 'channels', 'mcp', 'approval-store'],
+  inject: ['config', 'logger', 'channels', 'mcp', 'approval-store', 'shutdown'],
   start: (ctx) => {
     const config = ctx.use('config');
+    const hardStop = ctx.use('shutdown').signal;
     const channels = ctx.use('channels');
     const adapter = (id: string) => {
       const ch = channels.get(id);
@@ -119,8 +120,8 @@ export const approvalsPlugin = definePlugin({
         const a = config.config.agents[agent];
         return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
       },
-      send: (target, text, buttons) => adapter(target.channelId).send(target, text, { final: true, buttons }),
-      edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [] }),
+      send: (target, text, buttons, signal) => adapter(target.channelId).send(target, text, { final: true, buttons, signal }),
+      edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [], signal: hardStop }),
     });
     const hub = ctx.use('mcp');
     hub.gate = approvals;

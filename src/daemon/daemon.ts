@@ -1,5 +1,5 @@
 import type { AddressInfo } from 'node:net';
-import { VERSION } from '../cli/version.js';
+import { VERSION } from '../util/version.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { Kernel } from '../kernel/kernel.js';

@@ -27,6 +27,7 @@ export const dispatcherPlugin = definePlugin({
     const channel = (id: string) => channels.get(id);
     const wrap = (execute: ExecuteTurn) => topology.wrapExecute?.(execute) ?? execute;
     const fenceOf = topology.fenceOf?.bind(topology);
+    const hardStop = ctx.use('shutdown').signal;
     const dispatcher = new Dispatcher({
       tracker,
       control: toolControls(ctx.use('approvals'), ctx.use('mcp').running),
@@ -58,7 +59,8 @@ export const dispatcherPlugin = definePlugin({
       },
       notify: async (msg, text) => {
         const ch = channels.get(msg.channelId);
-        if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
+        // Bounded by the adapter's request timeout; cut when the daemon must exit now.
+        if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true, signal: hardStop });
       },
       execute: wrap(
         createTurnExecutor({
@@ -67,7 +69,7 @@ export const dispatcherPlugin = definePlugin({
           inbox,
           metrics,
           log,
-          hardStop: ctx.use('shutdown').signal,
+          hardStop,
           tracker,
           ...(fenceOf ? { fenceOf } : {}),
         }),

@@ -1,5 +1,5 @@
 import { registerAdminPage } from '../actions/admin.js';
-import { VERSION } from '../cli/version.js';
+import { VERSION } from '../util/version.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import { definePlugin, type Services } from './services.js';
 

@@ -31,6 +31,7 @@ export const workspacesPlugin = definePlugin({
         toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
         ...(apiKey ? { apiKey } : {}),
         queuedIn: (scope) => tracker.queuedIn(scope),
+        observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),
         onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
         onFailover: (a, model) => {
           metrics.failovers.inc({ agent: a, model });

@@ -93,12 +93,12 @@ export class Kernel<S extends object = ServiceMap> {
       name: plugin.name,
       signal: slot.controller.signal,
       use: (service) => {
-        if (!plugin.inject?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_SERVICE', `plugin "${plugin.name}" uses "${String(service)}" without injecting it; add it to inject`);
+        if (!plugin.inject?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_USE', `plugin "${plugin.name}" uses "${String(service)}" without injecting it; add it to inject`);
         return this.#get(service);
       },
       provide: (service, value) => {
         const name = service as string;
-        if (!plugin.provides?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_SERVICE', `plugin "${plugin.name}" provides "${name}" without declaring it; add it to provides`);
+        if (!plugin.provides?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${name}" without declaring it; add it to provides`);
         this.#services.set(name, value);
         this.#providers.set(name, plugin.name);
         slot.services.push(name);
@@ -133,7 +133,7 @@ export class Kernel<S extends object = ServiceMap> {
       slot.state = 'failed';
       // A timeout or a use of an undeclared service says it all already: a start failure
       // around it would hide the code.
-      if (err instanceof CodedError && (err.code === 'KERNEL_START_TIMEOUT' || err.code === 'KERNEL_UNDECLARED_SERVICE')) throw err;
+      if (err instanceof CodedError && (err.code === 'KERNEL_START_TIMEOUT' || err.code === 'KERNEL_UNDECLARED_USE' || err.code === 'KERNEL_UNDECLARED_PROVIDE')) throw err;
       throw new CodedError('KERNEL_START_FAILED', `plugin "${plugin.name}" failed to start: ${errorMessage(err)}`, { cause: err });
     } finally {
       clearTimeout(timer);

@@ -22,7 +22,7 @@ export function planStart(plugins: readonly Plugin[], context: PlanContext = {})
   const byName = new Map<string, Plugin>();
   const { known } = context;
   for (const p of plugins) {
-    if (byName.has(p.name)) throw new CodedError('KERNEL_DUPLICATE_PROVIDER', `two plugins are named "${p.name}"`);
+    if (byName.has(p.name)) throw new CodedError('KERNEL_DUPLICATE_PLUGIN', `two plugins are named "${p.name}"`);
     byName.set(p.name, p);
     if (known) {
       for (const s of [...(p.inject ?? []), ...(p.provides ?? [])]) {
