@@ -131,9 +131,7 @@ export class Kernel<S extends object = ServiceMap> {
     } catch (err) {
       await this.#rollback(slot);
       slot.state = 'failed';
-      // A timeout or a use of an undeclared service says it all already: a start failure
-      // around it would hide the code.
-      if (err instanceof CodedError && (err.code === 'KERNEL_START_TIMEOUT' || err.code === 'KERNEL_UNDECLARED_USE' || err.code === 'KERNEL_UNDECLARED_PROVIDE')) throw err;
+      if (err instanceof CodedError && err.code === 'KERNEL_START_TIMEOUT') throw err;
       throw new CodedError('KERNEL_START_FAILED', `plugin "${plugin.name}" failed to start: ${errorMessage(err)}`, { cause: err });
     } finally {
       clearTimeout(timer);

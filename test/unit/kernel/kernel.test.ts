@@ -178,13 +178,13 @@ describe('Kernel', () => {
         ctx.use('a');
       },
     };
-    await expect(k.load(sneaky)).rejects.toMatchObject({ code: 'KERNEL_UNDECLARED_USE', message: expect.stringContaining('"sneaky" uses "a" without injecting it') });
+    await expect(k.load(sneaky)).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_USE', message: expect.stringContaining('"sneaky" uses "a" without injecting it') } });
     expect(log).toEqual(['disposed']);
     expect(k.state('sneaky')).toBe('failed');
   });
 
   it('refuses provide() of a service the plugin did not declare', async () => {
     const k = new Kernel();
-    await expect(k.load({ name: 'p', start: (ctx) => ctx.provide('x', 1) })).rejects.toMatchObject({ code: 'KERNEL_UNDECLARED_PROVIDE', message: expect.stringContaining('"p" provides "x" without declaring it') });
+    await expect(k.load({ name: 'p', start: (ctx) => ctx.provide('x', 1) })).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_PROVIDE', message: expect.stringContaining('"p" provides "x" without declaring it') } });
   });
 });
