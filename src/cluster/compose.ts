@@ -1,11 +1,13 @@
 import type { ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../contracts/channel.js';
-import type { ExecuteTurn } from '../dispatch/dispatcher.js';
+import type { Dispatcher, ExecuteTurn } from '../dispatch/dispatcher.js';
 import { channelOfScope } from '../contracts/message.js';
 import { CodedError } from '../contracts/errors.js';
 import { agentOf } from '../config/load.js';
-import type { LiveConfig } from '../daemon/config-service.js';
-import { definePlugin, type DaemonPlugin, type Topology } from '../daemon/services.js';
+import type { DaemonConfig } from '../config/schema.js';
+import type { Secrets } from '../config/secrets.js';
+import type { Plugin } from '../kernel/plugin.js';
+import type { Logger } from '../observe/logger.js';
 import { openCluster, type ClusterServices } from './connect.js';
 import { ClusterInbox } from './inbox.js';
 import type { HeldLease } from './leases.js';
@@ -25,14 +27,31 @@ export interface ClusterStatus {
 }
 
 /**
+ * The services the cluster plugins inject or provide, by the names and (structurally) the
+ * types of the daemon's service map (src/daemon/services.ts, which checks that they agree).
+ */
+export interface ClusterWiring {
+  config: { readonly config: DaemonConfig; readonly secrets: Secrets; readonly generation: number };
+  logger: Logger;
+  shutdown: { readonly signal: AbortSignal };
+  dispatcher: Dispatcher;
+  status: { readonly startedAt: Date };
+  inbox: ClusterInbox;
+  sessions: PgSessionStore;
+  conversations: PgConversationStore;
+  topology: ClusterComposition;
+}
+type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring = never> = Plugin<ClusterWiring, I, P>;
+
+/**
  * Everything cluster mode changes in the composition root, in one place: the store plugin
  * (shared inbox + PostgreSQL state instead of SQLite), the turn wrapper (load state before,
  * commit it after), the work plugin (partitions, /stop subject, heartbeat) and the
  * listener gate (leases for polling, gateway and socket listeners).
  */
-export class ClusterComposition implements Topology {
+export class ClusterComposition {
   #s: ClusterServices | undefined;
-  #config: LiveConfig | undefined;
+  #config: ClusterWiring['config'] | undefined;
   #inbox: ClusterInbox | undefined;
   #writer: PgWriter | undefined;
   #sessions: PgSessionStore | undefined;
@@ -45,8 +64,8 @@ export class ClusterComposition implements Topology {
   }
 
   /** Provides inbox, sessions and conversations from NATS and PostgreSQL, and this object as the topology. */
-  storePlugin(): DaemonPlugin {
-    return definePlugin({
+  storePlugin(): ClusterPlugin<'config' | 'logger' | 'shutdown', 'inbox' | 'sessions' | 'conversations' | 'topology'> {
+    return {
       name: 'store',
       provides: ['inbox', 'sessions', 'conversations', 'topology'],
       inject: ['config', 'logger', 'shutdown'],
@@ -72,7 +91,7 @@ export class ClusterComposition implements Topology {
         ctx.provide('topology', this);
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },
-    });
+    };
   }
 
   #agentOf(scope: string): string {
@@ -101,8 +120,8 @@ export class ClusterComposition implements Topology {
   }
 
   /** Partitions, the /stop subject and this instance's heartbeat; needs the dispatcher and the channels. */
-  workPlugin(): DaemonPlugin {
-    return definePlugin({
+  workPlugin(): ClusterPlugin<'dispatcher' | 'logger' | 'config' | 'status' | 'topology'> {
+    return {
       name: 'cluster-work',
       // `topology` is this object, filled in by the store plugin: injecting it orders this plugin after that one.
       inject: ['dispatcher', 'logger', 'config', 'status', 'topology'],
@@ -162,7 +181,7 @@ export class ClusterComposition implements Topology {
         partitions.start();
         ctx.effect(() => partitions.stop());
       },
-    });
+    };
   }
 
   status(): ClusterStatus | undefined {

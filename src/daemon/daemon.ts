@@ -5,7 +5,8 @@ import { CodedError, errorMessage } from '../contracts/errors.js';
 import { Kernel } from '../kernel/kernel.js';
 import type { LoggerOptions } from '../observe/logger.js';
 import type { Inbox } from '../store/inbox.js';
-import type { ClusterComposition } from '../cluster/compose.js';
+import type { ClusterComposition, ClusterWiring } from '../cluster/compose.js';
+import type { Plugin } from '../kernel/plugin.js';
 import { channelPlugin } from './channels.js';
 import { LiveConfig } from './config-service.js';
 import { actionsPlugin, approvalsPlugin, channelTablePlugin, extensionsPlugin, httpPlugin, loggerPlugin, mcpPlugin, metricsPlugin, rootPlugins, singleNodePlugin, supervisorPlugin, trackerPlugin } from './core.js';
@@ -20,6 +21,28 @@ import { sqliteStorePlugin } from './store.js';
 import { workspacePlugin, workspacesPlugin } from './workspaces.js';
 
 export type { ReloadResult } from './reload.js';
+
+type ClusterInjects = 'config' | 'logger' | 'shutdown' | 'dispatcher' | 'status';
+type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'topology';
+/**
+ * The cluster plugins are typed by their own view of the services (src/cluster stays below
+ * src/daemon); this is where that view is checked against `Services`: what they inject must
+ * be what the daemon provides, and what they provide must fit the daemon's service type.
+ */
+const clusterWiringAgrees: { [K in ClusterInjects]: Services[K] extends ClusterWiring[K] ? true : never } & { [K in ClusterProvides]: ClusterWiring[K] extends Services[K] ? true : never } = {
+  config: true,
+  logger: true,
+  shutdown: true,
+  dispatcher: true,
+  status: true,
+  inbox: true,
+  sessions: true,
+  conversations: true,
+  topology: true,
+};
+void clusterWiringAgrees;
+/** A cluster plugin in the daemon's kernel; its names are the daemon's (checked above and by the plan). */
+const asDaemonPlugin = <I extends keyof ClusterWiring, P extends keyof ClusterWiring>(p: Plugin<ClusterWiring, I, P>) => p as unknown as DaemonPlugin;
 export { RESTART_KEYS } from './reload.js';
 
 export interface DaemonOptions {
@@ -90,7 +113,7 @@ export class Daemon {
     const { ClusterComposition } = await import('../cluster/compose.js');
     const cluster = new ClusterComposition();
     this.#cluster = cluster;
-    return [...common, cluster.storePlugin(), sqliteStorePlugin(true)];
+    return [...common, asDaemonPlugin(cluster.storePlugin()), sqliteStorePlugin(true)];
   }
   async #start(options: DaemonOptions): Promise<void> {
     // Plugin folders are imported before anything starts: a bad one is a config error.
@@ -104,7 +127,7 @@ export class Daemon {
     await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c))));
     this.#kernel.get('status').channelsLoaded = true;
     // Cluster mode: partitions are consumed once every channel can send replies.
-    if (this.#cluster) await this.#kernel.load(this.#cluster.workPlugin());
+    if (this.#cluster) await this.#kernel.load(asDaemonPlugin(this.#cluster.workPlugin()));
     else this.dispatcher.recover();
     this.address = this.#kernel.get('http').address!;
     this.log.info({ version: VERSION, channels: channels.map((c) => c.id), plugins: folders.map((f) => f.definition.name), generation: this.#config.generation }, 'channeld started');

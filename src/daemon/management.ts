@@ -1,14 +1,14 @@
 import type { ManagementApi } from '../actions/action.js';
 import { agentOf } from '../config/load.js';
 import { CodedError } from '../contracts/errors.js';
-import { definePlugin } from './services.js';
+import { definePlugin, type ManagementBinding } from './services.js';
 
 /**
  * The `management` service: the ManagementApi the action registry runs against. It
  * forwards to the implementation the management plugin binds; before that (or after it
  * unloads) a call fails with DAEMON_SHUTTING_DOWN rather than reaching half a daemon.
  */
-export class ManagementSlot implements ManagementApi {
+export class ManagementSlot implements ManagementBinding {
   #api: ManagementApi | undefined;
 
   bind(api: ManagementApi): () => void {

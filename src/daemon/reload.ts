@@ -3,22 +3,10 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigError, errorMessage } from '../contracts/errors.js';
 import type { Kernel } from '../kernel/kernel.js';
 import { channelPlugin } from './channels.js';
-import type { Services } from './services.js';
+import type { ReloadResult, ReloadService, Services } from './services.js';
 import { workspacePlugin } from './workspaces.js';
 
-export interface ReloadResult {
-  ok: boolean;
-  generation: number;
-  errors: string[];
-  added: string[];
-  removed: string[];
-  changed: string[];
-  /** Agents whose workspace was rebuilt. */
-  agents: string[];
-  /** Set by the dry run: validated in the daemon's environment, nothing applied. */
-  dry_run?: boolean;
-  file?: string;
-}
+export type { ReloadResult } from './services.js';
 
 /**
  * Keys a running daemon cannot change: the HTTP server and the database stay where they
@@ -48,7 +36,7 @@ const ids = (l: { id: string }[]) => l.map((c) => c.id);
  * the kernel (changed channels and agents are unloaded and loaded anew). Serialized: a
  * reload asked for while one runs is folded into one more reload after it.
  */
-export class Reloader {
+export class Reloader implements ReloadService {
   #running: Promise<ReloadResult> | undefined;
   #again = false;
   #closed = false;

@@ -17,12 +17,15 @@ import type { UsageLedger } from '../store/usage.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
 import type { ApprovalCoordinator } from '../tools/approvals.js';
 import type { Workspace } from '../workspace/workspace.js';
+import type { ManagementApi } from '../actions/action.js';
 import type { ClusterStatus } from '../cluster/compose.js';
+import type { DaemonStatus } from '../observe/routes.js';
 import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
-import type { ManagementSlot } from './management.js';
-import type { Reloader } from './reload.js';
-import type { StatusService } from './status.js';
+
+// The service types below are interfaces (or classes from modules that do not import this
+// one), so the plugin modules that implement them can import `definePlugin` from here
+// without an import cycle.
 
 /** The channels running now, by id; `removing` marks those whose unload is a removal (turns cancelled). */
 export class ChannelTable extends Map<string, DispatchChannel> {
@@ -45,6 +48,40 @@ export interface Topology {
   fenceOf?(scope: string): AbortSignal | undefined;
   gate?(config: ChannelConfig, adapter: ChannelAdapter): ChannelAdapter;
   status?(): ClusterStatus | undefined;
+}
+
+/** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */
+export interface ManagementBinding extends ManagementApi {
+  bind(api: ManagementApi): () => void;
+}
+
+/** The `status` service (src/daemon/status.ts). */
+export interface StatusView {
+  readonly startedAt: Date;
+  /** Set by the lifecycle once every configured channel has been handed to the supervisor. */
+  channelsLoaded: boolean;
+  ready(): boolean;
+  status(): DaemonStatus;
+}
+
+export interface ReloadResult {
+  ok: boolean;
+  generation: number;
+  errors: string[];
+  added: string[];
+  removed: string[];
+  changed: string[];
+  /** Agents whose workspace was rebuilt. */
+  agents: string[];
+  /** Set by the dry run: validated in the daemon's environment, nothing applied. */
+  dry_run?: boolean;
+  file?: string;
+}
+
+/** The `reload` service (src/daemon/reload.ts). */
+export interface ReloadService {
+  /** Re-reads the config file and applies it; `dryRun` only validates it. */
+  reload(options?: { dryRun?: boolean }): Promise<ReloadResult>;
 }
 
 /** Aborted when final-text retries must stop: the grace is over, or a second signal came. */
@@ -78,7 +115,7 @@ export interface Services {
   http: HttpServer;
   actions: ActionRegistry;
   /** What management actions ask of the daemon; bound by the management plugin. */
-  management: ManagementSlot;
+  management: ManagementBinding;
   channels: ChannelTable;
   mcp: McpHub;
   approvals: ApprovalCoordinator;
@@ -89,8 +126,8 @@ export interface Services {
   topology: Topology;
   /** Modes, tools, hooks and commands from plugin folders, applied to every workspace's runtime. */
   extensions: Extensions;
-  status: StatusService;
-  reload: Reloader;
+  status: StatusView;
+  reload: ReloadService;
 }
 
 export type ServiceName = keyof Services & string;

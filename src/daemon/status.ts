@@ -1,12 +1,12 @@
 import { registerAdminPage } from '../actions/admin.js';
 import { VERSION } from '../util/version.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
-import { definePlugin, type Services } from './services.js';
+import { definePlugin, type Services, type StatusView } from './services.js';
 
 type StatusSources = Pick<Services, 'config' | 'dispatcher' | 'supervisor' | 'tracker' | 'workspaces' | 'mcp' | 'storage' | 'topology'>;
 
 /** The `status` service: the /status payload and readiness, computed from the services. */
-export class StatusService {
+export class StatusService implements StatusView {
   readonly startedAt = new Date();
   /** Set by the lifecycle once every configured channel has been handed to the supervisor. */
   channelsLoaded = false;
