@@ -1,4 +1,5 @@
 import { userInfo } from 'node:os';
+import type { ChannelKinds } from '../config/kinds.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../contracts/errors.js';
 import { loadPluginFolders } from '../daemon/plugin-folders.js';
@@ -20,10 +21,10 @@ function environmentNote(): string {
  * secrets in one run), then which environment the secrets were resolved in. Returns 78
  * for an invalid config; throws only for an unreadable file (main maps that to 78 too).
  */
-export async function runCheck(file: string): Promise<number> {
+export async function runCheck(file: string, kinds: ChannelKinds): Promise<number> {
   let config;
   try {
-    const loaded = loadConfig(file);
+    const loaded = loadConfig(file, kinds);
     ({ config } = loaded);
     // Plugin folders are imported as the daemon would: a missing one or a bad export fails here too.
     await loadPluginFolders(loaded);

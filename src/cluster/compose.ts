@@ -11,7 +11,7 @@ import type { Logger } from '../observe/logger.js';
 import { openCluster, type ClusterServices } from './connect.js';
 import { ClusterInbox } from './inbox.js';
 import type { HeldLease } from './leases.js';
-import { leasedAdapter, needsLease } from './listener-lease.js';
+import { leasedAdapter } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
 import { PgConversationStore, PgSessionStore, PgWriter } from './pg-state.js';
@@ -114,9 +114,12 @@ export class ClusterComposition {
     return this.#partitions?.leaseOf(scope);
   }
 
-  /** Polling, gateway and socket listeners run where their lease is; webhook ones everywhere. */
-  gate(config: ChannelConfig, adapter: ChannelAdapter): ChannelAdapter {
-    return needsLease(config) ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
+  /**
+   * A listener its kind calls exclusive (polling, gateways, sockets: ChannelDescriptor
+   * `exclusiveListener`) runs where its lease is; the others (webhooks, pages) everywhere.
+   */
+  gate(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter {
+    return exclusive ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
   }
 
   /** Partitions, the /stop subject and this instance's heartbeat; needs the dispatcher and the channels. */

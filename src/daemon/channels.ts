@@ -1,4 +1,3 @@
-import { loadChannelFactory } from '../cli/channel-kinds.js';
 import type { ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../contracts/channel.js';
 import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
@@ -10,7 +9,7 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   return {
     id,
     selfId: undefined,
-    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false },
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: false, typing: false },
     listen: fail,
     send: fail,
     edit: fail,
@@ -48,7 +47,7 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
       const topology = ctx.use('topology');
       let adapter: ChannelAdapter;
       try {
-        const factory = await loadChannelFactory(channel.type);
+        const factory = await config.loaded.kinds.of(channel).load();
         const metrics = ctx.use('metrics');
         adapter = await factory(channel, {
           http: ctx.use('http'),
@@ -63,7 +62,7 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
         // fails with a fatal error, so it is parked as failed while the others run.
         adapter = unavailableAdapter(channel.id, unbuildable(err));
       }
-      if (topology.gate) adapter = topology.gate(channel, adapter);
+      if (topology.gate) adapter = topology.gate(channel, adapter, config.loaded.kinds.of(channel).exclusiveListener(channel));
       channels.set(channel.id, { config: channel, adapter });
       ctx.effect(() => void channels.delete(channel.id));
       supervisor.add({ id: channel.id, kind: channel.type, adapter, deliver: dispatcher.deliver, backoff: channel.backoff, connectTimeoutMs: channel.connect_timeout_ms });

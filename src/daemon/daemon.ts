@@ -1,5 +1,6 @@
 import type { AddressInfo } from 'node:net';
 import { VERSION } from '../util/version.js';
+import type { ChannelKinds } from '../config/kinds.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { Kernel } from '../kernel/kernel.js';
@@ -47,6 +48,8 @@ export { RESTART_KEYS } from './reload.js';
 
 export interface DaemonOptions {
   configFile: string;
+  /** The channel kinds this build runs (the entry point hands them in). */
+  kinds: ChannelKinds;
   env?: NodeJS.ProcessEnv;
   logger?: Partial<LoggerOptions>;
 }
@@ -76,7 +79,7 @@ export class Daemon {
   /** Loads the config and plugin folders, starts the core and every enabled agent and channel; ready() tells when /readyz turns 200. */
   static async start(options: DaemonOptions): Promise<Daemon> {
     const env = options.env ?? process.env;
-    const daemon = new Daemon(loadConfig(options.configFile, env), env);
+    const daemon = new Daemon(loadConfig(options.configFile, options.kinds, env), env);
     try {
       await daemon.#start(options);
     } catch (err) {

@@ -73,7 +73,7 @@ export class Reloader implements ReloadService {
     const file = live.loaded.file;
     const none = { added: [], removed: [], changed: [], agents: [] };
     try {
-      const after = loadConfig(file, live.env);
+      const after = loadConfig(file, live.loaded.kinds, live.env);
       const diff = diffChannels(live.loaded, after);
       return { ok: true, dry_run: true, file, generation: live.generation, errors: [], ...none, added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed) };
     } catch (err) {
@@ -95,7 +95,7 @@ export class Reloader implements ReloadService {
     };
     let after: LoadedConfig;
     try {
-      after = loadConfig(before.file, live.env);
+      after = loadConfig(before.file, before.kinds, live.env);
     } catch (err) {
       return refused(err instanceof ConfigError ? [...err.problems] : [errorMessage(err)], 'invalid');
     }

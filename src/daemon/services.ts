@@ -46,7 +46,8 @@ export interface WorkspaceTable {
 export interface Topology {
   wrapExecute?(execute: ExecuteTurn): ExecuteTurn;
   fenceOf?(scope: string): AbortSignal | undefined;
-  gate?(config: ChannelConfig, adapter: ChannelAdapter): ChannelAdapter;
+  /** `exclusive`: the kind's listener must run on one instance at a time (ChannelDescriptor `exclusiveListener`). */
+  gate?(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter;
   status?(): ClusterStatus | undefined;
 }
 

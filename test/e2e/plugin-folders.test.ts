@@ -11,7 +11,7 @@ import { scaled } from '../helpers/timing.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 const fixtures = join(import.meta.dirname, '../fixtures/plugins');
 
 async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {

@@ -11,8 +11,9 @@ import { sqliteStorePlugin } from '../../../src/daemon/store.js';
 import { workspacesPlugin } from '../../../src/daemon/workspaces.js';
 import { LiveConfig } from '../../../src/daemon/config-service.js';
 import { parseConfig } from '../../../src/config/load.js';
+import { kinds } from '../../helpers/kinds.js';
 
-const live = new LiveConfig(parseConfig('', '/tmp/daemon.config.toml', {}), {});
+const live = new LiveConfig(parseConfig('', '/tmp/daemon.config.toml', kinds, {}), {});
 const reloader = definePlugin({ name: 'reloader', provides: ['reload'], start() {} });
 const core: DaemonPlugin[] = [
   ...rootPlugins(live, { signal: new AbortController().signal }),
