@@ -93,12 +93,15 @@ export async function loadPluginFolders(loaded: LoadedConfig): Promise<PluginFol
   const results = await Promise.all(paths.map((p) => loadOne(p, base)));
   const problems: Array<{ i: number; message: string }> = [];
   const seen = new Map<string, number>();
-  results.forEach((r, i) => {
-    if (Array.isArray(r)) return void problems.push(...r.map((message) => ({ i, message })));
+  for (const [i, r] of results.entries()) {
+    if (Array.isArray(r)) {
+      problems.push(...r.map((message) => ({ i, message })));
+      continue;
+    }
     const first = seen.get(r.definition.name);
     if (first !== undefined) problems.push({ i, message: `${r.index}: plugin name "${r.definition.name}" is already used by daemon.plugins[${first}]` });
     else seen.set(r.definition.name, i);
-  });
+  }
   if (problems.length) {
     let map: SourceMap | undefined;
     try {

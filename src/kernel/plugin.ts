@@ -6,7 +6,7 @@ export type Disposer = () => void | Promise<void>;
  * type (the daemon's is `Services` in src/daemon/services.ts). The untyped default lets
  * tests and small kernels use any name.
  */
-// eslint-disable-next-line @typescript-eslint/no-explicit-any -- any is the point of the untyped default
+// biome-ignore lint/suspicious/noExplicitAny: any is the point of the untyped default
 export type ServiceMap = Record<string, any>;
 
 /**
