@@ -237,6 +237,7 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
         const wrap = (execute: ExecuteTurn) => (o.cluster ? o.cluster.wrapExecute(execute) : execute);
         const dispatcher = new Dispatcher({
           tracker,
+          hardStop: o.hardStop,
           control: toolControls(ctx.use('approvals'), ctx.use<McpHub>('mcp').running),
           agentOf: (channelId) => {
             const agent = agentOf(cfg(), channelId);
@@ -275,7 +276,6 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
             createTurnExecutor({
               channel,
               workspaceFor: (id) => workspaces.byName.get(agentOf(cfg(), id)),
-              inbox,
               metrics,
               log,
               hardStop: o.hardStop,

@@ -63,7 +63,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     queueModeOf: (scope) => conversations.get('default', scope).queueMode,
     agentOf: () => ({ agent: 'default', max: config.agents.default!.max_in_flight }),
     notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
-    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal }),
+    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, metrics, log, hardStop: hardStop.signal }),
   });
   return {
     dispatcher,
