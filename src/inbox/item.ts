@@ -28,18 +28,23 @@ export interface InboxItem {
   replyRefs: MessageRef[];
 }
 
+/** What happens to an item; each event is one move of the lifecycle. */
+export type ItemEvent = 'queue' | 'refuse' | 'start' | 'reply' | 'finish' | 'drop' | 'release';
+
 /**
- * Every move an item may make, from each state. `queued → pending` is a hand-over to
- * another cluster instance (the item stays pending in the shared inbox); final states lead
- * nowhere.
+ * Every move an item may make: the states an event may happen in, and where it leads.
+ * `reply` keeps a running item running (its reply refs are recorded); `release` hands a
+ * queued item to another cluster instance (it stays pending in the shared inbox). Final
+ * states (done, failed, refused) are the `from` of no event.
  */
-export const TRANSITIONS: Readonly<Record<ItemState, readonly ItemState[]>> = {
-  pending: ['queued', 'refused'],
-  queued: ['running', 'failed', 'pending'],
-  running: ['done', 'failed'],
-  done: [],
-  failed: [],
-  refused: [],
+export const TRANSITIONS: Readonly<Record<ItemEvent, { readonly from: readonly ItemState[]; readonly to: readonly ItemState[] }>> = {
+  queue: { from: ['pending'], to: ['queued'] },
+  refuse: { from: ['pending'], to: ['refused'] },
+  start: { from: ['queued'], to: ['running'] },
+  reply: { from: ['running'], to: ['running'] },
+  finish: { from: ['running'], to: ['done', 'failed'] },
+  drop: { from: ['queued'], to: ['failed'] },
+  release: { from: ['queued'], to: ['pending'] },
 };
 
 /** Persisted states a new process picks up again: stored and not answered. */

@@ -1,6 +1,6 @@
 import { CodedError } from '../contracts/errors.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
-import { TRANSITIONS, type InboxItem, type InboxState, type ItemState } from './item.js';
+import { TRANSITIONS, type InboxItem, type InboxState, type ItemEvent, type ItemState } from './item.js';
 
 /**
  * Where item states are persisted: the SQLite inbox (src/store/inbox.ts) or the cluster's
@@ -67,38 +67,38 @@ export class ItemLifecycle {
   }
 
   queued(item: InboxItem): void {
-    this.#move([item], 'queued');
+    this.#move([item], 'queue', 'queued');
     for (const o of this.#observers) o.queued?.(item);
   }
 
   refused(item: InboxItem, reason: string): void {
-    this.#move([item], 'refused');
+    this.#move([item], 'refuse', 'refused');
     this.#store.setState(item.id, 'refused', reason);
     for (const o of this.#observers) o.refused?.(item, reason);
   }
 
   /** A turn starts on `items`. Nothing is written: the first reply ref marks it running. */
   started(items: readonly InboxItem[]): void {
-    this.#move(items, 'running');
+    this.#move(items, 'start', 'running');
     for (const o of this.#observers) o.started?.(items);
   }
 
   /** The running turn of `items` sent (or re-sent) its reply messages. */
   replied(items: readonly InboxItem[], refs: readonly MessageRef[]): void {
-    this.#check(items, 'running', (from) => from === 'running');
+    this.#move(items, 'reply', 'running');
     for (const it of items) this.#store.setReplyRefs(it.id, refs);
   }
 
   finished(items: readonly InboxItem[], ending: TurnEnding, error?: string): void {
     const state = ending === 'done' ? 'done' : 'failed';
-    this.#move(items, state);
+    this.#move(items, 'finish', state);
     for (const it of items) this.#store.setState(it.id, state, ending === 'done' ? undefined : (error ?? ending));
     for (const o of this.#observers) o.finished?.(items, state);
   }
 
   dropped(items: readonly InboxItem[], reason: string): void {
     if (!items.length) return;
-    this.#move(items, 'failed');
+    this.#move(items, 'drop', 'failed');
     for (const it of items) this.#store.setState(it.id, 'failed', reason);
     for (const o of this.#observers) o.dropped?.(items, reason);
   }
@@ -106,20 +106,17 @@ export class ItemLifecycle {
   /** Queued items go to another owner (cluster rebalancing): nothing is written. */
   released(items: readonly InboxItem[]): void {
     if (!items.length) return;
-    this.#move(items, 'pending');
+    this.#move(items, 'release', 'pending');
     for (const o of this.#observers) o.released?.(items);
   }
 
   /** Checks every item before moving any, so a refused batch changes nothing. */
-  #move(items: readonly InboxItem[], to: ItemState): void {
-    this.#check(items, to, (from) => TRANSITIONS[from].includes(to));
-    for (const it of items) it.state = to;
-  }
-
-  #check(items: readonly InboxItem[], to: ItemState, allowed: (from: ItemState) => boolean): void {
+  #move(items: readonly InboxItem[], event: ItemEvent, to: ItemState): void {
+    const { from, to: leads } = TRANSITIONS[event];
     for (const it of items) {
-      if (!allowed(it.state)) throw new CodedError('INBOX_ILLEGAL_TRANSITION', `inbox item ${it.id} cannot go from ${it.state} to ${to}`);
+      if (!from.includes(it.state) || !leads.includes(to)) throw new CodedError('INBOX_ILLEGAL_TRANSITION', `inbox item ${it.id} cannot ${event} (${it.state} → ${to})`);
     }
+    for (const it of items) it.state = to;
   }
 }
 

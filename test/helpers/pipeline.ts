@@ -24,6 +24,8 @@ export interface Pipeline {
   workspace: Workspace;
   config: DaemonConfig;
   logs: LogSink;
+  /** The daemon's "exit now": final texts stop retrying and waits for turns stop. */
+  hardStop: AbortController;
   close(): Promise<void>;
 }
 
@@ -55,6 +57,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
   });
   const hardStop = new AbortController();
   const dispatcher = new Dispatcher({
+    hardStop: hardStop.signal,
     inbox,
     metrics,
     log,
@@ -76,6 +79,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     workspace,
     config,
     logs,
+    hardStop,
     close: async () => {
       await dispatcher.shutdown(1000);
       hardStop.abort();
