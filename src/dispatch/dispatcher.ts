@@ -2,9 +2,8 @@ import type { ChannelConfig, DaemonConfig, QueueMode } from '../config/schema.js
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { CodedError } from '../contracts/errors.js';
-import type { Inbox } from '../store/inbox.js';
 import type { InboxItem } from '../inbox/item.js';
-import { ItemLifecycle, LocalIntake, type ItemStore, type TurnEnding } from '../inbox/lifecycle.js';
+import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
 import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
 import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
 import type { ChannelAdapter } from '../contracts/channel.js';
@@ -38,7 +37,8 @@ export interface RemoteInbox extends ItemStore {
 }
 
 export interface DispatcherOptions {
-  inbox: Inbox | RemoteInbox;
+  /** The SQLite inbox (src/store/inbox.ts), or the cluster's shared one. */
+  inbox: LocalItemStore | RemoteInbox;
   metrics: Metrics;
   log: Logger;
   limits(): DaemonConfig['limits'];
