@@ -55,15 +55,11 @@ export type TurnEnding = 'done' | 'error' | 'cancelled';
  */
 export class ItemLifecycle {
   readonly #store: ItemStore;
-  readonly #observers: LifecycleObserver[];
+  readonly #observers: readonly LifecycleObserver[];
 
   constructor(store: ItemStore, observers: readonly LifecycleObserver[] = []) {
     this.#store = store;
     this.#observers = [...observers];
-  }
-
-  observe(observer: LifecycleObserver): void {
-    this.#observers.push(observer);
   }
 
   queued(item: InboxItem): void {
