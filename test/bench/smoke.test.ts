@@ -20,14 +20,21 @@ describe('soak harness smoke', () => {
     const r = await soak(8, () => {}, 15_000);
     expect(r.sent).toBeGreaterThan(20);
     expect(r.restarts).toBe(1);
-    // No platform message is lost across faults and a kill -9. Web chat answers are left out:
-    // one finished by the restarted daemon before the tab reconnects has no tab to go to
-    // (the tab backlog lives in memory), so the soak cannot see it. Duplicates are not
-    // asserted either: a kill between a platform accepting a reply and the commit of its id
-    // is a window no bot can close on Telegram and Slack (see the README); `npm run soak`
-    // reports both.
+    // No platform message is lost across faults and a kill -9: each has its answer, read from
+    // the fake platform's stored messages (on Telegram in the sender's own chat). Web chat
+    // answers are left out: one finished by the restarted daemon before the tab reconnects
+    // has no tab to go to (the tab backlog lives in memory), so the soak cannot see it.
     expect(r.lostTexts.filter((t) => !t.endsWith('-web'))).toEqual([]);
-    expect(r.answered + r.duplicated + r.lost).toBe(r.sent);
+    expect(r.answered).toBeGreaterThan(0);
+    // Nothing the platforms show answers a message that was not sent there: no reply in the
+    // wrong chat, no draft left behind, no error text.
+    expect(r.strays).toEqual([]);
+    // Duplicates before the restart are not asserted: a kill between a platform accepting a
+    // reply and the commit of its id is a window no bot can close on Telegram and Slack (see
+    // the README); `npm run soak` reports them. Faults after the restart (dropped sockets,
+    // redelivered updates and envelopes, reconnects) must not answer anything twice.
+    expect(r.sentAfterRestart).toBeGreaterThanOrEqual(8);
+    expect(r.duplicatedAfterRestart).toEqual([]);
   }, scaled(180_000));
 });
 

@@ -4,6 +4,7 @@ import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.js';
 import { parseArgs } from 'node:util';
+import { UNAVAILABLE_REPLY } from '../../src/dispatch/dispatcher.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { visibleText } from '../fakes/telegram/server.js';
 import type { DaemonProcess } from '../helpers/process.js';
@@ -17,6 +18,16 @@ export interface SoakResult {
   lost: number;
   /** The messages that got no answer. */
   lostTexts: string[];
+  /** Messages sent after the restart (the run goes on until there are at least a few). */
+  sentAfterRestart: number;
+  /** Messages sent after the restart that got more than one answer: no kill -9 window explains these. */
+  duplicatedAfterRestart: string[];
+  /**
+   * Bot messages the platforms (and web chat tabs) show that answer nothing sent there: a
+   * reply in another chat, a draft left behind, an error text. Counted from the fakes' stores,
+   * independently of the per-message counts; the storage notice is not one.
+   */
+  strays: string[];
   faults: Record<string, number>;
   restarts: number;
 }
@@ -49,6 +60,8 @@ function fillDisk(file: string): void {
   }
 }
 
+const MIN_AFTER_RESTART = 8;
+
 /**
  * Steady traffic on web chat, Telegram, Discord and Slack with faults injected (dropped
  * sockets, 429s, gateway reconnects, Socket Mode refreshes, a slow model, a full disk under
@@ -75,7 +88,10 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   let daemon: DaemonProcess = await start();
   const webClients: ChatClient[] = [new ChatClient(url, 'soak')];
   await webClients[0]!.opened;
-  const sent: Array<{ text: string; channel: 'web' | 'tg' | 'dc' | 'sl' }> = [];
+  /** `chat`: the Telegram chat (the sender's id) the answer belongs in. */
+  const sent: Array<{ text: string; channel: 'web' | 'tg' | 'dc' | 'sl'; chat?: number }> = [];
+  /** How many messages were sent before the restart. */
+  let sentBeforeRestart = Infinity;
   const faults: Record<string, number> = {};
   const fault = (name: string, fn: () => void) => {
     faults[name] = (faults[name] ?? 0) + 1;
@@ -149,7 +165,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     ['slow model', () => llm.script({ kind: 'echo', delayMs: 1500 })],
   ];
   try {
-    while (Date.now() < endAt) {
+    // A few messages after the restart at least, so what it must not do to them is checked.
+    while (Date.now() < endAt || sent.length - sentBeforeRestart < MIN_AFTER_RESTART) {
       const channel = (['web', 'tg', 'dc', 'sl'] as const)[n % 4]!;
       const text = `soak-${n}-${channel}`;
       // One episode at a time: each ends with the store healthy again and nothing waiting.
@@ -170,7 +187,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         continue;
       }
       if (channel === 'web') webClients.at(-1)!.send(text, `m${n}`);
-      if (channel === 'tg') fleet.tg.dm(text, { id: 7000 + (n % 10), first_name: 'u' });
+      const tgChat = 7000 + (n % 10);
+      if (channel === 'tg') fleet.tg.dm(text, { id: tgChat, first_name: 'u' });
       // Discord's gateway never redelivers: a frame caught between arrival and the inbox
       // commit of a process killed with -9 is lost for any bot. So no Discord traffic in the
       // second before the kill; the other platforms redeliver and keep sending throughout.
@@ -178,7 +196,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       const dcLive = fleet.dc.connected && !discordDown;
       if (channel === 'dc' && dcLive) dcIds.set(text, fleet.dc.dm(text));
       if (channel === 'sl') fleet.sl.push(fleet.sl.dmEvent(text, `U${n % 10}`));
-      if (channel !== 'dc' || dcLive) sent.push({ text, channel });
+      if (channel !== 'dc' || dcLive) sent.push({ text, channel, ...(channel === 'tg' ? { chat: tgChat } : {}) });
       n++;
       if (Date.now() - lastFault > 2500) {
         const [name, fn] = faultList[Object.values(faults).reduce((a, b) => a + b, 0) % faultList.length]!;
@@ -194,6 +212,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         killedAt = Date.now();
         daemon = await start();
         restarts++;
+        sentBeforeRestart = sent.length;
         const c = new ChatClient(url, 'soak');
         await c.opened;
         // As the page does: what the old socket never saw acknowledged is sent again.
@@ -209,10 +228,11 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     await running;
     log(`soak: sent ${sent.length}; waiting for the answers`);
     const counts = () =>
-      sent.map(({ text, channel }) => {
+      sent.map(({ text, channel, chat }) => {
         switch (channel) {
           case 'tg':
-            return fleet.tg.messages.filter((m) => !m.deleted && visibleText(m.text, m.parseMode) === text).length;
+            // In the sender's own chat: an answer anywhere else is lost to them.
+            return fleet.tg.messages.filter((m) => !m.deleted && m.chatId === chat && visibleText(m.text, m.parseMode) === text).length;
           case 'dc':
             return fleet.dc.messages.filter((m) => !m.deleted && m.content === text).length;
           case 'sl':
@@ -235,6 +255,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     const c = counts();
     const lostTexts = sent.filter((_, i) => c[i] === 0).map((m) => m.text);
     const dupTexts = sent.filter((_, i) => c[i]! > 1).map((m) => m.text);
+    const duplicatedAfterRestart = sent.filter((_, i) => i >= sentBeforeRestart && c[i]! > 1).map((m) => m.text);
+    const strays = findStrays(fleet, webClients, sent);
     if (dupTexts.length) {
       log(`soak: more than one answer for ${dupTexts.join(', ')}`);
       if (process.env.SOAK_DEBUG) for (const t of dupTexts) log(`${t}: tg ${JSON.stringify(fleet.tg.messages.filter((m) => visibleText(m.text, m.parseMode) === t))} web ${JSON.stringify(webClients.map((w) => w.replies().filter((f) => f.text === t)))}`);
@@ -244,7 +266,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: web frames ${JSON.stringify(webClients.map((w) => w.frames.filter((f) => f.id === `m${t.split('-')[1]}` || f.text === t)))}; daemon says ${JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes(t) || l.level as number >= 40).slice(-8))}`);
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
     }
-    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, lostTexts, faults, restarts };
+    if (strays.length) log(`soak: answers to nothing sent there: ${strays.join(', ')}`);
+    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, lostTexts, sentAfterRestart: sent.length - sentBeforeRestart, duplicatedAfterRestart, strays, faults, restarts };
   } finally {
     for (const c of webClients) c.close();
     daemon.signal('SIGTERM');
@@ -255,10 +278,29 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   }
 }
 
+/**
+ * Every bot message the fakes hold (and every final web chat reply) that is not the answer to
+ * a message sent on that platform, in that chat: read from the platforms' side, so a reply
+ * routed to the wrong chat or a draft never cleaned up shows here even though the per-message
+ * counts cannot see it.
+ */
+function findStrays(fleet: Fleet, webClients: ChatClient[], sent: Array<{ text: string; channel: string; chat?: number }>): string[] {
+  const expected = (channel: string, text: string, chat?: number) => text === UNAVAILABLE_REPLY || sent.some((m) => m.channel === channel && m.text === text && (chat === undefined || m.chat === chat));
+  const strays: string[] = [];
+  for (const m of fleet.tg.messages) {
+    const text = visibleText(m.text, m.parseMode);
+    if (!m.deleted && !expected('tg', text, m.chatId)) strays.push(`tg chat ${m.chatId}: ${JSON.stringify(text)}`);
+  }
+  for (const m of fleet.dc.messages) if (!m.deleted && !expected('dc', m.content)) strays.push(`dc: ${JSON.stringify(m.content)}`);
+  for (const m of fleet.sl.messages) if (!m.deleted && !expected('sl', m.text)) strays.push(`sl: ${JSON.stringify(m.text)}`);
+  for (const c of webClients) for (const f of c.replies()) if (f.final && !expected('web', f.text ?? '')) strays.push(`web: ${JSON.stringify(f.text)}`);
+  return strays;
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({ options: { minutes: { type: 'string', default: '1' } }, allowPositionals: true });
   const minutes = Number(values.minutes);
   const r = await soak(minutes * 60, (s) => console.error(s));
-  console.log(`soak ${minutes} min: sent ${r.sent}, answered ${r.answered}, duplicated ${r.duplicated}, lost ${r.lost}; restarts ${r.restarts}; faults ${JSON.stringify(r.faults)}`);
-  process.exitCode = r.duplicated === 0 && r.lost === 0 ? 0 : 1;
+  console.log(`soak ${minutes} min: sent ${r.sent}, answered ${r.answered}, duplicated ${r.duplicated} (${r.duplicatedAfterRestart.length} after the restart), lost ${r.lost}, stray answers ${r.strays.length}; restarts ${r.restarts}; faults ${JSON.stringify(r.faults)}`);
+  process.exitCode = r.duplicated === 0 && r.lost === 0 && r.strays.length === 0 ? 0 : 1;
 }

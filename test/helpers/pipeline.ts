@@ -6,7 +6,7 @@ import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { Inbox } from '../../src/store/inbox.js';
-import { createTurnExecutor } from '../../src/workspace/execute.js';
+import { createTurnExecutor, type TurnExecutorDeps } from '../../src/workspace/execute.js';
 import { Workspace, type WorkspaceOptions } from '../../src/workspace/workspace.js';
 import { ConversationStore } from '../../src/store/conversations.js';
 import { SessionStore } from '../../src/store/sessions.js';
@@ -24,9 +24,10 @@ export interface Pipeline {
   workspace: Workspace;
   config: DaemonConfig;
   logs: LogSink;
-  /** The daemon's "exit now": final texts stop retrying and waits for turns stop. */
+  /** The daemon's "exit now": aborts every platform call still in flight. */
   hardStop: AbortController;
-  close(): Promise<void>;
+  /** Shuts down as the daemon does: turns get `graceMs`, then the hard stop at twice that. */
+  close(graceMs?: number): Promise<void>;
 }
 
 /**
@@ -34,7 +35,7 @@ export interface Pipeline {
  * ReplyStream → a RecordingAdapter on channel "t". `toml` is appended to a config whose
  * only channel is "t" (a webchat-typed section carrying the channel keys under test).
  */
-export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions> } = {}): Pipeline {
+export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions>; executor?: Pick<TurnExecutorDeps, 'fenceOf'> } = {}): Pipeline {
   const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', {});
   const logs = new LogSink();
   const log = createLogger({ level: 'debug', destination: logs, pretty: false });
@@ -66,7 +67,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     queueModeOf: (scope) => conversations.get('default', scope).queueMode,
     agentOf: () => ({ agent: 'default', max: config.agents.default!.max_in_flight }),
     notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
-    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, metrics, log, hardStop: hardStop.signal }),
+    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, metrics, log, hardStop: hardStop.signal, ...options.executor }),
   });
   return {
     dispatcher,
@@ -80,9 +81,15 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     config,
     logs,
     hardStop,
-    close: async () => {
-      await dispatcher.shutdown(1000);
-      hardStop.abort();
+    close: async (graceMs = 1000) => {
+      // As Daemon.stop: a platform call that never answers cannot hold the exit.
+      const hard = setTimeout(() => hardStop.abort(new Error('shutdown grace ran out')), 2 * graceMs);
+      try {
+        await dispatcher.shutdown(graceMs);
+      } finally {
+        clearTimeout(hard);
+        hardStop.abort();
+      }
       if (!options.db) db.close();
     },
   };
