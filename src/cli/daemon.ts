@@ -23,7 +23,7 @@ import type { TaskTracker } from '../dispatch/tracker.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
 import { channelPlugin, corePlugins, workspacePlugin, type ConfigHolder, type ListenerGate, type RemovalSet, type WorkspaceTable } from './plugins.js';
-import { VERSION } from './version.js';
+import { VERSION } from '../util/version.js';
 
 export interface DaemonOptions {
   configFile: string;

@@ -9,7 +9,7 @@ import { builtinActions } from '../actions/builtin/index.js';
 import { runAction } from './remote.js';
 import { runBackup } from './backup.js';
 import { daemonEndpoint } from '../config/reach.js';
-import { VERSION } from './version.js';
+import { VERSION } from '../util/version.js';
 
 const OPTIONS = `Options:
   -c, --config FILE   config file (default: $CHANNELD_CONFIG, else daemon.config.toml)

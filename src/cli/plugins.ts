@@ -61,6 +61,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: Sessions,
       toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
       ...(apiKey ? { apiKey } : {}),
       queuedIn: (scope) => tracker.queuedIn(scope),
+      observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
       onFailover: (a, model) => {
         metrics.failovers.inc({ agent: a, model });
@@ -187,8 +188,8 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
             const a = cfg().agents[agent];
             return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
           },
-          send: (target, text, buttons) => adapter(target.channelId).send(target, text, { final: true, buttons }),
-          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [] }),
+          send: (target, text, buttons, signal) => adapter(target.channelId).send(target, text, { final: true, buttons, signal }),
+          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [], signal: o.hardStop }),
         });
         const hub = ctx.use<McpHub>('mcp');
         hub.gate = approvals;
@@ -269,7 +270,8 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           },
           notify: async (msg, text) => {
             const ch = channels.get(msg.channelId);
-            if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
+            // Bounded by the adapter's request timeout; cut when the daemon must exit now.
+            if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true, signal: o.hardStop });
           },
           execute: wrap(
             createTurnExecutor({
@@ -319,7 +321,7 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   return {
     id,
     selfId: undefined,
-    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: false },
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false },
     listen: fail,
     send: fail,
     edit: fail,

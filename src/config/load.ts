@@ -5,7 +5,7 @@ import type { z } from 'zod';
 import { CodedError, ConfigError } from '../contracts/errors.js';
 import { formatPath, SourceMap } from './locate.js';
 import { agentSchema, channelSchema, configSchema, secretBases, type AgentConfig, type DaemonConfig } from './schema.js';
-import { stateDirProblem } from '../store/state-dir.js';
+import { stateDirProblem } from '../util/state-dir.js';
 import { allowedKeys, didYouMean } from './suggest.js';
 import { agentPath, resolveSecrets, Secrets, type ConfigProblem } from './secrets.js';
 

@@ -148,7 +148,10 @@ export const agentSchema = z.strictObject({
   system_prompt: z.string().default('You are a helpful assistant.'),
   time_zone: z.string().default('UTC'),
   tools: z.array(z.string().min(1)).optional(),
+  /** Modes on by default in every conversation (`/mode NAME` switches one per conversation). */
   modes: z.array(z.string().min(1)).default([]),
+  /** What this agent's workspace has: a tool with `requires_features` is offered only when all are listed. */
+  features: z.array(z.string().min(1)).default([]),
   fallback_models: z.array(z.string().regex(/^[a-z-]+:.+$/, 'write "provider:model"')).default([]),
   cooldown_ms: durationMs.default(30000),
   /** Running turns of this agent, across its channels. */

@@ -18,7 +18,6 @@ export interface ChannelCapabilities {
   typing: boolean;
   /** How long one typing indicator lasts, so it is refreshed in time. */
   typingRefreshMs?: number;
-  threads: boolean;
 }
 
 /**
@@ -32,7 +31,12 @@ export interface Button {
 }
 
 export interface TransportOptions {
-  signal?: AbortSignal;
+  /**
+   * Cuts the request: the adapter rejects with the signal's reason as soon as it aborts,
+   * whether or not its client can cancel the request itself. Required, so every caller
+   * decides what bounds its calls (a turn's stop, the daemon's hard stop, a time limit).
+   */
+  signal: AbortSignal;
   /** This is the turn's last write to this message (web chat marks it final). */
   final?: boolean;
   /**
@@ -51,9 +55,9 @@ export interface TransportOptions {
  * only what is new.
  */
 export interface NativeStream {
-  update(text: string, options?: TransportOptions): Promise<void>;
+  update(text: string, options: TransportOptions): Promise<void>;
   /** Ends the stream with the full text (at most one message long); returns the message that holds it. */
-  finish(text: string, options?: TransportOptions): Promise<MessageRef>;
+  finish(text: string, options: TransportOptions): Promise<MessageRef>;
 }
 
 /**
@@ -64,7 +68,8 @@ export type Deliver = (msg: ChannelMessage) => Promise<boolean>;
 
 /**
  * Implemented once per platform in `channels/<kind>/`. Every transport call takes an
- * AbortSignal; a 429 surfaces as a ChannelError with `retryAfterMs`.
+ * AbortSignal and is bounded in time by the adapter (CHANNEL_REQUEST_TIMEOUT), so a hung
+ * platform cannot hold a turn; a 429 surfaces as a ChannelError with `retryAfterMs`.
  */
 export interface ChannelAdapter {
   readonly id: string;
@@ -82,12 +87,12 @@ export interface ChannelAdapter {
    * `onStandby` (cluster mode): the listener waits for its lease while another instance runs it.
    */
   listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void, onStandby?: (detail: string) => void): Promise<void>;
-  send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef>;
-  edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void>;
-  delete(ref: MessageRef, options?: TransportOptions): Promise<void>;
-  typing(target: ReplyTarget, options?: TransportOptions): Promise<void>;
+  send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef>;
+  edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void>;
+  delete(ref: MessageRef, options: TransportOptions): Promise<void>;
+  typing(target: ReplyTarget, options: TransportOptions): Promise<void>;
   /** The turn's reply is complete: platforms with a visible draft state mark these messages final. */
-  finalize?(refs: readonly MessageRef[], options?: TransportOptions): Promise<void>;
+  finalize?(refs: readonly MessageRef[], options: TransportOptions): Promise<void>;
   /**
    * The bytes of an attachment, through the platform's API with the bot's credentials.
    * Refuses with ATTACHMENT_TOO_LARGE, before the transfer where the size is known and as
@@ -99,9 +104,9 @@ export interface ChannelAdapter {
    * Puts `emoji` on a user's message as the bot's reaction (`on`), or takes it off. `ref` is
    * the user's message as the adapter delivered it (its `messageId` as in ChannelMessage).
    */
-  setReaction?(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void>;
+  setReaction?(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void>;
   /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
-  openNativeStream?(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined>;
+  openNativeStream?(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined>;
 }
 
 /** What the composition root hands a channel factory. */

@@ -35,7 +35,7 @@ describe('Discord: long answers split at 2000', () => {
     await fc.assert(
       fc.asyncProperty(answer, async (text) => {
         const a = new RecordingAdapter('dc', discord.capabilities);
-        const s = new ReplyStream({ transport: a, capabilities: discord.capabilities, target: { channelId: 'dc', chatId: 'c', chatType: 'group' }, streamMode: 'final', showToolProgress: false, finalDeadlineMs: 60_000 });
+        const s = new ReplyStream({ transport: a, capabilities: discord.capabilities, target: { channelId: 'dc', chatId: 'c', chatType: 'group' }, streamMode: 'final', showToolProgress: false, finalDeadlineMs: 60_000, signal: new AbortController().signal });
         s.push({ type: 'text_delta', text });
         s.push({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
         await vi.runAllTimersAsync();

@@ -50,7 +50,7 @@ describe('RecordingAdapter honours abort signals', () => {
 
   it('a native stream update is cut by its signal too', async () => {
     const a = full();
-    const ns = (await a.openNativeStream!(target, {}))!;
+    const ns = (await a.openNativeStream!(target, { signal: new AbortController().signal }))!;
     a.latency = () => new Promise(() => {});
     const ac = new AbortController();
     const pending = ns.update('part', { signal: ac.signal });

@@ -68,6 +68,7 @@ describe('HttpServer routing', () => {
     expect(JSON.parse((await send(port, { method: 'POST', path: '/hooks/a/b' })).body)).toEqual({ prefix: '/hooks/a/b' });
     expect(JSON.parse((await send(port, { method: 'POST', path: '/hooks/special' })).body)).toEqual({ exact: true });
     expect((await send(port, { method: 'POST', path: '/hooksx' })).status).toBe(404);
+    expect(await send(port, { method: 'GET', path: '/hooks/a' })).toMatchObject({ status: 405, body: '{"error":"method not allowed"}' });
   });
 
   it('a removed route is gone at once; removing a route that was replaced leaves the replacement', async () => {
