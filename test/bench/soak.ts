@@ -256,6 +256,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
             for (const c of webClients) for (const f of c.replies()) if (f.final && f.text === text) refs.add(f.ref!);
             return [...refs];
           }
+          default:
+            throw new Error(`soak: no such channel ${String(channel satisfies never)}`);
         }
       });
     const counts = () => answers().map((a) => a.length);
