@@ -50,7 +50,7 @@ module.exports = {
       to: { path: '^channels/' },
     },
     {
-      name: 'channels-use-contracts-and-kit',
+      name: 'channels-use-contracts-and-util',
       comment: 'a channel kind imports only src/contracts and src/util, so stages can change behind it',
       severity: 'error',
       from: { path: '^channels/' },

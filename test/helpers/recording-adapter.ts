@@ -71,7 +71,7 @@ export class RecordingAdapter implements ChannelAdapter {
     caps: Partial<ChannelCapabilities> = {},
     options: RecordingOptions = {},
   ) {
-    this.capabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: 'none', typing: false, ...caps };
+    this.capabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: false, typing: false, ...caps };
     if (options.finalize) this.finalize = (refs, o) => this.#finalize(refs, o);
     if (options.reactions) this.setReaction = (ref, emoji, on, o) => this.#react(ref, emoji, on, o);
     if (options.files) {
