@@ -1,4 +1,4 @@
-import { sleep } from '../kernel/sleep.js';
+import { sleep } from '../util/abortable.js';
 import { estimateTokens, type AgentEvent } from '../contracts/agent-events.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 

@@ -4,7 +4,7 @@ import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { InboxState } from '../store/inbox.js';
-import { sleep } from '../kernel/sleep.js';
+import { sleep } from '../util/abortable.js';
 import type { ClusterServices } from './connect.js';
 import { partitionOf, scopeToken } from './partition-key.js';
 

@@ -1,7 +1,7 @@
 import type pg from 'pg';
 import type { QueueMode } from '../config/schema.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import { sleep } from '../kernel/sleep.js';
+import { sleep } from '../util/abortable.js';
 import type { Logger } from '../observe/logger.js';
 import type { ConversationPrefs, Conversations } from '../store/conversations.js';
 import type { SessionInfo, SessionSummaryRow, Sessions, StoredTurn, TurnEndingKind } from '../store/sessions.js';

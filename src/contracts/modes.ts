@@ -14,6 +14,7 @@ export interface PromptContributor {
 /** What a mode's setup() may add; everything it adds is gated on the mode. */
 export interface ModeApi {
   command(cmd: Omit<SlashCommand, 'mode'>): void;
+  /** Offered while this mode is on; `requires_modes` names other modes that also offer it (any of them). */
   tool(tool: Omit<Tool, 'requires_modes'> & { requires_modes?: string[] }): void;
   hook(hook: Omit<Hook, 'mode'>): void;
   prompt(contributor: Omit<PromptContributor, 'mode'>): void;

@@ -1,6 +1,5 @@
 import type { Schema } from 'ai';
 import type { z } from 'zod';
-import type { AgentEvent } from './agent-events.js';
 import type { ChannelMessage } from './message.js';
 
 export interface ToolContext {
@@ -11,8 +10,11 @@ export interface ToolContext {
   callId?: string;
   /** The message that started the turn: who may approve, where to ask. */
   message?: ChannelMessage;
-  /** Sends an event into the turn while the tool runs (tool_log progress). */
-  emit?: (event: AgentEvent) => void;
+  /**
+   * Reports progress of this call: each line becomes a `tool_log` event, and a reply with
+   * `show_tool_progress` shows the newest next to the tool's name while it runs.
+   */
+  log?: (text: string) => void;
 }
 
 /**
@@ -23,7 +25,7 @@ export interface Tool<I = any> {
   name: string;
   description: string;
   input: z.ZodType<I> | Schema<I>;
-  /** Offered only while all these modes are active in the conversation. */
+  /** Offered only while at least one of these modes is active in the conversation (any, not all). */
   requires_modes?: string[];
   /** Offered only when the workspace has all these features. */
   requires_features?: string[];

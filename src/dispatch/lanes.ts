@@ -3,7 +3,7 @@ import type { Logger } from '../observe/logger.js';
 import type { InboxItem } from '../inbox/item.js';
 import type { ItemLifecycle, TurnEnding } from '../inbox/lifecycle.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
-import { settledWithin } from './settle.js';
+import { settleWithin } from '../util/abortable.js';
 
 /**
  * After the signal bounding a wait aborts, turns that honour it end within moments; one
@@ -252,10 +252,10 @@ export class Lanes {
   async #settle(lanes: Lane[], graceMs: number, reason: string, signal: AbortSignal): Promise<void> {
     const running = () => lanes.flatMap((l) => (l.running ? [l.running] : []));
     const ended = () => Promise.all(running().map((r) => r.done));
-    if (graceMs > 0) await settledWithin(ended(), graceMs, signal);
+    if (graceMs > 0) await settleWithin(ended(), graceMs, signal);
     for (const r of running()) r.controller.abort(new Error(reason));
-    if (await settledWithin(ended(), Infinity, signal)) return;
-    if (await settledWithin(ended(), ABANDON_AFTER_MS)) return;
+    if (await settleWithin(ended(), Infinity, signal)) return;
+    if (await settleWithin(ended(), ABANDON_AFTER_MS)) return;
     this.#o.log.warn({ turns: running().map((r) => r.job.id) }, 'cancelled turns did not end; no longer waiting for them');
   }
 

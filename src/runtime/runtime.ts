@@ -1,6 +1,6 @@
 import type { AgentEvent, Usage } from '../contracts/agent-events.js';
 import type { AgentRunner } from '../contracts/agent-runner.js';
-import { CodedError, type ErrorCode } from '../contracts/errors.js';
+import { CodedError, userText, type ErrorCode } from '../contracts/errors.js';
 import { CommandRegistry } from './commands.js';
 import { parseCommand } from '../contracts/commands.js';
 import type { TurnContext, TurnRequest } from '../contracts/turn.js';
@@ -97,7 +97,7 @@ export class Runtime {
     if (ctx.ending) return;
     if (ctx.signal.aborted) return ctx.emit({ type: 'cancelled' });
     const code: ErrorCode = err instanceof CodedError ? err.code : 'TURN_FAILED';
-    ctx.emit({ type: 'error', code, message: ctx.errorReply ?? 'Something went wrong while answering; please try again.' });
+    ctx.emit({ type: 'error', code, message: ctx.errorReply ?? userText('TURN_FAILED') });
   }
 
   /** Runs a phase's hooks in order; true when the rest up to post_response is skipped. */
@@ -155,6 +155,6 @@ export class Runtime {
       ctx.emit(event);
       if (ctx.ending) break;
     }
-    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'TURN_FAILED', message: 'The agent ended without an answer.' });
+    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'AGENT_NO_ENDING', message: userText('AGENT_NO_ENDING') });
   }
 }

@@ -17,7 +17,7 @@ export class ToolRegistry {
   }
 
   register(tool: Tool): () => void {
-    if (this.#tools.has(tool.name)) throw new CodedError('COMMAND_DUPLICATE', `tool "${tool.name}" is already registered`);
+    if (this.#tools.has(tool.name)) throw new CodedError('TOOL_DUPLICATE', `tool "${tool.name}" is already registered`);
     this.#tools.set(tool.name, tool);
     return () => void this.#tools.delete(tool.name);
   }
@@ -30,7 +30,8 @@ export class ToolRegistry {
     return [...this.#tools.values(), ...this.#sources.flatMap((s) => s())].filter(
       (t) =>
         (sel.allow === undefined || sel.allow.includes(t.name)) &&
-        (t.requires_modes ?? []).every((m) => sel.modes.has(m)) &&
+        // Any one of the listed modes offers the tool (a tool shared by several modes).
+        (!t.requires_modes?.length || t.requires_modes.some((m) => sel.modes.has(m))) &&
         (t.requires_features ?? []).every((f) => sel.features.has(f)),
     );
   }

@@ -124,12 +124,16 @@ export class Workspace {
     this.#runner = new RepetitionGuardedRunner(inner);
     this.runtime = new Runtime({
       runnerFor: () => this.#runner,
+      // `[agent] modes` are on by default; the conversation's /mode choices override them.
+      // Only registered modes count: a name nothing provides turns nothing on.
       modesOf: (scope) => {
         const chosen = o.conversations.get(o.name, scope).modes ?? {};
         const active = new Set(this.config.modes.filter((m) => chosen[m] !== false));
         for (const [m, on] of Object.entries(chosen)) if (on) active.add(m);
+        for (const m of active) if (!this.runtime.modes.has(m)) active.delete(m);
         return active;
       },
+      features: new Set(o.config.features),
       modelOf: (scope) => o.conversations.get(o.name, scope).model,
       toolAllow: () => this.config.tools,
       maxToolResultChars: () => this.config.max_tool_result_chars,

@@ -5,7 +5,7 @@ import { checkAdmin } from '../../../src/actions/access.js';
 import { defineAction, type ManagementApi } from '../../../src/actions/action.js';
 import { builtinActions } from '../../../src/actions/builtin/index.js';
 import { parseSince } from '../../../src/actions/builtin/usage.js';
-import { ActionInputError, ActionRegistry, EXIT_STATUS_HEADER } from '../../../src/actions/registry.js';
+import { ActionRegistry, EXIT_STATUS_HEADER } from '../../../src/actions/registry.js';
 import { CHANNEL_HEADER, channelRow, table } from '../../../src/actions/table.js';
 import { HttpServer } from '../../../src/observe/http.js';
 import { SqliteUsageLedger } from '../../../src/store/usage.js';
@@ -93,7 +93,7 @@ describe('ActionRegistry', () => {
     expect(JSON.parse(bad.body).error).toMatch(/id/);
     expect((await post('{"id": 7}')).status).toBe(400);
     expect((await post('{not json')).status).toBe(400);
-    expect(JSON.parse((await post('{"id":"999"}')).body)).toEqual({ error: 'no running or queued turn has id 999' });
+    expect(JSON.parse((await post('{"id":"999"}')).body).error).toMatch(/^no running or queued turn has id 999/);
     expect((await post('{"id":"999"}')).status).toBe(404);
     await p!.dispatcher.deliver(userMessage('t', 'one two three four five six'));
     const [turn] = await waitFor(() => {
@@ -147,7 +147,7 @@ describe('ActionRegistry', () => {
   it('a duplicate name is refused; unregistering removes the action, its route and its slash command', async () => {
     const { registry, port } = await setup();
     const dispose = registry.register(pingAction);
-    expect(() => registry.register(pingAction)).toThrow(expect.objectContaining({ code: 'COMMAND_DUPLICATE' }));
+    expect(() => registry.register(pingAction)).toThrow(expect.objectContaining({ code: 'ACTION_DUPLICATE' }));
     expect(JSON.parse((await send(port, { path: '/actions/ping?word=hi&token=x' })).body)).toEqual({ reply: 'hi', face: 'http' });
     expect(p!.workspace.runtime.commands.find('ping')).toBeDefined();
     dispose();
@@ -184,7 +184,7 @@ describe('ActionRegistry', () => {
       format: (o) => `count is ${o.count}`,
     });
     registry.register(strict);
-    await expect(registry.run(strict, { count: 'many' }, { face: 'cli' })).rejects.toBeInstanceOf(ActionInputError);
+    await expect(registry.run(strict, { count: 'many' }, { face: 'cli' })).rejects.toMatchObject({ code: 'ACTION_INPUT_INVALID' });
     expect(ran).toBe(false);
     const big = await send(port, { path: '/actions/strict?count=9', headers: { accept: 'text/plain' } });
     expect(big).toMatchObject({ status: 200, body: 'count is 9\n' });
@@ -214,7 +214,7 @@ describe('parseSince', () => {
     expect(parseSince('24h', now)).toBe(now - 86_400_000);
     expect(parseSince('7d', now)).toBe(now - 7 * 86_400_000);
     expect(parseSince('2026-05-01T12:00:00Z', now)).toBe(Date.UTC(2026, 4, 1, 12));
-    expect(() => parseSince('7w', now)).toThrow(ActionInputError);
+    expect(() => parseSince('7w', now)).toThrow(expect.objectContaining({ code: 'ACTION_INPUT_INVALID' }));
   });
 });
 

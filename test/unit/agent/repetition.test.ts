@@ -81,7 +81,7 @@ describe('the repetition guard catches real loops within 2,000 characters, and h
       const text = PROSE + unit.repeat(Math.ceil(8000 / unit.length));
       const { events, shown } = await run(text);
       const end = events.at(-1)!;
-      expect(end).toMatchObject({ type: 'error', code: 'TURN_FAILED', message: REPEATING_NOTE });
+      expect(end).toMatchObject({ type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE });
       const keep = (end as { keepChars: number }).keepChars;
       // The user saw what arrived, and it stopped within 2,000 characters of the loop's start.
       expect(text.startsWith(shown)).toBe(true);

@@ -10,7 +10,7 @@ const ref: MessageRef = { chatId: 'c', messageId: 'm1' };
 const file = { id: 'f1', type: 'document', name: 'a.txt' };
 
 function full(): RecordingAdapter {
-  return new RecordingAdapter('t', { nativeStream: 'telegram-draft' }, { finalize: true, reactions: true, files: { f1: Buffer.from('hello') }, nativeStream: true });
+  return new RecordingAdapter('t', { nativeStream: true }, { finalize: true, reactions: true, files: { f1: Buffer.from('hello') }, nativeStream: true });
 }
 
 /** One call of each op, with `signal`. */
@@ -50,7 +50,7 @@ describe('RecordingAdapter honours abort signals', () => {
 
   it('a native stream update is cut by its signal too', async () => {
     const a = full();
-    const ns = (await a.openNativeStream!(target, {}))!;
+    const ns = (await a.openNativeStream!(target, { signal: new AbortController().signal }))!;
     a.latency = () => new Promise(() => {});
     const ac = new AbortController();
     const pending = ns.update('part', { signal: ac.signal });
