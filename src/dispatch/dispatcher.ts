@@ -1,4 +1,4 @@
-import type { ChannelConfig, DaemonConfig, QueueMode } from '../config/schema.js';
+import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { CodedError } from '../contracts/errors.js';
@@ -6,19 +6,16 @@ import type { InboxItem } from '../inbox/item.js';
 import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
 import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
 import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
-import type { ChannelAdapter } from '../contracts/channel.js';
 import { conversationScope, type ChannelMessage } from '../contracts/message.js';
 import { Lanes, type TurnJob } from './lanes.js';
 import { TaskTracker } from './tracker.js';
 import { AckReactions } from './ack.js';
+import type { DispatchChannel } from './channel.js';
 import { metricsObserver, trackerObserver } from './lifecycle-observers.js';
 
 export type { TurnJob };
 
-export interface DispatchChannel {
-  config: ChannelConfig;
-  adapter: ChannelAdapter;
-}
+export type { DispatchChannel };
 
 /** Runs one turn to its final text; resolves with how it ended. */
 export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<TurnEnding>;

@@ -110,7 +110,8 @@ export class ItemLifecycle {
   #move(items: readonly InboxItem[], event: ItemEvent, to: ItemState): void {
     const { from, to: leads } = TRANSITIONS[event];
     for (const it of items) {
-      if (!from.includes(it.state) || !leads.includes(to)) throw new CodedError('INBOX_ILLEGAL_TRANSITION', `inbox item ${it.id} cannot ${event} (${it.state} → ${to})`);
+      if (!from.includes(it.state) || !leads.includes(to))
+        throw new CodedError('INBOX_ILLEGAL_TRANSITION', `inbox item ${it.id} cannot ${event} (${it.state} → ${to})`);
     }
     for (const it of items) it.state = to;
   }

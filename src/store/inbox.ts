@@ -90,7 +90,7 @@ export class Inbox implements LocalItemStore {
       for (const b of batch) b.reject(err);
       return;
     }
-    batch.forEach((b, i) => b.resolve(ids[i]));
+    for (const [i, b] of batch.entries()) b.resolve(ids[i]);
   }
 
   /**

@@ -195,7 +195,14 @@ describe('the inbox item lifecycle', () => {
       for (const final of ['done', 'failed', 'refused'] as const) expect(from).not.toContain(final);
       expect(to.length).toBeGreaterThan(0);
     }
-    const reachable = Object.fromEntries(states.map((from) => [from, Object.keys(operations).filter((op) => legalFrom(op, from)).sort()]));
+    const reachable = Object.fromEntries(
+      states.map((from) => [
+        from,
+        Object.keys(operations)
+          .filter((op) => legalFrom(op, from))
+          .sort(),
+      ]),
+    );
     expect(reachable).toEqual({
       pending: ['queued', 'refused'],
       queued: ['dropped', 'released', 'started'],
