@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
+import { waitFor, type TestDaemon } from './daemon.js';
 
 /** The installed bins of the reference MCP servers (devDependencies): no network, no npx. */
 export const EVERYTHING_BIN = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
@@ -48,4 +49,9 @@ export async function startEverythingHttp(): Promise<{ url: string; child: Child
       await gone;
     },
   };
+}
+
+/** Waits until the daemon's first MCP server is connected (a server process can take seconds to start). */
+export async function firstMcpConnected(d: TestDaemon): Promise<void> {
+  await waitFor(() => d.daemon.mcp.status()[0]?.state === 'connected', 30_000, 50);
 }
