@@ -39,13 +39,15 @@ export async function withChat(d: Pick<TestDaemon, 'url'>, tab: string, options:
   return c;
 }
 
-/** The fake OpenAI-compatible server, listening, closed when the test finishes. */
-export async function withLlm(): Promise<FakeLlm> {
-  const llm = new FakeLlm();
-  await llm.start();
-  onTestFinished(() => llm.close());
-  return llm;
+/** Starts a fake server and closes it when the test finishes. */
+export async function withStarted<F extends { start(): Promise<unknown>; close(): Promise<void> }>(fake: F): Promise<F> {
+  await fake.start();
+  onTestFinished(() => fake.close());
+  return fake;
 }
+
+/** The fake OpenAI-compatible server, listening, closed when the test finishes. */
+export const withLlm = (): Promise<FakeLlm> => withStarted(new FakeLlm());
 
 /** A fresh temp directory named `channeld-<prefix>-…`, removed when the test finishes. */
 export function withTempDir(prefix: string): string {

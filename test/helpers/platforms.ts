@@ -1,7 +1,7 @@
-import { onTestFinished } from 'vitest';
 import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeSlack } from '../fakes/slack/server.js';
 import { FakeTelegram, type FakeTelegramOptions } from '../fakes/telegram/server.js';
+import { withStarted } from './fixtures.js';
 
 /**
  * One fixture per platform fake: started, closed when the test finishes (see fixtures.ts for
@@ -10,12 +10,7 @@ import { FakeTelegram, type FakeTelegramOptions } from '../fakes/telegram/server
  */
 
 /** The fake Telegram Bot API, listening. */
-export async function withTelegram(options?: FakeTelegramOptions): Promise<FakeTelegram> {
-  const tg = new FakeTelegram(undefined, options);
-  await tg.start();
-  onTestFinished(() => tg.close());
-  return tg;
-}
+export const withTelegram = (options?: FakeTelegramOptions): Promise<FakeTelegram> => withStarted(new FakeTelegram(undefined, options));
 
 /** Channel "tg" on the fake, long polling, answers edited in place (no native drafts); secret TG_TOKEN. */
 export const telegramChannel = (tg: FakeTelegram, extra = ''): string =>
@@ -25,12 +20,7 @@ export const telegramChannel = (tg: FakeTelegram, extra = ''): string =>
 export const telegramEnv = (tg: FakeTelegram): NodeJS.ProcessEnv => ({ TG_TOKEN: tg.token });
 
 /** The fake Slack (Web API and Socket Mode), listening. */
-export async function withSlack(): Promise<FakeSlack> {
-  const sl = new FakeSlack();
-  await sl.start();
-  onTestFinished(() => sl.close());
-  return sl;
-}
+export const withSlack = (): Promise<FakeSlack> => withStarted(new FakeSlack());
 
 /** Channel "sl" on the fake in Socket Mode; secrets SL_BOT and SL_APP. */
 export const slackChannel = (sl: FakeSlack, extra = ''): string =>
@@ -44,12 +34,7 @@ export const slackHttpChannel = (sl: FakeSlack, extra = ''): string =>
 export const slackEnv = (sl: FakeSlack, signingSecret?: string): NodeJS.ProcessEnv => ({ SL_BOT: sl.botToken, SL_APP: sl.appToken, ...(signingSecret ? { SL_SIGN: signingSecret } : {}) });
 
 /** The fake Discord gateway and REST API, listening. */
-export async function withDiscord(): Promise<FakeDiscord> {
-  const dc = new FakeDiscord();
-  await dc.start();
-  onTestFinished(() => dc.close());
-  return dc;
-}
+export const withDiscord = (): Promise<FakeDiscord> => withStarted(new FakeDiscord());
 
 /** Channel "dc" on the fake; secret DC_TOKEN. */
 export const discordChannel = (dc: FakeDiscord, extra = ''): string =>
