@@ -1,10 +1,10 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes } from 'discord.js';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { CodedError } from '../../src/contracts/errors.js';
-import type { Logger } from '../../src/observe/logger.js';
+import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { classifyClose, classifyDiscordError } from './errors.js';
@@ -40,7 +40,7 @@ export class DiscordAdapter implements ChannelAdapter {
     maxMessageLength: 2000,
     editsDrafts: true,
     minEditIntervalMs: 1000, // about 5 edits per 5 s per channel
-    nativeStream: 'none',
+    nativeStream: false,
     typing: true,
     typingRefreshMs: 8000, // typing lasts about 10 s
   };

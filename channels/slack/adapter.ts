@@ -1,11 +1,11 @@
 import { App, LogLevel } from '@slack/bolt';
 import { WebClient } from '@slack/web-api';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { CodedError } from '../../src/contracts/errors.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
-import type { Logger } from '../../src/observe/logger.js';
+import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller, type PlatformCall } from '../../src/util/platform-call.js';
 import { classifySlackError } from './errors.js';
@@ -77,7 +77,7 @@ export class SlackAdapter implements ChannelAdapter {
       maxMessageLength: 4000,
       editsDrafts: true,
       minEditIntervalMs: 1200, // chat.update is Tier 3, about 50 a minute
-      nativeStream: options.nativeStream ? 'slack-stream' : 'none',
+      nativeStream: options.nativeStream,
       typing: false,
     };
   }

@@ -2,14 +2,14 @@ import { randomInt } from 'node:crypto';
 import { Api } from 'grammy';
 import type { ReactionTypeEmoji } from 'grammy/types';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep, untilAborted } from '../../src/util/abortable.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
-import type { Logger } from '../../src/observe/logger.js';
-import { chunkText } from '../../src/stream/chunk.js';
+import type { Logger } from 'pino';
+import { chunkText } from '../../src/util/chunk.js';
 import { classifyTelegramError, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
 import { chunkRich, RICH_MAX_CHARS, richFits, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
@@ -64,7 +64,7 @@ export class TelegramAdapter implements ChannelAdapter {
       split: (text) => (this.#rich ? chunkRich(text) : chunkText(text, TEXT_MAX_CHARS)),
       editsDrafts: true,
       minEditIntervalMs: 1000, // about one message per second per chat
-      nativeStream: options.nativeDrafts ? 'telegram-draft' : 'none',
+      nativeStream: options.nativeDrafts,
       typing: true,
       typingRefreshMs: 4500, // a chat action lasts about 5 s
     };

@@ -7,9 +7,9 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
 import { join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { isLoopbackClient, pageHeaders, secretEquals } from '../../src/observe/http.js';
+import { isLoopbackClient, pageHeaders, secretEquals } from '../../src/util/http.js';
 import { type HttpRoutes, type RouteHandler } from '../../src/contracts/http.js';
-import type { Logger } from '../../src/observe/logger.js';
+import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
 import { Uploads } from './uploads.js';
@@ -62,7 +62,7 @@ export class WebchatAdapter implements ChannelAdapter {
     maxMessageLength: 8000,
     editsDrafts: true,
     minEditIntervalMs: 100,
-    nativeStream: 'none',
+    nativeStream: false,
     typing: true,
     typingRefreshMs: 3000,
   };

@@ -5,7 +5,8 @@ import type { ChannelAdapter } from '../contracts/channel.js';
 import { Dispatcher, type DispatchChannel, type ExecuteTurn, type RemoteInbox } from '../dispatch/dispatcher.js';
 import { channelOfScope, replyTargetOf } from '../contracts/message.js';
 import type { Plugin } from '../kernel/plugin.js';
-import { HttpServer, parseListen } from '../observe/http.js';
+import { HttpServer } from '../observe/http.js';
+import { parseListen } from '../util/http.js';
 import { createLogger, type Logger, type LoggerOptions } from '../observe/logger.js';
 import { Metrics } from '../observe/metrics.js';
 import type { Conversations } from '../store/conversations.js';
@@ -19,7 +20,6 @@ import { builtinActions } from '../actions/builtin/index.js';
 import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
-import { loadChannelFactory } from './channel-kinds.js';
 import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import { judgeIntent } from '../agent/intent.js';
 
@@ -321,7 +321,7 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   return {
     id,
     selfId: undefined,
-    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false },
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: false, typing: false },
     listen: fail,
     send: fail,
     edit: fail,
@@ -363,7 +363,7 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       const dispatcher = ctx.use<Dispatcher>('dispatcher');
       let adapter: ChannelAdapter;
       try {
-        const factory = await loadChannelFactory(config.type);
+        const factory = await holder.loaded.kinds.of(config).load();
         const metrics = ctx.use<Metrics>('metrics');
         adapter = await factory(config, { http: ctx.use('http'), log, stateDir: holder.loaded.config.daemon.state_dir, maxAttachmentBytes: () => holder.loaded.config.limits.max_attachment_bytes, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base), evicted: (structure, n) => metrics.evictions.inc({ structure }, n) });
       } catch (err) {

@@ -10,7 +10,7 @@ import { agentOf } from '../config/load.js';
 import { openCluster, type ClusterServices } from './connect.js';
 import { ClusterInbox } from './inbox.js';
 import type { HeldLease } from './leases.js';
-import { leasedAdapter, needsLease } from './listener-lease.js';
+import { leasedAdapter } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
 import { PgConversationStore, PgSessionStore, PgWriter } from './pg-state.js';
@@ -101,9 +101,12 @@ export class ClusterComposition {
     return this.#partitions?.leaseOf(scope);
   }
 
-  /** Polling, gateway and socket listeners run where their lease is; webhook ones everywhere. */
-  gate(config: ChannelConfig, adapter: ChannelAdapter): ChannelAdapter {
-    return needsLease(config) ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
+  /**
+   * A listener its kind calls exclusive (polling, gateways, sockets: ChannelDescriptor
+   * `exclusiveListener`) runs where its lease is; the others (webhooks, pages) everywhere.
+   */
+  gate(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter {
+    return exclusive ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
   }
 
   /** Partitions, the /stop subject and this instance's heartbeat; needs the dispatcher and the channels. */

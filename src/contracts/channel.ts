@@ -1,3 +1,4 @@
+import type { z } from 'zod';
 import type { HttpRoutes } from './http.js';
 import type { Logger } from 'pino';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './message.js';
@@ -7,14 +8,18 @@ export interface ChannelCapabilities {
   maxMessageLength: number;
   /**
    * How this platform splits a long reply into messages, where more than the length counts
-   * (Telegram rich messages also limit blocks); `chunkText` at `maxMessageLength` when absent.
+   * (a platform whose rich messages also limit blocks); `chunkText` at `maxMessageLength` when absent.
    * Read on every plan, so a platform may change it mid-reply (a refused format).
    */
   split?(text: string): string[];
   editsDrafts: boolean;
   /** The platform's floor between edits of one message. */
   minEditIntervalMs: number;
-  nativeStream: 'none' | 'telegram-draft' | 'slack-stream';
+  /**
+   * The platform has a streaming draft of its own (`openNativeStream`); the stream uses it
+   * where the adapter opens one and edits drafts otherwise.
+   */
+  nativeStream: boolean;
   typing: boolean;
   /** How long one typing indicator lasts, so it is refreshed in time. */
   typingRefreshMs?: number;
@@ -22,7 +27,7 @@ export interface ChannelCapabilities {
 
 /**
  * A button under a message (approval questions). `data` is the command text a click sends
- * back as the clicker's message, e.g. `/approve 3fa9c1`; it fits Telegram's 64-byte limit.
+ * back as the clicker's message, e.g. `/approve 3fa9c1`; it fits the smallest platform limit (64 bytes).
  */
 export interface Button {
   label: string;
@@ -41,7 +46,7 @@ export interface TransportOptions {
   final?: boolean;
   /**
    * Stable across restarts for the same reply message (the user's message id and the chunk
-   * index). Platforms with idempotent sends (Discord's nonce) use it so a re-run after a
+   * index). Platforms with idempotent sends (a message nonce) use it so a re-run after a
    * crash cannot post the same message twice.
    */
   idempotencyKey?: string;
@@ -50,7 +55,7 @@ export interface TransportOptions {
 }
 
 /**
- * A platform's own streaming draft (Telegram sendMessageDraft, Slack chat streams). The
+ * A platform's own streaming draft (a draft message the platform animates, a chat stream). The
  * stream always passes the whole text so far; an adapter whose platform appends sends
  * only what is new.
  */
@@ -82,7 +87,7 @@ export interface ChannelAdapter {
    * Runs the listener: lasts as long as it runs, resolves on a clean stop after `signal`
    * aborts, rejects with a ChannelError whose `retryable` decides what the supervisor does.
    * Calls `onConnected` each time a platform session is established, and `onReconnecting`
-   * when an SDK that reconnects by itself (discord.js, Socket Mode) lost its connection and
+   * when an SDK that reconnects by itself (a gateway or socket client) lost its connection and
    * is getting it back: the supervisor shows that without restarting the listener.
    * `onStandby` (cluster mode): the listener waits for its lease while another instance runs it.
    */
@@ -116,48 +121,101 @@ export interface ChannelContext {
   /** A resolved secret of this channel by base name (`token`, `app_token`, ...). */
   secret(base: string): string | undefined;
   log: Logger;
-  /** The daemon's state_dir: the only place a channel may write files (web chat uploads). */
+  /** The daemon's state_dir: the only place a channel may write files (uploads). */
   stateDir: string;
-  /** The live `[limits] max_attachment_bytes` (web chat uploads). */
+  /** The live `[limits] max_attachment_bytes` (for a channel that takes uploads itself). */
   maxAttachmentBytes: () => number;
   /** Counts entries a bounded in-memory structure evicted (`/metrics`: channeld_memory_evictions_total). */
   evicted?(structure: string, count: number): void;
 }
 
-/** Each `channels/<kind>/index.ts` exports one of these as `createChannel`. */
+/** What a channel kind's `load()` resolves to: builds one channel's adapter from its config. */
 export type ChannelFactory<C extends ChannelConfigBase = ChannelConfigBase> = (config: C, ctx: ChannelContext) => ChannelAdapter | Promise<ChannelAdapter>;
 
-/** What every channel's config has, whatever its kind adds. */
+/**
+ * What every channel's config has, whatever its kind adds. (The common keys: `enabled`,
+ * `agent`, `allow_from`, ... are the core's; a factory reads only `id` and its own keys.)
+ */
 export interface ChannelConfigBase {
-  /** The channel's alias in the config (`[channels.NAME]`). */
+  /** The channel's `id` in its `[[channels]]` table. */
   id: string;
   /** The channel's kind. */
   type: string;
 }
 
-/** The secrets a channel needs, by base name (`token` is given as `token_env`, `token_file` or `token_credential`). */
+/** A channel's config as its kind's factory sees it: the base plus the kind's own keys. */
+export type ChannelConfigOf<S extends z.ZodType> = ChannelConfigBase & z.output<S>;
+
+/**
+ * The secrets a channel needs, by base name (`token` is given as `token_env`, `token_file` or
+ * `token_credential`). A missing required one is a config error; a missing optional one is not.
+ */
 export interface ChannelSecretNeeds {
   required: readonly string[];
   optional: readonly string[];
 }
 
+/** A problem a kind finds across its own table's keys; `path` is relative to the table. */
+export interface ChannelConfigProblem {
+  path: (string | number)[];
+  message: string;
+}
+
 /**
  * Everything the daemon knows about a channel kind before loading it. Each
- * `channels/<kind>/` folder exports one; `channels/registry.ts` lists them. The core never
- * names a kind: config validation, secrets, `check`, `--help` and start-up all read this.
+ * `channels/<kind>/` folder exports one; `channels/registry.ts` lists them and the entry
+ * point hands that list to the CLI. The core never names a kind: config validation,
+ * secrets, `check`, `--help`, cluster listener leases and start-up all read this.
  */
 export interface ChannelDescriptor<C extends ChannelConfigBase = ChannelConfigBase> {
-  /** The value of `type` in `[channels.NAME]`. */
+  /** The value of `type` in `[[channels]]`. */
   readonly kind: string;
-  /** One line for `--help` and `channeld check`. */
+  /** One line for `--help`. */
   readonly summary: string;
   /**
-   * The channel table's own keys (besides `type`), as a strict zod object. It is merged into
-   * the config schema, so an unknown or invalid key is reported with its file:line:col.
+   * The channel table's own keys (besides the common ones and `type`), as a zod object; its
+   * shape is merged into the strict config schema, so an unknown or invalid key is reported
+   * with its file:line:col like any other. A secret `X` is written as three optional keys
+   * `X_env`, `X_file`, `X_credential` (`secretRef` in src/contracts/secret-ref.ts writes them).
    */
-  readonly config: import('zod').ZodType<Omit<C, 'id'>>;
-  /** Which secrets a channel with this config needs; checked by `check` and at start. */
-  secrets(config: C): ChannelSecretNeeds;
-  /** Loads the implementation and its SDK; called only when a channel of this kind runs. */
+  readonly config: z.ZodObject;
+  readonly secrets: {
+    /**
+     * Every secret base name a table of this kind may carry. An inline `X = "..."` for any
+     * registered kind's secret is refused as an inline secret, and a reload that changes one
+     * restarts the channel.
+     */
+    readonly names: readonly string[];
+    /** Which of them a channel with this config needs; checked by `check` and at start. */
+    needs(config: C): ChannelSecretNeeds;
+  };
+  /**
+   * `allow_from` may be left out: whoever reaches this kind was let in already (a local page
+   * behind the daemon's own HTTP server and its access token). Otherwise it is required.
+   */
+  readonly allowFromOptional?: boolean;
+  /**
+   * Cluster mode: whether this channel's listener may run on one instance at a time
+   * (polling, gateway and socket listeners), so it runs under a lease. Webhook and page
+   * listeners accept on every instance behind the load balancer.
+   */
+  exclusiveListener(config: C): boolean;
+  /**
+   * The name of the page this kind serves at the daemon's root (`/`): `channeld run` logs
+   * it with the URL when a channel of this kind is enabled.
+   */
+  readonly page?: string;
+  /** Rules across this table's keys that its schema cannot say (a mode that needs another key). */
+  problems?(config: C): ChannelConfigProblem[];
+  /** Loads the implementation and its SDK; called only when a channel of this kind starts. */
   load(): Promise<ChannelFactory<C>>;
+}
+
+/**
+ * Types a kind's descriptor against its own schema (the factory and the hooks see the kind's
+ * keys) and returns it as the registry's element type. The cast is sound because the core
+ * calls these functions only with configs its merged schema parsed for this kind.
+ */
+export function defineChannel<S extends z.ZodObject>(descriptor: ChannelDescriptor<ChannelConfigOf<S>> & { readonly config: S }): ChannelDescriptor {
+  return descriptor as unknown as ChannelDescriptor;
 }

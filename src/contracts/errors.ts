@@ -8,6 +8,7 @@
 export const catalogue = {
   CONFIG_INVALID: { retryable: false, text: 'the configuration is invalid; fix the listed keys and run `channeld check`' },
   STATE_DIR_UNUSABLE: { retryable: false, text: 'daemon.state_dir must be a directory this user can create and write; fix the path or its permissions' },
+  CHANNEL_KIND_INVALID: { retryable: false, text: 'the channel kinds handed to channeld do not fit together (two with one name, or a kind key that clashes with the common channel keys); fix the registry' },
   CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
   KERNEL_MISSING_SERVICE: { retryable: false, text: 'a plugin injects a service that no plugin provides' },
   KERNEL_UNDECLARED_USE: { retryable: false, text: 'a plugin uses a service it does not list in `inject`' },

@@ -13,6 +13,7 @@ export * from './errors.js';
 export * from './hooks.js';
 export * from './http.js';
 export * from './message.js';
+export * from './secret-ref.js';
 export * from './modes.js';
 export * from './tools.js';
 export * from './turn.js';

@@ -2,7 +2,7 @@ import type { McpServerConfig } from '../config/schema.js';
 import { raceAbort, settleWithin } from '../util/abortable.js';
 import type { Logger } from '../observe/logger.js';
 import type { Tool } from '../contracts/tools.js';
-import { RunningCalls } from '../tools/running.js';
+import { RunningCalls } from '../runtime/running-calls.js';
 import type { McpServer, McpServerStatus } from './server.js';
 import type { ToolGate } from './tools.js';
 

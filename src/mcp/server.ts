@@ -7,7 +7,7 @@ import { backoffSchema, type BackoffConfig, type McpServerConfig } from '../conf
 import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { SupervisedChannel, type ChannelStatus } from '../supervisor/channel.js';
-import { VERSION } from '../cli/version.js';
+import { VERSION } from '../util/version.js';
 
 /** What /status shows for one MCP server. */
 export interface McpServerStatus {

@@ -3,7 +3,7 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from '../config/schema.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Tool, ToolContext } from '../contracts/tools.js';
-import { CancelledByUser, type RunningCalls } from '../tools/running.js';
+import { CancelledByUser, type RunningCalls } from '../runtime/running-calls.js';
 import type { McpServer } from './server.js';
 
 /** Decides whether a call that needs approval may run; see ApprovalCoordinator. */

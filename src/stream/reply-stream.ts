@@ -2,7 +2,7 @@ import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../contracts/channel.js';
 import type { MessageRef, ReplyTarget } from '../contracts/message.js';
 import { ChannelError, errorMessage, isRetryable } from '../contracts/errors.js';
-import { chunkText } from './chunk.js';
+import { chunkText } from '../util/chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
@@ -86,7 +86,7 @@ export class ReplyStream {
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor));
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
     this.#draftsEnabled = options.streamMode === 'partial';
-    const nativeWanted = options.capabilities.nativeStream !== 'none' && options.transport.openNativeStream !== undefined;
+    const nativeWanted = options.capabilities.nativeStream && options.transport.openNativeStream !== undefined;
     this.#nativeState = nativeWanted && this.#draftsEnabled && this.#shown.length === 0 ? 'unopened' : 'off';
     if (options.capabilities.typing) this.#typing();
     this.#done = this.#run();

@@ -10,7 +10,7 @@ import { withChat, withDaemon, withLlm } from '../helpers/fixtures.js';
 import { echoAgent, llmAgent, webchatChannel } from '../helpers/toml.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 describe('management actions', () => {
   let d: TestDaemon | undefined;

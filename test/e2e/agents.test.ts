@@ -1,5 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
+import { kinds } from '../helpers/kinds.js';
 import { ConfigError } from '../../src/contracts/errors.js';
 import type { FakeLlm } from '../fakes/llm/server.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -37,7 +38,7 @@ describe('agents and workspaces', () => {
     const two = `[agents.a]\nprovider = "echo"\n[agents.b]\nprovider = "echo"\n`;
     const problems = (src: string) => {
       try {
-        parseConfig(src, 'daemon.config.toml', {});
+        parseConfig(src, 'daemon.config.toml', kinds, {});
         return [];
       } catch (err) {
         return (err as ConfigError).problems;

@@ -9,7 +9,7 @@ import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChat, withDaemon } from '../helpers/fixtures.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 /**
  * The management CLI as an operator runs it: from another directory, in a shell that has

@@ -3,7 +3,7 @@ import { DiscordAdapter } from '../../channels/discord/adapter.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { LogSink } from '../helpers/daemon.js';
-import { openFenceAt } from '../../src/stream/chunk.js';
+import { openFenceAt } from '../../src/util/chunk.js';
 import type { FakeDiscord } from '../fakes/discord/server.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';

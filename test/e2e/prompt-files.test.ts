@@ -8,7 +8,7 @@ import { withChat, withDaemon, withLlm, withTempDir } from '../helpers/fixtures.
 import { llmAgent, webchatChannel } from '../helpers/toml.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 describe('persona and prompt files', () => {
   let llm: FakeLlm;

@@ -13,6 +13,7 @@ import { createTurnExecutor } from '../../src/workspace/execute.js';
 import { Workspace } from '../../src/workspace/workspace.js';
 import { FakeSlack } from '../fakes/slack/server.js';
 import { LogSink, waitFor } from '../helpers/daemon.js';
+import { kinds } from '../helpers/kinds.js';
 import { scaled } from '../helpers/timing.js';
 
 /**
@@ -35,7 +36,7 @@ describe('Slack: a hung Web API call', () => {
     sl = new FakeSlack();
     await sl.start();
     const toml = `[agent]\nprovider = "echo"\necho_delay_ms = 0\n\n[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`;
-    const { config } = parseConfig(toml, 'test.toml', { SL_BOT: sl.botToken, SL_APP: sl.appToken });
+    const { config } = parseConfig(toml, 'test.toml', kinds, { SL_BOT: sl.botToken, SL_APP: sl.appToken });
     const log = createLogger({ level: 'debug', destination: logs, pretty: false });
     const adapter = new SlackAdapter({ id: 'sl', mode: 'socket', apiUrl: sl.apiUrl, replyInThread: false, nativeStream: false, http: new HttpServer(), log, requestTimeoutMs: scaled(1000) }, { botToken: sl.botToken, appToken: sl.appToken });
     const ch: DispatchChannel = { config: config.channels[0]!, adapter };

@@ -8,7 +8,7 @@ import { DaemonProcess } from '../helpers/process.js';
 import { scaled } from '../helpers/timing.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {

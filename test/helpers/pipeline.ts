@@ -1,5 +1,6 @@
 import { onTestFinished } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
+import { kinds } from './kinds.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
 import { Dispatcher, type DispatchChannel } from '../../src/dispatch/dispatcher.js';
 import { replyTargetOf } from '../../src/contracts/message.js';
@@ -37,7 +38,7 @@ export interface Pipeline {
  * only channel is "t" (a webchat-typed section carrying the channel keys under test).
  */
 export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions>; executor?: Pick<TurnExecutorDeps, 'fenceOf'> } = {}): Pipeline {
-  const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', {});
+  const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', kinds, {});
   const logs = new LogSink();
   const log = createLogger({ level: 'debug', destination: logs, pretty: false });
   const db = options.db ?? openDb(':memory:');

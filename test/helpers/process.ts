@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { onTestFinished } from 'vitest';
 import { scaled } from './timing.js';
 
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 /** The built daemon as a real child process, with its JSON log lines collected. */
 export class DaemonProcess {
@@ -13,8 +13,9 @@ export class DaemonProcess {
   readonly exited: Promise<number | null>;
   #buf = '';
 
-  constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []) {
-    this.child = spawn(process.execPath, [...nodeArgs, main, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** `entry` is the script to run: the built `channeld`, or a test entry with more kinds (with `--import tsx` in `nodeArgs`). */
+  constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = [], entry = main) {
+    this.child = spawn(process.execPath, [...nodeArgs, entry, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d: Buffer) => this.#take(String(d)));
     this.child.stderr!.on('data', (d: Buffer) => this.#take(String(d)));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));
@@ -50,8 +51,8 @@ export class DaemonProcess {
 }
 
 /** A DaemonProcess on `configFile`, killed (SIGKILL) when the test finishes if it still runs. */
-export function withDaemonProcess(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []): DaemonProcess {
-  const p = new DaemonProcess(configFile, env, nodeArgs);
+export function withDaemonProcess(...args: ConstructorParameters<typeof DaemonProcess>): DaemonProcess {
+  const p = new DaemonProcess(...args);
   onTestFinished(() => void p.child.kill('SIGKILL'));
   return p;
 }

@@ -1,6 +1,6 @@
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { checkSize } from '../../src/dispatch/download.js';
+import { checkSize } from '../../src/util/download.js';
 
 /** Every kind of platform call the adapter can make; `draft` is a native stream's update. */
 export type Op = 'send' | 'edit' | 'delete' | 'typing' | 'finalize' | 'react' | 'open-stream' | 'draft' | 'download';
@@ -71,7 +71,7 @@ export class RecordingAdapter implements ChannelAdapter {
     caps: Partial<ChannelCapabilities> = {},
     options: RecordingOptions = {},
   ) {
-    this.capabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: 'none', typing: false, ...caps };
+    this.capabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: false, typing: false, ...caps };
     if (options.finalize) this.finalize = (refs, o) => this.#finalize(refs, o);
     if (options.reactions) this.setReaction = (ref, emoji, on, o) => this.#react(ref, emoji, on, o);
     if (options.files) {

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DiscordAdapter } from '../../../channels/discord/adapter.js';
 import { createLogger } from '../../../src/observe/logger.js';
-import { openFenceAt } from '../../../src/stream/chunk.js';
+import { openFenceAt } from '../../../src/util/chunk.js';
 import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import { LogSink } from '../../helpers/daemon.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';

@@ -1,5 +1,4 @@
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../../src/config/load.js';
 import { MAX_DURATION_MS } from '../../../src/config/schema.js';
 import { configProblems } from '../../helpers/config.js';
 

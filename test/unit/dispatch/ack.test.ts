@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
+import { kinds } from '../../helpers/kinds.js';
 import { AckReactions } from '../../../src/dispatch/ack.js';
 import type { DispatchChannel } from '../../../src/dispatch/dispatcher.js';
 import { createLogger } from '../../../src/observe/logger.js';
@@ -8,7 +9,7 @@ import { RecordingAdapter, userMessage } from '../../helpers/recording-adapter.j
 
 describe('AckReactions', () => {
   const setup = (ack: string | undefined) => {
-    const { config } = parseConfig(`[[channels]]\nid = "t"\ntype = "webchat"\n${ack ? `ack_reaction = "${ack}"\n` : ''}`, 'test.toml', {});
+    const { config } = parseConfig(`[[channels]]\nid = "t"\ntype = "webchat"\n${ack ? `ack_reaction = "${ack}"\n` : ''}`, 'test.toml', kinds, {});
     const adapter = new RecordingAdapter('t', {}, { reactions: true });
     const ch: DispatchChannel = { config: config.channels[0]!, adapter };
     const acks = new AckReactions((id) => (id === 't' ? ch : undefined), createLogger({ level: 'silent', destination: new LogSink() }));

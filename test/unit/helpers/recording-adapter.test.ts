@@ -10,7 +10,7 @@ const ref: MessageRef = { chatId: 'c', messageId: 'm1' };
 const file = { id: 'f1', type: 'document', name: 'a.txt' };
 
 function full(): RecordingAdapter {
-  return new RecordingAdapter('t', { nativeStream: 'telegram-draft' }, { finalize: true, reactions: true, files: { f1: Buffer.from('hello') }, nativeStream: true });
+  return new RecordingAdapter('t', { nativeStream: true }, { finalize: true, reactions: true, files: { f1: Buffer.from('hello') }, nativeStream: true });
 }
 
 /** One call of each op, with `signal`. */

@@ -7,7 +7,7 @@ import { CodedError } from '../../../src/contracts/errors.js';
 import { openDb, SCHEMA_VERSION } from '../../../src/store/db.js';
 import { GroupCommit } from '../../../src/store/group-commit.js';
 import { StorageHealth } from '../../../src/store/health.js';
-import { prepareStateDir, stateDirProblem } from '../../../src/store/state-dir.js';
+import { prepareStateDir, stateDirProblem } from '../../../src/util/state-dir.js';
 import { waitFor } from '../../helpers/daemon.js';
 
 const dirs: string[] = [];
