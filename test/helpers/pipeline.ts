@@ -1,3 +1,4 @@
+import { onTestFinished } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { kinds } from './kinds.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
@@ -94,4 +95,11 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
       if (!options.db) db.close();
     },
   };
+}
+
+/** `pipeline(...)`, closed when the test finishes (a test may close it itself first, as the daemon would). */
+export function withPipeline(...args: Parameters<typeof pipeline>): Pipeline {
+  const p = pipeline(...args);
+  onTestFinished(() => p.close());
+  return p;
 }
