@@ -13,6 +13,7 @@ const layers = [
   ['kernel'],
   ['observe'],
   ['config'],
+  ['inbox'],
   ['store'],
   ['agent', 'stream', 'supervisor'],
   ['runtime'],

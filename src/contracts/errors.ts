@@ -50,6 +50,7 @@ export const catalogue = {
   AGENT_NO_ENDING: { retryable: false, text: 'the agent runner stopped without done, error or cancelled', user: 'The agent ended without an answer.' },
   ANSWER_REPEATING: { retryable: false, text: 'the answer looped and was stopped', user: 'The answer started repeating itself, so it was stopped.' },
   STORAGE_UNAVAILABLE: { retryable: true, text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status' },
+  INBOX_ILLEGAL_TRANSITION: { retryable: false, text: 'an inbox item was moved to a state its current state does not lead to; this is a bug in channeld, please report it' },
   STORAGE_TOO_NEW: { retryable: false, text: 'the database was written by a newer channeld; run that version, or move the state_dir aside to start afresh' },
   STORAGE_DAMAGED: { retryable: false, text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside' },
   LISTEN_INVALID: { retryable: false, text: 'the HTTP server cannot bind [http] listen; use an address of this machine and a port you may use' },

@@ -30,6 +30,7 @@ export const dispatcherPlugin = definePlugin({
     const hardStop = ctx.use('shutdown').signal;
     const dispatcher = new Dispatcher({
       tracker,
+      hardStop,
       control: toolControls(ctx.use('approvals'), ctx.use('mcp').running),
       agentOf: (channelId) => {
         const agent = agentOf(config.config, channelId);
@@ -66,7 +67,6 @@ export const dispatcherPlugin = definePlugin({
         createTurnExecutor({
           channel,
           workspaceFor: (id) => workspaces.byName.get(agentOf(config.config, id)),
-          inbox,
           metrics,
           log,
           hardStop,
