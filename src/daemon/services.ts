@@ -19,7 +19,7 @@ import type { ApprovalCoordinator } from '../tools/approvals.js';
 import type { Workspace } from '../workspace/workspace.js';
 import type { ManagementApi } from '../actions/action.js';
 import type { ClusterStatus } from '../cluster/compose.js';
-import type { DaemonStatus } from '../observe/routes.js';
+import type { DaemonStatus } from '../actions/daemon-status.js';
 import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
 
