@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes } from 'discord.js';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { CodedError } from '../../src/contracts/errors.js';
 import type { Logger } from 'pino';

@@ -2,7 +2,7 @@ import { randomInt } from 'node:crypto';
 import { Api } from 'grammy';
 import type { ReactionTypeEmoji } from 'grammy/types';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep, untilAborted } from '../../src/util/abortable.js';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { checkSize } from '../../src/dispatch/download.js';
+import { checkSize } from '../../src/util/download.js';
 import type { Attachment } from '../../src/contracts/message.js';
 import { CodedError } from '../../src/contracts/errors.js';
 import { readBody, sendJson } from '../../src/util/http.js';

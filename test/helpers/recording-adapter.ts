@@ -1,6 +1,6 @@
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { checkSize } from '../../src/dispatch/download.js';
+import { checkSize } from '../../src/util/download.js';
 
 /** Every kind of platform call the adapter can make; `draft` is a native stream's update. */
 export type Op = 'send' | 'edit' | 'delete' | 'typing' | 'finalize' | 'react' | 'open-stream' | 'draft' | 'download';
