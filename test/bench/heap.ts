@@ -42,7 +42,10 @@ const mb = (b: number) => (b / 1024 / 1024).toFixed(2);
 async function metricsOf(url: string): Promise<Record<string, number>> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^channeld_(process_resident_memory_bytes|nodejs_heap_size_total_bytes|nodejs_heap_size_used_bytes|nodejs_external_memory_bytes|nodejs_heap_space_size_total_bytes\{space="\w+"\}) (\S+)$/gm)) out[m[1]!] = Number(m[2]);
+  for (const m of text.matchAll(
+    /^channeld_(process_resident_memory_bytes|nodejs_heap_size_total_bytes|nodejs_heap_size_used_bytes|nodejs_external_memory_bytes|nodejs_heap_space_size_total_bytes\{space="\w+"\}) (\S+)$/gm,
+  ))
+    out[m[1]!] = Number(m[2]);
   return out;
 }
 
@@ -57,27 +60,40 @@ async function main(): Promise<void> {
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
     const snap = async (label: string): Promise<Map<string, { bytes: number; count: number }>> => {
       await new Promise((r) => setTimeout(r, 2000));
-      console.log(`${label}: RSS ${rssMb(p.child.pid!).toFixed(1)} MB; ${Object.entries(await metricsOf(url)).map(([k, v]) => `${k} ${mb(v)}`).join(', ')}`);
+      console.log(
+        `${label}: RSS ${rssMb(p.child.pid!).toFixed(1)} MB; ${Object.entries(await metricsOf(url))
+          .map(([k, v]) => `${k} ${mb(v)}`)
+          .join(', ')}`,
+      );
       const before = new Set(readdirSync(dir));
       p.signal('SIGUSR2');
       let file = '';
-      await waitFor(() => {
-        file = readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot')) ?? '';
-        return file !== '';
-      }, 120_000, 50);
+      await waitFor(
+        () => {
+          file = readdirSync(dir).find((f) => !before.has(f) && f.endsWith('.heapsnapshot')) ?? '';
+          return file !== '';
+        },
+        120_000,
+        50,
+      );
       // Written in one go: wait until the size stops changing.
       let size = -1;
-      await waitFor(() => {
-        const s = readFileSync(join(dir, file)).length;
-        const done = s === size && s > 0;
-        size = s;
-        return done;
-      }, 120_000, 500);
+      await waitFor(
+        () => {
+          const s = readFileSync(join(dir, file)).length;
+          const done = s === size && s > 0;
+          size = s;
+          return done;
+        },
+        120_000,
+        500,
+      );
       const sum = summarize(JSON.parse(readFileSync(join(dir, file), 'utf8')) as Snapshot);
       rmSync(join(dir, file));
       const total = [...sum.values()].reduce((a, e) => a + e.bytes, 0);
       console.log(`  live heap in the snapshot: ${mb(total)} MB; largest:`);
-      for (const [k, e] of [...sum].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 15)) console.log(`    ${mb(e.bytes).padStart(7)} MB  ${String(e.count).padStart(8)}  ${k}`);
+      for (const [k, e] of [...sum].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 15))
+        console.log(`    ${mb(e.bytes).padStart(7)} MB  ${String(e.count).padStart(8)}  ${k}`);
       return sum;
     };
     const push = async (count: number, label: string) => {
