@@ -82,10 +82,24 @@ export class Leases {
 
   /** One attempt to take `key`; the held lease, or undefined when someone else holds it. */
   async tryAcquire(key: string, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
-    const seen = this.#seen.get(key);
+    let seen = this.#seen.get(key);
     const sent = Date.now();
     try {
-      if (!seen) return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
+      if (!seen) {
+        try {
+          return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
+        } catch (err) {
+          if (!isWrongRevision(err)) throw err;
+        }
+        // The key exists but the watch has not shown it yet (this process just started):
+        // read it, so a lease left by this instance id's previous run (a kill -9, then a
+        // restart within the TTL) is taken back at once instead of refused.
+        const now = await this.kv.get(key);
+        if (!now || now.operation !== 'PUT') return undefined;
+        seen = { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() };
+        if (!this.#seen.has(key)) this.#seen.set(key, seen);
+        if (seen.value.owner !== this.instanceId) return undefined;
+      }
       if (seen.value.owner === this.instanceId || Date.now() - seen.seenAt > this.ttlMs) {
         // Not renewed for a whole TTL (or our own, left by a previous run of this instance id).
         try {
