@@ -9,7 +9,8 @@ export interface ManagementApi {
   /** Applies the config file; with `dryRun`, only validates it in the daemon's own environment. */
   reload(options?: { dryRun?: boolean }): Promise<{ ok: boolean; generation: number; errors: string[]; dry_run?: boolean; file?: string }>;
   turns(): TrackedTask[];
-  stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
+  /** Stops a turn by id: this instance's, or in cluster mode the instance's that runs it. */
+  stopTurn(id: string): Promise<'cancelled' | 'dropped' | undefined>;
   sessions(): Promise<Array<{ channel: string; agent: string; conversations: number; sessions: number; last_activity: string | null }>>;
   /** One conversation as its user sees it (the slash face of status). */
   conversation(agent: string, scope: string): Record<string, string | number>;

@@ -181,8 +181,8 @@ export class Daemon implements ManagementApi {
     return this.tracker.list();
   }
 
-  stopTurn(id: string) {
-    return this.dispatcher.stopTurn(id);
+  async stopTurn(id: string) {
+    return this.dispatcher.stopTurn(id) ?? (await this.#cluster?.stopTurn(id));
   }
 
   /** This instance as the other cluster members see it in its heartbeat. */

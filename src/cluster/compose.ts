@@ -8,7 +8,7 @@ import type { Logger } from '../observe/logger.js';
 import type { LoadedConfig } from '../config/load.js';
 import { agentOf } from '../config/load.js';
 import { openCluster, type ClusterServices } from './connect.js';
-import { ClusterInbox } from './inbox.js';
+import { ClusterInbox, type StopRequest } from './inbox.js';
 import type { HeldLease } from './leases.js';
 import { leasedAdapter, needsLease } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
@@ -96,6 +96,11 @@ export class ClusterComposition {
     };
   }
 
+  /** The operator's stop of a turn this instance does not run: sent to the instance that does. */
+  stopTurn(id: string): Promise<'cancelled' | 'dropped' | undefined> {
+    return this.#inbox ? this.#inbox.stopTurn(id) : Promise.resolve(undefined);
+  }
+
   /** Aborted when this instance loses the lease of the scope's partition: its reply stops writing. */
   fenceOf(scope: string): AbortSignal | undefined {
     return this.#partitions?.leaseOf(scope);
@@ -149,10 +154,20 @@ export class ClusterComposition {
         const sub = s.nc.subscribe(s.names.stopWildcard, {
           callback: (err, msg) => {
             if (err) return void log.warn({ err }, '/stop subscription failed');
-            const scope = msg.string();
-            if (!partitions.owns(scope)) return;
-            const stopped = dispatcher.stop(scope, 'stopped by /stop');
-            log.info({ scope, stopped }, '/stop from another instance');
+            let req: StopRequest;
+            try {
+              req = msg.json<StopRequest>();
+            } catch {
+              return void log.warn({ subject: msg.subject }, 'unreadable /stop request ignored');
+            }
+            if (!partitions.owns(req.scope)) return;
+            if (req.turn !== undefined) {
+              const result = dispatcher.stopTurn(req.turn);
+              log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
+              return void msg.respond(result ?? 'nothing');
+            }
+            const stopped = dispatcher.stop(req.scope, 'stopped by /stop');
+            log.info({ scope: req.scope, stopped }, '/stop from another instance');
             msg.respond(stopped ? 'stopped' : 'nothing');
           },
         });

@@ -27,6 +27,15 @@ interface Tracked {
   fenced: boolean;
 }
 
+/**
+ * What travels on `<ns>.stop.<scope token>`: a chat /stop (the scope's running turn and
+ * its queue, as on one node) or, with `turn`, the operator's stop of that one turn.
+ */
+export interface StopRequest {
+  scope: string;
+  turn?: string;
+}
+
 /** Operation counts since start, for the bench and /status. */
 export interface ClusterOps {
   natsPublishes: number;
@@ -83,10 +92,36 @@ export class ClusterInbox implements RemoteInbox {
     this.ops.natsStops++;
     try {
       // Only the instance that owns the scope's partition answers.
-      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), scope, { timeout: 400 });
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope } satisfies StopRequest), { timeout: 400 });
       return reply.string() === 'stopped' ? 'stopped' : 'nothing';
     } catch {
       return 'nothing'; // nobody owns the partition right now: nothing runs
+    }
+  }
+
+  /**
+   * The operator's stop of one turn by id (its first item's stream sequence), wherever it
+   * runs: the item, still in the stream until it is answered, names the scope, and the
+   * request goes to that scope's /stop subject, which only the partition's owner answers.
+   */
+  async stopTurn(id: string): Promise<'cancelled' | 'dropped' | undefined> {
+    const seq = Number(id);
+    if (!Number.isSafeInteger(seq) || seq <= 0) return undefined;
+    let scope: string;
+    try {
+      const stored = await this.s.jsm.streams.getMessage(this.s.names.stream, { seq });
+      if (!stored) return undefined;
+      scope = stored.json<StreamedItem>().scope;
+    } catch {
+      return undefined; // answered (acked and gone) or never there
+    }
+    this.ops.natsStops++;
+    try {
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope, turn: id } satisfies StopRequest), { timeout: 1000 });
+      const r = reply.string();
+      return r === 'cancelled' || r === 'dropped' ? r : undefined;
+    } catch {
+      return undefined; // nobody owns the partition right now: nothing runs
     }
   }
 

@@ -85,6 +85,39 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     expect(other.logs.text).toContain('/stop from another instance');
   });
 
+  it("the operator's stop-turn sent to one instance stops the turn running on another, and drops one queued there", async () => {
+    const [a, b] = await cluster(2, 150);
+    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const here = a!;
+    const there = b!;
+    const thereParts = there.daemon.status().cluster!.partitions.owned;
+    const id = Array.from({ length: 100 }, (_, i) => 4000 + i).find((n) => thereParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const user = { id, first_name: 'Remote' };
+    tg!.dm(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), user);
+    tg!.dm('second question', user);
+    const turns = await waitFor(() => {
+      const list = there.daemon.status().turns.list;
+      return list.some((t) => t.state === 'running') && list.some((t) => t.state === 'queued') ? list : undefined;
+    }, 10_000);
+    await waitFor(() => tg!.texts(id).length === 1, 10_000);
+    const running = turns.find((t) => t.state === 'running')!;
+    const queued = turns.find((t) => t.state === 'queued')!;
+    // Neither turn is on the instance asked: it finds the one that runs them.
+    expect(here.daemon.status().turns.list).toEqual([]);
+    const stop = async (turn: string) => {
+      const res = await fetch(`${here.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: turn }) });
+      return { status: res.status, body: (await res.json()) as { result?: string } };
+    };
+    expect(await stop(queued.id)).toEqual({ status: 200, body: { id: queued.id, result: 'dropped' } });
+    expect(await stop(running.id)).toEqual({ status: 200, body: { id: running.id, result: 'cancelled' } });
+    await waitFor(() => tg!.texts(id)[0]!.endsWith(STOP_MARKER), 5000);
+    await waitFor(() => there.daemon.status().turns.list.length === 0, 5000);
+    // The dropped question was never answered; an id no instance runs is still a 404.
+    expect(tg!.texts(id)).toHaveLength(1);
+    expect((await stop(running.id)).status).toBe(404);
+    expect(there.logs.text).toContain('stop-turn from another instance');
+  });
+
   it('an instance that stops hands its listener and partitions over; nothing is lost', async () => {
     const [a, b] = await cluster(2, 5);
     await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
