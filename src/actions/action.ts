@@ -15,7 +15,7 @@ export interface ManagementApi {
   /** One conversation as its user sees it (the slash face of status). */
   conversation(agent: string, scope: string): Record<string, string | number>;
   /** Stored turn usage matching the filter: per (channel, agent, model), and the sum. */
-  usage(filter: UsageFilter): { rows: UsageRow[]; total: UsageTotals };
+  usage(filter: UsageFilter): Promise<{ rows: UsageRow[]; total: UsageTotals }>;
   /** An agent's `daily_budget` today; undefined without one. */
   budget(agent: string): { daily: number; spent_today: number; left: number } | undefined;
 }

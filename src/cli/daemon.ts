@@ -205,9 +205,10 @@ export class Daemon implements ManagementApi {
     return this.#kernel.get<WorkspaceTable>('workspaces').byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` };
   }
 
-  usage(filter: UsageFilter) {
+  async usage(filter: UsageFilter) {
     const ledger = this.#kernel.get<UsageLedger>('usage');
-    return { rows: ledger.breakdown(filter), total: ledger.totals(filter) };
+    const [rows, total] = await Promise.all([ledger.breakdown(filter), ledger.totals(filter)]);
+    return { rows, total };
   }
 
   budget(agent: string) {

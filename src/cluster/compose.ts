@@ -13,7 +13,10 @@ import type { HeldLease } from './leases.js';
 import { leasedAdapter, needsLease } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
+import { PgApprovalStore } from './pg-approvals.js';
 import { PgConversationStore, PgSessionStore, PgWriter } from './pg-state.js';
+import { PgUsageLedger } from './pg-usage.js';
+import { startOfUtcDay } from '../store/usage.js';
 
 /** The cluster part of /status (and `channeld status`, /admin). */
 export interface ClusterStatus {
@@ -44,6 +47,7 @@ export class ClusterComposition {
   #writer: PgWriter | undefined;
   #sessions: PgSessionStore | undefined;
   #conversations: PgConversationStore | undefined;
+  #usage: PgUsageLedger | undefined;
   #partitions: Partitions | undefined;
 
   constructor(private readonly o: ClusterCompositionOptions) {}
@@ -53,11 +57,11 @@ export class ClusterComposition {
     return this.#s;
   }
 
-  /** Provides inbox, sessions and conversations from NATS and PostgreSQL. */
+  /** Provides inbox, sessions, conversations, usage and approval decisions from NATS and PostgreSQL. */
   storePlugin(): Plugin {
     return {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store'],
       inject: ['config', 'logger'],
       startTimeoutMs: 30_000,
       start: async (ctx) => {
@@ -73,9 +77,12 @@ export class ClusterComposition {
         this.#inbox = new ClusterInbox(s, log, this.o.hardStop);
         this.#sessions = new PgSessionStore(this.#writer);
         this.#conversations = new PgConversationStore(this.#writer);
+        this.#usage = new PgUsageLedger(this.#writer);
         ctx.provide('inbox', this.#inbox);
         ctx.provide('sessions', this.#sessions);
         ctx.provide('conversations', this.#conversations);
+        ctx.provide('usage', this.#usage);
+        ctx.provide('approval-store', new PgApprovalStore(this.#writer));
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },
     };
@@ -89,7 +96,13 @@ export class ClusterComposition {
   wrapExecute(execute: ExecuteTurn): ExecuteTurn {
     return async (job, signal) => {
       const agent = this.#agentOf(job.scope);
-      await Promise.all([this.#sessions!.prepare(agent, job.scope), this.#conversations!.prepare(agent, job.scope)]);
+      // The budget gate reads the cluster's spending today: learnt here for agents that have one.
+      const budgeted = this.o.config().config.agents[agent]?.daily_budget !== undefined;
+      await Promise.all([
+        this.#sessions!.prepare(agent, job.scope),
+        this.#conversations!.prepare(agent, job.scope),
+        ...(budgeted ? [this.#usage!.refresh(agent, startOfUtcDay())] : []),
+      ]);
       const ending = await execute(job, signal);
       await this.#writer!.flush();
       return ending;

@@ -46,6 +46,17 @@ export class PgWriter {
     }
   }
 
+  /** One statement committed now, outside the write-behind queue; rejects when it is not stored. */
+  async exec(sql: string, params: unknown[]): Promise<void> {
+    try {
+      await this.pool.query(sql, params);
+      this.counts.writes++;
+      this.counts.commits++;
+    } catch (err) {
+      throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
   flush(): Promise<void> {
     this.#scheduled = false;
     const batch = this.#queue;
