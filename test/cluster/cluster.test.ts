@@ -22,19 +22,25 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     for (const ns of namespaces) await dropNamespace(ns);
   });
 
-  const cluster = async (n: number, echoMs: number) => {
+  /** `n` instances started one after another; with `settleEach`, each has its share before the next starts. */
+  const cluster = async (n: number, echoMs: number, partitions = 8, settleEach = false) => {
     const ns = uniqueNamespace();
     namespaces.push(ns);
     tg = new FakeTelegram();
     await tg.start();
     const body = (id: string) =>
-      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = 8`)}[agent]\nprovider = "echo"\necho_delay_ms = ${echoMs}\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg!.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
-    for (let i = 0; i < n; i++) daemons.push(await startDaemon(body(`i${i}`), { TG_TOKEN: tg.token, ...clusterEnv }));
-    // Every partition is owned, shared out between the instances.
-    await waitFor(() => {
-      const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
-      return owned.flat().length === 8 && owned.every((o) => o.length === 8 / n);
-    }, 20_000);
+      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = ${partitions}`)}[agent]\nprovider = "echo"\necho_delay_ms = ${echoMs}\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg!.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
+    // Every partition is owned, shared out evenly between the instances.
+    const shared = () =>
+      waitFor(() => {
+        const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
+        return owned.flat().length === partitions && owned.every((o) => o.length >= Math.floor(partitions / daemons.length));
+      }, 20_000);
+    for (let i = 0; i < n; i++) {
+      daemons.push(await startDaemon(body(`i${i}`), { TG_TOKEN: tg.token, ...clusterEnv }));
+      if (settleEach) await shared();
+    }
+    await shared();
     return daemons;
   };
 
@@ -64,6 +70,13 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     await b!.daemon.reload();
     await waitFor(() => a!.daemon.status().cluster!.instances.find((i) => i.id === 'i1')?.generation === 2, 10_000);
     expect(a!.daemon.status().generation).toBe(1);
+  });
+
+  it('instances joining one by one share the partitions evenly: 10 over 3 is 4/3/3, never 4/4/2', async () => {
+    // 10, then 5/5, then each gives up its surplus: with everyone aiming at ceil(10 / 3) = 4
+    // that stopped at 4/4/2 (no surplus anywhere, and the newcomer short of its share).
+    const all = await cluster(3, 5, 10, true);
+    expect(all.map((d) => d.daemon.status().cluster!.partitions.owned.length).sort()).toEqual([3, 3, 4]);
   });
 
   it('/stop received by one instance stops the turn running on the other', async () => {

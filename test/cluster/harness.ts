@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeSlack, signSlack } from '../fakes/slack/server.js';
@@ -34,6 +34,8 @@ export class ProcessCluster {
   readonly ns = uniqueNamespace();
   readonly dir = mkdtempSync(join(tmpdir(), 'channeld-cluster-'));
   readonly members: Member[] = [];
+  /** Every process started, killed ones included, for the logs kept on request. */
+  readonly #all: Member[] = [];
   #rr = 0;
 
   constructor(private readonly o: { echoDelayMs: number; leaseTtlMs?: number; maxInFlight?: number }) {}
@@ -61,8 +63,15 @@ export class ProcessCluster {
   /** Starts (or restarts) the instance `id`. */
   async spawn(id: string): Promise<Member> {
     const proc = new DaemonProcess(this.#config(id), { TG: this.tg.token, SL_BOT: this.sl.botToken, SL_SIGN: SIGNING, ...clusterEnv });
-    const url = await proc.url(90_000);
+    // A process that exits before it serves (a refused start) fails here, not after the wait.
+    const url = await Promise.race([
+      proc.url(90_000),
+      proc.exited.then((code) => {
+        throw new Error(`instance ${id} exited with ${code} before it served: ${JSON.stringify(proc.lines.slice(-3))}`);
+      }),
+    ]);
     const m: Member = { id, proc, url, alive: true };
+    this.#all.push(m);
     const i = this.members.findIndex((x) => x.id === id);
     if (i >= 0) this.members[i] = m;
     else this.members.push(m);
@@ -78,14 +87,15 @@ export class ProcessCluster {
     return (await (await fetch(`${m.url}/status`)).json()) as ClusterStatusJson;
   }
 
-  /** Waits until `n` instances are alive and every partition is owned. */
+  /** Waits until `n` instances are alive and every partition is owned, shared out evenly (as the balancing aims). */
   async settled(n: number, timeoutMs = 30_000): Promise<void> {
     await waitFor(
       async () => {
         const all = await Promise.all(this.live().map((m) => this.status(m).catch(() => undefined)));
         if (all.some((s) => !s)) return false;
         const owned = all.flatMap((s) => s!.cluster.partitions.owned);
-        return all.length === n && new Set(owned).size === 16 && owned.length === 16 && all[0]!.cluster.instances.filter((i) => i.alive).length === n;
+        const even = all.every((s) => s!.cluster.partitions.owned.length >= Math.floor(16 / n));
+        return all.length === n && even && new Set(owned).size === 16 && owned.length === 16 && all[0]!.cluster.instances.filter((i) => i.alive).length === n;
       },
       timeoutMs,
       100,
@@ -120,6 +130,12 @@ export class ProcessCluster {
   async close(): Promise<void> {
     for (const m of this.members) if (m.alive) m.proc.child.kill('SIGKILL');
     await Promise.all(this.members.map((m) => m.proc.exited));
+    // CHANNELD_CLUSTER_LOGS=<dir> keeps every process's log lines there (to study a slow or failed run).
+    const keep = process.env.CHANNELD_CLUSTER_LOGS;
+    if (keep) {
+      mkdirSync(keep, { recursive: true });
+      this.#all.forEach((m, i) => writeFileSync(join(keep, `${i}-${m.id}.jsonl`), m.proc.lines.map((l) => JSON.stringify(l)).join('\n')));
+    }
     await Promise.all([this.tg.close(), this.sl.close()]);
     await dropNamespace(this.ns);
     rmSync(this.dir, { recursive: true, force: true });
@@ -197,6 +213,13 @@ export class Load {
   unfinished(): Array<{ key: string; text: string; lastWriteAt: number }> {
     const finals = new Set([...this.sent.values()].flat());
     return [...this.sent.keys()].flatMap((key) => this.messages(key).filter((m) => !finals.has(m.text)).map((m) => ({ key, ...m })));
+  }
+
+  /** Sent, answered and finished conversations, for a progress line. */
+  progress(): string {
+    const answered = [...this.sent.keys()].reduce((n, k) => n + this.answers(k).length, 0);
+    const done = [...this.sent.entries()].filter(([k, t]) => this.answers(k).length >= t.length).length;
+    return `sent ${[...this.sent.values()].flat().length}, answered ${answered}, conversations done ${done}`;
   }
 
   complete(): boolean {
