@@ -202,7 +202,7 @@ export class ClusterComposition {
       partitions: { total: s.config.partitions, owned: this.#partitions?.owned() ?? [] },
       instances: rows.filter((r) => r.key.startsWith('inst.')).map((r) => ({ id: r.owner, alive: !r.expired, age_ms: r.ageMs, ...r.info })),
       leases: rows.filter((r) => !r.key.startsWith('inst.')).map((r) => ({ key: r.key, owner: r.owner, age_ms: r.ageMs, expired: r.expired })),
-      ops: { ...this.#inbox!.ops, pgStateReads: this.#writer!.counts.reads, pgStateWrites: this.#writer!.counts.writes, pgStateCommits: this.#writer!.counts.commits },
+      ops: { ...this.#inbox!.ops, natsKvOps: s.leases.kvOps, pgStateReads: this.#writer!.counts.reads, pgStateWrites: this.#writer!.counts.writes, pgStateCommits: this.#writer!.counts.commits },
     };
   }
 }

@@ -41,6 +41,8 @@ export interface ClusterOps {
   natsPublishes: number;
   natsAcks: number;
   natsStops: number;
+  /** Items received from the partition consumers (takeovers receive some again). */
+  natsDeliveries: number;
   pgWrites: number;
   pgReads: number;
 }
@@ -58,7 +60,7 @@ export interface ClusterOps {
 export class ClusterInbox implements RemoteInbox {
   readonly remote = true as const;
   readonly #tracked = new Map<number, Tracked>();
-  readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, pgWrites: 0, pgReads: 0 };
+  readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, natsDeliveries: 0, pgWrites: 0, pgReads: 0 };
 
   constructor(
     private readonly s: ClusterServices,

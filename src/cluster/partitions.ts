@@ -169,6 +169,7 @@ export class Partitions {
     try {
       for await (const m of o.messages!) {
         if (o.leaving || o.lease.signal.aborted) break;
+        this.inbox.ops.natsDeliveries++;
         let item: StreamedItem;
         try {
           item = m.json<StreamedItem>();

@@ -195,13 +195,26 @@ export class Load {
       });
   }
 
+  /**
+   * The texts of a conversation's bot messages, in send order. Cheap, unlike `messages()`:
+   * the waits call it for every conversation several times a second, in the process that
+   * also serves the fake platforms, so scanning every API call per message here (as
+   * `messages()` does for the write times) took CPU from the very load being measured.
+   */
+  texts(key: string): string[] {
+    const [kind, id] = key.split(':') as [string, string];
+    if (kind === 'tg') return this.c.tg.messages.filter((m) => String(m.chatId) === id && !m.deleted).map((m) => visibleText(m.text, m.parseMode));
+    return this.c.sl.messages.filter((m) => m.channel === id && !m.deleted).map((m) => m.text);
+  }
+
   #finals = new Set<string>();
+  #finalsOf = 0;
   /** The answers each conversation shows now, in order: complete answers only (drafts being written are left out). */
   answers(key: string): string[] {
-    if (this.#finals.size === 0) for (const t of [...this.sent.values()].flat()) this.#finals.add(t);
-    return this.messages(key)
-      .map((m) => m.text)
-      .filter((t) => this.#finals.has(t) || !this.#isDraft(key, t));
+    const sent = [...this.sent.values()].flat();
+    if (sent.length !== this.#finalsOf) for (const t of sent) this.#finals.add(t);
+    this.#finalsOf = sent.length;
+    return this.texts(key).filter((t) => this.#finals.has(t) || !this.#isDraft(key, t));
   }
 
   /** A text that is the start of an answer this conversation expects, but not the whole of it. */

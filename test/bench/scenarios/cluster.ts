@@ -21,6 +21,7 @@ export async function cluster(o: ScenarioOptions): Promise<Row[]> {
       const load = new Load(c, convs, per);
       const sentAt = new Map<string, number>();
       const latencies: number[] = [];
+      const before = await sumOps(c);
       const t0 = performance.now();
       for (let k = 0; k < per; k++) {
         for (let i = 0; i < convs; i++) sentAt.set(load.text(i, k), performance.now());
@@ -39,17 +40,20 @@ export async function cluster(o: ScenarioOptions): Promise<Row[]> {
         await new Promise((r) => setTimeout(r, 20));
       }
       const seconds = (performance.now() - t0) / 1000;
-      const statuses = await Promise.all(c.live().map((m) => c.status(m)));
+      // What the load cost: the counters' growth from its first message to its last answer.
+      const after = await sumOps(c);
       const ops: Record<string, number> = {};
-      for (const s of statuses) for (const [k, v] of Object.entries(s.cluster.ops)) ops[k] = (ops[k] ?? 0) + v;
+      for (const [k, v] of Object.entries(after)) ops[k] = v - (before[k] ?? 0);
       const total = convs * per;
-      const nats = (ops.natsPublishes ?? 0) + (ops.natsAcks ?? 0) + (ops.natsStops ?? 0);
+      const nats = (ops.natsPublishes ?? 0) + (ops.natsDeliveries ?? 0) + (ops.natsAcks ?? 0) + (ops.natsStops ?? 0);
       const pgOps = (ops.pgReads ?? 0) + (ops.pgWrites ?? 0) + (ops.pgStateReads ?? 0) + (ops.pgStateWrites ?? 0);
       rows.push(
         { scenario: 'cluster', metric: `${n} instance(s): ${total} messages over ${convs} conversations, answered`, value: latencies.length, unit: 'msgs' },
         { scenario: 'cluster', metric: `${n} instance(s): throughput`, value: latencies.length / seconds, unit: 'msg/s' },
         { scenario: 'cluster', metric: `${n} instance(s): p99 message → final answer`, value: percentile(latencies, 99), unit: 'ms' },
-        { scenario: 'cluster', metric: `${n} instance(s): NATS operations per message (publish, ack, stop)`, value: nats / total, unit: 'ops' },
+        { scenario: 'cluster', metric: `${n} instance(s): NATS stream operations per message (publish, delivery, ack)`, value: nats / total, unit: 'ops' },
+        // Lease takes and renewals do not grow with the load: per second of the run, all instances.
+        { scenario: 'cluster', metric: `${n} instance(s): NATS KV lease operations per second (independent of load)`, value: (ops.natsKvOps ?? 0) / seconds, unit: 'ops/s' },
         { scenario: 'cluster', metric: `${n} instance(s): PostgreSQL statements per message`, value: pgOps / total, unit: 'ops' },
         { scenario: 'cluster', metric: `${n} instance(s): PostgreSQL commits per message`, value: ((ops.pgWrites ?? 0) + (ops.pgStateCommits ?? 0)) / total, unit: 'ops' },
       );
@@ -58,4 +62,11 @@ export async function cluster(o: ScenarioOptions): Promise<Row[]> {
     }
   }
   return rows;
+}
+
+/** The operation counters of every live instance, added up. */
+async function sumOps(c: ProcessCluster): Promise<Record<string, number>> {
+  const ops: Record<string, number> = {};
+  for (const st of await Promise.all(c.live().map((m) => c.status(m)))) for (const [k, v] of Object.entries(st.cluster.ops)) ops[k] = (ops[k] ?? 0) + v;
+  return ops;
 }
