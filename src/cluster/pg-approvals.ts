@@ -1,5 +1,5 @@
 import type { ApprovalRow, ApprovalState, Approvals } from '../store/approvals.js';
-import type { PgWriter } from './pg-state.js';
+import type { PgWriter } from './pg-writer.js';
 
 /**
  * Tool-approval decisions in PostgreSQL, so a turn that another instance takes over (its

@@ -1,5 +1,5 @@
 import type { UsageFilter, UsageLedger, UsageRecord, UsageRow, UsageTotals } from '../store/usage.js';
-import type { PgWriter } from './pg-state.js';
+import type { PgWriter } from './pg-writer.js';
 
 const SUMS = `COUNT(*)::int AS turns, COALESCE(SUM(input_tokens), 0)::float8 AS input_tokens, COALESCE(SUM(output_tokens), 0)::float8 AS output_tokens,
   COALESCE(SUM(reasoning_tokens), 0)::float8 AS reasoning_tokens, COALESCE(SUM(cached_tokens), 0)::float8 AS cached_tokens,

@@ -38,7 +38,7 @@ export class ProcessCluster {
   readonly #all: Member[] = [];
   #rr = 0;
 
-  constructor(private readonly o: { echoDelayMs: number; leaseTtlMs?: number; maxInFlight?: number }) {}
+  constructor(private readonly o: { echoDelayMs: number; leaseTtlMs?: number; maxInFlight?: number; nodeArgs?: string[]; streamMode?: 'partial' | 'final' }) {}
 
   async start(n: number): Promise<this> {
     await Promise.all([this.tg.start(), this.sl.start()]);
@@ -54,15 +54,15 @@ export class ProcessCluster {
       `[daemon]\nstate_dir = "${join(this.dir, id)}"\nshutdown_grace_ms = 15000\n[http]\nlisten = "127.0.0.1:0"\n[limits]\nmax_in_flight = ${this.o.maxInFlight ?? 64}\nmax_queued = 2000\n` +
         clusterToml(this.ns, `instance_id = "${id}"\nlease_ttl_ms = ${this.o.leaseTtlMs ?? 4000}\n`) +
         `[agent]\nprovider = "echo"\necho_delay_ms = ${this.o.echoDelayMs}\n\n` +
-        `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n\n` +
-        `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\n`,
+        `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n\n` +
+        `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n`,
     );
     return file;
   }
 
   /** Starts (or restarts) the instance `id`. */
   async spawn(id: string): Promise<Member> {
-    const proc = new DaemonProcess(this.#config(id), { TG: this.tg.token, SL_BOT: this.sl.botToken, SL_SIGN: SIGNING, ...clusterEnv });
+    const proc = new DaemonProcess(this.#config(id), { TG: this.tg.token, SL_BOT: this.sl.botToken, SL_SIGN: SIGNING, ...clusterEnv }, this.o.nodeArgs ?? []);
     // A process that exits before it serves (a refused start) fails here, not after the wait.
     const url = await Promise.race([
       proc.url(90_000),
@@ -145,6 +145,8 @@ export class ProcessCluster {
 /** The load: `conversations` split between Telegram DMs and Slack DMs, `perConversation` messages each. */
 export class Load {
   readonly sent = new Map<string, string[]>();
+  /** Every text sent: what a complete answer looks like. */
+  readonly #finals = new Set<string>();
   constructor(
     readonly c: ProcessCluster,
     readonly conversations: number,
@@ -168,6 +170,7 @@ export class Load {
       const t = this.text(i, k);
       const key = i % 2 === 0 ? `tg:${this.tgUser(i).id}` : `sl:${this.slChannel(i)}`;
       this.sent.set(key, [...(this.sent.get(key) ?? []), t]);
+      this.#finals.add(t);
       if (i % 2 === 0) this.c.tg.dm(t, this.tgUser(i));
       else posts.push(this.c.postSlack({ ...this.c.sl.dmEvent(t, `U${i}`), channel: this.slChannel(i) }));
     }
@@ -207,13 +210,8 @@ export class Load {
     return this.c.sl.messages.filter((m) => m.channel === id && !m.deleted).map((m) => m.text);
   }
 
-  #finals = new Set<string>();
-  #finalsOf = 0;
   /** The answers each conversation shows now, in order: complete answers only (drafts being written are left out). */
   answers(key: string): string[] {
-    const sent = [...this.sent.values()].flat();
-    if (sent.length !== this.#finalsOf) for (const t of sent) this.#finals.add(t);
-    this.#finalsOf = sent.length;
     return this.texts(key).filter((t) => this.#finals.has(t) || !this.#isDraft(key, t));
   }
 
