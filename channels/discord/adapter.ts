@@ -1,10 +1,12 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes } from 'discord.js';
-import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
-import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { CodedError } from '../../src/errors.js';
-import type { Logger } from '../../src/observe/logger.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { CodedError } from '../../src/contracts/errors.js';
+import type { Logger } from 'pino';
+import { untilAborted } from '../../src/util/abortable.js';
+import { platformCaller } from '../../src/util/platform-call.js';
 import { classifyClose, classifyDiscordError } from './errors.js';
 import { normalizeButton, normalizeMessage } from './normalize.js';
 
@@ -38,14 +40,15 @@ export class DiscordAdapter implements ChannelAdapter {
     maxMessageLength: 2000,
     editsDrafts: true,
     minEditIntervalMs: 1000, // about 5 edits per 5 s per channel
-    nativeStream: 'none',
+    nativeStream: false,
     typing: true,
     typingRefreshMs: 8000, // typing lasts about 10 s
-    threads: true,
   };
   readonly #o: DiscordOptions;
   readonly #token: string;
   readonly #rest: REST;
+  /** Each REST request: cut by its signal or the request timeout, failures sorted by classifyDiscordError. */
+  readonly #call = platformCaller(classifyDiscordError);
   #self: { id: string; name: string } | undefined;
 
   constructor(options: DiscordOptions, token: string) {
@@ -75,7 +78,7 @@ export class DiscordAdapter implements ChannelAdapter {
     let fail!: (err: Error) => void;
     const fatal = new Promise<never>((_, reject) => (fail = reject));
     fatal.catch(() => {});
-    const stopped = new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+    const stopped = untilAborted(signal);
     client.on('shardDisconnect', (ev) => fail(classifyClose(ev.code)));
     client.on('shardReconnecting', () => onReconnecting?.('Discord gateway connection lost; discord.js is reconnecting'));
     client.on('shardResume', () => onConnected());
@@ -109,13 +112,6 @@ export class DiscordAdapter implements ChannelAdapter {
     }
   }
 
-  async #call<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw classifyDiscordError(err, what);
-    }
-  }
 
   /** From the attachment's CDN URL (signed by Discord, so no token goes with it); size checked first. */
   async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
@@ -125,38 +121,38 @@ export class DiscordAdapter implements ChannelAdapter {
     return fetchLimited(a.url, { maxBytes: o.maxBytes, signal: o.signal, name });
   }
 
-  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const channel = target.threadId ?? target.chatId;
     // Discord keeps a nonce for a few minutes: the same reply sent again (a re-run after a
     // crash between Discord's answer and our commit of the id) returns the first message.
-    const nonce = options?.idempotencyKey ? nonceOf(options.idempotencyKey) : undefined;
+    const nonce = options.idempotencyKey ? nonceOf(options.idempotencyKey) : undefined;
     const body = {
       content: text,
       allowed_mentions: NO_MENTIONS,
       ...(nonce ? { nonce, enforce_nonce: true } : {}),
       ...(target.chatType !== 'dm' && target.replyToMessageId ? { message_reference: { message_id: target.replyToMessageId, fail_if_not_exists: false } } : {}),
-      ...(options?.buttons?.length ? { components: buttonRow(options.buttons) } : {}),
+      ...(options.buttons?.length ? { components: buttonRow(options.buttons) } : {}),
     };
-    const sent = (await this.#call('send', () => this.#rest.post(Routes.channelMessages(channel), { body, ...(options?.signal ? { signal: options.signal } : {}) }))) as { id: string };
+    const sent = (await this.#call('send', options.signal, (signal) => this.#rest.post(Routes.channelMessages(channel), { body, signal }))) as { id: string };
     return { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
 
-  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
-    await this.#call('edit', () => this.#rest.patch(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), { body: { content: text, allowed_mentions: NO_MENTIONS, ...(options?.buttons ? { components: options.buttons.length ? buttonRow(options.buttons) : [] } : {}) }, ...(options?.signal ? { signal: options.signal } : {}) }));
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
+    const body = { content: text, allowed_mentions: NO_MENTIONS, ...(options.buttons ? { components: options.buttons.length ? buttonRow(options.buttons) : [] } : {}) };
+    await this.#call('edit', options.signal, (signal) => this.#rest.patch(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), { body, signal }));
   }
 
-  async delete(ref: MessageRef, options?: TransportOptions): Promise<void> {
-    await this.#call('delete', () => this.#rest.delete(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), options?.signal ? { signal: options.signal } : {}));
+  async delete(ref: MessageRef, options: TransportOptions): Promise<void> {
+    await this.#call('delete', options.signal, (signal) => this.#rest.delete(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), { signal }));
   }
 
   /** PUT / DELETE the bot's own reaction on a user's message (in its thread, if any). */
-  async setReaction(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void> {
+  async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
     const route = Routes.channelMessageOwnReaction(ref.threadId ?? ref.chatId, ref.messageId, encodeURIComponent(emoji));
-    const o = options?.signal ? { signal: options.signal } : {};
-    await this.#call('reaction', () => (on ? this.#rest.put(route, o) : this.#rest.delete(route, o)));
+    await this.#call('reaction', options.signal, (signal) => (on ? this.#rest.put(route, { signal }) : this.#rest.delete(route, { signal })));
   }
 
-  async typing(target: ReplyTarget, options?: TransportOptions): Promise<void> {
-    await this.#call('typing', () => this.#rest.post(Routes.channelTyping(target.threadId ?? target.chatId), options?.signal ? { signal: options.signal } : {}));
+  async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
+    await this.#call('typing', options.signal, (signal) => this.#rest.post(Routes.channelTyping(target.threadId ?? target.chatId), { signal }));
   }
 }

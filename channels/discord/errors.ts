@@ -1,5 +1,5 @@
 import { DiscordAPIError, GatewayCloseCodes, HTTPError, RateLimitError } from 'discord.js';
-import { ChannelError } from '../../src/errors.js';
+import { ChannelError } from '../../src/contracts/errors.js';
 
 /** Gateway close codes after which discord.js will not reconnect: one exhaustive decision each. */
 export function classifyClose(code: number): ChannelError {

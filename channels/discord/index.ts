@@ -1,11 +1,13 @@
-import type { ChannelFactory } from '../../src/dispatch/adapter.js';
-import { ChannelError } from '../../src/errors.js';
-import { DiscordAdapter } from './adapter.js';
+import { defineChannel } from '../../src/contracts/channel.js';
+import { discordConfig } from './config.js';
 
-/** The Discord channel (discord.js). */
-export const createChannel: ChannelFactory = (config, ctx) => {
-  if (config.type !== 'discord') throw new TypeError(`discord factory got a ${config.type} channel`);
-  const token = ctx.secret('token');
-  if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });
-  return new DiscordAdapter({ id: config.id, restApi: config.rest_api.replace(/\/+$/, ''), guilds: config.guilds, log: ctx.log }, token);
-};
+/** Discord bots (discord.js): the gateway in, REST out. */
+export const discord = defineChannel({
+  kind: 'discord',
+  summary: 'a Discord bot on the gateway',
+  config: discordConfig,
+  secrets: { names: ['token'], needs: () => ({ required: ['token'], optional: [] }) },
+  // One gateway session per bot: a second one would receive every message again.
+  exclusiveListener: () => true,
+  load: async () => (await import('./factory.js')).createChannel,
+});

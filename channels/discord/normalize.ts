@@ -1,5 +1,5 @@
 import type { ButtonInteraction, Message } from 'discord.js';
-import type { ChannelMessage } from '../../src/dispatch/message.js';
+import type { ChannelMessage } from '../../src/contracts/message.js';
 
 /** A discord.js Message as a ChannelMessage; undefined for guilds outside the allowlist. */
 export function normalizeMessage(m: Message, channelId: string, botId: string, guilds: readonly string[]): ChannelMessage | undefined {

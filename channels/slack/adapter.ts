@@ -1,11 +1,13 @@
 import { App, LogLevel } from '@slack/bolt';
 import { WebClient } from '@slack/web-api';
-import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
-import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { CodedError } from '../../src/errors.js';
-import type { HttpRoutes } from '../../src/observe/http.js';
-import type { Logger } from '../../src/observe/logger.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { CodedError } from '../../src/contracts/errors.js';
+import type { HttpRoutes } from '../../src/contracts/http.js';
+import type { Logger } from 'pino';
+import { untilAborted } from '../../src/util/abortable.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller, type PlatformCall } from '../../src/util/platform-call.js';
 import { classifySlackError } from './errors.js';
 import { neutralizeSlackMentions } from './mentions.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
@@ -31,6 +33,8 @@ export interface SlackOptions {
   nativeStream: boolean;
   http: HttpRoutes;
   log: Logger;
+  /** How long one Web API call may take before it is cut (CHANNEL_REQUEST_TIMEOUT); 30 s by default. */
+  requestTimeoutMs?: number;
 }
 
 export interface SlackSecrets {
@@ -52,6 +56,8 @@ export class SlackAdapter implements ChannelAdapter {
   readonly #o: SlackOptions;
   readonly #s: SlackSecrets;
   readonly #web: WebClient;
+  /** Each Web API call: cut by its signal or the request timeout, failures sorted by classifySlackError. */
+  readonly #call: PlatformCall;
   #botUserId: string | undefined;
   #botName: string | undefined;
   /** Messages go as `markdown_text` until Slack refuses it once; then as mrkdwn `text`. */
@@ -60,16 +66,19 @@ export class SlackAdapter implements ChannelAdapter {
   constructor(options: SlackOptions, secrets: SlackSecrets) {
     this.#o = options;
     this.#s = secrets;
+    const timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    this.#call = platformCaller(classifySlackError, timeoutMs);
     // Our own client for replies: 429s come back to ReplyStream (with retry-after) instead of
-    // being waited out inside the SDK.
-    this.#web = new WebClient(secrets.botToken, { slackApiUrl: options.apiUrl, rejectRateLimitedCalls: true, retryConfig: { retries: 0 }, logLevel: LogLevel.ERROR });
+    // being waited out inside the SDK. Its methods take no abort signal, so #call cuts the
+    // wait; the client's own timeout (a little later, so #call's is the one reported) then
+    // ends the HTTP request and frees its place in the client's request queue.
+    this.#web = new WebClient(secrets.botToken, { slackApiUrl: options.apiUrl, rejectRateLimitedCalls: true, retryConfig: { retries: 0 }, logLevel: LogLevel.ERROR, timeout: timeoutMs + 1000 });
     this.capabilities = {
       maxMessageLength: 4000,
       editsDrafts: true,
       minEditIntervalMs: 1200, // chat.update is Tier 3, about 50 a minute
-      nativeStream: options.nativeStream ? 'slack-stream' : 'none',
+      nativeStream: options.nativeStream,
       typing: false,
-      threads: true,
     };
   }
 
@@ -84,7 +93,7 @@ export class SlackAdapter implements ChannelAdapter {
   }
 
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
-    const auth = await this.#web.auth.test().catch((err: unknown) => Promise.reject(classifySlackError(err, 'auth.test')));
+    const auth = await this.#call('auth.test', signal, () => this.#web.auth.test());
     this.#botUserId = auth.user_id;
     this.#botName = auth.user;
     let connected = false;
@@ -128,17 +137,9 @@ export class SlackAdapter implements ChannelAdapter {
     connected = true;
     onConnected();
     try {
-      await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+      await untilAborted(signal);
     } finally {
       await receiver.stop().catch(() => {});
-    }
-  }
-
-  async #call<T>(what: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw classifySlackError(err, what);
     }
   }
 
@@ -174,13 +175,13 @@ export class SlackAdapter implements ChannelAdapter {
     }
   }
 
-  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const thread_ts = this.#threadTs(target);
     const base = { channel: target.chatId, ...(thread_ts ? { thread_ts } : {}), unfurl_links: false };
     // A message with buttons (an approval question) is Block Kit with mrkdwn text; others
     // go as standard Markdown where Slack takes it.
-    const blocks = options?.buttons?.length ? buttonBlocks(markdownToMrkdwn(text), options.buttons) : undefined;
-    const r = await this.#call('chat.postMessage', () =>
+    const blocks = options.buttons?.length ? buttonBlocks(markdownToMrkdwn(text), options.buttons) : undefined;
+    const r = await this.#call('chat.postMessage', options.signal, () =>
       blocks
         ? this.#web.chat.postMessage({ ...base, text: markdownToMrkdwn(text), blocks })
         : this.#markdownOr(
@@ -192,15 +193,15 @@ export class SlackAdapter implements ChannelAdapter {
     return { chatId: target.chatId, messageId: r.ts!, ...(thread_ts ? { threadId: thread_ts } : {}) };
   }
 
-  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
     // A message that had buttons is rewritten as a plain section: the buttons are gone.
-    if (options?.buttons) {
+    if (options.buttons) {
       const mrkdwn = markdownToMrkdwn(text);
       const blocks = buttonBlocks(mrkdwn, options.buttons);
-      await this.#call('chat.update', () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: mrkdwn, blocks }));
+      await this.#call('chat.update', options.signal, () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: mrkdwn, blocks }));
       return;
     }
-    await this.#call('chat.update', () =>
+    await this.#call('chat.update', options.signal, () =>
       this.#markdownOr(
         'chat.update',
         () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, markdown_text: markdownForSlack(text) }),
@@ -209,18 +210,18 @@ export class SlackAdapter implements ChannelAdapter {
     );
   }
 
-  async delete(ref: MessageRef): Promise<void> {
-    await this.#call('chat.delete', () => this.#web.chat.delete({ channel: ref.chatId, ts: ref.messageId }));
+  async delete(ref: MessageRef, options: TransportOptions): Promise<void> {
+    await this.#call('chat.delete', options.signal, () => this.#web.chat.delete({ channel: ref.chatId, ts: ref.messageId }));
   }
 
   /**
    * reactions.add / reactions.remove: Slack has no typing indicator for bots, so this is the
    * early sign there. Slack names its emoji (`eyes`); a few common ones are mapped from Unicode.
    */
-  async setReaction(ref: MessageRef, emoji: string, on: boolean): Promise<void> {
+  async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
     const name = slackEmojiName(emoji);
     const timestamp = ref.messageId.slice(ref.messageId.lastIndexOf(':') + 1);
-    await this.#call(on ? 'reactions.add' : 'reactions.remove', async () => {
+    await this.#call(on ? 'reactions.add' : 'reactions.remove', options.signal, async () => {
       try {
         await (on ? this.#web.reactions.add({ channel: ref.chatId, timestamp, name }) : this.#web.reactions.remove({ channel: ref.chatId, timestamp, name }));
       } catch (err) {
@@ -236,11 +237,10 @@ export class SlackAdapter implements ChannelAdapter {
   }
 
   /** chat.startStream / appendStream / stopStream, in threads only; Slack appends, so only the new part is sent. */
-  async openNativeStream(target: ReplyTarget, options?: TransportOptions): Promise<NativeStream | undefined> {
+  async openNativeStream(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined> {
     const thread_ts = this.#threadTs(target);
     if (!this.#o.nativeStream || !thread_ts) return undefined;
-    void options;
-    const start = await this.#call('chat.startStream', () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
+    const start = await this.#call('chat.startStream', options.signal, () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
     const ts = start.ts!;
     let sent = '';
     const delta = (raw: string) => {
@@ -251,13 +251,13 @@ export class SlackAdapter implements ChannelAdapter {
       return d;
     };
     return {
-      update: async (text) => {
+      update: async (text, o) => {
         const markdown_text = delta(text);
-        if (markdown_text) await this.#call('chat.appendStream', () => this.#web.chat.appendStream({ channel: target.chatId, ts, markdown_text }));
+        if (markdown_text) await this.#call('chat.appendStream', o.signal, () => this.#web.chat.appendStream({ channel: target.chatId, ts, markdown_text }));
       },
-      finish: async (text) => {
+      finish: async (text, o) => {
         const markdown_text = delta(text);
-        await this.#call('chat.stopStream', () => this.#web.chat.stopStream({ channel: target.chatId, ts, ...(markdown_text ? { markdown_text } : {}) }));
+        await this.#call('chat.stopStream', o.signal, () => this.#web.chat.stopStream({ channel: target.chatId, ts, ...(markdown_text ? { markdown_text } : {}) }));
         return { chatId: target.chatId, messageId: ts, threadId: thread_ts };
       },
     };

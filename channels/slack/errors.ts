@@ -1,5 +1,5 @@
 import { ErrorCode, type WebAPICallError } from '@slack/web-api';
-import { ChannelError } from '../../src/errors.js';
+import { ChannelError } from '../../src/contracts/errors.js';
 
 /** Slack error strings after which retrying cannot help. */
 const FATAL = new Set(['invalid_auth', 'not_authed', 'account_inactive', 'token_revoked', 'team_disabled', 'token_expired', 'not_allowed_token_type', 'missing_scope']);

@@ -1,16 +1,16 @@
-import type { ChannelFactory } from '../../src/dispatch/adapter.js';
-import { ChannelError } from '../../src/errors.js';
-import { SlackAdapter } from './adapter.js';
+import { defineChannel } from '../../src/contracts/channel.js';
+import { slackConfig } from './config.js';
 
-/** The Slack channel (@slack/bolt): Socket Mode or HTTP events. */
-export const createChannel: ChannelFactory = (config, ctx) => {
-  if (config.type !== 'slack') throw new TypeError(`slack factory got a ${config.type} channel`);
-  const botToken = ctx.secret('bot_token');
-  const appToken = ctx.secret('app_token');
-  const signingSecret = ctx.secret('signing_secret');
-  if (!botToken) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no bot token`, { retryable: false });
-  return new SlackAdapter(
-    { id: config.id, mode: config.mode, apiUrl: config.api_url.endsWith('/') ? config.api_url : `${config.api_url}/`, replyInThread: config.reply_in_thread, nativeStream: config.native_stream, http: ctx.http, log: ctx.log },
-    { botToken, ...(appToken ? { appToken } : {}), ...(signingSecret ? { signingSecret } : {}) },
-  );
-};
+/** Slack apps (@slack/bolt): Socket Mode or HTTP events. */
+export const slack = defineChannel({
+  kind: 'slack',
+  summary: 'a Slack app, over Socket Mode or HTTP events',
+  config: slackConfig,
+  secrets: {
+    names: ['bot_token', 'app_token', 'signing_secret'],
+    needs: (c) => (c.mode === 'http' ? { required: ['bot_token', 'signing_secret'], optional: ['app_token'] } : { required: ['bot_token', 'app_token'], optional: ['signing_secret'] }),
+  },
+  // Socket Mode spreads events over a bot's sockets, so two would split them; HTTP events go to any instance.
+  exclusiveListener: (c) => c.mode === 'socket',
+  load: async () => (await import('./factory.js')).createChannel,
+});

@@ -1,4 +1,4 @@
-import { mapProse } from '../../src/stream/chunk.js';
+import { mapProse } from '../../src/util/chunk.js';
 
 /**
  * Model Markdown for Slack's `markdown_text` (standard Markdown, rendered by Slack). Outside

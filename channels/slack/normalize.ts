@@ -1,4 +1,4 @@
-import type { ChannelMessage } from '../../src/dispatch/message.js';
+import type { ChannelMessage } from '../../src/contracts/message.js';
 
 export interface SlackEvent {
   type: string;

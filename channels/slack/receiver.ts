@@ -1,8 +1,9 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isValidSlackRequest, type App, type Receiver } from '@slack/bolt';
 import { SocketModeClient } from '@slack/socket-mode';
-import { readBody, sendJson, type HttpRoutes } from '../../src/observe/http.js';
-import type { Logger } from '../../src/observe/logger.js';
+import { readBody, sendJson } from '../../src/util/http.js';
+import { type HttpRoutes } from '../../src/contracts/http.js';
+import type { Logger } from 'pino';
 
 const MAX_BODY_BYTES = 1024 * 1024;
 /** Slack's replay window, both ways: a request stamped further from now is refused. */

@@ -1,14 +1,15 @@
 import { randomInt } from 'node:crypto';
 import { Api } from 'grammy';
 import type { ReactionTypeEmoji } from 'grammy/types';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/dispatch/adapter.js';
-import { checkSize, fetchLimited } from '../../src/dispatch/download.js';
-import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { ChannelError, CodedError, errorMessage } from '../../src/errors.js';
-import { sleep } from '../../src/kernel/sleep.js';
-import type { HttpRoutes } from '../../src/observe/http.js';
-import type { Logger } from '../../src/observe/logger.js';
-import { chunkText } from '../../src/stream/chunk.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
+import { sleep, untilAborted } from '../../src/util/abortable.js';
+import { platformCaller } from '../../src/util/platform-call.js';
+import type { HttpRoutes } from '../../src/contracts/http.js';
+import type { Logger } from 'pino';
+import { chunkText } from '../../src/util/chunk.js';
 import { classifyTelegramError, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
 import { chunkRich, RICH_MAX_CHARS, richFits, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
@@ -33,7 +34,7 @@ const ALLOWED_UPDATES = ['message', 'channel_post', 'callback_query'] as const;
 
 /** grammy types its signals with the abort-controller shim; Node's AbortSignal is what it gets at run time. */
 type GrammySignal = Parameters<Api['getMe']>[0];
-const sig = (s: AbortSignal | undefined): GrammySignal => s as unknown as GrammySignal;
+const sig = (s: AbortSignal): GrammySignal => s as unknown as GrammySignal;
 
 /** Telegram through grammy's Api client: polling or webhook in, HTML messages and drafts out. */
 export class TelegramAdapter implements ChannelAdapter {
@@ -45,6 +46,8 @@ export class TelegramAdapter implements ChannelAdapter {
   #bot: BotIdentity | undefined;
   /** Rich messages are on until the server refuses them once; then this bot uses HTML for good. */
   #rich: boolean;
+  /** Each Bot API call: cut by its signal or the request timeout, failures sorted by classifyTelegramError. */
+  readonly #call = platformCaller(classifyTelegramError);
 
   constructor(options: TelegramOptions, token: string, webhookSecret?: string) {
     this.#o = options;
@@ -61,10 +64,9 @@ export class TelegramAdapter implements ChannelAdapter {
       split: (text) => (this.#rich ? chunkRich(text) : chunkText(text, TEXT_MAX_CHARS)),
       editsDrafts: true,
       minEditIntervalMs: 1000, // about one message per second per chat
-      nativeStream: options.nativeDrafts ? 'telegram-draft' : 'none',
+      nativeStream: options.nativeDrafts,
       typing: true,
       typingRefreshMs: 4500, // a chat action lasts about 5 s
-      threads: true,
     };
   }
 
@@ -78,19 +80,11 @@ export class TelegramAdapter implements ChannelAdapter {
     return this.#bot?.username;
   }
 
-  async #call<T>(method: string, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      throw classifyTelegramError(err, method);
-    }
-  }
-
   /** getFile, then the file from `<api_root>/file/bot<token>/<file_path>`; sizes are checked before each step. */
   async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
     const name = a.name ?? a.type;
     checkSize(name, a.size, o.maxBytes);
-    const file = await this.#call('getFile', () => this.#api.getFile(a.id, sig(o.signal)));
+    const file = await this.#call('getFile', o.signal, (signal) => this.#api.getFile(a.id, sig(signal)));
     checkSize(name, file.file_size, o.maxBytes);
     if (!file.file_path) throw new CodedError('ATTACHMENT_UNAVAILABLE', `Telegram gave no file_path for ${name}`);
     return fetchLimited(`${this.#o.apiRoot}/file/bot${this.#token}/${file.file_path}`, { maxBytes: o.maxBytes, signal: o.signal, name });
@@ -98,10 +92,10 @@ export class TelegramAdapter implements ChannelAdapter {
 
   async listen(platformDeliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
     const deliver = this.#answeringCallbacks(platformDeliver);
-    const me = await this.#call('getMe', () => this.#api.getMe(sig(signal)));
+    const me = await this.#call('getMe', signal, (s) => this.#api.getMe(sig(s)));
     this.#bot = { id: me.id, username: me.username };
     if (this.#o.mode === 'webhook') return this.#webhook(deliver, signal, onConnected);
-    await this.#call('deleteWebhook', () => this.#api.deleteWebhook({ drop_pending_updates: false }, sig(signal)));
+    await this.#call('deleteWebhook', signal, (s) => this.#api.deleteWebhook({ drop_pending_updates: false }, sig(s)));
     onConnected();
     await this.#poll(deliver, signal);
   }
@@ -163,9 +157,9 @@ export class TelegramAdapter implements ChannelAdapter {
     const remove = this.#o.http.route('POST', path, webhookHandler({ channelId: this.#o.id, secret: this.#webhookSecret, bot: () => this.#bot!, deliver, log: this.#o.log }));
     try {
       const url = new URL(path, this.#o.publicUrl).toString();
-      await this.#call('setWebhook', () => this.#api.setWebhook(url, { secret_token: this.#webhookSecret!, allowed_updates: [...ALLOWED_UPDATES] }, sig(signal)));
+      await this.#call('setWebhook', signal, (s) => this.#api.setWebhook(url, { secret_token: this.#webhookSecret!, allowed_updates: [...ALLOWED_UPDATES] }, sig(s)));
       onConnected();
-      await new Promise<void>((r) => (signal.aborted ? r() : signal.addEventListener('abort', () => r(), { once: true })));
+      await untilAborted(signal);
     } finally {
       // The webhook stays set: Telegram keeps queueing updates while we restart.
       remove();
@@ -205,61 +199,63 @@ export class TelegramAdapter implements ChannelAdapter {
   }
 
   /** Sends a rich message or HTML; if Telegram refuses the HTML entities, the same text goes again as plain text. */
-  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const replyTo = target.chatType !== 'dm' && target.replyToMessageId ? Number(target.replyToMessageId.split(':').at(-1)) : undefined;
     const common = {
       ...this.#threadOf(target),
       ...(replyTo ? { reply_parameters: { message_id: replyTo, allow_sending_without_reply: true } } : {}),
       // Approval questions carry inline keyboard buttons.
-      ...(options?.buttons?.length ? { reply_markup: { inline_keyboard: [options.buttons.map((b) => ({ text: b.label, callback_data: b.data }))] } } : {}),
+      ...(options.buttons?.length ? { reply_markup: { inline_keyboard: [options.buttons.map((b) => ({ text: b.label, callback_data: b.data }))] } } : {}),
     };
     const other = { ...common, link_preview_options: { is_disabled: true } };
-    const html = async () => {
+    const html = async (signal: AbortSignal) => {
       try {
-        return await this.#api.sendMessage(target.chatId, markdownToTelegramHtml(text), { ...other, parse_mode: 'HTML' }, sig(options?.signal));
+        return await this.#api.sendMessage(target.chatId, markdownToTelegramHtml(text), { ...other, parse_mode: 'HTML' }, sig(signal));
       } catch (err) {
         if (!isEntityError(err)) throw err;
-        return this.#api.sendMessage(target.chatId, text, other, sig(options?.signal));
+        return this.#api.sendMessage(target.chatId, text, other, sig(signal));
       }
     };
-    const sent = await this.#call('sendMessage', (): Promise<{ message_id: number }> =>
-      this.#asRich(text) && !options?.buttons?.length ? this.#richOr<{ message_id: number }>('sendRichMessage', text, () => this.#api.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(options?.signal)), html) : html(),
+    const sent = await this.#call('sendMessage', options.signal, (signal): Promise<{ message_id: number }> =>
+      this.#asRich(text) && !options.buttons?.length
+        ? this.#richOr<{ message_id: number }>('sendRichMessage', text, () => this.#api.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(signal)), () => html(signal))
+        : html(signal),
     );
     return { chatId: target.chatId, messageId: String(sent.message_id), ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
 
-  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
     const notModifiedIsFine = (e: unknown) => {
       if (!isNotModified(e)) throw e;
     };
-    const html = async () => {
+    const html = async (signal: AbortSignal) => {
       try {
-        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), markdownToTelegramHtml(text), { parse_mode: 'HTML', link_preview_options: { is_disabled: true } }, sig(options?.signal));
+        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), markdownToTelegramHtml(text), { parse_mode: 'HTML', link_preview_options: { is_disabled: true } }, sig(signal));
       } catch (err) {
         if (isNotModified(err)) return;
         if (!isEntityError(err)) throw err;
-        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), text, {}, sig(options?.signal)).catch(notModifiedIsFine);
+        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), text, {}, sig(signal)).catch(notModifiedIsFine);
       }
     };
-    await this.#call('editMessageText', () =>
+    await this.#call('editMessageText', options.signal, (signal) =>
       this.#asRich(text)
-        ? this.#richOr('editMessageText', text, () => this.#api.editMessageText(ref.chatId, Number(ref.messageId), { markdown: toRichMarkdown(text) }, {}, sig(options?.signal)).then(() => {}, notModifiedIsFine), html)
-        : html(),
+        ? this.#richOr('editMessageText', text, () => this.#api.editMessageText(ref.chatId, Number(ref.messageId), { markdown: toRichMarkdown(text) }, {}, sig(signal)).then(() => {}, notModifiedIsFine), () => html(signal))
+        : html(signal),
     );
   }
 
-  async delete(ref: MessageRef, options?: TransportOptions): Promise<void> {
-    await this.#call('deleteMessage', () => this.#api.deleteMessage(ref.chatId, Number(ref.messageId), sig(options?.signal)));
+  async delete(ref: MessageRef, options: TransportOptions): Promise<void> {
+    await this.#call('deleteMessage', options.signal, (signal) => this.#api.deleteMessage(ref.chatId, Number(ref.messageId), sig(signal)));
   }
 
   /** setMessageReaction: one emoji from Telegram's reaction list, or none to take it off. */
-  async setReaction(ref: MessageRef, emoji: string, on: boolean, options?: TransportOptions): Promise<void> {
+  async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
     const reaction = on ? [{ type: 'emoji' as const, emoji: emoji as ReactionTypeEmoji['emoji'] }] : [];
-    await this.#call('setMessageReaction', () => this.#api.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(options?.signal)));
+    await this.#call('setMessageReaction', options.signal, (signal) => this.#api.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(signal)));
   }
 
-  async typing(target: ReplyTarget, options?: TransportOptions): Promise<void> {
-    await this.#call('sendChatAction', () => this.#api.sendChatAction(target.chatId, 'typing', this.#threadOf(target), sig(options?.signal)));
+  async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
+    await this.#call('sendChatAction', options.signal, (signal) => this.#api.sendChatAction(target.chatId, 'typing', this.#threadOf(target), sig(signal)));
   }
 
   /** sendRichMessageDraft (or sendMessageDraft) in private chats: an animated preview; the final text is a real message. */
@@ -268,13 +264,13 @@ export class TelegramAdapter implements ChannelAdapter {
     const draftId = randomInt(1, 2 ** 31 - 1);
     const chatId = Number(target.chatId);
     const thread = this.#threadOf(target);
-    const draft = async (text: string, signal: AbortSignal | undefined) => {
+    const draft = async (text: string, signal: AbortSignal) => {
       const html = () => this.#api.sendMessageDraft(chatId, draftId, markdownToTelegramHtml(text), { ...thread, parse_mode: 'HTML' }, sig(signal));
       if (!this.#asRich(text)) return html();
       return this.#richOr('sendRichMessageDraft', text, () => this.#api.sendRichMessageDraft(chatId, draftId, { markdown: toRichMarkdown(text) }, thread, sig(signal)), html);
     };
     return {
-      update: (text, o) => this.#call('sendMessageDraft', () => draft(text, o?.signal)).then(() => {}),
+      update: (text, o) => this.#call('sendMessageDraft', o.signal, (signal) => draft(text, signal)).then(() => {}),
       finish: (text, o) => this.send(target, text, o),
     };
   }

@@ -1,5 +1,5 @@
 import { GrammyError, HttpError } from 'grammy';
-import { ChannelError } from '../../src/errors.js';
+import { ChannelError } from '../../src/contracts/errors.js';
 
 /**
  * The one place Telegram failures are sorted. "Telegram answered no" (GrammyError, with

@@ -1,25 +1,17 @@
-import type { ChannelFactory } from '../../src/dispatch/adapter.js';
-import { ChannelError } from '../../src/errors.js';
-import { TelegramAdapter } from './adapter.js';
+import { defineChannel } from '../../src/contracts/channel.js';
+import { telegramConfig } from './config.js';
 
-/** The Telegram channel (grammy). */
-export const createChannel: ChannelFactory = (config, ctx) => {
-  if (config.type !== 'telegram') throw new TypeError(`telegram factory got a ${config.type} channel`);
-  const token = ctx.secret('token');
-  if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });
-  const webhookSecret = ctx.secret('webhook_secret');
-  return new TelegramAdapter(
-    {
-      id: config.id,
-      apiRoot: config.api_root.replace(/\/+$/, ''),
-      mode: config.mode,
-      nativeDrafts: config.native_drafts,
-      richMessages: config.rich_messages,
-      ...(config.public_url ? { publicUrl: config.public_url } : {}),
-      http: ctx.http,
-      log: ctx.log,
-    },
-    token,
-    webhookSecret,
-  );
-};
+/** Telegram bots (grammy): long polling or a webhook. */
+export const telegram = defineChannel({
+  kind: 'telegram',
+  summary: 'a Telegram bot, by long polling or webhook',
+  config: telegramConfig,
+  secrets: {
+    names: ['token', 'webhook_secret'],
+    needs: (c) => (c.mode === 'webhook' ? { required: ['token', 'webhook_secret'], optional: [] } : { required: ['token'], optional: ['webhook_secret'] }),
+  },
+  // getUpdates answers 409 to a second poller; a webhook is posted to whichever instance the balancer picks.
+  exclusiveListener: (c) => c.mode === 'polling',
+  problems: (c) => (c.mode === 'webhook' && !c.public_url ? [{ path: ['mode'], message: 'webhook mode needs public_url (the https address Telegram should post to)' }] : []),
+  load: async () => (await import('./factory.js')).createChannel,
+});

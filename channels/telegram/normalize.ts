@@ -1,5 +1,5 @@
 import type { Message, Update } from 'grammy/types';
-import type { Attachment, ChannelMessage } from '../../src/dispatch/message.js';
+import type { Attachment, ChannelMessage } from '../../src/contracts/message.js';
 
 export interface BotIdentity {
   id: number;

@@ -1,4 +1,4 @@
-import { chunkText, mapProse } from '../../src/stream/chunk.js';
+import { chunkText, mapProse } from '../../src/util/chunk.js';
 
 /**
  * Telegram rich messages (Bot API `sendRichMessage`, `rich_message.markdown`): model

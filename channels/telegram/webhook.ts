@@ -1,8 +1,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Update } from 'grammy/types';
-import type { Deliver } from '../../src/dispatch/adapter.js';
-import { readBody, secretEquals } from '../../src/observe/http.js';
-import type { Logger } from '../../src/observe/logger.js';
+import type { Deliver } from '../../src/contracts/channel.js';
+import { readBody, secretEquals } from '../../src/util/http.js';
+import type { Logger } from 'pino';
 import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 
 const MAX_BODY_BYTES = 1024 * 1024;

@@ -4,11 +4,13 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/dispatch/adapter.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
 import { join } from 'node:path';
-import type { Attachment, MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { isLoopbackClient, pageHeaders, secretEquals, type HttpRoutes, type RouteHandler } from '../../src/observe/http.js';
-import type { Logger } from '../../src/observe/logger.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { isLoopbackClient, pageHeaders, secretEquals } from '../../src/util/http.js';
+import { type HttpRoutes, type RouteHandler } from '../../src/contracts/http.js';
+import type { Logger } from 'pino';
+import { untilAborted } from '../../src/util/abortable.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
 import { Uploads } from './uploads.js';
 
@@ -60,10 +62,9 @@ export class WebchatAdapter implements ChannelAdapter {
     maxMessageLength: 8000,
     editsDrafts: true,
     minEditIntervalMs: 100,
-    nativeStream: 'none',
+    nativeStream: false,
     typing: true,
     typingRefreshMs: 3000,
-    threads: false,
   };
   readonly selfId = 'channeld';
   readonly selfName = 'channeld';
@@ -124,7 +125,7 @@ export class WebchatAdapter implements ChannelAdapter {
     onConnected();
     // After the channel is up: old uploads never hold back the start.
     await this.#uploads.prune().catch((err: unknown) => this.#o.log.warn({ err }, 'old web chat uploads not pruned'));
-    await new Promise<void>((resolve) => (signal.aborted ? resolve() : signal.addEventListener('abort', () => resolve(), { once: true })));
+    await untilAborted(signal);
     for (const dispose of disposers.reverse()) dispose();
     for (const ws of wss.clients) ws.close(1001, 'channel stopping');
     await new Promise<void>((resolve) => wss.close(() => resolve()));
@@ -255,15 +256,16 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
 
-  async send(target: ReplyTarget, text: string, options?: TransportOptions): Promise<MessageRef> {
+  // The transport calls below only write to local sockets: nothing waits, so nothing to cut.
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const ref = randomUUID();
-    const buttons = options?.buttons?.map((b) => ({ label: b.label, data: b.data }));
-    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options?.final ?? false, ...(buttons?.length ? { buttons } : {}) });
+    const buttons = options.buttons?.map((b) => ({ label: b.label, data: b.data }));
+    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options.final ?? false, ...(buttons?.length ? { buttons } : {}) });
     return { chatId: target.chatId, messageId: ref };
   }
 
-  async edit(ref: MessageRef, text: string, options?: TransportOptions): Promise<void> {
-    this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text, final: options?.final ?? false });
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
+    this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text, final: options.final ?? false });
   }
 
   async finalize(refs: readonly MessageRef[]): Promise<void> {

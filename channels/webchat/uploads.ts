@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { mkdir, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { checkSize } from '../../src/dispatch/download.js';
-import type { Attachment } from '../../src/dispatch/message.js';
-import { CodedError } from '../../src/errors.js';
-import { readBody, sendJson } from '../../src/observe/http.js';
+import { checkSize } from '../../src/util/download.js';
+import type { Attachment } from '../../src/contracts/message.js';
+import { CodedError } from '../../src/contracts/errors.js';
+import { readBody, sendJson } from '../../src/util/http.js';
 import type { UploadRef } from './protocol.js';
 
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;

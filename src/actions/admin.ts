@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
-import type { HttpRoutes } from '../observe/http.js';
-import { pageHeaders, sendJson } from '../observe/http.js';
+import type { HttpRoutes } from '../contracts/http.js';
+import { pageHeaders, sendJson } from '../util/http.js';
 import type { DaemonStatus } from '../observe/routes.js';
 import { checkAdmin } from './access.js';
 

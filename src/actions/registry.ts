@@ -1,6 +1,7 @@
 import { z } from 'zod';
-import { CodedError, errorMessage } from '../errors.js';
-import { readBody, sameOriginJson, sendJson, type HttpRoutes } from '../observe/http.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
+import { readBody, sameOriginJson, sendJson } from '../util/http.js';
+import { type HttpRoutes } from '../contracts/http.js';
 import type { CommandRegistry } from '../runtime/commands.js';
 import { checkAdmin } from './access.js';
 import type { Action, ActionCaller, ManagementApi } from './action.js';
@@ -47,7 +48,7 @@ export class ActionRegistry {
   }
 
   register(action: Action): () => void {
-    if (this.#actions.has(action.name)) throw new CodedError('COMMAND_DUPLICATE', `action "${action.name}" is already registered`);
+    if (this.#actions.has(action.name)) throw new CodedError('ACTION_DUPLICATE', `action "${action.name}" is already registered`);
     this.#actions.set(action.name, action);
     if (this.#http) this.#route(action);
     for (const t of this.#slashTargets) this.#slash(action, t);
@@ -62,7 +63,7 @@ export class ActionRegistry {
   /** Runs an action: validates input and output with its schemas. */
   async run(action: Action, rawInput: unknown, caller: ActionCaller): Promise<unknown> {
     const input = action.input.safeParse(rawInput ?? {});
-    if (!input.success) throw new ActionInputError(z.prettifyError(input.error));
+    if (!input.success) throw new CodedError('ACTION_INPUT_INVALID', z.prettifyError(input.error));
     const out = await action.handler(input.data, { api: this.api, caller });
     return action.output.parse(out);
   }
@@ -133,7 +134,7 @@ export class ActionRegistry {
         }
         sendJson(res, 200, out);
       } catch (err) {
-        sendJson(res, err instanceof ActionInputError ? 400 : err instanceof ActionNotFoundError ? 404 : 500, { error: errorMessage(err) });
+        sendJson(res, httpStatusOf(err), { error: errorMessage(err) });
       }
     };
     http.disposers.set(action.name, [`/actions/${action.name}`, ...(action.httpAliases ?? [])].map((p) => http.routes.route(method, p, handler)));
@@ -169,7 +170,8 @@ export class ActionRegistry {
   }
 }
 
-/** Input that does not fit the action's schema: HTTP 400 with zod's message. */
-export class ActionInputError extends Error {}
-/** The thing the action names does not exist: HTTP 404. */
-export class ActionNotFoundError extends Error {}
+/** Input that does not fit the action's schema is a 400 (with zod's message); what it names not existing, a 404. */
+function httpStatusOf(err: unknown): number {
+  if (!(err instanceof CodedError)) return 500;
+  return err.code === 'ACTION_INPUT_INVALID' ? 400 : err.code === 'ACTION_NOT_FOUND' ? 404 : 500;
+}

@@ -1,4 +1,4 @@
-import type { AgentEvent } from './events.js';
+import type { AgentEvent } from '../contracts/agent-events.js';
 
 /**
  * One attempt at a model (a try, a retry, a fallback model). Text and tool calls are

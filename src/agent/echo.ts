@@ -1,6 +1,6 @@
-import { sleep } from '../kernel/sleep.js';
-import { estimateTokens, type AgentEvent } from './events.js';
-import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+import { sleep } from '../util/abortable.js';
+import { estimateTokens, type AgentEvent } from '../contracts/agent-events.js';
+import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 
 /**
  * The built-in demo agent: streams the user's text back word by word, `delayMs` apart,

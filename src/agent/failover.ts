@@ -1,7 +1,7 @@
-import type { ErrorCode } from '../errors.js';
+import type { ErrorCode } from '../contracts/errors.js';
 import { Attempt } from './attempt.js';
-import type { AgentEvent } from './events.js';
-import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+import type { AgentEvent } from '../contracts/agent-events.js';
+import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 
 /** Failures that move a turn to the next model, when nothing is visible yet. */
 const FAILOVER: ReadonlySet<ErrorCode> = new Set(['PROVIDER_UNAVAILABLE', 'PROVIDER_TIMEOUT', 'PROVIDER_RATE_LIMITED']);

@@ -1,5 +1,5 @@
 import type { StoredTurn } from '../store/sessions.js';
-import type { HistoryMessage } from './runner.js';
+import type { HistoryMessage } from '../contracts/agent-runner.js';
 
 export const INTERRUPTED_MARKER = '[interrupted]';
 /** Marks a turn that ended in an error, so the model never reads it as a finished answer. */

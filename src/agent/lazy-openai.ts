@@ -1,6 +1,6 @@
-import type { AgentEvent } from './events.js';
+import type { AgentEvent } from '../contracts/agent-events.js';
 import type { OpenAICompatibleOptions } from './openai-compatible.js';
-import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 
 /** The AI SDK costs about 100 ms and 20 MB to load; a daemon that never asks a model never loads it. */
 const load = () => import('./openai-compatible.js');

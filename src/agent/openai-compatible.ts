@@ -1,12 +1,13 @@
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
-import { stepCountIs, streamText, tool, type ModelMessage, type ToolSet } from 'ai';
-import { sleep } from '../kernel/sleep.js';
-import type { Tool } from '../runtime/tools.js';
-import { estimateTokens, type AgentEvent } from './events.js';
+import { stepCountIs, streamText, tool, wrapLanguageModel, type ModelMessage, type ToolSet } from 'ai';
+import { sleep } from '../util/abortable.js';
+import type { Tool } from '../contracts/tools.js';
+import { estimateTokens, type AgentEvent } from '../contracts/agent-events.js';
+import { userText } from '../contracts/errors.js';
 import { Attempt } from './attempt.js';
 import { classifyProviderError, scrubProviderMessage } from './provider-errors.js';
-import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
-import { ThinkSplitter } from './think-splitter.js';
+import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
+import { thinkTagMiddleware } from './think-tags.js';
 
 export interface OpenAICompatibleOptions {
   baseUrl: string;
@@ -39,8 +40,35 @@ export interface AttemptFailure {
   retrying: boolean;
 }
 
+/**
+ * A turn's tool log lines in order with its events. The SDK starts a tool before this
+ * runner has read the call from the stream, so a line logged at once would reach the
+ * reply before its tool_start (and the reply's progress line drops a log of no running
+ * tool). Lines of a call not yet announced wait and follow its tool_start; later ones go
+ * to the turn at once, while the runner waits on the model.
+ */
+class ToolLogs {
+  readonly #early = new Map<string, string[]>();
+  readonly #announced = new Set<string>();
+
+  constructor(private readonly emit: ((event: AgentEvent) => void) | undefined) {}
+
+  log(id: string, text: string): void {
+    if (this.#announced.has(id)) this.emit?.({ type: 'tool_log', id, text });
+    else this.#early.set(id, [...(this.#early.get(id) ?? []), text]);
+  }
+
+  /** Call after the call's tool_start went out: the lines it logged before that. */
+  announced(id: string): AgentEvent[] {
+    this.#announced.add(id);
+    const early = this.#early.get(id) ?? [];
+    this.#early.delete(id);
+    return early.map((text) => ({ type: 'tool_log', id, text }));
+  }
+}
+
 /** Runs tools for the SDK; a tool that throws returns its error to the model. */
-function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string): ToolSet {
+function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, logs: ToolLogs): ToolSet {
   const set: ToolSet = {};
   for (const t of tools) {
     set[t.name] = tool({
@@ -48,7 +76,8 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string): T
       inputSchema: t.input,
       execute: async (input: unknown, { abortSignal, toolCallId }) => {
         try {
-          return await t.run(input, { signal: abortSignal ?? ctx.signal, scope: ctx.scope, timeZone, callId: toolCallId, ...(ctx.message ? { message: ctx.message } : {}), ...(ctx.emit ? { emit: ctx.emit } : {}) });
+          const log = (text: string) => logs.log(toolCallId, text);
+          return await t.run(input, { signal: abortSignal ?? ctx.signal, scope: ctx.scope, timeZone, callId: toolCallId, log, ...(ctx.message ? { message: ctx.message } : {}) });
         } catch (err) {
           return { error: err instanceof Error ? err.message : String(err) };
         }
@@ -100,13 +129,13 @@ export class OpenAICompatibleRunner implements AgentRunner {
       let ended = false;
       try {
         touch();
-        const splitter = new ThinkSplitter();
+        const logs = new ToolLogs(ctx.emit);
         const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), userMessage(input)];
         const result = streamText({
-          model: this.#provider.chatModel(input.model ?? this.#o.model),
+          model: wrapLanguageModel({ model: this.#provider.chatModel(input.model ?? this.#o.model), middleware: thinkTagMiddleware() }),
           system: input.system,
           messages,
-          ...(input.tools?.length ? { tools: toolSet(input.tools, ctx, this.#o.timeZone), stopWhen: stepCountIs(this.#o.maxSteps) } : {}),
+          ...(input.tools?.length ? { tools: toolSet(input.tools, ctx, this.#o.timeZone, logs), stopWhen: stepCountIs(this.#o.maxSteps) } : {}),
           ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
           maxOutputTokens: this.#o.maxOutputTokens,
           maxRetries: 0, // retries are ours: only before visible text
@@ -117,19 +146,15 @@ export class OpenAICompatibleRunner implements AgentRunner {
           touch();
           switch (part.type) {
             case 'text-delta':
-              for (const piece of splitter.push(part.text)) {
-                if (piece.kind === 'reasoning') yield* shown.take({ type: 'reasoning_delta', text: piece.text });
-                else {
-                  outChars += piece.text.length;
-                  yield* shown.take({ type: 'text_delta', text: piece.text });
-                }
-              }
+              outChars += part.text.length;
+              yield* shown.take({ type: 'text_delta', text: part.text });
               break;
             case 'reasoning-delta':
               yield* shown.take({ type: 'reasoning_delta', text: part.text });
               break;
             case 'tool-call':
               yield* shown.take({ type: 'tool_start', id: part.toolCallId, name: part.toolName, input: part.input });
+              for (const e of logs.announced(part.toolCallId)) yield* shown.take(e);
               break;
             case 'tool-result': {
               const out = part.output as { error?: string } | undefined;
@@ -151,13 +176,6 @@ export class OpenAICompatibleRunner implements AgentRunner {
               break;
             case 'finish': {
               if (failure) break;
-              for (const piece of splitter.flush()) {
-                if (piece.kind === 'reasoning') yield* shown.take({ type: 'reasoning_delta', text: piece.text });
-                else {
-                  outChars += piece.text.length;
-                  yield* shown.take({ type: 'text_delta', text: piece.text });
-                }
-              }
               const u = part.totalUsage;
               const reported = (u.inputTokens ?? 0) > 0 || (u.outputTokens ?? 0) > 0;
               const inChars = input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0);
@@ -196,7 +214,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
         if (signal.aborted) return yield { type: 'cancelled' };
         continue;
       }
-      return yield* shown.take({ type: 'error', code: f.code, message: readable(f.code) });
+      return yield* shown.take({ type: 'error', code: f.code, message: userText(f.code) });
     }
   }
 }
@@ -212,20 +230,5 @@ function hostOf(url: string): string {
     return new URL(url).host;
   } catch {
     return 'unparsable base_url';
-  }
-}
-
-function readable(code: string): string {
-  switch (code) {
-    case 'PROVIDER_AUTH_FAILED':
-      return 'The model provider refused our API key; the operator needs to check it.';
-    case 'PROVIDER_TIMEOUT':
-      return 'The model did not answer in time.';
-    case 'PROVIDER_RATE_LIMITED':
-      return 'The model provider is rate limiting us; try again in a moment.';
-    case 'PROVIDER_REFUSED':
-      return 'The model provider refused the request.';
-    default:
-      return 'The model could not be reached.';
   }
 }

@@ -1,16 +1,5 @@
 import { APICallError } from 'ai';
-import type { ErrorCode } from '../errors.js';
-
-export interface ProviderFailure {
-  code: ErrorCode;
-  retryable: boolean;
-  retryAfterMs?: number;
-  detail: string;
-  /** The HTTP status the provider answered, if it answered. */
-  status?: number;
-  /** What the provider said (its JSON `error.message`, or the body's start); not yet scrubbed. */
-  providerMessage?: string;
-}
+import { ProviderError } from '../contracts/errors.js';
 
 /** The provider's own words from an error body: OpenAI-style `{"error":{"message":…}}`, or the text. */
 function providerWords(body: string | undefined, fallback: string): string {
@@ -49,23 +38,23 @@ function causeCode(err: unknown): string | undefined {
 }
 
 /** Sorts a provider failure: connection refused, timeouts, 5xx and 429 are worth retrying. */
-export function classifyProviderError(err: unknown, timedOut: boolean): ProviderFailure {
-  if (timedOut) return { code: 'PROVIDER_TIMEOUT', retryable: true, detail: 'the model did not answer in time' };
+export function classifyProviderError(err: unknown, timedOut: boolean): ProviderError {
+  if (timedOut) return new ProviderError('PROVIDER_TIMEOUT', 'the model did not answer in time', { cause: err });
   if (APICallError.isInstance(err)) {
     const status = err.statusCode ?? 0;
+    const said = { cause: err, status, providerMessage: providerWords(err.responseBody, err.message) };
     if (status === 429) {
       const after = Number(err.responseHeaders?.['retry-after']);
-      return { code: 'PROVIDER_RATE_LIMITED', retryable: true, ...(Number.isFinite(after) ? { retryAfterMs: after * 1000 } : {}), detail: `HTTP 429 from ${err.url}`, status, providerMessage: providerWords(err.responseBody, err.message) };
+      return new ProviderError('PROVIDER_RATE_LIMITED', `HTTP 429 from ${err.url}`, { ...said, ...(Number.isFinite(after) ? { retryAfterMs: after * 1000 } : {}) });
     }
-    const said = { status, providerMessage: providerWords(err.responseBody, err.message) };
-    if (status >= 500 || status === 408) return { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: `HTTP ${status} from ${err.url}`, ...said };
-    if (status === 401 || status === 403) return { code: 'PROVIDER_AUTH_FAILED', retryable: false, detail: `HTTP ${status} from ${err.url}`, ...said };
-    if (status >= 400) return { code: 'PROVIDER_REFUSED', retryable: false, detail: `HTTP ${status}: ${err.responseBody?.slice(0, 300) ?? err.message}`, ...said };
+    if (status >= 500 || status === 408) return new ProviderError('PROVIDER_UNAVAILABLE', `HTTP ${status} from ${err.url}`, said);
+    if (status === 401 || status === 403) return new ProviderError('PROVIDER_AUTH_FAILED', `HTTP ${status} from ${err.url}`, said);
+    if (status >= 400) return new ProviderError('PROVIDER_REFUSED', `HTTP ${status}: ${err.responseBody?.slice(0, 300) ?? err.message}`, said);
     const net = causeCode(err);
-    return { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: net ? `${net} reaching ${err.url}` : err.message };
+    return new ProviderError('PROVIDER_UNAVAILABLE', net ? `${net} reaching ${err.url}` : err.message, { cause: err });
   }
   const net = causeCode(err);
-  if (net && networkCodes.has(net)) return { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: net };
-  if (err instanceof TypeError && /fetch failed|terminated|network/i.test(err.message)) return { code: 'PROVIDER_UNAVAILABLE', retryable: true, detail: err.message };
-  return { code: 'PROVIDER_UNAVAILABLE', retryable: false, detail: err instanceof Error ? err.message : String(err) };
+  if (net && networkCodes.has(net)) return new ProviderError('PROVIDER_UNAVAILABLE', net, { cause: err });
+  if (err instanceof TypeError && /fetch failed|terminated|network/i.test(err.message)) return new ProviderError('PROVIDER_UNAVAILABLE', err.message, { cause: err });
+  return new ProviderError('PROVIDER_UNAVAILABLE', err instanceof Error ? err.message : String(err), { cause: err, retryable: false });
 }

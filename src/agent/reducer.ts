@@ -1,29 +1,12 @@
-import type { AgentEvent, TurnEnding } from './events.js';
-
-export interface ToolCallRecord {
-  id: string;
-  name: string;
-  input: unknown;
-  output?: unknown;
-  error?: string;
-}
-
-/** A turn as it will be persisted: the model's text, reasoning kept apart, tool calls, ending. */
-export interface TurnRecord {
-  text: string;
-  reasoning: string;
-  toolCalls: ToolCallRecord[];
-  ending: TurnEnding | undefined;
-}
+import type { TurnRecord } from '../contracts/turn.js';
+import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 
 /**
- * Folds AgentEvents into a TurnRecord. `onComplete` fires exactly once, on the first
- * done, error or cancelled, with the partial output kept; later events are ignored.
+ * Folds AgentEvents into a TurnRecord. The first done, error or cancelled ends the turn,
+ * with the partial output kept; later events are ignored (fold says so).
  */
 export class TurnReducer {
   readonly turn: TurnRecord = { text: '', reasoning: '', toolCalls: [], ending: undefined };
-
-  constructor(private readonly onComplete?: (turn: TurnRecord) => void) {}
 
   /** Applies an event; false when the turn had already ended and the event was ignored. */
   fold(event: AgentEvent): boolean {
@@ -49,12 +32,10 @@ export class TurnReducer {
       case 'error':
         if (event.keepChars !== undefined) t.text = t.text.slice(0, event.keepChars);
         t.ending = event;
-        this.onComplete?.(t);
         break;
       case 'done':
       case 'cancelled':
         t.ending = event;
-        this.onComplete?.(t);
         break;
     }
     return true;

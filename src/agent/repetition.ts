@@ -1,5 +1,6 @@
-import type { AgentEvent } from './events.js';
-import type { AgentContext, AgentInput, AgentRunner } from './runner.js';
+import type { AgentEvent } from '../contracts/agent-events.js';
+import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
+import { userText } from '../contracts/errors.js';
 
 /** Where a loop was found, in characters of the answer's text. */
 export interface LoopFound {
@@ -79,7 +80,7 @@ export class RepetitionGuard {
   }
 }
 
-export const REPEATING_NOTE = 'The answer started repeating itself, so it was stopped.';
+export const REPEATING_NOTE = userText('ANSWER_REPEATING');
 
 /**
  * Wraps any runner with the repetition guard. When the answer loops, the model is stopped,
@@ -110,7 +111,7 @@ export class RepetitionGuardedRunner implements AgentRunner {
         const loop = guard.push(e.text);
         if (loop) {
           stop.abort(new Error('the answer is repeating itself'));
-          yield { type: 'error', code: 'TURN_FAILED', message: REPEATING_NOTE, keepChars: loop.keepChars };
+          yield { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
           return;
         }
       }

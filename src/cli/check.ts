@@ -1,6 +1,7 @@
 import { userInfo } from 'node:os';
+import type { ChannelKinds } from '../config/kinds.js';
 import { loadConfig } from '../config/load.js';
-import { ConfigError } from '../errors.js';
+import { ConfigError } from '../contracts/errors.js';
 
 /** Which environment the secrets were resolved in: the caller's shell is not the daemon's. */
 function environmentNote(): string {
@@ -19,10 +20,10 @@ function environmentNote(): string {
  * secrets in one run), then which environment the secrets were resolved in. Returns 78
  * for an invalid config; throws only for an unreadable file (main maps that to 78 too).
  */
-export async function runCheck(file: string): Promise<number> {
+export async function runCheck(file: string, kinds: ChannelKinds): Promise<number> {
   let config;
   try {
-    ({ config } = loadConfig(file));
+    ({ config } = loadConfig(file, kinds));
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     console.error(err.problems.join('\n'));

@@ -2,9 +2,10 @@ import { rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { diffChannels } from '../config/diff.js';
+import type { ChannelKinds } from '../config/kinds.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import { ConfigError, errorMessage } from '../errors.js';
+import { ConfigError, errorMessage } from '../contracts/errors.js';
 import { Kernel } from '../kernel/kernel.js';
 import type { HttpServer } from '../observe/http.js';
 import type { ManagementApi } from '../actions/action.js';
@@ -23,10 +24,12 @@ import type { TaskTracker } from '../dispatch/tracker.js';
 import { registerStatusRoutes, type DaemonStatus } from '../observe/routes.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
 import { channelPlugin, corePlugins, workspacePlugin, type ConfigHolder, type ListenerGate, type RemovalSet, type WorkspaceTable } from './plugins.js';
-import { VERSION } from './version.js';
+import { VERSION } from '../util/version.js';
 
 export interface DaemonOptions {
   configFile: string;
+  /** The channel kinds this build runs (the entry point hands them in). */
+  kinds: ChannelKinds;
   env?: NodeJS.ProcessEnv;
   logger?: Partial<LoggerOptions>;
 }
@@ -90,7 +93,7 @@ export class Daemon implements ManagementApi {
   /** Loads the config, starts the core and every enabled channel; ready() tells when /readyz turns 200. */
   static async start(options: DaemonOptions): Promise<Daemon> {
     const env = options.env ?? process.env;
-    const daemon = new Daemon(loadConfig(options.configFile, env), env);
+    const daemon = new Daemon(loadConfig(options.configFile, options.kinds, env), env);
     try {
       await daemon.#start(options);
     } catch (err) {
@@ -143,7 +146,7 @@ export class Daemon implements ManagementApi {
       const { ClusterComposition } = await import('../cluster/compose.js');
       const cluster = new ClusterComposition({ config: () => this.#holder.loaded, hardStop: this.#hardStop.signal, instanceInfo: () => this.#instanceInfo() });
       this.#cluster = cluster;
-      this.#gate = (c, a) => cluster.gate(c, a);
+      this.#gate = (c, a) => cluster.gate(c, a, this.config.kinds.of(c).exclusiveListener(c));
     }
     await this.#kernel.load(
       ...corePlugins({ holder: this.#holder, api: this, hardStop: this.#hardStop.signal, env: this.#env, ...(options.logger ? { logger: options.logger } : {}), ...(this.#cluster ? { cluster: this.#cluster } : {}) }),
@@ -273,7 +276,7 @@ export class Daemon implements ManagementApi {
     const file = this.#holder.loaded.file;
     const none = { added: [], removed: [], changed: [], agents: [] };
     try {
-      const after = loadConfig(file, this.#env);
+      const after = loadConfig(file, this.config.kinds, this.#env);
       const diff = diffChannels(this.#holder.loaded, after);
       const ids = (l: { id: string }[]) => l.map((c) => c.id);
       return { ok: true, dry_run: true, file, generation: this.#holder.generation, errors: [], ...none, added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed) };
@@ -287,7 +290,7 @@ export class Daemon implements ManagementApi {
     const before = this.#holder.loaded;
     let after: LoadedConfig;
     try {
-      after = loadConfig(before.file, this.#env);
+      after = loadConfig(before.file, before.kinds, this.#env);
     } catch (err) {
       const errors = err instanceof ConfigError ? [...err.problems] : [errorMessage(err)];
       for (const e of errors) this.log.error({ reload: 'refused' }, e);

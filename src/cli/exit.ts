@@ -1,4 +1,4 @@
-import { CodedError, ConfigError, errorMessage, operatorProblem } from '../errors.js';
+import { CodedError, ConfigError, errorMessage, operatorProblem } from '../contracts/errors.js';
 
 /** sysexits.h EX_CONFIG: systemd's RestartPreventExitStatus=78 stops a restart loop on it. */
 export const EX_CONFIG = 78;

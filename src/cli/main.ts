@@ -1,7 +1,6 @@
-#!/usr/bin/env node
-// First: the compile cache must be on before the lazily loaded SDKs are compiled.
-import './compile-cache.js';
 import { parseArgs } from 'node:util';
+import type { ChannelDescriptor } from '../contracts/channel.js';
+import { ChannelKinds } from '../config/kinds.js';
 import { exitCodeFor, reportStartFailure } from './exit.js';
 import { runCheck } from './check.js';
 import { runDaemon } from './run.js';
@@ -9,7 +8,7 @@ import { builtinActions } from '../actions/builtin/index.js';
 import { runAction } from './remote.js';
 import { runBackup } from './backup.js';
 import { daemonEndpoint } from '../config/reach.js';
-import { VERSION } from './version.js';
+import { VERSION } from '../util/version.js';
 
 const OPTIONS = `Options:
   -c, --config FILE   config file (default: $CHANNELD_CONFIG, else daemon.config.toml)
@@ -23,8 +22,9 @@ const REACH = `It reads only how to reach the daemon from the config file: [http
 CHANNELD_URL) and the admin token from the variable [http] admin_token_env names. It
 never resolves channel secrets and works while the file has errors.`;
 
-const HELP: Record<string, string> = {
-  main: `channeld ${VERSION} — a channel daemon: chat platforms in, an agent runtime, live drafts out.
+/** `channeld --help`: the commands, and the channel kinds this build runs. */
+function mainHelp(kinds: ChannelKinds): string {
+  return `channeld ${VERSION} — a channel daemon: chat platforms in, an agent runtime, live drafts out.
 
 Usage: channeld <command> [options]
 
@@ -37,11 +37,17 @@ Management commands (they ask the running daemon over HTTP at [http] listen):
 ${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase()), ...(a.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}]`)].join(' ').padEnd(14)}${a.description}`).join('\n')}
   (and any other action the daemon serves)
 
+Channel kinds ([[channels]] type):
+${kinds.all.map((k) => `  ${k.kind.padEnd(14)}${k.summary}`).join('\n')}
+
 ${OPTIONS}
 
 Exit status: 0 ok, 1 failure, 78 (EX_CONFIG) something the operator must fix: an invalid
 config or one the daemon refused, a listen address that cannot be bound, an unusable
-state_dir, a database from a newer channeld or one that failed its integrity check.`,
+state_dir, a database from a newer channeld or one that failed its integrity check.`;
+}
+
+const HELP: Record<string, string> = {
   run: `Usage: channeld run [--config FILE]
 
 Runs the daemon in the foreground. Logs are JSON on stdout (pretty in a terminal).
@@ -93,7 +99,8 @@ export function configPath(flag: string | undefined, env: NodeJS.ProcessEnv): st
   return flag ?? (env.CHANNELD_CONFIG || 'daemon.config.toml');
 }
 
-async function main(argv: string[]): Promise<number> {
+async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): Promise<number> {
+  const kinds = new ChannelKinds(descriptors);
   const { values, positionals } = parseArgs({
     args: argv,
     allowPositionals: true,
@@ -112,16 +119,16 @@ async function main(argv: string[]): Promise<number> {
     return 0;
   }
   if (values.help || !command) {
-    console.log(HELP[command ?? 'main'] ?? (command && actionHelp(command)) ?? HELP.main);
+    console.log((command && (HELP[command] ?? actionHelp(command))) || mainHelp(kinds));
     return command || values.help ? 0 : 1;
   }
   const config = configPath(values.config, process.env);
   const endpoint = () => daemonEndpoint(config, process.env, values.url ?? (process.env.CHANNELD_URL || undefined));
   switch (command) {
     case 'run':
-      return runDaemon(config);
+      return runDaemon(config, kinds);
     case 'check':
-      return values['against-daemon'] ? runAction(endpoint(), 'reload', [], { json: values.json ?? false, input: { dry_run: true } }) : runCheck(config);
+      return values['against-daemon'] ? runAction(endpoint(), 'reload', [], { json: values.json ?? false, input: { dry_run: true } }) : runCheck(config, kinds);
     case 'backup':
       return runBackup(config, positionals[1]);
     default:
@@ -130,12 +137,18 @@ async function main(argv: string[]): Promise<number> {
   }
 }
 
-main(process.argv.slice(2)).then(
-  (code) => {
-    process.exitCode = code;
-  },
-  (err: unknown) => {
-    reportStartFailure(err);
-    process.exitCode = exitCodeFor(err);
-  },
-);
+/**
+ * The CLI with the channel kinds this build runs: the entry point (bin/channeld.ts) imports
+ * the registry and calls this, so nothing in `src/` imports `channels/`. Sets the exit code.
+ */
+export function runCli(argv: string[], kinds: readonly ChannelDescriptor[]): Promise<void> {
+  return main(argv, kinds).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err: unknown) => {
+      reportStartFailure(err);
+      process.exitCode = exitCodeFor(err);
+    },
+  );
+}

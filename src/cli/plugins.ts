@@ -1,11 +1,12 @@
 import type { LoadedConfig } from '../config/load.js';
 import { agentOf, workspaceDirOf } from '../config/load.js';
 import type { AgentConfig, ChannelConfig } from '../config/schema.js';
-import type { ChannelAdapter } from '../dispatch/adapter.js';
+import type { ChannelAdapter } from '../contracts/channel.js';
 import { Dispatcher, type DispatchChannel, type ExecuteTurn, type RemoteInbox } from '../dispatch/dispatcher.js';
-import { channelOfScope, replyTargetOf } from '../dispatch/message.js';
+import { channelOfScope, replyTargetOf } from '../contracts/message.js';
 import type { Plugin } from '../kernel/plugin.js';
-import { HttpServer, parseListen } from '../observe/http.js';
+import { HttpServer } from '../observe/http.js';
+import { parseListen } from '../util/http.js';
 import { createLogger, type Logger, type LoggerOptions } from '../observe/logger.js';
 import { Metrics } from '../observe/metrics.js';
 import type { Conversations } from '../store/conversations.js';
@@ -19,8 +20,7 @@ import { builtinActions } from '../actions/builtin/index.js';
 import { ActionRegistry } from '../actions/registry.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { Workspace } from '../workspace/workspace.js';
-import { loadChannelFactory } from './channel-kinds.js';
-import { ChannelError, CodedError, errorMessage } from '../errors.js';
+import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import { judgeIntent } from '../agent/intent.js';
 
 import { McpHub } from '../mcp/hub.js';
@@ -61,6 +61,7 @@ function workspaceBuilder(holder: ConfigHolder, log: Logger, sessions: Sessions,
       toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
       ...(apiKey ? { apiKey } : {}),
       queuedIn: (scope) => tracker.queuedIn(scope),
+      observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),
       onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
       onFailover: (a, model) => {
         metrics.failovers.inc({ agent: a, model });
@@ -187,8 +188,8 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
             const a = cfg().agents[agent];
             return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
           },
-          send: (target, text, buttons) => adapter(target.channelId).send(target, text, { final: true, buttons }),
-          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [] }),
+          send: (target, text, buttons, signal) => adapter(target.channelId).send(target, text, { final: true, buttons, signal }),
+          edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [], signal: o.hardStop }),
         });
         const hub = ctx.use<McpHub>('mcp');
         hub.gate = approvals;
@@ -269,7 +270,8 @@ export function corePlugins(o: CorePluginOptions): Plugin[] {
           },
           notify: async (msg, text) => {
             const ch = channels.get(msg.channelId);
-            if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true });
+            // Bounded by the adapter's request timeout; cut when the daemon must exit now.
+            if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true, signal: o.hardStop });
           },
           execute: wrap(
             createTurnExecutor({
@@ -319,7 +321,7 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
   return {
     id,
     selfId: undefined,
-    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: false },
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: false, typing: false },
     listen: fail,
     send: fail,
     edit: fail,
@@ -361,7 +363,7 @@ export function channelPlugin(config: ChannelConfig, holder: ConfigHolder, remov
       const dispatcher = ctx.use<Dispatcher>('dispatcher');
       let adapter: ChannelAdapter;
       try {
-        const factory = await loadChannelFactory(config.type);
+        const factory = await holder.loaded.kinds.of(config).load();
         const metrics = ctx.use<Metrics>('metrics');
         adapter = await factory(config, { http: ctx.use('http'), log, stateDir: holder.loaded.config.daemon.state_dir, maxAttachmentBytes: () => holder.loaded.config.limits.max_attachment_bytes, secret: (base) => holder.loaded.secrets.get(`channels.${config.id}`, base), evicted: (structure, n) => metrics.evictions.inc({ structure }, n) });
       } catch (err) {

@@ -14,7 +14,7 @@ export function notChanneld(pid: number): string | undefined {
     const code = (err as NodeJS.ErrnoException).code;
     return code === 'ENOENT' ? 'no such process' : `its command line cannot be read (${code}), so it cannot be told apart from another program`;
   }
-  const script = argv.findIndex((a) => /(^|\/)channeld$|(^|\/)cli\/main\.[jt]s$/.test(a));
+  const script = argv.findIndex((a) => /(^|\/)channeld(\.[jt]s)?$|(^|\/)cli\/main\.[jt]s$/.test(a));
   if (script >= 0 && argv.slice(script + 1).includes('run')) return undefined;
   return `it is "${argv.join(' ').slice(0, 200)}", not channeld`;
 }
@@ -30,7 +30,7 @@ function signalReload(endpoint: DaemonEndpoint): number {
     return 1;
   }
   // After a kill -9 the pid file stays, and its pid may now be any other process: signal
-  // only a process whose command line is `channeld run` (or main.js run).
+  // only a process whose command line is `channeld run` (or channeld.js run; cli/main.js run is the entry of earlier builds).
   const not = notChanneld(pid);
   if (not) {
     console.error(`channeld: not signalling pid ${pid} from ${pidFile}: ${not}. The pid file is stale; the daemon is not running with this config (remove the file, then start it).`);

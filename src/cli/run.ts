@@ -1,3 +1,4 @@
+import type { ChannelKinds } from '../config/kinds.js';
 import { prettyDestination } from '../observe/logger.js';
 import { Daemon } from './daemon.js';
 import { exitCodeFor, reportStartFailure } from './exit.js';
@@ -6,11 +7,11 @@ import { exitCodeFor, reportStartFailure } from './exit.js';
  * `channeld run`: starts the daemon and wires the signals. Resolves only when the process
  * should exit, with its exit status.
  */
-export async function runDaemon(configFile: string): Promise<number> {
+export async function runDaemon(configFile: string, kinds: ChannelKinds): Promise<number> {
   // JSON for journald; pretty lines for a person at a terminal.
   let daemon: Daemon;
   try {
-    daemon = await Daemon.start({ configFile, ...(process.stdout.isTTY ? { logger: { destination: await prettyDestination() } } : {}) });
+    daemon = await Daemon.start({ configFile, kinds, ...(process.stdout.isTTY ? { logger: { destination: await prettyDestination() } } : {}) });
   } catch (err) {
     // Start failed; Daemon.start has stopped what was running. Exit now rather than wait for
     // handles an SDK may have left: 78 when the operator must fix something, 1 otherwise.
@@ -20,8 +21,9 @@ export async function runDaemon(configFile: string): Promise<number> {
   const log = daemon.log;
   const { address, port } = daemon.address;
   const host = address.includes(':') ? `[${address}]` : address;
-  const webchat = daemon.config.config.channels.find((c) => c.type === 'webchat' && c.enabled);
-  if (webchat) log.info({ url: `http://${host}:${port}/` }, `web chat: http://${host}:${port}/`);
+  // The first enabled channel whose kind serves a page at `/` says where to open it.
+  const page = daemon.config.config.channels.filter((c) => c.enabled).map((c) => daemon.config.kinds.of(c).page).find((p) => p !== undefined);
+  if (page) log.info({ url: `http://${host}:${port}/` }, `${page}: http://${host}:${port}/`);
   void daemon.supervisor.firstAttempts().then(() => log.info({ url: `http://${host}:${port}/readyz` }, 'ready'));
 
   return new Promise<number>((resolve) => {

@@ -1,8 +1,8 @@
 import type { ChannelConfig } from '../config/schema.js';
-import type { ChannelAdapter } from '../dispatch/adapter.js';
+import type { ChannelAdapter } from '../contracts/channel.js';
 import type { Dispatcher, ExecuteTurn } from '../dispatch/dispatcher.js';
-import { channelOfScope } from '../dispatch/message.js';
-import { CodedError } from '../errors.js';
+import { channelOfScope } from '../contracts/message.js';
+import { CodedError } from '../contracts/errors.js';
 import type { Plugin } from '../kernel/plugin.js';
 import type { Logger } from '../observe/logger.js';
 import type { LoadedConfig } from '../config/load.js';
@@ -10,7 +10,7 @@ import { agentOf } from '../config/load.js';
 import { openCluster, type ClusterServices } from './connect.js';
 import { ClusterInbox, type StopRequest } from './inbox.js';
 import type { HeldLease } from './leases.js';
-import { leasedAdapter, needsLease } from './listener-lease.js';
+import { leasedAdapter } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
 import { PgApprovalStore } from './pg-approvals.js';
@@ -123,9 +123,12 @@ export class ClusterComposition {
     return this.#partitions?.leaseOf(scope);
   }
 
-  /** Polling, gateway and socket listeners run where their lease is; webhook ones everywhere. */
-  gate(config: ChannelConfig, adapter: ChannelAdapter): ChannelAdapter {
-    return needsLease(config) ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
+  /**
+   * A listener its kind calls exclusive (polling, gateways, sockets: ChannelDescriptor
+   * `exclusiveListener`) runs where its lease is; the others (webhooks, pages) everywhere.
+   */
+  gate(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter {
+    return exclusive ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
   }
 
   /** Partitions, the /stop subject and this instance's heartbeat; needs the dispatcher and the channels. */

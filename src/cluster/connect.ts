@@ -4,7 +4,7 @@ import { jetstream, jetstreamManager, DiscardPolicy, RetentionPolicy, type JetSt
 import { Kvm, type KV } from '@nats-io/kv';
 import pg from 'pg';
 import type { ClusterConfig } from '../config/schema.js';
-import { CodedError, errorMessage } from '../errors.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { Leases } from './leases.js';
 import { migrate } from './migrations.js';

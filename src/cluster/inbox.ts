@@ -1,7 +1,7 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { RemoteInbox } from '../dispatch/dispatcher.js';
-import type { ChannelMessage, MessageRef } from '../dispatch/message.js';
-import { CodedError, errorMessage } from '../errors.js';
+import type { ChannelMessage, MessageRef } from '../contracts/message.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { InboxState } from '../store/inbox.js';
 import type { ClusterServices } from './connect.js';

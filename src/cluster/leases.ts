@@ -1,7 +1,7 @@
 import type { KV } from '@nats-io/kv';
 import type { Logger } from '../observe/logger.js';
-import { CodedError, errorMessage } from '../errors.js';
-import { sleep } from '../kernel/sleep.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
+import { sleep } from '../util/abortable.js';
 
 /** What a lease key holds. */
 export interface LeaseValue {

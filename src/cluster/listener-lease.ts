@@ -1,24 +1,5 @@
-import type { ChannelConfig } from '../config/schema.js';
-import type { ChannelAdapter, Deliver } from '../dispatch/adapter.js';
+import type { ChannelAdapter, Deliver } from '../contracts/channel.js';
 import type { Leases } from './leases.js';
-
-/**
- * Whether a channel's listener may run on one instance only: polling (Telegram getUpdates
- * answers 409 to a second poller), gateways (Discord) and sockets (Slack Socket Mode).
- * Webhook channels and the web chat accept on every instance behind the load balancer.
- */
-export function needsLease(config: ChannelConfig): boolean {
-  switch (config.type) {
-    case 'telegram':
-      return config.mode === 'polling';
-    case 'slack':
-      return config.mode === 'socket';
-    case 'discord':
-      return true;
-    case 'webchat':
-      return false;
-  }
-}
 
 /**
  * The adapter with `listen` run under a lease: it waits (showing `standby` and the owner)

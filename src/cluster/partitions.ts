@@ -1,7 +1,7 @@
 import { AckPolicy, DeliverPolicy, type ConsumerMessages } from '@nats-io/jetstream';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import type { MessageRef } from '../dispatch/message.js';
-import { errorMessage } from '../errors.js';
+import type { MessageRef } from '../contracts/message.js';
+import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ClusterServices } from './connect.js';
 import type { ClusterInbox, StreamedItem } from './inbox.js';

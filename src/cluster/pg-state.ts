@@ -1,5 +1,5 @@
 import type { QueueMode } from '../config/schema.js';
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 import type { PgWriter } from './pg-writer.js';
 import type { ConversationPrefs, Conversations } from '../store/conversations.js';
 import type { SessionInfo, SessionSummaryRow, Sessions, StoredTurn, TurnEndingKind } from '../store/sessions.js';

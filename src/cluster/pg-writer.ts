@@ -1,6 +1,6 @@
 import pg from 'pg';
-import { CodedError, errorMessage } from '../errors.js';
-import { sleep } from '../kernel/sleep.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
+import { sleep } from '../util/abortable.js';
 import type { Logger } from '../observe/logger.js';
 
 /** Statement counts, for the bench's operations per message. */

@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { LoadedConfig } from './load.js';
-import { secretBases, type ChannelConfig } from './schema.js';
+import type { ChannelConfig } from './schema.js';
 
 export interface ChannelDiff {
   added: ChannelConfig[];
@@ -11,8 +11,9 @@ export interface ChannelDiff {
 
 /** A channel's identity for reload: its whole section plus a hash of its resolved secrets. */
 function fingerprint(ch: ChannelConfig, loaded: LoadedConfig): string {
-  const secrets = secretBases
-    .map((b) => loaded.secrets.get(`channels.${ch.id}`, b) ?? '')
+  const secrets = loaded.secrets
+    .of(`channels.${ch.id}`)
+    .map(([base, value]) => `${base}\u0000${value}`)
     .join('\u0000');
   return JSON.stringify(ch) + createHash('sha256').update(secrets).digest('hex');
 }

@@ -2,10 +2,11 @@ import { readFileSync, statSync } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve } from 'node:path';
 import { parse, TomlError } from 'smol-toml';
 import type { z } from 'zod';
-import { CodedError, ConfigError } from '../errors.js';
+import { CodedError, ConfigError } from '../contracts/errors.js';
 import { formatPath, SourceMap } from './locate.js';
-import { agentSchema, channelSchema, configSchema, secretBases, type AgentConfig, type DaemonConfig } from './schema.js';
-import { stateDirProblem } from '../store/state-dir.js';
+import type { ChannelKinds } from './kinds.js';
+import { agentSchema, configSchema, type AgentConfig, type DaemonConfig } from './schema.js';
+import { stateDirProblem } from '../util/state-dir.js';
 import { allowedKeys, didYouMean } from './suggest.js';
 import { agentPath, resolveSecrets, Secrets, type ConfigProblem } from './secrets.js';
 
@@ -13,6 +14,8 @@ import { agentPath, resolveSecrets, Secrets, type ConfigProblem } from './secret
 export interface LoadedConfig {
   config: DaemonConfig;
   secrets: Secrets;
+  /** The channel kinds it was validated against: what reads each channel's own keys. */
+  kinds: ChannelKinds;
   /** The file it came from, for reload. */
   file: string;
 }
@@ -21,13 +24,13 @@ function describe(value: unknown): string {
   return typeof value === 'string' ? JSON.stringify(value) : Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value === 'object' ? 'a table' : String(value);
 }
 
-function issueProblems(issue: z.core.$ZodIssue, raw: unknown): ConfigProblem[] {
+function issueProblems(issue: z.core.$ZodIssue, raw: unknown, kinds: ChannelKinds): ConfigProblem[] {
   const path = issue.path as (string | number)[];
   switch (issue.code) {
     case 'unrecognized_keys':
       return issue.keys.map((k) => {
-        const base = secretBases.find((b) => b === k);
-        const near = base ? undefined : didYouMean(k, allowedKeys(path, raw));
+        const base = kinds.secretBases.find((b) => b === k);
+        const near = base ? undefined : didYouMean(k, allowedKeys(path, raw, kinds));
         return {
           path: [...path, k],
           atKey: true,
@@ -43,7 +46,7 @@ function issueProblems(issue: z.core.$ZodIssue, raw: unknown): ConfigProblem[] {
         const input = issue.input as Record<string, unknown> | undefined;
         // zod reports the discriminator issue on the table; the line we want is its `type` key.
         const got = input && typeof input === 'object' ? input.type : undefined;
-        return [{ path: path.at(-1) === 'type' ? path : [...path, 'type'], message: got === undefined ? 'is required: one of webchat, telegram, discord, slack' : `${describe(got)} is not one of webchat, telegram, discord, slack` }];
+        return [{ path: path.at(-1) === 'type' ? path : [...path, 'type'], message: got === undefined ? `is required: one of ${kinds.names.join(', ')}` : `${describe(got)} is not one of ${kinds.names.join(', ')}` }];
       }
       return [{ path, message: issue.message }];
     case 'invalid_type':
@@ -68,8 +71,8 @@ function mergeAgents(config: DaemonConfig, problems: ConfigProblem[]): void {
   config.agents = agents;
 }
 
-/** Rules that span keys: unique ids, agent bindings, per-provider requirements. */
-function crossCheck(config: DaemonConfig, problems: ConfigProblem[]): void {
+/** Rules that span keys: unique ids, agent bindings, per-provider requirements, each kind's own rules. */
+function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: ChannelKinds): void {
   const stateDir = stateDirProblem(config.daemon.state_dir);
   if (stateDir) problems.push({ path: ['daemon', 'state_dir'], message: `"${config.daemon.state_dir}" ${stateDir}` });
   const enabledAgents = Object.entries(config.agents).filter(([, a]) => a.enabled).map(([n]) => n);
@@ -87,16 +90,15 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[]): void {
     } else if (enabledAgents.length === 0) {
       problems.push({ path: ['channels', i], message: `channel "${ch.id}" has no enabled agent to bind to` });
     }
-    if (ch.type !== 'webchat' && ch.allow_from === undefined) {
+    const kind = kinds.of(ch);
+    if (!kind.allowFromOptional && ch.allow_from === undefined) {
       problems.push({ path: ['channels', i], message: `channel "${ch.id}" needs allow_from: a list of sender ids, or ["*"] to let everyone talk to the bot` });
     }
     if (ch.reply_intent === 'classifier') {
       const agent = config.agents[ch.agent ?? enabledAgents[0] ?? 'default'];
       if (agent && (agent.provider !== 'openai-compatible' || !agent.base_url)) problems.push({ path: ['channels', i, 'reply_intent'], message: `reply_intent = "classifier" asks a model on the channel's agent's endpoint: bind channel "${ch.id}" to an openai-compatible agent` });
     }
-    if (ch.type === 'telegram' && ch.mode === 'webhook' && !ch.public_url) {
-      problems.push({ path: ['channels', i, 'mode'], message: `webhook mode needs public_url (the https address Telegram should post to)` });
-    }
+    for (const p of kind.problems?.(ch) ?? []) problems.push({ path: ['channels', i, ...p.path], message: p.message });
   });
   for (const [name, agent] of Object.entries(config.agents)) {
     agent.fallback_models.forEach((f, i) => {
@@ -145,7 +147,7 @@ function withoutBadKeys<S extends z.ZodType>(schema: S, value: unknown): z.outpu
   return second.success ? second.data : undefined;
 }
 
-function salvage(raw: unknown): DaemonConfig {
+function salvage(raw: unknown, kinds: ChannelKinds): DaemonConfig {
   const r = (raw && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
   const section = <S extends z.ZodType>(schema: S, value: unknown): z.output<S> => {
     const parsed = schema.safeParse(value);
@@ -158,7 +160,7 @@ function salvage(raw: unknown): DaemonConfig {
   const channels: DaemonConfig['channels'] = [];
   if (Array.isArray(r.channels)) {
     r.channels.forEach((c, i) => {
-      const parsed = withoutBadKeys(channelSchema, c);
+      const parsed = withoutBadKeys(kinds.channelSchema, c);
       if (parsed) channels[i] = parsed;
     });
   }
@@ -195,10 +197,11 @@ function syntaxProblem(err: TomlError, source: string, name: string): string {
 }
 
 /**
- * Parses and validates config text. Throws ConfigError whose problems read
- * `file:line:col: key.path: message`, one per problem, in file order.
+ * Parses and validates config text against the core's sections and the channel `kinds`
+ * this build runs. Throws ConfigError whose problems read `file:line:col: key.path: message`,
+ * one per problem, in file order.
  */
-export function parseConfig(source: string, file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+export function parseConfig(source: string, file: string, kinds: ChannelKinds, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
   const name = basename(file);
   let raw: unknown;
   try {
@@ -208,13 +211,13 @@ export function parseConfig(source: string, file: string, env: NodeJS.ProcessEnv
     throw err;
   }
   const map = new SourceMap(source);
-  const result = configSchema.safeParse(raw, { reportInput: true });
-  const problems: ConfigProblem[] = result.success ? [] : result.error.issues.flatMap((i) => issueProblems(i, raw));
+  const result = kinds.configSchema.safeParse(raw, { reportInput: true });
+  const problems: ConfigProblem[] = result.success ? [] : result.error.issues.flatMap((i) => issueProblems(i, raw, kinds));
   // Every stage runs, on what is valid of the file when some of it is not, so one run shows every error.
-  const config = result.success ? result.data : salvage(raw);
+  const config = result.success ? result.data : salvage(raw, kinds);
   mergeAgents(config, problems);
-  crossCheck(config, problems);
-  const { secrets, problems: secretProblems } = resolveSecrets(config, env);
+  crossCheck(config, problems, kinds);
+  const { secrets, problems: secretProblems } = resolveSecrets(config, env, kinds);
   // An inline `token = "..."` was already refused; "needs token_env" on top of it says nothing new.
   const named = new Set(problems.map((p) => JSON.stringify(p.path)));
   problems.push(...secretProblems.filter((p) => !p.secret || !named.has(JSON.stringify([...p.path, p.secret]))));
@@ -225,18 +228,18 @@ export function parseConfig(source: string, file: string, env: NodeJS.ProcessEnv
       .map(({ p, pos }) => `${name}:${pos ? `${pos.line}:${pos.column}` : '1'}: ${formatPath(p.path)}: ${p.message}`);
     throw new ConfigError(lines);
   }
-  return { config, secrets, file };
+  return { config, secrets, kinds, file };
 }
 
-/** Reads and validates a config file. */
-export function loadConfig(file: string, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
+/** Reads and validates a config file (see parseConfig). */
+export function loadConfig(file: string, kinds: ChannelKinds, env: NodeJS.ProcessEnv = process.env): LoadedConfig {
   let source: string;
   try {
     source = readFileSync(file, 'utf8');
   } catch (err) {
     throw new CodedError('CONFIG_NOT_FOUND', `${file}: ${(err as NodeJS.ErrnoException).code ?? err}`, { cause: err });
   }
-  return parseConfig(source, file, env);
+  return parseConfig(source, file, kinds, env);
 }
 
 /** The agent a channel is bound to: explicit, or the only enabled one. */

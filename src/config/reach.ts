@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'smol-toml';
-import { parseListen } from '../observe/http.js';
+import { parseListen } from '../util/http.js';
 
 /**
  * How the management CLI reaches the running daemon: its base URL, the admin token and

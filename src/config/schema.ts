@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { secretRef } from '../contracts/secret-ref.js';
 import { listenProblem } from './listen.js';
 
 /**
@@ -16,18 +17,13 @@ const durationMs = z.number().int().nonnegative().max(MAX_DURATION_MS);
 const positiveDurationMs = z.number().int().positive().max(MAX_DURATION_MS);
 const positiveInt = z.number().int().positive();
 
-/** The three ways to name a secret; `resolveSecrets` reads them. */
-export const secretKinds = ['env', 'file', 'credential'] as const;
-function secretRef<const B extends string>(base: B) {
-  return {
-    [`${base}_env`]: z.string().min(1).optional(),
-    [`${base}_file`]: z.string().min(1).optional(),
-    [`${base}_credential`]: z.string().min(1).optional(),
-  } as { [K in `${B}_${(typeof secretKinds)[number]}`]: z.ZodOptional<z.ZodString> };
-}
+export { secretKinds } from '../contracts/secret-ref.js';
 
-/** Secret base names per section, so inline values (`token = "..."`) get a precise refusal. */
-export const secretBases = ['token', 'webhook_secret', 'bot_token', 'app_token', 'signing_secret', 'access_token', 'admin_token', 'api_key', 'nats_url', 'postgres_url'] as const;
+/**
+ * Secret base names of the core's sections, so inline values (`admin_token = "..."`) get a
+ * precise refusal; each channel kind adds its own (ChannelKinds.secretBases).
+ */
+export const coreSecretBases = ['admin_token', 'api_key', 'nats_url', 'postgres_url'] as const;
 
 const queueMode = z.enum(['followup', 'interrupt', 'collect']);
 
@@ -38,7 +34,8 @@ export const backoffSchema = z.strictObject({
   stable_ms: durationMs.default(300000),
 });
 
-const channelBase = {
+/** The keys every channel has, whatever its kind; ChannelKinds merges each kind's own keys in. */
+export const channelCommonShape = {
   id: z.string().regex(/^[A-Za-z0-9_-]+$/, 'use letters, digits, "_" and "-" only'),
   enabled: z.boolean().default(true),
   agent: z.string().min(1).optional(),
@@ -46,7 +43,7 @@ const channelBase = {
   allow_bots: z.boolean().default(false),
   /** Sender ids whose /stop stops anyone's answer, and who may `/stop all`. */
   admins: z.array(z.string().min(1)).default([]),
-  /** A reaction put on each stored message until its turn ends (Telegram, Discord, Slack); off when unset. */
+  /** A reaction put on each stored message until its turn ends (kinds whose adapter can react); off when unset. */
   ack_reaction: z.string().min(1).optional(),
   /** Groups: `mention` answers when addressed; `classifier` also asks `intent_model` about unaddressed messages. */
   reply_intent: z.enum(['mention', 'classifier']).default('mention'),
@@ -65,50 +62,12 @@ const channelBase = {
   unknown_commands: z.enum(['reply', 'agent']).default('reply'),
 };
 
-const webchat = z.strictObject({
-  ...channelBase,
-  type: z.literal('webchat'),
-  access_token_env: z.string().min(1).optional(),
-  /** Tabs whose latest replies are kept for a reload (least recently used evicted first). */
-  backlog_max_tabs: positiveInt.default(200),
-  /** Bytes of reply text all those backlogs may hold together. */
-  backlog_max_bytes: positiveInt.default(8 * 1024 * 1024),
-});
-
-const telegram = z.strictObject({
-  ...channelBase,
-  type: z.literal('telegram'),
-  ...secretRef('token'),
-  mode: z.enum(['polling', 'webhook']).default('polling'),
-  api_root: z.url().default('https://api.telegram.org'),
-  native_drafts: z.boolean().default(true),
-  rich_messages: z.boolean().default(true),
-  public_url: z.url().optional(),
-  ...secretRef('webhook_secret'),
-});
-
-const discord = z.strictObject({
-  ...channelBase,
-  type: z.literal('discord'),
-  ...secretRef('token'),
-  rest_api: z.url().default('https://discord.com/api'),
-  guilds: z.array(z.string().min(1)).default([]),
-});
-
-const slack = z.strictObject({
-  ...channelBase,
-  type: z.literal('slack'),
-  ...secretRef('bot_token'),
-  ...secretRef('app_token'),
-  ...secretRef('signing_secret'),
-  mode: z.enum(['socket', 'http']).default('socket'),
-  api_url: z.url().default('https://slack.com/api/'),
-  reply_in_thread: z.boolean().default(true),
-  native_stream: z.boolean().default(true),
-});
-
-export const channelSchema = z.discriminatedUnion('type', [webchat, telegram, discord, slack]);
-export const channelKinds = ['webchat', 'telegram', 'discord', 'slack'] as const;
+/**
+ * A channel as the core sees it: the common keys and its `type`. The parsed object also
+ * holds its kind's own keys (ChannelKinds builds the schema that checks them), which only
+ * the kind's own code reads.
+ */
+const channelCommon = z.object({ ...channelCommonShape, type: z.string() });
 
 /**
  * One MCP server of an agent (`[[agents.NAME.mcp]]`): stdio (`command`, `args`, `env`) or
@@ -148,7 +107,10 @@ export const agentSchema = z.strictObject({
   system_prompt: z.string().default('You are a helpful assistant.'),
   time_zone: z.string().default('UTC'),
   tools: z.array(z.string().min(1)).optional(),
+  /** Modes on by default in every conversation (`/mode NAME` switches one per conversation). */
   modes: z.array(z.string().min(1)).default([]),
+  /** What this agent's workspace has: a tool with `requires_features` is offered only when all are listed. */
+  features: z.array(z.string().min(1)).default([]),
   fallback_models: z.array(z.string().regex(/^[a-z-]+:.+$/, 'write "provider:model"')).default([]),
   cooldown_ms: durationMs.default(30000),
   /** Running turns of this agent, across its channels. */
@@ -206,48 +168,57 @@ const listenAddress = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem, input: v });
   });
 
-export const configSchema = z.strictObject({
-  daemon: z
-    .strictObject({
-      state_dir: z.string().min(1).default('./.channeld'),
-      log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error']).default('info'),
-      shutdown_grace_ms: durationMs.default(10000),
-      inbox_retention_hours: positiveInt.default(72),
-    })
-    .prefault({}),
-  http: z
-    .strictObject({
-      listen: listenAddress.default('127.0.0.1:8787'),
-      admin_token_env: z.string().min(1).optional(),
-      /** Host names (besides the listen host, localhost and loopback literals) requests may carry in `Host` and `Origin`. */
-      allowed_hosts: z.array(z.string().regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'write a host name or address without scheme or port, e.g. "chat.example.com"')).default([]),
-    })
-    .prefault({}),
-  limits: z
-    .strictObject({
-      max_in_flight: positiveInt.default(32),
-      max_queued: positiveInt.default(256),
-      queue_mode: queueMode.default('followup'),
-      collect_debounce_ms: durationMs.default(500),
-      /** Attachments larger than this are not downloaded. */
-      max_attachment_bytes: positiveInt.default(10 * 1024 * 1024),
-      /** Group conversations whose unaddressed messages are kept as context (least recently active evicted first). */
-      passive_max_conversations: positiveInt.default(1000),
-      /** Bytes of text all that kept context may hold together. */
-      passive_max_bytes: positiveInt.default(8 * 1024 * 1024),
-    })
-    .prefault({}),
-  agent: agentSchema.optional(),
-  agents: z.record(z.string().regex(/^[A-Za-z0-9_-]+$/), agentSchema).default({}),
-  channels: z.array(channelSchema).default([]),
-  /** Per model name: its input kinds and prices. */
-  models: z.record(z.string().min(1), modelSchema).default({}),
-  cluster: clusterSchema.optional(),
-});
+/**
+ * The whole file's schema with `channel` as the schema of one `[[channels]]` table.
+ * ChannelKinds builds the real one from the registered kinds; `configSchema` (channels
+ * typed by their common keys only) gives the sections and the types.
+ */
+export function configSchemaWith<C extends z.ZodType>(channel: C) {
+  return z.strictObject({
+    daemon: z
+      .strictObject({
+        state_dir: z.string().min(1).default('./.channeld'),
+        log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error']).default('info'),
+        shutdown_grace_ms: durationMs.default(10000),
+        inbox_retention_hours: positiveInt.default(72),
+      })
+      .prefault({}),
+    http: z
+      .strictObject({
+        listen: listenAddress.default('127.0.0.1:8787'),
+        admin_token_env: z.string().min(1).optional(),
+        /** Host names (besides the listen host, localhost and loopback literals) requests may carry in `Host` and `Origin`. */
+        allowed_hosts: z.array(z.string().regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'write a host name or address without scheme or port, e.g. "chat.example.com"')).default([]),
+      })
+      .prefault({}),
+    limits: z
+      .strictObject({
+        max_in_flight: positiveInt.default(32),
+        max_queued: positiveInt.default(256),
+        queue_mode: queueMode.default('followup'),
+        collect_debounce_ms: durationMs.default(500),
+        /** Attachments larger than this are not downloaded. */
+        max_attachment_bytes: positiveInt.default(10 * 1024 * 1024),
+        /** Group conversations whose unaddressed messages are kept as context (least recently active evicted first). */
+        passive_max_conversations: positiveInt.default(1000),
+        /** Bytes of text all that kept context may hold together. */
+        passive_max_bytes: positiveInt.default(8 * 1024 * 1024),
+      })
+      .prefault({}),
+    agent: agentSchema.optional(),
+    agents: z.record(z.string().regex(/^[A-Za-z0-9_-]+$/), agentSchema).default({}),
+    channels: z.array(channel).default([]),
+    /** Per model name: its input kinds and prices. */
+    models: z.record(z.string().min(1), modelSchema).default({}),
+    cluster: clusterSchema.optional(),
+  });
+}
+
+/** The sections' schemas (`configSchema.shape.daemon`, ...) and the config's type; never parses a file. */
+export const configSchema = configSchemaWith(channelCommon);
 
 export type DaemonConfig = z.output<typeof configSchema>;
-export type ChannelConfig = z.output<typeof channelSchema>;
-export type ChannelKind = ChannelConfig['type'];
+export type ChannelConfig = z.output<typeof channelCommon>;
 export type AgentConfig = z.output<typeof agentSchema>;
 export type ModelConfig = z.output<typeof modelSchema>;
 export type QueueMode = z.output<typeof queueMode>;

@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ChannelConfig, DaemonConfig } from './schema.js';
+import type { ChannelKinds } from './kinds.js';
+import type { DaemonConfig } from './schema.js';
 import { secretKinds } from './schema.js';
 
 export interface ConfigProblem {
@@ -24,6 +25,11 @@ export class Secrets {
   get(owner: string, base: string): string | undefined {
     return this.#values.get(`${owner}/${base}`);
   }
+  /** One owner's resolved secrets as `[base, value]`, sorted by base: what a reload compares. */
+  of(owner: string): [string, string][] {
+    const prefix = `${owner}/`;
+    return [...this.#values].filter(([k]) => k.startsWith(prefix)).map(([k, v]): [string, string] => [k.slice(prefix.length), v]).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  }
   /** Every resolved value, for the log redactor. */
   values(): string[] {
     return [...this.#values.values()];
@@ -33,22 +39,6 @@ export class Secrets {
   }
   [Symbol.for('nodejs.util.inspect.custom')](): string {
     return '[secrets]';
-  }
-}
-
-/** Which secrets each channel kind needs, given its mode. */
-export function requiredSecrets(ch: ChannelConfig): { required: string[]; optional: string[] } {
-  switch (ch.type) {
-    case 'webchat':
-      return { required: [], optional: [] };
-    case 'telegram':
-      return ch.mode === 'webhook' ? { required: ['token', 'webhook_secret'], optional: [] } : { required: ['token'], optional: ['webhook_secret'] };
-    case 'discord':
-      return { required: ['token'], optional: [] };
-    case 'slack':
-      return ch.mode === 'http'
-        ? { required: ['bot_token', 'signing_secret'], optional: ['app_token'] }
-        : { required: ['bot_token', 'app_token'], optional: ['signing_secret'] };
   }
 }
 
@@ -96,8 +86,8 @@ function resolveOne(
   else secrets.set(owner, base, value!);
 }
 
-/** Resolves every secret reference; problems name the key and the channel. */
-export function resolveSecrets(config: DaemonConfig, env: NodeJS.ProcessEnv): { secrets: Secrets; problems: ConfigProblem[] } {
+/** Resolves every secret reference; problems name the key and the channel. A channel's needs are its kind's. */
+export function resolveSecrets(config: DaemonConfig, env: NodeJS.ProcessEnv, kinds: ChannelKinds): { secrets: Secrets; problems: ConfigProblem[] } {
   const secrets = new Secrets();
   const problems: ConfigProblem[] = [];
   const envSecret = (name: string, path: (string | number)[], owner: string, base: string, where: string) => {
@@ -108,12 +98,10 @@ export function resolveSecrets(config: DaemonConfig, env: NodeJS.ProcessEnv): { 
   config.channels.forEach((ch, i) => {
     const where = `channel "${ch.id}"`;
     const section = ch as unknown as Record<string, unknown>;
-    const { required, optional } = requiredSecrets(ch);
+    const { required, optional } = kinds.of(ch).secrets.needs(ch);
+    // A kind may offer fewer than the three keys of a secret (only `X_env`): the ones its schema lacks are never set.
     for (const base of required) resolveOne(section, base, true, ['channels', i], `channels.${ch.id}`, where, env, secrets, problems);
     for (const base of optional) resolveOne(section, base, false, ['channels', i], `channels.${ch.id}`, where, env, secrets, problems);
-    if (ch.type === 'webchat' && ch.access_token_env) {
-      envSecret(ch.access_token_env, ['channels', i, 'access_token_env'], `channels.${ch.id}`, 'access_token', where);
-    }
   });
   if (config.http.admin_token_env) envSecret(config.http.admin_token_env, ['http', 'admin_token_env'], 'http', 'admin_token', 'admin token');
   if (config.cluster) {

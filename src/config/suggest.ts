@@ -1,4 +1,5 @@
-import { agentSchema, backoffSchema, channelSchema, configSchema } from './schema.js';
+import type { ChannelKinds } from './kinds.js';
+import { agentSchema, backoffSchema, configSchema } from './schema.js';
 
 /** Edit distance, for "did you mean" on unknown keys. */
 function distance(a: string, b: string): number {
@@ -17,8 +18,8 @@ function distance(a: string, b: string): number {
 
 const sectionKeys = (s: unknown) => Object.keys((s as { unwrap(): { shape: object } }).unwrap().shape);
 
-/** The keys the schema allows in the table at `path` (`raw` tells a channel's type). */
-export function allowedKeys(path: readonly (string | number)[], raw: unknown): string[] {
+/** The keys the schema allows in the table at `path` (`raw` tells a channel's type, `kinds` its keys). */
+export function allowedKeys(path: readonly (string | number)[], raw: unknown, kinds: ChannelKinds): string[] {
   const [head, second, third] = path;
   if (path.length === 0) return Object.keys(configSchema.shape);
   if (path.length === 1 && (head === 'daemon' || head === 'http' || head === 'limits')) return sectionKeys(configSchema.shape[head]);
@@ -26,8 +27,7 @@ export function allowedKeys(path: readonly (string | number)[], raw: unknown): s
   if (head === 'channels' && typeof second === 'number') {
     if (third === 'backoff') return Object.keys(backoffSchema.shape);
     const type = ((raw as { channels?: Array<{ type?: unknown }> }).channels?.[second] ?? {}).type;
-    const option = channelSchema.options.find((o) => o.shape.type.value === type);
-    return option ? Object.keys(option.shape) : [...new Set(channelSchema.options.flatMap((o) => Object.keys(o.shape)))];
+    return kinds.tableKeys(type);
   }
   return [];
 }

@@ -1,5 +1,5 @@
 import type { ChannelConfig } from '../config/schema.js';
-import type { ChannelMessage } from './message.js';
+import type { ChannelMessage } from '../contracts/message.js';
 
 /** `ignored`: a sender not on allow_from chatting in a group without addressing the bot. */
 export type AccessVerdict = 'ok' | 'self' | 'bot' | 'not_allowed' | 'ignored' | 'unaddressed';

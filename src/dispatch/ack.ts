@@ -1,6 +1,12 @@
 import type { Logger } from '../observe/logger.js';
 import type { DispatchChannel } from './dispatcher.js';
-import type { ChannelMessage, MessageRef } from './message.js';
+import type { ChannelMessage, MessageRef } from '../contracts/message.js';
+
+/**
+ * How long one reaction request may take. A reaction is a hint, and the removal waits for
+ * the adding: one that has not landed by then is given up rather than holding the removal.
+ */
+const ACK_REACTION_TIMEOUT_MS = 10_000;
 
 /**
  * The channel's `ack_reaction` on a user's message: set once the message is stored, taken
@@ -25,7 +31,7 @@ export class AckReactions {
     const key = `${msg.channelId}\u0000${msg.messageId}`;
     const ref: MessageRef = { chatId: msg.chat.id, messageId: msg.messageId, ...(msg.threadId ? { threadId: msg.threadId } : {}) };
     const before = this.#pending.get(key) ?? Promise.resolve();
-    const next = before.then(() => react(ref, emoji, on)).catch((err: unknown) => this.log.debug({ err, channel: msg.channelId, on }, 'ack reaction not set'));
+    const next = before.then(() => react(ref, emoji, on, { signal: AbortSignal.timeout(ACK_REACTION_TIMEOUT_MS) })).catch((err: unknown) => this.log.debug({ err, channel: msg.channelId, on }, 'ack reaction not set'));
     if (on) this.#pending.set(key, next);
     else {
       this.#pending.delete(key);

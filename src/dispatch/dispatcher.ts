@@ -1,12 +1,12 @@
 import type { ChannelConfig, DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 import type { Inbox, InboxItem, InboxWrites } from '../store/inbox.js';
-import { parseCommand, type ParsedCommand } from '../runtime/commands.js';
+import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
 import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
-import type { ChannelAdapter } from './adapter.js';
-import { conversationScope, type ChannelMessage } from './message.js';
+import type { ChannelAdapter } from '../contracts/channel.js';
+import { conversationScope, type ChannelMessage } from '../contracts/message.js';
 import { Lanes, type TurnJob } from './lanes.js';
 import { TaskTracker } from './tracker.js';
 import { AckReactions } from './ack.js';

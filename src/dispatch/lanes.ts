@@ -2,9 +2,9 @@ import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { InboxItem, InboxWrites } from '../store/inbox.js';
-import type { ChannelMessage } from './message.js';
+import type { ChannelMessage } from '../contracts/message.js';
 import type { TaskTracker } from './tracker.js';
-import { settleWithin } from '../kernel/sleep.js';
+import { settleWithin } from '../util/abortable.js';
 
 /** One turn to run: one inbox item, or several merged by `collect`. */
 export interface TurnJob {

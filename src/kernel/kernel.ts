@@ -1,4 +1,4 @@
-import { CodedError, errorMessage } from '../errors.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import { planStart } from './plan.js';
 import type { Disposer, Plugin, PluginContext, PluginState } from './plugin.js';
 
@@ -76,11 +76,11 @@ export class Kernel {
       name: plugin.name,
       signal: slot.controller.signal,
       use: <T>(service: string) => {
-        if (!plugin.inject?.includes(service)) throw new CodedError('KERNEL_MISSING_SERVICE', `plugin "${plugin.name}" uses "${service}" without injecting it`);
+        if (!plugin.inject?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_USE', `plugin "${plugin.name}" uses "${service}" without injecting it`);
         return this.get<T>(service);
       },
       provide: (service, value) => {
-        if (!plugin.provides?.includes(service)) throw new CodedError('KERNEL_DUPLICATE_PROVIDER', `plugin "${plugin.name}" provides "${service}" without declaring it`);
+        if (!plugin.provides?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${service}" without declaring it`);
         this.#services.set(service, value);
         this.#providers.set(service, plugin.name);
         slot.services.push(service);

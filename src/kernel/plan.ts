@@ -1,4 +1,4 @@
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 import type { Plugin } from './plugin.js';
 
 /**
@@ -11,7 +11,7 @@ export function planStart(plugins: readonly Plugin[], available: ReadonlyMap<str
   const providers = new Map<string, string>(available);
   const byName = new Map<string, Plugin>();
   for (const p of plugins) {
-    if (byName.has(p.name)) throw new CodedError('KERNEL_DUPLICATE_PROVIDER', `two plugins are named "${p.name}"`);
+    if (byName.has(p.name)) throw new CodedError('KERNEL_DUPLICATE_PLUGIN', `two plugins are named "${p.name}"`);
     byName.set(p.name, p);
     for (const s of p.provides ?? []) {
       const other = providers.get(s);

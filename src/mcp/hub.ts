@@ -1,8 +1,8 @@
 import type { McpServerConfig } from '../config/schema.js';
-import { settleWithin } from '../kernel/sleep.js';
+import { raceAbort, settleWithin } from '../util/abortable.js';
 import type { Logger } from '../observe/logger.js';
-import type { Tool } from '../runtime/tools.js';
-import { RunningCalls } from '../tools/running.js';
+import type { Tool } from '../contracts/tools.js';
+import { RunningCalls } from '../runtime/running-calls.js';
 import type { McpServer, McpServerStatus } from './server.js';
 import type { ToolGate } from './tools.js';
 
@@ -90,8 +90,7 @@ export class McpHub {
   async ready(agent: string, maxMs: number, signal: AbortSignal): Promise<void> {
     const servers = [...(this.#agents.get(agent)?.values() ?? [])];
     if (servers.length === 0 || signal.aborted) return;
-    const aborted = new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
-    await settleWithin(Promise.race([Promise.all(servers.map((s) => s.firstAttempt)), aborted]), maxMs);
+    await settleWithin(raceAbort(Promise.all(servers.map((s) => s.firstAttempt)), signal), maxMs);
   }
 
   status(): McpServerStatus[] {

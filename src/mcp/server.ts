@@ -4,10 +4,10 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { backoffSchema, type BackoffConfig, type McpServerConfig } from '../config/schema.js';
-import { ChannelError, CodedError, errorMessage } from '../errors.js';
+import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { SupervisedChannel, type ChannelStatus } from '../supervisor/channel.js';
-import { VERSION } from '../cli/version.js';
+import { VERSION } from '../util/version.js';
 
 /** What /status shows for one MCP server. */
 export interface McpServerStatus {

@@ -1,9 +1,9 @@
 import { jsonSchema } from 'ai';
 import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from '../config/schema.js';
-import { errorMessage } from '../errors.js';
-import type { Tool, ToolContext } from '../runtime/tools.js';
-import { CancelledByUser, type RunningCalls } from '../tools/running.js';
+import { errorMessage } from '../contracts/errors.js';
+import type { Tool, ToolContext } from '../contracts/tools.js';
+import { CancelledByUser, type RunningCalls } from '../runtime/running-calls.js';
 import type { McpServer } from './server.js';
 
 /** Decides whether a call that needs approval may run; see ApprovalCoordinator. */
@@ -78,7 +78,7 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
             signal: call.signal,
             timeoutMs: cfg.timeout_ms,
             onProgress: (progress, total, message) => {
-              if (ctx.callId) ctx.emit?.({ type: 'tool_log', id: ctx.callId, text: `${progress}${total !== undefined ? `/${total}` : ''}${message ? ` ${message}` : ''}` });
+              ctx.log?.(`${progress}${total !== undefined ? `/${total}` : ''}${message ? ` ${message}` : ''}`);
             },
           });
           const text = resultText(result);

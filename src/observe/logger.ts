@@ -9,12 +9,15 @@ const redactPaths = [
   'botToken', '*.botToken', 'appToken', '*.appToken', 'signingSecret', '*.signingSecret',
 ];
 
-/** Token shapes of the platforms we speak to, scrubbed from any log line that carries one. */
+/**
+ * Token shapes of the chat platforms channeld ships with, scrubbed from any log line that
+ * carries one (a second net under the configured values: an SDK may log a token it built).
+ */
 const tokenPatterns = [
-  /(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}/g, // Telegram bot token, also inside ".../bot<token>/getMe\"
-  /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g, // Slack bot/user tokens
-  /\bxapp-[A-Za-z0-9-]{10,}\b/g, // Slack app token
-  /\b[MN][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}\b/g, // Discord bot token
+  /(?<!\d)\d{6,12}:[A-Za-z0-9_-]{30,}/g, // "<bot id>:<secret>" bot tokens, also inside ".../bot<token>/getMe\"
+  /\bxox[abposr]-[A-Za-z0-9-]{10,}\b/g, // "xox?-" bot/user tokens
+  /\bxapp-[A-Za-z0-9-]{10,}\b/g, // "xapp-" app-level tokens
+  /\b[MN][A-Za-z\d_-]{23,25}\.[A-Za-z\d_-]{6}\.[A-Za-z\d_-]{27,}\b/g, // three-part "<id>.<time>.<hmac>" bot tokens
   /\bBearer\s+[A-Za-z0-9._~+/=-]{8,}/g,
 ];
 

@@ -19,6 +19,13 @@ export class Metrics {
     buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
     registers: [this.registry],
   });
+  readonly turnRuntime = new Histogram({
+    name: 'channeld_turn_runtime_seconds',
+    help: "The runtime's own time per turn: hooks, commands and prompt assembly, the agent's run excluded",
+    labelNames: ['agent', 'outcome'],
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
+    registers: [this.registry],
+  });
   readonly draftEdits = new Histogram({ name: 'channeld_draft_requests_per_reply', help: 'Platform requests per reply', buckets: [1, 2, 3, 5, 8, 13, 21, 34, 55], registers: [this.registry] });
   readonly rateLimited = new Counter({ name: 'channeld_platform_429_total', help: 'Platform 429 answers', labelNames: ['channel'], registers: [this.registry] });
   readonly streamFallbacks = new Counter({ name: 'channeld_native_stream_fallbacks_total', help: 'Native streams that fell back to send+edit', labelNames: ['channel'], registers: [this.registry] });

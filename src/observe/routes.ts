@@ -2,7 +2,8 @@ import type { TrackedTask } from '../dispatch/tracker.js';
 import type { McpServerStatus } from '../mcp/server.js';
 import type { Metrics } from './metrics.js';
 import type { StorageStatus } from '../store/health.js';
-import { sendJson, type HttpRoutes } from './http.js';
+import { sendJson } from '../util/http.js';
+import { type HttpRoutes } from '../contracts/http.js';
 
 /** What /status reports; the CLI's `channeld status` prints the same object. */
 export interface DaemonStatus {

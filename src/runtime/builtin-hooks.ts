@@ -1,5 +1,5 @@
 import { buildHistory } from '../agent/history.js';
-import { catalogue, CodedError } from '../errors.js';
+import { userMessage } from '../contracts/errors.js';
 import type { Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 
@@ -9,22 +9,25 @@ export interface BuiltinHookDeps {
   historyBudgetChars: () => number;
   /** False for an agent that never reads history (the echo agent): the lookup is skipped. */
   needsHistory?: () => boolean;
-  /** Observes runtime time per turn, agent excluded. */
+  /**
+   * Told, once per turn, how long the runtime itself took: hooks, commands and prompt
+   * assembly, the agent's run excluded (the daemon's turn-runtime histogram).
+   */
   observeTurn?: (outcome: string, runtimeSeconds: number) => void;
 }
 
 const SESSION = 'session';
 /** An extras key: what the session stores as the user's words when the message alone does not say it (attachments). */
 export const SESSION_USER_TEXT = 'session_user_text';
+/** An extras key: set (to true) by a hook so that this turn is not stored in the session (the incognito mode). */
+export const SESSION_SKIP = 'session_skip';
 const TIMING = 'timing';
 
-/** Sentence-cased catalogue text: what the user reads when a turn fails. */
-export function userMessageFor(err: unknown): string {
-  if (err instanceof CodedError) {
-    const text = catalogue[err.code].text;
-    return `${text.charAt(0).toUpperCase()}${text.slice(1)}.`;
-  }
-  return 'Something went wrong while answering; please try again.';
+interface Timing {
+  startedMs: number;
+  /** When the agent's run began (after pre_execute) and how long it took (up to post_response). */
+  agentStartedMs?: number;
+  agentMs: number;
 }
 
 /** Session load/save, error normalization, cleanup of set-up handles, per-turn timing. */
@@ -33,7 +36,26 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     phase: 'pre_dispatch',
     name: 'timing_start',
     priority: 0,
-    run: (ctx) => void ctx.extras.set(TIMING, { startedMs: performance.now(), agentMs: 0 }),
+    run: (ctx) => void ctx.extras.set(TIMING, { startedMs: performance.now(), agentMs: 0 } satisfies Timing),
+  });
+  // The agent runs between pre_execute's last hook and post_response's first.
+  runtime.hooks.register({
+    phase: 'pre_execute',
+    name: 'timing_agent_start',
+    priority: 1_000_000,
+    run: (ctx) => {
+      const t = ctx.extras.get(TIMING) as Timing | undefined;
+      if (t) t.agentStartedMs = performance.now();
+    },
+  });
+  runtime.hooks.register({
+    phase: 'post_response',
+    name: 'timing_agent_end',
+    priority: -1_000_000,
+    run: (ctx) => {
+      const t = ctx.extras.get(TIMING) as Timing | undefined;
+      if (t?.agentStartedMs !== undefined) t.agentMs = performance.now() - t.agentStartedMs;
+    },
   });
   runtime.hooks.register({
     phase: 'pre_agent_build',
@@ -55,7 +77,7 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     run: (ctx) => {
       const session = ctx.extras.get(SESSION) as { id: number } | undefined;
       // Commands and skipped turns never reached the agent: nothing to remember.
-      if (!session || !ctx.runner || ctx.command) return;
+      if (!session || !ctx.runner || ctx.command || ctx.extras.get(SESSION_SKIP) === true) return;
       deps.sessions.append(session.id, {
         userText: (ctx.extras.get(SESSION_USER_TEXT) as string | undefined) ?? ctx.message.text,
         assistantText: ctx.text,
@@ -71,7 +93,7 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     name: 'error_normalization',
     priority: 0,
     run: (ctx) => {
-      ctx.errorReply ??= userMessageFor(ctx.error);
+      ctx.errorReply ??= userMessage(ctx.error);
     },
   });
   runtime.hooks.register({
@@ -93,8 +115,9 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     name: 'timing_end',
     priority: 1000,
     run: (ctx) => {
-      const t = ctx.extras.get(TIMING) as { startedMs: number } | undefined;
-      if (t && deps.observeTurn) deps.observeTurn(ctx.ending?.type ?? 'error', (performance.now() - t.startedMs) / 1000);
+      const t = ctx.extras.get(TIMING) as Timing | undefined;
+      // No ending yet means a skipped turn that said nothing: the runtime ends it as done.
+      if (t && deps.observeTurn) deps.observeTurn(ctx.ending?.type ?? 'done', Math.max(0, performance.now() - t.startedMs - t.agentMs) / 1000);
     },
   });
 }

@@ -2,6 +2,7 @@ import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Conversations } from '../store/conversations.js';
 import type { Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
+import { builtinModes } from './builtin-modes/index.js';
 import { currentTimeTool } from './tools.js';
 
 export interface BuiltinInfo {
@@ -50,7 +51,7 @@ function allowedModels(a: AgentConfig): string[] {
   return [...new Set([...(a.model ? [a.model] : []), ...a.models])];
 }
 
-/** Registers the commands, tool and prompt contributors every workspace has. */
+/** Registers the commands, tool, modes and prompt contributors every workspace has. */
 export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
   const { agentName, conversations, sessions } = info;
   runtime.commands.register({ name: 'help', aliases: ['start'], help: 'list the commands', handler: (ctx) => `Commands:\n\n${runtime.commands.help(ctx.modes)}` });
@@ -128,6 +129,7 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     },
   });
   runtime.tools.register(currentTimeTool);
+  for (const mode of builtinModes) runtime.modes.register(mode);
   runtime.prompt.register({ name: 'system_prompt', priority: 0, contribute: () => info.agent().system_prompt });
   runtime.prompt.register({
     name: 'conversation_context',

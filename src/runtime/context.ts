@@ -1,37 +1,12 @@
-import type { AgentEvent, TurnEnding } from '../agent/events.js';
-import { TurnReducer, type ToolCallRecord } from '../agent/reducer.js';
-import type { AgentInput, AgentRunner, HistoryMessage } from '../agent/runner.js';
-import type { Attachment, ChannelMessage } from '../dispatch/message.js';
+import type { TurnContext, TurnRequest } from '../contracts/turn.js';
+import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
+import { TurnReducer } from '../agent/reducer.js';
+import { type ToolCallRecord } from '../contracts/turn.js';
+import type { AgentInput, AgentRunner, HistoryMessage } from '../contracts/agent-runner.js';
+import type { Attachment, ChannelMessage } from '../contracts/message.js';
 
-/** Where a turn's output goes; ReplyStream implements it. */
-export interface ReplySink {
-  push(event: AgentEvent): void;
-}
-
-/** What the dispatcher hands the runtime for one turn. */
-export interface TurnRequest {
-  message: ChannelMessage;
-  scope: string;
-  /** The bot's username on this platform, for `/cmd@botname`. */
-  botName?: string;
-  /** Aborted by /stop, interrupt, or shutdown. */
-  signal: AbortSignal;
-  reply: ReplySink;
-  /** Passive context gathered since the last addressed turn (unaddressed group messages). */
-  passive?: ChannelMessage[];
-  /** Told which model is being tried (the task tracker shows it). */
-  onModel?: (model: string) => void;
-  /**
-   * What a `/word` that names no command does: `reply` answers "unknown command, see /help"
-   * (the default); `agent` hands the text to the model, for bots that take free-form slash text.
-   */
-  unknownCommands?: 'reply' | 'agent';
-  /** The channel's attachment download (the adapter's, with the bot's credentials). */
-  download?: (attachment: Attachment, options: { maxBytes: number; signal: AbortSignal }) => Promise<Buffer>;
-}
-
-/** The typed per-request context hooks read and write. */
-export class TurnContext {
+/** The runtime's TurnContext: one per turn, folding its events with a TurnReducer. */
+export class Turn implements TurnContext {
   readonly startedAt = Date.now();
   /** Free-form values hooks pass each other; setup/cleanup pairs keep their handles here. */
   readonly extras = new Map<string, unknown>();

@@ -1,39 +1,37 @@
-import { CodedError } from '../errors.js';
-import type { SlashCommand } from './commands.js';
-import type { Hook } from './hooks.js';
-import type { PromptContributor } from './prompt.js';
-import type { Tool } from './tools.js';
-import type { Runtime } from './runtime.js';
+import type { AgentMode } from '../contracts/modes.js';
+import { CodedError } from '../contracts/errors.js';
+import type { SlashCommand } from '../contracts/commands.js';
+import type { Hook } from '../contracts/hooks.js';
+import type { PromptContributor } from '../contracts/modes.js';
+import type { Tool } from '../contracts/tools.js';
 
-/** What a mode's setup() may add; everything it adds is gated on the mode. */
-export interface ModeApi {
-  command(cmd: Omit<SlashCommand, 'mode'>): void;
-  tool(tool: Omit<Tool, 'requires_modes'> & { requires_modes?: string[] }): void;
-  hook(hook: Omit<Hook, 'mode'>): void;
-  prompt(contributor: Omit<PromptContributor, 'mode'>): void;
+/** The registries a mode's setup() adds to (a Runtime has them all). */
+export interface ModeTargets {
+  commands: { register(cmd: SlashCommand): () => void };
+  tools: { register(tool: Tool): () => void };
+  hooks: { register(hook: Hook): () => void };
+  prompt: { register(contributor: PromptContributor): () => void };
 }
 
-/** A behaviour that bundles commands, tools, hooks and prompt contributors behind one setup(). */
-export interface AgentMode {
-  name: string;
-  description: string;
-  setup(api: ModeApi): void;
-}
-
-/** Registers modes on a runtime, once each; returns a disposer per mode that removes all it added. */
+/**
+ * Registers modes on a runtime's registries, once each; returns a disposer per mode that
+ * removes all it added. Whether a mode is on is the conversation's choice (the runtime's
+ * `modesOf`); everything a mode adds is gated on it.
+ */
 export class ModeRegistry {
   readonly #modes = new Map<string, AgentMode>();
 
-  constructor(private readonly runtime: Runtime) {}
+  constructor(private readonly targets: ModeTargets) {}
 
   register(mode: AgentMode): () => void {
-    if (this.#modes.has(mode.name)) throw new CodedError('COMMAND_DUPLICATE', `mode "${mode.name}" is already registered`);
+    if (this.#modes.has(mode.name)) throw new CodedError('MODE_DUPLICATE', `mode "${mode.name}" is already registered`);
     const disposers: Array<() => void> = [];
-    const rt = this.runtime;
+    const rt = this.targets;
     try {
       mode.setup({
         command: (c) => disposers.push(rt.commands.register({ ...c, mode: mode.name })),
-        tool: (t) => disposers.push(rt.tools.register({ ...t, requires_modes: [...(t.requires_modes ?? []), mode.name] })),
+        // requires_modes is "any of": the tool is offered while this mode, or one of the others it names, is on.
+        tool: (t) => disposers.push(rt.tools.register({ ...t, requires_modes: [mode.name, ...(t.requires_modes ?? [])] })),
         hook: (h) => disposers.push(rt.hooks.register({ ...h, mode: mode.name })),
         prompt: (p) => disposers.push(rt.prompt.register({ ...p, mode: mode.name })),
       });

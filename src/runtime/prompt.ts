@@ -1,13 +1,7 @@
-import type { TurnContext } from './context.js';
+import type { PromptContributor } from '../contracts/modes.js';
+import type { TurnContext } from '../contracts/turn.js';
 
 /** Adds a section to the system prompt; lower priority comes first. */
-export interface PromptContributor {
-  name: string;
-  priority?: number;
-  mode?: string;
-  contribute(ctx: TurnContext): string | undefined | Promise<string | undefined>;
-}
-
 /** Assembles the system prompt from contributors; one that throws is reported and skipped. */
 export class PromptManager {
   readonly #contributors: PromptContributor[] = [];

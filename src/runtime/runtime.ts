@@ -1,9 +1,12 @@
-import type { AgentEvent, Usage } from '../agent/events.js';
-import type { AgentRunner } from '../agent/runner.js';
-import { CodedError, type ErrorCode } from '../errors.js';
-import { CommandRegistry, parseCommand } from './commands.js';
-import { TurnContext, type TurnRequest } from './context.js';
-import { HookRegistry, HookResult, type Phase } from './hooks.js';
+import type { AgentEvent, Usage } from '../contracts/agent-events.js';
+import type { AgentRunner } from '../contracts/agent-runner.js';
+import { CodedError, userText, type ErrorCode } from '../contracts/errors.js';
+import { CommandRegistry } from './commands.js';
+import { parseCommand } from '../contracts/commands.js';
+import type { TurnContext, TurnRequest } from '../contracts/turn.js';
+import { Turn } from './context.js';
+import { HookRegistry } from './hooks.js';
+import { HookResult, type Phase } from '../contracts/hooks.js';
 import { ModeRegistry } from './modes.js';
 import { PromptManager } from './prompt.js';
 import { boundedTool, ToolRegistry } from './tools.js';
@@ -60,7 +63,7 @@ export class Runtime {
   }
 
   async run(request: TurnRequest): Promise<TurnOutcome> {
-    const ctx = new TurnContext(request, this.modesOf(request.scope));
+    const ctx = new Turn(request, this.modesOf(request.scope));
     try {
       let skip = await this.#phase('pre_dispatch', ctx);
       if (!skip) skip = await this.#dispatchCommand(ctx);
@@ -94,7 +97,7 @@ export class Runtime {
     if (ctx.ending) return;
     if (ctx.signal.aborted) return ctx.emit({ type: 'cancelled' });
     const code: ErrorCode = err instanceof CodedError ? err.code : 'TURN_FAILED';
-    ctx.emit({ type: 'error', code, message: ctx.errorReply ?? 'Something went wrong while answering; please try again.' });
+    ctx.emit({ type: 'error', code, message: ctx.errorReply ?? userText('TURN_FAILED') });
   }
 
   /** Runs a phase's hooks in order; true when the rest up to post_response is skipped. */
@@ -152,6 +155,6 @@ export class Runtime {
       ctx.emit(event);
       if (ctx.ending) break;
     }
-    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'TURN_FAILED', message: 'The agent ended without an answer.' });
+    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'AGENT_NO_ENDING', message: userText('AGENT_NO_ENDING') });
   }
 }

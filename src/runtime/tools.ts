@@ -1,42 +1,9 @@
+import type { Tool, ToolSelection } from '../contracts/tools.js';
 import type { Schema } from 'ai';
 import { z } from 'zod';
-import type { AgentEvent } from '../agent/events.js';
-import type { ChannelMessage } from '../dispatch/message.js';
-import { CodedError } from '../errors.js';
-
-export interface ToolContext {
-  signal: AbortSignal;
-  scope: string;
-  timeZone: string;
-  /** The model's id for this call (tool_start/tool_end carry it). */
-  callId?: string;
-  /** The message that started the turn: who may approve, where to ask. */
-  message?: ChannelMessage;
-  /** Sends an event into the turn while the tool runs (tool_log progress). */
-  emit?: (event: AgentEvent) => void;
-}
-
-/**
- * A tool the model may call. `input` validates (and describes) its arguments: a zod schema,
- * or a JSON schema wrapped with the AI SDK's `jsonSchema()` (tools from MCP servers).
- */
-export interface Tool<I = any> {
-  name: string;
-  description: string;
-  input: z.ZodType<I> | Schema<I>;
-  /** Offered only while all these modes are active in the conversation. */
-  requires_modes?: string[];
-  /** Offered only when the workspace has all these features. */
-  requires_features?: string[];
-  run(input: I, ctx: ToolContext): unknown | Promise<unknown>;
-}
-
-export interface ToolSelection {
-  modes: ReadonlySet<string>;
-  features: ReadonlySet<string>;
-  /** The agent's `tools` allowlist; undefined offers every registered tool. */
-  allow?: readonly string[];
-}
+import type { AgentEvent } from '../contracts/agent-events.js';
+import type { ChannelMessage } from '../contracts/message.js';
+import { CodedError } from '../contracts/errors.js';
 
 /** The tools of a workspace; the agent-build step picks those that apply to one request. */
 export class ToolRegistry {
@@ -50,7 +17,7 @@ export class ToolRegistry {
   }
 
   register(tool: Tool): () => void {
-    if (this.#tools.has(tool.name)) throw new CodedError('COMMAND_DUPLICATE', `tool "${tool.name}" is already registered`);
+    if (this.#tools.has(tool.name)) throw new CodedError('TOOL_DUPLICATE', `tool "${tool.name}" is already registered`);
     this.#tools.set(tool.name, tool);
     return () => void this.#tools.delete(tool.name);
   }
@@ -63,7 +30,8 @@ export class ToolRegistry {
     return [...this.#tools.values(), ...this.#sources.flatMap((s) => s())].filter(
       (t) =>
         (sel.allow === undefined || sel.allow.includes(t.name)) &&
-        (t.requires_modes ?? []).every((m) => sel.modes.has(m)) &&
+        // Any one of the listed modes offers the tool (a tool shared by several modes).
+        (!t.requires_modes?.length || t.requires_modes.some((m) => sel.modes.has(m))) &&
         (t.requires_features ?? []).every((f) => sel.features.has(f)),
     );
   }

@@ -1,8 +1,8 @@
 import Database from 'better-sqlite3';
 import { chmodSync, closeSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { CodedError } from '../errors.js';
-import { prepareStateDir, STATE_FILE_MODE } from './state-dir.js';
+import { CodedError } from '../contracts/errors.js';
+import { prepareStateDir, STATE_FILE_MODE } from '../util/state-dir.js';
 
 /**
  * How long one write may block the event loop on a lock another process holds. Short on

@@ -1,8 +1,8 @@
-import type { ChannelMessage, MessageRef } from '../dispatch/message.js';
+import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import type { Db } from './db.js';
 import type { GroupCommit } from './group-commit.js';
 import { isLockFault, isStorageFault } from './health.js';
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 
 /** How long a new message may wait for a lock another process holds before it is refused. */
 const LOCK_WAIT_MS = 5_000;

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import type { DaemonConfig } from '../config/schema.js';
-import { CodedError, errorMessage } from '../errors.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Plugin } from '../kernel/plugin.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';

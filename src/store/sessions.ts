@@ -64,7 +64,7 @@ export class SessionStore implements Sessions {
     this.#turns = db.prepare(`SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = ? ORDER BY id DESC LIMIT ?`);
     this.#count = db.prepare(`SELECT COUNT(*) AS n FROM turns WHERE session_id = ?`);
     this.#summary = db.prepare(
-      `SELECT scope, COUNT(*) AS sessions, MAX(last_active_at) AS last_active_at FROM sessions WHERE agent = ? AND scope LIKE ? GROUP BY scope ORDER BY last_active_at DESC`,
+      `SELECT scope, COUNT(*) AS sessions, MAX(last_active_at) AS last_active_at FROM sessions WHERE agent = ? AND scope LIKE ? ESCAPE '\\' GROUP BY scope ORDER BY last_active_at DESC`,
     );
   }
 
@@ -129,6 +129,11 @@ export class SessionStore implements Sessions {
 
   /** Per scope under a prefix (e.g. a channel's `id:`): how many sessions and the last activity. */
   summary(agent: string, scopePrefix: string): Array<{ scope: string; sessions: number; lastActiveAt: number }> {
-    return (this.#summary.all(agent, `${scopePrefix}%`) as Array<{ scope: string; sessions: number; last_active_at: number }>).map((r) => ({ scope: r.scope, sessions: r.sessions, lastActiveAt: r.last_active_at }));
+    return (this.#summary.all(agent, `${likePrefix(scopePrefix)}%`) as Array<{ scope: string; sessions: number; last_active_at: number }>).map((r) => ({ scope: r.scope, sessions: r.sessions, lastActiveAt: r.last_active_at }));
   }
+}
+
+/** A LIKE pattern matching `prefix` literally: channel ids may hold `_` and `%`, which LIKE treats as wildcards. */
+function likePrefix(prefix: string): string {
+  return prefix.replace(/[\\%_]/g, '\\$&');
 }

@@ -1,5 +1,5 @@
-import { ChannelError } from '../errors.js';
-import { sleep } from '../kernel/sleep.js';
+import { ChannelError } from '../contracts/errors.js';
+import { sleep } from '../util/abortable.js';
 
 /**
  * When the next request of one reply may go. Drafts follow `nextAtMs` (the paced interval,

@@ -1,8 +1,8 @@
-import type { AgentEvent, TurnEnding } from '../agent/events.js';
-import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../dispatch/message.js';
-import { ChannelError, errorMessage, isRetryable } from '../errors.js';
-import { chunkText } from './chunk.js';
+import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
+import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../contracts/channel.js';
+import type { MessageRef, ReplyTarget } from '../contracts/message.js';
+import { ChannelError, errorMessage, isRetryable } from '../contracts/errors.js';
+import { chunkText } from '../util/chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
@@ -29,8 +29,11 @@ export interface ReplyStreamOptions {
   onRefs?: (refs: MessageRef[]) => void;
   /** How long the final text keeps being retried after the turn ends. */
   finalDeadlineMs: number;
-  /** Hard stop (shutdown past its grace): even the final text stops retrying. */
-  signal?: AbortSignal;
+  /**
+   * Hard stop (shutdown past its grace, a lost cluster lease): even the final text stops
+   * retrying, and every platform call in flight is cut.
+   */
+  signal: AbortSignal;
   onRateLimited?: () => void;
   /** A native stream failed and the turn went on with send + edit. */
   onFallback?: () => void;
@@ -83,7 +86,7 @@ export class ReplyStream {
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor));
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
     this.#draftsEnabled = options.streamMode === 'partial';
-    const nativeWanted = options.capabilities.nativeStream !== 'none' && options.transport.openNativeStream !== undefined;
+    const nativeWanted = options.capabilities.nativeStream && options.transport.openNativeStream !== undefined;
     this.#nativeState = nativeWanted && this.#draftsEnabled && this.#shown.length === 0 ? 'unopened' : 'off';
     if (options.capabilities.typing) this.#typing();
     this.#done = this.#run();
@@ -138,7 +141,7 @@ export class ReplyStream {
   #typing(): void {
     const refresh = this.#o.capabilities.typingRefreshMs ?? 5000;
     const tick = () => {
-      if (this.#ending || this.#visible || this.#o.signal?.aborted) return;
+      if (this.#ending || this.#visible || this.#o.signal.aborted) return;
       this.#o.transport.typing(this.#o.target, { signal: this.#o.signal }).catch(() => {});
       this.#typingTimer = setTimeout(tick, refresh);
     };
@@ -299,8 +302,8 @@ export class ReplyStream {
       this.#wake = undefined;
       this.#dirty = false;
       if (this.#ending || !this.#draftsEnabled) continue;
-      await sleepUntil(this.#pacing.nextAtMs, this.#o.signal ? AbortSignal.any([this.#o.signal, this.#ended.signal]) : this.#ended.signal);
-      if (this.#ending || this.#o.signal?.aborted) continue;
+      await sleepUntil(this.#pacing.nextAtMs, AbortSignal.any([this.#o.signal, this.#ended.signal]));
+      if (this.#ending || this.#o.signal.aborted) continue;
       try {
         if (await this.#step(this.#desired(false), false)) this.#dirty = true;
         pace(this.#pacing, undefined, Date.now());
@@ -321,7 +324,7 @@ export class ReplyStream {
     const deadline = Date.now() + this.#o.finalDeadlineMs;
     let delivered = true;
     for (;;) {
-      if (this.#o.signal?.aborted) {
+      if (this.#o.signal.aborted) {
         delivered = false;
         break;
       }

@@ -1,10 +1,9 @@
-import pRetry, { AbortError } from 'p-retry';
 import type { BackoffConfig } from '../config/schema.js';
-import type { ChannelAdapter, Deliver } from '../dispatch/adapter.js';
-import { ChannelError, CodedError, errorMessage, isRetryable, type ErrorCode } from '../errors.js';
+import type { ChannelAdapter, Deliver } from '../contracts/channel.js';
+import { ChannelError, CodedError, errorMessage, type ErrorCode } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { backoffDelayMs } from './backoff.js';
-import { settleWithin, sleep } from '../kernel/sleep.js';
+import { settleWithin, sleep } from '../util/abortable.js';
 
 export type ChannelStateName = 'starting' | 'standby' | 'connected' | 'backoff' | 'failed' | 'stopped';
 
@@ -35,9 +34,6 @@ export interface SupervisedChannelOptions {
   random?: () => number;
   onState?: (status: ChannelStatus) => void;
 }
-
-/** Marks a run that lasted `stable_ms`: the next failure starts backoff from attempt 1. */
-class StableRunEnded extends Error {}
 
 /**
  * One supervised listener: runs `adapter.listen`, restarts it with bounded full-jitter
@@ -95,32 +91,27 @@ export class SupervisedChannel {
     this.#loop ??= this.#run();
   }
 
-
+  /**
+   * The one retry loop: attempt, and on a retryable failure back off (full jitter) and try
+   * again; on a fatal one park in `failed`; on abort stop. A run that lasted `stable_ms`
+   * counts as a fresh start, so its failure backs off from attempt 1 again.
+   */
   async #run(): Promise<void> {
     const signal = this.#controller.signal;
+    let attempt = 0;
     while (!signal.aborted) {
-      try {
-        await pRetry((n) => this.#attempt(n), {
-          retries: Number.POSITIVE_INFINITY,
-          minTimeout: 0, // the wait happens in onFailedAttempt, with full jitter
-          signal,
-          shouldRetry: ({ error }) => isRetryable(error),
-          onFailedAttempt: async ({ error, attemptNumber }) => {
-            this.#recordError(error);
-            if (!isRetryable(error) || signal.aborted) return;
-            await this.#backOff(attemptNumber, signal);
-          },
-        });
-      } catch (err) {
-        if (signal.aborted) break;
-        if (err instanceof StableRunEnded) {
-          await this.#backOff(1, signal);
-          continue;
-        }
-        this.#recordError(err);
+      attempt++;
+      const ended = await this.#attempt(attempt);
+      if (!ended) break;
+      this.#recordError(ended.error);
+      if (!ended.error.retryable) {
         this.#set('failed', { next_retry_at: null });
         return;
       }
+      // After a stable run, back off as after a first failure and count the attempts anew.
+      const backoffAttempt = ended.stable ? 1 : attempt;
+      if (ended.stable) attempt = 0;
+      await this.#backOff(backoffAttempt, signal);
     }
     this.#set('stopped', { next_retry_at: null });
   }
@@ -132,13 +123,19 @@ export class SupervisedChannel {
     await sleep(waitMs, signal);
   }
 
-  async #attempt(attemptNumber: number): Promise<void> {
+  /**
+   * One run of the listener, from connect to its end. Resolves how it failed (and whether it
+   * had run `stable_ms` first), or undefined when the channel is stopping.
+   */
+  async #attempt(attemptNumber: number): Promise<{ error: CodedError; stable: boolean } | undefined> {
     const signal = this.#controller.signal;
-    if (signal.aborted) return;
     this.#set('starting', { attempts: attemptNumber, next_retry_at: null });
     const attempt = new AbortController();
     const onAbort = () => attempt.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
+    // Only the attempt running now may change the status: an SDK callback that fires after
+    // the supervisor gave up on its attempt (timed out, failed) must not show it connected.
+    let current = true;
     let connectedAt: number | undefined;
     let timer: NodeJS.Timeout | undefined;
     const timedOut = new Promise<never>((_, reject) => {
@@ -150,16 +147,18 @@ export class SupervisedChannel {
     });
     timedOut.catch(() => {});
     const onConnected = () => {
+      if (!current) return;
       clearTimeout(timer);
       connectedAt = Date.now();
       this.#set('connected', { connection: this.#status.connection + 1, attempts: 0, next_retry_at: null });
     };
     const onReconnecting = (reason: string) => {
-      if (attempt.signal.aborted) return;
+      if (!current || attempt.signal.aborted) return;
       this.#status.last_error = { code: 'CHANNEL_NETWORK', message: reason, at: new Date().toISOString() };
       this.#set('backoff', { next_retry_at: null });
     };
     const onStandby = (detail: string) => {
+      if (!current) return;
       // Waiting for a lease is not a slow connect: no timeout while another instance listens.
       clearTimeout(timer);
       this.#set('standby', { next_retry_at: null, attempts: 0 });
@@ -167,20 +166,16 @@ export class SupervisedChannel {
     };
     try {
       await Promise.race([this.#o.adapter.listen(this.#o.deliver, attempt.signal, onConnected, onReconnecting, onStandby), timedOut]);
-      if (signal.aborted) return;
+      if (signal.aborted) return undefined;
       // The adapter saw the timeout's abort as a stop request and returned cleanly.
       if (attempt.signal.aborted) throw attempt.signal.reason;
       throw new ChannelError('CHANNEL_ENDED', `channel "${this.#o.id}" listener returned on its own`);
     } catch (err) {
-      if (signal.aborted) return;
-      const wrapped = toChannelError(err);
-      if (wrapped.retryable && connectedAt !== undefined && Date.now() - connectedAt >= this.#o.backoff.stable_ms) {
-        this.#recordError(wrapped);
-        // AbortError leaves p-retry at once; the outer loop starts a fresh count.
-        throw new AbortError(new StableRunEnded());
-      }
-      throw wrapped;
+      if (signal.aborted) return undefined;
+      const error = toChannelError(err);
+      return { error, stable: error.retryable && connectedAt !== undefined && Date.now() - connectedAt >= this.#o.backoff.stable_ms };
     } finally {
+      current = false;
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
     }
@@ -198,7 +193,7 @@ export class SupervisedChannel {
   }
 }
 
-/** Unknown failures become retryable network errors: p-retry would treat a TypeError as fatal. */
+/** Unknown failures (an SDK's TypeError, say) are presumed transient: retryable network errors. */
 function toChannelError(err: unknown): CodedError {
   if (err instanceof CodedError) return err;
   const code: ErrorCode = 'CHANNEL_NETWORK';

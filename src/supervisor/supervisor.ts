@@ -25,10 +25,6 @@ export class Supervisor {
     return ch;
   }
 
-  get(id: string): SupervisedChannel | undefined {
-    return this.#channels.get(id);
-  }
-
   /** Stops a channel's listener (abort, up to `graceMs`, then drop). */
   async remove(id: string, graceMs: number): Promise<void> {
     const ch = this.#channels.get(id);

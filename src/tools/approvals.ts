@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from 'node:crypto';
-import type { Button } from '../dispatch/adapter.js';
-import { replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../dispatch/message.js';
-import { errorMessage } from '../errors.js';
+import type { Button } from '../contracts/channel.js';
+import { replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../contracts/message.js';
+import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ToolGate } from '../mcp/tools.js';
 import type { Approvals } from '../store/approvals.js';
@@ -11,9 +11,15 @@ export interface ApprovalOptions {
   log: Logger;
   /** The agent's `approvers` and `approval_timeout_ms`, read per call (reload applies). */
   policy(agent: string): { approvers: readonly string[]; timeoutMs: number };
-  /** Posts the question (with buttons where the platform has them); the ref lets it be edited. */
-  send(target: ReplyTarget, text: string, buttons: Button[]): Promise<MessageRef>;
-  /** Replaces the question with its outcome (and removes the buttons). */
+  /**
+   * Posts the question (with buttons where the platform has them); the ref lets it be edited.
+   * `signal` is the tool call's: a call stopped while its question is posted is not asked.
+   */
+  send(target: ReplyTarget, text: string, buttons: Button[], signal: AbortSignal): Promise<MessageRef>;
+  /**
+   * Replaces the question with its outcome (and removes the buttons). Not cut by the tool
+   * call's signal (a stopped call still shows "cancelled"): the composition bounds it.
+   */
   edit(channelId: string, ref: MessageRef, text: string): Promise<void>;
 }
 
@@ -88,7 +94,7 @@ export class ApprovalCoordinator implements ToolGate {
       ref = await this.#o.send(replyTargetOf(msg), question, [
         { label: 'Approve', data: `/approve ${id}`, style: 'primary' },
         { label: 'Deny', data: `/deny ${id}`, style: 'danger' },
-      ]);
+      ], signal);
       await this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
       this.#o.log.info({ tool: call.tool, approval: id, scope: call.ctx.scope }, 'tool call waiting for approval');
     } catch (err) {

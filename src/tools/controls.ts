@@ -1,7 +1,7 @@
 import type { DispatcherOptions } from '../dispatch/dispatcher.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { ApprovalCoordinator } from './approvals.js';
-import type { RunningCalls } from './running.js';
+import type { RunningCalls } from '../runtime/running-calls.js';
 
 /**
  * The tool commands that act on a running turn, on the dispatcher's fast path: `/approve`

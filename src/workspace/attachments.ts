@@ -1,8 +1,8 @@
 import { extname } from 'node:path';
-import type { ImageInput } from '../agent/runner.js';
+import type { ImageInput } from '../contracts/agent-runner.js';
 import type { AgentConfig, ModelConfig } from '../config/schema.js';
-import type { Attachment } from '../dispatch/message.js';
-import { CodedError, errorMessage } from '../errors.js';
+import type { Attachment } from '../contracts/message.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import { SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
 import type { Runtime } from '../runtime/runtime.js';
 

@@ -1,5 +1,6 @@
 import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
-import { replyTargetOf } from '../dispatch/message.js';
+import { replyTargetOf } from '../contracts/message.js';
+import { userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { InboxWrites } from '../store/inbox.js';
@@ -85,7 +86,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       // The stream exists, so it must end: otherwise typing refreshes until shutdown and no
       // reply is ever sent. A stream that already ended ignores this.
       deps.log.error({ ...where, err }, 'the turn failed before or outside its runtime');
-      stream.push({ type: 'error', code: 'TURN_FAILED', message: 'Something went wrong while answering; please try again.' });
+      stream.push({ type: 'error', code: 'TURN_FAILED', message: userText('TURN_FAILED') });
       outcome = { ending: 'error', text: stream.text };
     }
     const result = await stream.finished();

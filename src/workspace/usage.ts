@@ -1,9 +1,9 @@
-import { estimateTokens, type Usage } from '../agent/events.js';
+import { estimateTokens, type Usage } from '../contracts/agent-events.js';
 import type { AgentConfig, ModelConfig } from '../config/schema.js';
-import { channelOfScope } from '../dispatch/message.js';
-import { HookResult } from '../runtime/hooks.js';
+import { channelOfScope } from '../contracts/message.js';
+import { HookResult } from '../contracts/hooks.js';
 import type { Runtime } from '../runtime/runtime.js';
-import type { TurnContext } from '../runtime/context.js';
+import type { TurnContext } from '../contracts/turn.js';
 import { startOfUtcDay, type UsageLedger, type UsageRecord } from '../store/usage.js';
 
 export interface UsageDeps {

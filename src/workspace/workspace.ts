@@ -3,7 +3,7 @@ import { FailoverRunner, ModelCooldowns, type Candidate } from '../agent/failove
 import { LazyOpenAIRunner, warmOpenAI } from '../agent/lazy-openai.js';
 import type { AttemptFailure } from '../agent/openai-compatible.js';
 import { RepetitionGuardedRunner } from '../agent/repetition.js';
-import type { AgentInput, AgentRunner } from '../agent/runner.js';
+import type { AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import { registerBuiltinHooks } from '../runtime/builtin-hooks.js';
@@ -17,7 +17,7 @@ import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
-import type { Tool } from '../runtime/tools.js';
+import type { Tool } from '../contracts/tools.js';
 import { registerToolCommands } from '../tools/controls.js';
 
 export interface WorkspaceOptions {
@@ -124,12 +124,16 @@ export class Workspace {
     this.#runner = new RepetitionGuardedRunner(inner);
     this.runtime = new Runtime({
       runnerFor: () => this.#runner,
+      // `[agent] modes` are on by default; the conversation's /mode choices override them.
+      // Only registered modes count: a name nothing provides turns nothing on.
       modesOf: (scope) => {
         const chosen = o.conversations.get(o.name, scope).modes ?? {};
         const active = new Set(this.config.modes.filter((m) => chosen[m] !== false));
         for (const [m, on] of Object.entries(chosen)) if (on) active.add(m);
+        for (const m of active) if (!this.runtime.modes.has(m)) active.delete(m);
         return active;
       },
+      features: new Set(o.config.features),
       modelOf: (scope) => o.conversations.get(o.name, scope).model,
       toolAllow: () => this.config.tools,
       maxToolResultChars: () => this.config.max_tool_result_chars,

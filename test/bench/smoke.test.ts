@@ -20,15 +20,46 @@ describe('soak harness smoke', () => {
     const r = await soak(8, () => {}, 15_000);
     expect(r.sent).toBeGreaterThan(20);
     expect(r.restarts).toBe(1);
-    // No platform message is lost across faults and a kill -9. Web chat answers are left out:
-    // one finished by the restarted daemon before the tab reconnects has no tab to go to
-    // (the tab backlog lives in memory), so the soak cannot see it. Duplicates are not
-    // asserted either: a kill between a platform accepting a reply and the commit of its id
-    // is a window no bot can close on Telegram and Slack (see the README); `npm run soak`
-    // reports both.
+    // No platform message is lost across faults and a kill -9: each has its answer, read from
+    // the fake platform's stored messages (on Telegram in the sender's own chat). Web chat
+    // answers are left out: one finished by the restarted daemon before the tab reconnects
+    // has no tab to go to (the tab backlog lives in memory), so the soak cannot see it.
     expect(r.lostTexts.filter((t) => !t.endsWith('-web'))).toEqual([]);
-    expect(r.answered + r.duplicated + r.lost).toBe(r.sent);
+    expect(r.answered).toBeGreaterThan(0);
+    // Nothing the platforms show answers a message that was not sent there: no reply in the
+    // wrong chat, no draft left behind, no error text.
+    expect(r.strays).toEqual([]);
+    // A kill between a platform accepting a reply and the commit of its id is a window no bot
+    // can close on Telegram and Slack (see the README): such a duplicate is told apart from the
+    // inbox the killed process left. The kill here often lands in it: the storage episodes end
+    // just before it, and the messages they held back are answered all at once. Any other
+    // duplicate, during a storage fault or after the restart (dropped sockets, redelivered
+    // updates and envelopes, reconnects), is a bug.
+    expect(r.duplicatedUnexplained).toEqual([]);
+    expect(r.sentAfterRestart).toBeGreaterThanOrEqual(8);
+    expect(r.duplicatedAfterRestart).toEqual([]);
   }, scaled(180_000));
+
+  it('a duplicate is put down to the kill -9 only when the killed process never stored one of its two answers', async () => {
+    const { killExplains } = await import('./soak.js');
+    const m = { text: 'soak-21-tg', channel: 'tg' };
+    const inbox = (state: string, refs: string[], rows = 1) => new Map([['tg:soak-21-tg', { state, refs, rows }]]);
+    // Sent by the killed process, which died before storing the id; the restarted turn sent 108.
+    expect(killExplains(m, ['107', '108'], inbox('pending', []), inbox('done', ['108']))).toBe(true);
+    expect(killExplains(m, ['107', '108'], inbox('running', []), inbox('done', ['108']))).toBe(true);
+    // The id was stored, yet the re-run sent a new message instead of editing it.
+    expect(killExplains(m, ['107', '108'], inbox('running', ['107']), inbox('done', ['108']))).toBe(false);
+    // Finished before the kill: nothing re-ran it, so the kill explains nothing.
+    expect(killExplains(m, ['107', '108'], inbox('done', ['107']), inbox('done', ['107']))).toBe(false);
+    // Not stored at the kill at all (it came in after the restart).
+    expect(killExplains(m, ['107', '108'], new Map(), inbox('done', ['108']))).toBe(false);
+    // Neither answer is known to the inbox: one process sent twice.
+    expect(killExplains(m, ['107', '108'], inbox('pending', []), inbox('done', ['109']))).toBe(false);
+    // Stored twice (a second delivery not recognised), each copy answered once.
+    expect(killExplains(m, ['107', '108'], inbox('pending', []), inbox('done', ['108'], 2))).toBe(false);
+    // Three answers: one kill makes at most one orphan.
+    expect(killExplains(m, ['107', '108', '109'], inbox('pending', []), inbox('done', ['109']))).toBe(false);
+  });
 });
 
 describe('profile breakdown', () => {

@@ -4,6 +4,7 @@ import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.js';
 import { parseArgs } from 'node:util';
+import { UNAVAILABLE_REPLY } from '../../src/dispatch/dispatcher.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { visibleText } from '../fakes/telegram/server.js';
 import type { DaemonProcess } from '../helpers/process.js';
@@ -17,6 +18,25 @@ export interface SoakResult {
   lost: number;
   /** The messages that got no answer. */
   lostTexts: string[];
+  /** Messages sent after the restart (the run goes on until there are at least a few). */
+  sentAfterRestart: number;
+  /** Messages sent after the restart that got more than one answer: no kill -9 window explains these. */
+  duplicatedAfterRestart: string[];
+  /**
+   * Duplicates the kill -9 explains: the message was unfinished in the inbox when the process
+   * died, and exactly one of its two answers is known to the inbox neither then nor at the end
+   * (the platform accepted it, the process died before it learned its id; the restarted turn
+   * could only send again). The README documents this window.
+   */
+  duplicatedByKill: string[];
+  /** Every other duplicate, wherever it happened (during a storage fault, before or after the restart): a bug. */
+  duplicatedUnexplained: string[];
+  /**
+   * Bot messages the platforms (and web chat tabs) show that answer nothing sent there: a
+   * reply in another chat, a draft left behind, an error text. Counted from the fakes' stores,
+   * independently of the per-message counts; the storage notice is not one.
+   */
+  strays: string[];
   faults: Record<string, number>;
   restarts: number;
 }
@@ -49,6 +69,8 @@ function fillDisk(file: string): void {
   }
 }
 
+const MIN_AFTER_RESTART = 8;
+
 /**
  * Steady traffic on web chat, Telegram, Discord and Slack with faults injected (dropped
  * sockets, 429s, gateway reconnects, Socket Mode refreshes, a slow model, a full disk under
@@ -60,6 +82,9 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   await llm.start();
   const fleet = await new Fleet().start();
   const stateDir = join(fleet.dir, 'state');
+  const dbFile = join(stateDir, 'channeld.db');
+  /** The inbox as the killed process left it. */
+  let inboxAtKill = new Map<string, InboxRow>();
   // Room for the database of the whole run (about 2 MB a minute), and small enough to fill quickly.
   const noMount = mountStateDir(stateDir, 16 + 8 * Math.ceil(seconds / 60));
   if (noMount) log(`soak: no disk-full episode: cannot mount a tmpfs for the state_dir (${noMount})`);
@@ -75,7 +100,10 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   let daemon: DaemonProcess = await start();
   const webClients: ChatClient[] = [new ChatClient(url, 'soak')];
   await webClients[0]!.opened;
-  const sent: Array<{ text: string; channel: 'web' | 'tg' | 'dc' | 'sl' }> = [];
+  /** `chat`: the Telegram chat (the sender's id) the answer belongs in. */
+  const sent: Array<{ text: string; channel: 'web' | 'tg' | 'dc' | 'sl'; chat?: number }> = [];
+  /** How many messages were sent before the restart. */
+  let sentBeforeRestart = Infinity;
   const faults: Record<string, number> = {};
   const fault = (name: string, fn: () => void) => {
     faults[name] = (faults[name] ?? 0) + 1;
@@ -125,7 +153,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       name: 'foreign write lock',
       run: async () => {
         log(`soak: another process holds the write lock from message ${n}`);
-        const other = new Database(join(stateDir, 'channeld.db'));
+        const other = new Database(dbFile);
         try {
           other.exec('BEGIN IMMEDIATE');
           await new Promise((r) => setTimeout(r, Math.min(2000, episodeMs)));
@@ -149,7 +177,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     ['slow model', () => llm.script({ kind: 'echo', delayMs: 1500 })],
   ];
   try {
-    while (Date.now() < endAt) {
+    // A few messages after the restart at least, so what it must not do to them is checked.
+    while (Date.now() < endAt || sent.length - sentBeforeRestart < MIN_AFTER_RESTART) {
       const channel = (['web', 'tg', 'dc', 'sl'] as const)[n % 4]!;
       const text = `soak-${n}-${channel}`;
       // One episode at a time: each ends with the store healthy again and nothing waiting.
@@ -170,7 +199,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         continue;
       }
       if (channel === 'web') webClients.at(-1)!.send(text, `m${n}`);
-      if (channel === 'tg') fleet.tg.dm(text, { id: 7000 + (n % 10), first_name: 'u' });
+      const tgChat = 7000 + (n % 10);
+      if (channel === 'tg') fleet.tg.dm(text, { id: tgChat, first_name: 'u' });
       // Discord's gateway never redelivers: a frame caught between arrival and the inbox
       // commit of a process killed with -9 is lost for any bot. So no Discord traffic in the
       // second before the kill; the other platforms redeliver and keep sending throughout.
@@ -178,7 +208,7 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       const dcLive = fleet.dc.connected && !discordDown;
       if (channel === 'dc' && dcLive) dcIds.set(text, fleet.dc.dm(text));
       if (channel === 'sl') fleet.sl.push(fleet.sl.dmEvent(text, `U${n % 10}`));
-      if (channel !== 'dc' || dcLive) sent.push({ text, channel });
+      if (channel !== 'dc' || dcLive) sent.push({ text, channel, ...(channel === 'tg' ? { chat: tgChat } : {}) });
       n++;
       if (Date.now() - lastFault > 2500) {
         const [name, fn] = faultList[Object.values(faults).reduce((a, b) => a + b, 0) % faultList.length]!;
@@ -192,8 +222,10 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         daemon.signal('SIGKILL');
         await daemon.exited;
         killedAt = Date.now();
+        inboxAtKill = readInbox(dbFile);
         daemon = await start();
         restarts++;
+        sentBeforeRestart = sent.length;
         const c = new ChatClient(url, 'soak');
         await c.opened;
         // As the page does: what the old socket never saw acknowledged is sent again.
@@ -208,22 +240,27 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     }
     await running;
     log(`soak: sent ${sent.length}; waiting for the answers`);
-    const counts = () =>
-      sent.map(({ text, channel }) => {
+    /** The platform's ids of the messages answering each sent message (the ids the inbox keeps as reply refs). */
+    const answers = () =>
+      sent.map(({ text, channel, chat }): string[] => {
         switch (channel) {
           case 'tg':
-            return fleet.tg.messages.filter((m) => !m.deleted && visibleText(m.text, m.parseMode) === text).length;
+            // In the sender's own chat: an answer anywhere else is lost to them.
+            return fleet.tg.messages.filter((m) => !m.deleted && m.chatId === chat && visibleText(m.text, m.parseMode) === text).map((m) => String(m.messageId));
           case 'dc':
-            return fleet.dc.messages.filter((m) => !m.deleted && m.content === text).length;
+            return fleet.dc.messages.filter((m) => !m.deleted && m.content === text).map((m) => m.id);
           case 'sl':
-            return fleet.sl.messages.filter((m) => !m.deleted && m.text === text).length;
+            return fleet.sl.messages.filter((m) => !m.deleted && m.text === text).map((m) => m.ts);
           case 'web': {
             const refs = new Set<string>();
             for (const c of webClients) for (const f of c.replies()) if (f.final && f.text === text) refs.add(f.ref!);
-            return refs.size;
+            return [...refs];
           }
+          default:
+            throw new Error(`soak: no such channel ${String(channel satisfies never)}`);
         }
       });
+    const counts = () => answers().map((a) => a.length);
     await waitFor(() => counts().every((c) => c >= 1), answerWaitMs, 250).catch(() => {});
     // Settled before counting: every Telegram update confirmed, every Slack envelope acked,
     // and no turn running or queued, so no answer (a duplicate included) is still on its way.
@@ -232,11 +269,20 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       return fleet.tg.pendingUpdates === 0 && fleet.sl.unacked === 0 && st.turns.list.length === 0;
     };
     await waitFor(settled, 30_000, 100).catch(() => log('soak: the daemon did not settle; counting anyway'));
-    const c = counts();
+    const ids = answers();
+    const c = ids.map((a) => a.length);
     const lostTexts = sent.filter((_, i) => c[i] === 0).map((m) => m.text);
     const dupTexts = sent.filter((_, i) => c[i]! > 1).map((m) => m.text);
+    const duplicatedAfterRestart = sent.filter((_, i) => i >= sentBeforeRestart && c[i]! > 1).map((m) => m.text);
+    const strays = findStrays(fleet, webClients, sent);
+    // The reply refs the restarted process ended with: stopped first, so every write is committed.
+    daemon.signal('SIGTERM');
+    await daemon.exited;
+    const inboxAtEnd = readInbox(dbFile);
+    const byKill = sent.filter((m, i) => c[i]! > 1 && killExplains(m, ids[i]!, inboxAtKill, inboxAtEnd)).map((m) => m.text);
+    const duplicatedUnexplained = dupTexts.filter((t) => !byKill.includes(t));
     if (dupTexts.length) {
-      log(`soak: more than one answer for ${dupTexts.join(', ')}`);
+      log(`soak: more than one answer for ${dupTexts.join(', ')}${byKill.length ? ` (by the kill -9: ${byKill.join(', ')})` : ''}`);
       if (process.env.SOAK_DEBUG) for (const t of dupTexts) log(`${t}: tg ${JSON.stringify(fleet.tg.messages.filter((m) => visibleText(m.text, m.parseMode) === t))} web ${JSON.stringify(webClients.map((w) => w.replies().filter((f) => f.text === t)))}`);
     }
     if (lostTexts.length) {
@@ -244,7 +290,8 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: web frames ${JSON.stringify(webClients.map((w) => w.frames.filter((f) => f.id === `m${t.split('-')[1]}` || f.text === t)))}; daemon says ${JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes(t) || l.level as number >= 40).slice(-8))}`);
       if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
     }
-    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, lostTexts, faults, restarts };
+    if (strays.length) log(`soak: answers to nothing sent there: ${strays.join(', ')}`);
+    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, lostTexts, sentAfterRestart: sent.length - sentBeforeRestart, duplicatedAfterRestart, duplicatedByKill: byKill, duplicatedUnexplained, strays, faults, restarts };
   } finally {
     for (const c of webClients) c.close();
     daemon.signal('SIGTERM');
@@ -255,10 +302,71 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   }
 }
 
+export interface InboxRow {
+  state: string;
+  /** The platform message ids of its reply refs. */
+  refs: string[];
+  /** How many rows hold this text: more than one means the message was stored twice. */
+  rows: number;
+}
+
+/** The inbox's rows by channel and text (the soak's texts are unique), read while no daemon runs. */
+function readInbox(file: string): Map<string, InboxRow> {
+  // Read-write: after a kill -9 the first connection replays the WAL (a read-only one may refuse to).
+  const db = new Database(file);
+  try {
+    const rows = db.prepare('SELECT channel_id, payload, state, reply_refs FROM inbox').all() as Array<{ channel_id: string; payload: string; state: string; reply_refs: string }>;
+    const out = new Map<string, InboxRow>();
+    for (const r of rows) {
+      const key = `${r.channel_id}:${(JSON.parse(r.payload) as { text: string }).text}`;
+      out.set(key, { state: r.state, refs: (JSON.parse(r.reply_refs) as Array<{ messageId: string }>).map((ref) => ref.messageId), rows: (out.get(key)?.rows ?? 0) + 1 });
+    }
+    return out;
+  } finally {
+    db.close();
+  }
+}
+
+/**
+ * Whether the kill -9 explains a message answered twice: it was unfinished when the process
+ * died, and exactly one answer is an orphan, known to the inbox neither at the kill nor at the
+ * end (sent by the killed process before it could store the id; the restarted turn then had
+ * nothing to edit). A re-run that sent anew although a ref was stored, two answers from one
+ * process, a message stored twice, or a duplicate of a message finished before the kill are
+ * not explained.
+ */
+export function killExplains(m: { text: string; channel: string }, answerIds: string[], atKill: Map<string, InboxRow>, atEnd: Map<string, InboxRow>): boolean {
+  const key = `${m.channel}:${m.text}`;
+  const before = atKill.get(key);
+  const after = atEnd.get(key);
+  if (!before || (before.state !== 'pending' && before.state !== 'running') || before.rows > 1 || after?.rows !== 1) return false;
+  const known = new Set([...before.refs, ...after.refs]);
+  return answerIds.length === 2 && answerIds.filter((id) => !known.has(id)).length === 1;
+}
+
+/**
+ * Every bot message the fakes hold (and every final web chat reply) that is not the answer to
+ * a message sent on that platform, in that chat: read from the platforms' side, so a reply
+ * routed to the wrong chat or a draft never cleaned up shows here even though the per-message
+ * counts cannot see it.
+ */
+function findStrays(fleet: Fleet, webClients: ChatClient[], sent: Array<{ text: string; channel: string; chat?: number }>): string[] {
+  const expected = (channel: string, text: string, chat?: number) => text === UNAVAILABLE_REPLY || sent.some((m) => m.channel === channel && m.text === text && (chat === undefined || m.chat === chat));
+  const strays: string[] = [];
+  for (const m of fleet.tg.messages) {
+    const text = visibleText(m.text, m.parseMode);
+    if (!m.deleted && !expected('tg', text, m.chatId)) strays.push(`tg chat ${m.chatId}: ${JSON.stringify(text)}`);
+  }
+  for (const m of fleet.dc.messages) if (!m.deleted && !expected('dc', m.content)) strays.push(`dc: ${JSON.stringify(m.content)}`);
+  for (const m of fleet.sl.messages) if (!m.deleted && !expected('sl', m.text)) strays.push(`sl: ${JSON.stringify(m.text)}`);
+  for (const c of webClients) for (const f of c.replies()) if (f.final && !expected('web', f.text ?? '')) strays.push(`web: ${JSON.stringify(f.text)}`);
+  return strays;
+}
+
 if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({ options: { minutes: { type: 'string', default: '1' } }, allowPositionals: true });
   const minutes = Number(values.minutes);
   const r = await soak(minutes * 60, (s) => console.error(s));
-  console.log(`soak ${minutes} min: sent ${r.sent}, answered ${r.answered}, duplicated ${r.duplicated}, lost ${r.lost}; restarts ${r.restarts}; faults ${JSON.stringify(r.faults)}`);
-  process.exitCode = r.duplicated === 0 && r.lost === 0 ? 0 : 1;
+  console.log(`soak ${minutes} min: sent ${r.sent}, answered ${r.answered}, duplicated ${r.duplicated} (${r.duplicatedByKill.length} in the kill -9 window, ${r.duplicatedUnexplained.length} not; ${r.duplicatedAfterRestart.length} after the restart), lost ${r.lost}, stray answers ${r.strays.length}; restarts ${r.restarts}; faults ${JSON.stringify(r.faults)}`);
+  process.exitCode = r.duplicated === 0 && r.lost === 0 && r.strays.length === 0 ? 0 : 1;
 }

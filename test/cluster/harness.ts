@@ -134,7 +134,7 @@ export class ProcessCluster {
     const keep = process.env.CHANNELD_CLUSTER_LOGS;
     if (keep) {
       mkdirSync(keep, { recursive: true });
-      this.#all.forEach((m, i) => writeFileSync(join(keep, `${i}-${m.id}.jsonl`), m.proc.lines.map((l) => JSON.stringify(l)).join('\n')));
+      for (const [i, m] of this.#all.entries()) writeFileSync(join(keep, `${i}-${m.id}.jsonl`), m.proc.lines.map((l) => JSON.stringify(l)).join('\n'));
     }
     await Promise.all([this.tg.close(), this.sl.close()]);
     await dropNamespace(this.ns);

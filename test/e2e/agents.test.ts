@@ -1,6 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
-import { ConfigError } from '../../src/errors.js';
+import { kinds } from '../helpers/kinds.js';
+import { ConfigError } from '../../src/contracts/errors.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -48,7 +49,7 @@ describe('agents and workspaces', () => {
     const two = `[agents.a]\nprovider = "echo"\n[agents.b]\nprovider = "echo"\n`;
     const problems = (src: string) => {
       try {
-        parseConfig(src, 'daemon.config.toml', {});
+        parseConfig(src, 'daemon.config.toml', kinds, {});
         return [];
       } catch (err) {
         return (err as ConfigError).problems;

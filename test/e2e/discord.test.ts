@@ -3,7 +3,7 @@ import { DiscordAdapter } from '../../channels/discord/adapter.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { LogSink } from '../helpers/daemon.js';
-import { openFenceAt } from '../../src/stream/chunk.js';
+import { openFenceAt } from '../../src/util/chunk.js';
 import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
@@ -120,9 +120,9 @@ describe('Discord channel against the fake gateway and REST API', () => {
   it('a reply sent again with the same idempotency key (a re-run after a crash) is one message', async () => {
     const adapter = new DiscordAdapter({ id: 'dc', restApi: dc.restApi, guilds: [], log: createLogger({ level: 'warn', destination: new LogSink() }) }, dc.token);
     const target = { channelId: 'dc', chatId: dc.dmChannel, chatType: 'dm' as const };
-    const first = await adapter.send(target, 'the answer', { idempotencyKey: '1234567890123456789:0' });
-    const again = await adapter.send(target, 'the answer', { idempotencyKey: '1234567890123456789:0' });
-    const other = await adapter.send(target, 'next chunk', { idempotencyKey: '1234567890123456789:1' });
+    const first = await adapter.send(target, 'the answer', { signal: new AbortController().signal, idempotencyKey: '1234567890123456789:0' });
+    const again = await adapter.send(target, 'the answer', { signal: new AbortController().signal, idempotencyKey: '1234567890123456789:0' });
+    const other = await adapter.send(target, 'next chunk', { signal: new AbortController().signal, idempotencyKey: '1234567890123456789:1' });
     expect(again.messageId).toBe(first.messageId);
     expect(other.messageId).not.toBe(first.messageId);
     expect(dc.texts(dc.dmChannel)).toEqual(['the answer', 'next chunk']);

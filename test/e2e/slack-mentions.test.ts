@@ -22,30 +22,32 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
     await sl.close();
   });
   const target = { channelId: 'sl', chatId: 'C0CHAN001', chatType: 'group' as const, threadId: '1700000000.000100' };
+  /** Nothing stops these calls but the adapter's own request timeout. */
+  const o = { signal: new AbortController().signal };
   // Calls that carried `key` (this fake, an older API, refuses markdown_text once: that call has no text).
   const sent = (method: string, key: string) => sl.callsOf(method).filter((c) => c.args[key] !== undefined || c.args.markdown_text === undefined).map((c) => c.args[key] ?? '');
 
   it('chat.postMessage', async () => {
-    await adapter.send(target, PINGS);
+    await adapter.send(target, PINGS, o);
     const [text] = sent('chat.postMessage', 'text');
     expect(text).toContain('&lt;!channel&gt;');
     expect(text).not.toMatch(RAW);
   });
 
   it('chat.update', async () => {
-    const ref = await adapter.send(target, 'draft');
-    await adapter.edit(ref, PINGS);
+    const ref = await adapter.send(target, 'draft', o);
+    await adapter.edit(ref, PINGS, o);
     const [text] = sent('chat.update', 'text');
     expect(text).toContain('&lt;@U0VICTIM&gt;');
     expect(text).not.toMatch(RAW);
   });
 
   it('chat.appendStream, also when a mention is split across two appends', async () => {
-    const stream = (await adapter.openNativeStream(target))!;
+    const stream = (await adapter.openNativeStream(target, o))!;
     const full = `${PINGS} more`;
-    await stream.update(full.slice(0, full.indexOf('<!channel>') + 5)); // 'ping <!cha'
-    await stream.update(full.slice(0, full.indexOf('<@U0VICTIM>') + 6)); // '… <@U0V'
-    await stream.update(full);
+    await stream.update(full.slice(0, full.indexOf('<!channel>') + 5), o); // 'ping <!cha'
+    await stream.update(full.slice(0, full.indexOf('<@U0VICTIM>') + 6), o); // '… <@U0V'
+    await stream.update(full, o);
     const chunks = sent('chat.appendStream', 'markdown_text');
     expect(chunks.length).toBe(3);
     expect(chunks.join('')).not.toMatch(RAW);
@@ -53,9 +55,9 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
   });
 
   it('chat.stopStream', async () => {
-    const stream = (await adapter.openNativeStream(target))!;
-    await stream.update('start ');
-    await stream.finish(`start ${PINGS}`);
+    const stream = (await adapter.openNativeStream(target, o))!;
+    await stream.update('start ', o);
+    await stream.finish(`start ${PINGS}`, o);
     const [last] = sent('chat.stopStream', 'markdown_text');
     expect(last).toBe(PINGS.replace(/</g, '&lt;'));
     expect(last).not.toMatch(RAW);

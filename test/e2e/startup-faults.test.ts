@@ -5,9 +5,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { DaemonProcess } from '../helpers/process.js';
+import { scaled } from '../helpers/timing.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 async function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
@@ -29,8 +30,9 @@ function config(daemon: string, listen = '127.0.0.1:0'): { dir: string; file: st
   return { dir, file };
 }
 
-/** The exit status, or a failure if the process is still running after `ms` (the old hang). */
-async function exitOf(p: DaemonProcess, ms = 20_000): Promise<number | null> {
+/** The exit status, or a failure if the process is still running after `ms` (the old hang), stretched by the time scale. */
+async function exitOf(p: DaemonProcess, idleMs = 20_000): Promise<number | null> {
+  const ms = scaled(idleMs);
   let timer: NodeJS.Timeout | undefined;
   const code = await Promise.race([p.exited, new Promise<'running'>((r) => (timer = setTimeout(() => r('running'), ms)))]);
   clearTimeout(timer);

@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Daemon } from '../../src/cli/daemon.js';
+import { kinds } from '../helpers/kinds.js';
 import { LogSink, waitFor } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 import { UNAVAILABLE_REPLY } from '../../src/dispatch/dispatcher.js';
@@ -60,7 +61,7 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     const configFile = join(root, 'daemon.config.toml');
     writeFileSync(configFile, `[daemon]\nstate_dir = "${stateDir}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n${body}`);
     const logs = new LogSink();
-    const daemon = await Daemon.start({ configFile, env: {}, logger: { destination: logs, level: 'debug', pretty: false } });
+    const daemon = await Daemon.start({ configFile, kinds, env: {}, logger: { destination: logs, level: 'debug', pretty: false } });
     cleanups.push(() => daemon.stop());
     const url = `http://127.0.0.1:${daemon.address.port}`;
     const client = new ChatClient(url, 'tab-1');

@@ -8,7 +8,7 @@ import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
 const run = promisify(execFile);
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 describe('usage and cost: stored per turn, /usage, the usage action, /metrics, prices, daily budget', () => {
   let llm: FakeLlm;

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { Daemon } from '../../src/cli/daemon.js';
+import { kinds } from './kinds.js';
 import { scaled } from './timing.js';
 
 /** Collects log lines in memory, so tests can assert on them and the output stays quiet. */
@@ -44,7 +45,7 @@ export async function startDaemon(body: string, env: NodeJS.ProcessEnv = {}, dae
   const write = (b: string) => writeFileSync(configFile, header(dir, daemonExtra, httpExtra) + b);
   write(body);
   const logs = new LogSink();
-  const daemon = await Daemon.start({ configFile, env, logger: { destination: logs, level: 'debug', pretty: false } });
+  const daemon = await Daemon.start({ configFile, kinds, env, logger: { destination: logs, level: 'debug', pretty: false } });
   const url = `http://127.0.0.1:${daemon.address.port}`;
   return {
     daemon,

@@ -1,12 +1,13 @@
 import { parseConfig } from '../../src/config/load.js';
+import { kinds } from './kinds.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
 import { Dispatcher, type DispatchChannel } from '../../src/dispatch/dispatcher.js';
-import { replyTargetOf } from '../../src/dispatch/message.js';
+import { replyTargetOf } from '../../src/contracts/message.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
 import { openDb, type Db } from '../../src/store/db.js';
 import { Inbox } from '../../src/store/inbox.js';
-import { createTurnExecutor } from '../../src/workspace/execute.js';
+import { createTurnExecutor, type TurnExecutorDeps } from '../../src/workspace/execute.js';
 import { Workspace, type WorkspaceOptions } from '../../src/workspace/workspace.js';
 import { ConversationStore } from '../../src/store/conversations.js';
 import { SessionStore } from '../../src/store/sessions.js';
@@ -24,7 +25,10 @@ export interface Pipeline {
   workspace: Workspace;
   config: DaemonConfig;
   logs: LogSink;
-  close(): Promise<void>;
+  /** The daemon's "exit now": aborts every platform call still in flight. */
+  hardStop: AbortController;
+  /** Shuts down as the daemon does: turns get `graceMs`, then the hard stop at twice that. */
+  close(graceMs?: number): Promise<void>;
 }
 
 /**
@@ -32,8 +36,8 @@ export interface Pipeline {
  * ReplyStream → a RecordingAdapter on channel "t". `toml` is appended to a config whose
  * only channel is "t" (a webchat-typed section carrying the channel keys under test).
  */
-export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions> } = {}): Pipeline {
-  const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', {});
+export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions>; executor?: Pick<TurnExecutorDeps, 'fenceOf'> } = {}): Pipeline {
+  const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', kinds, {});
   const logs = new LogSink();
   const log = createLogger({ level: 'debug', destination: logs, pretty: false });
   const db = options.db ?? openDb(':memory:');
@@ -63,7 +67,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     queueModeOf: (scope) => conversations.get('default', scope).queueMode,
     agentOf: () => ({ agent: 'default', max: config.agents.default!.max_in_flight }),
     notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
-    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal }),
+    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal, ...options.executor }),
   });
   return {
     dispatcher,
@@ -76,9 +80,16 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     workspace,
     config,
     logs,
-    close: async () => {
-      await dispatcher.shutdown(1000);
-      hardStop.abort();
+    hardStop,
+    close: async (graceMs = 1000) => {
+      // As Daemon.stop: a platform call that never answers cannot hold the exit.
+      const hard = setTimeout(() => hardStop.abort(new Error('shutdown grace ran out')), 2 * graceMs);
+      try {
+        await dispatcher.shutdown(graceMs);
+      } finally {
+        clearTimeout(hard);
+        hardStop.abort();
+      }
       if (!options.db) db.close();
     },
   };

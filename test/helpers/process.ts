@@ -2,7 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { scaled } from './timing.js';
 
-const main = join(import.meta.dirname, '../../dist/src/cli/main.js');
+const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 /** The built daemon as a real child process, with its JSON log lines collected. */
 export class DaemonProcess {
@@ -11,8 +11,9 @@ export class DaemonProcess {
   readonly exited: Promise<number | null>;
   #buf = '';
 
-  constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = []) {
-    this.child = spawn(process.execPath, [...nodeArgs, main, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  /** `entry` is the script to run: the built `channeld`, or a test entry with more kinds (with `--import tsx` in `nodeArgs`). */
+  constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = [], entry = main) {
+    this.child = spawn(process.execPath, [...nodeArgs, entry, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     this.child.stdout!.on('data', (d: Buffer) => this.#take(String(d)));
     this.child.stderr!.on('data', (d: Buffer) => this.#take(String(d)));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));

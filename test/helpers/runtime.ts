@@ -1,6 +1,6 @@
-import type { AgentEvent } from '../../src/agent/events.js';
-import type { AgentInput, AgentRunner } from '../../src/agent/runner.js';
-import type { TurnRequest } from '../../src/runtime/context.js';
+import type { AgentEvent } from '../../src/contracts/agent-events.js';
+import type { AgentInput, AgentRunner } from '../../src/contracts/agent-runner.js';
+import type { TurnRequest } from '../../src/contracts/turn.js';
 import { Runtime, type RuntimeOptions } from '../../src/runtime/runtime.js';
 import { userMessage } from './recording-adapter.js';
 

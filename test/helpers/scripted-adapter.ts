@@ -1,6 +1,6 @@
-import type { ChannelAdapter, ChannelCapabilities, Deliver } from '../../src/dispatch/adapter.js';
-import type { MessageRef, ReplyTarget } from '../../src/dispatch/message.js';
-import { ChannelError } from '../../src/errors.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver } from '../../src/contracts/channel.js';
+import type { MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { ChannelError } from '../../src/contracts/errors.js';
 
 /** What one listen() attempt does. */
 export type Step =
@@ -14,7 +14,7 @@ export const fatal = (msg = 'bad token') => new ChannelError('CHANNEL_AUTH_FAILE
 
 /** An adapter whose listen() follows a script, one step per attempt; the last step repeats. */
 export class ScriptedAdapter implements ChannelAdapter {
-  readonly capabilities: ChannelCapabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: 'none', typing: false, threads: true };
+  readonly capabilities: ChannelCapabilities = { maxMessageLength: 4000, editsDrafts: true, minEditIntervalMs: 0, nativeStream: false, typing: false };
   readonly selfId = 'bot';
   attempts = 0;
   /** Each attempt's abort signal, so tests can see that a stop reached the listener. */

@@ -93,6 +93,17 @@ function contract(name: string, backend: () => Promise<Backend>) {
       ]);
     });
 
+    it('summary takes the prefix literally: _ and % in a channel id are not wildcards', async () => {
+      const b = await backend();
+      const s = b.open();
+      for (const scope of ['a_b:1', 'aXb:1', 'a%c:1', 'a%cd:2']) await s.prepare('x', scope);
+      for (const scope of ['a_b:1', 'aXb:1', 'a%c:1', 'a%cd:2']) s.sessions.active('x', scope);
+      await s.flush();
+      const reader = b.open();
+      expect((await reader.sessions.summary('x', 'a_b:')).map((r) => r.scope)).toEqual(['a_b:1']);
+      expect((await reader.sessions.summary('x', 'a%c:')).map((r) => r.scope)).toEqual(['a%c:1']);
+    });
+
     it('conversation preferences merge and survive a restart', async () => {
       const b = await backend();
       const s = b.open();

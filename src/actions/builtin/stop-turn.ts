@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { defineAction } from '../action.js';
-import { ActionNotFoundError } from '../registry.js';
+import { CodedError } from '../../contracts/errors.js';
 
 /** An operator action: stops any turn; chat users use /stop in their own conversation. */
 export const stopTurnAction = defineAction({
@@ -12,7 +12,7 @@ export const stopTurnAction = defineAction({
   cli: { args: ['id'] },
   handler: async ({ id }, { api }) => {
     const result = await api.stopTurn(id);
-    if (!result) throw new ActionNotFoundError(`no running or queued turn has id ${id}`);
+    if (!result) throw new CodedError('ACTION_NOT_FOUND', `no running or queued turn has id ${id}`);
     return { id, result };
   },
   format: (r) => `turn ${r.id} ${r.result}`,

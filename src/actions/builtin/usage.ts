@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { startOfUtcDay } from '../../store/usage.js';
 import { defineAction } from '../action.js';
-import { ActionInputError } from '../registry.js';
+import { CodedError } from '../../contracts/errors.js';
 import { table } from '../table.js';
 
 const totals = z.object({
@@ -23,7 +23,7 @@ export function parseSince(since: string, nowMs = Date.now()): number {
   const rel = /^(\d+)([hd])$/.exec(since);
   if (rel) return nowMs - Number(rel[1]) * (rel[2] === 'h' ? 3_600_000 : 86_400_000);
   const at = Date.parse(since);
-  if (Number.isNaN(at)) throw new ActionInputError(`since: "${since}" is not today, Nh, Nd or an ISO date`);
+  if (Number.isNaN(at)) throw new CodedError('ACTION_INPUT_INVALID', `since: "${since}" is not today, Nh, Nd or an ISO date`);
   return at;
 }
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { VERSION } from '../../cli/version.js';
+import { VERSION } from '../../util/version.js';
 import { defineAction } from '../action.js';
 
 export const versionAction = defineAction({

@@ -21,7 +21,7 @@ export async function drafts(o: ScenarioOptions): Promise<Row[]> {
       };
       adapter.send = slow(adapter.send.bind(adapter));
       adapter.edit = slow(adapter.edit.bind(adapter));
-      const stream = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 't', chatId: 'c', chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 60_000 });
+      const stream = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 't', chatId: 'c', chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 60_000, signal: new AbortController().signal });
       const firstTokenAt = Date.now();
       for (let i = 0; i < seconds * 20; i++) {
         stream.push({ type: 'text_delta', text: `token${i} ` });

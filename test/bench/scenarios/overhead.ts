@@ -1,9 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { AgentEvent } from '../../../src/agent/events.js';
-import type { AgentRunner } from '../../../src/agent/runner.js';
+import type { AgentEvent } from '../../../src/contracts/agent-events.js';
+import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
 import { parseConfig } from '../../../src/config/load.js';
+import { kinds } from '../../helpers/kinds.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { Metrics } from '../../../src/observe/metrics.js';
@@ -35,7 +36,7 @@ export async function overhead(o: ScenarioOptions): Promise<Row[]> {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-bench-'));
   const db = openDb(join(dir, 'bench.db'));
   const log = createLogger({ level: 'warn', destination: new LogSink(), pretty: false });
-  const { config } = parseConfig('[[channels]]\nid = "t"\ntype = "webchat"\n', 'bench.toml', {});
+  const { config } = parseConfig('[[channels]]\nid = "t"\ntype = "webchat"\n', 'bench.toml', kinds, {});
   const ws = new Workspace({
     name: 'default',
     config: config.agents.default!,

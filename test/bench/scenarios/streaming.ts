@@ -1,5 +1,5 @@
 import { TelegramAdapter } from '../../../channels/telegram/adapter.js';
-import type { HttpRoutes } from '../../../src/observe/http.js';
+import type { HttpRoutes } from '../../../src/contracts/http.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import { FakeTelegram, type Call } from '../../fakes/telegram/server.js';
@@ -59,7 +59,7 @@ async function withFake<T>(rich: boolean, nativeDrafts: boolean, fn: (tg: FakeTe
     const adapter = new TelegramAdapter({ id: 'tg', apiRoot: tg.url, mode: 'polling', nativeDrafts, richMessages: true, http: noHttp, log: silent }, tg.token);
     // A connected channel has talked to the server already: one reply elsewhere warms the
     // client (and, on a server without rich messages, learns the refusal as a live bot would).
-    await adapter.send({ channelId: 'tg', chatId: '1', chatType: 'dm' }, 'warm-up');
+    await adapter.send({ channelId: 'tg', chatId: '1', chatType: 'dm' }, 'warm-up', { signal: new AbortController().signal });
     tg.calls.length = 0;
     tg.messages.length = 0;
     return await fn(tg, adapter);
@@ -78,7 +78,7 @@ interface StreamOptions {
 function stream(o: StreamOptions) {
   return withFake(true, o.nativeDrafts ?? false, async (tg, adapter) => {
     const chatId = 42;
-    const s = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 'tg', chatId: String(chatId), chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 120_000 });
+    const s = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 'tg', chatId: String(chatId), chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 120_000, signal: new AbortController().signal });
     const firstTokenAt = Date.now();
     let windowAt: { from: number; to: number } | undefined;
     const tokens: string[] = [];
@@ -128,7 +128,7 @@ function longAnswer(rich: boolean) {
   return withFake(rich, false, async (tg, adapter) => {
     const code = Array.from({ length: 260 }, (_, i) => `console.log("line ${i} of the example");`).join('\n');
     const answer = `## Script\n\nRun it with node:\n\n\`\`\`js\n${code}\n\`\`\`\n\nThat is all.`;
-    const s = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 'tg', chatId: '43', chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 60_000 });
+    const s = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 'tg', chatId: '43', chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 60_000, signal: new AbortController().signal });
     for (const piece of answer.match(/[\s\S]{1,1000}/g)!) {
       s.push({ type: 'text_delta', text: piece });
       await tick(100);

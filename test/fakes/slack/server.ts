@@ -3,7 +3,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 
-export type SlackFault = { error: string } | { status: 429; retryAfter: number } | { status: 500 | 502 } | { delayMs: number };
+/** A method's next answer: a platform error, an HTTP status, a delay, or none at all (`hang`: the request is never answered). */
+export type SlackFault = { error: string } | { status: 429; retryAfter: number } | { status: 500 | 502 } | { delayMs: number } | { hang: true };
 
 export interface ApiCall {
   method: string;
@@ -261,6 +262,8 @@ export class FakeSlack {
     this.calls.push({ method, args, token, at: Date.now() });
     const fault = this.#faults.get(method)?.shift();
     if (fault) {
+      // Left open until the client gives up or close() drops the connection.
+      if ('hang' in fault) return;
       if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
       else if ('error' in fault) return no(fault.error);
       else if (fault.status === 429) return json(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(fault.retryAfter) });

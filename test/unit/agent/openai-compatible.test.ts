@@ -1,14 +1,13 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import type { AgentEvent } from '../../../src/agent/events.js';
+import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import { OpenAICompatibleRunner, type OpenAICompatibleOptions } from '../../../src/agent/openai-compatible.js';
 import { TurnReducer } from '../../../src/agent/reducer.js';
 import { FailoverRunner, ModelCooldowns } from '../../../src/agent/failover.js';
-import { ThinkSplitter } from '../../../src/agent/think-splitter.js';
 import { RepetitionGuard, RepetitionGuardedRunner } from '../../../src/agent/repetition.js';
-import type { AgentRunner } from '../../../src/agent/runner.js';
-import type { AgentInput } from '../../../src/agent/runner.js';
-import type { Tool } from '../../../src/runtime/tools.js';
+import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
+import type { AgentInput } from '../../../src/contracts/agent-runner.js';
+import type { Tool } from '../../../src/contracts/tools.js';
 import { FakeLlm } from '../../fakes/llm/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 
@@ -61,6 +60,13 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     expect(reasoning(events)).toBe('secret plans');
   });
 
+  it('an answer ending in what could have been a tag keeps it; usage counts it', async () => {
+    llm.script({ kind: 'stream', chunks: [{ content: '<think>hm</think>Use a ' }, { content: '<' }], usage: null });
+    const events = await collect(runner(), input('x'));
+    expect(text(events)).toBe('Use a <');
+    expect(reasoning(events)).toBe('hm');
+  });
+
   it('retries 500 and 429 (honouring retry-after) while nothing is visible', async () => {
     llm.script({ kind: 'status', status: 500 }, { kind: 'status', status: 429, retryAfterS: 0 }, { kind: 'stream', chunks: [{ content: 'third time lucky' }] });
     const before = llm.requests.length;
@@ -88,6 +94,27 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     expect(llm.requests.length - before).toBe(2);
     expect(events.at(-1)).toMatchObject({ type: 'error', code: 'PROVIDER_UNAVAILABLE' });
     expect(events.filter((e) => e.type === 'tool_start')).toHaveLength(1);
+  });
+
+  it("a tool's log lines become tool_log events of its call, between its tool_start and tool_end", async () => {
+    const tools: Tool[] = [{ name: 'crawl', description: 'crawls', input: z.object({}), run: async (_input, ctx) => {
+      // One line at once (before this runner has even read the call) and one after a wait.
+      ctx.log?.('page 1/2');
+      await new Promise((resolve) => setImmediate(resolve));
+      ctx.log?.('page 2/2');
+      return 'crawled';
+    } }];
+    llm.script({ kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_c', name: 'crawl', arguments: '{}' }] }] }, { kind: 'stream', chunks: [{ content: 'Done.' }] });
+    const signal = new AbortController().signal;
+    const events: AgentEvent[] = [];
+    // The runtime's emit: events a tool sends while it runs go straight into the turn.
+    for await (const e of runner().run(input('crawl', { tools }), { scope: 's', channelId: 'c', signal, emit: (e) => void events.push(e) }, signal)) events.push(e);
+    expect(events.filter((e) => e.type.startsWith('tool_')).map((e) => (e.type === 'tool_log' ? `${e.type}:${e.id}:${e.text}` : `${e.type}:${(e as { id: string }).id}`))).toEqual([
+      'tool_start:call_c',
+      'tool_log:call_c:page 1/2',
+      'tool_log:call_c:page 2/2',
+      'tool_end:call_c',
+    ]);
   });
 
   it('a failed attempt leaves none of its events: reasoning of an attempt that broke off is dropped on retry', async () => {
@@ -186,21 +213,12 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
   it('stops a turn that repeats itself, with a marker (the guard around the runner)', async () => {
     llm.script({ kind: 'stream', chunks: Array.from({ length: 200 }, () => ({ content: 'all work and no play ' })) });
     const events = await collect(new RepetitionGuardedRunner(runner()), input('x'));
-    expect(events.at(-1)).toEqual({ type: 'error', code: 'TURN_FAILED', message: 'The answer started repeating itself, so it was stopped.', keepChars: 21 });
+    expect(events.at(-1)).toEqual({ type: 'error', code: 'ANSWER_REPEATING', message: 'The answer started repeating itself, so it was stopped.', keepChars: 21 });
     expect(text(events).length).toBeLessThan(200 * 21);
   });
 });
 
-describe('ThinkSplitter and RepetitionGuard', () => {
-  it('holds back only what could still be a tag', () => {
-    const s = new ThinkSplitter();
-    expect(s.push('a <')).toEqual([{ kind: 'text', text: 'a ' }]);
-    expect(s.push('think')).toEqual([]);
-    expect(s.push('>x</think')).toEqual([{ kind: 'reasoning', text: 'x' }]);
-    expect(s.push('> y')).toEqual([{ kind: 'text', text: ' y' }]);
-    expect(new ThinkSplitter().push('<thinking is fun')).toEqual([{ kind: 'text', text: '<thinking is fun' }]);
-  });
-
+describe('RepetitionGuard', () => {
   it('does not flag ordinary prose, and flags a loop', () => {
     const g = new RepetitionGuard();
     const prose = 'The quick brown fox jumps over the lazy dog while the cat sleeps. '.split('').map((c, i) => `${c}${i % 7 === 0 ? 'x' : ''}`).join('');
@@ -214,16 +232,14 @@ describe('ThinkSplitter and RepetitionGuard', () => {
 
 describe('TurnReducer', () => {
   for (const ending of [{ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } }, { type: 'error', code: 'TURN_FAILED', message: 'x' }, { type: 'cancelled' }] as const) {
-    it(`fires onComplete exactly once on ${ending.type}, keeping the partial output`, () => {
-      const completed: string[] = [];
-      const r = new TurnReducer((t) => completed.push(`${t.ending!.type}:${t.text}`));
-      r.fold({ type: 'text_delta', text: 'part' });
+    it(`ends the turn once on ${ending.type}, keeping the partial output and ignoring what follows`, () => {
+      const r = new TurnReducer();
+      expect(r.fold({ type: 'text_delta', text: 'part' })).toBe(true);
       r.fold({ type: 'reasoning_delta', text: 'hmm' });
-      r.fold(ending);
+      expect(r.fold(ending)).toBe(true);
       expect(r.fold({ type: 'text_delta', text: 'late' })).toBe(false);
-      r.fold({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
-      expect(completed).toEqual([`${ending.type}:part`]);
-      expect(r.turn.reasoning).toBe('hmm');
+      expect(r.fold({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } })).toBe(false);
+      expect(r.turn).toMatchObject({ text: 'part', reasoning: 'hmm', ending });
     });
   }
 });

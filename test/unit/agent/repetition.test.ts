@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { AgentEvent } from '../../../src/agent/events.js';
+import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import { REPEATING_NOTE, RepetitionGuardedRunner } from '../../../src/agent/repetition.js';
-import type { AgentRunner } from '../../../src/agent/runner.js';
+import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
 import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { pipeline } from '../../helpers/pipeline.js';
@@ -81,7 +81,7 @@ describe('the repetition guard catches real loops within 2,000 characters, and h
       const text = PROSE + unit.repeat(Math.ceil(8000 / unit.length));
       const { events, shown } = await run(text);
       const end = events.at(-1)!;
-      expect(end).toMatchObject({ type: 'error', code: 'TURN_FAILED', message: REPEATING_NOTE });
+      expect(end).toMatchObject({ type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE });
       const keep = (end as { keepChars: number }).keepChars;
       // The user saw what arrived, and it stopped within 2,000 characters of the loop's start.
       expect(text.startsWith(shown)).toBe(true);

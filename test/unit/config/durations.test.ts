@@ -1,11 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
+import { kinds } from '../../helpers/kinds.js';
 import { MAX_DURATION_MS } from '../../../src/config/schema.js';
-import { ConfigError } from '../../../src/errors.js';
+import { ConfigError } from '../../../src/contracts/errors.js';
 
 function problems(source: string): string[] {
   try {
-    parseConfig(source, 'daemon.config.toml', {});
+    parseConfig(source, 'daemon.config.toml', kinds, {});
   } catch (err) {
     if (err instanceof ConfigError) return [...err.problems];
     throw err;

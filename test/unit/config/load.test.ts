@@ -3,11 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/errors.js';
+import { kinds } from '../../helpers/kinds.js';
+import { ConfigError } from '../../../src/contracts/errors.js';
 
 function problems(source: string, env: NodeJS.ProcessEnv = {}): string[] {
   try {
-    parseConfig(source, '/etc/channeld/daemon.config.toml', env);
+    parseConfig(source, '/etc/channeld/daemon.config.toml', kinds, env);
   } catch (err) {
     if (err instanceof ConfigError) return [...err.problems];
     throw err;
@@ -19,7 +20,7 @@ const web = `[[channels]]\nid = "web"\ntype = "webchat"\n`;
 
 describe('config validation', () => {
   it('accepts the minimal config and fills every default', () => {
-    const { config } = parseConfig(web, 'daemon.config.toml', {});
+    const { config } = parseConfig(web, 'daemon.config.toml', kinds, {});
     expect(config.http.listen).toBe('127.0.0.1:8787');
     expect(config.limits).toEqual({ max_in_flight: 32, max_queued: 256, queue_mode: 'followup', collect_debounce_ms: 500, passive_max_conversations: 1000, passive_max_bytes: 8 * 1024 * 1024, max_attachment_bytes: 10485760 });
     expect(config.agents.default?.provider).toBe('echo');
@@ -29,7 +30,7 @@ describe('config validation', () => {
   it('reply_intent = "classifier" needs an openai-compatible agent; the new channel keys validate', () => {
     expect(problems(`${web}reply_intent = "classifier"\n`)).toEqual([expect.stringMatching(/^daemon\.config\.toml:4:16: channels\[0\]\.reply_intent: reply_intent = "classifier" asks a model/)]);
     expect(problems(`${web}reply_intent = "always"\n`)[0]).toContain('is not one of mention, classifier');
-    const { config } = parseConfig(`[agent]\nprovider = "openai-compatible"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n${web}reply_intent = "classifier"\nintent_model = "tiny"\nack_reaction = "👀"\nadmins = ["1"]\n`, 'daemon.config.toml', {});
+    const { config } = parseConfig(`[agent]\nprovider = "openai-compatible"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n${web}reply_intent = "classifier"\nintent_model = "tiny"\nack_reaction = "👀"\nadmins = ["1"]\n`, 'daemon.config.toml', kinds, {});
     expect(config.channels[0]).toMatchObject({ reply_intent: 'classifier', intent_model: 'tiny', ack_reaction: '👀', admins: ['1'] });
   });
 
@@ -64,9 +65,9 @@ describe('config validation', () => {
   it('reads token_file and token_credential, and names a missing file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'channeld-cfg-'));
     writeFileSync(join(dir, 'tok'), 'secret-from-file\n');
-    const viaFile = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "${join(dir, 'tok')}"\n`, 'daemon.config.toml', {});
+    const viaFile = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "${join(dir, 'tok')}"\n`, 'daemon.config.toml', kinds, {});
     expect(viaFile.secrets.get('channels.d', 'token')).toBe('secret-from-file');
-    const viaCred = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_credential = "tok"\n`, 'daemon.config.toml', { CREDENTIALS_DIRECTORY: dir });
+    const viaCred = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_credential = "tok"\n`, 'daemon.config.toml', kinds, { CREDENTIALS_DIRECTORY: dir });
     expect(viaCred.secrets.get('channels.d', 'token')).toBe('secret-from-file');
     expect(problems(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "/nonexistent/tok"\n`)[0]).toMatch(/:5:\d+: channels\[0\]\.token_file: cannot read \/nonexistent\/tok: ENOENT \(channel "d"\)/);
   });

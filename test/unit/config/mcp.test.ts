@@ -1,10 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/errors.js';
+import { kinds } from '../../helpers/kinds.js';
+import { ConfigError } from '../../../src/contracts/errors.js';
 
 function problems(source: string): string[] {
   try {
-    parseConfig(source, 'daemon.config.toml', {});
+    parseConfig(source, 'daemon.config.toml', kinds, {});
   } catch (err) {
     if (err instanceof ConfigError) return [...err.problems];
     throw err;
@@ -14,7 +15,7 @@ function problems(source: string): string[] {
 
 describe('[[agent.mcp]] and [[agents.NAME.mcp]] tables', () => {
   it('fill the defaults: all tools, no approval, 60 s per call; 16k result bound; 5 min approval timeout', () => {
-    const { config } = parseConfig(`[agent]\n\n[[agent.mcp]]\nname = "fs"\ncommand = "mcp-server-filesystem"\nargs = ["/srv"]\n`, 'daemon.config.toml', {});
+    const { config } = parseConfig(`[agent]\n\n[[agent.mcp]]\nname = "fs"\ncommand = "mcp-server-filesystem"\nargs = ["/srv"]\n`, 'daemon.config.toml', kinds, {});
     const a = config.agents.default!;
     expect(a.mcp).toEqual([{ name: 'fs', command: 'mcp-server-filesystem', args: ['/srv'], env: {}, headers_env: {}, approval: 'never', timeout_ms: 60000 }]);
     expect(a.max_tool_result_chars).toBe(16000);
@@ -23,7 +24,7 @@ describe('[[agent.mcp]] and [[agents.NAME.mcp]] tables', () => {
   });
 
   it('take a url with headers_env, an allowlist and approval per tool under a named agent', () => {
-    const { config } = parseConfig(`[agents.ops]\n[[agents.ops.mcp]]\nname = "remote"\nurl = "https://mcp.example/mcp"\nheaders_env = { Authorization = "MCP_AUTH" }\ntools = ["a", "b"]\napproval = ["b"]\n`, 'daemon.config.toml', {});
+    const { config } = parseConfig(`[agents.ops]\n[[agents.ops.mcp]]\nname = "remote"\nurl = "https://mcp.example/mcp"\nheaders_env = { Authorization = "MCP_AUTH" }\ntools = ["a", "b"]\napproval = ["b"]\n`, 'daemon.config.toml', kinds, {});
     expect(config.agents.ops!.mcp[0]).toMatchObject({ url: 'https://mcp.example/mcp', headers_env: { Authorization: 'MCP_AUTH' }, tools: ['a', 'b'], approval: ['b'] });
   });
 

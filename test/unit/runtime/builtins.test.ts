@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Tool } from '../../../src/runtime/tools.js';
+import type { Tool } from '../../../src/contracts/tools.js';
 import { currentTimeTool } from '../../../src/runtime/tools.js';
 import { translatorMode } from '../../fixtures/modes/translator/index.js';
 import { waitFor } from '../../helpers/daemon.js';

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { CodedError } from '../../../src/errors.js';
-import { HookResult, type Phase } from '../../../src/runtime/hooks.js';
+import { z } from 'zod';
+import { CodedError } from '../../../src/contracts/errors.js';
+import { HookResult, type Phase } from '../../../src/contracts/hooks.js';
 import { ModeRegistry } from '../../../src/runtime/modes.js';
 import { bareRuntime, request, ScriptedRunner, sink } from '../../helpers/runtime.js';
 
@@ -136,6 +137,49 @@ describe('Runtime.run', () => {
     const { runtime } = bareRuntime();
     const modes = new ModeRegistry(runtime);
     modes.register({ name: 'm', description: '', setup: () => {} });
-    expect(() => modes.register({ name: 'm', description: '', setup: () => {} })).toThrow(/mode "m" is already registered/);
+    expect(() => modes.register({ name: 'm', description: '', setup: () => {} })).toThrow(expect.objectContaining({ code: 'MODE_DUPLICATE', message: expect.stringMatching(/mode "m" is already registered/) }));
+  });
+
+  it('requires_modes means any of the listed modes; requires_features means all of the workspace features', async () => {
+    let active = new Set<string>();
+    const { runtime, runner } = bareRuntime(undefined, { modesOf: () => active, features: new Set(['web']) });
+    const noop = { description: '', input: z.object({}), run: () => '' };
+    runtime.tools.register({ name: 'shared', requires_modes: ['research', 'deep'], ...noop });
+    runtime.tools.register({ name: 'fetch', requires_features: ['web'], ...noop });
+    runtime.tools.register({ name: 'fetch_files', requires_features: ['web', 'files'], ...noop });
+    const offered = async () => (await runtime.run(request('hi')), (runner.inputs.at(-1)!.tools ?? []).map((t) => t.name));
+    expect(await offered()).toEqual(['fetch']);
+    active = new Set(['deep']);
+    expect(await offered()).toEqual(['shared', 'fetch']);
+    active = new Set(['research', 'deep']);
+    expect(await offered()).toEqual(['shared', 'fetch']);
+  });
+
+  it("a mode's tool is offered while its mode, or another mode it names, is on", async () => {
+    let active = new Set<string>();
+    const { runtime, runner } = bareRuntime(undefined, { modesOf: () => active });
+    runtime.modes.register({ name: 'research', description: '', setup: (api) => api.tool({ name: 'search', description: '', input: z.object({}), requires_modes: ['deep'], run: () => '' }) });
+    const offered = async () => (await runtime.run(request('hi')), (runner.inputs.at(-1)!.tools ?? []).map((t) => t.name));
+    expect(await offered()).toEqual([]);
+    active = new Set(['research']);
+    expect(await offered()).toEqual(['search']);
+    active = new Set(['deep']);
+    expect(await offered()).toEqual(['search']);
+  });
+
+  it('two tools with one name are refused with their own code', () => {
+    const { runtime } = bareRuntime();
+    const t = { name: 'x', description: '', input: z.object({}), run: () => '' };
+    runtime.tools.register(t);
+    expect(() => runtime.tools.register(t)).toThrow(expect.objectContaining({ code: 'TOOL_DUPLICATE' }));
+    runtime.commands.register({ name: 'x', help: '', handler: () => '' });
+    expect(() => runtime.commands.register({ name: 'x', help: '', handler: () => '' })).toThrow(expect.objectContaining({ code: 'COMMAND_DUPLICATE' }));
+  });
+
+  it('a runner that stops without an ending ends the turn in its own error, with its own text', async () => {
+    const { runtime } = bareRuntime(new ScriptedRunner([{ type: 'text_delta', text: 'half' }]));
+    const out = sink();
+    expect(await runtime.run(request('hi', out))).toMatchObject({ ending: 'error', errorCode: 'AGENT_NO_ENDING' });
+    expect(out.events.at(-1)).toEqual({ type: 'error', code: 'AGENT_NO_ENDING', message: 'The agent ended without an answer.' });
   });
 });

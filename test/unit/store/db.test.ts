@@ -3,11 +3,12 @@ import { mkdtempSync, openSync, rmSync, statSync, writeFileSync, writeSync, clos
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { CodedError } from '../../../src/errors.js';
+import { CodedError } from '../../../src/contracts/errors.js';
 import { openDb, SCHEMA_VERSION } from '../../../src/store/db.js';
 import { GroupCommit } from '../../../src/store/group-commit.js';
 import { StorageHealth } from '../../../src/store/health.js';
-import { prepareStateDir, stateDirProblem } from '../../../src/store/state-dir.js';
+import { prepareStateDir, stateDirProblem } from '../../../src/util/state-dir.js';
+import { waitFor } from '../../helpers/daemon.js';
 
 const dirs: string[] = [];
 function tmp(): string {
@@ -117,14 +118,10 @@ describe('GroupCommit on a database that refuses writes', () => {
     const pages = db.pragma('page_count', { simple: true }) as number;
     db.pragma(`max_page_count = ${pages}`);
     for (let i = 0; i < 200; i++) group.add(() => ins.run('y'.repeat(500) + i));
-    await new Promise((r) => setTimeout(r, 50));
-    expect(health.ok).toBe(false);
+    await waitFor(() => !health.ok);
     expect(group.status()).toMatchObject({ state: 'degraded', code: 'SQLITE_FULL', pending_writes: 200 });
     db.pragma('max_page_count = 1000000');
-    await new Promise<void>((resolve) => {
-      const check = () => (health.ok ? resolve() : setTimeout(check, 5));
-      check();
-    });
+    await waitFor(() => health.ok, 5000, 5);
     expect((db.prepare('SELECT COUNT(*) AS n FROM sessions').get() as { n: number }).n).toBe(200);
     expect(changes).toEqual([
       [true, 'SQLITE_FULL'],

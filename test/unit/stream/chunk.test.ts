@@ -1,6 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { chunkText, openFenceAt, splitOnce } from '../../../src/stream/chunk.js';
+import { chunkText, openFenceAt, splitOnce } from '../../../src/util/chunk.js';
 
 /** Text made of words, sentences, lines, paragraphs and fenced code blocks. */
 const piece = fc.oneof(

@@ -1,15 +1,15 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import type { NativeStream } from '../../../src/dispatch/adapter.js';
-import { ChannelError } from '../../../src/errors.js';
+import type { NativeStream } from '../../../src/contracts/channel.js';
+import { ChannelError } from '../../../src/contracts/errors.js';
 import { ReplyStream, STOP_MARKER, type ReplyStreamOptions } from '../../../src/stream/reply-stream.js';
-import { openFenceAt } from '../../../src/stream/chunk.js';
+import { openFenceAt } from '../../../src/util/chunk.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
 
 const target = { channelId: 't', chatId: 'c', chatType: 'dm' as const };
 const usage = { inputTokens: 0, outputTokens: 0, estimated: true };
 
 function stream(adapter: RecordingAdapter, over: Partial<ReplyStreamOptions> = {}) {
-  return new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target, streamMode: 'partial', showToolProgress: true, finalDeadlineMs: 60_000, ...over });
+  return new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target, streamMode: 'partial', showToolProgress: true, finalDeadlineMs: 60_000, ...over, signal: over.signal ?? new AbortController().signal });
 }
 
 /** Feeds `text` word by word, `everyMs` apart, under fake timers. */
@@ -356,7 +356,7 @@ describe('ReplyStream', () => {
 
   describe('native streaming', () => {
     function nativeAdapter(failOn?: 'open' | 'update') {
-      const a = new RecordingAdapter('t', { nativeStream: 'telegram-draft', minEditIntervalMs: 300 });
+      const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 300 });
       const updates: string[] = [];
       a.openNativeStream = async () => {
         if (failOn === 'open') throw new ChannelError('CHANNEL_REQUEST_FAILED', 'no drafts here');
@@ -385,7 +385,7 @@ describe('ReplyStream', () => {
     });
 
     it('a 429 on a draft pauses the drafts for retry_after and resumes them: no message mid-answer', async () => {
-      const a = new RecordingAdapter('t', { nativeStream: 'telegram-draft', minEditIntervalMs: 300 });
+      const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 300 });
       const updates: Array<{ text: string; at: number }> = [];
       let refusedAt = -1;
       a.openNativeStream = async () => ({

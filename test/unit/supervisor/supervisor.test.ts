@@ -1,5 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { backoffDelayMs } from '../../../src/supervisor/backoff.js';
+import type { ChannelAdapter } from '../../../src/contracts/channel.js';
+import type { SupervisedChannel } from '../../../src/supervisor/channel.js';
 import { Supervisor } from '../../../src/supervisor/supervisor.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { LogSink } from '../../helpers/daemon.js';
@@ -44,9 +46,11 @@ describe('Supervisor', () => {
     vi.useRealTimers();
   });
 
+  const supervise = (id: string, adapter: Pick<ChannelAdapter, 'listen'>, connectTimeoutMs = 30000): SupervisedChannel =>
+    sup.add({ id, kind: 'test', adapter, deliver: async () => true, backoff, connectTimeoutMs, random: () => 0.5 });
   const add = (id: string, script: Step[], extra: { connectTimeoutMs?: number } = {}) => {
     const adapter = new ScriptedAdapter(id, script);
-    sup.add({ id, kind: 'test', adapter, deliver: async () => true, backoff, connectTimeoutMs: extra.connectTimeoutMs ?? 30000, random: () => 0.5 });
+    supervise(id, adapter, extra.connectTimeoutMs);
     return adapter;
   };
   const status = (id: string) => sup.statuses().find((s) => s.id === id)!;
@@ -142,20 +146,52 @@ describe('Supervisor', () => {
     expect(lines.length).toBe(a.attempts + 1);
   });
 
+  it('a late onConnected from an attempt it gave up on does not show the channel connected', async () => {
+    // The first attempt's SDK hangs past the connect timeout and then reports a session
+    // anyway, while the supervisor is backing off before the second attempt.
+    const late: Array<() => void> = [];
+    let attempts = 0;
+    supervise(
+      'late',
+      {
+        listen: (_deliver, _signal, onConnected) => {
+          attempts++;
+          if (attempts === 1) {
+            late.push(onConnected);
+            return new Promise<void>(() => {});
+          }
+          return Promise.reject(retryable('still down'));
+        },
+      },
+      5000,
+    );
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(status('late')).toMatchObject({ state: 'backoff', attempts: 1, last_error: { code: 'CHANNEL_CONNECT_TIMEOUT' } });
+    late[0]!();
+    expect(status('late')).toMatchObject({ state: 'backoff', attempts: 1, connection: 0 });
+    await vi.advanceTimersByTimeAsync(500);
+    expect(attempts).toBe(2);
+    expect(status('late')).toMatchObject({ state: 'backoff', attempts: 2, connection: 0, last_error: { code: 'CHANNEL_NETWORK' } });
+    expect(sink.lines.some((l) => (JSON.parse(l) as { msg: string }).msg === 'channel late connected')).toBe(false);
+  });
+
   it('stop aborts the listener and marks it stopped', async () => {
-    const a = add('x', [{ kind: 'connect' }]);
-    // remove() forgets the channel before stopping it, so hold on to it to see the end state.
-    const ch = sup.get('x')!;
+    const a = new ScriptedAdapter('x', [{ kind: 'connect' }]);
+    // remove() forgets the channel before stopping it: its own handle shows the end state.
+    const ch = supervise('x', a);
     await vi.advanceTimersByTimeAsync(0);
     expect(ch.status().state).toBe('connected');
     expect(a.signals[0]!.aborted).toBe(false);
     const p = sup.remove('x', 1000);
+    expect(sup.statuses()).toEqual([]);
     await vi.advanceTimersByTimeAsync(0);
     await p;
     expect(a.signals[0]!.aborted).toBe(true);
     expect(a.settled).toBe(1);
     expect(ch.status()).toMatchObject({ state: 'stopped', next_retry_at: null });
+    expect(sink.lines.filter((l) => (JSON.parse(l) as { msg: string }).msg === 'channel x stopped')).toHaveLength(1);
+    // No restart after a stop, however long one waits.
+    await vi.advanceTimersByTimeAsync(10 * 60_000);
     expect(a.attempts).toBe(1);
-    expect(sup.statuses()).toEqual([]);
   });
 });

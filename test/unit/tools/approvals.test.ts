@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ChannelMessage, MessageRef } from '../../../src/dispatch/message.js';
+import type { ChannelMessage, MessageRef } from '../../../src/contracts/message.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { ApprovalStore } from '../../../src/store/approvals.js';
 import { openDb } from '../../../src/store/db.js';

@@ -1,17 +1,21 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { unbuildable } from '../../../src/cli/plugins.js';
-import { ChannelError, CodedError } from '../../../src/errors.js';
+import { ChannelError, CodedError } from '../../../src/contracts/errors.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { createTurnExecutor } from '../../../src/workspace/execute.js';
 import { pipeline } from '../../helpers/pipeline.js';
 import { RecordingAdapter, userMessage } from '../../helpers/recording-adapter.js';
 
 describe('createTurnExecutor', () => {
+  afterEach(() => void vi.useRealTimers());
   for (const [what, workspaceFor] of [
     ['throws', () => { throw new Error('workspace table is gone'); }],
     ['finds none', () => undefined],
   ] as const) {
     it(`ends the reply with a readable error when the workspace lookup ${what}`, async () => {
+      // Fake clock: "typing is not refreshed any more" is then a fact about the next minutes,
+      // checked at once, instead of a real sleep that proves nothing on a busy machine.
+      vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'setInterval', 'clearInterval', 'Date'] });
       const p = pipeline('');
       const adapter = new RecordingAdapter('t', { typing: true, typingRefreshMs: 20 });
       const channel = () => ({ config: p.config.channels[0]!, adapter });
@@ -24,8 +28,9 @@ describe('createTurnExecutor', () => {
       expect(p.logs.text).toContain('the turn failed before or outside its runtime');
       // The stream ended: typing is not refreshed any more.
       const typing = adapter.calls.filter((c) => c.op === 'typing').length;
-      await new Promise((r) => setTimeout(r, 100));
+      await vi.advanceTimersByTimeAsync(60_000);
       expect(adapter.calls.filter((c) => c.op === 'typing').length).toBe(typing);
+      vi.useRealTimers();
       await p.close();
     });
   }

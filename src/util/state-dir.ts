@@ -1,6 +1,6 @@
 import { accessSync, chmodSync, constants, mkdirSync, statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 
 /** The conversation history is private to the daemon's user, whoever starts it. */
 export const STATE_DIR_MODE = 0o700;

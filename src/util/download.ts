@@ -1,4 +1,4 @@
-import { CodedError } from '../errors.js';
+import { CodedError } from '../contracts/errors.js';
 
 export interface LimitedFetchOptions {
   maxBytes: number;
@@ -6,7 +6,7 @@ export interface LimitedFetchOptions {
   headers?: Record<string, string>;
   /** What the file is called in errors. */
   name: string;
-  /** An HTML answer is a sign-in page, not the file (Slack sends one when the token may not read files). */
+  /** An HTML answer is a sign-in page, not the file (a platform may send one when the token may not read files). */
   htmlMeansRefused?: boolean;
 }
 

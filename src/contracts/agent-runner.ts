@@ -1,6 +1,6 @@
-import type { ChannelMessage } from '../dispatch/message.js';
-import type { Tool } from '../runtime/tools.js';
-import type { AgentEvent } from './events.js';
+import type { ChannelMessage } from './message.js';
+import type { Tool } from './tools.js';
+import type { AgentEvent } from './agent-events.js';
 
 /** An image for a vision model: its bytes and media type. */
 export interface ImageInput {

@@ -1,4 +1,4 @@
-import type { ErrorCode } from '../errors.js';
+import type { ErrorCode } from './errors.js';
 
 export interface Usage {
   inputTokens: number;

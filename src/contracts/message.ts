@@ -1,19 +1,18 @@
-import type { ChannelKind } from '../config/schema.js';
 
 /**
  * An attachment as the platform described it. Adapters never download while normalizing;
  * the turn asks the adapter's `download` for the bytes it needs.
  */
 export interface Attachment {
-  /** The platform's id for the file (Telegram file_id, Discord/Slack file id, web chat upload id). */
+  /** The platform's id for the file (a file id, an upload id). */
   id: string;
-  /** The platform's kind: `photo`, `document`, `voice`, `image`, a Slack filetype, ... */
+  /** The platform's kind: `photo`, `document`, `voice`, `image`, a platform's file type, ... */
   type: string;
   name?: string;
   /** Bytes, as the platform reported them before any download. */
   size?: number;
   mime?: string;
-  /** Where the platform serves it (Discord CDN URL, Slack url_private), when it says. */
+  /** Where the platform serves it (a CDN URL, a private file URL), when it says. */
   url?: string;
 }
 
@@ -24,7 +23,8 @@ export interface Attachment {
 export interface ChannelMessage {
   /** The channel's config alias. */
   channelId: string;
-  kind: ChannelKind;
+  /** The channel's kind as its descriptor names it (`type` in the config). */
+  kind: string;
   /** The platform's id, unique within the channel: the inbox dedupes on it. */
   messageId: string;
   chat: { id: string; type: 'dm' | 'group' | 'channel' };
@@ -46,7 +46,7 @@ export interface ReplyTarget {
   chatId: string;
   chatType: ChannelMessage['chat']['type'];
   threadId?: string;
-  /** The user's message the reply answers (Telegram/Discord reply reference). */
+  /** The user's message the reply answers (a platform's reply reference). */
   replyToMessageId?: string;
 }
 

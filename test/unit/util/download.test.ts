@@ -1,8 +1,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { checkSize, fetchLimited } from '../../../src/dispatch/download.js';
-import { CodedError } from '../../../src/errors.js';
+import { checkSize, fetchLimited } from '../../../src/util/download.js';
+import { CodedError } from '../../../src/contracts/errors.js';
 import { kindOf } from '../../../src/workspace/attachments.js';
 
 describe('fetchLimited: a byte limit on attachment downloads', () => {

@@ -1,24 +1,36 @@
 /**
  * The coded error catalogue. Every error channeld raises is declared here once, with a
- * stable `code`, whether it is worth retrying, and a message that says what to do.
- * Callers branch on `code` or `retryable`, never on message text.
+ * stable `code`, whether it is worth retrying, and a message that says what to do: `text`
+ * for the operator (logs, CLI, HTTP), `user` where the person in the chat reads something
+ * else (see userMessage). One code per distinct failure. Callers branch on `code` or
+ * `retryable`, never on message text.
  */
 export const catalogue = {
   CONFIG_INVALID: { retryable: false, text: 'the configuration is invalid; fix the listed keys and run `channeld check`' },
   STATE_DIR_UNUSABLE: { retryable: false, text: 'daemon.state_dir must be a directory this user can create and write; fix the path or its permissions' },
+  CHANNEL_KIND_INVALID: { retryable: false, text: 'the channel kinds handed to channeld do not fit together (two with one name, or a kind key that clashes with the common channel keys); fix the registry' },
   CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
   KERNEL_MISSING_SERVICE: { retryable: false, text: 'a plugin injects a service that no plugin provides' },
+  KERNEL_UNDECLARED_USE: { retryable: false, text: 'a plugin uses a service it does not list in `inject`' },
   KERNEL_DUPLICATE_PROVIDER: { retryable: false, text: 'two plugins provide the same service' },
+  KERNEL_UNDECLARED_PROVIDE: { retryable: false, text: 'a plugin provides a service it does not list in `provides`' },
+  KERNEL_DUPLICATE_PLUGIN: { retryable: false, text: 'two plugins share a name' },
   KERNEL_CYCLE: { retryable: false, text: 'plugins depend on each other in a cycle' },
   KERNEL_START_TIMEOUT: { retryable: false, text: 'a plugin did not finish starting in time' },
   KERNEL_START_FAILED: { retryable: false, text: 'a plugin failed to start' },
   HOOK_CYCLE: { retryable: false, text: 'hooks order each other in a cycle; remove one before/after' },
   HOOK_DUPLICATE: { retryable: false, text: 'two hooks share a name in one phase' },
   COMMAND_DUPLICATE: { retryable: false, text: 'two slash commands share a name or alias' },
+  TOOL_DUPLICATE: { retryable: false, text: 'two tools share a name' },
+  MODE_DUPLICATE: { retryable: false, text: 'two modes share a name' },
+  ACTION_DUPLICATE: { retryable: false, text: 'two management actions share a name' },
+  ACTION_INPUT_INVALID: { retryable: false, text: "the input does not fit the action's schema" },
+  ACTION_NOT_FOUND: { retryable: false, text: 'what the action names does not exist' },
   CHANNEL_AUTH_FAILED: { retryable: false, text: 'the platform refused the credentials; check the token and restart or reload' },
   CHANNEL_CONFLICT: { retryable: false, text: 'another process is using this bot; stop it before starting this channel' },
   CHANNEL_FORBIDDEN: { retryable: false, text: 'the platform refused a permission this channel needs' },
   CHANNEL_CONNECT_TIMEOUT: { retryable: true, text: 'the platform did not answer the connect attempt in time' },
+  CHANNEL_REQUEST_TIMEOUT: { retryable: true, text: 'the platform did not answer a request in time' },
   CHANNEL_NETWORK: { retryable: true, text: 'the platform could not be reached' },
   CHANNEL_RATE_LIMITED: { retryable: true, text: 'the platform asked us to slow down' },
   CHANNEL_UNAVAILABLE: { retryable: true, text: 'the platform answered with a server error' },
@@ -26,13 +38,15 @@ export const catalogue = {
   CHANNEL_REQUEST_FAILED: { retryable: false, text: 'the platform refused the request' },
   CHANNEL_FORMAT_REFUSED: { retryable: true, text: 'the platform refused a message format; the reply is planned again in the format it accepts' },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
-  PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed' },
-  PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us' },
+  PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed', user: 'The model could not be reached.' },
+  PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us', user: 'The model provider is rate limiting us; try again in a moment.' },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
   ATTACHMENT_TOO_LARGE: { retryable: false, text: 'the attachment is larger than [limits] max_attachment_bytes, so it was not downloaded' },
   ATTACHMENT_UNAVAILABLE: { retryable: false, text: 'the attachment could not be downloaded from the platform' },
-  PROVIDER_AUTH_FAILED: { retryable: false, text: 'the model provider refused the API key; check api_key_env' },
-  TURN_FAILED: { retryable: false, text: 'the turn failed' },
+  PROVIDER_AUTH_FAILED: { retryable: false, text: 'the model provider refused the API key; check api_key_env', user: 'The model provider refused our API key; the operator needs to check it.' },
+  TURN_FAILED: { retryable: false, text: 'the turn failed', user: 'Something went wrong while answering; please try again.' },
+  AGENT_NO_ENDING: { retryable: false, text: 'the agent runner stopped without done, error or cancelled', user: 'The agent ended without an answer.' },
+  ANSWER_REPEATING: { retryable: false, text: 'the answer looped and was stopped', user: 'The answer started repeating itself, so it was stopped.' },
   STORAGE_UNAVAILABLE: { retryable: true, text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status' },
   STORAGE_TOO_NEW: { retryable: false, text: 'the database was written by a newer channeld; run that version, or move the state_dir aside to start afresh' },
   STORAGE_DAMAGED: { retryable: false, text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside' },
@@ -44,9 +58,20 @@ export const catalogue = {
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
   CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
   CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },
-} as const satisfies Record<string, { retryable: boolean; text: string }>;
+} as const satisfies Record<string, { retryable: boolean; text: string; user?: string }>;
 
 export type ErrorCode = keyof typeof catalogue;
+
+/** What the person in the chat reads for a failure: the catalogue's `user` text, else its `text` as a sentence. */
+export function userText(code: ErrorCode): string {
+  const entry: { text: string; user?: string } = catalogue[code];
+  return entry.user ?? `${entry.text.charAt(0).toUpperCase()}${entry.text.slice(1)}.`;
+}
+
+/** The chat's text for any failure: a coded error's own, anything else the generic TURN_FAILED one. */
+export function userMessage(err: unknown): string {
+  return userText(err instanceof CodedError ? err.code : 'TURN_FAILED');
+}
 
 export interface CodedErrorOptions {
   cause?: unknown;
@@ -77,6 +102,27 @@ export class ChannelError extends CodedError {
   constructor(code: ErrorCode, detail?: string, options: CodedErrorOptions = {}) {
     super(code, detail, options);
     this.name = 'ChannelError';
+  }
+}
+
+/**
+ * A model provider's failure, classified (PROVIDER_*): what the provider answered, kept
+ * apart from `message` so the log can show it scrubbed of keys.
+ */
+export class ProviderError extends CodedError {
+  /** What went wrong, in our words (the message without the catalogue text). */
+  readonly detail: string;
+  /** The HTTP status the provider answered, if it answered. */
+  readonly status: number | undefined;
+  /** What the provider said (its JSON `error.message`, or the body's start); not yet scrubbed. */
+  readonly providerMessage: string | undefined;
+
+  constructor(code: ErrorCode, detail: string, options: CodedErrorOptions & { status?: number; providerMessage?: string } = {}) {
+    super(code, detail, options);
+    this.name = 'ProviderError';
+    this.detail = detail;
+    this.status = options.status;
+    this.providerMessage = options.providerMessage;
   }
 }
 

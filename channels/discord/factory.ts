@@ -1,0 +1,11 @@
+import type { ChannelFactory } from '../../src/contracts/channel.js';
+import type { DiscordConfig } from './config.js';
+import { ChannelError } from '../../src/contracts/errors.js';
+import { DiscordAdapter } from './adapter.js';
+
+/** The Discord channel (discord.js). */
+export const createChannel: ChannelFactory<DiscordConfig> = (config, ctx) => {
+  const token = ctx.secret('token');
+  if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });
+  return new DiscordAdapter({ id: config.id, restApi: config.rest_api.replace(/\/+$/, ''), guilds: config.guilds, log: ctx.log }, token);
+};

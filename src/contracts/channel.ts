@@ -1,0 +1,221 @@
+import type { z } from 'zod';
+import type { HttpRoutes } from './http.js';
+import type { Logger } from 'pino';
+import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './message.js';
+
+/** What a platform can do; ReplyStream reads only this. */
+export interface ChannelCapabilities {
+  maxMessageLength: number;
+  /**
+   * How this platform splits a long reply into messages, where more than the length counts
+   * (a platform whose rich messages also limit blocks); `chunkText` at `maxMessageLength` when absent.
+   * Read on every plan, so a platform may change it mid-reply (a refused format).
+   */
+  split?(text: string): string[];
+  editsDrafts: boolean;
+  /** The platform's floor between edits of one message. */
+  minEditIntervalMs: number;
+  /**
+   * The platform has a streaming draft of its own (`openNativeStream`); the stream uses it
+   * where the adapter opens one and edits drafts otherwise.
+   */
+  nativeStream: boolean;
+  typing: boolean;
+  /** How long one typing indicator lasts, so it is refreshed in time. */
+  typingRefreshMs?: number;
+}
+
+/**
+ * A button under a message (approval questions). `data` is the command text a click sends
+ * back as the clicker's message, e.g. `/approve 3fa9c1`; it fits the smallest platform limit (64 bytes).
+ */
+export interface Button {
+  label: string;
+  data: string;
+  style?: 'primary' | 'danger';
+}
+
+export interface TransportOptions {
+  /**
+   * Cuts the request: the adapter rejects with the signal's reason as soon as it aborts,
+   * whether or not its client can cancel the request itself. Required, so every caller
+   * decides what bounds its calls (a turn's stop, the daemon's hard stop, a time limit).
+   */
+  signal: AbortSignal;
+  /** This is the turn's last write to this message (web chat marks it final). */
+  final?: boolean;
+  /**
+   * Stable across restarts for the same reply message (the user's message id and the chunk
+   * index). Platforms with idempotent sends (a message nonce) use it so a re-run after a
+   * crash cannot post the same message twice.
+   */
+  idempotencyKey?: string;
+  /** Buttons to show under the message; on an edit, `[]` removes the ones it had. */
+  buttons?: Button[];
+}
+
+/**
+ * A platform's own streaming draft (a draft message the platform animates, a chat stream). The
+ * stream always passes the whole text so far; an adapter whose platform appends sends
+ * only what is new.
+ */
+export interface NativeStream {
+  update(text: string, options: TransportOptions): Promise<void>;
+  /** Ends the stream with the full text (at most one message long); returns the message that holds it. */
+  finish(text: string, options: TransportOptions): Promise<MessageRef>;
+}
+
+/**
+ * Resolves once `msg` is durably in the inbox. Only then may the adapter ack the platform.
+ * Resolves `false` when the message was refused before storage (self, bots, filters).
+ */
+export type Deliver = (msg: ChannelMessage) => Promise<boolean>;
+
+/**
+ * Implemented once per platform in `channels/<kind>/`. Every transport call takes an
+ * AbortSignal and is bounded in time by the adapter (CHANNEL_REQUEST_TIMEOUT), so a hung
+ * platform cannot hold a turn; a 429 surfaces as a ChannelError with `retryAfterMs`.
+ */
+export interface ChannelAdapter {
+  readonly id: string;
+  readonly capabilities: ChannelCapabilities;
+  /** The bot's own user id once connected, for loop protection. */
+  readonly selfId: string | undefined;
+  /** The bot's username once connected, for `/cmd@botname`. */
+  readonly selfName?: string | undefined;
+  /**
+   * Runs the listener: lasts as long as it runs, resolves on a clean stop after `signal`
+   * aborts, rejects with a ChannelError whose `retryable` decides what the supervisor does.
+   * Calls `onConnected` each time a platform session is established, and `onReconnecting`
+   * when an SDK that reconnects by itself (a gateway or socket client) lost its connection and
+   * is getting it back: the supervisor shows that without restarting the listener.
+   * `onStandby` (cluster mode): the listener waits for its lease while another instance runs it.
+   */
+  listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void, onStandby?: (detail: string) => void): Promise<void>;
+  send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef>;
+  edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void>;
+  delete(ref: MessageRef, options: TransportOptions): Promise<void>;
+  typing(target: ReplyTarget, options: TransportOptions): Promise<void>;
+  /** The turn's reply is complete: platforms with a visible draft state mark these messages final. */
+  finalize?(refs: readonly MessageRef[], options: TransportOptions): Promise<void>;
+  /**
+   * The bytes of an attachment, through the platform's API with the bot's credentials.
+   * Refuses with ATTACHMENT_TOO_LARGE, before the transfer where the size is known and as
+   * soon as `maxBytes` is passed otherwise; never writes to disk.
+   */
+  download?(attachment: Attachment, options: { maxBytes: number; signal: AbortSignal }): Promise<Buffer>;
+
+  /**
+   * Puts `emoji` on a user's message as the bot's reaction (`on`), or takes it off. `ref` is
+   * the user's message as the adapter delivered it (its `messageId` as in ChannelMessage).
+   */
+  setReaction?(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void>;
+  /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
+  openNativeStream?(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined>;
+}
+
+/** What the composition root hands a channel factory. */
+export interface ChannelContext {
+  /** The daemon's HTTP server, for webhooks and pages. */
+  http: HttpRoutes;
+  /** A resolved secret of this channel by base name (`token`, `app_token`, ...). */
+  secret(base: string): string | undefined;
+  log: Logger;
+  /** The daemon's state_dir: the only place a channel may write files (uploads). */
+  stateDir: string;
+  /** The live `[limits] max_attachment_bytes` (for a channel that takes uploads itself). */
+  maxAttachmentBytes: () => number;
+  /** Counts entries a bounded in-memory structure evicted (`/metrics`: channeld_memory_evictions_total). */
+  evicted?(structure: string, count: number): void;
+}
+
+/** What a channel kind's `load()` resolves to: builds one channel's adapter from its config. */
+export type ChannelFactory<C extends ChannelConfigBase = ChannelConfigBase> = (config: C, ctx: ChannelContext) => ChannelAdapter | Promise<ChannelAdapter>;
+
+/**
+ * What every channel's config has, whatever its kind adds. (The common keys: `enabled`,
+ * `agent`, `allow_from`, ... are the core's; a factory reads only `id` and its own keys.)
+ */
+export interface ChannelConfigBase {
+  /** The channel's `id` in its `[[channels]]` table. */
+  id: string;
+  /** The channel's kind. */
+  type: string;
+}
+
+/** A channel's config as its kind's factory sees it: the base plus the kind's own keys. */
+export type ChannelConfigOf<S extends z.ZodType> = ChannelConfigBase & z.output<S>;
+
+/**
+ * The secrets a channel needs, by base name (`token` is given as `token_env`, `token_file` or
+ * `token_credential`). A missing required one is a config error; a missing optional one is not.
+ */
+export interface ChannelSecretNeeds {
+  required: readonly string[];
+  optional: readonly string[];
+}
+
+/** A problem a kind finds across its own table's keys; `path` is relative to the table. */
+export interface ChannelConfigProblem {
+  path: (string | number)[];
+  message: string;
+}
+
+/**
+ * Everything the daemon knows about a channel kind before loading it. Each
+ * `channels/<kind>/` folder exports one; `channels/registry.ts` lists them and the entry
+ * point hands that list to the CLI. The core never names a kind: config validation,
+ * secrets, `check`, `--help`, cluster listener leases and start-up all read this.
+ */
+export interface ChannelDescriptor<C extends ChannelConfigBase = ChannelConfigBase> {
+  /** The value of `type` in `[[channels]]`. */
+  readonly kind: string;
+  /** One line for `--help`. */
+  readonly summary: string;
+  /**
+   * The channel table's own keys (besides the common ones and `type`), as a zod object; its
+   * shape is merged into the strict config schema, so an unknown or invalid key is reported
+   * with its file:line:col like any other. A secret `X` is written as three optional keys
+   * `X_env`, `X_file`, `X_credential` (`secretRef` in src/contracts/secret-ref.ts writes them).
+   */
+  readonly config: z.ZodObject;
+  readonly secrets: {
+    /**
+     * Every secret base name a table of this kind may carry. An inline `X = "..."` for any
+     * registered kind's secret is refused as an inline secret, and a reload that changes one
+     * restarts the channel.
+     */
+    readonly names: readonly string[];
+    /** Which of them a channel with this config needs; checked by `check` and at start. */
+    needs(config: C): ChannelSecretNeeds;
+  };
+  /**
+   * `allow_from` may be left out: whoever reaches this kind was let in already (a local page
+   * behind the daemon's own HTTP server and its access token). Otherwise it is required.
+   */
+  readonly allowFromOptional?: boolean;
+  /**
+   * Cluster mode: whether this channel's listener may run on one instance at a time
+   * (polling, gateway and socket listeners), so it runs under a lease. Webhook and page
+   * listeners accept on every instance behind the load balancer.
+   */
+  exclusiveListener(config: C): boolean;
+  /**
+   * The name of the page this kind serves at the daemon's root (`/`): `channeld run` logs
+   * it with the URL when a channel of this kind is enabled.
+   */
+  readonly page?: string;
+  /** Rules across this table's keys that its schema cannot say (a mode that needs another key). */
+  problems?(config: C): ChannelConfigProblem[];
+  /** Loads the implementation and its SDK; called only when a channel of this kind starts. */
+  load(): Promise<ChannelFactory<C>>;
+}
+
+/**
+ * Types a kind's descriptor against its own schema (the factory and the hooks see the kind's
+ * keys) and returns it as the registry's element type. The cast is sound because the core
+ * calls these functions only with configs its merged schema parsed for this kind.
+ */
+export function defineChannel<S extends z.ZodObject>(descriptor: ChannelDescriptor<ChannelConfigOf<S>> & { readonly config: S }): ChannelDescriptor {
+  return descriptor as unknown as ChannelDescriptor;
+}

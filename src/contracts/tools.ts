@@ -1,0 +1,41 @@
+import type { Schema } from 'ai';
+import type { z } from 'zod';
+import type { ChannelMessage } from './message.js';
+
+export interface ToolContext {
+  signal: AbortSignal;
+  scope: string;
+  timeZone: string;
+  /** The model's id for this call (tool_start/tool_end carry it). */
+  callId?: string;
+  /** The message that started the turn: who may approve, where to ask. */
+  message?: ChannelMessage;
+  /**
+   * Reports progress of this call: each line becomes a `tool_log` event, and a reply with
+   * `show_tool_progress` shows the newest next to the tool's name while it runs.
+   */
+  log?: (text: string) => void;
+}
+
+/**
+ * A tool the model may call. `input` validates (and describes) its arguments: a zod schema,
+ * or a JSON schema wrapped with the AI SDK's `jsonSchema()` (tools from MCP servers).
+ */
+export interface Tool<I = any> {
+  name: string;
+  description: string;
+  input: z.ZodType<I> | Schema<I>;
+  /** Offered only while at least one of these modes is active in the conversation (any, not all). */
+  requires_modes?: string[];
+  /** Offered only when the workspace has all these features. */
+  requires_features?: string[];
+  run(input: I, ctx: ToolContext): unknown | Promise<unknown>;
+}
+
+export interface ToolSelection {
+  modes: ReadonlySet<string>;
+  features: ReadonlySet<string>;
+  /** The agent's `tools` allowlist; undefined offers every registered tool. */
+  allow?: readonly string[];
+}
+

@@ -1,0 +1,68 @@
+/**
+ * The waits every layer shares, each bounded by an AbortSignal. The lowest layer: it imports
+ * nothing of channeld, so stages and channels/ alike may use it. All of them are built on the
+ * global setTimeout, so tests' fake timers drive them, and each releases its timer and its
+ * abort listener whichever way it ends.
+ */
+
+/** Waits for `work` to settle, but at most `ms`; the timer is released either way. */
+export async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([work.then(() => {}, () => {}), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Waits `ms`, or less when `signal` aborts (it then resolves; callers check the signal). */
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  if (ms <= 0 || signal?.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}
+
+/**
+ * Resolves once `signal` aborts (at once if it has): how a listener that has nothing else to
+ * do waits for its stop. The listener goes with the abort, so only wait on a signal that ends.
+ */
+export function untilAborted(signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+}
+
+/**
+ * `work`'s outcome, or a rejection with `signal.reason` as soon as `signal` aborts, for a
+ * client that cannot be handed the signal itself. `work` keeps running in that case, so its
+ * later failure is absorbed here rather than left unhandled.
+ */
+export function raceAbort<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) {
+    work.catch(() => {});
+    return Promise.reject(signal.reason as Error);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      work.catch(() => {});
+      reject(signal.reason as Error);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(value);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err as Error);
+      },
+    );
+  });
+}

@@ -1,0 +1,121 @@
+import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+
+/** HTTP helpers shared by the daemon's server, the management API and channels' webhooks. */
+
+export function isLoopback(address: string | undefined): boolean {
+  if (!address) return false;
+  return address === '::1' || address.startsWith('127.') || address.startsWith('::ffff:127.');
+}
+
+/** Headers a proxy adds: a request carrying one came from somewhere else, whatever its socket says. */
+const PROXY_HEADERS = ['forwarded', 'x-forwarded-for', 'x-real-ip'] as const;
+
+/**
+ * Whether the client is on this machine. A same-host reverse proxy connects from loopback
+ * on behalf of remote clients, so a request carrying `Forwarded` / `X-Forwarded-For`
+ * (or `X-Real-IP`) is never loopback.
+ */
+export function isLoopbackClient(req: Pick<IncomingMessage, 'headers' | 'socket'>): boolean {
+  if (PROXY_HEADERS.some((h) => req.headers[h] !== undefined)) return false;
+  return isLoopback(req.socket.remoteAddress);
+}
+
+/** The host part of a `Host` header or URL host (`[::1]:8787` → `::1`), lower-cased. */
+export function hostName(host: string): string {
+  const h = host.trim().toLowerCase();
+  if (h.startsWith('[')) return h.slice(1, h.indexOf(']') >>> 0);
+  const i = h.lastIndexOf(':');
+  return (i >= 0 && h.indexOf(':') === i ? h.slice(0, i) : h).replace(/\.$/, '');
+}
+
+function isLoopbackName(name: string): boolean {
+  return name === 'localhost' || name.endsWith('.localhost') || /^127(\.\d{1,3}){3}$/.test(name) || name === '::1' || name === '::ffff:127.0.0.1';
+}
+
+/**
+ * The names the daemon answers to: the configured listen host, `localhost`, loopback
+ * literals and `[http] allowed_hosts`. Anything else is a DNS-rebinding attempt (a
+ * foreign name resolving to this machine) or a misconfiguration.
+ */
+export function hostAllowed(host: string | undefined, allowed: readonly string[]): boolean {
+  if (!host) return false;
+  const name = hostName(host);
+  return isLoopbackName(name) || allowed.some((a) => hostName(a) === name);
+}
+
+/** An `Origin` header whose host is one the daemon answers to (see `hostAllowed`). */
+export function originAllowed(origin: string, allowed: readonly string[]): boolean {
+  try {
+    const u = new URL(origin);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && hostAllowed(u.host, allowed);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Whether a state-changing request is the daemon's own page or a non-browser client: a
+ * JSON body (a cross-site form or `text/plain` fetch cannot send one without a preflight
+ * we never answer) and an `Origin` that is absent or exactly this daemon's.
+ */
+export function sameOriginJson(req: Pick<IncomingMessage, 'headers'>): 'ok' | 'not_json' | 'foreign_origin' {
+  const type = (req.headers['content-type'] ?? '').split(';')[0]!.trim().toLowerCase();
+  if (type !== 'application/json') return 'not_json';
+  const origin = req.headers.origin;
+  if (origin === undefined) return 'ok';
+  try {
+    return new URL(origin).host === (req.headers.host ?? '').toLowerCase() ? 'ok' : 'foreign_origin';
+  } catch {
+    return 'foreign_origin';
+  }
+}
+
+/** Headers for every HTML page: no framing (clickjacking), no content sniffing. */
+export function pageHeaders(csp: string): Record<string, string> {
+  return {
+    'content-type': 'text/html; charset=utf-8',
+    'cache-control': 'no-store',
+    'content-security-policy': `${csp}; frame-ancestors 'none'`,
+    'x-content-type-options': 'nosniff',
+    'x-frame-options': 'DENY',
+  };
+}
+
+/** Compares two secrets in constant time (hashing first, so lengths do not leak either). */
+export function secretEquals(given: string, expected: string): boolean {
+  const a = createHash('sha256').update(given).digest();
+  const b = createHash('sha256').update(expected).digest();
+  return timingSafeEqual(a, b);
+}
+
+/** The request body, refused past `limitBytes` (the caller answers 413). */
+export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer | 'too_large'> {
+  const declared = Number(req.headers['content-length'] ?? 0);
+  if (declared > limitBytes) {
+    req.resume();
+    return 'too_large';
+  }
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req) {
+    size += (chunk as Buffer).length;
+    if (size > limitBytes) {
+      req.resume();
+      return 'too_large';
+    }
+    parts.push(chunk as Buffer);
+  }
+  return Buffer.concat(parts);
+}
+
+export function sendJson(res: ServerResponse, status: number, body: unknown): void {
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
+  res.end(text);
+}
+
+export function parseListen(listen: string): { host: string; port: number } {
+  const i = listen.lastIndexOf(':');
+  return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
+}

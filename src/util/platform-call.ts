@@ -1,0 +1,49 @@
+import { ChannelError } from '../contracts/errors.js';
+import { raceAbort } from './abortable.js';
+
+/**
+ * How long one platform request may take before it is cut: long enough for a large message
+ * on a slow link, short enough that a hung request cannot hold a conversation's lane.
+ */
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
+
+/** A platform's own mapping of a failure (its SDK's error types) to the catalogue. */
+export type ClassifyError = (err: unknown, what: string) => ChannelError;
+
+/**
+ * Runs one platform request named `what` (the API method, for messages): `fn` gets a signal
+ * that aborts when the caller's does or after the request timeout.
+ */
+export type PlatformCall = <T>(what: string, signal: AbortSignal, fn: (signal: AbortSignal) => Promise<T>) => Promise<T>;
+
+/**
+ * The part of every adapter's transport calls that is not about its platform. The result is
+ * raced with the request's signal, so a client that ignores (or cannot take) a signal is cut
+ * too. A caller's abort rejects with its reason, untouched; running out of time is
+ * CHANNEL_REQUEST_TIMEOUT (retryable); any other failure goes through `classify`, which
+ * carries a 429's retry-after as `retryAfterMs`.
+ */
+export function platformCaller(classify: ClassifyError, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS): PlatformCall {
+  return async <T>(what: string, signal: AbortSignal, fn: (signal: AbortSignal) => Promise<T>): Promise<T> => {
+    signal.throwIfAborted();
+    const request = new AbortController();
+    const onAbort = () => request.abort(signal.reason);
+    signal.addEventListener('abort', onAbort, { once: true });
+    // Built only when it happens: an error's stack costs more than the request's bookkeeping.
+    let timedOut: ChannelError | undefined;
+    const timer = setTimeout(() => {
+      timedOut = new ChannelError('CHANNEL_REQUEST_TIMEOUT', `${what} got no answer within ${timeoutMs} ms`);
+      request.abort(timedOut);
+    }, timeoutMs);
+    try {
+      return await raceAbort(fn(request.signal), request.signal);
+    } catch (err) {
+      if (signal.aborted) throw signal.reason;
+      if (timedOut) throw timedOut;
+      throw classify(err, what);
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+    }
+  };
+}

@@ -1,0 +1,351 @@
+import Database from 'better-sqlite3';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ApprovalStore } from '../../../src/store/approvals.js';
+import { ConversationStore } from '../../../src/store/conversations.js';
+import { openDb, type Db } from '../../../src/store/db.js';
+import { GroupCommit } from '../../../src/store/group-commit.js';
+import { StorageHealth } from '../../../src/store/health.js';
+import { Inbox } from '../../../src/store/inbox.js';
+import { SessionStore } from '../../../src/store/sessions.js';
+import { SqliteUsageLedger, startOfUtcDay, type UsageRecord } from '../../../src/store/usage.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { userMessage } from '../../helpers/recording-adapter.js';
+
+// The SQLite stores on real databases: in memory where one connection is enough, in a file
+// where a second connection (another process's lock) is part of the test.
+
+const dirs: string[] = [];
+const dbs: Db[] = [];
+afterEach(() => {
+  for (const db of dbs.splice(0)) if (db.open) db.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+function memory(): Db {
+  const db = openDb(':memory:');
+  dbs.push(db);
+  return db;
+}
+function onDisk(): { db: Db; file: string } {
+  const dir = mkdtempSync(join(tmpdir(), 'channeld-store-'));
+  dirs.push(dir);
+  const file = join(dir, 'channeld.db');
+  const db = openDb(file);
+  dbs.push(db);
+  return { db, file };
+}
+/** Another process's connection holding the write lock until released. */
+function foreignLock(file: string): () => void {
+  const other = new Database(file);
+  other.exec('BEGIN IMMEDIATE');
+  return () => {
+    other.exec('ROLLBACK');
+    other.close();
+  };
+}
+const turn = (n: number) => ({ userText: `q${n}`, assistantText: `a${n}`, reasoning: '', toolCalls: [{ call: n }], ending: 'done' as const, model: 'm' });
+const count = (db: Db, table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
+
+describe('SessionStore', () => {
+  it('keeps one active session per agent and scope; /new starts another and the old one keeps its turns', () => {
+    const db = memory();
+    const s = new SessionStore(db);
+    const a = s.active('default', 'tg:1');
+    expect(s.active('default', 'tg:1').id).toBe(a.id);
+    expect(s.active('other', 'tg:1').id).not.toBe(a.id);
+    s.append(a.id, turn(1));
+    s.append(a.id, turn(2));
+    expect(s.active('default', 'tg:1').turns).toBe(2);
+    const b = s.start('default', 'tg:1');
+    expect(s.active('default', 'tg:1')).toMatchObject({ id: b.id, turns: 0 });
+    expect(s.recent(a.id).map((t) => t.userText)).toEqual(['q1', 'q2']);
+    // A new store over the same database (a restart) finds the newest session and counts its turns.
+    s.append(b.id, turn(3));
+    expect(new SessionStore(db).active('default', 'tg:1')).toMatchObject({ id: b.id, turns: 1 });
+  });
+
+  it('recent() gives the newest turns oldest first, with tool calls parsed', () => {
+    const s = new SessionStore(memory());
+    const { id } = s.active('default', 'c');
+    for (let i = 0; i < 6; i++) s.append(id, turn(i));
+    const last = s.recent(id, 2);
+    expect(last.map((t) => t.assistantText)).toEqual(['a4', 'a5']);
+    expect(last[1]).toMatchObject({ toolCalls: [{ call: 5 }], ending: 'done', model: 'm' });
+    expect(last[0]!.createdAt).toBeLessThanOrEqual(last[1]!.createdAt);
+  });
+
+  it('a turn appended through the group commit is read back at once: recent() flushes first', () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const s = new SessionStore(db, group);
+    const { id } = s.active('default', 'c');
+    s.append(id, turn(1));
+    // Not committed yet: it waits for the next tick...
+    expect(count(db, 'turns')).toBe(0);
+    // ...but the next turn of the conversation must see it.
+    expect(s.recent(id).map((t) => t.userText)).toEqual(['q1']);
+    expect(count(db, 'turns')).toBe(1);
+    group.close();
+  });
+
+  it('summary counts sessions per scope under a prefix, newest activity first', () => {
+    const s = new SessionStore(memory());
+    s.active('x', 'tg:1');
+    s.start('x', 'tg:1');
+    s.active('x', 'tg:2');
+    s.active('x', 'sl:1');
+    s.active('y', 'tg:3');
+    const rows = s.summary('x', 'tg:');
+    expect(rows.map((r) => [r.scope, r.sessions]).sort()).toEqual([
+      ['tg:1', 2],
+      ['tg:2', 1],
+    ]);
+    expect(rows[0]!.lastActiveAt).toBeGreaterThanOrEqual(rows[1]!.lastActiveAt);
+  });
+});
+
+describe('ConversationStore', () => {
+  it('starts empty, merges each patch, and keeps it across a restart', () => {
+    const db = memory();
+    const c = new ConversationStore(db);
+    expect(c.get('default', 'tg:1')).toEqual({});
+    c.update('default', 'tg:1', { model: 'big' });
+    expect(c.update('default', 'tg:1', { modes: { terse: true } })).toEqual({ model: 'big', modes: { terse: true } });
+    c.update('default', 'tg:1', { model: undefined, queueMode: 'collect' });
+    const again = new ConversationStore(db);
+    expect(again.get('default', 'tg:1')).toEqual({ queueMode: 'collect', modes: { terse: true } });
+    expect(again.get('other', 'tg:1')).toEqual({});
+  });
+
+  it('while another process holds the write lock the choice applies at once, and is stored once the lock is gone', async () => {
+    const { db, file } = onDisk();
+    const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
+    const c = new ConversationStore(db, group);
+    const release = foreignLock(file);
+    c.update('default', 'tg:1', { model: 'small' });
+    expect(c.get('default', 'tg:1')).toEqual({ model: 'small' });
+    expect(group.status()).toMatchObject({ state: 'degraded', code: 'SQLITE_BUSY', pending_writes: 1 });
+    release();
+    await waitFor(() => group.health.ok);
+    expect(new ConversationStore(db).get('default', 'tg:1')).toEqual({ model: 'small' });
+    group.close();
+  });
+});
+
+describe('SqliteUsageLedger', () => {
+  const rec = (over: Partial<UsageRecord>): UsageRecord => ({ at: 1000, agent: 'a', model: 'm', channel: 'tg', scope: 'tg:1', inputTokens: 10, outputTokens: 5, reasoningTokens: 0, cachedTokens: 0, estimated: false, cost: 0.5, ...over });
+
+  it('sums turns by filter: since inclusive, until exclusive, every given field must match', async () => {
+    const u = new SqliteUsageLedger(memory());
+    u.record(rec({ at: 1000 }));
+    u.record(rec({ at: 2000, model: 'n', cost: null, estimated: true, reasoningTokens: 3, cachedTokens: 2 }));
+    u.record(rec({ at: 3000, channel: 'sl', scope: 'sl:1' }));
+    expect(await u.totals({})).toEqual({ turns: 3, input_tokens: 30, output_tokens: 15, reasoning_tokens: 3, cached_tokens: 2, estimated_turns: 1, cost: 1 });
+    expect(await u.totals({ sinceMs: 2000, untilMs: 3000 })).toMatchObject({ turns: 1, cost: 0 });
+    expect(await u.totals({ sinceMs: 2000 })).toMatchObject({ turns: 2 });
+    expect(await u.totals({ channel: 'tg', model: 'm' })).toMatchObject({ turns: 1 });
+    expect(await u.totals({ scope: 'nowhere' })).toEqual({ turns: 0, input_tokens: 0, output_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, estimated_turns: 0, cost: 0 });
+  });
+
+  it('breaks usage down per channel, agent and model, in that order', async () => {
+    const u = new SqliteUsageLedger(memory());
+    u.record(rec({ channel: 'tg', model: 'z' }));
+    u.record(rec({ channel: 'sl' }));
+    u.record(rec({ channel: 'tg', model: 'm' }));
+    u.record(rec({ channel: 'tg', model: 'm' }));
+    expect((await u.breakdown({})).map((r) => [r.channel, r.agent, r.model, r.turns])).toEqual([
+      ['sl', 'a', 'm', 1],
+      ['tg', 'a', 'm', 2],
+      ['tg', 'a', 'z', 1],
+    ]);
+  });
+
+  it('through the group commit, a turn just recorded is already in the totals', async () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const u = new SqliteUsageLedger(db, group);
+    u.record(rec({}));
+    expect((await u.totals({})).turns).toBe(1);
+    group.close();
+  });
+
+  it('startOfUtcDay is midnight UTC of the day the time falls in', () => {
+    const at = Date.UTC(2026, 2, 14, 23, 59, 59);
+    expect(startOfUtcDay(at)).toBe(Date.UTC(2026, 2, 14));
+    expect(startOfUtcDay(Date.UTC(2026, 2, 15))).toBe(Date.UTC(2026, 2, 15));
+  });
+});
+
+describe('ApprovalStore', () => {
+  it('keeps a question, its decision and its prompt; asking again after a restart resets the decision only', () => {
+    const db = memory();
+    const a = new ApprovalStore(db);
+    expect(a.get('turn-1:call-1')).toBeUndefined();
+    a.ask('turn-1:call-1', 'ab12', 'tg:1', 'shell');
+    expect(a.get('turn-1:call-1')).toMatchObject({ id: 'ab12', scope: 'tg:1', tool: 'shell', state: 'pending', decidedBy: null, promptRef: null });
+    a.update('turn-1:call-1', 'pending', { promptRef: '{"messageId":"9"}' });
+    a.update('turn-1:call-1', 'approved', { decidedBy: 'ada' });
+    expect(a.get('turn-1:call-1')).toMatchObject({ state: 'approved', decidedBy: 'ada', promptRef: '{"messageId":"9"}' });
+    // A re-run after a crash asks again under a new id; the old prompt is kept so it can be retired.
+    const again = new ApprovalStore(db);
+    again.ask('turn-1:call-1', 'cd34', 'tg:1', 'shell');
+    expect(again.get('turn-1:call-1')).toMatchObject({ id: 'cd34', state: 'pending', decidedBy: null, promptRef: '{"messageId":"9"}' });
+    again.update('turn-1:call-1', 'done', { result: 'ok' });
+    again.update('turn-1:call-1', 'done');
+    expect(again.get('turn-1:call-1')).toMatchObject({ state: 'done', result: 'ok' });
+  });
+
+  it('a state outside the lifecycle is refused by the database', () => {
+    const a = new ApprovalStore(memory());
+    a.ask('k', 'id', 's', 't');
+    expect(() => a.update('k', 'maybe' as never)).toThrow(/CHECK constraint/);
+  });
+});
+
+describe('GroupCommit', () => {
+  it('writes added in one tick commit together on the next, in one transaction', async () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const ins = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES ('a', ?, 1, 1)`);
+    const inTx: boolean[] = [];
+    for (let i = 0; i < 3; i++) group.add(() => (inTx.push(db.inTransaction), ins.run(`s${i}`)));
+    expect(count(db, 'sessions')).toBe(0);
+    await new Promise((r) => setImmediate(r));
+    expect(count(db, 'sessions')).toBe(3);
+    expect(inTx).toEqual([true, true, true]);
+    group.close();
+  });
+
+  it('one write with wrong SQL is dropped and reported; the others in its batch still commit', () => {
+    const db = memory();
+    const dropped: unknown[] = [];
+    const group = new GroupCommit(db, { onDropped: (err) => dropped.push(err) });
+    const ins = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES ('a', ?, 1, 1)`);
+    group.add(() => ins.run('one'));
+    group.add(() => db.prepare('INSERT INTO nowhere VALUES (1)').run());
+    group.add(() => ins.run('two'));
+    group.flush();
+    expect(count(db, 'sessions')).toBe(2);
+    expect(dropped).toHaveLength(1);
+    expect(String(dropped[0])).toContain('nowhere');
+    expect(group.health.ok).toBe(true);
+    group.close();
+  });
+
+  it("another process's write lock: now() queues behind what waits, order is kept, and everything commits once the lock is gone", async () => {
+    const { db, file } = onDisk();
+    const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
+    const order = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES ('a', ?, 1, 1)`);
+    const release = foreignLock(file);
+    group.add(() => order.run('first'));
+    group.flush();
+    expect(group.status()).toMatchObject({ state: 'degraded', code: 'SQLITE_BUSY', pending_writes: 1 });
+    // Degraded: a write that would go at once waits behind the queue instead of jumping it.
+    group.now(() => order.run('second'));
+    expect(group.status().pending_writes).toBe(2);
+    release();
+    await waitFor(() => group.health.ok);
+    expect((db.prepare('SELECT scope FROM sessions ORDER BY id').all() as { scope: string }[]).map((r) => r.scope)).toEqual(['first', 'second']);
+    expect(group.status()).toMatchObject({ state: 'ok', pending_writes: 0 });
+    group.close();
+  });
+
+  it('close() makes a last attempt and says how many writes could not be committed', () => {
+    const { db, file } = onDisk();
+    const group = new GroupCommit(db, { retryMs: 60_000 });
+    const release = foreignLock(file);
+    group.add(() => db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES ('a', 'x', 1, 1)`).run());
+    group.flush();
+    expect(group.close()).toBe(1);
+    release();
+  });
+});
+
+describe('Inbox', () => {
+  it('stores a message once: a second delivery of the same (channel, message id) is recognised', () => {
+    const inbox = new Inbox(memory());
+    const msg = userMessage('t', 'hi');
+    const id = inbox.add(msg, 't:chat-1');
+    expect(id).toBeTypeOf('number');
+    expect(inbox.add({ ...msg, text: 'changed' }, 't:chat-1')).toBeUndefined();
+    expect(inbox.add({ ...msg, channelId: 'other' }, 'other:chat-1')).toBeTypeOf('number');
+    expect(inbox.get(id!)).toMatchObject({ id, scope: 't:chat-1', state: 'pending', replyRefs: [], message: { text: 'hi' } });
+  });
+
+  it('messages stored in one microtask are committed together after it, and resolve in the order asked', async () => {
+    const db = memory();
+    const inbox = new Inbox(db);
+    const msgs = [userMessage('t', 'a'), userMessage('t', 'b'), userMessage('t', 'c')];
+    const pending = [...msgs.map((m) => inbox.store(m, 't:chat-1')), inbox.store(msgs[0]!, 't:chat-1')];
+    expect(count(db, 'inbox')).toBe(0);
+    const ids = await Promise.all(pending);
+    expect(ids.slice(0, 3).map((id) => inbox.get(id!)!.message.text)).toEqual(['a', 'b', 'c']);
+    expect(ids[3]).toBeUndefined(); // the duplicate in the same batch
+    expect(count(db, 'inbox')).toBe(3);
+  });
+
+  it('a state change through the group commit: done waits for the next tick, running (from the first reply) is recorded with the refs', async () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const inbox = new Inbox(db, group);
+    const id = inbox.add(userMessage('t', 'x'), 't:c')!;
+    inbox.setReplyRefs(id, [{ chatId: 'c', messageId: 'm1' }]);
+    group.flush();
+    expect(inbox.get(id)).toMatchObject({ state: 'running', replyRefs: [{ chatId: 'c', messageId: 'm1' }] });
+    inbox.setState(id, 'done');
+    expect(inbox.get(id)!.state).toBe('running');
+    group.flush();
+    expect(inbox.get(id)!.state).toBe('done');
+    // New refs on a finished item keep its state.
+    inbox.setReplyRefs(id, [{ chatId: 'c', messageId: 'm2' }]);
+    group.flush();
+    expect(inbox.get(id)).toMatchObject({ state: 'done', replyRefs: [{ chatId: 'c', messageId: 'm2' }] });
+    group.close();
+  });
+
+  it('unfinished() lists pending and running items oldest first; prune() deletes only finished ones past retention', () => {
+    const db = memory();
+    const inbox = new Inbox(db);
+    const ids = ['p', 'r', 'd', 'f', 'x'].map((t) => inbox.add(userMessage('t', t), 't:c')!);
+    inbox.setReplyRefs(ids[1]!, [{ chatId: 'c', messageId: 'm' }]);
+    inbox.setState(ids[2]!, 'done');
+    inbox.setState(ids[3]!, 'failed', 'boom');
+    inbox.setState(ids[4]!, 'refused');
+    expect(inbox.unfinished().map((i) => [i.message.text, i.state])).toEqual([
+      ['p', 'pending'],
+      ['r', 'running'],
+    ]);
+    expect(inbox.prune(1, Date.now())).toBe(0);
+    expect(inbox.prune(1, Date.now() + 2 * 3_600_000)).toBe(3);
+    expect(count(db, 'inbox')).toBe(2);
+  });
+
+  it('addDurable refuses with STORAGE_UNAVAILABLE (retryable) while the store is degraded by a full disk, and stores once it is not', async () => {
+    const db = memory();
+    const health = new StorageHealth();
+    const group = new GroupCommit(db, { health });
+    const inbox = new Inbox(db, group);
+    health.fail(Object.assign(new Error('database or disk is full'), { code: 'SQLITE_FULL' }));
+    expect(inbox.writable).toBe(false);
+    await expect(inbox.addDurable(userMessage('t', 'x'), 't:c')).rejects.toMatchObject({ code: 'STORAGE_UNAVAILABLE', retryable: true });
+    expect(count(db, 'inbox')).toBe(0);
+    health.recover();
+    expect(await inbox.addDurable(userMessage('t', 'y'), 't:c')).toBeTypeOf('number');
+    group.close();
+  });
+
+  it("addDurable waits out another process's short write lock instead of refusing the message", async () => {
+    const { db, file } = onDisk();
+    const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
+    const inbox = new Inbox(db, group);
+    const release = foreignLock(file);
+    const stored = inbox.addDurable(userMessage('t', 'patient'), 't:c');
+    await waitFor(() => !group.health.ok);
+    release();
+    expect(await stored).toBeTypeOf('number');
+    expect(inbox.unfinished().map((i) => i.message.text)).toEqual(['patient']);
+    group.close();
+  });
+});
