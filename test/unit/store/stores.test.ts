@@ -179,28 +179,28 @@ describe('SqliteUsageLedger', () => {
 });
 
 describe('ApprovalStore', () => {
-  it('keeps a question, its decision and its prompt; asking again after a restart resets the decision only', () => {
+  it('keeps a question, its decision and its prompt; asking again after a restart resets the decision only', async () => {
     const db = memory();
     const a = new ApprovalStore(db);
-    expect(a.get('turn-1:call-1')).toBeUndefined();
-    a.ask('turn-1:call-1', 'ab12', 'tg:1', 'shell');
-    expect(a.get('turn-1:call-1')).toMatchObject({ id: 'ab12', scope: 'tg:1', tool: 'shell', state: 'pending', decidedBy: null, promptRef: null });
-    a.update('turn-1:call-1', 'pending', { promptRef: '{"messageId":"9"}' });
-    a.update('turn-1:call-1', 'approved', { decidedBy: 'ada' });
-    expect(a.get('turn-1:call-1')).toMatchObject({ state: 'approved', decidedBy: 'ada', promptRef: '{"messageId":"9"}' });
+    expect(await a.get('turn-1:call-1')).toBeUndefined();
+    await a.ask('turn-1:call-1', 'ab12', 'tg:1', 'shell');
+    expect(await a.get('turn-1:call-1')).toMatchObject({ id: 'ab12', scope: 'tg:1', tool: 'shell', state: 'pending', decidedBy: null, promptRef: null });
+    await a.update('turn-1:call-1', 'pending', { promptRef: '{"messageId":"9"}' });
+    await a.update('turn-1:call-1', 'approved', { decidedBy: 'ada' });
+    expect(await a.get('turn-1:call-1')).toMatchObject({ state: 'approved', decidedBy: 'ada', promptRef: '{"messageId":"9"}' });
     // A re-run after a crash asks again under a new id; the old prompt is kept so it can be retired.
     const again = new ApprovalStore(db);
-    again.ask('turn-1:call-1', 'cd34', 'tg:1', 'shell');
-    expect(again.get('turn-1:call-1')).toMatchObject({ id: 'cd34', state: 'pending', decidedBy: null, promptRef: '{"messageId":"9"}' });
-    again.update('turn-1:call-1', 'done', { result: 'ok' });
-    again.update('turn-1:call-1', 'done');
-    expect(again.get('turn-1:call-1')).toMatchObject({ state: 'done', result: 'ok' });
+    await again.ask('turn-1:call-1', 'cd34', 'tg:1', 'shell');
+    expect(await again.get('turn-1:call-1')).toMatchObject({ id: 'cd34', state: 'pending', decidedBy: null, promptRef: '{"messageId":"9"}' });
+    await again.update('turn-1:call-1', 'done', { result: 'ok' });
+    await again.update('turn-1:call-1', 'done');
+    expect(await again.get('turn-1:call-1')).toMatchObject({ state: 'done', result: 'ok' });
   });
 
-  it('a state outside the lifecycle is refused by the database', () => {
+  it('a state outside the lifecycle is refused by the database', async () => {
     const a = new ApprovalStore(memory());
-    a.ask('k', 'id', 's', 't');
-    expect(() => a.update('k', 'maybe' as never)).toThrow(/CHECK constraint/);
+    await a.ask('k', 'id', 's', 't');
+    await expect(a.update('k', 'maybe' as never)).rejects.toThrow(/CHECK constraint/);
   });
 });
 
