@@ -103,7 +103,7 @@ export class Partitions {
         // balancing goes on meanwhile. (One per step, waiting for each, kept the first
         // instance of a cluster consuming most partitions for many seconds after the others
         // had joined: a kill of it then stalled most conversations.)
-        for (const o of mine.slice(target)) void this.#leave(o, 'rebalancing');
+        for (const o of mine.slice(target)) this.#leave(o, 'rebalancing').catch((err: unknown) => this.log.error({ err, partition: o.partition }, 'partition hand-back failed'));
         return;
       }
       const n = this.s.config.partitions;

@@ -36,9 +36,12 @@ export class PgUsageLedger implements UsageLedger {
        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
       [r.at, r.agent, r.model, r.channel, r.scope, r.inputTokens, r.outputTokens, r.reasoningTokens, r.cachedTokens, r.estimated, r.cost],
     );
-    const list = this.#local.get(r.agent) ?? [];
-    list.push({ at: r.at, cost: r.cost ?? 0, seq: ++this.#seq });
-    this.#local.set(r.agent, list);
+    this.#seq++;
+    // Kept only for agents whose budget is followed (refreshed before their turns), so an
+    // agent without a budget does not grow this list; `refresh` drops what the sum counts.
+    const list = this.#local.get(r.agent);
+    if (list) list.push({ at: r.at, cost: r.cost ?? 0, seq: this.#seq });
+    else if (this.#known.has(r.agent)) this.#local.set(r.agent, [{ at: r.at, cost: r.cost ?? 0, seq: this.#seq }]);
   }
 
   async totals(filter: UsageFilter): Promise<UsageTotals> {
@@ -63,9 +66,7 @@ export class PgUsageLedger implements UsageLedger {
     await this.w.flush();
     const [row] = await this.w.read<{ cost: number }>('SELECT COALESCE(SUM(cost), 0)::float8 AS cost FROM usage WHERE agent = $1 AND at >= $2', [agent, sinceMs]);
     this.#known.set(agent, { sinceMs, cost: row!.cost, refreshedAt: nowMs });
-    const left = (this.#local.get(agent) ?? []).filter((e) => e.seq > boundary);
-    if (left.length) this.#local.set(agent, left);
-    else this.#local.delete(agent);
+    this.#local.set(agent, (this.#local.get(agent) ?? []).filter((e) => e.seq > boundary));
   }
 
   costSince(agent: string, sinceMs: number): number {
