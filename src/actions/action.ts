@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import type { TrackedTask } from '../dispatch/tracker.js';
-import type { DaemonStatus } from '../observe/routes.js';
+import type { DaemonStatus } from './daemon-status.js';
 import type { UsageFilter, UsageRow, UsageTotals } from '../store/usage.js';
 
 /** What actions may ask of the running daemon. */

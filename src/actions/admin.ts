@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { HttpRoutes } from '../contracts/http.js';
 import { pageHeaders, sendJson } from '../util/http.js';
-import type { DaemonStatus } from '../observe/routes.js';
+import type { DaemonStatus } from './daemon-status.js';
 import { checkAdmin } from './access.js';
 
 // `npm run build` copies the page next to the compiled module.

@@ -2,6 +2,7 @@ import { userInfo } from 'node:os';
 import type { ChannelKinds } from '../config/kinds.js';
 import { loadConfig } from '../config/load.js';
 import { ConfigError } from '../contracts/errors.js';
+import { loadPluginFolders } from '../daemon/plugin-folders.js';
 
 /** Which environment the secrets were resolved in: the caller's shell is not the daemon's. */
 function environmentNote(): string {
@@ -23,7 +24,10 @@ function environmentNote(): string {
 export async function runCheck(file: string, kinds: ChannelKinds): Promise<number> {
   let config;
   try {
-    ({ config } = loadConfig(file, kinds));
+    const loaded = loadConfig(file, kinds);
+    ({ config } = loaded);
+    // Plugin folders are imported as the daemon would: a missing one or a bad export fails here too.
+    await loadPluginFolders(loaded);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     console.error(err.problems.join('\n'));
@@ -32,7 +36,8 @@ export async function runCheck(file: string, kinds: ChannelKinds): Promise<numbe
   }
   const channels = config.channels.filter((c) => c.enabled).map((c) => `${c.id} (${c.type})`);
   if (channels.length === 0) console.error(`warning: ${file} has no enabled channels: the daemon would start with nothing to listen on, and a running daemon refuses to reload to this file`);
-  console.log(`ok: ${channels.length} channel(s): ${channels.join(', ') || 'none'}; agents: ${Object.keys(config.agents).join(', ')}`);
+  const plugins = config.daemon.plugins.length ? `; plugin folders: ${config.daemon.plugins.join(', ')}` : '';
+  console.log(`ok: ${channels.length} channel(s): ${channels.join(', ') || 'none'}; agents: ${Object.keys(config.agents).join(', ')}${plugins}`);
   console.log(`(${environmentNote()})`);
   return 0;
 }

@@ -3,10 +3,11 @@ import type { ChannelAdapter } from '../contracts/channel.js';
 import type { Dispatcher, ExecuteTurn } from '../dispatch/dispatcher.js';
 import { channelOfScope } from '../contracts/message.js';
 import { CodedError } from '../contracts/errors.js';
+import { agentOf } from '../config/load.js';
+import type { DaemonConfig } from '../config/schema.js';
+import type { Secrets } from '../config/secrets.js';
 import type { Plugin } from '../kernel/plugin.js';
 import type { Logger } from '../observe/logger.js';
-import type { LoadedConfig } from '../config/load.js';
-import { agentOf } from '../config/load.js';
 import { openCluster, type ClusterServices } from './connect.js';
 import { ClusterInbox, type StopRequest } from './inbox.js';
 import type { HeldLease } from './leases.js';
@@ -29,21 +30,34 @@ export interface ClusterStatus {
   ops: Record<string, number>;
 }
 
-export interface ClusterCompositionOptions {
-  config: () => LoadedConfig;
-  hardStop: AbortSignal;
-  /** What this instance tells the others in its heartbeat (generation, turns). */
-  instanceInfo: () => Record<string, unknown>;
+/**
+ * The services the cluster plugins inject or provide, by the names and (structurally) the
+ * types of the daemon's service map (src/daemon/services.ts, which checks that they agree).
+ */
+export interface ClusterWiring {
+  config: { readonly config: DaemonConfig; readonly secrets: Secrets; readonly generation: number };
+  logger: Logger;
+  shutdown: { readonly signal: AbortSignal };
+  dispatcher: Dispatcher;
+  status: { readonly startedAt: Date };
+  inbox: ClusterInbox;
+  sessions: PgSessionStore;
+  conversations: PgConversationStore;
+  usage: PgUsageLedger;
+  'approval-store': PgApprovalStore;
+  topology: ClusterComposition;
 }
+type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring = never> = Plugin<ClusterWiring, I, P>;
 
 /**
  * Everything cluster mode changes in the composition root, in one place: the store plugin
  * (shared inbox + PostgreSQL state instead of SQLite), the turn wrapper (load state before,
- * commit it after), the work plugin (partitions, /stop subject, heartbeat) and the
+ * its writes go behind), the work plugin (partitions, /stop subject, heartbeat) and the
  * listener gate (leases for polling, gateway and socket listeners).
  */
 export class ClusterComposition {
   #s: ClusterServices | undefined;
+  #config: ClusterWiring['config'] | undefined;
   #inbox: ClusterInbox | undefined;
   #writer: PgWriter | undefined;
   #sessions: PgSessionStore | undefined;
@@ -51,29 +65,29 @@ export class ClusterComposition {
   #usage: PgUsageLedger | undefined;
   #partitions: Partitions | undefined;
 
-  constructor(private readonly o: ClusterCompositionOptions) {}
-
   get services(): ClusterServices {
     if (!this.#s) throw new CodedError('CLUSTER_UNAVAILABLE', 'the cluster store has not started');
     return this.#s;
   }
 
-  /** Provides inbox, sessions, conversations, usage and approval decisions from NATS and PostgreSQL. */
-  storePlugin(): Plugin {
+  /** Provides inbox, sessions, conversations, usage and approval decisions from NATS and PostgreSQL, and this object as the topology. */
+  storePlugin(): ClusterPlugin<'config' | 'logger' | 'shutdown', 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'topology'> {
     return {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store'],
-      inject: ['config', 'logger'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'topology'],
+      inject: ['config', 'logger', 'shutdown'],
       startTimeoutMs: 30_000,
       start: async (ctx) => {
-        const log = ctx.use<Logger>('logger').child({ cluster: true });
-        const loaded = this.o.config();
-        const cfg = loaded.config.cluster!;
-        const urls = { nats: loaded.secrets.get('cluster', 'nats_url')!, postgres: loaded.secrets.get('cluster', 'postgres_url')! };
+        const log = ctx.use('logger').child({ cluster: true });
+        const hardStop = ctx.use('shutdown').signal;
+        const live = ctx.use('config');
+        this.#config = live;
+        const cfg = live.config.cluster!;
+        const urls = { nats: live.secrets.get('cluster', 'nats_url')!, postgres: live.secrets.get('cluster', 'postgres_url')! };
         const s = await openCluster(cfg, urls, log);
         this.#s = s;
         ctx.effect(() => s.close());
-        this.#writer = new PgWriter(s.pool, log, this.o.hardStop);
+        this.#writer = new PgWriter(s.pool, log, hardStop);
         ctx.effect(() => this.#writer!.flush());
         this.#inbox = new ClusterInbox(s, log, this.#writer);
         this.#sessions = new PgSessionStore(this.#writer);
@@ -84,13 +98,14 @@ export class ClusterComposition {
         ctx.provide('conversations', this.#conversations);
         ctx.provide('usage', this.#usage);
         ctx.provide('approval-store', new PgApprovalStore(this.#writer));
+        ctx.provide('topology', this);
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },
     };
   }
 
   #agentOf(scope: string): string {
-    return agentOf(this.o.config().config, channelOfScope(scope));
+    return agentOf(this.#config!.config, channelOfScope(scope));
   }
 
   /**
@@ -103,7 +118,7 @@ export class ClusterComposition {
     return async (job, signal) => {
       const agent = this.#agentOf(job.scope);
       // The budget gate reads the cluster's spending today: learnt here for agents that have one.
-      const budgeted = this.o.config().config.agents[agent]?.daily_budget !== undefined;
+      const budgeted = this.#config!.config.agents[agent]?.daily_budget !== undefined;
       await Promise.all([
         this.#sessions!.prepare(agent, job.scope),
         this.#conversations!.prepare(agent, job.scope),
@@ -132,16 +147,23 @@ export class ClusterComposition {
   }
 
   /** Partitions, the /stop subject and this instance's heartbeat; needs the dispatcher and the channels. */
-  workPlugin(): Plugin {
+  workPlugin(): ClusterPlugin<'dispatcher' | 'logger' | 'config' | 'status' | 'topology'> {
     return {
       name: 'cluster-work',
-      inject: ['dispatcher', 'logger'],
+      // `topology` is this object, filled in by the store plugin: injecting it orders this plugin after that one.
+      inject: ['dispatcher', 'logger', 'config', 'status', 'topology'],
       start: async (ctx) => {
         const s = this.services;
-        const log = ctx.use<Logger>('logger').child({ cluster: true });
-        const dispatcher = ctx.use<Dispatcher>('dispatcher');
+        const log = ctx.use('logger').child({ cluster: true });
+        const dispatcher = ctx.use('dispatcher');
+        const config = ctx.use('config');
+        const startedAt = ctx.use('status').startedAt.toISOString();
         const key = `inst.${s.instanceId}`;
-        const info = () => this.o.instanceInfo();
+        // What this instance tells the others in its heartbeat: its config generation and turns.
+        const info = () => {
+          const snap = dispatcher.snapshot();
+          return { generation: config.generation, pid: process.pid, in_flight: snap.inFlight, queued: snap.queued, started_at: startedAt };
+        };
         let heartbeat: HeldLease | undefined = await s.leases.tryAcquire(key, info);
         if (!heartbeat) throw new CodedError('CLUSTER_UNAVAILABLE', `instance id "${s.instanceId}" is in use by a running instance; give each instance its own [cluster] instance_id`);
         // A heartbeat lost to a stall (this process starved, NATS away) is taken again, so the
@@ -163,7 +185,7 @@ export class ClusterComposition {
         keep(heartbeat);
         ctx.effect(() => heartbeat?.release());
         const inPartition = (p: number) => (scope: string) => partitionOf(scope, s.config.partitions) === p;
-        const partitions = new Partitions(s, this.#inbox!, dispatcher, log, () => this.o.config().config.daemon.shutdown_grace_ms, {
+        const partitions = new Partitions(s, this.#inbox!, dispatcher, log, () => config.config.daemon.shutdown_grace_ms, {
           onAcquired: (p) => {
             this.#sessions!.forget(inPartition(p));
             this.#conversations!.forget(inPartition(p));

@@ -5,6 +5,7 @@ import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ClusterServices } from './connect.js';
 import type { ClusterInbox, StreamedItem } from './inbox.js';
+import { isResumable } from '../inbox/item.js';
 import type { HeldLease } from './leases.js';
 import { partitionOf } from './partition-key.js';
 
@@ -181,7 +182,7 @@ export class Partitions {
         let replyRefs: MessageRef[] = [];
         if (m.seq <= takeoverSeq) {
           const known = await this.inbox.progress(item.message.channelId, item.message.messageId);
-          if (known && known.state !== 'running') {
+          if (known && !isResumable(known.state)) {
             this.inbox.ackFinished(m);
             continue;
           }

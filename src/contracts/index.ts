@@ -15,5 +15,6 @@ export * from './http.js';
 export * from './message.js';
 export * from './secret-ref.js';
 export * from './modes.js';
+export * from './plugin-folder.js';
 export * from './tools.js';
 export * from './turn.js';

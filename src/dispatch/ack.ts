@@ -1,5 +1,5 @@
 import type { Logger } from '../observe/logger.js';
-import type { DispatchChannel } from './dispatcher.js';
+import type { DispatchChannel } from './channel.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 
 /**

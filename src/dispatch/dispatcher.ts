@@ -1,32 +1,31 @@
-import type { ChannelConfig, DaemonConfig, QueueMode } from '../config/schema.js';
+import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { CodedError } from '../contracts/errors.js';
-import type { Inbox, InboxItem, InboxWrites } from '../store/inbox.js';
+import type { InboxItem } from '../inbox/item.js';
+import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
 import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
 import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
-import type { ChannelAdapter } from '../contracts/channel.js';
 import { conversationScope, type ChannelMessage } from '../contracts/message.js';
 import { Lanes, type TurnJob } from './lanes.js';
 import { TaskTracker } from './tracker.js';
 import { AckReactions } from './ack.js';
+import type { DispatchChannel } from './channel.js';
+import { metricsObserver, trackerObserver } from './lifecycle-observers.js';
 
 export type { TurnJob };
 
-export interface DispatchChannel {
-  config: ChannelConfig;
-  adapter: ChannelAdapter;
-}
+export type { DispatchChannel };
 
 /** Runs one turn to its final text; resolves with how it ended. */
-export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<'done' | 'error' | 'cancelled'>;
+export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<TurnEnding>;
 
 /**
  * Cluster mode (src/cluster): the shared inbox. A message is published to it instead of
  * the local SQLite inbox and runs on whichever instance consumes its partition, which
  * hands it back through `Dispatcher.enqueue`; `/stop` reaches every instance.
  */
-export interface RemoteInbox extends InboxWrites {
+export interface RemoteInbox extends ItemStore {
   readonly remote: true;
   /** Resolves once the message (with the context it carries) is durably stored. */
   publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'>;
@@ -35,7 +34,8 @@ export interface RemoteInbox extends InboxWrites {
 }
 
 export interface DispatcherOptions {
-  inbox: Inbox | RemoteInbox;
+  /** The SQLite inbox (src/store/inbox.ts), or the cluster's shared one. */
+  inbox: LocalItemStore | RemoteInbox;
   metrics: Metrics;
   log: Logger;
   limits(): DaemonConfig['limits'];
@@ -49,6 +49,11 @@ export interface DispatcherOptions {
   agentOf?(channelId: string): { agent: string; max: number | undefined };
   /** Every running and queued turn; a private one when not given. */
   tracker?: TaskTracker;
+  /**
+   * Aborted when the daemon must exit now: waits for running turns (shutdown, a channel
+   * settling, a cluster hand-over) stop waiting, so a call that hangs cannot hold them.
+   */
+  hardStop?: AbortSignal;
   /**
    * Commands that act on a running turn and so cannot wait in its lane (`/approve`,
    * `/deny`, `/stop tool`): returns the action for a command it handles, undefined otherwise.
@@ -72,6 +77,10 @@ export const UNAVAILABLE_REPLY = 'Sorry, I am temporarily unavailable and could 
 export class Dispatcher {
   readonly #o: DispatcherOptions;
   readonly #lanes: Lanes;
+  readonly #lifecycle: ItemLifecycle;
+  /** Where new messages go: the local SQLite inbox (through the lifecycle), or the cluster's shared inbox. */
+  readonly #entry: { local: LocalIntake; remote?: never } | { remote: RemoteInbox; local?: never };
+  readonly #hardStop: AbortSignal;
   readonly #notices: NoticeLimiter;
   /** One "temporarily unavailable" notice per conversation a minute, however often the platform redelivers. */
   readonly #unavailable = new NoticeLimiter(60_000);
@@ -93,18 +102,19 @@ export class Dispatcher {
       () => ({ maxConversations: options.limits().passive_max_conversations, maxBytes: options.limits().passive_max_bytes }),
       (n) => options.metrics.evictions.inc({ structure: 'passive_context' }, n),
     );
+    this.#hardStop = options.hardStop ?? new AbortController().signal;
+    const ackOff = (items: readonly InboxItem[]) => {
+      for (const it of items) this.#ack.set(it.message, false);
+    };
+    this.#lifecycle = new ItemLifecycle(options.inbox, [trackerObserver(this.tracker), metricsObserver(options.metrics), { finished: ackOff, dropped: ackOff }]);
+    this.#entry = 'remote' in options.inbox ? { remote: options.inbox } : { local: new LocalIntake(options.inbox) };
     this.#lanes = new Lanes({
-      settled: (items) => {
-        for (const it of items) this.#ack.set(it.message, false);
-      },
       limits: options.limits,
       channelLimit: (id) => options.channel(id)?.config.max_in_flight,
       ...(options.agentOf ? { agentLimit: options.agentOf } : {}),
       execute: options.execute,
-      inbox: options.inbox,
-      metrics: options.metrics,
+      lifecycle: this.#lifecycle,
       log: options.log,
-      tracker: this.tracker,
     });
   }
 
@@ -143,10 +153,11 @@ export class Dispatcher {
     const control = command && this.#o.control?.(msg, scope, command);
     if (control) return this.#control(msg, scope, control);
     if (command?.name === 'stop') return this.#stop(msg, scope, command.args, ch.config.admins);
-    if ('remote' in this.#o.inbox) return this.#publish(this.#o.inbox, msg, scope);
-    let id: number | undefined;
+    const { local, remote } = this.#entry;
+    if (remote) return this.#publish(remote, msg, scope);
+    let item: InboxItem | undefined;
     try {
-      id = await this.#o.inbox.addDurable(msg, scope);
+      item = await local.receive(msg, scope);
     } catch (err) {
       // Not stored, so not acknowledged: platforms that redeliver bring it back later.
       if (err instanceof CodedError && err.code === 'STORAGE_UNAVAILABLE') {
@@ -155,12 +166,11 @@ export class Dispatcher {
       }
       throw err;
     }
-    if (id === undefined) {
+    if (item === undefined) {
       this.#o.metrics.duplicates.inc({ channel: msg.channelId });
       return true;
     }
     this.#o.metrics.received.inc({ channel: msg.channelId });
-    const item: InboxItem = { id, scope, message: msg, state: 'pending', replyRefs: [] };
     if (this.#enqueue(item, this.passive.take(scope))) this.#ack.set(msg, true);
     return true;
   };
@@ -205,20 +215,15 @@ export class Dispatcher {
    * goes out only when no running turn was stopped.
    */
   async #stop(msg: ChannelMessage, scope: string, args: string, admins: readonly string[]): Promise<boolean> {
-    if ('remote' in this.#o.inbox) {
-      const result = await this.#o.inbox.stop(msg, scope);
+    const { local, remote } = this.#entry;
+    if (remote) {
+      const result = await remote.stop(msg, scope);
       if (result !== 'duplicate') await this.#notify(msg, result === 'stopped' ? 'Stopped.' : 'Nothing to stop.');
       return true;
     }
     // Stored as done so a redelivered /stop is recognised and not acted on twice. While the
     // store refuses writes it stops at once without waiting (a redelivery stops nothing again).
-    const fresh = this.#o.inbox.writable
-      ? await this.#o.inbox.addDurable(msg, scope, 'done').then(
-          (id) => id !== undefined,
-          () => true,
-        )
-      : true;
-    if (!fresh) return true;
+    if (!(await local.recordCommand(msg, scope, false))) return true;
     const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
     const all = args.toLowerCase() === 'all';
     if (all && !admin) {
@@ -233,7 +238,7 @@ export class Dispatcher {
   async #control(msg: ChannelMessage, scope: string, action: () => Promise<string | undefined>): Promise<boolean> {
     // Stored as done, like /stop, so a redelivery is recognised and not acted on twice (in
     // cluster mode the decision itself is stored, so a redelivered one finds nothing waiting).
-    if (!('remote' in this.#o.inbox) && (await this.#o.inbox.store(msg, scope, 'done')) === undefined) return true;
+    if (this.#entry.local && !(await this.#entry.local.recordCommand(msg, scope, true))) return true;
     let reply: string | undefined;
     try {
       reply = await action();
@@ -250,9 +255,17 @@ export class Dispatcher {
     this.#enqueue(item, passive);
   }
 
-  /** Cluster rebalancing: forget the matching scopes' queued items, let their running turns finish up to `graceMs`. */
-  release(match: (scope: string) => boolean, graceMs: number): Promise<void> {
-    return this.#lanes.release(match, graceMs);
+  /**
+   * Cluster rebalancing: forget the matching scopes' queued items, let their running turns
+   * finish up to `graceMs`; waits no longer than `signal` (and hardStop) allow.
+   */
+  release(match: (scope: string) => boolean, graceMs: number, signal?: AbortSignal): Promise<void> {
+    return this.#lanes.release(match, graceMs, this.#bound(signal));
+  }
+
+  /** The signal bounding a wait: the caller's, if any, and hardStop. */
+  #bound(signal: AbortSignal | undefined): AbortSignal {
+    return signal ? AbortSignal.any([this.#hardStop, signal]) : this.#hardStop;
   }
 
   /** Queues an item; false when it was refused (queue full). */
@@ -260,8 +273,7 @@ export class Dispatcher {
     const ch = this.#o.channel(item.message.channelId);
     const mode = this.#o.queueModeOf?.(item.scope) ?? ch?.config.queue_mode ?? this.#o.limits().queue_mode;
     if (this.#lanes.accept(item, mode, passive)) return true;
-    this.#o.inbox.setState(item.id, 'refused', 'queue full');
-    this.#o.metrics.refused.inc({ channel: item.message.channelId, reason: 'busy' });
+    this.#lifecycle.refused(item, 'queue full');
     void this.#notify(item.message, BUSY_REPLY);
     return false;
   }
@@ -276,8 +288,8 @@ export class Dispatcher {
 
   /** Re-dispatches what the previous process left: pending items, and running ones (their draft is reused). */
   recover(): number {
-    if ('remote' in this.#o.inbox) return 0; // the stream keeps them; partition owners consume them
-    const items = this.#o.inbox.unfinished();
+    // In cluster mode the stream keeps them; partition owners consume them.
+    const items = this.#entry.local?.recover() ?? [];
     for (const item of items) this.#enqueue(item, []);
     if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');
     return items.length;
@@ -292,8 +304,8 @@ export class Dispatcher {
    * Before a channel's listener stops: a removed channel's turns are cancelled (stop marker)
    * and its queue dropped; a changed channel's running turns get `graceMs` to finish.
    */
-  settleChannel(channelId: string, graceMs: number, removed: boolean): Promise<void> {
-    return this.#lanes.settleChannel(channelId, graceMs, removed);
+  settleChannel(channelId: string, graceMs: number, removed: boolean, signal?: AbortSignal): Promise<void> {
+    return this.#lanes.settleChannel(channelId, graceMs, removed, this.#bound(signal));
   }
 
   /** Stops one turn by its tracker id (operator action). */
@@ -310,10 +322,13 @@ export class Dispatcher {
     return { lanes: this.#lanes.size, passive: this.passive.size };
   }
 
-  /** Stops taking messages; running turns get `graceMs` to finish, then are cancelled. Queued items stay pending. */
-  async shutdown(graceMs: number): Promise<void> {
+  /**
+   * Stops taking messages; running turns get `graceMs` to finish, then are cancelled and
+   * waited for until `signal` or hardStop aborts. Queued items stay pending.
+   */
+  async shutdown(graceMs: number, signal?: AbortSignal): Promise<void> {
     this.#accepting = false;
     this.#closing.abort();
-    await this.#lanes.drain(graceMs);
+    await this.#lanes.drain(graceMs, this.#bound(signal));
   }
 }

@@ -1,10 +1,15 @@
 import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
-import type { Metrics } from '../observe/metrics.js';
-import type { InboxItem, InboxWrites } from '../store/inbox.js';
-import type { ChannelMessage } from '../contracts/message.js';
-import type { TaskTracker } from './tracker.js';
+import type { InboxItem } from '../inbox/item.js';
+import type { ItemLifecycle, TurnEnding } from '../inbox/lifecycle.js';
+import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { settleWithin } from '../util/abortable.js';
+
+/**
+ * After the signal bounding a wait aborts, turns that honour it end within moments; one
+ * stuck in a call that ignores its signal is no longer waited for after this long.
+ */
+const ABANDON_AFTER_MS = 1_000;
 
 /** One turn to run: one inbox item, or several merged by `collect`. */
 export interface TurnJob {
@@ -15,6 +20,8 @@ export interface TurnJob {
   /** The text the agent answers: one message's, or the collected ones joined. */
   text: string;
   passive: ChannelMessage[];
+  /** The executor reports the messages answering the turn (through the item lifecycle). */
+  replied(refs: readonly MessageRef[]): void;
 }
 
 export interface Lane {
@@ -33,19 +40,17 @@ interface LanesOptions {
   channelLimit(channelId: string): number | undefined;
   /** The agent a channel is bound to, and that agent's max_in_flight. */
   agentLimit?(channelId: string): { agent: string; max: number | undefined };
-  execute(job: TurnJob, signal: AbortSignal): Promise<'done' | 'error' | 'cancelled'>;
-  inbox: InboxWrites;
-  metrics: Metrics;
+  execute(job: TurnJob, signal: AbortSignal): Promise<TurnEnding>;
+  /** Every item's state change goes through it (it persists and tells metrics and the tracker). */
+  lifecycle: ItemLifecycle;
   log: Logger;
-  tracker: TaskTracker;
-  /** Items leave the lanes: their turn ended, or they were dropped. */
-  settled?(items: readonly InboxItem[]): void;
 }
 
 /**
- * One FIFO lane per conversation scope, at most one running turn per lane, and the
- * global and per-channel in-flight limits across lanes. Lanes wait their turn in arrival
- * order.
+ * The scheduler: one FIFO lane per conversation scope, at most one running turn per lane,
+ * the queue modes, max_queued, and the global, per-channel and per-agent in-flight limits
+ * across lanes. Lanes wait their turn in arrival order. What an item's state becomes is
+ * the item lifecycle's business; lanes only say when.
  */
 export class Lanes {
   readonly #o: LanesOptions;
@@ -67,6 +72,7 @@ export class Lanes {
   accept(item: InboxItem, mode: QueueMode, passive: ChannelMessage[]): boolean {
     // Checked before a lane exists: a refused message from a new conversation leaves nothing behind.
     if (this.#queued >= this.#o.limits().max_queued) return false;
+    this.#o.lifecycle.queued(item);
     const lane = this.#lanes.get(item.scope) ?? this.#newLane(item);
     lane.mode = mode;
     lane.passive.push(...passive);
@@ -76,9 +82,7 @@ export class Lanes {
       lane.running.controller.abort(new Error('interrupted by a newer message'));
     }
     lane.queue.push(item);
-    this.#o.tracker.queued(String(item.id), lane.channelId, lane.scope);
     this.#queued++;
-    this.#o.metrics.queued.set(this.#queued);
     if (mode === 'collect' && lane.running) lane.notBeforeMs = Date.now() + this.#o.limits().collect_debounce_ms;
     if (!lane.running && !this.#ready.includes(lane.scope)) this.#ready.push(lane.scope);
     this.#pump();
@@ -92,16 +96,10 @@ export class Lanes {
   }
 
   #drop(lane: Lane, reason: string): number {
-    const n = lane.queue.length;
     const dropped = lane.queue.splice(0);
-    for (const it of dropped) {
-      this.#o.inbox.setState(it.id, 'failed', reason);
-      this.#o.tracker.finished(String(it.id));
-    }
-    if (n) this.#o.settled?.(dropped);
-    this.#queued -= n;
-    this.#o.metrics.queued.set(this.#queued);
-    return n;
+    this.#queued -= dropped.length;
+    this.#o.lifecycle.dropped(dropped, reason);
+    return dropped.length;
   }
 
   #canStart(lane: Lane): boolean {
@@ -141,37 +139,36 @@ export class Lanes {
   #start(lane: Lane): void {
     const items = lane.mode === 'collect' ? lane.queue.splice(0) : [lane.queue.shift()!];
     this.#queued -= items.length;
-    const id = String(items[0]!.id);
-    for (const it of items.slice(1)) this.#o.tracker.finished(String(it.id));
-    this.#o.tracker.started(id);
-    const job: TurnJob = { id, scope: lane.scope, items, text: items.map((i) => i.message.text).join('\n\n'), passive: lane.passive.splice(0) };
+    const lifecycle = this.#o.lifecycle;
+    lifecycle.started(items);
+    const job: TurnJob = {
+      id: String(items[0]!.id),
+      scope: lane.scope,
+      items,
+      text: items.map((i) => i.message.text).join('\n\n'),
+      passive: lane.passive.splice(0),
+      replied: (refs) => lifecycle.replied(items, refs),
+    };
     const controller = new AbortController();
     this.#inFlight++;
     this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 0) + 1);
     const agent = this.#o.agentLimit?.(lane.channelId).agent;
     if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 0) + 1);
-    this.#o.metrics.queued.set(this.#queued);
-    this.#o.metrics.inFlight.set(this.#inFlight);
-    // An item turns "running" in the inbox with its first reply (Inbox.setReplyRefs): one
-    // commit fewer per turn, and recovery treats pending and running items alike anyway.
     const done = this.#o
       .execute(job, controller.signal)
-      .then((ending) => {
-        const state = ending === 'done' ? 'done' : 'failed';
-        for (const it of items) this.#o.inbox.setState(it.id, state, ending === 'done' ? undefined : ending);
-      })
-      .catch((err) => {
-        this.#o.log.error({ err, scope: lane.scope }, 'turn failed outside the runtime');
-        for (const it of items) this.#o.inbox.setState(it.id, 'failed', String(err));
-      })
+      .then(
+        (ending) => lifecycle.finished(items, ending),
+        (err: unknown) => {
+          this.#o.log.error({ err, scope: lane.scope }, 'turn failed outside the runtime');
+          lifecycle.finished(items, 'error', String(err));
+        },
+      )
+      .catch((err: unknown) => this.#o.log.error({ err, scope: lane.scope }, 'the end of a turn could not be recorded'))
       .finally(() => {
-        this.#o.tracker.finished(id);
-        this.#o.settled?.(items);
         lane.running = undefined;
         this.#inFlight--;
         this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 1) - 1);
         if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 1) - 1);
-        this.#o.metrics.inFlight.set(this.#inFlight);
         if (lane.queue.length) this.#ready.push(lane.scope);
         else this.#forgetIfIdle(lane);
         this.#pump();
@@ -196,22 +193,13 @@ export class Lanes {
     let dropped = 0;
     if (senderId === undefined) dropped = this.#drop(lane, reason);
     else {
-      const keep: InboxItem[] = [];
-      const gone: InboxItem[] = [];
-      for (const it of lane.queue) {
-        if (!mine(it)) {
-          keep.push(it);
-          continue;
-        }
-        this.#o.inbox.setState(it.id, 'failed', reason);
-        this.#o.tracker.finished(String(it.id));
-        gone.push(it);
+      const gone = lane.queue.filter(mine);
+      if (gone.length) {
+        lane.queue = lane.queue.filter((it) => !mine(it));
+        this.#queued -= gone.length;
+        this.#o.lifecycle.dropped(gone, reason);
       }
       dropped = gone.length;
-      if (dropped) this.#o.settled?.(gone);
-      lane.queue = keep;
-      this.#queued -= dropped;
-      this.#o.metrics.queued.set(this.#queued);
     }
     const running = lane.running;
     const cancel = running !== undefined && (runningOfAnyone || running.job.items.some(mine));
@@ -243,24 +231,32 @@ export class Lanes {
 
   /**
    * Settles a channel's turns: with `cancel`, drops its queued items and cancels its running
-   * turns at once; otherwise lets them run up to `graceMs` first. Resolves when none runs.
+   * turns at once; otherwise lets them run up to `graceMs` first. Resolves when none runs,
+   * or (see #settle) once `signal` aborts.
    */
-  async settleChannel(channelId: string, graceMs: number, cancel: boolean): Promise<void> {
+  async settleChannel(channelId: string, graceMs: number, cancel: boolean, signal: AbortSignal): Promise<void> {
     const lanes = [...this.#lanes.values()].filter((l) => l.channelId === channelId);
     if (cancel)
       for (const lane of lanes) {
         this.#drop(lane, 'channel removed');
         this.#forgetIfIdle(lane);
       }
-    await this.#settle(lanes, cancel ? 0 : graceMs, 'channel stopped');
+    await this.#settle(lanes, cancel ? 0 : graceMs, 'channel stopped', signal);
   }
 
-  /** Lets the lanes' running turns finish for `graceMs`, cancels the rest, and waits for their final text. */
-  async #settle(lanes: Lane[], graceMs: number, reason: string): Promise<void> {
+  /**
+   * Lets the lanes' running turns finish for `graceMs`, cancels the rest, and waits for
+   * their final text until `signal` aborts. Then turns that honour their signal end within
+   * moments; one whose call hangs is left behind (logged), so no wait here is unbounded.
+   */
+  async #settle(lanes: Lane[], graceMs: number, reason: string, signal: AbortSignal): Promise<void> {
     const running = () => lanes.flatMap((l) => (l.running ? [l.running] : []));
-    if (graceMs > 0) await settleWithin(Promise.all(running().map((r) => r.done)), graceMs);
+    const ended = () => Promise.all(running().map((r) => r.done));
+    if (graceMs > 0) await settleWithin(ended(), graceMs, signal);
     for (const r of running()) r.controller.abort(new Error(reason));
-    await Promise.all(running().map((r) => r.done));
+    if (await settleWithin(ended(), Infinity, signal)) return;
+    if (await settleWithin(ended(), ABANDON_AFTER_MS)) return;
+    this.#o.log.warn({ turns: running().map((r) => r.job.id) }, 'cancelled turns did not end; no longer waiting for them');
   }
 
   /**
@@ -268,17 +264,15 @@ export class Lanes {
    * forgotten here without a state change (they stay in the shared inbox) and their running
    * turns get `graceMs` to finish before they are cancelled.
    */
-  async release(match: (scope: string) => boolean, graceMs: number): Promise<void> {
+  async release(match: (scope: string) => boolean, graceMs: number, signal: AbortSignal): Promise<void> {
     const lanes = [...this.#lanes.values()].filter((l) => match(l.scope));
     for (const lane of lanes) {
-      for (const it of lane.queue.splice(0)) {
-        this.#queued--;
-        this.#o.tracker.finished(String(it.id));
-      }
+      const released = lane.queue.splice(0);
+      this.#queued -= released.length;
+      this.#o.lifecycle.released(released);
       lane.passive.length = 0;
     }
-    this.#o.metrics.queued.set(this.#queued);
-    await this.#settle(lanes, graceMs, 'handed to another instance');
+    await this.#settle(lanes, graceMs, 'handed to another instance', signal);
   }
 
   /** Stops one turn by id: cancels it if running, drops it if queued. */
@@ -290,12 +284,9 @@ export class Lanes {
       }
       const i = lane.queue.findIndex((it) => String(it.id) === id);
       if (i >= 0) {
-        const [it] = lane.queue.splice(i, 1);
+        const dropped = lane.queue.splice(i, 1);
         this.#queued--;
-        this.#o.metrics.queued.set(this.#queued);
-        this.#o.inbox.setState(it!.id, 'failed', 'stopped by the operator');
-        this.#o.tracker.finished(id);
-        this.#o.settled?.([it!]);
+        this.#o.lifecycle.dropped(dropped, 'stopped by the operator');
         this.#forgetIfIdle(lane);
         return 'dropped';
       }
@@ -313,11 +304,11 @@ export class Lanes {
     return { inFlight: this.#inFlight, queued: this.#queued, channels };
   }
 
-  /** Lets running turns finish for `graceMs`, then cancels them; waits for their final text. */
-  async drain(graceMs: number): Promise<void> {
+  /** Lets running turns finish for `graceMs`, then cancels them; waits for their final text until `signal` aborts. */
+  async drain(graceMs: number, signal: AbortSignal): Promise<void> {
     this.#draining = true;
     clearTimeout(this.#timer);
     this.#ready.length = 0;
-    await this.#settle([...this.#lanes.values()], graceMs, 'shutting down');
+    await this.#settle([...this.#lanes.values()], graceMs, 'shutting down', signal);
   }
 }

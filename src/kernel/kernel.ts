@@ -1,16 +1,21 @@
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { planStart } from './plan.js';
-import type { Disposer, Plugin, PluginContext, PluginState } from './plugin.js';
+import type { Disposer, Plugin, PluginContext, PluginState, ServiceMap } from './plugin.js';
 
-export interface KernelOptions {
+export interface KernelOptions<S extends object = ServiceMap> {
+  /**
+   * Every service name the composition declares (the keys of `S`, at run time). Given, a
+   * plugin naming any other service fails the plan check before anything starts.
+   */
+  services?: ReadonlySet<keyof S & string>;
   /** Default per-plugin start timeout. */
   startTimeoutMs?: number;
   /** Told about every disposer that fails; teardown keeps going. */
   onDisposeError?: (plugin: string, err: unknown) => void;
 }
 
-interface Slot {
-  plugin: Plugin;
+interface Slot<S extends object> {
+  plugin: Plugin<S>;
   state: PluginState;
   effects: Disposer[];
   controller: AbortController;
@@ -22,17 +27,19 @@ interface Slot {
  * plugin's effects, and unloads in reverse. A failed start rolls back the failing plugin's
  * effects and then every plugin started in that call, newest first.
  */
-export class Kernel {
-  readonly #slots = new Map<string, Slot>();
+export class Kernel<S extends object = ServiceMap> {
+  readonly #slots = new Map<string, Slot<S>>();
   readonly #services = new Map<string, unknown>();
   readonly #providers = new Map<string, string>();
   /** Active plugins in start order. */
   readonly #started: string[] = [];
   readonly #startTimeoutMs: number;
   readonly #onDisposeError: (plugin: string, err: unknown) => void;
+  readonly #known: ReadonlySet<string> | undefined;
 
-  constructor(options: KernelOptions = {}) {
+  constructor(options: KernelOptions<S> = {}) {
     this.#startTimeoutMs = options.startTimeoutMs ?? 30_000;
+    this.#known = options.services;
     this.#onDisposeError = options.onDisposeError ?? (() => {});
   }
 
@@ -45,18 +52,26 @@ export class Kernel {
     return [...this.#started];
   }
 
-  get<T>(service: string): T {
-    if (!this.#services.has(service)) throw new CodedError('KERNEL_MISSING_SERVICE', `service "${service}" is not running`);
-    return this.#services.get(service) as T;
+  /** A running service, for the composition root (plugins get theirs through `use`). */
+  get<K extends keyof S & string>(service: K): S[K] {
+    return this.#get(service);
+  }
+
+  #get<K extends keyof S>(service: K): S[K] {
+    const name = service as string;
+    if (!this.#services.has(name)) throw new CodedError('KERNEL_MISSING_SERVICE', `service "${name}" is not running`);
+    // The one cast: `provide` only ever stores an S[K] under K.
+    return this.#services.get(name) as S[K];
   }
 
   /**
    * Plans and starts `plugins`; services of already active plugins may be injected.
    * On failure everything this call started is rolled back, and the error is rethrown.
    */
-  async load(...plugins: Plugin[]): Promise<void> {
+  async load(...plugins: Plugin<S>[]): Promise<void> {
     const available = new Map([...this.#providers].filter(([, p]) => this.#slots.get(p)?.state === 'active'));
-    const order = planStart(plugins.filter((p) => this.#slots.get(p.name)?.state !== 'active'), available);
+    const fresh = plugins.filter((p) => this.#slots.get(p.name)?.state !== 'active');
+    const order = planStart(fresh as readonly Plugin[], { available, ...(this.#known ? { known: this.#known } : {}) }) as unknown as Plugin<S>[];
     const startedNow: string[] = [];
     for (const plugin of order) {
       try {
@@ -69,21 +84,24 @@ export class Kernel {
     }
   }
 
-  async #startOne(plugin: Plugin): Promise<void> {
-    const slot: Slot = { plugin, state: 'loading', effects: [], controller: new AbortController(), services: [] };
+  async #startOne(plugin: Plugin<S>): Promise<void> {
+    const slot: Slot<S> = { plugin, state: 'loading', effects: [], controller: new AbortController(), services: [] };
     this.#slots.set(plugin.name, slot);
-    const ctx: PluginContext = {
+    // The type of `ctx` already limits use/provide to the declared names; these checks
+    // hold the same line for plugins written in JavaScript or cast past the types.
+    const ctx: PluginContext<S> = {
       name: plugin.name,
       signal: slot.controller.signal,
-      use: <T>(service: string) => {
-        if (!plugin.inject?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_USE', `plugin "${plugin.name}" uses "${service}" without injecting it`);
-        return this.get<T>(service);
+      use: (service) => {
+        if (!plugin.inject?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_USE', `plugin "${plugin.name}" uses "${String(service)}" without injecting it; add it to inject`);
+        return this.#get(service);
       },
       provide: (service, value) => {
-        if (!plugin.provides?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${service}" without declaring it`);
-        this.#services.set(service, value);
-        this.#providers.set(service, plugin.name);
-        slot.services.push(service);
+        const name = service as string;
+        if (!plugin.provides?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${name}" without declaring it; add it to provides`);
+        this.#services.set(name, value);
+        this.#providers.set(name, plugin.name);
+        slot.services.push(name);
       },
       effect: (dispose) => {
         let done = false;
@@ -108,7 +126,7 @@ export class Kernel {
           timer = setTimeout(() => reject(new CodedError('KERNEL_START_TIMEOUT', `plugin "${plugin.name}" did not start within ${timeoutMs} ms`)), timeoutMs);
         }),
       ]);
-      const missing = (plugin.provides ?? []).filter((s) => !slot.services.includes(s));
+      const missing = (plugin.provides ?? []).filter((s) => !slot.services.includes(s as string));
       if (missing.length) throw new CodedError('KERNEL_MISSING_SERVICE', `plugin "${plugin.name}" declared but did not provide ${missing.join(', ')}`);
     } catch (err) {
       await this.#rollback(slot);
@@ -122,7 +140,7 @@ export class Kernel {
     this.#started.push(plugin.name);
   }
 
-  async #rollback(slot: Slot): Promise<void> {
+  async #rollback(slot: Slot<S>): Promise<void> {
     slot.controller.abort(new CodedError('DAEMON_SHUTTING_DOWN', `plugin "${slot.plugin.name}" is unloading`));
     const effects = slot.effects.splice(0).reverse();
     for (const dispose of effects) {
@@ -154,7 +172,7 @@ export class Kernel {
       grew = false;
       for (const n of this.#started) {
         if (out.has(n)) continue;
-        const inj = this.#slots.get(n)!.plugin.inject ?? [];
+        const inj = (this.#slots.get(n)!.plugin.inject ?? []) as readonly string[];
         if (inj.some((s) => out.has(this.#providers.get(s) ?? ''))) {
           out.add(n);
           grew = true;

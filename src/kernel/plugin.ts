@@ -1,15 +1,27 @@
 /** A disposer releases what one effect acquired. It may be async; it runs at most once. */
 export type Disposer = () => void | Promise<void>;
 
-/** What a plugin sees while it starts and runs. */
-export interface PluginContext {
+/**
+ * The services a kernel holds, by name: an interface mapping each service name to its
+ * type (the daemon's is `Services` in src/daemon/services.ts). The untyped default lets
+ * tests and small kernels use any name.
+ */
+// biome-ignore lint/suspicious/noExplicitAny: any is the point of the untyped default
+export type ServiceMap = Record<string, any>;
+
+/**
+ * What a plugin sees while it starts and runs. `I` are the services it declared in
+ * `inject`, `P` those in `provides`: using or providing any other is a type error, and the
+ * kernel refuses it at run time too.
+ */
+export interface PluginContext<S extends object = ServiceMap, I extends keyof S = keyof S, P extends keyof S = keyof S> {
   readonly name: string;
   /** Aborted when this plugin is being unloaded: long waits started by the plugin listen to it. */
   readonly signal: AbortSignal;
   /** A service this plugin declared in `inject`. */
-  use<T>(service: string): T;
+  use<K extends I>(service: K): S[K];
   /** Publishes a service this plugin declared in `provides`. */
-  provide<T>(service: string, value: T): void;
+  provide<K extends P>(service: K, value: S[K]): void;
   /**
    * Registers a disposer, owned by this plugin; unload runs them in reverse order.
    * Returns a function that disposes this one effect early.
@@ -18,13 +30,14 @@ export interface PluginContext {
 }
 
 /** A unit of composition: declares what it provides and injects, starts once, is unloaded once. */
-export interface Plugin {
+export interface Plugin<S extends object = ServiceMap, I extends keyof S = keyof S, P extends keyof S = keyof S> {
   readonly name: string;
-  readonly provides?: readonly string[];
-  readonly inject?: readonly string[];
+  readonly provides?: readonly P[];
+  readonly inject?: readonly I[];
   /** Overrides the kernel's start timeout for this plugin. */
   readonly startTimeoutMs?: number;
-  start(ctx: PluginContext): void | Promise<void>;
+  // A method (not a property) on purpose: a plugin with a narrower context is still a Plugin<S>.
+  start(ctx: PluginContext<S, I, P>): void | Promise<void>;
 }
 
 /** pending → loading → active → disposed, or loading → failed (its effects already rolled back). */

@@ -3,20 +3,16 @@ import type { Db } from './db.js';
 import type { GroupCommit } from './group-commit.js';
 import { isLockFault, isStorageFault } from './health.js';
 import { CodedError } from '../contracts/errors.js';
+import { FINAL_STATES, RESUMABLE_STATES, type InboxItem, type InboxState } from '../inbox/item.js';
+import type { LocalItemStore } from '../inbox/lifecycle.js';
+
+export type { InboxItem, InboxState };
 
 /** How long a new message may wait for a lock another process holds before it is refused. */
 const LOCK_WAIT_MS = 5_000;
 
-export type InboxState = 'pending' | 'running' | 'done' | 'failed' | 'refused';
-
-export interface InboxItem {
-  id: number;
-  scope: string;
-  message: ChannelMessage;
-  state: InboxState;
-  /** The platform messages that answered (or are answering) this item. */
-  replyRefs: MessageRef[];
-}
+/** `'a','b'` for an SQL `IN (…)`: the lifecycle's state lists, fixed when the statements are prepared. */
+const sqlList = (states: readonly InboxState[]) => states.map((s) => `'${s}'`).join(',');
 
 interface Row {
   id: number;
@@ -35,25 +31,16 @@ const toItem = (r: Row): InboxItem => ({
 });
 
 /**
- * What lanes and the turn executor write about an item while it runs: the seam the
- * cluster's shared inbox (src/cluster/inbox.ts) implements too.
- */
-export interface InboxWrites {
-  setState(id: number, state: InboxState, error?: string): void;
-  setReplyRefs(id: number, refs: readonly MessageRef[]): void;
-}
-
-/**
  * The durable inbox: a message is answered only after it is committed here, and a second
- * delivery of the same (channel, message id) is recognised and dropped.
+ * delivery of the same (channel, message id) is recognised and dropped. It persists what
+ * the item lifecycle (src/inbox/lifecycle.ts) decides and decides no state itself.
  */
-export class Inbox implements InboxWrites {
+export class Inbox implements LocalItemStore {
   readonly #insert;
   readonly #setState;
   readonly #setRefs;
   readonly #unfinished;
   readonly #prune;
-  readonly #get;
 
   readonly #group: GroupCommit | undefined;
   readonly #db: Db;
@@ -69,11 +56,11 @@ export class Inbox implements InboxWrites {
        ON CONFLICT (channel_id, message_id) DO NOTHING RETURNING id`,
     );
     this.#setState = db.prepare(`UPDATE inbox SET state = ?, error = ?, updated_at = ? WHERE id = ?`);
-    // The first message sent is when a turn becomes visibly "running": one commit for both.
-    this.#setRefs = db.prepare(`UPDATE inbox SET reply_refs = ?, state = CASE WHEN state = 'pending' THEN 'running' ELSE state END, updated_at = ? WHERE id = ?`);
-    this.#unfinished = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE state IN ('pending','running') ORDER BY id`);
-    this.#prune = db.prepare(`DELETE FROM inbox WHERE state IN ('done','failed','refused') AND updated_at < ?`);
-    this.#get = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE id = ?`);
+    // The lifecycle writes refs only while the item runs: the first message sent is when its
+    // row turns "running", one commit for both.
+    this.#setRefs = db.prepare(`UPDATE inbox SET reply_refs = ?, state = 'running', updated_at = ? WHERE id = ?`);
+    this.#unfinished = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE state IN (${sqlList(RESUMABLE_STATES)}) ORDER BY id`);
+    this.#prune = db.prepare(`DELETE FROM inbox WHERE state IN (${sqlList(FINAL_STATES)}) AND updated_at < ?`);
   }
 
   /** Stores `msg`; returns its id, or undefined when this (channel, message id) is already stored. */
@@ -103,7 +90,7 @@ export class Inbox implements InboxWrites {
       for (const b of batch) b.reject(err);
       return;
     }
-    batch.forEach((b, i) => b.resolve(ids[i]));
+    for (const [i, b] of batch.entries()) b.resolve(ids[i]);
   }
 
   /**
@@ -145,10 +132,7 @@ export class Inbox implements InboxWrites {
     else write();
   }
 
-  /**
-   * Records the messages answering this item, so a re-run edits them instead of sending new
-   * ones; a pending item becomes running here.
-   */
+  /** Records the messages answering this item (so a re-run edits them instead of sending new ones) and that it runs. */
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
     const write = () => this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
     // Refs written in the same event-loop turn share one commit on the next tick: the window in
@@ -167,11 +151,6 @@ export class Inbox implements InboxWrites {
       this.#group?.failed(err);
       return 0;
     }
-  }
-
-  get(id: number): InboxItem | undefined {
-    const row = this.#get.get(id) as Row | undefined;
-    return row && toItem(row);
   }
 
   /** Items the previous process left pending or running, oldest first. */

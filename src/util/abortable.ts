@@ -5,14 +5,28 @@
  * abort listener whichever way it ends.
  */
 
-/** Waits for `work` to settle, but at most `ms`; the timer is released either way. */
-export async function settleWithin(work: Promise<unknown>, ms: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([work.then(() => {}, () => {}), new Promise<void>((r) => (timer = setTimeout(r, ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
+/**
+ * Waits for `work` to settle (fulfilled or rejected), at most `ms` (Infinity: no time bound)
+ * and no longer than until `signal` aborts. Resolves true when `work` settled, false when
+ * the time ran out or the signal aborted first.
+ */
+export function settleWithin(work: Promise<unknown>, ms: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return Promise.resolve(false);
+  return new Promise((resolve) => {
+    let timer: NodeJS.Timeout | undefined;
+    const finish = (settled: boolean) => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+      resolve(settled);
+    };
+    const onAbort = () => finish(false);
+    signal?.addEventListener('abort', onAbort, { once: true });
+    if (ms !== Infinity) timer = setTimeout(() => finish(false), Math.max(0, ms));
+    work.then(
+      () => finish(true),
+      () => finish(true),
+    );
+  });
 }
 
 /** Waits `ms`, or less when `signal` aborts (it then resolves; callers check the signal). */

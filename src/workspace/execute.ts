@@ -3,7 +3,6 @@ import { replyTargetOf } from '../contracts/message.js';
 import { userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
-import type { InboxWrites } from '../store/inbox.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
@@ -13,7 +12,6 @@ export interface TurnExecutorDeps {
   channel(id: string): DispatchChannel | undefined;
   /** The workspace of the agent a channel is bound to; undefined (or a throw) ends the turn with an error. */
   workspaceFor(channelId: string): Workspace | undefined;
-  inbox: InboxWrites;
   metrics: Metrics;
   log: Logger;
   /** Aborted when the daemon must exit now: final texts stop retrying. */
@@ -50,9 +48,8 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       showToolProgress: ch.config.show_tool_progress,
       existingRefs: first.replyRefs,
       replyKey: first.message.messageId,
-      onRefs: (refs) => {
-        for (const it of job.items) deps.inbox.setReplyRefs(it.id, refs);
-      },
+      // The item lifecycle records them: a re-run edits these messages instead of sending new ones.
+      onRefs: (refs) => job.replied(refs),
       // In normal running the final text is retried for minutes; at shutdown hardStop bounds it.
       finalDeadlineMs: FINAL_TEXT_DEADLINE_MS,
       signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),

@@ -1,28 +1,17 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { FakeDiscord } from '../fakes/discord/server.js';
-import { FakeSlack } from '../fakes/slack/server.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/daemon.js';
+import { withChannelDaemon } from '../helpers/fixtures.js';
+import { discordChannel, discordEnv, slackChannel, slackEnv, telegramChannel, telegramEnv, withDiscord, withSlack, withTelegram } from '../helpers/platforms.js';
+import { echoAgent as echo } from '../helpers/toml.js';
 
 const words = (n: number, p = 'w') => Array.from({ length: n }, (_, i) => `${p}${i}`).join(' ');
-const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
+const ack = 'ack_reaction = "👀"\n';
 
 /** ack_reaction: on the user's message while the turn runs, gone once the answer has landed. */
 describe('ack reaction on each platform', () => {
-  let d: TestDaemon | undefined;
-  const closers: Array<() => Promise<void>> = [];
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    for (const c of closers.splice(0)) await c();
-  });
-
   it('Telegram: setMessageReaction 👀 when stored, an empty reaction list once answered', async () => {
-    const tg = new FakeTelegram();
-    await tg.start();
-    closers.push(() => tg.close());
-    d = await startDaemon(`${echo(120)}[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nack_reaction = "👀"\n`, { TG_TOKEN: tg.token });
-    await d.daemon.supervisor.firstAttempts();
+    const tg = await withTelegram();
+    await withChannelDaemon(echo(120) + telegramChannel(tg, ack), telegramEnv(tg));
     const u = tg.dm(words(10));
     const key = `42:${u.message.message_id}`;
     await waitFor(() => tg.reactions.get(key)?.[0] === '👀', 5000);
@@ -33,11 +22,8 @@ describe('ack reaction on each platform', () => {
   });
 
   it('Discord: PUT the own reaction when stored, DELETE it once answered', async () => {
-    const dc = new FakeDiscord();
-    await dc.start();
-    closers.push(() => dc.close());
-    d = await startDaemon(`${echo(120)}[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC_TOKEN"\nrest_api = "${dc.restApi}"\nallow_from = ["*"]\nack_reaction = "👀"\n`, { DC_TOKEN: dc.token });
-    await d.daemon.supervisor.firstAttempts();
+    const dc = await withDiscord();
+    await withChannelDaemon(echo(120) + discordChannel(dc, ack), discordEnv(dc));
     const id = dc.dm(words(10));
     const key = `${dc.dmChannel}:${id}`;
     await waitFor(() => dc.reactions.get(key)?.[0] === '👀', 5000);
@@ -47,11 +33,8 @@ describe('ack reaction on each platform', () => {
   });
 
   it('Slack: reactions.add with the emoji name when stored, reactions.remove once answered', async () => {
-    const sl = new FakeSlack();
-    await sl.start();
-    closers.push(() => sl.close());
-    d = await startDaemon(`${echo(120)}[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\nack_reaction = "👀"\n`, { SL_BOT: sl.botToken, SL_APP: sl.appToken });
-    await d.daemon.supervisor.firstAttempts();
+    const sl = await withSlack();
+    await withChannelDaemon(echo(120) + slackChannel(sl, 'native_stream = false\n' + ack), slackEnv(sl));
     const ev = sl.dmEvent(words(10));
     sl.push(ev);
     const key = `D0DM0001:${ev.ts as string}`;
@@ -63,11 +46,8 @@ describe('ack reaction on each platform', () => {
   });
 
   it('a turn that ends with no reply (dropped by /stop) takes its reaction off too', async () => {
-    const tg = new FakeTelegram();
-    await tg.start();
-    closers.push(() => tg.close());
-    d = await startDaemon(`${echo(150)}[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nack_reaction = "👀"\n`, { TG_TOKEN: tg.token });
-    await d.daemon.supervisor.firstAttempts();
+    const tg = await withTelegram();
+    await withChannelDaemon(echo(150) + telegramChannel(tg, ack), telegramEnv(tg));
     tg.dm(words(30));
     const queued = tg.dm('waiting behind it');
     const key = `42:${queued.message.message_id}`;

@@ -2,28 +2,24 @@ import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { checkAdmin } from '../../src/actions/access.js';
-import { FakeLlm } from '../fakes/llm/server.js';
 import { pingAction } from '../fixtures/actions/ping.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon, withLlm } from '../helpers/fixtures.js';
+import { echoAgent, llmAgent, webchatChannel } from '../helpers/toml.js';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 describe('management actions', () => {
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
-  const cleanup: Array<() => unknown> = [];
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-    for (const c of cleanup.splice(0)) await c();
+  let tabs = 0;
+  beforeEach(() => {
+    tabs = 0;
   });
 
-  const body = (delay = 0) => `[agent]\nprovider = "echo"\necho_delay_ms = ${delay}\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
+  const body = (delay = 0) => echoAgent(delay) + webchatChannel();
   /** A config the CLI can use to reach the in-process daemon on its real port. */
   const cliConfig = (extra = '') => {
     const file = join(d!.dir, 'cli.config.toml');
@@ -39,15 +35,10 @@ describe('management actions', () => {
       return { code: e.code, stdout: e.stdout + e.stderr };
     }
   };
-  const chat = async () => {
-    const c = new ChatClient(d!.url, `tab-${clients.length}`);
-    clients.push(c);
-    await c.opened;
-    return c;
-  };
+  const chat = () => withChat(d!, `tab-${tabs++}`);
 
   it('an action added from a test-only file gets its HTTP route, CLI subcommand and slash command', async () => {
-    d = await startDaemon(body());
+    d = await withDaemon(body());
     d.daemon.actions.register(pingAction);
     expect(await (await fetch(`${d.url}/actions/ping?word=hello`)).json()).toEqual({ reply: 'hello', face: 'http' });
     const viaCli = await cli(['ping', 'there', '--config', cliConfig()]);
@@ -60,7 +51,7 @@ describe('management actions', () => {
   });
 
   it('the CLI and HTTP faces of status print the same data; the slash face shows the conversation', async () => {
-    d = await startDaemon(body());
+    d = await withDaemon(body());
     const http = (await (await fetch(`${d.url}/status`)).json()) as Record<string, unknown>;
     const viaCli = await cli(['status', '--json', '--config', cliConfig()]);
     const fromCli = JSON.parse(viaCli.stdout) as Record<string, unknown>;
@@ -77,7 +68,7 @@ describe('management actions', () => {
   });
 
   it('the slash status counts the messages waiting behind it in the conversation', async () => {
-    d = await startDaemon(body(100));
+    d = await withDaemon(body(100));
     const c = await chat();
     c.send('one two three four five');
     c.send('/status');
@@ -87,7 +78,7 @@ describe('management actions', () => {
   });
 
   it('channels, turns, sessions and version answer on HTTP and the CLI', async () => {
-    d = await startDaemon(body());
+    d = await withDaemon(body());
     const c = await chat();
     c.send('hello');
     await c.finals();
@@ -101,11 +92,9 @@ describe('management actions', () => {
   it('stop-turn stops a running turn by id; bad input gets 400 with the schema message; unknown ids 404', async () => {
     // The model writes one word and then waits until the turn is stopped: the turn is running
     // for as long as the CLI takes to start, however busy the machine is.
-    const llm = new FakeLlm();
-    await llm.start();
-    cleanup.push(() => llm.close());
+    const llm = await withLlm();
     llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: new Promise(() => {}) }] });
-    d = await startDaemon(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`);
+    d = await withDaemon(llmAgent(llm.url) + webchatChannel());
     const c = await chat();
     c.send('one two');
     const [turn] = await waitFor(async () => {
@@ -124,7 +113,7 @@ describe('management actions', () => {
   });
 
   it('with an admin token, a tokenless or wrong-token request is refused and the right token is accepted', async () => {
-    d = await startDaemon(body(), { ADMIN: 'admin-secret-42' }, '', 'admin_token_env = "ADMIN"\n');
+    d = await withDaemon(body(), { ADMIN: 'admin-secret-42' }, '', 'admin_token_env = "ADMIN"\n');
     expect((await fetch(`${d.url}/status`)).status).toBe(401);
     expect((await fetch(`${d.url}/actions/channels`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
     expect((await fetch(`${d.url}/actions/channels`, { headers: { authorization: 'Bearer admin-secret-42' } })).status).toBe(200);

@@ -2,37 +2,26 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { kinds } from '../helpers/kinds.js';
 import { ConfigError } from '../../src/contracts/errors.js';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import type { FakeLlm } from '../fakes/llm/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon, withLlm } from '../helpers/fixtures.js';
 
 describe('agents and workspaces', () => {
   let llm: FakeLlm;
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
+    llm = await withLlm();
   });
-  afterEach(async () => {
+  afterEach(() => {
     vi.useRealTimers();
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-    await llm.close();
   });
 
   const agent = (name: string, model: string, prompt: string, extra = '') => `[agents.${name}]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "${model}"\nsystem_prompt = "${prompt}"\n${extra}\n`;
   const web = (id: string, agentName: string) => `[[channels]]\nid = "${id}"\ntype = "webchat"\nagent = "${agentName}"\n`;
-  const client = async (id: string) => {
-    const c = new ChatClient(d!.url, `tab-${id}`, undefined, `/chat/${id}`);
-    clients.push(c);
-    await c.opened;
-    return c;
-  };
+  const client = (id: string) => withChat(d!, `tab-${id}`, { path: `/chat/${id}` });
 
   it('two agents bound to two channels answer with their own system prompts and models', async () => {
-    d = await startDaemon(agent('support', 'support-model', 'You are the support bot.') + agent('fun', 'fun-model', 'You are the fun bot.') + web('help', 'support') + web('play', 'fun'));
+    d = await withDaemon(agent('support', 'support-model', 'You are the support bot.') + agent('fun', 'fun-model', 'You are the fun bot.') + web('help', 'support') + web('play', 'fun'));
     const help = await client('help');
     const play = await client('play');
     help.send('my order is late');
@@ -62,7 +51,7 @@ describe('agents and workspaces', () => {
 
   it('an agent-only reload rebuilds that workspace and keeps every listener connected', async () => {
     const cfg = (prompt: string) => agent('support', 'support-model', prompt) + agent('fun', 'fun-model', 'You are the fun bot.') + web('help', 'support') + web('play', 'fun');
-    d = await startDaemon(cfg('Version one.'));
+    d = await withDaemon(cfg('Version one.'));
     const help = await client('help');
     const before = d.daemon.status().agents.map((a) => a.name);
     d.rewrite(cfg('Version two.'));
@@ -83,7 +72,7 @@ describe('agents and workspaces', () => {
     // real), so the cooldown outlasts the second turn however slow the machine is, and ends
     // when the test moves the clock.
     vi.useFakeTimers({ toFake: ['Date'] });
-    d = await startDaemon(agent('default', 'primary', 'p', 'fallback_models = ["openai-compatible:backup"]\ncooldown_ms = 60000') + web('w', 'default'));
+    d = await withDaemon(agent('default', 'primary', 'p', 'fallback_models = ["openai-compatible:backup"]\ncooldown_ms = 60000') + web('w', 'default'));
     llm.scriptFor('primary', { kind: 'status', status: 500 });
     const c = await client('w');
     c.send('first turn');
@@ -106,7 +95,7 @@ describe('agents and workspaces', () => {
   });
 
   it('the task tracker lists running and queued turns with agent, channel, scope and model, and empties after them', async () => {
-    d = await startDaemon(agent('default', 'slow-model', 'p') + web('w', 'default'));
+    d = await withDaemon(agent('default', 'slow-model', 'p') + web('w', 'default'));
     // The first answer waits for the test, so both turns are listed for as long as it looks.
     let releaseFirst!: () => void;
     const first = new Promise<void>((r) => (releaseFirst = r));

@@ -1,42 +1,30 @@
-import { rmSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeDiscord } from '../fakes/discord/server.js';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeSlack, signSlack } from '../fakes/slack/server.js';
-import { CountingFile, say, toolResult } from '../helpers/approval.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeLlm } from '../fakes/llm/server.js';
+import { signSlack } from '../fakes/slack/server.js';
+import { say, toolResult, withCountingFile, type CountingFile } from '../helpers/approval.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon, withChat, withLlm } from '../helpers/fixtures.js';
+import { firstMcpConnected } from '../helpers/mcp.js';
+import { discordChannel, discordEnv, slackChannel, slackEnv, slackHttpChannel, withDiscord, withSlack } from '../helpers/platforms.js';
+import { llmAgent, webchatChannel } from '../helpers/toml.js';
 
 describe('approval buttons on Discord, Slack and the web chat (real server-filesystem)', () => {
   let llm: FakeLlm;
   let file: CountingFile;
   let d: TestDaemon | undefined;
-  const cleanup: Array<() => unknown> = [];
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
-    file = new CountingFile();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    for (const c of cleanup.splice(0).reverse()) await c();
-    await llm.close();
-    rmSync(file.dir, { recursive: true, force: true });
+    llm = await withLlm();
+    file = withCountingFile();
   });
 
-  const agent = () => `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n` + file.server();
   const start = async (channel: string, env: NodeJS.ProcessEnv) => {
-    d = await startDaemon(agent() + channel, env);
-    await d.daemon.supervisor.firstAttempts();
-    await waitFor(() => d!.daemon.mcp.status()[0]?.state === 'connected', 30_000, 50);
+    d = await withChannelDaemon(llmAgent(llm.url) + file.server() + channel, env);
+    await firstMcpConnected(d);
   };
 
   it('Discord: components on the question, INTERACTION_CREATE clicks acknowledged; only the starter decides', async () => {
-    const dc = new FakeDiscord();
-    await dc.start();
-    cleanup.push(() => dc.close());
-    await start(`[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC_TOKEN"\nrest_api = "${dc.restApi}"\nallow_from = ["*"]\n`, { DC_TOKEN: dc.token });
+    const dc = await withDiscord();
+    await start(discordChannel(dc), discordEnv(dc));
     await waitFor(() => dc.connected, 10_000);
     llm.script(file.edit(), say('Edited on Discord.'));
     dc.guildMessage('edit the count', { mention: true, author: { id: '111111111111111111', username: 'bob' } });
@@ -62,10 +50,8 @@ describe('approval buttons on Discord, Slack and the web chat (real server-files
   });
 
   it('Slack: Block Kit buttons, block_actions over Socket Mode acked; Deny refuses the call', async () => {
-    const sl = new FakeSlack();
-    await sl.start();
-    cleanup.push(() => sl.close());
-    await start(`[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`, { SL_BOT: sl.botToken, SL_APP: sl.appToken });
+    const sl = await withSlack();
+    await start(slackChannel(sl, 'native_stream = false\n'), slackEnv(sl));
     llm.script(file.edit(), say('Not edited.'), file.edit('call_2'), say('Edited on Slack.'));
     sl.push(sl.dmEvent('edit the count'));
     const q = await waitFor(() => sl.messages.find((m) => m.blocks?.some((b) => b.type === 'actions')), 20_000);
@@ -86,11 +72,9 @@ describe('approval buttons on Discord, Slack and the web chat (real server-files
   });
 
   it('Slack in HTTP mode: a signed, form-encoded block_actions payload approves the call', async () => {
-    const sl = new FakeSlack();
-    await sl.start();
-    cleanup.push(() => sl.close());
+    const sl = await withSlack();
     const secret = 'signing-secret-123';
-    await start(`[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`, { SL_BOT: sl.botToken, SL_SIGN: secret });
+    await start(slackHttpChannel(sl, 'native_stream = false\n'), slackEnv(sl, secret));
     const post = (body: string, contentType: string) => fetch(`${d!.url}/webhooks/sl`, { method: 'POST', headers: { ...signSlack(body, secret), 'content-type': contentType }, body });
     llm.script(file.edit(), say('Edited over HTTP.'));
     expect((await post(JSON.stringify(sl.callback(sl.dmEvent('edit the count'))), 'application/json')).status).toBe(200);
@@ -102,11 +86,8 @@ describe('approval buttons on Discord, Slack and the web chat (real server-files
   });
 
   it('web chat: buttons on the question; a click approves; another tab cannot decide', async () => {
-    await start(`[[channels]]\nid = "web"\ntype = "webchat"\n`, {});
-    const me = new ChatClient(d!.url, 'tab-me');
-    const other = new ChatClient(d!.url, 'tab-other');
-    cleanup.push(() => me.close(), () => other.close());
-    await Promise.all([me.opened, other.opened]);
+    await start(webchatChannel(), {});
+    const [me, other] = await Promise.all([withChat(d!, 'tab-me'), withChat(d!, 'tab-other')]);
     llm.script(file.edit(), say('Edited in the web chat.'));
     me.send('edit the count');
     const q = await waitFor(() => me.replies().find((f) => f.buttons), 20_000);

@@ -1,38 +1,25 @@
-import { rmSync } from 'node:fs';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeTelegram, visibleText, type StoredMessage } from '../fakes/telegram/server.js';
-import { CountingFile, say, toolResult } from '../helpers/approval.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeLlm } from '../fakes/llm/server.js';
+import { visibleText, type FakeTelegram, type StoredMessage } from '../fakes/telegram/server.js';
+import { say, toolResult, withCountingFile, type CountingFile } from '../helpers/approval.js';
+import { waitFor } from '../helpers/daemon.js';
+import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { firstMcpConnected } from '../helpers/mcp.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { llmAgent } from '../helpers/toml.js';
 
 describe('approval in chat on Telegram (inline keyboard + callback_query), real server-filesystem', () => {
   let tg: FakeTelegram;
   let llm: FakeLlm;
   let file: CountingFile;
-  let d: TestDaemon | undefined;
   beforeEach(async () => {
-    tg = new FakeTelegram();
-    await tg.start();
-    llm = new FakeLlm();
-    await llm.start();
-    file = new CountingFile();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await tg.close();
-    await llm.close();
-    rmSync(file.dir, { recursive: true, force: true });
+    tg = await withTelegram();
+    llm = await withLlm();
+    file = withCountingFile();
   });
 
   const start = async (agentExtra = '') => {
-    const body =
-      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n${agentExtra}\n` +
-      file.server() +
-      `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
-    d = await startDaemon(body, { TG_TOKEN: tg.token });
-    await d.daemon.supervisor.firstAttempts();
-    await waitFor(() => d!.daemon.mcp.status()[0]?.state === 'connected', 30_000, 50);
+    await firstMcpConnected(await withChannelDaemon(llmAgent(llm.url, 'm', agentExtra) + file.server() + telegramChannel(tg), telegramEnv(tg)));
   };
   const question = (chatId: number): Promise<StoredMessage> => waitFor(() => tg.messages.find((m) => m.chatId === chatId && m.replyMarkup), 20_000);
   const shown = (m: StoredMessage) => visibleText(m.text, m.parseMode);

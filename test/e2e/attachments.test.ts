@@ -1,13 +1,15 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeLlm, type RecordedRequest } from '../fakes/llm/server.js';
-import { FakeDiscord } from '../fakes/discord/server.js';
-import { FakeSlack } from '../fakes/slack/server.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeLlm, RecordedRequest } from '../fakes/llm/server.js';
+import type { FakeDiscord } from '../fakes/discord/server.js';
+import type { FakeSlack } from '../fakes/slack/server.js';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
 import { request } from 'node:http';
 import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon, withChat, withDaemon, withLlm } from '../helpers/fixtures.js';
+import { discordChannel, discordEnv, slackChannel, slackEnv, telegramChannel, telegramEnv, withDiscord, withSlack, withTelegram } from '../helpers/platforms.js';
+import { webchatChannel } from '../helpers/toml.js';
 
 /** A tiny JPEG-looking payload: the bytes only need to survive the trip. */
 export const PHOTO = Buffer.from('ffd8ffe000104a46494600010100000100010000ffdb0043000806060706050806070709090808', 'hex');
@@ -25,26 +27,13 @@ export const agentConfig = (url: string, model = 'vision-1') =>
 describe('attachments on Telegram: getFile, then /file/bot<token>/<file_path>', () => {
   let tg: FakeTelegram;
   let llm: FakeLlm;
-  let d: TestDaemon | undefined;
   beforeEach(async () => {
-    tg = new FakeTelegram();
-    await tg.start();
-    llm = new FakeLlm();
-    await llm.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await tg.close();
-    await llm.close();
+    tg = await withTelegram();
+    llm = await withLlm();
   });
 
   const start = async (model = 'vision-1') => {
-    d = await startDaemon(
-      `${agentConfig(llm.url, model)}[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n`,
-      { TG_TOKEN: tg.token },
-    );
-    await d.daemon.supervisor.firstAttempts();
+    await withChannelDaemon(agentConfig(llm.url, model) + telegramChannel(tg), telegramEnv(tg));
   };
 
   it('a photo without a caption is a turn: the largest size reaches the vision model as an image part', async () => {
@@ -95,24 +84,14 @@ describe('attachments on Telegram: getFile, then /file/bot<token>/<file_path>', 
 describe('attachments on Discord: the attachment CDN URL', () => {
   let dc: FakeDiscord;
   let llm: FakeLlm;
-  let d: TestDaemon | undefined;
   beforeEach(async () => {
-    dc = new FakeDiscord();
-    await dc.start();
-    llm = new FakeLlm();
-    await llm.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await dc.close();
-    await llm.close();
+    dc = await withDiscord();
+    llm = await withLlm();
   });
 
   it('an image without text reaches the vision model as an image part; a 50 MB file is never fetched', async () => {
     llm.script({ kind: 'stream', chunks: [{ content: 'Nice image.' }] });
-    d = await startDaemon(`${agentConfig(llm.url)}[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC_TOKEN"\nrest_api = "${dc.restApi}"\nallow_from = ["*"]\n`, { DC_TOKEN: dc.token });
-    await d.daemon.supervisor.firstAttempts();
+    await withChannelDaemon(agentConfig(llm.url) + discordChannel(dc), discordEnv(dc));
     dc.dmWithFile('', { bytes: PHOTO, filename: 'cat.jpg', content_type: 'image/jpeg' });
     await waitFor(() => dc.texts(dc.dmChannel)[0] === 'Nice image.', 10_000);
     expect(dc.cdnDownloads).toHaveLength(1);
@@ -128,27 +107,14 @@ describe('attachments on Discord: the attachment CDN URL', () => {
 describe('attachments on Slack: url_private with the bot token', () => {
   let sl: FakeSlack;
   let llm: FakeLlm;
-  let d: TestDaemon | undefined;
   beforeEach(async () => {
-    sl = new FakeSlack();
-    await sl.start();
-    llm = new FakeLlm();
-    await llm.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await sl.close();
-    await llm.close();
+    sl = await withSlack();
+    llm = await withLlm();
   });
 
   it('an image without text reaches the vision model as an image part; a text file becomes text', async () => {
     llm.script({ kind: 'stream', chunks: [{ content: 'Seen.' }] }, { kind: 'stream', chunks: [{ content: 'Read.' }] });
-    d = await startDaemon(
-      `${agentConfig(llm.url)}[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`,
-      { SL_BOT: sl.botToken, SL_APP: sl.appToken },
-    );
-    await d.daemon.supervisor.firstAttempts();
+    await withChannelDaemon(agentConfig(llm.url) + slackChannel(sl, 'native_stream = false\n'), slackEnv(sl));
     sl.push(sl.dmFileEvent('', { bytes: PHOTO, name: 'shot.jpg', mimetype: 'image/jpeg', filetype: 'jpg' }));
     await waitFor(() => sl.texts('D0DM0001')[0] === 'Seen.', 15_000);
     expect(sl.fileDownloads).toEqual([{ path: expect.stringMatching(/shot\.jpg$/), authorized: true }]);
@@ -163,16 +129,8 @@ describe('attachments on Slack: url_private with the bot token', () => {
 describe('attachments in the web chat: upload, then a message naming it', () => {
   let llm: FakeLlm;
   let d: TestDaemon | undefined;
-  let c: ChatClient | undefined;
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
-  });
-  afterEach(async () => {
-    c?.close();
-    await d?.stop();
-    d = undefined;
-    await llm.close();
+    llm = await withLlm();
   });
 
   const upload = async (bytes: Buffer, name: string, mime: string) => {
@@ -183,9 +141,8 @@ describe('attachments in the web chat: upload, then a message naming it', () => 
 
   it('an uploaded image without text reaches the vision model; the file stays under state_dir; 50 MB is refused before the body is read', async () => {
     llm.script({ kind: 'stream', chunks: [{ content: 'A picture.' }] });
-    d = await startDaemon(`${agentConfig(llm.url)}[[channels]]\nid = "web"\ntype = "webchat"\n`);
-    c = new ChatClient(d.url, 't1');
-    await c.opened;
+    d = await withDaemon(agentConfig(llm.url) + webchatChannel());
+    const c = await withChat(d, 't1');
     const up = await upload(PHOTO, 'me.jpg', 'image/jpeg');
     expect(up).toMatchObject({ name: 'me.jpg', mime: 'image/jpeg', size: PHOTO.length });
     expect(readdirSync(join(d.dir, 'state', 'uploads', 'web'))).toEqual([up.id]);

@@ -1,10 +1,12 @@
 import { request } from 'node:http';
 import WebSocket from 'ws';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withDaemon } from '../helpers/fixtures.js';
+import { echoAgent, webchatChannel } from '../helpers/toml.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
-const body = `[agent]\nprovider = "echo"\necho_delay_ms = 150\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
+const body = echoAgent(150) + webchatChannel();
 
 /** A raw HTTP request, so tests can send the headers a browser (or an attacker) would: Host, Origin, proxies. */
 function raw(url: string, method: string, path: string, headers: Record<string, string>, data?: string): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
@@ -35,13 +37,9 @@ function openWs(url: string, headers: Record<string, string>): Promise<number> {
 
 describe('browser-facing security', () => {
   let d: TestDaemon | undefined;
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-  });
 
   it('management POSTs need a JSON body and an Origin that is absent or the daemon\'s own (CSRF)', async () => {
-    d = await startDaemon(body);
+    d = await withDaemon(body);
     const host = new URL(d.url).host;
     const own = `http://${host}`;
     // A cross-site form or text/plain fetch: refused before the action runs.
@@ -66,7 +64,7 @@ describe('browser-facing security', () => {
   });
 
   it('answers only the listen host, localhost, loopback literals and [http] allowed_hosts (DNS rebinding)', async () => {
-    d = await startDaemon(body, {}, '', 'allowed_hosts = ["chat.example.com"]\n');
+    d = await withDaemon(body, {}, '', 'allowed_hosts = ["chat.example.com"]\n');
     const port = new URL(d.url).port;
     const evil = await raw(d.url, 'GET', '/status', { host: `evil.example:${port}` });
     expect(evil.status).toBe(421);
@@ -80,7 +78,7 @@ describe('browser-facing security', () => {
   });
 
   it('the web chat WebSocket refuses another site\'s Origin and accepts its own and non-browser clients', async () => {
-    d = await startDaemon(body, {}, '', 'allowed_hosts = ["chat.example.com"]\n');
+    d = await withDaemon(body, {}, '', 'allowed_hosts = ["chat.example.com"]\n');
     expect(await openWs(d.url, { origin: 'http://evil.example' })).toBe(403);
     expect(await openWs(d.url, { origin: 'null' })).toBe(403);
     expect(await openWs(d.url, { origin: d.url })).toBe(101);
@@ -89,7 +87,7 @@ describe('browser-facing security', () => {
   });
 
   it('pages carry a Content-Security-Policy with frame-ancestors \'none\' and X-Content-Type-Options', async () => {
-    d = await startDaemon(body);
+    d = await withDaemon(body);
     for (const path of ['/', '/webchat/web', '/admin']) {
       const res = await fetch(`${d.url}${path}`);
       expect(res.status, path).toBe(200);
@@ -99,7 +97,7 @@ describe('browser-facing security', () => {
   });
 
   it('a request relayed by a same-host proxy (Forwarded / X-Forwarded-For) is not loopback', async () => {
-    d = await startDaemon(body);
+    d = await withDaemon(body);
     const host = new URL(d.url).host;
     expect((await raw(d.url, 'GET', '/status', { host })).status).toBe(200);
     expect((await raw(d.url, 'GET', '/status', { host, 'x-forwarded-for': '203.0.113.7' })).status).toBe(403);

@@ -1,22 +1,17 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon } from '../helpers/fixtures.js';
+import { echoAgent, webchatChannel } from '../helpers/toml.js';
+import type { ChatClient } from '../helpers/webchat-client.js';
 
 describe('chat commands and the per-turn log line', () => {
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
+  let tabs = 0;
+  beforeEach(() => {
+    tabs = 0;
   });
-  const body = (extra = '') => `[agent]\nprovider = "echo"\necho_delay_ms = 0\n\n[[channels]]\nid = "web"\ntype = "webchat"\n${extra}`;
-  const chat = async () => {
-    const c = new ChatClient(d!.url, `tab-${clients.length}`);
-    clients.push(c);
-    await c.opened;
-    return c;
-  };
+  const body = (extra = '') => echoAgent(0) + webchatChannel('web', extra);
+  const chat = () => withChat(d!, `tab-${tabs++}`);
   const ask = async (c: ChatClient, text: string) => {
     const before = new Set(c.replies().map((f) => f.ref));
     c.send(text);
@@ -25,7 +20,7 @@ describe('chat commands and the per-turn log line', () => {
   };
 
   it('/queue with a bad value names the valid ones', async () => {
-    d = await startDaemon(body());
+    d = await withDaemon(body());
     const c = await chat();
     const reply = await ask(c, '/queue bogus');
     expect(reply).toContain('"bogus" is not a queue mode; the valid values are followup, interrupt, collect');
@@ -34,23 +29,23 @@ describe('chat commands and the per-turn log line', () => {
   });
 
   it('an unknown /command gets "unknown command, see /help" instead of the model; unknown_commands = "agent" passes it on', async () => {
-    d = await startDaemon(body());
+    d = await withDaemon(body());
     const c = await chat();
     expect(await ask(c, '/frobnicate now')).toBe('Unknown command /frobnicate, see /help.');
     await d.stop();
-    d = await startDaemon(body('unknown_commands = "agent"\n'));
+    d = await withDaemon(body('unknown_commands = "agent"\n'));
     const free = await chat();
     expect(await ask(free, '/frobnicate now')).toBe('/frobnicate now');
   });
 
   it('/turns lists what waits in the conversation, not the turn asking', async () => {
-    d = await startDaemon(body());
+    d = await withDaemon(body());
     const c = await chat();
     expect(await ask(c, '/turns')).toBe('no turns');
   });
 
   it('logs one info line per finished turn with channel, conversation, agent, model, duration, outcome and tokens', async () => {
-    d = await startDaemon(body());
+    d = await withDaemon(body());
     const c = await chat();
     await ask(c, 'hello there');
     const line = await waitFor(() => d!.logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'turn finished'));

@@ -4,9 +4,9 @@ import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon } from '../helpers/fixtures.js';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
@@ -18,12 +18,6 @@ const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
  */
 describe('management CLI without the daemon\'s secrets, against a broken config file', () => {
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-  });
 
   const ADMIN = 'admin-secret-for-cli';
   const channels = `[[channels]]\nid = "web"\ntype = "webchat"\naccess_token_env = "WEB_TOKEN"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\nenabled = false\nallow_from = ["*"]\ntoken_credential = "tg-token"\n`;
@@ -42,10 +36,8 @@ describe('management CLI without the daemon\'s secrets, against a broken config 
   async function brokenSetUp() {
     const creds = mkdtempSync(join(tmpdir(), 'channeld-creds-'));
     writeFileSync(join(creds, 'tg-token'), '123:daemon-only\n');
-    d = await startDaemon(body, { WEB_TOKEN: 'web-secret', ADMIN, CREDENTIALS_DIRECTORY: creds }, '', 'admin_token_env = "ADMIN"\n');
-    const c = new ChatClient(d.url, 'tab-ops', 'web-secret');
-    clients.push(c);
-    await c.opened;
+    d = await withDaemon(body, { WEB_TOKEN: 'web-secret', ADMIN, CREDENTIALS_DIRECTORY: creds }, '', 'admin_token_env = "ADMIN"\n');
+    const c = await withChat(d, 'tab-ops', { token: 'web-secret' });
     c.send(Array.from({ length: 120 }, (_, i) => `w${i}`).join(' '));
     const [turn] = await waitFor(async () => {
       const list = d!.daemon.turns();
@@ -117,7 +109,7 @@ describe('management CLI without the daemon\'s secrets, against a broken config 
   }, 60_000);
 
   it('--url and CHANNELD_URL reach the daemon with no config file; a missing admin token is named', async () => {
-    d = await startDaemon(`[[channels]]\nid = "web"\ntype = "webchat"\n`, { ADMIN }, '', 'admin_token_env = "ADMIN"\n');
+    d = await withDaemon(`[[channels]]\nid = "web"\ntype = "webchat"\n`, { ADMIN }, '', 'admin_token_env = "ADMIN"\n');
     const nowhere = join(cwd, 'absent.toml');
     // Without a config file the CLI cannot know the token's variable: the daemon's refusal says what to do.
     const noToken = await cli(['status', '--url', d.url], { CHANNELD_CONFIG: nowhere });

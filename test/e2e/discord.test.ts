@@ -1,38 +1,26 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { DiscordAdapter } from '../../channels/discord/adapter.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { LogSink } from '../helpers/daemon.js';
 import { openFenceAt } from '../../src/util/chunk.js';
-import { FakeDiscord } from '../fakes/discord/server.js';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import type { FakeDiscord } from '../fakes/discord/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { discordChannel, discordEnv, withDiscord } from '../helpers/platforms.js';
+import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 
 const words = (n: number, p = 'w') => Array.from({ length: n }, (_, i) => `${p}${i}`).join(' ');
 
 describe('Discord channel against the fake gateway and REST API', () => {
   let dc: FakeDiscord;
   let d: TestDaemon | undefined;
-  let llm: FakeLlm | undefined;
   beforeEach(async () => {
-    dc = new FakeDiscord();
-    await dc.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await dc.close();
-    await llm?.close();
-    llm = undefined;
+    dc = await withDiscord();
   });
 
-  const channel = () => `[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC_TOKEN"\nrest_api = "${dc.restApi}"\nallow_from = ["*"]\n`;
-  const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
-  const start = async (body: string, token = dc.token) => {
-    d = await startDaemon(body, { DC_TOKEN: token });
-    await d.daemon.supervisor.firstAttempts();
-    return d;
-  };
+  const channel = () => discordChannel(dc);
+  const start = async (body: string, token = dc.token) => (d = await withChannelDaemon(body, discordEnv(dc, token)));
   const state = () => d!.daemon.status().channels.find((c) => c.id === 'dc')!;
 
   it('a guild mention and a DM each stream and finish; unaddressed guild messages are ignored', async () => {
@@ -130,15 +118,14 @@ describe('Discord channel against the fake gateway and REST API', () => {
   });
 
   it('a 4500-character answer is three messages with intact code blocks', async () => {
-    llm = new FakeLlm();
-    await llm.start();
+    const llm = await withLlm();
     const code = Array.from({ length: 120 }, (_, i) => `value_${i} = compute_the_thing(${i}) + 1`).join('\n');
     const answer = `Result:\n\n\`\`\`python\n${code}\n\`\`\`\nDone.`;
     expect(answer.length).toBeGreaterThan(2 * 2000);
     expect(answer.length).toBeLessThan(3 * 2000 - 100);
     // The first piece takes a while: the channel shows "typing" meanwhile.
     llm.script({ kind: 'stream', chunks: answer.match(/[\s\S]{1,500}/g)!.map((content, i) => ({ content, delayMs: i === 0 ? 600 : 0 })) });
-    await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${channel()}`);
+    await start(llmAgent(llm.url) + channel());
     dc.dm('write it');
     await waitFor(() => dc.texts(dc.dmChannel).join('').includes('Done.'), 15_000);
     const parts = dc.texts(dc.dmChannel);

@@ -1,42 +1,30 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeLlm } from '../fakes/llm/server.js';
+import type { TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon, withLlm } from '../helpers/fixtures.js';
+import { llmAgent, webchatChannel } from '../helpers/toml.js';
 
 describe('web chat with an OpenAI-compatible model (fake LLM)', () => {
   let llm: FakeLlm;
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
-  });
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-    await llm.close();
+    llm = await withLlm();
   });
 
   /** Starts the daemon with this API key, asks one question in the web chat, returns the final reply. */
   const askOnce = async (key: string) => {
-    d = await startDaemon(config(llm.url), { LLM_KEY: key });
-    const c = new ChatClient(d.url, 'tab');
-    clients.push(c);
-    await c.opened;
+    d = await withDaemon(config(llm.url), { LLM_KEY: key });
+    const c = await withChat(d, 'tab');
     c.send('hello?');
     return (await c.finals(1, 15_000))[0];
   };
 
-  const config = (url: string) =>
-    `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "qwen3:8b"\napi_key_env = "LLM_KEY"\nsystem_prompt = "You are terse."\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
+  const config = (url: string) => llmAgent(url, 'qwen3:8b', 'api_key_env = "LLM_KEY"\nsystem_prompt = "You are terse."\n') + webchatChannel();
 
   it('streams the model answer as a live draft, sending the system prompt, history and api key', async () => {
     llm.script({ kind: 'stream', chunks: ['The ', 'answer ', 'is ', 'forty-two.'].map((content) => ({ content, delayMs: 120 })) });
-    d = await startDaemon(config(llm.url), { LLM_KEY: 'sk-test-123456' });
-    const c = new ChatClient(d.url, 'tab');
-    clients.push(c);
-    await c.opened;
+    d = await withDaemon(config(llm.url), { LLM_KEY: 'sk-test-123456' });
+    const c = await withChat(d, 'tab');
     c.send('What is the answer?');
     const [final] = await c.finals();
     expect(final!.text).toBe('The answer is forty-two.');

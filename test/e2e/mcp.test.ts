@@ -1,14 +1,15 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { formatStatus } from '../../src/actions/builtin/status.js';
 import type { McpServerStatus } from '../../src/mcp/server.js';
-import { FakeLlm } from '../fakes/llm/server.js';
+import type { FakeLlm } from '../fakes/llm/server.js';
 import { callTool, say, toolResult } from '../helpers/approval.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { EVERYTHING_BIN, FILESYSTEM_BIN, startEverythingHttp, stdioServer } from '../helpers/mcp.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
+import { EVERYTHING_BIN, FILESYSTEM_BIN, stdioServer, withEverythingHttp } from '../helpers/mcp.js';
+import { llmAgent, webchatChannel } from '../helpers/toml.js';
+import type { ChatClient } from '../helpers/webchat-client.js';
 
 async function mcpStatus(d: TestDaemon): Promise<McpServerStatus[]> {
   const res = await fetch(`${d.url}/status`);
@@ -19,35 +20,20 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
   let llm: FakeLlm;
   let d: TestDaemon | undefined;
   let files: string;
-  let http: Awaited<ReturnType<typeof startEverythingHttp>> | undefined;
-  const clients: ChatClient[] = [];
+  let tabs = 0;
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
-    files = mkdtempSync(join(tmpdir(), 'channeld-mcp-files-'));
+    tabs = 0;
+    llm = await withLlm();
+    files = withTempDir('mcp-files');
     writeFileSync(join(files, 'note.txt'), 'the secret word is ostrich');
   });
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-    await http?.stop();
-    http = undefined;
-    await llm.close();
-    rmSync(files, { recursive: true, force: true });
-  });
 
-  const agent = (extra = '') => `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nmax_tool_result_chars = 300\n${extra}\n`;
+  const agent = (extra = '') => llmAgent(llm.url, 'm', `max_tool_result_chars = 300\n${extra}`);
   const everything = (extra = '') => stdioServer('everything', EVERYTHING_BIN, ['stdio'], `timeout_ms = 1500\n${extra}`);
   const fs = (extraDir?: string) => stdioServer('fs', FILESYSTEM_BIN, extraDir ? [files, extraDir] : [files], 'tools = ["read_text_file", "list_directory"]');
-  const web = `[[channels]]\nid = "web"\ntype = "webchat"\n`;
+  const web = webchatChannel();
 
-  async function chat(): Promise<ChatClient> {
-    const c = new ChatClient(d!.url, `tab${clients.length}`);
-    clients.push(c);
-    await c.opened;
-    return c;
-  }
+  const chat = (): Promise<ChatClient> => withChat(d!, `tab${tabs++}`);
   const connected = (d: TestDaemon, names: string[]): Promise<McpServerStatus[]> =>
     waitFor(async () => {
       const s = await mcpStatus(d);
@@ -55,8 +41,8 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
     }, 30_000, 50);
 
   it('offers server__tool with its schema; results from stdio and Streamable HTTP servers reach the model and the answer', async () => {
-    http = await startEverythingHttp();
-    d = await startDaemon(agent() + everything() + fs() + `[[agent.mcp]]\nname = "remote"\nurl = "${http.url}"\ntools = ["get-sum"]\n` + web);
+    const http = await withEverythingHttp();
+    d = await withDaemon(agent() + everything() + fs() + `[[agent.mcp]]\nname = "remote"\nurl = "${http.url}"\ntools = ["get-sum"]\n` + web);
     const st = await connected(d, ['everything', 'fs', 'remote']);
     expect(st.find((s) => s.name === 'fs')).toMatchObject({ transport: 'stdio', tools: 2 });
     expect(st.find((s) => s.name === 'remote')).toMatchObject({ transport: 'http', tools: 1 });
@@ -85,7 +71,7 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
   });
 
   it('cuts a result over max_tool_result_chars with a note; a hung tool times out with its progress in the draft; errors reach the model', async () => {
-    d = await startDaemon(agent() + everything() + web);
+    d = await withDaemon(agent() + everything() + web);
     await connected(d, ['everything']);
     const c = await chat();
     llm.script(callTool('everything__echo', { message: 'x'.repeat(1000) }), say('Long.'));
@@ -110,7 +96,7 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
   });
 
   it('a killed server is down in /status, restarts with backoff, and its tools work again; a server that cannot start leaves the agent running', async () => {
-    d = await startDaemon(agent() + everything() + `[[agent.mcp]]\nname = "broken"\ncommand = "/nonexistent/mcp-server"\n` + web);
+    d = await withDaemon(agent() + everything() + `[[agent.mcp]]\nname = "broken"\ncommand = "/nonexistent/mcp-server"\n` + web);
     const before = (await connected(d, ['everything'])).find((s) => s.name === 'everything')!;
     expect(before.pid).toBeGreaterThan(0);
     const broken = await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'broken' && s.last_error), 20_000, 50);
@@ -132,32 +118,28 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
   });
 
   it('a reload that changes one server restarts only that one; removing them stops them', async () => {
-    const other = mkdtempSync(join(tmpdir(), 'channeld-mcp-other-'));
-    try {
-      d = await startDaemon(agent() + everything() + fs() + web);
-      const first = await connected(d, ['everything', 'fs']);
-      d.rewrite(agent() + everything() + fs(other) + web);
-      const result = await d.daemon.reload();
-      expect(result).toMatchObject({ ok: true, agents: ['default'] });
-      const second = await connected(d, ['everything', 'fs']);
-      const by = (l: McpServerStatus[], n: string) => l.find((s) => s.name === n)!;
-      expect(by(second, 'everything')).toMatchObject({ pid: by(first, 'everything').pid, since: by(first, 'everything').since, connection: 1 });
-      expect(by(second, 'fs').pid).not.toBe(by(first, 'fs').pid);
-      const fsPid = by(second, 'fs').pid!;
+    const other = withTempDir('mcp-other');
+    d = await withDaemon(agent() + everything() + fs() + web);
+    const first = await connected(d, ['everything', 'fs']);
+    d.rewrite(agent() + everything() + fs(other) + web);
+    const result = await d.daemon.reload();
+    expect(result).toMatchObject({ ok: true, agents: ['default'] });
+    const second = await connected(d, ['everything', 'fs']);
+    const by = (l: McpServerStatus[], n: string) => l.find((s) => s.name === n)!;
+    expect(by(second, 'everything')).toMatchObject({ pid: by(first, 'everything').pid, since: by(first, 'everything').since, connection: 1 });
+    expect(by(second, 'fs').pid).not.toBe(by(first, 'fs').pid);
+    const fsPid = by(second, 'fs').pid!;
 
-      d.rewrite(agent() + web);
-      await d.daemon.reload();
-      expect(await mcpStatus(d)).toEqual([]);
-      await waitFor(() => {
-        try {
-          process.kill(fsPid, 0);
-          return false;
-        } catch {
-          return true;
-        }
-      }, 10_000, 20);
-    } finally {
-      rmSync(other, { recursive: true, force: true });
-    }
+    d.rewrite(agent() + web);
+    await d.daemon.reload();
+    expect(await mcpStatus(d)).toEqual([]);
+    await waitFor(() => {
+      try {
+        process.kill(fsPid, 0);
+        return false;
+      } catch {
+        return true;
+      }
+    }, 10_000, 20);
   });
 });

@@ -1,43 +1,28 @@
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeLlm } from '../fakes/llm/server.js';
+import { withChat, withDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
+import { llmAgent, webchatChannel } from '../helpers/toml.js';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
 describe('persona and prompt files', () => {
   let llm: FakeLlm;
-  let d: TestDaemon | undefined;
   let ws: string;
-  const clients: ChatClient[] = [];
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
-    ws = mkdtempSync(join(tmpdir(), 'channeld-ws-'));
-  });
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-    await llm.close();
-    rmSync(ws, { recursive: true, force: true });
+    llm = await withLlm();
+    ws = withTempDir('ws');
   });
 
   it('adds the files after system_prompt, in order; a changed file is read again on reload', async () => {
     writeFileSync(join(ws, 'AGENTS.md'), 'Always answer in French.\n');
     writeFileSync(join(ws, 'SOUL.md'), 'You are a cheerful otter.\n');
-    d = await startDaemon(
-      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\nsystem_prompt = "Base prompt."\nworkspace_dir = "${ws}"\nprompt_files = ["SOUL.md", "AGENTS.md"]\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`,
-    );
-    const c = new ChatClient(d.url, 'tab');
-    clients.push(c);
-    await c.opened;
+    const d = await withDaemon(llmAgent(llm.url, 'm', `system_prompt = "Base prompt."\nworkspace_dir = "${ws}"\nprompt_files = ["SOUL.md", "AGENTS.md"]\n`) + webchatChannel());
+    const c = await withChat(d, 'tab');
     c.send('hi');
     await c.finals(1);
     const system = String(llm.requests[0]!.body.messages[0]!.content);

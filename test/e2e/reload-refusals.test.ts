@@ -1,22 +1,19 @@
 import { readFileSync, writeFileSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import type { TestDaemon } from '../helpers/daemon.js';
+import { withDaemon } from '../helpers/fixtures.js';
 
 const body = `[agent]\nprovider = "echo"\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
 
 describe('reloads that must not be applied', () => {
   let d: TestDaemon | undefined;
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-  });
 
   it.each([
     ['an empty file', ''],
     ['a comment-only file', '# emptied by mistake\n'],
     ['every channel disabled', `[[channels]]\nid = "web"\ntype = "webchat"\nenabled = false\n`],
   ])('%s would stop every channel: refused with why, channels keep running', async (_what, next) => {
-    d = await startDaemon(body);
+    d = await withDaemon(body);
     d.rewrite(next);
     const r = await d.daemon.reload();
     expect(r.ok).toBe(false);
@@ -26,7 +23,7 @@ describe('reloads that must not be applied', () => {
   });
 
   it('a changed [http] listen or [daemon] state_dir is refused, naming the keys that need a restart', async () => {
-    d = await startDaemon(body);
+    d = await withDaemon(body);
     const source = readFileSync(d.configFile, 'utf8');
     writeFileSync(d.configFile, source.replace('listen = "127.0.0.1:0"', 'listen = "127.0.0.1:1"').replace(/state_dir = "([^"]+)"/, 'state_dir = "$1-moved"'));
     const r = await d.daemon.reload();

@@ -1,31 +1,23 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon } from '../helpers/fixtures.js';
+import { echoAgent, webchatChannel as web } from '../helpers/toml.js';
+import type { ChatClient } from '../helpers/webchat-client.js';
 
-const agent = `[agent]\nprovider = "echo"\necho_delay_ms = 100\n\n`;
-const web = (id: string, extra = '') => `[[channels]]\nid = "${id}"\ntype = "webchat"\n${extra}`;
+const agent = echoAgent(100);
 
-function client(d: TestDaemon, channel: string, tab: string): ChatClient {
-  return new ChatClient(`${d.url}`, tab, undefined, `/chat/${channel}`);
+/** An open tab on web chat channel `channel`, closed when the test finishes. */
+function client(d: TestDaemon, channel: string, tab: string): Promise<ChatClient> {
+  return withChat(d, tab, { path: `/chat/${channel}` });
 }
 
 describe('reload', () => {
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-  });
 
   it('applies a per-channel diff: unchanged untouched, changed restarted after its turn, added started, removed stopped with the stop marker', async () => {
-    d = await startDaemon(agent + web('same') + web('changed') + web('removed'));
-    const same = client(d, 'same', 't-same');
-    const changed = client(d, 'changed', 't-changed');
-    const removed = client(d, 'removed', 't-removed');
-    clients.push(same, changed, removed);
-    await Promise.all([same.opened, changed.opened, removed.opened]);
+    d = await withDaemon(agent + web('same') + web('changed') + web('removed'));
+    const [same, changed, removed] = await Promise.all([client(d, 'same', 't-same'), client(d, 'changed', 't-changed'), client(d, 'removed', 't-removed')]);
     const words = 'one two three four five six seven eight';
     changed.send(words);
     removed.send(words);
@@ -49,15 +41,13 @@ describe('reload', () => {
     // The unchanged channel's socket is the same one, and it still answers.
     same.send('still here');
     expect((await same.finals())[0]!.text).toBe('still here');
-    const added = client(d, 'added', 't-added');
-    clients.push(added);
-    await added.opened;
+    const added = await client(d, 'added', 't-added');
     added.send('new channel');
     expect((await added.finals())[0]!.text).toBe('new channel');
   });
 
   it('an invalid config changes nothing and is reported', async () => {
-    d = await startDaemon(agent + web('web'));
+    d = await withDaemon(agent + web('web'));
     d.rewrite(agent + web('web') + 'bogus_key = 1\n');
     const r = await d.daemon.reload();
     expect(r.ok).toBe(false);
@@ -66,7 +56,7 @@ describe('reload', () => {
   });
 
   it('reloads asked for during a reload coalesce into one more', async () => {
-    d = await startDaemon(agent + web('web'));
+    d = await withDaemon(agent + web('web'));
     d.rewrite(agent + web('web') + web('other'));
     const rs = await Promise.all([d.daemon.reload(), d.daemon.reload(), d.daemon.reload()]);
     // One reload ran, the two asked for during it folded into one more: generation 1 → 3.
@@ -75,10 +65,8 @@ describe('reload', () => {
   });
 
   it('agent and limit changes apply to new turns without restarting any listener', async () => {
-    d = await startDaemon(agent + web('web'));
-    const c = client(d, 'web', 't');
-    clients.push(c);
-    await c.opened;
+    d = await withDaemon(agent + web('web'));
+    const c = await client(d, 'web', 't');
     d.rewrite(agent.replace('echo_delay_ms = 100', 'echo_delay_ms = 0') + '[limits]\nmax_in_flight = 2\n\n' + web('web'));
     expect(await d.daemon.reload()).toMatchObject({ ok: true, changed: [], added: [], removed: [] });
     expect(d.daemon.config.config.limits.max_in_flight).toBe(2);

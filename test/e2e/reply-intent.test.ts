@@ -1,8 +1,11 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { INTENT_MIN_GAP_MS } from '../../src/dispatch/access.js';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import type { FakeLlm } from '../fakes/llm/server.js';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { llmAgent } from '../helpers/toml.js';
 
 /** reply_intent = "classifier": the fake LLM's intent model decides reply or ignore. */
 describe('reply intent classifier in groups', () => {
@@ -10,24 +13,12 @@ describe('reply intent classifier in groups', () => {
   let llm: FakeLlm;
   let d: TestDaemon | undefined;
   beforeEach(async () => {
-    tg = new FakeTelegram();
-    await tg.start();
-    llm = new FakeLlm();
-    await llm.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await tg.close();
-    await llm.close();
+    tg = await withTelegram();
+    llm = await withLlm();
   });
 
   const start = async (intent = 'reply_intent = "classifier"\nintent_model = "tiny"\n') => {
-    d = await startDaemon(
-      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "big"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nrich_messages = false\n${intent}`,
-      { TG_TOKEN: tg.token },
-    );
-    await d.daemon.supervisor.firstAttempts();
+    d = await withChannelDaemon(llmAgent(llm.url, 'big') + telegramChannel(tg, `rich_messages = false\n${intent}`), telegramEnv(tg));
   };
   const decisions = async () => Object.fromEntries((await d!.daemon.metrics.intentCalls.get()).values.map((v) => [v.labels.decision, v.value]));
   const word = (text: string) => ({ kind: 'stream' as const, chunks: [{ content: text }] });

@@ -53,7 +53,7 @@ describe('Slack: a hung Web API call', () => {
       limits: () => config.limits,
       channel,
       notify: async () => {},
-      execute: createTurnExecutor({ channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal }),
+      execute: createTurnExecutor({ channel, workspaceFor: () => workspace, metrics, log, hardStop: hardStop.signal }),
     });
     let connected!: () => void;
     const up = new Promise<void>((r) => (connected = r));

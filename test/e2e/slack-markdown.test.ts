@@ -1,24 +1,20 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeSlack } from '../fakes/slack/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeSlack } from '../fakes/slack/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon } from '../helpers/fixtures.js';
+import { slackChannel, slackEnv, withSlack } from '../helpers/platforms.js';
+import { echoAgent } from '../helpers/toml.js';
 
 /** Slack: model Markdown as markdown_text where the API takes it, mrkdwn otherwise; mentions escaped on both. */
 describe('Slack markdown_text', () => {
   let sl: FakeSlack;
   let d: TestDaemon | undefined;
   beforeEach(async () => {
-    sl = new FakeSlack();
-    await sl.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await sl.close();
+    sl = await withSlack();
   });
 
   const start = async () => {
-    d = await startDaemon(`[agent]\nprovider = "echo"\necho_delay_ms = 30\n\n[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`, { SL_BOT: sl.botToken, SL_APP: sl.appToken });
-    await d.daemon.supervisor.firstAttempts();
+    d = await withChannelDaemon(echoAgent(30) + slackChannel(sl, 'native_stream = false\n'), slackEnv(sl));
   };
   const answer = '## Plan **bold** | a | b | <!channel> and @here, `<!here>` kept in code';
 

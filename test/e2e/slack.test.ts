@@ -1,34 +1,22 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeSlack, signSlack } from '../fakes/slack/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { signSlack, type FakeSlack } from '../fakes/slack/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { slackChannel, slackEnv, slackHttpChannel, withSlack } from '../helpers/platforms.js';
+import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
 describe('Slack channel against the fake Slack', () => {
   let sl: FakeSlack;
   let d: TestDaemon | undefined;
-  let llm: FakeLlm | undefined;
   beforeEach(async () => {
-    sl = new FakeSlack();
-    await sl.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await sl.close();
-    await llm?.close();
-    llm = undefined;
+    sl = await withSlack();
   });
 
-  const socket = (extra = '') => `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
-  const http = (extra = '') => `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
-  const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
-  const env = () => ({ SL_BOT: sl.botToken, SL_APP: sl.appToken, SL_SIGN: 'signing-secret-123' });
-  const start = async (body: string, e: NodeJS.ProcessEnv = env()) => {
-    d = await startDaemon(body, e);
-    await d.daemon.supervisor.firstAttempts();
-    return d;
-  };
+  const socket = (extra = '') => slackChannel(sl, extra);
+  const http = (extra = '') => slackHttpChannel(sl, extra);
+  const env = () => slackEnv(sl, 'signing-secret-123');
+  const start = async (body: string, e: NodeJS.ProcessEnv = env()) => (d = await withChannelDaemon(body, e));
   const words = (n: number, p = 'w') => Array.from({ length: n }, (_, i) => `${p}${i}`).join(' ');
 
   it('a DM and a channel mention stream through native chat streams and finish in the thread', async () => {
@@ -148,14 +136,13 @@ describe('Slack channel against the fake Slack', () => {
     });
 
     it('acks while the model is still writing, and a retried event is answered once', async () => {
-      llm = new FakeLlm();
-      await llm.start();
+      const llm = await withLlm();
       // The model holds its answer until the test lets it go: the 200s below can only come
       // from a handler that does not wait for the turn (Slack wants them within 3 s).
       let releaseModel!: () => void;
       const model = new Promise<void>((r) => (releaseModel = r));
       llm.script({ kind: 'stream', chunks: [{ content: 'slow ', after: model }, { content: 'answer' }] });
-      await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${http('native_stream = false\n')}`);
+      await start(llmAgent(llm.url) + http('native_stream = false\n'));
       const body = JSON.stringify(sl.callback(sl.mentionEvent('take your time')));
       const res = await post(body, signSlack(body, 'signing-secret-123'));
       expect(res.status).toBe(200);

@@ -4,7 +4,7 @@ import { mkdirSync, mkdtempSync, openSync, rmSync, rmdirSync, writeFileSync, wri
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Daemon } from '../../src/cli/daemon.js';
+import { Daemon } from '../../src/daemon/daemon.js';
 import { kinds } from '../helpers/kinds.js';
 import { LogSink, waitFor } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';

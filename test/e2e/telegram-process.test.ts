@@ -1,41 +1,23 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
+import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
-import { DaemonProcess } from '../helpers/process.js';
+import { withLlm, withTempDir } from '../helpers/fixtures.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
+import { llmAgent } from '../helpers/toml.js';
 
 describe('Telegram, daemon as a real process', () => {
-  const cleanup: Array<() => unknown> = [];
-  afterEach(async () => {
-    for (const c of cleanup.splice(0).reverse()) await c();
-  });
-
   it('kill -9 mid-turn, start again: exactly one final answer, in the message that already existed', async () => {
-    const tg = new FakeTelegram();
-    await tg.start();
-    cleanup.push(() => tg.close());
-    const llm = new FakeLlm();
-    await llm.start();
-    cleanup.push(() => llm.close());
-    const dir = mkdtempSync(join(tmpdir(), 'channeld-tgproc-'));
-    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
-    const file = join(dir, 'daemon.config.toml');
-    writeFileSync(
-      file,
-      `[daemon]\nstate_dir = "${join(dir, 'state')}"\n[http]\nlisten = "127.0.0.1:0"\n[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n`,
-    );
-    const env = { TG_TOKEN: tg.token };
+    const tg = await withTelegram();
+    const llm = await withLlm();
+    const file = writeProcessConfig(withTempDir('tgproc'), llmAgent(llm.url) + telegramChannel(tg));
+    const env = telegramEnv(tg);
     const words = Array.from({ length: 30 }, (_, i) => `w${i} `);
     const text = words.join('').trim();
     // The first process's model writes all but the last word and then stalls: the turn is
     // mid-stream whenever the kill lands, however slow this machine is. The restarted
     // process's request gets the fake's default answer, the whole text.
     llm.script({ kind: 'stall', chunks: words.slice(0, -1).map((content) => ({ content, delayMs: 100 })) });
-    const p1 = new DaemonProcess(file, env);
-    cleanup.push(() => p1.child.kill('SIGKILL'));
+    const p1 = withDaemonProcess(file, env);
     tg.dm(text);
     // An edit means the first message's id was committed before it (the kill cannot fall in
     // the window between Telegram accepting a message and the commit of its id).
@@ -44,8 +26,7 @@ describe('Telegram, daemon as a real process', () => {
     await p1.exited;
     expect(tg.texts(42)[0]).not.toBe(text);
 
-    const p2 = new DaemonProcess(file, env);
-    cleanup.push(() => p2.child.kill('SIGKILL'));
+    const p2 = withDaemonProcess(file, env);
     const url = await p2.url();
     await waitFor(() => tg.texts(42)[0] === text, 15_000);
     // Settled: every update is confirmed (so delivered, stored or recognised as a duplicate)

@@ -1,32 +1,23 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 
 const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
 
 describe('Telegram rich messages', () => {
   let tg: FakeTelegram;
   let d: TestDaemon | undefined;
-  let llm: FakeLlm | undefined;
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await tg.close();
-    await llm?.close();
-    llm = undefined;
-  });
 
-  const channel = (extra = '') => `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n${extra}`;
-  const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
+  const channel = (extra = '') => telegramChannel(tg, extra);
   const start = async (body: string) => {
-    d = await startDaemon(body, { TG_TOKEN: tg.token });
-    await d.daemon.supervisor.firstAttempts();
+    d = await withChannelDaemon(body, telegramEnv(tg));
   };
 
   it('where the server has them, the draft, its edits and the final text are one rich message in Markdown', async () => {
-    tg = new FakeTelegram(undefined, { richMessages: true });
-    await tg.start();
+    tg = await withTelegram({ richMessages: true });
     await start(echo(60) + channel());
     const text = words(20);
     tg.dm(text);
@@ -40,15 +31,13 @@ describe('Telegram rich messages', () => {
   });
 
   it('a 10,000-character answer with a code block is one rich message', async () => {
-    tg = new FakeTelegram(undefined, { richMessages: true });
-    await tg.start();
-    llm = new FakeLlm();
-    await llm.start();
+    tg = await withTelegram({ richMessages: true });
+    const llm = await withLlm();
     const code = Array.from({ length: 260 }, (_, i) => `console.log("line ${i} of the example");`).join('\n');
     const answer = `## Script\n\n- one\n- two\n\n\`\`\`js\n${code}\n\`\`\`\n\nThat is all.`;
     expect(answer.length).toBeGreaterThan(10_000);
     llm.script({ kind: 'stream', chunks: answer.match(/[\s\S]{1,800}/g)!.map((content) => ({ content, delayMs: 20 })) });
-    await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${channel()}`);
+    await start(llmAgent(llm.url) + channel());
     tg.dm('write me a long script');
     await waitFor(() => tg.texts(42).join('').includes('That is all.'), 15_000);
     expect(tg.messages.filter((m) => !m.deleted)).toHaveLength(1);
@@ -56,8 +45,7 @@ describe('Telegram rich messages', () => {
   });
 
   it('an older server refuses them: the reply goes the HTML way, and the refusal is remembered', async () => {
-    tg = new FakeTelegram();
-    await tg.start();
+    tg = await withTelegram();
     await start(echo(20) + channel());
     tg.dm('first question here');
     await waitFor(() => tg.texts(42)[0] === 'first question here', 10_000);
@@ -70,15 +58,13 @@ describe('Telegram rich messages', () => {
   });
 
   it('on an older server a long answer is split as today, fences balanced', async () => {
-    tg = new FakeTelegram();
-    await tg.start();
-    llm = new FakeLlm();
-    await llm.start();
+    tg = await withTelegram();
+    const llm = await withLlm();
     const code = Array.from({ length: 260 }, (_, i) => `console.log("line ${i} of the example");`).join('\n');
     const answer = `Here.\n\n\`\`\`js\n${code}\n\`\`\`\n\nThat is all.`;
     // The whole answer at once: the first rich attempt is already too long for a text message.
     llm.script({ kind: 'stream', chunks: [{ content: answer }] });
-    await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${channel('stream_mode = "final"\n')}`);
+    await start(llmAgent(llm.url) + channel('stream_mode = "final"\n'));
     tg.dm('write me a long script');
     await waitFor(() => tg.texts(42).join('').includes('That is all.'), 15_000);
     const parts = tg.messages.filter((m) => !m.deleted);
@@ -88,8 +74,7 @@ describe('Telegram rich messages', () => {
   });
 
   it('rich_messages = false keeps to HTML without asking', async () => {
-    tg = new FakeTelegram(undefined, { richMessages: true });
-    await tg.start();
+    tg = await withTelegram({ richMessages: true });
     await start(echo(0) + channel('rich_messages = false\n'));
     tg.dm('plain please');
     await waitFor(() => tg.texts(42)[0] === 'plain please', 10_000);
@@ -98,8 +83,7 @@ describe('Telegram rich messages', () => {
   });
 
   it('native drafts go as rich drafts and end in one rich message', async () => {
-    tg = new FakeTelegram(undefined, { richMessages: true });
-    await tg.start();
+    tg = await withTelegram({ richMessages: true });
     await start(echo(80) + channel().replace('native_drafts = false', 'native_drafts = true'));
     const text = words(12);
     tg.dm(text);

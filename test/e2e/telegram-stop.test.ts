@@ -1,7 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon } from '../helpers/fixtures.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { echoAgent } from '../helpers/toml.js';
 
 const words = (n: number, p: string) => Array.from({ length: n }, (_, i) => `${p}${i}`).join(' ');
 const GROUP = -1001234;
@@ -11,20 +14,13 @@ describe('Telegram /stop in groups', () => {
   let tg: FakeTelegram;
   let d: TestDaemon | undefined;
   beforeEach(async () => {
-    tg = new FakeTelegram();
-    await tg.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await tg.close();
+    tg = await withTelegram();
   });
 
   const ada = { id: 43, first_name: 'Ada' };
   const bob = { id: 44, first_name: 'Bob' };
   const start = async () => {
-    d = await startDaemon(`[agent]\nprovider = "echo"\necho_delay_ms = 120\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nrich_messages = false\n`, { TG_TOKEN: tg.token });
-    await d.daemon.supervisor.firstAttempts();
+    d = await withChannelDaemon(echoAgent(120) + telegramChannel(tg, 'rich_messages = false\n'), telegramEnv(tg));
   };
   const idle = () => waitFor(() => d!.daemon.status().turns.in_flight === 0 && d!.daemon.status().turns.queued === 0, 15_000);
 

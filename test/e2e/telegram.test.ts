@@ -1,8 +1,10 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
 const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
@@ -10,26 +12,12 @@ const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).joi
 describe('Telegram channel against the fake Bot API', () => {
   let tg: FakeTelegram;
   let d: TestDaemon | undefined;
-  let llm: FakeLlm | undefined;
   beforeEach(async () => {
-    tg = new FakeTelegram();
-    await tg.start();
-  });
-  afterEach(async () => {
-    await d?.stop();
-    d = undefined;
-    await tg.close();
-    await llm?.close();
-    llm = undefined;
+    tg = await withTelegram();
   });
 
-  const channel = (extra = '') => `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n${extra}`;
-  const echo = (ms: number) => `[agent]\nprovider = "echo"\necho_delay_ms = ${ms}\n\n`;
-  const start = async (body: string, env: NodeJS.ProcessEnv = {}) => {
-    d = await startDaemon(body, { TG_TOKEN: tg.token, ...env });
-    await d.daemon.supervisor.firstAttempts();
-    return d;
-  };
+  const channel = (extra = '') => telegramChannel(tg, extra);
+  const start = async (body: string, env: NodeJS.ProcessEnv = {}) => (d = await withChannelDaemon(body, { ...telegramEnv(tg), ...env }));
 
   it('a DM streams as draft edits and ends with the full text', async () => {
     await start(echo(120) + channel());
@@ -121,14 +109,13 @@ describe('Telegram channel against the fake Bot API', () => {
   });
 
   it('a 5000-character answer arrives as two messages with intact code blocks', async () => {
-    llm = new FakeLlm();
-    await llm.start();
+    const llm = await withLlm();
     const code = Array.from({ length: 150 }, (_, i) => `console.log("line ${i} of the example");`).join('\n');
     const answer = `Here is the script.\n\n\`\`\`js\n${code}\n\`\`\`\n\nThat is all.`;
     expect(answer.length).toBeGreaterThan(5000);
     // The first piece takes a while: the chat shows "typing" meanwhile.
     llm.script({ kind: 'stream', chunks: answer.match(/[\s\S]{1,400}/g)!.map((content, i) => ({ content, delayMs: i === 0 ? 600 : 0 })) });
-    await start(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n${channel()}`);
+    await start(llmAgent(llm.url) + channel());
     tg.dm('write me a long script');
     await waitFor(() => tg.messages.length === 2 && tg.texts(42).join('').includes('That is all.'), 15_000);
     const html = tg.messages.map((m) => m.text);

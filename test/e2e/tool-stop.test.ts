@@ -1,13 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
-import { FakeLlm } from '../fakes/llm/server.js';
+import type { FakeLlm } from '../fakes/llm/server.js';
 import { callTool, say, toolResult } from '../helpers/approval.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { EVERYTHING_BIN, stdioServer } from '../helpers/mcp.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
+import { EVERYTHING_BIN, firstMcpConnected, stdioServer } from '../helpers/mcp.js';
+import { llmAgent, webchatChannel } from '../helpers/toml.js';
+import type { ChatClient } from '../helpers/webchat-client.js';
 
 const WIRETAP = resolve('test/fixtures/mcp/wiretap.mjs');
 
@@ -17,21 +18,12 @@ describe('/stop tool and /stop during an MCP call (real server-everything)', () 
   let c: ChatClient | undefined;
   let wire = '';
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
-    wire = join(mkdtempSync(join(tmpdir(), 'channeld-wire-')), 'client-to-server.jsonl');
+    llm = await withLlm();
+    wire = join(withTempDir('wire'), 'client-to-server.jsonl');
     // server-everything behind a tap that records what the client sends it.
-    d = await startDaemon(`[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "m"\n\n` + stdioServer('everything', WIRETAP, [wire, EVERYTHING_BIN, 'stdio']) + `[[channels]]\nid = "web"\ntype = "webchat"\n`);
-    await waitFor(() => d!.daemon.mcp.status()[0]?.state === 'connected', 30_000, 50);
-    c = new ChatClient(d.url, 'tab');
-    await c.opened;
-  });
-  afterEach(async () => {
-    c?.close();
-    await d?.stop();
-    d = undefined;
-    await llm.close();
-    rmSync(dirname(wire), { recursive: true, force: true });
+    d = await withDaemon(llmAgent(llm.url) + stdioServer('everything', WIRETAP, [wire, EVERYTHING_BIN, 'stdio']) + webchatChannel());
+    await firstMcpConnected(d);
+    c = await withChat(d, 'tab');
   });
 
   /** The MCP messages the client sent the server. */

@@ -2,10 +2,11 @@ import { execFile } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { FakeLlm } from '../fakes/llm/server.js';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeLlm } from '../fakes/llm/server.js';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon, withLlm } from '../helpers/fixtures.js';
+import type { ChatClient } from '../helpers/webchat-client.js';
 
 const run = promisify(execFile);
 const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
@@ -13,16 +14,8 @@ const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
 describe('usage and cost: stored per turn, /usage, the usage action, /metrics, prices, daily budget', () => {
   let llm: FakeLlm;
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
   beforeEach(async () => {
-    llm = new FakeLlm();
-    await llm.start();
-  });
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-    await llm.close();
+    llm = await withLlm();
   });
 
   const config = (url: string) => `
@@ -52,19 +45,14 @@ type = "webchat"
 agent = "beta"
 `;
 
-  async function tab(path: string, name: string): Promise<ChatClient> {
-    const c = new ChatClient(d!.url, name, undefined, path);
-    clients.push(c);
-    await c.opened;
-    return c;
-  }
+  const tab = (path: string, name: string): Promise<ChatClient> => withChat(d!, name, { path });
 
   const reported = { prompt_tokens: 1000, completion_tokens: 200, prompt_tokens_details: { cached_tokens: 300 }, completion_tokens_details: { reasoning_tokens: 50 } };
 
   it('stores what the model reported per channel, agent and model; /usage, the action, the CLI and /metrics agree', async () => {
     llm.scriptFor('vision-1', { kind: 'stream', chunks: [{ content: 'one' }], usage: reported });
     llm.scriptFor('small-1', { kind: 'stream', chunks: [{ content: 'two' }], usage: { prompt_tokens: 500, completion_tokens: 100 } }, { kind: 'stream', chunks: [{ content: 'three' }], usage: null });
-    d = await startDaemon(config(llm.url));
+    d = await withDaemon(config(llm.url));
     const a = await tab('/chat/web', 'a');
     const b = await tab('/chat/web2', 'b');
     a.send('hello alpha');
@@ -115,7 +103,7 @@ agent = "beta"
 
   it('a spent daily budget refuses the next turn with a message; /status shows what is left', async () => {
     llm.scriptFor('vision-1', { kind: 'stream', chunks: [{ content: 'first' }], usage: reported }, { kind: 'stream', chunks: [{ content: 'second' }], usage: reported });
-    d = await startDaemon(config(llm.url));
+    d = await withDaemon(config(llm.url));
     const a = await tab('/chat/web', 'a');
     a.send('one');
     await a.finals(1);

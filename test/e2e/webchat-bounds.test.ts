@@ -1,8 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon } from '../helpers/fixtures.js';
+import { echoAgent, webchatChannel } from '../helpers/toml.js';
 
-const config = (keys: string) => `[agent]\nprovider = "echo"\necho_delay_ms = 0\n\n[[channels]]\nid = "web"\ntype = "webchat"\n${keys}`;
+const config = (keys: string) => echoAgent(0) + webchatChannel('web', keys);
 
 async function evictions(d: TestDaemon): Promise<number> {
   const text = await (await fetch(`${d.url}/metrics`)).text();
@@ -11,25 +12,17 @@ async function evictions(d: TestDaemon): Promise<number> {
 
 describe('web chat backlogs are bounded', () => {
   let d: TestDaemon | undefined;
-  const clients: ChatClient[] = [];
-  afterEach(async () => {
-    for (const c of clients.splice(0)) c.close();
-    await d?.stop();
-    d = undefined;
-  });
 
   let seq = 0;
   const chat = async (tab: string, text: string) => {
-    const c = new ChatClient(d!.url, tab);
-    clients.push(c);
-    await c.opened;
+    const c = await withChat(d!, tab);
     c.send(text, `msg-${++seq}`); // a reconnected tab's ids must not repeat (the inbox would drop them)
     await c.finals(1, 10_000);
     return c;
   };
 
   it('past backlog_max_tabs the least recently used closed tab is forgotten; evictions show in /metrics', async () => {
-    d = await startDaemon(config('backlog_max_tabs = 3\n'));
+    d = await withDaemon(config('backlog_max_tabs = 3\n'));
     for (let i = 0; i < 6; i++) (await chat(`tab-${i}`, `hello ${i}`)).close();
     await waitFor(async () => (await evictions(d!)) >= 3, 10_000);
     // A forgotten tab comes back to nothing kept: the first reply frame it sees is its new answer.
@@ -42,7 +35,7 @@ describe('web chat backlogs are bounded', () => {
   });
 
   it('past backlog_max_bytes the oldest replies go', async () => {
-    d = await startDaemon(config('backlog_max_bytes = 20000\n'));
+    d = await withDaemon(config('backlog_max_bytes = 20000\n'));
     const long = (i: number) => Array.from({ length: 700 }, (_, k) => `w${i}-${k}`).join(' ');
     for (let i = 0; i < 5; i++) (await chat(`tab-${i}`, long(i))).close();
     await waitFor(async () => (await evictions(d!)) >= 1, 10_000);

@@ -1,24 +1,17 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { describe, expect, it } from 'vitest';
+import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withChat, withDaemon } from '../helpers/fixtures.js';
+import { echoAgent, webchatChannel } from '../helpers/toml.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
-const config = `[agent]\nprovider = "echo"\necho_delay_ms = 120\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
+const config = echoAgent(120) + webchatChannel();
 
 describe('web chat, end to end', () => {
   let d: TestDaemon | undefined;
-  let clients: ChatClient[] = [];
-  afterEach(async () => {
-    for (const c of clients) c.close();
-    clients = [];
-    await d?.stop();
-    d = undefined;
-  });
 
   it('streams the echo as a live draft: at least two edits, then a final text equal to the echo', async () => {
-    d = await startDaemon(config);
-    const c = new ChatClient(d.url, 'tab-1');
-    clients.push(c);
-    await c.opened;
+    d = await withDaemon(config);
+    const c = await withChat(d, 'tab-1');
     c.send('hello there world');
     const [final] = await c.finals();
     expect(final!.text).toBe('hello there world');
@@ -30,11 +23,8 @@ describe('web chat, end to end', () => {
   });
 
   it('answers each tab in its own conversation', async () => {
-    d = await startDaemon(config);
-    const a = new ChatClient(d.url, 'tab-a');
-    const b = new ChatClient(d.url, 'tab-b');
-    clients.push(a, b);
-    await Promise.all([a.opened, b.opened]);
+    d = await withDaemon(config);
+    const [a, b] = await Promise.all([withChat(d, 'tab-a'), withChat(d, 'tab-b')]);
     a.send('alpha one');
     b.send('beta two');
     expect((await a.finals())[0]!.text).toBe('alpha one');
@@ -43,10 +33,8 @@ describe('web chat, end to end', () => {
   });
 
   it('a resent message id (reconnect) is answered once', async () => {
-    d = await startDaemon(config);
-    const c = new ChatClient(d.url, 'tab-dup');
-    clients.push(c);
-    await c.opened;
+    d = await withDaemon(config);
+    const c = await withChat(d, 'tab-dup');
     c.send('only once', 'same-id');
     c.send('only once', 'same-id');
     await c.finals();
@@ -59,7 +47,7 @@ describe('web chat, end to end', () => {
   });
 
   it('serves the page at / and answers /healthz, /readyz, /status and /metrics', async () => {
-    d = await startDaemon(config);
+    d = await withDaemon(config);
     const page = await fetch(`${d.url}/`);
     expect(page.headers.get('content-type')).toContain('text/html');
     expect(await page.text()).toContain('<textarea');
@@ -84,21 +72,17 @@ describe('web chat, end to end', () => {
   });
 
   it('with access_token_env set, a wrong token is refused (401) and the right one accepted', async () => {
-    d = await startDaemon(`${config}access_token_env = "WEB_TOKEN"\n`, { WEB_TOKEN: 'let-me-in-please' });
+    d = await withDaemon(`${config}access_token_env = "WEB_TOKEN"\n`, { WEB_TOKEN: 'let-me-in-please' });
     const bad = new ChatClient(d.url, 'tab-x', 'wrong-token');
     await expect(bad.opened).rejects.toThrow(/401/);
-    const good = new ChatClient(d.url, 'tab-y', 'let-me-in-please');
-    clients.push(good);
-    await good.opened;
+    const good = await withChat(d, 'tab-y', { token: 'let-me-in-please' });
     good.send('with token');
     expect((await good.finals())[0]!.text).toBe('with token');
   });
 
   it('answers /help from the command registry, not the agent', async () => {
-    d = await startDaemon(config);
-    const c = new ChatClient(d.url, 'tab-help');
-    clients.push(c);
-    await c.opened;
+    d = await withDaemon(config);
+    const c = await withChat(d, 'tab-help');
     c.send('/help');
     const [final] = await c.finals();
     expect(final!.text).toContain('/help');

@@ -1,6 +1,7 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { onTestFinished } from 'vitest';
 import type { FakeLlm, Script } from '../fakes/llm/server.js';
 import { FILESYSTEM_BIN, stdioServer } from './mcp.js';
 
@@ -43,4 +44,11 @@ export class CountingFile {
   get runs(): number {
     return readFileSync(this.path, 'utf8').length - 'ran:'.length;
   }
+}
+
+/** A CountingFile whose directory is removed when the test finishes (after a daemon started later is stopped). */
+export function withCountingFile(): CountingFile {
+  const file = new CountingFile();
+  onTestFinished(() => rmSync(file.dir, { recursive: true, force: true }));
+  return file;
 }

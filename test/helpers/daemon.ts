@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { Daemon } from '../../src/cli/daemon.js';
+import { Daemon } from '../../src/daemon/daemon.js';
 import { kinds } from './kinds.js';
 import { scaled } from './timing.js';
 
@@ -30,6 +30,7 @@ export interface TestDaemon {
   logs: LogSink;
   /** Rewrites the config file (state_dir and listen are kept). */
   rewrite(body: string): void;
+  /** Stops the daemon and removes its temp dir; a second call waits for the first. */
   stop(): Promise<void>;
 }
 
@@ -47,6 +48,8 @@ export async function startDaemon(body: string, env: NodeJS.ProcessEnv = {}, dae
   const logs = new LogSink();
   const daemon = await Daemon.start({ configFile, kinds, env, logger: { destination: logs, level: 'debug', pretty: false } });
   const url = `http://127.0.0.1:${daemon.address.port}`;
+  // Once only: a test may stop its daemon itself and the fixture's cleanup stops it again.
+  let stopped: Promise<void> | undefined;
   return {
     daemon,
     url,
@@ -54,10 +57,11 @@ export async function startDaemon(body: string, env: NodeJS.ProcessEnv = {}, dae
     configFile,
     logs,
     rewrite: write,
-    stop: async () => {
-      await daemon.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
+    stop: () =>
+      (stopped ??= (async () => {
+        await daemon.stop();
+        rmSync(dir, { recursive: true, force: true });
+      })()),
   };
 }
 

@@ -1,10 +1,19 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
 import { resolve } from 'node:path';
+import { onTestFinished } from 'vitest';
+import { waitFor, type TestDaemon } from './daemon.js';
 
 /** The installed bins of the reference MCP servers (devDependencies): no network, no npx. */
 export const EVERYTHING_BIN = resolve('node_modules/@modelcontextprotocol/server-everything/dist/index.js');
 export const FILESYSTEM_BIN = resolve('node_modules/@modelcontextprotocol/server-filesystem/dist/index.js');
+
+/** `startEverythingHttp`, stopped when the test finishes. */
+export async function withEverythingHttp(): Promise<{ url: string; child: ChildProcess }> {
+  const server = await startEverythingHttp();
+  onTestFinished(() => server.stop());
+  return server;
+}
 
 /** TOML for one stdio server run by this Node. */
 export function stdioServer(name: string, bin: string, args: string[], extra = '', table = '[[agent.mcp]]'): string {
@@ -48,4 +57,9 @@ export async function startEverythingHttp(): Promise<{ url: string; child: Child
       await gone;
     },
   };
+}
+
+/** Waits until the daemon's first MCP server is connected (a server process can take seconds to start). */
+export async function firstMcpConnected(d: TestDaemon): Promise<void> {
+  await waitFor(() => d.daemon.mcp.status()[0]?.state === 'connected', 30_000, 50);
 }

@@ -1,3 +1,4 @@
+import { onTestFinished } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { kinds } from './kinds.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
@@ -59,6 +60,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
   });
   const hardStop = new AbortController();
   const dispatcher = new Dispatcher({
+    hardStop: hardStop.signal,
     inbox,
     metrics,
     log,
@@ -67,7 +69,7 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
     queueModeOf: (scope) => conversations.get('default', scope).queueMode,
     agentOf: () => ({ agent: 'default', max: config.agents.default!.max_in_flight }),
     notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
-    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, inbox, metrics, log, hardStop: hardStop.signal, ...options.executor }),
+    execute: createTurnExecutor({ channel, workspaceFor: () => workspace, metrics, log, hardStop: hardStop.signal, ...options.executor }),
   });
   return {
     dispatcher,
@@ -93,4 +95,11 @@ export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapte
       if (!options.db) db.close();
     },
   };
+}
+
+/** `pipeline(...)`, closed when the test finishes (a test may close it itself first, as the daemon would). */
+export function withPipeline(...args: Parameters<typeof pipeline>): Pipeline {
+  const p = pipeline(...args);
+  onTestFinished(() => p.close());
+  return p;
 }

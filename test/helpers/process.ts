@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { onTestFinished } from 'vitest';
 import { scaled } from './timing.js';
 
 const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
@@ -46,4 +48,18 @@ export class DaemonProcess {
   signal(sig: NodeJS.Signals): void {
     this.child.kill(sig);
   }
+}
+
+/** A DaemonProcess on `configFile`, killed (SIGKILL) when the test finishes if it still runs. */
+export function withDaemonProcess(...args: ConstructorParameters<typeof DaemonProcess>): DaemonProcess {
+  const p = new DaemonProcess(...args);
+  onTestFinished(() => void p.child.kill('SIGKILL'));
+  return p;
+}
+
+/** Writes `<dir>/daemon.config.toml` for a daemon process: its state in `<dir>/state`, a free port, then `body`. Returns the file. */
+export function writeProcessConfig(dir: string, body: string): string {
+  const file = join(dir, 'daemon.config.toml');
+  writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\n[http]\nlisten = "127.0.0.1:0"\n${body}`);
+  return file;
 }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { DaemonStatus } from '../../observe/routes.js';
+import type { DaemonStatus } from '../daemon-status.js';
 import { defineAction } from '../action.js';
 import { CHANNEL_HEADER, channelRow, table } from '../table.js';
 

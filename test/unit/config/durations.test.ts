@@ -1,18 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { parseConfig } from '../../../src/config/load.js';
-import { kinds } from '../../helpers/kinds.js';
 import { MAX_DURATION_MS } from '../../../src/config/schema.js';
-import { ConfigError } from '../../../src/contracts/errors.js';
+import { configProblems } from '../../helpers/config.js';
 
-function problems(source: string): string[] {
-  try {
-    parseConfig(source, 'daemon.config.toml', kinds, {});
-  } catch (err) {
-    if (err instanceof ConfigError) return [...err.problems];
-    throw err;
-  }
-  return [];
-}
+const problems = (source: string): string[] => configProblems(source);
 
 const web = `[[channels]]\nid = "web"\ntype = "webchat"\n`;
 

@@ -4,17 +4,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { kinds } from '../../helpers/kinds.js';
-import { ConfigError } from '../../../src/contracts/errors.js';
+import { configProblems } from '../../helpers/config.js';
 
-function problems(source: string, env: NodeJS.ProcessEnv = {}): string[] {
-  try {
-    parseConfig(source, '/etc/channeld/daemon.config.toml', kinds, env);
-  } catch (err) {
-    if (err instanceof ConfigError) return [...err.problems];
-    throw err;
-  }
-  return [];
-}
+const problems = (source: string, env: NodeJS.ProcessEnv = {}): string[] => configProblems(source, '/etc/channeld/daemon.config.toml', env);
 
 const web = `[[channels]]\nid = "web"\ntype = "webchat"\n`;
 

@@ -1,17 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
 import { kinds } from '../../helpers/kinds.js';
-import { ConfigError } from '../../../src/contracts/errors.js';
+import { configProblems } from '../../helpers/config.js';
 
-function problems(source: string): string[] {
-  try {
-    parseConfig(source, 'daemon.config.toml', kinds, {});
-  } catch (err) {
-    if (err instanceof ConfigError) return [...err.problems];
-    throw err;
-  }
-  return [];
-}
+const problems = (source: string): string[] => configProblems(source);
 
 describe('[[agent.mcp]] and [[agents.NAME.mcp]] tables', () => {
   it('fill the defaults: all tools, no approval, 60 s per call; 16k result bound; 5 min approval timeout', () => {

@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { pipeline, type Pipeline } from '../../helpers/pipeline.js';
+import { withPipeline, type Pipeline } from '../../helpers/pipeline.js';
 import { RecordingAdapter, userMessage } from '../../helpers/recording-adapter.js';
 
 // What happens to a turn while the platform does not answer: the abort signals the core
@@ -19,13 +19,9 @@ const logged = (p: Pipeline, msg: string) => p.logs.entries().filter((e) => e.ms
 
 describe('abort paths through the turn pipeline', () => {
   let p: Pipeline | undefined;
-  afterEach(async () => {
-    await p?.close();
-    p = undefined;
-  });
 
   it('a shutdown while the first send hangs: the hard stop cuts the send, the turn ends and the shutdown completes', async () => {
-    p = pipeline(slow);
+    p = withPipeline(slow);
     const held = p.adapter.hold((c) => c.op === 'send');
     await p.dispatcher.deliver(userMessage('t', words, dm('c1')));
     const call = await held.reached;
@@ -39,7 +35,7 @@ describe('abort paths through the turn pipeline', () => {
   });
 
   it('the hard stop rejects the hung call with its reason, and the lane is released', async () => {
-    p = pipeline(slow);
+    p = withPipeline(slow);
     const held = p.adapter.hold((c) => c.op === 'send');
     await p.dispatcher.deliver(userMessage('t', words, dm('c1')));
     await held.reached;
@@ -56,7 +52,7 @@ describe('abort paths through the turn pipeline', () => {
   });
 
   it('/stop while a send is slow: the turn ends with the stop marker once the platform answers, and the next message in that conversation is answered', async () => {
-    p = pipeline(slow);
+    p = withPipeline(slow);
     const held = p.adapter.hold((c) => c.op === 'send' && c.chatId === 'c1');
     await p.dispatcher.deliver(userMessage('t', words, dm('c1')));
     await held.reached;
@@ -76,7 +72,7 @@ describe('abort paths through the turn pipeline', () => {
 
   it("a lost lease (the scope's fence) cuts that conversation's hung send at once; another conversation is answered", async () => {
     const fence = new AbortController();
-    p = pipeline(slow, '', { executor: { fenceOf: (scope) => (scope === 't:c1' ? fence.signal : undefined) } });
+    p = withPipeline(slow, '', { executor: { fenceOf: (scope) => (scope === 't:c1' ? fence.signal : undefined) } });
     const held = p.adapter.hold((c) => c.op === 'send' && c.chatId === 'c1');
     await p.dispatcher.deliver(userMessage('t', words, dm('c1')));
     await held.reached;
@@ -93,7 +89,7 @@ describe('abort paths through the turn pipeline', () => {
   it('a typing indicator that hangs does not hold the answer: it is cut by the hard stop at shutdown', async () => {
     const adapter = new RecordingAdapter('t', { typing: true, typingRefreshMs: 20 });
     // Slow enough that the turn is still running when typing starts (after TYPING_GRACE_MS).
-    p = pipeline(`[agent]\nprovider = "echo"\necho_delay_ms = 200\n`, '', { adapter });
+    p = withPipeline(`[agent]\nprovider = "echo"\necho_delay_ms = 200\n`, '', { adapter });
     const typing = adapter.hold((c) => c.op === 'typing');
     const send = adapter.hold((c) => c.op === 'send');
     await p.dispatcher.deliver(userMessage('t', words, dm('c1')));

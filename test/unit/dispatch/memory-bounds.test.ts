@@ -1,20 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { PassiveContext, NoticeLimiter } from '../../../src/dispatch/access.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { pipeline, type Pipeline } from '../../helpers/pipeline.js';
+import { withPipeline, type Pipeline } from '../../helpers/pipeline.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
 const evictions = async (p: Pipeline, structure: string) => (await p.metrics.evictions.get()).values.find((v) => v.labels.structure === structure)?.value ?? 0;
 
 describe('bounded memory keyed by user input', () => {
   let p: Pipeline | undefined;
-  afterEach(async () => {
-    await p?.close();
-    p = undefined;
-  });
 
   it('passive group context is bounded by [limits] passive_max_conversations, least recently active first, and evictions are counted', async () => {
-    p = pipeline('[limits]\npassive_max_conversations = 50\n');
+    p = withPipeline('[limits]\npassive_max_conversations = 50\n');
     const text = 'x'.repeat(3000);
     for (let g = 0; g < 2000; g++) await p.dispatcher.deliver(userMessage('t', text, { chat: { id: `g${g}`, type: 'group' }, addressed: false }));
     expect(p.dispatcher.memory().passive.conversations).toBe(50);
@@ -25,7 +21,7 @@ describe('bounded memory keyed by user input', () => {
   });
 
   it('passive group context is bounded by [limits] passive_max_bytes', async () => {
-    p = pipeline('[limits]\npassive_max_bytes = 100000\n');
+    p = withPipeline('[limits]\npassive_max_bytes = 100000\n');
     for (let g = 0; g < 500; g++) await p.dispatcher.deliver(userMessage('t', 'y'.repeat(3000), { chat: { id: `g${g}`, type: 'group' }, addressed: false }));
     expect(p.dispatcher.memory().passive.bytes).toBeLessThanOrEqual(100000);
     expect(p.dispatcher.memory().passive.conversations).toBeGreaterThan(10);
@@ -33,7 +29,7 @@ describe('bounded memory keyed by user input', () => {
   });
 
   it('refused messages from distinct conversations leave no empty lanes behind', async () => {
-    p = pipeline('[agent]\nprovider = "echo"\necho_delay_ms = 200\n[limits]\nmax_in_flight = 1\nmax_queued = 2\n');
+    p = withPipeline('[agent]\nprovider = "echo"\necho_delay_ms = 200\n[limits]\nmax_in_flight = 1\nmax_queued = 2\n');
     for (let c = 0; c < 300; c++) await p.dispatcher.deliver(userMessage('t', 'one two three', { chat: { id: `c${c}`, type: 'dm' } }));
     // One running, two queued: three lanes, whatever number of conversations were refused.
     expect(p.dispatcher.memory().lanes).toBe(3);
@@ -41,7 +37,7 @@ describe('bounded memory keyed by user input', () => {
   });
 
   it('a /stop that empties a lane forgets it', async () => {
-    p = pipeline('[agent]\nprovider = "echo"\necho_delay_ms = 100\n[limits]\nmax_in_flight = 1\n');
+    p = withPipeline('[agent]\nprovider = "echo"\necho_delay_ms = 100\n[limits]\nmax_in_flight = 1\n');
     await p.dispatcher.deliver(userMessage('t', 'one two three four', { chat: { id: 'a', type: 'dm' } }));
     await p.dispatcher.deliver(userMessage('t', 'queued', { chat: { id: 'b', type: 'dm' } }));
     await p.dispatcher.deliver(userMessage('t', '/stop', { chat: { id: 'b', type: 'dm' } }));

@@ -1,7 +1,7 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { pipeline, type Pipeline } from '../../helpers/pipeline.js';
+import { withPipeline, type Pipeline } from '../../helpers/pipeline.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
 const slow = `[agent]\nprovider = "echo"\necho_delay_ms = 40\n`;
@@ -15,13 +15,9 @@ function states(p: Pipeline): string[] {
 
 describe('/stop in groups', () => {
   let p: Pipeline | undefined;
-  afterEach(async () => {
-    await p?.close();
-    p = undefined;
-  });
 
   it("a member's /stop leaves another member's answer running and drops only their own queued message", async () => {
-    p = pipeline(slow, 'admins = ["boss"]\n');
+    p = withPipeline(slow, 'admins = ["boss"]\n');
     await p.dispatcher.deliver(userMessage('t', words('ada'), { ...group, ...from('ada') }));
     await p.dispatcher.deliver(userMessage('t', words('bob'), { ...group, ...from('bob') }));
     await waitFor(() => p!.adapter.visible('g').length > 0);
@@ -34,7 +30,7 @@ describe('/stop in groups', () => {
   });
 
   it("a member whose own answer runs stops it, with one visible result", async () => {
-    p = pipeline(slow);
+    p = withPipeline(slow);
     await p.dispatcher.deliver(userMessage('t', words('ada'), { ...group, ...from('ada') }));
     await waitFor(() => p!.adapter.visible('g').length > 0);
     await p.dispatcher.deliver(userMessage('t', '/stop', { ...group, ...from('ada') }));
@@ -45,7 +41,7 @@ describe('/stop in groups', () => {
   });
 
   it('with nothing visible yet, the stopped answer is the marker alone: still one message', async () => {
-    p = pipeline(`[agent]\nprovider = "echo"\necho_delay_ms = 2000\n`);
+    p = withPipeline(`[agent]\nprovider = "echo"\necho_delay_ms = 2000\n`);
     await p.dispatcher.deliver(userMessage('t', 'slow words here', { ...group, ...from('ada') }));
     await waitFor(() => p!.dispatcher.snapshot().inFlight === 1);
     await p.dispatcher.deliver(userMessage('t', '/stop', { ...group, ...from('ada') }));
@@ -55,7 +51,7 @@ describe('/stop in groups', () => {
   });
 
   it("an admin's /stop stops anyone's answer; /stop all also drops everyone's queue; others may not /stop all", async () => {
-    p = pipeline(slow, 'admins = ["boss"]\n');
+    p = withPipeline(slow, 'admins = ["boss"]\n');
     await p.dispatcher.deliver(userMessage('t', words('ada'), { ...group, ...from('ada') }));
     await p.dispatcher.deliver(userMessage('t', words('bob'), { ...group, ...from('bob') }));
     await p.dispatcher.deliver(userMessage('t', words('cid'), { ...group, ...from('cid') }));
@@ -73,7 +69,7 @@ describe('/stop in groups', () => {
   });
 
   it('a bare /stop (not addressed) from someone whose turn runs here stops it and is not fed to the model', async () => {
-    p = pipeline(slow);
+    p = withPipeline(slow);
     await p.dispatcher.deliver(userMessage('t', words('ada'), { ...group, ...from('ada') }));
     await waitFor(() => p!.adapter.visible('g').length > 0);
     expect(await p.dispatcher.deliver(userMessage('t', '/stop', { ...group, ...from('ada'), addressed: false }))).toBe(true);

@@ -51,6 +51,13 @@ describe('start plan', () => {
     expect(() => planStart(plugins)).toThrow(/"a" and "b"/);
   });
 
+  it('rejects a name that is not a declared service, before anything starts', () => {
+    const known = new Set(['db', 'log']);
+    expect(codeOf(() => planStart([{ name: 'x', inject: ['dbb'], start() {} }], { known }))).toBe('KERNEL_UNKNOWN_SERVICE');
+    expect(() => planStart([{ name: 'y', provides: ['cache'], start() {} }], { known })).toThrow(/"y" names "cache", which is not a declared service/);
+    expect(planStart([{ name: 'z', provides: ['db'], inject: ['log'], start() {} }, { name: 'l', provides: ['log'], start() {} }], { known }).map((p) => p.name)).toEqual(['l', 'z']);
+  });
+
   it('rejects a cycle, naming it', () => {
     const plugins = [
       { name: 'a', provides: ['a'], inject: ['b'], start() {} },
@@ -160,9 +167,24 @@ describe('Kernel', () => {
     expect(seen).toBe(42);
   });
 
-  it('refuses use() of a service the plugin did not inject', async () => {
+  it('refuses use() of a service the plugin did not inject, and rolls back what it did', async () => {
     const k = new Kernel();
+    const log: string[] = [];
     await k.load({ name: 'a', provides: ['a'], start: (ctx) => ctx.provide('a', 1) });
-    await expect(k.load({ name: 'sneaky', start: (ctx) => void ctx.use('a') })).rejects.toMatchObject({ code: 'KERNEL_START_FAILED' });
+    const sneaky: Plugin = {
+      name: 'sneaky',
+      start: (ctx) => {
+        ctx.effect(() => void log.push('disposed'));
+        ctx.use('a');
+      },
+    };
+    await expect(k.load(sneaky)).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_USE', message: expect.stringContaining('"sneaky" uses "a" without injecting it') } });
+    expect(log).toEqual(['disposed']);
+    expect(k.state('sneaky')).toBe('failed');
+  });
+
+  it('refuses provide() of a service the plugin did not declare', async () => {
+    const k = new Kernel();
+    await expect(k.load({ name: 'p', start: (ctx) => ctx.provide('x', 1) })).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_PROVIDE', message: expect.stringContaining('"p" provides "x" without declaring it') } });
   });
 });

@@ -4,7 +4,8 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { hostAllowed, hostName, isLoopbackClient, readBody, sameOriginJson, sendJson } from '../../../src/util/http.js';
 import { HttpServer } from '../../../src/observe/http.js';
 import { Metrics } from '../../../src/observe/metrics.js';
-import { registerStatusRoutes, type DaemonStatus } from '../../../src/observe/routes.js';
+import { registerStatusRoutes } from '../../../src/observe/routes.js';
+import { type DaemonStatus } from '../../../src/actions/daemon-status.js';
 
 // The daemon's one HTTP server, on a real socket on 127.0.0.1.
 

@@ -2,7 +2,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { AgentInput } from '../../../src/contracts/agent-runner.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { pipeline, type Pipeline } from '../../helpers/pipeline.js';
+import { withPipeline, type Pipeline } from '../../helpers/pipeline.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
 const agent = `[agent]\nprovider = "echo"\necho_delay_ms = 0\n`;
@@ -26,14 +26,12 @@ function spy(p: Pipeline): AgentInput[] {
 
 describe('built-in modes in the shipped workspace', () => {
   let p: Pipeline | undefined;
-  afterEach(async () => {
+  afterEach(() => {
     vi.useRealTimers();
-    await p?.close();
-    p = undefined;
   });
 
   it('every workspace has them; /mode lists and switches them', async () => {
-    p = pipeline(agent);
+    p = withPipeline(agent);
     expect(p.workspace.runtime.modes.list().map((m) => m.name)).toEqual(['brief', 'incognito']);
     expect(await say(p, '/mode')).toBe('Modes: brief (off), incognito (off). Switch with /mode NAME.');
     const inputs = spy(p);
@@ -46,7 +44,7 @@ describe('built-in modes in the shipped workspace', () => {
   });
 
   it('[agent] modes turns a mode on by default; /mode turns it off for one conversation only', async () => {
-    p = pipeline(`${agent}modes = ["brief", "no_such_mode"]\n`);
+    p = withPipeline(`${agent}modes = ["brief", "no_such_mode"]\n`);
     const inputs = spy(p);
     await say(p, 'hello', 'a');
     expect(inputs.at(-1)!.system).toContain(BRIEF);
@@ -60,7 +58,7 @@ describe('built-in modes in the shipped workspace', () => {
   });
 
   it('incognito: the model sees no history and the turns are not stored; off again, the session goes on', async () => {
-    p = pipeline(withHistory);
+    p = withPipeline(withHistory);
     const inputs = spy(p);
     await say(p, 'remember me');
     expect(await say(p, '/mode incognito')).toBe('Mode incognito is on.');
@@ -77,7 +75,7 @@ describe('built-in modes in the shipped workspace', () => {
   });
 
   it('[agent] features reach the runtime: a tool that requires a listed feature is offered, others are not', async () => {
-    p = pipeline(`${agent}features = ["web"]\n`);
+    p = withPipeline(`${agent}features = ["web"]\n`);
     const noop = { description: '', input: z.object({}), run: () => '' };
     p.workspace.runtime.tools.register({ name: 'fetch_page', requires_features: ['web'], ...noop });
     p.workspace.runtime.tools.register({ name: 'read_file', requires_features: ['files'], ...noop });
@@ -88,7 +86,7 @@ describe('built-in modes in the shipped workspace', () => {
 
   it("observeTurn is told the runtime's own time per turn, the agent's run excluded", async () => {
     const observed: Array<[string, number]> = [];
-    p = pipeline(agent, '', { workspace: { observeTurn: (outcome, s) => void observed.push([outcome, s]) } });
+    p = withPipeline(agent, '', { workspace: { observeTurn: (outcome, s) => void observed.push([outcome, s]) } });
     // Only performance.now is faked: the agent's hook moves it on by 60 s while the agent "runs".
     vi.useFakeTimers({ toFake: ['performance'] });
     let movedMs = 0;

@@ -1,9 +1,9 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Tool } from '../../../src/contracts/tools.js';
 import { currentTimeTool } from '../../../src/runtime/tools.js';
 import { translatorMode } from '../../fixtures/modes/translator/index.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { pipeline, type Pipeline } from '../../helpers/pipeline.js';
+import { withPipeline, type Pipeline } from '../../helpers/pipeline.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
 const agent = `[agent]\nprovider = "echo"\necho_delay_ms = 0\nmodel = "small"\nmodels = ["small", "large"]\n`;
@@ -18,13 +18,9 @@ async function say(p: Pipeline, text: string, chat = 'c'): Promise<string> {
 
 describe('built-in commands', () => {
   let p: Pipeline | undefined;
-  afterEach(async () => {
-    await p?.close();
-    p = undefined;
-  });
 
   it('/help lists every registered command, generated from the registry', async () => {
-    p = pipeline(agent);
+    p = withPipeline(agent);
     p.workspace.runtime.commands.register({ name: 'extra', help: 'a command added later', handler: () => '' });
     const help = await say(p, '/help');
     for (const c of p.workspace.runtime.commands.list()) expect(help).toContain(`/${c.name}`);
@@ -32,7 +28,7 @@ describe('built-in commands', () => {
   });
 
   it('an echo-only agent does not read history it would never use', async () => {
-    p = pipeline(agent);
+    p = withPipeline(agent);
     let history: unknown[] | undefined;
     p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', run: (ctx) => void (history = ctx.input!.history) });
     await say(p, 'one');
@@ -42,7 +38,7 @@ describe('built-in commands', () => {
   });
 
   it('/new starts a fresh session and keeps the old one', async () => {
-    p = pipeline(agent);
+    p = withPipeline(agent);
     await say(p, 'first words');
     const before = p.sessions.active('default', 't:c');
     expect(before.turns).toBe(1);
@@ -54,7 +50,7 @@ describe('built-in commands', () => {
   });
 
   it('/models and /model choose among the allowed models, per conversation', async () => {
-    p = pipeline(agent);
+    p = withPipeline(agent);
     expect(await say(p, '/models')).toBe('Models:\n• small\n  large');
     expect(await say(p, '/model huge')).toContain('"huge" is not allowed here');
     expect(await say(p, '/model large')).toBe('Model set to large.');
@@ -67,7 +63,7 @@ describe('built-in commands', () => {
   });
 
   it('/queue sets the queue mode for this conversation, and dispatch follows it', async () => {
-    p = pipeline(agent);
+    p = withPipeline(agent);
     expect(await say(p, '/queue sideways')).toContain('Queue mode is followup');
     expect(await say(p, '/queue interrupt')).toBe('Queue mode set to interrupt.');
     expect(p.conversations.get('default', 't:c').queueMode).toBe('interrupt');
@@ -75,7 +71,7 @@ describe('built-in commands', () => {
   });
 
   it('/status describes the conversation', async () => {
-    p = pipeline(agent);
+    p = withPipeline(agent);
     await say(p, 'hello');
     const s = await say(p, '/status');
     expect(s).toContain('Agent: default (echo)');
@@ -88,7 +84,7 @@ describe('built-in commands', () => {
     expect(out.time_zone).toBe('Asia/Tokyo');
     expect(out.local).toMatch(/\d{2}:\d{2}:\d{2}/);
     await expect(Promise.resolve().then(() => currentTimeTool.run({ time_zone: 'Mars/Olympus' }, { signal: new AbortController().signal, scope: 's', timeZone: 'UTC' }))).rejects.toThrow(/unknown time zone/);
-    p = pipeline(agent);
+    p = withPipeline(agent);
     let tools: Tool[] = [];
     p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', run: (ctx) => void (tools = ctx.input!.tools ?? []) });
     await say(p, 'what time is it');
@@ -97,7 +93,7 @@ describe('built-in commands', () => {
 
   it('a whole new mode from a test-only folder works without changing Runtime.run()', async () => {
     // Free-form slash text goes to the model on this channel, so an off mode's command reaches it.
-    p = pipeline(agent, 'unknown_commands = "agent"\n');
+    p = withPipeline(agent, 'unknown_commands = "agent"\n');
     p.workspace.runtime.modes.register(translatorMode);
     let seen: { system: string; tools: string[] } | undefined;
     p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', priority: 0, run: (ctx) => void (seen = { system: ctx.input!.system, tools: (ctx.input!.tools ?? []).map((t) => t.name) }) });
@@ -118,7 +114,7 @@ describe('built-in commands', () => {
 
   it('the agent sees earlier turns of the session as history; commands are not remembered', async () => {
     // A fallback model that reads history makes the agent need it (echo alone does not).
-    p = pipeline(`${agent}base_url = "http://127.0.0.1:9/v1"\nfallback_models = ["openai-compatible:other"]\n`);
+    p = withPipeline(`${agent}base_url = "http://127.0.0.1:9/v1"\nfallback_models = ["openai-compatible:other"]\n`);
     let history: unknown[] = [];
     p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', run: (ctx) => void (history = ctx.input!.history) });
     await say(p, 'one');

@@ -1,6 +1,6 @@
 import { getEventListeners } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { raceAbort, sleep, untilAborted } from '../../../src/util/abortable.js';
+import { raceAbort, settleWithin, sleep, untilAborted } from '../../../src/util/abortable.js';
 
 /** How many 'abort' listeners `signal` holds now. */
 const listeners = (signal: AbortSignal) => getEventListeners(signal, 'abort').length;
@@ -37,6 +37,23 @@ describe('abortable waits', () => {
     // The work's own failure later is not an unhandled rejection.
     fail(new Error('late'));
     await expect(raceAbort(never(), c.signal)).rejects.toBe(reason);
+  });
+
+  it('settleWithin says whether the work settled: before the time, the abort, or neither; it leaves no timer or listener', async () => {
+    const c = new AbortController();
+    await expect(settleWithin(Promise.reject(new Error('no')), 1000, c.signal)).resolves.toBe(true);
+    expect(listeners(c.signal)).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    const timedOut = settleWithin(never(), 1000, c.signal);
+    await vi.advanceTimersByTimeAsync(1000);
+    await expect(timedOut).resolves.toBe(false);
+    expect(listeners(c.signal)).toBe(0);
+    // No time bound: only the abort ends the wait.
+    const unbounded = settleWithin(never(), Infinity, c.signal);
+    expect(vi.getTimerCount()).toBe(0);
+    c.abort();
+    await expect(unbounded).resolves.toBe(false);
+    await expect(settleWithin(Promise.resolve(), 1000, c.signal)).resolves.toBe(false);
   });
 
   it('sleep ends early on abort and leaves no listener behind', async () => {

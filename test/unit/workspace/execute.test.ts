@@ -1,8 +1,10 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { unbuildable } from '../../../src/cli/plugins.js';
+import { unbuildable } from '../../../src/daemon/channels.js';
 import { ChannelError, CodedError } from '../../../src/contracts/errors.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { createTurnExecutor } from '../../../src/workspace/execute.js';
+import type { InboxItem } from '../../../src/inbox/item.js';
+import { ItemLifecycle } from '../../../src/inbox/lifecycle.js';
 import { pipeline } from '../../helpers/pipeline.js';
 import { RecordingAdapter, userMessage } from '../../helpers/recording-adapter.js';
 
@@ -19,12 +21,19 @@ describe('createTurnExecutor', () => {
       const p = pipeline('');
       const adapter = new RecordingAdapter('t', { typing: true, typingRefreshMs: 20 });
       const channel = () => ({ config: p.config.channels[0]!, adapter });
-      const execute = createTurnExecutor({ channel, workspaceFor, inbox: p.inbox, metrics: p.metrics, log: createLogger({ level: 'error', destination: p.logs, pretty: false }), hardStop: new AbortController().signal });
+      const execute = createTurnExecutor({ channel, workspaceFor, metrics: p.metrics, log: createLogger({ level: 'error', destination: p.logs, pretty: false }), hardStop: new AbortController().signal });
       const msg = userMessage('t', 'hello');
-      const id = p.inbox.add(msg, 't:chat-1')!;
-      const ending = await execute({ id: String(id), scope: 't:chat-1', items: [{ id, scope: 't:chat-1', message: msg, state: 'pending', replyRefs: [] }], text: 'hello', passive: [] }, new AbortController().signal);
+      const item: InboxItem = { id: p.inbox.add(msg, 't:chat-1')!, scope: 't:chat-1', message: msg, state: 'pending', replyRefs: [] };
+      const lifecycle = new ItemLifecycle(p.inbox);
+      lifecycle.queued(item);
+      lifecycle.started([item]);
+      const ending = await execute({ id: String(item.id), scope: 't:chat-1', items: [item], text: 'hello', passive: [], replied: (refs) => lifecycle.replied([item], refs) }, new AbortController().signal);
       expect(ending).toBe('error');
       expect(adapter.visible('chat-1')).toEqual(['⚠️ Something went wrong while answering; please try again.']);
+      // The error reply was recorded through the lifecycle: a re-run would edit it, not send another.
+      const row = p.db.prepare('SELECT state, reply_refs FROM inbox WHERE id = ?').get(item.id) as { state: string; reply_refs: string };
+      expect(row.state).toBe('running');
+      expect(JSON.parse(row.reply_refs)).toHaveLength(1);
       expect(p.logs.text).toContain('the turn failed before or outside its runtime');
       // The stream ended: typing is not refreshed any more.
       const typing = adapter.calls.filter((c) => c.op === 'typing').length;

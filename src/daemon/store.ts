@@ -1,17 +1,14 @@
 import { join } from 'node:path';
-import type { DaemonConfig } from '../config/schema.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import type { Plugin } from '../kernel/plugin.js';
-import type { Logger } from '../observe/logger.js';
-import type { Metrics } from '../observe/metrics.js';
-import { ApprovalStore } from './approvals.js';
-import { ConversationStore } from './conversations.js';
-import { openDb } from './db.js';
-import { GroupCommit } from './group-commit.js';
-import { StorageHealth } from './health.js';
-import { Inbox } from './inbox.js';
-import { SessionStore } from './sessions.js';
-import { SqliteUsageLedger } from './usage.js';
+import { definePlugin, type DaemonPlugin } from './services.js';
+import { ApprovalStore } from '../store/approvals.js';
+import { ConversationStore } from '../store/conversations.js';
+import { openDb } from '../store/db.js';
+import { GroupCommit } from '../store/group-commit.js';
+import { StorageHealth } from '../store/health.js';
+import { Inbox } from '../store/inbox.js';
+import { SessionStore } from '../store/sessions.js';
+import { SqliteUsageLedger } from '../store/usage.js';
 
 /** The state database; a state_dir that cannot hold it is named with its path and what failed. */
 function openStateDb(dir: string): ReturnType<typeof openDb> {
@@ -32,15 +29,16 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
  * the shared inbox and all state (usage and approval decisions too) live in NATS and
  * PostgreSQL, and this database only backs the instance's storage health.
  */
-export function sqliteStorePlugin(cfg: () => DaemonConfig, localOnly = false): Plugin {
-  return {
+export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
+  return definePlugin({
     name: localOnly ? 'local-store' : 'store',
     provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
-      const log = ctx.use<Logger>('logger');
-      const metrics = ctx.use<Metrics>('metrics');
-      const db = openStateDb(cfg().daemon.state_dir);
+      const config = ctx.use('config');
+      const log = ctx.use('logger');
+      const metrics = ctx.use('metrics');
+      const db = openStateDb(config.config.daemon.state_dir);
       const health = new StorageHealth(log, (degraded, code) => {
         metrics.storageDegraded.set(degraded ? 1 : 0);
         if (code) metrics.storageFaults.inc({ code });
@@ -54,7 +52,7 @@ export function sqliteStorePlugin(cfg: () => DaemonConfig, localOnly = false): P
       });
       const inbox = new Inbox(db, group);
       const prune = () => {
-        const n = inbox.tryPrune(cfg().daemon.inbox_retention_hours);
+        const n = inbox.tryPrune(config.config.daemon.inbox_retention_hours);
         if (n) log.info({ pruned: n }, 'pruned old inbox items');
       };
       prune();
@@ -69,5 +67,5 @@ export function sqliteStorePlugin(cfg: () => DaemonConfig, localOnly = false): P
       ctx.provide('usage', new SqliteUsageLedger(db, group));
       ctx.provide('approval-store', new ApprovalStore(db));
     },
-  };
+  });
 }

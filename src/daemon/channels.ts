@@ -1,0 +1,76 @@
+import type { ChannelConfig } from '../config/schema.js';
+import type { ChannelAdapter } from '../contracts/channel.js';
+import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
+import { definePlugin, type DaemonPlugin } from './services.js';
+
+/** Stands in for an adapter that could not be built: every call fails with why. */
+function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
+  const fail = () => Promise.reject(err);
+  return {
+    id,
+    selfId: undefined,
+    capabilities: { maxMessageLength: 4000, editsDrafts: false, minEditIntervalMs: 0, nativeStream: false, typing: false },
+    listen: fail,
+    send: fail,
+    edit: fail,
+    delete: fail,
+    typing: fail,
+  };
+}
+
+/**
+ * Why an adapter could not be built, as a fatal channel error. A coded error keeps its code,
+ * message and cause (a missing token stays CHANNEL_AUTH_FAILED with its one hint); anything
+ * else is CHANNEL_UNAVAILABLE. Fatal either way: retrying cannot build it.
+ */
+export function unbuildable(err: unknown): ChannelError {
+  if (err instanceof ChannelError && !err.retryable) return err;
+  if (err instanceof CodedError) {
+    const same = new ChannelError(err.code, undefined, { cause: err, retryable: false });
+    same.message = err.message;
+    return same;
+  }
+  return new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false });
+}
+
+/** One channel as a plugin: its adapter joins the channel table and the supervisor. */
+export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
+  return definePlugin({
+    name: `channel:${channel.id}`,
+    inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology'],
+    start: async (ctx) => {
+      const config = ctx.use('config');
+      const log = ctx.use('logger').child({ channel: channel.id });
+      const channels = ctx.use('channels');
+      const supervisor = ctx.use('supervisor');
+      const dispatcher = ctx.use('dispatcher');
+      const topology = ctx.use('topology');
+      let adapter: ChannelAdapter;
+      try {
+        const factory = await config.loaded.kinds.of(channel).load();
+        const metrics = ctx.use('metrics');
+        adapter = await factory(channel, {
+          http: ctx.use('http'),
+          log,
+          stateDir: config.config.daemon.state_dir,
+          maxAttachmentBytes: () => config.config.limits.max_attachment_bytes,
+          secret: (base) => config.secrets.get(`channels.${channel.id}`, base),
+          evicted: (structure, n) => metrics.evictions.inc({ structure }, n),
+        });
+      } catch (err) {
+        // One channel that cannot be built goes through the usual supervision: its listener
+        // fails with a fatal error, so it is parked as failed while the others run.
+        adapter = unavailableAdapter(channel.id, unbuildable(err));
+      }
+      if (topology.gate) adapter = topology.gate(channel, adapter, config.loaded.kinds.of(channel).exclusiveListener(channel));
+      channels.set(channel.id, { config: channel, adapter });
+      ctx.effect(() => void channels.delete(channel.id));
+      supervisor.add({ id: channel.id, kind: channel.type, adapter, deliver: dispatcher.deliver, backoff: channel.backoff, connectTimeoutMs: channel.connect_timeout_ms });
+      ctx.effect(async () => {
+        const grace = config.config.daemon.shutdown_grace_ms;
+        await dispatcher.settleChannel(channel.id, grace, channels.removing.has(channel.id));
+        await supervisor.remove(channel.id, grace);
+      });
+    },
+  });
+}

@@ -1,0 +1,159 @@
+import { builtinActions } from '../actions/builtin/index.js';
+import { ActionRegistry } from '../actions/registry.js';
+import { agentOf } from '../config/load.js';
+import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
+import { TaskTracker } from '../dispatch/tracker.js';
+import { McpHub } from '../mcp/hub.js';
+import { HttpServer } from '../observe/http.js';
+import { parseListen } from '../util/http.js';
+import { createLogger, type LoggerOptions } from '../observe/logger.js';
+import { Metrics } from '../observe/metrics.js';
+import { Supervisor } from '../supervisor/supervisor.js';
+import { ApprovalCoordinator } from '../tools/approvals.js';
+import type { LiveConfig } from './config-service.js';
+import { Extensions } from './extensions.js';
+import { ManagementSlot } from './management.js';
+import { ChannelTable, definePlugin, type DaemonPlugin, type HardStop } from './services.js';
+
+/** The values the composition root itself owns, published as services. */
+export function rootPlugins(config: LiveConfig, shutdown: HardStop): DaemonPlugin[] {
+  return [
+    definePlugin({ name: 'config', provides: ['config'], start: (ctx) => ctx.provide('config', config) }),
+    definePlugin({ name: 'shutdown', provides: ['shutdown'], start: (ctx) => ctx.provide('shutdown', shutdown) }),
+  ];
+}
+
+/** The logger at `[daemon] log_level`; secrets in force are redacted from every line. */
+export function loggerPlugin(options: Partial<LoggerOptions> = {}): DaemonPlugin {
+  return definePlugin({
+    name: 'logger',
+    provides: ['logger'],
+    inject: ['config'],
+    start: (ctx) => {
+      const config = ctx.use('config');
+      const log = createLogger({ level: config.config.daemon.log_level, secrets: () => config.secrets.values(), ...options });
+      ctx.provide('logger', log);
+      ctx.effect(() => log.flush());
+    },
+  });
+}
+
+export const metricsPlugin = definePlugin({ name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) });
+
+export const httpPlugin = definePlugin({
+  name: 'http',
+  provides: ['http'],
+  inject: ['config', 'logger'],
+  start: async (ctx) => {
+    const log = ctx.use('logger');
+    const config = ctx.use('config');
+    const { listen } = config.config.http;
+    const { host, port } = parseListen(listen);
+    // The listen host and allowed_hosts as configured now: a reload applies at once.
+    const http = new HttpServer(
+      (err) => log.error({ err }, 'HTTP handler failed'),
+      () => [parseListen(config.config.http.listen).host, ...config.config.http.allowed_hosts],
+    );
+    try {
+      await http.listen(host, port);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      // In use may clear by itself (the previous process still exiting); the rest needs the operator.
+      throw new CodedError(code === 'EADDRINUSE' ? 'LISTEN_IN_USE' : 'LISTEN_INVALID', `[http] listen = "${listen}": ${code ?? errorMessage(err)}`, { cause: err });
+    }
+    ctx.effect(() => http.close());
+    ctx.provide('http', http);
+  },
+});
+
+/**
+ * The management actions and their HTTP faces. The registry runs actions against the
+ * `management` slot, which the management plugin binds once the services it reads run
+ * (they include the workspaces, which in turn take the actions' slash faces).
+ */
+export const actionsPlugin = definePlugin({
+  name: 'actions',
+  provides: ['actions', 'management'],
+  inject: ['http', 'config'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const slot = new ManagementSlot();
+    const registry = new ActionRegistry(slot);
+    for (const a of builtinActions) registry.register(a);
+    ctx.effect(registry.attachHttp(ctx.use('http'), () => config.secrets.get('http', 'admin_token')));
+    ctx.provide('actions', registry);
+    ctx.provide('management', slot);
+  },
+});
+
+export const channelTablePlugin = definePlugin({ name: 'channel-table', provides: ['channels'], start: (ctx) => ctx.provide('channels', new ChannelTable()) });
+
+export const mcpPlugin = definePlugin({
+  name: 'mcp',
+  provides: ['mcp'],
+  inject: ['config', 'logger'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const hub = new McpHub({ log: ctx.use('logger'), env: config.env, graceMs: () => config.config.daemon.shutdown_grace_ms });
+    // Unloaded after the dispatcher: turns have ended before their servers stop.
+    ctx.effect(() => hub.stopAll());
+    ctx.provide('mcp', hub);
+  },
+});
+
+export const approvalsPlugin = definePlugin({
+  name: 'approvals',
+  provides: ['approvals'],
+  inject: ['config', 'logger', 'channels', 'mcp', 'approval-store', 'shutdown'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const hardStop = ctx.use('shutdown').signal;
+    const channels = ctx.use('channels');
+    const adapter = (id: string) => {
+      const ch = channels.get(id);
+      if (!ch) throw new ChannelError('CHANNEL_UNAVAILABLE', `channel "${id}" is not running`);
+      return ch.adapter;
+    };
+    const approvals = new ApprovalCoordinator({
+      store: ctx.use('approval-store'),
+      log: ctx.use('logger'),
+      policy: (agent) => {
+        const a = config.config.agents[agent];
+        return { approvers: a?.approvers ?? [], timeoutMs: a?.approval_timeout_ms ?? 300000 };
+      },
+      send: (target, text, buttons, signal) => adapter(target.channelId).send(target, text, { final: true, buttons, signal }),
+      edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [], signal: hardStop }),
+    });
+    const hub = ctx.use('mcp');
+    hub.gate = approvals;
+    ctx.effect(() => (hub.gate = undefined));
+    ctx.provide('approvals', approvals);
+  },
+});
+
+export const trackerPlugin = definePlugin({
+  name: 'tracker',
+  provides: ['tracker'],
+  inject: ['config'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    ctx.provide('tracker', new TaskTracker((channelId) => agentOf(config.config, channelId)));
+  },
+});
+
+export const supervisorPlugin = definePlugin({
+  name: 'supervisor',
+  provides: ['supervisor'],
+  inject: ['logger', 'metrics', 'config'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const sup = new Supervisor(ctx.use('logger'), ctx.use('metrics'));
+    ctx.effect(() => sup.stopAll(config.config.daemon.shutdown_grace_ms));
+    ctx.provide('supervisor', sup);
+  },
+});
+
+/** One instance on its own: turns are not wrapped, replies not fenced, every listener runs here. */
+export const singleNodePlugin = definePlugin({ name: 'single-node', provides: ['topology'], start: (ctx) => ctx.provide('topology', {}) });
+
+export const extensionsPlugin = definePlugin({ name: 'extensions', provides: ['extensions'], start: (ctx) => ctx.provide('extensions', new Extensions()) });

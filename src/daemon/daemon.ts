@@ -1,0 +1,228 @@
+import type { AddressInfo } from 'node:net';
+import { VERSION } from '../util/version.js';
+import type { ChannelKinds } from '../config/kinds.js';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
+import { Kernel } from '../kernel/kernel.js';
+import type { LoggerOptions } from '../observe/logger.js';
+import type { Inbox } from '../store/inbox.js';
+import type { ClusterComposition, ClusterWiring } from '../cluster/compose.js';
+import type { Plugin } from '../kernel/plugin.js';
+import { channelPlugin } from './channels.js';
+import { LiveConfig } from './config-service.js';
+import { actionsPlugin, approvalsPlugin, channelTablePlugin, extensionsPlugin, httpPlugin, loggerPlugin, mcpPlugin, metricsPlugin, rootPlugins, singleNodePlugin, supervisorPlugin, trackerPlugin } from './core.js';
+import { dispatcherPlugin } from './dispatcher.js';
+import { managementPlugin } from './management.js';
+import { pidFilePlugin } from './pidfile.js';
+import { loadPluginFolders, pluginFolderPlugin } from './plugin-folders.js';
+import { Reloader, type ReloadResult } from './reload.js';
+import { definePlugin, serviceNames, type DaemonPlugin, type Services } from './services.js';
+import { statusPlugin } from './status.js';
+import { sqliteStorePlugin } from './store.js';
+import { workspacePlugin, workspacesPlugin } from './workspaces.js';
+
+export type { ReloadResult } from './reload.js';
+
+type ClusterInjects = 'config' | 'logger' | 'shutdown' | 'dispatcher' | 'status';
+type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'topology';
+/**
+ * The cluster plugins are typed by their own view of the services (src/cluster stays below
+ * src/daemon); this is where that view is checked against `Services`: what they inject must
+ * be what the daemon provides, and what they provide must fit the daemon's service type.
+ */
+const clusterWiringAgrees: { [K in ClusterInjects]: Services[K] extends ClusterWiring[K] ? true : never } & { [K in ClusterProvides]: ClusterWiring[K] extends Services[K] ? true : never } = {
+  config: true,
+  logger: true,
+  shutdown: true,
+  dispatcher: true,
+  status: true,
+  inbox: true,
+  sessions: true,
+  conversations: true,
+  usage: true,
+  'approval-store': true,
+  topology: true,
+};
+void clusterWiringAgrees;
+/** A cluster plugin in the daemon's kernel; its names are the daemon's (checked above and by the plan). */
+const asDaemonPlugin = <I extends keyof ClusterWiring, P extends keyof ClusterWiring>(p: Plugin<ClusterWiring, I, P>) => p as unknown as DaemonPlugin;
+export { RESTART_KEYS } from './reload.js';
+
+export interface DaemonOptions {
+  configFile: string;
+  /** The channel kinds this build runs (the entry point hands them in). */
+  kinds: ChannelKinds;
+  env?: NodeJS.ProcessEnv;
+  logger?: Partial<LoggerOptions>;
+}
+
+/**
+ * The running daemon's lifecycle: it composes the kernel (core plugins, plugin folders, one
+ * plugin per agent and per channel), starts it, and stops it gracefully. Everything else is
+ * a service: reload, status, the management API. The getters are for the command line and
+ * tests.
+ */
+export class Daemon {
+  readonly #kernel: Kernel<Services>;
+  readonly #config: LiveConfig;
+  readonly #hardStop = new AbortController();
+  readonly #reloader: Reloader;
+  #stopping: Promise<void> | undefined;
+  /** Cluster mode only: the composition that adds the work plugin once channels run. */
+  #cluster: ClusterComposition | undefined;
+  address!: AddressInfo;
+
+  private constructor(loaded: LoadedConfig, env: NodeJS.ProcessEnv) {
+    this.#config = new LiveConfig(loaded, env);
+    this.#kernel = new Kernel<Services>({ services: serviceNames, onDisposeError: (plugin, err) => this.#logOrPrint(plugin, err) });
+    this.#reloader = new Reloader(this.#kernel);
+  }
+
+  /** Loads the config and plugin folders, starts the core and every enabled agent and channel; ready() tells when /readyz turns 200. */
+  static async start(options: DaemonOptions): Promise<Daemon> {
+    const env = options.env ?? process.env;
+    const daemon = new Daemon(loadConfig(options.configFile, options.kinds, env), env);
+    try {
+      await daemon.#start(options);
+    } catch (err) {
+      // Whatever already runs (the HTTP server above all: /healthz must not say ok for a
+      // daemon that never started) is stopped before the error goes up.
+      await daemon.#kernel.stop().catch(() => {});
+      throw err;
+    }
+    return daemon;
+  }
+
+  async #core(options: DaemonOptions): Promise<DaemonPlugin[]> {
+    const reloader = this.#reloader;
+    const common = [
+      ...rootPlugins(this.#config, { signal: this.#hardStop.signal }),
+      definePlugin({ name: 'reloader', provides: ['reload'], start: (ctx) => ctx.provide('reload', reloader) }),
+      loggerPlugin(options.logger),
+      metricsPlugin,
+      httpPlugin,
+      actionsPlugin,
+      channelTablePlugin,
+      mcpPlugin,
+      approvalsPlugin,
+      workspacesPlugin,
+      trackerPlugin,
+      supervisorPlugin,
+      dispatcherPlugin,
+      extensionsPlugin,
+      statusPlugin,
+      managementPlugin,
+    ];
+    if (!this.#config.config.cluster) return [...common, sqliteStorePlugin(), singleNodePlugin];
+    // Cluster mode: its code is loaded only when the config has [cluster].
+    const { ClusterComposition } = await import('../cluster/compose.js');
+    const cluster = new ClusterComposition();
+    this.#cluster = cluster;
+    return [...common, asDaemonPlugin(cluster.storePlugin()), sqliteStorePlugin(true)];
+  }
+  async #start(options: DaemonOptions): Promise<void> {
+    // Plugin folders are imported before anything starts: a bad one is a config error.
+    const folders = await loadPluginFolders(this.#config.loaded);
+    await this.#kernel.load(...(await this.#core(options)));
+    await this.#kernel.load(pidFilePlugin, ...folders.map(pluginFolderPlugin));
+    const cfg = this.#config.config;
+    for (const [name, agent] of Object.entries(cfg.agents)) if (agent.enabled) await this.#kernel.load(workspacePlugin(name, agent));
+    const channels = cfg.channels.filter((c) => c.enabled);
+    // Channels start concurrently: a slow one never holds back the others.
+    await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c))));
+    this.#kernel.get('status').channelsLoaded = true;
+    // Cluster mode: partitions are consumed once every channel can send replies.
+    if (this.#cluster) await this.#kernel.load(asDaemonPlugin(this.#cluster.workPlugin()));
+    else this.dispatcher.recover();
+    this.address = this.#kernel.get('http').address!;
+    this.log.info({ version: VERSION, channels: channels.map((c) => c.id), plugins: folders.map((f) => f.definition.name), generation: this.#config.generation }, 'channeld started');
+  }
+
+  #logOrPrint(plugin: string, err: unknown): void {
+    try {
+      this.log.error({ err, plugin }, 'disposer failed; teardown went on');
+    } catch {
+      console.error(`channeld: ${plugin}: disposer failed: ${errorMessage(err)}`);
+    }
+  }
+
+  get log() {
+    return this.#kernel.get('logger');
+  }
+  get config(): LoadedConfig {
+    return this.#config.loaded;
+  }
+  get dispatcher() {
+    return this.#kernel.get('dispatcher');
+  }
+  get supervisor() {
+    return this.#kernel.get('supervisor');
+  }
+  /** The SQLite inbox (single-node only: the cluster's inbox lives in NATS). */
+  get inbox(): Inbox {
+    const inbox = this.#kernel.get('inbox');
+    if ('remote' in inbox) throw new CodedError('KERNEL_MISSING_SERVICE', 'cluster mode has no local inbox');
+    return inbox;
+  }
+  get actions() {
+    return this.#kernel.get('actions');
+  }
+  get tracker() {
+    return this.#kernel.get('tracker');
+  }
+  get mcp() {
+    return this.#kernel.get('mcp');
+  }
+  get metrics() {
+    return this.#kernel.get('metrics');
+  }
+  get storage() {
+    return this.#kernel.get('storage');
+  }
+
+  /** What management actions see; the same object the HTTP and slash faces call. */
+  get api() {
+    return this.#kernel.get('management');
+  }
+  status() {
+    return this.#kernel.get('status').status();
+  }
+  ready(): boolean {
+    return this.#kernel.get('status').ready();
+  }
+  turns() {
+    return this.tracker.list();
+  }
+
+  /** Re-reads the config file and applies it (see Reloader); `dryRun` only validates. */
+  reload(options: { dryRun?: boolean } = {}): Promise<ReloadResult> {
+    return this.#reloader.reload(options);
+  }
+
+  /**
+   * Graceful stop: stop taking messages, let running turns finish for `shutdown_grace_ms`
+   * (then cancel them with the stop marker), then unload everything in reverse order.
+   */
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      await this.#reloader.close();
+      const graceMs = this.#config.config.daemon.shutdown_grace_ms;
+      // Turns get the grace to finish, cancelled ones as long again to flush their final
+      // text; then retries stop, so a platform that keeps refusing cannot hold the exit.
+      const hard = setTimeout(() => this.#hardStop.abort(), 2 * graceMs);
+      try {
+        await this.dispatcher.shutdown(graceMs);
+      } finally {
+        clearTimeout(hard);
+        this.#hardStop.abort();
+      }
+      await this.#kernel.stop();
+    })();
+    return this.#stopping;
+  }
+
+  /** Stops final-text retries at once (a second signal). */
+  abortNow(): void {
+    this.#hardStop.abort();
+  }
+}

@@ -1,0 +1,74 @@
+import type { ManagementApi } from '../actions/action.js';
+import { agentOf } from '../config/load.js';
+import { CodedError } from '../contracts/errors.js';
+import { definePlugin, type ManagementBinding } from './services.js';
+
+/**
+ * The `management` service: the ManagementApi the action registry runs against. It
+ * forwards to the implementation the management plugin binds; before that (or after it
+ * unloads) a call fails with DAEMON_SHUTTING_DOWN rather than reaching half a daemon.
+ */
+export class ManagementSlot implements ManagementBinding {
+  #api: ManagementApi | undefined;
+
+  bind(api: ManagementApi): () => void {
+    this.#api = api;
+    return () => {
+      if (this.#api === api) this.#api = undefined;
+    };
+  }
+
+  get #target(): ManagementApi {
+    if (!this.#api) throw new CodedError('DAEMON_SHUTTING_DOWN', 'the daemon is not serving management actions right now');
+    return this.#api;
+  }
+
+  status: ManagementApi['status'] = () => this.#target.status();
+  reload: ManagementApi['reload'] = (options) => this.#target.reload(options);
+  turns: ManagementApi['turns'] = () => this.#target.turns();
+  stopTurn: ManagementApi['stopTurn'] = (id) => this.#target.stopTurn(id);
+  sessions: ManagementApi['sessions'] = () => this.#target.sessions();
+  conversation: ManagementApi['conversation'] = (agent, scope) => this.#target.conversation(agent, scope);
+  usage: ManagementApi['usage'] = (filter) => this.#target.usage(filter);
+  budget: ManagementApi['budget'] = (agent) => this.#target.budget(agent);
+}
+
+/** What management actions ask of the daemon, answered from the services. */
+export const managementPlugin = definePlugin({
+  name: 'management-api',
+  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const status = ctx.use('status');
+    const reload = ctx.use('reload');
+    const tracker = ctx.use('tracker');
+    const dispatcher = ctx.use('dispatcher');
+    const sessions = ctx.use('sessions');
+    const workspaces = ctx.use('workspaces');
+    const ledger = ctx.use('usage');
+    const topology = ctx.use('topology');
+    const api: ManagementApi = {
+      status: () => status.status(),
+      reload: (options) => reload.reload(options),
+      turns: () => tracker.list(),
+      // Cluster mode: a turn not running here may run on another instance.
+      stopTurn: async (id) => dispatcher.stopTurn(id) ?? (await topology.stopTurn?.(id)),
+      sessions: () =>
+        Promise.all(
+          config.config.channels.map(async (c) => {
+            const agent = agentOf(config.config, c.id);
+            const rows = await sessions.summary(agent, `${c.id}:`);
+            const last = Math.max(0, ...rows.map((r) => r.lastActiveAt));
+            return { channel: c.id, agent, conversations: rows.length, sessions: rows.reduce((n, r) => n + r.sessions, 0), last_activity: last ? new Date(last).toISOString() : null };
+          }),
+        ),
+      conversation: (agent, scope) => workspaces.byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` },
+      usage: async (filter) => {
+        const [rows, total] = await Promise.all([ledger.breakdown(filter), ledger.totals(filter)]);
+        return { rows, total };
+      },
+      budget: (agent) => workspaces.byName.get(agent)?.budget(),
+    };
+    ctx.effect(ctx.use('management').bind(api));
+  },
+});

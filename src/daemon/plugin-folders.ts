@@ -1,0 +1,130 @@
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { LoadedConfig } from '../config/load.js';
+import { SourceMap } from '../config/locate.js';
+import { ConfigError, errorMessage } from '../contracts/errors.js';
+import { phases } from '../contracts/hooks.js';
+import type { PluginDefinition } from '../contracts/plugin-folder.js';
+import { definePlugin, type DaemonPlugin } from './services.js';
+
+/**
+ * A plugin folder's entry, first found wins. JavaScript always; `index.ts` only where this
+ * Node can import TypeScript (Node ≥ 22.18 strips types by default, or the daemon runs
+ * under tsx): the built daemon does not compile plugin folders.
+ */
+export const INDEX_FILES = ['index.js', 'index.mjs', 'index.ts'] as const;
+
+/** A configured plugin folder, loaded and checked. */
+export interface PluginFolder {
+  /** As written in `[daemon] plugins`. */
+  configured: string;
+  /** Its index file, absolute. */
+  index: string;
+  definition: PluginDefinition;
+}
+
+const NAME = /^[A-Za-z0-9_-]+$/;
+const KEYS = new Set(['name', 'description', 'modes', 'tools', 'hooks', 'commands']);
+
+const isFn = (v: unknown) => typeof v === 'function';
+const isStr = (v: unknown) => typeof v === 'string' && v.length > 0;
+const kind = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+
+/** What is wrong with a default export, one line per problem; empty when it is a valid definition. */
+export function definitionProblems(value: unknown): string[] {
+  if (value === undefined) return ['has no default export (write `export default { name, modes, tools, hooks, commands }`)'];
+  if (!value || typeof value !== 'object' || Array.isArray(value)) return [`the default export is ${kind(value)}, not a plugin definition object`];
+  const d = value as Record<string, unknown>;
+  const out: string[] = [];
+  for (const k of Object.keys(d)) if (!KEYS.has(k)) out.push(`unknown key "${k}" in the default export (allowed: ${[...KEYS].join(', ')})`);
+  if (typeof d.name !== 'string' || !NAME.test(d.name)) out.push('name must be a string of letters, digits, "_" and "-"');
+  if (d.description !== undefined && typeof d.description !== 'string') out.push('description must be a string');
+  const list = (key: string, check: (item: Record<string, unknown>) => string | undefined) => {
+    const v = d[key];
+    if (v === undefined) return;
+    if (!Array.isArray(v)) return void out.push(`${key} must be an array, got ${kind(v)}`);
+    v.forEach((item: unknown, i) => {
+      const problem = item && typeof item === 'object' ? check(item as Record<string, unknown>) : `is ${kind(item)}, not an object`;
+      if (problem) out.push(`${key}[${i}]${isStr((item as { name?: unknown } | null)?.name) ? ` ("${(item as { name: string }).name}")` : ''}: ${problem}`);
+    });
+  };
+  list('modes', (m) => (!isStr(m.name) ? 'needs a name' : typeof m.description !== 'string' ? 'needs a description' : !isFn(m.setup) ? 'setup must be a function' : undefined));
+  list('tools', (t) => (!isStr(t.name) ? 'needs a name' : typeof t.description !== 'string' ? 'needs a description' : !t.input || typeof t.input !== 'object' ? 'input must be a zod schema or a jsonSchema()' : !isFn(t.run) ? 'run must be a function' : undefined));
+  list('hooks', (h) => (!isStr(h.name) ? 'needs a name' : !(phases as readonly unknown[]).includes(h.phase) ? `phase must be one of ${phases.join(', ')}` : !isFn(h.run) ? 'run must be a function' : undefined));
+  list('commands', (c) => (!isStr(c.name) ? 'needs a name' : typeof c.help !== 'string' ? 'needs a help line' : !isFn(c.handler) ? 'handler must be a function' : undefined));
+  return out;
+}
+
+/** Loads one folder; returns its problems instead when it cannot be used. */
+async function loadOne(configured: string, base: string): Promise<PluginFolder | string[]> {
+  const dir = resolve(base, configured);
+  let isDir = false;
+  try {
+    isDir = statSync(dir).isDirectory();
+  } catch (err) {
+    return [`plugin folder ${dir} cannot be read (${(err as NodeJS.ErrnoException).code ?? errorMessage(err)})`];
+  }
+  if (!isDir) return [`${dir} is not a folder`];
+  const index = INDEX_FILES.map((f) => join(dir, f)).find((f) => existsSync(f));
+  if (!index) return [`plugin folder ${dir} has no ${INDEX_FILES.join(', ')}`];
+  let mod: { default?: unknown };
+  try {
+    mod = (await import(pathToFileURL(index).href)) as { default?: unknown };
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ERR_UNKNOWN_FILE_EXTENSION' && index.endsWith('.ts')) return [`${index}: this Node cannot load TypeScript; compile the plugin to index.js (or use Node 22.18 or later, or run under tsx)`];
+    return [`${index} could not be loaded: ${errorMessage(err)}`];
+  }
+  const problems = definitionProblems(mod.default);
+  if (problems.length) return problems.map((p) => `${index}: ${p}`);
+  return { configured, index, definition: mod.default as PluginDefinition };
+}
+
+/**
+ * Loads every folder in `[daemon] plugins` (paths relative to the config file). Throws a
+ * ConfigError with one `file:line:col: daemon.plugins[i]: …` line per problem: a missing
+ * folder, no index, an index that fails to load, a bad default export, a name used twice.
+ */
+export async function loadPluginFolders(loaded: LoadedConfig): Promise<PluginFolder[]> {
+  const paths = loaded.config.daemon.plugins;
+  if (!paths.length) return [];
+  const base = dirname(resolve(loaded.file));
+  const results = await Promise.all(paths.map((p) => loadOne(p, base)));
+  const problems: Array<{ i: number; message: string }> = [];
+  const seen = new Map<string, number>();
+  for (const [i, r] of results.entries()) {
+    if (Array.isArray(r)) {
+      problems.push(...r.map((message) => ({ i, message })));
+      continue;
+    }
+    const first = seen.get(r.definition.name);
+    if (first !== undefined) problems.push({ i, message: `${r.index}: plugin name "${r.definition.name}" is already used by daemon.plugins[${first}]` });
+    else seen.set(r.definition.name, i);
+  }
+  if (problems.length) {
+    let map: SourceMap | undefined;
+    try {
+      map = new SourceMap(readFileSync(loaded.file, 'utf8'));
+    } catch {
+      map = undefined;
+    }
+    const name = basename(loaded.file);
+    throw new ConfigError(
+      problems.map(({ i, message }) => {
+        const pos = map?.find(['daemon', 'plugins', i]);
+        return `${name}:${pos ? `${pos.line}:${pos.column}` : '1'}: daemon.plugins[${i}]: ${message}`;
+      }),
+    );
+  }
+  return results as PluginFolder[];
+}
+
+/** A loaded plugin folder as a kernel plugin: its definition joins the `extensions` service. */
+export function pluginFolderPlugin(folder: PluginFolder): DaemonPlugin {
+  return definePlugin({
+    name: `plugin:${folder.definition.name}`,
+    inject: ['extensions'],
+    start: (ctx) => void ctx.effect(ctx.use('extensions').add(folder.configured, folder.definition)),
+  });
+}

@@ -1,0 +1,148 @@
+import { diffChannels } from '../config/diff.js';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
+import { ConfigError, errorMessage } from '../contracts/errors.js';
+import type { Kernel } from '../kernel/kernel.js';
+import { channelPlugin } from './channels.js';
+import type { ReloadResult, ReloadService, Services } from './services.js';
+import { workspacePlugin } from './workspaces.js';
+
+export type { ReloadResult } from './services.js';
+
+/**
+ * Keys a running daemon cannot change: the HTTP server and the database stay where they
+ * are, and plugin folders are imported once (an ES module cannot be loaded again).
+ */
+export const RESTART_KEYS = [
+  ['[http] listen', (c: LoadedConfig) => c.config.http.listen],
+  ['[daemon] state_dir', (c: LoadedConfig) => c.config.daemon.state_dir],
+  ['[daemon] plugins', (c: LoadedConfig) => JSON.stringify(c.config.daemon.plugins)],
+] as const;
+
+/** Why a valid new config must not be applied by a reload, or undefined. */
+export function reloadRefusal(before: LoadedConfig, after: LoadedConfig): string | undefined {
+  const restart = RESTART_KEYS.filter(([, get]) => get(before) !== get(after)).map(([key]) => key);
+  if (restart.length) return `${after.file}: ${restart.join(' and ')} changed; ${restart.length > 1 ? 'they take' : 'it takes'} effect only on a restart (systemctl restart channeld). Nothing was applied; undo the change or restart.`;
+  const enabled = (l: LoadedConfig) => l.config.channels.filter((c) => c.enabled).length;
+  if (enabled(after) === 0 && enabled(before) > 0) {
+    return `${after.file}: no channel is enabled in the new config, so this reload would stop every channel (an empty or truncated file?). Nothing was applied; to stop the daemon use systemctl stop channeld.`;
+  }
+  return undefined;
+}
+
+const ids = (l: { id: string }[]) => l.map((c) => c.id);
+
+/**
+ * The `reload` service: re-reads the config file and applies the per-channel diff through
+ * the kernel (changed channels and agents are unloaded and loaded anew). Serialized: a
+ * reload asked for while one runs is folded into one more reload after it.
+ */
+export class Reloader implements ReloadService {
+  #running: Promise<ReloadResult> | undefined;
+  #again = false;
+  #closed = false;
+
+  constructor(private readonly kernel: Kernel<Services>) {}
+
+  reload(options: { dryRun?: boolean } = {}): Promise<ReloadResult> {
+    if (options.dryRun) return Promise.resolve(this.#validate());
+    if (this.#running) {
+      this.#again = true;
+      return this.#running;
+    }
+    const run = async (): Promise<ReloadResult> => {
+      let result: ReloadResult;
+      do {
+        this.#again = false;
+        result = await this.#reloadOnce();
+      } while (this.#again && !this.#closed);
+      return result;
+    };
+    this.#running = run().finally(() => (this.#running = undefined));
+    return this.#running;
+  }
+
+  /** No reload is folded in after this; resolves once the running one (if any) ended. */
+  async close(): Promise<void> {
+    this.#closed = true;
+    await this.#running?.catch(() => {});
+  }
+
+  /** The reload action's dry run: the file as the daemon would read it, in its own environment; nothing applied. */
+  #validate(): ReloadResult {
+    const live = this.kernel.get('config');
+    const file = live.loaded.file;
+    const none = { added: [], removed: [], changed: [], agents: [] };
+    try {
+      const after = loadConfig(file, live.loaded.kinds, live.env);
+      const diff = diffChannels(live.loaded, after);
+      return { ok: true, dry_run: true, file, generation: live.generation, errors: [], ...none, added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed) };
+    } catch (err) {
+      return { ok: false, dry_run: true, file, generation: live.generation, errors: err instanceof ConfigError ? [...err.problems] : [errorMessage(err)], ...none };
+    }
+  }
+
+  async #reloadOnce(): Promise<ReloadResult> {
+    const live = this.kernel.get('config');
+    const log = this.kernel.get('logger');
+    const metrics = this.kernel.get('metrics');
+    const at = new Date().toISOString();
+    const before = live.loaded;
+    const refused = (errors: string[], result: 'invalid' | 'refused'): ReloadResult => {
+      for (const e of errors) log.error({ reload: 'refused' }, e);
+      live.lastReload = { ok: false, at, errors };
+      metrics.reloads.inc({ result });
+      return { ok: false, generation: live.generation, errors, added: [], removed: [], changed: [], agents: [] };
+    };
+    let after: LoadedConfig;
+    try {
+      after = loadConfig(before.file, before.kinds, live.env);
+    } catch (err) {
+      return refused(err instanceof ConfigError ? [...err.problems] : [errorMessage(err)], 'invalid');
+    }
+    const refusal = reloadRefusal(before, after);
+    if (refusal) return refused([refusal], 'refused');
+    const diff = diffChannels(before, after);
+    live.replace(after);
+    log.level = after.config.daemon.log_level;
+    const agents = await this.#reloadWorkspaces(before, after);
+    const channels = this.kernel.get('channels');
+    for (const ch of diff.removed) channels.removing.add(ch.id);
+    await Promise.all([...diff.removed, ...diff.changed].map((ch) => this.kernel.unload(`channel:${ch.id}`)));
+    for (const ch of diff.removed) channels.removing.delete(ch.id);
+    await Promise.all([...diff.added, ...diff.changed].map((ch) => this.kernel.load(channelPlugin(ch))));
+    live.lastReload = { ok: true, at, errors: [] };
+    metrics.reloads.inc({ result: 'applied' });
+    const result = { ok: true, generation: live.generation, errors: [], added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed), agents };
+    log.info({ ...result, unchanged: ids(diff.unchanged) }, 'config reloaded');
+    return result;
+  }
+
+  /**
+   * Agents whose section (or API key) changed are reloaded as a unit: their workspace plugin
+   * is unloaded and loaded anew. No listener is touched; running turns keep the old one.
+   */
+  async #reloadWorkspaces(before: LoadedConfig, after: LoadedConfig): Promise<string[]> {
+    const fingerprint = (l: LoadedConfig, name: string) => JSON.stringify(l.config.agents[name] ?? null) + (l.secrets.get(`agents.${name}`, 'api_key') ?? '');
+    const names = new Set([...Object.keys(before.config.agents), ...Object.keys(after.config.agents)]);
+    const changed: string[] = [];
+    const table = this.kernel.get('workspaces');
+    const log = this.kernel.get('logger');
+    for (const name of names) {
+      if (fingerprint(before, name) === fingerprint(after, name)) {
+        // Prompt files live outside the config: an unchanged agent still re-reads them.
+        try {
+          table.byName.get(name)?.reloadPromptFiles();
+        } catch (err) {
+          log.error({ err, agent: name }, 'prompt files could not be read again; the previous ones stay');
+        }
+        continue;
+      }
+      changed.push(name);
+      await this.kernel.unload(`workspace:${name}`);
+      const agent = after.config.agents[name];
+      if (agent?.enabled) await this.kernel.load(workspacePlugin(name, agent));
+      else await this.kernel.get('mcp').sync(name, []);
+    }
+    return changed;
+  }
+}

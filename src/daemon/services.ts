@@ -1,0 +1,179 @@
+import type { ActionRegistry } from '../actions/registry.js';
+import type { AgentConfig, ChannelConfig } from '../config/schema.js';
+import type { ChannelAdapter } from '../contracts/channel.js';
+import type { Dispatcher, DispatchChannel, ExecuteTurn, RemoteInbox } from '../dispatch/dispatcher.js';
+import type { TaskTracker } from '../dispatch/tracker.js';
+import type { Plugin, PluginContext } from '../kernel/plugin.js';
+import type { McpHub } from '../mcp/hub.js';
+import type { HttpServer } from '../observe/http.js';
+import type { Logger } from '../observe/logger.js';
+import type { Metrics } from '../observe/metrics.js';
+import type { Approvals } from '../store/approvals.js';
+import type { Conversations } from '../store/conversations.js';
+import type { GroupCommit } from '../store/group-commit.js';
+import type { Inbox } from '../store/inbox.js';
+import type { Sessions } from '../store/sessions.js';
+import type { UsageLedger } from '../store/usage.js';
+import type { Supervisor } from '../supervisor/supervisor.js';
+import type { ApprovalCoordinator } from '../tools/approvals.js';
+import type { Workspace } from '../workspace/workspace.js';
+import type { ManagementApi } from '../actions/action.js';
+import type { ClusterStatus } from '../cluster/compose.js';
+import type { DaemonStatus } from '../actions/daemon-status.js';
+import type { LiveConfig } from './config-service.js';
+import type { Extensions } from './extensions.js';
+
+// The service types below are interfaces (or classes from modules that do not import this
+// one), so the plugin modules that implement them can import `definePlugin` from here
+// without an import cycle.
+
+/** The channels running now, by id; `removing` marks those whose unload is a removal (turns cancelled). */
+export class ChannelTable extends Map<string, DispatchChannel> {
+  readonly removing = new Set<string>();
+}
+
+/** The running workspaces by agent name, and how to build one (reload rebuilds changed agents). */
+export interface WorkspaceTable {
+  byName: Map<string, Workspace>;
+  build(name: string, agent: AgentConfig): Workspace;
+}
+
+/**
+ * What differs between one instance and a cluster (src/cluster/compose.ts): how a turn is
+ * wrapped, what fences its reply, where a listener may run, and the cluster part of
+ * /status. The single-node daemon leaves all of it out.
+ */
+export interface Topology {
+  wrapExecute?(execute: ExecuteTurn): ExecuteTurn;
+  fenceOf?(scope: string): AbortSignal | undefined;
+  /** `exclusive`: the kind's listener must run on one instance at a time (ChannelDescriptor `exclusiveListener`). */
+  gate?(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter;
+  status?(): ClusterStatus | undefined;
+  /** The operator's stop of a turn this instance does not run, sent to the instance that does. */
+  stopTurn?(id: string): Promise<'cancelled' | 'dropped' | undefined>;
+}
+
+/** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */
+export interface ManagementBinding extends ManagementApi {
+  bind(api: ManagementApi): () => void;
+}
+
+/** The `status` service (src/daemon/status.ts). */
+export interface StatusView {
+  readonly startedAt: Date;
+  /** Set by the lifecycle once every configured channel has been handed to the supervisor. */
+  channelsLoaded: boolean;
+  ready(): boolean;
+  status(): DaemonStatus;
+}
+
+export interface ReloadResult {
+  ok: boolean;
+  generation: number;
+  errors: string[];
+  added: string[];
+  removed: string[];
+  changed: string[];
+  /** Agents whose workspace was rebuilt. */
+  agents: string[];
+  /** Set by the dry run: validated in the daemon's environment, nothing applied. */
+  dry_run?: boolean;
+  file?: string;
+}
+
+/** The `reload` service (src/daemon/reload.ts). */
+export interface ReloadService {
+  /** Re-reads the config file and applies it; `dryRun` only validates it. */
+  reload(options?: { dryRun?: boolean }): Promise<ReloadResult>;
+}
+
+/** Aborted when final-text retries must stop: the grace is over, or a second signal came. */
+export interface HardStop {
+  readonly signal: AbortSignal;
+}
+
+/**
+ * Every service of the daemon, by name: the one place a name maps to its type. A plugin's
+ * `ctx.use('x')` has the type of `Services['x']`, and only for the names in its `inject`.
+ * A module adding a service extends this interface by declaration merging:
+ *
+ *     declare module '../daemon/services.js' { interface Services { search: SearchIndex } }
+ *
+ * and adds the name to `serviceNames` (the run-time list the plan is checked against).
+ */
+export interface Services {
+  /** The live config; reload replaces its value. */
+  config: LiveConfig;
+  shutdown: HardStop;
+  logger: Logger;
+  metrics: Metrics;
+  /** The SQLite write path and its health (the local store runs in cluster mode too). */
+  storage: GroupCommit;
+  /** SQLite's inbox, or the cluster's shared one. */
+  inbox: Inbox | RemoteInbox;
+  sessions: Sessions;
+  conversations: Conversations;
+  usage: UsageLedger;
+  'approval-store': Approvals;
+  http: HttpServer;
+  actions: ActionRegistry;
+  /** What management actions ask of the daemon; bound by the management plugin. */
+  management: ManagementBinding;
+  channels: ChannelTable;
+  mcp: McpHub;
+  approvals: ApprovalCoordinator;
+  workspaces: WorkspaceTable;
+  tracker: TaskTracker;
+  supervisor: Supervisor;
+  dispatcher: Dispatcher;
+  topology: Topology;
+  /** Modes, tools, hooks and commands from plugin folders, applied to every workspace's runtime. */
+  extensions: Extensions;
+  status: StatusView;
+  reload: ReloadService;
+}
+
+export type ServiceName = keyof Services & string;
+
+/** The names of `Services` at run time; `satisfies` keeps it complete and exact. */
+const names = {
+  config: true,
+  shutdown: true,
+  logger: true,
+  metrics: true,
+  storage: true,
+  inbox: true,
+  sessions: true,
+  conversations: true,
+  usage: true,
+  'approval-store': true,
+  http: true,
+  actions: true,
+  management: true,
+  channels: true,
+  mcp: true,
+  approvals: true,
+  workspaces: true,
+  tracker: true,
+  supervisor: true,
+  dispatcher: true,
+  topology: true,
+  extensions: true,
+  status: true,
+  reload: true,
+} satisfies Record<ServiceName, true>;
+export const serviceNames: ReadonlySet<ServiceName> = new Set(Object.keys(names) as ServiceName[]);
+
+/** A plugin of the daemon's kernel. */
+export type DaemonPlugin = Plugin<Services>;
+/** The context of a plugin that injects `I` and provides `P`. */
+export type DaemonContext<I extends ServiceName = never, P extends ServiceName = never> = PluginContext<Services, I, P>;
+
+/**
+ * Declares a daemon plugin with its `inject` and `provides` lists as literal types, so its
+ * context allows exactly those: `ctx.use('db')` without `'db'` in `inject` does not compile
+ * (and the kernel refuses it at run time as well).
+ */
+export function definePlugin<const I extends ServiceName = never, const P extends ServiceName = never>(plugin: Plugin<Services, I, P>): DaemonPlugin {
+  return plugin;
+}

@@ -1,0 +1,88 @@
+import { workspaceDirOf } from '../config/load.js';
+import type { AgentConfig } from '../config/schema.js';
+import { channelOfScope } from '../contracts/message.js';
+import { Workspace } from '../workspace/workspace.js';
+import { definePlugin, type DaemonPlugin, type WorkspaceTable } from './services.js';
+
+/** How long a turn waits for its agent's MCP servers' first connection attempt. */
+const MCP_READY_WAIT_MS = 30_000;
+
+/** The workspace table, and how a workspace is built from the live config and the services. */
+export const workspacesPlugin = definePlugin({
+  name: 'workspaces',
+  provides: ['workspaces'],
+  inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'mcp'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const log = ctx.use('logger');
+    const metrics = ctx.use('metrics');
+    const mcp = ctx.use('mcp');
+    const tracker = ctx.use('tracker');
+    const deps = { sessions: ctx.use('sessions'), conversations: ctx.use('conversations'), actions: ctx.use('actions'), ledger: ctx.use('usage') };
+    const build = (name: string, agent: AgentConfig) => {
+      const apiKey = config.secrets.get(`agents.${name}`, 'api_key');
+      return new Workspace({
+        name,
+        config: agent,
+        workspaceDir: workspaceDirOf(config.config, name),
+        log,
+        actions: deps.actions,
+        extraTools: () => mcp.tools(name),
+        toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
+        ...(apiKey ? { apiKey } : {}),
+        queuedIn: (scope) => tracker.queuedIn(scope),
+        observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),
+        onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
+        onFailover: (a, model) => {
+          metrics.failovers.inc({ agent: a, model });
+          log.warn({ agent: a, model }, 'model failed before any text; trying the next one');
+        },
+        sessions: deps.sessions,
+        conversations: deps.conversations,
+        models: () => config.config.models,
+        maxAttachmentBytes: () => config.config.limits.max_attachment_bytes,
+        usage: {
+          ledger: deps.ledger,
+          onRecorded: (r) => {
+            const labels = { agent: r.agent, model: r.model, channel: r.channel };
+            metrics.tokens.inc({ ...labels, type: 'input' }, r.inputTokens);
+            metrics.tokens.inc({ ...labels, type: 'output' }, r.outputTokens);
+            metrics.tokens.inc({ ...labels, type: 'reasoning' }, r.reasoningTokens);
+            metrics.tokens.inc({ ...labels, type: 'cached' }, r.cachedTokens);
+            if (r.cost !== null) metrics.cost.inc(labels, r.cost);
+          },
+        },
+        defaultQueueMode: (scope) => {
+          const cfg = config.config;
+          const channelId = channelOfScope(scope);
+          return cfg.channels.find((c) => c.id === channelId)?.queue_mode ?? cfg.limits.queue_mode;
+        },
+      });
+    };
+    ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
+  },
+});
+
+/**
+ * One agent's workspace as a plugin: it starts, stops and reloads as a unit. Turns already
+ * running keep the workspace they started with; new turns find the new one. Plugin folders'
+ * modes, tools, hooks and commands are applied to its runtime for as long as it runs.
+ */
+export function workspacePlugin(name: string, agent: AgentConfig): DaemonPlugin {
+  return definePlugin({
+    name: `workspace:${name}`,
+    inject: ['workspaces', 'mcp', 'extensions'],
+    start: async (ctx) => {
+      // The servers outlive this workspace: a rebuild keeps the unchanged ones running.
+      await ctx.use('mcp').sync(name, agent.mcp);
+      const table = ctx.use('workspaces');
+      const ws = table.build(name, agent);
+      ctx.effect(() => ws.dispose());
+      ctx.effect(ctx.use('extensions').attach(ws.runtime, name));
+      table.byName.set(name, ws);
+      ctx.effect(() => {
+        if (table.byName.get(name) === ws) table.byName.delete(name);
+      });
+    },
+  });
+}

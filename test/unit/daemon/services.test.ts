@@ -1,0 +1,69 @@
+import { describe, expect, it } from 'vitest';
+import { planStart } from '../../../src/kernel/plan.js';
+import type { Plugin } from '../../../src/kernel/plugin.js';
+import { actionsPlugin, approvalsPlugin, channelTablePlugin, extensionsPlugin, httpPlugin, loggerPlugin, mcpPlugin, metricsPlugin, rootPlugins, singleNodePlugin, supervisorPlugin, trackerPlugin } from '../../../src/daemon/core.js';
+import { dispatcherPlugin } from '../../../src/daemon/dispatcher.js';
+import { managementPlugin } from '../../../src/daemon/management.js';
+import { pidFilePlugin } from '../../../src/daemon/pidfile.js';
+import { definePlugin, serviceNames, type DaemonPlugin } from '../../../src/daemon/services.js';
+import { statusPlugin } from '../../../src/daemon/status.js';
+import { sqliteStorePlugin } from '../../../src/daemon/store.js';
+import { workspacesPlugin } from '../../../src/daemon/workspaces.js';
+import { LiveConfig } from '../../../src/daemon/config-service.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { kinds } from '../../helpers/kinds.js';
+
+const live = new LiveConfig(parseConfig('', '/tmp/daemon.config.toml', kinds, {}), {});
+const reloader = definePlugin({ name: 'reloader', provides: ['reload'], start() {} });
+const core: DaemonPlugin[] = [
+  ...rootPlugins(live, { signal: new AbortController().signal }),
+  reloader,
+  loggerPlugin(),
+  metricsPlugin,
+  httpPlugin,
+  actionsPlugin,
+  channelTablePlugin,
+  mcpPlugin,
+  approvalsPlugin,
+  workspacesPlugin,
+  trackerPlugin,
+  supervisorPlugin,
+  dispatcherPlugin,
+  extensionsPlugin,
+  statusPlugin,
+  managementPlugin,
+  sqliteStorePlugin(),
+  singleNodePlugin,
+  pidFilePlugin,
+];
+
+describe('the daemon composition', () => {
+  it('plans: every injected service is declared and provided, with no cycle', () => {
+    const order = planStart(core as Plugin[], { known: serviceNames }).map((p) => p.name);
+    expect(order.indexOf('config')).toBeLessThan(order.indexOf('logger'));
+    expect(order.indexOf('store')).toBeLessThan(order.indexOf('pidfile'));
+    expect(order.indexOf('dispatcher')).toBeLessThan(order.indexOf('management-api'));
+  });
+
+  it('fails the plan when a service it needs is left out', () => {
+    expect(() => planStart(core.filter((p) => p.name !== 'single-node') as Plugin[], { known: serviceNames })).toThrow(/"dispatcher" injects "topology", which no plugin provides/);
+  });
+
+  it('a plugin context allows only the injected services (type level)', () => {
+    const p = definePlugin({
+      name: 'typed',
+      inject: ['config'],
+      start: (ctx) => {
+        const generation: number = ctx.use('config').generation;
+        // @ts-expect-error "logger" is not in inject
+        ctx.use('logger');
+        // @ts-expect-error nothing is in provides
+        ctx.provide('logger', undefined);
+        void generation;
+      },
+    });
+    // @ts-expect-error "db" is not a service name
+    definePlugin({ name: 'unknown', inject: ['db'], start() {} });
+    expect(p.inject).toEqual(['config']);
+  });
+});
