@@ -9,7 +9,7 @@ import { Load, ProcessCluster, type Member } from './harness.js';
 const skip = await clusterSkipReason();
 /**
  * Conversations x messages each: the issue's full 1,000 messages over 100 conversations.
- * Under two CPU burners with CI=true it took 53-106 s (40 s for 40 x 6), so CI's three
+ * Under two CPU burners with CI=true it took 41-106 s (40 s for 40 x 6), so CI's three
  * suite runs pay about a minute more for the full size (docs/CLUSTER.md, "Acceptance run").
  * CHANNELD_CLUSTER_LOAD=40x6 runs a smaller load with the same assertions.
  */
