@@ -107,7 +107,7 @@ export class Leases {
         // read it, so a lease left by this instance id's previous run (a kill -9, then a
         // restart within the TTL) is taken back at once instead of refused.
         const now = await this.#count().get(key);
-        if (!now || now.operation !== 'PUT') return undefined;
+        if (now?.operation !== 'PUT') return undefined;
         seen = { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() };
         if (!this.#seen.has(key)) this.#seen.set(key, seen);
         if (seen.value.owner !== this.instanceId) return undefined;

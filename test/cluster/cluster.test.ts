@@ -94,7 +94,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     tg!.dm('/stop', user);
     await waitFor(() => tg!.texts(id).includes('Stopped.'), 5000);
     await waitFor(() => tg!.texts(id)[0]!.endsWith(STOP_MARKER), 5000);
-    expect(listener.logs.text).not.toContain('"scope":"tg:' + id + '","stopped"');
+    expect(listener.logs.text).not.toContain(`"scope":"tg:${id}","stopped"`);
     expect(other.logs.text).toContain('/stop from another instance');
   });
 
