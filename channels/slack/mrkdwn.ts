@@ -13,6 +13,7 @@ export function markdownToMrkdwn(md: string): string {
         .replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, '<$2|$1>')
         .replace(/\*\*([^*\n]+)\*\*/g, '\u0001$1\u0001')
         .replace(/(^|[^*\w])\*([^*\n]+)\*(?!\w)/g, '$1_$2_')
+        // biome-ignore lint/suspicious/noControlCharactersInRegex: \u0001 is the placeholder set above for headings and bold (no chat text holds it), so they survive the italics pass
         .replace(/\u0001/g, '*')
         .replace(/~~([^~\n]+)~~/g, '~$1~');
     })

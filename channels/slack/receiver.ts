@@ -2,7 +2,7 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isValidSlackRequest, type App, type Receiver } from '@slack/bolt';
 import { SocketModeClient } from '@slack/socket-mode';
 import { readBody, sendJson } from '../../src/util/http.js';
-import { type HttpRoutes } from '../../src/contracts/http.js';
+import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -72,7 +72,7 @@ export class DeferredAckSocketReceiver implements Receiver {
   readonly client: SocketModeClient;
   #app: App | undefined;
 
-  constructor(private readonly o: SocketReceiverOptions) {
+  constructor(readonly o: SocketReceiverOptions) {
     const client = new GuardedSocketModeClient({ appToken: o.appToken, clientOptions: { slackApiUrl: o.slackApiUrl }, logLevel: 'error' as never });
     client.onMalformed = (reason) => o.log.debug({ reason }, 'malformed Slack envelope acknowledged and dropped');
     this.client = client;

@@ -118,7 +118,7 @@ export class TelegramAdapter implements ChannelAdapter {
   async #poll(deliver: Deliver, signal: AbortSignal): Promise<void> {
     let offset = 0;
     while (!signal.aborted) {
-      let updates;
+      let updates: Awaited<ReturnType<Api['getUpdates']>>;
       try {
         updates = await this.#api.getUpdates({ offset, timeout: this.#o.pollTimeoutSeconds ?? 30, limit: 100, allowed_updates: [...ALLOWED_UPDATES] }, sig(signal));
       } catch (err) {

@@ -26,6 +26,7 @@ function inline(text: string): string {
   s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, (_m, t: string, u: string) => hold(`<a href="${escapeHtml(u).replace(/"/g, '&quot;')}">${emphasis(escapeHtml(t))}</a>`));
   s = emphasis(escapeHtml(s));
   // Held pieces may hold others (code inside a link text).
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: \u0000 delimits held pieces; no chat text contains it
   while (/\u0000\d+\u0000/.test(s)) s = s.replace(/\u0000(\d+)\u0000/g, (_m, i: string) => held[Number(i)]!);
   return s;
 }

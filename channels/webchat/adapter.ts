@@ -8,7 +8,7 @@ import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } f
 import { join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { isLoopbackClient, pageHeaders, secretEquals } from '../../src/util/http.js';
-import { type HttpRoutes, type RouteHandler } from '../../src/contracts/http.js';
+import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';

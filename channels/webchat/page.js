@@ -4,7 +4,7 @@
 // document and only allowed elements and attributes are rebuilt in the page, so no
 // unsanitized text ever reaches innerHTML.
 (() => {
-  const meta = (name) => document.querySelector('meta[name="' + name + '"]').content;
+  const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
   const channel = meta('channeld-channel');
   const needsToken = meta('channeld-auth') === 'token';
   const $ = (id) => document.getElementById(id);
@@ -14,7 +14,7 @@
   // One conversation per tab: sessionStorage survives a reload of this tab, not other tabs.
   const tab = sessionStorage.getItem('channeld.tab') || (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
   sessionStorage.setItem('channeld.tab', tab);
-  const tokenKey = 'channeld.token.' + channel;
+  const tokenKey = `channeld.token.${channel}`;
   let token = sessionStorage.getItem(tokenKey) || '';
   let ws, seq = 0, retryMs = 500, typingEl = null, retryTimer = null;
   const pending = new Map();
@@ -75,7 +75,7 @@
   }
 
   function scroll() { log.scrollTop = log.scrollHeight; }
-  function add(cls, text) { const el = document.createElement('div'); el.className = 'msg ' + cls; el.textContent = text; log.appendChild(el); scroll(); return el; }
+  function add(cls, text) { const el = document.createElement('div'); el.className = `msg ${cls}`; el.textContent = text; log.appendChild(el); scroll(); return el; }
   function addMine(id, text) { if (mine.has(id)) return; const el = add('me', text); el.dataset.id = id; mine.set(id, el); }
   function clearTyping() { if (typingEl) { typingEl.remove(); typingEl = null; } }
 
@@ -103,8 +103,8 @@
     if (needsToken && !token) { status.textContent = 'needs a token'; askToken('This web chat needs its access token.'); return; }
     const q = new URLSearchParams({ tab });
     if (token) q.set('token', token);
-    const path = location.pathname.startsWith('/webchat/') ? '/chat/' + encodeURIComponent(channel) : '/chat';
-    ws = new WebSocket((location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + path + '?' + q);
+    const path = location.pathname.startsWith('/webchat/') ? `/chat/${encodeURIComponent(channel)}` : '/chat';
+    ws = new WebSocket(`${(location.protocol === 'https:' ? 'wss://' : 'ws://') + location.host + path}?${q}`);
     let opened = false;
     ws.onopen = () => {
       opened = true; retryMs = 500; status.textContent = 'connected'; send.disabled = false;
@@ -125,7 +125,7 @@
         for (const b of f.buttons || []) {
           const btn = document.createElement('button'); btn.type = 'button'; btn.className = 'choice'; btn.textContent = b.label;
           btn.onclick = () => {
-            const id = Date.now().toString(36) + '-' + (seq++);
+            const id = `${Date.now().toString(36)}-${seq++}`;
             const frame = { type: 'message', id, text: b.data };
             pending.set(id, frame);
             for (const other of el.querySelectorAll('button.choice')) other.disabled = true;
@@ -153,19 +153,19 @@
   const filesEl = $('files');
   const fileInput = $('file');
   let files = [];
-  function showFiles() { filesEl.textContent = files.length ? 'Attached: ' + files.map((f) => f.name).join(', ') : ''; }
+  function showFiles() { filesEl.textContent = files.length ? `Attached: ${files.map((f) => f.name).join(', ')}` : ''; }
   function attach(list) { files = files.concat([...list]).slice(0, 10); showFiles(); }
   $('attach').addEventListener('click', () => fileInput.click());
   fileInput.addEventListener('change', () => { attach(fileInput.files); fileInput.value = ''; });
   document.addEventListener('dragover', (e) => { e.preventDefault(); document.body.classList.add('dragging'); });
   document.addEventListener('dragleave', (e) => { if (!e.relatedTarget) document.body.classList.remove('dragging'); });
-  document.addEventListener('drop', (e) => { e.preventDefault(); document.body.classList.remove('dragging'); if (e.dataTransfer && e.dataTransfer.files.length) attach(e.dataTransfer.files); });
+  document.addEventListener('drop', (e) => { e.preventDefault(); document.body.classList.remove('dragging'); if (e.dataTransfer?.files.length) attach(e.dataTransfer.files); });
   async function upload(f) {
     const q = new URLSearchParams({ tab });
     if (token) q.set('token', token);
-    const r = await fetch('/webchat/' + encodeURIComponent(channel) + '/upload?' + q, { method: 'POST', headers: { 'content-type': f.type || 'application/octet-stream', 'x-file-name': encodeURIComponent(f.name) }, body: f });
+    const r = await fetch(`/webchat/${encodeURIComponent(channel)}/upload?${q}`, { method: 'POST', headers: { 'content-type': f.type || 'application/octet-stream', 'x-file-name': encodeURIComponent(f.name) }, body: f });
     const body = await r.json().catch(() => ({}));
-    if (!r.ok) throw new Error(f.name + ': ' + (body.error || 'HTTP ' + r.status));
+    if (!r.ok) throw new Error(`${f.name}: ${body.error || `HTTP ${r.status}`}`);
     return { id: body.id, name: body.name, mime: body.mime };
   }
 
@@ -173,11 +173,11 @@
     e.preventDefault();
     const text = input.value.trim();
     if (!text && !files.length) return;
-    const id = Date.now().toString(36) + '-' + (seq++);
+    const id = `${Date.now().toString(36)}-${seq++}`;
     const chosen = files;
     files = []; showFiles();
     input.value = '';
-    addMine(id, [text, ...chosen.map((f) => '📎 ' + f.name)].filter(Boolean).join('\n'));
+    addMine(id, [text, ...chosen.map((f) => `📎 ${f.name}`)].filter(Boolean).join('\n'));
     let attachments = [];
     try { attachments = await Promise.all(chosen.map(upload)); } catch (err) { add('error', String(err.message || err)); if (!text) return; attachments = []; }
     const frame = { type: 'message', id, text, ...(attachments.length ? { attachments } : {}) };

@@ -9,12 +9,13 @@ export interface ManagementApi {
   /** Applies the config file; with `dryRun`, only validates it in the daemon's own environment. */
   reload(options?: { dryRun?: boolean }): Promise<{ ok: boolean; generation: number; errors: string[]; dry_run?: boolean; file?: string }>;
   turns(): TrackedTask[];
-  stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
+  /** Stops a turn by id: this instance's, or in cluster mode the instance's that runs it. */
+  stopTurn(id: string): Promise<'cancelled' | 'dropped' | undefined>;
   sessions(): Promise<Array<{ channel: string; agent: string; conversations: number; sessions: number; last_activity: string | null }>>;
   /** One conversation as its user sees it (the slash face of status). */
   conversation(agent: string, scope: string): Record<string, string | number>;
   /** Stored turn usage matching the filter: per (channel, agent, model), and the sum. */
-  usage(filter: UsageFilter): { rows: UsageRow[]; total: UsageTotals };
+  usage(filter: UsageFilter): Promise<{ rows: UsageRow[]; total: UsageTotals }>;
   /** An agent's `daily_budget` today; undefined without one. */
   budget(agent: string): { daily: number; spent_today: number; left: number } | undefined;
 }

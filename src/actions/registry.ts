@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { readBody, sameOriginJson, sendJson } from '../util/http.js';
-import { type HttpRoutes } from '../contracts/http.js';
+import type { HttpRoutes } from '../contracts/http.js';
 import type { CommandRegistry } from '../runtime/commands.js';
 import { checkAdmin } from './access.js';
 import type { Action, ActionCaller, ManagementApi } from './action.js';
@@ -113,8 +113,12 @@ export class ActionRegistry {
       if (method === 'POST') {
         // CSRF: a page of another site in the operator's browser is on loopback too.
         const origin = sameOriginJson(req);
-        if (origin === 'not_json') return void (req.resume(), sendJson(res, 415, { error: 'send the input as a JSON body with Content-Type: application/json' }));
-        if (origin === 'foreign_origin') return void (req.resume(), sendJson(res, 403, { error: 'management changes are accepted from this daemon\'s own pages or non-browser clients only' }));
+        if (origin !== 'ok') {
+          req.resume();
+          if (origin === 'not_json') sendJson(res, 415, { error: 'send the input as a JSON body with Content-Type: application/json' });
+          else sendJson(res, 403, { error: 'management changes are accepted from this daemon\'s own pages or non-browser clients only' });
+          return;
+        }
         const body = await readBody(req, 64 * 1024);
         if (body === 'too_large') return sendJson(res, 413, { error: 'body too large' });
         try {

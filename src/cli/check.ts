@@ -1,6 +1,6 @@
 import { userInfo } from 'node:os';
 import type { ChannelKinds } from '../config/kinds.js';
-import { loadConfig } from '../config/load.js';
+import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigError } from '../contracts/errors.js';
 import { loadPluginFolders } from '../daemon/plugin-folders.js';
 
@@ -22,7 +22,7 @@ function environmentNote(): string {
  * for an invalid config; throws only for an unreadable file (main maps that to 78 too).
  */
 export async function runCheck(file: string, kinds: ChannelKinds): Promise<number> {
-  let config;
+  let config: LoadedConfig['config'];
   try {
     const loaded = loadConfig(file, kinds);
     ({ config } = loaded);

@@ -9,12 +9,16 @@ import type { Secrets } from '../config/secrets.js';
 import type { Plugin } from '../kernel/plugin.js';
 import type { Logger } from '../observe/logger.js';
 import { openCluster, type ClusterServices } from './connect.js';
-import { ClusterInbox } from './inbox.js';
+import { ClusterInbox, type StopRequest } from './inbox.js';
 import type { HeldLease } from './leases.js';
 import { leasedAdapter } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
-import { PgConversationStore, PgSessionStore, PgWriter } from './pg-state.js';
+import { PgApprovalStore } from './pg-approvals.js';
+import { PgConversationStore, PgSessionStore } from './pg-state.js';
+import { PgWriter } from './pg-writer.js';
+import { PgUsageLedger } from './pg-usage.js';
+import { startOfUtcDay } from '../store/usage.js';
 
 /** The cluster part of /status (and `channeld status`, /admin). */
 export interface ClusterStatus {
@@ -39,6 +43,8 @@ export interface ClusterWiring {
   inbox: ClusterInbox;
   sessions: PgSessionStore;
   conversations: PgConversationStore;
+  usage: PgUsageLedger;
+  'approval-store': PgApprovalStore;
   topology: ClusterComposition;
 }
 type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring = never> = Plugin<ClusterWiring, I, P>;
@@ -46,7 +52,7 @@ type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring 
 /**
  * Everything cluster mode changes in the composition root, in one place: the store plugin
  * (shared inbox + PostgreSQL state instead of SQLite), the turn wrapper (load state before,
- * commit it after), the work plugin (partitions, /stop subject, heartbeat) and the
+ * its writes go behind), the work plugin (partitions, /stop subject, heartbeat) and the
  * listener gate (leases for polling, gateway and socket listeners).
  */
 export class ClusterComposition {
@@ -56,6 +62,7 @@ export class ClusterComposition {
   #writer: PgWriter | undefined;
   #sessions: PgSessionStore | undefined;
   #conversations: PgConversationStore | undefined;
+  #usage: PgUsageLedger | undefined;
   #partitions: Partitions | undefined;
 
   get services(): ClusterServices {
@@ -63,11 +70,11 @@ export class ClusterComposition {
     return this.#s;
   }
 
-  /** Provides inbox, sessions and conversations from NATS and PostgreSQL, and this object as the topology. */
-  storePlugin(): ClusterPlugin<'config' | 'logger' | 'shutdown', 'inbox' | 'sessions' | 'conversations' | 'topology'> {
+  /** Provides inbox, sessions, conversations, usage and approval decisions from NATS and PostgreSQL, and this object as the topology. */
+  storePlugin(): ClusterPlugin<'config' | 'logger' | 'shutdown', 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'topology'> {
     return {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'topology'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'topology'],
       inject: ['config', 'logger', 'shutdown'],
       startTimeoutMs: 30_000,
       start: async (ctx) => {
@@ -82,12 +89,15 @@ export class ClusterComposition {
         ctx.effect(() => s.close());
         this.#writer = new PgWriter(s.pool, log, hardStop);
         ctx.effect(() => this.#writer!.flush());
-        this.#inbox = new ClusterInbox(s, log, hardStop);
+        this.#inbox = new ClusterInbox(s, log, this.#writer);
         this.#sessions = new PgSessionStore(this.#writer);
         this.#conversations = new PgConversationStore(this.#writer);
+        this.#usage = new PgUsageLedger(this.#writer);
         ctx.provide('inbox', this.#inbox);
         ctx.provide('sessions', this.#sessions);
         ctx.provide('conversations', this.#conversations);
+        ctx.provide('usage', this.#usage);
+        ctx.provide('approval-store', new PgApprovalStore(this.#writer));
         ctx.provide('topology', this);
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },
@@ -98,15 +108,29 @@ export class ClusterComposition {
     return agentOf(this.#config!.config, channelOfScope(scope));
   }
 
-  /** Loads the conversation's state before its turn and commits the turn's writes before its item is acked. */
+  /**
+   * Loads the conversation's state before its turn. Its writes go behind: the next turn of the
+   * conversation reads them from memory here (this instance owns the partition), and the
+   * item's ack waits for their commit (ClusterInbox.setState), so a turn never waits for
+   * PostgreSQL after it answered (it did: a commit per turn in a row took 3x the answer).
+   */
   wrapExecute(execute: ExecuteTurn): ExecuteTurn {
     return async (job, signal) => {
       const agent = this.#agentOf(job.scope);
-      await Promise.all([this.#sessions!.prepare(agent, job.scope), this.#conversations!.prepare(agent, job.scope)]);
-      const ending = await execute(job, signal);
-      await this.#writer!.flush();
-      return ending;
+      // The budget gate reads the cluster's spending today: learnt here for agents that have one.
+      const budgeted = this.#config!.config.agents[agent]?.daily_budget !== undefined;
+      await Promise.all([
+        this.#sessions!.prepare(agent, job.scope),
+        this.#conversations!.prepare(agent, job.scope),
+        ...(budgeted ? [this.#usage!.refresh(agent, startOfUtcDay())] : []),
+      ]);
+      return execute(job, signal);
     };
+  }
+
+  /** The operator's stop of a turn this instance does not run: sent to the instance that does. */
+  stopTurn(id: string): Promise<'cancelled' | 'dropped' | undefined> {
+    return this.#inbox ? this.#inbox.stopTurn(id) : Promise.resolve(undefined);
   }
 
   /** Aborted when this instance loses the lease of the scope's partition: its reply stops writing. */
@@ -172,10 +196,20 @@ export class ClusterComposition {
         const sub = s.nc.subscribe(s.names.stopWildcard, {
           callback: (err, msg) => {
             if (err) return void log.warn({ err }, '/stop subscription failed');
-            const scope = msg.string();
-            if (!partitions.owns(scope)) return;
-            const stopped = dispatcher.stop(scope, 'stopped by /stop');
-            log.info({ scope, stopped }, '/stop from another instance');
+            let req: StopRequest;
+            try {
+              req = msg.json<StopRequest>();
+            } catch {
+              return void log.warn({ subject: msg.subject }, 'unreadable /stop request ignored');
+            }
+            if (!partitions.owns(req.scope)) return;
+            if (req.turn !== undefined) {
+              const result = dispatcher.stopTurn(req.turn);
+              log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
+              return void msg.respond(result ?? 'nothing');
+            }
+            const stopped = dispatcher.stop(req.scope, 'stopped by /stop');
+            log.info({ scope: req.scope, stopped }, '/stop from another instance');
             msg.respond(stopped ? 'stopped' : 'nothing');
           },
         });
@@ -197,7 +231,7 @@ export class ClusterComposition {
       partitions: { total: s.config.partitions, owned: this.#partitions?.owned() ?? [] },
       instances: rows.filter((r) => r.key.startsWith('inst.')).map((r) => ({ id: r.owner, alive: !r.expired, age_ms: r.ageMs, ...r.info })),
       leases: rows.filter((r) => !r.key.startsWith('inst.')).map((r) => ({ key: r.key, owner: r.owner, age_ms: r.ageMs, expired: r.expired })),
-      ops: { ...this.#inbox!.ops, pgStateReads: this.#writer!.counts.reads, pgStateWrites: this.#writer!.counts.writes, pgStateCommits: this.#writer!.counts.commits },
+      ops: { ...this.#inbox!.ops, natsKvOps: s.leases.kvOps, pgStateReads: this.#writer!.counts.reads, pgStateWrites: this.#writer!.counts.writes, pgStateCommits: this.#writer!.counts.commits },
     };
   }
 }

@@ -4,8 +4,8 @@ import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { InboxState } from '../store/inbox.js';
-import { sleep } from '../util/abortable.js';
 import type { ClusterServices } from './connect.js';
+import type { PgWriter } from './pg-writer.js';
 import { partitionOf, scopeToken } from './partition-key.js';
 
 /** What travels in the stream: the message, its scope and the unaddressed context before it. */
@@ -21,10 +21,19 @@ interface Tracked {
   messageId: string;
   scope: string;
   partition: number;
-  /** The item's writes, in order; the ack waits for the last. */
+  /** The commit of the item's final state, then its ack. */
   tail: Promise<void>;
   /** The partition's lease was lost: nothing more is written or acked for this item. */
   fenced: boolean;
+}
+
+/**
+ * What travels on `<ns>.stop.<scope token>`: a chat /stop (the scope's running turn and
+ * its queue, as on one node) or, with `turn`, the operator's stop of that one turn.
+ */
+export interface StopRequest {
+  scope: string;
+  turn?: string;
 }
 
 /** Operation counts since start, for the bench and /status. */
@@ -32,7 +41,8 @@ export interface ClusterOps {
   natsPublishes: number;
   natsAcks: number;
   natsStops: number;
-  pgWrites: number;
+  /** Items received from the partition consumers (takeovers receive some again). */
+  natsDeliveries: number;
   pgReads: number;
 }
 
@@ -41,21 +51,21 @@ export interface ClusterOps {
  * partition. A message is published with `channel:message id` as its Nats-Msg-Id, so a
  * platform's redelivery within the stream's duplicate window is dropped by the server;
  * the deliver promise (and so the platform's ack) waits for the stream's acknowledgement.
- * An item's progress (reply refs, final state) goes to PostgreSQL; the stream message is
- * acked only after its final state is committed, so an instance that takes a partition
+ * An item's progress (reply refs, final state) goes to PostgreSQL through the group commit;
+ * the stream message is acked only after its final state is committed, so an instance that takes a partition
  * over finds every unanswered item still in the stream and, in PostgreSQL, the draft to
  * continue.
  */
 export class ClusterInbox implements RemoteInbox {
   readonly remote = true as const;
   readonly #tracked = new Map<number, Tracked>();
-  readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, pgWrites: 0, pgReads: 0 };
+  readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, natsDeliveries: 0, pgReads: 0 };
 
   constructor(
     private readonly s: ClusterServices,
     private readonly log: Logger,
-    /** Set at shutdown: writes stop retrying. */
-    private readonly hardStop: AbortSignal,
+    /** The write-behind queue shared with the state stores (one group commit for a turn's writes). */
+    private readonly w: PgWriter,
   ) {}
 
   async publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'> {
@@ -83,10 +93,36 @@ export class ClusterInbox implements RemoteInbox {
     this.ops.natsStops++;
     try {
       // Only the instance that owns the scope's partition answers.
-      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), scope, { timeout: 400 });
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope } satisfies StopRequest), { timeout: 400 });
       return reply.string() === 'stopped' ? 'stopped' : 'nothing';
     } catch {
       return 'nothing'; // nobody owns the partition right now: nothing runs
+    }
+  }
+
+  /**
+   * The operator's stop of one turn by id (its first item's stream sequence), wherever it
+   * runs: the item, still in the stream until it is answered, names the scope, and the
+   * request goes to that scope's /stop subject, which only the partition's owner answers.
+   */
+  async stopTurn(id: string): Promise<'cancelled' | 'dropped' | undefined> {
+    const seq = Number(id);
+    if (!Number.isSafeInteger(seq) || seq <= 0) return undefined;
+    let scope: string;
+    try {
+      const stored = await this.s.jsm.streams.getMessage(this.s.names.stream, { seq });
+      if (!stored) return undefined;
+      scope = stored.json<StreamedItem>().scope;
+    } catch {
+      return undefined; // answered (acked and gone) or never there
+    }
+    this.ops.natsStops++;
+    try {
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope, turn: id } satisfies StopRequest), { timeout: 1000 });
+      const r = reply.string();
+      return r === 'cancelled' || r === 'dropped' ? r : undefined;
+    } catch {
+      return undefined; // nobody owns the partition right now: nothing runs
     }
   }
 
@@ -110,55 +146,33 @@ export class ClusterInbox implements RemoteInbox {
 
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
     const t = this.#tracked.get(id);
-    if (!t) return;
-    const json = JSON.stringify(refs);
-    this.#chain(t, () =>
-      this.s.pool.query(
-        `INSERT INTO items (channel_id, message_id, scope, state, reply_refs, updated_at) VALUES ($1, $2, $3, 'running', $4, $5)
-         ON CONFLICT (channel_id, message_id) DO UPDATE SET reply_refs = excluded.reply_refs, updated_at = excluded.updated_at`,
-        [t.channelId, t.messageId, t.scope, json, Date.now()],
-      ),
+    if (!t || t.fenced) return;
+    this.w.add(
+      `INSERT INTO items (channel_id, message_id, scope, state, reply_refs, updated_at) VALUES ($1, $2, $3, 'running', $4, $5)
+       ON CONFLICT (channel_id, message_id) DO UPDATE SET reply_refs = excluded.reply_refs, updated_at = excluded.updated_at`,
+      [t.channelId, t.messageId, t.scope, JSON.stringify(refs), Date.now()],
     );
   }
 
+  /**
+   * The item's final state rides the group commit with the turn's other writes (session,
+   * turns, usage: queued before it, so committed with it or earlier); the stream message is
+   * acked once that commit is done, unless the partition was lost meanwhile.
+   */
   setState(id: number, state: InboxState, error?: string): void {
     const t = this.#tracked.get(id);
-    if (!t || state === 'pending' || state === 'running') return;
-    this.#chain(t, () =>
-      this.s.pool.query(
-        `INSERT INTO items (channel_id, message_id, scope, state, error, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
-         ON CONFLICT (channel_id, message_id) DO UPDATE SET state = excluded.state, error = excluded.error, updated_at = excluded.updated_at`,
-        [t.channelId, t.messageId, t.scope, state, error ?? null, Date.now()],
-      ),
+    if (!t || t.fenced || state === 'pending' || state === 'running') return;
+    this.w.add(
+      `INSERT INTO items (channel_id, message_id, scope, state, error, updated_at) VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (channel_id, message_id) DO UPDATE SET state = excluded.state, error = excluded.error, updated_at = excluded.updated_at`,
+      [t.channelId, t.messageId, t.scope, state, error ?? null, Date.now()],
     );
-    t.tail = t.tail.then(() => {
+    t.tail = this.w.flush().then(() => {
       if (t.fenced) return;
       this.ops.natsAcks++;
       t.msg.ack();
       this.#tracked.delete(id);
     });
-  }
-
-  /** Runs `write` after the item's earlier writes, retrying while PostgreSQL is away. */
-  #chain(t: Tracked, write: () => Promise<unknown>): void {
-    t.tail = t.tail.then(async () => {
-      for (let attempt = 1; !t.fenced; attempt++) {
-        try {
-          this.ops.pgWrites++;
-          await write();
-          return;
-        } catch (err) {
-          if (this.hardStop.aborted || attempt >= 8) {
-            this.log.error({ err, messageId: t.messageId }, 'item state not stored in PostgreSQL; a takeover may answer it again');
-            throw err;
-          }
-          this.log.warn({ err, attempt }, 'PostgreSQL write failed; retrying');
-          await sleep(Math.min(5000, 100 * 2 ** attempt));
-        }
-      }
-    });
-    // The failure is logged above; the chain goes on for the next write.
-    t.tail = t.tail.catch(() => {});
   }
 
   /** Resolves when every write of `partition`'s items has settled (before its lease is given up). */

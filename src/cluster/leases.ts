@@ -36,6 +36,8 @@ export class Leases {
   readonly #seen = new Map<string, { value: LeaseValue; revision: number; seenAt: number }>();
   readonly #stop = new AbortController();
   #watching: Promise<void> | undefined;
+  /** KV requests sent (takes, renewals, reads, releases), for /status and the bench. */
+  kvOps = 0;
 
   constructor(
     readonly kv: KV,
@@ -61,6 +63,16 @@ export class Leases {
     await this.#watching;
   }
 
+  #count(): KV {
+    this.kvOps++;
+    return this.kv;
+  }
+
+  /** The bucket, counting one request (for a held lease's renewals and release). */
+  counted(): KV {
+    return this.#count();
+  }
+
   /** Every lease with its owner and age, for /status. */
   table(prefix = ''): LeaseRow[] {
     const now = Date.now();
@@ -82,24 +94,38 @@ export class Leases {
 
   /** One attempt to take `key`; the held lease, or undefined when someone else holds it. */
   async tryAcquire(key: string, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
-    const seen = this.#seen.get(key);
+    let seen = this.#seen.get(key);
     const sent = Date.now();
     try {
-      if (!seen) return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
+      if (!seen) {
+        try {
+          return new HeldLease(this, key, await this.#count().create(key, this.value(info)), sent, info);
+        } catch (err) {
+          if (!isWrongRevision(err)) throw err;
+        }
+        // The key exists but the watch has not shown it yet (this process just started):
+        // read it, so a lease left by this instance id's previous run (a kill -9, then a
+        // restart within the TTL) is taken back at once instead of refused.
+        const now = await this.#count().get(key);
+        if (now?.operation !== 'PUT') return undefined;
+        seen = { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() };
+        if (!this.#seen.has(key)) this.#seen.set(key, seen);
+        if (seen.value.owner !== this.instanceId) return undefined;
+      }
       if (seen.value.owner === this.instanceId || Date.now() - seen.seenAt > this.ttlMs) {
         // Not renewed for a whole TTL (or our own, left by a previous run of this instance id).
         try {
-          return new HeldLease(this, key, await this.kv.update(key, this.value(info), seen.revision), sent, info);
+          return new HeldLease(this, key, await this.#count().update(key, this.value(info), seen.revision), sent, info);
         } catch (err) {
           if (!isWrongRevision(err)) throw err;
           // Expired by the bucket's max age (the watch is not told) or renewed after all.
-          const now = await this.kv.get(key);
+          const now = await this.#count().get(key);
           if (now && now.operation === 'PUT') {
             if (now.revision !== seen.revision) this.#seen.set(key, { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() });
             return undefined;
           }
           this.#seen.delete(key);
-          return new HeldLease(this, key, await this.kv.create(key, this.value(info)), sent, info);
+          return new HeldLease(this, key, await this.#count().create(key, this.value(info)), sent, info);
         }
       }
       return undefined;
@@ -191,7 +217,7 @@ export class HeldLease {
     // Measured from when the request left: the server may have stored it any time after.
     const sent = Date.now();
     try {
-      this.#revision = await this.leases.kv.update(this.key, this.leases.value(this.info), this.#revision, Math.floor(this.leases.ttlMs / 3));
+      this.#revision = await this.leases.counted().update(this.key, this.leases.value(this.info), this.#revision, Math.floor(this.leases.ttlMs / 3));
       this.#lastOkAt = sent;
       if (!this.#lost.signal.aborted) this.#armFence();
     } catch (err) {
@@ -208,7 +234,7 @@ export class HeldLease {
     this.#lose('released');
     this.#released = true;
     try {
-      await this.leases.kv.delete(this.key, { previousSeq: this.#revision });
+      await this.leases.counted().delete(this.key, { previousSeq: this.#revision });
     } catch {
       // Someone took it already, or NATS is away: the TTL ends it either way.
     }

@@ -46,6 +46,36 @@ export const pgMigrations: readonly string[] = [
      modes JSONB,
      PRIMARY KEY (agent, scope)
    );`,
+  // Usage and tool-approval decisions: shared, because budgets count the whole cluster's
+  // turns and a turn taken over by another instance must find what was decided.
+  `CREATE TABLE usage (
+     id BIGSERIAL PRIMARY KEY,
+     at BIGINT NOT NULL,
+     agent TEXT NOT NULL,
+     model TEXT NOT NULL,
+     channel TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     input_tokens BIGINT NOT NULL,
+     output_tokens BIGINT NOT NULL,
+     reasoning_tokens BIGINT NOT NULL,
+     cached_tokens BIGINT NOT NULL,
+     estimated BOOLEAN NOT NULL,
+     cost DOUBLE PRECISION
+   );
+   CREATE INDEX usage_at ON usage (at);
+   CREATE INDEX usage_agent ON usage (agent, at);
+   CREATE INDEX usage_scope ON usage (scope, at);
+   CREATE TABLE tool_approvals (
+     key TEXT PRIMARY KEY,
+     id TEXT NOT NULL,
+     scope TEXT NOT NULL,
+     tool TEXT NOT NULL,
+     state TEXT NOT NULL CHECK (state IN ('pending','approved','denied','running','done')),
+     decided_by TEXT,
+     result TEXT,
+     prompt_ref TEXT,
+     updated_at BIGINT NOT NULL
+   );`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

@@ -16,6 +16,8 @@ interface Owned {
   loop?: Promise<void>;
   /** Set when this instance lets go (rebalancing, shutdown): the loop hands in nothing more. */
   leaving: boolean;
+  /** The hand-back under way, if any (shutdown waits for one begun by the balancing). */
+  left?: Promise<void>;
 }
 
 export interface PartitionHooks {
@@ -29,9 +31,9 @@ export interface PartitionHooks {
  * Turn distribution: the conversation space is cut into `[cluster] partitions` by a hash of
  * the scope; each partition has a lease and a durable consumer, and is consumed by exactly
  * one instance at a time, which runs its conversations through the ordinary lanes (queue
- * modes, limits, busy reply) in stream order. Each instance aims at ceil(partitions /
- * live instances) partitions: it takes free ones up to that and hands surplus ones back
- * after their running turns end, so a joining instance gets its share and a dead one's
+ * modes, limits, busy reply) in stream order. Each instance aims at its even share of the
+ * partitions among the live instances: it takes free ones up to that and hands surplus ones
+ * back after their running turns end, so a joining instance gets its share and a dead one's
  * share is taken within the lease TTL plus one balancing step.
  */
 export class Partitions {
@@ -77,9 +79,18 @@ export class Partitions {
     return o !== undefined && !o.leaving && !o.lease.signal.aborted;
   }
 
+  /**
+   * This instance's share: the partitions split as evenly as they go, the larger shares to
+   * the first instances by id, so the shares add up to exactly `partitions`. (Everyone
+   * aiming at ceil(partitions / instances) could settle at 6/6/4 for 16 over 3: nobody has
+   * a surplus to hand back, and the third never gets its share.)
+   */
   #target(): number {
-    const live = Math.max(1, this.s.leases.table('inst.').filter((r) => !r.expired).length);
-    return Math.ceil(this.s.config.partitions / live);
+    const me = this.s.instanceId;
+    const live = this.s.leases.table('inst.').filter((r) => !r.expired).map((r) => r.owner);
+    const ids = [...new Set([...live, me])].sort();
+    const n = this.s.config.partitions;
+    return Math.floor(n / ids.length) + (ids.indexOf(me) < n % ids.length ? 1 : 0);
   }
 
   async #balance(): Promise<void> {
@@ -89,21 +100,33 @@ export class Partitions {
       const target = this.#target();
       const mine = [...this.#owned.values()].filter((o) => !o.leaving);
       if (mine.length > target) {
-        await this.#leave(mine.at(-1)!, 'rebalancing');
+        // Every surplus partition at once, each handed back when its running turns end; the
+        // balancing goes on meanwhile. (One per step, waiting for each, kept the first
+        // instance of a cluster consuming most partitions for many seconds after the others
+        // had joined: a kill of it then stalled most conversations.)
+        for (const o of mine.slice(target)) this.#leave(o, 'rebalancing').catch((err: unknown) => this.log.error({ err, partition: o.partition }, 'partition hand-back failed'));
         return;
       }
       const n = this.s.config.partitions;
       // Instances start their search at different points, so they rarely race for one key.
       const offset = Math.floor(Math.random() * n);
-      for (let i = 0; i < n && this.#owned.size < target && !this.#stop.signal.aborted; i++) {
+      const free: number[] = [];
+      for (let i = 0; i < n && this.#owned.size + free.length < target; i++) {
         const p = (offset + i) % n;
-        if (this.#owned.has(p) || this.s.leases.ownerOf(`part.${p}`)) continue;
-        const lease = await this.s.leases.tryAcquire(`part.${p}`).catch((err: unknown) => {
-          this.log.warn({ err, partition: p }, 'partition lease attempt failed');
-          return undefined;
-        });
-        if (lease) await this.#own(p, lease);
+        if (!this.#owned.has(p) && !this.s.leases.ownerOf(`part.${p}`)) free.push(p);
       }
+      // Taken together: a takeover of a dead instance's share is one round of NATS requests, not one per partition.
+      await Promise.all(
+        free.map(async (p) => {
+          const lease = await this.s.leases.tryAcquire(`part.${p}`).catch((err: unknown) => {
+            this.log.warn({ err, partition: p }, 'partition lease attempt failed');
+            return undefined;
+          });
+          if (!lease) return;
+          if (this.#stop.signal.aborted) return void (await lease.release());
+          await this.#own(p, lease);
+        }),
+      );
     } finally {
       this.#balancing = false;
     }
@@ -147,6 +170,7 @@ export class Partitions {
     try {
       for await (const m of o.messages!) {
         if (o.leaving || o.lease.signal.aborted) break;
+        this.inbox.ops.natsDeliveries++;
         let item: StreamedItem;
         try {
           item = m.json<StreamedItem>();
@@ -186,7 +210,12 @@ export class Partitions {
   }
 
   /** Hands a partition back: no new items, running turns finish, their states are written, then the lease goes. */
-  async #leave(o: Owned, why: string): Promise<void> {
+  #leave(o: Owned, why: string): Promise<void> {
+    o.left ??= this.#handBack(o, why);
+    return o.left;
+  }
+
+  async #handBack(o: Owned, why: string): Promise<void> {
     if (o.leaving) return;
     o.leaving = true;
     o.messages?.stop();

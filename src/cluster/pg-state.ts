@@ -1,84 +1,8 @@
-import type pg from 'pg';
 import type { QueueMode } from '../config/schema.js';
-import { CodedError, errorMessage } from '../contracts/errors.js';
-import { sleep } from '../util/abortable.js';
-import type { Logger } from '../observe/logger.js';
+import { CodedError } from '../contracts/errors.js';
+import type { PgWriter } from './pg-writer.js';
 import type { ConversationPrefs, Conversations } from '../store/conversations.js';
 import type { SessionInfo, SessionSummaryRow, Sessions, StoredTurn, TurnEndingKind } from '../store/sessions.js';
-
-/** Statement counts, for the bench's operations per message. */
-export interface PgCounts {
-  reads: number;
-  writes: number;
-  commits: number;
-}
-
-/**
- * Write-behind to PostgreSQL: statements queued in one tick are committed together in one
- * transaction on the next, in order; `flush()` resolves when everything queued so far is
- * committed. A failed commit is retried with backoff (the batch is all-or-nothing).
- */
-export class PgWriter {
-  #queue: Array<{ sql: string; params: unknown[] }> = [];
-  #running: Promise<void> = Promise.resolve();
-  #scheduled = false;
-  readonly counts: PgCounts = { reads: 0, writes: 0, commits: 0 };
-
-  constructor(
-    readonly pool: pg.Pool,
-    private readonly log: Logger,
-    private readonly hardStop?: AbortSignal,
-  ) {}
-
-  add(sql: string, params: unknown[]): void {
-    this.#queue.push({ sql, params });
-    if (this.#scheduled) return;
-    this.#scheduled = true;
-    setImmediate(() => void this.flush());
-  }
-
-  async read<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
-    this.counts.reads++;
-    try {
-      return (await this.pool.query<R>(sql, params)).rows;
-    } catch (err) {
-      throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
-    }
-  }
-
-  flush(): Promise<void> {
-    this.#scheduled = false;
-    const batch = this.#queue;
-    this.#queue = [];
-    if (batch.length) this.#running = this.#running.then(() => this.#commit(batch));
-    return this.#running;
-  }
-
-  async #commit(batch: Array<{ sql: string; params: unknown[] }>): Promise<void> {
-    for (let attempt = 1; ; attempt++) {
-      let client: pg.PoolClient | undefined;
-      try {
-        client = await this.pool.connect();
-        await client.query('BEGIN');
-        for (const w of batch) await client.query(w.sql, w.params);
-        await client.query('COMMIT');
-        this.counts.writes += batch.length;
-        this.counts.commits++;
-        return;
-      } catch (err) {
-        await client?.query('ROLLBACK').catch(() => {});
-        if (this.hardStop?.aborted || attempt >= 8) {
-          this.log.error({ err, statements: batch.length }, 'state writes lost: PostgreSQL kept failing');
-          return;
-        }
-        this.log.warn({ err, attempt }, 'PostgreSQL commit failed; retrying');
-        await sleep(Math.min(5000, 100 * 2 ** attempt));
-      } finally {
-        client?.release();
-      }
-    }
-  }
-}
 
 const key = (agent: string, scope: string) => `${agent}\u0000${scope}`;
 

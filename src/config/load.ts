@@ -8,7 +8,7 @@ import type { ChannelKinds } from './kinds.js';
 import { agentSchema, configSchema, type AgentConfig, type DaemonConfig } from './schema.js';
 import { stateDirProblem } from '../util/state-dir.js';
 import { allowedKeys, didYouMean } from './suggest.js';
-import { agentPath, resolveSecrets, Secrets, type ConfigProblem } from './secrets.js';
+import { agentPath, resolveSecrets, type Secrets, type ConfigProblem } from './secrets.js';
 
 /** A validated config with its resolved secrets. */
 export interface LoadedConfig {
@@ -116,17 +116,20 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
 /** Every prompt file must be a readable file inside the agent's workspace_dir. */
 function promptFileProblems(config: DaemonConfig, name: string, agent: AgentConfig, problems: ConfigProblem[]): void {
   const dir = workspaceDirOf(config, name);
-  agent.prompt_files.forEach((f, i) => {
+  for (const [i, f] of agent.prompt_files.entries()) {
     const path = resolve(dir, f);
     const rel = relative(resolve(dir), path);
     const at = [...agentPath(config, name, 'prompt_files'), i];
-    if (rel.startsWith('..') || isAbsolute(rel)) return void problems.push({ path: at, message: `"${f}" is outside the agent's workspace_dir ${dir}` });
+    if (rel.startsWith('..') || isAbsolute(rel)) {
+      problems.push({ path: at, message: `"${f}" is outside the agent's workspace_dir ${dir}` });
+      continue;
+    }
     try {
       if (!statSync(path).isFile()) problems.push({ path: at, message: `${path} is not a file` });
     } catch (err) {
       problems.push({ path: at, message: `prompt file ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})` });
     }
-  });
+  }
 }
 
 /**

@@ -26,7 +26,7 @@ export function allowedKeys(path: readonly (string | number)[], raw: unknown, ki
   if ((head === 'agent' && path.length === 1) || (head === 'agents' && path.length === 2)) return Object.keys(agentSchema.shape);
   if (head === 'channels' && typeof second === 'number') {
     if (third === 'backoff') return Object.keys(backoffSchema.shape);
-    const type = ((raw as { channels?: Array<{ type?: unknown }> }).channels?.[second] ?? {}).type;
+    const type = (raw as { channels?: Array<{ type?: unknown }> }).channels?.[second]?.type;
     return kinds.tableKeys(type);
   }
   return [];

@@ -22,6 +22,7 @@ export interface Hook {
   after?: string[];
   /** Runs only while this mode is active in the conversation. */
   mode?: string;
+  // biome-ignore lint/suspicious/noConfusingVoidType: a hook that only observes returns nothing (`async () => {}` is Promise<void>), which means continue
   run(ctx: TurnContext): HookResult | void | Promise<HookResult | void>;
 }
 

@@ -21,6 +21,7 @@ export interface ToolContext {
  * A tool the model may call. `input` validates (and describes) its arguments: a zod schema,
  * or a JSON schema wrapped with the AI SDK's `jsonSchema()` (tools from MCP servers).
  */
+// biome-ignore lint/suspicious/noExplicitAny: registries hold tools of every input type; `unknown` would make Tool<{ city: string }> unassignable to Tool
 export interface Tool<I = any> {
   name: string;
   description: string;

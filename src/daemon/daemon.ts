@@ -24,7 +24,7 @@ import { workspacePlugin, workspacesPlugin } from './workspaces.js';
 export type { ReloadResult } from './reload.js';
 
 type ClusterInjects = 'config' | 'logger' | 'shutdown' | 'dispatcher' | 'status';
-type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'topology';
+type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'topology';
 /**
  * The cluster plugins are typed by their own view of the services (src/cluster stays below
  * src/daemon); this is where that view is checked against `Services`: what they inject must
@@ -39,6 +39,8 @@ const clusterWiringAgrees: { [K in ClusterInjects]: Services[K] extends ClusterW
   inbox: true,
   sessions: true,
   conversations: true,
+  usage: true,
+  'approval-store': true,
   topology: true,
 };
 void clusterWiringAgrees;

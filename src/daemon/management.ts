@@ -36,7 +36,7 @@ export class ManagementSlot implements ManagementBinding {
 /** What management actions ask of the daemon, answered from the services. */
 export const managementPlugin = definePlugin({
   name: 'management-api',
-  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config'],
+  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology'],
   start: (ctx) => {
     const config = ctx.use('config');
     const status = ctx.use('status');
@@ -46,11 +46,13 @@ export const managementPlugin = definePlugin({
     const sessions = ctx.use('sessions');
     const workspaces = ctx.use('workspaces');
     const ledger = ctx.use('usage');
+    const topology = ctx.use('topology');
     const api: ManagementApi = {
       status: () => status.status(),
       reload: (options) => reload.reload(options),
       turns: () => tracker.list(),
-      stopTurn: (id) => dispatcher.stopTurn(id),
+      // Cluster mode: a turn not running here may run on another instance.
+      stopTurn: async (id) => dispatcher.stopTurn(id) ?? (await topology.stopTurn?.(id)),
       sessions: () =>
         Promise.all(
           config.config.channels.map(async (c) => {
@@ -61,7 +63,10 @@ export const managementPlugin = definePlugin({
           }),
         ),
       conversation: (agent, scope) => workspaces.byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` },
-      usage: (filter) => ({ rows: ledger.breakdown(filter), total: ledger.totals(filter) }),
+      usage: async (filter) => {
+        const [rows, total] = await Promise.all([ledger.breakdown(filter), ledger.totals(filter)]);
+        return { rows, total };
+      },
       budget: (agent) => workspaces.byName.get(agent)?.budget(),
     };
     ctx.effect(ctx.use('management').bind(api));

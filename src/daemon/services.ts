@@ -8,7 +8,7 @@ import type { McpHub } from '../mcp/hub.js';
 import type { HttpServer } from '../observe/http.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
-import type { ApprovalStore } from '../store/approvals.js';
+import type { Approvals } from '../store/approvals.js';
 import type { Conversations } from '../store/conversations.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Inbox } from '../store/inbox.js';
@@ -49,6 +49,8 @@ export interface Topology {
   /** `exclusive`: the kind's listener must run on one instance at a time (ChannelDescriptor `exclusiveListener`). */
   gate?(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter;
   status?(): ClusterStatus | undefined;
+  /** The operator's stop of a turn this instance does not run, sent to the instance that does. */
+  stopTurn?(id: string): Promise<'cancelled' | 'dropped' | undefined>;
 }
 
 /** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */
@@ -112,7 +114,7 @@ export interface Services {
   sessions: Sessions;
   conversations: Conversations;
   usage: UsageLedger;
-  'approval-store': ApprovalStore;
+  'approval-store': Approvals;
   http: HttpServer;
   actions: ActionRegistry;
   /** What management actions ask of the daemon; bound by the management plugin. */

@@ -1,7 +1,7 @@
 import { registerAdminPage } from '../actions/admin.js';
 import { VERSION } from '../util/version.js';
 import { registerStatusRoutes } from '../observe/routes.js';
-import { type DaemonStatus } from '../actions/daemon-status.js';
+import type { DaemonStatus } from '../actions/daemon-status.js';
 import { definePlugin, type Services, type StatusView } from './services.js';
 
 type StatusSources = Pick<Services, 'config' | 'dispatcher' | 'supervisor' | 'tracker' | 'workspaces' | 'mcp' | 'storage' | 'topology'>;

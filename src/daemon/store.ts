@@ -26,13 +26,13 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
 /**
  * The SQLite store: the durable inbox, sessions and conversation preferences in one WAL
  * database, with usage and tool-approval decisions beside them. In cluster mode (`localOnly`)
- * the shared inbox and state live in NATS and PostgreSQL, and this database keeps only the
- * instance's own usage ledger and approval decisions.
+ * the shared inbox and all state (usage and approval decisions too) live in NATS and
+ * PostgreSQL, and this database only backs the instance's storage health.
  */
 export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
   return definePlugin({
     name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage', 'usage', 'approval-store'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
+    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
       const config = ctx.use('config');
@@ -60,11 +60,10 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       timer.unref();
       ctx.effect(() => clearInterval(timer));
       ctx.provide('storage', group);
-      if (!localOnly) {
-        ctx.provide('inbox', inbox);
-        ctx.provide('sessions', new SessionStore(db, group));
-        ctx.provide('conversations', new ConversationStore(db, group));
-      }
+      if (localOnly) return;
+      ctx.provide('inbox', inbox);
+      ctx.provide('sessions', new SessionStore(db, group));
+      ctx.provide('conversations', new ConversationStore(db, group));
       ctx.provide('usage', new SqliteUsageLedger(db, group));
       ctx.provide('approval-store', new ApprovalStore(db));
     },

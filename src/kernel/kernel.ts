@@ -158,7 +158,7 @@ export class Kernel<S extends object = ServiceMap> {
 
   async #dispose(name: string): Promise<void> {
     const slot = this.#slots.get(name);
-    if (!slot || slot.state !== 'active') return;
+    if (slot?.state !== 'active') return;
     slot.state = 'disposed';
     this.#started.splice(this.#started.indexOf(name), 1);
     await this.#rollback(slot);

@@ -1,6 +1,5 @@
 import type { SlashCommand } from '../contracts/commands.js';
 import { CodedError } from '../contracts/errors.js';
-import type { TurnContext } from '../contracts/turn.js';
 
 /** One registry and one dispatch point for slash commands; /help is generated from it. */
 export class CommandRegistry {

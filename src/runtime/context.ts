@@ -1,9 +1,9 @@
 import type { TurnContext, TurnRequest } from '../contracts/turn.js';
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import { TurnReducer } from '../agent/reducer.js';
-import { type ToolCallRecord } from '../contracts/turn.js';
+import type { ToolCallRecord } from '../contracts/turn.js';
 import type { AgentInput, AgentRunner, HistoryMessage } from '../contracts/agent-runner.js';
-import type { Attachment, ChannelMessage } from '../contracts/message.js';
+import type { ChannelMessage } from '../contracts/message.js';
 
 /** The runtime's TurnContext: one per turn, folding its events with a TurnReducer. */
 export class Turn implements TurnContext {

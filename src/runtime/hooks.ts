@@ -1,6 +1,5 @@
 import type { Hook, Phase } from '../contracts/hooks.js';
 import { CodedError } from '../contracts/errors.js';
-import type { TurnContext } from '../contracts/turn.js';
 
 /**
  * Hooks per phase, ordered topologically by before/after, then priority, then name, so

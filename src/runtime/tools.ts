@@ -1,8 +1,5 @@
 import type { Tool, ToolSelection } from '../contracts/tools.js';
-import type { Schema } from 'ai';
 import { z } from 'zod';
-import type { AgentEvent } from '../contracts/agent-events.js';
-import type { ChannelMessage } from '../contracts/message.js';
 import { CodedError } from '../contracts/errors.js';
 
 /** The tools of a workspace; the agent-build step picks those that apply to one request. */

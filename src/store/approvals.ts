@@ -21,9 +21,21 @@ export interface ApprovalRow {
 
 /**
  * Tool calls that needed approval, keyed by the turn's message and the call itself, so a
- * turn re-run after a crash finds what was decided and never starts a call twice.
+ * turn re-run after a crash (or, in cluster mode, on another instance) finds what was
+ * decided and never starts a call twice. SQLite here on one node, PostgreSQL in cluster mode
+ * (src/cluster/pg-approvals.ts); both pass test/store/contract.test.ts. A write has reached
+ * the store when its promise resolves: the caller awaits `update(key, 'running')` before it
+ * starts the call.
  */
-export class ApprovalStore {
+export interface Approvals {
+  get(key: string): Promise<ApprovalRow | undefined>;
+  /** Records a new question (or asks again after a restart), keeping the old prompt's ref. */
+  ask(key: string, id: string, scope: string, tool: string): Promise<void>;
+  update(key: string, state: ApprovalState, patch?: { decidedBy?: string; result?: string; promptRef?: string }): Promise<void>;
+}
+
+/** The approvals table in the daemon's SQLite database (each write is its own transaction). */
+export class ApprovalStore implements Approvals {
   readonly #get;
   readonly #put;
   readonly #set;
@@ -49,16 +61,15 @@ export class ApprovalStore {
     this.#set = db.prepare(`UPDATE tool_approvals SET state = @state, decided_by = COALESCE(@decidedBy, decided_by), result = COALESCE(@result, result), prompt_ref = COALESCE(@promptRef, prompt_ref), updated_at = @now WHERE key = @key`);
   }
 
-  get(key: string): ApprovalRow | undefined {
+  async get(key: string): Promise<ApprovalRow | undefined> {
     return this.#get.get(key) as ApprovalRow | undefined;
   }
 
-  /** Records a new question (or asks again after a restart), keeping the old prompt's ref. */
-  ask(key: string, id: string, scope: string, tool: string): void {
+  async ask(key: string, id: string, scope: string, tool: string): Promise<void> {
     this.#put.run({ key, id, scope, tool, now: Date.now() });
   }
 
-  update(key: string, state: ApprovalState, patch: { decidedBy?: string; result?: string; promptRef?: string } = {}): void {
+  async update(key: string, state: ApprovalState, patch: { decidedBy?: string; result?: string; promptRef?: string } = {}): Promise<void> {
     this.#set.run({ key, state, decidedBy: patch.decidedBy ?? null, result: patch.result ?? null, promptRef: patch.promptRef ?? null, now: Date.now() });
   }
 }

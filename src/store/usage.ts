@@ -45,14 +45,22 @@ export type UsageKey = 'channel' | 'agent' | 'model';
 export type UsageRow = Record<UsageKey, string> & UsageTotals;
 
 /**
- * Where turn usage is kept. The daemon uses the SQLite ledger below; the interface is what
- * the rest of the code sees, so another store can take its place.
+ * Where turn usage is kept: the SQLite ledger below on one node, PostgreSQL in cluster mode
+ * (src/cluster/pg-usage.ts); both pass test/store/contract.test.ts. Reports are async (a
+ * query); `costSince` is synchronous because the budget gate and /status read it on every
+ * turn.
  */
 export interface UsageLedger {
+  /** Stored with the turn's other closing writes (before its message counts as answered). */
   record(r: UsageRecord): void;
-  totals(filter: UsageFilter): UsageTotals;
+  totals(filter: UsageFilter): Promise<UsageTotals>;
   /** Totals per (channel, agent, model). */
-  breakdown(filter: UsageFilter): UsageRow[];
+  breakdown(filter: UsageFilter): Promise<UsageRow[]>;
+  /**
+   * An agent's cost since `sinceMs` (the daily budget). SQLite: exact. PostgreSQL: the whole
+   * cluster's as of the last refresh, plus what this instance recorded since.
+   */
+  costSince(agent: string, sinceMs: number): number;
 }
 
 const SUMS = `COUNT(*) AS turns, COALESCE(SUM(input_tokens), 0) AS input_tokens, COALESCE(SUM(output_tokens), 0) AS output_tokens,
@@ -101,16 +109,24 @@ export class SqliteUsageLedger implements UsageLedger {
     this.#add(() => this.#insert.run(row));
   }
 
-  totals(filter: UsageFilter): UsageTotals {
+  #totals(filter: UsageFilter): UsageTotals {
     const { where, params } = whereOf(filter);
     this.#flush?.();
     return this.#db.prepare(`SELECT ${SUMS} FROM usage ${where}`).get(params) as UsageTotals;
   }
 
-  breakdown(filter: UsageFilter): UsageRow[] {
+  totals(filter: UsageFilter): Promise<UsageTotals> {
+    return Promise.resolve(this.#totals(filter));
+  }
+
+  breakdown(filter: UsageFilter): Promise<UsageRow[]> {
     const { where, params } = whereOf(filter);
     this.#flush?.();
-    return this.#db.prepare(`SELECT channel, agent, model, ${SUMS} FROM usage ${where} GROUP BY channel, agent, model ORDER BY channel, agent, model`).all(params) as UsageRow[];
+    return Promise.resolve(this.#db.prepare(`SELECT channel, agent, model, ${SUMS} FROM usage ${where} GROUP BY channel, agent, model ORDER BY channel, agent, model`).all(params) as UsageRow[]);
+  }
+
+  costSince(agent: string, sinceMs: number): number {
+    return this.#totals({ agent, sinceMs }).cost;
   }
 }
 

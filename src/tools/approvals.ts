@@ -4,10 +4,10 @@ import { replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget }
 import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ToolGate } from '../mcp/tools.js';
-import type { ApprovalStore } from '../store/approvals.js';
+import type { Approvals } from '../store/approvals.js';
 
 export interface ApprovalOptions {
-  store: ApprovalStore;
+  store: Approvals;
   log: Logger;
   /** The agent's `approvers` and `approval_timeout_ms`, read per call (reload applies). */
   policy(agent: string): { approvers: readonly string[]; timeoutMs: number };
@@ -29,6 +29,7 @@ interface Waiting {
   id: string;
   key: string;
   channelId: string;
+  scope: string;
   starter: string;
   approvers: readonly string[];
   resolve(d: Decision): void;
@@ -67,7 +68,7 @@ export class ApprovalCoordinator implements ToolGate {
     const msg = call.ctx.message;
     if (!msg) return { run: false, reply: { error: 'this tool needs approval in a chat, and this call has none' } };
     const key = createHash('sha256').update(JSON.stringify([call.agent, msg.channelId, msg.messageId, call.tool, call.args ?? {}])).digest('hex');
-    const row = this.#o.store.get(key);
+    const row = await this.#o.store.get(key);
     switch (row?.state) {
       case 'done':
         return { run: false, reply: row.result ? (JSON.parse(row.result) as unknown) : '' };
@@ -76,14 +77,14 @@ export class ApprovalCoordinator implements ToolGate {
       case 'denied':
         return { run: false, reply: { error: 'the user denied this tool call' } };
       case 'approved':
-        return this.#admitted(key);
+        return await this.#admitted(key);
     }
     const policy = this.#o.policy(call.agent);
     const id = randomBytes(3).toString('hex');
-    this.#o.store.ask(key, id, call.ctx.scope, call.tool);
+    await this.#o.store.ask(key, id, call.ctx.scope, call.tool);
     // A question left from before a restart is retired: this one replaces it.
     if (row?.promptRef) await this.#edit(msg.channelId, JSON.parse(row.promptRef) as MessageRef, `🔐 ${call.tool}: asked again below after a restart.`);
-    const decided = new Promise<Decision>((resolve) => this.#waiting.set(id, { id, key, channelId: msg.channelId, starter: msg.sender.id, approvers: policy.approvers, resolve }));
+    const decided = new Promise<Decision>((resolve) => this.#waiting.set(id, { id, key, channelId: msg.channelId, scope: call.ctx.scope, starter: msg.sender.id, approvers: policy.approvers, resolve }));
     // As inline code, so "__" in names and arguments is not read as Markdown emphasis.
     const question = `🔐 Approve this tool call?\n\`${call.tool} ${shortArgs(call.args).replaceAll('`', "'")}\`\nReply /approve ${id} or /deny ${id}.`;
     let ref: MessageRef | undefined;
@@ -94,7 +95,7 @@ export class ApprovalCoordinator implements ToolGate {
         { label: 'Approve', data: `/approve ${id}`, style: 'primary' },
         { label: 'Deny', data: `/deny ${id}`, style: 'danger' },
       ], signal);
-      this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
+      await this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
       this.#o.log.info({ tool: call.tool, approval: id, scope: call.ctx.scope }, 'tool call waiting for approval');
     } catch (err) {
       this.#waiting.delete(id);
@@ -112,11 +113,11 @@ export class ApprovalCoordinator implements ToolGate {
         return { run: false, reply: { error: 'cancelled by the user' } };
       }
       if (d.verdict === 'approve') {
-        this.#o.store.update(key, 'approved', { decidedBy: d.by });
+        await this.#o.store.update(key, 'approved', { decidedBy: d.by });
         await this.#edit(msg.channelId, ref, `✅ ${call.tool}: approved.`);
-        return this.#admitted(key);
+        return await this.#admitted(key);
       }
-      this.#o.store.update(key, 'denied', d.verdict === 'deny' ? { decidedBy: d.by } : {});
+      await this.#o.store.update(key, 'denied', d.verdict === 'deny' ? { decidedBy: d.by } : {});
       const within = duration(policy.timeoutMs);
       await this.#edit(msg.channelId, ref, d.verdict === 'timeout' ? `⌛ ${call.tool}: no answer within ${within}, so it was denied.` : `❌ ${call.tool}: denied.`);
       return { run: false, reply: { error: d.verdict === 'timeout' ? `nobody approved this tool call within ${within}, so it was denied` : 'the user denied this tool call' } };
@@ -128,9 +129,13 @@ export class ApprovalCoordinator implements ToolGate {
   }
 
   /** Marked running before the call starts: a crash from here on never runs it again. */
-  #admitted(key: string): { run: true; done(reply: unknown): void } {
-    this.#o.store.update(key, 'running');
-    return { run: true, done: (reply) => this.#o.store.update(key, 'done', { result: JSON.stringify(reply) }) };
+  async #admitted(key: string): Promise<{ run: true; done(reply: unknown): void }> {
+    await this.#o.store.update(key, 'running');
+    return {
+      run: true,
+      // A result that is not stored only makes a re-run say "may have run" instead of repeating it.
+      done: (reply) => void this.#o.store.update(key, 'done', { result: JSON.stringify(reply) }).catch((err: unknown) => this.#o.log.warn({ err }, 'could not store a tool call result')),
+    };
   }
 
   async #edit(channelId: string, ref: MessageRef, text: string): Promise<void> {
@@ -149,7 +154,7 @@ export class ApprovalCoordinator implements ToolGate {
     let w: Waiting | undefined;
     if (id) w = this.#waiting.get(id.toLowerCase());
     else {
-      const here = [...this.#waiting.values()].filter((x) => x.channelId === msg.channelId && this.#o.store.get(x.key)?.scope === scope);
+      const here = [...this.#waiting.values()].filter((x) => x.channelId === msg.channelId && x.scope === scope);
       if (here.length > 1) return `Several tool calls wait for approval here; use /${verdict} ID (${here.map((x) => x.id).join(', ')}).`;
       w = here[0];
     }

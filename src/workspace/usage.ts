@@ -33,7 +33,7 @@ export function costOf(model: ModelConfig | undefined, inputTokens: number, outp
 export function budgetState(deps: UsageDeps, nowMs = Date.now()): BudgetState | undefined {
   const daily = deps.agent().daily_budget;
   if (daily === undefined) return undefined;
-  const spent = deps.ledger.totals({ agent: deps.agentName, sinceMs: startOfUtcDay(nowMs) }).cost;
+  const spent = deps.ledger.costSince(deps.agentName, startOfUtcDay(nowMs));
   return { daily, spent_today: round(spent), left: round(Math.max(0, daily - spent)) };
 }
 

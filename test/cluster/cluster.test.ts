@@ -22,19 +22,25 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     for (const ns of namespaces) await dropNamespace(ns);
   });
 
-  const cluster = async (n: number, echoMs: number) => {
+  /** `n` instances started one after another; with `settleEach`, each has its share before the next starts. */
+  const cluster = async (n: number, echoMs: number, partitions = 8, settleEach = false) => {
     const ns = uniqueNamespace();
     namespaces.push(ns);
     tg = new FakeTelegram();
     await tg.start();
     const body = (id: string) =>
-      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = 8`)}[agent]\nprovider = "echo"\necho_delay_ms = ${echoMs}\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg!.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
-    for (let i = 0; i < n; i++) daemons.push(await startDaemon(body(`i${i}`), { TG_TOKEN: tg.token, ...clusterEnv }));
-    // Every partition is owned, shared out between the instances.
-    await waitFor(() => {
-      const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
-      return owned.flat().length === 8 && owned.every((o) => o.length === 8 / n);
-    }, 20_000);
+      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = ${partitions}`)}[agent]\nprovider = "echo"\necho_delay_ms = ${echoMs}\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg!.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
+    // Every partition is owned, shared out evenly between the instances.
+    const shared = () =>
+      waitFor(() => {
+        const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
+        return owned.flat().length === partitions && owned.every((o) => o.length >= Math.floor(partitions / daemons.length));
+      }, 20_000);
+    for (let i = 0; i < n; i++) {
+      daemons.push(await startDaemon(body(`i${i}`), { TG_TOKEN: tg.token, ...clusterEnv }));
+      if (settleEach) await shared();
+    }
+    await shared();
     return daemons;
   };
 
@@ -66,6 +72,13 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     expect(a!.daemon.status().generation).toBe(1);
   });
 
+  it('instances joining one by one share the partitions evenly: 10 over 3 is 4/3/3, never 4/4/2', async () => {
+    // 10, then 5/5, then each gives up its surplus: with everyone aiming at ceil(10 / 3) = 4
+    // that stopped at 4/4/2 (no surplus anywhere, and the newcomer short of its share).
+    const all = await cluster(3, 5, 10, true);
+    expect(all.map((d) => d.daemon.status().cluster!.partitions.owned.length).sort()).toEqual([3, 3, 4]);
+  });
+
   it('/stop received by one instance stops the turn running on the other', async () => {
     const [a, b] = await cluster(2, 150);
     await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
@@ -81,8 +94,41 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     tg!.dm('/stop', user);
     await waitFor(() => tg!.texts(id).includes('Stopped.'), 5000);
     await waitFor(() => tg!.texts(id)[0]!.endsWith(STOP_MARKER), 5000);
-    expect(listener.logs.text).not.toContain('"scope":"tg:' + id + '","stopped"');
+    expect(listener.logs.text).not.toContain(`"scope":"tg:${id}","stopped"`);
     expect(other.logs.text).toContain('/stop from another instance');
+  });
+
+  it("the operator's stop-turn sent to one instance stops the turn running on another, and drops one queued there", async () => {
+    const [a, b] = await cluster(2, 150);
+    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const here = a!;
+    const there = b!;
+    const thereParts = there.daemon.status().cluster!.partitions.owned;
+    const id = Array.from({ length: 100 }, (_, i) => 4000 + i).find((n) => thereParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const user = { id, first_name: 'Remote' };
+    tg!.dm(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), user);
+    tg!.dm('second question', user);
+    const turns = await waitFor(() => {
+      const list = there.daemon.status().turns.list;
+      return list.some((t) => t.state === 'running') && list.some((t) => t.state === 'queued') ? list : undefined;
+    }, 10_000);
+    await waitFor(() => tg!.texts(id).length === 1, 10_000);
+    const running = turns.find((t) => t.state === 'running')!;
+    const queued = turns.find((t) => t.state === 'queued')!;
+    // Neither turn is on the instance asked: it finds the one that runs them.
+    expect(here.daemon.status().turns.list).toEqual([]);
+    const stop = async (turn: string) => {
+      const res = await fetch(`${here.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: turn }) });
+      return { status: res.status, body: (await res.json()) as { result?: string } };
+    };
+    expect(await stop(queued.id)).toEqual({ status: 200, body: { id: queued.id, result: 'dropped' } });
+    expect(await stop(running.id)).toEqual({ status: 200, body: { id: running.id, result: 'cancelled' } });
+    await waitFor(() => tg!.texts(id)[0]!.endsWith(STOP_MARKER), 5000);
+    await waitFor(() => there.daemon.status().turns.list.length === 0, 5000);
+    // The dropped question was never answered; an id no instance runs is still a 404.
+    expect(tg!.texts(id)).toHaveLength(1);
+    expect((await stop(running.id)).status).toBe(404);
+    expect(there.logs.text).toContain('stop-turn from another instance');
   });
 
   it('an instance that stops hands its listener and partitions over; nothing is lost', async () => {

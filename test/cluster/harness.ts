@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { FakeSlack, signSlack } from '../fakes/slack/server.js';
@@ -34,9 +34,11 @@ export class ProcessCluster {
   readonly ns = uniqueNamespace();
   readonly dir = mkdtempSync(join(tmpdir(), 'channeld-cluster-'));
   readonly members: Member[] = [];
+  /** Every process started, killed ones included, for the logs kept on request. */
+  readonly #all: Member[] = [];
   #rr = 0;
 
-  constructor(private readonly o: { echoDelayMs: number; leaseTtlMs?: number; maxInFlight?: number }) {}
+  constructor(private readonly o: { echoDelayMs: number; leaseTtlMs?: number; maxInFlight?: number; nodeArgs?: string[]; streamMode?: 'partial' | 'final' }) {}
 
   async start(n: number): Promise<this> {
     await Promise.all([this.tg.start(), this.sl.start()]);
@@ -52,17 +54,24 @@ export class ProcessCluster {
       `[daemon]\nstate_dir = "${join(this.dir, id)}"\nshutdown_grace_ms = 15000\n[http]\nlisten = "127.0.0.1:0"\n[limits]\nmax_in_flight = ${this.o.maxInFlight ?? 64}\nmax_queued = 2000\n` +
         clusterToml(this.ns, `instance_id = "${id}"\nlease_ttl_ms = ${this.o.leaseTtlMs ?? 4000}\n`) +
         `[agent]\nprovider = "echo"\necho_delay_ms = ${this.o.echoDelayMs}\n\n` +
-        `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n\n` +
-        `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\n`,
+        `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n\n` +
+        `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n`,
     );
     return file;
   }
 
   /** Starts (or restarts) the instance `id`. */
   async spawn(id: string): Promise<Member> {
-    const proc = new DaemonProcess(this.#config(id), { TG: this.tg.token, SL_BOT: this.sl.botToken, SL_SIGN: SIGNING, ...clusterEnv });
-    const url = await proc.url(90_000);
+    const proc = new DaemonProcess(this.#config(id), { TG: this.tg.token, SL_BOT: this.sl.botToken, SL_SIGN: SIGNING, ...clusterEnv }, this.o.nodeArgs ?? []);
+    // A process that exits before it serves (a refused start) fails here, not after the wait.
+    const url = await Promise.race([
+      proc.url(90_000),
+      proc.exited.then((code) => {
+        throw new Error(`instance ${id} exited with ${code} before it served: ${JSON.stringify(proc.lines.slice(-3))}`);
+      }),
+    ]);
     const m: Member = { id, proc, url, alive: true };
+    this.#all.push(m);
     const i = this.members.findIndex((x) => x.id === id);
     if (i >= 0) this.members[i] = m;
     else this.members.push(m);
@@ -78,14 +87,15 @@ export class ProcessCluster {
     return (await (await fetch(`${m.url}/status`)).json()) as ClusterStatusJson;
   }
 
-  /** Waits until `n` instances are alive and every partition is owned. */
+  /** Waits until `n` instances are alive and every partition is owned, shared out evenly (as the balancing aims). */
   async settled(n: number, timeoutMs = 30_000): Promise<void> {
     await waitFor(
       async () => {
         const all = await Promise.all(this.live().map((m) => this.status(m).catch(() => undefined)));
         if (all.some((s) => !s)) return false;
         const owned = all.flatMap((s) => s!.cluster.partitions.owned);
-        return all.length === n && new Set(owned).size === 16 && owned.length === 16 && all[0]!.cluster.instances.filter((i) => i.alive).length === n;
+        const even = all.every((s) => s!.cluster.partitions.owned.length >= Math.floor(16 / n));
+        return all.length === n && even && new Set(owned).size === 16 && owned.length === 16 && all[0]!.cluster.instances.filter((i) => i.alive).length === n;
       },
       timeoutMs,
       100,
@@ -120,6 +130,12 @@ export class ProcessCluster {
   async close(): Promise<void> {
     for (const m of this.members) if (m.alive) m.proc.child.kill('SIGKILL');
     await Promise.all(this.members.map((m) => m.proc.exited));
+    // CHANNELD_CLUSTER_LOGS=<dir> keeps every process's log lines there (to study a slow or failed run).
+    const keep = process.env.CHANNELD_CLUSTER_LOGS;
+    if (keep) {
+      mkdirSync(keep, { recursive: true });
+      for (const [i, m] of this.#all.entries()) writeFileSync(join(keep, `${i}-${m.id}.jsonl`), m.proc.lines.map((l) => JSON.stringify(l)).join('\n'));
+    }
     await Promise.all([this.tg.close(), this.sl.close()]);
     await dropNamespace(this.ns);
     rmSync(this.dir, { recursive: true, force: true });
@@ -129,6 +145,8 @@ export class ProcessCluster {
 /** The load: `conversations` split between Telegram DMs and Slack DMs, `perConversation` messages each. */
 export class Load {
   readonly sent = new Map<string, string[]>();
+  /** Every text sent: what a complete answer looks like. */
+  readonly #finals = new Set<string>();
   constructor(
     readonly c: ProcessCluster,
     readonly conversations: number,
@@ -152,6 +170,7 @@ export class Load {
       const t = this.text(i, k);
       const key = i % 2 === 0 ? `tg:${this.tgUser(i).id}` : `sl:${this.slChannel(i)}`;
       this.sent.set(key, [...(this.sent.get(key) ?? []), t]);
+      this.#finals.add(t);
       if (i % 2 === 0) this.c.tg.dm(t, this.tgUser(i));
       else posts.push(this.c.postSlack({ ...this.c.sl.dmEvent(t, `U${i}`), channel: this.slChannel(i) }));
     }
@@ -179,13 +198,21 @@ export class Load {
       });
   }
 
-  #finals = new Set<string>();
+  /**
+   * The texts of a conversation's bot messages, in send order. Cheap, unlike `messages()`:
+   * the waits call it for every conversation several times a second, in the process that
+   * also serves the fake platforms, so scanning every API call per message here (as
+   * `messages()` does for the write times) took CPU from the very load being measured.
+   */
+  texts(key: string): string[] {
+    const [kind, id] = key.split(':') as [string, string];
+    if (kind === 'tg') return this.c.tg.messages.filter((m) => String(m.chatId) === id && !m.deleted).map((m) => visibleText(m.text, m.parseMode));
+    return this.c.sl.messages.filter((m) => m.channel === id && !m.deleted).map((m) => m.text);
+  }
+
   /** The answers each conversation shows now, in order: complete answers only (drafts being written are left out). */
   answers(key: string): string[] {
-    if (this.#finals.size === 0) for (const t of [...this.sent.values()].flat()) this.#finals.add(t);
-    return this.messages(key)
-      .map((m) => m.text)
-      .filter((t) => this.#finals.has(t) || !this.#isDraft(key, t));
+    return this.texts(key).filter((t) => this.#finals.has(t) || !this.#isDraft(key, t));
   }
 
   /** A text that is the start of an answer this conversation expects, but not the whole of it. */
@@ -197,6 +224,13 @@ export class Load {
   unfinished(): Array<{ key: string; text: string; lastWriteAt: number }> {
     const finals = new Set([...this.sent.values()].flat());
     return [...this.sent.keys()].flatMap((key) => this.messages(key).filter((m) => !finals.has(m.text)).map((m) => ({ key, ...m })));
+  }
+
+  /** Sent, answered and finished conversations, for a progress line. */
+  progress(): string {
+    const answered = [...this.sent.keys()].reduce((n, k) => n + this.answers(k).length, 0);
+    const done = [...this.sent.entries()].filter(([k, t]) => this.answers(k).length >= t.length).length;
+    return `sent ${[...this.sent.values()].flat().length}, answered ${answered}, conversations done ${done}`;
   }
 
   complete(): boolean {

@@ -52,4 +52,23 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
     expect((byB!.signal.reason as { code: string }).code).toBe('CLUSTER_LEASE_LOST');
     await byC!.release();
   });
+
+  it('an instance restarted under its own id right after a kill -9 takes its leases back at once, before its watch has caught up', async () => {
+    const first = await instance('r');
+    const heartbeat = await first.leases.tryAcquire('inst.r');
+    expect(heartbeat).toBeDefined();
+    // kill -9: the connection is gone, the key stays until the TTL.
+    await first.nc.close();
+    const again = await instance('r');
+    // Right away, whatever the watch has delivered so far: the key is its own id's.
+    const back = await again.leases.tryAcquire('inst.r');
+    expect(back).toBeDefined();
+    // Someone else's live lease is still refused on first sight.
+    const other = await instance('o');
+    const theirs = await other.leases.tryAcquire('listener.x');
+    expect(theirs).toBeDefined();
+    const late = await instance('r2');
+    expect(await late.leases.tryAcquire('listener.x')).toBeUndefined();
+    await Promise.all([back!.release(), theirs!.release()]);
+  });
 });

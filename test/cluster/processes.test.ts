@@ -8,11 +8,12 @@ import { Load, ProcessCluster, type Member } from './harness.js';
 
 const skip = await clusterSkipReason();
 /**
- * Conversations x messages each. `npm test` runs 40 x 6 so the suite stays within minutes on
- * a busy 2-core machine; `npm run bench` (cluster scenario) and CHANNELD_CLUSTER_LOAD=100x10
- * run the issue's full 1,000 messages over 100 conversations with the same assertions.
+ * Conversations x messages each: the issue's full 1,000 messages over 100 conversations.
+ * Under two CPU burners with CI=true it took 41-106 s (40 s for 40 x 6), so CI's three
+ * suite runs pay about a minute more for the full size (docs/CLUSTER.md, "Acceptance run").
+ * CHANNELD_CLUSTER_LOAD=40x6 runs a smaller load with the same assertions.
  */
-const [CONVERSATIONS, PER_CONVERSATION] = (process.env.CHANNELD_CLUSTER_LOAD ?? '40x6').split('x').map(Number) as [number, number];
+const [CONVERSATIONS, PER_CONVERSATION] = (process.env.CHANNELD_CLUSTER_LOAD ?? '100x10').split('x').map(Number) as [number, number];
 const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? ` (skipped: ${skip})` : ''}`, () => {
@@ -26,16 +27,21 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
     c = new ProcessCluster({ echoDelayMs: 400 }); // five words: a 2 s streamed answer
     await c.start(3);
     const load = new Load(c, CONVERSATIONS, PER_CONVERSATION);
+    // With CHANNELD_CLUSTER_LOGS (a study of a slow run), progress every 5 s beside the kept logs.
+    const startedAt = Date.now();
+    const progress = process.env.CHANNELD_CLUSTER_LOGS ? setInterval(() => console.log(`t=${Date.now() - startedAt} ms ${load.progress()}`), 5000) : undefined;
     const killAtRound = [Math.floor(PER_CONVERSATION * 0.3), Math.floor(PER_CONVERSATION * 0.6)];
     let tgKilledAt = 0;
     const killedAt: number[] = [];
+    const respawns: Promise<unknown>[] = [];
     let drafts: Array<{ msg: StoredMessage; before: string }> = [];
     const kill = async (m: Member) => {
       killedAt.push(Date.now());
       m.proc.child.kill('SIGKILL');
       await m.proc.exited;
-      // It comes back later as a fresh process under the same instance id.
-      setTimeout(() => void c?.spawn(m.id), 2000);
+      // It comes back soon, within its old leases' TTL, as a fresh process under the same
+      // instance id (as a supervisor restarts it), and must be let in.
+      respawns.push(pause(2000).then(() => c!.spawn(m.id)));
     };
     for (let k = 0; k < PER_CONVERSATION; k++) {
       await load.round(k);
@@ -62,9 +68,12 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
         await kill(live[i]!);
       }
     }
-    await waitFor(() => load.complete(), 240_000, 250).catch(() => {
+    await waitFor(() => load.complete(), 240_000, 250).finally(() => clearInterval(progress)).catch(() => {
       throw new Error(`not every message was answered in order:\n${load.problems().slice(0, 10).join('\n')}`);
     });
+    // Both killed instances came back and share the work again.
+    await Promise.all(respawns);
+    await c.settled(3);
     // The README's window: a draft the platform accepted just before the kill, whose id had
     // not reached the store yet, is left behind and the answer starts again. Any other
     // unfinished message (written well after a kill) would be a duplicate answer.

@@ -34,7 +34,7 @@ describe('ack reaction on each platform', () => {
 
   it('Slack: reactions.add with the emoji name when stored, reactions.remove once answered', async () => {
     const sl = await withSlack();
-    await withChannelDaemon(echo(120) + slackChannel(sl, 'native_stream = false\n' + ack), slackEnv(sl));
+    await withChannelDaemon(echo(120) + slackChannel(sl, `native_stream = false\n${ack}`), slackEnv(sl));
     const ev = sl.dmEvent(words(10));
     sl.push(ev);
     const key = `D0DM0001:${ev.ts as string}`;

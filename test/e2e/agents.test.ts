@@ -1,7 +1,7 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { kinds } from '../helpers/kinds.js';
-import { ConfigError } from '../../src/contracts/errors.js';
+import type { ConfigError } from '../../src/contracts/errors.js';
 import type { FakeLlm } from '../fakes/llm/server.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChat, withDaemon, withLlm } from '../helpers/fixtures.js';

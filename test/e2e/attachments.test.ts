@@ -12,16 +12,16 @@ import { discordChannel, discordEnv, slackChannel, slackEnv, telegramChannel, te
 import { webchatChannel } from '../helpers/toml.js';
 
 /** A tiny JPEG-looking payload: the bytes only need to survive the trip. */
-export const PHOTO = Buffer.from('ffd8ffe000104a46494600010100000100010000ffdb0043000806060706050806070709090808', 'hex');
+const PHOTO = Buffer.from('ffd8ffe000104a46494600010100000100010000ffdb0043000806060706050806070709090808', 'hex');
 
 /** The last user message of a request, as content parts. */
-export function userParts(req: RecordedRequest): Array<{ type: string; text?: string; image_url?: { url: string } }> {
+function userParts(req: RecordedRequest): Array<{ type: string; text?: string; image_url?: { url: string } }> {
   const last = [...req.body.messages].reverse().find((m) => m.role === 'user')!;
   return typeof last.content === 'string' ? [{ type: 'text', text: last.content }] : (last.content as never);
 }
 
 /** An agent on the fake LLM; `vision-1` sees images, `text-1` reads text only. */
-export const agentConfig = (url: string, model = 'vision-1') =>
+const agentConfig = (url: string, model = 'vision-1') =>
   `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "${model}"\n\n[models."vision-1"]\ninput = ["text", "image"]\n\n[models."text-1"]\ninput = ["text"]\n\n`;
 
 describe('attachments on Telegram: getFile, then /file/bot<token>/<file_path>', () => {

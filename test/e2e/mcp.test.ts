@@ -42,7 +42,7 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
 
   it('offers server__tool with its schema; results from stdio and Streamable HTTP servers reach the model and the answer', async () => {
     const http = await withEverythingHttp();
-    d = await withDaemon(agent() + everything() + fs() + `[[agent.mcp]]\nname = "remote"\nurl = "${http.url}"\ntools = ["get-sum"]\n` + web);
+    d = await withDaemon(`${agent() + everything() + fs()}[[agent.mcp]]\nname = "remote"\nurl = "${http.url}"\ntools = ["get-sum"]\n${web}`);
     const st = await connected(d, ['everything', 'fs', 'remote']);
     expect(st.find((s) => s.name === 'fs')).toMatchObject({ transport: 'stdio', tools: 2 });
     expect(st.find((s) => s.name === 'remote')).toMatchObject({ transport: 'http', tools: 1 });
@@ -96,7 +96,7 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
   });
 
   it('a killed server is down in /status, restarts with backoff, and its tools work again; a server that cannot start leaves the agent running', async () => {
-    d = await withDaemon(agent() + everything() + `[[agent.mcp]]\nname = "broken"\ncommand = "/nonexistent/mcp-server"\n` + web);
+    d = await withDaemon(`${agent() + everything()}[[agent.mcp]]\nname = "broken"\ncommand = "/nonexistent/mcp-server"\n${web}`);
     const before = (await connected(d, ['everything'])).find((s) => s.name === 'everything')!;
     expect(before.pid).toBeGreaterThan(0);
     const broken = await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'broken' && s.last_error), 20_000, 50);

@@ -48,7 +48,7 @@ describe('reload', () => {
 
   it('an invalid config changes nothing and is reported', async () => {
     d = await withDaemon(agent + web('web'));
-    d.rewrite(agent + web('web') + 'bogus_key = 1\n');
+    d.rewrite(`${agent + web('web')}bogus_key = 1\n`);
     const r = await d.daemon.reload();
     expect(r.ok).toBe(false);
     expect(r.errors[0]).toMatch(/daemon\.config\.toml:\d+:1: channels\[0\]\.bogus_key: unknown key/);
@@ -67,7 +67,7 @@ describe('reload', () => {
   it('agent and limit changes apply to new turns without restarting any listener', async () => {
     d = await withDaemon(agent + web('web'));
     const c = await client(d, 'web', 't');
-    d.rewrite(agent.replace('echo_delay_ms = 100', 'echo_delay_ms = 0') + '[limits]\nmax_in_flight = 2\n\n' + web('web'));
+    d.rewrite(`${agent.replace('echo_delay_ms = 100', 'echo_delay_ms = 0')}[limits]\nmax_in_flight = 2\n\n${web('web')}`);
     expect(await d.daemon.reload()).toMatchObject({ ok: true, changed: [], added: [], removed: [] });
     expect(d.daemon.config.config.limits.max_in_flight).toBe(2);
     c.send('fast now');

@@ -1,18 +1,46 @@
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../src/cluster/migrations.js';
-import { PgConversationStore, PgSessionStore, PgWriter } from '../../src/cluster/pg-state.js';
+import { PgApprovalStore } from '../../src/cluster/pg-approvals.js';
+import { PgConversationStore, PgSessionStore } from '../../src/cluster/pg-state.js';
+import { PgWriter } from '../../src/cluster/pg-writer.js';
+import { PgUsageLedger } from '../../src/cluster/pg-usage.js';
+import { ApprovalStore, type Approvals } from '../../src/store/approvals.js';
 import { ConversationStore, type Conversations } from '../../src/store/conversations.js';
 import { openDb } from '../../src/store/db.js';
 import { GroupCommit } from '../../src/store/group-commit.js';
 import { SessionStore, type Sessions } from '../../src/store/sessions.js';
+import { SqliteUsageLedger, startOfUtcDay, type UsageLedger, type UsageRecord } from '../../src/store/usage.js';
 import { clusterSkipReason, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
 
 /** One backend as the contract sees it: stores over one database, and how a turn uses them. */
 interface Backend {
   /** Stores as a freshly started instance has them, over the same database. */
-  open(): { sessions: Sessions; conversations: Conversations; prepare(agent: string, scope: string): Promise<void>; flush(): Promise<void> };
+  open(): {
+    sessions: Sessions;
+    conversations: Conversations;
+    usage: UsageLedger;
+    approvals: Approvals;
+    /** What the instance does before a turn of (agent, scope); `budgetSinceMs`: the agent has a daily budget from then. */
+    prepare(agent: string, scope: string, budgetSinceMs?: number): Promise<void>;
+    flush(): Promise<void>;
+  };
 }
+
+const DAY = 86_400_000;
+const use = (at: number, agent: string, channel: string, model: string, n: number, cost: number | null, estimated = false): UsageRecord => ({
+  at,
+  agent,
+  model,
+  channel,
+  scope: `${channel}:${n}`,
+  inputTokens: 100 * n,
+  outputTokens: 10 * n,
+  reasoningTokens: n,
+  cachedTokens: 2 * n,
+  estimated,
+  cost,
+});
 
 const turn = (n: number) => ({ userText: `q${n}`, assistantText: `a${n}`, reasoning: '', toolCalls: [{ n }], ending: 'done' as const, model: 'm' });
 
@@ -91,6 +119,68 @@ function contract(name: string, backend: () => Promise<Backend>) {
       await again.prepare('other', 'tg:9');
       expect(again.conversations.get('other', 'tg:9')).toEqual({});
     });
+
+    it('usage: totals and the per-(channel, agent, model) breakdown over a filter, from any instance', async () => {
+      const b = await backend();
+      const s = b.open();
+      const t0 = 10 * DAY;
+      s.usage.record(use(t0 + 1, 'a', 'tg', 'm1', 1, 0.5));
+      s.usage.record(use(t0 + 2, 'a', 'tg', 'm1', 2, 0.25, true));
+      s.usage.record(use(t0 + 3, 'a', 'sl', 'm2', 3, null));
+      s.usage.record(use(t0 - DAY, 'b', 'tg', 'm1', 4, 1));
+      await s.flush();
+      const other = b.open();
+      expect(await other.usage.totals({})).toEqual({ turns: 4, input_tokens: 1000, output_tokens: 100, reasoning_tokens: 10, cached_tokens: 20, estimated_turns: 1, cost: 1.75 });
+      expect(await other.usage.totals({ agent: 'a', sinceMs: t0 })).toMatchObject({ turns: 3, cost: 0.75 });
+      expect(await other.usage.totals({ sinceMs: t0, untilMs: t0 + 3 })).toMatchObject({ turns: 2, input_tokens: 300 });
+      expect(await other.usage.totals({ scope: 'sl:3' })).toMatchObject({ turns: 1, cost: 0 });
+      expect(await other.usage.totals({ model: 'none' })).toEqual({ turns: 0, input_tokens: 0, output_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, estimated_turns: 0, cost: 0 });
+      expect(await other.usage.breakdown({ sinceMs: t0 })).toEqual([
+        { channel: 'sl', agent: 'a', model: 'm2', turns: 1, input_tokens: 300, output_tokens: 30, reasoning_tokens: 3, cached_tokens: 6, estimated_turns: 0, cost: 0 },
+        { channel: 'tg', agent: 'a', model: 'm1', turns: 2, input_tokens: 300, output_tokens: 30, reasoning_tokens: 3, cached_tokens: 6, estimated_turns: 1, cost: 0.75 },
+      ]);
+      // A report includes what this instance recorded a moment ago.
+      other.usage.record(use(t0 + 4, 'a', 'tg', 'm1', 5, 2));
+      expect(await other.usage.totals({ agent: 'a', sinceMs: t0 })).toMatchObject({ turns: 4, cost: 2.75 });
+    });
+
+    it('usage: an agent’s cost today (the daily budget) counts every instance’s turns once learnt before a turn, and this instance’s at once', async () => {
+      const b = await backend();
+      const today = startOfUtcDay();
+      const one = b.open();
+      const two = b.open();
+      one.usage.record(use(today + 1, 'a', 'tg', 'm', 1, 0.5));
+      one.usage.record(use(today - 1, 'a', 'tg', 'm', 2, 9)); // yesterday
+      await one.flush();
+      await two.prepare('a', 'tg:1', today);
+      expect(two.usage.costSince('a', today)).toBeCloseTo(0.5);
+      two.usage.record(use(today + 2, 'a', 'tg', 'm', 3, 0.25));
+      expect(two.usage.costSince('a', today)).toBeCloseTo(0.75);
+      expect(two.usage.costSince('b', today)).toBe(0);
+      await two.flush();
+      await one.prepare('a', 'tg:1', today);
+      expect(one.usage.costSince('a', today)).toBeCloseTo(0.75);
+    });
+
+    it('approval decisions survive the instance: another one sees what was asked, decided, started and answered', async () => {
+      const b = await backend();
+      const s = b.open();
+      expect(await s.approvals.get('k1')).toBeUndefined();
+      await s.approvals.ask('k1', 'abc', 'tg:1', 'shell');
+      await s.approvals.update('k1', 'pending', { promptRef: '{"id":"7"}' });
+      const other = b.open();
+      expect(await other.approvals.get('k1')).toEqual({ key: 'k1', id: 'abc', scope: 'tg:1', tool: 'shell', state: 'pending', decidedBy: null, result: null, promptRef: '{"id":"7"}' });
+      // Asked again (after the instance died): pending, a new id, the old prompt kept to retire it.
+      await other.approvals.ask('k1', 'def', 'tg:1', 'shell');
+      await other.approvals.update('k1', 'approved', { decidedBy: 'u1' });
+      await other.approvals.update('k1', 'running');
+      expect(await s.approvals.get('k1')).toMatchObject({ id: 'def', state: 'running', decidedBy: 'u1', promptRef: '{"id":"7"}' });
+      await s.approvals.update('k1', 'done', { result: '"ok"' });
+      expect(await other.approvals.get('k1')).toMatchObject({ state: 'done', decidedBy: 'u1', result: '"ok"' });
+      await s.approvals.ask('k2', 'x', 'tg:2', 'web');
+      await s.approvals.update('k2', 'denied', { decidedBy: 'u2' });
+      expect(await other.approvals.get('k2')).toMatchObject({ state: 'denied', decidedBy: 'u2', result: null });
+    });
   });
 }
 
@@ -98,7 +188,14 @@ contract('SQLite', async () => {
   const db = openDb(':memory:');
   const group = new GroupCommit(db);
   return {
-    open: () => ({ sessions: new SessionStore(db, group), conversations: new ConversationStore(db), prepare: async () => {}, flush: async () => group.flush() }),
+    open: () => ({
+      sessions: new SessionStore(db, group),
+      conversations: new ConversationStore(db),
+      usage: new SqliteUsageLedger(db, group),
+      approvals: new ApprovalStore(db),
+      prepare: async () => {},
+      flush: async () => group.flush(),
+    }),
   };
 });
 
@@ -123,12 +220,17 @@ if (skip === undefined) {
         const w = new PgWriter(pool, log);
         const sessions = new PgSessionStore(w);
         const conversations = new PgConversationStore(w);
+        const usage = new PgUsageLedger(w);
         return {
           sessions,
           conversations,
-          prepare: async (agent, scope) => {
+          usage,
+          approvals: new PgApprovalStore(w),
+          // As src/cluster/compose.ts does before each turn.
+          prepare: async (agent, scope, budgetSinceMs) => {
             await sessions.prepare(agent, scope);
             await conversations.prepare(agent, scope);
+            if (budgetSinceMs !== undefined) await usage.refresh(agent, budgetSinceMs);
           },
           flush: () => w.flush(),
         };

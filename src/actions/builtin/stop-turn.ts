@@ -10,8 +10,8 @@ export const stopTurnAction = defineAction({
   output: z.object({ id: z.string(), result: z.enum(['cancelled', 'dropped']) }),
   readOnly: false,
   cli: { args: ['id'] },
-  handler: ({ id }, { api }) => {
-    const result = api.stopTurn(id);
+  handler: async ({ id }, { api }) => {
+    const result = await api.stopTurn(id);
     if (!result) throw new CodedError('ACTION_NOT_FOUND', `no running or queued turn has id ${id}`);
     return { id, result };
   },

@@ -49,18 +49,18 @@ export const usageAction = defineAction({
   readOnly: true,
   cli: { optionalArgs: ['since'] },
   slash: { help: "tokens and cost: this conversation's and today's totals" },
-  handler: (input, { api, caller }) => {
+  handler: async (input, { api, caller }) => {
     if (caller.face === 'slash') {
       return {
         agent: caller.agent,
-        conversation: api.usage({ scope: caller.scope }).total,
-        today: api.usage({ agent: caller.agent, sinceMs: startOfUtcDay() }).total,
+        conversation: (await api.usage({ scope: caller.scope })).total,
+        today: (await api.usage({ agent: caller.agent, sinceMs: startOfUtcDay() })).total,
         budget: api.budget(caller.agent) ?? null,
       };
     }
     const sinceMs = parseSince(input.since);
     const untilMs = input.until === undefined ? undefined : parseSince(input.until);
-    const { rows, total } = api.usage({
+    const { rows, total } = await api.usage({
       sinceMs,
       ...(untilMs !== undefined ? { untilMs } : {}),
       ...(input.channel ? { channel: input.channel } : {}),

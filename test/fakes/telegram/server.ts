@@ -305,7 +305,7 @@ export class FakeTelegram {
     this.calls.push({ method: method!, body, at: Date.now() });
     if (token !== this.token) return no(401, 'Unauthorized');
     const w = this.#limitWindow;
-    if (w && w.methods.has(method!) && Date.now() < w.untilMs) {
+    if (w?.methods.has(method!) && Date.now() < w.untilMs) {
       const retryAfter = Math.max(1, Math.ceil((w.untilMs - Date.now()) / 1000));
       return no(429, `Too Many Requests: retry after ${retryAfter}`, { retry_after: retryAfter });
     }

@@ -55,13 +55,13 @@ describe('ActionRegistry', () => {
         },
         reload: () => Promise.reject(new Error('reload is not part of this test')),
         turns: () => pl().dispatcher.tracker.list(),
-        stopTurn: (id) => pl().dispatcher.stopTurn(id),
+        stopTurn: async (id) => pl().dispatcher.stopTurn(id),
         sessions: async () => {
           const rows = pl().sessions.summary('default', 't:');
           return [{ channel: 't', agent: 'default', conversations: rows.length, sessions: rows.reduce((n, r) => n + r.sessions, 0), last_activity: null }];
         },
         conversation: (_agent, scope) => pl().workspace.conversationStatus(scope),
-        usage: (filter) => ({ rows: usage().breakdown(filter), total: usage().totals(filter) }),
+        usage: async (filter) => ({ rows: await usage().breakdown(filter), total: await usage().totals(filter) }),
         budget: () => undefined,
       };
     };

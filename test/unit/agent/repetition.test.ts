@@ -38,9 +38,9 @@ const legitimate: Record<string, string> = {
   'a 7,000-character answer whose paragraphs say "lorem ipsum dolor sit amet" twelve times': range(21)
     .map((i) => `Paragraph ${i}: ${'lorem ipsum dolor sit amet '.repeat(12).trim()}.\n\n`)
     .join(''),
-  'separator lines': range(12)
+  'separator lines': `${range(12)
     .map((i) => `${'─'.repeat(60)}\nSection ${i}\n${'='.repeat(60)}\nSome text about section ${i}.\n`)
-    .join('') + `${'='.repeat(60)}\n${'='.repeat(60)}\n${'-'.repeat(60)}\n`,
+    .join('')}${'='.repeat(60)}\n${'='.repeat(60)}\n${'-'.repeat(60)}\n`,
   'a long Markdown table': `| # | item | price | in stock |\n|---|------|-------|----------|\n${range(300)
     .map((i) => `| ${i} | item ${i} | ${(i * 1.5).toFixed(2)} | ${i % 2 ? 'yes' : 'no'} |`)
     .join('\n')}\n`,

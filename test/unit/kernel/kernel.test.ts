@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { Kernel } from '../../../src/kernel/kernel.js';
 import { planStart } from '../../../src/kernel/plan.js';
 import type { Plugin } from '../../../src/kernel/plugin.js';
-import { CodedError } from '../../../src/contracts/errors.js';
+import type { CodedError } from '../../../src/contracts/errors.js';
 
 /** A plugin that records its start and its disposal into `log`. */
 function recorder(log: string[], name: string, extra: Partial<Plugin> = {}): Plugin {

@@ -5,7 +5,7 @@ import { hostAllowed, hostName, isLoopbackClient, readBody, sameOriginJson, send
 import { HttpServer } from '../../../src/observe/http.js';
 import { Metrics } from '../../../src/observe/metrics.js';
 import { registerStatusRoutes } from '../../../src/observe/routes.js';
-import { type DaemonStatus } from '../../../src/actions/daemon-status.js';
+import type { DaemonStatus } from '../../../src/actions/daemon-status.js';
 
 // The daemon's one HTTP server, on a real socket on 127.0.0.1.
 

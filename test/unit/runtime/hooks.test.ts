@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { HookRegistry, sortHooks } from '../../../src/runtime/hooks.js';
-import { type Hook } from '../../../src/contracts/hooks.js';
+import type { Hook } from '../../../src/contracts/hooks.js';
 
 const h = (name: string, over: Partial<Hook> = {}): Hook => ({ phase: 'pre_execute', name, run: () => {}, ...over });
 const names = (hooks: readonly Hook[]) => hooks.map((x) => x.name);

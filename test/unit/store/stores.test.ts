@@ -153,37 +153,37 @@ describe('ConversationStore', () => {
 describe('SqliteUsageLedger', () => {
   const rec = (over: Partial<UsageRecord>): UsageRecord => ({ at: 1000, agent: 'a', model: 'm', channel: 'tg', scope: 'tg:1', inputTokens: 10, outputTokens: 5, reasoningTokens: 0, cachedTokens: 0, estimated: false, cost: 0.5, ...over });
 
-  it('sums turns by filter: since inclusive, until exclusive, every given field must match', () => {
+  it('sums turns by filter: since inclusive, until exclusive, every given field must match', async () => {
     const u = new SqliteUsageLedger(memory());
     u.record(rec({ at: 1000 }));
     u.record(rec({ at: 2000, model: 'n', cost: null, estimated: true, reasoningTokens: 3, cachedTokens: 2 }));
     u.record(rec({ at: 3000, channel: 'sl', scope: 'sl:1' }));
-    expect(u.totals({})).toEqual({ turns: 3, input_tokens: 30, output_tokens: 15, reasoning_tokens: 3, cached_tokens: 2, estimated_turns: 1, cost: 1 });
-    expect(u.totals({ sinceMs: 2000, untilMs: 3000 })).toMatchObject({ turns: 1, cost: 0 });
-    expect(u.totals({ sinceMs: 2000 })).toMatchObject({ turns: 2 });
-    expect(u.totals({ channel: 'tg', model: 'm' })).toMatchObject({ turns: 1 });
-    expect(u.totals({ scope: 'nowhere' })).toEqual({ turns: 0, input_tokens: 0, output_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, estimated_turns: 0, cost: 0 });
+    expect(await u.totals({})).toEqual({ turns: 3, input_tokens: 30, output_tokens: 15, reasoning_tokens: 3, cached_tokens: 2, estimated_turns: 1, cost: 1 });
+    expect(await u.totals({ sinceMs: 2000, untilMs: 3000 })).toMatchObject({ turns: 1, cost: 0 });
+    expect(await u.totals({ sinceMs: 2000 })).toMatchObject({ turns: 2 });
+    expect(await u.totals({ channel: 'tg', model: 'm' })).toMatchObject({ turns: 1 });
+    expect(await u.totals({ scope: 'nowhere' })).toEqual({ turns: 0, input_tokens: 0, output_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, estimated_turns: 0, cost: 0 });
   });
 
-  it('breaks usage down per channel, agent and model, in that order', () => {
+  it('breaks usage down per channel, agent and model, in that order', async () => {
     const u = new SqliteUsageLedger(memory());
     u.record(rec({ channel: 'tg', model: 'z' }));
     u.record(rec({ channel: 'sl' }));
     u.record(rec({ channel: 'tg', model: 'm' }));
     u.record(rec({ channel: 'tg', model: 'm' }));
-    expect(u.breakdown({}).map((r) => [r.channel, r.agent, r.model, r.turns])).toEqual([
+    expect((await u.breakdown({})).map((r) => [r.channel, r.agent, r.model, r.turns])).toEqual([
       ['sl', 'a', 'm', 1],
       ['tg', 'a', 'm', 2],
       ['tg', 'a', 'z', 1],
     ]);
   });
 
-  it('through the group commit, a turn just recorded is already in the totals', () => {
+  it('through the group commit, a turn just recorded is already in the totals', async () => {
     const db = memory();
     const group = new GroupCommit(db);
     const u = new SqliteUsageLedger(db, group);
     u.record(rec({}));
-    expect(u.totals({}).turns).toBe(1);
+    expect((await u.totals({})).turns).toBe(1);
     group.close();
   });
 
@@ -195,28 +195,28 @@ describe('SqliteUsageLedger', () => {
 });
 
 describe('ApprovalStore', () => {
-  it('keeps a question, its decision and its prompt; asking again after a restart resets the decision only', () => {
+  it('keeps a question, its decision and its prompt; asking again after a restart resets the decision only', async () => {
     const db = memory();
     const a = new ApprovalStore(db);
-    expect(a.get('turn-1:call-1')).toBeUndefined();
-    a.ask('turn-1:call-1', 'ab12', 'tg:1', 'shell');
-    expect(a.get('turn-1:call-1')).toMatchObject({ id: 'ab12', scope: 'tg:1', tool: 'shell', state: 'pending', decidedBy: null, promptRef: null });
-    a.update('turn-1:call-1', 'pending', { promptRef: '{"messageId":"9"}' });
-    a.update('turn-1:call-1', 'approved', { decidedBy: 'ada' });
-    expect(a.get('turn-1:call-1')).toMatchObject({ state: 'approved', decidedBy: 'ada', promptRef: '{"messageId":"9"}' });
+    expect(await a.get('turn-1:call-1')).toBeUndefined();
+    await a.ask('turn-1:call-1', 'ab12', 'tg:1', 'shell');
+    expect(await a.get('turn-1:call-1')).toMatchObject({ id: 'ab12', scope: 'tg:1', tool: 'shell', state: 'pending', decidedBy: null, promptRef: null });
+    await a.update('turn-1:call-1', 'pending', { promptRef: '{"messageId":"9"}' });
+    await a.update('turn-1:call-1', 'approved', { decidedBy: 'ada' });
+    expect(await a.get('turn-1:call-1')).toMatchObject({ state: 'approved', decidedBy: 'ada', promptRef: '{"messageId":"9"}' });
     // A re-run after a crash asks again under a new id; the old prompt is kept so it can be retired.
     const again = new ApprovalStore(db);
-    again.ask('turn-1:call-1', 'cd34', 'tg:1', 'shell');
-    expect(again.get('turn-1:call-1')).toMatchObject({ id: 'cd34', state: 'pending', decidedBy: null, promptRef: '{"messageId":"9"}' });
-    again.update('turn-1:call-1', 'done', { result: 'ok' });
-    again.update('turn-1:call-1', 'done');
-    expect(again.get('turn-1:call-1')).toMatchObject({ state: 'done', result: 'ok' });
+    await again.ask('turn-1:call-1', 'cd34', 'tg:1', 'shell');
+    expect(await again.get('turn-1:call-1')).toMatchObject({ id: 'cd34', state: 'pending', decidedBy: null, promptRef: '{"messageId":"9"}' });
+    await again.update('turn-1:call-1', 'done', { result: 'ok' });
+    await again.update('turn-1:call-1', 'done');
+    expect(await again.get('turn-1:call-1')).toMatchObject({ state: 'done', result: 'ok' });
   });
 
-  it('a state outside the lifecycle is refused by the database', () => {
+  it('a state outside the lifecycle is refused by the database', async () => {
     const a = new ApprovalStore(memory());
-    a.ask('k', 'id', 's', 't');
-    expect(() => a.update('k', 'maybe' as never)).toThrow(/CHECK constraint/);
+    await a.ask('k', 'id', 's', 't');
+    await expect(a.update('k', 'maybe' as never)).rejects.toThrow(/CHECK constraint/);
   });
 });
 

@@ -1,0 +1,128 @@
+import pg from 'pg';
+import { CodedError, errorMessage } from '../contracts/errors.js';
+import { sleep } from '../util/abortable.js';
+import type { Logger } from '../observe/logger.js';
+
+/** Statement counts, for the bench's operations per message. */
+export interface PgCounts {
+  reads: number;
+  writes: number;
+  commits: number;
+}
+
+interface Batch {
+  writes: Array<{ sql: string; params: unknown[] }>;
+  done: Promise<void>;
+  resolve(): void;
+}
+
+function openBatch(): Batch {
+  let resolve!: () => void;
+  const done = new Promise<void>((r) => (resolve = r));
+  return { writes: [], done, resolve };
+}
+
+/**
+ * Write-behind to PostgreSQL with group commit. Statements queue in the open batch; one
+ * commit runs at a time and takes everything queued meanwhile, so under load many turns
+ * share one commit instead of queueing one commit each behind the others (measured: each
+ * turn waited 330 ms at the median, 860 ms at p90, for 100 ms answers). A batch goes in one
+ * round trip: its statements, with their values inlined as escaped literals, between BEGIN
+ * and COMMIT in one simple query. `flush()` resolves when everything queued before it is
+ * committed; a failed commit is retried with backoff (the batch is all-or-nothing).
+ */
+export class PgWriter {
+  #open = openBatch();
+  /** The batch being committed, if any. */
+  #committing: Batch | undefined;
+  #loop: Promise<void> | undefined;
+  readonly counts: PgCounts = { reads: 0, writes: 0, commits: 0 };
+
+  constructor(
+    readonly pool: pg.Pool,
+    private readonly log: Logger,
+    private readonly hardStop?: AbortSignal,
+  ) {}
+
+  add(sql: string, params: unknown[]): void {
+    this.#open.writes.push({ sql, params });
+    this.#loop ??= this.#run();
+  }
+
+  async read<R extends pg.QueryResultRow>(sql: string, params: unknown[]): Promise<R[]> {
+    this.counts.reads++;
+    try {
+      return (await this.pool.query<R>(sql, params)).rows;
+    } catch (err) {
+      throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  /** One statement committed now, outside the write-behind queue; rejects when it is not stored. */
+  async exec(sql: string, params: unknown[]): Promise<void> {
+    try {
+      await this.pool.query(sql, params);
+      this.counts.writes++;
+      this.counts.commits++;
+    } catch (err) {
+      throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
+    }
+  }
+
+  flush(): Promise<void> {
+    if (this.#open.writes.length) return this.#open.done;
+    return this.#committing?.done ?? Promise.resolve();
+  }
+
+  async #run(): Promise<void> {
+    // Statements added in the same tick (a turn's closing writes) join one batch.
+    await Promise.resolve();
+    while (this.#open.writes.length) {
+      const batch = this.#open;
+      this.#open = openBatch();
+      this.#committing = batch;
+      await this.#commit(batch.writes);
+      this.#committing = undefined;
+      batch.resolve();
+    }
+    this.#loop = undefined;
+  }
+
+  async #commit(batch: Array<{ sql: string; params: unknown[] }>): Promise<void> {
+    const text = ['BEGIN', ...batch.map((w) => inline(w.sql, w.params)), 'COMMIT'].join(';\n');
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient | undefined;
+      try {
+        client = await this.pool.connect();
+        await client.query(text);
+        this.counts.writes += batch.length;
+        this.counts.commits++;
+        return;
+      } catch (err) {
+        await client?.query('ROLLBACK').catch(() => {});
+        if (this.hardStop?.aborted || attempt >= 8) {
+          this.log.error({ err, statements: batch.length }, 'state writes lost: PostgreSQL kept failing');
+          return;
+        }
+        this.log.warn({ err, attempt }, 'PostgreSQL commit failed; retrying');
+        await sleep(Math.min(5000, 100 * 2 ** attempt));
+      } finally {
+        client?.release();
+      }
+    }
+  }
+}
+
+/** `sql` with `$n` replaced by its parameter as a literal (the writer's own statements only: no `$` in their text otherwise). */
+export function inline(sql: string, params: readonly unknown[]): string {
+  return sql.replace(/\$(\d+)/g, (_, n: string) => literal(params[Number(n) - 1]));
+}
+
+function literal(v: unknown): string {
+  if (v === null || v === undefined) return 'NULL';
+  // NaN and Infinity have no SQL literal: NULL (a NOT NULL column then refuses the batch, which is logged).
+  if (typeof v === 'number') return Number.isFinite(v) ? String(v) : 'NULL';
+  if (typeof v === 'bigint') return v.toString();
+  if (typeof v === 'boolean') return v ? 'TRUE' : 'FALSE';
+  return pg.escapeLiteral(typeof v === 'string' ? v : JSON.stringify(v));
+}
