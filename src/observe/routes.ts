@@ -23,5 +23,7 @@ export function registerStatusRoutes(http: HttpRoutes, metrics: Metrics, status:
       res.end(text);
     }),
   ];
-  return () => disposers.reverse().forEach((d) => d());
+  return () => {
+    for (const d of disposers.reverse()) d();
+  };
 }

@@ -43,5 +43,5 @@ export function loadChartSvg(points: ReturnType<typeof loadCurve>, title: string
     `<text x="${w - pad.r - 90}" y="${pad.t + 26}" fill="#d62728">― p99</text>`,
     '</svg>',
   ];
-  return parts.join('\n') + '\n';
+  return `${parts.join('\n')}\n`;
 }

@@ -7,7 +7,7 @@ import { SocketModeClient } from '@slack/socket-mode';
 
 let ready = false;
 // Port 0: the OS picks a free one, and the parent reads it from the first line on stdout.
-const server = createServer((req, res) => res.writeHead(ready ? 200 : 503).end());
+const server = createServer((_req, res) => res.writeHead(ready ? 200 : 503).end());
 server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: server.address().port })));
 const tg = new Api(process.env.TG, { apiRoot: process.env.API_ROOT });
 const discord = new Client({ intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages], partials: [Partials.Channel], rest: { api: process.env.REST_API } });
