@@ -72,7 +72,7 @@ describe('SessionStore', () => {
     ids.forEach((id, i) => {
       for (let k = 0; k <= i % 3; k++) s.append(id, turn(k));
     });
-    ids.forEach((_id, i) => expect(s.active('default', `tg:${i}`).turns).toBe((i % 3) + 1));
+    for (const i of ids.keys()) expect(s.active('default', `tg:${i}`).turns).toBe((i % 3) + 1);
     const old = ids[0]!;
     const fresh = s.start('default', 'tg:0');
     // A turn of the old session that ends after /new does not count in the new one.
