@@ -9,9 +9,4 @@ import { webchat } from './webchat/index.js';
  * this list to the CLI. A new kind is its folder plus one line here (docs/EXTENDING.md).
  * The order is the order `--help` and "is not one of ..." list them in.
  */
-export const builtinKinds: readonly ChannelDescriptor[] = [
-  webchat,
-  telegram,
-  discord,
-  slack,
-];
+export const builtinKinds: readonly ChannelDescriptor[] = [webchat, telegram, discord, slack];

@@ -23,7 +23,8 @@ const moduleUrls = {
       let contents = await readFile(args.path, 'utf8');
       // Only import.meta.url is rewritten: a module using dirname or filename would silently
       // get the chunk's, so the build stops and says which module.
-      if (/import\.meta\.(dirname|filename)/.test(contents)) throw new Error(`${args.path}: use new URL(…, import.meta.url) instead of import.meta.dirname or filename (the bundle rewrites only import.meta.url)`);
+      if (/import\.meta\.(dirname|filename)/.test(contents))
+        throw new Error(`${args.path}: use new URL(…, import.meta.url) instead of import.meta.dirname or filename (the bundle rewrites only import.meta.url)`);
       if (contents.includes('import.meta.url')) {
         const rel = relative(outdir, args.path).split('\\').join('/');
         contents = contents.replaceAll('import.meta.url', `new URL(${JSON.stringify(rel)}, import.meta.url).href`);

@@ -24,7 +24,17 @@ function nonceOf(key: string): string {
 
 /** One action row of buttons; `custom_id` carries the command a click sends (at most 100 characters). */
 function buttonRow(buttons: readonly Button[]) {
-  return [{ type: ComponentType.ActionRow, components: buttons.map((b) => ({ type: ComponentType.Button, style: b.style === 'danger' ? ButtonStyle.Danger : ButtonStyle.Primary, label: b.label, custom_id: b.data })) }];
+  return [
+    {
+      type: ComponentType.ActionRow,
+      components: buttons.map((b) => ({
+        type: ComponentType.Button,
+        style: b.style === 'danger' ? ButtonStyle.Danger : ButtonStyle.Primary,
+        label: b.label,
+        custom_id: b.data,
+      })),
+    },
+  ];
 }
 
 /** Model output can never ping anyone: no @everyone, @here, roles, users or reply pings. */
@@ -112,7 +122,6 @@ export class DiscordAdapter implements ChannelAdapter {
     }
   }
 
-
   /** From the attachment's CDN URL (signed by Discord, so no token goes with it); size checked first. */
   async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
     const name = a.name ?? a.type;
@@ -138,7 +147,11 @@ export class DiscordAdapter implements ChannelAdapter {
   }
 
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
-    const body = { content: text, allowed_mentions: NO_MENTIONS, ...(options.buttons ? { components: options.buttons.length ? buttonRow(options.buttons) : [] } : {}) };
+    const body = {
+      content: text,
+      allowed_mentions: NO_MENTIONS,
+      ...(options.buttons ? { components: options.buttons.length ? buttonRow(options.buttons) : [] } : {}),
+    };
     await this.#call('edit', options.signal, (signal) => this.#rest.patch(Routes.channelMessage(ref.threadId ?? ref.chatId, ref.messageId), { body, signal }));
   }
 

@@ -5,9 +5,15 @@ import { ChannelError } from '../../src/contracts/errors.js';
 export function classifyClose(code: number): ChannelError {
   switch (code) {
     case GatewayCloseCodes.AuthenticationFailed:
-      return new ChannelError('CHANNEL_AUTH_FAILED', `Discord closed the gateway with ${code}: the bot token is wrong or was reset; set a new one in token_env/token_file/token_credential`);
+      return new ChannelError(
+        'CHANNEL_AUTH_FAILED',
+        `Discord closed the gateway with ${code}: the bot token is wrong or was reset; set a new one in token_env/token_file/token_credential`,
+      );
     case GatewayCloseCodes.DisallowedIntents:
-      return new ChannelError('CHANNEL_FORBIDDEN', `Discord closed the gateway with ${code} (disallowed intents): enable "Message Content Intent" under Bot → Privileged Gateway Intents in the Developer Portal`);
+      return new ChannelError(
+        'CHANNEL_FORBIDDEN',
+        `Discord closed the gateway with ${code} (disallowed intents): enable "Message Content Intent" under Bot → Privileged Gateway Intents in the Developer Portal`,
+      );
     case GatewayCloseCodes.InvalidIntents:
       return new ChannelError('CHANNEL_FORBIDDEN', `Discord closed the gateway with ${code}: the intents sent are invalid`);
     case GatewayCloseCodes.InvalidShard:
@@ -23,7 +29,8 @@ export function classifyClose(code: number): ChannelError {
 /** REST failures: 429 carries its retry-after; auth and permissions are not retried. */
 export function classifyDiscordError(err: unknown, what = 'request'): ChannelError {
   if (err instanceof ChannelError) return err;
-  if (err instanceof RateLimitError) return new ChannelError('CHANNEL_RATE_LIMITED', `Discord ${what}: rate limited on ${err.route}`, { cause: err, retryAfterMs: err.retryAfter });
+  if (err instanceof RateLimitError)
+    return new ChannelError('CHANNEL_RATE_LIMITED', `Discord ${what}: rate limited on ${err.route}`, { cause: err, retryAfterMs: err.retryAfter });
   if (err instanceof DiscordAPIError) {
     const detail = `Discord ${what}: ${err.status} ${err.message}`;
     if (err.status === 401) return new ChannelError('CHANNEL_AUTH_FAILED', `${detail}: the bot token was refused`, { cause: err });
@@ -31,8 +38,13 @@ export function classifyDiscordError(err: unknown, what = 'request'): ChannelErr
     if (err.status >= 500) return new ChannelError('CHANNEL_UNAVAILABLE', detail, { cause: err });
     return new ChannelError('CHANNEL_REQUEST_FAILED', detail, { cause: err });
   }
-  if (err instanceof HTTPError) return new ChannelError(err.status >= 500 ? 'CHANNEL_UNAVAILABLE' : 'CHANNEL_REQUEST_FAILED', `Discord ${what}: HTTP ${err.status}`, { cause: err, retryable: err.status >= 500 });
+  if (err instanceof HTTPError)
+    return new ChannelError(err.status >= 500 ? 'CHANNEL_UNAVAILABLE' : 'CHANNEL_REQUEST_FAILED', `Discord ${what}: HTTP ${err.status}`, {
+      cause: err,
+      retryable: err.status >= 500,
+    });
   const code = (err as { code?: string } | undefined)?.code;
-  if (code === 'TokenInvalid') return new ChannelError('CHANNEL_AUTH_FAILED', 'Discord refused the bot token (401 on /gateway/bot); set a valid token', { cause: err });
+  if (code === 'TokenInvalid')
+    return new ChannelError('CHANNEL_AUTH_FAILED', 'Discord refused the bot token (401 on /gateway/bot); set a valid token', { cause: err });
   return new ChannelError('CHANNEL_NETWORK', `Discord ${what}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 }

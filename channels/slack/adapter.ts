@@ -20,7 +20,18 @@ function buttonBlocks(mrkdwn: string, buttons: readonly Button[]) {
   return [
     { type: 'section', text: { type: 'mrkdwn', text: mrkdwn.slice(0, 3000) } },
     ...(buttons.length
-      ? [{ type: 'actions', elements: buttons.map((b, i) => ({ type: 'button', action_id: `${BUTTON_ACTION_PREFIX}_${i}`, text: { type: 'plain_text', text: b.label }, value: b.data, ...(b.style ? { style: b.style } : {}) })) }]
+      ? [
+          {
+            type: 'actions',
+            elements: buttons.map((b, i) => ({
+              type: 'button',
+              action_id: `${BUTTON_ACTION_PREFIX}_${i}`,
+              text: { type: 'plain_text', text: b.label },
+              value: b.data,
+              ...(b.style ? { style: b.style } : {}),
+            })),
+          },
+        ]
       : []),
   ];
 }
@@ -43,7 +54,18 @@ export interface SlackSecrets {
   signingSecret?: string;
 }
 
-const EMOJI_NAMES: Record<string, string> = { '👀': 'eyes', '👍': '+1', '✅': 'white_check_mark', '⏳': 'hourglass_flowing_sand', '🤔': 'thinking_face', '👌': 'ok_hand', '🙏': 'pray', '🔥': 'fire', '✍️': 'writing_hand', '✍': 'writing_hand' };
+const EMOJI_NAMES: Record<string, string> = {
+  '👀': 'eyes',
+  '👍': '+1',
+  '✅': 'white_check_mark',
+  '⏳': 'hourglass_flowing_sand',
+  '🤔': 'thinking_face',
+  '👌': 'ok_hand',
+  '🙏': 'pray',
+  '🔥': 'fire',
+  '✍️': 'writing_hand',
+  '✍': 'writing_hand',
+};
 
 /** Slack's name for an emoji: `eyes`, `:eyes:`, or a mapped Unicode emoji. */
 export function slackEmojiName(emoji: string): string {
@@ -72,7 +94,13 @@ export class SlackAdapter implements ChannelAdapter {
     // being waited out inside the SDK. Its methods take no abort signal, so #call cuts the
     // wait; the client's own timeout (a little later, so #call's is the one reported) then
     // ends the HTTP request and frees its place in the client's request queue.
-    this.#web = new WebClient(secrets.botToken, { slackApiUrl: options.apiUrl, rejectRateLimitedCalls: true, retryConfig: { retries: 0 }, logLevel: LogLevel.ERROR, timeout: timeoutMs + 1000 });
+    this.#web = new WebClient(secrets.botToken, {
+      slackApiUrl: options.apiUrl,
+      rejectRateLimitedCalls: true,
+      retryConfig: { retries: 0 },
+      logLevel: LogLevel.ERROR,
+      timeout: timeoutMs + 1000,
+    });
     this.capabilities = {
       maxMessageLength: 4000,
       editsDrafts: true,
@@ -155,7 +183,13 @@ export class SlackAdapter implements ChannelAdapter {
     const name = a.name ?? a.type;
     checkSize(name, a.size, o.maxBytes);
     if (!a.url) throw new CodedError('ATTACHMENT_UNAVAILABLE', `Slack gave no url_private for ${name}`);
-    return fetchLimited(a.url, { maxBytes: o.maxBytes, signal: o.signal, name, headers: { authorization: `Bearer ${this.#s.botToken}` }, htmlMeansRefused: !a.mime?.includes('html') });
+    return fetchLimited(a.url, {
+      maxBytes: o.maxBytes,
+      signal: o.signal,
+      name,
+      headers: { authorization: `Bearer ${this.#s.botToken}` },
+      htmlMeansRefused: !a.mime?.includes('html'),
+    });
   }
 
   /**
@@ -257,7 +291,9 @@ export class SlackAdapter implements ChannelAdapter {
       },
       finish: async (text, o) => {
         const markdown_text = delta(text);
-        await this.#call('chat.stopStream', o.signal, () => this.#web.chat.stopStream({ channel: target.chatId, ts, ...(markdown_text ? { markdown_text } : {}) }));
+        await this.#call('chat.stopStream', o.signal, () =>
+          this.#web.chat.stopStream({ channel: target.chatId, ts, ...(markdown_text ? { markdown_text } : {}) }),
+        );
         return { chatId: target.chatId, messageId: ts, threadId: thread_ts };
       },
     };

@@ -2,7 +2,16 @@ import { ErrorCode, type WebAPICallError } from '@slack/web-api';
 import { ChannelError } from '../../src/contracts/errors.js';
 
 /** Slack error strings after which retrying cannot help. */
-const FATAL = new Set(['invalid_auth', 'not_authed', 'account_inactive', 'token_revoked', 'team_disabled', 'token_expired', 'not_allowed_token_type', 'missing_scope']);
+const FATAL = new Set([
+  'invalid_auth',
+  'not_authed',
+  'account_inactive',
+  'token_revoked',
+  'team_disabled',
+  'token_expired',
+  'not_allowed_token_type',
+  'missing_scope',
+]);
 
 /** One place where Slack failures are sorted: platform errors by their string, then HTTP, rate limits, network. */
 export function classifySlackError(err: unknown, what = 'request'): ChannelError {
@@ -11,15 +20,25 @@ export function classifySlackError(err: unknown, what = 'request'): ChannelError
   switch (e.code) {
     case ErrorCode.PlatformError: {
       const code = (e as { data?: { error?: string } }).data?.error ?? 'unknown_error';
-      if (FATAL.has(code)) return new ChannelError('CHANNEL_AUTH_FAILED', `Slack ${what}: ${code}: the token was refused or lacks a scope; check bot_token_*/app_token_* and the app's OAuth scopes`, { cause: err });
+      if (FATAL.has(code))
+        return new ChannelError(
+          'CHANNEL_AUTH_FAILED',
+          `Slack ${what}: ${code}: the token was refused or lacks a scope; check bot_token_*/app_token_* and the app's OAuth scopes`,
+          { cause: err },
+        );
       if (code === 'ratelimited') return new ChannelError('CHANNEL_RATE_LIMITED', `Slack ${what}: ratelimited`, { cause: err, retryAfterMs: 1000 });
       return new ChannelError('CHANNEL_REQUEST_FAILED', `Slack ${what}: ${code}`, { cause: err });
     }
     case ErrorCode.RateLimitedError:
-      return new ChannelError('CHANNEL_RATE_LIMITED', `Slack ${what}: rate limited`, { cause: err, retryAfterMs: ((e as { retryAfter?: number }).retryAfter ?? 1) * 1000 });
+      return new ChannelError('CHANNEL_RATE_LIMITED', `Slack ${what}: rate limited`, {
+        cause: err,
+        retryAfterMs: ((e as { retryAfter?: number }).retryAfter ?? 1) * 1000,
+      });
     case ErrorCode.HTTPError: {
       const status = (e as { statusCode?: number }).statusCode ?? 0;
-      return status >= 500 ? new ChannelError('CHANNEL_UNAVAILABLE', `Slack ${what}: HTTP ${status}`, { cause: err }) : new ChannelError('CHANNEL_REQUEST_FAILED', `Slack ${what}: HTTP ${status}`, { cause: err });
+      return status >= 500
+        ? new ChannelError('CHANNEL_UNAVAILABLE', `Slack ${what}: HTTP ${status}`, { cause: err })
+        : new ChannelError('CHANNEL_REQUEST_FAILED', `Slack ${what}: HTTP ${status}`, { cause: err });
     }
     default:
       return new ChannelError('CHANNEL_NETWORK', `Slack ${what}: ${e.message ?? String(err)}`, { cause: err });

@@ -10,7 +10,15 @@ export const createChannel: ChannelFactory<SlackConfig> = (config, ctx) => {
   const signingSecret = ctx.secret('signing_secret');
   if (!botToken) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no bot token`, { retryable: false });
   return new SlackAdapter(
-    { id: config.id, mode: config.mode, apiUrl: config.api_url.endsWith('/') ? config.api_url : `${config.api_url}/`, replyInThread: config.reply_in_thread, nativeStream: config.native_stream, http: ctx.http, log: ctx.log },
+    {
+      id: config.id,
+      mode: config.mode,
+      apiUrl: config.api_url.endsWith('/') ? config.api_url : `${config.api_url}/`,
+      replyInThread: config.reply_in_thread,
+      nativeStream: config.native_stream,
+      http: ctx.http,
+      log: ctx.log,
+    },
     { botToken, ...(appToken ? { appToken } : {}), ...(signingSecret ? { signingSecret } : {}) },
   );
 };

@@ -8,7 +8,10 @@ export const slack = defineChannel({
   config: slackConfig,
   secrets: {
     names: ['bot_token', 'app_token', 'signing_secret'],
-    needs: (c) => (c.mode === 'http' ? { required: ['bot_token', 'signing_secret'], optional: ['app_token'] } : { required: ['bot_token', 'app_token'], optional: ['signing_secret'] }),
+    needs: (c) =>
+      c.mode === 'http'
+        ? { required: ['bot_token', 'signing_secret'], optional: ['app_token'] }
+        : { required: ['bot_token', 'app_token'], optional: ['signing_secret'] },
   },
   // Socket Mode spreads events over a bot's sockets, so two would split them; HTTP events go to any instance.
   exclusiveListener: (c) => c.mode === 'socket',

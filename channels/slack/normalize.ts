@@ -37,7 +37,14 @@ export function normalizeEvent(e: SlackEvent, channelId: string, botUserId: stri
     ...(threadId ? { threadId } : {}),
     sender: { id: e.user, name: e.user, isBot: Boolean(e.bot_id) },
     text: text.replace(new RegExp(`<@${botUserId}>\\s*`, 'g'), '').trim(),
-    attachments: (e.files ?? []).map((f) => ({ id: f.id, type: f.filetype ?? 'file', ...(f.name ? { name: f.name } : {}), ...(f.size ? { size: f.size } : {}), ...(f.mimetype ? { mime: f.mimetype } : {}), ...(f.url_private_download || f.url_private ? { url: (f.url_private_download ?? f.url_private)! } : {}) })),
+    attachments: (e.files ?? []).map((f) => ({
+      id: f.id,
+      type: f.filetype ?? 'file',
+      ...(f.name ? { name: f.name } : {}),
+      ...(f.size ? { size: f.size } : {}),
+      ...(f.mimetype ? { mime: f.mimetype } : {}),
+      ...(f.url_private_download || f.url_private ? { url: (f.url_private_download ?? f.url_private)! } : {}),
+    })),
     addressed: isDm || mentioned,
     receivedAt: Math.round(Number(e.ts) * 1000),
   };

@@ -145,7 +145,14 @@ export class DeferredAckHttpReceiver implements Receiver {
     const timestamp = Number(req.headers['x-slack-request-timestamp']);
     // Bolt refuses only stale timestamps; a future one would let a captured request be replayed later.
     const fresh = Number.isFinite(timestamp) && Math.abs(Date.now() / 1000 - timestamp) <= MAX_CLOCK_SKEW_S;
-    const valid = typeof signature === 'string' && fresh && isValidSlackRequest({ signingSecret: this.o.signingSecret, body: raw, headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': timestamp } });
+    const valid =
+      typeof signature === 'string' &&
+      fresh &&
+      isValidSlackRequest({
+        signingSecret: this.o.signingSecret,
+        body: raw,
+        headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': timestamp },
+      });
     if (!valid) return void res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid signature or stale timestamp\n');
     let parsed: Record<string, unknown>;
     try {

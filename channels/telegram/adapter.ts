@@ -109,7 +109,8 @@ export class TelegramAdapter implements ChannelAdapter {
       const stored = await deliver(msg);
       const query = callbackQueryId(msg);
       // Not awaited: the rest of the update batch need not wait for the answer.
-      if (query) void this.#api.answerCallbackQuery(query).catch((err: unknown) => this.#o.log.debug({ err, channel: this.#o.id }, 'answerCallbackQuery failed'));
+      if (query)
+        void this.#api.answerCallbackQuery(query).catch((err: unknown) => this.#o.log.debug({ err, channel: this.#o.id }, 'answerCallbackQuery failed'));
       return stored;
     };
   }
@@ -120,7 +121,10 @@ export class TelegramAdapter implements ChannelAdapter {
     while (!signal.aborted) {
       let updates: Awaited<ReturnType<Api['getUpdates']>>;
       try {
-        updates = await this.#api.getUpdates({ offset, timeout: this.#o.pollTimeoutSeconds ?? 30, limit: 100, allowed_updates: [...ALLOWED_UPDATES] }, sig(signal));
+        updates = await this.#api.getUpdates(
+          { offset, timeout: this.#o.pollTimeoutSeconds ?? 30, limit: 100, allowed_updates: [...ALLOWED_UPDATES] },
+          sig(signal),
+        );
       } catch (err) {
         if (signal.aborted) break;
         const e = classifyTelegramError(err, 'getUpdates');
@@ -152,12 +156,19 @@ export class TelegramAdapter implements ChannelAdapter {
   }
 
   async #webhook(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
-    if (!this.#webhookSecret || !this.#o.publicUrl) throw new ChannelError('CHANNEL_REQUEST_FAILED', 'webhook mode needs public_url and webhook_secret_*', { retryable: false });
+    if (!this.#webhookSecret || !this.#o.publicUrl)
+      throw new ChannelError('CHANNEL_REQUEST_FAILED', 'webhook mode needs public_url and webhook_secret_*', { retryable: false });
     const path = `/webhooks/${this.#o.id}`;
-    const remove = this.#o.http.route('POST', path, webhookHandler({ channelId: this.#o.id, secret: this.#webhookSecret, bot: () => this.#bot!, deliver, log: this.#o.log }));
+    const remove = this.#o.http.route(
+      'POST',
+      path,
+      webhookHandler({ channelId: this.#o.id, secret: this.#webhookSecret, bot: () => this.#bot!, deliver, log: this.#o.log }),
+    );
     try {
       const url = new URL(path, this.#o.publicUrl).toString();
-      await this.#call('setWebhook', signal, (s) => this.#api.setWebhook(url, { secret_token: this.#webhookSecret!, allowed_updates: [...ALLOWED_UPDATES] }, sig(s)));
+      await this.#call('setWebhook', signal, (s) =>
+        this.#api.setWebhook(url, { secret_token: this.#webhookSecret!, allowed_updates: [...ALLOWED_UPDATES] }, sig(s)),
+      );
       onConnected();
       await untilAborted(signal);
     } finally {
@@ -185,7 +196,11 @@ export class TelegramAdapter implements ChannelAdapter {
       return await rich();
     } catch (err) {
       if (isRichUnsupported(err)) {
-        if (this.#rich) this.#o.log.info({ channel: this.#o.id, method, err: errorMessage(err) }, 'this Bot API server refused rich messages; using HTML messages from now on');
+        if (this.#rich)
+          this.#o.log.info(
+            { channel: this.#o.id, method, err: errorMessage(err) },
+            'this Bot API server refused rich messages; using HTML messages from now on',
+          );
         this.#rich = false;
       } else if (!isRichContentError(err)) throw err;
       else if (text.length > TEXT_MAX_CHARS) {
@@ -193,7 +208,8 @@ export class TelegramAdapter implements ChannelAdapter {
         this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a long rich message; using HTML messages from now on');
         this.#rich = false;
       } else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
-      if (text.length > TEXT_MAX_CHARS) throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich message refused and too long for a text message`, { cause: err });
+      if (text.length > TEXT_MAX_CHARS)
+        throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich message refused and too long for a text message`, { cause: err });
       return html();
     }
   }
@@ -216,10 +232,18 @@ export class TelegramAdapter implements ChannelAdapter {
         return this.#api.sendMessage(target.chatId, text, other, sig(signal));
       }
     };
-    const sent = await this.#call('sendMessage', options.signal, (signal): Promise<{ message_id: number }> =>
-      this.#asRich(text) && !options.buttons?.length
-        ? this.#richOr<{ message_id: number }>('sendRichMessage', text, () => this.#api.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(signal)), () => html(signal))
-        : html(signal),
+    const sent = await this.#call(
+      'sendMessage',
+      options.signal,
+      (signal): Promise<{ message_id: number }> =>
+        this.#asRich(text) && !options.buttons?.length
+          ? this.#richOr<{ message_id: number }>(
+              'sendRichMessage',
+              text,
+              () => this.#api.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(signal)),
+              () => html(signal),
+            )
+          : html(signal),
     );
     return { chatId: target.chatId, messageId: String(sent.message_id), ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
@@ -230,7 +254,13 @@ export class TelegramAdapter implements ChannelAdapter {
     };
     const html = async (signal: AbortSignal) => {
       try {
-        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), markdownToTelegramHtml(text), { parse_mode: 'HTML', link_preview_options: { is_disabled: true } }, sig(signal));
+        await this.#api.editMessageText(
+          ref.chatId,
+          Number(ref.messageId),
+          markdownToTelegramHtml(text),
+          { parse_mode: 'HTML', link_preview_options: { is_disabled: true } },
+          sig(signal),
+        );
       } catch (err) {
         if (isNotModified(err)) return;
         if (!isEntityError(err)) throw err;
@@ -239,7 +269,15 @@ export class TelegramAdapter implements ChannelAdapter {
     };
     await this.#call('editMessageText', options.signal, (signal) =>
       this.#asRich(text)
-        ? this.#richOr('editMessageText', text, () => this.#api.editMessageText(ref.chatId, Number(ref.messageId), { markdown: toRichMarkdown(text) }, {}, sig(signal)).then(() => {}, notModifiedIsFine), () => html(signal))
+        ? this.#richOr(
+            'editMessageText',
+            text,
+            () =>
+              this.#api
+                .editMessageText(ref.chatId, Number(ref.messageId), { markdown: toRichMarkdown(text) }, {}, sig(signal))
+                .then(() => {}, notModifiedIsFine),
+            () => html(signal),
+          )
         : html(signal),
     );
   }
@@ -251,7 +289,9 @@ export class TelegramAdapter implements ChannelAdapter {
   /** setMessageReaction: one emoji from Telegram's reaction list, or none to take it off. */
   async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
     const reaction = on ? [{ type: 'emoji' as const, emoji: emoji as ReactionTypeEmoji['emoji'] }] : [];
-    await this.#call('setMessageReaction', options.signal, (signal) => this.#api.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(signal)));
+    await this.#call('setMessageReaction', options.signal, (signal) =>
+      this.#api.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(signal)),
+    );
   }
 
   async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
@@ -267,7 +307,12 @@ export class TelegramAdapter implements ChannelAdapter {
     const draft = async (text: string, signal: AbortSignal) => {
       const html = () => this.#api.sendMessageDraft(chatId, draftId, markdownToTelegramHtml(text), { ...thread, parse_mode: 'HTML' }, sig(signal));
       if (!this.#asRich(text)) return html();
-      return this.#richOr('sendRichMessageDraft', text, () => this.#api.sendRichMessageDraft(chatId, draftId, { markdown: toRichMarkdown(text) }, thread, sig(signal)), html);
+      return this.#richOr(
+        'sendRichMessageDraft',
+        text,
+        () => this.#api.sendRichMessageDraft(chatId, draftId, { markdown: toRichMarkdown(text) }, thread, sig(signal)),
+        html,
+      );
     };
     return {
       update: (text, o) => this.#call('sendMessageDraft', o.signal, (signal) => draft(text, signal)).then(() => {}),

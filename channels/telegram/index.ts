@@ -12,6 +12,7 @@ export const telegram = defineChannel({
   },
   // getUpdates answers 409 to a second poller; a webhook is posted to whichever instance the balancer picks.
   exclusiveListener: (c) => c.mode === 'polling',
-  problems: (c) => (c.mode === 'webhook' && !c.public_url ? [{ path: ['mode'], message: 'webhook mode needs public_url (the https address Telegram should post to)' }] : []),
+  problems: (c) =>
+    c.mode === 'webhook' && !c.public_url ? [{ path: ['mode'], message: 'webhook mode needs public_url (the https address Telegram should post to)' }] : [],
   load: async () => (await import('./factory.js')).createChannel,
 });

@@ -23,7 +23,9 @@ function inline(text: string): string {
   // Links next: the URL is written verbatim (escaped), never through the emphasis rules
   // (`_b_` or `**` in a URL would otherwise open tags inside the attribute), and the link
   // text is formatted on its own, so its tags always close inside the link.
-  s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, (_m, t: string, u: string) => hold(`<a href="${escapeHtml(u).replace(/"/g, '&quot;')}">${emphasis(escapeHtml(t))}</a>`));
+  s = s.replace(/\[([^\]\n]+)\]\((https?:\/\/[^\s)]+)\)/g, (_m, t: string, u: string) =>
+    hold(`<a href="${escapeHtml(u).replace(/"/g, '&quot;')}">${emphasis(escapeHtml(t))}</a>`),
+  );
   s = emphasis(escapeHtml(s));
   // Held pieces may hold others (code inside a link text).
   // biome-ignore lint/suspicious/noControlCharactersInRegex: \u0000 delimits held pieces; no chat text contains it

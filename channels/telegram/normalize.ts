@@ -21,7 +21,13 @@ function attachmentsOf(m: Message): Attachment[] {
   ];
   for (const [type, f] of files) {
     if (!f) continue;
-    out.push({ id: f.file_id, type, ...(f.file_size ? { size: f.file_size } : {}), ...(f.mime_type ? { mime: f.mime_type } : {}), ...(f.file_name ? { name: f.file_name } : {}) });
+    out.push({
+      id: f.file_id,
+      type,
+      ...(f.file_size ? { size: f.file_size } : {}),
+      ...(f.mime_type ? { mime: f.mime_type } : {}),
+      ...(f.file_name ? { name: f.file_name } : {}),
+    });
   }
   return out;
 }
@@ -81,7 +87,8 @@ export function malformedUpdate(u: unknown): string | undefined {
   if (!isObject(u)) return 'the update is not a JSON object';
   const m = u.message !== undefined ? u.message : u.channel_post;
   if (m === undefined) return undefined;
-  if (!isObject(m) || typeof m.message_id !== 'number' || !isObject(m.chat) || typeof m.chat.id !== 'number' || typeof m.chat.type !== 'string') return 'a message without message_id or chat';
+  if (!isObject(m) || typeof m.message_id !== 'number' || !isObject(m.chat) || typeof m.chat.id !== 'number' || typeof m.chat.type !== 'string')
+    return 'a message without message_id or chat';
   if (m.from !== undefined && (!isObject(m.from) || typeof m.from.id !== 'number')) return 'a message whose sender has no id';
   return undefined;
 }
@@ -94,7 +101,10 @@ export function normalizeUpdate(u: Update, channelId: string, bot: BotIdentity):
   if (!m) return undefined;
   const type = m.chat.type === 'private' ? 'dm' : m.chat.type === 'channel' ? 'channel' : 'group';
   const from = m.from ?? { id: m.chat.id, is_bot: false, first_name: 'title' in m.chat ? (m.chat.title ?? 'channel') : 'channel' };
-  const name = [from.first_name, 'last_name' in from ? from.last_name : undefined].filter(Boolean).join(' ') || ('username' in from ? from.username : undefined) || String(from.id);
+  const name =
+    [from.first_name, 'last_name' in from ? from.last_name : undefined].filter(Boolean).join(' ') ||
+    ('username' in from ? from.username : undefined) ||
+    String(from.id);
   return {
     channelId,
     kind: 'telegram',

@@ -28,7 +28,9 @@ const assets: Record<string, { type: string; body: string | Buffer }> = {
 const BACKLOG = 100;
 const MAX_TEXT = 16_000;
 
-type BacklogEntry = { from: 'user'; id: string; text: string } | { from: 'bot'; text: string; final: boolean; buttons?: Array<{ label: string; data: string }> };
+type BacklogEntry =
+  | { from: 'user'; id: string; text: string }
+  | { from: 'bot'; text: string; final: boolean; buttons?: Array<{ label: string; data: string }> };
 
 interface Tab {
   sockets: Set<WebSocket>;
@@ -139,15 +141,23 @@ export class WebchatAdapter implements ChannelAdapter {
     tab.sockets.add(ws);
     this.#enforceBounds();
     for (const [key, e] of tab.backlog) {
-      const frame: ServerFrame = e.from === 'user' ? { type: 'message', id: e.id, text: e.text } : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final, ...(e.buttons ? { buttons: e.buttons } : {}) };
+      const frame: ServerFrame =
+        e.from === 'user'
+          ? { type: 'message', id: e.id, text: e.text }
+          : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final, ...(e.buttons ? { buttons: e.buttons } : {}) };
       ws.send(JSON.stringify(frame));
     }
     // One message at a time per socket: an upload lookup must not let a later message pass.
     let order: Promise<void> = Promise.resolve();
-    ws.on('message', (data) => void (order = order.then(() => onMessage(data)).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'web chat frame failed'))));
+    ws.on(
+      'message',
+      (data) =>
+        void (order = order.then(() => onMessage(data)).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'web chat frame failed'))),
+    );
     const onMessage = async (data: import('ws').RawData): Promise<void> => {
       const frame = parseClientFrame(String(data));
-      if (!frame) return ws.send(JSON.stringify({ type: 'error', message: 'unreadable frame: send {"type":"message","id":"...","text":"..."}' } satisfies ServerFrame));
+      if (!frame)
+        return ws.send(JSON.stringify({ type: 'error', message: 'unreadable frame: send {"type":"message","id":"...","text":"..."}' } satisfies ServerFrame));
       const text = frame.text.slice(0, MAX_TEXT);
       const attachments = frame.attachments ? await this.#uploads.describe(frame.attachments) : [];
       // A file alone (an image without a caption) is a message too.
@@ -239,7 +249,8 @@ export class WebchatAdapter implements ChannelAdapter {
       tab = { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
       this.#tabs.set(chatId, tab);
     }
-    if (frame.type === 'reply') this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final, ...(frame.buttons ? { buttons: frame.buttons } : {}) });
+    if (frame.type === 'reply')
+      this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final, ...(frame.buttons ? { buttons: frame.buttons } : {}) });
     if (frame.type === 'delete') this.#forgetReply(tab, `bot:${frame.ref}`);
     const data = JSON.stringify(frame);
     for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
@@ -254,7 +265,6 @@ export class WebchatAdapter implements ChannelAdapter {
     while (tab.backlog.size > BACKLOG) this.#forgetReply(tab, tab.backlog.keys().next().value!);
     this.#enforceBounds();
   }
-
 
   // The transport calls below only write to local sockets: nothing waits, so nothing to cut.
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {

@@ -8,7 +8,11 @@ export const webchatConfig = z.strictObject({
   /** Tabs whose latest replies are kept for a reload (least recently used evicted first). */
   backlog_max_tabs: z.number().int().positive().default(200),
   /** Bytes of reply text all those backlogs may hold together. */
-  backlog_max_bytes: z.number().int().positive().default(8 * 1024 * 1024),
+  backlog_max_bytes: z
+    .number()
+    .int()
+    .positive()
+    .default(8 * 1024 * 1024),
 });
 
 export type WebchatConfig = ChannelConfigOf<typeof webchatConfig>;

@@ -28,8 +28,23 @@ export function parseClientFrame(data: string): ClientFrame | undefined {
   try {
     const f = JSON.parse(data) as Partial<ClientFrame>;
     if (f.type === 'message' && typeof f.id === 'string' && f.id.length <= 128 && typeof f.text === 'string') {
-      const uploads = Array.isArray(f.attachments) ? f.attachments.filter((a): a is UploadRef => typeof a?.id === 'string').slice(0, MAX_UPLOADS_PER_MESSAGE) : [];
-      return { type: 'message', id: f.id, text: f.text, ...(uploads.length ? { attachments: uploads.map((a) => ({ id: a.id, ...(typeof a.name === 'string' ? { name: a.name.slice(0, 200) } : {}), ...(typeof a.mime === 'string' ? { mime: a.mime.slice(0, 100) } : {}) })) } : {}) };
+      const uploads = Array.isArray(f.attachments)
+        ? f.attachments.filter((a): a is UploadRef => typeof a?.id === 'string').slice(0, MAX_UPLOADS_PER_MESSAGE)
+        : [];
+      return {
+        type: 'message',
+        id: f.id,
+        text: f.text,
+        ...(uploads.length
+          ? {
+              attachments: uploads.map((a) => ({
+                id: a.id,
+                ...(typeof a.name === 'string' ? { name: a.name.slice(0, 200) } : {}),
+                ...(typeof a.mime === 'string' ? { mime: a.mime.slice(0, 100) } : {}),
+              })),
+            }
+          : {}),
+      };
     }
   } catch {
     /* not JSON: refused below */

@@ -40,7 +40,10 @@ export class Uploads {
     const out: Attachment[] = [];
     for (const r of refs) {
       if (!ID.test(r.id)) continue;
-      const size = await stat(join(this.dir, r.id)).then((s) => s.size, () => undefined);
+      const size = await stat(join(this.dir, r.id)).then(
+        (s) => s.size,
+        () => undefined,
+      );
       if (size === undefined) continue;
       out.push({ id: r.id, type: 'upload', size, ...(r.name ? { name: r.name } : {}), ...(r.mime ? { mime: r.mime } : {}) });
     }
@@ -51,7 +54,10 @@ export class Uploads {
     const name = a.name ?? 'upload';
     if (!ID.test(a.id)) throw new CodedError('ATTACHMENT_UNAVAILABLE', `${name}: not an upload id`);
     const path = join(this.dir, a.id);
-    const size = await stat(path).then((s) => s.size, () => undefined);
+    const size = await stat(path).then(
+      (s) => s.size,
+      () => undefined,
+    );
     if (size === undefined) throw new CodedError('ATTACHMENT_UNAVAILABLE', `${name} is no longer stored`);
     checkSize(name, size, maxBytes);
     return readFile(path);

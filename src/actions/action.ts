@@ -43,8 +43,12 @@ export interface Action<I extends z.ZodType = z.ZodType, O extends z.ZodType = z
   readOnly: boolean;
   /** Extra HTTP paths (e.g. `/status`), same method and handler. */
   httpAliases?: string[];
-  cli?: { name?: string; /** Positional CLI arguments, in order, as input keys. */ args?: string[]; /** Optional positional arguments after `args`. */ optionalArgs?: string[] };
-  slash?: { name?: string; help?: string; /** Positional words after the command, as input keys. */ args?: string[] };
+  cli?: {
+    name?: string /** Positional CLI arguments, in order, as input keys. */;
+    args?: string[] /** Optional positional arguments after `args`. */;
+    optionalArgs?: string[];
+  };
+  slash?: { name?: string; help?: string /** Positional words after the command, as input keys. */; args?: string[] };
   handler(input: z.output<I>, ctx: ActionContext): z.input<O> | Promise<z.input<O>>;
   /** The CLI's exit status for a result that is an answer but not a success (a refused reload: 78). */
   exitStatus?(output: z.output<O>): number;

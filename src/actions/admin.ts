@@ -15,7 +15,13 @@ const KEEPALIVE_MS = 15_000;
 /** What the page shows; when it changes, the page is told to read the action routes again. */
 function digest(s: DaemonStatus): string {
   // A reload refused by SIGHUP or the CLI changes only last_reload: it is pushed too.
-  const view = { channels: s.channels.map((c) => [c.id, c.state, c.connection, (c.last_error as { code?: string } | null)?.code]), turns: s.turns.list.map((t) => [t.id, t.state, t.model]), generation: s.generation, reload: s.last_reload?.at, mcp: (s.mcp_servers ?? []).map((m) => [m.agent, m.name, m.state, m.connection, m.tools]) };
+  const view = {
+    channels: s.channels.map((c) => [c.id, c.state, c.connection, (c.last_error as { code?: string } | null)?.code]),
+    turns: s.turns.list.map((t) => [t.id, t.state, t.model]),
+    generation: s.generation,
+    reload: s.last_reload?.at,
+    mcp: (s.mcp_servers ?? []).map((m) => [m.agent, m.name, m.state, m.connection, m.tools]),
+  };
   return createHash('sha1').update(JSON.stringify(view)).digest('hex');
 }
 

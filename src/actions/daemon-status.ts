@@ -13,7 +13,15 @@ export interface DaemonStatus {
   ready: boolean;
   channels: Array<Record<string, unknown> & { id: string; state: string; in_flight: number; queued: number }>;
   turns: { in_flight: number; queued: number; list: TrackedTask[] };
-  agents: Array<{ name: string; provider: string; model: string | null; fallback_models: string[]; cooling: Array<{ model: string; until: string; failures: number }>; last_served: string | null; budget?: { daily: number; spent_today: number; left: number } }>;
+  agents: Array<{
+    name: string;
+    provider: string;
+    model: string | null;
+    fallback_models: string[];
+    cooling: Array<{ model: string; until: string; failures: number }>;
+    last_served: string | null;
+    budget?: { daily: number; spent_today: number; left: number };
+  }>;
   last_reload: { ok: boolean; at: string; errors: string[] } | null;
   /** `degraded` (with the SQLite code) while the database cannot take writes; then not ready. */
   storage: StorageStatus;

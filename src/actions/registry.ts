@@ -99,7 +99,12 @@ export class ActionRegistry {
   #allowed(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, url: URL): boolean {
     const verdict = checkAdmin(req, url, this.#http!.adminToken());
     if (verdict === 'ok') return true;
-    sendJson(res, verdict === 'forbidden' ? 403 : 401, { error: verdict === 'forbidden' ? 'management routes answer loopback clients only (set [http] admin_token_env to allow others with a token)' : 'a valid admin bearer token is required' });
+    sendJson(res, verdict === 'forbidden' ? 403 : 401, {
+      error:
+        verdict === 'forbidden'
+          ? 'management routes answer loopback clients only (set [http] admin_token_env to allow others with a token)'
+          : 'a valid admin bearer token is required',
+    });
     return false;
   }
 
@@ -116,7 +121,7 @@ export class ActionRegistry {
         if (origin !== 'ok') {
           req.resume();
           if (origin === 'not_json') sendJson(res, 415, { error: 'send the input as a JSON body with Content-Type: application/json' });
-          else sendJson(res, 403, { error: 'management changes are accepted from this daemon\'s own pages or non-browser clients only' });
+          else sendJson(res, 403, { error: "management changes are accepted from this daemon's own pages or non-browser clients only" });
           return;
         }
         const body = await readBody(req, 64 * 1024);
@@ -141,7 +146,10 @@ export class ActionRegistry {
         sendJson(res, httpStatusOf(err), { error: errorMessage(err) });
       }
     };
-    http.disposers.set(action.name, [`/actions/${action.name}`, ...(action.httpAliases ?? [])].map((p) => http.routes.route(method, p, handler)));
+    http.disposers.set(
+      action.name,
+      [`/actions/${action.name}`, ...(action.httpAliases ?? [])].map((p) => http.routes.route(method, p, handler)),
+    );
   }
 
   /** Gives a workspace's command registry the slash faces; returns the disposer. */

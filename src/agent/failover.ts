@@ -33,7 +33,9 @@ export class ModelCooldowns {
   }
 
   snapshot(nowMs = Date.now()): CooldownState[] {
-    return [...this.#state].filter(([, s]) => s.untilMs > nowMs).map(([model, s]) => ({ model, until: new Date(s.untilMs).toISOString(), failures: s.failures }));
+    return [...this.#state]
+      .filter(([, s]) => s.untilMs > nowMs)
+      .map(([model, s]) => ({ model, until: new Date(s.untilMs).toISOString(), failures: s.failures }));
   }
 }
 

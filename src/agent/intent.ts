@@ -43,7 +43,12 @@ export function intentPrompt(botName: string | undefined, lines: readonly Intent
 const load = () => Promise.all([import('ai'), import('@ai-sdk/openai-compatible')]);
 
 /** Asks the intent model; never throws: a failure is "ignore", with its error for the log. */
-export async function judgeIntent(m: IntentModel, botName: string | undefined, lines: readonly IntentLine[], signal?: AbortSignal): Promise<IntentVerdict & { error?: unknown }> {
+export async function judgeIntent(
+  m: IntentModel,
+  botName: string | undefined,
+  lines: readonly IntentLine[],
+  signal?: AbortSignal,
+): Promise<IntentVerdict & { error?: unknown }> {
   const started = performance.now();
   const timeout = AbortSignal.timeout(m.timeoutMs);
   try {

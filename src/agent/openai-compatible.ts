@@ -77,7 +77,14 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, lo
       execute: async (input: unknown, { abortSignal, toolCallId }) => {
         try {
           const log = (text: string) => logs.log(toolCallId, text);
-          return await t.run(input, { signal: abortSignal ?? ctx.signal, scope: ctx.scope, timeZone, callId: toolCallId, log, ...(ctx.message ? { message: ctx.message } : {}) });
+          return await t.run(input, {
+            signal: abortSignal ?? ctx.signal,
+            scope: ctx.scope,
+            timeZone,
+            callId: toolCallId,
+            log,
+            ...(ctx.message ? { message: ctx.message } : {}),
+          });
         } catch (err) {
           return { error: err instanceof Error ? err.message : String(err) };
         }
@@ -100,7 +107,12 @@ export class OpenAICompatibleRunner implements AgentRunner {
 
   constructor(options: OpenAICompatibleOptions) {
     this.#o = options;
-    this.#provider = createOpenAICompatible({ name: 'channeld', baseURL: options.baseUrl, includeUsage: true, ...(options.apiKey ? { apiKey: options.apiKey } : {}) });
+    this.#provider = createOpenAICompatible({
+      name: 'channeld',
+      baseURL: options.baseUrl,
+      includeUsage: true,
+      ...(options.apiKey ? { apiKey: options.apiKey } : {}),
+    });
   }
 
   get model(): string {
@@ -182,7 +194,15 @@ export class OpenAICompatibleRunner implements AgentRunner {
               ended = true;
               yield* shown.take({
                 type: 'done',
-                usage: reported ? { inputTokens: u.inputTokens ?? 0, outputTokens: u.outputTokens ?? 0, reasoningTokens: u.outputTokenDetails?.reasoningTokens ?? 0, cachedTokens: u.inputTokenDetails?.cacheReadTokens ?? 0, estimated: false } : { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(outChars), estimated: true },
+                usage: reported
+                  ? {
+                      inputTokens: u.inputTokens ?? 0,
+                      outputTokens: u.outputTokens ?? 0,
+                      reasoningTokens: u.outputTokenDetails?.reasoningTokens ?? 0,
+                      cachedTokens: u.inputTokenDetails?.cacheReadTokens ?? 0,
+                      estimated: false,
+                    }
+                  : { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(outChars), estimated: true },
               });
               break;
             }
@@ -222,7 +242,10 @@ export class OpenAICompatibleRunner implements AgentRunner {
 /** The user's turn: plain text, or text and image parts when images came with it. */
 function userMessage(input: AgentInput): ModelMessage {
   if (!input.images?.length) return { role: 'user', content: input.text };
-  return { role: 'user', content: [{ type: 'text', text: input.text }, ...input.images.map((i) => ({ type: 'image' as const, image: i.data, mediaType: i.mediaType }))] };
+  return {
+    role: 'user',
+    content: [{ type: 'text', text: input.text }, ...input.images.map((i) => ({ type: 'image' as const, image: i.data, mediaType: i.mediaType }))],
+  };
 }
 
 function hostOf(url: string): string {

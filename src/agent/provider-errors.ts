@@ -27,7 +27,17 @@ export function scrubProviderMessage(message: string, apiKey?: string): string {
   return s.length > 300 ? `${s.slice(0, 300)}…` : s;
 }
 
-const networkCodes = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT']);
+const networkCodes = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'UND_ERR_SOCKET',
+  'UND_ERR_CONNECT_TIMEOUT',
+  'UND_ERR_HEADERS_TIMEOUT',
+]);
 
 function causeCode(err: unknown): string | undefined {
   for (let e: unknown = err, i = 0; e && i < 6; e = (e as { cause?: unknown }).cause, i++) {
@@ -45,7 +55,10 @@ export function classifyProviderError(err: unknown, timedOut: boolean): Provider
     const said = { cause: err, status, providerMessage: providerWords(err.responseBody, err.message) };
     if (status === 429) {
       const after = Number(err.responseHeaders?.['retry-after']);
-      return new ProviderError('PROVIDER_RATE_LIMITED', `HTTP 429 from ${err.url}`, { ...said, ...(Number.isFinite(after) ? { retryAfterMs: after * 1000 } : {}) });
+      return new ProviderError('PROVIDER_RATE_LIMITED', `HTTP 429 from ${err.url}`, {
+        ...said,
+        ...(Number.isFinite(after) ? { retryAfterMs: after * 1000 } : {}),
+      });
     }
     if (status >= 500 || status === 408) return new ProviderError('PROVIDER_UNAVAILABLE', `HTTP ${status} from ${err.url}`, said);
     if (status === 401 || status === 403) return new ProviderError('PROVIDER_AUTH_FAILED', `HTTP ${status} from ${err.url}`, said);
@@ -55,6 +68,7 @@ export function classifyProviderError(err: unknown, timedOut: boolean): Provider
   }
   const net = causeCode(err);
   if (net && networkCodes.has(net)) return new ProviderError('PROVIDER_UNAVAILABLE', net, { cause: err });
-  if (err instanceof TypeError && /fetch failed|terminated|network/i.test(err.message)) return new ProviderError('PROVIDER_UNAVAILABLE', err.message, { cause: err });
+  if (err instanceof TypeError && /fetch failed|terminated|network/i.test(err.message))
+    return new ProviderError('PROVIDER_UNAVAILABLE', err.message, { cause: err });
   return new ProviderError('PROVIDER_UNAVAILABLE', err instanceof Error ? err.message : String(err), { cause: err, retryable: false });
 }

@@ -1,5 +1,5 @@
 import type { TurnRecord } from '../contracts/turn.js';
-import type { AgentEvent, } from '../contracts/agent-events.js';
+import type { AgentEvent } from '../contracts/agent-events.js';
 
 /**
  * Folds AgentEvents into a TurnRecord. The first done, error or cancelled ends the turn,

@@ -35,7 +35,10 @@ export async function runCheck(file: string, kinds: ChannelKinds): Promise<numbe
     return 78;
   }
   const channels = config.channels.filter((c) => c.enabled).map((c) => `${c.id} (${c.type})`);
-  if (channels.length === 0) console.error(`warning: ${file} has no enabled channels: the daemon would start with nothing to listen on, and a running daemon refuses to reload to this file`);
+  if (channels.length === 0)
+    console.error(
+      `warning: ${file} has no enabled channels: the daemon would start with nothing to listen on, and a running daemon refuses to reload to this file`,
+    );
   const plugins = config.daemon.plugins.length ? `; plugin folders: ${config.daemon.plugins.join(', ')}` : '';
   console.log(`ok: ${channels.length} channel(s): ${channels.join(', ') || 'none'}; agents: ${Object.keys(config.agents).join(', ')}${plugins}`);
   console.log(`(${environmentNote()})`);

@@ -90,7 +90,9 @@ channeld.db-shm first).`,
 function actionHelp(command: string): string | undefined {
   const action = builtinActions.find((a) => (a.cli?.name ?? a.name) === command);
   if (!action) return undefined;
-  const args = [...(action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(action.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join('');
+  const args = [...(action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(action.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join(
+    '',
+  );
   return `Usage: channeld ${command} ${args}[--config FILE] [--url URL] [--json]\n\n${action.description[0]!.toUpperCase()}${action.description.slice(1)}; asks the running daemon over HTTP.\n${REACH}`;
 }
 

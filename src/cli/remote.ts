@@ -33,7 +33,9 @@ function signalReload(endpoint: DaemonEndpoint): number {
   // only a process whose command line is `channeld run` (or channeld.js run; cli/main.js run is the entry of earlier builds).
   const not = notChanneld(pid);
   if (not) {
-    console.error(`channeld: not signalling pid ${pid} from ${pidFile}: ${not}. The pid file is stale; the daemon is not running with this config (remove the file, then start it).`);
+    console.error(
+      `channeld: not signalling pid ${pid} from ${pidFile}: ${not}. The pid file is stale; the daemon is not running with this config (remove the file, then start it).`,
+    );
     return 1;
   }
   try {
@@ -58,8 +60,11 @@ async function errorOf(res: Response): Promise<string> {
 /** What to tell the operator when the daemon refuses the CLI's credentials. */
 function refusal(endpoint: DaemonEndpoint, status: number, message: string): string {
   if (status !== 401) return message;
-  if (!endpoint.tokenEnv) return `${message}: the daemon has an admin token; set [http] admin_token_env in this config (or run from the daemon's config) and export that variable`;
-  return endpoint.token ? `${message}: $${endpoint.tokenEnv} in this shell is not the daemon's admin token` : `${message}: export ${endpoint.tokenEnv} (named by [http] admin_token_env) in this shell`;
+  if (!endpoint.tokenEnv)
+    return `${message}: the daemon has an admin token; set [http] admin_token_env in this config (or run from the daemon's config) and export that variable`;
+  return endpoint.token
+    ? `${message}: $${endpoint.tokenEnv} in this shell is not the daemon's admin token`
+    : `${message}: export ${endpoint.tokenEnv} (named by [http] admin_token_env) in this shell`;
 }
 
 export interface CallOptions {
@@ -100,7 +105,10 @@ export async function runAction(endpoint: DaemonEndpoint, command: string, args:
     console.error(`Usage: channeld ${action.cli} ${action.args.map((a) => a.toUpperCase()).join(' ')}\n\n${action.description}`);
     return 1;
   }
-  const input = { ...Object.fromEntries([...action.args, ...(action.optional_args ?? [])].map((k, i) => [k, args[i]]).filter(([, v]) => v !== undefined)), ...options.input };
+  const input = {
+    ...Object.fromEntries([...action.args, ...(action.optional_args ?? [])].map((k, i) => [k, args[i]]).filter(([, v]) => v !== undefined)),
+    ...options.input,
+  };
   const accept = options.json ? 'application/json' : 'text/plain, application/json;q=0.5';
   const res =
     action.method === 'GET'

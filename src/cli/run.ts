@@ -23,7 +23,10 @@ export async function runDaemon(configFile: string, kinds: ChannelKinds): Promis
   const { address, port } = daemon.address;
   const host = address.includes(':') ? `[${address}]` : address;
   // The first enabled channel whose kind serves a page at `/` says where to open it.
-  const page = daemon.config.config.channels.filter((c) => c.enabled).map((c) => daemon.config.kinds.of(c).page).find((p) => p !== undefined);
+  const page = daemon.config.config.channels
+    .filter((c) => c.enabled)
+    .map((c) => daemon.config.kinds.of(c).page)
+    .find((p) => p !== undefined);
   if (page) log.info({ url: `http://${host}:${port}/` }, `${page}: http://${host}:${port}/`);
   void daemon.supervisor.firstAttempts().then(() => log.info({ url: `http://${host}:${port}/readyz` }, 'ready'));
   const code = await untilSignalled(daemon);

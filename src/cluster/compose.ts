@@ -165,7 +165,11 @@ export class ClusterComposition {
           return { generation: config.generation, pid: process.pid, in_flight: snap.inFlight, queued: snap.queued, started_at: startedAt };
         };
         let heartbeat: HeldLease | undefined = await s.leases.tryAcquire(key, info);
-        if (!heartbeat) throw new CodedError('CLUSTER_UNAVAILABLE', `instance id "${s.instanceId}" is in use by a running instance; give each instance its own [cluster] instance_id`);
+        if (!heartbeat)
+          throw new CodedError(
+            'CLUSTER_UNAVAILABLE',
+            `instance id "${s.instanceId}" is in use by a running instance; give each instance its own [cluster] instance_id`,
+          );
         // A heartbeat lost to a stall (this process starved, NATS away) is taken again, so the
         // instance stays visible and counted; it is released only when the plugin stops.
         const keep = (held: HeldLease) =>
@@ -231,7 +235,13 @@ export class ClusterComposition {
       partitions: { total: s.config.partitions, owned: this.#partitions?.owned() ?? [] },
       instances: rows.filter((r) => r.key.startsWith('inst.')).map((r) => ({ id: r.owner, alive: !r.expired, age_ms: r.ageMs, ...r.info })),
       leases: rows.filter((r) => !r.key.startsWith('inst.')).map((r) => ({ key: r.key, owner: r.owner, age_ms: r.ageMs, expired: r.expired })),
-      ops: { ...this.#inbox!.ops, natsKvOps: s.leases.kvOps, pgStateReads: this.#writer!.counts.reads, pgStateWrites: this.#writer!.counts.writes, pgStateCommits: this.#writer!.counts.commits },
+      ops: {
+        ...this.#inbox!.ops,
+        natsKvOps: s.leases.kvOps,
+        pgStateReads: this.#writer!.counts.reads,
+        pgStateWrites: this.#writer!.counts.writes,
+        pgStateCommits: this.#writer!.counts.commits,
+      },
     };
   }
 }

@@ -118,7 +118,9 @@ export class ClusterInbox implements RemoteInbox {
     }
     this.ops.natsStops++;
     try {
-      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope, turn: id } satisfies StopRequest), { timeout: 1000 });
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope, turn: id } satisfies StopRequest), {
+        timeout: 1000,
+      });
       const r = reply.string();
       return r === 'cancelled' || r === 'dropped' ? r : undefined;
     } catch {
@@ -128,13 +130,24 @@ export class ClusterInbox implements RemoteInbox {
 
   /** Called by the partition consumer for every item it hands to the dispatcher. */
   track(seq: number, msg: JsMsg, item: StreamedItem, partition: number): void {
-    this.#tracked.set(seq, { msg, channelId: item.message.channelId, messageId: item.message.messageId, scope: item.scope, partition, tail: Promise.resolve(), fenced: false });
+    this.#tracked.set(seq, {
+      msg,
+      channelId: item.message.channelId,
+      messageId: item.message.messageId,
+      scope: item.scope,
+      partition,
+      tail: Promise.resolve(),
+      fenced: false,
+    });
   }
 
   /** What PostgreSQL knows of an item (a takeover continues its draft or skips it when finished). */
   async progress(channelId: string, messageId: string): Promise<{ state: InboxState; replyRefs: MessageRef[] } | undefined> {
     this.ops.pgReads++;
-    const { rows } = await this.s.pool.query<{ state: InboxState; reply_refs: MessageRef[] }>('SELECT state, reply_refs FROM items WHERE channel_id = $1 AND message_id = $2', [channelId, messageId]);
+    const { rows } = await this.s.pool.query<{ state: InboxState; reply_refs: MessageRef[] }>(
+      'SELECT state, reply_refs FROM items WHERE channel_id = $1 AND message_id = $2',
+      [channelId, messageId],
+    );
     return rows[0] && { state: rows[0].state, replyRefs: rows[0].reply_refs };
   }
 

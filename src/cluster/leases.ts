@@ -78,7 +78,14 @@ export class Leases {
     const now = Date.now();
     return [...this.#seen.entries()]
       .filter(([k]) => k.startsWith(prefix))
-      .map(([key, s]) => ({ key, owner: s.value.owner, revision: s.revision, ageMs: now - s.seenAt, expired: now - s.seenAt > this.ttlMs, ...(s.value.info ? { info: s.value.info } : {}) }))
+      .map(([key, s]) => ({
+        key,
+        owner: s.value.owner,
+        revision: s.revision,
+        ageMs: now - s.seenAt,
+        expired: now - s.seenAt > this.ttlMs,
+        ...(s.value.info ? { info: s.value.info } : {}),
+      }))
       .sort((a, b) => a.key.localeCompare(b.key));
   }
 
@@ -136,7 +143,12 @@ export class Leases {
   }
 
   /** Waits until `key` is ours (or `signal` aborts: then undefined). `onWaiting` is told who holds it. */
-  async acquire(key: string, signal: AbortSignal, onWaiting?: (owner: string | undefined) => void, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
+  async acquire(
+    key: string,
+    signal: AbortSignal,
+    onWaiting?: (owner: string | undefined) => void,
+    info?: () => Record<string, unknown>,
+  ): Promise<HeldLease | undefined> {
     const pollMs = Math.max(100, Math.floor(this.ttlMs / 5));
     while (!signal.aborted) {
       try {
@@ -154,7 +166,6 @@ export class Leases {
     }
     return undefined;
   }
-
 }
 
 function isWrongRevision(err: unknown): boolean {
@@ -190,7 +201,10 @@ export class HeldLease {
    */
   #armFence(): void {
     clearTimeout(this.#fence);
-    this.#fence = setTimeout(() => this.#lose(`not renewed for ${Date.now() - this.#lastOkAt} ms`), Math.max(0, this.#lastOkAt + this.leases.ttlMs * 0.8 - Date.now()));
+    this.#fence = setTimeout(
+      () => this.#lose(`not renewed for ${Date.now() - this.#lastOkAt} ms`),
+      Math.max(0, this.#lastOkAt + this.leases.ttlMs * 0.8 - Date.now()),
+    );
     this.#fence.unref();
   }
   #fence: NodeJS.Timeout | undefined;

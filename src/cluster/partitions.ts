@@ -87,7 +87,10 @@ export class Partitions {
    */
   #target(): number {
     const me = this.s.instanceId;
-    const live = this.s.leases.table('inst.').filter((r) => !r.expired).map((r) => r.owner);
+    const live = this.s.leases
+      .table('inst.')
+      .filter((r) => !r.expired)
+      .map((r) => r.owner);
     const ids = [...new Set([...live, me])].sort();
     const n = this.s.config.partitions;
     return Math.floor(n / ids.length) + (ids.indexOf(me) < n % ids.length ? 1 : 0);
@@ -104,7 +107,8 @@ export class Partitions {
         // balancing goes on meanwhile. (One per step, waiting for each, kept the first
         // instance of a cluster consuming most partitions for many seconds after the others
         // had joined: a kill of it then stalled most conversations.)
-        for (const o of mine.slice(target)) this.#leave(o, 'rebalancing').catch((err: unknown) => this.log.error({ err, partition: o.partition }, 'partition hand-back failed'));
+        for (const o of mine.slice(target))
+          this.#leave(o, 'rebalancing').catch((err: unknown) => this.log.error({ err, partition: o.partition }, 'partition hand-back failed'));
         return;
       }
       const n = this.s.config.partitions;

@@ -46,14 +46,29 @@ export class PgSessionStore implements Sessions {
     );
     if (!row) return;
     const id = Number(row.id);
-    const turns = await this.w.read<{ user_text: string; assistant_text: string; reasoning: string; tool_calls: unknown[]; ending: TurnEndingKind; model: string | null; created_at: string }>(
-      'SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 200',
-      [id],
-    );
+    const turns = await this.w.read<{
+      user_text: string;
+      assistant_text: string;
+      reasoning: string;
+      tool_calls: unknown[];
+      ending: TurnEndingKind;
+      model: string | null;
+      created_at: string;
+    }>('SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 200', [id]);
     const [count] = await this.w.read<{ n: string }>('SELECT COUNT(*) AS n FROM turns WHERE session_id = $1', [id]);
     this.#turns.set(
       id,
-      turns.reverse().map((r) => ({ userText: r.user_text, assistantText: r.assistant_text, reasoning: r.reasoning, toolCalls: r.tool_calls, ending: r.ending, model: r.model, createdAt: Number(r.created_at) })),
+      turns
+        .reverse()
+        .map((r) => ({
+          userText: r.user_text,
+          assistantText: r.assistant_text,
+          reasoning: r.reasoning,
+          toolCalls: r.tool_calls,
+          ending: r.ending,
+          model: r.model,
+          createdAt: Number(r.created_at),
+        })),
     );
     this.#active.set(key(agent, scope), { id, createdAt: Number(row.created_at), lastActiveAt: Number(row.last_active_at), turns: Number(count!.n) });
   }

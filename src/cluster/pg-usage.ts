@@ -54,7 +54,10 @@ export class PgUsageLedger implements UsageLedger {
   async breakdown(filter: UsageFilter): Promise<UsageRow[]> {
     const { where, params } = whereOf(filter);
     await this.w.flush();
-    return this.w.read<UsageRow>(`SELECT channel, agent, model, ${SUMS} FROM usage ${where} GROUP BY channel, agent, model ORDER BY channel, agent, model`, params);
+    return this.w.read<UsageRow>(
+      `SELECT channel, agent, model, ${SUMS} FROM usage ${where} GROUP BY channel, agent, model ORDER BY channel, agent, model`,
+      params,
+    );
   }
 
   /** Learns the cluster's spending of `agent` since `sinceMs` (skipped when it was learnt within the last second). */
@@ -64,9 +67,15 @@ export class PgUsageLedger implements UsageLedger {
     // Everything recorded up to here is in the sum once the queue is flushed.
     const boundary = this.#seq;
     await this.w.flush();
-    const [row] = await this.w.read<{ cost: number }>('SELECT COALESCE(SUM(cost), 0)::float8 AS cost FROM usage WHERE agent = $1 AND at >= $2', [agent, sinceMs]);
+    const [row] = await this.w.read<{ cost: number }>('SELECT COALESCE(SUM(cost), 0)::float8 AS cost FROM usage WHERE agent = $1 AND at >= $2', [
+      agent,
+      sinceMs,
+    ]);
     this.#known.set(agent, { sinceMs, cost: row!.cost, refreshedAt: nowMs });
-    this.#local.set(agent, (this.#local.get(agent) ?? []).filter((e) => e.seq > boundary));
+    this.#local.set(
+      agent,
+      (this.#local.get(agent) ?? []).filter((e) => e.seq > boundary),
+    );
   }
 
   costSince(agent: string, sinceMs: number): number {

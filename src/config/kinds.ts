@@ -24,7 +24,11 @@ export class ChannelKinds {
     for (const d of descriptors) {
       if (this.#byKind.has(d.kind)) throw new CodedError('CHANNEL_KIND_INVALID', `two channel kinds are named "${d.kind}"`);
       const clash = Object.keys(d.config.shape).filter((k) => k in channelCommonShape || k === 'type');
-      if (clash.length) throw new CodedError('CHANNEL_KIND_INVALID', `channel kind "${d.kind}" declares ${clash.map((k) => `"${k}"`).join(', ')}, which every channel has already`);
+      if (clash.length)
+        throw new CodedError(
+          'CHANNEL_KIND_INVALID',
+          `channel kind "${d.kind}" declares ${clash.map((k) => `"${k}"`).join(', ')}, which every channel has already`,
+        );
       this.#byKind.set(d.kind, d);
       // Common keys first, then `type`, then the kind's: the order "did you mean" ties break by.
       this.#tables.set(d.kind, z.strictObject({ ...channelCommonShape, type: z.literal(d.kind), ...d.config.shape }));

@@ -21,7 +21,15 @@ export interface LoadedConfig {
 }
 
 function describe(value: unknown): string {
-  return typeof value === 'string' ? JSON.stringify(value) : Array.isArray(value) ? 'an array' : value === null ? 'null' : typeof value === 'object' ? 'a table' : String(value);
+  return typeof value === 'string'
+    ? JSON.stringify(value)
+    : Array.isArray(value)
+      ? 'an array'
+      : value === null
+        ? 'null'
+        : typeof value === 'object'
+          ? 'a table'
+          : String(value);
 }
 
 function issueProblems(issue: z.core.$ZodIssue, raw: unknown, kinds: ChannelKinds): ConfigProblem[] {
@@ -46,7 +54,12 @@ function issueProblems(issue: z.core.$ZodIssue, raw: unknown, kinds: ChannelKind
         const input = issue.input as Record<string, unknown> | undefined;
         // zod reports the discriminator issue on the table; the line we want is its `type` key.
         const got = input && typeof input === 'object' ? input.type : undefined;
-        return [{ path: path.at(-1) === 'type' ? path : [...path, 'type'], message: got === undefined ? `is required: one of ${kinds.names.join(', ')}` : `${describe(got)} is not one of ${kinds.names.join(', ')}` }];
+        return [
+          {
+            path: path.at(-1) === 'type' ? path : [...path, 'type'],
+            message: got === undefined ? `is required: one of ${kinds.names.join(', ')}` : `${describe(got)} is not one of ${kinds.names.join(', ')}`,
+          },
+        ];
       }
       return [{ path, message: issue.message }];
     case 'invalid_type':
@@ -75,7 +88,9 @@ function mergeAgents(config: DaemonConfig, problems: ConfigProblem[]): void {
 function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: ChannelKinds): void {
   const stateDir = stateDirProblem(config.daemon.state_dir);
   if (stateDir) problems.push({ path: ['daemon', 'state_dir'], message: `"${config.daemon.state_dir}" ${stateDir}` });
-  const enabledAgents = Object.entries(config.agents).filter(([, a]) => a.enabled).map(([n]) => n);
+  const enabledAgents = Object.entries(config.agents)
+    .filter(([, a]) => a.enabled)
+    .map(([n]) => n);
   const seen = new Map<string, number>();
   config.channels.forEach((ch, i) => {
     const first = seen.get(ch.id);
@@ -83,10 +98,18 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
     else seen.set(ch.id, i);
     if (ch.agent !== undefined) {
       const agent = config.agents[ch.agent];
-      if (!agent) problems.push({ path: ['channels', i, 'agent'], message: `channel "${ch.id}" is bound to agent "${ch.agent}", which is not defined (defined: ${Object.keys(config.agents).join(', ')})` });
-      else if (!agent.enabled) problems.push({ path: ['channels', i, 'agent'], message: `channel "${ch.id}" is bound to agent "${ch.agent}", which is disabled` });
+      if (!agent)
+        problems.push({
+          path: ['channels', i, 'agent'],
+          message: `channel "${ch.id}" is bound to agent "${ch.agent}", which is not defined (defined: ${Object.keys(config.agents).join(', ')})`,
+        });
+      else if (!agent.enabled)
+        problems.push({ path: ['channels', i, 'agent'], message: `channel "${ch.id}" is bound to agent "${ch.agent}", which is disabled` });
     } else if (enabledAgents.length > 1) {
-      problems.push({ path: ['channels', i], message: `channel "${ch.id}" needs agent = one of ${enabledAgents.join(', ')}: with several agents the binding is required` });
+      problems.push({
+        path: ['channels', i],
+        message: `channel "${ch.id}" needs agent = one of ${enabledAgents.join(', ')}: with several agents the binding is required`,
+      });
     } else if (enabledAgents.length === 0) {
       problems.push({ path: ['channels', i], message: `channel "${ch.id}" has no enabled agent to bind to` });
     }
@@ -96,15 +119,24 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
     }
     if (ch.reply_intent === 'classifier') {
       const agent = config.agents[ch.agent ?? enabledAgents[0] ?? 'default'];
-      if (agent && (agent.provider !== 'openai-compatible' || !agent.base_url)) problems.push({ path: ['channels', i, 'reply_intent'], message: `reply_intent = "classifier" asks a model on the channel's agent's endpoint: bind channel "${ch.id}" to an openai-compatible agent` });
+      if (agent && (agent.provider !== 'openai-compatible' || !agent.base_url))
+        problems.push({
+          path: ['channels', i, 'reply_intent'],
+          message: `reply_intent = "classifier" asks a model on the channel's agent's endpoint: bind channel "${ch.id}" to an openai-compatible agent`,
+        });
     }
     for (const p of kind.problems?.(ch) ?? []) problems.push({ path: ['channels', i, ...p.path], message: p.message });
   });
   for (const [name, agent] of Object.entries(config.agents)) {
     agent.fallback_models.forEach((f, i) => {
       const provider = f.slice(0, f.indexOf(':'));
-      if (provider !== 'echo' && provider !== 'openai-compatible') problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `"${provider}" is not one of echo, openai-compatible` });
-      else if (provider === 'openai-compatible' && !agent.base_url) problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `agent "${name}" needs base_url for an openai-compatible fallback` });
+      if (provider !== 'echo' && provider !== 'openai-compatible')
+        problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `"${provider}" is not one of echo, openai-compatible` });
+      else if (provider === 'openai-compatible' && !agent.base_url)
+        problems.push({
+          path: [...agentPath(config, name, 'fallback_models'), i],
+          message: `agent "${name}" needs base_url for an openai-compatible fallback`,
+        });
     });
     if (agent.enabled) promptFileProblems(config, name, agent, problems);
     if (agent.provider !== 'openai-compatible') continue;
@@ -143,7 +175,9 @@ function withoutBadKeys<S extends z.ZodType>(schema: S, value: unknown): z.outpu
   if (first.success) return first.data;
   if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
   // Drop the keys the issues point at (unknown keys, bad values) and let their defaults stand in.
-  const bad = new Set(first.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : i.path.length ? [String(i.path[0])] : [])));
+  const bad = new Set(
+    first.error.issues.flatMap((i) => (i.code === 'unrecognized_keys' && i.path.length === 0 ? i.keys : i.path.length ? [String(i.path[0])] : [])),
+  );
   bad.delete('id');
   bad.delete('type');
   const second = schema.safeParse(Object.fromEntries(Object.entries(value).filter(([k]) => !bad.has(k))));
@@ -194,7 +228,8 @@ function syntaxProblem(err: TomlError, source: string, name: string): string {
       } else if (c === '#') break;
       else if (c === '"' || c === "'") quote = { ch: c, col: i + 1 };
     }
-    if (quote) return `${name}:${err.line}:${quote.col}: syntax: unterminated string: the ${quote.ch} opened here is not closed on this line (add the closing ${quote.ch}, or use ${quote.ch.repeat(3)} for a multi-line string)`;
+    if (quote)
+      return `${name}:${err.line}:${quote.col}: syntax: unterminated string: the ${quote.ch} opened here is not closed on this line (add the closing ${quote.ch}, or use ${quote.ch.repeat(3)} for a multi-line string)`;
   }
   return `${name}:${err.line}:${err.column}: syntax: ${first}`;
 }

@@ -76,7 +76,10 @@ const channelCommon = z.object({ ...channelCommonShape, type: z.string() });
  */
 export const mcpServerSchema = z
   .strictObject({
-    name: z.string().regex(/^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$/, 'use letters, digits, "-" and single "_" only ("__" separates server and tool)').max(32),
+    name: z
+      .string()
+      .regex(/^[A-Za-z0-9-]+(_[A-Za-z0-9-]+)*$/, 'use letters, digits, "-" and single "_" only ("__" separates server and tool)')
+      .max(32),
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),
     env: z.record(z.string(), z.string()).default({}),
@@ -88,7 +91,12 @@ export const mcpServerSchema = z
     timeout_ms: positiveInt.default(60000),
   })
   .superRefine((s, ctx) => {
-    if ((s.command === undefined) === (s.url === undefined)) ctx.addIssue({ code: 'custom', path: s.command === undefined ? ['command'] : ['url'], message: 'give either command (stdio) or url (Streamable HTTP), not both or neither' });
+    if ((s.command === undefined) === (s.url === undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: s.command === undefined ? ['command'] : ['url'],
+        message: 'give either command (stdio) or url (Streamable HTTP), not both or neither',
+      });
   });
 
 export const agentSchema = z.strictObject({
@@ -133,7 +141,10 @@ export const agentSchema = z.strictObject({
 
 /** What one model accepts and what it costs (`[models."NAME"]`). */
 export const modelSchema = z.strictObject({
-  input: z.array(z.enum(['text', 'image'])).min(1).default(['text']),
+  input: z
+    .array(z.enum(['text', 'image']))
+    .min(1)
+    .default(['text']),
   price_in_per_mtok: z.number().nonnegative().optional(),
   price_out_per_mtok: z.number().nonnegative().optional(),
 });
@@ -146,11 +157,20 @@ export const clusterSchema = z.strictObject({
   ...secretRef('nats_url'),
   ...secretRef('postgres_url'),
   /** This instance's name in leases and /status; hostname + pid when not given. */
-  instance_id: z.string().regex(/^[A-Za-z0-9_-]+$/, 'use letters, digits, "_" and "-" only').optional(),
+  instance_id: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, 'use letters, digits, "_" and "-" only')
+    .optional(),
   /** Prefix of the stream, KV bucket and subjects: instances with the same namespace form one cluster. */
-  namespace: z.string().regex(/^[A-Za-z0-9_-]+$/, 'use letters, digits, "_" and "-" only').default('channeld'),
+  namespace: z
+    .string()
+    .regex(/^[A-Za-z0-9_-]+$/, 'use letters, digits, "_" and "-" only')
+    .default('channeld'),
   /** The PostgreSQL schema holding the shared state. */
-  postgres_schema: z.string().regex(/^[a-z_][a-z0-9_]*$/, 'use lower-case letters, digits and "_"').default('channeld'),
+  postgres_schema: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_]*$/, 'use lower-case letters, digits and "_"')
+    .default('channeld'),
   /** How long a lease lasts without renewal; owners renew every third of it. */
   lease_ttl_ms: positiveInt.min(1000).default(5000),
   /** Partitions of the conversation space; each is consumed by one instance at a time. */
@@ -190,7 +210,9 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         listen: listenAddress.default('127.0.0.1:8787'),
         admin_token_env: z.string().min(1).optional(),
         /** Host names (besides the listen host, localhost and loopback literals) requests may carry in `Host` and `Origin`. */
-        allowed_hosts: z.array(z.string().regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'write a host name or address without scheme or port, e.g. "chat.example.com"')).default([]),
+        allowed_hosts: z
+          .array(z.string().regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'write a host name or address without scheme or port, e.g. "chat.example.com"'))
+          .default([]),
       })
       .prefault({}),
     limits: z

@@ -28,7 +28,10 @@ export class Secrets {
   /** One owner's resolved secrets as `[base, value]`, sorted by base: what a reload compares. */
   of(owner: string): [string, string][] {
     const prefix = `${owner}/`;
-    return [...this.#values].filter(([k]) => k.startsWith(prefix)).map(([k, v]): [string, string] => [k.slice(prefix.length), v]).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return [...this.#values]
+      .filter(([k]) => k.startsWith(prefix))
+      .map(([k, v]): [string, string] => [k.slice(prefix.length), v])
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   }
   /** Every resolved value, for the log redactor. */
   values(): string[] {

@@ -91,7 +91,13 @@ export interface ChannelAdapter {
    * is getting it back: the supervisor shows that without restarting the listener.
    * `onStandby` (cluster mode): the listener waits for its lease while another instance runs it.
    */
-  listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void, onStandby?: (detail: string) => void): Promise<void>;
+  listen(
+    deliver: Deliver,
+    signal: AbortSignal,
+    onConnected: () => void,
+    onReconnecting?: (reason: string) => void,
+    onStandby?: (detail: string) => void,
+  ): Promise<void>;
   send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef>;
   edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void>;
   delete(ref: MessageRef, options: TransportOptions): Promise<void>;

@@ -25,4 +25,3 @@ export function parseCommand(text: string, botName?: string): ParsedCommand | un
   if (m[2] && (!botName || m[2].toLowerCase() !== botName.toLowerCase())) return undefined;
   return { name: m[1]!.toLowerCase(), args: (m[3] ?? '').trim() };
 }
-

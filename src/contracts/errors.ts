@@ -8,7 +8,10 @@
 export const catalogue = {
   CONFIG_INVALID: { retryable: false, text: 'the configuration is invalid; fix the listed keys and run `channeld check`' },
   STATE_DIR_UNUSABLE: { retryable: false, text: 'daemon.state_dir must be a directory this user can create and write; fix the path or its permissions' },
-  CHANNEL_KIND_INVALID: { retryable: false, text: 'the channel kinds handed to channeld do not fit together (two with one name, or a kind key that clashes with the common channel keys); fix the registry' },
+  CHANNEL_KIND_INVALID: {
+    retryable: false,
+    text: 'the channel kinds handed to channeld do not fit together (two with one name, or a kind key that clashes with the common channel keys); fix the registry',
+  },
   CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
   KERNEL_MISSING_SERVICE: { retryable: false, text: 'a plugin injects a service that no plugin provides' },
   KERNEL_UNDECLARED_USE: { retryable: false, text: 'a plugin uses a service it does not list in `inject`' },
@@ -16,7 +19,10 @@ export const catalogue = {
   KERNEL_UNDECLARED_PROVIDE: { retryable: false, text: 'a plugin provides a service it does not list in `provides`' },
   KERNEL_DUPLICATE_PLUGIN: { retryable: false, text: 'two plugins share a name' },
   KERNEL_UNKNOWN_SERVICE: { retryable: false, text: 'a plugin injects or provides a name that is not a declared service' },
-  PLUGIN_FOLDER_INVALID: { retryable: false, text: 'a folder in [daemon] plugins is missing, or its index does not default-export a valid plugin definition; fix the path or the export' },
+  PLUGIN_FOLDER_INVALID: {
+    retryable: false,
+    text: 'a folder in [daemon] plugins is missing, or its index does not default-export a valid plugin definition; fix the path or the export',
+  },
   KERNEL_CYCLE: { retryable: false, text: 'plugins depend on each other in a cycle' },
   KERNEL_START_TIMEOUT: { retryable: false, text: 'a plugin did not finish starting in time' },
   KERNEL_START_FAILED: { retryable: false, text: 'a plugin failed to start' },
@@ -41,18 +47,35 @@ export const catalogue = {
   CHANNEL_FORMAT_REFUSED: { retryable: true, text: 'the platform refused a message format; the reply is planned again in the format it accepts' },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed', user: 'The model could not be reached.' },
-  PROVIDER_RATE_LIMITED: { retryable: true, text: 'the model provider is rate limiting us', user: 'The model provider is rate limiting us; try again in a moment.' },
+  PROVIDER_RATE_LIMITED: {
+    retryable: true,
+    text: 'the model provider is rate limiting us',
+    user: 'The model provider is rate limiting us; try again in a moment.',
+  },
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
   ATTACHMENT_TOO_LARGE: { retryable: false, text: 'the attachment is larger than [limits] max_attachment_bytes, so it was not downloaded' },
   ATTACHMENT_UNAVAILABLE: { retryable: false, text: 'the attachment could not be downloaded from the platform' },
-  PROVIDER_AUTH_FAILED: { retryable: false, text: 'the model provider refused the API key; check api_key_env', user: 'The model provider refused our API key; the operator needs to check it.' },
+  PROVIDER_AUTH_FAILED: {
+    retryable: false,
+    text: 'the model provider refused the API key; check api_key_env',
+    user: 'The model provider refused our API key; the operator needs to check it.',
+  },
   TURN_FAILED: { retryable: false, text: 'the turn failed', user: 'Something went wrong while answering; please try again.' },
   AGENT_NO_ENDING: { retryable: false, text: 'the agent runner stopped without done, error or cancelled', user: 'The agent ended without an answer.' },
   ANSWER_REPEATING: { retryable: false, text: 'the answer looped and was stopped', user: 'The answer started repeating itself, so it was stopped.' },
-  STORAGE_UNAVAILABLE: { retryable: true, text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status' },
-  INBOX_ILLEGAL_TRANSITION: { retryable: false, text: 'an inbox item was moved to a state its current state does not lead to; this is a bug in channeld, please report it' },
+  STORAGE_UNAVAILABLE: {
+    retryable: true,
+    text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status',
+  },
+  INBOX_ILLEGAL_TRANSITION: {
+    retryable: false,
+    text: 'an inbox item was moved to a state its current state does not lead to; this is a bug in channeld, please report it',
+  },
   STORAGE_TOO_NEW: { retryable: false, text: 'the database was written by a newer channeld; run that version, or move the state_dir aside to start afresh' },
-  STORAGE_DAMAGED: { retryable: false, text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside' },
+  STORAGE_DAMAGED: {
+    retryable: false,
+    text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside',
+  },
   LISTEN_INVALID: { retryable: false, text: 'the HTTP server cannot bind [http] listen; use an address of this machine and a port you may use' },
   LISTEN_IN_USE: { retryable: true, text: 'another process listens on [http] listen; stop it or choose another port' },
   MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
@@ -144,7 +167,14 @@ export class ConfigError extends CodedError {
  * systemd's RestartPreventExitStatus keeps from looping): the config, the listen address,
  * the state_dir and a database this build must not touch.
  */
-const operatorCodes: ReadonlySet<ErrorCode> = new Set(['CONFIG_INVALID', 'CONFIG_NOT_FOUND', 'LISTEN_INVALID', 'STATE_DIR_UNUSABLE', 'STORAGE_TOO_NEW', 'STORAGE_DAMAGED']);
+const operatorCodes: ReadonlySet<ErrorCode> = new Set([
+  'CONFIG_INVALID',
+  'CONFIG_NOT_FOUND',
+  'LISTEN_INVALID',
+  'STATE_DIR_UNUSABLE',
+  'STORAGE_TOO_NEW',
+  'STORAGE_DAMAGED',
+]);
 
 /** The coded error at the root of `err`'s cause chain that the operator must fix, if any. */
 export function operatorProblem(err: unknown): CodedError | undefined {

@@ -25,4 +25,3 @@ export interface Hook {
   // biome-ignore lint/suspicious/noConfusingVoidType: a hook that only observes returns nothing (`async () => {}` is Promise<void>), which means continue
   run(ctx: TurnContext): HookResult | void | Promise<HookResult | void>;
 }
-

@@ -1,4 +1,3 @@
-
 /**
  * An attachment as the platform described it. Adapters never download while normalizing;
  * the turn asks the adapter's `download` for the bytes it needs.

@@ -26,4 +26,3 @@ export interface AgentMode {
   description: string;
   setup(api: ModeApi): void;
 }
-

@@ -39,4 +39,3 @@ export interface ToolSelection {
   /** The agent's `tools` allowlist; undefined offers every registered tool. */
   allow?: readonly string[];
 }
-

@@ -65,7 +65,14 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
       if (topology.gate) adapter = topology.gate(channel, adapter, config.loaded.kinds.of(channel).exclusiveListener(channel));
       channels.set(channel.id, { config: channel, adapter });
       ctx.effect(() => void channels.delete(channel.id));
-      supervisor.add({ id: channel.id, kind: channel.type, adapter, deliver: dispatcher.deliver, backoff: channel.backoff, connectTimeoutMs: channel.connect_timeout_ms });
+      supervisor.add({
+        id: channel.id,
+        kind: channel.type,
+        adapter,
+        deliver: dispatcher.deliver,
+        backoff: channel.backoff,
+        connectTimeoutMs: channel.connect_timeout_ms,
+      });
       ctx.effect(async () => {
         const grace = config.config.daemon.shutdown_grace_ms;
         await dispatcher.settleChannel(channel.id, grace, channels.removing.has(channel.id));

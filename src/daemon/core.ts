@@ -59,7 +59,9 @@ export const httpPlugin = definePlugin({
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       // In use may clear by itself (the previous process still exiting); the rest needs the operator.
-      throw new CodedError(code === 'EADDRINUSE' ? 'LISTEN_IN_USE' : 'LISTEN_INVALID', `[http] listen = "${listen}": ${code ?? errorMessage(err)}`, { cause: err });
+      throw new CodedError(code === 'EADDRINUSE' ? 'LISTEN_IN_USE' : 'LISTEN_INVALID', `[http] listen = "${listen}": ${code ?? errorMessage(err)}`, {
+        cause: err,
+      });
     }
     ctx.effect(() => http.close());
     ctx.provide('http', http);

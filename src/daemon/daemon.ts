@@ -10,7 +10,20 @@ import type { ClusterComposition, ClusterWiring } from '../cluster/compose.js';
 import type { Plugin } from '../kernel/plugin.js';
 import { channelPlugin } from './channels.js';
 import { LiveConfig } from './config-service.js';
-import { actionsPlugin, approvalsPlugin, channelTablePlugin, extensionsPlugin, httpPlugin, loggerPlugin, mcpPlugin, metricsPlugin, rootPlugins, singleNodePlugin, supervisorPlugin, trackerPlugin } from './core.js';
+import {
+  actionsPlugin,
+  approvalsPlugin,
+  channelTablePlugin,
+  extensionsPlugin,
+  httpPlugin,
+  loggerPlugin,
+  mcpPlugin,
+  metricsPlugin,
+  rootPlugins,
+  singleNodePlugin,
+  supervisorPlugin,
+  trackerPlugin,
+} from './core.js';
 import { dispatcherPlugin } from './dispatcher.js';
 import { managementPlugin } from './management.js';
 import { pidFilePlugin } from './pidfile.js';
@@ -30,7 +43,9 @@ type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'usage' | 'appro
  * src/daemon); this is where that view is checked against `Services`: what they inject must
  * be what the daemon provides, and what they provide must fit the daemon's service type.
  */
-const clusterWiringAgrees: { [K in ClusterInjects]: Services[K] extends ClusterWiring[K] ? true : never } & { [K in ClusterProvides]: ClusterWiring[K] extends Services[K] ? true : never } = {
+const clusterWiringAgrees: { [K in ClusterInjects]: Services[K] extends ClusterWiring[K] ? true : never } & {
+  [K in ClusterProvides]: ClusterWiring[K] extends Services[K] ? true : never;
+} = {
   config: true,
   logger: true,
   shutdown: true,
@@ -135,7 +150,10 @@ export class Daemon {
     if (this.#cluster) await this.#kernel.load(asDaemonPlugin(this.#cluster.workPlugin()));
     else this.dispatcher.recover();
     this.address = this.#kernel.get('http').address!;
-    this.log.info({ version: VERSION, channels: channels.map((c) => c.id), plugins: folders.map((f) => f.definition.name), generation: this.#config.generation }, 'channeld started');
+    this.log.info(
+      { version: VERSION, channels: channels.map((c) => c.id), plugins: folders.map((f) => f.definition.name), generation: this.#config.generation },
+      'channeld started',
+    );
   }
 
   #logOrPrint(plugin: string, err: unknown): void {

@@ -50,7 +50,12 @@ export const dispatcherPlugin = definePlugin({
         if (!agent?.base_url || !model) return 'ignore';
         const apiKey = config.secrets.get(`agents.${name}`, 'api_key');
         const lines = recent.map((m) => ({ name: m.sender.name, text: m.text }));
-        const v = await judgeIntent({ baseUrl: agent.base_url, model, timeoutMs: INTENT_TIMEOUT_MS, ...(apiKey ? { apiKey } : {}) }, channels.get(msg.channelId)?.adapter.selfName, lines, signal);
+        const v = await judgeIntent(
+          { baseUrl: agent.base_url, model, timeoutMs: INTENT_TIMEOUT_MS, ...(apiKey ? { apiKey } : {}) },
+          channels.get(msg.channelId)?.adapter.selfName,
+          lines,
+          signal,
+        );
         metrics.intentCalls.inc({ channel: msg.channelId, decision: v.error ? 'failed' : v.decision });
         metrics.intentLatency.observe({ channel: msg.channelId }, v.latencyMs / 1000);
         metrics.intentTokens.inc({ channel: msg.channelId, kind: 'input' }, v.inputTokens);

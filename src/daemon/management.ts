@@ -59,7 +59,13 @@ export const managementPlugin = definePlugin({
             const agent = agentOf(config.config, c.id);
             const rows = await sessions.summary(agent, `${c.id}:`);
             const last = Math.max(0, ...rows.map((r) => r.lastActiveAt));
-            return { channel: c.id, agent, conversations: rows.length, sessions: rows.reduce((n, r) => n + r.sessions, 0), last_activity: last ? new Date(last).toISOString() : null };
+            return {
+              channel: c.id,
+              agent,
+              conversations: rows.length,
+              sessions: rows.reduce((n, r) => n + r.sessions, 0),
+              last_activity: last ? new Date(last).toISOString() : null,
+            };
           }),
         ),
       conversation: (agent, scope) => workspaces.byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` },

@@ -49,10 +49,32 @@ export function definitionProblems(value: unknown): string[] {
       if (problem) out.push(`${key}[${i}]${isStr((item as { name?: unknown } | null)?.name) ? ` ("${(item as { name: string }).name}")` : ''}: ${problem}`);
     });
   };
-  list('modes', (m) => (!isStr(m.name) ? 'needs a name' : typeof m.description !== 'string' ? 'needs a description' : !isFn(m.setup) ? 'setup must be a function' : undefined));
-  list('tools', (t) => (!isStr(t.name) ? 'needs a name' : typeof t.description !== 'string' ? 'needs a description' : !t.input || typeof t.input !== 'object' ? 'input must be a zod schema or a jsonSchema()' : !isFn(t.run) ? 'run must be a function' : undefined));
-  list('hooks', (h) => (!isStr(h.name) ? 'needs a name' : !(phases as readonly unknown[]).includes(h.phase) ? `phase must be one of ${phases.join(', ')}` : !isFn(h.run) ? 'run must be a function' : undefined));
-  list('commands', (c) => (!isStr(c.name) ? 'needs a name' : typeof c.help !== 'string' ? 'needs a help line' : !isFn(c.handler) ? 'handler must be a function' : undefined));
+  list('modes', (m) =>
+    !isStr(m.name) ? 'needs a name' : typeof m.description !== 'string' ? 'needs a description' : !isFn(m.setup) ? 'setup must be a function' : undefined,
+  );
+  list('tools', (t) =>
+    !isStr(t.name)
+      ? 'needs a name'
+      : typeof t.description !== 'string'
+        ? 'needs a description'
+        : !t.input || typeof t.input !== 'object'
+          ? 'input must be a zod schema or a jsonSchema()'
+          : !isFn(t.run)
+            ? 'run must be a function'
+            : undefined,
+  );
+  list('hooks', (h) =>
+    !isStr(h.name)
+      ? 'needs a name'
+      : !(phases as readonly unknown[]).includes(h.phase)
+        ? `phase must be one of ${phases.join(', ')}`
+        : !isFn(h.run)
+          ? 'run must be a function'
+          : undefined,
+  );
+  list('commands', (c) =>
+    !isStr(c.name) ? 'needs a name' : typeof c.help !== 'string' ? 'needs a help line' : !isFn(c.handler) ? 'handler must be a function' : undefined,
+  );
   return out;
 }
 
@@ -73,7 +95,8 @@ async function loadOne(configured: string, base: string): Promise<PluginFolder |
     mod = (await import(pathToFileURL(index).href)) as { default?: unknown };
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    if (code === 'ERR_UNKNOWN_FILE_EXTENSION' && index.endsWith('.ts')) return [`${index}: this Node cannot load TypeScript; compile the plugin to index.js (or use Node 22.18 or later, or run under tsx)`];
+    if (code === 'ERR_UNKNOWN_FILE_EXTENSION' && index.endsWith('.ts'))
+      return [`${index}: this Node cannot load TypeScript; compile the plugin to index.js (or use Node 22.18 or later, or run under tsx)`];
     return [`${index} could not be loaded: ${errorMessage(err)}`];
   }
   const problems = definitionProblems(mod.default);

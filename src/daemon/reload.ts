@@ -21,7 +21,8 @@ export const RESTART_KEYS = [
 /** Why a valid new config must not be applied by a reload, or undefined. */
 export function reloadRefusal(before: LoadedConfig, after: LoadedConfig): string | undefined {
   const restart = RESTART_KEYS.filter(([, get]) => get(before) !== get(after)).map(([key]) => key);
-  if (restart.length) return `${after.file}: ${restart.join(' and ')} changed; ${restart.length > 1 ? 'they take' : 'it takes'} effect only on a restart (systemctl restart channeld). Nothing was applied; undo the change or restart.`;
+  if (restart.length)
+    return `${after.file}: ${restart.join(' and ')} changed; ${restart.length > 1 ? 'they take' : 'it takes'} effect only on a restart (systemctl restart channeld). Nothing was applied; undo the change or restart.`;
   const enabled = (l: LoadedConfig) => l.config.channels.filter((c) => c.enabled).length;
   if (enabled(after) === 0 && enabled(before) > 0) {
     return `${after.file}: no channel is enabled in the new config, so this reload would stop every channel (an empty or truncated file?). Nothing was applied; to stop the daemon use systemctl stop channeld.`;
@@ -75,9 +76,26 @@ export class Reloader implements ReloadService {
     try {
       const after = loadConfig(file, live.loaded.kinds, live.env);
       const diff = diffChannels(live.loaded, after);
-      return { ok: true, dry_run: true, file, generation: live.generation, errors: [], ...none, added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed) };
+      return {
+        ok: true,
+        dry_run: true,
+        file,
+        generation: live.generation,
+        errors: [],
+        ...none,
+        added: ids(diff.added),
+        removed: ids(diff.removed),
+        changed: ids(diff.changed),
+      };
     } catch (err) {
-      return { ok: false, dry_run: true, file, generation: live.generation, errors: err instanceof ConfigError ? [...err.problems] : [errorMessage(err)], ...none };
+      return {
+        ok: false,
+        dry_run: true,
+        file,
+        generation: live.generation,
+        errors: err instanceof ConfigError ? [...err.problems] : [errorMessage(err)],
+        ...none,
+      };
     }
   }
 
@@ -112,7 +130,15 @@ export class Reloader implements ReloadService {
     await Promise.all([...diff.added, ...diff.changed].map((ch) => this.kernel.load(channelPlugin(ch))));
     live.lastReload = { ok: true, at, errors: [] };
     metrics.reloads.inc({ result: 'applied' });
-    const result = { ok: true, generation: live.generation, errors: [], added: ids(diff.added), removed: ids(diff.removed), changed: ids(diff.changed), agents };
+    const result = {
+      ok: true,
+      generation: live.generation,
+      errors: [],
+      added: ids(diff.added),
+      removed: ids(diff.removed),
+      changed: ids(diff.changed),
+      agents,
+    };
     log.info({ ...result, unchanged: ids(diff.unchanged) }, 'config reloaded');
     return result;
   }

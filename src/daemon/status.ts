@@ -63,7 +63,13 @@ export const statusPlugin = definePlugin({
     });
     const http = ctx.use('http');
     ctx.effect(registerStatusRoutes(http, ctx.use('metrics'), () => status.status()));
-    ctx.effect(registerAdminPage(http, () => config.secrets.get('http', 'admin_token'), () => status.status()));
+    ctx.effect(
+      registerAdminPage(
+        http,
+        () => config.secrets.get('http', 'admin_token'),
+        () => status.status(),
+      ),
+    );
     ctx.provide('status', status);
   },
 });

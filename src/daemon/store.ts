@@ -47,7 +47,8 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       ctx.effect(() => {
         const lost = group.close();
         // Their items stay pending or running in the inbox, so the next start runs them again.
-        if (lost) log.error({ writes: lost, code: health.code }, 'the database still refused writes at shutdown; their turns will run again after the next start');
+        if (lost)
+          log.error({ writes: lost, code: health.code }, 'the database still refused writes at shutdown; their turns will run again after the next start');
         db.close();
       });
       const inbox = new Inbox(db, group);

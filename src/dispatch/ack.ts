@@ -31,7 +31,9 @@ export class AckReactions {
     const key = `${msg.channelId}\u0000${msg.messageId}`;
     const ref: MessageRef = { chatId: msg.chat.id, messageId: msg.messageId, ...(msg.threadId ? { threadId: msg.threadId } : {}) };
     const before = this.#pending.get(key) ?? Promise.resolve();
-    const next = before.then(() => react(ref, emoji, on, { signal: AbortSignal.timeout(ACK_REACTION_TIMEOUT_MS) })).catch((err: unknown) => this.log.debug({ err, channel: msg.channelId, on }, 'ack reaction not set'));
+    const next = before
+      .then(() => react(ref, emoji, on, { signal: AbortSignal.timeout(ACK_REACTION_TIMEOUT_MS) }))
+      .catch((err: unknown) => this.log.debug({ err, channel: msg.channelId, on }, 'ack reaction not set'));
     if (on) this.#pending.set(key, next);
     else {
       this.#pending.delete(key);

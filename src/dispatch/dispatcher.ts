@@ -106,7 +106,11 @@ export class Dispatcher {
     const ackOff = (items: readonly InboxItem[]) => {
       for (const it of items) this.#ack.set(it.message, false);
     };
-    this.#lifecycle = new ItemLifecycle(options.inbox, [trackerObserver(this.tracker), metricsObserver(options.metrics), { finished: ackOff, dropped: ackOff }]);
+    this.#lifecycle = new ItemLifecycle(options.inbox, [
+      trackerObserver(this.tracker),
+      metricsObserver(options.metrics),
+      { finished: ackOff, dropped: ackOff },
+    ]);
     this.#entry = 'remote' in options.inbox ? { remote: options.inbox } : { local: new LocalIntake(options.inbox) };
     this.#lanes = new Lanes({
       limits: options.limits,
@@ -227,7 +231,7 @@ export class Dispatcher {
     const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
     const all = args.toLowerCase() === 'all';
     if (all && !admin) {
-      await this.#notify(msg, 'Only the channel\'s admins can stop everyone\'s answers; /stop stops yours.');
+      await this.#notify(msg, "Only the channel's admins can stop everyone's answers; /stop stops yours.");
       return true;
     }
     const { cancelled, dropped } = this.#lanes.stopOf(scope, all || msg.chat.type === 'dm' ? undefined : msg.sender.id, 'stopped by /stop', admin);

@@ -21,7 +21,16 @@ export class TaskTracker {
   constructor(private readonly agentOf: (channelId: string) => string) {}
 
   queued(id: string, channel: string, scope: string): void {
-    this.#tasks.set(id, { id, state: 'queued', agent: this.agentOf(channel), channel, scope, model: undefined, queued_at: new Date().toISOString(), started_at: null });
+    this.#tasks.set(id, {
+      id,
+      state: 'queued',
+      agent: this.agentOf(channel),
+      channel,
+      scope,
+      model: undefined,
+      queued_at: new Date().toISOString(),
+      started_at: null,
+    });
   }
 
   started(id: string): void {
@@ -46,6 +55,8 @@ export class TaskTracker {
   }
 
   list(): TrackedTask[] {
-    return [...this.#tasks.values()].map((t) => ({ ...t })).sort((a, b) => (a.state === b.state ? a.queued_at.localeCompare(b.queued_at) : a.state === 'running' ? -1 : 1));
+    return [...this.#tasks.values()]
+      .map((t) => ({ ...t }))
+      .sort((a, b) => (a.state === b.state ? a.queued_at.localeCompare(b.queued_at) : a.state === 'running' ? -1 : 1));
   }
 }

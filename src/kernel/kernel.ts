@@ -93,12 +93,14 @@ export class Kernel<S extends object = ServiceMap> {
       name: plugin.name,
       signal: slot.controller.signal,
       use: (service) => {
-        if (!plugin.inject?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_USE', `plugin "${plugin.name}" uses "${String(service)}" without injecting it; add it to inject`);
+        if (!plugin.inject?.includes(service))
+          throw new CodedError('KERNEL_UNDECLARED_USE', `plugin "${plugin.name}" uses "${String(service)}" without injecting it; add it to inject`);
         return this.#get(service);
       },
       provide: (service, value) => {
         const name = service as string;
-        if (!plugin.provides?.includes(service)) throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${name}" without declaring it; add it to provides`);
+        if (!plugin.provides?.includes(service))
+          throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${name}" without declaring it; add it to provides`);
         this.#services.set(name, value);
         this.#providers.set(name, plugin.name);
         slot.services.push(name);

@@ -26,7 +26,11 @@ export function planStart(plugins: readonly Plugin[], context: PlanContext = {})
     byName.set(p.name, p);
     if (known) {
       for (const s of [...(p.inject ?? []), ...(p.provides ?? [])]) {
-        if (!known.has(s)) throw new CodedError('KERNEL_UNKNOWN_SERVICE', `plugin "${p.name}" names "${s}", which is not a declared service (declared: ${[...known].join(', ')})`);
+        if (!known.has(s))
+          throw new CodedError(
+            'KERNEL_UNKNOWN_SERVICE',
+            `plugin "${p.name}" names "${s}", which is not a declared service (declared: ${[...known].join(', ')})`,
+          );
       }
     }
     for (const s of p.provides ?? []) {

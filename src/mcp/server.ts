@@ -126,7 +126,8 @@ export class McpServer {
       return result as CallToolResult;
     } catch (err) {
       if (o.signal.aborted) throw o.signal.reason ?? err;
-      if (err instanceof McpError && err.code === ErrorCode.RequestTimeout) throw new CodedError('MCP_TOOL_TIMEOUT', `${this.config.name}__${tool} did not answer within ${o.timeoutMs} ms`, { cause: err });
+      if (err instanceof McpError && err.code === ErrorCode.RequestTimeout)
+        throw new CodedError('MCP_TOOL_TIMEOUT', `${this.config.name}__${tool} did not answer within ${o.timeoutMs} ms`, { cause: err });
       if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
         this.#drop?.(err);
         throw new CodedError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" went away during the call`, { cause: err });
@@ -147,7 +148,8 @@ export class McpServer {
     const headers: Record<string, string> = {};
     for (const [header, envName] of Object.entries(c.headers_env)) {
       const value = this.#env[envName];
-      if (value === undefined) throw new ChannelError('MCP_UNAVAILABLE', `headers_env.${header}: environment variable ${envName} is not set`, { retryable: false });
+      if (value === undefined)
+        throw new ChannelError('MCP_UNAVAILABLE', `headers_env.${header}: environment variable ${envName} is not set`, { retryable: false });
       headers[header] = value;
     }
     return new StreamableHTTPClientTransport(new URL(c.url!), { requestInit: { headers } });
@@ -181,7 +183,9 @@ export class McpServer {
       if (!signal.aborted) throw why;
     } catch (err) {
       if (signal.aborted) return;
-      throw err instanceof CodedError ? err : new ChannelError('MCP_UNAVAILABLE', `MCP server "${this.config.name}": ${errorMessage(err)}`, { cause: err, retryable: true });
+      throw err instanceof CodedError
+        ? err
+        : new ChannelError('MCP_UNAVAILABLE', `MCP server "${this.config.name}": ${errorMessage(err)}`, { cause: err, retryable: true });
     } finally {
       this.#client = undefined;
       this.#drop = undefined;

@@ -12,7 +12,10 @@ export interface ToolGate {
    * Resolves `run` when the call may run now; otherwise with what the model is told instead
    * (denied, timed out, or the stored result of a call that already ran).
    */
-  admit(call: { agent: string; tool: string; args: unknown; ctx: ToolContext }, signal: AbortSignal): Promise<{ run: true; done(reply: unknown): void } | { run: false; reply: unknown }>;
+  admit(
+    call: { agent: string; tool: string; args: unknown; ctx: ToolContext },
+    signal: AbortSignal,
+  ): Promise<{ run: true; done(reply: unknown): void } | { run: false; reply: unknown }>;
 }
 
 export interface McpToolDeps {

@@ -59,11 +59,9 @@ export class HttpServer implements HttpRoutes {
     }
     const method = req.method === 'HEAD' ? 'GET' : (req.method ?? 'GET');
     const handler =
-      this.#routes.get(`${method} ${url.pathname}`) ??
-      this.#prefixes.find((p) => p.method === method && url.pathname.startsWith(p.prefix))?.handler;
+      this.#routes.get(`${method} ${url.pathname}`) ?? this.#prefixes.find((p) => p.method === method && url.pathname.startsWith(p.prefix))?.handler;
     if (!handler) {
-      const other =
-        [...this.#routes.keys()].some((k) => k.endsWith(` ${url.pathname}`)) || this.#prefixes.some((p) => url.pathname.startsWith(p.prefix));
+      const other = [...this.#routes.keys()].some((k) => k.endsWith(` ${url.pathname}`)) || this.#prefixes.some((p) => url.pathname.startsWith(p.prefix));
       sendJson(res, other ? 405 : 404, { error: other ? 'method not allowed' : 'not found' });
       return;
     }

@@ -6,10 +6,30 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
  */
 export class Metrics {
   readonly registry = new Registry();
-  readonly received = new Counter({ name: 'channeld_messages_received_total', help: 'Messages stored in the inbox', labelNames: ['channel'], registers: [this.registry] });
-  readonly duplicates = new Counter({ name: 'channeld_messages_duplicate_total', help: 'Redeliveries dropped by the inbox', labelNames: ['channel'], registers: [this.registry] });
-  readonly refused = new Counter({ name: 'channeld_messages_refused_total', help: 'Messages refused: queue full, not allowed', labelNames: ['channel', 'reason'], registers: [this.registry] });
-  readonly dropped = new Counter({ name: 'channeld_messages_dropped_total', help: 'Messages dropped before the inbox: own, bots', labelNames: ['channel', 'reason'], registers: [this.registry] });
+  readonly received = new Counter({
+    name: 'channeld_messages_received_total',
+    help: 'Messages stored in the inbox',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
+  readonly duplicates = new Counter({
+    name: 'channeld_messages_duplicate_total',
+    help: 'Redeliveries dropped by the inbox',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
+  readonly refused = new Counter({
+    name: 'channeld_messages_refused_total',
+    help: 'Messages refused: queue full, not allowed',
+    labelNames: ['channel', 'reason'],
+    registers: [this.registry],
+  });
+  readonly dropped = new Counter({
+    name: 'channeld_messages_dropped_total',
+    help: 'Messages dropped before the inbox: own, bots',
+    labelNames: ['channel', 'reason'],
+    registers: [this.registry],
+  });
   readonly queued = new Gauge({ name: 'channeld_turns_queued', help: 'Turns waiting to run', registers: [this.registry] });
   readonly inFlight = new Gauge({ name: 'channeld_turns_in_flight', help: 'Turns running', registers: [this.registry] });
   readonly turnDuration = new Histogram({
@@ -26,20 +46,90 @@ export class Metrics {
     buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1],
     registers: [this.registry],
   });
-  readonly draftEdits = new Histogram({ name: 'channeld_draft_requests_per_reply', help: 'Platform requests per reply', buckets: [1, 2, 3, 5, 8, 13, 21, 34, 55], registers: [this.registry] });
-  readonly rateLimited = new Counter({ name: 'channeld_platform_429_total', help: 'Platform 429 answers', labelNames: ['channel'], registers: [this.registry] });
-  readonly streamFallbacks = new Counter({ name: 'channeld_native_stream_fallbacks_total', help: 'Native streams that fell back to send+edit', labelNames: ['channel'], registers: [this.registry] });
-  readonly channelState = new Gauge({ name: 'channeld_channel_up', help: '1 when the channel is connected', labelNames: ['channel'], registers: [this.registry] });
-  readonly modelTurns = new Counter({ name: 'channeld_model_turns_total', help: 'Turns served, by agent and model', labelNames: ['agent', 'model'], registers: [this.registry] });
-  readonly failovers = new Counter({ name: 'channeld_model_failovers_total', help: 'Models that failed before any text, so the turn moved to the next', labelNames: ['agent', 'model'], registers: [this.registry] });
-  readonly storageDegraded = new Gauge({ name: 'channeld_storage_degraded', help: '1 while the database cannot take writes (see storage in /status)', registers: [this.registry] });
-  readonly storageFaults = new Counter({ name: 'channeld_storage_faults_total', help: 'Times the database stopped taking writes, by SQLite code', labelNames: ['code'], registers: [this.registry] });
-  readonly tokens = new Counter({ name: 'channeld_tokens_total', help: 'Model tokens per turn, by agent, model, channel and type (input, output, reasoning, cached)', labelNames: ['agent', 'model', 'channel', 'type'], registers: [this.registry] });
-  readonly cost = new Counter({ name: 'channeld_cost_total', help: 'Spend from the [models] price table, by agent, model and channel', labelNames: ['agent', 'model', 'channel'], registers: [this.registry] });
-  readonly intentCalls = new Counter({ name: 'channeld_intent_total', help: 'Unaddressed group messages judged by reply_intent = classifier, by decision (reply, ignore, failed, rate_limited)', labelNames: ['channel', 'decision'], registers: [this.registry] });
-  readonly intentLatency = new Histogram({ name: 'channeld_intent_latency_seconds', help: 'Intent classifier call latency', labelNames: ['channel'], buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5], registers: [this.registry] });
-  readonly intentTokens = new Counter({ name: 'channeld_intent_tokens_total', help: 'Tokens spent by the intent classifier (its cost)', labelNames: ['channel', 'kind'], registers: [this.registry] });
-  readonly evictions = new Counter({ name: 'channeld_memory_evictions_total', help: 'Entries evicted from bounded in-memory structures keyed by user input', labelNames: ['structure'], registers: [this.registry] });
+  readonly draftEdits = new Histogram({
+    name: 'channeld_draft_requests_per_reply',
+    help: 'Platform requests per reply',
+    buckets: [1, 2, 3, 5, 8, 13, 21, 34, 55],
+    registers: [this.registry],
+  });
+  readonly rateLimited = new Counter({
+    name: 'channeld_platform_429_total',
+    help: 'Platform 429 answers',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
+  readonly streamFallbacks = new Counter({
+    name: 'channeld_native_stream_fallbacks_total',
+    help: 'Native streams that fell back to send+edit',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
+  readonly channelState = new Gauge({
+    name: 'channeld_channel_up',
+    help: '1 when the channel is connected',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
+  readonly modelTurns = new Counter({
+    name: 'channeld_model_turns_total',
+    help: 'Turns served, by agent and model',
+    labelNames: ['agent', 'model'],
+    registers: [this.registry],
+  });
+  readonly failovers = new Counter({
+    name: 'channeld_model_failovers_total',
+    help: 'Models that failed before any text, so the turn moved to the next',
+    labelNames: ['agent', 'model'],
+    registers: [this.registry],
+  });
+  readonly storageDegraded = new Gauge({
+    name: 'channeld_storage_degraded',
+    help: '1 while the database cannot take writes (see storage in /status)',
+    registers: [this.registry],
+  });
+  readonly storageFaults = new Counter({
+    name: 'channeld_storage_faults_total',
+    help: 'Times the database stopped taking writes, by SQLite code',
+    labelNames: ['code'],
+    registers: [this.registry],
+  });
+  readonly tokens = new Counter({
+    name: 'channeld_tokens_total',
+    help: 'Model tokens per turn, by agent, model, channel and type (input, output, reasoning, cached)',
+    labelNames: ['agent', 'model', 'channel', 'type'],
+    registers: [this.registry],
+  });
+  readonly cost = new Counter({
+    name: 'channeld_cost_total',
+    help: 'Spend from the [models] price table, by agent, model and channel',
+    labelNames: ['agent', 'model', 'channel'],
+    registers: [this.registry],
+  });
+  readonly intentCalls = new Counter({
+    name: 'channeld_intent_total',
+    help: 'Unaddressed group messages judged by reply_intent = classifier, by decision (reply, ignore, failed, rate_limited)',
+    labelNames: ['channel', 'decision'],
+    registers: [this.registry],
+  });
+  readonly intentLatency = new Histogram({
+    name: 'channeld_intent_latency_seconds',
+    help: 'Intent classifier call latency',
+    labelNames: ['channel'],
+    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2, 5],
+    registers: [this.registry],
+  });
+  readonly intentTokens = new Counter({
+    name: 'channeld_intent_tokens_total',
+    help: 'Tokens spent by the intent classifier (its cost)',
+    labelNames: ['channel', 'kind'],
+    registers: [this.registry],
+  });
+  readonly evictions = new Counter({
+    name: 'channeld_memory_evictions_total',
+    help: 'Entries evicted from bounded in-memory structures keyed by user input',
+    labelNames: ['structure'],
+    registers: [this.registry],
+  });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

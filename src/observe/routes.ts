@@ -15,7 +15,12 @@ export function registerStatusRoutes(http: HttpRoutes, metrics: Metrics, status:
     http.route('GET', '/healthz', (_req, res) => sendJson(res, 200, { ok: true })),
     http.route('GET', '/readyz', (_req, res) => {
       const s = status();
-      sendJson(res, s.ready ? 200 : 503, { ready: s.ready, storage: s.storage.state, ...(s.storage.code ? { storage_code: s.storage.code } : {}), channels: s.channels.map((c) => ({ id: c.id, state: c.state })) });
+      sendJson(res, s.ready ? 200 : 503, {
+        ready: s.ready,
+        storage: s.storage.state,
+        ...(s.storage.code ? { storage_code: s.storage.code } : {}),
+        channels: s.channels.map((c) => ({ id: c.id, state: c.state })),
+      });
     }),
     http.route('GET', '/metrics', async (_req, res) => {
       const text = await metrics.registry.metrics();

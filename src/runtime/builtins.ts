@@ -54,7 +54,12 @@ function allowedModels(a: AgentConfig): string[] {
 /** Registers the commands, tool, modes and prompt contributors every workspace has. */
 export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
   const { agentName, conversations, sessions } = info;
-  runtime.commands.register({ name: 'help', aliases: ['start'], help: 'list the commands', handler: (ctx) => `Commands:\n\n${runtime.commands.help(ctx.modes)}` });
+  runtime.commands.register({
+    name: 'help',
+    aliases: ['start'],
+    help: 'list the commands',
+    handler: (ctx) => `Commands:\n\n${runtime.commands.help(ctx.modes)}`,
+  });
   runtime.commands.register({
     name: 'stop',
     help: 'stop the running answer and drop the queued ones in this conversation',
@@ -96,7 +101,8 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     help: 'use another model in this conversation',
     handler: (ctx, args) => {
       const models = allowedModels(info.agent());
-      if (!args) return `Current model: ${conversations.get(agentName, ctx.scope).model ?? info.agent().model ?? info.agent().provider}. Choose with /model NAME from: ${models.join(', ') || 'none'}.`;
+      if (!args)
+        return `Current model: ${conversations.get(agentName, ctx.scope).model ?? info.agent().model ?? info.agent().provider}. Choose with /model NAME from: ${models.join(', ') || 'none'}.`;
       if (!models.includes(args)) return `"${args}" is not allowed here. Choose one of: ${models.join(', ') || 'none'}.`;
       conversations.update(agentName, ctx.scope, { model: args });
       return `Model set to ${args}.`;
@@ -110,7 +116,8 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
       const mode = args.toLowerCase() as QueueMode;
       const current = `Queue mode is ${conversations.get(agentName, ctx.scope).queueMode ?? info.defaultQueueMode(ctx.scope)}`;
       if (!args) return `${current}. Choose one of: ${queueModes.join(', ')}.`;
-      if (!queueModes.includes(mode)) return `"${args}" is not a queue mode; the valid values are ${queueModes.join(', ')} (followup: after the running answer, in order; interrupt: stop it and answer the newest; collect: merge into one next turn). ${current}.`;
+      if (!queueModes.includes(mode))
+        return `"${args}" is not a queue mode; the valid values are ${queueModes.join(', ')} (followup: after the running answer, in order; interrupt: stop it and answer the newest; collect: merge into one next turn). ${current}.`;
       conversations.update(agentName, ctx.scope, { queueMode: mode });
       return `Queue mode set to ${mode}.`;
     },
@@ -121,7 +128,10 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     help: 'switch a mode on or off in this conversation',
     handler: (ctx, args) => {
       const names = runtime.modes.list().map((m) => m.name);
-      if (!args || !runtime.modes.has(args)) return names.length ? `Modes: ${names.map((n) => `${n} (${ctx.modes.has(n) ? 'on' : 'off'})`).join(', ')}. Switch with /mode NAME.` : 'This agent has no modes.';
+      if (!args || !runtime.modes.has(args))
+        return names.length
+          ? `Modes: ${names.map((n) => `${n} (${ctx.modes.has(n) ? 'on' : 'off'})`).join(', ')}. Switch with /mode NAME.`
+          : 'This agent has no modes.';
       const on = !ctx.modes.has(args);
       const modes = { ...conversations.get(agentName, ctx.scope).modes, [args]: on };
       conversations.update(agentName, ctx.scope, { modes });

@@ -30,8 +30,6 @@ export class CommandRegistry {
   help(modes?: ReadonlySet<string>): string {
     const groups = new Map<string, SlashCommand[]>();
     for (const c of this.list(modes)) groups.set(c.category ?? 'General', [...(groups.get(c.category ?? 'General') ?? []), c]);
-    return [...groups]
-      .map(([cat, cmds]) => `${cat}:\n${cmds.map((c) => `/${c.name}${c.usage ? ` ${c.usage}` : ''} — ${c.help}`).join('\n')}`)
-      .join('\n\n');
+    return [...groups].map(([cat, cmds]) => `${cat}:\n${cmds.map((c) => `/${c.name}${c.usage ? ` ${c.usage}` : ''} — ${c.help}`).join('\n')}`).join('\n\n');
   }
 }

@@ -88,7 +88,13 @@ export class Runtime {
     // A turn that ended without an ending (a hook skipped the agent and said nothing) still finishes.
     if (!ctx.ending) ctx.emit({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
     const ending = ctx.ending!;
-    return { ending: ending.type, text: ctx.text, ...(ctx.command ? { command: ctx.command } : {}), ...(ending.type === 'done' ? { usage: ending.usage } : {}), ...(ending.type === 'error' ? { errorCode: ending.code } : {}) };
+    return {
+      ending: ending.type,
+      text: ctx.text,
+      ...(ctx.command ? { command: ctx.command } : {}),
+      ...(ending.type === 'done' ? { usage: ending.usage } : {}),
+      ...(ending.type === 'error' ? { errorCode: ending.code } : {}),
+    };
   }
 
   async #fail(ctx: TurnContext, err: unknown): Promise<void> {
@@ -150,7 +156,14 @@ export class Runtime {
   }
 
   async #execute(ctx: TurnContext): Promise<void> {
-    const agentCtx = { scope: ctx.scope, channelId: ctx.message.channelId, signal: ctx.signal, message: ctx.message, emit: (e: AgentEvent) => ctx.emit(e), ...(ctx.request.onModel ? { onModel: ctx.request.onModel } : {}) };
+    const agentCtx = {
+      scope: ctx.scope,
+      channelId: ctx.message.channelId,
+      signal: ctx.signal,
+      message: ctx.message,
+      emit: (e: AgentEvent) => ctx.emit(e),
+      ...(ctx.request.onModel ? { onModel: ctx.request.onModel } : {}),
+    };
     for await (const event of ctx.runner!.run(ctx.input!, agentCtx, ctx.signal)) {
       ctx.emit(event);
       if (ctx.ending) break;

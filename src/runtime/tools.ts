@@ -68,7 +68,8 @@ export function boundedTool<I>(t: Tool<I>, max: number): Tool<I> {
     run: async (input, ctx) => {
       const out = await t.run(input, ctx);
       if (typeof out === 'string') return cutText(out, max);
-      if (out && typeof out === 'object' && typeof (out as { error?: unknown }).error === 'string' && Object.keys(out).length === 1) return { error: cutText((out as { error: string }).error, max) };
+      if (out && typeof out === 'object' && typeof (out as { error?: unknown }).error === 'string' && Object.keys(out).length === 1)
+        return { error: cutText((out as { error: string }).error, max) };
       if (out === undefined) return out;
       const json = JSON.stringify(out);
       return json !== undefined && json.length > max ? cutText(json, max) : out;

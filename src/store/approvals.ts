@@ -58,7 +58,9 @@ export class ApprovalStore implements Approvals {
       `INSERT INTO tool_approvals (key, id, scope, tool, state, prompt_ref, updated_at) VALUES (@key, @id, @scope, @tool, 'pending', NULL, @now)
        ON CONFLICT (key) DO UPDATE SET id = excluded.id, state = 'pending', decided_by = NULL, updated_at = excluded.updated_at`,
     );
-    this.#set = db.prepare(`UPDATE tool_approvals SET state = @state, decided_by = COALESCE(@decidedBy, decided_by), result = COALESCE(@result, result), prompt_ref = COALESCE(@promptRef, prompt_ref), updated_at = @now WHERE key = @key`);
+    this.#set = db.prepare(
+      `UPDATE tool_approvals SET state = @state, decided_by = COALESCE(@decidedBy, decided_by), result = COALESCE(@result, result), prompt_ref = COALESCE(@promptRef, prompt_ref), updated_at = @now WHERE key = @key`,
+    );
   }
 
   async get(key: string): Promise<ApprovalRow | undefined> {

@@ -35,7 +35,12 @@ export class GroupCommit {
     options: GroupCommitOptions = {},
   ) {
     this.health = options.health ?? new StorageHealth();
-    this.#o = { health: this.health, retryMs: options.retryMs ?? 100, maxRetryMs: options.maxRetryMs ?? 1000, ...(options.onDropped ? { onDropped: options.onDropped } : {}) };
+    this.#o = {
+      health: this.health,
+      retryMs: options.retryMs ?? 100,
+      maxRetryMs: options.maxRetryMs ?? 1000,
+      ...(options.onDropped ? { onDropped: options.onDropped } : {}),
+    };
     this.#retryMs = this.#o.retryMs;
     this.#commit = db.transaction((writes: Array<() => void>) => {
       for (const w of writes) w();

@@ -65,7 +65,9 @@ export class Inbox implements LocalItemStore {
 
   /** Stores `msg`; returns its id, or undefined when this (channel, message id) is already stored. */
   add(msg: ChannelMessage, scope: string, state: InboxState = 'pending'): number | undefined {
-    const row = this.#insert.get({ channelId: msg.channelId, messageId: msg.messageId, scope, payload: JSON.stringify(msg), state, now: Date.now() }) as { id: number } | undefined;
+    const row = this.#insert.get({ channelId: msg.channelId, messageId: msg.messageId, scope, payload: JSON.stringify(msg), state, now: Date.now() }) as
+      | { id: number }
+      | undefined;
     return row?.id;
   }
 

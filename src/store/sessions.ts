@@ -63,7 +63,9 @@ export class SessionStore implements Sessions {
     this.#addTurn = db.prepare(
       `INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at) VALUES (@sessionId, @userText, @assistantText, @reasoning, @toolCalls, @ending, @model, @createdAt)`,
     );
-    this.#turns = db.prepare(`SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = ? ORDER BY id DESC LIMIT ?`);
+    this.#turns = db.prepare(
+      `SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = ? ORDER BY id DESC LIMIT ?`,
+    );
     this.#count = db.prepare(`SELECT COUNT(*) AS n FROM turns WHERE session_id = ?`);
     this.#summary = db.prepare(
       `SELECT scope, COUNT(*) AS sessions, MAX(last_active_at) AS last_active_at FROM sessions WHERE agent = ? AND scope LIKE ? ESCAPE '\\' GROUP BY scope ORDER BY last_active_at DESC`,
@@ -75,7 +77,9 @@ export class SessionStore implements Sessions {
     const cached = this.#activeCache.get(`${agent}\u0000${scope}`);
     if (cached) return { ...cached };
     const row = this.#active.get(agent, scope) as { id: number; created_at: number; last_active_at: number } | undefined;
-    const info = row ? { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n } : this.start(agent, scope);
+    const info = row
+      ? { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n }
+      : this.start(agent, scope);
     this.#remember(agent, scope, info);
     return { ...info };
   }
@@ -122,7 +126,15 @@ export class SessionStore implements Sessions {
   recent(sessionId: number, limit = 200): StoredTurn[] {
     // The previous turn of this conversation may still be waiting in the group commit.
     this.#group?.flush();
-    const rows = this.#turns.all(sessionId, limit) as Array<{ user_text: string; assistant_text: string; reasoning: string; tool_calls: string; ending: TurnEndingKind; model: string | null; created_at: number }>;
+    const rows = this.#turns.all(sessionId, limit) as Array<{
+      user_text: string;
+      assistant_text: string;
+      reasoning: string;
+      tool_calls: string;
+      ending: TurnEndingKind;
+      model: string | null;
+      created_at: number;
+    }>;
     return rows.reverse().map((r) => ({
       userText: r.user_text,
       assistantText: r.assistant_text,
@@ -138,7 +150,11 @@ export class SessionStore implements Sessions {
 
   /** Per scope under a prefix (e.g. a channel's `id:`): how many sessions and the last activity. */
   summary(agent: string, scopePrefix: string): Array<{ scope: string; sessions: number; lastActiveAt: number }> {
-    return (this.#summary.all(agent, `${likePrefix(scopePrefix)}%`) as Array<{ scope: string; sessions: number; last_active_at: number }>).map((r) => ({ scope: r.scope, sessions: r.sessions, lastActiveAt: r.last_active_at }));
+    return (this.#summary.all(agent, `${likePrefix(scopePrefix)}%`) as Array<{ scope: string; sessions: number; last_active_at: number }>).map((r) => ({
+      scope: r.scope,
+      sessions: r.sessions,
+      lastActiveAt: r.last_active_at,
+    }));
   }
 }
 

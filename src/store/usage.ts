@@ -122,7 +122,11 @@ export class SqliteUsageLedger implements UsageLedger {
   breakdown(filter: UsageFilter): Promise<UsageRow[]> {
     const { where, params } = whereOf(filter);
     this.#flush?.();
-    return Promise.resolve(this.#db.prepare(`SELECT channel, agent, model, ${SUMS} FROM usage ${where} GROUP BY channel, agent, model ORDER BY channel, agent, model`).all(params) as UsageRow[]);
+    return Promise.resolve(
+      this.#db
+        .prepare(`SELECT channel, agent, model, ${SUMS} FROM usage ${where} GROUP BY channel, agent, model ORDER BY channel, agent, model`)
+        .all(params) as UsageRow[],
+    );
   }
 
   costSince(agent: string, sinceMs: number): number {

@@ -284,7 +284,9 @@ export class ReplyStream {
   }
 
   #upToDate(desired: string[]): boolean {
-    return this.#nativeState !== 'active' && this.#shown.length === desired.length && desired.every((d, i) => this.#shown[i]?.ref && this.#shown[i]!.text === d);
+    return (
+      this.#nativeState !== 'active' && this.#shown.length === desired.length && desired.every((d, i) => this.#shown[i]?.ref && this.#shown[i]!.text === d)
+    );
   }
 
   #refs(): MessageRef[] {

@@ -51,7 +51,16 @@ export class SupervisedChannel {
 
   constructor(options: SupervisedChannelOptions) {
     this.#o = options;
-    this.#status = { id: options.id, kind: options.kind, state: 'stopped', since: new Date().toISOString(), attempts: 0, next_retry_at: null, last_error: null, connection: 0 };
+    this.#status = {
+      id: options.id,
+      kind: options.kind,
+      state: 'stopped',
+      since: new Date().toISOString(),
+      attempts: 0,
+      next_retry_at: null,
+      last_error: null,
+      connection: 0,
+    };
   }
 
   /** Whether the first connect attempt has settled; /readyz waits for every channel's. */
@@ -73,7 +82,13 @@ export class SupervisedChannel {
     }
     if (!changed) return;
     const { id, attempts, last_error, next_retry_at } = this.#status;
-    const fields = { channel: id, state, attempts, ...(last_error && (state === 'backoff' || state === 'failed') ? { error: last_error } : {}), ...(next_retry_at ? { next_retry_at } : {}) };
+    const fields = {
+      channel: id,
+      state,
+      attempts,
+      ...(last_error && (state === 'backoff' || state === 'failed') ? { error: last_error } : {}),
+      ...(next_retry_at ? { next_retry_at } : {}),
+    };
     if (state === 'failed') this.#o.log.error(fields, `channel ${id} failed: ${last_error?.message ?? ''}`);
     else if (state === 'backoff') this.#o.log.warn(fields, `channel ${id} backing off`);
     // A retry's "starting" is implied by the backoff line before it.

@@ -67,7 +67,9 @@ export class ApprovalCoordinator implements ToolGate {
   async admit(call: Parameters<ToolGate['admit']>[0], signal: AbortSignal): ReturnType<ToolGate['admit']> {
     const msg = call.ctx.message;
     if (!msg) return { run: false, reply: { error: 'this tool needs approval in a chat, and this call has none' } };
-    const key = createHash('sha256').update(JSON.stringify([call.agent, msg.channelId, msg.messageId, call.tool, call.args ?? {}])).digest('hex');
+    const key = createHash('sha256')
+      .update(JSON.stringify([call.agent, msg.channelId, msg.messageId, call.tool, call.args ?? {}]))
+      .digest('hex');
     const row = await this.#o.store.get(key);
     switch (row?.state) {
       case 'done':
@@ -84,17 +86,24 @@ export class ApprovalCoordinator implements ToolGate {
     await this.#o.store.ask(key, id, call.ctx.scope, call.tool);
     // A question left from before a restart is retired: this one replaces it.
     if (row?.promptRef) await this.#edit(msg.channelId, JSON.parse(row.promptRef) as MessageRef, `🔐 ${call.tool}: asked again below after a restart.`);
-    const decided = new Promise<Decision>((resolve) => this.#waiting.set(id, { id, key, channelId: msg.channelId, scope: call.ctx.scope, starter: msg.sender.id, approvers: policy.approvers, resolve }));
+    const decided = new Promise<Decision>((resolve) =>
+      this.#waiting.set(id, { id, key, channelId: msg.channelId, scope: call.ctx.scope, starter: msg.sender.id, approvers: policy.approvers, resolve }),
+    );
     // As inline code, so "__" in names and arguments is not read as Markdown emphasis.
     const question = `🔐 Approve this tool call?\n\`${call.tool} ${shortArgs(call.args).replaceAll('`', "'")}\`\nReply /approve ${id} or /deny ${id}.`;
     let ref: MessageRef | undefined;
     let timer: NodeJS.Timeout | undefined;
     const onAbort = () => this.#waiting.get(id)?.resolve({ verdict: 'deny', by: '' });
     try {
-      ref = await this.#o.send(replyTargetOf(msg), question, [
-        { label: 'Approve', data: `/approve ${id}`, style: 'primary' },
-        { label: 'Deny', data: `/deny ${id}`, style: 'danger' },
-      ], signal);
+      ref = await this.#o.send(
+        replyTargetOf(msg),
+        question,
+        [
+          { label: 'Approve', data: `/approve ${id}`, style: 'primary' },
+          { label: 'Deny', data: `/deny ${id}`, style: 'danger' },
+        ],
+        signal,
+      );
       await this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
       this.#o.log.info({ tool: call.tool, approval: id, scope: call.ctx.scope }, 'tool call waiting for approval');
     } catch (err) {
@@ -119,8 +128,15 @@ export class ApprovalCoordinator implements ToolGate {
       }
       await this.#o.store.update(key, 'denied', d.verdict === 'deny' ? { decidedBy: d.by } : {});
       const within = duration(policy.timeoutMs);
-      await this.#edit(msg.channelId, ref, d.verdict === 'timeout' ? `⌛ ${call.tool}: no answer within ${within}, so it was denied.` : `❌ ${call.tool}: denied.`);
-      return { run: false, reply: { error: d.verdict === 'timeout' ? `nobody approved this tool call within ${within}, so it was denied` : 'the user denied this tool call' } };
+      await this.#edit(
+        msg.channelId,
+        ref,
+        d.verdict === 'timeout' ? `⌛ ${call.tool}: no answer within ${within}, so it was denied.` : `❌ ${call.tool}: denied.`,
+      );
+      return {
+        run: false,
+        reply: { error: d.verdict === 'timeout' ? `nobody approved this tool call within ${within}, so it was denied` : 'the user denied this tool call' },
+      };
     } finally {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);
@@ -134,7 +150,10 @@ export class ApprovalCoordinator implements ToolGate {
     return {
       run: true,
       // A result that is not stored only makes a re-run say "may have run" instead of repeating it.
-      done: (reply) => void this.#o.store.update(key, 'done', { result: JSON.stringify(reply) }).catch((err: unknown) => this.#o.log.warn({ err }, 'could not store a tool call result')),
+      done: (reply) =>
+        void this.#o.store
+          .update(key, 'done', { result: JSON.stringify(reply) })
+          .catch((err: unknown) => this.#o.log.warn({ err }, 'could not store a tool call result')),
     };
   }
 

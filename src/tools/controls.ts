@@ -23,6 +23,16 @@ export function toolControls(approvals: ApprovalCoordinator, running: RunningCal
 
 /** /help entries; the dispatcher handles these before a turn exists. */
 export function registerToolCommands(runtime: Runtime): void {
-  runtime.commands.register({ name: 'approve', usage: '[ID]', help: 'approve the tool call waiting for your approval', handler: () => 'Nothing is waiting for approval here.' });
-  runtime.commands.register({ name: 'deny', usage: '[ID]', help: 'deny the tool call waiting for your approval', handler: () => 'Nothing is waiting for approval here.' });
+  runtime.commands.register({
+    name: 'approve',
+    usage: '[ID]',
+    help: 'approve the tool call waiting for your approval',
+    handler: () => 'Nothing is waiting for approval here.',
+  });
+  runtime.commands.register({
+    name: 'deny',
+    usage: '[ID]',
+    help: 'deny the tool call waiting for your approval',
+    handler: () => 'Nothing is waiting for approval here.',
+  });
 }

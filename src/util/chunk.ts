@@ -36,7 +36,13 @@ export function mapProse(md: string, fn: (prose: string, lineStart: boolean) => 
     } else if (m) {
       open = m[1]!;
       out.push(line);
-    } else out.push(line.split(/(`[^`\n]+`)/g).map((part, i) => (i % 2 === 1 ? part : fn(part, i === 0))).join(''));
+    } else
+      out.push(
+        line
+          .split(/(`[^`\n]+`)/g)
+          .map((part, i) => (i % 2 === 1 ? part : fn(part, i === 0)))
+          .join(''),
+      );
   }
   return out.join('\n');
 }

@@ -39,7 +39,8 @@ export function prepareStateDir(dir: string): void {
   let path = target;
   for (;;) {
     try {
-      if (!statSync(path).isDirectory()) throw unusable(dir, path === target ? 'is a file, not a directory' : `cannot be created: ${path} is a file, not a directory`);
+      if (!statSync(path).isDirectory())
+        throw unusable(dir, path === target ? 'is a file, not a directory' : `cannot be created: ${path} is a file, not a directory`);
       break;
     } catch (err) {
       if (err instanceof CodedError) throw err;

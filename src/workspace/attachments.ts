@@ -19,7 +19,9 @@ export interface AttachmentDeps {
 
 const TEXT_MIMES = /^(text\/|application\/(json|xml|x-yaml|yaml|toml|javascript|x-javascript|typescript|x-sh|x-python|sql|csv|x-ndjson|ld\+json))/;
 const TEXT_EXTENSIONS = new Set(
-  '.txt .md .markdown .csv .tsv .json .jsonl .ndjson .yaml .yml .toml .ini .cfg .conf .xml .html .htm .css .log .sql .sh .bash .zsh .py .js .mjs .cjs .ts .tsx .jsx .go .rs .java .kt .c .h .cc .cpp .hpp .cs .rb .php .swift .scala .lua .pl .r .diff .patch .tex .rst .env'.split(' '),
+  '.txt .md .markdown .csv .tsv .json .jsonl .ndjson .yaml .yml .toml .ini .cfg .conf .xml .html .htm .css .log .sql .sh .bash .zsh .py .js .mjs .cjs .ts .tsx .jsx .go .rs .java .kt .c .h .cc .cpp .hpp .cs .rb .php .swift .scala .lua .pl .r .diff .patch .tex .rst .env'.split(
+    ' ',
+  ),
 );
 const IMAGE_MIMES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
 
@@ -108,7 +110,11 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
           const large = err instanceof CodedError && err.code === 'ATTACHMENT_TOO_LARGE';
           if (!large) deps.onError?.(a, err);
           parts.push(describe(a, large ? 'too large to read' : 'could not be downloaded'));
-          notes.push(large ? `${nameOf(a)} is larger than the ${sizeText(maxBytes)} limit, so it was not read.` : `${nameOf(a)} could not be downloaded (${errorMessage(err)}).`);
+          notes.push(
+            large
+              ? `${nameOf(a)} is larger than the ${sizeText(maxBytes)} limit, so it was not read.`
+              : `${nameOf(a)} could not be downloaded (${errorMessage(err)}).`,
+          );
           continue;
         }
         if (kind === 'image') {

@@ -110,7 +110,18 @@ export class Workspace {
     const log = o.log.child({ agent: o.name });
     // One warn line per failed model attempt: why it failed, never the key.
     const attemptFailed = (f: AttemptFailure) =>
-      log.warn({ model: f.model, base_url_host: f.baseUrlHost, status: f.status ?? null, code: f.code, provider_message: f.message, attempt: f.attempt, retrying: f.retrying }, `model attempt failed: ${f.code}${f.status ? ` (HTTP ${f.status})` : ''}: ${f.message}`);
+      log.warn(
+        {
+          model: f.model,
+          base_url_host: f.baseUrlHost,
+          status: f.status ?? null,
+          code: f.code,
+          provider_message: f.message,
+          attempt: f.attempt,
+          retrying: f.retrying,
+        },
+        `model attempt failed: ${f.code}${f.status ? ` (HTTP ${f.status})` : ''}: ${f.message}`,
+      );
     const inner = o.createRunner
       ? o.createRunner(o.config, o.apiKey)
       : new FailoverRunner(candidatesFor(o.config, o.apiKey, attemptFailed), this.cooldowns, {
@@ -157,7 +168,11 @@ export class Workspace {
       onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded'),
     });
     if (o.workspaceDir !== undefined && o.config.prompt_files.length) {
-      this.#promptFiles = new PromptFiles(o.workspaceDir, () => this.config.prompt_files, (files) => log.warn({ files }, 'prompt files cut to fit the budget'));
+      this.#promptFiles = new PromptFiles(
+        o.workspaceDir,
+        () => this.config.prompt_files,
+        (files) => log.warn({ files }, 'prompt files cut to fit the budget'),
+      );
       this.#promptFiles.register(this.runtime);
     }
     if (o.usage) {

@@ -29,7 +29,9 @@ export class Fleet {
    * change it). Logs at info by default: the daemon listens on port 0 and its "web chat:" line
    * says where.
    */
-  write(o: { port?: number; echoDelayMs?: number; tgExtra?: string; streamMode?: 'partial' | 'final'; agent?: string; maxInFlight?: number; only?: 'webchat' } = {}): void {
+  write(
+    o: { port?: number; echoDelayMs?: number; tgExtra?: string; streamMode?: 'partial' | 'final'; agent?: string; maxInFlight?: number; only?: 'webchat' } = {},
+  ): void {
     const common = `allow_from = ["*"]\nstream_mode = "${o.streamMode ?? 'final'}"\n`;
     const head =
       `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'info'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = ${o.maxInFlight ?? 64}\nmax_queued = 100000\n\n` +
@@ -67,7 +69,15 @@ export class Fleet {
 /** The bare baseline: the same three SDKs connected to these fakes, answering /readyz on the port it prints. */
 export function spawnBareSdkBot(fleet: Fleet): { child: ChildProcess; exited: Promise<unknown>; port: Promise<number> } {
   const child = spawn(process.execPath, [join(import.meta.dirname, 'bare/sdk-bot.mjs')], {
-    env: { PATH: process.env.PATH, TG: fleet.tg.token, API_ROOT: fleet.tg.url, DC: fleet.dc.token, REST_API: fleet.dc.restApi, SL_APP: fleet.sl.appToken, SLACK_API: fleet.sl.apiUrl },
+    env: {
+      PATH: process.env.PATH,
+      TG: fleet.tg.token,
+      API_ROOT: fleet.tg.url,
+      DC: fleet.dc.token,
+      REST_API: fleet.dc.restApi,
+      SL_APP: fleet.sl.appToken,
+      SLACK_API: fleet.sl.apiUrl,
+    },
     stdio: ['ignore', 'pipe', 'ignore'],
   });
   const exited = new Promise((r) => child.once('exit', r));
@@ -111,7 +121,6 @@ export function rssMb(pid: number): number {
   const kb = Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0);
   return kb / 1024;
 }
-
 
 /** CPU time (user + system) a process has used so far, in ms, from /proc (clock ticks of 10 ms). */
 export function cpuMs(pid: number): number {

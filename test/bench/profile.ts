@@ -73,7 +73,12 @@ function frameName(f: { functionName: string; url: string; lineNumber: number })
  * The functions that took the most time in the window: self time (the leaf), and total time
  * (anywhere on the stack, counted once per sample) for channeld's own code.
  */
-export function topFunctions(p: CpuProfile, fromUs?: number, toUs?: number, limit = 25): { self: Array<[string, number]>; total: Array<[string, number]>; busyUs: number } {
+export function topFunctions(
+  p: CpuProfile,
+  fromUs?: number,
+  toUs?: number,
+  limit = 25,
+): { self: Array<[string, number]>; total: Array<[string, number]>; busyUs: number } {
   const byId = new Map(p.nodes.map((n) => [n.id, n]));
   const parent = new Map<number, number>();
   for (const n of p.nodes) for (const c of n.children ?? []) parent.set(c, n.id);
@@ -140,9 +145,9 @@ async function main(): Promise<void> {
     console.log(`\nbusy CPU ${(top.busyUs / 1000).toFixed(0)} ms, ${(top.busyUs / 1000 / n).toFixed(3)} ms per message`);
     console.log(`Bot API calls per message: ${[...perMethod].map(([m, c]) => `${m} ${(c / n).toFixed(3)}`).join(', ')}`);
     console.log('\nself time, top functions (ms per 1000 messages):');
-    for (const [name, us] of top.self) console.log(`${((us / n) ).toFixed(1).padStart(8)}  ${name}`);
+    for (const [name, us] of top.self) console.log(`${(us / n).toFixed(1).padStart(8)}  ${name}`);
     console.log("\ntotal time, channeld's own functions (ms per 1000 messages):");
-    for (const [name, us] of top.total) console.log(`${((us / n)).toFixed(1).padStart(8)}  ${name}`);
+    for (const [name, us] of top.total) console.log(`${(us / n).toFixed(1).padStart(8)}  ${name}`);
     if (keep) console.log(`\nprofile kept: ${file}`);
   } finally {
     await fleet.close();

@@ -24,9 +24,24 @@ export function percentile(values: number[], p: number): number {
 
 export function formatTable(rows: Row[]): string {
   const lines = [['scenario', 'metric', 'value', 'unit', 'target', 'met']];
-  for (const r of rows) lines.push([r.scenario, r.metric, Number.isInteger(r.value) ? String(r.value) : r.value.toFixed(3), r.unit, r.target ?? '', r.met === undefined ? '' : r.met ? 'yes' : 'NO']);
+  for (const r of rows)
+    lines.push([
+      r.scenario,
+      r.metric,
+      Number.isInteger(r.value) ? String(r.value) : r.value.toFixed(3),
+      r.unit,
+      r.target ?? '',
+      r.met === undefined ? '' : r.met ? 'yes' : 'NO',
+    ]);
   const widths = lines[0]!.map((_, i) => Math.max(...lines.map((l) => l[i]!.length)));
-  return lines.map((l) => l.map((c, i) => c.padEnd(widths[i]!)).join('  ').trimEnd()).join('\n');
+  return lines
+    .map((l) =>
+      l
+        .map((c, i) => c.padEnd(widths[i]!))
+        .join('  ')
+        .trimEnd(),
+    )
+    .join('\n');
 }
 
 export function median(values: number[]): number {

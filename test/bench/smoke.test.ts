@@ -6,39 +6,47 @@ import { scenarios } from './scenarios/index.js';
 // speed belongs to `npm run bench`, not to tests.
 describe('bench harness smoke', () => {
   for (const [name, run] of Object.entries(scenarios)) {
-    it(`${name} runs and reports figures`, async () => {
-      const rows = await run({ smoke: true });
-      expect(rows.length).toBeGreaterThan(0);
-      for (const r of rows) expect(Number.isFinite(r.value)).toBe(true);
-    }, name === 'cluster' ? scaled(300_000) : scaled(120_000)); // the cluster scenario starts real processes on NATS and PostgreSQL
+    it(
+      `${name} runs and reports figures`,
+      async () => {
+        const rows = await run({ smoke: true });
+        expect(rows.length).toBeGreaterThan(0);
+        for (const r of rows) expect(Number.isFinite(r.value)).toBe(true);
+      },
+      name === 'cluster' ? scaled(300_000) : scaled(120_000),
+    ); // the cluster scenario starts real processes on NATS and PostgreSQL
   }
 });
 
 describe('soak harness smoke', () => {
-  it('runs briefly with faults (a full disk and a foreign lock among them) and a kill -9, and accounts for every message', async () => {
-    const { soak } = await import('./soak.js');
-    const r = await soak(8, () => {}, 15_000);
-    expect(r.sent).toBeGreaterThan(20);
-    expect(r.restarts).toBe(1);
-    // No platform message is lost across faults and a kill -9: each has its answer, read from
-    // the fake platform's stored messages (on Telegram in the sender's own chat). Web chat
-    // answers are left out: one finished by the restarted daemon before the tab reconnects
-    // has no tab to go to (the tab backlog lives in memory), so the soak cannot see it.
-    expect(r.lostTexts.filter((t) => !t.endsWith('-web'))).toEqual([]);
-    expect(r.answered).toBeGreaterThan(0);
-    // Nothing the platforms show answers a message that was not sent there: no reply in the
-    // wrong chat, no draft left behind, no error text.
-    expect(r.strays).toEqual([]);
-    // A kill between a platform accepting a reply and the commit of its id is a window no bot
-    // can close on Telegram and Slack (see the README): such a duplicate is told apart from the
-    // inbox the killed process left. The kill here often lands in it: the storage episodes end
-    // just before it, and the messages they held back are answered all at once. Any other
-    // duplicate, during a storage fault or after the restart (dropped sockets, redelivered
-    // updates and envelopes, reconnects), is a bug.
-    expect(r.duplicatedUnexplained).toEqual([]);
-    expect(r.sentAfterRestart).toBeGreaterThanOrEqual(8);
-    expect(r.duplicatedAfterRestart).toEqual([]);
-  }, scaled(180_000));
+  it(
+    'runs briefly with faults (a full disk and a foreign lock among them) and a kill -9, and accounts for every message',
+    async () => {
+      const { soak } = await import('./soak.js');
+      const r = await soak(8, () => {}, 15_000);
+      expect(r.sent).toBeGreaterThan(20);
+      expect(r.restarts).toBe(1);
+      // No platform message is lost across faults and a kill -9: each has its answer, read from
+      // the fake platform's stored messages (on Telegram in the sender's own chat). Web chat
+      // answers are left out: one finished by the restarted daemon before the tab reconnects
+      // has no tab to go to (the tab backlog lives in memory), so the soak cannot see it.
+      expect(r.lostTexts.filter((t) => !t.endsWith('-web'))).toEqual([]);
+      expect(r.answered).toBeGreaterThan(0);
+      // Nothing the platforms show answers a message that was not sent there: no reply in the
+      // wrong chat, no draft left behind, no error text.
+      expect(r.strays).toEqual([]);
+      // A kill between a platform accepting a reply and the commit of its id is a window no bot
+      // can close on Telegram and Slack (see the README): such a duplicate is told apart from the
+      // inbox the killed process left. The kill here often lands in it: the storage episodes end
+      // just before it, and the messages they held back are answered all at once. Any other
+      // duplicate, during a storage fault or after the restart (dropped sockets, redelivered
+      // updates and envelopes, reconnects), is a bug.
+      expect(r.duplicatedUnexplained).toEqual([]);
+      expect(r.sentAfterRestart).toBeGreaterThanOrEqual(8);
+      expect(r.duplicatedAfterRestart).toEqual([]);
+    },
+    scaled(180_000),
+  );
 
   it('a duplicate is put down to the kill -9 only when the killed process never stored one of its two answers', async () => {
     const { killExplains } = await import('./soak.js');
@@ -103,7 +111,12 @@ describe('heap snapshot summary', () => {
   it('sums self sizes by constructor for objects and by kind for the rest', async () => {
     const { summarize } = await import('./heap.js');
     const snapshot = {
-      snapshot: { meta: { node_fields: ['type', 'name', 'id', 'self_size', 'edge_count'], node_types: [['hidden', 'array', 'string', 'object', 'code', 'closure', 'regexp', 'number', 'native']] as [string[]] } },
+      snapshot: {
+        meta: {
+          node_fields: ['type', 'name', 'id', 'self_size', 'edge_count'],
+          node_types: [['hidden', 'array', 'string', 'object', 'code', 'closure', 'regexp', 'number', 'native']] as [string[]],
+        },
+      },
       // Two Maps (object), one string, one closure named "f".
       nodes: [3, 0, 1, 100, 0, 3, 0, 2, 50, 0, 2, 1, 3, 30, 0, 5, 2, 4, 20, 0],
       strings: ['Map', 'some text', 'f'],

@@ -122,10 +122,11 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
   let lastFault = Date.now();
   /** Platforms that never redeliver (web chat without a reconnect, Discord) send nothing while the disk is full: their messages get the notice and the user must resend. */
   let diskFull = false;
-  const diskFullAt = noMount ? Infinity : Date.now() + (seconds * 1000) * 0.15;
-  const lockAt = Date.now() + (seconds * 1000) * 0.35;
+  const diskFullAt = noMount ? Infinity : Date.now() + seconds * 1000 * 0.15;
+  const lockAt = Date.now() + seconds * 1000 * 0.35;
   const episodeMs = Math.min(3000, seconds * 100);
-  const storageOk = async (): Promise<{ state: string; pending_writes: number }> => ((await (await fetch(`${url}/status`)).json()) as { storage: { state: string; pending_writes: number } }).storage;
+  const storageOk = async (): Promise<{ state: string; pending_writes: number }> =>
+    ((await (await fetch(`${url}/status`)).json()) as { storage: { state: string; pending_writes: number } }).storage;
   const episodes: Array<{ at: number; name: string; run: () => Promise<void> }> = [
     {
       at: diskFullAt,
@@ -138,10 +139,14 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         fillDisk(filler);
         await new Promise((r) => setTimeout(r, episodeMs));
         rmSync(filler);
-        await waitFor(async () => {
-          const st = await storageOk();
-          return st.state === 'ok' && st.pending_writes === 0;
-        }, 60_000, 100);
+        await waitFor(
+          async () => {
+            const st = await storageOk();
+            return st.state === 'ok' && st.pending_writes === 0;
+          },
+          60_000,
+          100,
+        );
         diskFull = false;
         log(`soak: storage ok again ${Date.now() - t0} ms after the disk filled, at message ${n}`);
         // Slack sends unacknowledged events again after its timeout; the fake does so on a reconnect.
@@ -162,10 +167,14 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
           other.close();
         }
         // The daemon commits what waited at its next retry; the kill -9 measures its own window, not this one.
-        await waitFor(async () => {
-          const st = await storageOk();
-          return st.state === 'ok' && st.pending_writes === 0;
-        }, 30_000, 50);
+        await waitFor(
+          async () => {
+            const st = await storageOk();
+            return st.state === 'ok' && st.pending_writes === 0;
+          },
+          30_000,
+          50,
+        );
       },
     },
   ];
@@ -246,7 +255,9 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
         switch (channel) {
           case 'tg':
             // In the sender's own chat: an answer anywhere else is lost to them.
-            return fleet.tg.messages.filter((m) => !m.deleted && m.chatId === chat && visibleText(m.text, m.parseMode) === text).map((m) => String(m.messageId));
+            return fleet.tg.messages
+              .filter((m) => !m.deleted && m.chatId === chat && visibleText(m.text, m.parseMode) === text)
+              .map((m) => String(m.messageId));
           case 'dc':
             return fleet.dc.messages.filter((m) => !m.deleted && m.content === text).map((m) => m.id);
           case 'sl':
@@ -283,15 +294,37 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
     const duplicatedUnexplained = dupTexts.filter((t) => !byKill.includes(t));
     if (dupTexts.length) {
       log(`soak: more than one answer for ${dupTexts.join(', ')}${byKill.length ? ` (by the kill -9: ${byKill.join(', ')})` : ''}`);
-      if (process.env.SOAK_DEBUG) for (const t of dupTexts) log(`${t}: tg ${JSON.stringify(fleet.tg.messages.filter((m) => visibleText(m.text, m.parseMode) === t))} web ${JSON.stringify(webClients.map((w) => w.replies().filter((f) => f.text === t)))}`);
+      if (process.env.SOAK_DEBUG)
+        for (const t of dupTexts)
+          log(
+            `${t}: tg ${JSON.stringify(fleet.tg.messages.filter((m) => visibleText(m.text, m.parseMode) === t))} web ${JSON.stringify(webClients.map((w) => w.replies().filter((f) => f.text === t)))}`,
+          );
     }
     if (lostTexts.length) {
       log(`soak: no answer for ${lostTexts.join(', ')}`);
-      if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: web frames ${JSON.stringify(webClients.map((w) => w.frames.filter((f) => f.id === `m${t.split('-')[1]}` || f.text === t)))}; daemon says ${JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes(t) || l.level as number >= 40).slice(-8))}`);
-      if (process.env.SOAK_DEBUG) for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
+      if (process.env.SOAK_DEBUG)
+        for (const t of lostTexts)
+          log(
+            `${t}: web frames ${JSON.stringify(webClients.map((w) => w.frames.filter((f) => f.id === `m${t.split('-')[1]}` || f.text === t)))}; daemon says ${JSON.stringify(daemon.lines.filter((l) => JSON.stringify(l).includes(t) || (l.level as number) >= 40).slice(-8))}`,
+          );
+      if (process.env.SOAK_DEBUG)
+        for (const t of lostTexts) log(`${t}: discord delivery ${JSON.stringify(fleet.dc.delivery.get(dcIds.get(t) ?? ''))}, killed at ${killedAt}`);
     }
     if (strays.length) log(`soak: answers to nothing sent there: ${strays.join(', ')}`);
-    return { sent: sent.length, answered: c.filter((x) => x === 1).length, duplicated: c.filter((x) => x > 1).length, lost: c.filter((x) => x === 0).length, lostTexts, sentAfterRestart: sent.length - sentBeforeRestart, duplicatedAfterRestart, duplicatedByKill: byKill, duplicatedUnexplained, strays, faults, restarts };
+    return {
+      sent: sent.length,
+      answered: c.filter((x) => x === 1).length,
+      duplicated: c.filter((x) => x > 1).length,
+      lost: c.filter((x) => x === 0).length,
+      lostTexts,
+      sentAfterRestart: sent.length - sentBeforeRestart,
+      duplicatedAfterRestart,
+      duplicatedByKill: byKill,
+      duplicatedUnexplained,
+      strays,
+      faults,
+      restarts,
+    };
   } finally {
     for (const c of webClients) c.close();
     daemon.signal('SIGTERM');
@@ -315,11 +348,20 @@ function readInbox(file: string): Map<string, InboxRow> {
   // Read-write: after a kill -9 the first connection replays the WAL (a read-only one may refuse to).
   const db = new Database(file);
   try {
-    const rows = db.prepare('SELECT channel_id, payload, state, reply_refs FROM inbox').all() as Array<{ channel_id: string; payload: string; state: string; reply_refs: string }>;
+    const rows = db.prepare('SELECT channel_id, payload, state, reply_refs FROM inbox').all() as Array<{
+      channel_id: string;
+      payload: string;
+      state: string;
+      reply_refs: string;
+    }>;
     const out = new Map<string, InboxRow>();
     for (const r of rows) {
       const key = `${r.channel_id}:${(JSON.parse(r.payload) as { text: string }).text}`;
-      out.set(key, { state: r.state, refs: (JSON.parse(r.reply_refs) as Array<{ messageId: string }>).map((ref) => ref.messageId), rows: (out.get(key)?.rows ?? 0) + 1 });
+      out.set(key, {
+        state: r.state,
+        refs: (JSON.parse(r.reply_refs) as Array<{ messageId: string }>).map((ref) => ref.messageId),
+        rows: (out.get(key)?.rows ?? 0) + 1,
+      });
     }
     return out;
   } finally {
@@ -351,7 +393,8 @@ export function killExplains(m: { text: string; channel: string }, answerIds: st
  * counts cannot see it.
  */
 function findStrays(fleet: Fleet, webClients: ChatClient[], sent: Array<{ text: string; channel: string; chat?: number }>): string[] {
-  const expected = (channel: string, text: string, chat?: number) => text === UNAVAILABLE_REPLY || sent.some((m) => m.channel === channel && m.text === text && (chat === undefined || m.chat === chat));
+  const expected = (channel: string, text: string, chat?: number) =>
+    text === UNAVAILABLE_REPLY || sent.some((m) => m.channel === channel && m.text === text && (chat === undefined || m.chat === chat));
   const strays: string[] = [];
   for (const m of fleet.tg.messages) {
     const text = visibleText(m.text, m.parseMode);
@@ -367,6 +410,8 @@ if (import.meta.url === `file://${process.argv[1]}`) {
   const { values } = parseArgs({ options: { minutes: { type: 'string', default: '1' } }, allowPositionals: true });
   const minutes = Number(values.minutes);
   const r = await soak(minutes * 60, (s) => console.error(s));
-  console.log(`soak ${minutes} min: sent ${r.sent}, answered ${r.answered}, duplicated ${r.duplicated} (${r.duplicatedByKill.length} in the kill -9 window, ${r.duplicatedUnexplained.length} not; ${r.duplicatedAfterRestart.length} after the restart), lost ${r.lost}, stray answers ${r.strays.length}; restarts ${r.restarts}; faults ${JSON.stringify(r.faults)}`);
+  console.log(
+    `soak ${minutes} min: sent ${r.sent}, answered ${r.answered}, duplicated ${r.duplicated} (${r.duplicatedByKill.length} in the kill -9 window, ${r.duplicatedUnexplained.length} not; ${r.duplicatedAfterRestart.length} after the restart), lost ${r.lost}, stray answers ${r.strays.length}; restarts ${r.restarts}; faults ${JSON.stringify(r.faults)}`,
+  );
   process.exitCode = r.duplicated === 0 && r.lost === 0 && r.strays.length === 0 ? 0 : 1;
 }

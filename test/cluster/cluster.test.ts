@@ -46,7 +46,14 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
 
   it('one instance polls Telegram; every message is answered once, in order per conversation; /status shows the cluster', async () => {
     const [a, b] = await cluster(2, 5);
-    await waitFor(() => a!.daemon.status().channels.concat(b!.daemon.status().channels).some((c) => c.state === 'connected'), 10_000);
+    await waitFor(
+      () =>
+        a!.daemon
+          .status()
+          .channels.concat(b!.daemon.status().channels)
+          .some((c) => c.state === 'connected'),
+      10_000,
+    );
     const states = [a!, b!].map((d) => d.daemon.status().channels[0]!.state).sort();
     expect(states).toEqual(['connected', 'standby']);
     const users = Array.from({ length: 12 }, (_, i) => ({ id: 1000 + i, first_name: `u${i}` }));
@@ -118,7 +125,11 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     // Neither turn is on the instance asked: it finds the one that runs them.
     expect(here.daemon.status().turns.list).toEqual([]);
     const stop = async (turn: string) => {
-      const res = await fetch(`${here.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: turn }) });
+      const res = await fetch(`${here.url}/actions/stop-turn`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ id: turn }),
+      });
       return { status: res.status, body: (await res.json()) as { result?: string } };
     };
     expect(await stop(queued.id)).toEqual({ status: 200, body: { id: queued.id, result: 'dropped' } });

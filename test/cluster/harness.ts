@@ -18,7 +18,13 @@ export interface Member {
 }
 
 export interface ClusterStatusJson {
-  cluster: { instance: string; partitions: { owned: number[] }; leases: Array<{ key: string; owner: string; expired: boolean }>; instances: Array<{ id: string; alive: boolean; in_flight?: number }>; ops: Record<string, number> };
+  cluster: {
+    instance: string;
+    partitions: { owned: number[] };
+    leases: Array<{ key: string; owner: string; expired: boolean }>;
+    instances: Array<{ id: string; alive: boolean; in_flight?: number }>;
+    ops: Record<string, number>;
+  };
   turns: { in_flight: number };
   channels: Array<{ id: string; state: string }>;
 }
@@ -116,7 +122,11 @@ export class ProcessCluster {
       const live = this.live();
       const m = live[this.#rr++ % live.length]!;
       try {
-        const headers = { 'content-type': 'application/json', ...signSlack(body, SIGNING), ...(attempt ? { 'x-slack-retry-num': String(attempt), 'x-slack-retry-reason': 'http_error' } : {}) };
+        const headers = {
+          'content-type': 'application/json',
+          ...signSlack(body, SIGNING),
+          ...(attempt ? { 'x-slack-retry-num': String(attempt), 'x-slack-retry-reason': 'http_error' } : {}),
+        };
         const res = await fetch(`${m.url}/webhooks/sl`, { method: 'POST', headers, body, signal: AbortSignal.timeout(5000) });
         if (res.ok) return;
       } catch {
@@ -189,7 +199,9 @@ export class Load {
           return { text: visibleText(m.text, m.parseMode), lastWriteAt: Math.max(sends[j]?.at ?? 0, ...edits.map((e) => e.at)) };
         });
     }
-    const posts = this.c.sl.callsOf('chat.postMessage').filter((call) => call.args.channel === id && (call.args.markdown_text === undefined || this.c.sl.markdownText));
+    const posts = this.c.sl
+      .callsOf('chat.postMessage')
+      .filter((call) => call.args.channel === id && (call.args.markdown_text === undefined || this.c.sl.markdownText));
     return this.c.sl.messages
       .filter((m) => m.channel === id && !m.deleted)
       .map((m, j) => {
@@ -223,7 +235,11 @@ export class Load {
   /** Messages left unfinished (a draft no turn completed): each must be explained by a kill -9. */
   unfinished(): Array<{ key: string; text: string; lastWriteAt: number }> {
     const finals = new Set([...this.sent.values()].flat());
-    return [...this.sent.keys()].flatMap((key) => this.messages(key).filter((m) => !finals.has(m.text)).map((m) => ({ key, ...m })));
+    return [...this.sent.keys()].flatMap((key) =>
+      this.messages(key)
+        .filter((m) => !finals.has(m.text))
+        .map((m) => ({ key, ...m })),
+    );
   }
 
   /** Sent, answered and finished conversations, for a progress line. */
@@ -239,7 +255,9 @@ export class Load {
 
   /** Conversations whose answers differ from what was sent (for a failure message). */
   problems(): string[] {
-    return [...this.sent.entries()].filter(([k, t]) => JSON.stringify(this.answers(k)) !== JSON.stringify(t)).map(([k, t]) => `${k}: sent ${JSON.stringify(t)} answered ${JSON.stringify(this.answers(k))}`);
+    return [...this.sent.entries()]
+      .filter(([k, t]) => JSON.stringify(this.answers(k)) !== JSON.stringify(t))
+      .map(([k, t]) => `${k}: sent ${JSON.stringify(t)} answered ${JSON.stringify(this.answers(k))}`);
   }
 
   /** Platform messages created: exactly one per user message when nothing was answered twice. */

@@ -15,7 +15,9 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
   });
 
   it('writes queued while a commit runs share the next one; values of every kind arrive as written', async () => {
-    await pool.query(`CREATE SCHEMA ${schema}; SET search_path TO ${schema}; CREATE TABLE t (id INT PRIMARY KEY, v TEXT, j JSONB, b BOOLEAN, n DOUBLE PRECISION, big BIGINT)`);
+    await pool.query(
+      `CREATE SCHEMA ${schema}; SET search_path TO ${schema}; CREATE TABLE t (id INT PRIMARY KEY, v TEXT, j JSONB, b BOOLEAN, n DOUBLE PRECISION, big BIGINT)`,
+    );
     await pool.query(`INSERT INTO ${schema}.t (id) VALUES (0)`);
     const w = new PgWriter(pool, quietLogger().log);
     // Another transaction holds row 0, so the writer's first commit waits on it.
@@ -24,12 +26,21 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
     await locker.query(`SELECT * FROM ${schema}.t WHERE id = 0 FOR UPDATE`);
     w.add('UPDATE t SET v = $1 WHERE id = $2', ['first', 0]);
     const flushes = [w.flush()];
-    await waitFor(async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE t SET v = %'`)).rowCount);
+    await waitFor(
+      async () => (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%UPDATE t SET v = %'`)).rowCount,
+    );
     // Ten turns finishing one after another (each in its own tick) while that commit waits.
     const values = ["it's", 'back\\slash', 'dollar $2 and $1', 'line\nbreak', 'ünï😀', '', "'; DROP TABLE t; --", 'x', 'y', 'z'];
     for (let i = 1; i <= 10; i++) {
       await new Promise((r) => setImmediate(r));
-      w.add('INSERT INTO t (id, v, j, b, n, big) VALUES ($1, $2, $3, $4, $5, $6)', [i, values[i - 1], JSON.stringify({ k: values[i - 1], n: [i] }), i % 2 === 0, i / 4, 2 ** 53 - i]);
+      w.add('INSERT INTO t (id, v, j, b, n, big) VALUES ($1, $2, $3, $4, $5, $6)', [
+        i,
+        values[i - 1],
+        JSON.stringify({ k: values[i - 1], n: [i] }),
+        i % 2 === 0,
+        i / 4,
+        2 ** 53 - i,
+      ]);
       flushes.push(w.flush());
     }
     await locker.query('COMMIT');
@@ -37,9 +48,12 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
     await Promise.all(flushes);
     // One commit for the first write, one for the ten (a commit per tick made eleven).
     expect(w.counts).toMatchObject({ writes: 11, commits: 2 });
-    const { rows } = await pool.query<{ id: number; v: string; j: { k: string; n: number[] }; b: boolean; n: number; big: string }>(`SELECT * FROM ${schema}.t ORDER BY id`);
+    const { rows } = await pool.query<{ id: number; v: string; j: { k: string; n: number[] }; b: boolean; n: number; big: string }>(
+      `SELECT * FROM ${schema}.t ORDER BY id`,
+    );
     expect(rows[0]!.v).toBe('first');
-    for (let i = 1; i <= 10; i++) expect(rows[i]).toEqual({ id: i, v: values[i - 1], j: { k: values[i - 1], n: [i] }, b: i % 2 === 0, n: i / 4, big: String(2 ** 53 - i) });
+    for (let i = 1; i <= 10; i++)
+      expect(rows[i]).toEqual({ id: i, v: values[i - 1], j: { k: values[i - 1], n: [i] }, b: i % 2 === 0, n: i / 4, big: String(2 ** 53 - i) });
     // Nothing queued: flush resolves at once; a write added now is committed by the next flush.
     await w.flush();
     w.add('UPDATE t SET v = $1 WHERE id = $2', [null, 1]);

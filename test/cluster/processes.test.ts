@@ -57,20 +57,28 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
         // Kill the busiest instance while it is writing drafts (Telegram conversations it
         // owns), so there is a running turn to be continued elsewhere.
         let i = 0;
-        await waitFor(async () => {
-          const statuses = await Promise.all(live.map((m) => c!.status(m)));
-          i = statuses.reduce((best, s, j) => (s.turns.in_flight > statuses[best]!.turns.in_flight ? j : best), 0);
-          const owned = new Set(statuses[i]!.cluster.partitions.owned);
-          const finals = new Set([...load.sent.values()].flat());
-          drafts = c!.tg.messages.filter((m) => !m.deleted && owned.has(partitionOf(`tg:${m.chatId}`, 16)) && !finals.has(visibleText(m.text, m.parseMode))).map((msg) => ({ msg, before: msg.text }));
-          return drafts.length > 0;
-        }, 30_000, 20);
+        await waitFor(
+          async () => {
+            const statuses = await Promise.all(live.map((m) => c!.status(m)));
+            i = statuses.reduce((best, s, j) => (s.turns.in_flight > statuses[best]!.turns.in_flight ? j : best), 0);
+            const owned = new Set(statuses[i]!.cluster.partitions.owned);
+            const finals = new Set([...load.sent.values()].flat());
+            drafts = c!.tg.messages
+              .filter((m) => !m.deleted && owned.has(partitionOf(`tg:${m.chatId}`, 16)) && !finals.has(visibleText(m.text, m.parseMode)))
+              .map((msg) => ({ msg, before: msg.text }));
+            return drafts.length > 0;
+          },
+          30_000,
+          20,
+        );
         await kill(live[i]!);
       }
     }
-    await waitFor(() => load.complete(), 240_000, 250).finally(() => clearInterval(progress)).catch(() => {
-      throw new Error(`not every message was answered in order:\n${load.problems().slice(0, 10).join('\n')}`);
-    });
+    await waitFor(() => load.complete(), 240_000, 250)
+      .finally(() => clearInterval(progress))
+      .catch(() => {
+        throw new Error(`not every message was answered in order:\n${load.problems().slice(0, 10).join('\n')}`);
+      });
     // Both killed instances came back and share the work again.
     await Promise.all(respawns);
     await c.settled(3);
@@ -78,7 +86,11 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
     // not reached the store yet, is left behind and the answer starts again. Any other
     // unfinished message (written well after a kill) would be a duplicate answer.
     const orphans = load.unfinished();
-    for (const o of orphans) expect(killedAt.some((t) => o.lastWriteAt >= t - 5000 && o.lastWriteAt <= t + 2000), `${o.key}: "${o.text}" last written at ${o.lastWriteAt}, kills at ${killedAt.join(', ')}`).toBe(true);
+    for (const o of orphans)
+      expect(
+        killedAt.some((t) => o.lastWriteAt >= t - 5000 && o.lastWriteAt <= t + 2000),
+        `${o.key}: "${o.text}" last written at ${o.lastWriteAt}, kills at ${killedAt.join(', ')}`,
+      ).toBe(true);
     // Exactly once otherwise: one platform message per user message.
     expect(load.created()).toBe(CONVERSATIONS * PER_CONVERSATION + orphans.length);
     // Telegram was polled again within 10 s of its listener's owner dying (the bound follows

@@ -1,7 +1,17 @@
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon } from '../helpers/fixtures.js';
-import { discordChannel, discordEnv, slackChannel, slackEnv, telegramChannel, telegramEnv, withDiscord, withSlack, withTelegram } from '../helpers/platforms.js';
+import {
+  discordChannel,
+  discordEnv,
+  slackChannel,
+  slackEnv,
+  telegramChannel,
+  telegramEnv,
+  withDiscord,
+  withSlack,
+  withTelegram,
+} from '../helpers/platforms.js';
 import { echoAgent as echo } from '../helpers/toml.js';
 
 const words = (n: number, p = 'w') => Array.from({ length: n }, (_, i) => `${p}${i}`).join(' ');

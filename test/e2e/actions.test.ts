@@ -23,7 +23,10 @@ describe('management actions', () => {
   /** A config the CLI can use to reach the in-process daemon on its real port. */
   const cliConfig = (extra = '') => {
     const file = join(d!.dir, 'cli.config.toml');
-    writeFileSync(file, `[daemon]\nstate_dir = "${join(d!.dir, 'state')}"\n[http]\nlisten = "127.0.0.1:${d!.daemon.address.port}"\n${extra}\n[[channels]]\nid = "web"\ntype = "webchat"\n`);
+    writeFileSync(
+      file,
+      `[daemon]\nstate_dir = "${join(d!.dir, 'state')}"\n[http]\nlisten = "127.0.0.1:${d!.daemon.address.port}"\n${extra}\n[[channels]]\nid = "web"\ntype = "webchat"\n`,
+    );
     return file;
   };
   const cli = async (args: string[], env: NodeJS.ProcessEnv = {}) => {
@@ -84,7 +87,9 @@ describe('management actions', () => {
     await c.finals();
     expect(await (await fetch(`${d.url}/actions/channels`)).json()).toEqual([expect.objectContaining({ id: 'web', kind: 'webchat', state: 'connected' })]);
     expect(await (await fetch(`${d.url}/actions/turns`)).json()).toEqual([]);
-    expect(await (await fetch(`${d.url}/actions/sessions`)).json()).toEqual([{ channel: 'web', agent: 'default', conversations: 1, sessions: 1, last_activity: expect.any(String) }]);
+    expect(await (await fetch(`${d.url}/actions/sessions`)).json()).toEqual([
+      { channel: 'web', agent: 'default', conversations: 1, sessions: 1, last_activity: expect.any(String) },
+    ]);
     expect((await cli(['version', '--config', cliConfig()])).stdout).toMatch(/^channeld \S+ \(node v\d+/);
     expect((await cli(['sessions', '--config', cliConfig()])).stdout).toMatch(/^web +default +1 +1 /m);
   });
@@ -104,7 +109,10 @@ describe('management actions', () => {
     const bad = await fetch(`${d.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(bad.status).toBe(400);
     expect(((await bad.json()) as { error: string }).error).toMatch(/id/);
-    expect((await fetch(`${d.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: '99999' }) })).status).toBe(404);
+    expect(
+      (await fetch(`${d.url}/actions/stop-turn`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ id: '99999' }) }))
+        .status,
+    ).toBe(404);
     const viaCli = await cli(['stop-turn', turn!.id, '--config', cliConfig()]);
     expect(viaCli.stdout).toBe(`turn ${turn!.id} cancelled\n`);
     const [final] = await c.finals();
@@ -117,7 +125,9 @@ describe('management actions', () => {
     expect((await fetch(`${d.url}/status`)).status).toBe(401);
     expect((await fetch(`${d.url}/actions/channels`, { headers: { authorization: 'Bearer nope' } })).status).toBe(401);
     expect((await fetch(`${d.url}/actions/channels`, { headers: { authorization: 'Bearer admin-secret-42' } })).status).toBe(200);
-    expect((await cli(['channels', '--config', cliConfig('admin_token_env = "ADMIN"')], { ADMIN: 'admin-secret-42' })).stdout).toMatch(/web +webchat +connected/);
+    expect((await cli(['channels', '--config', cliConfig('admin_token_env = "ADMIN"')], { ADMIN: 'admin-secret-42' })).stdout).toMatch(
+      /web +webchat +connected/,
+    );
     expect((await fetch(`${d.url}/healthz`)).status).toBe(200);
   });
 

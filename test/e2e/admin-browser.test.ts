@@ -7,7 +7,6 @@ import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
-
 describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon;
   let tg: FakeTelegram;

@@ -16,12 +16,18 @@ describe('agents and workspaces', () => {
     vi.useRealTimers();
   });
 
-  const agent = (name: string, model: string, prompt: string, extra = '') => `[agents.${name}]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "${model}"\nsystem_prompt = "${prompt}"\n${extra}\n`;
+  const agent = (name: string, model: string, prompt: string, extra = '') =>
+    `[agents.${name}]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "${model}"\nsystem_prompt = "${prompt}"\n${extra}\n`;
   const web = (id: string, agentName: string) => `[[channels]]\nid = "${id}"\ntype = "webchat"\nagent = "${agentName}"\n`;
   const client = (id: string) => withChat(d!, `tab-${id}`, { path: `/chat/${id}` });
 
   it('two agents bound to two channels answer with their own system prompts and models', async () => {
-    d = await withDaemon(agent('support', 'support-model', 'You are the support bot.') + agent('fun', 'fun-model', 'You are the fun bot.') + web('help', 'support') + web('play', 'fun'));
+    d = await withDaemon(
+      agent('support', 'support-model', 'You are the support bot.') +
+        agent('fun', 'fun-model', 'You are the fun bot.') +
+        web('help', 'support') +
+        web('play', 'fun'),
+    );
     const help = await client('help');
     const play = await client('play');
     help.send('my order is late');
@@ -46,11 +52,14 @@ describe('agents and workspaces', () => {
     };
     expect(problems(`${two}[[channels]]\nid = "w"\ntype = "webchat"\n`)[0]).toMatch(/channel "w" needs agent = one of a, b/);
     expect(problems(`${two}[[channels]]\nid = "w"\ntype = "webchat"\nagent = "c"\n`)[0]).toMatch(/bound to agent "c", which is not defined/);
-    expect(problems(`${two}[agents.c]\nprovider = "echo"\nenabled = false\n[[channels]]\nid = "w"\ntype = "webchat"\nagent = "c"\n`)[0]).toMatch(/bound to agent "c", which is disabled/);
+    expect(problems(`${two}[agents.c]\nprovider = "echo"\nenabled = false\n[[channels]]\nid = "w"\ntype = "webchat"\nagent = "c"\n`)[0]).toMatch(
+      /bound to agent "c", which is disabled/,
+    );
   });
 
   it('an agent-only reload rebuilds that workspace and keeps every listener connected', async () => {
-    const cfg = (prompt: string) => agent('support', 'support-model', prompt) + agent('fun', 'fun-model', 'You are the fun bot.') + web('help', 'support') + web('play', 'fun');
+    const cfg = (prompt: string) =>
+      agent('support', 'support-model', prompt) + agent('fun', 'fun-model', 'You are the fun bot.') + web('help', 'support') + web('play', 'fun');
     d = await withDaemon(cfg('Version one.'));
     const help = await client('help');
     const before = d.daemon.status().agents.map((a) => a.name);
@@ -61,7 +70,12 @@ describe('agents and workspaces', () => {
       ['help', 1],
       ['play', 1],
     ]);
-    expect(d.daemon.status().agents.map((a) => a.name).sort()).toEqual(before.sort());
+    expect(
+      d.daemon
+        .status()
+        .agents.map((a) => a.name)
+        .sort(),
+    ).toEqual(before.sort());
     help.send('which version?');
     await help.finals();
     expect(String(llm.requests.at(-1)!.body.messages[0]!.content)).toContain('Version two.');
@@ -78,7 +92,10 @@ describe('agents and workspaces', () => {
     c.send('first turn');
     expect((await c.finals())[0]!.text).toBe('first turn');
     expect(llm.requests.map((r) => r.body.model)).toEqual(['primary', 'backup']);
-    expect(d.daemon.status().agents[0]).toMatchObject({ last_served: 'openai-compatible:backup', cooling: [{ model: 'openai-compatible:primary', failures: 1 }] });
+    expect(d.daemon.status().agents[0]).toMatchObject({
+      last_served: 'openai-compatible:backup',
+      cooling: [{ model: 'openai-compatible:primary', failures: 1 }],
+    });
     // The next turn skips the cooling model.
     c.send('second turn');
     await c.finals(2);

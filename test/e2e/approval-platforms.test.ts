@@ -75,7 +75,8 @@ describe('approval buttons on Discord, Slack and the web chat (real server-files
     const sl = await withSlack();
     const secret = 'signing-secret-123';
     await start(slackHttpChannel(sl, 'native_stream = false\n'), slackEnv(sl, secret));
-    const post = (body: string, contentType: string) => fetch(`${d!.url}/webhooks/sl`, { method: 'POST', headers: { ...signSlack(body, secret), 'content-type': contentType }, body });
+    const post = (body: string, contentType: string) =>
+      fetch(`${d!.url}/webhooks/sl`, { method: 'POST', headers: { ...signSlack(body, secret), 'content-type': contentType }, body });
     llm.script(file.edit(), say('Edited over HTTP.'));
     expect((await post(JSON.stringify(sl.callback(sl.dmEvent('edit the count'))), 'application/json')).status).toBe(200);
     const q = await waitFor(() => sl.messages.find((m) => m.blocks?.some((b) => b.type === 'actions')), 20_000);
@@ -100,7 +101,10 @@ describe('approval buttons on Discord, Slack and the web chat (real server-files
     me.send(q.buttons![0]!.data);
     await waitFor(() => me.replies().some((f) => f.text === 'Edited in the web chat.' && f.final), 20_000);
     expect(file.runs).toBe(1);
-    const latest = me.replies().filter((f) => f.ref === q.ref).at(-1)!;
+    const latest = me
+      .replies()
+      .filter((f) => f.ref === q.ref)
+      .at(-1)!;
     expect(latest).toMatchObject({ text: '✅ fs__edit_file: approved.', final: true });
     expect(latest.buttons).toBeUndefined();
   });

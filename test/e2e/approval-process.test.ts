@@ -27,7 +27,11 @@ describe('approval across a crash (daemon as a real process)', () => {
     });
     const fsConnected = async (p: DaemonProcess) => {
       const url = await p.url();
-      const s = await waitFor(async () => ((await (await fetch(`${url}/status`)).json()) as { mcp_servers: McpServerStatus[] }).mcp_servers.find((m) => m.state === 'connected'), 30_000, 50);
+      const s = await waitFor(
+        async () => ((await (await fetch(`${url}/status`)).json()) as { mcp_servers: McpServerStatus[] }).mcp_servers.find((m) => m.state === 'connected'),
+        30_000,
+        50,
+      );
       mcpPids.push(s.pid!);
     };
 

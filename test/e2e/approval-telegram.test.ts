@@ -24,7 +24,7 @@ describe('approval in chat on Telegram (inline keyboard + callback_query), real 
   const question = (chatId: number): Promise<StoredMessage> => waitFor(() => tg.messages.find((m) => m.chatId === chatId && m.replyMarkup), 20_000);
   const shown = (m: StoredMessage) => visibleText(m.text, m.parseMode);
 
-  it('Approve by inline button runs the call once; a different user\'s click is refused', async () => {
+  it("Approve by inline button runs the call once; a different user's click is refused", async () => {
     await start();
     llm.script(file.edit(), say('Edited the file.'));
     tg.group('please edit the count', { mention: true, from: { id: 43, first_name: 'Bob' } });

@@ -8,7 +8,17 @@ import { readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChannelDaemon, withChat, withDaemon, withLlm } from '../helpers/fixtures.js';
-import { discordChannel, discordEnv, slackChannel, slackEnv, telegramChannel, telegramEnv, withDiscord, withSlack, withTelegram } from '../helpers/platforms.js';
+import {
+  discordChannel,
+  discordEnv,
+  slackChannel,
+  slackEnv,
+  telegramChannel,
+  telegramEnv,
+  withDiscord,
+  withSlack,
+  withTelegram,
+} from '../helpers/platforms.js';
 import { webchatChannel } from '../helpers/toml.js';
 
 /** A tiny JPEG-looking payload: the bytes only need to survive the trip. */
@@ -53,7 +63,9 @@ describe('attachments on Telegram: getFile, then /file/bot<token>/<file_path>', 
     await start();
     tg.dmDocument(Buffer.from('name,qty\napples,3\n'), { file_name: 'stock.csv', mime_type: 'text/csv' }, 'what is in stock?');
     await waitFor(() => llm.requests.length === 1, 10_000);
-    const text = userParts(llm.requests[0]!).map((p) => p.text).join('\n');
+    const text = userParts(llm.requests[0]!)
+      .map((p) => p.text)
+      .join('\n');
     expect(text).toContain('what is in stock?');
     expect(text).toContain('<file name="stock.csv">\nname,qty\napples,3\n');
     await waitFor(() => tg.texts(42).length === 1, 10_000);
@@ -134,7 +146,11 @@ describe('attachments in the web chat: upload, then a message naming it', () => 
   });
 
   const upload = async (bytes: Buffer, name: string, mime: string) => {
-    const r = await fetch(`${d!.url}/webchat/web/upload?tab=t1`, { method: 'POST', headers: { 'content-type': mime, 'x-file-name': encodeURIComponent(name) }, body: bytes });
+    const r = await fetch(`${d!.url}/webchat/web/upload?tab=t1`, {
+      method: 'POST',
+      headers: { 'content-type': mime, 'x-file-name': encodeURIComponent(name) },
+      body: bytes,
+    });
     expect(r.status).toBe(200);
     return (await r.json()) as { id: string; name: string; mime: string; size: number };
   };
@@ -153,11 +169,15 @@ describe('attachments in the web chat: upload, then a message naming it', () => 
 
     // A declared 50 MB body is answered 413 without the body ever being sent.
     const status = await new Promise<number>((resolve, reject) => {
-      const req = request(`${d!.url}/webchat/web/upload?tab=t1`, { method: 'POST', headers: { 'content-type': 'image/png', 'content-length': String(50 * 1024 * 1024) } }, (res) => {
-        res.resume();
-        resolve(res.statusCode!);
-        req.destroy();
-      });
+      const req = request(
+        `${d!.url}/webchat/web/upload?tab=t1`,
+        { method: 'POST', headers: { 'content-type': 'image/png', 'content-length': String(50 * 1024 * 1024) } },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+          req.destroy();
+        },
+      );
       req.on('error', reject);
       req.flushHeaders();
     });

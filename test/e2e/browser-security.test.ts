@@ -9,14 +9,29 @@ import { ChatClient } from '../helpers/webchat-client.js';
 const body = echoAgent(150) + webchatChannel();
 
 /** A raw HTTP request, so tests can send the headers a browser (or an attacker) would: Host, Origin, proxies. */
-function raw(url: string, method: string, path: string, headers: Record<string, string>, data?: string): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
+function raw(
+  url: string,
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  data?: string,
+): Promise<{ status: number; headers: Record<string, unknown>; text: string }> {
   const u = new URL(url);
   return new Promise((resolve, reject) => {
-    const req = request({ host: u.hostname, port: u.port, method, path, headers: { ...headers, ...(data !== undefined ? { 'content-length': String(Buffer.byteLength(data)) } : {}) } }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, text: Buffer.concat(parts).toString('utf8') }));
-    });
+    const req = request(
+      {
+        host: u.hostname,
+        port: u.port,
+        method,
+        path,
+        headers: { ...headers, ...(data !== undefined ? { 'content-length': String(Buffer.byteLength(data)) } : {}) },
+      },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, text: Buffer.concat(parts).toString('utf8') }));
+      },
+    );
     req.on('error', reject);
     req.end(data);
   });
@@ -38,7 +53,7 @@ function openWs(url: string, headers: Record<string, string>): Promise<number> {
 describe('browser-facing security', () => {
   let d: TestDaemon | undefined;
 
-  it('management POSTs need a JSON body and an Origin that is absent or the daemon\'s own (CSRF)', async () => {
+  it("management POSTs need a JSON body and an Origin that is absent or the daemon's own (CSRF)", async () => {
     d = await withDaemon(body);
     const host = new URL(d.url).host;
     const own = `http://${host}`;
@@ -52,7 +67,13 @@ describe('browser-facing security', () => {
     // Stopping needs the same check: a guessed id from another site never reaches the lanes.
     const stop = await raw(d.url, 'POST', '/actions/stop-turn', { host, 'content-type': 'text/plain', origin: 'http://evil.example' }, '{"id":"1"}');
     expect(stop.status).toBe(415);
-    const stopForeign = await raw(d.url, 'POST', '/actions/stop-turn', { host, 'content-type': 'application/json', origin: 'http://evil.example' }, '{"id":"1"}');
+    const stopForeign = await raw(
+      d.url,
+      'POST',
+      '/actions/stop-turn',
+      { host, 'content-type': 'application/json', origin: 'http://evil.example' },
+      '{"id":"1"}',
+    );
     expect(stopForeign.status).toBe(403);
     expect(d.daemon.status().generation).toBe(1);
     // The daemon's own page and non-browser clients (no Origin) are served.
@@ -77,7 +98,7 @@ describe('browser-facing security', () => {
     expect(await openWs(d.url, { host: `evil.example:${port}` })).toBe(403);
   });
 
-  it('the web chat WebSocket refuses another site\'s Origin and accepts its own and non-browser clients', async () => {
+  it("the web chat WebSocket refuses another site's Origin and accepts its own and non-browser clients", async () => {
     d = await withDaemon(body, {}, '', 'allowed_hosts = ["chat.example.com"]\n');
     expect(await openWs(d.url, { origin: 'http://evil.example' })).toBe(403);
     expect(await openWs(d.url, { origin: 'null' })).toBe(403);
@@ -86,7 +107,7 @@ describe('browser-facing security', () => {
     expect(await openWs(d.url, {})).toBe(101);
   });
 
-  it('pages carry a Content-Security-Policy with frame-ancestors \'none\' and X-Content-Type-Options', async () => {
+  it("pages carry a Content-Security-Policy with frame-ancestors 'none' and X-Content-Type-Options", async () => {
     d = await withDaemon(body);
     for (const path of ['/', '/webchat/web', '/admin']) {
       const res = await fetch(`${d.url}${path}`);
@@ -102,7 +123,9 @@ describe('browser-facing security', () => {
     expect((await raw(d.url, 'GET', '/status', { host })).status).toBe(200);
     expect((await raw(d.url, 'GET', '/status', { host, 'x-forwarded-for': '203.0.113.7' })).status).toBe(403);
     expect((await raw(d.url, 'GET', '/actions/turns', { host, forwarded: 'for=203.0.113.7;proto=https' })).status).toBe(403);
-    expect((await raw(d.url, 'POST', '/actions/reload', { host, 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.7' }, '{}')).status).toBe(403);
+    expect((await raw(d.url, 'POST', '/actions/reload', { host, 'content-type': 'application/json', 'x-forwarded-for': '203.0.113.7' }, '{}')).status).toBe(
+      403,
+    );
     expect((await raw(d.url, 'GET', '/admin/events', { host, 'x-forwarded-for': '203.0.113.7' })).status).toBe(403);
     // The web chat without an access token answers loopback clients only: a proxied one is refused.
     expect(await openWs(d.url, { 'x-forwarded-for': '203.0.113.7' })).toBe(401);

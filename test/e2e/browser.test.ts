@@ -3,7 +3,6 @@ import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
-
 describe.runIf(hasChromium)('web chat page in headless Chromium (skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon;
   let browser: Browser;

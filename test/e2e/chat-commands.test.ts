@@ -49,7 +49,17 @@ describe('chat commands and the per-turn log line', () => {
     const c = await chat();
     await ask(c, 'hello there');
     const line = await waitFor(() => d!.logs.lines.map((l) => JSON.parse(l) as Record<string, unknown>).find((l) => l.msg === 'turn finished'));
-    expect(line).toMatchObject({ level: 30, channel: 'web', conversation: 'web:tab-0', agent: 'default', model: 'echo', outcome: 'done', duration_ms: expect.any(Number), tokens_in: expect.any(Number), tokens_out: expect.any(Number) });
+    expect(line).toMatchObject({
+      level: 30,
+      channel: 'web',
+      conversation: 'web:tab-0',
+      agent: 'default',
+      model: 'echo',
+      outcome: 'done',
+      duration_ms: expect.any(Number),
+      tokens_in: expect.any(Number),
+      tokens_out: expect.any(Number),
+    });
     expect(line.tokens_out).toBeGreaterThan(0);
   });
 });

@@ -16,7 +16,7 @@ const main = join(import.meta.dirname, '../../dist/bin/channeld.js');
  * the admin token but none of the daemon's channel secrets, while the config file on disk
  * has errors. Every command must still show the daemon's data.
  */
-describe('management CLI without the daemon\'s secrets, against a broken config file', () => {
+describe("management CLI without the daemon's secrets, against a broken config file", () => {
   let d: TestDaemon | undefined;
 
   const ADMIN = 'admin-secret-for-cli';
@@ -52,7 +52,7 @@ describe('management CLI without the daemon\'s secrets, against a broken config 
     return { turn: turn!, env: { ADMIN, CHANNELD_CONFIG: d.configFile } };
   }
 
-  it('status, channels, turns, sessions, version and stop-turn print the daemon\'s data; reload of the broken file exits 78', async () => {
+  it("status, channels, turns, sessions, version and stop-turn print the daemon's data; reload of the broken file exits 78", async () => {
     const { turn, env } = await brokenSetUp();
     const status = await cli(['status'], env);
     expect(status.stderr).toBe('');

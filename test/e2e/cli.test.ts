@@ -61,7 +61,11 @@ describe('channeld CLI (built)', () => {
     const dir = mkdtempSync(join(tmpdir(), 'channeld-cli-'));
     writeFileSync(join(dir, 'a-file'), '');
     const stateDir = join(dir, 'a-file', 'state');
-    const r = await cli(['run', '--config', configFile(`[daemon]\nstate_dir = "${stateDir}"\n[http]\nlisten = "127.0.0.1:0"\n[[channels]]\nid = "web"\ntype = "webchat"\n`)]);
+    const r = await cli([
+      'run',
+      '--config',
+      configFile(`[daemon]\nstate_dir = "${stateDir}"\n[http]\nlisten = "127.0.0.1:0"\n[[channels]]\nid = "web"\ntype = "webchat"\n`),
+    ]);
     // Caught while the config is validated, with its line: the operator's problem, exit 78.
     expect(r.code).toBe(78);
     expect(r.stderr).toContain(`daemon.state_dir: "${stateDir}" cannot be created: ${join(dir, 'a-file')} is a file, not a directory`);

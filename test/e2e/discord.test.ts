@@ -67,7 +67,10 @@ describe('Discord channel against the fake gateway and REST API', () => {
     await start(echo(0) + channel());
     await waitFor(() => state().state === 'failed', 10_000);
     // Parked: no retry is scheduled, and the one attempt identified once (no reconnect loop inside discord.js).
-    expect(state()).toMatchObject({ next_retry_at: null, last_error: { code: 'CHANNEL_FORBIDDEN', message: expect.stringContaining('Message Content Intent') } });
+    expect(state()).toMatchObject({
+      next_retry_at: null,
+      last_error: { code: 'CHANNEL_FORBIDDEN', message: expect.stringContaining('Message Content Intent') },
+    });
     expect(dc.gateway.identifies).toBe(1);
   });
 
@@ -106,7 +109,10 @@ describe('Discord channel against the fake gateway and REST API', () => {
   });
 
   it('a reply sent again with the same idempotency key (a re-run after a crash) is one message', async () => {
-    const adapter = new DiscordAdapter({ id: 'dc', restApi: dc.restApi, guilds: [], log: createLogger({ level: 'warn', destination: new LogSink() }) }, dc.token);
+    const adapter = new DiscordAdapter(
+      { id: 'dc', restApi: dc.restApi, guilds: [], log: createLogger({ level: 'warn', destination: new LogSink() }) },
+      dc.token,
+    );
     const target = { channelId: 'dc', chatId: dc.dmChannel, chatType: 'dm' as const };
     const first = await adapter.send(target, 'the answer', { signal: new AbortController().signal, idempotencyKey: '1234567890123456789:0' });
     const again = await adapter.send(target, 'the answer', { signal: new AbortController().signal, idempotencyKey: '1234567890123456789:0' });

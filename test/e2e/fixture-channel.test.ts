@@ -23,13 +23,19 @@ describe('a channel kind from a folder outside src/, in a real daemon process', 
     const dir = mkdtempSync(join(tmpdir(), 'channeld-fixture-'));
     cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
     const file = join(dir, 'daemon.config.toml');
-    writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n[agent]\nprovider = "echo"\necho_delay_ms = 20\n\n${channel}`);
+    writeFileSync(
+      file,
+      `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n[agent]\nprovider = "echo"\necho_delay_ms = 20\n\n${channel}`,
+    );
     return file;
   }
 
   /** Runs the fixture entry's CLI to its end. */
   async function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
-    const child = spawn(process.execPath, [...TSX_NODE_ARGS, FIXTURE_ENTRY, ...args], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...TSX_NODE_ARGS, FIXTURE_ENTRY, ...args], {
+      env: { PATH: process.env.PATH, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     cleanup.push(() => child.kill('SIGKILL'));
     let stdout = '';
     let stderr = '';
@@ -39,10 +45,12 @@ describe('a channel kind from a folder outside src/, in a real daemon process', 
     return { code, stdout, stderr };
   }
 
-  it('`channeld check` reports the kind\'s bad key with file:line:col and exits 78; `--help` lists the kind', async () => {
+  it("`channeld check` reports the kind's bad key with file:line:col and exits 78; `--help` lists the kind", async () => {
     const file = setup(`[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["*"]\nkey_env = "LB_KEY"\nmax_message_lenght = 100\n`);
     const check = await cli(['check', '--config', file], { LB_KEY: 'k-123456' });
-    expect(check.stderr.split('\n')[0]).toBe('daemon.config.toml:17:1: channels[0].max_message_lenght: unknown key "max_message_lenght"; did you mean `max_message_length`?');
+    expect(check.stderr.split('\n')[0]).toBe(
+      'daemon.config.toml:17:1: channels[0].max_message_lenght: unknown key "max_message_lenght"; did you mean `max_message_length`?',
+    );
     expect(check.code).toBe(78);
     const help = await cli(['--help']);
     expect(help.stdout).toMatch(/^ {2}slack +a Slack app.*\n {2}loopback +test only: messages posted over HTTP, replies read back$/m);
@@ -56,10 +64,18 @@ describe('a channel kind from a folder outside src/, in a real daemon process', 
     await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 30_000);
     const auth = { authorization: 'Bearer k-123456', 'content-type': 'application/json' };
 
-    const refused = await fetch(`${url}/lb/lb/messages`, { method: 'POST', headers: { ...auth, authorization: 'Bearer wrong' }, body: JSON.stringify({ chat: 'c1', sender: 'u1', text: 'no' }) });
+    const refused = await fetch(`${url}/lb/lb/messages`, {
+      method: 'POST',
+      headers: { ...auth, authorization: 'Bearer wrong' },
+      body: JSON.stringify({ chat: 'c1', sender: 'u1', text: 'no' }),
+    });
     expect(refused.status).toBe(401);
 
-    const posted = await fetch(`${url}/lb/lb/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ chat: 'c1', sender: 'u1', text: 'hello through the loopback' }) });
+    const posted = await fetch(`${url}/lb/lb/messages`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ chat: 'c1', sender: 'u1', text: 'hello through the loopback' }),
+    });
     expect(posted.status).toBe(202);
     expect(await posted.json()).toMatchObject({ stored: true });
 

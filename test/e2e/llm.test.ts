@@ -49,12 +49,26 @@ describe('web chat with an OpenAI-compatible model (fake LLM)', () => {
 
   it('a wrong API key: one warn line per failed attempt says why (agent, model, host, status, code, provider message), never the key', async () => {
     const key = 'sk-live-a1b2c3d4e5f6g7h8i9';
-    llm.script({ kind: 'status', status: 401, body: JSON.stringify({ error: { message: `Incorrect API key provided: ${key}. You can find your API key at https://platform.example/keys.`, type: 'invalid_request_error' } }) });
+    llm.script({
+      kind: 'status',
+      status: 401,
+      body: JSON.stringify({
+        error: { message: `Incorrect API key provided: ${key}. You can find your API key at https://platform.example/keys.`, type: 'invalid_request_error' },
+      }),
+    });
     const final = await askOnce(key);
     expect(final!.text).toBe('⚠️ The model provider refused our API key; the operator needs to check it.');
     const lines = d!.logs.lines.filter((l) => l.includes('model attempt failed')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ level: 40, agent: 'default', model: 'qwen3:8b', base_url_host: new URL(llm.url).host, status: 401, code: 'PROVIDER_AUTH_FAILED', retrying: false });
+    expect(lines[0]).toMatchObject({
+      level: 40,
+      agent: 'default',
+      model: 'qwen3:8b',
+      base_url_host: new URL(llm.url).host,
+      status: 401,
+      code: 'PROVIDER_AUTH_FAILED',
+      retrying: false,
+    });
     expect(String(lines[0]!.provider_message)).toMatch(/^Incorrect API key provided: \[redacted\]/);
     expect(d!.logs.text).not.toContain('a1b2c3d4e5f6g7h8i9');
   });

@@ -35,10 +35,14 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
 
   const chat = (): Promise<ChatClient> => withChat(d!, `tab${tabs++}`);
   const connected = (d: TestDaemon, names: string[]): Promise<McpServerStatus[]> =>
-    waitFor(async () => {
-      const s = await mcpStatus(d);
-      return names.every((n) => s.find((x) => x.name === n)?.state === 'connected') ? s : undefined;
-    }, 30_000, 50);
+    waitFor(
+      async () => {
+        const s = await mcpStatus(d);
+        return names.every((n) => s.find((x) => x.name === n)?.state === 'connected') ? s : undefined;
+      },
+      30_000,
+      50,
+    );
 
   it('offers server__tool with its schema; results from stdio and Streamable HTTP servers reach the model and the answer', async () => {
     const http = await withEverythingHttp();
@@ -54,7 +58,9 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
     c.send('echo something');
     expect((await c.finals(1, 20_000))[0]!.text).toBe('The server echoed.');
     const offered = (llm.requests[0]!.body.tools as Array<{ function: { name: string; parameters: { properties: object } } }>).map((t) => t.function);
-    expect(offered.map((t) => t.name)).toEqual(expect.arrayContaining(['current_time', 'everything__echo', 'fs__read_text_file', 'fs__list_directory', 'remote__get-sum']));
+    expect(offered.map((t) => t.name)).toEqual(
+      expect.arrayContaining(['current_time', 'everything__echo', 'fs__read_text_file', 'fs__list_directory', 'remote__get-sum']),
+    );
     expect(offered.map((t) => t.name)).not.toContain('fs__write_file');
     expect(offered.find((t) => t.name === 'everything__echo')!.parameters.properties).toHaveProperty('message');
     expect(toolResult(llm, 1)).toContain('Echo: hello from the test');
@@ -106,7 +112,11 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
     process.kill(before.pid!, 'SIGKILL');
     // Seen down in /status, then back on a new connection with a new process.
     await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'everything')!.state !== 'connected', 20_000, 5);
-    const after = await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'everything' && s.state === 'connected' && s.connection === 2), 30_000, 50);
+    const after = await waitFor(
+      async () => (await mcpStatus(d!)).find((s) => s.name === 'everything' && s.state === 'connected' && s.connection === 2),
+      30_000,
+      50,
+    );
     expect(after.pid).not.toBe(before.pid);
     expect(d.logs.text).toContain('closed the connection');
 
@@ -133,13 +143,17 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
     d.rewrite(agent() + web);
     await d.daemon.reload();
     expect(await mcpStatus(d)).toEqual([]);
-    await waitFor(() => {
-      try {
-        process.kill(fsPid, 0);
-        return false;
-      } catch {
-        return true;
-      }
-    }, 10_000, 20);
+    await waitFor(
+      () => {
+        try {
+          process.kill(fsPid, 0);
+          return false;
+        } catch {
+          return true;
+        }
+      },
+      10_000,
+      20,
+    );
   });
 });

@@ -29,7 +29,10 @@ function setup(folders: string[], agent = '[agent]\nprovider = "echo"\necho_dela
   const dir = mkdtempSync(join(tmpdir(), 'channeld-plugins-'));
   const file = join(dir, 'daemon.config.toml');
   const plugins = JSON.stringify(folders.map((f) => relative(dir, f)));
-  writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\nplugins = ${plugins}\n\n[http]\nlisten = "127.0.0.1:0"\n\n${agent}\n[[channels]]\nid = "web"\ntype = "webchat"\n`);
+  writeFileSync(
+    file,
+    `[daemon]\nstate_dir = "${join(dir, 'state')}"\nplugins = ${plugins}\n\n[http]\nlisten = "127.0.0.1:0"\n\n${agent}\n[[channels]]\nid = "web"\ntype = "webchat"\n`,
+  );
   return { dir, file };
 }
 
@@ -126,7 +129,8 @@ describe('plugin folders across a reload', () => {
 
   it('a rebuilt agent keeps the plugin additions; a changed plugins list is refused and needs a restart', async () => {
     const shanty = join(fixtures, 'shanty');
-    const body = (prompt: string) => `[agent]\nprovider = "echo"\necho_delay_ms = 0\nsystem_prompt = "${prompt}"\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
+    const body = (prompt: string) =>
+      `[agent]\nprovider = "echo"\necho_delay_ms = 0\nsystem_prompt = "${prompt}"\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
     d = await startDaemon(body('one'), {}, `plugins = ["${shanty}"]`);
     const c = new ChatClient(d.url, 'tab');
     try {

@@ -13,11 +13,21 @@ function setup(delayMs = 100) {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-proc-'));
   const file = join(dir, 'daemon.config.toml');
   const write = (channels: string, extra = '', agent = `[agent]\nprovider = "echo"\necho_delay_ms = ${delayMs}\n`) =>
-    writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 8000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n\n${agent}\n${channels}`);
+    writeFileSync(
+      file,
+      `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 8000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n\n${agent}\n${channels}`,
+    );
   return { dir, file, write };
 }
 
-async function status(url: string): Promise<{ turns: { list: unknown[] }; generation: number; channels: Array<{ id: string; connection: number; state: string }>; last_reload: { ok: boolean; errors: string[] } | null }> {
+async function status(
+  url: string,
+): Promise<{
+  turns: { list: unknown[] };
+  generation: number;
+  channels: Array<{ id: string; connection: number; state: string }>;
+  last_reload: { ok: boolean; errors: string[] } | null;
+}> {
   return (await fetch(`${url}/status`)).json() as never;
 }
 
@@ -31,7 +41,10 @@ describe('the built daemon as a real process', () => {
     const s = setup();
     s.write(web('web'));
     const p = new DaemonProcess(s.file);
-    cleanup.push(() => p.child.kill('SIGKILL'), () => rmSync(s.dir, { recursive: true, force: true }));
+    cleanup.push(
+      () => p.child.kill('SIGKILL'),
+      () => rmSync(s.dir, { recursive: true, force: true }),
+    );
     const url = await p.url();
     await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200);
 
@@ -67,7 +80,10 @@ describe('the built daemon as a real process', () => {
     const s = setup(0);
     s.write(web('web'));
     const p = new DaemonProcess(s.file);
-    cleanup.push(() => p.child.kill('SIGKILL'), () => rmSync(s.dir, { recursive: true, force: true }));
+    cleanup.push(
+      () => p.child.kill('SIGKILL'),
+      () => rmSync(s.dir, { recursive: true, force: true }),
+    );
     const url = await p.url();
     await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200);
     writeFileSync(s.file, `[daemon]\nstate_dir = "${join(s.dir, 'state')}"\nbogus = 1\n`);
@@ -97,7 +113,10 @@ describe('the built daemon as a real process', () => {
     // process's request gets the fake's default answer, the whole text.
     llm.script({ kind: 'stall', chunks: words.slice(0, -1).map((content) => ({ content, delayMs: 100 })) });
     const p1 = new DaemonProcess(s.file);
-    cleanup.push(() => p1.child.kill('SIGKILL'), () => rmSync(s.dir, { recursive: true, force: true }));
+    cleanup.push(
+      () => p1.child.kill('SIGKILL'),
+      () => rmSync(s.dir, { recursive: true, force: true }),
+    );
     const url1 = await p1.url();
     const c1 = new ChatClient(url1, 'tab-crash');
     cleanup.push(() => c1.close());

@@ -21,7 +21,9 @@ describe('persona and prompt files', () => {
   it('adds the files after system_prompt, in order; a changed file is read again on reload', async () => {
     writeFileSync(join(ws, 'AGENTS.md'), 'Always answer in French.\n');
     writeFileSync(join(ws, 'SOUL.md'), 'You are a cheerful otter.\n');
-    const d = await withDaemon(llmAgent(llm.url, 'm', `system_prompt = "Base prompt."\nworkspace_dir = "${ws}"\nprompt_files = ["SOUL.md", "AGENTS.md"]\n`) + webchatChannel());
+    const d = await withDaemon(
+      llmAgent(llm.url, 'm', `system_prompt = "Base prompt."\nworkspace_dir = "${ws}"\nprompt_files = ["SOUL.md", "AGENTS.md"]\n`) + webchatChannel(),
+    );
     const c = await withChat(d, 'tab');
     c.send('hi');
     await c.finals(1);
@@ -29,7 +31,9 @@ describe('persona and prompt files', () => {
     expect(system.startsWith('Base prompt.\n\n# SOUL.md\n\nYou are a cheerful otter.\n\n# AGENTS.md\n\nAlways answer in French.')).toBe(true);
 
     writeFileSync(join(ws, 'SOUL.md'), 'You are a grumpy badger.\n');
-    const r = (await (await fetch(`${d.url}/reload`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as { ok: boolean };
+    const r = (await (await fetch(`${d.url}/reload`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).json()) as {
+      ok: boolean;
+    };
     expect(r.ok).toBe(true);
     c.send('again');
     await c.finals(2);
@@ -40,12 +44,17 @@ describe('persona and prompt files', () => {
 
   it('a missing prompt file fails check with its path (the default workspace_dir is <state_dir>/agents/<name>)', async () => {
     const file = join(ws, 'daemon.config.toml');
-    writeFileSync(file, `[daemon]\nstate_dir = "${join(ws, 'state')}"\n\n[agents.helper]\nprompt_files = ["AGENTS.md"]\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`);
+    writeFileSync(
+      file,
+      `[daemon]\nstate_dir = "${join(ws, 'state')}"\n\n[agents.helper]\nprompt_files = ["AGENTS.md"]\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`,
+    );
     const r = await run(process.execPath, [main, 'check', '--config', file], { env: { PATH: process.env.PATH } }).then(
       () => ({ code: 0, stderr: '' }),
       (e: { code: number; stderr: string }) => e,
     );
     expect(r.code).toBe(78);
-    expect(r.stderr).toContain(`daemon.config.toml:5:16: agents.helper.prompt_files[0]: prompt file ${join(ws, 'state', 'agents', 'helper', 'AGENTS.md')} cannot be read (ENOENT)`);
+    expect(r.stderr).toContain(
+      `daemon.config.toml:5:16: agents.helper.prompt_files[0]: prompt file ${join(ws, 'state', 'agents', 'helper', 'AGENTS.md')} cannot be read (ENOENT)`,
+    );
   });
 });

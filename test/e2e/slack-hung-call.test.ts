@@ -38,14 +38,24 @@ describe('Slack: a hung Web API call', () => {
     const toml = `[agent]\nprovider = "echo"\necho_delay_ms = 0\n\n[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\nnative_stream = false\n`;
     const { config } = parseConfig(toml, 'test.toml', kinds, { SL_BOT: sl.botToken, SL_APP: sl.appToken });
     const log = createLogger({ level: 'debug', destination: logs, pretty: false });
-    const adapter = new SlackAdapter({ id: 'sl', mode: 'socket', apiUrl: sl.apiUrl, replyInThread: false, nativeStream: false, http: new HttpServer(), log, requestTimeoutMs: scaled(1000) }, { botToken: sl.botToken, appToken: sl.appToken });
+    const adapter = new SlackAdapter(
+      { id: 'sl', mode: 'socket', apiUrl: sl.apiUrl, replyInThread: false, nativeStream: false, http: new HttpServer(), log, requestTimeoutMs: scaled(1000) },
+      { botToken: sl.botToken, appToken: sl.appToken },
+    );
     const ch: DispatchChannel = { config: config.channels[0]!, adapter };
     const channel = (id: string) => (id === 'sl' ? ch : undefined);
     db = openDb(':memory:');
     const inbox = new Inbox(db);
     const metrics = new Metrics(false);
     const conversations = new ConversationStore(db);
-    const workspace = new Workspace({ name: 'default', config: config.agents.default!, log, sessions: new SessionStore(db), conversations, defaultQueueMode: () => config.limits.queue_mode });
+    const workspace = new Workspace({
+      name: 'default',
+      config: config.agents.default!,
+      log,
+      sessions: new SessionStore(db),
+      conversations,
+      defaultQueueMode: () => config.limits.queue_mode,
+    });
     dispatcher = new Dispatcher({
       inbox,
       metrics,
@@ -57,7 +67,11 @@ describe('Slack: a hung Web API call', () => {
     });
     let connected!: () => void;
     const up = new Promise<void>((r) => (connected = r));
-    listening = adapter.listen((m) => dispatcher.deliver(m), stop.signal, () => connected());
+    listening = adapter.listen(
+      (m) => dispatcher.deliver(m),
+      stop.signal,
+      () => connected(),
+    );
     await up;
   });
 

@@ -16,7 +16,10 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
     sl = new FakeSlack();
     await sl.start();
     const log = createLogger({ level: 'error', destination: new LogSink(), pretty: false });
-    adapter = new SlackAdapter({ id: 'sl', mode: 'socket', apiUrl: sl.apiUrl, replyInThread: true, nativeStream: true, http: new HttpServer(), log }, { botToken: sl.botToken });
+    adapter = new SlackAdapter(
+      { id: 'sl', mode: 'socket', apiUrl: sl.apiUrl, replyInThread: true, nativeStream: true, http: new HttpServer(), log },
+      { botToken: sl.botToken },
+    );
   });
   afterEach(async () => {
     await sl.close();
@@ -25,7 +28,11 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
   /** Nothing stops these calls but the adapter's own request timeout. */
   const o = { signal: new AbortController().signal };
   // Calls that carried `key` (this fake, an older API, refuses markdown_text once: that call has no text).
-  const sent = (method: string, key: string) => sl.callsOf(method).filter((c) => c.args[key] !== undefined || c.args.markdown_text === undefined).map((c) => c.args[key] ?? '');
+  const sent = (method: string, key: string) =>
+    sl
+      .callsOf(method)
+      .filter((c) => c.args[key] !== undefined || c.args.markdown_text === undefined)
+      .map((c) => c.args[key] ?? '');
 
   it('chat.postMessage', async () => {
     await adapter.send(target, PINGS, o);

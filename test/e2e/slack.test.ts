@@ -88,7 +88,10 @@ describe('Slack channel against the fake Slack', () => {
 
   it('invalid_auth parks the channel as failed while the others keep answering', async () => {
     await start(`${echo(0)}${socket()}\n[[channels]]\nid = "web"\ntype = "webchat"\n`, { ...env(), SL_BOT: 'xoxb-wrong' });
-    expect(d!.daemon.status().channels.find((c) => c.id === 'sl')).toMatchObject({ state: 'failed', last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('invalid_auth') } });
+    expect(d!.daemon.status().channels.find((c) => c.id === 'sl')).toMatchObject({
+      state: 'failed',
+      last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('invalid_auth') },
+    });
     const c = new ChatClient(d!.url, 'tab');
     await c.opened;
     c.send('web still works');
@@ -126,7 +129,11 @@ describe('Slack channel against the fake Slack', () => {
 
     it('a signed but malformed request (null, "event": null) gets 200 and is dropped with one debug line', async () => {
       await start(echo(0) + http());
-      for (const body of ['null', JSON.stringify({ ...sl.callback(sl.dmEvent('x')), event: null }), JSON.stringify(sl.callback({ type: 'message', user: 'U0USER1' }))]) {
+      for (const body of [
+        'null',
+        JSON.stringify({ ...sl.callback(sl.dmEvent('x')), event: null }),
+        JSON.stringify(sl.callback({ type: 'message', user: 'U0USER1' })),
+      ]) {
         const res = await post(body, signSlack(body, 'signing-secret-123'));
         expect(res.status, body).toBe(200);
       }

@@ -31,7 +31,9 @@ describe('Telegram, daemon as a real process', () => {
     await waitFor(() => tg.texts(42)[0] === text, 15_000);
     // Settled: every update is confirmed (so delivered, stored or recognised as a duplicate)
     // and no turn is running or queued, so nothing can send another message.
-    await waitFor(async () => tg.pendingUpdates === 0 && ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0);
+    await waitFor(
+      async () => tg.pendingUpdates === 0 && ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0,
+    );
     expect(tg.callsOf('sendMessage')).toHaveLength(1);
     expect(tg.texts(42)).toEqual([text]);
     expect(llm.requests).toHaveLength(2);

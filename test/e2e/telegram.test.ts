@@ -75,9 +75,15 @@ describe('Telegram channel against the fake Bot API', () => {
 
   it('401 parks the channel as failed in /status while a web chat keeps answering', async () => {
     await start(`${echo(0)}${channel()}\n[[channels]]\nid = "web"\ntype = "webchat"\n`, { TG_TOKEN: 'wrong:token' });
-    const st = (await (await fetch(`${d!.url}/status`)).json()) as { channels: Array<{ id: string; state: string; last_error: { code: string; message: string } }> };
+    const st = (await (await fetch(`${d!.url}/status`)).json()) as {
+      channels: Array<{ id: string; state: string; last_error: { code: string; message: string } }>;
+    };
     // Parked: no retry is scheduled (next_retry_at null), and the one attempt asked getMe once.
-    expect(st.channels.find((c) => c.id === 'tg')).toMatchObject({ state: 'failed', next_retry_at: null, last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('token was refused') } });
+    expect(st.channels.find((c) => c.id === 'tg')).toMatchObject({
+      state: 'failed',
+      next_retry_at: null,
+      last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('token was refused') },
+    });
     expect(tg.callsOf('getMe')).toHaveLength(1);
     const c = new ChatClient(d!.url, 'tab');
     await c.opened;
@@ -91,7 +97,10 @@ describe('Telegram channel against the fake Bot API', () => {
     tg.fail('getUpdates', { status: 409 });
     await start(echo(0) + channel());
     await waitFor(() => d!.daemon.status().channels[0]!.state === 'failed', 5000);
-    expect(d!.daemon.status().channels[0]!.last_error).toMatchObject({ code: 'CHANNEL_CONFLICT', message: expect.stringContaining('another process is polling this bot') });
+    expect(d!.daemon.status().channels[0]!.last_error).toMatchObject({
+      code: 'CHANNEL_CONFLICT',
+      message: expect.stringContaining('another process is polling this bot'),
+    });
   });
 
   it('429 on edits: no request storm, and the final text lands', async () => {
@@ -132,12 +141,19 @@ describe('Telegram channel against the fake Bot API', () => {
 
   describe('webhook mode', () => {
     const webhook = () => channel('mode = "webhook"\npublic_url = "https://bot.example.org"\nwebhook_secret_env = "TG_SECRET"\n');
-    const update = (id: number, text: string) => ({ update_id: id, message: { message_id: id, date: 1, chat: { id: 42, type: 'private', first_name: 'Ada' }, from: { id: 42, is_bot: false, first_name: 'Ada' }, text } });
+    const update = (id: number, text: string) => ({
+      update_id: id,
+      message: { message_id: id, date: 1, chat: { id: 42, type: 'private', first_name: 'Ada' }, from: { id: 42, is_bot: false, first_name: 'Ada' }, text },
+    });
 
     it('sets the webhook with the secret; a valid secret is answered', async () => {
       await start(echo(0) + webhook(), { TG_SECRET: 'hook-secret-123' });
       expect(tg.webhook).toEqual({ url: 'https://bot.example.org/webhooks/tg', secret: 'hook-secret-123' });
-      const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' }, body: JSON.stringify(update(1, 'via webhook')) });
+      const res = await fetch(`${d!.url}/webhooks/tg`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' },
+        body: JSON.stringify(update(1, 'via webhook')),
+      });
       expect(res.status).toBe(200);
       await waitFor(() => tg.texts(42)[0] === 'via webhook', 5000);
     });
@@ -145,13 +161,21 @@ describe('Telegram channel against the fake Bot API', () => {
     it('a malformed update with the right secret (null, {"message":{}}) gets 200 and is dropped with one debug line', async () => {
       await start(echo(0) + webhook(), { TG_SECRET: 'hook-secret-123' });
       for (const body of ['null', '{"update_id":7,"message":{}}']) {
-        const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' }, body });
+        const res = await fetch(`${d!.url}/webhooks/tg`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' },
+          body,
+        });
         expect(res.status, body).toBe(200);
       }
       expect(d!.logs.lines.filter((l) => l.includes('malformed Telegram update'))).toHaveLength(2);
       expect(d!.logs.text).not.toMatch(/HTTP handler failed|TypeError/);
       // The channel still answers.
-      const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' }, body: JSON.stringify(update(3, 'still here')) });
+      const res = await fetch(`${d!.url}/webhooks/tg`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' },
+        body: JSON.stringify(update(3, 'still here')),
+      });
       expect(res.status).toBe(200);
       await waitFor(() => tg.texts(42)[0] === 'still here', 5000);
     });
@@ -160,11 +184,19 @@ describe('Telegram channel against the fake Bot API', () => {
       await start(echo(0) + webhook(), { TG_SECRET: 'hook-secret-123' });
       const attempts: Array<Record<string, string>> = [{ 'x-telegram-bot-api-secret-token': 'nope' }, {}];
       for (const headers of attempts) {
-        const res = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(update(2, 'sneaky')) });
+        const res = await fetch(`${d!.url}/webhooks/tg`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', ...headers },
+          body: JSON.stringify(update(2, 'sneaky')),
+        });
         expect(res.status).toBe(401);
       }
       // A valid update after them is stored and answered; it is the only one.
-      const ok = await fetch(`${d!.url}/webhooks/tg`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' }, body: JSON.stringify(update(3, 'the real one')) });
+      const ok = await fetch(`${d!.url}/webhooks/tg`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'x-telegram-bot-api-secret-token': 'hook-secret-123' },
+        body: JSON.stringify(update(3, 'the real one')),
+      });
       expect(ok.status).toBe(200);
       await waitFor(() => tg.texts(42)[0] === 'the real one');
       expect(tg.texts(42)).toEqual(['the real one']);

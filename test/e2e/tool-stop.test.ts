@@ -27,7 +27,11 @@ describe('/stop tool and /stop during an MCP call (real server-everything)', () 
   });
 
   /** The MCP messages the client sent the server. */
-  const sent = () => readFileSync(wire, 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { id?: number; method?: string; params?: { name?: string; requestId?: number; reason?: string } });
+  const sent = () =>
+    readFileSync(wire, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { id?: number; method?: string; params?: { name?: string; requestId?: number; reason?: string } });
   /** The tools/call request and the cancellation that names it. */
   const cancelled = () => {
     const call = sent().find((m) => m.method === 'tools/call' && m.params?.name === 'trigger-long-running-operation');

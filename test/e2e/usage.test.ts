@@ -47,11 +47,20 @@ agent = "beta"
 
   const tab = (path: string, name: string): Promise<ChatClient> => withChat(d!, name, { path });
 
-  const reported = { prompt_tokens: 1000, completion_tokens: 200, prompt_tokens_details: { cached_tokens: 300 }, completion_tokens_details: { reasoning_tokens: 50 } };
+  const reported = {
+    prompt_tokens: 1000,
+    completion_tokens: 200,
+    prompt_tokens_details: { cached_tokens: 300 },
+    completion_tokens_details: { reasoning_tokens: 50 },
+  };
 
   it('stores what the model reported per channel, agent and model; /usage, the action, the CLI and /metrics agree', async () => {
     llm.scriptFor('vision-1', { kind: 'stream', chunks: [{ content: 'one' }], usage: reported });
-    llm.scriptFor('small-1', { kind: 'stream', chunks: [{ content: 'two' }], usage: { prompt_tokens: 500, completion_tokens: 100 } }, { kind: 'stream', chunks: [{ content: 'three' }], usage: null });
+    llm.scriptFor(
+      'small-1',
+      { kind: 'stream', chunks: [{ content: 'two' }], usage: { prompt_tokens: 500, completion_tokens: 100 } },
+      { kind: 'stream', chunks: [{ content: 'three' }], usage: null },
+    );
     d = await withDaemon(config(llm.url));
     const a = await tab('/chat/web', 'a');
     const b = await tab('/chat/web2', 'b');
@@ -66,7 +75,17 @@ agent = "beta"
     expect(res.status).toBe(200);
     const body = (await res.json()) as { rows: Array<Record<string, unknown>>; total: Record<string, number> };
     expect(body.rows).toHaveLength(2);
-    expect(body.rows[0]).toMatchObject({ channel: 'web', agent: 'alpha', model: 'vision-1', turns: 1, input_tokens: 1000, output_tokens: 200, reasoning_tokens: 50, cached_tokens: 300, estimated_turns: 0 });
+    expect(body.rows[0]).toMatchObject({
+      channel: 'web',
+      agent: 'alpha',
+      model: 'vision-1',
+      turns: 1,
+      input_tokens: 1000,
+      output_tokens: 200,
+      reasoning_tokens: 50,
+      cached_tokens: 300,
+      estimated_turns: 0,
+    });
     // 1000 tokens at 2000 per million + 200 at 10000 per million.
     expect(body.rows[0]!.cost).toBeCloseTo(4, 9);
     // The second beta turn reported no usage: estimated and marked as such; no price, no cost.
@@ -102,7 +121,11 @@ agent = "beta"
   });
 
   it('a spent daily budget refuses the next turn with a message; /status shows what is left', async () => {
-    llm.scriptFor('vision-1', { kind: 'stream', chunks: [{ content: 'first' }], usage: reported }, { kind: 'stream', chunks: [{ content: 'second' }], usage: reported });
+    llm.scriptFor(
+      'vision-1',
+      { kind: 'stream', chunks: [{ content: 'first' }], usage: reported },
+      { kind: 'stream', chunks: [{ content: 'second' }], usage: reported },
+    );
     d = await withDaemon(config(llm.url));
     const a = await tab('/chat/web', 'a');
     a.send('one');

@@ -33,7 +33,10 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
     await page.fill('#input', text);
     await page.click('#send');
     // Locators, not string predicates: the page's CSP (script-src 'self') refuses eval.
-    await page.locator('.msg.bot.final').nth(finals - 1).waitFor({ timeout: 15_000 });
+    await page
+      .locator('.msg.bot.final')
+      .nth(finals - 1)
+      .waitFor({ timeout: 15_000 });
   };
 
   it('asks for the token on 127.0.0.1 when the server requires one, then chats', async () => {
@@ -74,7 +77,9 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
     expect(await bubble.locator('strong').textContent()).toBe('bold');
     expect(await bubble.locator('p code').textContent()).toBe('inline');
     expect(await bubble.locator('pre code.language-js').textContent()).toBe('const x = 1;\n');
-    const font = await bubble.locator('pre code').evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { fontFamily: string } }).getComputedStyle(el).fontFamily);
+    const font = await bubble
+      .locator('pre code')
+      .evaluate((el) => (globalThis as unknown as { getComputedStyle(e: unknown): { fontFamily: string } }).getComputedStyle(el).fontFamily);
     expect(font).toMatch(/mono|Menlo|Consolas/i);
     expect(await bubble.locator('.code button.copy').textContent()).toBe('Copy');
     expect(await bubble.textContent()).not.toContain('**');

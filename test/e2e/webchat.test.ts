@@ -64,7 +64,20 @@ describe('web chat, end to end', () => {
       turns: { in_flight: 0, queued: 0, list: [] },
       agents: [{ name: 'default', provider: 'echo', model: 'echo', fallback_models: [], cooling: [], last_served: null }],
       last_reload: null,
-      channels: [{ id: 'web', kind: 'webchat', state: 'connected', since: expect.any(String), attempts: 0, next_retry_at: null, last_error: null, connection: 1, in_flight: 0, queued: 0 }],
+      channels: [
+        {
+          id: 'web',
+          kind: 'webchat',
+          state: 'connected',
+          since: expect.any(String),
+          attempts: 0,
+          next_retry_at: null,
+          last_error: null,
+          connection: 1,
+          in_flight: 0,
+          queued: 0,
+        },
+      ],
     });
     const metrics = await (await fetch(`${d.url}/metrics`)).text();
     expect(metrics).toContain('channeld_messages_received_total');

@@ -21,7 +21,16 @@ export async function launchChromium(): Promise<Browser> {
   const browser = await chromium.launch({
     executablePath: chromiumPath,
     timeout: browserTimeoutMs,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
   });
   const newPage = browser.newPage.bind(browser);
   browser.newPage = async (options) => {

@@ -37,7 +37,11 @@ export interface Pipeline {
  * ReplyStream → a RecordingAdapter on channel "t". `toml` is appended to a config whose
  * only channel is "t" (a webchat-typed section carrying the channel keys under test).
  */
-export function pipeline(toml = '', channelKeys = '', options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions>; executor?: Pick<TurnExecutorDeps, 'fenceOf'> } = {}): Pipeline {
+export function pipeline(
+  toml = '',
+  channelKeys = '',
+  options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions>; executor?: Pick<TurnExecutorDeps, 'fenceOf'> } = {},
+): Pipeline {
   const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', kinds, {});
   const logs = new LogSink();
   const log = createLogger({ level: 'debug', destination: logs, pretty: false });

@@ -31,7 +31,11 @@ export const slackHttpChannel = (sl: FakeSlack, extra = ''): string =>
   `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
 
 /** The environment both Slack tables read their secrets from. */
-export const slackEnv = (sl: FakeSlack, signingSecret?: string): NodeJS.ProcessEnv => ({ SL_BOT: sl.botToken, SL_APP: sl.appToken, ...(signingSecret ? { SL_SIGN: signingSecret } : {}) });
+export const slackEnv = (sl: FakeSlack, signingSecret?: string): NodeJS.ProcessEnv => ({
+  SL_BOT: sl.botToken,
+  SL_APP: sl.appToken,
+  ...(signingSecret ? { SL_SIGN: signingSecret } : {}),
+});
 
 /** The fake Discord gateway and REST API, listening. */
 export const withDiscord = (): Promise<FakeDiscord> => withStarted(new FakeDiscord());

@@ -15,7 +15,10 @@ export class DaemonProcess {
 
   /** `entry` is the script to run: the built `channeld`, or a test entry with more kinds (with `--import tsx` in `nodeArgs`). */
   constructor(configFile: string, env: NodeJS.ProcessEnv = {}, nodeArgs: string[] = [], entry = main) {
-    this.child = spawn(process.execPath, [...nodeArgs, entry, 'run', '--config', configFile], { env: { PATH: process.env.PATH, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.child = spawn(process.execPath, [...nodeArgs, entry, 'run', '--config', configFile], {
+      env: { PATH: process.env.PATH, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
     this.child.stdout!.on('data', (d: Buffer) => this.#take(String(d)));
     this.child.stderr!.on('data', (d: Buffer) => this.#take(String(d)));
     this.exited = new Promise((resolve) => this.child.once('exit', (code) => resolve(code)));

@@ -8,7 +8,12 @@ import { userMessage } from './recording-adapter.js';
 export class ScriptedRunner implements AgentRunner {
   readonly name = 'scripted';
   inputs: AgentInput[] = [];
-  constructor(public script: AgentEvent[] | (() => never) = [{ type: 'text_delta', text: 'agent answer' }, { type: 'done', usage: { inputTokens: 1, outputTokens: 1, estimated: true } }]) {}
+  constructor(
+    public script: AgentEvent[] | (() => never) = [
+      { type: 'text_delta', text: 'agent answer' },
+      { type: 'done', usage: { inputTokens: 1, outputTokens: 1, estimated: true } },
+    ],
+  ) {}
   async *run(input: AgentInput): AsyncIterable<AgentEvent> {
     this.inputs.push(input);
     if (typeof this.script === 'function') this.script();

@@ -36,10 +36,14 @@ export class ScriptedAdapter implements ChannelAdapter {
     const done = () => void this.settled++;
     return new Promise<void>((resolve, reject) => {
       const timers: NodeJS.Timeout[] = [];
-      signal.addEventListener('abort', () => {
-        timers.forEach(clearTimeout);
-        resolve();
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          timers.forEach(clearTimeout);
+          resolve();
+        },
+        { once: true },
+      );
       // No delay means now (fake timers would turn setTimeout 0 into 1 ms).
       const at = (ms: number, fn: () => void) => (ms > 0 ? timers.push(setTimeout(fn, ms)) : queueMicrotask(fn));
       switch (step.kind) {

@@ -8,7 +8,8 @@
 export const echoAgent = (delayMs: number): string => `[agent]\nprovider = "echo"\necho_delay_ms = ${delayMs}\n\n`;
 
 /** `[agent]` on an OpenAI-compatible server (the fake LLM at `url`), with `extra` keys in the table. */
-export const llmAgent = (url: string, model = 'm', extra = ''): string => `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "${model}"\n${extra}\n`;
+export const llmAgent = (url: string, model = 'm', extra = ''): string =>
+  `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "${model}"\n${extra}\n`;
 
 /** A web chat `[[channels]]` table with `extra` keys. */
 export const webchatChannel = (id = 'web', extra = ''): string => `[[channels]]\nid = "${id}"\ntype = "webchat"\n${extra}`;

@@ -130,14 +130,52 @@ function contract(name: string, backend: () => Promise<Backend>) {
       s.usage.record(use(t0 - DAY, 'b', 'tg', 'm1', 4, 1));
       await s.flush();
       const other = b.open();
-      expect(await other.usage.totals({})).toEqual({ turns: 4, input_tokens: 1000, output_tokens: 100, reasoning_tokens: 10, cached_tokens: 20, estimated_turns: 1, cost: 1.75 });
+      expect(await other.usage.totals({})).toEqual({
+        turns: 4,
+        input_tokens: 1000,
+        output_tokens: 100,
+        reasoning_tokens: 10,
+        cached_tokens: 20,
+        estimated_turns: 1,
+        cost: 1.75,
+      });
       expect(await other.usage.totals({ agent: 'a', sinceMs: t0 })).toMatchObject({ turns: 3, cost: 0.75 });
       expect(await other.usage.totals({ sinceMs: t0, untilMs: t0 + 3 })).toMatchObject({ turns: 2, input_tokens: 300 });
       expect(await other.usage.totals({ scope: 'sl:3' })).toMatchObject({ turns: 1, cost: 0 });
-      expect(await other.usage.totals({ model: 'none' })).toEqual({ turns: 0, input_tokens: 0, output_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, estimated_turns: 0, cost: 0 });
+      expect(await other.usage.totals({ model: 'none' })).toEqual({
+        turns: 0,
+        input_tokens: 0,
+        output_tokens: 0,
+        reasoning_tokens: 0,
+        cached_tokens: 0,
+        estimated_turns: 0,
+        cost: 0,
+      });
       expect(await other.usage.breakdown({ sinceMs: t0 })).toEqual([
-        { channel: 'sl', agent: 'a', model: 'm2', turns: 1, input_tokens: 300, output_tokens: 30, reasoning_tokens: 3, cached_tokens: 6, estimated_turns: 0, cost: 0 },
-        { channel: 'tg', agent: 'a', model: 'm1', turns: 2, input_tokens: 300, output_tokens: 30, reasoning_tokens: 3, cached_tokens: 6, estimated_turns: 1, cost: 0.75 },
+        {
+          channel: 'sl',
+          agent: 'a',
+          model: 'm2',
+          turns: 1,
+          input_tokens: 300,
+          output_tokens: 30,
+          reasoning_tokens: 3,
+          cached_tokens: 6,
+          estimated_turns: 0,
+          cost: 0,
+        },
+        {
+          channel: 'tg',
+          agent: 'a',
+          model: 'm1',
+          turns: 2,
+          input_tokens: 300,
+          output_tokens: 30,
+          reasoning_tokens: 3,
+          cached_tokens: 6,
+          estimated_turns: 1,
+          cost: 0.75,
+        },
       ]);
       // A report includes what this instance recorded a moment ago.
       other.usage.record(use(t0 + 4, 'a', 'tg', 'm1', 5, 2));
@@ -169,7 +207,16 @@ function contract(name: string, backend: () => Promise<Backend>) {
       await s.approvals.ask('k1', 'abc', 'tg:1', 'shell');
       await s.approvals.update('k1', 'pending', { promptRef: '{"id":"7"}' });
       const other = b.open();
-      expect(await other.approvals.get('k1')).toEqual({ key: 'k1', id: 'abc', scope: 'tg:1', tool: 'shell', state: 'pending', decidedBy: null, result: null, promptRef: '{"id":"7"}' });
+      expect(await other.approvals.get('k1')).toEqual({
+        key: 'k1',
+        id: 'abc',
+        scope: 'tg:1',
+        tool: 'shell',
+        state: 'pending',
+        decidedBy: null,
+        result: null,
+        promptRef: '{"id":"7"}',
+      });
       // Asked again (after the instance died): pending, a new id, the old prompt kept to retire it.
       await other.approvals.ask('k1', 'def', 'tg:1', 'shell');
       await other.approvals.update('k1', 'approved', { decidedBy: 'u1' });

@@ -9,13 +9,24 @@ const hasAnalyze = spawnSync('systemd-analyze', ['--version']).status === 0;
 describe('systemd unit', () => {
   it('has the settings the operator relies on', () => {
     const text = readFileSync(unit, 'utf8');
-    for (const line of ['Type=exec', 'ExecReload=/bin/kill -HUP $MAINPID', 'Restart=on-failure', 'RestartPreventExitStatus=78', 'StateDirectory=channeld', 'NoNewPrivileges=yes', 'ProtectSystem=strict', 'ProtectHome=yes', 'PrivateTmp=yes', '#LoadCredential=']) {
+    for (const line of [
+      'Type=exec',
+      'ExecReload=/bin/kill -HUP $MAINPID',
+      'Restart=on-failure',
+      'RestartPreventExitStatus=78',
+      'StateDirectory=channeld',
+      'NoNewPrivileges=yes',
+      'ProtectSystem=strict',
+      'ProtectHome=yes',
+      'PrivateTmp=yes',
+      '#LoadCredential=',
+    ]) {
       expect(text).toContain(line);
     }
     expect(text).toMatch(/^User=(?!root)\w+/m);
   });
 
-  it('runs node with the same flags and script as `npm start` (the benches measure the unit\'s)', () => {
+  it("runs node with the same flags and script as `npm start` (the benches measure the unit's)", () => {
     const exec = /^ExecStart=\S+ (.*) \/opt\/channeld\/(\S+) run$/m.exec(readFileSync(unit, 'utf8'));
     const start = (JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
     expect(exec).not.toBeNull();

@@ -2,7 +2,15 @@ import { z } from 'zod';
 import { defineAction } from '../action.js';
 import { CHANNEL_HEADER, channelRow, table } from '../table.js';
 
-const channel = z.looseObject({ id: z.string(), kind: z.string(), state: z.string(), since: z.string(), attempts: z.number(), connection: z.number(), last_error: z.looseObject({ code: z.string(), message: z.string() }).nullable() });
+const channel = z.looseObject({
+  id: z.string(),
+  kind: z.string(),
+  state: z.string(),
+  since: z.string(),
+  attempts: z.number(),
+  connection: z.number(),
+  last_error: z.looseObject({ code: z.string(), message: z.string() }).nullable(),
+});
 
 export const channelsAction = defineAction({
   name: 'channels',

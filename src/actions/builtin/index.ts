@@ -9,4 +9,13 @@ import { usageAction } from './usage.js';
 import { versionAction } from './version.js';
 
 /** The actions every daemon has. */
-export const builtinActions: Action[] = [statusAction, channelsAction, reloadAction, turnsAction, stopTurnAction, sessionsAction, usageAction, versionAction] as Action[];
+export const builtinActions: Action[] = [
+  statusAction,
+  channelsAction,
+  reloadAction,
+  turnsAction,
+  stopTurnAction,
+  sessionsAction,
+  usageAction,
+  versionAction,
+] as Action[];

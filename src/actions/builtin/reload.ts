@@ -6,7 +6,7 @@ const EX_CONFIG = 78;
 
 export const reloadAction = defineAction({
   name: 'reload',
-  description: 're-read the config and apply the per-channel diff (dry_run: only validate it, in the daemon\'s environment)',
+  description: "re-read the config and apply the per-channel diff (dry_run: only validate it, in the daemon's environment)",
   input: z.object({ dry_run: z.boolean().optional() }),
   output: z.looseObject({ ok: z.boolean(), generation: z.number(), errors: z.array(z.string()), dry_run: z.boolean().optional(), file: z.string().optional() }),
   readOnly: false,

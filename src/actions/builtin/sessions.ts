@@ -9,5 +9,11 @@ export const sessionsAction = defineAction({
   output: z.array(z.object({ channel: z.string(), agent: z.string(), conversations: z.number(), sessions: z.number(), last_activity: z.string().nullable() })),
   readOnly: true,
   handler: (_i, { api }) => api.sessions(),
-  format: (list) => (list.length ? table([['CHANNEL', 'AGENT', 'CONVERSATIONS', 'SESSIONS', 'LAST ACTIVITY'], ...list.map((s) => [s.channel, s.agent, String(s.conversations), String(s.sessions), s.last_activity ?? 'never'])]) : 'no channels'),
+  format: (list) =>
+    list.length
+      ? table([
+          ['CHANNEL', 'AGENT', 'CONVERSATIONS', 'SESSIONS', 'LAST ACTIVITY'],
+          ...list.map((s) => [s.channel, s.agent, String(s.conversations), String(s.sessions), s.last_activity ?? 'never']),
+        ])
+      : 'no channels',
 });

@@ -7,11 +7,33 @@ import { CHANNEL_HEADER, channelRow, table } from '../table.js';
 export function formatStatus(s: DaemonStatus): string {
   const head = `channeld ${s.version}  pid ${s.pid}  up ${s.uptime_s}s  generation ${s.generation}  ${s.ready ? 'ready' : 'not ready'}`;
   const rows = [CHANNEL_HEADER, ...s.channels.map((c) => channelRow(c as Parameters<typeof channelRow>[0]))];
-  const agents = s.agents.map((a) => `agent ${a.name}: ${a.provider}${a.model && a.model !== a.provider ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}${a.budget ? `, budget today: ${a.budget.left.toFixed(2)} of ${a.budget.daily.toFixed(2)} left` : ''}`);
-  const mcp = (s.mcp_servers ?? []).map((m) => `mcp ${m.agent}/${m.name} (${m.transport}): ${m.state}, ${m.tools} tools${m.last_error ? `, last error ${m.last_error.code}: ${m.last_error.message}` : ''}`);
-  const reload = s.last_reload ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}` : 'no reload yet';
-  const storage = s.storage?.state === 'degraded' ? [`storage: degraded (${s.storage.code}) since ${s.storage.since}: ${s.storage.error}; ${s.storage.pending_writes} write(s) waiting`] : [];
-  return [head, ...storage, '', table(rows), '(ATTEMPTS: failed connect attempts since the last success; CONNECTS: connections made since the channel started)', '', ...agents, ...mcp, `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`, ...(s.cluster ? ['', formatCluster(s.cluster)] : [])].join('\n');
+  const agents = s.agents.map(
+    (a) =>
+      `agent ${a.name}: ${a.provider}${a.model && a.model !== a.provider ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}${a.budget ? `, budget today: ${a.budget.left.toFixed(2)} of ${a.budget.daily.toFixed(2)} left` : ''}`,
+  );
+  const mcp = (s.mcp_servers ?? []).map(
+    (m) =>
+      `mcp ${m.agent}/${m.name} (${m.transport}): ${m.state}, ${m.tools} tools${m.last_error ? `, last error ${m.last_error.code}: ${m.last_error.message}` : ''}`,
+  );
+  const reload = s.last_reload
+    ? `last reload ${s.last_reload.at}: ${s.last_reload.ok ? 'applied' : `refused (${s.last_reload.errors.join('; ')})`}`
+    : 'no reload yet';
+  const storage =
+    s.storage?.state === 'degraded'
+      ? [`storage: degraded (${s.storage.code}) since ${s.storage.since}: ${s.storage.error}; ${s.storage.pending_writes} write(s) waiting`]
+      : [];
+  return [
+    head,
+    ...storage,
+    '',
+    table(rows),
+    '(ATTEMPTS: failed connect attempts since the last success; CONNECTS: connections made since the channel started)',
+    '',
+    ...agents,
+    ...mcp,
+    `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`,
+    ...(s.cluster ? ['', formatCluster(s.cluster)] : []),
+  ].join('\n');
 }
 
 /** Cluster mode: every instance with its generation, turns and the leases it holds. */
@@ -19,9 +41,19 @@ function formatCluster(c: NonNullable<DaemonStatus['cluster']>): string {
   const rows = [['INSTANCE', 'ALIVE', 'GENERATION', 'RUNNING', 'QUEUED', 'LEASES']];
   for (const i of c.instances) {
     const leases = c.leases.filter((l) => l.owner === i.id).map((l) => l.key);
-    rows.push([`${i.id}${i.id === c.instance ? ' (this)' : ''}`, i.alive ? 'yes' : 'no', String(i.generation ?? '-'), String(i.in_flight ?? 0), String(i.queued ?? 0), leases.join(', ') || '-']);
+    rows.push([
+      `${i.id}${i.id === c.instance ? ' (this)' : ''}`,
+      i.alive ? 'yes' : 'no',
+      String(i.generation ?? '-'),
+      String(i.in_flight ?? 0),
+      String(i.queued ?? 0),
+      leases.join(', ') || '-',
+    ]);
   }
-  return [`cluster ${c.namespace}: ${c.instances.filter((i) => i.alive).length} instance(s) alive, ${c.partitions.total} partitions, this instance consumes ${c.partitions.owned.length}`, table(rows)].join('\n');
+  return [
+    `cluster ${c.namespace}: ${c.instances.filter((i) => i.alive).length} instance(s) alive, ${c.partitions.total} partitions, this instance consumes ${c.partitions.owned.length}`,
+    table(rows),
+  ].join('\n');
 }
 
 const daemonStatus = z.looseObject({
@@ -43,7 +75,8 @@ export const statusAction = defineAction({
   readOnly: true,
   httpAliases: ['/status'],
   slash: { help: 'this conversation: agent, model, queue mode, session length' },
-  handler: (_input, { api, caller }) => (caller.face === 'slash' ? { conversation: api.conversation(caller.agent, caller.scope) } : (api.status() as unknown as z.input<typeof daemonStatus>)),
+  handler: (_input, { api, caller }) =>
+    caller.face === 'slash' ? { conversation: api.conversation(caller.agent, caller.scope) } : (api.status() as unknown as z.input<typeof daemonStatus>),
   format: (out) =>
     'conversation' in out && !('pid' in out)
       ? Object.entries((out as z.output<typeof conversationStatus>).conversation)

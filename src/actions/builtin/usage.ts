@@ -15,7 +15,12 @@ const totals = z.object({
 });
 const row = totals.extend({ channel: z.string(), agent: z.string(), model: z.string() });
 const report = z.object({ since: z.string(), until: z.string().nullable(), rows: z.array(row), total: totals });
-const conversationReport = z.object({ conversation: totals, today: totals, agent: z.string(), budget: z.object({ daily: z.number(), spent_today: z.number(), left: z.number() }).nullable() });
+const conversationReport = z.object({
+  conversation: totals,
+  today: totals,
+  agent: z.string(),
+  budget: z.object({ daily: z.number(), spent_today: z.number(), left: z.number() }).nullable(),
+});
 
 /** `today` (since 00:00 UTC), `24h`, `7d`, or an ISO date or date-time. */
 export function parseSince(since: string, nowMs = Date.now()): number {
@@ -78,7 +83,18 @@ export const usageAction = defineAction({
     if (!out.rows.length) return `${head}: no turns`;
     const rows = [['CHANNEL', 'AGENT', 'MODEL', 'TURNS', 'IN', 'OUT', 'REASONING', 'CACHED', 'ESTIMATED', 'COST']];
     for (const r of [...out.rows, { ...out.total, channel: 'total', agent: '', model: '' }]) {
-      rows.push([r.channel, r.agent, r.model, String(r.turns), String(r.input_tokens), String(r.output_tokens), String(r.reasoning_tokens), String(r.cached_tokens), String(r.estimated_turns), r.cost.toFixed(4)]);
+      rows.push([
+        r.channel,
+        r.agent,
+        r.model,
+        String(r.turns),
+        String(r.input_tokens),
+        String(r.output_tokens),
+        String(r.reasoning_tokens),
+        String(r.cached_tokens),
+        String(r.estimated_turns),
+        r.cost.toFixed(4),
+      ]);
     }
     return `${head}\n\n${table(rows)}`;
   },

@@ -9,7 +9,8 @@ export const briefMode: AgentMode = {
       name: 'brief_answers',
       // After the system prompt and the conversation context, so it is the last word on length.
       priority: 90,
-      contribute: () => 'Keep answers brief: a few sentences or a short list, with no preamble and no closing summary. Go into detail only when the user asks for it.',
+      contribute: () =>
+        'Keep answers brief: a few sentences or a short list, with no preamble and no closing summary. Go into detail only when the user asks for it.',
     });
   },
 };

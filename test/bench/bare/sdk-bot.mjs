@@ -10,7 +10,11 @@ let ready = false;
 const server = createServer((_req, res) => res.writeHead(ready ? 200 : 503).end());
 server.listen(0, '127.0.0.1', () => console.log(JSON.stringify({ port: server.address().port })));
 const tg = new Api(process.env.TG, { apiRoot: process.env.API_ROOT });
-const discord = new Client({ intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages], partials: [Partials.Channel], rest: { api: process.env.REST_API } });
+const discord = new Client({
+  intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages],
+  partials: [Partials.Channel],
+  rest: { api: process.env.REST_API },
+});
 const slack = new SocketModeClient({ appToken: process.env.SL_APP, clientOptions: { slackApiUrl: process.env.SLACK_API } });
 await Promise.all([tg.getMe().then(() => tg.deleteWebhook()), discord.login(process.env.DC), slack.start()]);
 ready = true;

@@ -59,7 +59,12 @@ export async function cluster(o: ScenarioOptions): Promise<Row[]> {
         { scenario: 'cluster', metric: `${n} instance(s): p99 message → final answer`, value: percentile(latencies, 99), unit: 'ms' },
         { scenario: 'cluster', metric: `${n} instance(s): NATS stream operations per message (publish, delivery, ack)`, value: nats / total, unit: 'ops' },
         // Lease takes and renewals do not grow with the load: per second of the run, all instances.
-        { scenario: 'cluster', metric: `${n} instance(s): NATS KV lease operations per second (independent of load)`, value: (ops.natsKvOps ?? 0) / seconds, unit: 'ops/s' },
+        {
+          scenario: 'cluster',
+          metric: `${n} instance(s): NATS KV lease operations per second (independent of load)`,
+          value: (ops.natsKvOps ?? 0) / seconds,
+          unit: 'ops/s',
+        },
         { scenario: 'cluster', metric: `${n} instance(s): PostgreSQL statements per message`, value: pgOps / total, unit: 'ops' },
         { scenario: 'cluster', metric: `${n} instance(s): PostgreSQL commits per message`, value: (ops.pgStateCommits ?? 0) / total, unit: 'ops' },
       );

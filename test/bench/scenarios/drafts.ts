@@ -15,13 +15,23 @@ export async function drafts(o: ScenarioOptions): Promise<Row[]> {
     const clock = FakeTimers.install({ toFake: ['setTimeout', 'clearTimeout', 'Date'], now: 0 });
     try {
       const adapter = new RecordingAdapter('t', { minEditIntervalMs: intervalMs, maxMessageLength: 100_000 });
-      const slow = <A extends unknown[], R>(fn: (...a: A) => Promise<R>) => async (...a: A) => {
-        await new Promise((r) => setTimeout(r, 150));
-        return fn(...a);
-      };
+      const slow =
+        <A extends unknown[], R>(fn: (...a: A) => Promise<R>) =>
+        async (...a: A) => {
+          await new Promise((r) => setTimeout(r, 150));
+          return fn(...a);
+        };
       adapter.send = slow(adapter.send.bind(adapter));
       adapter.edit = slow(adapter.edit.bind(adapter));
-      const stream = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 't', chatId: 'c', chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 60_000, signal: new AbortController().signal });
+      const stream = new ReplyStream({
+        transport: adapter,
+        capabilities: adapter.capabilities,
+        target: { channelId: 't', chatId: 'c', chatType: 'dm' },
+        streamMode: 'partial',
+        showToolProgress: false,
+        finalDeadlineMs: 60_000,
+        signal: new AbortController().signal,
+      });
       const firstTokenAt = Date.now();
       for (let i = 0; i < seconds * 20; i++) {
         stream.push({ type: 'text_delta', text: `token${i} ` });
@@ -33,7 +43,14 @@ export async function drafts(o: ScenarioOptions): Promise<Row[]> {
       const firstVisible = adapter.calls.find((c) => c.op === 'send')!.at;
       const bound = Math.ceil((seconds * 1000) / intervalMs) + 2;
       rows.push(
-        { scenario: 'drafts', metric: `calls per ${seconds} s reply, interval ${intervalMs} ms`, value: result.requests, unit: 'calls', target: `≤ ${bound}`, met: result.requests <= bound },
+        {
+          scenario: 'drafts',
+          metric: `calls per ${seconds} s reply, interval ${intervalMs} ms`,
+          value: result.requests,
+          unit: 'calls',
+          target: `≤ ${bound}`,
+          met: result.requests <= bound,
+        },
         { scenario: 'drafts', metric: `first token → first visible, interval ${intervalMs} ms`, value: firstVisible - firstTokenAt, unit: 'ms' },
       );
     } finally {

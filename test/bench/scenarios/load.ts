@@ -21,14 +21,18 @@ async function measure(fleet: Fleet, level: number, firstChat: number): Promise<
     fleet.tg.dm('load test answer', { id: firstChat + i, first_name: 'u' });
   }
   const answered = new Map<number, number>();
-  await waitFor(() => {
-    for (let i = before; i < fleet.tg.calls.length; i++) {
-      const c = fleet.tg.calls[i]!;
-      const chat = Number((c.body as { chat_id?: unknown }).chat_id);
-      if (c.method === 'sendMessage' && sentAt.has(chat) && !answered.has(chat)) answered.set(chat, c.at - sentAt.get(chat)!);
-    }
-    return answered.size >= level;
-  }, 300_000, 5);
+  await waitFor(
+    () => {
+      for (let i = before; i < fleet.tg.calls.length; i++) {
+        const c = fleet.tg.calls[i]!;
+        const chat = Number((c.body as { chat_id?: unknown }).chat_id);
+        if (c.method === 'sendMessage' && sentAt.has(chat) && !answered.has(chat)) answered.set(chat, c.at - sentAt.get(chat)!);
+      }
+      return answered.size >= level;
+    },
+    300_000,
+    5,
+  );
   return [...answered.values()];
 }
 

@@ -50,7 +50,12 @@ export async function overhead(o: ScenarioOptions): Promise<Row[]> {
   const runtimeMs: number[] = [];
   for (let i = 0; i < n + 50; i++) {
     const t0 = performance.now();
-    await ws.runtime.run({ message: userMessage('t', `message ${i}`, { chat: { id: `c${i % 50}`, type: 'dm' } }), scope: `t:c${i % 50}`, signal: new AbortController().signal, reply: sink });
+    await ws.runtime.run({
+      message: userMessage('t', `message ${i}`, { chat: { id: `c${i % 50}`, type: 'dm' } }),
+      scope: `t:c${i % 50}`,
+      signal: new AbortController().signal,
+      reply: sink,
+    });
     if (i >= 50) runtimeMs.push(performance.now() - t0); // the first 50 warm the JIT and caches
   }
 

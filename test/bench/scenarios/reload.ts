@@ -33,20 +33,33 @@ export async function reload(o: ScenarioOptions): Promise<Row[]> {
       fleet.write({ tgExtra: 'require_mention = false\n' });
       const t0 = performance.now();
       p.signal('SIGHUP');
-      await waitFor(async () => {
-        const s = await status();
-        return s.generation === before.generation + 1 && s.channels.find((c) => c.id === 'tg')?.state === 'connected';
-      }, 30_000, 2);
+      await waitFor(
+        async () => {
+          const s = await status();
+          return s.generation === before.generation + 1 && s.channels.find((c) => c.id === 'tg')?.state === 'connected';
+        },
+        30_000,
+        2,
+      );
       const ms = performance.now() - t0;
       const after = await status();
-      const kept = ['web', 'dc', 'sl'].every((id) => after.channels.find((c) => c.id === id)?.connection === before.channels.find((c) => c.id === id)?.connection);
+      const kept = ['web', 'dc', 'sl'].every(
+        (id) => after.channels.find((c) => c.id === id)?.connection === before.channels.find((c) => c.id === id)?.connection,
+      );
       const socketsKept = fleet.dc.gateway.connections === gateways.discord && fleet.sl.connections === gateways.slack;
       web.send('still connected?');
       const [reply] = await web.finals(1, 5000);
       web.close();
       return [
         { scenario: 'reload', metric: 'SIGHUP → changed channel connected again', value: ms, unit: 'ms' },
-        { scenario: 'reload', metric: 'other three channels kept their connection (1 = yes)', value: kept && socketsKept && reply?.text === 'still connected?' ? 1 : 0, unit: 'bool', target: '1', met: kept && socketsKept },
+        {
+          scenario: 'reload',
+          metric: 'other three channels kept their connection (1 = yes)',
+          value: kept && socketsKept && reply?.text === 'still connected?' ? 1 : 0,
+          unit: 'bool',
+          target: '1',
+          met: kept && socketsKept,
+        },
       ];
     } finally {
       p.signal('SIGTERM');

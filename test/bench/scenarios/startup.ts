@@ -75,7 +75,12 @@ export async function startup(o: ScenarioOptions): Promise<Row[]> {
     { scenario: 'startup', metric: 'CPU until ready, bare process', value: cb, unit: 'ms' },
     { scenario: 'startup', metric: 'CPU until ready, web chat only', value: median(webOnly.map((r) => r.cpuMs)), unit: 'ms' },
     // What the bundle (dist/bundle/channeld.js, the systemd unit's script) saves over dist/bin/channeld.js.
-    { scenario: 'startup', metric: 'channeld unbundled (dist/bin/channeld.js), 4 channels, interleaved', value: median(unbundled.map((r) => r.wallMs)), unit: 'ms' },
+    {
+      scenario: 'startup',
+      metric: 'channeld unbundled (dist/bin/channeld.js), 4 channels, interleaved',
+      value: median(unbundled.map((r) => r.wallMs)),
+      unit: 'ms',
+    },
     { scenario: 'startup', metric: 'CPU until ready, unbundled, 4 channels', value: median(unbundled.map((r) => r.cpuMs)), unit: 'ms' },
   ];
 }

@@ -23,13 +23,62 @@ export async function streaming(o: ScenarioOptions): Promise<Row[]> {
   // The drafts scenario's bound, on the stream's real length (timers run a little late).
   const bound = Math.ceil(plain.streamMs / 1000) + 2;
   const rows: Row[] = [
-    { scenario: 'streaming', metric: `calls per ${(plain.streamMs / 1000).toFixed(1)} s reply (rich messages)`, value: plain.requests, unit: 'calls', target: `≤ ${bound}`, met: plain.requests <= bound },
-    { scenario: 'streaming', metric: 'first token → first visible text', value: plain.firstVisibleMs, unit: 'ms', target: '≤ 150', met: plain.firstVisibleMs <= 150 },
-    { scenario: 'streaming', metric: 'last token → final text (interval included)', value: plain.finalAfterLastMs, unit: 'ms', target: '≤ 1200', met: plain.finalAfterLastMs <= 1200 },
-    { scenario: 'streaming', metric: `429 window of ${windowMs / 1000} s: calls inside it`, value: limited.callsInWindow, unit: 'calls', target: '≤ 3', met: limited.callsInWindow <= 3 },
-    { scenario: 'streaming', metric: '429 window: end → edits back at the floor', value: limited.backAtFloorMs, unit: 'ms', target: '≤ 5000', met: limited.backAtFloorMs <= 5000 },
-    { scenario: 'streaming', metric: '429 window: final text complete, lost + duplicated', value: limited.lostOrDuplicated, unit: 'messages', target: '0', met: limited.lostOrDuplicated === 0 },
-    { scenario: 'streaming', metric: '429 window, native drafts: messages before the final', value: drafts.midAnswerMessages, unit: 'messages', target: '0', met: drafts.midAnswerMessages === 0 && drafts.lostOrDuplicated === 0 },
+    {
+      scenario: 'streaming',
+      metric: `calls per ${(plain.streamMs / 1000).toFixed(1)} s reply (rich messages)`,
+      value: plain.requests,
+      unit: 'calls',
+      target: `≤ ${bound}`,
+      met: plain.requests <= bound,
+    },
+    {
+      scenario: 'streaming',
+      metric: 'first token → first visible text',
+      value: plain.firstVisibleMs,
+      unit: 'ms',
+      target: '≤ 150',
+      met: plain.firstVisibleMs <= 150,
+    },
+    {
+      scenario: 'streaming',
+      metric: 'last token → final text (interval included)',
+      value: plain.finalAfterLastMs,
+      unit: 'ms',
+      target: '≤ 1200',
+      met: plain.finalAfterLastMs <= 1200,
+    },
+    {
+      scenario: 'streaming',
+      metric: `429 window of ${windowMs / 1000} s: calls inside it`,
+      value: limited.callsInWindow,
+      unit: 'calls',
+      target: '≤ 3',
+      met: limited.callsInWindow <= 3,
+    },
+    {
+      scenario: 'streaming',
+      metric: '429 window: end → edits back at the floor',
+      value: limited.backAtFloorMs,
+      unit: 'ms',
+      target: '≤ 5000',
+      met: limited.backAtFloorMs <= 5000,
+    },
+    {
+      scenario: 'streaming',
+      metric: '429 window: final text complete, lost + duplicated',
+      value: limited.lostOrDuplicated,
+      unit: 'messages',
+      target: '0',
+      met: limited.lostOrDuplicated === 0,
+    },
+    {
+      scenario: 'streaming',
+      metric: '429 window, native drafts: messages before the final',
+      value: drafts.midAnswerMessages,
+      unit: 'messages',
+      target: '0',
+      met: drafts.midAnswerMessages === 0 && drafts.lostOrDuplicated === 0,
+    },
   ];
   for (const rich of [true, false]) {
     const long = await longAnswer(rich);
@@ -78,7 +127,15 @@ interface StreamOptions {
 function stream(o: StreamOptions) {
   return withFake(true, o.nativeDrafts ?? false, async (tg, adapter) => {
     const chatId = 42;
-    const s = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 'tg', chatId: String(chatId), chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 120_000, signal: new AbortController().signal });
+    const s = new ReplyStream({
+      transport: adapter,
+      capabilities: adapter.capabilities,
+      target: { channelId: 'tg', chatId: String(chatId), chatType: 'dm' },
+      streamMode: 'partial',
+      showToolProgress: false,
+      finalDeadlineMs: 120_000,
+      signal: new AbortController().signal,
+    });
     const firstTokenAt = Date.now();
     let windowAt: { from: number; to: number } | undefined;
     const tokens: string[] = [];
@@ -128,7 +185,15 @@ function longAnswer(rich: boolean) {
   return withFake(rich, false, async (tg, adapter) => {
     const code = Array.from({ length: 260 }, (_, i) => `console.log("line ${i} of the example");`).join('\n');
     const answer = `## Script\n\nRun it with node:\n\n\`\`\`js\n${code}\n\`\`\`\n\nThat is all.`;
-    const s = new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target: { channelId: 'tg', chatId: '43', chatType: 'dm' }, streamMode: 'partial', showToolProgress: false, finalDeadlineMs: 60_000, signal: new AbortController().signal });
+    const s = new ReplyStream({
+      transport: adapter,
+      capabilities: adapter.capabilities,
+      target: { channelId: 'tg', chatId: '43', chatType: 'dm' },
+      streamMode: 'partial',
+      showToolProgress: false,
+      finalDeadlineMs: 60_000,
+      signal: new AbortController().signal,
+    });
     for (const piece of answer.match(/[\s\S]{1,1000}/g)!) {
       s.push({ type: 'text_delta', text: piece });
       await tick(100);

@@ -51,7 +51,10 @@ async function channeldRun(n: number, m: number, warm: number, unitFlags = true)
 async function bareRun(n: number, m: number, warm: number): Promise<Run> {
   const tg = new FakeTelegram();
   await tg.start();
-  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/grammy-echo.mjs')], { env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url }, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/grammy-echo.mjs')], {
+    env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   try {
     await new Promise<void>((r) => child.stdout!.once('data', () => r()));
     await drive(tg, warm, m, 'warm');
@@ -98,7 +101,12 @@ export async function throughput(o: ScenarioOptions): Promise<Row[]> {
     { scenario: 'throughput', metric: 'CPU per message, channeld process', value: cpuC, unit: 'ms' },
     { scenario: 'throughput', metric: 'CPU per message, bare bot process', value: cpuB, unit: 'ms' },
     { scenario: 'throughput', metric: 'CPU ratio channeld / bare (the cost of the guarantees)', value: cpuC / cpuB, unit: '×' },
-    { scenario: 'throughput', metric: "channeld without the unit's V8 heap flags (V8's own sizing), interleaved", value: median(defaultHeap.map((r) => r.rate)), unit: 'msg/s' },
+    {
+      scenario: 'throughput',
+      metric: "channeld without the unit's V8 heap flags (V8's own sizing), interleaved",
+      value: median(defaultHeap.map((r) => r.rate)),
+      unit: 'msg/s',
+    },
     { scenario: 'throughput', metric: 'CPU per message, channeld without the heap flags', value: cpuD, unit: 'ms' },
     { scenario: 'throughput', metric: 'CPU cost of the heap flags (bounded memory)', value: cpuC / cpuD, unit: '×' },
   ];

@@ -120,7 +120,14 @@ export class FakeDiscord {
   // ——— acting as users and as Discord ———
 
   #author(o?: { id?: string; username?: string; bot?: boolean }) {
-    return { id: o?.id ?? '424242424242424242', username: o?.username ?? 'ada', discriminator: '0', global_name: 'Ada', avatar: null, ...(o?.bot ? { bot: true } : {}) };
+    return {
+      id: o?.id ?? '424242424242424242',
+      username: o?.username ?? 'ada',
+      discriminator: '0',
+      global_name: 'Ada',
+      avatar: null,
+      ...(o?.bot ? { bot: true } : {}),
+    };
   }
 
   #message(channelId: string, content: string, extra: Record<string, unknown>) {
@@ -145,7 +152,10 @@ export class FakeDiscord {
   }
 
   /** A message in the guild's text channel (or a thread); `mention` prefixes <@bot>. */
-  guildMessage(text: string, o: { thread?: 1 | 2; mention?: boolean; author?: { id?: string; username?: string; bot?: boolean }; replyToBot?: string } = {}): string {
+  guildMessage(
+    text: string,
+    o: { thread?: 1 | 2; mention?: boolean; author?: { id?: string; username?: string; bot?: boolean }; replyToBot?: string } = {},
+  ): string {
     const channelId = o.thread === 2 ? this.guild.thread2 : o.thread ? this.guild.thread : this.guild.channel;
     const author = this.#author(o.author);
     const content = o.mention ? `<@${this.bot.id}> ${text}` : text;
@@ -155,7 +165,14 @@ export class FakeDiscord {
       author,
       member: { roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0 },
       mentions: o.mention ? [{ ...this.bot }] : [],
-      ...(o.replyToBot ? { message_reference: { message_id: o.replyToBot, channel_id: channelId, guild_id: this.guild.id }, referenced_message: null, type: 19, mentions: [{ ...this.bot }] } : {}),
+      ...(o.replyToBot
+        ? {
+            message_reference: { message_id: o.replyToBot, channel_id: channelId, guild_id: this.guild.id },
+            referenced_message: null,
+            type: 19,
+            mentions: [{ ...this.bot }],
+          }
+        : {}),
     });
   }
 
@@ -182,8 +199,15 @@ export class FakeDiscord {
       type: 3,
       data: { custom_id: button.custom_id, component_type: 2 },
       channel_id: message.channelId,
-      channel: inGuild ? { id: message.channelId, type: threadParent ? 11 : 0, guild_id: this.guild.id, ...(threadParent ? { parent_id: threadParent } : {}) } : { id: message.channelId, type: 1, recipients: [author] },
-      ...(inGuild ? { guild_id: this.guild.id, member: { user: author, roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0, permissions: '3072' } } : { user: author }),
+      channel: inGuild
+        ? { id: message.channelId, type: threadParent ? 11 : 0, guild_id: this.guild.id, ...(threadParent ? { parent_id: threadParent } : {}) }
+        : { id: message.channelId, type: 1, recipients: [author] },
+      ...(inGuild
+        ? {
+            guild_id: this.guild.id,
+            member: { user: author, roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0, permissions: '3072' },
+          }
+        : { user: author }),
       token,
       version: 1,
       message: this.#apiMessage(message),
@@ -207,19 +231,31 @@ export class FakeDiscord {
   readonly cdnDownloads: string[] = [];
 
   /** A DM carrying one file, as Discord sends it: the attachment object with its CDN url. */
-  dmWithFile(text: string, file: { bytes: Buffer; filename: string; content_type: string; size?: number }, author?: { id?: string; username?: string }): string {
+  dmWithFile(
+    text: string,
+    file: { bytes: Buffer; filename: string; content_type: string; size?: number },
+    author?: { id?: string; username?: string },
+  ): string {
     const id = snowflake();
     const path = `/attachments/${this.dmChannel}/${id}/${file.filename}`;
     this.#cdn.set(path, file.bytes);
     const url = `${this.url}${path}?ex=ffffffff&is=00000000&hm=${'ab'.repeat(32)}&`;
-    const attachment = { id, filename: file.filename, size: file.size ?? file.bytes.length, url, proxy_url: url, content_type: file.content_type, ...(file.content_type.startsWith('image/') ? { width: 64, height: 64 } : {}) };
+    const attachment = {
+      id,
+      filename: file.filename,
+      size: file.size ?? file.bytes.length,
+      url,
+      proxy_url: url,
+      content_type: file.content_type,
+      ...(file.content_type.startsWith('image/') ? { width: 64, height: 64 } : {}),
+    };
     return this.#message(this.dmChannel, text, { author: this.#author(author), mentions: [], channel_type: 1, attachments: [attachment] });
   }
 
   #serveCdn(path: string, res: ServerResponse): boolean {
     if (!path.startsWith('/attachments/')) return false;
     const bytes = this.#cdn.get(path);
-    if (!bytes) return void res.writeHead(404).end(), true;
+    if (!bytes) return (void res.writeHead(404).end(), true);
     this.cdnDownloads.push(path);
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) }).end(bytes);
     return true;
@@ -375,11 +411,24 @@ export class FakeDiscord {
         return json(
           429,
           { message: 'You are being rate limited.', retry_after: fault.retryAfter, global: fault.global ?? false },
-          { 'retry-after': String(Math.ceil(fault.retryAfter)), 'x-ratelimit-limit': '5', 'x-ratelimit-remaining': '0', 'x-ratelimit-reset-after': String(fault.retryAfter), 'x-ratelimit-bucket': 'fake-bucket', 'x-ratelimit-scope': 'user', ...(fault.global ? { 'x-ratelimit-global': 'true' } : {}) },
+          {
+            'retry-after': String(Math.ceil(fault.retryAfter)),
+            'x-ratelimit-limit': '5',
+            'x-ratelimit-remaining': '0',
+            'x-ratelimit-reset-after': String(fault.retryAfter),
+            'x-ratelimit-bucket': 'fake-bucket',
+            'x-ratelimit-scope': 'user',
+            ...(fault.global ? { 'x-ratelimit-global': 'true' } : {}),
+          },
         );
       else return json(fault.status, { message: `fake ${fault.status}`, code: 0 });
     }
-    if (kind === 'gateway') return json(200, { url: this.url.replace('http', 'ws'), shards: 1, session_start_limit: { total: 1000, remaining: 999, reset_after: 14400000, max_concurrency: 1 } });
+    if (kind === 'gateway')
+      return json(200, {
+        url: this.url.replace('http', 'ws'),
+        shards: 1,
+        session_start_limit: { total: 1000, remaining: 999, reset_after: 14400000, max_concurrency: 1 },
+      });
     if (kind === 'typing') return json(204, null);
     const r = /\/channels\/(\d+)\/messages\/(\d+)\/reactions\/([^/]+)\/@me$/.exec(path);
     if (r && (method === 'PUT' || method === 'DELETE')) {
@@ -395,11 +444,25 @@ export class FakeDiscord {
     if (method === 'POST' && !messageId) {
       if (!body?.content || String(body.content).length > 2000) return json(400, { message: 'Invalid Form Body', code: 50035 });
       // enforce_nonce: the same nonce from the same author within a few minutes returns the first message.
-      const same = body.enforce_nonce && body.nonce ? this.messages.find((m) => m.channelId === channelId && m.nonce === body.nonce && Date.now() - m.createdAt < 5 * 60_000) : undefined;
+      const same =
+        body.enforce_nonce && body.nonce
+          ? this.messages.find((m) => m.channelId === channelId && m.nonce === body.nonce && Date.now() - m.createdAt < 5 * 60_000)
+          : undefined;
       if (same) return json(200, this.#apiMessage(same));
       const problem = componentsProblem(body.components);
       if (problem) return json(400, { message: `Invalid Form Body: ${problem}`, code: 50035 });
-      const msg: StoredMessage = { id: snowflake(), createdAt: Date.now(), ...(body.components?.length ? { components: body.components } : {}), ...(body.nonce ? { nonce: String(body.nonce) } : {}), channelId: channelId!, content: body.content, allowedMentions: body.allowed_mentions, deleted: false, edits: 0, ...(body.message_reference ? { reference: body.message_reference.message_id } : {}) };
+      const msg: StoredMessage = {
+        id: snowflake(),
+        createdAt: Date.now(),
+        ...(body.components?.length ? { components: body.components } : {}),
+        ...(body.nonce ? { nonce: String(body.nonce) } : {}),
+        channelId: channelId!,
+        content: body.content,
+        allowedMentions: body.allowed_mentions,
+        deleted: false,
+        edits: 0,
+        ...(body.message_reference ? { reference: body.message_reference.message_id } : {}),
+      };
       this.messages.push(msg);
       return json(200, this.#apiMessage(msg));
     }
@@ -426,6 +489,22 @@ export class FakeDiscord {
   }
 
   #apiMessage(m: StoredMessage) {
-    return { id: m.id, channel_id: m.channelId, content: m.content, author: this.bot, components: m.components ?? [], timestamp: new Date().toISOString(), edited_timestamp: m.edits ? new Date().toISOString() : null, tts: false, mention_everyone: false, mentions: [], mention_roles: [], attachments: [], embeds: [], pinned: false, type: 0 };
+    return {
+      id: m.id,
+      channel_id: m.channelId,
+      content: m.content,
+      author: this.bot,
+      components: m.components ?? [],
+      timestamp: new Date().toISOString(),
+      edited_timestamp: m.edits ? new Date().toISOString() : null,
+      tts: false,
+      mention_everyone: false,
+      mentions: [],
+      mention_roles: [],
+      attachments: [],
+      embeds: [],
+      pinned: false,
+      type: 0,
+    };
   }
 }

@@ -31,7 +31,13 @@ export type Script =
   | { kind: 'echo'; delayMs: number };
 
 export interface RecordedRequest {
-  body: { model: string; messages: Array<{ role: string; content: unknown; tool_calls?: unknown; tool_call_id?: string }>; tools?: unknown[]; stream?: boolean; temperature?: number };
+  body: {
+    model: string;
+    messages: Array<{ role: string; content: unknown; tool_calls?: unknown; tool_call_id?: string }>;
+    tools?: unknown[];
+    stream?: boolean;
+    temperature?: number;
+  };
   headers: IncomingMessage['headers'];
   /** Whether the client closed the connection before the answer ended. */
   clientClosed: boolean;
@@ -96,7 +102,10 @@ export class FakeLlm {
     const queued = this.#byModel.get(rec.body.model)?.shift() ?? this.#queue.shift() ?? this.#echo(rec);
     const script: Exclude<Script, { kind: 'echo' }> = queued.kind === 'echo' ? this.#echo(rec, queued.delayMs) : queued;
     if (script.kind === 'status') {
-      res.writeHead(script.status, { 'content-type': 'application/json', ...(script.retryAfterS !== undefined ? { 'retry-after': String(script.retryAfterS) } : {}) });
+      res.writeHead(script.status, {
+        'content-type': 'application/json',
+        ...(script.retryAfterS !== undefined ? { 'retry-after': String(script.retryAfterS) } : {}),
+      });
       res.end(script.body ?? JSON.stringify({ error: { message: `fake status ${script.status}`, type: 'server_error' } }));
       return;
     }
@@ -117,7 +126,8 @@ export class FakeLlm {
       const delta: Record<string, unknown> = i === 0 ? { role: 'assistant' } : {};
       if (c.content !== undefined) delta.content = c.content;
       if (c.reasoning !== undefined) delta.reasoning_content = c.reasoning;
-      if (c.toolCalls) delta.tool_calls = c.toolCalls.map((t, index) => ({ index, id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
+      if (c.toolCalls)
+        delta.tool_calls = c.toolCalls.map((t, index) => ({ index, id: t.id, type: 'function', function: { name: t.name, arguments: t.arguments } }));
       send(frame(delta));
     }
     if (script.kind === 'stall') return; // headers and chunks sent; nothing more, ever
@@ -128,7 +138,15 @@ export class FakeLlm {
       return;
     }
     send(frame({}, script.finish ?? (chunks.some((c) => c.toolCalls) ? 'tool_calls' : 'stop')));
-    if (script.usage !== null) send({ id: 'chatcmpl-fake', object: 'chat.completion.chunk', created: 1, model: rec.body.model, choices: [], usage: { ...(script.usage ?? { prompt_tokens: 11, completion_tokens: 7 }), total_tokens: 18 } });
+    if (script.usage !== null)
+      send({
+        id: 'chatcmpl-fake',
+        object: 'chat.completion.chunk',
+        created: 1,
+        model: rec.body.model,
+        choices: [],
+        usage: { ...(script.usage ?? { prompt_tokens: 11, completion_tokens: 7 }), total_tokens: 18 },
+      });
     res.end('data: [DONE]\n\n');
   }
 

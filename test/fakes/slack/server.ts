@@ -42,11 +42,21 @@ export const BOT_USER = 'UBOT0001';
 /** Slack's Block Kit checks we rely on: known block types; buttons with action_id ≤ 255, label ≤ 75, value ≤ 2000. */
 function blocksValid(blocks: unknown): boolean {
   if (!Array.isArray(blocks) || blocks.length > 50) return false;
-  return blocks.every((b: { type?: string; elements?: Array<{ type?: string; action_id?: string; text?: { type?: string; text?: string }; value?: string }> }) => {
-    if (b.type === 'section') return true;
-    if (b.type !== 'actions' || !Array.isArray(b.elements) || b.elements.length > 25) return false;
-    return b.elements.every((e) => e.type === 'button' && !!e.action_id && e.action_id.length <= 255 && e.text?.type === 'plain_text' && (e.text.text ?? '').length <= 75 && (e.value ?? '').length <= 2000);
-  });
+  return blocks.every(
+    (b: { type?: string; elements?: Array<{ type?: string; action_id?: string; text?: { type?: string; text?: string }; value?: string }> }) => {
+      if (b.type === 'section') return true;
+      if (b.type !== 'actions' || !Array.isArray(b.elements) || b.elements.length > 25) return false;
+      return b.elements.every(
+        (e) =>
+          e.type === 'button' &&
+          !!e.action_id &&
+          e.action_id.length <= 255 &&
+          e.text?.type === 'plain_text' &&
+          (e.text.text ?? '').length <= 75 &&
+          (e.value ?? '').length <= 2000,
+      );
+    },
+  );
 }
 export const TEAM = 'T0001';
 
@@ -135,7 +145,16 @@ export class FakeSlack {
 
   /** The event as Slack would send it to an HTTP endpoint (event_callback). */
   callback(event: Record<string, unknown>): Record<string, unknown> {
-    return { token: 'verification-token', team_id: TEAM, api_app_id: 'A0001', event, type: 'event_callback', event_id: `Ev${++this.#seq}`, event_time: Math.floor(Date.now() / 1000), authorizations: [{ team_id: TEAM, user_id: BOT_USER, is_bot: true }] };
+    return {
+      token: 'verification-token',
+      team_id: TEAM,
+      api_app_id: 'A0001',
+      event,
+      type: 'event_callback',
+      event_id: `Ev${++this.#seq}`,
+      event_time: Math.floor(Date.now() / 1000),
+      authorizations: [{ team_id: TEAM, user_id: BOT_USER, is_bot: true }],
+    };
   }
 
   dmEvent(text: string, user = 'U0USER1', threadTs?: string): Record<string, unknown> {
@@ -148,32 +167,56 @@ export class FakeSlack {
   readonly fileDownloads: Array<{ path: string; authorized: boolean }> = [];
 
   /** A DM sharing one file (subtype file_share), its url_private served by this fake with the bot token only. */
-  dmFileEvent(text: string, file: { bytes: Buffer; name: string; mimetype: string; filetype: string; size?: number }, user = 'U0USER1'): Record<string, unknown> {
+  dmFileEvent(
+    text: string,
+    file: { bytes: Buffer; name: string; mimetype: string; filetype: string; size?: number },
+    user = 'U0USER1',
+  ): Record<string, unknown> {
     const id = `F0${String(++this.#seq).padStart(8, '0')}`;
     const path = `/files-pri/${TEAM}-${id}/${file.name}`;
     this.#files.set(path, file.bytes);
-    const f = { id, name: file.name, title: file.name, mimetype: file.mimetype, filetype: file.filetype, size: file.size ?? file.bytes.length, mode: 'hosted', is_external: false, url_private: `${this.url}${path}`, url_private_download: `${this.url}${path.replace('/files-pri/', '/files-pri-dl/')}` };
+    const f = {
+      id,
+      name: file.name,
+      title: file.name,
+      mimetype: file.mimetype,
+      filetype: file.filetype,
+      size: file.size ?? file.bytes.length,
+      mode: 'hosted',
+      is_external: false,
+      url_private: `${this.url}${path}`,
+      url_private_download: `${this.url}${path.replace('/files-pri/', '/files-pri-dl/')}`,
+    };
     return { ...this.dmEvent(text, user), subtype: 'file_share', files: [f], upload: false };
   }
 
   /** url_private(_download): the bytes for the bot token; anyone else is sent to the sign-in page, as Slack does. */
   #serveFile(req: IncomingMessage, res: ServerResponse): boolean {
     const url = (req.url ?? '').split('?')[0]!;
-    if (url === '/signin') return void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>Sign in to Slack</html>'), true;
+    if (url === '/signin') return (void res.writeHead(200, { 'content-type': 'text/html' }).end('<html>Sign in to Slack</html>'), true);
     if (!url.startsWith('/files-pri')) return false;
     const path = url.replace('/files-pri-dl/', '/files-pri/');
     const authorized = req.headers.authorization === `Bearer ${this.botToken}`;
     this.fileDownloads.push({ path, authorized });
     const bytes = this.#files.get(path);
-    if (!authorized) return void res.writeHead(302, { location: '/signin' }).end(), true;
-    if (!bytes) return void res.writeHead(404, { 'content-type': 'text/plain' }).end('file_not_found'), true;
+    if (!authorized) return (void res.writeHead(302, { location: '/signin' }).end(), true);
+    if (!bytes) return (void res.writeHead(404, { 'content-type': 'text/plain' }).end('file_not_found'), true);
     res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(bytes.length) }).end(bytes);
     return true;
   }
 
   mentionEvent(text: string, o: { channel?: string; threadTs?: string; user?: string } = {}): Record<string, unknown> {
     const ts = this.#ts();
-    return { type: 'app_mention', channel: o.channel ?? 'C0CHAN001', user: o.user ?? 'U0USER1', text: `<@${BOT_USER}> ${text}`, ts, event_ts: ts, team: TEAM, ...(o.threadTs ? { thread_ts: o.threadTs } : {}) };
+    return {
+      type: 'app_mention',
+      channel: o.channel ?? 'C0CHAN001',
+      user: o.user ?? 'U0USER1',
+      text: `<@${BOT_USER}> ${text}`,
+      ts,
+      event_ts: ts,
+      team: TEAM,
+      ...(o.threadTs ? { thread_ts: o.threadTs } : {}),
+    };
   }
 
   /** Sends an event over Socket Mode (or keeps it for the next connection); returns the envelope id. */
@@ -183,7 +226,14 @@ export class FakeSlack {
 
   /** Sends any payload in an events_api envelope, malformed ones too (a `null`, an `event: null`). */
   pushPayload(payload: Record<string, unknown> | null): string {
-    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'events_api', accepts_response_payload: false, retry_attempt: 0, retry_reason: '', payload };
+    const envelope: Envelope = {
+      envelope_id: `env-${++this.#seq}`,
+      type: 'events_api',
+      accepts_response_payload: false,
+      retry_attempt: 0,
+      retry_reason: '',
+      payload,
+    };
     this.#unacked.set(envelope.envelope_id, envelope);
     for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
     return envelope.envelope_id;
@@ -200,7 +250,14 @@ export class FakeSlack {
    */
   click(message: SlackMessage, label: string, user = 'U0USER1'): string {
     const payload = this.blockActions(message, label, user);
-    const envelope: Envelope = { envelope_id: `env-${++this.#seq}`, type: 'interactive', accepts_response_payload: true, retry_attempt: 0, retry_reason: '', payload };
+    const envelope: Envelope = {
+      envelope_id: `env-${++this.#seq}`,
+      type: 'interactive',
+      accepts_response_payload: true,
+      retry_attempt: 0,
+      retry_reason: '',
+      payload,
+    };
     this.#unacked.set(envelope.envelope_id, envelope);
     for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
     return envelope.envelope_id;
@@ -215,13 +272,35 @@ export class FakeSlack {
       user: { id: user, username: user.toLowerCase(), name: user.toLowerCase(), team_id: TEAM },
       api_app_id: 'A0001',
       token: 'verification-token',
-      container: { type: 'message', message_ts: message.ts, channel_id: message.channel, is_ephemeral: false, ...(message.threadTs ? { thread_ts: message.threadTs } : {}) },
+      container: {
+        type: 'message',
+        message_ts: message.ts,
+        channel_id: message.channel,
+        is_ephemeral: false,
+        ...(message.threadTs ? { thread_ts: message.threadTs } : {}),
+      },
       trigger_id: `trigger-${++this.#seq}`,
       team: { id: TEAM, domain: 'fake' },
       channel: { id: message.channel, name: message.channel.startsWith('D') ? 'directmessage' : 'general' },
-      message: { type: 'message', user: BOT_USER, ts: message.ts, text: message.text, blocks: message.blocks, ...(message.threadTs ? { thread_ts: message.threadTs } : {}) },
+      message: {
+        type: 'message',
+        user: BOT_USER,
+        ts: message.ts,
+        text: message.text,
+        blocks: message.blocks,
+        ...(message.threadTs ? { thread_ts: message.threadTs } : {}),
+      },
       response_url: `${this.url}/actions/response`,
-      actions: [{ type: 'button', action_id: button.action_id, block_id: 'b1', text: { type: 'plain_text', text: label }, value: button.value, action_ts: `${Date.now() / 1000}` }],
+      actions: [
+        {
+          type: 'button',
+          action_id: button.action_id,
+          block_id: 'b1',
+          text: { type: 'plain_text', text: label },
+          value: button.value,
+          action_ts: `${Date.now() / 1000}`,
+        },
+      ],
     };
   }
 
@@ -232,7 +311,14 @@ export class FakeSlack {
 
   #connection(ws: WebSocket): void {
     this.connections++;
-    ws.send(JSON.stringify({ type: 'hello', num_connections: 1, debug_info: { host: 'fake-slack', approximate_connection_time: 3600 }, connection_info: { app_id: 'A0001' } }));
+    ws.send(
+      JSON.stringify({
+        type: 'hello',
+        num_connections: 1,
+        debug_info: { host: 'fake-slack', approximate_connection_time: 3600 },
+        connection_info: { app_id: 'A0001' },
+      }),
+    );
     // Slack sends again what was never acked, with retry_attempt raised.
     for (const env of this.#unacked.values()) this.#send(ws, { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
     const ping = setInterval(() => ws.ping(), 5000);
@@ -255,7 +341,8 @@ export class FakeSlack {
     for await (const c of req) raw += String(c);
     const args = Object.fromEntries(new URLSearchParams(raw)) as Record<string, string>;
     const token = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1] ?? args.token;
-    const json = (status: number, body: unknown, headers: Record<string, string> = {}): void => void res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
+    const json = (status: number, body: unknown, headers: Record<string, string> = {}): void =>
+      void res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(body));
     const ok = (body: Record<string, unknown> = {}) => json(200, { ok: true, ...body });
     const no = (error: string) => json(200, { ok: false, error });
     if (!method) return json(404, { ok: false, error: 'unknown_method' });
@@ -277,7 +364,15 @@ export class FakeSlack {
     const find = () => this.messages.find((m) => m.channel === args.channel && m.ts === args.ts && !m.deleted);
     switch (method) {
       case 'auth.test':
-        return ok({ url: 'https://fake.slack.com/', team: 'Fake', user: 'channeld', team_id: TEAM, user_id: BOT_USER, bot_id: 'B0001', is_enterprise_install: false });
+        return ok({
+          url: 'https://fake.slack.com/',
+          team: 'Fake',
+          user: 'channeld',
+          team_id: TEAM,
+          user_id: BOT_USER,
+          bot_id: 'B0001',
+          is_enterprise_install: false,
+        });
       case 'chat.postMessage': {
         if (!args.channel) return no('channel_not_found');
         const md = this.markdownText && args.markdown_text ? args.markdown_text : undefined;
@@ -285,7 +380,16 @@ export class FakeSlack {
         if (!md && !args.text && !args.blocks) return no('no_text');
         const blocks = args.blocks ? (JSON.parse(args.blocks) as SlackMessage['blocks']) : undefined;
         if (blocks && !blocksValid(blocks)) return no('invalid_blocks');
-        const msg: SlackMessage = { channel: args.channel, ts: this.#ts(), text: md ?? args.text ?? '', deleted: false, edits: 0, ...(md ? { markdown: true } : {}), ...(args.thread_ts ? { threadTs: args.thread_ts } : {}), ...(blocks?.length ? { blocks } : {}) };
+        const msg: SlackMessage = {
+          channel: args.channel,
+          ts: this.#ts(),
+          text: md ?? args.text ?? '',
+          deleted: false,
+          edits: 0,
+          ...(md ? { markdown: true } : {}),
+          ...(args.thread_ts ? { threadTs: args.thread_ts } : {}),
+          ...(blocks?.length ? { blocks } : {}),
+        };
         this.messages.push(msg);
         return ok({ channel: msg.channel, ts: msg.ts, message: { text: msg.text, ts: msg.ts, user: BOT_USER, bot_id: 'B0001' } });
       }
@@ -324,7 +428,15 @@ export class FakeSlack {
       }
       case 'chat.startStream': {
         if (!args.thread_ts) return no('invalid_arguments');
-        const msg: SlackMessage = { channel: args.channel!, ts: this.#ts(), threadTs: args.thread_ts, text: args.markdown_text ?? '', deleted: false, edits: 0, stream: { chunks: args.markdown_text ? [args.markdown_text] : [], stopped: false } };
+        const msg: SlackMessage = {
+          channel: args.channel!,
+          ts: this.#ts(),
+          threadTs: args.thread_ts,
+          text: args.markdown_text ?? '',
+          deleted: false,
+          edits: 0,
+          stream: { chunks: args.markdown_text ? [args.markdown_text] : [], stopped: false },
+        };
         this.messages.push(msg);
         return ok({ channel: msg.channel, ts: msg.ts });
       }

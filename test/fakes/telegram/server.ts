@@ -1,7 +1,11 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 
-export type Fault = { status: 429; retryAfter: number } | { status: 400 | 401 | 403 | 409 | 500 | 502; description?: string } | { drop: true } | { delayMs: number };
+export type Fault =
+  | { status: 429; retryAfter: number }
+  | { status: 400 | 401 | 403 | 409 | 500 | 502; description?: string }
+  | { drop: true }
+  | { delayMs: number };
 
 export interface Call {
   method: string;
@@ -31,7 +35,12 @@ const ALLOWED_TAGS = new Set(['b', 'strong', 'i', 'em', 'u', 'ins', 's', 'strike
 /** Telegram's visible length: tags removed, entities decoded. */
 export function visibleText(text: string, parseMode?: string): string {
   if (parseMode !== 'HTML') return text;
-  return text.replace(/<[^>]+>/g, '').replace(/&lt;/g, '<').replace(/&gt;/g, '>').replace(/&quot;/g, '"').replace(/&amp;/g, '&');
+  return text
+    .replace(/<[^>]+>/g, '')
+    .replace(/&lt;/g, '<')
+    .replace(/&gt;/g, '>')
+    .replace(/&quot;/g, '"')
+    .replace(/&amp;/g, '&');
 }
 
 /** Like Telegram: unknown or unbalanced tags are "can't parse entities". */
@@ -166,7 +175,9 @@ export class FakeTelegram {
 
   /** Visible texts of the bot's live messages in a chat (and topic), in send order. */
   texts(chatId: number, threadId?: number): string[] {
-    return this.messages.filter((m) => m.chatId === chatId && !m.deleted && (threadId === undefined || m.threadId === threadId)).map((m) => visibleText(m.text, m.parseMode));
+    return this.messages
+      .filter((m) => m.chatId === chatId && !m.deleted && (threadId === undefined || m.threadId === threadId))
+      .map((m) => visibleText(m.text, m.parseMode));
   }
 
   /** Pending updates not yet confirmed by an offset. */
@@ -205,10 +216,19 @@ export class FakeTelegram {
     if (!button?.callback_data) throw new Error(`message ${message.messageId} has no button "${label}"`);
     const id = String(this.#nextQuery++);
     this.#openQueries.add(id);
-    const chat = message.chatId > 0 ? { id: message.chatId, type: 'private', first_name: from.first_name } : { id: message.chatId, type: 'supergroup', title: 'Test group' };
+    const chat =
+      message.chatId > 0
+        ? { id: message.chatId, type: 'private', first_name: from.first_name }
+        : { id: message.chatId, type: 'supergroup', title: 'Test group' };
     const update = {
       update_id: this.#nextUpdate++,
-      callback_query: { id, from: { is_bot: false, ...from }, chat_instance: `ci${message.chatId}`, data: button.callback_data, message: { message_id: message.messageId, date: 0, chat, from: BOT, text: visibleText(message.text, message.parseMode) } },
+      callback_query: {
+        id,
+        from: { is_bot: false, ...from },
+        chat_instance: `ci${message.chatId}`,
+        data: button.callback_data,
+        message: { message_id: message.messageId, date: 0, chat, from: BOT, text: visibleText(message.text, message.parseMode) },
+      },
     };
     this.#updates.push(update);
     for (const w of [...this.#waiters]) w();
@@ -225,7 +245,17 @@ export class FakeTelegram {
    * the leading "/cmd" or "/cmd@bot", `replyTo` replies to one of the bot's messages, `topic`
    * posts in a forum topic.
    */
-  group(text: string, o: { chatId?: number; from?: { id: number; first_name: string; is_bot?: boolean }; mention?: boolean; command?: boolean; replyTo?: number; topic?: number } = {}) {
+  group(
+    text: string,
+    o: {
+      chatId?: number;
+      from?: { id: number; first_name: string; is_bot?: boolean };
+      mention?: boolean;
+      command?: boolean;
+      replyTo?: number;
+      topic?: number;
+    } = {},
+  ) {
     const chatId = o.chatId ?? -1001234;
     const from = o.from ?? { id: 43, first_name: 'Bob' };
     const body = o.mention ? `@${BOT.username} ${text}` : text;
@@ -234,7 +264,9 @@ export class FakeTelegram {
     if (o.command) extra.entities = [{ type: 'bot_command', offset: 0, length: /^\S+/.exec(body)![0].length }];
     if (o.replyTo !== undefined) extra.reply_to_message = { message_id: o.replyTo, date: 0, chat: { id: chatId, type: 'supergroup' }, from: BOT, text: '…' };
     if (o.topic !== undefined) Object.assign(extra, { message_thread_id: o.topic, is_topic_message: true });
-    return this.#push(this.#userMessage({ id: chatId, type: 'supergroup', title: 'Test group', ...(o.topic !== undefined ? { is_forum: true } : {}) }, body, from, extra));
+    return this.#push(
+      this.#userMessage({ id: chatId, type: 'supergroup', title: 'Test group', ...(o.topic !== undefined ? { is_forum: true } : {}) }, body, from, extra),
+    );
   }
 
   // ——— the Bot API ———
@@ -269,7 +301,10 @@ export class FakeTelegram {
   /** A private message with a document. */
   dmDocument(bytes: Buffer, doc: { file_name: string; mime_type: string; size?: number }, caption?: string, from = { id: 42, first_name: 'Ada' }) {
     const f = this.addFile(bytes, { ext: doc.file_name.split('.').pop()!, ...(doc.size !== undefined ? { size: doc.size } : {}) });
-    const m = this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, '', from, { document: { ...f, file_name: doc.file_name, mime_type: doc.mime_type }, ...(caption ? { caption } : {}) });
+    const m = this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, '', from, {
+      document: { ...f, file_name: doc.file_name, mime_type: doc.mime_type },
+      ...(caption ? { caption } : {}),
+    });
     delete (m as { text?: string }).text;
     return this.#push(m);
   }
@@ -298,7 +333,8 @@ export class FakeTelegram {
       res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(payload));
     };
     const ok = (result: unknown) => reply(200, { ok: true, result });
-    const no = (code: number, description: string, parameters?: unknown) => reply(code, { ok: false, error_code: code, description, ...(parameters ? { parameters } : {}) });
+    const no = (code: number, description: string, parameters?: unknown) =>
+      reply(code, { ok: false, error_code: code, description, ...(parameters ? { parameters } : {}) });
     if (!m) return no(404, 'Not Found');
     const [, token, method] = m;
     const body = (raw ? JSON.parse(raw) : {}) as Record<string, any>;
@@ -314,7 +350,19 @@ export class FakeTelegram {
       if ('drop' in fault) return void req.socket.destroy();
       if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
       else if (fault.status === 429) return no(429, `Too Many Requests: retry after ${fault.retryAfter}`, { retry_after: fault.retryAfter });
-      else return no(fault.status, fault.description ?? { 400: 'Bad Request', 401: 'Unauthorized', 403: 'Forbidden: bot was blocked by the user', 409: 'Conflict: terminated by other getUpdates request; make sure that only one bot instance is running', 500: 'Internal Server Error', 502: 'Bad Gateway' }[fault.status]);
+      else
+        return no(
+          fault.status,
+          fault.description ??
+            {
+              400: 'Bad Request',
+              401: 'Unauthorized',
+              403: 'Forbidden: bot was blocked by the user',
+              409: 'Conflict: terminated by other getUpdates request; make sure that only one bot instance is running',
+              500: 'Internal Server Error',
+              502: 'Bad Gateway',
+            }[fault.status],
+        );
     }
     switch (method) {
       case 'getFile': {
@@ -343,7 +391,10 @@ export class FakeTelegram {
         return ok(true);
       case 'setMessageReaction': {
         const key = `${body.chat_id}:${body.message_id}`;
-        this.reactions.set(key, ((body.reaction ?? []) as Array<{ type: string; emoji?: string }>).map((r) => r.emoji ?? r.type));
+        this.reactions.set(
+          key,
+          ((body.reaction ?? []) as Array<{ type: string; emoji?: string }>).map((r) => r.emoji ?? r.type),
+        );
         return ok(true);
       }
       case 'sendRichMessageDraft':
@@ -362,9 +413,26 @@ export class FakeTelegram {
           return ok(true);
         }
         const text = rich ? body.rich_message.markdown : body.text;
-        const msg: StoredMessage = { chatId, messageId: this.#newMessageId(chatId), text, parseMode: rich ? undefined : body.parse_mode, ...(rich ? { rich: true } : {}), deleted: false, edits: 0, ...(body.reply_markup ? { replyMarkup: body.reply_markup } : {}), ...(body.message_thread_id ? { threadId: body.message_thread_id } : {}), ...(body.reply_parameters ? { replyTo: body.reply_parameters.message_id } : {}) };
+        const msg: StoredMessage = {
+          chatId,
+          messageId: this.#newMessageId(chatId),
+          text,
+          parseMode: rich ? undefined : body.parse_mode,
+          ...(rich ? { rich: true } : {}),
+          deleted: false,
+          edits: 0,
+          ...(body.reply_markup ? { replyMarkup: body.reply_markup } : {}),
+          ...(body.message_thread_id ? { threadId: body.message_thread_id } : {}),
+          ...(body.reply_parameters ? { replyTo: body.reply_parameters.message_id } : {}),
+        };
         this.messages.push(msg);
-        return ok({ message_id: msg.messageId, date: Math.floor(Date.now() / 1000), chat: { id: chatId, type: chatId > 0 ? 'private' : 'supergroup' }, from: BOT, ...(rich ? { rich_message: { markdown: text } } : { text: visibleText(msg.text, msg.parseMode) }) });
+        return ok({
+          message_id: msg.messageId,
+          date: Math.floor(Date.now() / 1000),
+          chat: { id: chatId, type: chatId > 0 ? 'private' : 'supergroup' },
+          from: BOT,
+          ...(rich ? { rich_message: { markdown: text } } : { text: visibleText(msg.text, msg.parseMode) }),
+        });
       }
       case 'editMessageText': {
         const msg = this.messages.find((x) => x.chatId === Number(body.chat_id) && x.messageId === body.message_id && !x.deleted);
@@ -372,7 +440,11 @@ export class FakeTelegram {
         if (this.#rich && body.rich_message !== undefined) {
           const problem = this.#richProblem(body.rich_message);
           if (problem) return no(400, problem);
-          if (msg.rich && msg.text === body.rich_message.markdown) return no(400, 'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message');
+          if (msg.rich && msg.text === body.rich_message.markdown)
+            return no(
+              400,
+              'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message',
+            );
           Object.assign(msg, { text: body.rich_message.markdown, parseMode: undefined, rich: true });
           msg.edits++;
           return ok({ message_id: msg.messageId, date: 0, chat: { id: msg.chatId, type: 'private' }, rich_message: { markdown: msg.text } });
@@ -380,7 +452,10 @@ export class FakeTelegram {
         const problem = this.#textProblem(body.text, body.parse_mode);
         if (problem) return no(400, problem === 'Bad Request: message is too long' ? 'Bad Request: MESSAGE_TOO_LONG' : problem);
         if (visibleText(body.text, body.parse_mode) === visibleText(msg.text, msg.parseMode)) {
-          return no(400, 'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message');
+          return no(
+            400,
+            'Bad Request: message is not modified: specified new message content and reply markup are exactly the same as a current content and reply markup of the message',
+          );
         }
         msg.text = body.text;
         msg.parseMode = body.parse_mode;
@@ -391,7 +466,8 @@ export class FakeTelegram {
         return ok({ message_id: msg.messageId, date: 0, chat: { id: msg.chatId, type: 'private' }, text: visibleText(msg.text, msg.parseMode) });
       }
       case 'answerCallbackQuery': {
-        if (!this.#openQueries.delete(String(body.callback_query_id))) return no(400, 'Bad Request: query is too old and response timeout expired or query ID is invalid');
+        if (!this.#openQueries.delete(String(body.callback_query_id)))
+          return no(400, 'Bad Request: query is too old and response timeout expired or query ID is invalid');
         this.answeredQueries.push(String(body.callback_query_id));
         return ok(true);
       }
@@ -431,7 +507,8 @@ export class FakeTelegram {
     if (!Array.isArray(rows)) return 'Bad Request: reply markup is not an inline keyboard';
     for (const b of rows.flat() as Array<{ text?: string; callback_data?: string }>) {
       if (!b.text) return 'Bad Request: text buttons are unallowed in the inline keyboard';
-      if (b.callback_data !== undefined && (Buffer.byteLength(b.callback_data) < 1 || Buffer.byteLength(b.callback_data) > 64)) return 'Bad Request: BUTTON_DATA_INVALID';
+      if (b.callback_data !== undefined && (Buffer.byteLength(b.callback_data) < 1 || Buffer.byteLength(b.callback_data) > 64))
+        return 'Bad Request: BUTTON_DATA_INVALID';
     }
     return undefined;
   }

@@ -76,7 +76,13 @@ describe('ActionRegistry', () => {
 
   it('each action gets a route by its kind (GET read-only, POST otherwise); GET /actions describes them for the CLI', async () => {
     const { port } = await setup();
-    const list = JSON.parse((await send(port, { path: '/actions' })).body) as Array<{ name: string; method: string; path: string; cli: string; args: string[] }>;
+    const list = JSON.parse((await send(port, { path: '/actions' })).body) as Array<{
+      name: string;
+      method: string;
+      path: string;
+      cli: string;
+      args: string[];
+    }>;
     expect(list.find((a) => a.name === 'stop-turn')).toMatchObject({ method: 'POST', path: '/actions/stop-turn', cli: 'stop-turn', args: ['id'] });
     expect(list.find((a) => a.name === 'turns')).toMatchObject({ method: 'GET', path: '/actions/turns' });
     expect((await send(port, { method: 'POST', path: '/actions/turns', headers: json, body: '{}' })).status).toBe(405);
@@ -111,7 +117,16 @@ describe('ActionRegistry', () => {
   it('a POST must be JSON from this daemon or a non-browser client, and at most 64 KiB, or it is refused before the handler runs', async () => {
     const { registry, port } = await setup();
     let ran = 0;
-    registry.register(defineAction({ name: 'poke', description: 'counts', input: z.object({ n: z.number().default(1) }), output: z.object({ ran: z.number() }), readOnly: false, handler: ({ n }) => ({ ran: (ran += n) }) }));
+    registry.register(
+      defineAction({
+        name: 'poke',
+        description: 'counts',
+        input: z.object({ n: z.number().default(1) }),
+        output: z.object({ ran: z.number() }),
+        readOnly: false,
+        handler: ({ n }) => ({ ran: (ran += n) }),
+      }),
+    );
     const post = (headers: Record<string, string>, body: string) => send(port, { method: 'POST', path: '/actions/poke', headers, body });
     expect((await post({ 'content-type': 'text/plain' }, '{}')).status).toBe(415);
     expect((await post({ ...json, origin: 'https://evil.example' }, '{}')).status).toBe(403);
@@ -166,7 +181,16 @@ describe('ActionRegistry', () => {
 
   it('an answer that does not fit the output schema is a 500, never passed on', async () => {
     const { registry, port } = await setup();
-    registry.register(defineAction({ name: 'liar', description: 'wrong output', input: z.object({}), output: z.object({ n: z.number() }), readOnly: true, handler: () => ({ n: 'seven' }) as never }));
+    registry.register(
+      defineAction({
+        name: 'liar',
+        description: 'wrong output',
+        input: z.object({}),
+        output: z.object({ n: z.number() }),
+        readOnly: true,
+        handler: () => ({ n: 'seven' }) as never,
+      }),
+    );
     expect((await send(port, { path: '/actions/liar' })).status).toBe(500);
   });
 
@@ -197,7 +221,19 @@ describe('ActionRegistry', () => {
   it('usage over the real ledger: since and until parsed, a bad since is 400', async () => {
     const { port } = await setup();
     const ledger = new SqliteUsageLedger(p!.db);
-    ledger.record({ at: Date.parse('2026-01-02T00:00:00Z'), agent: 'default', model: 'm', channel: 't', scope: 't:chat-1', inputTokens: 3, outputTokens: 4, reasoningTokens: 0, cachedTokens: 0, estimated: false, cost: 0.25 });
+    ledger.record({
+      at: Date.parse('2026-01-02T00:00:00Z'),
+      agent: 'default',
+      model: 'm',
+      channel: 't',
+      scope: 't:chat-1',
+      inputTokens: 3,
+      outputTokens: 4,
+      reasoningTokens: 0,
+      cachedTokens: 0,
+      estimated: false,
+      cost: 0.25,
+    });
     const r = JSON.parse((await send(port, { path: '/actions/usage?since=2026-01-01&until=2026-01-03' })).body);
     expect(r).toMatchObject({ since: '2026-01-01T00:00:00.000Z', until: '2026-01-03T00:00:00.000Z', total: { turns: 1, input_tokens: 3, cost: 0.25 } });
     expect(JSON.parse((await send(port, { path: '/actions/usage?since=2026-01-03' })).body).total.turns).toBe(0);
@@ -220,13 +256,31 @@ describe('parseSince', () => {
 
 describe('table', () => {
   it('aligns columns to the widest cell and trims the line ends', () => {
-    expect(table([['A', 'LONG'], ['wide cell', 'x'], ['b', '']])).toBe('A          LONG\nwide cell  x\nb');
+    expect(
+      table([
+        ['A', 'LONG'],
+        ['wide cell', 'x'],
+        ['b', ''],
+      ]),
+    ).toBe('A          LONG\nwide cell  x\nb');
   });
 
   it('a channel row has a cell per header column; no error shows as -', () => {
     const row = channelRow({ id: 'tg', kind: 'telegram', state: 'connected', since: 's', attempts: 0, connection: 2, last_error: null });
     expect(row).toHaveLength(CHANNEL_HEADER.length);
     expect(row.at(-1)).toBe('-');
-    expect(channelRow({ id: 'x', kind: 'k', state: 's', since: '', attempts: 1, connection: 0, in_flight: 2, queued: 3, last_error: { code: 'E', message: 'm' } }).slice(-3)).toEqual(['2', '3', 'E: m']);
+    expect(
+      channelRow({
+        id: 'x',
+        kind: 'k',
+        state: 's',
+        since: '',
+        attempts: 1,
+        connection: 0,
+        in_flight: 2,
+        queued: 3,
+        last_error: { code: 'E', message: 'm' },
+      }).slice(-3),
+    ).toEqual(['2', '3', 'E: m']);
   });
 });

@@ -2,7 +2,15 @@ import { describe, expect, it } from 'vitest';
 import { buildHistory, FAILED_MARKER, INTERRUPTED_MARKER } from '../../../src/agent/history.js';
 import type { StoredTurn } from '../../../src/store/sessions.js';
 
-const turn = (userText: string, assistantText: string, ending: StoredTurn['ending'] = 'done'): StoredTurn => ({ userText, assistantText, reasoning: '', toolCalls: [], ending, model: null, createdAt: 0 });
+const turn = (userText: string, assistantText: string, ending: StoredTurn['ending'] = 'done'): StoredTurn => ({
+  userText,
+  assistantText,
+  reasoning: '',
+  toolCalls: [],
+  ending,
+  model: null,
+  createdAt: 0,
+});
 
 describe('buildHistory', () => {
   it('keeps the newest turns that fit the budget, oldest first, as user/assistant pairs', () => {

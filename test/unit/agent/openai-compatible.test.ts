@@ -19,7 +19,16 @@ beforeAll(async () => {
 afterAll(() => llm.close());
 
 function runner(over: Partial<OpenAICompatibleOptions> = {}) {
-  return new OpenAICompatibleRunner({ baseUrl: llm.url, model: 'fake-model', maxOutputTokens: 256, requestTimeoutMs: 5000, maxSteps: 4, timeZone: 'UTC', retryBaseMs: 10, ...over });
+  return new OpenAICompatibleRunner({
+    baseUrl: llm.url,
+    model: 'fake-model',
+    maxOutputTokens: 256,
+    requestTimeoutMs: 5000,
+    maxSteps: 4,
+    timeZone: 'UTC',
+    retryBaseMs: 10,
+    ...over,
+  });
 }
 
 const input = (text: string, over: Partial<AgentInput> = {}): AgentInput => ({ system: 'Be brief.', history: [], text, ...over });
@@ -35,9 +44,21 @@ const reasoning = (events: AgentEvent[]) => events.flatMap((e) => (e.type === 'r
 
 describe('OpenAICompatibleRunner against the fake LLM', () => {
   it('maps content, reasoning_content and usage; sends system, history and the message', async () => {
-    llm.script({ kind: 'stream', chunks: [{ reasoning: 'Let me think. ' }, { content: 'Hello ' }, { content: 'there.' }], usage: { prompt_tokens: 42, completion_tokens: 3 } });
+    llm.script({
+      kind: 'stream',
+      chunks: [{ reasoning: 'Let me think. ' }, { content: 'Hello ' }, { content: 'there.' }],
+      usage: { prompt_tokens: 42, completion_tokens: 3 },
+    });
     const before = llm.requests.length;
-    const events = await collect(runner(), input('hi', { history: [{ role: 'user', content: 'earlier' }, { role: 'assistant', content: 'reply' }] }));
+    const events = await collect(
+      runner(),
+      input('hi', {
+        history: [
+          { role: 'user', content: 'earlier' },
+          { role: 'assistant', content: 'reply' },
+        ],
+      }),
+    );
     expect(text(events)).toBe('Hello there.');
     expect(reasoning(events)).toBe('Let me think. ');
     expect(events.at(-1)).toEqual({ type: 'done', usage: { inputTokens: 42, outputTokens: 3, reasoningTokens: 0, cachedTokens: 0, estimated: false } });
@@ -54,7 +75,10 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
   });
 
   it('splits <think> reasoning out of content, across chunk boundaries', async () => {
-    llm.script({ kind: 'stream', chunks: [{ content: 'Sure. <thi' }, { content: 'nk>secret ' }, { content: 'plans</th' }, { content: 'ink>Done' }, { content: ' <' }, { content: 'b>' }] });
+    llm.script({
+      kind: 'stream',
+      chunks: [{ content: 'Sure. <thi' }, { content: 'nk>secret ' }, { content: 'plans</th' }, { content: 'ink>Done' }, { content: ' <' }, { content: 'b>' }],
+    });
     const events = await collect(runner(), input('x'));
     expect(text(events)).toBe('Sure. Done <b>');
     expect(reasoning(events)).toBe('secret plans');
@@ -86,7 +110,14 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
 
   it('a 5xx after a tool call is not retried: the tool ran once and the turn ends in an error', async () => {
     const calls: string[] = [];
-    const tools: Tool[] = [{ name: 'send_mail', description: 'sends a mail', input: z.object({ to: z.string() }), run: ({ to }: { to: string }) => (calls.push(to), { sent: true }) }];
+    const tools: Tool[] = [
+      {
+        name: 'send_mail',
+        description: 'sends a mail',
+        input: z.object({ to: z.string() }),
+        run: ({ to }: { to: string }) => (calls.push(to), { sent: true }),
+      },
+    ];
     llm.script({ kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_m', name: 'send_mail', arguments: '{"to":"ada"}' }] }] }, { kind: 'status', status: 500 });
     const before = llm.requests.length;
     const events = await collect(runner({ retries: 2 }), input('mail ada', { tools }));
@@ -97,28 +128,41 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
   });
 
   it("a tool's log lines become tool_log events of its call, between its tool_start and tool_end", async () => {
-    const tools: Tool[] = [{ name: 'crawl', description: 'crawls', input: z.object({}), run: async (_input, ctx) => {
-      // One line at once (before this runner has even read the call) and one after a wait.
-      ctx.log?.('page 1/2');
-      await new Promise((resolve) => setImmediate(resolve));
-      ctx.log?.('page 2/2');
-      return 'crawled';
-    } }];
-    llm.script({ kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_c', name: 'crawl', arguments: '{}' }] }] }, { kind: 'stream', chunks: [{ content: 'Done.' }] });
+    const tools: Tool[] = [
+      {
+        name: 'crawl',
+        description: 'crawls',
+        input: z.object({}),
+        run: async (_input, ctx) => {
+          // One line at once (before this runner has even read the call) and one after a wait.
+          ctx.log?.('page 1/2');
+          await new Promise((resolve) => setImmediate(resolve));
+          ctx.log?.('page 2/2');
+          return 'crawled';
+        },
+      },
+    ];
+    llm.script(
+      { kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_c', name: 'crawl', arguments: '{}' }] }] },
+      { kind: 'stream', chunks: [{ content: 'Done.' }] },
+    );
     const signal = new AbortController().signal;
     const events: AgentEvent[] = [];
     // The runtime's emit: events a tool sends while it runs go straight into the turn.
-    for await (const e of runner().run(input('crawl', { tools }), { scope: 's', channelId: 'c', signal, emit: (e) => void events.push(e) }, signal)) events.push(e);
-    expect(events.filter((e) => e.type.startsWith('tool_')).map((e) => (e.type === 'tool_log' ? `${e.type}:${e.id}:${e.text}` : `${e.type}:${(e as { id: string }).id}`))).toEqual([
-      'tool_start:call_c',
-      'tool_log:call_c:page 1/2',
-      'tool_log:call_c:page 2/2',
-      'tool_end:call_c',
-    ]);
+    for await (const e of runner().run(input('crawl', { tools }), { scope: 's', channelId: 'c', signal, emit: (e) => void events.push(e) }, signal))
+      events.push(e);
+    expect(
+      events
+        .filter((e) => e.type.startsWith('tool_'))
+        .map((e) => (e.type === 'tool_log' ? `${e.type}:${e.id}:${e.text}` : `${e.type}:${(e as { id: string }).id}`)),
+    ).toEqual(['tool_start:call_c', 'tool_log:call_c:page 1/2', 'tool_log:call_c:page 2/2', 'tool_end:call_c']);
   });
 
   it('a failed attempt leaves none of its events: reasoning of an attempt that broke off is dropped on retry', async () => {
-    llm.script({ kind: 'disconnect', chunks: [{ reasoning: 'first attempt thoughts ' }] }, { kind: 'stream', chunks: [{ reasoning: 'second thoughts' }, { content: 'ok' }] });
+    llm.script(
+      { kind: 'disconnect', chunks: [{ reasoning: 'first attempt thoughts ' }] },
+      { kind: 'stream', chunks: [{ reasoning: 'second thoughts' }, { content: 'ok' }] },
+    );
     const r = new TurnReducer();
     for (const e of await collect(runner(), input('x'))) r.fold(e);
     expect(r.turn).toMatchObject({ text: 'ok', reasoning: 'second thoughts', ending: { type: 'done' } });
@@ -126,11 +170,24 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
 
   it('reports every failed attempt: status, code, scrubbed provider message, retrying or not', async () => {
     const failures: unknown[] = [];
-    llm.script({ kind: 'status', status: 503, body: '{"error":{"message":"overloaded, key sk-abcdef123456 busy"}}' }, { kind: 'status', status: 401, body: '{"error":{"message":"bad key"}}' });
+    llm.script(
+      { kind: 'status', status: 503, body: '{"error":{"message":"overloaded, key sk-abcdef123456 busy"}}' },
+      { kind: 'status', status: 401, body: '{"error":{"message":"bad key"}}' },
+    );
     const events = await collect(runner({ apiKey: 'sk-abcdef123456', onAttemptFailed: (f) => failures.push(f) }), input('x'));
-    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_AUTH_FAILED', message: 'The model provider refused our API key; the operator needs to check it.' }]);
+    expect(events).toEqual([
+      { type: 'error', code: 'PROVIDER_AUTH_FAILED', message: 'The model provider refused our API key; the operator needs to check it.' },
+    ]);
     expect(failures).toEqual([
-      { model: 'fake-model', baseUrlHost: new URL(llm.url).host, status: 503, code: 'PROVIDER_UNAVAILABLE', message: 'overloaded, key [redacted] busy', attempt: 1, retrying: true },
+      {
+        model: 'fake-model',
+        baseUrlHost: new URL(llm.url).host,
+        status: 503,
+        code: 'PROVIDER_UNAVAILABLE',
+        message: 'overloaded, key [redacted] busy',
+        attempt: 1,
+        retrying: true,
+      },
       { model: 'fake-model', baseUrlHost: new URL(llm.url).host, status: 401, code: 'PROVIDER_AUTH_FAILED', message: 'bad key', attempt: 2, retrying: false },
     ]);
   });
@@ -179,11 +236,33 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
   it('runs tools through the multi-step loop: a round trip, and an error returned to the model', async () => {
     const calls: string[] = [];
     const tools: Tool[] = [
-      { name: 'get_weather', description: 'weather for a city', input: z.object({ city: z.string() }), run: ({ city }: { city: string }) => (calls.push(city), { city, sky: 'clear' }) },
-      { name: 'broken', description: 'always fails', input: z.object({}), run: () => { throw new Error('sensor offline'); } },
+      {
+        name: 'get_weather',
+        description: 'weather for a city',
+        input: z.object({ city: z.string() }),
+        run: ({ city }: { city: string }) => (calls.push(city), { city, sky: 'clear' }),
+      },
+      {
+        name: 'broken',
+        description: 'always fails',
+        input: z.object({}),
+        run: () => {
+          throw new Error('sensor offline');
+        },
+      },
     ];
     llm.script(
-      { kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}' }, { id: 'call_2', name: 'broken', arguments: '{}' }] }] },
+      {
+        kind: 'stream',
+        chunks: [
+          {
+            toolCalls: [
+              { id: 'call_1', name: 'get_weather', arguments: '{"city":"Oslo"}' },
+              { id: 'call_2', name: 'broken', arguments: '{}' },
+            ],
+          },
+        ],
+      },
       { kind: 'stream', chunks: [{ content: 'Clear in Oslo; the other sensor is offline.' }] },
     );
     const before = llm.requests.length;
@@ -213,7 +292,12 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
   it('stops a turn that repeats itself, with a marker (the guard around the runner)', async () => {
     llm.script({ kind: 'stream', chunks: Array.from({ length: 200 }, () => ({ content: 'all work and no play ' })) });
     const events = await collect(new RepetitionGuardedRunner(runner()), input('x'));
-    expect(events.at(-1)).toEqual({ type: 'error', code: 'ANSWER_REPEATING', message: 'The answer started repeating itself, so it was stopped.', keepChars: 21 });
+    expect(events.at(-1)).toEqual({
+      type: 'error',
+      code: 'ANSWER_REPEATING',
+      message: 'The answer started repeating itself, so it was stopped.',
+      keepChars: 21,
+    });
     expect(text(events).length).toBeLessThan(200 * 21);
   });
 });
@@ -221,7 +305,10 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
 describe('RepetitionGuard', () => {
   it('does not flag ordinary prose, and flags a loop', () => {
     const g = new RepetitionGuard();
-    const prose = 'The quick brown fox jumps over the lazy dog while the cat sleeps. '.split('').map((c, i) => `${c}${i % 7 === 0 ? 'x' : ''}`).join('');
+    const prose = 'The quick brown fox jumps over the lazy dog while the cat sleeps. '
+      .split('')
+      .map((c, i) => `${c}${i % 7 === 0 ? 'x' : ''}`)
+      .join('');
     expect(g.push(prose.repeat(1))).toBeUndefined();
     const loop = new RepetitionGuard();
     let flagged = false;
@@ -231,7 +318,11 @@ describe('RepetitionGuard', () => {
 });
 
 describe('TurnReducer', () => {
-  for (const ending of [{ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } }, { type: 'error', code: 'TURN_FAILED', message: 'x' }, { type: 'cancelled' }] as const) {
+  for (const ending of [
+    { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } },
+    { type: 'error', code: 'TURN_FAILED', message: 'x' },
+    { type: 'cancelled' },
+  ] as const) {
     it(`ends the turn once on ${ending.type}, keeping the partial output and ignoring what follows`, () => {
       const r = new TurnReducer();
       expect(r.fold({ type: 'text_delta', text: 'part' })).toBe(true);
@@ -253,7 +344,17 @@ describe('FailoverRunner', () => {
   });
   const candidates = (first: AgentRunner, calls: string[]) => () => [
     { key: 'openai-compatible:a', model: 'a', runner: () => (calls.push('a'), first) },
-    { key: 'openai-compatible:b', model: 'b', runner: () => (calls.push('b'), fails([{ type: 'text_delta', text: 'from b' }, { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } }])) },
+    {
+      key: 'openai-compatible:b',
+      model: 'b',
+      runner: () => (
+        calls.push('b'),
+        fails([
+          { type: 'text_delta', text: 'from b' },
+          { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } },
+        ])
+      ),
+    },
   ];
   const run = async (r: FailoverRunner) => {
     const out: AgentEvent[] = [];
@@ -264,7 +365,11 @@ describe('FailoverRunner', () => {
 
   it('does not fail over after a tool call: the tools would run again', async () => {
     const calls: string[] = [];
-    const first = fails([{ type: 'tool_start', id: 't1', name: 'send_mail', input: {} }, { type: 'tool_end', id: 't1', name: 'send_mail', output: 'sent' }, { type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'The model could not be reached.' }]);
+    const first = fails([
+      { type: 'tool_start', id: 't1', name: 'send_mail', input: {} },
+      { type: 'tool_end', id: 't1', name: 'send_mail', output: 'sent' },
+      { type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'The model could not be reached.' },
+    ]);
     const events = await run(new FailoverRunner(candidates(first, calls), new ModelCooldowns(() => 1000)));
     expect(calls).toEqual(['a']);
     expect(events.map((e) => e.type)).toEqual(['tool_start', 'tool_end', 'error']);
@@ -272,7 +377,10 @@ describe('FailoverRunner', () => {
 
   it('fails over before anything is visible, and the failed model leaves no events behind', async () => {
     const calls: string[] = [];
-    const first = fails([{ type: 'reasoning_delta', text: 'thinking on a' }, { type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'x' }]);
+    const first = fails([
+      { type: 'reasoning_delta', text: 'thinking on a' },
+      { type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'x' },
+    ]);
     const r = new TurnReducer();
     for (const e of await run(new FailoverRunner(candidates(first, calls), new ModelCooldowns(() => 1000)))) r.fold(e);
     expect(calls).toEqual(['a', 'b']);

@@ -11,7 +11,10 @@ import { userMessage } from '../../helpers/recording-adapter.js';
 class TextRunner implements AgentRunner {
   readonly name = 'script';
   written = 0;
-  constructor(private readonly text: string, private readonly pieceChars = 7) {}
+  constructor(
+    private readonly text: string,
+    private readonly pieceChars = 7,
+  ) {}
   async *run(_i: unknown, _c: unknown, signal: AbortSignal): AsyncIterable<AgentEvent> {
     for (let i = 0; i < this.text.length; i += this.pieceChars) {
       if (signal.aborted) return yield { type: 'cancelled' };
@@ -26,12 +29,18 @@ class TextRunner implements AgentRunner {
 async function run(text: string): Promise<{ events: AgentEvent[]; shown: string }> {
   const events: AgentEvent[] = [];
   const signal = new AbortController().signal;
-  for await (const e of new RepetitionGuardedRunner(new TextRunner(text)).run({ system: '', history: [], text: 'x' }, { scope: 's', channelId: 'c', signal }, signal)) events.push(e);
+  for await (const e of new RepetitionGuardedRunner(new TextRunner(text)).run(
+    { system: '', history: [], text: 'x' },
+    { scope: 's', channelId: 'c', signal },
+    signal,
+  ))
+    events.push(e);
   return { events, shown: events.flatMap((e) => (e.type === 'text_delta' ? [e.text] : [])).join('') };
 }
 
 const range = (n: number) => Array.from({ length: n }, (_, i) => i + 1);
-const PROSE = 'Here is what I found after looking at the logs you sent. The daemon restarted twice, once at 09:12 and once at 09:40, both times after the disk filled up. Below are the details.\n\n';
+const PROSE =
+  'Here is what I found after looking at the logs you sent. The daemon restarted twice, once at 09:12 and once at 09:40, both times after the disk filled up. Below are the details.\n\n';
 
 /** Answers users ask for that repeat a lot, legitimately. */
 const legitimate: Record<string, string> = {
@@ -70,7 +79,8 @@ const loops: Record<string, string> = {
   'one word': 'the ',
   'a line of code': 'print("hello world")\n',
   'a table row': '| 1 | foo | bar |\n',
-  'a paragraph': 'The configuration file is read once at start-up and again on every reload signal; each channel is compared by its id, so unchanged channels keep their connections while changed ones restart and removed ones stop. Running turns are given the grace period to finish before they are cancelled with a visible marker.\n\n',
+  'a paragraph':
+    'The configuration file is read once at start-up and again on every reload signal; each channel is compared by its id, so unchanged channels keep their connections while changed ones restart and removed ones stop. Running turns are given the grace period to finish before they are cancelled with a visible marker.\n\n',
   'a long unit of 390 characters': `${'Step: check the disk, then check the lock holder, then the log. '.repeat(6)}Again.\n`,
   'separator characters forever': '=',
 };

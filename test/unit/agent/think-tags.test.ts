@@ -13,7 +13,12 @@ async function through(mw: LanguageModelMiddleware, deltas: string[]): Promise<A
       c.close();
     },
   });
-  const options = { doStream: async () => ({ stream }), doGenerate: async () => ({}), params: { prompt: [] }, model: {} } as unknown as Parameters<WrapStream>[0];
+  const options = {
+    doStream: async () => ({ stream }),
+    doGenerate: async () => ({}),
+    params: { prompt: [] },
+    model: {},
+  } as unknown as Parameters<WrapStream>[0];
   const { stream: out } = await mw.wrapStream!(options);
   const seen: Array<{ kind: 'text' | 'reasoning'; text: string }> = [];
   for await (const p of out as ReadableStream<{ type: string; delta?: string }>) {
@@ -35,12 +40,25 @@ describe('thinkTagMiddleware (the AI SDK extractReasoningMiddleware, flushed at 
 
   it('keeps the text around a think block exactly as it came (no separator)', async () => {
     const out = await through(thinkTagMiddleware(), ['Sure. <think>plans</think>Done']);
-    expect(out.filter((p) => p.kind === 'text').map((p) => p.text).join('')).toBe('Sure. Done');
-    expect(out.filter((p) => p.kind === 'reasoning').map((p) => p.text).join('')).toBe('plans');
+    expect(
+      out
+        .filter((p) => p.kind === 'text')
+        .map((p) => p.text)
+        .join(''),
+    ).toBe('Sure. Done');
+    expect(
+      out
+        .filter((p) => p.kind === 'reasoning')
+        .map((p) => p.text)
+        .join(''),
+    ).toBe('plans');
   });
 
   it('a text that ends in what could have been a tag keeps those characters', async () => {
-    expect(await through(thinkTagMiddleware(), ['x is a <'])).toEqual([{ kind: 'text', text: 'x is a ' }, { kind: 'text', text: '<' }]);
+    expect(await through(thinkTagMiddleware(), ['x is a <'])).toEqual([
+      { kind: 'text', text: 'x is a ' },
+      { kind: 'text', text: '<' },
+    ]);
     // Reasoning cut off (max_output_tokens) inside its closing tag keeps its tail as reasoning.
     expect(await through(thinkTagMiddleware(), ['<think>hmm</th'])).toEqual([
       { kind: 'reasoning', text: 'hmm' },

@@ -11,7 +11,12 @@ import { RecordingAdapter } from '../../helpers/recording-adapter.js';
 const piece = fc.oneof(
   { weight: 6, arbitrary: fc.stringMatching(/^[a-z]{1,12}$/) },
   { weight: 3, arbitrary: fc.constantFrom(' ', ' ', '. ', '\n', '\n\n') },
-  { weight: 2, arbitrary: fc.tuple(fc.constantFrom('ts', 'python', 'rust', ''), fc.array(fc.stringMatching(/^[a-z =();{}]{0,60}$/), { maxLength: 60 })).map(([lang, lines]) => `\n\`\`\`${lang}\n${lines.join('\n')}\n\`\`\`\n`) },
+  {
+    weight: 2,
+    arbitrary: fc
+      .tuple(fc.constantFrom('ts', 'python', 'rust', ''), fc.array(fc.stringMatching(/^[a-z =();{}]{0,60}$/), { maxLength: 60 }))
+      .map(([lang, lines]) => `\n\`\`\`${lang}\n${lines.join('\n')}\n\`\`\`\n`),
+  },
 );
 const answer = fc.array(piece, { minLength: 50, maxLength: 500 }).map((p) => p.join(''));
 
@@ -29,13 +34,24 @@ function codeLines(md: string): string[] {
 describe('Discord: long answers split at 2000', () => {
   beforeEach(() => vi.useFakeTimers({ now: 0 }));
   afterEach(() => vi.useRealTimers());
-  const discord = new DiscordAdapter({ id: 'dc', restApi: 'http://127.0.0.1:9/api', guilds: [], log: createLogger({ level: 'silent', destination: new LogSink() }) }, 'token');
+  const discord = new DiscordAdapter(
+    { id: 'dc', restApi: 'http://127.0.0.1:9/api', guilds: [], log: createLogger({ level: 'silent', destination: new LogSink() }) },
+    'token',
+  );
 
   it('code blocks crossing the split are closed and reopened with their language; nothing is lost', async () => {
     await fc.assert(
       fc.asyncProperty(answer, async (text) => {
         const a = new RecordingAdapter('dc', discord.capabilities);
-        const s = new ReplyStream({ transport: a, capabilities: discord.capabilities, target: { channelId: 'dc', chatId: 'c', chatType: 'group' }, streamMode: 'final', showToolProgress: false, finalDeadlineMs: 60_000, signal: new AbortController().signal });
+        const s = new ReplyStream({
+          transport: a,
+          capabilities: discord.capabilities,
+          target: { channelId: 'dc', chatId: 'c', chatType: 'group' },
+          streamMode: 'final',
+          showToolProgress: false,
+          finalDeadlineMs: 60_000,
+          signal: new AbortController().signal,
+        });
         s.push({ type: 'text_delta', text });
         s.push({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
         await vi.runAllTimersAsync();

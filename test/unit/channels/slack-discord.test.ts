@@ -15,7 +15,9 @@ describe('Slack mrkdwn', () => {
 
 describe('Slack mention escaping', () => {
   it('neutralizes broadcasts and user mentions, and keeps a growing text growing', () => {
-    expect(neutralizeSlackMentions('hi <!channel> <!here> <!everyone> <@U123> <#C1> <!subteam^S1>')).toBe('hi &lt;!channel> &lt;!here> &lt;!everyone> &lt;@U123> &lt;#C1> &lt;!subteam^S1>');
+    expect(neutralizeSlackMentions('hi <!channel> <!here> <!everyone> <@U123> <#C1> <!subteam^S1>')).toBe(
+      'hi &lt;!channel> &lt;!here> &lt;!everyone> &lt;@U123> &lt;#C1> &lt;!subteam^S1>',
+    );
     const full = 'a <!here> b';
     for (let i = 0; i <= full.length; i++) expect(neutralizeSlackMentions(full).startsWith(neutralizeSlackMentions(full.slice(0, i)))).toBe(true);
   });
@@ -38,8 +40,17 @@ describe('Slack event normalization', () => {
 
   const base = { channel: 'C1', user: 'U1', ts: '1700000000.000100' };
   it('a top-level mention starts its thread; DMs are addressed; subtypes and bots are handled', () => {
-    expect(normalizeEvent({ ...base, type: 'app_mention', text: '<@UB> hi' }, 's', 'UB', true)).toMatchObject({ threadId: base.ts, text: 'hi', addressed: true, chat: { type: 'group' }, messageId: 'C1:1700000000.000100' });
-    expect(normalizeEvent({ ...base, type: 'message', channel: 'D1', channel_type: 'im', text: 'yo' }, 's', 'UB', true)).toMatchObject({ chat: { type: 'dm' }, addressed: true });
+    expect(normalizeEvent({ ...base, type: 'app_mention', text: '<@UB> hi' }, 's', 'UB', true)).toMatchObject({
+      threadId: base.ts,
+      text: 'hi',
+      addressed: true,
+      chat: { type: 'group' },
+      messageId: 'C1:1700000000.000100',
+    });
+    expect(normalizeEvent({ ...base, type: 'message', channel: 'D1', channel_type: 'im', text: 'yo' }, 's', 'UB', true)).toMatchObject({
+      chat: { type: 'dm' },
+      addressed: true,
+    });
     expect(normalizeEvent({ ...base, type: 'message', text: 'chatter' }, 's', 'UB', true)).toMatchObject({ addressed: false });
     expect(normalizeEvent({ ...base, type: 'message', subtype: 'message_changed', text: 'x' }, 's', 'UB', true)).toBeUndefined();
     expect(normalizeEvent({ ...base, type: 'message', bot_id: 'B2', text: 'beep' }, 's', 'UB', true)).toMatchObject({ sender: { isBot: true } });

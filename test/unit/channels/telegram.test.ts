@@ -8,7 +8,9 @@ describe('Markdown to Telegram HTML', () => {
   it('renders bold, italic, code, links and fenced code with its language', () => {
     expect(markdownToTelegramHtml('**bold** and *it* and `x<y`')).toBe('<b>bold</b> and <i>it</i> and <code>x&lt;y</code>');
     expect(markdownToTelegramHtml('see [docs](https://example.org/a?b=1&c=2)')).toBe('see <a href="https://example.org/a?b=1&amp;c=2">docs</a>');
-    expect(markdownToTelegramHtml('```python\nif a < b:\n    print("**no**")\n```')).toBe('<pre><code class="language-python">if a &lt; b:\n    print("**no**")</code></pre>');
+    expect(markdownToTelegramHtml('```python\nif a < b:\n    print("**no**")\n```')).toBe(
+      '<pre><code class="language-python">if a &lt; b:\n    print("**no**")</code></pre>',
+    );
   });
 
   it('escapes everything else, so model output cannot inject markup', () => {
@@ -21,7 +23,9 @@ describe('Markdown to Telegram HTML', () => {
 
   it('writes link URLs verbatim (escaped), never through the emphasis rules', () => {
     expect(markdownToTelegramHtml('see [x](https://a.org/_b_/c)')).toBe('see <a href="https://a.org/_b_/c">x</a>');
-    expect(markdownToTelegramHtml('[x](https://a.org/**y**?q=_z_&r="1") and _it_')).toBe('<a href="https://a.org/**y**?q=_z_&amp;r=&quot;1&quot;">x</a> and <i>it</i>');
+    expect(markdownToTelegramHtml('[x](https://a.org/**y**?q=_z_&r="1") and _it_')).toBe(
+      '<a href="https://a.org/**y**?q=_z_&amp;r=&quot;1&quot;">x</a> and <i>it</i>',
+    );
     // Formatting inside the link text closes inside the link.
     expect(markdownToTelegramHtml('[**bold** `c_d`](https://a.org/_e_)')).toBe('<a href="https://a.org/_e_"><b>bold</b> <code>c_d</code></a>');
   });
@@ -33,7 +37,15 @@ describe('Markdown to Telegram HTML', () => {
 
 describe('Telegram update normalization', () => {
   it('an unreadable update (null, a message without chat) is named malformed and yields no message', () => {
-    for (const u of [null, 'x', [], { update_id: 1, message: {} }, { update_id: 1, message: null }, { update_id: 1, channel_post: { message_id: 1 } }, { update_id: 1, message: { message_id: 1, chat: { id: 1, type: 'private' }, from: null } }]) {
+    for (const u of [
+      null,
+      'x',
+      [],
+      { update_id: 1, message: {} },
+      { update_id: 1, message: null },
+      { update_id: 1, channel_post: { message_id: 1 } },
+      { update_id: 1, message: { message_id: 1, chat: { id: 1, type: 'private' }, from: null } },
+    ]) {
       expect(malformedUpdate(u), JSON.stringify(u)).toBeTypeOf('string');
       expect(normalizeUpdate(u as never, 'tg', bot)).toBeUndefined();
     }
@@ -44,16 +56,40 @@ describe('Telegram update normalization', () => {
 
   it('a private chat is a DM and addressed; message ids are unique per chat', () => {
     const m = normalizeUpdate({ update_id: 1, message: { ...base, chat: { id: 1, type: 'private', first_name: 'Ada' }, text: 'hi' } } as never, 'tg', bot)!;
-    expect(m).toMatchObject({ messageId: '1:5', chat: { id: '1', type: 'dm' }, addressed: true, sender: { id: '1', name: 'Ada L', isBot: false }, text: 'hi', receivedAt: 1700000000000 });
+    expect(m).toMatchObject({
+      messageId: '1:5',
+      chat: { id: '1', type: 'dm' },
+      addressed: true,
+      sender: { id: '1', name: 'Ada L', isBot: false },
+      text: 'hi',
+      receivedAt: 1700000000000,
+    });
   });
 
   it('forum topics become threads; captions are text; attachments are metadata', () => {
     const m = normalizeUpdate(
-      { update_id: 2, message: { ...base, chat: { id: -100, type: 'supergroup', title: 'G', is_forum: true }, message_thread_id: 9, is_topic_message: true, caption: '@my_bot look', caption_entities: [{ type: 'mention', offset: 0, length: 7 }], document: { file_id: 'F1', file_unique_id: 'u', file_size: 1234, mime_type: 'application/pdf', file_name: 'a.pdf' } } } as never,
+      {
+        update_id: 2,
+        message: {
+          ...base,
+          chat: { id: -100, type: 'supergroup', title: 'G', is_forum: true },
+          message_thread_id: 9,
+          is_topic_message: true,
+          caption: '@my_bot look',
+          caption_entities: [{ type: 'mention', offset: 0, length: 7 }],
+          document: { file_id: 'F1', file_unique_id: 'u', file_size: 1234, mime_type: 'application/pdf', file_name: 'a.pdf' },
+        },
+      } as never,
       'tg',
       bot,
     )!;
-    expect(m).toMatchObject({ threadId: '9', chat: { type: 'group' }, text: '@my_bot look', addressed: true, attachments: [{ id: 'F1', type: 'document', size: 1234, mime: 'application/pdf', name: 'a.pdf' }] });
+    expect(m).toMatchObject({
+      threadId: '9',
+      chat: { type: 'group' },
+      text: '@my_bot look',
+      addressed: true,
+      attachments: [{ id: 'F1', type: 'document', size: 1234, mime: 'application/pdf', name: 'a.pdf' }],
+    });
   });
 
   it('in groups only a mention of this bot, a reply to it, or /cmd@thisbot addresses it', () => {
@@ -62,7 +98,9 @@ describe('Telegram update normalization', () => {
     expect(msg({ text: 'hello all' }).addressed).toBe(false);
     expect(msg({ text: '@other_bot hi', entities: [{ type: 'mention', offset: 0, length: 10 }] }).addressed).toBe(false);
     expect(msg({ text: '/help@my_bot', entities: [{ type: 'bot_command', offset: 0, length: 12 }] }).addressed).toBe(true);
-    expect(msg({ text: 'yes', reply_to_message: { message_id: 1, date: 0, chat: group.chat, from: { id: 99, is_bot: true, first_name: 'b' } } }).addressed).toBe(true);
+    expect(
+      msg({ text: 'yes', reply_to_message: { message_id: 1, date: 0, chat: group.chat, from: { id: 99, is_bot: true, first_name: 'b' } } }).addressed,
+    ).toBe(true);
   });
 });
 

@@ -22,7 +22,9 @@ describe('durations have a maximum below what Node timers clamp to 1 ms', () => 
   ])('%s is refused with its line', (source, key, line) => {
     const lines = problems(source + (source.includes('[[channels]]') ? '' : web));
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(new RegExp(`^daemon\\.config\\.toml:${line}:\\d+: ${key.replace(/[.[\]]/g, '\\$&')}: .* is too big: must be at most ${MAX_DURATION_MS}$`));
+    expect(lines[0]).toMatch(
+      new RegExp(`^daemon\\.config\\.toml:${line}:\\d+: ${key.replace(/[.[\]]/g, '\\$&')}: .* is too big: must be at most ${MAX_DURATION_MS}$`),
+    );
   });
 
   it('a day is still accepted', () => {

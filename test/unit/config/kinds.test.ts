@@ -36,7 +36,9 @@ describe('a channel kind added by one registry line (test/fixtures/channels/loop
       expect.stringMatching(/^daemon\.config\.toml:5:8: channels\[0\]\.path: write an absolute path without a trailing "\/"/),
       'daemon.config.toml:6:1: channels[0].max_mesage_length: unknown key "max_mesage_length"; did you mean `max_message_length`?',
     ]);
-    expect(problems(loop('max_message_length = 2\n'), withLoopback, { LB_KEY: 'k' })).toEqual(['daemon.config.toml:6:22: channels[0].max_message_length: 2 is too small: must be at least 16']);
+    expect(problems(loop('max_message_length = 2\n'), withLoopback, { LB_KEY: 'k' })).toEqual([
+      'daemon.config.toml:6:22: channels[0].max_message_length: 2 is too small: must be at least 16',
+    ]);
   });
 
   it('refuses its secret given inline, like every other secret', () => {
@@ -46,12 +48,18 @@ describe('a channel kind added by one registry line (test/fixtures/channels/loop
   });
 
   it('needs allow_from like the platform kinds, since its descriptor does not waive it', () => {
-    expect(problems(`[[channels]]\nid = "lb"\ntype = "loopback"\nkey_env = "LB_KEY"\n`, withLoopback, { LB_KEY: 'k' })).toEqual([expect.stringMatching(/^daemon\.config\.toml:1:1: channels\[0\]: channel "lb" needs allow_from/)]);
+    expect(problems(`[[channels]]\nid = "lb"\ntype = "loopback"\nkey_env = "LB_KEY"\n`, withLoopback, { LB_KEY: 'k' })).toEqual([
+      expect.stringMatching(/^daemon\.config\.toml:1:1: channels\[0\]: channel "lb" needs allow_from/),
+    ]);
   });
 
   it('is listed among the kinds only where it is registered', () => {
-    expect(problems(`[[channels]]\nid = "lb"\ntype = "loopbak"\n`, withLoopback)).toEqual(['daemon.config.toml:3:8: channels[0].type: "loopbak" is not one of webchat, telegram, discord, slack, loopback']);
-    expect(problems(loop(), builtin, { LB_KEY: 'k' })).toEqual(['daemon.config.toml:3:8: channels[0].type: "loopback" is not one of webchat, telegram, discord, slack']);
+    expect(problems(`[[channels]]\nid = "lb"\ntype = "loopbak"\n`, withLoopback)).toEqual([
+      'daemon.config.toml:3:8: channels[0].type: "loopbak" is not one of webchat, telegram, discord, slack, loopback',
+    ]);
+    expect(problems(loop(), builtin, { LB_KEY: 'k' })).toEqual([
+      'daemon.config.toml:3:8: channels[0].type: "loopback" is not one of webchat, telegram, discord, slack',
+    ]);
   });
 
   it('keeps the built-in kinds as they were: their keys still validate beside it', () => {
@@ -62,7 +70,14 @@ describe('a channel kind added by one registry line (test/fixtures/channels/loop
 
 describe('ChannelKinds', () => {
   const tiny = (kind: string, shape: z.ZodRawShape = {}): ChannelDescriptor =>
-    defineChannel({ kind, summary: kind, config: z.strictObject(shape), secrets: { names: [], needs: () => ({ required: [], optional: [] }) }, exclusiveListener: () => false, load: () => Promise.reject(new Error('not loaded in this test')) });
+    defineChannel({
+      kind,
+      summary: kind,
+      config: z.strictObject(shape),
+      secrets: { names: [], needs: () => ({ required: [], optional: [] }) },
+      exclusiveListener: () => false,
+      load: () => Promise.reject(new Error('not loaded in this test')),
+    });
 
   const codeOf = (f: () => unknown) => {
     try {
@@ -75,13 +90,17 @@ describe('ChannelKinds', () => {
 
   it('refuses two kinds with one name, a kind key that every channel has already, and an empty registry', () => {
     expect(codeOf(() => new ChannelKinds([tiny('a'), tiny('a')]))).toMatch(/^CHANNEL_KIND_INVALID: two channel kinds are named "a"/);
-    expect(codeOf(() => new ChannelKinds([tiny('a', { allow_from: z.string(), type: z.string() })]))).toMatch(/^CHANNEL_KIND_INVALID: channel kind "a" declares "allow_from", "type"/);
+    expect(codeOf(() => new ChannelKinds([tiny('a', { allow_from: z.string(), type: z.string() })]))).toMatch(
+      /^CHANNEL_KIND_INVALID: channel kind "a" declares "allow_from", "type"/,
+    );
     expect(codeOf(() => new ChannelKinds([]))).toMatch(/^CHANNEL_KIND_INVALID: /);
   });
 
-  it('runs a kind\'s own cross-key rules at the key they name (telegram: webhook needs public_url)', () => {
+  it("runs a kind's own cross-key rules at the key they name (telegram: webhook needs public_url)", () => {
     const src = `[[channels]]\nid = "tg"\ntype = "telegram"\nallow_from = ["*"]\ntoken_env = "T"\nwebhook_secret_env = "W"\nmode = "webhook"\n`;
-    expect(problems(src, builtin, { T: 'x', W: 'y' })).toEqual(['daemon.config.toml:7:8: channels[0].mode: webhook mode needs public_url (the https address Telegram should post to)']);
+    expect(problems(src, builtin, { T: 'x', W: 'y' })).toEqual([
+      'daemon.config.toml:7:8: channels[0].mode: webhook mode needs public_url (the https address Telegram should post to)',
+    ]);
     expect(problems(`${src}public_url = "https://bot.example/tg"\n`, builtin, { T: 'x', W: 'y' })).toEqual([]);
   });
 
@@ -91,7 +110,9 @@ describe('ChannelKinds', () => {
       return kinds.of(config.channels[0]!).exclusiveListener(config.channels[0]!);
     };
     expect(exclusive(`[[channels]]\nid = "c"\ntype = "telegram"\ntoken_env = "T"\n`)).toBe(true);
-    expect(exclusive(`[[channels]]\nid = "c"\ntype = "telegram"\ntoken_env = "T"\nwebhook_secret_env = "W"\nmode = "webhook"\npublic_url = "https://x.example/"\n`)).toBe(false);
+    expect(
+      exclusive(`[[channels]]\nid = "c"\ntype = "telegram"\ntoken_env = "T"\nwebhook_secret_env = "W"\nmode = "webhook"\npublic_url = "https://x.example/"\n`),
+    ).toBe(false);
     expect(exclusive(`[[channels]]\nid = "c"\ntype = "discord"\ntoken_env = "T"\n`)).toBe(true);
     expect(exclusive(`[[channels]]\nid = "c"\ntype = "slack"\nbot_token_env = "T"\napp_token_env = "A"\n`)).toBe(true);
     expect(exclusive(`[[channels]]\nid = "c"\ntype = "slack"\nbot_token_env = "T"\nsigning_secret_env = "S"\nmode = "http"\n`)).toBe(false);

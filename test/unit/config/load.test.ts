@@ -14,20 +14,42 @@ describe('config validation', () => {
   it('accepts the minimal config and fills every default', () => {
     const { config } = parseConfig(web, 'daemon.config.toml', kinds, {});
     expect(config.http.listen).toBe('127.0.0.1:8787');
-    expect(config.limits).toEqual({ max_in_flight: 32, max_queued: 256, queue_mode: 'followup', collect_debounce_ms: 500, passive_max_conversations: 1000, passive_max_bytes: 8 * 1024 * 1024, max_attachment_bytes: 10485760 });
+    expect(config.limits).toEqual({
+      max_in_flight: 32,
+      max_queued: 256,
+      queue_mode: 'followup',
+      collect_debounce_ms: 500,
+      passive_max_conversations: 1000,
+      passive_max_bytes: 8 * 1024 * 1024,
+      max_attachment_bytes: 10485760,
+    });
     expect(config.agents.default?.provider).toBe('echo');
-    expect(config.channels[0]).toMatchObject({ require_mention: true, scope: 'chat', stream_mode: 'partial', backoff: { initial_ms: 1000, factor: 2, max_ms: 60000, stable_ms: 300000 } });
+    expect(config.channels[0]).toMatchObject({
+      require_mention: true,
+      scope: 'chat',
+      stream_mode: 'partial',
+      backoff: { initial_ms: 1000, factor: 2, max_ms: 60000, stable_ms: 300000 },
+    });
   });
 
   it('reply_intent = "classifier" needs an openai-compatible agent; the new channel keys validate', () => {
-    expect(problems(`${web}reply_intent = "classifier"\n`)).toEqual([expect.stringMatching(/^daemon\.config\.toml:4:16: channels\[0\]\.reply_intent: reply_intent = "classifier" asks a model/)]);
+    expect(problems(`${web}reply_intent = "classifier"\n`)).toEqual([
+      expect.stringMatching(/^daemon\.config\.toml:4:16: channels\[0\]\.reply_intent: reply_intent = "classifier" asks a model/),
+    ]);
     expect(problems(`${web}reply_intent = "always"\n`)[0]).toContain('is not one of mention, classifier');
-    const { config } = parseConfig(`[agent]\nprovider = "openai-compatible"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n${web}reply_intent = "classifier"\nintent_model = "tiny"\nack_reaction = "👀"\nadmins = ["1"]\n`, 'daemon.config.toml', kinds, {});
+    const { config } = parseConfig(
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "http://127.0.0.1:1/v1"\nmodel = "m"\n${web}reply_intent = "classifier"\nintent_model = "tiny"\nack_reaction = "👀"\nadmins = ["1"]\n`,
+      'daemon.config.toml',
+      kinds,
+      {},
+    );
     expect(config.channels[0]).toMatchObject({ reply_intent: 'classifier', intent_model: 'tiny', ack_reaction: '👀', admins: ['1'] });
   });
 
   it('names an unknown key with its line and column', () => {
-    expect(problems(`[daemon]\nlog_level = "info"\nlog_levle = "debug"\n`)).toEqual(['daemon.config.toml:3:1: daemon.log_levle: unknown key "log_levle"; did you mean `log_level`?']);
+    expect(problems(`[daemon]\nlog_level = "info"\nlog_levle = "debug"\n`)).toEqual([
+      'daemon.config.toml:3:1: daemon.log_levle: unknown key "log_levle"; did you mean `log_level`?',
+    ]);
   });
 
   it('names a wrong type with the line, and what was given', () => {
@@ -37,7 +59,9 @@ describe('config validation', () => {
   it('names a bad enum value and lists what is allowed', () => {
     const src = `${web}\n[[channels]]\nid = "tg"\ntype = "telgram"\n`;
     expect(problems(src)).toEqual(['daemon.config.toml:7:8: channels[1].type: "telgram" is not one of webchat, telegram, discord, slack']);
-    expect(problems(`[daemon]\nlog_level = "loud"\n`)[0]).toMatch(/^daemon\.config\.toml:2:13: daemon\.log_level: "loud" is not one of trace, debug, info, warn, error$/);
+    expect(problems(`[daemon]\nlog_level = "loud"\n`)[0]).toMatch(
+      /^daemon\.config\.toml:2:13: daemon\.log_level: "loud" is not one of trace, debug, info, warn, error$/,
+    );
   });
 
   it('refuses an inline token and says which three keys to use', () => {
@@ -57,15 +81,26 @@ describe('config validation', () => {
   it('reads token_file and token_credential, and names a missing file', () => {
     const dir = mkdtempSync(join(tmpdir(), 'channeld-cfg-'));
     writeFileSync(join(dir, 'tok'), 'secret-from-file\n');
-    const viaFile = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "${join(dir, 'tok')}"\n`, 'daemon.config.toml', kinds, {});
+    const viaFile = parseConfig(
+      `[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "${join(dir, 'tok')}"\n`,
+      'daemon.config.toml',
+      kinds,
+      {},
+    );
     expect(viaFile.secrets.get('channels.d', 'token')).toBe('secret-from-file');
-    const viaCred = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_credential = "tok"\n`, 'daemon.config.toml', kinds, { CREDENTIALS_DIRECTORY: dir });
+    const viaCred = parseConfig(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_credential = "tok"\n`, 'daemon.config.toml', kinds, {
+      CREDENTIALS_DIRECTORY: dir,
+    });
     expect(viaCred.secrets.get('channels.d', 'token')).toBe('secret-from-file');
-    expect(problems(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "/nonexistent/tok"\n`)[0]).toMatch(/:5:\d+: channels\[0\]\.token_file: cannot read \/nonexistent\/tok: ENOENT \(channel "d"\)/);
+    expect(problems(`[[channels]]\nid = "d"\ntype = "discord"\nallow_from = ["*"]\ntoken_file = "/nonexistent/tok"\n`)[0]).toMatch(
+      /:5:\d+: channels\[0\]\.token_file: cannot read \/nonexistent\/tok: ENOENT \(channel "d"\)/,
+    );
   });
 
   it('requires allow_from on platform channels', () => {
-    expect(problems(`[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "T"\n`, { T: 'x' })[0]).toMatch(/^daemon\.config\.toml:1:1: channels\[0\]: channel "tg" needs allow_from/);
+    expect(problems(`[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "T"\n`, { T: 'x' })[0]).toMatch(
+      /^daemon\.config\.toml:1:1: channels\[0\]: channel "tg" needs allow_from/,
+    );
   });
 
   it('reports a TOML syntax error with line and column', () => {

@@ -51,16 +51,39 @@ describe('the error catalogue', () => {
     actions.register(action);
     expect(codeOf(() => actions.register(action))).toBe('ACTION_DUPLICATE');
 
-    expect(codeOf(() => planStart([{ name: 'p', start() {} }, { name: 'p', start() {} }]))).toBe('KERNEL_DUPLICATE_PLUGIN');
-    expect(codeOf(() => planStart([{ name: 'a', provides: ['db'], start() {} }, { name: 'b', provides: ['db'], start() {} }]))).toBe('KERNEL_DUPLICATE_PROVIDER');
+    expect(
+      codeOf(() =>
+        planStart([
+          { name: 'p', start() {} },
+          { name: 'p', start() {} },
+        ]),
+      ),
+    ).toBe('KERNEL_DUPLICATE_PLUGIN');
+    expect(
+      codeOf(() =>
+        planStart([
+          { name: 'a', provides: ['db'], start() {} },
+          { name: 'b', provides: ['db'], start() {} },
+        ]),
+      ),
+    ).toBe('KERNEL_DUPLICATE_PROVIDER');
     const k = new Kernel();
     // A plugin that fails to start is KERNEL_START_FAILED; why is its cause.
-    await expect(k.load({ name: 'sneaky', start: (ctx) => ctx.provide('db', {}) })).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_PROVIDE' } });
-    await expect(new Kernel().load({ name: 'nosy', start: (ctx) => void ctx.use('db') })).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_USE' } });
+    await expect(k.load({ name: 'sneaky', start: (ctx) => ctx.provide('db', {}) })).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      cause: { code: 'KERNEL_UNDECLARED_PROVIDE' },
+    });
+    await expect(new Kernel().load({ name: 'nosy', start: (ctx) => void ctx.use('db') })).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      cause: { code: 'KERNEL_UNDECLARED_USE' },
+    });
   });
 
   it('a provider failure is a coded error of the catalogue, and the chat reads the catalogue text', () => {
-    const err = classifyProviderError(new APICallError({ message: 'no', url: 'http://x/v1', requestBodyValues: {}, statusCode: 401, responseBody: '{"error":{"message":"bad key"}}' }), false);
+    const err = classifyProviderError(
+      new APICallError({ message: 'no', url: 'http://x/v1', requestBodyValues: {}, statusCode: 401, responseBody: '{"error":{"message":"bad key"}}' }),
+      false,
+    );
     expect(err).toBeInstanceOf(ProviderError);
     expect(err).toBeInstanceOf(CodedError);
     expect(err).toMatchObject({ code: 'PROVIDER_AUTH_FAILED', retryable: false, status: 401, providerMessage: 'bad key' });

@@ -53,7 +53,13 @@ describe('Extensions (the service plugin folders add to)', () => {
     const rt = runtime();
     rt.commands.register({ name: 'sing', help: 'built in', handler: () => 'x' });
     ext.attach(rt, 'a');
-    const clash: PluginDefinition = { name: 'clash', commands: [{ name: 'hum', help: 'hums', handler: () => 'mm' }, { name: 'sing', help: 'again', handler: () => 'y' }] };
+    const clash: PluginDefinition = {
+      name: 'clash',
+      commands: [
+        { name: 'hum', help: 'hums', handler: () => 'mm' },
+        { name: 'sing', help: 'again', handler: () => 'y' },
+      ],
+    };
     expect(() => ext.add('./clash', clash)).toThrow(/plugin folder \.\/clash \("clash"\) cannot be added to agent "a": "\/sing" is already registered/);
     expect(rt.commands.find('hum')).toBeUndefined();
     expect(ext.names()).toEqual([]);

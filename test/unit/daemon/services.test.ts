@@ -1,7 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { planStart } from '../../../src/kernel/plan.js';
 import type { Plugin } from '../../../src/kernel/plugin.js';
-import { actionsPlugin, approvalsPlugin, channelTablePlugin, extensionsPlugin, httpPlugin, loggerPlugin, mcpPlugin, metricsPlugin, rootPlugins, singleNodePlugin, supervisorPlugin, trackerPlugin } from '../../../src/daemon/core.js';
+import {
+  actionsPlugin,
+  approvalsPlugin,
+  channelTablePlugin,
+  extensionsPlugin,
+  httpPlugin,
+  loggerPlugin,
+  mcpPlugin,
+  metricsPlugin,
+  rootPlugins,
+  singleNodePlugin,
+  supervisorPlugin,
+  trackerPlugin,
+} from '../../../src/daemon/core.js';
 import { dispatcherPlugin } from '../../../src/daemon/dispatcher.js';
 import { managementPlugin } from '../../../src/daemon/management.js';
 import { pidFilePlugin } from '../../../src/daemon/pidfile.js';
@@ -46,7 +59,9 @@ describe('the daemon composition', () => {
   });
 
   it('fails the plan when a service it needs is left out', () => {
-    expect(() => planStart(core.filter((p) => p.name !== 'single-node') as Plugin[], { known: serviceNames })).toThrow(/"dispatcher" injects "topology", which no plugin provides/);
+    expect(() => planStart(core.filter((p) => p.name !== 'single-node') as Plugin[], { known: serviceNames })).toThrow(
+      /"dispatcher" injects "topology", which no plugin provides/,
+    );
   });
 
   it('a plugin context allows only the injected services (type level)', () => {

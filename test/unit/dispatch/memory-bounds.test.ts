@@ -49,7 +49,11 @@ describe('bounded memory keyed by user input', () => {
 describe('PassiveContext and NoticeLimiter', () => {
   it('a recently active conversation survives; an old one is evicted', () => {
     let evicted = 0;
-    const ctx = new PassiveContext(20, () => ({ maxConversations: 2, maxBytes: 1e9 }), (n) => (evicted += n));
+    const ctx = new PassiveContext(
+      20,
+      () => ({ maxConversations: 2, maxBytes: 1e9 }),
+      (n) => (evicted += n),
+    );
     const msg = (text: string) => userMessage('t', text, { chat: { id: 'g', type: 'group' } });
     ctx.add('a', msg('a1'));
     ctx.add('b', msg('b1'));

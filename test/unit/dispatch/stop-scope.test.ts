@@ -29,7 +29,7 @@ describe('/stop in groups', () => {
     expect(states(p)).toEqual(['done', 'failed', 'done']);
   });
 
-  it("a member whose own answer runs stops it, with one visible result", async () => {
+  it('a member whose own answer runs stops it, with one visible result', async () => {
     p = withPipeline(slow);
     await p.dispatcher.deliver(userMessage('t', words('ada'), { ...group, ...from('ada') }));
     await waitFor(() => p!.adapter.visible('g').length > 0);

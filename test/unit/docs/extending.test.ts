@@ -38,7 +38,10 @@ describe('docs/EXTENDING.md', () => {
       const example = /`([^`]+)`/.exec(cells[3]!)![1]!.replace(/\/$/, '');
       const tests = [...cells[4]!.matchAll(/`([^`]+)`/g)].map((m) => m[1]!);
       expect(tests.length).toBeGreaterThan(0);
-      const anchor = example.split('/').at(-1)!.replace(/\.(ts|mjs|js)$/, '');
+      const anchor = example
+        .split('/')
+        .at(-1)!
+        .replace(/\.(ts|mjs|js)$/, '');
       const mentioned = tests.some((t) => readFileSync(join(root, t), 'utf8').includes(anchor));
       expect(mentioned, `${tests.join(', ')} should use ${example}`).toBe(true);
     }

@@ -55,7 +55,15 @@ describe('start plan', () => {
     const known = new Set(['db', 'log']);
     expect(codeOf(() => planStart([{ name: 'x', inject: ['dbb'], start() {} }], { known }))).toBe('KERNEL_UNKNOWN_SERVICE');
     expect(() => planStart([{ name: 'y', provides: ['cache'], start() {} }], { known })).toThrow(/"y" names "cache", which is not a declared service/);
-    expect(planStart([{ name: 'z', provides: ['db'], inject: ['log'], start() {} }, { name: 'l', provides: ['log'], start() {} }], { known }).map((p) => p.name)).toEqual(['l', 'z']);
+    expect(
+      planStart(
+        [
+          { name: 'z', provides: ['db'], inject: ['log'], start() {} },
+          { name: 'l', provides: ['log'], start() {} },
+        ],
+        { known },
+      ).map((p) => p.name),
+    ).toEqual(['l', 'z']);
   });
 
   it('rejects a cycle, naming it', () => {
@@ -72,7 +80,9 @@ describe('Kernel', () => {
   it('checks the plan before starting anything', async () => {
     const log: string[] = [];
     const k = new Kernel();
-    await expect(k.load(recorder(log, 'a', { provides: ['a'] }), recorder(log, 'b', { inject: ['missing'] }))).rejects.toMatchObject({ code: 'KERNEL_MISSING_SERVICE' });
+    await expect(k.load(recorder(log, 'a', { provides: ['a'] }), recorder(log, 'b', { inject: ['missing'] }))).rejects.toMatchObject({
+      code: 'KERNEL_MISSING_SERVICE',
+    });
     expect(log).toEqual([]);
   });
 
@@ -156,7 +166,10 @@ describe('Kernel', () => {
 
   it('times out a start that never settles, naming the plugin', async () => {
     const k = new Kernel({ startTimeoutMs: 20 });
-    await expect(k.load({ name: 'slow', start: () => new Promise(() => {}) })).rejects.toMatchObject({ code: 'KERNEL_START_TIMEOUT', message: expect.stringContaining('"slow"') });
+    await expect(k.load({ name: 'slow', start: () => new Promise(() => {}) })).rejects.toMatchObject({
+      code: 'KERNEL_START_TIMEOUT',
+      message: expect.stringContaining('"slow"'),
+    });
   });
 
   it('a plugin added later may inject services of running plugins', async () => {
@@ -178,13 +191,19 @@ describe('Kernel', () => {
         ctx.use('a');
       },
     };
-    await expect(k.load(sneaky)).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_USE', message: expect.stringContaining('"sneaky" uses "a" without injecting it') } });
+    await expect(k.load(sneaky)).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      cause: { code: 'KERNEL_UNDECLARED_USE', message: expect.stringContaining('"sneaky" uses "a" without injecting it') },
+    });
     expect(log).toEqual(['disposed']);
     expect(k.state('sneaky')).toBe('failed');
   });
 
   it('refuses provide() of a service the plugin did not declare', async () => {
     const k = new Kernel();
-    await expect(k.load({ name: 'p', start: (ctx) => ctx.provide('x', 1) })).rejects.toMatchObject({ code: 'KERNEL_START_FAILED', cause: { code: 'KERNEL_UNDECLARED_PROVIDE', message: expect.stringContaining('"p" provides "x" without declaring it') } });
+    await expect(k.load({ name: 'p', start: (ctx) => ctx.provide('x', 1) })).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      cause: { code: 'KERNEL_UNDECLARED_PROVIDE', message: expect.stringContaining('"p" provides "x" without declaring it') },
+    });
   });
 });

@@ -18,14 +18,17 @@ interface Answer {
 /** A raw request: node:http lets a test send any Host header and stream a body. */
 function send(port: number, o: { method?: string; path: string; host?: string; headers?: Record<string, string>; body?: string | Buffer[] }): Promise<Answer> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, method: o.method ?? 'GET', path: o.path, headers: { host: o.host ?? `127.0.0.1:${port}`, ...o.headers } }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (d: Buffer) => parts.push(d));
-      res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(parts).toString('utf8') }));
-      // A response cut before its end (the server destroyed the socket).
-      res.on('close', () => res.complete || reject(new Error(`answer cut after ${Buffer.concat(parts).length} bytes`)));
-      res.on('error', () => {});
-    });
+    const req = request(
+      { host: '127.0.0.1', port, method: o.method ?? 'GET', path: o.path, headers: { host: o.host ?? `127.0.0.1:${port}`, ...o.headers } },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (d: Buffer) => parts.push(d));
+        res.on('end', () => resolve({ status: res.statusCode!, headers: res.headers, body: Buffer.concat(parts).toString('utf8') }));
+        // A response cut before its end (the server destroyed the socket).
+        res.on('close', () => res.complete || reject(new Error(`answer cut after ${Buffer.concat(parts).length} bytes`)));
+        res.on('error', () => {});
+      },
+    );
     req.on('error', reject);
     if (Array.isArray(o.body)) for (const b of o.body) req.write(b);
     else if (o.body !== undefined) req.write(o.body);
@@ -88,7 +91,10 @@ describe('HttpServer routing', () => {
 
   it('a handler that throws gives 500 and is reported; one that throws mid-answer has its socket cut', async () => {
     const errors: unknown[] = [];
-    const { http, port } = await server(() => [], (err) => errors.push(err));
+    const { http, port } = await server(
+      () => [],
+      (err) => errors.push(err),
+    );
     http.route('GET', '/boom', () => {
       throw new Error('handler bug');
     });
@@ -113,7 +119,8 @@ describe('HttpServer routing', () => {
     // A missing route is refused the same way: nothing about the routes is told to a foreign name.
     expect((await send(port, { path: '/nothing', host: 'evil.example' })).status).toBe(421);
     expect(ran).toBe(0);
-    for (const host of ['localhost:8787', '127.0.0.2', '[::1]:80', 'CHAT.example.org', 'chat.example.org.']) expect((await send(port, { method: 'POST', path: '/act', host })).status, host).toBe(200);
+    for (const host of ['localhost:8787', '127.0.0.2', '[::1]:80', 'CHAT.example.org', 'chat.example.org.'])
+      expect((await send(port, { method: 'POST', path: '/act', host })).status, host).toBe(200);
     // The allowlist is read per request: a reload applies at once.
     hosts.length = 0;
     expect((await send(port, { method: 'POST', path: '/act', host: 'chat.example.org' })).status).toBe(421);
@@ -170,7 +177,10 @@ describe('readBody', () => {
     expect((await send(port, { method: 'POST', path: '/b', body: '0123456789' })).status).toBe(200);
     expect((await send(port, { method: 'POST', path: '/b', body: '0123456789a' })).status).toBe(413);
     // Chunked, no length given: cut when the bytes pass the limit.
-    expect((await send(port, { method: 'POST', path: '/b', headers: { 'transfer-encoding': 'chunked' }, body: [Buffer.from('012345'), Buffer.from('6789ab')] })).status).toBe(413);
+    expect(
+      (await send(port, { method: 'POST', path: '/b', headers: { 'transfer-encoding': 'chunked' }, body: [Buffer.from('012345'), Buffer.from('6789ab')] }))
+        .status,
+    ).toBe(413);
     expect(seen).toEqual([10, 'too_large', 'too_large']);
   });
 });
@@ -199,7 +209,7 @@ describe('request checks', () => {
     for (const h of ['forwarded', 'x-forwarded-for', 'x-real-ip']) expect(from('127.0.0.1', { [h]: '203.0.113.9' }), h).toBe(false);
   });
 
-  it('sameOriginJson: a JSON body from no Origin or this daemon\'s own', () => {
+  it("sameOriginJson: a JSON body from no Origin or this daemon's own", () => {
     const check = (headers: Record<string, string>) => sameOriginJson({ headers } as never);
     expect(check({ 'content-type': 'application/json; charset=utf-8', host: 'localhost:8787' })).toBe('ok');
     expect(check({ 'content-type': 'text/plain', host: 'localhost:8787' })).toBe('not_json');

@@ -17,7 +17,15 @@ describe('log redaction', () => {
     log.error({ err: new Error(`auth failed with ${configured}`) }, 'boom');
     log.info({ url: 'x', note: 'xapp-1-A0123456789-abcdef' }, 'slack app token in a string');
     const out = sink.text;
-    for (const secret of ['plain-token-value', 'nested-token-value', 'xoxb-1234567890-abcdef', 'abc.def.ghi', telegramToken, configured, 'xapp-1-A0123456789']) {
+    for (const secret of [
+      'plain-token-value',
+      'nested-token-value',
+      'xoxb-1234567890-abcdef',
+      'abc.def.ghi',
+      telegramToken,
+      configured,
+      'xapp-1-A0123456789',
+    ]) {
       expect(out).not.toContain(secret);
     }
     expect(out).toContain('[redacted]');

@@ -80,10 +80,15 @@ describe('built-in commands', () => {
   });
 
   it('the current_time tool answers in the configured time zone, and is offered to the agent', async () => {
-    const out = (await currentTimeTool.run({}, { signal: new AbortController().signal, scope: 's', timeZone: 'Asia/Tokyo' })) as { time_zone: string; local: string };
+    const out = (await currentTimeTool.run({}, { signal: new AbortController().signal, scope: 's', timeZone: 'Asia/Tokyo' })) as {
+      time_zone: string;
+      local: string;
+    };
     expect(out.time_zone).toBe('Asia/Tokyo');
     expect(out.local).toMatch(/\d{2}:\d{2}:\d{2}/);
-    await expect(Promise.resolve().then(() => currentTimeTool.run({ time_zone: 'Mars/Olympus' }, { signal: new AbortController().signal, scope: 's', timeZone: 'UTC' }))).rejects.toThrow(/unknown time zone/);
+    await expect(
+      Promise.resolve().then(() => currentTimeTool.run({ time_zone: 'Mars/Olympus' }, { signal: new AbortController().signal, scope: 's', timeZone: 'UTC' })),
+    ).rejects.toThrow(/unknown time zone/);
     p = withPipeline(agent);
     let tools: Tool[] = [];
     p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', run: (ctx) => void (tools = ctx.input!.tools ?? []) });
@@ -96,7 +101,12 @@ describe('built-in commands', () => {
     p = withPipeline(agent, 'unknown_commands = "agent"\n');
     p.workspace.runtime.modes.register(translatorMode);
     let seen: { system: string; tools: string[] } | undefined;
-    p.workspace.runtime.hooks.register({ phase: 'pre_execute', name: 'spy', priority: 0, run: (ctx) => void (seen = { system: ctx.input!.system, tools: (ctx.input!.tools ?? []).map((t) => t.name) }) });
+    p.workspace.runtime.hooks.register({
+      phase: 'pre_execute',
+      name: 'spy',
+      priority: 0,
+      run: (ctx) => void (seen = { system: ctx.input!.system, tools: (ctx.input!.tools ?? []).map((t) => t.name) }),
+    });
     // Off: the command is unknown (goes to the agent), no tool, no prompt.
     expect(await say(p, '/pirate ahoy')).toBe('/pirate ahoy');
     expect(seen!.tools).toEqual(['current_time']);

@@ -7,7 +7,13 @@ const names = (hooks: readonly Hook[]) => hooks.map((x) => x.name);
 
 describe('hook ordering', () => {
   it('orders by before/after first, then priority, then name', () => {
-    const order = sortHooks([h('c', { priority: 1 }), h('b', { priority: 50 }), h('a', { priority: 50 }), h('z', { priority: 200, before: ['c'] }), h('y', { after: ['b'], priority: 0 })]);
+    const order = sortHooks([
+      h('c', { priority: 1 }),
+      h('b', { priority: 50 }),
+      h('a', { priority: 50 }),
+      h('z', { priority: 200, before: ['c'] }),
+      h('y', { after: ['b'], priority: 0 }),
+    ]);
     // Among hooks whose predecessors ran, the lowest (priority, name) goes next.
     expect(names(order)).toEqual(['a', 'b', 'y', 'z', 'c']);
   });
@@ -27,7 +33,9 @@ describe('hook ordering', () => {
     const reg = new HookRegistry();
     reg.register(h('a', { before: ['b'] }));
     reg.register(h('b'));
-    expect(() => reg.register(h('c', { before: ['a'], after: ['b'] }))).toThrow(expect.objectContaining({ code: 'HOOK_CYCLE', message: expect.stringMatching(/a, b, c/) }));
+    expect(() => reg.register(h('c', { before: ['a'], after: ['b'] }))).toThrow(
+      expect.objectContaining({ code: 'HOOK_CYCLE', message: expect.stringMatching(/a, b, c/) }),
+    );
     expect(names(reg.ordered('pre_execute'))).toEqual(['a', 'b']);
   });
 

@@ -60,7 +60,13 @@ describe('Runtime.run', () => {
     const { runtime } = bareRuntime();
     const log: string[] = [];
     recordPhases(runtime, log);
-    runtime.hooks.register({ phase: 'pre_execute', name: 'boom', run: () => { throw new CodedError('PROVIDER_TIMEOUT', 'upstream 504'); } });
+    runtime.hooks.register({
+      phase: 'pre_execute',
+      name: 'boom',
+      run: () => {
+        throw new CodedError('PROVIDER_TIMEOUT', 'upstream 504');
+      },
+    });
     runtime.hooks.register({ phase: 'on_error', name: 'explain', run: (ctx) => void (ctx.errorReply = `Sorry: ${(ctx.error as CodedError).code}`) });
     const out = sink();
     expect(await runtime.run(request('hi', out))).toMatchObject({ ending: 'error' });
@@ -69,11 +75,29 @@ describe('Runtime.run', () => {
   });
 
   it('on_error and finally hooks that throw are reported and the others still run', async () => {
-    const { runtime, errors } = bareRuntime(new ScriptedRunner(() => { throw new Error('runner blew up'); }));
+    const { runtime, errors } = bareRuntime(
+      new ScriptedRunner(() => {
+        throw new Error('runner blew up');
+      }),
+    );
     const ran: string[] = [];
-    runtime.hooks.register({ phase: 'on_error', name: 'bad1', priority: 1, run: () => { throw new Error('x'); } });
+    runtime.hooks.register({
+      phase: 'on_error',
+      name: 'bad1',
+      priority: 1,
+      run: () => {
+        throw new Error('x');
+      },
+    });
     runtime.hooks.register({ phase: 'on_error', name: 'good1', priority: 2, run: () => void ran.push('good1') });
-    runtime.hooks.register({ phase: 'finally', name: 'bad2', priority: 1, run: () => { throw new Error('y'); } });
+    runtime.hooks.register({
+      phase: 'finally',
+      name: 'bad2',
+      priority: 1,
+      run: () => {
+        throw new Error('y');
+      },
+    });
     runtime.hooks.register({ phase: 'finally', name: 'good2', priority: 2, run: () => void ran.push('good2') });
     expect(await runtime.run(request('hi'))).toMatchObject({ ending: 'error' });
     expect(ran).toEqual(['good1', 'good2']);
@@ -82,7 +106,12 @@ describe('Runtime.run', () => {
 
   it('a cancelled turn ends as cancelled, not as an error', async () => {
     const ac = new AbortController();
-    const { runtime } = bareRuntime(new ScriptedRunner(() => { ac.abort(); throw new Error('aborted'); }));
+    const { runtime } = bareRuntime(
+      new ScriptedRunner(() => {
+        ac.abort();
+        throw new Error('aborted');
+      }),
+    );
     expect(await runtime.run(request('hi', sink(), { signal: ac.signal }))).toMatchObject({ ending: 'cancelled' });
   });
 
@@ -114,7 +143,13 @@ describe('Runtime.run', () => {
   it('a prompt contributor that throws is reported and skipped', async () => {
     const { runtime, runner, errors } = bareRuntime();
     runtime.prompt.register({ name: 'first', priority: 1, contribute: () => 'First.' });
-    runtime.prompt.register({ name: 'broken', priority: 2, contribute: () => { throw new Error('nope'); } });
+    runtime.prompt.register({
+      name: 'broken',
+      priority: 2,
+      contribute: () => {
+        throw new Error('nope');
+      },
+    });
     runtime.prompt.register({ name: 'last', priority: 3, contribute: () => 'Last.' });
     await runtime.run(request('hi'));
     expect(runner.inputs[0]!.system).toBe('First.\n\nLast.');
@@ -137,7 +172,9 @@ describe('Runtime.run', () => {
     const { runtime } = bareRuntime();
     const modes = new ModeRegistry(runtime);
     modes.register({ name: 'm', description: '', setup: () => {} });
-    expect(() => modes.register({ name: 'm', description: '', setup: () => {} })).toThrow(expect.objectContaining({ code: 'MODE_DUPLICATE', message: expect.stringMatching(/mode "m" is already registered/) }));
+    expect(() => modes.register({ name: 'm', description: '', setup: () => {} })).toThrow(
+      expect.objectContaining({ code: 'MODE_DUPLICATE', message: expect.stringMatching(/mode "m" is already registered/) }),
+    );
   });
 
   it('requires_modes means any of the listed modes; requires_features means all of the workspace features', async () => {
@@ -158,7 +195,11 @@ describe('Runtime.run', () => {
   it("a mode's tool is offered while its mode, or another mode it names, is on", async () => {
     let active = new Set<string>();
     const { runtime, runner } = bareRuntime(undefined, { modesOf: () => active });
-    runtime.modes.register({ name: 'research', description: '', setup: (api) => api.tool({ name: 'search', description: '', input: z.object({}), requires_modes: ['deep'], run: () => '' }) });
+    runtime.modes.register({
+      name: 'research',
+      description: '',
+      setup: (api) => api.tool({ name: 'search', description: '', input: z.object({}), requires_modes: ['deep'], run: () => '' }),
+    });
     const offered = async () => (await runtime.run(request('hi')), (runner.inputs.at(-1)!.tools ?? []).map((t) => t.name));
     expect(await offered()).toEqual([]);
     active = new Set(['research']);

@@ -31,7 +31,7 @@ function codeOf(fn: () => unknown): { code: string; message: string } {
 }
 
 describe('opening the state database', () => {
-  it('bounds SQLite\'s page cache (better-sqlite3 builds it with 16 MB, resident for good once the database grows)', () => {
+  it("bounds SQLite's page cache (better-sqlite3 builds it with 16 MB, resident for good once the database grows)", () => {
     const db = openDb(join(tmp(), 'channeld.db'));
     try {
       expect(db.pragma('cache_size', { simple: true })).toBe(-PAGE_CACHE_KIB);

@@ -151,7 +151,20 @@ describe('ConversationStore', () => {
 });
 
 describe('SqliteUsageLedger', () => {
-  const rec = (over: Partial<UsageRecord>): UsageRecord => ({ at: 1000, agent: 'a', model: 'm', channel: 'tg', scope: 'tg:1', inputTokens: 10, outputTokens: 5, reasoningTokens: 0, cachedTokens: 0, estimated: false, cost: 0.5, ...over });
+  const rec = (over: Partial<UsageRecord>): UsageRecord => ({
+    at: 1000,
+    agent: 'a',
+    model: 'm',
+    channel: 'tg',
+    scope: 'tg:1',
+    inputTokens: 10,
+    outputTokens: 5,
+    reasoningTokens: 0,
+    cachedTokens: 0,
+    estimated: false,
+    cost: 0.5,
+    ...over,
+  });
 
   it('sums turns by filter: since inclusive, until exclusive, every given field must match', async () => {
     const u = new SqliteUsageLedger(memory());
@@ -162,7 +175,15 @@ describe('SqliteUsageLedger', () => {
     expect(await u.totals({ sinceMs: 2000, untilMs: 3000 })).toMatchObject({ turns: 1, cost: 0 });
     expect(await u.totals({ sinceMs: 2000 })).toMatchObject({ turns: 2 });
     expect(await u.totals({ channel: 'tg', model: 'm' })).toMatchObject({ turns: 1 });
-    expect(await u.totals({ scope: 'nowhere' })).toEqual({ turns: 0, input_tokens: 0, output_tokens: 0, reasoning_tokens: 0, cached_tokens: 0, estimated_turns: 0, cost: 0 });
+    expect(await u.totals({ scope: 'nowhere' })).toEqual({
+      turns: 0,
+      input_tokens: 0,
+      output_tokens: 0,
+      reasoning_tokens: 0,
+      cached_tokens: 0,
+      estimated_turns: 0,
+      cost: 0,
+    });
   });
 
   it('breaks usage down per channel, agent and model, in that order', async () => {
@@ -281,8 +302,12 @@ describe('GroupCommit', () => {
 
 /** An inbox row as the next process would read it. */
 function stored(db: Db, id: number) {
-  const r = db.prepare('SELECT id, scope, payload, state, reply_refs FROM inbox WHERE id = ?').get(id) as { id: number; scope: string; payload: string; state: string; reply_refs: string } | undefined;
-  return r && { id: r.id, scope: r.scope, state: r.state, replyRefs: JSON.parse(r.reply_refs) as unknown[], message: JSON.parse(r.payload) as { text: string } };
+  const r = db.prepare('SELECT id, scope, payload, state, reply_refs FROM inbox WHERE id = ?').get(id) as
+    | { id: number; scope: string; payload: string; state: string; reply_refs: string }
+    | undefined;
+  return (
+    r && { id: r.id, scope: r.scope, state: r.state, replyRefs: JSON.parse(r.reply_refs) as unknown[], message: JSON.parse(r.payload) as { text: string } }
+  );
 }
 
 describe('Inbox', () => {

@@ -6,7 +6,12 @@ import { chunkText, openFenceAt, splitOnce } from '../../../src/util/chunk.js';
 const piece = fc.oneof(
   { weight: 6, arbitrary: fc.stringMatching(/^[a-z]{1,12}$/) },
   { weight: 3, arbitrary: fc.constantFrom(' ', ' ', ' ', '. ', '! ', '\n', '\n\n') },
-  { weight: 1, arbitrary: fc.tuple(fc.constantFrom('ts', 'python', ''), fc.array(fc.stringMatching(/^[a-z =();]{0,30}$/), { maxLength: 12 })).map(([lang, lines]) => `\n\`\`\`${lang}\n${lines.join('\n')}\n\`\`\`\n`) },
+  {
+    weight: 1,
+    arbitrary: fc
+      .tuple(fc.constantFrom('ts', 'python', ''), fc.array(fc.stringMatching(/^[a-z =();]{0,30}$/), { maxLength: 12 }))
+      .map(([lang, lines]) => `\n\`\`\`${lang}\n${lines.join('\n')}\n\`\`\`\n`),
+  },
   { weight: 1, arbitrary: fc.stringMatching(/^[a-z]{40,120}$/) },
 );
 const text = fc.array(piece, { maxLength: 300 }).map((p) => p.join(''));

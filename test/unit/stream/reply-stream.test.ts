@@ -9,7 +9,16 @@ const target = { channelId: 't', chatId: 'c', chatType: 'dm' as const };
 const usage = { inputTokens: 0, outputTokens: 0, estimated: true };
 
 function stream(adapter: RecordingAdapter, over: Partial<ReplyStreamOptions> = {}) {
-  return new ReplyStream({ transport: adapter, capabilities: adapter.capabilities, target, streamMode: 'partial', showToolProgress: true, finalDeadlineMs: 60_000, ...over, signal: over.signal ?? new AbortController().signal });
+  return new ReplyStream({
+    transport: adapter,
+    capabilities: adapter.capabilities,
+    target,
+    streamMode: 'partial',
+    showToolProgress: true,
+    finalDeadlineMs: 60_000,
+    ...over,
+    signal: over.signal ?? new AbortController().signal,
+  });
 }
 
 /** Feeds `text` word by word, `everyMs` apart, under fake timers. */

@@ -89,7 +89,11 @@ describe('Supervisor', () => {
     const bad = add('bad', [{ kind: 'fail', error: fatal('the token was refused') }]);
     add('good', [{ kind: 'connect' }]);
     await vi.advanceTimersByTimeAsync(0);
-    expect(status('bad')).toMatchObject({ state: 'failed', last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('the token was refused') }, next_retry_at: null });
+    expect(status('bad')).toMatchObject({
+      state: 'failed',
+      last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining('the token was refused') },
+      next_retry_at: null,
+    });
     await vi.advanceTimersByTimeAsync(10 * 60_000);
     expect(bad.attempts).toBe(1);
     expect(status('good')).toMatchObject({ state: 'connected', connection: 1 });

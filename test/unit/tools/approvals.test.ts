@@ -6,7 +6,17 @@ import { openDb } from '../../../src/store/db.js';
 import { ApprovalCoordinator } from '../../../src/tools/approvals.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
 
-const message: ChannelMessage = { channelId: 'web', kind: 'webchat', messageId: 'm1', chat: { id: 'tab', type: 'dm' }, sender: { id: 'ada', name: 'Ada', isBot: false }, text: 'go', attachments: [], addressed: true, receivedAt: 0 };
+const message: ChannelMessage = {
+  channelId: 'web',
+  kind: 'webchat',
+  messageId: 'm1',
+  chat: { id: 'tab', type: 'dm' },
+  sender: { id: 'ada', name: 'Ada', isBot: false },
+  text: 'go',
+  attachments: [],
+  addressed: true,
+  receivedAt: 0,
+};
 
 /** A coordinator on a real SQLite file, as a process would have it; `posts` records the questions. */
 function coordinator(db: ReturnType<typeof openDb>) {
@@ -24,7 +34,12 @@ function coordinator(db: ReturnType<typeof openDb>) {
   });
   return { c, posts, edits };
 }
-const call = { agent: 'default', tool: 'fs__edit_file', args: { path: '/x' }, ctx: { signal: new AbortController().signal, scope: 'web:tab', timeZone: 'UTC', message } };
+const call = {
+  agent: 'default',
+  tool: 'fs__edit_file',
+  args: { path: '/x' },
+  ctx: { signal: new AbortController().signal, scope: 'web:tab', timeZone: 'UTC', message },
+};
 const idOf = (text: string) => /\/approve ([0-9a-f]{6})/.exec(text)![1]!;
 
 describe('ApprovalCoordinator across restarts (the same SQLite database)', () => {
@@ -39,7 +54,10 @@ describe('ApprovalCoordinator across restarts (the same SQLite database)', () =>
     // The process dies here, after the call started and before it finished.
 
     const second = coordinator(db);
-    expect(await second.c.admit(call, new AbortController().signal)).toEqual({ run: false, reply: { error: 'this call was started before a restart and may have run; it is not run twice' } });
+    expect(await second.c.admit(call, new AbortController().signal)).toEqual({
+      run: false,
+      reply: { error: 'this call was started before a restart and may have run; it is not run twice' },
+    });
     expect(second.posts).toEqual([]);
 
     // Once a call finished, a re-run gets what the model was told then.
@@ -54,7 +72,10 @@ describe('ApprovalCoordinator across restarts (the same SQLite database)', () =>
     await waitFor(() => first.posts.length === 1);
     first.c.decide(message, 'web:tab', 'deny', '');
     expect(await denied).toEqual({ run: false, reply: { error: 'the user denied this tool call' } });
-    expect(await coordinator(db).c.admit({ ...call, args: { path: '/denied' } }, new AbortController().signal)).toEqual({ run: false, reply: { error: 'the user denied this tool call' } });
+    expect(await coordinator(db).c.admit({ ...call, args: { path: '/denied' } }, new AbortController().signal)).toEqual({
+      run: false,
+      reply: { error: 'the user denied this tool call' },
+    });
 
     const stop = new AbortController();
     const waiting = first.c.admit(call, stop.signal);

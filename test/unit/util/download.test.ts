@@ -25,8 +25,13 @@ describe('fetchLimited: a byte limit on attachment downloads', () => {
   });
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
-  const get = (path: string, maxBytes = 1000, html = false) => fetchLimited(`${base}${path}`, { maxBytes, signal: AbortSignal.timeout(5000), name: path, htmlMeansRefused: html });
-  const code = (p: Promise<unknown>) => p.then(() => 'ok', (e: unknown) => (e instanceof CodedError ? e.code : String(e)));
+  const get = (path: string, maxBytes = 1000, html = false) =>
+    fetchLimited(`${base}${path}`, { maxBytes, signal: AbortSignal.timeout(5000), name: path, htmlMeansRefused: html });
+  const code = (p: Promise<unknown>) =>
+    p.then(
+      () => 'ok',
+      (e: unknown) => (e instanceof CodedError ? e.code : String(e)),
+    );
 
   it('refuses a Content-Length over the limit, cuts a body that grows past it, and reads one within it', async () => {
     expect(await code(get('/declared'))).toBe('ATTACHMENT_TOO_LARGE');

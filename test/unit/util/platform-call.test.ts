@@ -5,7 +5,8 @@ import { platformCaller } from '../../../src/util/platform-call.js';
 
 const listeners = (signal: AbortSignal) => getEventListeners(signal, 'abort').length;
 const never = <T>() => new Promise<T>(() => {});
-const classify = (err: unknown, what: string) => new ChannelError('CHANNEL_REQUEST_FAILED', `${what}: ${String((err as Error).message)}`, { cause: err, retryAfterMs: 7 });
+const classify = (err: unknown, what: string) =>
+  new ChannelError('CHANNEL_REQUEST_FAILED', `${what}: ${String((err as Error).message)}`, { cause: err, retryAfterMs: 7 });
 
 describe('platformCaller', () => {
   beforeEach(() => vi.useFakeTimers({ now: 0 }));
@@ -42,7 +43,11 @@ describe('platformCaller', () => {
   it("other failures go through the platform's mapping; a success clears the timer and the listener", async () => {
     const call = platformCaller(classify, 5000);
     const c = new AbortController();
-    await expect(call('send', c.signal, async () => Promise.reject(new Error('429')))).rejects.toMatchObject({ code: 'CHANNEL_REQUEST_FAILED', retryAfterMs: 7, message: expect.stringContaining('send: 429') });
+    await expect(call('send', c.signal, async () => Promise.reject(new Error('429')))).rejects.toMatchObject({
+      code: 'CHANNEL_REQUEST_FAILED',
+      retryAfterMs: 7,
+      message: expect.stringContaining('send: 429'),
+    });
     await expect(call('send', c.signal, async () => 'ok')).resolves.toBe('ok');
     expect(listeners(c.signal)).toBe(0);
     expect(vi.getTimerCount()).toBe(0);

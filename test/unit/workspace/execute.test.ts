@@ -11,7 +11,12 @@ import { RecordingAdapter, userMessage } from '../../helpers/recording-adapter.j
 describe('createTurnExecutor', () => {
   afterEach(() => void vi.useRealTimers());
   for (const [what, workspaceFor] of [
-    ['throws', () => { throw new Error('workspace table is gone'); }],
+    [
+      'throws',
+      () => {
+        throw new Error('workspace table is gone');
+      },
+    ],
     ['finds none', () => undefined],
   ] as const) {
     it(`ends the reply with a readable error when the workspace lookup ${what}`, async () => {
@@ -21,13 +26,22 @@ describe('createTurnExecutor', () => {
       const p = pipeline('');
       const adapter = new RecordingAdapter('t', { typing: true, typingRefreshMs: 20 });
       const channel = () => ({ config: p.config.channels[0]!, adapter });
-      const execute = createTurnExecutor({ channel, workspaceFor, metrics: p.metrics, log: createLogger({ level: 'error', destination: p.logs, pretty: false }), hardStop: new AbortController().signal });
+      const execute = createTurnExecutor({
+        channel,
+        workspaceFor,
+        metrics: p.metrics,
+        log: createLogger({ level: 'error', destination: p.logs, pretty: false }),
+        hardStop: new AbortController().signal,
+      });
       const msg = userMessage('t', 'hello');
       const item: InboxItem = { id: p.inbox.add(msg, 't:chat-1')!, scope: 't:chat-1', message: msg, state: 'pending', replyRefs: [] };
       const lifecycle = new ItemLifecycle(p.inbox);
       lifecycle.queued(item);
       lifecycle.started([item]);
-      const ending = await execute({ id: String(item.id), scope: 't:chat-1', items: [item], text: 'hello', passive: [], replied: (refs) => lifecycle.replied([item], refs) }, new AbortController().signal);
+      const ending = await execute(
+        { id: String(item.id), scope: 't:chat-1', items: [item], text: 'hello', passive: [], replied: (refs) => lifecycle.replied([item], refs) },
+        new AbortController().signal,
+      );
       expect(ending).toBe('error');
       expect(adapter.visible('chat-1')).toEqual(['⚠️ Something went wrong while answering; please try again.']);
       // The error reply was recorded through the lifecycle: a re-run would edit it, not send another.
@@ -46,7 +60,7 @@ describe('createTurnExecutor', () => {
 });
 
 describe('a channel whose adapter cannot be built', () => {
-  it('keeps the coded error\'s code, message and cause', () => {
+  it("keeps the coded error's code, message and cause", () => {
     const auth = new ChannelError('CHANNEL_AUTH_FAILED', 'channel "sl" has no bot token', { retryable: false });
     expect(unbuildable(auth)).toBe(auth);
     const coded = new CodedError('CHANNEL_CONFLICT', 'busy elsewhere');
