@@ -58,17 +58,15 @@ export class PgSessionStore implements Sessions {
     const [count] = await this.w.read<{ n: string }>('SELECT COUNT(*) AS n FROM turns WHERE session_id = $1', [id]);
     this.#turns.set(
       id,
-      turns
-        .reverse()
-        .map((r) => ({
-          userText: r.user_text,
-          assistantText: r.assistant_text,
-          reasoning: r.reasoning,
-          toolCalls: r.tool_calls,
-          ending: r.ending,
-          model: r.model,
-          createdAt: Number(r.created_at),
-        })),
+      turns.reverse().map((r) => ({
+        userText: r.user_text,
+        assistantText: r.assistant_text,
+        reasoning: r.reasoning,
+        toolCalls: r.tool_calls,
+        ending: r.ending,
+        model: r.model,
+        createdAt: Number(r.created_at),
+      })),
     );
     this.#active.set(key(agent, scope), { id, createdAt: Number(row.created_at), lastActiveAt: Number(row.last_active_at), turns: Number(count!.n) });
   }

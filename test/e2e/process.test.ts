@@ -20,9 +20,7 @@ function setup(delayMs = 100) {
   return { dir, file, write };
 }
 
-async function status(
-  url: string,
-): Promise<{
+async function status(url: string): Promise<{
   turns: { list: unknown[] };
   generation: number;
   channels: Array<{ id: string; connection: number; state: string }>;
