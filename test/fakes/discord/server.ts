@@ -49,19 +49,41 @@ function componentsProblem(components: unknown): string | undefined {
 
 interface Session {
   id: string;
+  /** `[shard_id, num_shards]` as IDENTIFY gave it. */
+  shard: [number, number];
   events: Array<{ s: number; t: string; d: unknown }>;
   socket: WebSocket | undefined;
+}
+
+/** A guild of the fake: its text channel and two threads. */
+export interface FakeGuild {
+  id: string;
+  channel: string;
+  thread: string;
+  thread2: string;
+}
+
+/** The shard that receives a guild's events: `(guild_id >> 22) % num_shards`, as Discord documents. */
+export function shardOf(guildId: string, shardCount: number): number {
+  return Number((BigInt(guildId) >> 22n) % BigInt(shardCount));
 }
 
 /**
  * Discord on 127.0.0.1 for discord.js: REST (`/gateway/bot`, messages, typing, 429 with
  * Retry-After and X-RateLimit headers) and a JSON gateway (HELLO, heartbeat ACKs, IDENTIFY,
  * READY, GUILD_CREATE, MESSAGE_CREATE, op 7 RECONNECT, RESUME with replay of missed events,
- * INVALID_SESSION, and closing with any code on demand).
+ * INVALID_SESSION, and closing with any code on demand). Sharded like Discord: IDENTIFY's
+ * `shard: [id, count]` opens that shard's session, a guild's events go only to the shard
+ * `shardOf(guild_id, count)` and DMs to shard 0; one session per shard id (the newest).
  */
 export class FakeDiscord {
   readonly bot = { id: snowflake(), username: 'channeld-test', discriminator: '0', global_name: null, bot: true, avatar: null };
-  readonly guild = { id: snowflake(), channel: snowflake(), thread: snowflake(), thread2: snowflake() };
+  readonly guild: FakeGuild = { id: snowflake(), channel: snowflake(), thread: snowflake(), thread2: snowflake() };
+  /** Every guild the bot is in (`guild` first); `addGuild` adds one on a chosen shard. */
+  readonly guilds: FakeGuild[] = [this.guild];
+  /** What `/gateway/bot` recommends: its `shards` and `session_start_limit.max_concurrency`. */
+  recommendedShards = 1;
+  maxConcurrency = 1;
   readonly dmChannel = snowflake();
   readonly rest: RestCall[] = [];
   readonly messages: StoredMessage[] = [];
@@ -71,7 +93,8 @@ export class FakeDiscord {
   /** Close code to answer IDENTIFY with (4004 bad token, 4014 disallowed intents…). */
   identifyCloseCode: number | undefined;
   url = '';
-  #session: Session | undefined;
+  /** The live session of each shard id. */
+  readonly #sessions = new Map<number, Session>();
   readonly #faults = new Map<string, RestFault[]>();
   readonly #http: Server;
   readonly #wss: WebSocketServer;
@@ -113,8 +136,23 @@ export class FakeDiscord {
     return this.messages.filter((m) => m.channelId === channelId && !m.deleted).map((m) => m.content);
   }
 
+  /** Whether shard 0 (the only one of an unsharded bot) has an open gateway socket. */
   get connected(): boolean {
-    return this.#session?.socket?.readyState === 1;
+    return this.shardConnected(0);
+  }
+
+  shardConnected(shard: number): boolean {
+    return this.#sessions.get(shard)?.socket?.readyState === 1;
+  }
+
+  /** A guild whose events Discord sends to `shard` of `shardCount` (its id's timestamp picks it). */
+  addGuild(shard: number, shardCount: number): FakeGuild {
+    let ms = BigInt(Date.now()) - EPOCH;
+    while (Number(ms % BigInt(shardCount)) !== shard) ms++;
+    const id = String((ms << 22n) | (counter++ & 0xfffn));
+    const guild = { id, channel: snowflake(), thread: snowflake(), thread2: snowflake() };
+    this.guilds.push(guild);
+    return guild;
   }
 
   // ——— acting as users and as Discord ———
@@ -154,20 +192,21 @@ export class FakeDiscord {
   /** A message in the guild's text channel (or a thread); `mention` prefixes <@bot>. */
   guildMessage(
     text: string,
-    o: { thread?: 1 | 2; mention?: boolean; author?: { id?: string; username?: string; bot?: boolean }; replyToBot?: string } = {},
+    o: { thread?: 1 | 2; mention?: boolean; author?: { id?: string; username?: string; bot?: boolean }; replyToBot?: string; guild?: FakeGuild } = {},
   ): string {
-    const channelId = o.thread === 2 ? this.guild.thread2 : o.thread ? this.guild.thread : this.guild.channel;
+    const guild = o.guild ?? this.guild;
+    const channelId = o.thread === 2 ? guild.thread2 : o.thread ? guild.thread : guild.channel;
     const author = this.#author(o.author);
     const content = o.mention ? `<@${this.bot.id}> ${text}` : text;
     return this.#message(channelId, content, {
-      guild_id: this.guild.id,
+      guild_id: guild.id,
       channel_type: o.thread ? 11 : 0,
       author,
       member: { roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0 },
       mentions: o.mention ? [{ ...this.bot }] : [],
       ...(o.replyToBot
         ? {
-            message_reference: { message_id: o.replyToBot, channel_id: channelId, guild_id: this.guild.id },
+            message_reference: { message_id: o.replyToBot, channel_id: channelId, guild_id: guild.id },
             referenced_message: null,
             type: 19,
             mentions: [{ ...this.bot }],
@@ -192,7 +231,8 @@ export class FakeDiscord {
     this.#openInteractions.set(id, token);
     const author = this.#author(user);
     const inGuild = message.channelId !== this.dmChannel;
-    const threadParent = message.channelId === this.guild.thread || message.channelId === this.guild.thread2 ? this.guild.channel : undefined;
+    const guild = this.guilds.find((g) => [g.channel, g.thread, g.thread2].includes(message.channelId)) ?? this.guild;
+    const threadParent = message.channelId === guild.thread || message.channelId === guild.thread2 ? guild.channel : undefined;
     this.dispatch('INTERACTION_CREATE', {
       id,
       application_id: this.bot.id,
@@ -200,11 +240,11 @@ export class FakeDiscord {
       data: { custom_id: button.custom_id, component_type: 2 },
       channel_id: message.channelId,
       channel: inGuild
-        ? { id: message.channelId, type: threadParent ? 11 : 0, guild_id: this.guild.id, ...(threadParent ? { parent_id: threadParent } : {}) }
+        ? { id: message.channelId, type: threadParent ? 11 : 0, guild_id: guild.id, ...(threadParent ? { parent_id: threadParent } : {}) }
         : { id: message.channelId, type: 1, recipients: [author] },
       ...(inGuild
         ? {
-            guild_id: this.guild.id,
+            guild_id: guild.id,
             member: { user: author, roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0, permissions: '3072' },
           }
         : { user: author }),
@@ -264,10 +304,18 @@ export class FakeDiscord {
   /** How each MESSAGE_CREATE went out: written to an open socket, or kept for a resume. */
   readonly delivery = new Map<string, { session: string; seq: number; written: boolean; at: number }>();
 
-  /** Sends a dispatch on the current session (kept for replay if the client is away). */
+  /**
+   * Sends a dispatch on the session of the shard it belongs to (kept for replay if the client
+   * is away): a guild's events to `shardOf(guild_id, count)`, everything else to shard 0.
+   */
   dispatch(t: string, d: unknown): void {
-    const session = this.#session;
-    if (!session) throw new Error('no gateway session yet');
+    const guildId = (d as { guild_id?: string } | null)?.guild_id;
+    const session = [...this.#sessions.values()].find((s) => s.shard[0] === (guildId ? shardOf(guildId, s.shard[1]) : 0));
+    if (!session) throw new Error(`no gateway session yet for the shard of ${guildId ? `guild ${guildId}` : 'DMs'}`);
+    this.#emit(session, t, d);
+  }
+
+  #emit(session: Session, t: string, d: unknown): void {
     const event = { s: session.events.length + 1, t, d };
     session.events.push(event);
     const written = session.socket?.readyState === 1;
@@ -276,17 +324,17 @@ export class FakeDiscord {
   }
 
   /** op 7: the client should reconnect and resume. */
-  requestReconnect(): void {
-    this.#session?.socket?.send(JSON.stringify({ op: 7, d: null }));
+  requestReconnect(shard = 0): void {
+    this.#sessions.get(shard)?.socket?.send(JSON.stringify({ op: 7, d: null }));
   }
 
   /** op 9: the session is invalid; `resumable` says whether to resume. */
-  invalidateSession(resumable: boolean): void {
-    this.#session?.socket?.send(JSON.stringify({ op: 9, d: resumable }));
+  invalidateSession(resumable: boolean, shard = 0): void {
+    this.#sessions.get(shard)?.socket?.send(JSON.stringify({ op: 9, d: resumable }));
   }
 
-  closeGateway(code: number): void {
-    this.#session?.socket?.close(code, 'closed by the fake');
+  closeGateway(code: number, shard = 0): void {
+    this.#sessions.get(shard)?.socket?.close(code, 'closed by the fake');
   }
 
   // ——— gateway ———
@@ -305,45 +353,52 @@ export class FakeDiscord {
           this.gateway.identifies++;
           if (p.d.token !== this.token) return ws.close(4004, 'Authentication failed.');
           if (this.identifyCloseCode) return ws.close(this.identifyCloseCode, 'refused by the fake');
-          this.#identify(ws);
+          {
+            // Discord closes with 4010 (Invalid shard) for a shard id outside [0, count).
+            const [id, count] = (p.d.shard ?? [0, 1]) as [number, number];
+            if (!Number.isInteger(id) || !Number.isInteger(count) || count < 1 || id < 0 || id >= count) return ws.close(4010, 'Invalid shard.');
+            this.#identify(ws, [id, count]);
+          }
           break;
         case 6: {
           this.gateway.resumes++;
-          const s = this.#session;
-          if (!s || p.d.session_id !== s.id || p.d.token !== this.token) {
+          const s = [...this.#sessions.values()].find((x) => x.id === p.d.session_id);
+          if (!s || p.d.token !== this.token) {
             ws.send(JSON.stringify({ op: 9, d: false }));
             return;
           }
           s.socket = ws;
           for (const e of s.events.filter((e) => e.s > p.d.seq)) ws.send(JSON.stringify({ op: 0, ...e }));
-          this.dispatch('RESUMED', {});
+          this.#emit(s, 'RESUMED', {});
           break;
         }
       }
     });
   }
 
-  /** When each session was identified, for tests that follow a restart. */
-  readonly sessions: Array<{ id: string; at: number }> = [];
+  /** When each session was identified and for which `[shard, count]`, for tests that follow a restart. */
+  readonly sessions: Array<{ id: string; at: number; shard: [number, number] }> = [];
 
-  #identify(ws: WebSocket): void {
-    const session: Session = { id: `session-${snowflake()}`, events: [], socket: ws };
-    this.sessions.push({ id: session.id, at: Date.now() });
-    this.#session = session;
+  #identify(ws: WebSocket, shard: [number, number]): void {
+    const session: Session = { id: `session-${snowflake()}`, shard, events: [], socket: ws };
+    this.sessions.push({ id: session.id, at: Date.now(), shard });
+    this.#sessions.set(shard[0], session);
     const url = this.url.replace('http', 'ws');
-    this.dispatch('READY', {
+    const guilds = this.guilds.filter((g) => shardOf(g.id, shard[1]) === shard[0]);
+    this.#emit(session, 'READY', {
       v: 10,
       user: { ...this.bot, verified: true, flags: 0, mfa_enabled: false },
-      guilds: [{ id: this.guild.id, unavailable: true }],
+      guilds: guilds.map((g) => ({ id: g.id, unavailable: true })),
+      shard,
       session_id: session.id,
       resume_gateway_url: url,
       application: { id: this.bot.id, flags: 0 },
       private_channels: [],
     });
     const now = new Date().toISOString();
-    this.dispatch('GUILD_CREATE', {
-      id: this.guild.id,
-      name: 'Test guild',
+    for (const g of guilds) this.#emit(session, 'GUILD_CREATE', {
+      id: g.id,
+      name: g === this.guild ? 'Test guild' : `Test guild ${g.id}`,
       unavailable: false,
       owner_id: '1',
       joined_at: now,
@@ -352,14 +407,14 @@ export class FakeDiscord {
       features: [],
       emojis: [],
       stickers: [],
-      roles: [{ id: this.guild.id, name: '@everyone', permissions: '3072', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 }],
-      channels: [{ id: this.guild.channel, type: 0, name: 'general', position: 0, guild_id: this.guild.id, permission_overwrites: [] }],
-      threads: [this.guild.thread, this.guild.thread2].map((id, i) => ({
+      roles: [{ id: g.id, name: '@everyone', permissions: '3072', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 }],
+      channels: [{ id: g.channel, type: 0, name: 'general', position: 0, guild_id: g.id, permission_overwrites: [] }],
+      threads: [g.thread, g.thread2].map((id, i) => ({
         id,
         type: 11,
         name: `thread ${i + 1}`,
-        guild_id: this.guild.id,
-        parent_id: this.guild.channel,
+        guild_id: g.id,
+        parent_id: g.channel,
         owner_id: '1',
         thread_metadata: { archived: false, auto_archive_duration: 60, archive_timestamp: now, locked: false },
         member_count: 2,
@@ -426,8 +481,8 @@ export class FakeDiscord {
     if (kind === 'gateway')
       return json(200, {
         url: this.url.replace('http', 'ws'),
-        shards: 1,
-        session_start_limit: { total: 1000, remaining: 999, reset_after: 14400000, max_concurrency: 1 },
+        shards: this.recommendedShards,
+        session_start_limit: { total: 1000, remaining: 999, reset_after: 14400000, max_concurrency: this.maxConcurrency },
       });
     if (kind === 'typing') return json(204, null);
     const r = /\/channels\/(\d+)\/messages\/(\d+)\/reactions\/([^/]+)\/@me$/.exec(path);
