@@ -396,36 +396,37 @@ export class FakeDiscord {
       private_channels: [],
     });
     const now = new Date().toISOString();
-    for (const g of guilds) this.#emit(session, 'GUILD_CREATE', {
-      id: g.id,
-      name: g === this.guild ? 'Test guild' : `Test guild ${g.id}`,
-      unavailable: false,
-      owner_id: '1',
-      joined_at: now,
-      large: false,
-      member_count: 2,
-      features: [],
-      emojis: [],
-      stickers: [],
-      roles: [{ id: g.id, name: '@everyone', permissions: '3072', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 }],
-      channels: [{ id: g.channel, type: 0, name: 'general', position: 0, guild_id: g.id, permission_overwrites: [] }],
-      threads: [g.thread, g.thread2].map((id, i) => ({
-        id,
-        type: 11,
-        name: `thread ${i + 1}`,
-        guild_id: g.id,
-        parent_id: g.channel,
+    for (const g of guilds)
+      this.#emit(session, 'GUILD_CREATE', {
+        id: g.id,
+        name: g === this.guild ? 'Test guild' : `Test guild ${g.id}`,
+        unavailable: false,
         owner_id: '1',
-        thread_metadata: { archived: false, auto_archive_duration: 60, archive_timestamp: now, locked: false },
+        joined_at: now,
+        large: false,
         member_count: 2,
-        message_count: 0,
-      })),
-      members: [],
-      presences: [],
-      voice_states: [],
-      stage_instances: [],
-      guild_scheduled_events: [],
-    });
+        features: [],
+        emojis: [],
+        stickers: [],
+        roles: [{ id: g.id, name: '@everyone', permissions: '3072', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 }],
+        channels: [{ id: g.channel, type: 0, name: 'general', position: 0, guild_id: g.id, permission_overwrites: [] }],
+        threads: [g.thread, g.thread2].map((id, i) => ({
+          id,
+          type: 11,
+          name: `thread ${i + 1}`,
+          guild_id: g.id,
+          parent_id: g.channel,
+          owner_id: '1',
+          thread_metadata: { archived: false, auto_archive_duration: 60, archive_timestamp: now, locked: false },
+          member_count: 2,
+          message_count: 0,
+        })),
+        members: [],
+        presences: [],
+        voice_states: [],
+        stage_instances: [],
+        guild_scheduled_events: [],
+      });
   }
 
   // ——— REST ———
