@@ -11,7 +11,7 @@ import type { Logger } from '../observe/logger.js';
 import { openCluster, type ClusterServices } from './connect.js';
 import { ClusterInbox, type StopRequest } from './inbox.js';
 import type { HeldLease } from './leases.js';
-import { leasedAdapter } from './listener-lease.js';
+import { leasedAdapter, leasedParts } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
 import { PgApprovalStore } from './pg-approvals.js';
@@ -141,9 +141,12 @@ export class ClusterComposition {
   /**
    * A listener its kind calls exclusive (polling, gateways, sockets: ChannelDescriptor
    * `exclusiveListener`) runs where its lease is; the others (webhooks, pages) everywhere.
+   * One split into `parts` (gateway shards) has a lease per part, `listener.<id>.<part>`.
    */
-  gate(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter {
-    return exclusive ? leasedAdapter(adapter, `listener.${config.id}`, this.services.leases) : adapter;
+  gate(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean, parts = 1): ChannelAdapter {
+    if (!exclusive) return adapter;
+    const key = `listener.${config.id}`;
+    return parts > 1 && adapter.listenPart ? leasedParts(adapter, key, parts, this.services.leases) : leasedAdapter(adapter, key, this.services.leases);
   }
 
   /** Partitions, the /stop subject and this instance's heartbeat; needs the dispatcher and the channels. */

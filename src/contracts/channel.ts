@@ -98,6 +98,12 @@ export interface ChannelAdapter {
     onReconnecting?: (reason: string) => void,
     onStandby?: (detail: string) => void,
   ): Promise<void>;
+  /**
+   * A listener split into parts (ChannelDescriptor `listenerParts` > 1, e.g. gateway shards)
+   * runs part `part` alone, with `listen`'s contract otherwise. Cluster mode leases each part
+   * on its own and calls this; one node calls `listen`, which runs every part.
+   */
+  listenPart?(part: number, deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void>;
   send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef>;
   edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void>;
   delete(ref: MessageRef, options: TransportOptions): Promise<void>;
@@ -206,6 +212,12 @@ export interface ChannelDescriptor<C extends ChannelConfigBase = ChannelConfigBa
    * listeners accept on every instance behind the load balancer.
    */
   exclusiveListener(config: C): boolean;
+  /**
+   * Cluster mode: into how many parts an exclusive listener splits (gateway shards), each
+   * run by the adapter's `listenPart` under a lease of its own, so the parts spread over the
+   * instances. Absent or 1: one lease for the whole listener.
+   */
+  listenerParts?(config: C): number;
   /**
    * The name of the page this kind serves at the daemon's root (`/`): `channeld run` logs
    * it with the URL when a channel of this kind is enabled.

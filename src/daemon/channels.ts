@@ -62,7 +62,10 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
         // fails with a fatal error, so it is parked as failed while the others run.
         adapter = unavailableAdapter(channel.id, unbuildable(err));
       }
-      if (topology.gate) adapter = topology.gate(channel, adapter, config.loaded.kinds.of(channel).exclusiveListener(channel));
+      if (topology.gate) {
+        const kind = config.loaded.kinds.of(channel);
+        adapter = topology.gate(channel, adapter, kind.exclusiveListener(channel), kind.listenerParts?.(channel) ?? 1);
+      }
       channels.set(channel.id, { config: channel, adapter });
       ctx.effect(() => void channels.delete(channel.id));
       supervisor.add({

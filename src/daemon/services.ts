@@ -46,8 +46,11 @@ export interface WorkspaceTable {
 export interface Topology {
   wrapExecute?(execute: ExecuteTurn): ExecuteTurn;
   fenceOf?(scope: string): AbortSignal | undefined;
-  /** `exclusive`: the kind's listener must run on one instance at a time (ChannelDescriptor `exclusiveListener`). */
-  gate?(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean): ChannelAdapter;
+  /**
+   * `exclusive`: the kind's listener must run on one instance at a time (ChannelDescriptor
+   * `exclusiveListener`); `parts`: into how many separately leased parts it splits (`listenerParts`).
+   */
+  gate?(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean, parts: number): ChannelAdapter;
   status?(): ClusterStatus | undefined;
   /** The operator's stop of a turn this instance does not run, sent to the instance that does. */
   stopTurn?(id: string): Promise<'cancelled' | 'dropped' | undefined>;
