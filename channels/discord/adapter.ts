@@ -14,6 +14,8 @@ export interface DiscordOptions {
   id: string;
   restApi: string;
   guilds: readonly string[];
+  /** Gateway shards (`shards` in the config); 1 (the default) is an unsharded bot. */
+  shards?: number;
   log: Logger;
 }
 
@@ -43,7 +45,12 @@ const NO_MENTIONS = { parse: [], replied_user: false } as const;
 /**
  * Discord through discord.js: the gateway client for messages in (it resumes and reconnects
  * by itself; fatal close codes end the listener), and a REST client of the adapter's own for
- * replies, so final texts still land while the gateway reconnects or stops.
+ * replies, so final texts still land while the gateway reconnects or stops. REST does not
+ * depend on shards: any instance replies to any shard's messages.
+ *
+ * With `shards` > 1, `listen` runs every shard in one discord.js Client (one node: its
+ * WebSocketManager paces the IDENTIFYs by max_concurrency), and `listenPart(i)` runs shard `i`
+ * alone (cluster mode: each shard is leased on its own, so they spread over the instances).
  */
 export class DiscordAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities = {
@@ -79,11 +86,23 @@ export class DiscordAdapter implements ChannelAdapter {
     return this.#self?.name;
   }
 
-  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+  listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+    const all = Array.from({ length: this.#o.shards ?? 1 }, (_, i) => i);
+    return this.#run(all, deliver, signal, onConnected, onReconnecting);
+  }
+
+  /** Shard `part` of `shards` alone: the gateway sends it the events of its guilds only (DMs go to shard 0). */
+  listenPart(part: number, deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+    return this.#run([part], deliver, signal, onConnected, onReconnecting);
+  }
+
+  async #run(shards: number[], deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
     const client = new Client({
       intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages],
       partials: [Partials.Channel],
       rest: { api: this.#o.restApi },
+      // An unsharded bot keeps discord.js's defaults (shard 0 of 1), as before shards existed.
+      ...((this.#o.shards ?? 1) > 1 ? { shards, shardCount: this.#o.shards } : {}),
     });
     let fail!: (err: Error) => void;
     const fatal = new Promise<never>((_, reject) => (fail = reject));

@@ -17,8 +17,12 @@ export function classifyClose(code: number): ChannelError {
     case GatewayCloseCodes.InvalidIntents:
       return new ChannelError('CHANNEL_FORBIDDEN', `Discord closed the gateway with ${code}: the intents sent are invalid`);
     case GatewayCloseCodes.InvalidShard:
+      return new ChannelError('CHANNEL_FORBIDDEN', `Discord closed the gateway with ${code} (invalid shard): check the channel's \`shards\``);
     case GatewayCloseCodes.ShardingRequired:
-      return new ChannelError('CHANNEL_FORBIDDEN', `Discord closed the gateway with ${code}: this bot needs sharding, which channeld does not do`);
+      return new ChannelError(
+        'CHANNEL_FORBIDDEN',
+        `Discord closed the gateway with ${code}: this bot needs more gateway shards; raise the channel's \`shards\` (GET /gateway/bot recommends a count)`,
+      );
     case GatewayCloseCodes.InvalidAPIVersion:
       return new ChannelError('CHANNEL_FORBIDDEN', `Discord closed the gateway with ${code}: the API version is no longer supported; update channeld`);
     default:

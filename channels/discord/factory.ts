@@ -7,5 +7,5 @@ import { DiscordAdapter } from './adapter.js';
 export const createChannel: ChannelFactory<DiscordConfig> = (config, ctx) => {
   const token = ctx.secret('token');
   if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });
-  return new DiscordAdapter({ id: config.id, restApi: config.rest_api.replace(/\/+$/, ''), guilds: config.guilds, log: ctx.log }, token);
+  return new DiscordAdapter({ id: config.id, restApi: config.rest_api.replace(/\/+$/, ''), guilds: config.guilds, shards: config.shards, log: ctx.log }, token);
 };

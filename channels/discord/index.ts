@@ -9,5 +9,7 @@ export const discord = defineChannel({
   secrets: { names: ['token'], needs: () => ({ required: ['token'], optional: [] }) },
   // One gateway session per bot: a second one would receive every message again.
   exclusiveListener: () => true,
+  // Each gateway shard is a listener of its own: in cluster mode leased separately.
+  listenerParts: (config) => config.shards,
   load: async () => (await import('./factory.js')).createChannel,
 });

@@ -118,4 +118,25 @@ describe('ChannelKinds', () => {
     expect(exclusive(`[[channels]]\nid = "c"\ntype = "slack"\nbot_token_env = "T"\nsigning_secret_env = "S"\nmode = "http"\n`)).toBe(false);
     expect(exclusive(`[[channels]]\nid = "c"\ntype = "webchat"\n`)).toBe(false);
   });
+
+  it('splits a Discord listener into `shards` leased parts, and reports a bad `shards` at its line and column', () => {
+    const parts = (keys: string) => {
+      const { config, kinds } = parseConfig(
+        `[[channels]]\nid = "c"\ntype = "discord"\ntoken_env = "T"\nallow_from = ["*"]\n${keys}`,
+        'daemon.config.toml',
+        builtin,
+        { T: 'x' },
+      );
+      return kinds.of(config.channels[0]!).listenerParts?.(config.channels[0]!) ?? 1;
+    };
+    expect(parts('')).toBe(1);
+    expect(parts('shards = 4\n')).toBe(4);
+    const src = (v: string) => `[[channels]]\nid = "c"\ntype = "discord"\ntoken_env = "T"\nallow_from = ["*"]\nshards = ${v}\n`;
+    expect(problems(src('0'), builtin, { T: 'x' })).toEqual(['daemon.config.toml:6:10: channels[0].shards: 0 is too small: must be at least 1']);
+    expect(problems(src('1.5'), builtin, { T: 'x' })).toEqual([expect.stringMatching(/^daemon\.config\.toml:6:10: channels\[0\]\.shards: /)]);
+    expect(problems(src('"2"'), builtin, { T: 'x' })).toEqual([expect.stringMatching(/^daemon\.config\.toml:6:10: channels\[0\]\.shards: /)]);
+    expect(problems(`${src('2')}shard = 2\n`, builtin, { T: 'x' })).toEqual([
+      'daemon.config.toml:7:1: channels[0].shard: unknown key "shard"; did you mean `shards`?',
+    ]);
+  });
 });

@@ -1,0 +1,91 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { FakeDiscord, FakeGuild } from '../fakes/discord/server.js';
+import { waitFor } from '../helpers/daemon.js';
+import { DaemonProcess, writeProcessConfig } from '../helpers/process.js';
+import { withDiscord } from '../helpers/platforms.js';
+import { scaled } from '../helpers/timing.js';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
+import type { ClusterStatusJson } from './harness.js';
+
+const skip = await clusterSkipReason();
+const TTL_MS = 2000;
+
+describe.skipIf(skip !== undefined)(`cluster mode, a Discord bot in 2 gateway shards over two processes${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  const procs: DaemonProcess[] = [];
+  const dirs: string[] = [];
+  let ns: string | undefined;
+  afterEach(async () => {
+    for (const p of procs) p.child.kill('SIGKILL');
+    await Promise.all(procs.map((p) => p.exited));
+    procs.length = 0;
+    if (ns) await dropNamespace(ns);
+    ns = undefined;
+    for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  });
+
+  const instance = async (dc: FakeDiscord, id: string) => {
+    const dir = mkdtempSync(join(tmpdir(), `channeld-shards-${id}-`));
+    dirs.push(dir);
+    const file = writeProcessConfig(
+      dir,
+      clusterToml(ns!, `instance_id = "${id}"\nlease_ttl_ms = ${TTL_MS}\npartitions = 4\n`) +
+        `[agent]\nprovider = "echo"\necho_delay_ms = 0\n\n[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC_TOKEN"\nrest_api = "${dc.restApi}"\nallow_from = ["*"]\nshards = 2\n`,
+    );
+    const proc = new DaemonProcess(file, { DC_TOKEN: dc.token, ...clusterEnv });
+    procs.push(proc);
+    return { id, proc, url: await proc.url(60_000) };
+  };
+  const status = async (url: string) => (await (await fetch(`${url}/status`)).json()) as ClusterStatusJson;
+  const ownerOf = (s: ClusterStatusJson, shard: number) => s.cluster.leases.find((l) => l.key === `listener.dc.${shard}` && !l.expired)?.owner;
+
+  it('each shard is leased on its own and they spread over the instances; kill -9 of one, the other takes its shard within the lease bound and answers its guild', async () => {
+    ns = uniqueNamespace();
+    const dc = await withDiscord();
+    dc.recommendedShards = 2;
+    dc.maxConcurrency = 2;
+    const guilds: FakeGuild[] = [dc.addGuild(0, 2), dc.addGuild(1, 2)];
+    const a = await instance(dc, 'sa');
+    const b = await instance(dc, 'sb');
+
+    // Both shards leased, one per instance (the first to start hands its surplus back), both connected.
+    const spread = await waitFor(
+      async () => {
+        const s = await status(a.url).catch(() => undefined);
+        const owners = s ? [ownerOf(s, 0), ownerOf(s, 1)] : [];
+        return owners.every(Boolean) && new Set(owners).size === 2 && dc.shardConnected(0) && dc.shardConnected(1) ? owners : undefined;
+      },
+      scaled(30_000),
+      100,
+    );
+    expect([...spread].sort()).toEqual(['sa', 'sb']);
+    // /status on either instance names every shard's owner; the channel is connected on both.
+    const seenByB = await status(b.url);
+    expect([ownerOf(seenByB, 0), ownerOf(seenByB, 1)]).toEqual(spread);
+    expect(seenByB.channels.find((c) => c.id === 'dc')?.state).toBe('connected');
+
+    for (const [i, g] of guilds.entries()) dc.guildMessage(`before, shard ${i}`, { guild: g, mention: true });
+    await waitFor(() => guilds.every((g, i) => dc.texts(g.channel)[0] === `before, shard ${i}`), scaled(10_000));
+
+    // kill -9 the owner of shard 1: its lease expires and the survivor takes the shard.
+    const [victim, survivor] = spread[1] === 'sa' ? [a, b] : [b, a];
+    const killedAt = Date.now();
+    victim.proc.child.kill('SIGKILL');
+    await victim.proc.exited;
+    // The lease bound: the TTL, plus a step of the waiting loop and its jitter (2 x TTL / 5), plus the IDENTIFY.
+    const reopened = await waitFor(() => dc.sessions.find((s) => s.shard[0] === 1 && s.at > killedAt && dc.shardConnected(1)), scaled(TTL_MS * 2 + 5000), 20);
+    expect(reopened.shard).toEqual([1, 2]);
+    const after = await status(survivor.url);
+    expect([ownerOf(after, 0), ownerOf(after, 1)]).toEqual([survivor.id, survivor.id]);
+
+    for (const [i, g] of guilds.entries()) dc.guildMessage(`after, shard ${i}`, { guild: g, mention: true });
+    await waitFor(() => guilds.every((g, i) => dc.texts(g.channel)[1] === `after, shard ${i}`), scaled(10_000));
+    // Each message answered once.
+    expect(guilds.map((g) => dc.texts(g.channel))).toEqual([
+      ['before, shard 0', 'after, shard 0'],
+      ['before, shard 1', 'after, shard 1'],
+    ]);
+  });
+});
