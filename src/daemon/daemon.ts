@@ -9,30 +9,14 @@ import type { Inbox } from '../store/inbox.js';
 import type { ClusterComposition, ClusterWiring } from '../cluster/compose.js';
 import type { Plugin } from '../kernel/plugin.js';
 import { channelPlugin } from './channels.js';
+import { corePlugins, singleNodePlugins } from './composition.js';
 import { LiveConfig } from './config-service.js';
-import {
-  actionsPlugin,
-  approvalsPlugin,
-  channelTablePlugin,
-  extensionsPlugin,
-  httpPlugin,
-  loggerPlugin,
-  mcpPlugin,
-  metricsPlugin,
-  rootPlugins,
-  singleNodePlugin,
-  supervisorPlugin,
-  trackerPlugin,
-} from './core.js';
-import { dispatcherPlugin } from './dispatcher.js';
-import { managementPlugin } from './management.js';
 import { pidFilePlugin } from './pidfile.js';
 import { loadPluginFolders, pluginFolderPlugin } from './plugin-folders.js';
 import { Reloader, type ReloadResult } from './reload.js';
-import { definePlugin, serviceNames, type DaemonPlugin, type Services } from './services.js';
-import { statusPlugin } from './status.js';
+import { serviceNames, type DaemonPlugin, type Services } from './services.js';
 import { sqliteStorePlugin } from './store.js';
-import { workspacePlugin, workspacesPlugin } from './workspaces.js';
+import { workspacePlugin } from './workspaces.js';
 
 export type { ReloadResult } from './reload.js';
 
@@ -109,26 +93,8 @@ export class Daemon {
   }
 
   async #core(options: DaemonOptions): Promise<DaemonPlugin[]> {
-    const reloader = this.#reloader;
-    const common = [
-      ...rootPlugins(this.#config, { signal: this.#hardStop.signal }),
-      definePlugin({ name: 'reloader', provides: ['reload'], start: (ctx) => ctx.provide('reload', reloader) }),
-      loggerPlugin(options.logger),
-      metricsPlugin,
-      httpPlugin,
-      actionsPlugin,
-      channelTablePlugin,
-      mcpPlugin,
-      approvalsPlugin,
-      workspacesPlugin,
-      trackerPlugin,
-      supervisorPlugin,
-      dispatcherPlugin,
-      extensionsPlugin,
-      statusPlugin,
-      managementPlugin,
-    ];
-    if (!this.#config.config.cluster) return [...common, sqliteStorePlugin(), singleNodePlugin];
+    const common = corePlugins(this.#config, { hardStop: this.#hardStop.signal, reloader: this.#reloader, logger: options.logger });
+    if (!this.#config.config.cluster) return [...common, ...singleNodePlugins()];
     // Cluster mode: its code is loaded only when the config has [cluster].
     const { ClusterComposition } = await import('../cluster/compose.js');
     const cluster = new ClusterComposition();

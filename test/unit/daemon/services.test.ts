@@ -1,52 +1,20 @@
 import { describe, expect, it } from 'vitest';
 import { planStart } from '../../../src/kernel/plan.js';
 import type { Plugin } from '../../../src/kernel/plugin.js';
-import {
-  actionsPlugin,
-  approvalsPlugin,
-  channelTablePlugin,
-  extensionsPlugin,
-  httpPlugin,
-  loggerPlugin,
-  mcpPlugin,
-  metricsPlugin,
-  rootPlugins,
-  singleNodePlugin,
-  supervisorPlugin,
-  trackerPlugin,
-} from '../../../src/daemon/core.js';
-import { dispatcherPlugin } from '../../../src/daemon/dispatcher.js';
-import { managementPlugin } from '../../../src/daemon/management.js';
+import { corePlugins, singleNodePlugins } from '../../../src/daemon/composition.js';
 import { pidFilePlugin } from '../../../src/daemon/pidfile.js';
-import { definePlugin, serviceNames, type DaemonPlugin } from '../../../src/daemon/services.js';
-import { statusPlugin } from '../../../src/daemon/status.js';
-import { sqliteStorePlugin } from '../../../src/daemon/store.js';
-import { workspacesPlugin } from '../../../src/daemon/workspaces.js';
+import { definePlugin, serviceNames, type DaemonPlugin, type Services } from '../../../src/daemon/services.js';
 import { LiveConfig } from '../../../src/daemon/config-service.js';
 import { parseConfig } from '../../../src/config/load.js';
+import { Reloader } from '../../../src/daemon/reload.js';
+import { Kernel } from '../../../src/kernel/kernel.js';
 import { kinds } from '../../helpers/kinds.js';
 
 const live = new LiveConfig(parseConfig('', '/tmp/daemon.config.toml', kinds, {}), {});
-const reloader = definePlugin({ name: 'reloader', provides: ['reload'], start() {} });
+// The lists the daemon itself loads (src/daemon/daemon.ts), not a copy of them.
 const core: DaemonPlugin[] = [
-  ...rootPlugins(live, { signal: new AbortController().signal }),
-  reloader,
-  loggerPlugin(),
-  metricsPlugin,
-  httpPlugin,
-  actionsPlugin,
-  channelTablePlugin,
-  mcpPlugin,
-  approvalsPlugin,
-  workspacesPlugin,
-  trackerPlugin,
-  supervisorPlugin,
-  dispatcherPlugin,
-  extensionsPlugin,
-  statusPlugin,
-  managementPlugin,
-  sqliteStorePlugin(),
-  singleNodePlugin,
+  ...corePlugins(live, { hardStop: new AbortController().signal, reloader: new Reloader(new Kernel<Services>({ services: serviceNames })) }),
+  ...singleNodePlugins(),
   pidFilePlugin,
 ];
 

@@ -1,0 +1,56 @@
+import type { LoggerOptions } from '../observe/logger.js';
+import type { LiveConfig } from './config-service.js';
+import {
+  actionsPlugin,
+  approvalsPlugin,
+  channelTablePlugin,
+  extensionsPlugin,
+  httpPlugin,
+  loggerPlugin,
+  mcpPlugin,
+  metricsPlugin,
+  rootPlugins,
+  singleNodePlugin,
+  supervisorPlugin,
+  trackerPlugin,
+} from './core.js';
+import { dispatcherPlugin } from './dispatcher.js';
+import { managementPlugin } from './management.js';
+import { definePlugin, type DaemonPlugin, type Services } from './services.js';
+import { statusPlugin } from './status.js';
+import { sqliteStorePlugin } from './store.js';
+import { workspacesPlugin } from './workspaces.js';
+
+/**
+ * The plugins every daemon runs, whatever its mode: the one list the daemon loads and the
+ * composition test plans, so the test checks the graph that really runs.
+ */
+export function corePlugins(
+  live: LiveConfig,
+  options: { hardStop: AbortSignal; reloader: Services['reload']; logger?: Partial<LoggerOptions> },
+): DaemonPlugin[] {
+  const { reloader } = options;
+  return [
+    ...rootPlugins(live, { signal: options.hardStop }),
+    definePlugin({ name: 'reloader', provides: ['reload'], start: (ctx) => ctx.provide('reload', reloader) }),
+    loggerPlugin(options.logger),
+    metricsPlugin,
+    httpPlugin,
+    actionsPlugin,
+    channelTablePlugin,
+    mcpPlugin,
+    approvalsPlugin,
+    workspacesPlugin,
+    trackerPlugin,
+    supervisorPlugin,
+    dispatcherPlugin,
+    extensionsPlugin,
+    statusPlugin,
+    managementPlugin,
+  ];
+}
+
+/** What a single-node daemon adds to the core: the SQLite store and the local topology. */
+export function singleNodePlugins(): DaemonPlugin[] {
+  return [sqliteStorePlugin(), singleNodePlugin];
+}
