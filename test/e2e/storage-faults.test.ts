@@ -77,8 +77,8 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     mkdirSync(mnt);
     const why = mountTmpfs(mnt, '2m');
     if (why) {
-      console.warn(`skipped: ${why}`);
-      ctx.skip();
+      // The reason shows in the report beside the skipped test (no tmpfs without mount rights).
+      ctx.skip(`a real tmpfs cannot be mounted here: ${why}`);
     }
     cleanups.push(() => {
       execFileSync('umount', ['-l', mnt]);
