@@ -7,6 +7,7 @@ import { McpHub } from '../mcp/hub.js';
 import { HttpServer } from '../observe/http.js';
 import { parseListen } from '../util/http.js';
 import { createLogger, type LoggerOptions } from '../observe/logger.js';
+import { MemoryTrimmer } from '../observe/memory-trim.js';
 import { Metrics } from '../observe/metrics.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { ApprovalCoordinator } from '../tools/approvals.js';
@@ -159,3 +160,28 @@ export const supervisorPlugin = definePlugin({
 export const singleNodePlugin = definePlugin({ name: 'single-node', provides: ['topology'], start: (ctx) => ctx.provide('topology', {}) });
 
 export const extensionsPlugin = definePlugin({ name: 'extensions', provides: ['extensions'], start: (ctx) => ctx.provide('extensions', new Extensions()) });
+
+/** Gives freed memory back to the system after bursts (src/observe/memory-trim.ts); off without node's --expose-gc. */
+export const memoryTrimPlugin = definePlugin({
+  name: 'memory-trim',
+  inject: ['logger', 'metrics', 'tracker'],
+  start: (ctx) => {
+    const log = ctx.use('logger');
+    const metrics = ctx.use('metrics');
+    const tracker = ctx.use('tracker');
+    const trimmer = new MemoryTrimmer({
+      activity: { pending: () => tracker.size, events: () => tracker.events },
+      onTrim: (t) => {
+        metrics.memoryTrims.observe({ reason: t.reason }, t.durationMs / 1000);
+        const mb = (bytes: number) => Math.round(bytes / 2 ** 20);
+        log.debug(
+          { reason: t.reason, rss_before_mb: mb(t.rssBeforeBytes), rss_after_mb: mb(t.rssAfterBytes), duration_ms: Math.round(t.durationMs) },
+          'memory trimmed',
+        );
+      },
+    });
+    if (!trimmer.enabled) log.debug('memory trim off: node runs without --expose-gc');
+    trimmer.start();
+    ctx.effect(() => trimmer.stop());
+  },
+});

@@ -15,12 +15,17 @@ export interface TrackedTask {
  * Every running and queued turn across all workspaces, for /status, the admin page and
  * shutdown. Lanes add and start tasks; the turn executor says which model serves.
  */
+/** As held: times in epoch ms, formatted only when listed (formatting per turn showed in profiles). */
+type Held = Omit<TrackedTask, 'queued_at' | 'started_at'> & { queuedAtMs: number; startedAtMs: number | null };
+
 export class TaskTracker {
-  readonly #tasks = new Map<string, TrackedTask>();
+  readonly #tasks = new Map<string, Held>();
+  #events = 0;
 
   constructor(private readonly agentOf: (channelId: string) => string) {}
 
   queued(id: string, channel: string, scope: string): void {
+    this.#events++;
     this.#tasks.set(id, {
       id,
       state: 'queued',
@@ -28,14 +33,15 @@ export class TaskTracker {
       channel,
       scope,
       model: undefined,
-      queued_at: new Date().toISOString(),
-      started_at: null,
+      queuedAtMs: Date.now(),
+      startedAtMs: null,
     });
   }
 
   started(id: string): void {
+    this.#events++;
     const t = this.#tasks.get(id);
-    if (t) Object.assign(t, { state: 'running', started_at: new Date().toISOString(), agent: this.agentOf(t.channel) });
+    if (t) Object.assign(t, { state: 'running', startedAtMs: Date.now(), agent: this.agentOf(t.channel) });
   }
 
   setModel(id: string, model: string): void {
@@ -44,7 +50,18 @@ export class TaskTracker {
   }
 
   finished(id: string): void {
+    this.#events++;
     this.#tasks.delete(id);
+  }
+
+  /** Turns queued or running. */
+  get size(): number {
+    return this.#tasks.size;
+  }
+
+  /** Moves whenever a turn is queued, started or ends: an unchanged value means nothing happened. */
+  get events(): number {
+    return this.#events;
   }
 
   /** Turns waiting in one conversation. */
@@ -56,7 +73,11 @@ export class TaskTracker {
 
   list(): TrackedTask[] {
     return [...this.#tasks.values()]
-      .map((t) => ({ ...t }))
-      .sort((a, b) => (a.state === b.state ? a.queued_at.localeCompare(b.queued_at) : a.state === 'running' ? -1 : 1));
+      .sort((a, b) => (a.state === b.state ? a.queuedAtMs - b.queuedAtMs : a.state === 'running' ? -1 : 1))
+      .map(({ queuedAtMs, startedAtMs, ...t }) => ({
+        ...t,
+        queued_at: new Date(queuedAtMs).toISOString(),
+        started_at: startedAtMs === null ? null : new Date(startedAtMs).toISOString(),
+      }));
   }
 }

@@ -130,6 +130,13 @@ export class Metrics {
     labelNames: ['structure'],
     registers: [this.registry],
   });
+  readonly memoryTrims = new Histogram({
+    name: 'channeld_memory_trim_seconds',
+    help: 'Collections that gave freed memory back to the system (idle: after work; load: RSS far above its settled size), and their pause',
+    labelNames: ['reason'],
+    buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
+    registers: [this.registry],
+  });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

@@ -1,0 +1,122 @@
+/**
+ * Gives memory the process no longer uses back to the operating system.
+ *
+ * V8 keeps what a burst made it take: a young generation grown to its largest size, an old
+ * generation allowed to grow well past the live heap before it is collected again, and the
+ * pages it freed kept mapped for reuse. A regular collection returns little of that; V8's
+ * "last resort" collection (several full collections, compaction, pooled pages unmapped)
+ * brings RSS back to about what is live. It pauses the process for tens to a few hundred
+ * milliseconds, so it runs only:
+ *
+ * - when the daemon has gone idle after work (no turn queued, running, started or ended
+ *   during one whole check interval) and RSS is above what it settled at last time;
+ * - under sustained load, when RSS has passed `loadRssRatio` times the settled RSS, at most
+ *   once per `loadMinGapMs`.
+ *
+ * The alternative, `--heap-growing-percent=10`, bounds memory by collecting the old
+ * generation far more often and cost about 15 % of throughput; this costs a pause now and
+ * then. It needs node's `--expose-gc` (the systemd unit and `npm start` pass it); without
+ * it the trimmer stays off and says so once at debug level.
+ */
+
+/** What the daemon is doing, as the trimmer needs to know it. */
+export interface Activity {
+  /** Turns queued or running now. */
+  pending(): number;
+  /** A count that moves whenever a turn is queued, started or ends. */
+  events(): number;
+}
+
+export interface MemoryTrimOptions {
+  activity: Activity;
+  /** How often the process is looked at. */
+  checkIntervalMs?: number;
+  /** At idle, trim once RSS is this many times what it settled at after the last trim. */
+  idleRssRatio?: number;
+  /** Under load, trim once RSS is this many times the settled RSS. */
+  loadRssRatio?: number;
+  /** Under load, no two trims closer than this. */
+  loadMinGapMs?: number;
+  /** The collection; `globalThis.gc` with `--expose-gc`, undefined without it. */
+  gc?: ((options: object) => void) | undefined;
+  /** Resident set size in bytes. */
+  rssBytes?: () => number;
+  now?: () => number;
+  onTrim?: (trim: Trim) => void;
+}
+
+export interface Trim {
+  reason: 'idle' | 'load';
+  rssBeforeBytes: number;
+  rssAfterBytes: number;
+  durationMs: number;
+}
+
+/** The collection that also unmaps V8's pooled pages, as `--expose-gc` exposes it. */
+const lastResort = { type: 'major', execution: 'sync', flavor: 'last-resort' } as const;
+
+export class MemoryTrimmer {
+  readonly #o: Required<Omit<MemoryTrimOptions, 'gc' | 'onTrim'>> & Pick<MemoryTrimOptions, 'gc' | 'onTrim'>;
+  #timer: NodeJS.Timeout | undefined;
+  #settledBytes: number;
+  #lastEvents: number;
+  #lastTrimAt = Number.NEGATIVE_INFINITY;
+
+  constructor(options: MemoryTrimOptions) {
+    this.#o = {
+      checkIntervalMs: 5000,
+      idleRssRatio: 1.05,
+      loadRssRatio: 1.5,
+      loadMinGapMs: 30_000,
+      gc: (globalThis as { gc?: (options: object) => void }).gc,
+      rssBytes: () => process.memoryUsage.rss(),
+      now: () => performance.now(),
+      ...options,
+    };
+    this.#settledBytes = this.#o.rssBytes();
+    this.#lastEvents = this.#o.activity.events();
+  }
+
+  /** False when node runs without `--expose-gc`: nothing is ever trimmed. */
+  get enabled(): boolean {
+    return this.#o.gc !== undefined;
+  }
+
+  /** Looks every `checkIntervalMs` until stop(); the timer never keeps the process alive. */
+  start(): void {
+    if (!this.enabled || this.#timer) return;
+    this.#timer = setInterval(() => this.check(), this.#o.checkIntervalMs);
+    this.#timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+  }
+
+  /** One look; returns the trim it made, if any. Public so tests drive it without a clock. */
+  check(): Trim | undefined {
+    const { activity } = this.#o;
+    const events = activity.events();
+    const idle = activity.pending() === 0 && events === this.#lastEvents;
+    this.#lastEvents = events;
+    const rss = this.#o.rssBytes();
+    if (idle) {
+      if (rss <= this.#settledBytes * this.#o.idleRssRatio) return undefined;
+      const trim = this.#trim('idle', rss);
+      this.#settledBytes = trim.rssAfterBytes;
+      return trim;
+    }
+    if (rss <= this.#settledBytes * this.#o.loadRssRatio || this.#o.now() - this.#lastTrimAt < this.#o.loadMinGapMs) return undefined;
+    return this.#trim('load', rss);
+  }
+
+  #trim(reason: Trim['reason'], rssBeforeBytes: number): Trim {
+    const started = this.#o.now();
+    this.#o.gc?.(lastResort);
+    this.#lastTrimAt = this.#o.now();
+    const trim = { reason, rssBeforeBytes, rssAfterBytes: this.#o.rssBytes(), durationMs: this.#lastTrimAt - started };
+    this.#o.onTrim?.(trim);
+    return trim;
+  }
+}
