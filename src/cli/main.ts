@@ -66,8 +66,10 @@ Secrets are resolved in this shell's environment, which is not the daemon's (sys
 Environment=, LoadCredential=): the output says which one was checked.
 
 --against-daemon asks the running daemon to validate its config file in its own
-environment without applying it (the reload action's dry run); exits 78 when the
-daemon would refuse it.`,
+environment without applying it (the reload action's dry run), including the refusals a
+reload gives (a changed [http] listen, [daemon] state_dir or [daemon] plugins needs a
+restart; no enabled channel); exits 78 when the daemon would refuse it. The daemon does
+not import plugin folders for it: a plain check does.`,
   status: `Usage: channeld status [--config FILE] [--url URL] [--json]
 
 Asks the running daemon for its status and prints a table of channels (state, since,

@@ -68,13 +68,21 @@ export class Reloader implements ReloadService {
     await this.#running?.catch(() => {});
   }
 
-  /** The reload action's dry run: the file as the daemon would read it, in its own environment; nothing applied. */
+  /**
+   * The reload action's dry run: the file as the daemon would read it, in its own
+   * environment, and the refusal a real reload would give; nothing applied. Plugin folders
+   * are not imported here (an ES module cannot be unloaded from the running daemon): a
+   * changed `[daemon] plugins` is refused as needing a restart, and a local `channeld check`
+   * imports them.
+   */
   #validate(): ReloadResult {
     const live = this.kernel.get('config');
     const file = live.loaded.file;
     const none = { added: [], removed: [], changed: [], agents: [] };
     try {
       const after = loadConfig(file, live.loaded.kinds, live.env);
+      const refusal = reloadRefusal(live.loaded, after);
+      if (refusal) return { ok: false, dry_run: true, file, generation: live.generation, errors: [refusal], ...none };
       const diff = diffChannels(live.loaded, after);
       return {
         ok: true,

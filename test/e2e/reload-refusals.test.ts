@@ -38,4 +38,16 @@ describe('reloads that must not be applied', () => {
     writeFileSync(d.configFile, source);
     expect(await d.daemon.reload()).toMatchObject({ ok: true, generation: 2 });
   });
+
+  it('a dry run (check --against-daemon) reports the refusal a real reload would give, and applies nothing', async () => {
+    d = await withDaemon(body);
+    const source = readFileSync(d.configFile, 'utf8');
+    writeFileSync(d.configFile, source.replace(/state_dir = "([^"]+)"/, 'state_dir = "$1-moved"'));
+    const dry = await d.daemon.reload({ dryRun: true });
+    expect(dry).toMatchObject({ ok: false, dry_run: true });
+    expect(dry.errors[0]).toMatch(/: \[daemon\] state_dir changed; it takes effect only on a restart/);
+    d.rewrite(`[[channels]]\nid = "web"\ntype = "webchat"\nenabled = false\n`);
+    expect((await d.daemon.reload({ dryRun: true })).errors.join('\n')).toMatch(/would stop every channel/);
+    expect(d.daemon.status()).toMatchObject({ generation: 1, channels: [{ id: 'web', state: 'connected' }] });
+  });
 });
