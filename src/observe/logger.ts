@@ -73,7 +73,10 @@ export async function prettyDestination(): Promise<DestinationStream> {
 /** pino JSON to stdout (journald reads it), pretty in a TTY, with tokens redacted twice over. */
 export function createLogger(options: LoggerOptions): Logger {
   const secrets = options.secrets ?? (() => []);
-  const destination = options.destination ?? pino.destination({ dest: 1, sync: true });
+  // Asynchronous: lines written while a write is in flight go out together in the next one,
+  // off the event loop (a synchronous write per line was 6 % of the CPU per message). pino
+  // flushes it synchronously on exit; only a kill -9 can lose the last few milliseconds.
+  const destination = options.destination ?? pino.destination({ dest: 1, sync: false });
   return pino(
     {
       level: options.level,
