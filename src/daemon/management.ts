@@ -36,7 +36,7 @@ export class ManagementSlot implements ManagementBinding {
 /** What management actions ask of the daemon, answered from the services. */
 export const managementPlugin = definePlugin({
   name: 'management-api',
-  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology'],
+  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology', 'mcp'],
   start: (ctx) => {
     const config = ctx.use('config');
     const status = ctx.use('status');
@@ -47,6 +47,7 @@ export const managementPlugin = definePlugin({
     const workspaces = ctx.use('workspaces');
     const ledger = ctx.use('usage');
     const topology = ctx.use('topology');
+    const mcp = ctx.use('mcp');
     const api: ManagementApi = {
       status: () => status.status(),
       reload: (options) => reload.reload(options),
@@ -68,7 +69,14 @@ export const managementPlugin = definePlugin({
             };
           }),
         ),
-      conversation: (agent, scope) => workspaces.byName.get(agent)?.conversationStatus(scope) ?? { Agent: `${agent} (not running)` },
+      conversation: (agent, scope) => {
+        const status = workspaces.byName.get(agent)?.conversationStatus(scope);
+        if (!status) return { Agent: `${agent} (not running)` };
+        // The agent's MCP servers, so a user whose tool fails can see that its server is down.
+        const servers = mcp.status().filter((m) => m.agent === agent);
+        if (servers.length) status['Tool servers'] = servers.map((m) => `${m.name} (${m.state}, ${m.tools} tools)`).join(', ');
+        return status;
+      },
       usage: async (filter) => {
         const [rows, total] = await Promise.all([ledger.breakdown(filter), ledger.totals(filter)]);
         return { rows, total };

@@ -108,6 +108,10 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
     const broken = await waitFor(async () => (await mcpStatus(d!)).find((s) => s.name === 'broken' && s.last_error), 20_000, 50);
     expect(broken.state).not.toBe('connected');
     expect(broken.last_error!.message).toContain('broken');
+    // A chat user's /status names the agent's tool servers and whether they work.
+    const user = await chat();
+    user.send('/status');
+    expect((await user.finals(1, 20_000))[0]!.text).toMatch(/\nTool servers: everything \(connected, \d+ tools\), broken \((?!connected)[a-z]+, 0 tools\)/);
 
     process.kill(before.pid!, 'SIGKILL');
     // Seen down in /status, then back on a new connection with a new process.
