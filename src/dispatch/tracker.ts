@@ -11,13 +11,13 @@ export interface TrackedTask {
   started_at: string | null;
 }
 
+/** As held: times in epoch ms, formatted only when listed (formatting per turn showed in profiles). */
+type Held = Omit<TrackedTask, 'queued_at' | 'started_at'> & { queuedAtMs: number; startedAtMs: number | null };
+
 /**
  * Every running and queued turn across all workspaces, for /status, the admin page and
  * shutdown. Lanes add and start tasks; the turn executor says which model serves.
  */
-/** As held: times in epoch ms, formatted only when listed (formatting per turn showed in profiles). */
-type Held = Omit<TrackedTask, 'queued_at' | 'started_at'> & { queuedAtMs: number; startedAtMs: number | null };
-
 export class TaskTracker {
   readonly #tasks = new Map<string, Held>();
   #events = 0;

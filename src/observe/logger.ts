@@ -75,8 +75,10 @@ export function createLogger(options: LoggerOptions): Logger {
   const secrets = options.secrets ?? (() => []);
   // Asynchronous: lines written while a write is in flight go out together in the next one,
   // off the event loop (a synchronous write per line was 6 % of the CPU per message). pino
-  // flushes it synchronously on exit; only a kill -9 can lose the last few milliseconds.
-  const destination = options.destination ?? pino.destination({ dest: 1, sync: false });
+  // flushes it synchronously on exit; only a kill -9 can lose the last few milliseconds. A
+  // stdout that stops reading (a stalled pipe) no longer blocks the daemon: lines wait in
+  // memory, up to 16 MiB, and past that are dropped rather than growing without bound.
+  const destination = options.destination ?? pino.destination({ dest: 1, sync: false, maxLength: 16 * 2 ** 20 });
   return pino(
     {
       level: options.level,

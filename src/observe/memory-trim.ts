@@ -8,10 +8,15 @@
  * brings RSS back to about what is live. It pauses the process for tens to a few hundred
  * milliseconds, so it runs only:
  *
- * - when the daemon has gone idle after work (no turn queued, running, started or ended
- *   during one whole check interval) and RSS is above what it settled at last time;
+ * - when the daemon has gone idle after work: a whole check interval with no turn queued,
+ *   started or ended, after at least one that had some (start-up counts as work), and RSS
+ *   more than `idleRssRatio` above what it settled at after the last idle trim;
  * - under sustained load, when RSS has passed `loadRssRatio` times the settled RSS, at most
- *   once per `loadMinGapMs`.
+ *   once per `loadMinGapMs`. A load trim that leaves RSS higher than the settled size (the
+ *   live data grew) raises the settled size, so it is not repeated for nothing.
+ *
+ * Memory that grows without turns (a cluster instance that only forwards what it receives)
+ * is not trimmed at idle: without work there is nothing a trim is for.
  *
  * The alternative, `--heap-growing-percent=10`, bounds memory by collecting the old
  * generation far more often and cost about 15 % of throughput; this costs a pause now and
@@ -58,8 +63,11 @@ const lastResort = { type: 'major', execution: 'sync', flavor: 'last-resort' } a
 export class MemoryTrimmer {
   readonly #o: Required<Omit<MemoryTrimOptions, 'gc' | 'onTrim'>> & Pick<MemoryTrimOptions, 'gc' | 'onTrim'>;
   #timer: NodeJS.Timeout | undefined;
-  #settledBytes: number;
+  /** RSS after the last idle trim; before the first, unknown (start-up is not settled). */
+  #settledBytes: number | undefined;
   #lastEvents: number;
+  /** Turns moved since the last trim; true at first: start-up is work. */
+  #workSinceTrim = true;
   #lastTrimAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: MemoryTrimOptions) {
@@ -73,7 +81,6 @@ export class MemoryTrimmer {
       now: () => performance.now(),
       ...options,
     };
-    this.#settledBytes = this.#o.rssBytes();
     this.#lastEvents = this.#o.activity.events();
   }
 
@@ -98,23 +105,33 @@ export class MemoryTrimmer {
   check(): Trim | undefined {
     const { activity } = this.#o;
     const events = activity.events();
-    const idle = activity.pending() === 0 && events === this.#lastEvents;
+    const moved = events !== this.#lastEvents;
     this.#lastEvents = events;
+    if (moved) this.#workSinceTrim = true;
     const rss = this.#o.rssBytes();
-    if (idle) {
-      if (rss <= this.#settledBytes * this.#o.idleRssRatio) return undefined;
+    if (!moved && activity.pending() === 0) {
+      if (!this.#workSinceTrim) return undefined;
+      if (this.#settledBytes !== undefined && rss <= this.#settledBytes * this.#o.idleRssRatio) {
+        this.#workSinceTrim = false; // the work left nothing worth a pause
+        return undefined;
+      }
       const trim = this.#trim('idle', rss);
       this.#settledBytes = trim.rssAfterBytes;
       return trim;
     }
+    // Busy since start-up: what it holds now is the reference until the first idle trim.
+    this.#settledBytes ??= rss;
     if (rss <= this.#settledBytes * this.#o.loadRssRatio || this.#o.now() - this.#lastTrimAt < this.#o.loadMinGapMs) return undefined;
-    return this.#trim('load', rss);
+    const trim = this.#trim('load', rss);
+    this.#settledBytes = Math.max(this.#settledBytes, trim.rssAfterBytes);
+    return trim;
   }
 
   #trim(reason: Trim['reason'], rssBeforeBytes: number): Trim {
     const started = this.#o.now();
     this.#o.gc?.(lastResort);
     this.#lastTrimAt = this.#o.now();
+    this.#workSinceTrim = false;
     const trim = { reason, rssBeforeBytes, rssAfterBytes: this.#o.rssBytes(), durationMs: this.#lastTrimAt - started };
     this.#o.onTrim?.(trim);
     return trim;

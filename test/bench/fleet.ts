@@ -51,13 +51,15 @@ export class Fleet {
    * The daemon as the systemd unit runs it: the same script, node flags and environment.
    * `nodeArgs` are added to the unit's flags; `script` (relative to the repository) replaces its
    * script, e.g. dist/bin/channeld.js for the unbundled build; `unitFlags: false` leaves out the
-   * unit's node flags.
+   * unit's heap-sizing flags.
    */
   spawn(o: { nodeArgs?: string[]; script?: string; unitFlags?: boolean } = {}): DaemonProcess {
     const unit = serviceLaunch();
     const script = o.script ? join(import.meta.dirname, '../..', o.script) : unit.script;
-    // unitFlags: false runs without the unit's V8 flags (V8's own heap sizing), to show what they cost.
-    return new DaemonProcess(this.configFile, { ...unit.env, ...this.env }, [...(o.unitFlags === false ? [] : unit.nodeArgs), ...(o.nodeArgs ?? [])], script);
+    // unitFlags: false runs without the unit's heap-sizing flags (V8's own sizing), to show
+    // what they cost; the rest (--expose-gc, so the memory trimmer) stays as the unit has it.
+    const flags = o.unitFlags === false ? unit.nodeArgs.filter((a) => !heapSizing.test(a)) : unit.nodeArgs;
+    return new DaemonProcess(this.configFile, { ...unit.env, ...this.env }, [...flags, ...(o.nodeArgs ?? [])], script);
   }
 
   async close(): Promise<void> {
@@ -65,6 +67,9 @@ export class Fleet {
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
+
+/** The unit's flags that size V8's heap, which `unitFlags: false` leaves out. */
+const heapSizing = /^--(max-semi-space-size|heap-growing-percent)(=|$)/;
 
 /** The bare baseline: the same three SDKs connected to these fakes, answering /readyz on the port it prints. */
 export function spawnBareSdkBot(fleet: Fleet): { child: ChildProcess; exited: Promise<unknown>; port: Promise<number> } {
