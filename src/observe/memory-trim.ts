@@ -73,7 +73,9 @@ export class MemoryTrimmer {
   constructor(options: MemoryTrimOptions) {
     this.#o = {
       checkIntervalMs: 5000,
-      idleRssRatio: 1.05,
+      // Low: a pause after a burst costs little at idle, and the RSS an operator reads at
+      // rest should be what the daemon needs, not what the last burst left (within 2 %).
+      idleRssRatio: 1.02,
       loadRssRatio: 1.5,
       loadMinGapMs: 30_000,
       gc: (globalThis as { gc?: (options: object) => void }).gc,

@@ -36,7 +36,7 @@ describe('memory trim', () => {
     expect(state.gcCalls).toEqual([{ type: 'major', execution: 'sync', flavor: 'last-resort' }]);
   });
 
-  it('after work, once a whole interval had none, trims when RSS grew past 5 % of the settled size', () => {
+  it('after work, once a whole interval had none, trims when RSS grew past 2 % of the settled size', () => {
     const { state, trims, trimmer } = rig();
     trimmer.check(); // the start-up trim: settled at 100 MB
     state.events = 3; // turns ran
@@ -46,10 +46,10 @@ describe('memory trim', () => {
     const trim = trimmer.check();
     expect(trim).toMatchObject({ reason: 'idle', rssBeforeBytes: 140 * MB, rssAfterBytes: 110 * MB });
     expect(trims.at(-1)).toEqual(trim);
-    // Work that left RSS within 5 % of the new settled size (110 MB) is no reason to pause.
+    // Work that left RSS within 2 % of the new settled size (110 MB) is no reason to pause.
     state.events++;
     expect(trimmer.check()).toBeUndefined();
-    state.rss = 115 * MB;
+    state.rss = 112 * MB;
     expect(trimmer.check()).toBeUndefined();
     expect(trims).toHaveLength(2);
   });
