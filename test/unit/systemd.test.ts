@@ -26,14 +26,16 @@ describe('systemd unit', () => {
     expect(text).toMatch(/^User=(?!root)\w+/m);
   });
 
-  it("runs node with the same flags and script as `npm start` (the benches measure the unit's)", () => {
-    const exec = /^ExecStart=\S+ (.*) \/opt\/channeld\/(\S+) run$/m.exec(readFileSync(unit, 'utf8'));
+  it("runs node with the same malloc settings, flags and script as `npm start` (the benches measure the unit's)", () => {
+    const text = readFileSync(unit, 'utf8');
+    const exec = /^ExecStart=\S+ (.*) \/opt\/channeld\/(\S+) run$/m.exec(text);
+    const malloc = [...text.matchAll(/^Environment=(MALLOC_\w+=\S+)$/gm)].map((m) => m[1]);
     const start = (JSON.parse(readFileSync(join(import.meta.dirname, '../../package.json'), 'utf8')) as { scripts: { start: string } }).scripts.start;
     expect(exec).not.toBeNull();
-    expect(start).toContain(`&& node ${exec![1]} ${exec![2]} run `);
+    expect(malloc).toHaveLength(2);
+    expect(start).toContain(`&& ${malloc.join(' ')} node ${exec![1]} ${exec![2]} run `);
   });
 
-  // Skipped only where the machine has no systemd-analyze; the reason shows in the test name.
   // Skipped only where the machine has no systemd-analyze; the reason is in the test name.
   it.runIf(hasAnalyze)('passes systemd-analyze verify (skipped where systemd-analyze is not installed)', () => {
     const r = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8' });
