@@ -36,8 +36,9 @@ describe('systemd unit', () => {
     expect(start).toContain(`&& ${malloc.join(' ')} node ${exec![1]} ${exec![2]} run `);
   });
 
-  // Skipped only where the machine has no systemd-analyze; the reason is in the test name.
-  it.runIf(hasAnalyze)('passes systemd-analyze verify (skipped where systemd-analyze is not installed)', () => {
+  it('passes systemd-analyze verify', (ctx) => {
+    // The reason shows in the report beside the skipped test.
+    if (!hasAnalyze) ctx.skip('systemd-analyze is not installed on this machine (Debian: package systemd)');
     const r = spawnSync('systemd-analyze', ['verify', unit], { encoding: 'utf8' });
     expect({ status: r.status, output: (r.stderr + r.stdout).trim() }).toEqual({ status: 0, output: '' });
   });
