@@ -10,18 +10,18 @@
  *
  * - when the daemon has gone idle after work: a whole check interval with no turn queued,
  *   started or ended, after at least one that had some (start-up counts as work), and RSS
- *   more than `idleRssRatio` above what it settled at after the last idle trim;
- * - under sustained load, when RSS has passed `loadRssRatio` times the settled RSS, at most
- *   once per `loadMinGapMs`. A load trim that leaves RSS higher than the settled size (the
+ *   more than 2 % above what it settled at after the last idle trim;
+ * - under sustained load, when RSS has passed 1.5 times the settled RSS, at most once per
+ *   30 s. A load trim that leaves RSS higher than the settled size (the
  *   live data grew) raises the settled size, so it is not repeated for nothing.
  *
  * Memory that grows without turns (a cluster instance that only forwards what it receives)
  * is not trimmed at idle: without work there is nothing a trim is for.
  *
- * The alternative, `--heap-growing-percent=10`, bounds memory by collecting the old
- * generation far more often and cost about 15 % of throughput; this costs a pause now and
- * then. It needs node's `--expose-gc` (the systemd unit and `npm start` pass it); without
- * it the trimmer stays off and says so once at debug level.
+ * It works beside `--heap-growing-percent=10`, which bounds how far the old generation grows
+ * under load but never unmaps the pages it frees. It needs node's `--expose-gc` (the systemd
+ * unit and `npm start` pass it); without it the trimmer stays off and says so once at debug
+ * level.
  */
 
 /** What the daemon is doing, as the trimmer needs to know it. */
@@ -34,14 +34,6 @@ export interface Activity {
 
 export interface MemoryTrimOptions {
   activity: Activity;
-  /** How often the process is looked at. */
-  checkIntervalMs?: number;
-  /** At idle, trim once RSS is this many times what it settled at after the last trim. */
-  idleRssRatio?: number;
-  /** Under load, trim once RSS is this many times the settled RSS. */
-  loadRssRatio?: number;
-  /** Under load, no two trims closer than this. */
-  loadMinGapMs?: number;
   /** The collection; `globalThis.gc` with `--expose-gc`, undefined without it. */
   gc?: ((options: object) => void) | undefined;
   /** Resident set size in bytes. */
@@ -60,6 +52,18 @@ export interface Trim {
 /** The collection that also unmaps V8's pooled pages, as `--expose-gc` exposes it. */
 const lastResort = { type: 'major', execution: 'sync', flavor: 'last-resort' } as const;
 
+const CHECK_INTERVAL_MS = 5000;
+/**
+ * At idle, trim once RSS is this many times the settled size. Low: a pause after a burst
+ * costs little at idle, and the RSS an operator reads at rest should be what the daemon
+ * needs, not what the last burst left.
+ */
+const IDLE_RSS_RATIO = 1.02;
+/** Under load, trim once RSS is this many times the settled size (the peak target is 1.5x idle). */
+const LOAD_RSS_RATIO = 1.5;
+/** Under load, no two trims closer than this: each pauses the process. */
+const LOAD_MIN_GAP_MS = 30_000;
+
 export class MemoryTrimmer {
   readonly #o: Required<Omit<MemoryTrimOptions, 'gc' | 'onTrim'>> & Pick<MemoryTrimOptions, 'gc' | 'onTrim'>;
   #timer: NodeJS.Timeout | undefined;
@@ -72,12 +76,6 @@ export class MemoryTrimmer {
 
   constructor(options: MemoryTrimOptions) {
     this.#o = {
-      checkIntervalMs: 5000,
-      // Low: a pause after a burst costs little at idle, and the RSS an operator reads at
-      // rest should be what the daemon needs, not what the last burst left (within 2 %).
-      idleRssRatio: 1.02,
-      loadRssRatio: 1.5,
-      loadMinGapMs: 30_000,
       gc: (globalThis as { gc?: (options: object) => void }).gc,
       rssBytes: () => process.memoryUsage.rss(),
       now: () => performance.now(),
@@ -91,10 +89,10 @@ export class MemoryTrimmer {
     return this.#o.gc !== undefined;
   }
 
-  /** Looks every `checkIntervalMs` until stop(); the timer never keeps the process alive. */
+  /** Looks every 5 s until stop(); the timer never keeps the process alive. */
   start(): void {
     if (!this.enabled || this.#timer) return;
-    this.#timer = setInterval(() => this.check(), this.#o.checkIntervalMs);
+    this.#timer = setInterval(() => this.check(), CHECK_INTERVAL_MS);
     this.#timer.unref();
   }
 
@@ -113,7 +111,7 @@ export class MemoryTrimmer {
     const rss = this.#o.rssBytes();
     if (!moved && activity.pending() === 0) {
       if (!this.#workSinceTrim) return undefined;
-      if (this.#settledBytes !== undefined && rss <= this.#settledBytes * this.#o.idleRssRatio) {
+      if (this.#settledBytes !== undefined && rss <= this.#settledBytes * IDLE_RSS_RATIO) {
         this.#workSinceTrim = false; // the work left nothing worth a pause
         return undefined;
       }
@@ -123,7 +121,7 @@ export class MemoryTrimmer {
     }
     // Busy since start-up: what it holds now is the reference until the first idle trim.
     this.#settledBytes ??= rss;
-    if (rss <= this.#settledBytes * this.#o.loadRssRatio || this.#o.now() - this.#lastTrimAt < this.#o.loadMinGapMs) return undefined;
+    if (rss <= this.#settledBytes * LOAD_RSS_RATIO || this.#o.now() - this.#lastTrimAt < LOAD_MIN_GAP_MS) return undefined;
     const trim = this.#trim('load', rss);
     this.#settledBytes = Math.max(this.#settledBytes, trim.rssAfterBytes);
     return trim;
