@@ -9,6 +9,8 @@ import { loopback } from '../../fixtures/channels/loopback/index.js';
 
 const withLoopback = new ChannelKinds([...builtinKinds, loopback]);
 const builtin = new ChannelKinds(builtinKinds);
+/** The shipped kinds as "is not one of" lists them: derived from the registry, so a new kind needs no edit here. */
+const shipped = builtinKinds.map((k) => k.kind).join(', ');
 
 function problems(source: string, kinds: ChannelKinds, env: NodeJS.ProcessEnv = {}): string[] {
   try {
@@ -55,11 +57,9 @@ describe('a channel kind added by one registry line (test/fixtures/channels/loop
 
   it('is listed among the kinds only where it is registered', () => {
     expect(problems(`[[channels]]\nid = "lb"\ntype = "loopbak"\n`, withLoopback)).toEqual([
-      'daemon.config.toml:3:8: channels[0].type: "loopbak" is not one of webchat, telegram, discord, slack, loopback',
+      `daemon.config.toml:3:8: channels[0].type: "loopbak" is not one of ${shipped}, loopback`,
     ]);
-    expect(problems(loop(), builtin, { LB_KEY: 'k' })).toEqual([
-      'daemon.config.toml:3:8: channels[0].type: "loopback" is not one of webchat, telegram, discord, slack',
-    ]);
+    expect(problems(loop(), builtin, { LB_KEY: 'k' })).toEqual([`daemon.config.toml:3:8: channels[0].type: "loopback" is not one of ${shipped}`]);
   });
 
   it('keeps the built-in kinds as they were: their keys still validate beside it', () => {
