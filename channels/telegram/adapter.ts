@@ -10,7 +10,7 @@ import { platformCaller } from '../../src/util/platform-call.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
-import { classifyTelegramError, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
+import { classifyTelegramError, isDefiniteRefusal, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
 import { markdownToTelegramHtml } from './markdown.js';
 import { chunkRich, RICH_MAX_CHARS, richFits, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
 import { callbackQueryId, malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
@@ -32,6 +32,13 @@ export interface TelegramOptions {
 
 const ALLOWED_UPDATES = ['message', 'channel_post', 'callback_query'] as const;
 
+/**
+ * Rich calls (or native drafts) that failed without a Bot API answer saying why, while the
+ * HTML path then worked: after this many in a row the server is taken not to serve them,
+ * and this bot stops asking (a proxy or emulator answering 500 for a method it lacks).
+ */
+export const NEWER_METHOD_STRIKES = 3;
+
 /** grammy types its signals with the abort-controller shim; Node's AbortSignal is what it gets at run time. */
 type GrammySignal = Parameters<Api['getMe']>[0];
 const sig = (s: AbortSignal): GrammySignal => s as unknown as GrammySignal;
@@ -46,6 +53,11 @@ export class TelegramAdapter implements ChannelAdapter {
   #bot: BotIdentity | undefined;
   /** Rich messages are on until the server refuses them once; then this bot uses HTML for good. */
   #rich: boolean;
+  /** Rich calls in a row that failed for no definite reason while HTML then worked. */
+  #richStrikes = 0;
+  /** Native drafts (sendMessageDraft) until the server fails them NEWER_METHOD_STRIKES times in a row. */
+  #drafts: boolean;
+  #draftStrikes = 0;
   /** Each Bot API call: cut by its signal or the request timeout, failures sorted by classifyTelegramError. */
   readonly #call = platformCaller(classifyTelegramError);
 
@@ -55,6 +67,7 @@ export class TelegramAdapter implements ChannelAdapter {
     this.#token = token;
     this.#webhookSecret = webhookSecret;
     this.#rich = options.richMessages;
+    this.#drafts = options.nativeDrafts;
     const rich = () => this.#rich;
     this.capabilities = {
       // Read on every plan: a refusal mid-reply re-plans the reply at the HTML limit.
@@ -190,10 +203,15 @@ export class TelegramAdapter implements ChannelAdapter {
    * Runs a rich-message call; on an older server's refusal remembers it for this bot, and on
    * any refusal runs `html` instead. A text too long for the HTML path cannot go that way:
    * the reply is planned again at the HTML limit (CHANNEL_FORMAT_REFUSED, retried at once).
+   * A failure with no definite answer (a 5xx, a body that is not a Bot API answer, a dropped
+   * connection) also goes the HTML way for this message: the answer never waits on a method
+   * the server may not have. A 429 or a refusal about the chat itself is thrown as it is.
    */
   async #richOr<T>(method: string, text: string, rich: () => Promise<T>, html: () => Promise<T>): Promise<T> {
     try {
-      return await rich();
+      const done = await rich();
+      this.#richStrikes = 0;
+      return done;
     } catch (err) {
       if (isRichUnsupported(err)) {
         if (this.#rich)
@@ -202,16 +220,66 @@ export class TelegramAdapter implements ChannelAdapter {
             'this Bot API server refused rich messages; using HTML messages from now on',
           );
         this.#rich = false;
-      } else if (!isRichContentError(err)) throw err;
-      else if (text.length > TEXT_MAX_CHARS) {
-        // Too long for one HTML message: only a plan at the HTML limit can deliver it.
-        this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a long rich message; using HTML messages from now on');
-        this.#rich = false;
-      } else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
+      } else if (isRichContentError(err)) {
+        if (text.length > TEXT_MAX_CHARS) {
+          // Too long for one HTML message: only a plan at the HTML limit can deliver it.
+          this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a long rich message; using HTML messages from now on');
+          this.#rich = false;
+        } else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
+      } else if (isDefiniteRefusal(err)) throw err;
+      else return this.#richFailed(method, text, err, html);
       if (text.length > TEXT_MAX_CHARS)
         throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich message refused and too long for a text message`, { cause: err });
       return html();
     }
+  }
+
+  /**
+   * A rich call failed with no definite answer. The message goes as HTML; if that works, the
+   * rich failure counts as a strike against the server (a failing server fails both, and
+   * then nothing is counted). A text longer than one HTML message cannot be tried that way:
+   * the strike is counted and the failure thrown (retried with backoff), and at the last
+   * strike the reply is planned again at the HTML limit.
+   */
+  async #richFailed<T>(method: string, text: string, err: unknown, html: () => Promise<T>): Promise<T> {
+    const reason = errorMessage(classifyTelegramError(err, method));
+    if (text.length > TEXT_MAX_CHARS) {
+      if (!this.#richStrike(method, reason)) throw err;
+      throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich messages failed and the text is too long for one text message`, {
+        cause: err,
+      });
+    }
+    const done = await html();
+    if (!this.#richStrike(method, reason)) this.#o.log.warn({ channel: this.#o.id, method, err: reason }, 'Telegram rich message failed; sent as HTML');
+    return done;
+  }
+
+  /** Counts one rich failure; at the last strike rich messages are off for this bot (logged once). True then. */
+  #richStrike(method: string, reason: string): boolean {
+    if (!this.#rich) return true;
+    if (++this.#richStrikes < NEWER_METHOD_STRIKES) return false;
+    this.#rich = false;
+    this.#o.log.warn(
+      { channel: this.#o.id, method, err: reason, failures: this.#richStrikes },
+      'this Bot API server keeps failing rich messages; using HTML messages from now on',
+    );
+    return true;
+  }
+
+  /**
+   * A native draft failed: a 429 is only a pause, a 404 means the server has no drafts, and
+   * other failures count as strikes; drafts are off for this bot from then on (logged once),
+   * so replies go as a message and its edits. The reply at hand already falls back that way.
+   */
+  #draftFailed(err: unknown): void {
+    if (!this.#drafts || (err instanceof ChannelError && err.retryAfterMs !== undefined)) return;
+    const missing = err instanceof ChannelError && isRichUnsupported(err.cause);
+    if (!missing && ++this.#draftStrikes < NEWER_METHOD_STRIKES) return;
+    this.#drafts = false;
+    this.#o.log.warn(
+      { channel: this.#o.id, err: errorMessage(err), failures: this.#draftStrikes },
+      'this Bot API server fails native drafts; answers are sent and edited from now on',
+    );
   }
 
   /** Sends a rich message or HTML; if Telegram refuses the HTML entities, the same text goes again as plain text. */
@@ -300,7 +368,7 @@ export class TelegramAdapter implements ChannelAdapter {
 
   /** sendRichMessageDraft (or sendMessageDraft) in private chats: an animated preview; the final text is a real message. */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
-    if (!this.#o.nativeDrafts || target.chatType !== 'dm') return undefined;
+    if (!this.#drafts || target.chatType !== 'dm') return undefined;
     const draftId = randomInt(1, 2 ** 31 - 1);
     const chatId = Number(target.chatId);
     const thread = this.#threadOf(target);
@@ -315,7 +383,14 @@ export class TelegramAdapter implements ChannelAdapter {
       );
     };
     return {
-      update: (text, o) => this.#call('sendMessageDraft', o.signal, (signal) => draft(text, signal)).then(() => {}),
+      update: (text, o) =>
+        this.#call('sendMessageDraft', o.signal, (signal) => draft(text, signal)).then(
+          () => void (this.#draftStrikes = 0),
+          (err: unknown) => {
+            if (!o.signal.aborted) this.#draftFailed(err);
+            throw err;
+          },
+        ),
       finish: (text, o) => this.send(target, text, o),
     };
   }

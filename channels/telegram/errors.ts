@@ -49,6 +49,16 @@ export function isRichUnsupported(err: unknown): boolean {
   return err.error_code === 400 && /method not found|text (is|must be non-)empty|rich_message|unknown (parameter|field)/i.test(err.description);
 }
 
+/**
+ * Telegram answered with a definite no about the chat, the bot or the message (a 4xx other
+ * than a rich-message refusal): an HTML message would be refused the same way. Anything else
+ * (a 5xx, a body that is not a Bot API answer, no answer at all) may be the server failing at
+ * rich messages only, so the HTML path is tried for that message.
+ */
+export function isDefiniteRefusal(err: unknown): boolean {
+  return err instanceof GrammyError && err.error_code >= 400 && err.error_code < 500;
+}
+
 /** Telegram refused this rich message's content (its parser or limits): this message goes the HTML way. */
 export function isRichContentError(err: unknown): boolean {
   return err instanceof GrammyError && err.error_code === 400 && !isNotModified(err) && !/not found|can't be edited|MESSAGE_ID_INVALID/i.test(err.description);

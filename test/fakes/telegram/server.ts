@@ -5,6 +5,8 @@ export type Fault =
   | { status: 429; retryAfter: number }
   | { status: 400 | 401 | 403 | 409 | 500 | 502; description?: string }
   | { drop: true }
+  /** An answer that is not the Bot API's: this status with this raw body (a proxy's or emulator's error page). */
+  | { status: number; raw: string }
   | { delayMs: number };
 
 export interface Call {
@@ -62,6 +64,11 @@ export interface FakeTelegramOptions {
    * which does not know those methods (404) and reads an edit without `text` as empty.
    */
   richMessages?: boolean;
+  /**
+   * Every rich call (sendRichMessage, sendRichMessageDraft, an edit with `rich_message`) gets
+   * this HTTP status and raw body instead, as from a proxy or emulator that lacks them.
+   */
+  richAnswer?: { status: number; body: string };
 }
 
 const RICH_MAX_CHARS = 32_768;
@@ -121,6 +128,7 @@ export class FakeTelegram {
   readonly answeredQueries: string[] = [];
   readonly #faults = new Map<string, Fault[]>();
   readonly #rich: boolean;
+  readonly #richAnswer: { status: number; body: string } | undefined;
   #limitWindow: { methods: Set<string>; untilMs: number } | undefined;
   readonly #server: Server;
   readonly #sockets = new Set<import('node:net').Socket>();
@@ -130,6 +138,7 @@ export class FakeTelegram {
     options: FakeTelegramOptions = {},
   ) {
     this.#rich = options.richMessages ?? false;
+    this.#richAnswer = options.richAnswer;
     this.#server = createServer((req, res) => void this.#handle(req, res));
     this.#server.on('connection', (s) => {
       this.#sockets.add(s);
@@ -345,9 +354,13 @@ export class FakeTelegram {
       const retryAfter = Math.max(1, Math.ceil((w.untilMs - Date.now()) / 1000));
       return no(429, `Too Many Requests: retry after ${retryAfter}`, { retry_after: retryAfter });
     }
+    const rawAnswer = (a: { status: number; body: string }) => void (res.destroyed || res.writeHead(a.status, { 'content-type': 'text/html' }).end(a.body));
+    const richCall = method === 'sendRichMessage' || method === 'sendRichMessageDraft' || (method === 'editMessageText' && body.rich_message !== undefined);
+    if (this.#richAnswer && richCall) return rawAnswer(this.#richAnswer);
     const fault = this.#faults.get(method!)?.shift();
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
+      if ('raw' in fault) return rawAnswer({ status: fault.status, body: fault.raw });
       if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
       else if (fault.status === 429) return no(429, `Too Many Requests: retry after ${fault.retryAfter}`, { retry_after: fault.retryAfter });
       else

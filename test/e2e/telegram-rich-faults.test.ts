@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
+import { waitFor } from '../helpers/daemon.js';
+import { withChannelDaemon, withTempDir } from '../helpers/fixtures.js';
+import { telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
+import { echoAgent } from '../helpers/toml.js';
+
+/** Channel "tg" with nothing but what it needs: rich messages and native drafts at their defaults (on). */
+const defaultChannel = (tg: FakeTelegram) => `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\n`;
+
+const QUESTIONS = ['first question here', 'second question here', 'third question here', 'fourth question here'];
+
+/** Asks each question in turn (one chat: the turns run in order) and waits for its answer. */
+async function askAll(tg: FakeTelegram): Promise<void> {
+  for (const q of QUESTIONS) {
+    tg.dm(q);
+    await waitFor(() => tg.texts(42).includes(q), 15_000);
+  }
+}
+
+const isRichCall = (c: { method: string; body: Record<string, unknown> }) =>
+  c.method === 'sendRichMessage' || c.method === 'sendRichMessageDraft' || (c.method === 'editMessageText' && c.body.rich_message !== undefined);
+
+describe('Telegram: a server that fails the newer methods still gets every answer', () => {
+  it('default config, every rich method answered with HTTP 500 and an HTML page: each answer arrives once, as HTML, and rich messages go off', async () => {
+    const tg = await withTelegram({ richAnswer: { status: 500, body: '<html><body><h1>500 Internal Server Error</h1></body></html>' } });
+    const file = writeProcessConfig(withTempDir('tgrich500'), echoAgent(40) + defaultChannel(tg));
+    const p = withDaemonProcess(file, telegramEnv(tg));
+    const url = await p.url();
+    await askAll(tg);
+    // Settled: every update confirmed and no turn running or queued, so nothing more can be sent.
+    await waitFor(
+      async () => tg.pendingUpdates === 0 && ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0,
+    );
+    expect(tg.texts(42)).toEqual(QUESTIONS);
+    expect(tg.messages.every((m) => m.parseMode === 'HTML' && !m.rich)).toBe(true);
+    // Three failures in a row while HTML worked, then never asked again; said once.
+    expect(tg.calls.filter(isRichCall)).toHaveLength(3);
+    expect(p.lines.filter((l) => l.msg === 'this Bot API server keeps failing rich messages; using HTML messages from now on')).toHaveLength(1);
+    expect(p.lines.some((l) => String(l.msg).includes('final reply could not be delivered'))).toBe(false);
+    p.signal('SIGTERM');
+    expect(await p.exited).toBe(0);
+  });
+
+  it('native drafts answered with 502 and a proxy page: answers arrive once, and drafts go off after three failures', async () => {
+    const tg = await withTelegram();
+    tg.fail('sendMessageDraft', { status: 502, raw: '<html>502 Bad Gateway</html>' }, 100);
+    const d = await withChannelDaemon(echoAgent(40) + defaultChannel(tg), telegramEnv(tg));
+    await askAll(tg);
+    await waitFor(() => tg.pendingUpdates === 0 && d.daemon.status().turns.list.length === 0);
+    expect(tg.texts(42)).toEqual(QUESTIONS);
+    expect(tg.callsOf('sendMessageDraft')).toHaveLength(3);
+    expect(d.logs.text.split('this Bot API server fails native drafts').length - 1).toBe(1);
+  });
+});
