@@ -70,6 +70,13 @@ export class Metrics {
     labelNames: ['channel'],
     registers: [this.registry],
   });
+  /** Never removed with its channel: a channel restarted by a reload counts on. */
+  readonly channelConnections = new Counter({
+    name: 'channeld_channel_connections_total',
+    help: 'New platform connections per channel since the daemon started',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
   readonly modelTurns = new Counter({
     name: 'channeld_model_turns_total',
     help: 'Turns served, by agent and model',

@@ -16,7 +16,7 @@ export interface ChannelStatus {
   attempts: number;
   next_retry_at: string | null;
   last_error: { code: string; message: string; at: string } | null;
-  /** Increases on every new platform connection. */
+  /** Increases on every new platform connection, since the daemon started (a reload that restarts the channel counts on). */
   connection: number;
   /** In state `standby` (cluster mode): who holds this listener's lease. */
   standby?: string;
@@ -33,6 +33,13 @@ export interface SupervisedChannelOptions {
   log: Logger;
   random?: () => number;
   onState?: (status: ChannelStatus) => void;
+  /**
+   * Connections this channel already made in this process (a channel restarted by a reload
+   * keeps counting from there); 0 by default.
+   */
+  connectionsBefore?: number;
+  /** Told on every new platform connection, with the channel's count so far. */
+  onConnection?: (connection: number) => void;
 }
 
 /**
@@ -59,7 +66,7 @@ export class SupervisedChannel {
       attempts: 0,
       next_retry_at: null,
       last_error: null,
-      connection: 0,
+      connection: options.connectionsBefore ?? 0,
     };
   }
 
@@ -166,6 +173,7 @@ export class SupervisedChannel {
       clearTimeout(timer);
       connectedAt = Date.now();
       this.#set('connected', { connection: this.#status.connection + 1, attempts: 0, next_retry_at: null });
+      this.#o.onConnection?.(this.#status.connection);
     };
     const onReconnecting = (reason: string) => {
       if (!current || attempt.signal.aborted) return;

@@ -7,6 +7,11 @@ export type { ChannelStatus };
 /** One supervised listener per channel; channels start and stop independently. */
 export class Supervisor {
   readonly #channels = new Map<string, SupervisedChannel>();
+  /**
+   * Each channel's connection count, kept past its removal: a channel restarted by a reload
+   * goes on from where it was, so "connection 4" reads as "reconnected 3 times since start".
+   */
+  readonly #connections = new Map<string, number>();
 
   constructor(
     private readonly log: Logger,
@@ -14,11 +19,16 @@ export class Supervisor {
   ) {}
 
   /** Starts supervising a channel; its first attempt runs in the background. */
-  add(options: Omit<SupervisedChannelOptions, 'log' | 'onState'>): SupervisedChannel {
+  add(options: Omit<SupervisedChannelOptions, 'log' | 'onState' | 'connectionsBefore' | 'onConnection'>): SupervisedChannel {
     const ch = new SupervisedChannel({
       ...options,
       log: this.log,
       onState: (s) => this.metrics?.channelState.set({ channel: s.id }, s.state === 'connected' ? 1 : 0),
+      connectionsBefore: this.#connections.get(options.id) ?? 0,
+      onConnection: (n) => {
+        this.#connections.set(options.id, n);
+        this.metrics?.channelConnections.inc({ channel: options.id });
+      },
     });
     this.#channels.set(options.id, ch);
     ch.start();
