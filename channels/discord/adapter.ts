@@ -6,8 +6,10 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { CodedError } from '../../src/contracts/errors.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
+import { chunkText } from '../../src/util/chunk.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { classifyClose, classifyDiscordError } from './errors.js';
+import { markdownForDiscord } from './markdown.js';
 import { normalizeButton, normalizeMessage } from './normalize.js';
 
 export interface DiscordOptions {
@@ -56,6 +58,8 @@ export class DiscordAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities = {
     maxMessageLength: 2000,
     editsDrafts: true,
+    // Split on the text as sent (a table grows by its padding), so each piece fits a message.
+    split: (text) => chunkText(markdownForDiscord(text), 2000),
     minEditIntervalMs: 1000, // about 5 edits per 5 s per channel
     nativeStream: false,
     typing: true,
@@ -155,7 +159,7 @@ export class DiscordAdapter implements ChannelAdapter {
     // crash between Discord's answer and our commit of the id) returns the first message.
     const nonce = options.idempotencyKey ? nonceOf(options.idempotencyKey) : undefined;
     const body = {
-      content: text,
+      content: markdownForDiscord(text),
       allowed_mentions: NO_MENTIONS,
       ...(nonce ? { nonce, enforce_nonce: true } : {}),
       ...(target.chatType !== 'dm' && target.replyToMessageId ? { message_reference: { message_id: target.replyToMessageId, fail_if_not_exists: false } } : {}),
@@ -167,7 +171,7 @@ export class DiscordAdapter implements ChannelAdapter {
 
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
     const body = {
-      content: text,
+      content: markdownForDiscord(text),
       allowed_mentions: NO_MENTIONS,
       ...(options.buttons ? { components: options.buttons.length ? buttonRow(options.buttons) : [] } : {}),
     };

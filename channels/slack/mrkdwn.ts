@@ -1,9 +1,12 @@
+import { flattenMarkdown } from '../../src/util/markdown-blocks.js';
+
 /**
  * Model Markdown → Slack mrkdwn: *bold*, _italic_, ~strike~, <url|text> links, code kept,
- * and &, <, > escaped so model output cannot form mentions like <!channel>.
+ * and &, <, > escaped so model output cannot form mentions like <!channel>. mrkdwn has no
+ * headings, lists or tables: headings become bold lines, bullets •, tables a code block.
  */
 export function markdownToMrkdwn(md: string): string {
-  const parts = md.split(/(```[\s\S]*?(?:```|$)|`[^`\n]+`)/g);
+  const parts = flattenMarkdown(md, { headings: true, lists: true, tables: true }).split(/(```[\s\S]*?(?:```|$)|`[^`\n]+`)/g);
   return parts
     .map((part, i) => {
       const escaped = part.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');

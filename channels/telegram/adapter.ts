@@ -11,7 +11,7 @@ import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
 import { classifyTelegramError, isDefiniteRefusal, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
-import { markdownToTelegramHtml } from './markdown.js';
+import { forTelegramHtml, markdownToTelegramHtml } from './markdown.js';
 import { chunkRich, RICH_MAX_CHARS, richFits, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
 import { callbackQueryId, malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 import { webhookHandler } from './webhook.js';
@@ -74,7 +74,8 @@ export class TelegramAdapter implements ChannelAdapter {
       get maxMessageLength() {
         return rich() ? RICH_MAX_CHARS : TEXT_MAX_CHARS;
       },
-      split: (text) => (this.#rich ? chunkRich(text) : chunkText(text, TEXT_MAX_CHARS)),
+      // On HTML the split is on the text as rendered (a table grows by its padding), so each piece fits.
+      split: (text) => (this.#rich ? chunkRich(text) : chunkText(forTelegramHtml(text), TEXT_MAX_CHARS)),
       editsDrafts: true,
       minEditIntervalMs: 1000, // about one message per second per chat
       nativeStream: options.nativeDrafts,
@@ -221,14 +222,14 @@ export class TelegramAdapter implements ChannelAdapter {
           );
         this.#rich = false;
       } else if (isRichContentError(err)) {
-        if (text.length > TEXT_MAX_CHARS) {
+        if (forTelegramHtml(text).length > TEXT_MAX_CHARS) {
           // Too long for one HTML message: only a plan at the HTML limit can deliver it.
           this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a long rich message; using HTML messages from now on');
           this.#rich = false;
         } else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
       } else if (isDefiniteRefusal(err)) throw err;
       else return this.#richFailed(method, text, err, html);
-      if (text.length > TEXT_MAX_CHARS)
+      if (forTelegramHtml(text).length > TEXT_MAX_CHARS)
         throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich message refused and too long for a text message`, { cause: err });
       return html();
     }
@@ -243,7 +244,7 @@ export class TelegramAdapter implements ChannelAdapter {
    */
   async #richFailed<T>(method: string, text: string, err: unknown, html: () => Promise<T>): Promise<T> {
     const reason = errorMessage(classifyTelegramError(err, method));
-    if (text.length > TEXT_MAX_CHARS) {
+    if (forTelegramHtml(text).length > TEXT_MAX_CHARS) {
       if (!this.#richStrike(method, reason)) throw err;
       throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich messages failed and the text is too long for one text message`, {
         cause: err,
@@ -297,7 +298,7 @@ export class TelegramAdapter implements ChannelAdapter {
         return await this.#api.sendMessage(target.chatId, markdownToTelegramHtml(text), { ...other, parse_mode: 'HTML' }, sig(signal));
       } catch (err) {
         if (!isEntityError(err)) throw err;
-        return this.#api.sendMessage(target.chatId, text, other, sig(signal));
+        return this.#api.sendMessage(target.chatId, forTelegramHtml(text), other, sig(signal));
       }
     };
     const sent = await this.#call(
@@ -332,7 +333,7 @@ export class TelegramAdapter implements ChannelAdapter {
       } catch (err) {
         if (isNotModified(err)) return;
         if (!isEntityError(err)) throw err;
-        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), text, {}, sig(signal)).catch(notModifiedIsFine);
+        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), forTelegramHtml(text), {}, sig(signal)).catch(notModifiedIsFine);
       }
     };
     await this.#call('editMessageText', options.signal, (signal) =>

@@ -1,8 +1,11 @@
+import { flattenMarkdown } from '../../src/util/markdown-blocks.js';
+
 /**
  * Model output is Markdown; Telegram accepts a small HTML subset. This renders fenced code
  * (with its language), inline code, bold, italic, strikethrough and links, and escapes
  * everything else, so no model output can produce markup Telegram refuses. An unclosed
- * fence (a draft mid-block) renders as code up to the end.
+ * fence (a draft mid-block) renders as code up to the end. Headings, lists and tables,
+ * which Telegram HTML has no tags for, are first rewritten by `forTelegramHtml`.
  */
 export function escapeHtml(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
@@ -33,9 +36,17 @@ function inline(text: string): string {
   return s;
 }
 
+/**
+ * The Markdown the HTML path renders: headings as bold lines, bullets as •, tables as a
+ * monospace block. Replies are split on this text, so every piece fits a message as sent.
+ */
+export function forTelegramHtml(md: string): string {
+  return flattenMarkdown(md, { headings: true, lists: true, tables: true });
+}
+
 export function markdownToTelegramHtml(md: string): string {
   const out: string[] = [];
-  const lines = md.split('\n');
+  const lines = forTelegramHtml(md).split('\n');
   let prose: string[] = [];
   const flush = () => {
     if (prose.length) out.push(inline(prose.join('\n')));

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { FakeTelegram } from '../fakes/telegram/server.js';
 import { waitFor } from '../helpers/daemon.js';
-import { withChannelDaemon, withTempDir } from '../helpers/fixtures.js';
+import { withChannelDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
 import { telegramEnv, withTelegram } from '../helpers/platforms.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
-import { echoAgent } from '../helpers/toml.js';
+import { echoAgent, llmAgent } from '../helpers/toml.js';
 
 /** Channel "tg" with nothing but what it needs: rich messages and native drafts at their defaults (on). */
 const defaultChannel = (tg: FakeTelegram) => `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\n`;
@@ -52,5 +52,18 @@ describe('Telegram: a server that fails the newer methods still gets every answe
     expect(tg.texts(42)).toEqual(QUESTIONS);
     expect(tg.callsOf('sendMessageDraft')).toHaveLength(3);
     expect(d.logs.text.split('this Bot API server fails native drafts').length - 1).toBe(1);
+  });
+
+  it('on a server without rich messages the HTML answer reads well: heading bold, bullets, the table a <pre> block', async () => {
+    const tg = await withTelegram();
+    const llm = await withLlm();
+    const answer = '## Fruit report\n\n- apples\n- pears\n\n| Fruit | Qty |\n|---|---:|\n| apple | 3 |\n| pear | 10 |\n\nDone.';
+    llm.script({ kind: 'stream', chunks: answer.match(/[\s\S]{1,20}/g)!.map((content) => ({ content, delayMs: 10 })) });
+    await withChannelDaemon(llmAgent(llm.url) + defaultChannel(tg), telegramEnv(tg));
+    tg.dm('how much fruit?');
+    await waitFor(() => tg.messages.some((m) => m.text.endsWith('Done.')), 15_000);
+    const sent = tg.messages.find((m) => !m.deleted)!;
+    expect(sent.parseMode).toBe('HTML');
+    expect(sent.text).toBe('<b>Fruit report</b>\n\n• apples\n• pears\n\n<pre><code>Fruit | Qty\n------+----\napple | 3\npear  | 10</code></pre>\n\nDone.');
   });
 });
