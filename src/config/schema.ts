@@ -227,6 +227,10 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         passive_max_conversations: positiveInt.default(1000),
         /** Bytes of text all that kept context may hold together. */
         passive_max_bytes: positiveInt.default(8 * 1024 * 1024),
+        /** Per channel: messages held in memory while the store cannot take writes; past it a message is refused ("not kept"). */
+        degraded_hold_messages: positiveInt.default(1000),
+        /** Per channel: bytes (the messages as stored) that hold may keep. */
+        degraded_hold_bytes: positiveInt.default(16 * 1024 * 1024),
       })
       .prefault({}),
     agent: agentSchema.optional(),

@@ -68,6 +68,8 @@ export interface NativeStream {
 /**
  * Resolves once `msg` is durably in the inbox. Only then may the adapter ack the platform.
  * Resolves `false` when the message was refused before storage (self, bots, filters).
+ * While the store cannot take writes the message is held and this resolves once it is
+ * stored, possibly minutes later; it rejects (retryable) when it was not kept.
  */
 export type Deliver = (msg: ChannelMessage) => Promise<boolean>;
 

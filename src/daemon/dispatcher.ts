@@ -13,7 +13,7 @@ const INTENT_TIMEOUT_MS = 10_000;
 export const dispatcherPlugin = definePlugin({
   name: 'dispatcher',
   provides: ['dispatcher'],
-  inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker', 'approvals', 'mcp', 'topology', 'shutdown'],
+  inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker', 'approvals', 'mcp', 'topology', 'shutdown', 'storage'],
   start: (ctx) => {
     const config = ctx.use('config');
     const log = ctx.use('logger');
@@ -28,6 +28,14 @@ export const dispatcherPlugin = definePlugin({
     const wrap = (execute: ExecuteTurn) => topology.wrapExecute?.(execute) ?? execute;
     const fenceOf = topology.fenceOf?.bind(topology);
     const hardStop = ctx.use('shutdown').signal;
+    const storage = ctx.use('storage');
+    // Single node: a new reply message is sent only while its id can be stored (in cluster
+    // mode ids go to PostgreSQL through the cluster's writer instead).
+    const beforeSend =
+      'remote' in inbox
+        ? undefined
+        : (signal: AbortSignal) =>
+            storage.whenWritable(signal, () => log.warn({ code: storage.health.code }, 'a reply waits for storage before it sends a new message'));
     const dispatcher = new Dispatcher({
       tracker,
       hardStop,
@@ -77,6 +85,7 @@ export const dispatcherPlugin = definePlugin({
           hardStop,
           tracker,
           ...(fenceOf ? { fenceOf } : {}),
+          ...(beforeSend ? { beforeSend } : {}),
         }),
       ),
     });

@@ -33,7 +33,9 @@ export class StatusService implements StatusView {
       uptime_s: Math.round((Date.now() - this.startedAt.getTime()) / 1000),
       generation: config.generation,
       ready: this.ready(),
-      channels: supervisor.statuses().map((s) => ({ ...s, in_flight: snap.channels[s.id]?.inFlight ?? 0, queued: snap.channels[s.id]?.queued ?? 0 })),
+      channels: supervisor
+        .statuses()
+        .map((s) => ({ ...s, in_flight: snap.channels[s.id]?.inFlight ?? 0, queued: snap.channels[s.id]?.queued ?? 0, held: dispatcher.held(s.id) })),
       turns: { in_flight: snap.inFlight, queued: snap.queued, list: tracker.list() },
       agents: [...workspaces.byName.values()].map((w) => w.status()),
       mcp_servers: mcp.status(),

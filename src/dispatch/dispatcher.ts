@@ -1,7 +1,7 @@
 import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
-import { CodedError } from '../contracts/errors.js';
+import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { InboxItem } from '../inbox/item.js';
 import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
 import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
@@ -12,6 +12,7 @@ import { TaskTracker } from './tracker.js';
 import { AckReactions } from './ack.js';
 import type { DispatchChannel } from './channel.js';
 import { metricsObserver, trackerObserver } from './lifecycle-observers.js';
+import { IntakeHold, type Held } from './hold.js';
 
 export type { TurnJob };
 
@@ -68,7 +69,13 @@ export interface DispatcherOptions {
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
-export const UNAVAILABLE_REPLY = 'Sorry, I am temporarily unavailable and could not take this message. Please try again in a few minutes.';
+export { HELD_REPLY, NOT_KEPT_REPLY } from './hold.js';
+
+/** What taking a message in came to: stored in the local inbox (undefined: a redelivery), or published to the shared one. */
+type Admission = { item: InboxItem | undefined } | { published: 'stored' | 'duplicate' | 'full' };
+
+/** A failure that means "the durable store cannot take it now": the message is held and retried. */
+const holdable = (err: unknown): boolean => err instanceof CodedError && (err.code === 'STORAGE_UNAVAILABLE' || err.code === 'CLUSTER_UNAVAILABLE');
 
 /**
  * From delivered message to running turn: access rules, the /stop fast path, the durable
@@ -82,8 +89,8 @@ export class Dispatcher {
   readonly #entry: { local: LocalIntake; remote?: never } | { remote: RemoteInbox; local?: never };
   readonly #hardStop: AbortSignal;
   readonly #notices: NoticeLimiter;
-  /** One "temporarily unavailable" notice per conversation a minute, however often the platform redelivers. */
-  readonly #unavailable = new NoticeLimiter(60_000);
+  /** Messages the store (or the shared inbox) could not take yet, per channel. */
+  readonly #hold: IntakeHold<Admission>;
   readonly passive: PassiveContext;
   readonly tracker: TaskTracker;
   readonly #ack: AckReactions;
@@ -112,6 +119,15 @@ export class Dispatcher {
       { finished: ackOff, dropped: ackOff },
     ]);
     this.#entry = 'remote' in options.inbox ? { remote: options.inbox } : { local: new LocalIntake(options.inbox) };
+    this.#hold = new IntakeHold<Admission>({
+      limits: () => ({ messages: options.limits().degraded_hold_messages, bytes: options.limits().degraded_hold_bytes }),
+      write: (batch) => this.#writeHeld(batch),
+      stored: (h, admission) => this.#admit(h.msg, admission, h.passive),
+      holdable,
+      notify: (msg, text) => void this.#notify(msg, text),
+      counted: (channelId, held) => options.metrics.held.set({ channel: channelId }, held),
+      log: options.log,
+    });
     this.#lanes = new Lanes({
       limits: options.limits,
       channelLimit: (id) => options.channel(id)?.config.max_in_flight,
@@ -158,36 +174,69 @@ export class Dispatcher {
     if (control) return this.#control(msg, scope, control);
     if (command?.name === 'stop') return this.#stop(msg, scope, command.args, ch.config.admins);
     const { local, remote } = this.#entry;
-    if (remote) return this.#publish(remote, msg, scope);
-    let item: InboxItem | undefined;
+    const passive = this.passive.take(scope);
+    // While the channel holds messages a new one joins them, so no conversation's order changes.
+    if (this.#hold.holding(msg.channelId) || (local && !local.writable)) return this.#held(msg, scope, passive, 'storage is degraded');
+    let admission: Admission;
     try {
-      item = await local.receive(msg, scope);
+      admission = local ? { item: await local.tryReceive(msg, scope) } : { published: await remote.publish(msg, scope, passive) };
     } catch (err) {
-      // Not stored, so not acknowledged: platforms that redeliver bring it back later.
-      if (err instanceof CodedError && err.code === 'STORAGE_UNAVAILABLE') {
-        this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'storage' });
-        if (this.#unavailable.take(scope)) await this.#notify(msg, UNAVAILABLE_REPLY);
-      }
+      if (holdable(err)) return this.#held(msg, scope, passive, errorMessage(err));
       throw err;
     }
-    if (item === undefined) {
-      this.#o.metrics.duplicates.inc({ channel: msg.channelId });
-      return true;
-    }
-    this.#o.metrics.received.inc({ channel: msg.channelId });
-    if (this.#enqueue(item, this.passive.take(scope))) this.#ack.set(msg, true);
+    this.#admit(msg, admission, passive);
     return true;
   };
 
-  async #publish(inbox: RemoteInbox, msg: ChannelMessage, scope: string): Promise<boolean> {
-    const passive = this.passive.take(scope);
-    const result = await inbox.publish(msg, scope, passive);
-    if (result === 'duplicate') this.#o.metrics.duplicates.inc({ channel: msg.channelId });
-    else if (result === 'full') {
-      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'busy' });
-      void this.#notify(msg, BUSY_REPLY);
-    } else this.#o.metrics.received.inc({ channel: msg.channelId });
-    return true;
+  /**
+   * Holds a message the durable store refused: the deliver call resolves once it is stored
+   * (the platform is acknowledged only then); past the hold's bound it is refused and rejects.
+   */
+  #held(msg: ChannelMessage, scope: string, passive: ChannelMessage[], why: string): Promise<boolean> {
+    return this.#hold.hold(msg, scope, passive, why).catch((err: unknown) => {
+      if (holdable(err)) this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'storage' });
+      throw err;
+    });
+  }
+
+  /**
+   * Writes held messages in order: the local inbox takes the batch in one transaction; the
+   * shared inbox one at a time, stopping at the first it refuses (so none overtakes another).
+   */
+  async #writeHeld(batch: readonly Held[]): Promise<Array<PromiseSettledResult<Admission>>> {
+    const { local, remote } = this.#entry;
+    if (local) return Promise.allSettled(batch.map(async (h) => ({ item: await local.tryReceive(h.msg, h.scope) })));
+    const out: Array<PromiseSettledResult<Admission>> = [];
+    for (const h of batch) {
+      try {
+        out.push({ status: 'fulfilled', value: { published: await remote.publish(h.msg, h.scope, h.passive) } });
+      } catch (err) {
+        out.push({ status: 'rejected', reason: err });
+        if (holdable(err)) break;
+      }
+    }
+    return out;
+  }
+
+  /** A stored message: counted, and (local inbox) queued for its turn. */
+  #admit(msg: ChannelMessage, admission: Admission, passive: ChannelMessage[]): void {
+    const channel = msg.channelId;
+    if ('published' in admission) {
+      if (admission.published === 'duplicate') this.#o.metrics.duplicates.inc({ channel });
+      else if (admission.published === 'full') {
+        this.#o.metrics.refused.inc({ channel, reason: 'busy' });
+        void this.#notify(msg, BUSY_REPLY);
+      } else this.#o.metrics.received.inc({ channel });
+      return;
+    }
+    if (admission.item === undefined) {
+      this.#o.metrics.duplicates.inc({ channel });
+      return;
+    }
+    this.#o.metrics.received.inc({ channel });
+    // Stored while shutting down (the hold's last write): it stays pending for the next start.
+    if (!this.#accepting) return;
+    if (this.#enqueue(admission.item, passive)) this.#ack.set(msg, true);
   }
 
   /**
@@ -309,6 +358,7 @@ export class Dispatcher {
    * and its queue dropped; a changed channel's running turns get `graceMs` to finish.
    */
   settleChannel(channelId: string, graceMs: number, removed: boolean, signal?: AbortSignal): Promise<void> {
+    this.#hold.release(channelId, removed);
     return this.#lanes.settleChannel(channelId, graceMs, removed, this.#bound(signal));
   }
 
@@ -319,6 +369,11 @@ export class Dispatcher {
 
   snapshot() {
     return this.#lanes.snapshot();
+  }
+
+  /** Messages held in memory for `channelId` while the store cannot take them. */
+  held(channelId: string): number {
+    return this.#hold.count(channelId);
   }
 
   /** What the in-memory structures keyed by user input hold now. */
@@ -333,6 +388,7 @@ export class Dispatcher {
   async shutdown(graceMs: number, signal?: AbortSignal): Promise<void> {
     this.#accepting = false;
     this.#closing.abort();
+    await this.#hold.close();
     await this.#lanes.drain(graceMs, this.#bound(signal));
   }
 }

@@ -17,6 +17,8 @@ export interface ItemStore {
 export interface LocalItemStore extends ItemStore {
   /** Stores before the platform is acknowledged; undefined for a redelivery already stored. */
   addDurable(msg: ChannelMessage, scope: string, state: InboxState, signal?: AbortSignal): Promise<number | undefined>;
+  /** One attempt, never waiting for a lock; rejects STORAGE_UNAVAILABLE when refused; undefined for a redelivery already stored. */
+  tryAdd(msg: ChannelMessage, scope: string, state: InboxState): Promise<number | undefined>;
   /** Stores in the current microtask's batch; undefined for a redelivery already stored. */
   store(msg: ChannelMessage, scope: string, state: InboxState): Promise<number | undefined>;
   /** Items stored in a resumable state, oldest first. */
@@ -135,6 +137,21 @@ export class LocalIntake {
    */
   async receive(msg: ChannelMessage, scope: string, signal?: AbortSignal): Promise<InboxItem | undefined> {
     const id = await this.#store.addDurable(msg, scope, 'pending', signal);
+    return id === undefined ? undefined : { id, scope, message: msg, state: 'pending', replyRefs: [] };
+  }
+
+  /** False while the store refuses writes. */
+  get writable(): boolean {
+    return this.#store.writable;
+  }
+
+  /**
+   * `receive` in one attempt that never waits for a lock (rejects STORAGE_UNAVAILABLE at
+   * once): messages that arrive together share one commit, and the dispatcher holds what
+   * the store refuses, in order (src/dispatch/hold.ts).
+   */
+  async tryReceive(msg: ChannelMessage, scope: string): Promise<InboxItem | undefined> {
+    const id = await this.#store.tryAdd(msg, scope, 'pending');
     return id === undefined ? undefined : { id, scope, message: msg, state: 'pending', replyRefs: [] };
   }
 

@@ -24,6 +24,12 @@ export class Metrics {
     labelNames: ['channel', 'reason'],
     registers: [this.registry],
   });
+  readonly held = new Gauge({
+    name: 'channeld_messages_held',
+    help: 'Messages held in memory because the store (or the shared inbox) cannot take them yet',
+    labelNames: ['channel'],
+    registers: [this.registry],
+  });
   readonly dropped = new Counter({
     name: 'channeld_messages_dropped_total',
     help: 'Messages dropped before the inbox: own, bots',

@@ -138,15 +138,37 @@ export class GroupCommit {
       this.flush();
       return;
     }
-    // Nothing queued: a committed no-op write tells whether the database takes writes again
-    // (it needs a free page in the WAL and the write lock, as any real write does).
+    // Nothing queued: a committed no-op write tells whether the database takes writes again.
+    if (this.#probe()) this.#ok();
+  }
+
+  /**
+   * Resolves true once the database takes writes now: at once when a no-op write commits,
+   * otherwise when it recovers; false when `signal` aborts first. `onWait` is called once if
+   * it has to wait.
+   */
+  async whenWritable(signal: AbortSignal, onWait?: () => void): Promise<boolean> {
+    let told = false;
+    for (;;) {
+      if (signal.aborted || !this.db.open) return false;
+      if (this.health.ok && this.#probe()) return true;
+      if (!told) onWait?.();
+      told = true;
+      // The retry loop probes with backoff and wakes this on recovery; the bound re-checks.
+      await this.health.whenOk(1000, signal);
+    }
+  }
+
+  /** A committed no-op write: true when the database takes writes (needs the write lock and a WAL page, as any write). */
+  #probe(): boolean {
     try {
       const v = this.db.pragma('user_version', { simple: true }) as number;
       this.db.pragma(`user_version = ${v}`);
-      this.#ok();
+      return true;
     } catch (err) {
-      if (isStorageFault(err)) this.failed(err);
-      else throw err;
+      if (!isStorageFault(err)) throw err;
+      this.failed(err);
+      return false;
     }
   }
 

@@ -120,6 +120,23 @@ export class Inbox implements LocalItemStore {
     }
   }
 
+  /**
+   * One attempt to store a new message (batched as `store` does), whatever the store's
+   * health says: how held messages are retried and how a new one is tried first. Rejects
+   * with STORAGE_UNAVAILABLE (retryable) when the database refuses it; never waits for a lock.
+   */
+  async tryAdd(msg: ChannelMessage, scope: string, state: InboxState = 'pending'): Promise<number | undefined> {
+    try {
+      const id = await this.store(msg, scope, state);
+      if (this.#group && !this.#group.health.ok) this.#group.succeeded();
+      return id;
+    } catch (err) {
+      if (!isStorageFault(err) || !this.#group) throw err;
+      this.#group.failed(err);
+      throw new CodedError('STORAGE_UNAVAILABLE', `the message was not stored (${err.code})`, { retryable: true, cause: err });
+    }
+  }
+
   /** Whether the store takes writes now (false while it is degraded). */
   get writable(): boolean {
     return this.#group?.health.ok ?? true;

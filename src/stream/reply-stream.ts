@@ -27,6 +27,12 @@ export interface ReplyStreamOptions {
   existingRefs?: readonly MessageRef[];
   /** Told whenever the set of messages holding the reply changes, so it can be persisted. */
   onRefs?: (refs: MessageRef[]) => void;
+  /**
+   * Waited for before each new platform message: resolves once its id can be persisted
+   * (the store takes writes). A message sent while it cannot would be unknown to a process
+   * restarted before the store recovers, which would send its answer again.
+   */
+  beforeSend?: (signal: AbortSignal) => Promise<unknown>;
   /** How long the final text keeps being retried after the turn ends. */
   finalDeadlineMs: number;
   /**
@@ -257,6 +263,7 @@ export class ReplyStream {
         shown.text = desired[i];
       } else {
         const key = this.#o.replyKey ? { idempotencyKey: `${this.#o.replyKey}:${i}` } : {};
+        await this.#o.beforeSend?.(signal);
         const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i), ...key });
         this.#shown[i] = { ref, text: desired[i] };
         this.#shownText();

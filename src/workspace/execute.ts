@@ -23,6 +23,8 @@ export interface TurnExecutorDeps {
    * instance that took over continues the same draft.
    */
   fenceOf?(scope: string): AbortSignal | undefined;
+  /** Resolves once a new reply message's id can be stored (ReplyStreamOptions.beforeSend). */
+  beforeSend?(signal: AbortSignal): Promise<unknown>;
 }
 
 const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
@@ -50,6 +52,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       replyKey: first.message.messageId,
       // The item lifecycle records them: a re-run edits these messages instead of sending new ones.
       onRefs: (refs) => job.replied(refs),
+      ...(deps.beforeSend ? { beforeSend: deps.beforeSend } : {}),
       // In normal running the final text is retried for minutes; at shutdown hardStop bounds it.
       finalDeadlineMs: FINAL_TEXT_DEADLINE_MS,
       signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),

@@ -4,7 +4,7 @@ import { closeSync, mkdirSync, openSync, rmSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.js';
 import { parseArgs } from 'node:util';
-import { UNAVAILABLE_REPLY } from '../../src/dispatch/dispatcher.js';
+import { HELD_REPLY, NOT_KEPT_REPLY } from '../../src/dispatch/dispatcher.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { visibleText } from '../fakes/telegram/server.js';
 import type { DaemonProcess } from '../helpers/process.js';
@@ -394,7 +394,7 @@ export function killExplains(m: { text: string; channel: string }, answerIds: st
  */
 function findStrays(fleet: Fleet, webClients: ChatClient[], sent: Array<{ text: string; channel: string; chat?: number }>): string[] {
   const expected = (channel: string, text: string, chat?: number) =>
-    text === UNAVAILABLE_REPLY || sent.some((m) => m.channel === channel && m.text === text && (chat === undefined || m.chat === chat));
+    text === HELD_REPLY || text === NOT_KEPT_REPLY || sent.some((m) => m.channel === channel && m.text === text && (chat === undefined || m.chat === chat));
   const strays: string[] = [];
   for (const m of fleet.tg.messages) {
     const text = visibleText(m.text, m.parseMode);

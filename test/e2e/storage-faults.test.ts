@@ -8,7 +8,7 @@ import { Daemon } from '../../src/daemon/daemon.js';
 import { kinds } from '../helpers/kinds.js';
 import { LogSink, waitFor } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
-import { UNAVAILABLE_REPLY } from '../../src/dispatch/dispatcher.js';
+import { HELD_REPLY } from '../../src/dispatch/dispatcher.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon } from '../helpers/daemon.js';
 
@@ -51,7 +51,7 @@ async function json(url: string): Promise<{ status: number; body: Record<string,
   return { status: res.status, body: (await res.json()) as Record<string, unknown> };
 }
 
-describe('storage faults: the daemon stays up, refuses new messages, and recovers by itself', () => {
+describe('storage faults: the daemon stays up, holds new messages, and recovers by itself', () => {
   const cleanups: Array<() => void | Promise<void>> = [];
   afterEach(async () => {
     for (const c of cleanups.splice(0).reverse()) await c();
@@ -70,7 +70,7 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     return { daemon, logs, url, client };
   }
 
-  it('disk full (a real tmpfs): the running turn is answered, new messages get "temporarily unavailable" and no ack, /status, /readyz and the metric show it, and it recovers', async (ctx) => {
+  it('disk full (a real tmpfs): the running turn is answered, a new message is held (one notice, no ack), /status, /readyz and the metrics show it, and it recovers and answers it', async (ctx) => {
     const root = mkdtempSync(join(tmpdir(), 'channeld-full-'));
     cleanups.push(() => rmSync(root, { recursive: true, force: true }));
     const mnt = join(root, 'mnt');
@@ -96,14 +96,13 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     const finals = await client.finals(2, 20_000);
     expect(finals.map((f) => f.text)).toContain('one two three four five six seven eight');
 
-    // A new message is refused: an error frame instead of an ack, and one readable notice.
+    // A new message is held: no ack until it is stored, and one readable notice.
     const acksBefore = client.frames.filter((f) => f.type === 'ack').length;
     const big = 'x'.repeat(3000);
-    client.send(`${big} refused`, 'refused-1');
-    await waitFor(() => client.frames.some((f) => f.type === 'error'), 10_000);
+    client.send(`${big} held`, 'held-1');
+    await waitFor(() => client.replies().some((f) => f.text === HELD_REPLY), 10_000);
     expect(client.frames.filter((f) => f.type === 'ack').length).toBe(acksBefore);
-    expect(client.frames.some((f) => f.type === 'ack' && f.id === 'refused-1')).toBe(false);
-    await waitFor(() => client.replies().some((f) => f.text === UNAVAILABLE_REPLY), 10_000);
+    expect(client.frames.some((f) => f.type === 'error')).toBe(false);
 
     const status = await json(`${url}/status`);
     expect(status.body.storage).toMatchObject({ state: 'degraded', code: 'SQLITE_FULL' });
@@ -113,6 +112,8 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     const metrics = await (await fetch(`${url}/metrics`)).text();
     expect(metrics).toMatch(/^channeld_storage_degraded 1$/m);
     expect(metrics).toMatch(/^channeld_storage_faults_total\{code="SQLITE_FULL"\} 1$/m);
+    expect(metrics).toMatch(/^channeld_messages_held\{channel="web"\} 1$/m);
+    expect((status.body.channels as Array<{ id: string; held: number }>).find((c) => c.id === 'web')?.held).toBe(1);
 
     // Room again: it recovers by itself, commits what waited, and takes messages again.
     rmSync(filler);
@@ -120,9 +121,12 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     expect((await json(`${url}/status`)).body.storage).toMatchObject({ state: 'ok', pending_writes: 0 });
     expect((await fetch(`${url}/readyz`)).status).toBe(200);
     expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^channeld_storage_degraded 0$/m);
+    // The held message is stored (acked now) and answered.
+    await waitFor(() => client.frames.some((f) => f.type === 'ack' && f.id === 'held-1'), 10_000);
+    await waitFor(() => client.replies().some((f) => f.final && f.text === `${big} held`), 20_000);
     client.send('back again', 'after-1');
     await waitFor(() => client.frames.some((f) => f.type === 'ack' && f.id === 'after-1'), 10_000);
-    await client.finals(3, 20_000);
+    await waitFor(() => client.replies().some((f) => f.final && f.text === 'back again'), 20_000);
 
     // One log line per state change, not one per failed write.
     const lines = logs.lines.map((l) => JSON.parse(l) as { msg: string });
@@ -134,7 +138,7 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     const states = () => db.prepare(`SELECT message_id, state FROM inbox ORDER BY id`).all() as Array<{ message_id: string; state: string }>;
     // The last turn's closing write rides the next group commit.
     await waitFor(() => states().every((s) => s.state === 'done'), 5_000);
-    expect(states().map((s) => s.message_id)).toEqual(['tab-1:m1', 'tab-1:m2', 'tab-1:after-1']);
+    expect(states().map((s) => s.message_id)).toEqual(['tab-1:m1', 'tab-1:m2', 'tab-1:held-1', 'tab-1:after-1']);
     void daemon;
   }, 60_000);
 
@@ -173,7 +177,7 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     expect(logs.lines.filter((l) => l.includes('storage recovered')).length).toBe(1);
   }, 30_000);
 
-  it('Telegram polling: a message the store cannot take gets the notice, is not confirmed to Telegram, and is answered once when the store is back', async () => {
+  it('Telegram polling: a message the store cannot take is held (one notice), not confirmed to Telegram, and answered once when the store is back', async () => {
     const tg = new FakeTelegram();
     await tg.start();
     cleanups.push(() => tg.close());
@@ -183,14 +187,14 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     );
     cleanups.push(() => d.stop());
     await d.daemon.supervisor.firstAttempts();
-    // Held longer than a new message waits for a lock (5 s): the message is refused.
+    // Held longer than the notice waits (2 s): the conversation is told once.
     const other = new Database(join(d.dir, 'state', 'channeld.db'));
     cleanups.push(() => void other.close());
     other.exec('BEGIN IMMEDIATE');
     let locked = true;
     cleanups.push(() => void (locked && other.exec('ROLLBACK')));
     tg.dm('stored later');
-    await waitFor(() => tg.texts(42).includes(UNAVAILABLE_REPLY), 20_000);
+    await waitFor(() => tg.texts(42).includes(HELD_REPLY), 20_000);
     // Not acknowledged: the offset did not move past it, so Telegram keeps it.
     expect(tg.pendingUpdates).toBe(1);
     expect(tg.texts(42)).not.toContain('stored later');
@@ -199,6 +203,6 @@ describe('storage faults: the daemon stays up, refuses new messages, and recover
     await waitFor(() => tg.texts(42).includes('stored later'), 20_000);
     await waitFor(() => tg.pendingUpdates === 0, 10_000);
     expect(tg.texts(42).filter((t) => t === 'stored later')).toHaveLength(1);
-    expect(tg.texts(42).filter((t) => t === UNAVAILABLE_REPLY)).toHaveLength(1);
+    expect(tg.texts(42).filter((t) => t === HELD_REPLY)).toHaveLength(1);
   }, 60_000);
 });

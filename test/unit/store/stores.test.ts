@@ -394,4 +394,23 @@ describe('Inbox', () => {
     expect(inbox.unfinished().map((i) => i.message.text)).toEqual(['patient']);
     group.close();
   });
+
+  it('whenWritable finds a foreign write lock by a no-op write, waits it out, and says so once; tryAdd refuses at once meanwhile', async () => {
+    const { db, file } = onDisk();
+    const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
+    const inbox = new Inbox(db, group);
+    expect(await group.whenWritable(new AbortController().signal)).toBe(true);
+    const release = foreignLock(file);
+    await expect(inbox.tryAdd(userMessage('t', 'now'), 't:c')).rejects.toMatchObject({ code: 'STORAGE_UNAVAILABLE', retryable: true });
+    let waits = 0;
+    const writable = group.whenWritable(new AbortController().signal, () => waits++);
+    await waitFor(() => waits === 1);
+    release();
+    expect(await writable).toBe(true);
+    expect(waits).toBe(1);
+    const aborted = new AbortController();
+    aborted.abort();
+    expect(await group.whenWritable(aborted.signal)).toBe(false);
+    group.close();
+  });
 });

@@ -1,0 +1,137 @@
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { HELD_REPLY, NOT_KEPT_REPLY } from '../../src/dispatch/dispatcher.js';
+import { waitFor } from '../helpers/daemon.js';
+import { scaled } from '../helpers/timing.js';
+import { withChat, withTempDir } from '../helpers/fixtures.js';
+import { discordChannel, discordEnv, withDiscord } from '../helpers/platforms.js';
+import { withDaemonProcess, writeProcessConfig, type DaemonProcess } from '../helpers/process.js';
+import { echoAgent, webchatChannel } from '../helpers/toml.js';
+
+/**
+ * How long the foreign write lock lasts at least (the issue's scenario: 8 s). It also lasts
+ * until every message is held, however slow the machine, so the messages always arrive
+ * during the lock.
+ */
+const LOCK_MS = Number(process.env.CHANNELD_HOLD_LOCK_MS ?? 8_000);
+
+interface ChannelStatus {
+  id: string;
+  state: string;
+  held?: number;
+}
+interface Status {
+  channels: ChannelStatus[];
+  turns: { list: unknown[] };
+  storage: { state: string };
+}
+
+const status = async (url: string) => (await (await fetch(`${url}/status`)).json()) as Status;
+const heldIn = async (url: string, id: string) => (await status(url)).channels.find((c) => c.id === id)?.held ?? 0;
+
+/** Another process's `BEGIN IMMEDIATE` on the daemon's database, as an operator's tool would take it. */
+function foreignLock(dir: string): { startedMs: number; release(): void } {
+  const other = new Database(join(dir, 'state', 'channeld.db'));
+  other.exec('BEGIN IMMEDIATE');
+  let open = true;
+  const release = () => {
+    if (!open) return;
+    open = false;
+    other.exec('ROLLBACK');
+    other.close();
+  };
+  onTestFinished(release);
+  return { startedMs: Date.now(), release };
+}
+
+/** The daemon process on the fake Discord and a web chat, both connected and warmed up (the database exists). */
+async function start(extra = '') {
+  const dc = await withDiscord();
+  const dir = withTempDir('hold');
+  const file = writeProcessConfig(dir, extra + echoAgent(0) + discordChannel(dc) + webchatChannel());
+  const p: DaemonProcess = withDaemonProcess(file, discordEnv(dc));
+  const url = await p.url();
+  await waitFor(async () => (await status(url)).channels.every((c) => c.state === 'connected'), 15_000);
+  dc.dm('warm up');
+  await waitFor(() => dc.texts(dc.dmChannel).includes('warm up'), 10_000);
+  return { dc, dir, p, url };
+}
+
+/** Nothing runs, waits or is held: every message was answered or refused for good. */
+async function settled(url: string): Promise<void> {
+  await waitFor(async () => {
+    const s = await status(url);
+    return s.turns.list.length === 0 && s.storage.state === 'ok' && s.channels.every((c) => !c.held);
+  }, 15_000);
+}
+
+describe('storage fault: what a listener received is held in memory and answered once storage is back', () => {
+  it(
+    `5 Discord DMs and a web chat message during a ${LOCK_MS / 1000} s foreign BEGIN IMMEDIATE: one notice per conversation, each answered exactly once after the lock lifts, in order`,
+    async () => {
+      const { dc, dir, url } = await start();
+      const web = await withChat({ url }, 'tab-1');
+      const lock = foreignLock(dir);
+      const dms = [1, 2, 3, 4, 5].map((i) => `held ${i}`);
+      for (const text of dms) dc.dm(text);
+      web.send('held web', 'w1');
+      await waitFor(async () => (await heldIn(url, 'dc')) === 5 && (await heldIn(url, 'web')) === 1, 15_000);
+      // Told once while it lasts, not once per message.
+      await waitFor(() => dc.texts(dc.dmChannel).includes(HELD_REPLY) && web.replies().some((f) => f.text === HELD_REPLY), 15_000);
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      expect(metrics).toMatch(/^channeld_messages_held\{channel="dc"\} 5$/m);
+      const left = LOCK_MS - (Date.now() - lock.startedMs);
+      // The scenario itself: the lock lasts its full time (not a wait for something to happen).
+      if (left > 0) await new Promise((r) => setTimeout(r, left));
+      // Nothing answered, and the web chat message not acknowledged, while it was not stored.
+      expect(dc.texts(dc.dmChannel).filter((t) => t.startsWith('held'))).toEqual([]);
+      expect(web.frames.some((f) => f.type === 'ack' && f.id === 'w1')).toBe(false);
+      lock.release();
+
+      await waitFor(() => dms.every((t) => dc.texts(dc.dmChannel).includes(t)), 20_000);
+      await waitFor(() => web.frames.some((f) => f.type === 'ack' && f.id === 'w1') && web.replies().some((f) => f.final && f.text === 'held web'), 20_000);
+      await settled(url);
+      expect(dc.texts(dc.dmChannel).filter((t) => t.startsWith('held'))).toEqual(dms);
+      expect(dc.texts(dc.dmChannel).filter((t) => t === HELD_REPLY)).toHaveLength(1);
+      expect(dc.texts(dc.dmChannel)).not.toContain(NOT_KEPT_REPLY);
+      const webFinals = new Map(web.replies().map((f) => [f.ref, f]));
+      expect([...webFinals.values()].filter((f) => f.text === 'held web')).toHaveLength(1);
+      expect([...webFinals.values()].filter((f) => f.text === HELD_REPLY)).toHaveLength(1);
+    },
+    scaled(60_000) + LOCK_MS,
+  );
+
+  it(
+    'past degraded_hold_messages a message is refused with the "not kept" notice (Discord and the web chat); the held ones are answered once',
+    async () => {
+      const { dc, dir, url } = await start('[limits]\ndegraded_hold_messages = 2\n');
+      const tabs = await Promise.all(['t1', 't2', 't3'].map((t) => withChat({ url }, t)));
+      const lock = foreignLock(dir);
+      dc.dm('bound 1');
+      dc.dm('bound 2');
+      await waitFor(async () => (await heldIn(url, 'dc')) === 2, 15_000);
+      dc.dm('bound 3');
+      await waitFor(() => dc.texts(dc.dmChannel).includes(NOT_KEPT_REPLY), 15_000);
+      // A web chat tab sends one message at a time: three tabs fill the bound one by one.
+      for (const [i, tab] of tabs.slice(0, 2).entries()) {
+        tab.send(`web ${i + 1}`, 'a');
+        await waitFor(async () => (await heldIn(url, 'web')) === i + 1, 15_000);
+      }
+      tabs[2]!.send('web 3', 'a');
+      await waitFor(() => tabs[2]!.frames.some((f) => f.type === 'error') && tabs[2]!.replies().some((f) => f.text === NOT_KEPT_REPLY), 15_000);
+      expect(tabs[2]!.frames.some((f) => f.type === 'ack')).toBe(false);
+      expect(await heldIn(url, 'dc')).toBe(2);
+      lock.release();
+
+      await waitFor(() => dc.texts(dc.dmChannel).includes('bound 2'), 20_000);
+      await waitFor(() => tabs.slice(0, 2).every((t, i) => t.replies().some((f) => f.final && f.text === `web ${i + 1}`)), 20_000);
+      await settled(url);
+      const texts = dc.texts(dc.dmChannel);
+      expect(texts.filter((t) => t.startsWith('bound'))).toEqual(['bound 1', 'bound 2']);
+      expect(texts.filter((t) => t === NOT_KEPT_REPLY)).toHaveLength(1);
+      expect(tabs[2]!.replies().some((f) => f.text === 'web 3')).toBe(false);
+    },
+    scaled(60_000),
+  );
+});
