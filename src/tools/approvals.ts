@@ -52,7 +52,8 @@ export function shortArgs(args: unknown): string {
  * Approval in chat: a call that needs it posts a question with Approve / Deny in the
  * conversation and waits. Only the person whose message started the turn, or one of the
  * agent's `approvers`, may decide; no decision within `approval_timeout_ms` is a deny.
- * Each call's question and outcome are stored, keyed by the turn's message and the call,
+ * Each call's question and outcome are stored, keyed by the turn's message, the call's
+ * position in the turn (model step, place in the step) and the call itself,
  * so a turn re-run after a restart asks again if nothing was decided, and never starts a
  * call that was already started.
  */
@@ -67,8 +68,12 @@ export class ApprovalCoordinator implements ToolGate {
   async admit(call: Parameters<ToolGate['admit']>[0], signal: AbortSignal): ReturnType<ToolGate['admit']> {
     const msg = call.ctx.message;
     if (!msg) return { run: false, reply: { error: 'this tool needs approval in a chat, and this call has none' } };
+    // The call's position in the turn is part of its identity: the same call made again in a
+    // later step is asked for and run again, while a re-run of the turn (after a restart)
+    // finds each call's row and never runs one twice.
+    const position = call.ctx.position ?? { step: 0, index: 0 };
     const key = createHash('sha256')
-      .update(JSON.stringify([call.agent, msg.channelId, msg.messageId, call.tool, call.args ?? {}]))
+      .update(JSON.stringify([call.agent, msg.channelId, msg.messageId, position.step, position.index, call.tool, call.args ?? {}]))
       .digest('hex');
     const row = await this.#o.store.get(key);
     switch (row?.state) {
