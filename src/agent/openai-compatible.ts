@@ -67,14 +67,35 @@ class ToolLogs {
   }
 }
 
+/**
+ * Where each call sits in the turn: its model step and its place among that step's calls.
+ * The SDK asks `prepareStep` before each step and starts a step's calls in the order the
+ * model made them, so a turn re-run after a restart gives the same call the same position
+ * (the provider's call ids are new on every request, so they cannot identify it).
+ */
+class CallPositions {
+  #step = 0;
+  #next = 0;
+
+  enter(step: number): void {
+    this.#step = step;
+    this.#next = 0;
+  }
+
+  next(): { step: number; index: number } {
+    return { step: this.#step, index: this.#next++ };
+  }
+}
+
 /** Runs tools for the SDK; a tool that throws returns its error to the model. */
-function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, logs: ToolLogs): ToolSet {
+function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, logs: ToolLogs, positions: CallPositions): ToolSet {
   const set: ToolSet = {};
   for (const t of tools) {
     set[t.name] = tool({
       description: t.description,
       inputSchema: t.input,
       execute: async (input: unknown, { abortSignal, toolCallId }) => {
+        const position = positions.next();
         try {
           const log = (text: string) => logs.log(toolCallId, text);
           return await t.run(input, {
@@ -82,6 +103,7 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, lo
             scope: ctx.scope,
             timeZone,
             callId: toolCallId,
+            position,
             log,
             ...(ctx.message ? { message: ctx.message } : {}),
           });
@@ -142,12 +164,22 @@ export class OpenAICompatibleRunner implements AgentRunner {
       try {
         touch();
         const logs = new ToolLogs(ctx.emit);
+        const positions = new CallPositions();
         const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), userMessage(input)];
         const result = streamText({
           model: wrapLanguageModel({ model: this.#provider.chatModel(input.model ?? this.#o.model), middleware: thinkTagMiddleware() }),
           system: input.system,
           messages,
-          ...(input.tools?.length ? { tools: toolSet(input.tools, ctx, this.#o.timeZone, logs), stopWhen: stepCountIs(this.#o.maxSteps) } : {}),
+          ...(input.tools?.length
+            ? {
+                tools: toolSet(input.tools, ctx, this.#o.timeZone, logs, positions),
+                stopWhen: stepCountIs(this.#o.maxSteps),
+                prepareStep: ({ stepNumber }: { stepNumber: number }) => {
+                  positions.enter(stepNumber);
+                  return undefined;
+                },
+              }
+            : {}),
           ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
           maxOutputTokens: this.#o.maxOutputTokens,
           maxRetries: 0, // retries are ours: only before visible text

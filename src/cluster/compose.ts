@@ -10,6 +10,8 @@ import type { Plugin } from '../kernel/plugin.js';
 import type { Logger } from '../observe/logger.js';
 import { openCluster, type ClusterServices } from './connect.js';
 import { ClusterInbox, type StopRequest } from './inbox.js';
+import { serveControls } from './controls.js';
+import { serveRequests } from './requests.js';
 import type { HeldLease } from './leases.js';
 import { leasedAdapter, leasedParts } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
@@ -52,7 +54,7 @@ type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring 
 /**
  * Everything cluster mode changes in the composition root, in one place: the store plugin
  * (shared inbox + PostgreSQL state instead of SQLite), the turn wrapper (load state before,
- * its writes go behind), the work plugin (partitions, /stop subject, heartbeat) and the
+ * its writes go behind), the work plugin (partitions, /stop and control subjects, heartbeat) and the
  * listener gate (leases for polling, gateway and socket listeners).
  */
 export class ClusterComposition {
@@ -200,27 +202,25 @@ export class ClusterComposition {
           beforeEnqueue: (scope) => this.#conversations!.prepare(this.#agentOf(scope), scope),
         });
         this.#partitions = partitions;
-        const sub = s.nc.subscribe(s.names.stopWildcard, {
-          callback: (err, msg) => {
-            if (err) return void log.warn({ err }, '/stop subscription failed');
-            let req: StopRequest;
-            try {
-              req = msg.json<StopRequest>();
-            } catch {
-              return void log.warn({ subject: msg.subject }, 'unreadable /stop request ignored');
-            }
-            if (!partitions.owns(req.scope)) return;
-            if (req.turn !== undefined) {
-              const result = dispatcher.stopTurn(req.turn);
-              log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
-              return void msg.respond(result ?? 'nothing');
-            }
-            const stopped = dispatcher.stop(req.scope, 'stopped by /stop');
-            log.info({ scope: req.scope, stopped }, '/stop from another instance');
-            msg.respond(stopped ? 'stopped' : 'nothing');
-          },
+        const sub = serveRequests<StopRequest>(s, s.names.stopWildcard, '/stop', log, (req, msg) => {
+          if (!partitions.owns(req.scope)) return;
+          if (req.turn !== undefined) {
+            const result = dispatcher.stopTurn(req.turn);
+            log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
+            return void msg.respond(result ?? 'nothing');
+          }
+          const stopped = dispatcher.stop(req.scope, 'stopped by /stop');
+          log.info({ scope: req.scope, stopped }, '/stop from another instance');
+          msg.respond(stopped ? 'stopped' : 'nothing');
         });
         ctx.effect(() => sub.unsubscribe());
+        const controls = serveControls(
+          s,
+          (scope) => partitions.owns(scope),
+          (msg, scope, cmd) => dispatcher.runControl(msg, scope, cmd),
+          log,
+        );
+        ctx.effect(() => controls.unsubscribe());
         // Give the heartbeat a moment to be seen, so the first balancing counts this instance.
         partitions.start();
         ctx.effect(() => partitions.stop());

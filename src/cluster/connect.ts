@@ -18,6 +18,8 @@ export function clusterNames(ns: string) {
     stopBucket: `${ns}_stops`,
     stopSubject: (token: string) => `${ns}.stop.${token}`,
     stopWildcard: `${ns}.stop.>`,
+    controlSubject: (token: string) => `${ns}.control.${token}`,
+    controlWildcard: `${ns}.control.>`,
   };
 }
 export type ClusterNames = ReturnType<typeof clusterNames>;

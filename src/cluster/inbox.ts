@@ -6,6 +6,8 @@ import type { Logger } from '../observe/logger.js';
 import type { InboxState } from '../store/inbox.js';
 import type { ClusterServices } from './connect.js';
 import type { PgWriter } from './pg-writer.js';
+import type { ParsedCommand } from '../contracts/commands.js';
+import { ControlRouter } from './controls.js';
 import { partitionOf, scopeToken } from './partition-key.js';
 
 /** What travels in the stream: the message, its scope and the unaddressed context before it. */
@@ -41,6 +43,8 @@ export interface ClusterOps {
   natsPublishes: number;
   natsAcks: number;
   natsStops: number;
+  /** Control commands (/approve, /deny, /stop tool) sent to the instance that runs the turn. */
+  natsControls: number;
   /** Items received from the partition consumers (takeovers receive some again). */
   natsDeliveries: number;
   pgReads: number;
@@ -59,14 +63,17 @@ export interface ClusterOps {
 export class ClusterInbox implements RemoteInbox {
   readonly remote = true as const;
   readonly #tracked = new Map<number, Tracked>();
-  readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, natsDeliveries: 0, pgReads: 0 };
+  readonly #controls: ControlRouter;
+  readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, natsControls: 0, natsDeliveries: 0, pgReads: 0 };
 
   constructor(
     private readonly s: ClusterServices,
     private readonly log: Logger,
     /** The write-behind queue shared with the state stores (one group commit for a turn's writes). */
     private readonly w: PgWriter,
-  ) {}
+  ) {
+    this.#controls = new ControlRouter(s, w, log);
+  }
 
   async publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'> {
     const subject = this.s.names.inboxSubject(partitionOf(scope, this.s.config.partitions));
@@ -82,14 +89,20 @@ export class ClusterInbox implements RemoteInbox {
     }
   }
 
-  async stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'> {
+  /** False for a command seen before: a redelivered /stop or control finds its key and is not acted on twice. */
+  async #firstTime(msg: ChannelMessage): Promise<boolean> {
     try {
-      // A redelivered /stop finds its key and is not acted on twice.
       await this.s.stops.create(`${scopeToken(msg.channelId)}.${scopeToken(msg.messageId)}`, '1');
+      return true;
     } catch (err) {
-      if (/wrong last sequence|key exists/i.test(errorMessage(err))) return 'duplicate';
-      this.log.warn({ err }, '/stop could not be recorded; acting on it anyway');
+      if (/wrong last sequence|key exists/i.test(errorMessage(err))) return false;
+      this.log.warn({ err }, 'a control command could not be recorded; acting on it anyway');
+      return true;
     }
+  }
+
+  async stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'> {
+    if (!(await this.#firstTime(msg))) return 'duplicate';
     this.ops.natsStops++;
     try {
       // Only the instance that owns the scope's partition answers.
@@ -98,6 +111,12 @@ export class ClusterInbox implements RemoteInbox {
     } catch {
       return 'nothing'; // nobody owns the partition right now: nothing runs
     }
+  }
+
+  async control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, here: () => Promise<string | undefined>): Promise<string | undefined | 'duplicate'> {
+    if (!(await this.#firstTime(msg))) return 'duplicate';
+    this.ops.natsControls++;
+    return this.#controls.send(msg, scope, cmd, here);
   }
 
   /**

@@ -76,6 +76,9 @@ export const pgMigrations: readonly string[] = [
      prompt_ref TEXT,
      updated_at BIGINT NOT NULL
    );`,
+  // A decision left for a turn that is being taken over (no instance waits on its question).
+  `ALTER TABLE tool_approvals ADD COLUMN offer TEXT;
+   CREATE INDEX tool_approvals_id ON tool_approvals (id) WHERE state = 'pending';`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

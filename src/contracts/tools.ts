@@ -8,6 +8,12 @@ export interface ToolContext {
   timeZone: string;
   /** The model's id for this call (tool_start/tool_end carry it). */
   callId?: string;
+  /**
+   * Where the call sits in its turn: the model step (from 0) and its place among that step's
+   * calls. Unlike `callId` (new on every request) it is the same when a turn is re-run, so it
+   * tells a call repeated in a later step apart from the same call made again after a restart.
+   */
+  position?: { step: number; index: number };
   /** The message that started the turn: who may approve, where to ask. */
   message?: ChannelMessage;
   /**

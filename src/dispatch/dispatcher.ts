@@ -32,6 +32,12 @@ export interface RemoteInbox extends ItemStore {
   publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'>;
   /** Stops the scope's turn and queue wherever they run. */
   stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'>;
+  /**
+   * Runs a control command (`/approve`, `/deny`, `/stop tool`) on the instance that runs
+   * the turn it acts on, which calls `Dispatcher.runControl` there; `here` runs it on this
+   * instance when no instance runs that turn now. Resolves with the reply for the sender.
+   */
+  control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, here: () => Promise<string | undefined>): Promise<string | undefined | 'duplicate'>;
 }
 
 export interface DispatcherOptions {
@@ -171,7 +177,7 @@ export class Dispatcher {
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
     const control = command && this.#o.control?.(msg, scope, command);
-    if (control) return this.#control(msg, scope, control);
+    if (control) return this.#control(msg, scope, command, control);
     if (command?.name === 'stop') return this.#stop(msg, scope, command.args, ch.config.admins);
     const { local, remote } = this.#entry;
     const passive = this.passive.take(scope);
@@ -288,19 +294,31 @@ export class Dispatcher {
     return true;
   }
 
-  async #control(msg: ChannelMessage, scope: string, action: () => Promise<string | undefined>): Promise<boolean> {
+  async #control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, action: () => Promise<string | undefined>): Promise<boolean> {
+    const { local, remote } = this.#entry;
     // Stored as done, like /stop, so a redelivery is recognised and not acted on twice (in
-    // cluster mode the decision itself is stored, so a redelivered one finds nothing waiting).
-    if (this.#entry.local && !(await this.#entry.local.recordCommand(msg, scope, true))) return true;
+    // cluster mode the shared inbox recognises it the way it does a /stop).
+    if (local && !(await local.recordCommand(msg, scope, true))) return true;
     let reply: string | undefined;
     try {
-      reply = await action();
+      // In cluster mode the turn may run on another instance: the command goes there.
+      const routed = remote ? await remote.control(msg, scope, cmd, action) : await action();
+      if (routed === 'duplicate') return true;
+      reply = routed;
     } catch (err) {
       this.#o.log.warn({ err, channel: msg.channelId }, 'control command failed');
       reply = 'That did not work; please try again.';
     }
     if (reply) await this.#notify(msg, reply);
     return true;
+  }
+
+  /**
+   * Runs a control command on this instance, for one received by another instance (cluster
+   * mode: the turn it acts on runs here). Undefined when the command is not a control.
+   */
+  runControl(msg: ChannelMessage, scope: string, cmd: ParsedCommand): Promise<string | undefined> | undefined {
+    return this.#o.control?.(msg, scope, cmd)?.();
   }
 
   /** Queues an item that is already stored (the cluster's partition consumer hands them in here). */

@@ -17,6 +17,17 @@ export interface ApprovalRow {
   result: string | null;
   /** The prompt message in the chat (JSON MessageRef), so a later ask can retire it. */
   promptRef: string | null;
+  /**
+   * A decision left while no process waited on the question (JSON {verdict, by}): its turn
+   * was being taken over. The turn applies it when it reaches the call again, if `by` may decide.
+   */
+  offer: string | null;
+}
+
+/** What `offer` holds. */
+export interface ApprovalOffer {
+  verdict: 'approve' | 'deny';
+  by: string;
 }
 
 /**
@@ -32,13 +43,21 @@ export interface Approvals {
   /** Records a new question (or asks again after a restart), keeping the old prompt's ref. */
   ask(key: string, id: string, scope: string, tool: string): Promise<void>;
   update(key: string, state: ApprovalState, patch?: { decidedBy?: string; result?: string; promptRef?: string }): Promise<void>;
+  /** The questions still pending under this short id (it may repeat across conversations). */
+  pending(id: string): Promise<ApprovalRow[]>;
+  /** Leaves a decision on a pending question; false when it is no longer pending under `id`. */
+  offer(key: string, id: string, offer: ApprovalOffer): Promise<boolean>;
 }
+
+const COLUMNS = 'key, id, scope, tool, state, decided_by AS decidedBy, result, prompt_ref AS promptRef, offer';
 
 /** The approvals table in the daemon's SQLite database (each write is its own transaction). */
 export class ApprovalStore implements Approvals {
   readonly #get;
   readonly #put;
   readonly #set;
+  readonly #pending;
+  readonly #offer;
 
   constructor(db: Db) {
     // Created here rather than as a numbered migration: the table is this feature's alone.
@@ -53,10 +72,15 @@ export class ApprovalStore implements Approvals {
       prompt_ref TEXT,
       updated_at INTEGER NOT NULL
     )`);
-    this.#get = db.prepare(`SELECT key, id, scope, tool, state, decided_by AS decidedBy, result, prompt_ref AS promptRef FROM tool_approvals WHERE key = ?`);
+    // Databases made before decisions could be left for a taken-over turn lack the column.
+    if (!(db.prepare('PRAGMA table_info(tool_approvals)').all() as Array<{ name: string }>).some((c) => c.name === 'offer'))
+      db.exec('ALTER TABLE tool_approvals ADD COLUMN offer TEXT');
+    this.#get = db.prepare(`SELECT ${COLUMNS} FROM tool_approvals WHERE key = ?`);
+    this.#pending = db.prepare(`SELECT ${COLUMNS} FROM tool_approvals WHERE id = ? AND state = 'pending'`);
+    this.#offer = db.prepare(`UPDATE tool_approvals SET offer = @offer, updated_at = @now WHERE key = @key AND id = @id AND state = 'pending'`);
     this.#put = db.prepare(
       `INSERT INTO tool_approvals (key, id, scope, tool, state, prompt_ref, updated_at) VALUES (@key, @id, @scope, @tool, 'pending', NULL, @now)
-       ON CONFLICT (key) DO UPDATE SET id = excluded.id, state = 'pending', decided_by = NULL, updated_at = excluded.updated_at`,
+       ON CONFLICT (key) DO UPDATE SET id = excluded.id, state = 'pending', decided_by = NULL, offer = NULL, updated_at = excluded.updated_at`,
     );
     this.#set = db.prepare(
       `UPDATE tool_approvals SET state = @state, decided_by = COALESCE(@decidedBy, decided_by), result = COALESCE(@result, result), prompt_ref = COALESCE(@promptRef, prompt_ref), updated_at = @now WHERE key = @key`,
@@ -73,5 +97,13 @@ export class ApprovalStore implements Approvals {
 
   async update(key: string, state: ApprovalState, patch: { decidedBy?: string; result?: string; promptRef?: string } = {}): Promise<void> {
     this.#set.run({ key, state, decidedBy: patch.decidedBy ?? null, result: patch.result ?? null, promptRef: patch.promptRef ?? null, now: Date.now() });
+  }
+
+  async pending(id: string): Promise<ApprovalRow[]> {
+    return this.#pending.all(id) as ApprovalRow[];
+  }
+
+  async offer(key: string, id: string, offer: ApprovalOffer): Promise<boolean> {
+    return this.#offer.run({ key, id, offer: JSON.stringify(offer), now: Date.now() }).changes > 0;
   }
 }

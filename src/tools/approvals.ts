@@ -1,10 +1,10 @@
 import { createHash, randomBytes } from 'node:crypto';
 import type { Button } from '../contracts/channel.js';
-import { replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../contracts/message.js';
+import { channelOfScope, replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../contracts/message.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ToolGate } from '../mcp/tools.js';
-import type { Approvals } from '../store/approvals.js';
+import type { ApprovalOffer, ApprovalRow, Approvals } from '../store/approvals.js';
 
 export interface ApprovalOptions {
   store: Approvals;
@@ -52,7 +52,8 @@ export function shortArgs(args: unknown): string {
  * Approval in chat: a call that needs it posts a question with Approve / Deny in the
  * conversation and waits. Only the person whose message started the turn, or one of the
  * agent's `approvers`, may decide; no decision within `approval_timeout_ms` is a deny.
- * Each call's question and outcome are stored, keyed by the turn's message and the call,
+ * Each call's question and outcome are stored, keyed by the turn's message, the call's
+ * position in the turn (model step, place in the step) and the call itself,
  * so a turn re-run after a restart asks again if nothing was decided, and never starts a
  * call that was already started.
  */
@@ -67,8 +68,12 @@ export class ApprovalCoordinator implements ToolGate {
   async admit(call: Parameters<ToolGate['admit']>[0], signal: AbortSignal): ReturnType<ToolGate['admit']> {
     const msg = call.ctx.message;
     if (!msg) return { run: false, reply: { error: 'this tool needs approval in a chat, and this call has none' } };
+    // The call's position in the turn is part of its identity: the same call made again in a
+    // later step is asked for and run again, while a re-run of the turn (after a restart)
+    // finds each call's row and never runs one twice.
+    const position = call.ctx.position ?? { step: 0, index: 0 };
     const key = createHash('sha256')
-      .update(JSON.stringify([call.agent, msg.channelId, msg.messageId, call.tool, call.args ?? {}]))
+      .update(JSON.stringify([call.agent, msg.channelId, msg.messageId, position.step, position.index, call.tool, call.args ?? {}]))
       .digest('hex');
     const row = await this.#o.store.get(key);
     switch (row?.state) {
@@ -82,6 +87,8 @@ export class ApprovalCoordinator implements ToolGate {
         return await this.#admitted(key);
     }
     const policy = this.#o.policy(call.agent);
+    const offered = row?.state === 'pending' ? this.#offered(row, msg.sender.id, policy.approvers) : undefined;
+    if (offered) return await this.#applyOffer(key, row!, offered, msg.channelId, call.tool);
     const id = randomBytes(3).toString('hex');
     await this.#o.store.ask(key, id, call.ctx.scope, call.tool);
     // A question left from before a restart is retired: this one replaces it.
@@ -144,6 +151,27 @@ export class ApprovalCoordinator implements ToolGate {
     }
   }
 
+  /** A decision left on the question while its turn moved here, if its author may decide. */
+  #offered(row: ApprovalRow, starter: string, approvers: readonly string[]): ApprovalOffer | undefined {
+    if (!row.offer) return undefined;
+    const offer = JSON.parse(row.offer) as ApprovalOffer;
+    return offer.by === starter || approvers.includes(offer.by) ? offer : undefined;
+  }
+
+  /** Applies a decision made while no process waited on the question (its turn was being taken over). */
+  async #applyOffer(key: string, row: ApprovalRow, offer: ApprovalOffer, channelId: string, tool: string): ReturnType<ToolGate['admit']> {
+    const ref = row.promptRef ? (JSON.parse(row.promptRef) as MessageRef) : undefined;
+    this.#o.log.info({ tool, approval: row.id, verdict: offer.verdict }, 'decision left during a takeover applied');
+    if (offer.verdict === 'approve') {
+      await this.#o.store.update(key, 'approved', { decidedBy: offer.by });
+      if (ref) await this.#edit(channelId, ref, `✅ ${tool}: approved.`);
+      return await this.#admitted(key);
+    }
+    await this.#o.store.update(key, 'denied', { decidedBy: offer.by });
+    if (ref) await this.#edit(channelId, ref, `❌ ${tool}: denied.`);
+    return { run: false, reply: { error: 'the user denied this tool call' } };
+  }
+
   /** Marked running before the call starts: a crash from here on never runs it again. */
   async #admitted(key: string): Promise<{ run: true; done(reply: unknown): void }> {
     await this.#o.store.update(key, 'running');
@@ -169,7 +197,7 @@ export class ApprovalCoordinator implements ToolGate {
    * `/approve [id]` or `/deny [id]` (typed, or a button's payload) from `msg`. Returns the
    * reply for the sender, or undefined when the edited question already says it all.
    */
-  decide(msg: ChannelMessage, scope: string, verdict: 'approve' | 'deny', id: string): string | undefined {
+  async decide(msg: ChannelMessage, scope: string, verdict: 'approve' | 'deny', id: string): Promise<string | undefined> {
     let w: Waiting | undefined;
     if (id) w = this.#waiting.get(id.toLowerCase());
     else {
@@ -177,9 +205,24 @@ export class ApprovalCoordinator implements ToolGate {
       if (here.length > 1) return `Several tool calls wait for approval here; use /${verdict} ID (${here.map((x) => x.id).join(', ')}).`;
       w = here[0];
     }
+    if (!w && id) return this.#offer(msg, verdict, id.toLowerCase());
     if (!w || w.channelId !== msg.channelId) return id ? 'That approval is no longer waiting.' : 'Nothing is waiting for approval here.';
     if (msg.sender.id !== w.starter && !w.approvers.includes(msg.sender.id)) return 'Only the person who asked, or an approver, can decide this.';
     w.resolve({ verdict, by: msg.sender.id });
     return undefined;
+  }
+
+  /**
+   * A decision for a question nobody waits on here. In cluster mode the controls reach the
+   * instance that runs the turn; this is left for a turn being taken over (its old owner is
+   * gone, the new one has not asked again yet): the decision is stored with the question,
+   * and the new owner applies it when it reaches the call, after the same "who may decide"
+   * check (it knows who started the turn).
+   */
+  async #offer(msg: ChannelMessage, verdict: 'approve' | 'deny', id: string): Promise<string> {
+    const rows = (await this.#o.store.pending(id)).filter((r) => channelOfScope(r.scope) === msg.channelId);
+    if (rows.length !== 1 || !(await this.#o.store.offer(rows[0]!.key, id, { verdict, by: msg.sender.id }))) return 'That approval is no longer waiting.';
+    this.#o.log.info({ approval: id, verdict }, 'decision left for a turn being taken over');
+    return 'Noted: this answer is moving to another instance, which applies your decision when it resumes.';
   }
 }

@@ -87,4 +87,18 @@ describe('approval in chat on Telegram (inline keyboard + callback_query), real 
     await waitFor(() => tg.texts(42).includes('That approval is no longer waiting.'), 10_000);
     expect(file.runs).toBe(0);
   });
+
+  it('the same call made again in a later step of the turn is asked for again and runs again', async () => {
+    await start();
+    // Same tool, same arguments, two steps (a real model gives each call its own id).
+    llm.script(file.edit('call_1'), file.edit('call_2'), say('Edited twice.'));
+    tg.dm('edit the count, then once more');
+    const first = await question(42);
+    tg.click(first, 'Approve');
+    const second = await waitFor(() => tg.messages.find((m) => m.chatId === 42 && m.replyMarkup && m !== first), 20_000);
+    expect(shown(second)).toContain('fs__edit_file {"path":');
+    tg.click(second, 'Approve');
+    await waitFor(() => tg.texts(42).includes('Edited twice.'), 20_000);
+    expect(file.runs).toBe(2);
+  });
 });

@@ -216,6 +216,7 @@ function contract(name: string, backend: () => Promise<Backend>) {
         decidedBy: null,
         result: null,
         promptRef: '{"id":"7"}',
+        offer: null,
       });
       // Asked again (after the instance died): pending, a new id, the old prompt kept to retire it.
       await other.approvals.ask('k1', 'def', 'tg:1', 'shell');
@@ -227,6 +228,22 @@ function contract(name: string, backend: () => Promise<Backend>) {
       await s.approvals.ask('k2', 'x', 'tg:2', 'web');
       await s.approvals.update('k2', 'denied', { decidedBy: 'u2' });
       expect(await other.approvals.get('k2')).toMatchObject({ state: 'denied', decidedBy: 'u2', result: null });
+    });
+
+    it('a decision left on a pending question is seen by another instance, only under its current id, and cleared when asked again', async () => {
+      const b = await backend();
+      const s = b.open();
+      const other = b.open();
+      await s.approvals.ask('k3', 'aaa111', 'tg:3', 'shell');
+      expect((await other.approvals.pending('aaa111')).map((r) => r.key)).toEqual(['k3']);
+      expect(await other.approvals.offer('k3', 'bbb222', { verdict: 'approve', by: 'u3' })).toBe(false);
+      expect(await other.approvals.offer('k3', 'aaa111', { verdict: 'approve', by: 'u3' })).toBe(true);
+      expect(JSON.parse((await s.approvals.get('k3'))!.offer!)).toEqual({ verdict: 'approve', by: 'u3' });
+      await s.approvals.ask('k3', 'ccc333', 'tg:3', 'shell');
+      expect(await other.approvals.get('k3')).toMatchObject({ id: 'ccc333', offer: null });
+      expect(await other.approvals.pending('aaa111')).toEqual([]);
+      await s.approvals.update('k3', 'denied');
+      expect(await other.approvals.offer('k3', 'ccc333', { verdict: 'approve', by: 'u3' })).toBe(false);
     });
   });
 }

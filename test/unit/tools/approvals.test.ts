@@ -48,7 +48,7 @@ describe('ApprovalCoordinator across restarts (the same SQLite database)', () =>
     const first = coordinator(db);
     const admitted = first.c.admit(call, new AbortController().signal);
     await waitFor(() => first.posts.length === 1);
-    expect(first.c.decide(message, 'web:tab', 'approve', idOf(first.posts[0]!))).toBeUndefined();
+    expect(await first.c.decide(message, 'web:tab', 'approve', idOf(first.posts[0]!))).toBeUndefined();
     const verdict = await admitted;
     expect(verdict.run).toBe(true);
     // The process dies here, after the call started and before it finished.
@@ -70,7 +70,7 @@ describe('ApprovalCoordinator across restarts (the same SQLite database)', () =>
     const first = coordinator(db);
     const denied = first.c.admit({ ...call, args: { path: '/denied' } }, new AbortController().signal);
     await waitFor(() => first.posts.length === 1);
-    first.c.decide(message, 'web:tab', 'deny', '');
+    await first.c.decide(message, 'web:tab', 'deny', '');
     expect(await denied).toEqual({ run: false, reply: { error: 'the user denied this tool call' } });
     expect(await coordinator(db).c.admit({ ...call, args: { path: '/denied' } }, new AbortController().signal)).toEqual({
       run: false,
@@ -86,9 +86,37 @@ describe('ApprovalCoordinator across restarts (the same SQLite database)', () =>
     // The old question is retired; the new one has a new id.
     expect(second.edits).toEqual(['🔐 fs__edit_file: asked again below after a restart.']);
     expect(idOf(second.posts[0]!)).not.toBe(idOf(first.posts[1]!));
-    second.c.decide(message, 'web:tab', 'approve', idOf(second.posts[0]!));
+    await second.c.decide(message, 'web:tab', 'approve', idOf(second.posts[0]!));
     expect((await again).run).toBe(true);
     stop.abort();
     expect(await waiting).toEqual({ run: false, reply: { error: 'cancelled by the user' } });
+  });
+  it('a decision made while no process waits on the question (its turn is moving) is applied when the turn reaches the call again', async () => {
+    const db = openDb(':memory:');
+    const first = coordinator(db);
+    const stop = new AbortController();
+    const waiting = first.c.admit(call, stop.signal);
+    await waitFor(() => first.posts.length === 1);
+    const id = idOf(first.posts[0]!);
+    // The owner dies with the question open; the decision reaches a process that does not wait on it.
+    const elsewhere = coordinator(db);
+    expect(await elsewhere.c.decide({ ...message, sender: { ...message.sender, id: 'eve' } }, 'web:tab', 'approve', id)).toMatch(/^Noted/);
+    // Someone who may not decide: the turn asks again rather than running.
+    const taken = coordinator(db);
+    const asked = taken.c.admit(call, new AbortController().signal);
+    await waitFor(() => taken.posts.length === 1);
+    stop.abort();
+    await waiting;
+    // Left by the person who started the turn: applied without asking; the old question says so.
+    const newId = idOf(taken.posts[0]!);
+    const third = coordinator(db);
+    expect(await third.c.decide(message, 'web:tab', 'approve', newId)).toMatch(/^Noted/);
+    expect(await third.c.decide(message, 'web:tab', 'approve', 'ffffff')).toBe('That approval is no longer waiting.');
+    const fourth = coordinator(db);
+    expect((await fourth.c.admit(call, new AbortController().signal)).run).toBe(true);
+    expect(fourth.posts).toEqual([]);
+    expect(fourth.edits).toEqual(['✅ fs__edit_file: approved.']);
+    await taken.c.decide(message, 'web:tab', 'deny', newId);
+    await asked;
   });
 });
