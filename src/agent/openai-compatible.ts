@@ -7,6 +7,7 @@ import { userText } from '../contracts/errors.js';
 import { Attempt } from './attempt.js';
 import { classifyProviderError, scrubProviderMessage } from './provider-errors.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
+import { boundToolOutputs } from './bound-tool-output.js';
 import { thinkTagMiddleware } from './think-tags.js';
 
 export interface OpenAICompatibleOptions {
@@ -19,6 +20,8 @@ export interface OpenAICompatibleOptions {
   requestTimeoutMs: number;
   maxSteps: number;
   timeZone: string;
+  /** Tool output texts the SDK writes itself (an unknown tool's error) are cut to this too. */
+  maxToolResultChars?: number;
   /** Retries of a request that failed before any visible text. */
   retries?: number;
   retryBaseMs?: number;
@@ -148,6 +151,9 @@ export class OpenAICompatibleRunner implements AgentRunner {
           system: input.system,
           messages,
           ...(input.tools?.length ? { tools: toolSet(input.tools, ctx, this.#o.timeZone, logs), stopWhen: stepCountIs(this.#o.maxSteps) } : {}),
+          ...(this.#o.maxToolResultChars !== undefined
+            ? { prepareStep: ({ messages: m }) => ({ messages: boundToolOutputs(m, this.#o.maxToolResultChars!) }) }
+            : {}),
           ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
           maxOutputTokens: this.#o.maxOutputTokens,
           maxRetries: 0, // retries are ours: only before visible text

@@ -88,7 +88,9 @@ export const mcpServerSchema = z
     /** Only these tools of the server are offered; all when absent. */
     tools: z.array(z.string().min(1)).optional(),
     approval: z.union([z.enum(['never', 'always']), z.array(z.string().min(1))]).default('never'),
-    timeout_ms: positiveInt.default(60000),
+    timeout_ms: positiveDurationMs.default(60000),
+    /** Tools this server may list (before the `tools` allowlist); past it the server is `failed` (MCP_TOO_MANY_TOOLS). */
+    max_tools: positiveInt.max(10000).default(128),
   })
   .superRefine((s, ctx) => {
     if ((s.command === undefined) === (s.url === undefined))

@@ -211,6 +211,7 @@ function candidatesFor(config: AgentConfig, apiKey?: string, onAttemptFailed?: (
       requestTimeoutMs: config.request_timeout_ms,
       maxSteps: config.max_steps,
       timeZone: config.time_zone,
+      maxToolResultChars: config.max_tool_result_chars,
       retries,
       ...(onAttemptFailed ? { onAttemptFailed } : {}),
     });
