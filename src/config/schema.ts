@@ -225,6 +225,8 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         collect_debounce_ms: durationMs.default(500),
         /** Attachments larger than this are not downloaded. */
         max_attachment_bytes: positiveInt.default(10 * 1024 * 1024),
+        /** One attachment download may take this long; past it (or stalled) the turn goes on without the file. */
+        attachment_timeout_ms: positiveDurationMs.default(30000),
         /** Group conversations whose unaddressed messages are kept as context (least recently active evicted first). */
         passive_max_conversations: positiveInt.default(1000),
         /** Bytes of text all that kept context may hold together. */
