@@ -7,6 +7,7 @@ import { userText } from '../contracts/errors.js';
 import { Attempt } from './attempt.js';
 import { classifyProviderError, scrubProviderMessage } from './provider-errors.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
+import { boundToolOutputs } from './bound-tool-output.js';
 import { thinkTagMiddleware } from './think-tags.js';
 
 export interface OpenAICompatibleOptions {
@@ -19,6 +20,8 @@ export interface OpenAICompatibleOptions {
   requestTimeoutMs: number;
   maxSteps: number;
   timeZone: string;
+  /** Tool output texts the SDK writes itself (an unknown tool's error) are cut to this too. */
+  maxToolResultChars?: number;
   /** Retries of a request that failed before any visible text. */
   retries?: number;
   retryBaseMs?: number;
@@ -170,16 +173,13 @@ export class OpenAICompatibleRunner implements AgentRunner {
           model: wrapLanguageModel({ model: this.#provider.chatModel(input.model ?? this.#o.model), middleware: thinkTagMiddleware() }),
           system: input.system,
           messages,
-          ...(input.tools?.length
-            ? {
-                tools: toolSet(input.tools, ctx, this.#o.timeZone, logs, positions),
-                stopWhen: stepCountIs(this.#o.maxSteps),
-                prepareStep: ({ stepNumber }: { stepNumber: number }) => {
-                  positions.enter(stepNumber);
-                  return undefined;
-                },
-              }
-            : {}),
+          ...(input.tools?.length ? { tools: toolSet(input.tools, ctx, this.#o.timeZone, logs, positions), stopWhen: stepCountIs(this.#o.maxSteps) } : {}),
+          // One prepareStep: it tells the tool positions which model step runs (approval keys)
+          // and bounds every tool output the model is sent again.
+          prepareStep: ({ stepNumber, messages: m }) => {
+            if (input.tools?.length) positions.enter(stepNumber);
+            return this.#o.maxToolResultChars !== undefined ? { messages: boundToolOutputs(m, this.#o.maxToolResultChars) } : undefined;
+          },
           ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
           maxOutputTokens: this.#o.maxOutputTokens,
           maxRetries: 0, // retries are ours: only before visible text

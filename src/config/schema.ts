@@ -88,7 +88,9 @@ export const mcpServerSchema = z
     /** Only these tools of the server are offered; all when absent. */
     tools: z.array(z.string().min(1)).optional(),
     approval: z.union([z.enum(['never', 'always']), z.array(z.string().min(1))]).default('never'),
-    timeout_ms: positiveInt.default(60000),
+    timeout_ms: positiveDurationMs.default(60000),
+    /** Tools this server may list (before the `tools` allowlist); past it the server is `failed` (MCP_TOO_MANY_TOOLS). */
+    max_tools: positiveInt.max(10000).default(128),
   })
   .superRefine((s, ctx) => {
     if ((s.command === undefined) === (s.url === undefined))
@@ -223,6 +225,8 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         collect_debounce_ms: durationMs.default(500),
         /** Attachments larger than this are not downloaded. */
         max_attachment_bytes: positiveInt.default(10 * 1024 * 1024),
+        /** One attachment download may take this long; past it (or stalled) the turn goes on without the file. */
+        attachment_timeout_ms: positiveDurationMs.default(30000),
         /** Group conversations whose unaddressed messages are kept as context (least recently active evicted first). */
         passive_max_conversations: positiveInt.default(1000),
         /** Bytes of text all that kept context may hold together. */

@@ -55,6 +55,7 @@ export const catalogue = {
   PROVIDER_REFUSED: { retryable: false, text: 'the model provider refused the request' },
   ATTACHMENT_TOO_LARGE: { retryable: false, text: 'the attachment is larger than [limits] max_attachment_bytes, so it was not downloaded' },
   ATTACHMENT_UNAVAILABLE: { retryable: false, text: 'the attachment could not be downloaded from the platform' },
+  ATTACHMENT_TIMEOUT: { retryable: false, text: 'the attachment download stalled or took longer than [limits] attachment_timeout_ms, so it was not read' },
   PROVIDER_AUTH_FAILED: {
     retryable: false,
     text: 'the model provider refused the API key; check api_key_env',
@@ -81,6 +82,9 @@ export const catalogue = {
   MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
   MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },
   MCP_TOOL_FAILED: { retryable: false, text: 'the MCP tool call failed' },
+  MCP_TOO_MANY_TOOLS: { retryable: false, text: 'the MCP server lists more tools than its max_tools; raise max_tools or narrow the server' },
+  MCP_TOO_MANY_PAGES: { retryable: false, text: 'the MCP server kept answering tools/list with another page past the page bound' },
+  MCP_TOOLS_TOO_LARGE: { retryable: false, text: "the MCP server's tool list is larger than the byte bound" },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
   CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
   CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },

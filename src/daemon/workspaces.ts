@@ -41,6 +41,7 @@ export const workspacesPlugin = definePlugin({
         conversations: deps.conversations,
         models: () => config.config.models,
         maxAttachmentBytes: () => config.config.limits.max_attachment_bytes,
+        attachmentTimeoutMs: () => config.config.limits.attachment_timeout_ms,
         usage: {
           ledger: deps.ledger,
           onRecorded: (r) => {

@@ -8,6 +8,8 @@ import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { SupervisedChannel, type ChannelStatus } from '../supervisor/channel.js';
 import { VERSION } from '../util/version.js';
+import { listToolsBounded } from './list-tools.js';
+import { throttleStdio } from './stdio-buffer.js';
 
 /** What /status shows for one MCP server. */
 export interface McpServerStatus {
@@ -142,6 +144,7 @@ export class McpServer {
     const c = this.config;
     if (c.command !== undefined) {
       const transport = new StdioClientTransport({ command: c.command, args: c.args, env: { ...getDefaultEnvironment(), ...c.env }, stderr: 'pipe' });
+      throttleStdio(transport);
       transport.stderr?.on('data', (d: Buffer) => this.#log.debug({ stderr: String(d).trimEnd() }, 'MCP server stderr'));
       return transport;
     }
@@ -168,14 +171,7 @@ export class McpServer {
     this.#transport = transport;
     try {
       await client.connect(transport, { signal });
-      const listed: McpTool[] = [];
-      let cursor: string | undefined;
-      do {
-        const page = await client.listTools(cursor ? { cursor } : {}, { signal });
-        listed.push(...page.tools);
-        cursor = page.nextCursor;
-      } while (cursor);
-      this.#tools = listed;
+      this.#tools = await listToolsBounded(client, { server: this.config.name, maxTools: this.config.max_tools, signal });
       this.#client = client;
       this.#log.info({ tools: this.tools.length }, `MCP server ${this.config.name} connected`);
       onConnected();

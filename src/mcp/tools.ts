@@ -4,6 +4,7 @@ import type { McpServerConfig } from '../config/schema.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Tool, ToolContext } from '../contracts/tools.js';
 import { CancelledByUser, type RunningCalls } from '../runtime/running-calls.js';
+import { ProgressCoalescer } from './progress.js';
 import type { McpServer } from './server.js';
 
 /** Decides whether a call that needs approval may run; see ApprovalCoordinator. */
@@ -71,6 +72,7 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
         ctx.signal.addEventListener('abort', onTurnAbort, { once: true });
         const untrack = deps.running.track(ctx.scope, call);
         let done: ((reply: unknown) => void) | undefined;
+        const progressLines = new ProgressCoalescer((line) => ctx.log?.(line));
         try {
           if (needsApproval(cfg, t.name) && deps.gate) {
             const verdict = await deps.gate.admit({ agent, tool: name, args: input, ctx }, call.signal);
@@ -81,7 +83,7 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
             signal: call.signal,
             timeoutMs: cfg.timeout_ms,
             onProgress: (progress, total, message) => {
-              ctx.log?.(`${progress}${total !== undefined ? `/${total}` : ''}${message ? ` ${message}` : ''}`);
+              progressLines.push(`${progress}${total !== undefined ? `/${total}` : ''}${message ? ` ${message}` : ''}`);
             },
           });
           const text = resultText(result);
@@ -95,6 +97,7 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
           if (ctx.signal.aborted) throw err;
           return reply;
         } finally {
+          progressLines.close();
           untrack();
           ctx.signal.removeEventListener('abort', onTurnAbort);
         }

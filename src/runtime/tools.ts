@@ -1,6 +1,7 @@
 import type { Tool, ToolSelection } from '../contracts/tools.js';
 import { z } from 'zod';
 import { CodedError } from '../contracts/errors.js';
+import { cutText } from '../util/cut-text.js';
 
 /** The tools of a workspace; the agent-build step picks those that apply to one request. */
 export class ToolRegistry {
@@ -52,11 +53,7 @@ export const currentTimeTool: Tool<{ time_zone?: string | undefined }> = {
   },
 };
 
-/** Cuts `text` to `max` characters and says so, so the model knows it saw only a part. */
-export function cutText(text: string, max: number): string {
-  if (text.length <= max) return text;
-  return `${text.slice(0, max)}\n[result cut: the tool returned ${text.length} characters; only the first ${max} are shown]`;
-}
+export { cutText };
 
 /**
  * The same tool with its result bounded to `max` characters: a long string is cut; a value
@@ -65,6 +62,8 @@ export function cutText(text: string, max: number): string {
 export function boundedTool<I>(t: Tool<I>, max: number): Tool<I> {
   return {
     ...t,
+    // A description is text the model reads too (a tool server writes it).
+    description: cutText(t.description, max),
     run: async (input, ctx) => {
       const out = await t.run(input, ctx);
       if (typeof out === 'string') return cutText(out, max);

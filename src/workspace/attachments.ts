@@ -5,6 +5,7 @@ import type { Attachment } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { raceAbort } from '../util/abortable.js';
 
 /** Characters of text files one turn may add to the user's message, all files together. */
 export const ATTACHMENT_TEXT_BUDGET_CHARS = 40_000;
@@ -13,6 +14,8 @@ export interface AttachmentDeps {
   agent: () => AgentConfig;
   models: () => Record<string, ModelConfig>;
   maxBytes: () => number;
+  /** How long one download may take in all. */
+  timeoutMs: () => number;
   /** Told about downloads that failed for a reason other than size. */
   onError?: (attachment: Attachment, err: unknown) => void;
 }
@@ -103,19 +106,37 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
           continue;
         }
         let bytes: Buffer;
+        const timeoutMs = deps.timeoutMs();
+        const timedOut = new AbortController();
+        const timer = setTimeout(() => timedOut.abort(new CodedError('ATTACHMENT_TIMEOUT', `${nameOf(a)} did not arrive within ${timeoutMs} ms`)), timeoutMs);
         try {
-          bytes = await download(a, { maxBytes, signal: ctx.signal });
+          // An adapter that ignores the signal must not hold the turn either: the race ends the wait.
+          bytes = await raceAbort(download(a, { maxBytes, signal: AbortSignal.any([ctx.signal, timedOut.signal]) }), timedOut.signal);
         } catch (err) {
           if (ctx.signal.aborted) throw err;
-          const large = err instanceof CodedError && err.code === 'ATTACHMENT_TOO_LARGE';
-          if (!large) deps.onError?.(a, err);
-          parts.push(describe(a, large ? 'too large to read' : 'could not be downloaded'));
+          const why = timedOut.signal.aborted ? (timedOut.signal.reason as CodedError) : err;
+          const code = why instanceof CodedError ? why.code : undefined;
+          if (code !== 'ATTACHMENT_TOO_LARGE') deps.onError?.(a, why);
+          parts.push(
+            describe(
+              a,
+              code === 'ATTACHMENT_TOO_LARGE'
+                ? 'too large to read'
+                : code === 'ATTACHMENT_TIMEOUT'
+                  ? 'not read: the download timed out'
+                  : 'could not be downloaded',
+            ),
+          );
           notes.push(
-            large
+            code === 'ATTACHMENT_TOO_LARGE'
               ? `${nameOf(a)} is larger than the ${sizeText(maxBytes)} limit, so it was not read.`
-              : `${nameOf(a)} could not be downloaded (${errorMessage(err)}).`,
+              : code === 'ATTACHMENT_TIMEOUT'
+                ? `${nameOf(a)} was not read: the download stalled or took longer than ${timeoutMs} ms.`
+                : `${nameOf(a)} could not be downloaded (${errorMessage(why)}).`,
           );
           continue;
+        } finally {
+          clearTimeout(timer);
         }
         if (kind === 'image') {
           images.push({ data: bytes, mediaType: a.mime && IMAGE_MIMES.has(a.mime) ? a.mime : 'image/jpeg', name: nameOf(a) });

@@ -43,6 +43,8 @@ export interface WorkspaceOptions {
   models?: () => Record<string, ModelConfig>;
   /** The live `[limits] max_attachment_bytes`. */
   maxAttachmentBytes?: () => number;
+  /** The live `[limits] attachment_timeout_ms`. */
+  attachmentTimeoutMs?: () => number;
   /** The agent's folder, where its `prompt_files` are (default `<state_dir>/agents/<name>`). */
   workspaceDir?: string;
   /** Tools that come and go at run time: the agent's MCP servers' tools. */
@@ -165,6 +167,7 @@ export class Workspace {
       agent: () => this.config,
       models,
       maxBytes: o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024),
+      timeoutMs: o.attachmentTimeoutMs ?? (() => 30_000),
       onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded'),
     });
     if (o.workspaceDir !== undefined && o.config.prompt_files.length) {
@@ -211,6 +214,7 @@ function candidatesFor(config: AgentConfig, apiKey?: string, onAttemptFailed?: (
       requestTimeoutMs: config.request_timeout_ms,
       maxSteps: config.max_steps,
       timeZone: config.time_zone,
+      maxToolResultChars: config.max_tool_result_chars,
       retries,
       ...(onAttemptFailed ? { onAttemptFailed } : {}),
     });

@@ -14,7 +14,9 @@ describe('[[agent.mcp]] and [[agents.NAME.mcp]] tables', () => {
       {},
     );
     const a = config.agents.default!;
-    expect(a.mcp).toEqual([{ name: 'fs', command: 'mcp-server-filesystem', args: ['/srv'], env: {}, headers_env: {}, approval: 'never', timeout_ms: 60000 }]);
+    expect(a.mcp).toEqual([
+      { name: 'fs', command: 'mcp-server-filesystem', args: ['/srv'], env: {}, headers_env: {}, approval: 'never', timeout_ms: 60000, max_tools: 128 },
+    ]);
     expect(a.max_tool_result_chars).toBe(16000);
     expect(a.approval_timeout_ms).toBe(300000);
     expect(a.approvers).toEqual([]);
