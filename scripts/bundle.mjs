@@ -1,15 +1,25 @@
 // `npm run build` ends here: the compiled daemon (dist/src, dist/channels) and the packages it
-// imports bundled into dist/bundle/channeld.js plus chunks that load on demand (each platform SDK,
-// the AI SDK, MCP), the way `npm start` and the systemd unit run it. One file per chunk instead
-// of ~190 modules and ~150 CommonJS files: start-up spends less CPU finding, reading and
-// linking modules (`npm run bench` measures it against dist/bin/channeld.js, which stays
-// usable and is what the CLI's management commands and the tests run).
+// imports bundled into one entry plus chunks that load on demand (each platform SDK, the AI SDK,
+// MCP), the way `npm start` and the systemd unit run it. One file per chunk instead of ~190
+// modules and ~150 CommonJS files: start-up spends less CPU finding, reading and linking
+// modules (`npm run bench` measures it against dist/bin/channeld.js, which stays usable and is
+// what the CLI's management commands and the tests run).
+//
+// Each build goes to its own folder, dist/builds/<id>/, and dist/bundle is switched to it
+// atomically (a symlink renamed over the old one). Node runs a script by its real path, so a
+// daemon started as dist/bundle/channeld.js keeps loading its chunks from its own build after
+// an upgrade rebuilt: a reload that starts a channel between the build and the restart works.
+// The newest KEEP builds are kept; a daemon older than that must be restarted.
 import { build } from 'esbuild';
-import { readFile, rm } from 'node:fs/promises';
+import { lstat, readdir, readFile, rename, rm, symlink, writeFile } from 'node:fs/promises';
 import { dirname, join, relative } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
-const outdir = join(root, 'dist/bundle');
+/** Where builds/ and the bundle link live: dist/, or elsewhere for a test of the switch. */
+const dist = process.env.CHANNELD_BUNDLE_DIR ?? join(root, 'dist');
+const KEEP = 3;
+const id = `${new Date().toISOString().replace(/[-:]/g, '').replace(/\..*/, '')}-${process.pid}`;
+const outdir = join(dist, 'builds', id);
 
 /**
  * Modules read files next to themselves (`new URL('./page.html', import.meta.url)`): in the
@@ -34,7 +44,6 @@ const moduleUrls = {
   },
 };
 
-await rm(outdir, { recursive: true, force: true });
 await build({
   entryPoints: { channeld: join(root, 'dist/bin/channeld.js') },
   outdir,
@@ -51,7 +60,22 @@ await build({
   // SDKs try to require and run without, and the pretty printer only a terminal loads.
   external: ['better-sqlite3', 'zlib-sync', 'bufferutil', 'utf-8-validate', '@discordjs/opus', 'erlpack', 'pino-pretty'],
   // CommonJS packages inside an ES module bundle still call require() for Node's built-ins.
-  banner: { js: "import { createRequire as __channeldRequire } from 'node:module'; const require = __channeldRequire(import.meta.url);" },
+  // CHANNELD_BUILD_NOTE marks a build (a test makes two builds differ with it).
+  banner: {
+    js: `${process.env.CHANNELD_BUILD_NOTE ? `// ${process.env.CHANNELD_BUILD_NOTE.replace(/\n/g, ' ')}\n` : ''}import { createRequire as __channeldRequire } from 'node:module'; const require = __channeldRequire(import.meta.url);`,
+  },
   plugins: [moduleUrls],
   logLevel: 'warning',
 });
+
+// The switch: a new link renamed over the old one, so dist/bundle is always one whole build.
+const link = join(dist, 'bundle');
+const existing = await lstat(link).catch(() => undefined);
+if (existing && !existing.isSymbolicLink()) await rm(link, { recursive: true, force: true }); // the layout before builds/
+const next = `${link}.next-${process.pid}`;
+await symlink(join('builds', id), next);
+await rename(next, link);
+await writeFile(join(dist, 'builds', 'current'), `${id}\n`);
+
+const builds = (await readdir(join(dist, 'builds'), { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name);
+for (const old of builds.sort().slice(0, -KEEP)) if (old !== id) await rm(join(dist, 'builds', old), { recursive: true, force: true });

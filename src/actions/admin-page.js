@@ -65,7 +65,10 @@
 
   async function load() {
     const [status, channels, turns] = await Promise.all([call('/actions/status'), call('/actions/channels'), call('/actions/turns')]);
-    $('meta').textContent = `v${status.version} · pid ${status.pid} · generation ${status.generation}${status.ready ? ' · ready' : ' · not ready'}`;
+    const needs = { any_channel: ' (a channel)', all_channels: ' (every channel)' }[status.ready_requires] || '';
+    $('meta').textContent = `v${status.version} · pid ${status.pid} · generation ${status.generation}${status.ready ? ' · ready' : ' · not ready'}${needs}`;
+    // Coloured by [http] ready_requires: what /readyz says, not whether the process answers.
+    $('meta').className = status.ready ? 'ready' : 'not-ready';
     showReload(status.last_reload);
     const cb = $('channels');
     cb.replaceChildren();

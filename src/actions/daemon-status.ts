@@ -11,6 +11,8 @@ export interface DaemonStatus {
   uptime_s: number;
   generation: number;
   ready: boolean;
+  /** `[http] ready_requires`: what `ready` means. */
+  ready_requires?: 'http' | 'any_channel' | 'all_channels';
   channels: Array<Record<string, unknown> & { id: string; state: string; in_flight: number; queued: number }>;
   turns: { in_flight: number; queued: number; list: TrackedTask[] };
   agents: Array<{

@@ -7,20 +7,25 @@ import { runDaemon } from './run.js';
 import { builtinActions } from '../actions/builtin/index.js';
 import { runAction } from './remote.js';
 import { runBackup } from './backup.js';
-import { daemonEndpoint } from '../config/reach.js';
+import { findDaemon } from './endpoint.js';
 import { VERSION } from '../util/version.js';
 
 const OPTIONS = `Options:
   -c, --config FILE   config file (default: $CHANNELD_CONFIG, else daemon.config.toml)
       --url URL       the daemon's base URL for management commands (default: $CHANNELD_URL,
-                      else http://<[http] listen>)
+                      else the address the running daemon recorded in its state_dir, else
+                      http://<[http] listen>); host:port means http://host:port
+      --token-file F  read the admin token from file F (default: $CHANNELD_ADMIN_TOKEN, else
+                      the variable [http] admin_token_env names); no config file needed
       --json          print the daemon's JSON instead of a table
   -h, --help          help for a command: channeld <command> --help
   -v, --version       print the version`;
 
-const REACH = `It reads only how to reach the daemon from the config file: [http] listen (or --url /
-CHANNELD_URL) and the admin token from the variable [http] admin_token_env names. It
-never resolves channel secrets and works while the file has errors.`;
+const REACH = `It reaches the daemon the way it was started: the pid file and the address the daemon
+recorded in daemon.state_dir (relative to the config file), else [http] listen; --url /
+CHANNELD_URL override both. The admin token comes from --token-file, $CHANNELD_ADMIN_TOKEN
+or the variable [http] admin_token_env names; none of them needs a config file. It never
+resolves channel secrets and works while the file has errors.`;
 
 /** `channeld --help`: the commands, and the channel kinds this build runs. */
 function mainHelp(kinds: ChannelKinds): string {
@@ -70,17 +75,19 @@ environment without applying it (the reload action's dry run), including the ref
 reload gives (a changed [http] listen, [daemon] state_dir or [daemon] plugins needs a
 restart; no enabled channel); exits 78 when the daemon would refuse it. The daemon does
 not import plugin folders for it: a plain check does.`,
-  status: `Usage: channeld status [--config FILE] [--url URL] [--json]
+  status: `Usage: channeld status [--config FILE] [--url URL] [--token-file FILE] [--json]
 
 Asks the running daemon for its status and prints a table of channels (state, since,
 connect attempts, connections made, last error), agents and turns, and the last reload.
 --json prints the JSON. ${REACH}`,
-  reload: `Usage: channeld reload [--config FILE] [--url URL]
+  reload: `Usage: channeld reload [--config FILE] [--url URL] [--token-file FILE]
 
 Asks the running daemon to re-read its config (POST /actions/reload) and prints the
 result; when its HTTP server does not answer, sends SIGHUP through the pid file in
-daemon.state_dir. An invalid new config is refused, the running one stays, and the exit
-status is 78, so \`channeld reload && echo deployed\` is honest. ${REACH}`,
+daemon.state_dir and waits for the outcome the daemon records there. An invalid new config,
+or one that changes a key needing a restart, is refused, the running one stays, and the
+exit status is 78 on either path, so \`channeld reload && echo deployed\` is honest (the
+systemd unit's ExecReload runs this command). ${REACH}`,
   backup: `Usage: channeld backup FILE [--config FILE]
 
 Copies the state database (daemon.state_dir/channeld.db) to FILE with SQLite's online
@@ -95,7 +102,7 @@ function actionHelp(command: string): string | undefined {
   const args = [...(action.cli?.args ?? []).map((x) => `${x.toUpperCase()} `), ...(action.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}] `)].join(
     '',
   );
-  return `Usage: channeld ${command} ${args}[--config FILE] [--url URL] [--json]\n\n${action.description[0]!.toUpperCase()}${action.description.slice(1)}; asks the running daemon over HTTP.\n${REACH}`;
+  return `Usage: channeld ${command} ${args}[--config FILE] [--url URL] [--token-file FILE] [--json]\n\n${action.description[0]!.toUpperCase()}${action.description.slice(1)}; asks the running daemon over HTTP.\n${REACH}`;
 }
 
 /** The config file: --config, else $CHANNELD_CONFIG (the systemd unit sets it), else ./daemon.config.toml. */
@@ -111,6 +118,7 @@ async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): 
     options: {
       config: { type: 'string', short: 'c' },
       url: { type: 'string' },
+      'token-file': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
       version: { type: 'boolean', short: 'v' },
       json: { type: 'boolean' },
@@ -127,7 +135,7 @@ async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): 
     return command || values.help ? 0 : 1;
   }
   const config = configPath(values.config, process.env);
-  const endpoint = () => daemonEndpoint(config, process.env, values.url ?? (process.env.CHANNELD_URL || undefined));
+  const endpoint = () => findDaemon({ config, env: process.env, url: values.url ?? (process.env.CHANNELD_URL || undefined), tokenFile: values['token-file'] });
   switch (command) {
     case 'run':
       return runDaemon(config, kinds);

@@ -1,51 +1,70 @@
 import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { setTimeout as delay } from 'node:timers/promises';
 import type { ActionDescriptor } from '../actions/registry.js';
 import { EXIT_STATUS_HEADER } from '../actions/registry.js';
 import type { DaemonEndpoint } from '../config/reach.js';
+import { runFiles, type ReloadOutcome } from '../util/run-files.js';
+import { daemonPid } from './endpoint.js';
+import { EX_CONFIG } from './exit.js';
 
-/** Why `pid` is not a running channeld daemon, or undefined when it is. */
-export function notChanneld(pid: number): string | undefined {
-  if (!Number.isInteger(pid) || pid <= 0) return 'the pid file holds no pid';
-  let argv: string[];
+/** How long `channeld reload` waits for the outcome of a SIGHUP reload: starting channels may take a while. */
+const SIGNAL_RELOAD_WAIT_MS = 120_000;
+
+function readOutcome(file: string): string | undefined {
   try {
-    argv = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter(Boolean);
-  } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
-    return code === 'ENOENT' ? 'no such process' : `its command line cannot be read (${code}), so it cannot be told apart from another program`;
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
   }
-  const script = argv.findIndex((a) => /(^|\/)channeld(\.[jt]s)?$|(^|\/)cli\/main\.[jt]s$/.test(a));
-  if (script >= 0 && argv.slice(script + 1).includes('run')) return undefined;
-  return `it is "${argv.join(' ').slice(0, 200)}", not channeld`;
 }
 
-/** SIGHUP through the pid file: how `reload` works when the daemon's HTTP server does not answer. */
-function signalReload(endpoint: DaemonEndpoint): number {
-  const pidFile = join(endpoint.stateDir, 'channeld.pid');
-  let pid: number;
-  try {
-    pid = Number(readFileSync(pidFile, 'utf8').trim());
-  } catch {
-    console.error(`channeld: no daemon answers over HTTP and there is no pid file at ${pidFile}; is it running with this config?`);
+/**
+ * SIGHUP through the pid file: how `reload` works when the daemon's HTTP server does not
+ * answer. Waits for the outcome the daemon writes to `channeld.reload.json`, so a refused
+ * reload exits 78 here as over HTTP.
+ */
+async function signalReload(endpoint: DaemonEndpoint, signal: AbortSignal = AbortSignal.timeout(SIGNAL_RELOAD_WAIT_MS)): Promise<number> {
+  const running = daemonPid(endpoint.stateDir);
+  if (!('pid' in running)) {
+    console.error(`channeld: no daemon answers over HTTP at ${endpoint.baseUrl}; ${running.problem}`);
     return 1;
   }
-  // After a kill -9 the pid file stays, and its pid may now be any other process: signal
-  // only a process whose command line is `channeld run` (or channeld.js run; cli/main.js run is the entry of earlier builds).
-  const not = notChanneld(pid);
-  if (not) {
-    console.error(
-      `channeld: not signalling pid ${pid} from ${pidFile}: ${not}. The pid file is stale; the daemon is not running with this config (remove the file, then start it).`,
-    );
-    return 1;
-  }
+  const file = runFiles(endpoint.stateDir).reload;
+  const before = readOutcome(file);
   try {
-    process.kill(pid, 'SIGHUP');
+    process.kill(running.pid, 'SIGHUP');
   } catch (err) {
-    console.error(`channeld: cannot signal pid ${pid}: ${(err as NodeJS.ErrnoException).code}; remove the stale ${pidFile} if the daemon is gone`);
+    console.error(`channeld: cannot signal pid ${running.pid}: ${(err as NodeJS.ErrnoException).code}; remove the stale pid file if the daemon is gone`);
     return 1;
   }
-  console.log(`sent SIGHUP to ${pid}; see \`channeld status\` for the result`);
-  return 0;
+  console.error(`channeld: no daemon answers over HTTP at ${endpoint.baseUrl}; sent SIGHUP to ${running.pid}, waiting for the outcome`);
+  for (;;) {
+    const now = readOutcome(file);
+    if (now !== undefined && now !== before) {
+      let outcome: ReloadOutcome;
+      try {
+        outcome = JSON.parse(now) as ReloadOutcome;
+      } catch {
+        // Caught mid-write: read it again.
+        await delay(50, undefined, { signal }).catch(() => {});
+        continue;
+      }
+      if (outcome.ok) {
+        console.log(`reloaded: generation ${outcome.generation}`);
+        return 0;
+      }
+      console.log(`refused, the running config stays:\n${outcome.errors.join('\n')}`);
+      return EX_CONFIG;
+    }
+    if (signal.aborted) break;
+    if (!('pid' in daemonPid(endpoint.stateDir))) {
+      console.error(`channeld: the daemon (pid ${running.pid}) exited before it reported the reload`);
+      return 1;
+    }
+    await delay(50, undefined, { signal }).catch(() => {});
+  }
+  console.error(`channeld: sent SIGHUP to ${running.pid} but it reported no outcome within ${SIGNAL_RELOAD_WAIT_MS / 1000} s; see \`channeld status\``);
+  return 1;
 }
 
 async function errorOf(res: Response): Promise<string> {
@@ -60,17 +79,18 @@ async function errorOf(res: Response): Promise<string> {
 /** What to tell the operator when the daemon refuses the CLI's credentials. */
 function refusal(endpoint: DaemonEndpoint, status: number, message: string): string {
   if (status !== 401) return message;
-  if (!endpoint.tokenEnv)
-    return `${message}: the daemon has an admin token; set [http] admin_token_env in this config (or run from the daemon's config) and export that variable`;
-  return endpoint.token
-    ? `${message}: $${endpoint.tokenEnv} in this shell is not the daemon's admin token`
-    : `${message}: export ${endpoint.tokenEnv} (named by [http] admin_token_env) in this shell`;
+  if (endpoint.token) return `${message}: ${endpoint.tokenFrom} is not the daemon's admin token`;
+  return endpoint.tokenEnv
+    ? `${message}: export ${endpoint.tokenEnv} (named by [http] admin_token_env) or CHANNELD_ADMIN_TOKEN in this shell, or pass --token-file FILE`
+    : `${message}: the daemon has an admin token; export CHANNELD_ADMIN_TOKEN or pass --token-file FILE`;
 }
 
 export interface CallOptions {
   json: boolean;
   /** Extra input for the action beyond the positional arguments. */
   input?: Record<string, unknown>;
+  /** Ends the wait for a SIGHUP reload's outcome (default: two minutes). */
+  signal?: AbortSignal;
 }
 
 /**
@@ -92,7 +112,7 @@ export async function runAction(endpoint: DaemonEndpoint, command: string, args:
     actions = (await res.json()) as ActionDescriptor[];
   } catch (err) {
     for (const n of endpoint.notes) console.error(`channeld: ${n}`);
-    if (command === 'reload' && !options.input?.dry_run) return signalReload(endpoint);
+    if (command === 'reload' && !options.input?.dry_run) return signalReload(endpoint, options.signal);
     console.error(`channeld: no daemon answers at ${base} (${(err as Error).cause ?? err}); is it running? (--url or CHANNELD_URL point elsewhere)`);
     return 1;
   }

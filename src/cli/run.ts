@@ -1,7 +1,8 @@
 import type { ChannelKinds } from '../config/kinds.js';
 import { Daemon } from '../daemon/daemon.js';
 import { untilSignalled } from '../daemon/signals.js';
-import { prettyDestination } from '../observe/logger.js';
+import { prettyDestination, underJournald } from '../observe/logger.js';
+import { ProcessWarnings } from '../observe/warnings.js';
 import { exitCodeFor, reportStartFailure } from './exit.js';
 
 /**
@@ -10,9 +11,12 @@ import { exitCodeFor, reportStartFailure } from './exit.js';
  */
 export async function runDaemon(configFile: string, kinds: ChannelKinds): Promise<number> {
   let daemon: Daemon;
+  // From here Node's warnings become log lines: stdout stays one JSON object per line.
+  const warnings = new ProcessWarnings().capture();
   try {
-    // JSON for journald; pretty lines for a person at a terminal.
-    daemon = await Daemon.start({ configFile, kinds, ...(process.stdout.isTTY ? { logger: { destination: await prettyDestination() } } : {}) });
+    // JSON (with syslog priorities under journald); pretty lines for a person at a terminal.
+    const logger = process.stdout.isTTY ? { destination: await prettyDestination() } : { journald: underJournald() };
+    daemon = await Daemon.start({ configFile, kinds, logger });
   } catch (err) {
     // Start failed; Daemon.start has stopped what was running. Exit now rather than wait for
     // handles an SDK may have left: 78 when the operator must fix something, 1 otherwise.
@@ -20,6 +24,7 @@ export async function runDaemon(configFile: string, kinds: ChannelKinds): Promis
     process.exit(exitCodeFor(err));
   }
   const log = daemon.log;
+  warnings.route(log);
   const { address, port } = daemon.address;
   const host = address.includes(':') ? `[${address}]` : address;
   // The first enabled channel whose kind serves a page at `/` says where to open it.

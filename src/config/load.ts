@@ -7,6 +7,7 @@ import { formatPath, SourceMap } from './locate.js';
 import type { ChannelKinds } from './kinds.js';
 import { agentSchema, configSchema, type AgentConfig, type DaemonConfig } from './schema.js';
 import { stateDirProblem } from '../util/state-dir.js';
+import { stateDirOf } from '../util/run-files.js';
 import { allowedKeys, didYouMean } from './suggest.js';
 import { agentPath, resolveSecrets, type Secrets, type ConfigProblem } from './secrets.js';
 
@@ -253,6 +254,8 @@ export function parseConfig(source: string, file: string, kinds: ChannelKinds, e
   const problems: ConfigProblem[] = result.success ? [] : result.error.issues.flatMap((i) => issueProblems(i, raw, kinds));
   // Every stage runs, on what is valid of the file when some of it is not, so one run shows every error.
   const config = result.success ? result.data : salvage(raw, kinds);
+  // Relative to the config file's folder (as plugin folders are), not to wherever the daemon or the CLI was started.
+  config.daemon.state_dir = stateDirOf(file, config.daemon.state_dir);
   mergeAgents(config, problems);
   crossCheck(config, problems, kinds);
   const { secrets, problems: secretProblems } = resolveSecrets(config, env, kinds);

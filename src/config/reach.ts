@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'smol-toml';
 import { parseListen } from '../util/http.js';
+import { localUrl, stateDirOf } from '../util/run-files.js';
 
 /**
  * How the management CLI reaches the running daemon: its base URL, the admin token and
@@ -8,12 +9,15 @@ import { parseListen } from '../util/http.js';
  * without the bot's secrets and while the file on disk has an error (that is exactly when
  * an operator asks `channeld status` for `last_reload`). Only `[http] listen`,
  * `[http] admin_token_env` and `[daemon] state_dir` are read; no channel secret is ever
- * resolved and no other key is validated.
+ * resolved and no other key is validated. The admin token may come without any config
+ * (`--token-file`, `$CHANNELD_ADMIN_TOKEN`).
  */
 export interface DaemonEndpoint {
   baseUrl: string;
-  /** The admin token, when `admin_token_env` names a variable set in this environment. */
+  /** The admin token: `--token-file`, else `$CHANNELD_ADMIN_TOKEN`, else the variable `admin_token_env` names. */
   token: string | undefined;
+  /** Where the token came from, for messages when the daemon refuses it. */
+  tokenFrom: string | undefined;
   /** The variable `[http] admin_token_env` names, for messages when it is unset. */
   tokenEnv: string | undefined;
   stateDir: string;
@@ -54,15 +58,41 @@ function fromLines(source: string): Keys {
 
 function urlOf(listen: string): string {
   const { host, port } = parseListen(listen);
-  const h = host === '0.0.0.0' ? '127.0.0.1' : host === '::' ? '[::1]' : host.includes(':') ? `[${host}]` : host;
-  return `http://${h}:${port}`;
+  return localUrl(host, port);
+}
+
+/** `--url` / `CHANNELD_URL` as given: a bare `host:port` means http. */
+export function normalizeUrl(url: string): string {
+  const full = /^[a-z][a-z0-9+.-]*:\/\//i.test(url) ? url : `http://${url}`;
+  try {
+    new URL(full);
+  } catch {
+    throw new Error(`--url / CHANNELD_URL "${url}" is not a URL: write http://host:port or host:port`);
+  }
+  return full.replace(/\/+$/, '');
+}
+
+/** The admin token from `--token-file` or `$CHANNELD_ADMIN_TOKEN`, which need no config file. */
+function givenToken(env: NodeJS.ProcessEnv, tokenFile: string | undefined): { token: string; from: string } | undefined {
+  if (tokenFile) {
+    let text: string;
+    try {
+      text = readFileSync(tokenFile, 'utf8').trim();
+    } catch (err) {
+      throw new Error(`--token-file ${tokenFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})`);
+    }
+    if (!text) throw new Error(`--token-file ${tokenFile} is empty`);
+    return { token: text, from: `--token-file ${tokenFile}` };
+  }
+  if (env.CHANNELD_ADMIN_TOKEN) return { token: env.CHANNELD_ADMIN_TOKEN, from: '$CHANNELD_ADMIN_TOKEN' };
+  return undefined;
 }
 
 /**
  * Finds the daemon for a management command. `url` (from `--url` or `CHANNELD_URL`) wins
  * over `[http] listen`; the file may be missing or broken.
  */
-export function daemonEndpoint(file: string, env: NodeJS.ProcessEnv, url?: string): DaemonEndpoint {
+export function daemonEndpoint(file: string, env: NodeJS.ProcessEnv, url?: string, tokenFile?: string): DaemonEndpoint {
   const notes: string[] = [];
   let keys: Keys = {};
   let source: string | undefined;
@@ -85,11 +115,14 @@ export function daemonEndpoint(file: string, env: NodeJS.ProcessEnv, url?: strin
     listen = '127.0.0.1:8787';
   }
   const tokenEnv = str(keys.admin_token_env);
+  const given = givenToken(env, tokenFile);
+  const fromConfig = tokenEnv ? str(env[tokenEnv]) : undefined;
   return {
-    baseUrl: (url ?? urlOf(listen)).replace(/\/+$/, ''),
-    token: tokenEnv ? str(env[tokenEnv]) : undefined,
+    baseUrl: url ? normalizeUrl(url) : urlOf(listen),
+    token: given?.token ?? fromConfig,
+    tokenFrom: given?.from ?? (fromConfig ? `$${tokenEnv}` : undefined),
     tokenEnv,
-    stateDir: str(keys.state_dir) ?? './.channeld',
+    stateDir: stateDirOf(file, str(keys.state_dir) ?? './.channeld'),
     notes,
   };
 }

@@ -215,6 +215,8 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         allowed_hosts: z
           .array(z.string().regex(/^[A-Za-z0-9.-]+$|^\[[0-9A-Fa-f:.]+\]$/, 'write a host name or address without scheme or port, e.g. "chat.example.com"'))
           .default([]),
+        /** What /readyz (and the /admin header) call ready: the HTTP server and storage only, or also some or every channel connected. */
+        ready_requires: z.enum(['http', 'any_channel', 'all_channels']).default('http'),
       })
       .prefault({}),
     limits: z

@@ -20,8 +20,8 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
 
 /**
  * Why an adapter could not be built, as a fatal channel error. A coded error keeps its code,
- * message and cause (a missing token stays CHANNEL_AUTH_FAILED with its one hint); anything
- * else is CHANNEL_UNAVAILABLE. Fatal either way: retrying cannot build it.
+ * message and cause (a missing token stays CHANNEL_AUTH_FAILED with its one hint); a module
+ * that cannot be found is BUILD_MODULE_MISSING; anything else is CHANNEL_UNAVAILABLE. Fatal either way: retrying cannot build it.
  */
 export function unbuildable(err: unknown): ChannelError {
   if (err instanceof ChannelError && !err.retryable) return err;
@@ -30,6 +30,9 @@ export function unbuildable(err: unknown): ChannelError {
     same.message = err.message;
     return same;
   }
+  // A chunk or package that is not there: the platform was never asked, so this is no server error.
+  if ((err as NodeJS.ErrnoException | undefined)?.code === 'ERR_MODULE_NOT_FOUND')
+    return new ChannelError('BUILD_MODULE_MISSING', errorMessage(err), { cause: err, retryable: false });
   return new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false });
 }
 

@@ -59,10 +59,8 @@ export const httpPlugin = definePlugin({
       await http.listen(host, port);
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
-      // In use may clear by itself (the previous process still exiting); the rest needs the operator.
-      throw new CodedError(code === 'EADDRINUSE' ? 'LISTEN_IN_USE' : 'LISTEN_INVALID', `[http] listen = "${listen}": ${code ?? errorMessage(err)}`, {
-        cause: err,
-      });
+      if (code === 'EADDRINUSE') throw new CodedError('LISTEN_IN_USE', `${listen} is already in use by another process ([http] listen)`, { cause: err });
+      throw new CodedError('LISTEN_INVALID', `[http] listen = "${listen}": ${code ?? errorMessage(err)}`, { cause: err });
     }
     ctx.effect(() => http.close());
     ctx.provide('http', http);

@@ -1,18 +1,23 @@
 import { rmSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { localUrl, runFiles } from '../util/run-files.js';
 import { definePlugin } from './services.js';
 
 /**
- * `<state_dir>/channeld.pid` while the daemon runs: `channeld reload` signals through it
- * when the HTTP server does not answer. Removed when the daemon stops.
+ * `<state_dir>/channeld.pid` and `channeld.url` while the daemon runs (see runFiles): the CLI
+ * finds the daemon through them, and `channeld reload` signals through the pid when the HTTP
+ * server does not answer. Removed when the daemon stops.
  */
 export const pidFilePlugin = definePlugin({
   name: 'pidfile',
-  // After the store: opening the database is what creates state_dir.
-  inject: ['config', 'storage'],
+  // After the store: opening the database is what creates state_dir. After http: its bound address.
+  inject: ['config', 'storage', 'http'],
   start: (ctx) => {
-    const pidFile = join(ctx.use('config').config.daemon.state_dir, 'channeld.pid');
-    writeFileSync(pidFile, `${process.pid}\n`, { mode: 0o600 });
-    ctx.effect(() => rmSync(pidFile, { force: true }));
+    const files = runFiles(ctx.use('config').config.daemon.state_dir);
+    const bound = ctx.use('http').address;
+    writeFileSync(files.pid, `${process.pid}\n`, { mode: 0o600 });
+    if (bound) writeFileSync(files.url, `${localUrl(bound.address, bound.port)}\n`, { mode: 0o600 });
+    ctx.effect(() => {
+      for (const f of [files.url, files.reload, files.pid]) rmSync(f, { force: true });
+    });
   },
 });

@@ -1,4 +1,22 @@
+import { writeFileSync } from 'node:fs';
+import { runFiles, type ReloadOutcome } from '../util/run-files.js';
 import type { Daemon } from './daemon.js';
+
+let hups = 0;
+
+/**
+ * A SIGHUP has no reply: its outcome goes to `<state_dir>/channeld.reload.json`, where
+ * `channeld reload` (which sent the signal) waits for it, so a refused reload exits 78 there too.
+ */
+async function reloadOnSignal(daemon: Daemon): Promise<void> {
+  const result = await daemon.reload();
+  const outcome: ReloadOutcome = { id: `${process.pid}-${++hups}-${Date.now()}`, ok: result.ok, generation: result.generation, errors: result.errors };
+  try {
+    writeFileSync(runFiles(daemon.config.config.daemon.state_dir).reload, `${JSON.stringify(outcome)}\n`, { mode: 0o600 });
+  } catch (err) {
+    daemon.log.warn({ err }, 'the SIGHUP reload outcome could not be written for channeld reload');
+  }
+}
 
 /**
  * Runs a started daemon until a signal ends it: SIGHUP reloads, the first SIGTERM/SIGINT
@@ -38,7 +56,7 @@ export function untilSignalled(daemon: Daemon): Promise<number> {
     };
     const onHup = () => {
       log.info('SIGHUP: reloading the config');
-      void daemon.reload();
+      reloadOnSignal(daemon).catch((err: unknown) => log.error({ err }, 'SIGHUP reload failed'));
     };
     process.on('SIGTERM', onStop);
     process.on('SIGINT', onStop);

@@ -16,10 +16,16 @@ export class StatusService implements StatusView {
 
   /**
    * Every configured channel is past its first connect attempt (an empty supervisor during
-   * start-up is not ready), and the database takes writes.
+   * start-up is not ready), and the database takes writes; then what `[http] ready_requires`
+   * adds: at least one channel up, or every one (up: connected, or on standby behind another
+   * instance in cluster mode).
    */
   ready(): boolean {
-    return this.channelsLoaded && this.s.supervisor.ready() && this.s.storage.health.ok;
+    if (!(this.channelsLoaded && this.s.supervisor.ready() && this.s.storage.health.ok)) return false;
+    const requires = this.s.config.config.http.ready_requires;
+    if (requires === 'http') return true;
+    const up = this.s.supervisor.statuses().map((c) => c.state === 'connected' || c.state === 'standby');
+    return requires === 'any_channel' ? up.some(Boolean) : up.every(Boolean);
   }
 
   status(): DaemonStatus {
@@ -33,6 +39,7 @@ export class StatusService implements StatusView {
       uptime_s: Math.round((Date.now() - this.startedAt.getTime()) / 1000),
       generation: config.generation,
       ready: this.ready(),
+      ready_requires: config.config.http.ready_requires,
       channels: supervisor
         .statuses()
         .map((s) => ({ ...s, in_flight: snap.channels[s.id]?.inFlight ?? 0, queued: snap.channels[s.id]?.queued ?? 0, held: dispatcher.held(s.id) })),

@@ -1,3 +1,4 @@
+import { fstatSync } from 'node:fs';
 import { pino, type DestinationStream, type Logger } from 'pino';
 
 export type { Logger };
@@ -35,6 +36,29 @@ export interface LoggerOptions {
   pretty?: boolean;
   /** Secret values to scrub wherever they appear; read on every line so reloads update it. */
   secrets?: () => readonly string[];
+  /** Prefix each line with its syslog priority (`<3>` for error …): journald reads it (see underJournald). */
+  journald?: boolean;
+}
+
+/**
+ * Whether stdout is a journald stream: systemd sets JOURNAL_STREAM to its "device:inode".
+ * journald then takes a `<N>` prefix as the line's priority, so `journalctl -p err` finds errors.
+ */
+export function underJournald(env: NodeJS.ProcessEnv = process.env, fd = 1): boolean {
+  const [dev, ino] = (env.JOURNAL_STREAM ?? '').split(':');
+  if (!dev || !ino) return false;
+  try {
+    const st = fstatSync(fd);
+    return String(st.dev) === dev && String(st.ino) === ino;
+  } catch {
+    return false;
+  }
+}
+
+/** pino's level number as a syslog priority: fatal crit, error err, warn warning, info info, debug and trace debug. */
+function priorityOf(line: string): number {
+  const level = Number(/^\{"level":(\d+)/.exec(line)?.[1] ?? 30);
+  return level >= 60 ? 2 : level >= 50 ? 3 : level >= 40 ? 4 : level >= 30 ? 6 : 7;
 }
 
 /** Replaces known secret values and token-shaped strings with [redacted]. */
@@ -70,7 +94,7 @@ export async function prettyDestination(): Promise<DestinationStream> {
   return pretty({ colorize: true, sync: true });
 }
 
-/** pino JSON to stdout (journald reads it), pretty in a TTY, with tokens redacted twice over. */
+/** pino JSON to stdout (journald reads it, with priorities when `journald`), pretty in a TTY, with tokens redacted twice over. */
 export function createLogger(options: LoggerOptions): Logger {
   const secrets = options.secrets ?? (() => []);
   // Asynchronous: lines written while a write is in flight go out together in the next one,
@@ -83,7 +107,9 @@ export function createLogger(options: LoggerOptions): Logger {
     {
       level: options.level,
       base: { pid: process.pid },
-      hooks: { streamWrite: (line) => scrub(censorKeys(line), secrets()) },
+      hooks: {
+        streamWrite: options.journald ? (line) => `<${priorityOf(line)}>${scrub(censorKeys(line), secrets())}` : (line) => scrub(censorKeys(line), secrets()),
+      },
       serializers: { err: pino.stdSerializers.err },
     },
     destination,

@@ -5,6 +5,7 @@ import type { Metrics } from './metrics.js';
 /** What /readyz needs of the daemon's status (the whole payload is the status action's). */
 export interface ReadyStatus {
   ready: boolean;
+  ready_requires?: string;
   storage: { state: string; code: string | null };
   channels: ReadonlyArray<{ id: string; state: string }>;
 }
@@ -17,6 +18,7 @@ export function registerStatusRoutes(http: HttpRoutes, metrics: Metrics, status:
       const s = status();
       sendJson(res, s.ready ? 200 : 503, {
         ready: s.ready,
+        ...(s.ready_requires ? { ready_requires: s.ready_requires } : {}),
         storage: s.storage.state,
         ...(s.storage.code ? { storage_code: s.storage.code } : {}),
         channels: s.channels.map((c) => ({ id: c.id, state: c.state })),

@@ -111,10 +111,10 @@ describe("management CLI without the daemon's secrets, against a broken config f
   it('--url and CHANNELD_URL reach the daemon with no config file; a missing admin token is named', async () => {
     d = await withDaemon(`[[channels]]\nid = "web"\ntype = "webchat"\n`, { ADMIN }, '', 'admin_token_env = "ADMIN"\n');
     const nowhere = join(cwd, 'absent.toml');
-    // Without a config file the CLI cannot know the token's variable: the daemon's refusal says what to do.
+    // Without a config file the CLI cannot know the token's variable: the refusal names the ways that need none.
     const noToken = await cli(['status', '--url', d.url], { CHANNELD_CONFIG: nowhere });
     expect(noToken.code).toBe(1);
-    expect(noToken.stderr).toMatch(/admin bearer token.*admin_token_env/);
+    expect(noToken.stderr).toMatch(/admin bearer token.*CHANNELD_ADMIN_TOKEN.*--token-file/);
     const cfgDir = join(cwd, 'only-http');
     mkdirSync(cfgDir, { recursive: true });
     const httpOnly = join(cfgDir, 'daemon.config.toml');
