@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { builtinKinds } from '../../../channels/registry.js';
 import { classifyWhatsAppError, GraphError } from '../../../channels/whatsapp/errors.js';
 import { markdownToWhatsApp } from '../../../channels/whatsapp/format.js';
-import { messagesOf, normalizeMessage } from '../../../channels/whatsapp/normalize.js';
+import { messagesOf, normalizeMessage, type WaWebhook } from '../../../channels/whatsapp/normalize.js';
 import { signatureValid } from '../../../channels/whatsapp/webhook.js';
 import { ChannelKinds } from '../../../src/config/kinds.js';
 import { parseConfig } from '../../../src/config/load.js';
@@ -71,7 +71,8 @@ describe('WhatsApp webhook signature', () => {
 });
 
 describe('WhatsApp errors', () => {
-  const graph = (status: number, code: number, retryAfterMs?: number) => classifyWhatsAppError(new GraphError(status, { code, message: 'm' }, retryAfterMs), 'send');
+  const graph = (status: number, code: number, retryAfterMs?: number) =>
+    classifyWhatsAppError(new GraphError(status, { code, message: 'm' }, retryAfterMs), 'send');
   it('sorts Graph errors by code, then status', () => {
     expect(graph(400, 131047)).toMatchObject({ code: 'CHANNEL_WINDOW_CLOSED', retryable: false });
     expect(graph(401, 190)).toMatchObject({ code: 'CHANNEL_AUTH_FAILED', retryable: false });
@@ -86,7 +87,7 @@ describe('WhatsApp errors', () => {
 
 describe('WhatsApp notifications', () => {
   const me = { phoneNumberId: '1065', number: '15550100999' };
-  const note = (value: unknown) => ({ object: 'whatsapp_business_account', entry: [{ id: 'W', changes: [{ field: 'messages', value }] }] });
+  const note = (value: unknown) => ({ object: 'whatsapp_business_account', entry: [{ id: 'W', changes: [{ field: 'messages', value }] }] }) as WaWebhook;
   it('reads messages of this number only; statuses, other numbers and junk are not messages', () => {
     const m = { from: '49151', id: 'wamid.1', timestamp: '1700000000', type: 'text', text: { body: 'hi' } };
     expect(messagesOf(note({ metadata: { phone_number_id: '1065' }, contacts: [{ wa_id: '49151', profile: { name: 'Ada' } }], messages: [m] }), me)).toEqual([
@@ -109,7 +110,12 @@ describe('WhatsApp notifications', () => {
   });
 
   it('media become attachments with their caption as text; a reply button is its command', () => {
-    const img = normalizeMessage({ from: '49151', id: 'wamid.4', type: 'image', image: { id: 'M1', mime_type: 'image/jpeg', caption: 'look' } }, undefined, 'wa', me);
+    const img = normalizeMessage(
+      { from: '49151', id: 'wamid.4', type: 'image', image: { id: 'M1', mime_type: 'image/jpeg', caption: 'look' } },
+      undefined,
+      'wa',
+      me,
+    );
     expect(img).toMatchObject({ text: 'look', attachments: [{ id: 'M1', type: 'image', mime: 'image/jpeg' }], sender: { id: '49151', name: '49151' } });
     const doc = normalizeMessage(
       { from: '49151', id: 'wamid.5', type: 'document', document: { id: 'M2', filename: 'a.pdf', mime_type: 'application/pdf' } },
