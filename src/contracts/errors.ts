@@ -49,6 +49,10 @@ export const catalogue = {
   CHANNEL_ENDED: { retryable: true, text: 'the listener stopped without being asked to' },
   CHANNEL_REQUEST_FAILED: { retryable: false, text: 'the platform refused the request' },
   CHANNEL_FORMAT_REFUSED: { retryable: true, text: 'the platform refused a message format; the reply is planned again in the format it accepts' },
+  CHANNEL_WINDOW_CLOSED: {
+    retryable: false,
+    text: "the platform refused the message because the user's customer-service window is closed (they have not written for too long, 24 hours on some platforms); it is not retried",
+  },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed', user: 'The model could not be reached.' },
   PROVIDER_RATE_LIMITED: {

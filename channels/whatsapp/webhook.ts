@@ -1,0 +1,75 @@
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { Deliver } from '../../src/contracts/channel.js';
+import { readBody, secretEquals } from '../../src/util/http.js';
+import { messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
+
+/** Meta's webhook bodies are a few KB; a batch of them stays far below this. */
+const MAX_BODY_BYTES = 1024 * 1024;
+
+/** Whether `header` (`sha256=<hex>`) is the HMAC-SHA256 of `raw` with the app secret; constant time. */
+export function signatureValid(raw: Buffer, header: string | string[] | undefined, appSecret: string): boolean {
+  if (typeof header !== 'string' || !header.startsWith('sha256=')) return false;
+  const given = Buffer.from(header.slice('sha256='.length), 'hex');
+  const expected = createHmac('sha256', appSecret).update(raw).digest();
+  return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+export interface WebhookOptions {
+  channelId: string;
+  appSecret: string;
+  verifyToken: string;
+  me: () => WaIdentity;
+  deliver: Deliver;
+  log: Logger;
+}
+
+/**
+ * The subscription check (`GET`): Meta sends `hub.mode=subscribe`, our verify token and a
+ * challenge to echo. Anything else, including the wrong token, is 403.
+ */
+export function verifyHandler(o: Pick<WebhookOptions, 'verifyToken' | 'log' | 'channelId'>) {
+  return (_req: IncomingMessage, res: ServerResponse, url: URL): void => {
+    const token = url.searchParams.get('hub.verify_token');
+    const challenge = url.searchParams.get('hub.challenge');
+    if (url.searchParams.get('hub.mode') !== 'subscribe' || token === null || challenge === null || !secretEquals(token, o.verifyToken)) {
+      o.log.warn({ channel: o.channelId }, 'WhatsApp webhook verification refused: wrong or missing hub.verify_token');
+      res.writeHead(403, { 'content-type': 'text/plain' }).end('wrong verify token\n');
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain' }).end(challenge);
+  };
+}
+
+/**
+ * Event notifications (`POST`). The X-Hub-Signature-256 is checked over the raw bytes before
+ * anything is parsed: a wrong or missing one is 401 and nothing is stored. The 200 goes out
+ * once every message of the batch is in the inbox; a failure answers 503, so Meta delivers
+ * the batch again and the inbox drops what it already has (the wamid is the key).
+ */
+export function notifyHandler(o: WebhookOptions) {
+  return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
+    const raw = await readBody(req, MAX_BODY_BYTES);
+    if (raw === 'too_large') return void res.writeHead(413).end();
+    if (!signatureValid(raw, req.headers['x-hub-signature-256'], o.appSecret)) {
+      o.log.warn({ channel: o.channelId }, 'WhatsApp webhook refused: wrong or missing X-Hub-Signature-256');
+      return void res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid signature\n');
+    }
+    let body: WaWebhook;
+    try {
+      body = JSON.parse(raw.toString('utf8')) as WaWebhook;
+    } catch {
+      return void res.writeHead(400).end();
+    }
+    const me = o.me();
+    const messages = messagesOf(body, me);
+    try {
+      await Promise.all(messages.map(({ message, name }) => o.deliver(normalizeMessage(message, name, o.channelId, me))));
+      res.writeHead(200).end();
+    } catch (err) {
+      o.log.warn({ err, channel: o.channelId }, 'WhatsApp webhook not stored; answering 503 so Meta delivers it again');
+      if (!res.headersSent) res.writeHead(503).end();
+    }
+  };
+}

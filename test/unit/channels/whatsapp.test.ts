@@ -1,0 +1,135 @@
+import { createHmac } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { builtinKinds } from '../../../channels/registry.js';
+import { classifyWhatsAppError, GraphError } from '../../../channels/whatsapp/errors.js';
+import { markdownToWhatsApp } from '../../../channels/whatsapp/format.js';
+import { messagesOf, normalizeMessage, type WaWebhook } from '../../../channels/whatsapp/normalize.js';
+import { signatureValid } from '../../../channels/whatsapp/webhook.js';
+import { ChannelKinds } from '../../../src/config/kinds.js';
+import { parseConfig } from '../../../src/config/load.js';
+import { ConfigError } from '../../../src/contracts/errors.js';
+
+const kinds = new ChannelKinds(builtinKinds);
+const env = { WA_TOKEN: 't', WA_SECRET: 's', WA_VERIFY: 'v' };
+const table = (extra: string) =>
+  `[[channels]]\nid = "wa"\ntype = "whatsapp"\naccess_token_env = "WA_TOKEN"\napp_secret_env = "WA_SECRET"\nverify_token_env = "WA_VERIFY"\n${extra}`;
+
+function problems(source: string, e: NodeJS.ProcessEnv = env): string[] {
+  try {
+    parseConfig(source, 'daemon.config.toml', kinds, e);
+  } catch (err) {
+    if (err instanceof ConfigError) return [...err.problems];
+    throw err;
+  }
+  return [];
+}
+
+describe('WhatsApp config', () => {
+  it('parses with the pinned Graph API version by default', () => {
+    const { config } = parseConfig(table('phone_number_id = "1065"\nallow_from = ["4915112345678"]\n'), 'daemon.config.toml', kinds, env);
+    expect(config.channels[0]).toMatchObject({ type: 'whatsapp', phone_number_id: '1065', api_root: 'https://graph.facebook.com/v23.0' });
+  });
+
+  it('names the bad key with file:line:col: a phone number id that is not one, an allowlist entry with "+", missing secrets', () => {
+    expect(problems(table('phone_number_id = "+1 555"\nallow_from = ["*"]\n'))).toEqual([
+      expect.stringMatching(/^daemon\.config\.toml:7:19: channels\[0\]\.phone_number_id: write the numeric phone number id/),
+    ]);
+    expect(problems(table('phone_number_id = "1065"\nallow_from = ["*", "+49 151 12345678"]\n'))).toEqual([
+      expect.stringMatching(/^daemon\.config\.toml:8:\d+: channels\[0\]\.allow_from\[1\]: write phone numbers as WhatsApp sends them/),
+    ]);
+    expect(problems('[[channels]]\nid = "wa"\ntype = "whatsapp"\nphone_number_id = "1"\nallow_from = ["*"]\n', {})).toEqual([
+      'daemon.config.toml:1:1: channels[0]: channel "wa" needs access_token_env, or access_token_file, or access_token_credential',
+      'daemon.config.toml:1:1: channels[0]: channel "wa" needs app_secret_env, or app_secret_file, or app_secret_credential',
+      'daemon.config.toml:1:1: channels[0]: channel "wa" needs verify_token_env, or verify_token_file, or verify_token_credential',
+    ]);
+  });
+});
+
+describe('WhatsApp formatting', () => {
+  it('turns Markdown into WhatsApp formatting and leaves code alone', () => {
+    expect(markdownToWhatsApp('# Title\n**bold** and *it* and _it_ and ~~gone~~, [docs](https://x.org/a_b) and https://y.org')).toBe(
+      '*Title*\n*bold* and _it_ and _it_ and ~gone~, docs (https://x.org/a_b) and https://y.org',
+    );
+    expect(markdownToWhatsApp('```ts\nconst a = **b**;\n```\nuse `**x**` here\n- item\n* item')).toBe(
+      '```\nconst a = **b**;\n```\nuse `**x**` here\n- item\n* item',
+    );
+  });
+});
+
+describe('WhatsApp webhook signature', () => {
+  const raw = Buffer.from('{"object":"whatsapp_business_account"}');
+  const good = `sha256=${createHmac('sha256', 'secret').update(raw).digest('hex')}`;
+  it('takes only the HMAC-SHA256 of the raw body with the app secret', () => {
+    expect(signatureValid(raw, good, 'secret')).toBe(true);
+    expect(signatureValid(raw, good, 'other')).toBe(false);
+    expect(signatureValid(Buffer.from(`${raw} `), good, 'secret')).toBe(false);
+    expect(signatureValid(raw, good.replace('sha256=', 'sha1='), 'secret')).toBe(false);
+    expect(signatureValid(raw, 'sha256=', 'secret')).toBe(false);
+    expect(signatureValid(raw, undefined, 'secret')).toBe(false);
+    expect(signatureValid(raw, [good], 'secret')).toBe(false);
+  });
+});
+
+describe('WhatsApp errors', () => {
+  const graph = (status: number, code: number, retryAfterMs?: number) =>
+    classifyWhatsAppError(new GraphError(status, { code, message: 'm' }, retryAfterMs), 'send');
+  it('sorts Graph errors by code, then status', () => {
+    expect(graph(400, 131047)).toMatchObject({ code: 'CHANNEL_WINDOW_CLOSED', retryable: false });
+    expect(graph(401, 190)).toMatchObject({ code: 'CHANNEL_AUTH_FAILED', retryable: false });
+    expect(graph(429, 130429, 3000)).toMatchObject({ code: 'CHANNEL_RATE_LIMITED', retryAfterMs: 3000 });
+    expect(graph(400, 131056)).toMatchObject({ code: 'CHANNEL_RATE_LIMITED', retryAfterMs: 1000 });
+    expect(graph(403, 10)).toMatchObject({ code: 'CHANNEL_FORBIDDEN' });
+    expect(graph(503, 131000)).toMatchObject({ code: 'CHANNEL_UNAVAILABLE', retryable: true });
+    expect(graph(400, 100)).toMatchObject({ code: 'CHANNEL_REQUEST_FAILED', retryable: false });
+    expect(classifyWhatsAppError(new TypeError('fetch failed'))).toMatchObject({ code: 'CHANNEL_NETWORK', retryable: true });
+  });
+});
+
+describe('WhatsApp notifications', () => {
+  const me = { phoneNumberId: '1065', number: '15550100999' };
+  const note = (value: unknown) => ({ object: 'whatsapp_business_account', entry: [{ id: 'W', changes: [{ field: 'messages', value }] }] }) as WaWebhook;
+  it('reads messages of this number only; statuses, other numbers and junk are not messages', () => {
+    const m = { from: '49151', id: 'wamid.1', timestamp: '1700000000', type: 'text', text: { body: 'hi' } };
+    expect(messagesOf(note({ metadata: { phone_number_id: '1065' }, contacts: [{ wa_id: '49151', profile: { name: 'Ada' } }], messages: [m] }), me)).toEqual([
+      { message: m, name: 'Ada' },
+    ]);
+    expect(messagesOf(note({ metadata: { phone_number_id: '9999' }, messages: [m] }), me)).toEqual([]);
+    expect(messagesOf(note({ metadata: { phone_number_id: '1065' }, statuses: [{ id: 'wamid.2', status: 'read' }] }), me)).toEqual([]);
+    expect(messagesOf(null as never, me)).toEqual([]);
+    expect(messagesOf(note({ messages: [null, { id: 1 }] }), me)).toEqual([]);
+  });
+
+  it('a group message is addressed by a mention of the number, which is taken out of the text', () => {
+    const base = { from: '49151', id: 'wamid.3', type: 'text', group_id: 'G1' };
+    expect(normalizeMessage({ ...base, text: { body: 'chatting' } }, 'Ada', 'wa', me)).toMatchObject({ chat: { id: 'G1', type: 'group' }, addressed: false });
+    expect(normalizeMessage({ ...base, text: { body: '@15550100999 hello' } }, 'Ada', 'wa', me)).toMatchObject({ text: 'hello', addressed: true });
+    expect(normalizeMessage({ ...base, text: { body: 'yes' }, context: { from: '15550100999', id: 'wamid.OUT1' } }, 'Ada', 'wa', me)).toMatchObject({
+      addressed: true,
+      replyTo: 'wamid.OUT1',
+    });
+  });
+
+  it('media become attachments with their caption as text; a reply button is its command', () => {
+    const img = normalizeMessage(
+      { from: '49151', id: 'wamid.4', type: 'image', image: { id: 'M1', mime_type: 'image/jpeg', caption: 'look' } },
+      undefined,
+      'wa',
+      me,
+    );
+    expect(img).toMatchObject({ text: 'look', attachments: [{ id: 'M1', type: 'image', mime: 'image/jpeg' }], sender: { id: '49151', name: '49151' } });
+    const doc = normalizeMessage(
+      { from: '49151', id: 'wamid.5', type: 'document', document: { id: 'M2', filename: 'a.pdf', mime_type: 'application/pdf' } },
+      undefined,
+      'wa',
+      me,
+    );
+    expect(doc.attachments).toEqual([{ id: 'M2', type: 'document', name: 'a.pdf', mime: 'application/pdf' }]);
+    const click = normalizeMessage(
+      { from: '49151', id: 'wamid.6', type: 'interactive', interactive: { type: 'button_reply', button_reply: { id: '/approve 3fa9c1', title: 'Approve' } } },
+      undefined,
+      'wa',
+      me,
+    );
+    expect(click).toMatchObject({ text: '/approve 3fa9c1', addressed: true });
+  });
+});
