@@ -67,6 +67,8 @@ export class MatrixAdapter implements ChannelAdapter {
   /** Invites already acted on (joined or refused) in this run: /sync repeats an invite until it is answered. */
   readonly #invitesSeen = new Set<string>();
   #authenticatedMedia = true;
+  /** The listener's sync state as last stored. */
+  #current: SyncState | undefined;
 
   constructor(options: MatrixOptions, token: string) {
     this.#o = options;
@@ -105,6 +107,7 @@ export class MatrixAdapter implements ChannelAdapter {
       await this.#handleRooms(first, state, undefined, signal);
       this.#state.write(state);
     }
+    this.#current = state;
     onConnected();
     while (!signal.aborted) {
       let batch: SyncResponse;
@@ -230,9 +233,9 @@ export class MatrixAdapter implements ChannelAdapter {
     }
   }
 
-  /** Rooms this channel refused for their encryption (for the operator). */
-  get encryptedRooms(): readonly string[] {
-    return this.#state.read(this.#o.userId)?.encryptedNotified ?? [];
+  /** /status: the encrypted rooms this channel refuses, so the operator sees them without reading logs. */
+  notes(): string[] {
+    return (this.#current?.encryptedNotified ?? []).map((room) => `room ${room} is end-to-end encrypted: not served (the room was told once)`);
   }
 
   /** PUT …/send with a transaction id: the homeserver answers a repeat with the first event, so a retry posts nothing new. */

@@ -1,4 +1,5 @@
 import { beforeEach, describe, expect, it } from 'vitest';
+import { formatStatus } from '../../src/actions/builtin/status.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import type { FakeMatrix } from '../fakes/matrix/server.js';
 import { say, withCountingFile } from '../helpers/approval.js';
@@ -178,6 +179,10 @@ describe('Matrix channel against the fake homeserver', () => {
     expect(notice!.content.msgtype).toBe('m.notice');
     expect(notice!.content.body).toContain('end-to-end encrypted');
     expect(mx.messagesIn(mx.groupRoom)).toHaveLength(1);
+    // The operator sees it in /status, under the channel.
+    const st = (await (await fetch(`${d!.url}/status`)).json()) as { channels: Array<{ id: string; notes?: string[] }> };
+    expect(st.channels.find((c) => c.id === 'mx')!.notes).toEqual([`room ${mx.groupRoom} is end-to-end encrypted: not served (the room was told once)`]);
+    expect(formatStatus(d!.daemon.status())).toContain(`channel mx: room ${mx.groupRoom} is end-to-end encrypted`);
   });
 
   it('auto_join: a direct invite from an allowed user is joined and kept in m.direct; others are not', async () => {
