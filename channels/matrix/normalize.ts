@@ -97,7 +97,8 @@ export function normalizeEvent(e: MatrixEvent, channelId: string, view: RoomView
     chat: { id: view.roomId, type: view.dm ? 'dm' : 'group' },
     // m.notice is what bots send by convention: allow_bots decides about them.
     sender: { id: e.sender, name: e.sender, isBot: c.msgtype === 'm.notice' },
-    text: attachments.length ? '' : body,
+    // A file's body is its name, unless `filename` says the name and the body is a caption (spec v1.10).
+    text: attachments.length && !(typeof c.filename === 'string' && c.filename !== c.body) ? '' : body,
     attachments,
     ...(inReply ? { replyTo: inReply } : {}),
     addressed: addressed(c, body, view, inReply),

@@ -198,3 +198,32 @@ describe('Matrix channel against the fake homeserver', () => {
     expect(mx.joined('!stranger:fake.test')).toBe(false);
   });
 });
+
+describe('Matrix files: authenticated media (v1.11), the legacy media API on older servers', () => {
+  const PHOTO = Buffer.from('ffd8ffe000104a46494600010100000100010000ffdb0043000806060706050806070709090808', 'hex');
+  const agent = (url: string) =>
+    `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "vision-1"\n\n[models."vision-1"]\ninput = ["text", "image"]\n\n`;
+
+  for (const authenticated of [true, false]) {
+    it(`an image with a caption reaches the vision model (${authenticated ? '/_matrix/client/v1/media' : '/_matrix/media/v3'})`, async () => {
+      const mx = await withMatrix();
+      mx.authenticatedMedia = authenticated;
+      const llm = await withLlm();
+      llm.script({ kind: 'stream', chunks: [{ content: 'A small picture.' }] });
+      const d = await withChannelDaemon(agent(llm.url) + matrixChannel(mx), matrixEnv(mx));
+      await waitFor(() => d.daemon.status().channels[0]!.state === 'connected', 10_000);
+      mx.dmFile(PHOTO, { name: 'cat.jpg', mime: 'image/jpeg', caption: 'what is this?' });
+      await waitFor(() => mx.texts(mx.dmRoom)[0] === 'A small picture.', 10_000);
+      const media = mx.callsOf('media');
+      expect(media).toHaveLength(1);
+      expect(media[0]!.path.startsWith(authenticated ? '/_matrix/client/v1/media/download/' : '/_matrix/media/v3/download/')).toBe(true);
+      const last = [...llm.requests[0]!.body.messages].reverse().find((m) => m.role === 'user')!;
+      const parts = last.content as Array<{ type: string; text?: string; image_url?: { url: string } }>;
+      expect(parts.find((p) => p.type === 'text')!.text).toContain('what is this?');
+      expect(parts.find((p) => p.type === 'image_url')).toEqual({
+        type: 'image_url',
+        image_url: { url: `data:image/jpeg;base64,${PHOTO.toString('base64')}` },
+      });
+    });
+  }
+});

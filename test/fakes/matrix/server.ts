@@ -165,6 +165,19 @@ export class FakeMatrix {
     return this.#accountData.get(type)?.content;
   }
 
+  /** Alice sends a file in the direct chat (uploaded to the fake's media store); `caption` per spec v1.10. */
+  dmFile(bytes: Buffer, o: { name: string; mime: string; msgtype?: string; caption?: string }): Record<string, any> {
+    const mediaId = `media${this.#nextEvent}`;
+    this.media.set(mediaId, { bytes, mime: o.mime });
+    return this.post(this.dmRoom, {
+      msgtype: o.msgtype ?? 'm.image',
+      body: o.caption ?? o.name,
+      ...(o.caption ? { filename: o.name } : {}),
+      url: `mxc://${SERVER}/${mediaId}`,
+      info: { size: bytes.length, mimetype: o.mime },
+    });
+  }
+
   /** A joined room turned encrypted (its m.room.encryption state event). */
   encrypt(roomId: string): void {
     this.#joined.add(roomId);
