@@ -264,9 +264,12 @@ export class MatrixAdapter implements ChannelAdapter {
   // Approval buttons: Matrix has none; the question already says "Reply /approve <id>".
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const content = this.#content(text);
-    if (target.chatType !== 'dm' && target.replyToMessageId) content['m.relates_to'] = { 'm.in_reply_to': { event_id: target.replyToMessageId } };
+    const inReplyTo = target.chatType !== 'dm' && target.replyToMessageId ? { 'm.in_reply_to': { event_id: target.replyToMessageId } } : {};
+    // In a thread: the thread relation, with the reply as its fallback for clients without threads.
+    if (target.threadId) content['m.relates_to'] = { rel_type: 'm.thread', event_id: target.threadId, is_falling_back: false, ...inReplyTo };
+    else if (target.chatType !== 'dm' && target.replyToMessageId) content['m.relates_to'] = inReplyTo;
     const eventId = await this.#put(target.chatId, options.idempotencyKey ?? randomUUID(), content, options.signal);
-    return { chatId: target.chatId, messageId: eventId };
+    return { chatId: target.chatId, messageId: eventId, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
 
   /** An edit (m.replace): `m.new_content` is what clients show; the outer body is the fallback for those that do not know edits. */

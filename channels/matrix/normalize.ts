@@ -88,6 +88,8 @@ export function normalizeEvent(e: MatrixEvent, channelId: string, view: RoomView
   if (relates.rel_type === 'm.replace') return undefined;
   if (typeof c.msgtype !== 'string' || typeof c.body !== 'string') return undefined;
   const inReply = isObject(relates['m.in_reply_to']) && typeof relates['m.in_reply_to'].event_id === 'string' ? relates['m.in_reply_to'].event_id : undefined;
+  // A message in a thread (m.thread) is answered in that thread.
+  const thread = relates.rel_type === 'm.thread' && typeof relates.event_id === 'string' ? relates.event_id : undefined;
   const attachments = attachmentsOf(c);
   const body = inReply ? stripReplyFallback(c.body) : c.body;
   return {
@@ -95,6 +97,7 @@ export function normalizeEvent(e: MatrixEvent, channelId: string, view: RoomView
     kind: 'matrix',
     messageId: e.event_id,
     chat: { id: view.roomId, type: view.dm ? 'dm' : 'group' },
+    ...(thread ? { threadId: thread } : {}),
     // m.notice is what bots send by convention: allow_bots decides about them.
     sender: { id: e.sender, name: e.sender, isBot: c.msgtype === 'm.notice' },
     // A file's body is its name, unless `filename` says the name and the body is a caption (spec v1.10).

@@ -58,8 +58,17 @@ describe('Matrix channel against the fake homeserver', () => {
     expect(reply!.content['m.relates_to']).toEqual({ 'm.in_reply_to': { event_id: mention.event_id } });
     mx.group('and this too', { replyTo: reply!.eventId });
     await waitFor(() => mx.texts(mx.groupRoom)[1] === 'and this too', 10_000);
+    // A mention in a thread is answered in the thread.
+    const inThread = mx.group('in the thread', { mention: true, thread: mention.event_id });
+    await waitFor(() => mx.texts(mx.groupRoom)[2] === `${mx.displayName}: in the thread`, 10_000);
+    expect(mx.messagesIn(mx.groupRoom)[2]!.content['m.relates_to']).toEqual({
+      rel_type: 'm.thread',
+      event_id: mention.event_id,
+      is_falling_back: false,
+      'm.in_reply_to': { event_id: inThread.event_id },
+    });
     await synced();
-    expect(mx.messagesIn(mx.groupRoom)).toHaveLength(2);
+    expect(mx.messagesIn(mx.groupRoom)).toHaveLength(3);
     expect(d!.logs.entries().some((l) => l.msg === 'message received' && l.verdict === 'unaddressed')).toBe(true);
   });
 

@@ -144,10 +144,11 @@ export class FakeMatrix {
   }
 
   /** A message in the group room; `mention` pings the bot the way current clients do (m.mentions and a pill). */
-  group(text: string, o: { mention?: boolean; sender?: string; replyTo?: string } = {}): Record<string, any> {
+  group(text: string, o: { mention?: boolean; sender?: string; replyTo?: string; thread?: string } = {}): Record<string, any> {
     const body = o.mention ? `${this.displayName}: ${text}` : text;
     const content: Record<string, unknown> = { msgtype: 'm.text', body, 'm.mentions': o.mention ? { user_ids: [this.userId] } : {} };
     if (o.replyTo) content['m.relates_to'] = { 'm.in_reply_to': { event_id: o.replyTo } };
+    if (o.thread) content['m.relates_to'] = { rel_type: 'm.thread', event_id: o.thread, is_falling_back: true, 'm.in_reply_to': { event_id: o.thread } };
     return this.post(this.groupRoom, content, o.sender ?? this.alice);
   }
 

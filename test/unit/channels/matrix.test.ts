@@ -63,6 +63,8 @@ describe('Matrix messages', () => {
       attachments: [{ id: 'mxc://x.org/abc', type: 'image', size: 10, mime: 'image/png', name: 'cat.png' }],
     });
     expect(normalizeEvent(event({ msgtype: 'm.notice', body: 'beep' }), 'mx', view)?.sender.isBot).toBe(true);
+    const threaded = normalizeEvent(event({ msgtype: 'm.text', body: 'in a thread', 'm.relates_to': { rel_type: 'm.thread', event_id: '$root' } }), 'mx', view);
+    expect(threaded).toMatchObject({ threadId: '$root', text: 'in a thread' });
   });
 
   it('renders Markdown as HTML without letting model output form markup, and defuses @room', () => {
