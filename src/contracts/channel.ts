@@ -124,6 +124,11 @@ export interface ChannelAdapter {
    * the user's message as the adapter delivered it (its `messageId` as in ChannelMessage).
    */
   setReaction?(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void>;
+  /**
+   * What the operator should know about this channel beyond its state, one line each (a room
+   * it refuses to serve, and why); /status lists them under the channel. Read on every /status.
+   */
+  notes?(): string[];
   /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
   openNativeStream?(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined>;
 }

@@ -20,13 +20,15 @@ export interface ChannelStatus {
   connection: number;
   /** In state `standby` (cluster mode): who holds this listener's lease. */
   standby?: string;
+  /** The adapter's notes for the operator (ChannelAdapter.notes), when it has any. */
+  notes?: string[];
 }
 
 export interface SupervisedChannelOptions {
   id: string;
   kind: string;
   /** Only `listen` is supervised, so anything with a listener (an MCP server too) fits. */
-  adapter: Pick<ChannelAdapter, 'listen'>;
+  adapter: Pick<ChannelAdapter, 'listen' | 'notes'>;
   deliver: Deliver;
   backoff: BackoffConfig;
   connectTimeoutMs: number;
@@ -76,7 +78,8 @@ export class SupervisedChannel {
   }
 
   status(): ChannelStatus {
-    return { ...this.#status, ...(this.#status.state === 'standby' ? { standby: this.#standbyBy } : {}) };
+    const notes = this.#o.adapter.notes?.() ?? [];
+    return { ...this.#status, ...(this.#status.state === 'standby' ? { standby: this.#standbyBy } : {}), ...(notes.length ? { notes } : {}) };
   }
   #standbyBy = '';
 

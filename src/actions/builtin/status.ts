@@ -7,6 +7,7 @@ import { CHANNEL_HEADER, channelRow, table } from '../table.js';
 export function formatStatus(s: DaemonStatus): string {
   const head = `channeld ${s.version}  pid ${s.pid}  up ${s.uptime_s}s  generation ${s.generation}  ${s.ready ? 'ready' : 'not ready'}`;
   const rows = [CHANNEL_HEADER, ...s.channels.map((c) => channelRow(c as Parameters<typeof channelRow>[0]))];
+  const notes = s.channels.flatMap((c) => ((c as { notes?: string[] }).notes ?? []).map((n) => `channel ${c.id}: ${n}`));
   const agents = s.agents.map(
     (a) =>
       `agent ${a.name}: ${a.provider}${a.model && a.model !== a.provider ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}${a.budget ? `, budget today: ${a.budget.left.toFixed(2)} of ${a.budget.daily.toFixed(2)} left` : ''}`,
@@ -28,6 +29,7 @@ export function formatStatus(s: DaemonStatus): string {
     '',
     table(rows),
     '(ATTEMPTS: failed connect attempts since the last success; CONNECTS: connections made since the channel started)',
+    ...notes,
     '',
     ...agents,
     ...mcp,

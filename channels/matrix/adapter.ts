@@ -1,0 +1,328 @@
+import { createHash, randomUUID } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
+import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { sleep } from '../../src/util/abortable.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
+import { platformCaller } from '../../src/util/platform-call.js';
+import { classifyMatrixError, MatrixClient, type MatrixHttpError } from './client.js';
+import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
+import { directRooms, inviteOf, isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
+import { SyncStateFile, type SyncState } from './sync-state.js';
+
+export interface MatrixOptions {
+  id: string;
+  homeserverUrl: string;
+  userId: string;
+  rooms: readonly string[];
+  autoJoin: boolean;
+  allowFrom: readonly string[];
+  stateDir: string;
+  log: Logger;
+  /** How long one /sync waits for news; short in tests. */
+  syncTimeoutMs?: number;
+}
+
+const API = '/_matrix/client/v3';
+/** The bot reads messages and membership; presence and ephemeral events are not asked for. */
+const FILTER = JSON.stringify({
+  presence: { not_types: ['*'] },
+  room: { timeline: { limit: 50 }, ephemeral: { not_types: ['*'] }, state: { lazy_load_members: true } },
+});
+/** A Matrix event may hold 64 KiB; an edit carries the text twice, as Markdown and HTML. */
+export const MAX_MESSAGE_CHARS = 8000;
+/** How many of the bot's own event ids are kept to tell a reply to the bot. */
+const SENT_REMEMBERED = 1000;
+const TYPING_TIMEOUT_MS = 15_000;
+
+const ENCRYPTED_NOTICE =
+  '🔒 This room is end-to-end encrypted, and this bot cannot read encrypted messages. Talk to it in a room without encryption (or a direct chat created with encryption turned off).';
+
+const enc = encodeURIComponent;
+
+/** Matrix by its client-server API: /sync in, m.room.message out, drafts as m.replace edits. */
+export class MatrixAdapter implements ChannelAdapter {
+  readonly capabilities: ChannelCapabilities = {
+    maxMessageLength: MAX_MESSAGE_CHARS,
+    editsDrafts: true,
+    // Synapse's default message rate limit is low (about one event every few seconds after a burst of ten).
+    minEditIntervalMs: 2000,
+    nativeStream: false,
+    typing: true,
+    typingRefreshMs: TYPING_TIMEOUT_MS - 5000,
+  };
+  readonly #o: MatrixOptions;
+  readonly #client: MatrixClient;
+  readonly #call = platformCaller(classifyMatrixError);
+  /** /sync holds the request open up to its own timeout: it gets that plus a margin. */
+  readonly #syncCall: ReturnType<typeof platformCaller>;
+  readonly #state: SyncStateFile;
+  #connected = false;
+  #displayName: string | undefined;
+  /** m.direct as the account stores it (user id → room ids), and the room ids in it. */
+  #direct: Record<string, unknown> = {};
+  #dmRooms = new Set<string>();
+  readonly #sent = new Set<string>();
+  /** Invites already acted on (joined or refused) in this run: /sync repeats an invite until it is answered. */
+  readonly #invitesSeen = new Set<string>();
+  #authenticatedMedia = true;
+  /** The listener's sync state as last stored. */
+  #current: SyncState | undefined;
+
+  constructor(options: MatrixOptions, token: string) {
+    this.#o = options;
+    this.#client = new MatrixClient(options.homeserverUrl, token);
+    this.#state = new SyncStateFile(options.stateDir, options.id);
+    this.#syncCall = platformCaller(classifyMatrixError, (options.syncTimeoutMs ?? 30_000) + 15_000);
+  }
+
+  get id(): string {
+    return this.#o.id;
+  }
+  get selfId(): string | undefined {
+    return this.#connected ? this.#o.userId : undefined;
+  }
+  get selfName(): string | undefined {
+    return this.#displayName;
+  }
+
+  #get<T>(what: string, path: string, signal: AbortSignal, query?: Record<string, string | undefined>): Promise<T> {
+    return this.#call(what, signal, (s) => this.#client.request<T>('GET', path, { signal: s, ...(query ? { query } : {}) }));
+  }
+
+  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+    const me = await this.#get<{ user_id?: string }>('whoami', `${API}/account/whoami`, signal);
+    if (me.user_id !== this.#o.userId)
+      throw new ChannelError('CHANNEL_AUTH_FAILED', `Matrix: the access token belongs to ${me.user_id ?? 'nobody'}, not to user_id ${this.#o.userId}`, {
+        retryable: false,
+      });
+    await this.#learnServer(signal);
+    this.#connected = true;
+    let state = this.#state.read(this.#o.userId);
+    if (!state) {
+      // A fresh start: one sync without waiting, whose timeline is history and is not answered.
+      const first = await this.#sync(undefined, 0, signal);
+      state = { userId: this.#o.userId, since: first.next_batch as string, encryptedNotified: [] };
+      await this.#handleRooms(first, state, undefined, signal);
+      this.#state.write(state);
+    }
+    this.#current = state;
+    onConnected();
+    while (!signal.aborted) {
+      let batch: SyncResponse;
+      try {
+        batch = await this.#sync(state.since, this.#o.syncTimeoutMs ?? 30_000, signal);
+      } catch (err) {
+        if (signal.aborted) break;
+        if (err instanceof ChannelError && err.retryAfterMs !== undefined) {
+          this.#o.log.warn({ channel: this.#o.id, retryAfterMs: err.retryAfterMs }, 'Matrix asked to slow down /sync');
+          await sleep(err.retryAfterMs, signal).catch(() => {});
+          continue;
+        }
+        throw err;
+      }
+      await this.#handleRooms(batch, state, deliver, signal);
+      // Every message of the batch is in the inbox: only now does the position move past it.
+      state.since = batch.next_batch as string;
+      this.#state.write(state);
+    }
+  }
+
+  /** Whether the server serves authenticated media (v1.11); older servers get the legacy download path. */
+  async #learnServer(signal: AbortSignal): Promise<void> {
+    const versions = await this.#get<{ versions?: unknown }>('versions', '/_matrix/client/versions', signal).catch(() => ({ versions: undefined }));
+    const list = Array.isArray(versions.versions) ? versions.versions.filter((v): v is string => typeof v === 'string') : [];
+    this.#authenticatedMedia = list.some((v) => /^v1\.(\d+)$/.test(v) && Number(v.slice(3)) >= 11);
+    try {
+      const direct = await this.#get<Record<string, unknown>>('m.direct', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, signal);
+      this.#setDirect(direct);
+    } catch (err) {
+      if (!(err instanceof ChannelError && (err.cause as MatrixHttpError | undefined)?.errcode === 'M_NOT_FOUND')) throw err;
+    }
+    const profile = await this.#get<{ displayname?: unknown }>('profile', `${API}/profile/${enc(this.#o.userId)}`, signal).catch(() => ({
+      displayname: undefined,
+    }));
+    this.#displayName = typeof profile.displayname === 'string' && profile.displayname.trim() ? profile.displayname.trim() : undefined;
+  }
+
+  #setDirect(content: unknown): void {
+    this.#direct = isObject(content) ? content : {};
+    this.#dmRooms = directRooms(content);
+  }
+
+  async #sync(since: string | undefined, timeoutMs: number, signal: AbortSignal): Promise<SyncResponse> {
+    const res = await this.#syncCall('sync', signal, (s) =>
+      this.#client.request<SyncResponse>('GET', `${API}/sync`, { signal: s, query: { since, timeout: String(timeoutMs), filter: FILTER } }),
+    );
+    if (typeof res.next_batch !== 'string' || !res.next_batch) throw new ChannelError('CHANNEL_UNAVAILABLE', 'Matrix sync: the answer has no next_batch');
+    return res;
+  }
+
+  /** Account data, invites and timelines of one /sync answer; `deliver` absent: history, not answered. */
+  async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal): Promise<void> {
+    for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#setDirect(e.content);
+    for (const [roomId, room] of Object.entries(batch.rooms?.invite ?? {})) await this.#invited(roomId, room.invite_state?.events, signal);
+    const messages: ChannelMessage[] = [];
+    for (const [roomId, room] of Object.entries(batch.rooms?.join ?? {})) {
+      const dm = this.#dmRooms.has(roomId) && !this.#o.rooms.includes(roomId);
+      if (!dm && !this.#o.rooms.includes(roomId)) continue;
+      const events = [...(room.state?.events ?? []), ...(room.timeline?.events ?? [])].filter(isObject) as MatrixEvent[];
+      if (events.some((e) => e.type === 'm.room.encryption' || e.type === 'm.room.encrypted')) await this.#refuseEncrypted(roomId, state, signal);
+      if (!deliver) continue;
+      const view = { self: this.#o.userId, selfName: this.#displayName, roomId, dm, sentByBot: (id: string) => this.#sent.has(id) };
+      for (const e of room.timeline?.events ?? []) {
+        const msg = isObject(e) ? normalizeEvent(e, this.#o.id, view) : undefined;
+        if (msg) messages.push(msg);
+      }
+    }
+    if (!deliver || !messages.length) return;
+    // Handed over at once (the inbox stores a batch together); one failure keeps the position where it was.
+    const delivered = await Promise.allSettled(messages.map((m) => deliver(m)));
+    const failed = delivered.find((d) => d.status === 'rejected');
+    if (failed) throw (failed as PromiseRejectedResult).reason;
+  }
+
+  /** Joins a direct chat or an allowlisted room when auto_join is on and the inviter is allowed. */
+  async #invited(roomId: string, events: unknown[] | undefined, signal: AbortSignal): Promise<void> {
+    if (this.#invitesSeen.has(roomId)) return;
+    this.#invitesSeen.add(roomId);
+    const invite = inviteOf(events, this.#o.userId);
+    if (!invite) return;
+    const allowed = this.#o.allowFrom.includes('*') || this.#o.allowFrom.includes(invite.inviter);
+    const wanted = invite.direct || this.#o.rooms.includes(roomId);
+    if (!this.#o.autoJoin || !allowed || !wanted) {
+      this.#o.log.info(
+        { channel: this.#o.id, room: roomId, inviter: invite.inviter, autoJoin: this.#o.autoJoin, allowed, wanted },
+        'Matrix invite not accepted',
+      );
+      return;
+    }
+    try {
+      await this.#call('join', signal, (s) => this.#client.request('POST', `${API}/join/${enc(roomId)}`, { body: {}, signal: s }));
+      if (invite.direct && !this.#dmRooms.has(roomId)) {
+        // Recorded as the spec says clients do, so the room is still a direct chat after a restart.
+        const mine = Array.isArray(this.#direct[invite.inviter]) ? (this.#direct[invite.inviter] as unknown[]) : [];
+        const next = { ...this.#direct, [invite.inviter]: [...mine, roomId] };
+        await this.#call('m.direct', signal, (s) =>
+          this.#client.request('PUT', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, { body: next, signal: s }),
+        );
+        this.#setDirect(next);
+      }
+      this.#o.log.info({ channel: this.#o.id, room: roomId, inviter: invite.inviter, direct: invite.direct }, 'Matrix invite accepted');
+    } catch (err) {
+      if (signal.aborted) throw err;
+      this.#invitesSeen.delete(roomId);
+      this.#o.log.warn({ channel: this.#o.id, room: roomId, err: errorMessage(err) }, 'Matrix room could not be joined');
+    }
+  }
+
+  /** Once per room (remembered across restarts): say the bot cannot read it, rather than go silent. */
+  async #refuseEncrypted(roomId: string, state: SyncState, signal: AbortSignal): Promise<void> {
+    if (state.encryptedNotified.includes(roomId)) return;
+    this.#o.log.warn({ channel: this.#o.id, room: roomId }, 'Matrix room is end-to-end encrypted; this channel cannot read it and told the room so');
+    try {
+      await this.#put(roomId, `cd.e2e.${roomId}`, { msgtype: 'm.notice', body: ENCRYPTED_NOTICE, 'm.mentions': {} }, signal);
+      state.encryptedNotified.push(roomId);
+    } catch (err) {
+      if (signal.aborted) throw err;
+      this.#o.log.warn(
+        { channel: this.#o.id, room: roomId, err: errorMessage(err) },
+        'the encrypted-room notice could not be sent; trying again on the next message',
+      );
+    }
+  }
+
+  /** /status: the encrypted rooms this channel refuses, so the operator sees them without reading logs. */
+  notes(): string[] {
+    return (this.#current?.encryptedNotified ?? []).map((room) => `room ${room} is end-to-end encrypted: not served (the room was told once)`);
+  }
+
+  /** PUT …/send with a transaction id: the homeserver answers a repeat with the first event, so a retry posts nothing new. */
+  async #put(roomId: string, txnKey: string, content: Record<string, unknown>, signal: AbortSignal): Promise<string> {
+    const txnId = createHash('sha256').update(`${this.#o.id}\n${txnKey}`).digest('base64url').slice(0, 32);
+    const sent = await this.#call('send', signal, (s) =>
+      this.#client.request<{ event_id?: unknown }>('PUT', `${API}/rooms/${enc(roomId)}/send/m.room.message/${txnId}`, { body: content, signal: s }),
+    );
+    if (typeof sent.event_id !== 'string') throw new ChannelError('CHANNEL_REQUEST_FAILED', 'Matrix send: the answer has no event_id');
+    this.#sent.add(sent.event_id);
+    if (this.#sent.size > SENT_REMEMBERED) this.#sent.delete(this.#sent.values().next().value!);
+    return sent.event_id;
+  }
+
+  /** Markdown as `body` (what plain clients show) and as HTML; no one is pinged. */
+  #content(text: string): Record<string, unknown> {
+    return {
+      msgtype: 'm.text',
+      body: neutraliseRoomMention(text),
+      format: 'org.matrix.custom.html',
+      formatted_body: markdownToMatrixHtml(text),
+      'm.mentions': {},
+    };
+  }
+
+  // Approval buttons: Matrix has none; the question already says "Reply /approve <id>".
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
+    const content = this.#content(text);
+    const inReplyTo = target.chatType !== 'dm' && target.replyToMessageId ? { 'm.in_reply_to': { event_id: target.replyToMessageId } } : {};
+    // In a thread: the thread relation, with the reply as its fallback for clients without threads.
+    if (target.threadId) content['m.relates_to'] = { rel_type: 'm.thread', event_id: target.threadId, is_falling_back: false, ...inReplyTo };
+    else if (target.chatType !== 'dm' && target.replyToMessageId) content['m.relates_to'] = inReplyTo;
+    const eventId = await this.#put(target.chatId, options.idempotencyKey ?? randomUUID(), content, options.signal);
+    return { chatId: target.chatId, messageId: eventId, ...(target.threadId ? { threadId: target.threadId } : {}) };
+  }
+
+  /** An edit (m.replace): `m.new_content` is what clients show; the outer body is the fallback for those that do not know edits. */
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
+    const next = this.#content(text);
+    await this.#put(
+      ref.chatId,
+      randomUUID(),
+      {
+        ...next,
+        body: `* ${next.body as string}`,
+        formatted_body: `* ${next.formatted_body as string}`,
+        'm.new_content': next,
+        'm.relates_to': { rel_type: 'm.replace', event_id: ref.messageId },
+      },
+      options.signal,
+    );
+  }
+
+  async delete(ref: MessageRef, options: TransportOptions): Promise<void> {
+    await this.#call('redact', options.signal, (s) =>
+      this.#client.request('PUT', `${API}/rooms/${enc(ref.chatId)}/redact/${enc(ref.messageId)}/${randomUUID()}`, { body: {}, signal: s }),
+    );
+  }
+
+  async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
+    await this.#typing(target.chatId, true, options.signal);
+  }
+
+  /** The reply is complete: the typing notice goes at once rather than when it times out. */
+  async finalize(refs: readonly MessageRef[], options: TransportOptions): Promise<void> {
+    const rooms = new Set(refs.map((r) => r.chatId));
+    for (const room of rooms) await this.#typing(room, false, options.signal).catch(() => {});
+  }
+
+  async #typing(roomId: string, on: boolean, signal: AbortSignal): Promise<void> {
+    await this.#call('typing', signal, (s) =>
+      this.#client.request('PUT', `${API}/rooms/${enc(roomId)}/typing/${enc(this.#o.userId)}`, {
+        body: on ? { typing: true, timeout: TYPING_TIMEOUT_MS } : { typing: false },
+        signal: s,
+      }),
+    );
+  }
+
+  /** An mxc:// file: authenticated media (v1.11) where the server has it, else the legacy media API. */
+  async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
+    const name = a.name ?? a.type;
+    checkSize(name, a.size, o.maxBytes);
+    const m = /^mxc:\/\/([^/]+)\/([^/?#]+)$/.exec(a.id);
+    if (!m) throw new CodedError('ATTACHMENT_UNAVAILABLE', `${name}: not an mxc:// address`);
+    const path = this.#authenticatedMedia
+      ? `/_matrix/client/v1/media/download/${enc(m[1]!)}/${enc(m[2]!)}`
+      : `/_matrix/media/v3/download/${enc(m[1]!)}/${enc(m[2]!)}`;
+    return fetchLimited(this.#client.url(path), { maxBytes: o.maxBytes, signal: o.signal, name, headers: { authorization: `Bearer ${this.#client.token}` } });
+  }
+}

@@ -1,0 +1,384 @@
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+
+/** A fault for the next call of an endpoint: a status (429 with retry_after_ms and Retry-After), or a dropped connection. */
+export type MatrixFault =
+  | { status: 429; retryAfterMs: number }
+  | { status: 401 | 403 | 500 | 502; errcode?: string }
+  | { drop: true }
+  /** The request is carried out, then the connection drops before the answer (the client cannot know it worked). */
+  | { dropAnswer: true };
+
+export interface MatrixCall {
+  /** The endpoint's name: whoami, versions, sync, send, typing, redact, join, account_data, profile, media. */
+  name: string;
+  path: string;
+  body: any;
+  at: number;
+}
+
+export interface BotMessage {
+  roomId: string;
+  eventId: string;
+  txnId: string;
+  /** The content as first sent. */
+  content: Record<string, any>;
+  /** The content shown now: the last edit's m.new_content, or the first. */
+  shown: Record<string, any>;
+  edits: number;
+  redacted: boolean;
+}
+
+interface TimelineEntry {
+  pos: number;
+  roomId: string;
+  event: Record<string, any>;
+}
+
+const SERVER = 'fake.test';
+
+/**
+ * A Matrix homeserver's client-server API on 127.0.0.1, as much as a bot uses: whoami,
+ * versions, profile, /sync (since tokens, long polling, invites, account data, a fresh
+ * sync's history), PUT send with transaction-id deduplication, m.replace edits, redact,
+ * typing, join, account data and authenticated media. Errors are `{errcode, error}`;
+ * faults are queued per endpoint; every call is logged.
+ */
+export class FakeMatrix {
+  readonly token = 'syt_Ym90_faketoken_0001';
+  readonly userId = `@bot:${SERVER}`;
+  readonly alice = `@alice:${SERVER}`;
+  readonly dmRoom = `!dm:${SERVER}`;
+  readonly groupRoom = `!group:${SERVER}`;
+  readonly displayName = 'Channeld Bot';
+  readonly calls: MatrixCall[] = [];
+  readonly botMessages: BotMessage[] = [];
+  readonly typing: Array<{ roomId: string; typing: boolean }> = [];
+  readonly media = new Map<string, { bytes: Buffer; mime: string }>();
+  url = '';
+  /** Serve v1.11 authenticated media; false: an older server with only /_matrix/media/v3. */
+  authenticatedMedia = true;
+  #pos = 0;
+  readonly #timeline: TimelineEntry[] = [];
+  readonly #joined = new Set<string>();
+  readonly #invites = new Map<string, { inviter: string; direct: boolean }>();
+  readonly #accountData = new Map<string, { pos: number; content: unknown }>();
+  readonly #txns = new Map<string, string>();
+  readonly #faults = new Map<string, MatrixFault[]>();
+  #redeliver = false;
+  /** The `since` of the last /sync asked for (the one before it is where a redelivery starts). */
+  #lastSince = 0;
+  #nextEvent = 1;
+  readonly #waiters = new Set<() => void>();
+  readonly #server: Server;
+  readonly #sockets = new Set<Socket>();
+
+  constructor() {
+    this.#server = createServer((req, res) => void this.#handle(req, res).catch(() => res.destroy()));
+    this.#server.on('connection', (s) => {
+      this.#sockets.add(s);
+      s.on('close', () => this.#sockets.delete(s));
+    });
+    this.#joined.add(this.dmRoom).add(this.groupRoom);
+    this.#accountData.set('m.direct', { pos: 0, content: { [this.alice]: [this.dmRoom] } });
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async close(): Promise<void> {
+    for (const w of this.#waiters) w();
+    for (const s of this.#sockets) s.destroy();
+    await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+
+  /** The next `times` calls of endpoint `name` get `fault`. */
+  fail(name: string, fault: MatrixFault, times = 1): void {
+    const list = this.#faults.get(name) ?? [];
+    for (let i = 0; i < times; i++) list.push(fault);
+    this.#faults.set(name, list);
+  }
+
+  /** The next /sync answers again everything since the `since` of the one before (a redelivery). */
+  redeliverNext(): void {
+    this.#redeliver = true;
+  }
+
+  callsOf(name: string): MatrixCall[] {
+    return this.calls.filter((c) => c.name === name);
+  }
+
+  /** The bot's messages in a room (not its edits), as shown now, in order. */
+  messagesIn(roomId: string): BotMessage[] {
+    return this.botMessages.filter((m) => m.roomId === roomId && !m.redacted && m.content['m.relates_to']?.rel_type !== 'm.replace');
+  }
+
+  /** The plain bodies the bot's messages in a room show now. */
+  texts(roomId: string): string[] {
+    return this.messagesIn(roomId).map((m) => m.shown.body as string);
+  }
+
+  /** Where the client's latest /sync starts: every event up to here was handled by it. */
+  get syncedTo(): number {
+    return this.#lastSince;
+  }
+  get position(): number {
+    return this.#pos;
+  }
+
+  // ——— acting as users ———
+
+  /** A user's event in a room; returns it as the timeline holds it. */
+  post(roomId: string, content: Record<string, unknown>, sender = this.alice, type = 'm.room.message'): Record<string, any> {
+    const event = { type, event_id: `$ev${this.#nextEvent++}:${SERVER}`, sender, origin_server_ts: Date.now(), room_id: roomId, content };
+    this.#append(roomId, event);
+    return event;
+  }
+
+  /** Alice writes to the bot in their direct chat. */
+  dm(text: string, sender = this.alice): Record<string, any> {
+    return this.post(this.dmRoom, { msgtype: 'm.text', body: text }, sender);
+  }
+
+  /** A message in the group room; `mention` pings the bot the way current clients do (m.mentions and a pill). */
+  group(text: string, o: { mention?: boolean; sender?: string; replyTo?: string; thread?: string } = {}): Record<string, any> {
+    const body = o.mention ? `${this.displayName}: ${text}` : text;
+    const content: Record<string, unknown> = { msgtype: 'm.text', body, 'm.mentions': o.mention ? { user_ids: [this.userId] } : {} };
+    if (o.replyTo) content['m.relates_to'] = { 'm.in_reply_to': { event_id: o.replyTo } };
+    if (o.thread) content['m.relates_to'] = { rel_type: 'm.thread', event_id: o.thread, is_falling_back: true, 'm.in_reply_to': { event_id: o.thread } };
+    return this.post(this.groupRoom, content, o.sender ?? this.alice);
+  }
+
+  /** An invite of the bot to `roomId` by `inviter`. */
+  invite(roomId: string, inviter: string, direct: boolean): void {
+    this.#invites.set(roomId, { inviter, direct });
+    this.#wake();
+  }
+
+  joined(roomId: string): boolean {
+    return this.#joined.has(roomId);
+  }
+
+  accountData(type: string): unknown {
+    return this.#accountData.get(type)?.content;
+  }
+
+  /** Alice sends a file in the direct chat (uploaded to the fake's media store); `caption` per spec v1.10. */
+  dmFile(bytes: Buffer, o: { name: string; mime: string; msgtype?: string; caption?: string }): Record<string, any> {
+    const mediaId = `media${this.#nextEvent}`;
+    this.media.set(mediaId, { bytes, mime: o.mime });
+    return this.post(this.dmRoom, {
+      msgtype: o.msgtype ?? 'm.image',
+      body: o.caption ?? o.name,
+      ...(o.caption ? { filename: o.name } : {}),
+      url: `mxc://${SERVER}/${mediaId}`,
+      info: { size: bytes.length, mimetype: o.mime },
+    });
+  }
+
+  /** A joined room turned encrypted (its m.room.encryption state event). */
+  encrypt(roomId: string): void {
+    this.#joined.add(roomId);
+    this.post(roomId, { algorithm: 'm.megolm.v1.aes-sha2' }, this.alice, 'm.room.encryption');
+  }
+
+  #append(roomId: string, event: Record<string, any>): void {
+    this.#timeline.push({ pos: ++this.#pos, roomId, event });
+    this.#wake();
+  }
+
+  #wake(): void {
+    for (const w of [...this.#waiters]) w();
+  }
+
+  // ——— the API ———
+
+  #error(res: ServerResponse, status: number, errcode: string, error: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): void {
+    res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify({ errcode, error, ...extra }));
+  }
+
+  #json(res: ServerResponse, body: unknown): void {
+    res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const path = url.pathname;
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    let body: any;
+    try {
+      body = raw ? JSON.parse(raw) : undefined;
+    } catch {
+      return this.#error(res, 400, 'M_NOT_JSON', 'Content not JSON.');
+    }
+    const name = endpointName(req.method ?? 'GET', path);
+    this.calls.push({ name, path, body, at: Date.now() });
+    if (name === 'versions') return this.#json(res, { versions: this.authenticatedMedia ? ['v1.10', 'v1.11', 'v1.12'] : ['r0.6.1', 'v1.1', 'v1.10'] });
+    const fault = this.#faults.get(name)?.shift();
+    if (fault && 'drop' in fault) return void req.socket.destroy();
+    if (fault && 'dropAnswer' in fault) {
+      // Carried out as usual, but the answer is lost on the way.
+      res.write = () => true;
+      res.end = (() => {
+        req.socket.destroy();
+        return res;
+      }) as typeof res.end;
+    }
+    if (fault && 'status' in fault && fault.status === 429)
+      return this.#error(
+        res,
+        429,
+        'M_LIMIT_EXCEEDED',
+        'Too Many Requests',
+        { retry_after_ms: fault.retryAfterMs },
+        { 'retry-after': String(Math.ceil(fault.retryAfterMs / 1000)) },
+      );
+    if (fault && 'status' in fault)
+      return this.#error(res, fault.status, fault.errcode ?? (fault.status >= 500 ? 'M_UNKNOWN' : 'M_FORBIDDEN'), 'injected fault');
+    const auth = req.headers.authorization;
+    if (!auth) return this.#error(res, 401, 'M_MISSING_TOKEN', 'Missing access token');
+    if (auth !== `Bearer ${this.token}`) return this.#error(res, 401, 'M_UNKNOWN_TOKEN', 'Invalid access token passed.', { soft_logout: false });
+    const seg = path.split('/').map(decodeURIComponent);
+    switch (name) {
+      case 'whoami':
+        return this.#json(res, { user_id: this.userId, device_id: 'FAKEDEVICE' });
+      case 'profile':
+        return this.#json(res, { displayname: this.displayName });
+      case 'account_data': {
+        const type = seg[7]!;
+        if (req.method === 'PUT') {
+          this.#accountData.set(type, { pos: ++this.#pos, content: body });
+          this.#wake();
+          return this.#json(res, {});
+        }
+        const d = this.#accountData.get(type);
+        return d ? this.#json(res, d.content) : this.#error(res, 404, 'M_NOT_FOUND', 'Account data not found');
+      }
+      case 'join': {
+        const roomId = seg.at(-1)!;
+        this.#invites.delete(roomId);
+        this.#joined.add(roomId);
+        return this.#json(res, { room_id: roomId });
+      }
+      case 'send':
+        return this.#send(res, seg[5]!, seg[8]!, body);
+      case 'redact': {
+        const m = this.botMessages.find((x) => x.eventId === seg[7]);
+        if (m) m.redacted = true;
+        return this.#json(res, { event_id: `$redaction${this.#nextEvent++}` });
+      }
+      case 'typing':
+        this.typing.push({ roomId: seg[5]!, typing: body?.typing === true });
+        return this.#json(res, {});
+      case 'media': {
+        if (!this.authenticatedMedia && path.startsWith('/_matrix/client/v1/')) return this.#error(res, 404, 'M_UNRECOGNIZED', 'Unrecognized request');
+        const f = this.media.get(seg.at(-1)!);
+        if (!f) return this.#error(res, 404, 'M_NOT_FOUND', 'Not found');
+        res.writeHead(200, { 'content-type': f.mime, 'content-length': f.bytes.length }).end(f.bytes);
+        return;
+      }
+      case 'sync':
+        return this.#sync(req, res, url);
+      default:
+        return this.#error(res, 404, 'M_UNRECOGNIZED', 'Unrecognized request');
+    }
+  }
+
+  #send(res: ServerResponse, roomId: string, txnId: string, content: Record<string, any>): void {
+    if (!this.#joined.has(roomId)) {
+      this.#error(res, 403, 'M_FORBIDDEN', 'User not in room');
+      return;
+    }
+    // The spec: a repeated transaction id (same access token) answers with the first event, posting nothing.
+    const seen = this.#txns.get(txnId);
+    if (seen) {
+      this.#json(res, { event_id: seen });
+      return;
+    }
+    const event = { type: 'm.room.message', event_id: `$bot${this.#nextEvent++}:${SERVER}`, sender: this.userId, origin_server_ts: Date.now(), content };
+    this.#txns.set(txnId, event.event_id);
+    const relates = content['m.relates_to'];
+    if (relates?.rel_type === 'm.replace') {
+      const target = this.botMessages.find((m) => m.eventId === relates.event_id);
+      if (target) {
+        target.shown = content['m.new_content'];
+        target.edits++;
+      }
+    }
+    this.botMessages.push({ roomId, eventId: event.event_id, txnId, content, shown: content, edits: 0, redacted: false });
+    this.#append(roomId, event);
+    this.#json(res, { event_id: event.event_id });
+  }
+
+  async #sync(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    const sinceParam = url.searchParams.get('since');
+    let since = sinceParam ? Number(sinceParam.replace(/^s/, '')) : undefined;
+    const previous = this.#lastSince;
+    // Asked for from here on: everything before is in the client's hands (it asks only once it stored the last batch).
+    this.#lastSince = since ?? 0;
+    if (since !== undefined && this.#redeliver) {
+      this.#redeliver = false;
+      since = Math.min(since, previous);
+    }
+    const timeoutMs = Math.min(Number(url.searchParams.get('timeout') ?? 0), 60_000);
+    const fresh = since === undefined;
+    const pending = () => this.#timeline.some((t) => t.pos > (since ?? 0) && this.#joined.has(t.roomId)) || this.#invites.size > 0;
+    if (!fresh && !pending() && timeoutMs > 0) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          this.#waiters.delete(done);
+          req.socket.off('close', done);
+          resolve();
+        };
+        const timer = setTimeout(done, timeoutMs);
+        this.#waiters.add(done);
+        req.socket.once('close', done);
+      });
+    }
+    if (res.destroyed || req.socket.destroyed) return;
+    const join: Record<string, { timeline: { events: unknown[]; limited: boolean }; state: { events: unknown[] } }> = {};
+    for (const t of this.#timeline) {
+      if (!this.#joined.has(t.roomId) || (!fresh && t.pos <= since!)) continue;
+      (join[t.roomId] ??= { timeline: { events: [], limited: false }, state: { events: [] } }).timeline.events.push(t.event);
+    }
+    const invite: Record<string, unknown> = {};
+    for (const [roomId, inv] of this.#invites) {
+      invite[roomId] = {
+        invite_state: {
+          events: [
+            { type: 'm.room.name', state_key: '', sender: inv.inviter, content: { name: 'invited room' } },
+            {
+              type: 'm.room.member',
+              state_key: this.userId,
+              sender: inv.inviter,
+              content: { membership: 'invite', ...(inv.direct ? { is_direct: true } : {}) },
+            },
+          ],
+        },
+      };
+    }
+    const accountData = [...this.#accountData].filter(([, d]) => fresh || d.pos > since!).map(([type, d]) => ({ type, content: d.content }));
+    this.#json(res, { next_batch: `s${this.#pos}`, rooms: { join, invite, leave: {} }, account_data: { events: accountData } });
+  }
+}
+
+function endpointName(method: string, path: string): string {
+  if (path === '/_matrix/client/versions') return 'versions';
+  const p = path.replace(/^\/_matrix\/client\/(v3|r0)/, '');
+  if (p === '/account/whoami') return 'whoami';
+  if (p === '/sync') return 'sync';
+  if (/^\/profile\//.test(p)) return 'profile';
+  if (/^\/user\/[^/]+\/account_data\//.test(p)) return 'account_data';
+  if (/^\/join\//.test(p) || /^\/rooms\/[^/]+\/join$/.test(p)) return 'join';
+  if (/^\/rooms\/[^/]+\/send\/m\.room\.message\/[^/]+$/.test(p) && method === 'PUT') return 'send';
+  if (/^\/rooms\/[^/]+\/redact\//.test(p)) return 'redact';
+  if (/^\/rooms\/[^/]+\/typing\//.test(p)) return 'typing';
+  if (path.startsWith('/_matrix/client/v1/media/download/') || path.startsWith('/_matrix/media/v3/download/')) return 'media';
+  return 'unknown';
+}
