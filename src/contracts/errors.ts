@@ -45,6 +45,14 @@ export const catalogue = {
   CHANNEL_ENDED: { retryable: true, text: 'the listener stopped without being asked to' },
   CHANNEL_REQUEST_FAILED: { retryable: false, text: 'the platform refused the request' },
   CHANNEL_FORMAT_REFUSED: { retryable: true, text: 'the platform refused a message format; the reply is planned again in the format it accepts' },
+  CHANNEL_KICKED: {
+    retryable: false,
+    text: 'an operator of a group chat (a channel, a room) kicked the bot; it is parked, not rejoined against their will: sort it out with them, then restart or reload',
+  },
+  CHANNEL_BANNED: {
+    retryable: false,
+    text: 'the bot is banned from a group chat or the server; it is parked: lift the ban or change the config, then restart or reload',
+  },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed', user: 'The model could not be reached.' },
   PROVIDER_RATE_LIMITED: {
