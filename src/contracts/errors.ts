@@ -53,6 +53,14 @@ export const catalogue = {
     retryable: false,
     text: "the platform refused the message because the user's customer-service window is closed (they have not written for too long, 24 hours on some platforms); it is not retried",
   },
+  CHANNEL_KICKED: {
+    retryable: false,
+    text: 'an operator of a group chat (a channel, a room) kicked the bot; it is parked, not rejoined against their will: sort it out with them, then restart or reload',
+  },
+  CHANNEL_BANNED: {
+    retryable: false,
+    text: 'the bot is banned from a group chat or the server; it is parked: lift the ban or change the config, then restart or reload',
+  },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
   PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed', user: 'The model could not be reached.' },
   PROVIDER_RATE_LIMITED: {

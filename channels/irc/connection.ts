@@ -1,0 +1,219 @@
+import { connect as netConnect, type Socket } from 'node:net';
+import { connect as tlsConnect } from 'node:tls';
+import type { Logger } from 'pino';
+import { ChannelError } from '../../src/contracts/errors.js';
+import { formatLine, type IrcLine, MAX_INCOMING_LINE_BYTES, parseLine } from './protocol.js';
+
+export interface ConnectionOptions {
+  host: string;
+  port: number;
+  tls: boolean;
+  nick: string;
+  password: string | undefined;
+  connectTimeoutMs: number;
+  log: Logger;
+  channelId: string;
+}
+
+/** No line from the server for this long: we PING it; no line for twice as long: the link is dead. */
+const IDLE_PING_MS = 90_000;
+
+/** The nicks tried, in order, while the server answers 433 (nickname in use). */
+export function alternateNicks(nick: string): string[] {
+  return [nick, `${nick}_`, `${nick}__`, ...Array.from({ length: 9 }, (_, i) => `${nick}${i + 1}`)];
+}
+
+/**
+ * One registered IRC client connection: TCP or TLS, line framing with a bound, registration
+ * (CAP LS, SASL PLAIN when the server offers it and a password is set, PASS otherwise, NICK
+ * with alternates, USER), PING/PONG both ways. Lines after registration go to `onLine`.
+ * `closed` rejects with a ChannelError saying why the link ended (never resolves: a
+ * connection only ends by failing or by `close`).
+ */
+export class IrcConnection {
+  readonly #o: ConnectionOptions;
+  #socket: Socket | undefined;
+  #buffer = '';
+  #nick: string;
+  #idle: NodeJS.Timeout | undefined;
+  #pinged = false;
+  #fail!: (err: ChannelError) => void;
+  #ended = false;
+  readonly closed: Promise<never>;
+  onLine: (line: IrcLine) => void = () => {};
+
+  constructor(options: ConnectionOptions) {
+    this.#o = options;
+    this.#nick = options.nick;
+    this.closed = new Promise<never>((_, reject) => (this.#fail = reject));
+    this.closed.catch(() => {});
+  }
+
+  /** Our nick now (the server may have given us an alternate, or we changed it). */
+  get nick(): string {
+    return this.#nick;
+  }
+  set nick(n: string) {
+    this.#nick = n;
+  }
+
+  get open(): boolean {
+    return !this.#ended && this.#socket !== undefined && !this.#socket.destroyed;
+  }
+
+  /** Connects and registers; resolves with the 001 welcome line, rejects with a coded ChannelError. */
+  register(signal: AbortSignal): Promise<IrcLine> {
+    const { host, port } = this.#o;
+    const socket = this.#o.tls ? tlsConnect({ host, port, servername: /^[\d.:]+$/.test(host) ? undefined : host }) : netConnect({ host, port });
+    this.#socket = socket;
+    socket.setNoDelay(true);
+    socket.setEncoding('utf8');
+    socket.on('data', (chunk: string) => this.#data(chunk));
+    socket.on('error', (err) => this.#end(new ChannelError('CHANNEL_NETWORK', `IRC ${host}:${port}: ${err.message}`, { cause: err })));
+    socket.on('close', () => this.#end(new ChannelError('CHANNEL_NETWORK', `IRC ${host}:${port}: the server closed the connection`)));
+    return new Promise<IrcLine>((resolve, reject) => {
+      const nicks = alternateNicks(this.#o.nick);
+      let sasl = false;
+      const timer = setTimeout(
+        () => this.#end(new ChannelError('CHANNEL_CONNECT_TIMEOUT', `IRC ${host}:${port}: not registered within ${this.#o.connectTimeoutMs} ms`)),
+        this.#o.connectTimeoutMs,
+      );
+      const onAbort = () => this.close('channeld stopping');
+      signal.addEventListener('abort', onAbort, { once: true });
+      const done = () => {
+        clearTimeout(timer);
+        signal.removeEventListener('abort', onAbort);
+      };
+      this.closed.catch((err: unknown) => {
+        done();
+        reject(signal.aborted ? signal.reason : err);
+      });
+      const auth = (detail: string) =>
+        this.#end(new ChannelError('CHANNEL_AUTH_FAILED', `IRC ${host}:${port}: ${detail}; check password_env/password_file/password_credential and nick`));
+      this.onLine = (line) => {
+        const text = line.params.at(-1) ?? '';
+        switch (line.command) {
+          case 'CAP': {
+            const sub = line.params[1]?.toUpperCase();
+            if (sub === 'LS' && line.params[2] !== '*') {
+              const caps = text.split(' ').map((c) => c.split('=')[0]);
+              sasl = this.#o.password !== undefined && caps.includes('sasl');
+              this.write(sasl ? formatLine('CAP', 'REQ', 'sasl') : formatLine('CAP', 'END'));
+            } else if (sub === 'ACK' && sasl) this.write(formatLine('AUTHENTICATE', 'PLAIN'));
+            else if (sub === 'NAK') this.write(formatLine('CAP', 'END'));
+            return;
+          }
+          case 'AUTHENTICATE':
+            if (line.params[0] === '+') {
+              const nick = this.#o.nick;
+              this.write(formatLine('AUTHENTICATE', Buffer.from(`${nick}\0${nick}\0${this.#o.password ?? ''}`).toString('base64')));
+            }
+            return;
+          case '903': // RPL_SASLSUCCESS
+            this.write(formatLine('CAP', 'END'));
+            return;
+          case '902': // ERR_NICKLOCKED
+          case '904': // ERR_SASLFAIL
+          case '905': // ERR_SASLTOOLONG
+            return auth(`SASL PLAIN was refused (${line.command} ${text})`);
+          case '464': // ERR_PASSWDMISMATCH
+            return auth(`the server password was refused (464 ${text})`);
+          case '465': // ERR_YOUREBANNEDCREEP
+            return this.#end(new ChannelError('CHANNEL_BANNED', `IRC ${host}:${port}: the server bans this client (465 ${text})`));
+          case '432': // ERR_ERRONEUSNICKNAME
+            return this.#end(new ChannelError('CHANNEL_REQUEST_FAILED', `IRC ${host}:${port}: the server refuses the nick "${this.#nick}" (432 ${text})`));
+          case '433': // ERR_NICKNAMEINUSE
+          case '436': {
+            const next = nicks[nicks.indexOf(this.#nick) + 1];
+            if (!next) return this.#end(new ChannelError('CHANNEL_CONFLICT', `IRC ${host}:${port}: "${this.#o.nick}" and its alternates are all in use`));
+            this.#o.log.info({ channel: this.#o.channelId, nick: this.#nick, next }, 'IRC nick in use; trying an alternate');
+            this.#nick = next;
+            this.write(formatLine('NICK', next));
+            return;
+          }
+          case 'ERROR':
+            // Refused before registration: a wrong server password is reported this way by some servers.
+            if (/passw|access denied|authenticat/i.test(text)) return auth(`the server closed the link: ${text}`);
+            return this.#end(new ChannelError('CHANNEL_NETWORK', `IRC ${host}:${port}: ${text}`));
+          case '001':
+            done();
+            if (line.params[0]) this.#nick = line.params[0];
+            this.onLine = () => {};
+            resolve(line);
+            return;
+          default:
+            return;
+        }
+      };
+      socket.once(this.#o.tls ? 'secureConnect' : 'connect', () => {
+        this.write(formatLine('CAP', 'LS', '302'));
+        if (this.#o.password !== undefined) this.write(formatLine('PASS', this.#o.password));
+        this.write(formatLine('NICK', this.#nick));
+        this.write(formatLine('USER', this.#o.nick.toLowerCase().slice(0, 10), '0', '*', 'channeld'));
+      });
+    });
+  }
+
+  /** Writes one line (CRLF added); false when the connection is gone. */
+  write(line: string): boolean {
+    if (!this.open) return false;
+    this.#socket!.write(`${line}\r\n`);
+    return true;
+  }
+
+  /** Says QUIT and closes; `closed` then rejects with CHANNEL_ENDED. */
+  close(reason: string): void {
+    if (this.open) this.#socket!.end(`${formatLine('QUIT', reason)}\r\n`);
+    this.#end(new ChannelError('CHANNEL_ENDED', `IRC connection closed: ${reason}`));
+  }
+
+  /** Ends the connection with `err` as the reason; the first reason wins. */
+  #end(err: ChannelError): void {
+    if (this.#ended) return;
+    this.#ended = true;
+    clearTimeout(this.#idle);
+    this.#socket?.destroy();
+    this.#fail(err);
+  }
+
+  /** Fails the connection from outside (a KICK the adapter will not live with). */
+  fail(err: ChannelError): void {
+    if (this.open) this.#socket!.end(`${formatLine('QUIT', err.message.slice(0, 200))}\r\n`);
+    this.#end(err);
+  }
+
+  #data(chunk: string): void {
+    this.#alive();
+    this.#buffer += chunk;
+    const lines = this.#buffer.split('\n');
+    this.#buffer = lines.pop()!;
+    if (Buffer.byteLength(this.#buffer) > MAX_INCOMING_LINE_BYTES) {
+      this.#o.log.warn({ channel: this.#o.channelId }, 'IRC line longer than allowed; dropped');
+      this.#buffer = '';
+    }
+    for (const raw of lines) {
+      if (this.#ended) return;
+      const line = parseLine(raw.replace(/\r$/, ''));
+      if (!line) continue;
+      if (line.command === 'PING') {
+        this.write(formatLine('PONG', ...(line.params.length ? [line.params.at(-1)!] : [])));
+        continue;
+      }
+      if (line.command === 'PONG') continue;
+      this.onLine(line);
+    }
+  }
+
+  /** Any line from the server proves the link; silence gets a PING, and silence after that ends it. */
+  #alive(): void {
+    clearTimeout(this.#idle);
+    this.#pinged = false;
+    const tick = () => {
+      if (this.#pinged) return this.#end(new ChannelError('CHANNEL_NETWORK', `IRC ${this.#o.host}:${this.#o.port}: no answer to PING; reconnecting`));
+      this.#pinged = true;
+      this.write(formatLine('PING', 'channeld'));
+      this.#idle = setTimeout(tick, IDLE_PING_MS);
+    };
+    this.#idle = setTimeout(tick, IDLE_PING_MS);
+  }
+}
