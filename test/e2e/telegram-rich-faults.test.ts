@@ -66,4 +66,17 @@ describe('Telegram: a server that fails the newer methods still gets every answe
     expect(sent.parseMode).toBe('HTML');
     expect(sent.text).toBe('<b>Fruit report</b>\n\n• apples\n• pears\n\n<pre><code>Fruit | Qty\n------+----\napple | 3\npear  | 10</code></pre>\n\nDone.');
   });
+
+  it('a long answer on a server that fails every rich method still arrives whole, split at the HTML limit', async () => {
+    const tg = await withTelegram({ richAnswer: { status: 500, body: '<html>500</html>' } });
+    const llm = await withLlm();
+    const answer = `${Array.from({ length: 1200 }, (_, i) => `w${i}`).join(' ')} THE END`;
+    expect(answer.length).toBeGreaterThan(4096);
+    llm.script({ kind: 'stream', chunks: [{ content: answer }] });
+    await withChannelDaemon(`${llmAgent(llm.url)}${defaultChannel(tg)}stream_mode = "final"\n`, telegramEnv(tg));
+    tg.dm('write a lot');
+    await waitFor(() => tg.texts(42).join('').includes('THE END'), 30_000);
+    expect(tg.texts(42).join(' ').replace(/\s+/g, ' ')).toBe(answer);
+    expect(tg.messages.every((m) => m.parseMode === 'HTML')).toBe(true);
+  });
 });
