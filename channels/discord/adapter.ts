@@ -3,12 +3,12 @@ import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionRespo
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { CodedError } from '../../src/contracts/errors.js';
+import { CodedError, errorMessage } from '../../src/contracts/errors.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { chunkText } from '../../src/util/chunk.js';
 import { platformCaller } from '../../src/util/platform-call.js';
-import { classifyClose, classifyDiscordError } from './errors.js';
+import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
 import { markdownForDiscord } from './markdown.js';
 import { normalizeButton, normalizeMessage } from './normalize.js';
 
@@ -41,6 +41,9 @@ function buttonRow(buttons: readonly Button[]) {
   ];
 }
 
+/** Sends that failed with a 5xx while the same send without `enforce_nonce` worked, in a row, before the field is dropped. */
+export const ENFORCE_NONCE_STRIKES = 3;
+
 /** Model output can never ping anyone: no @everyone, @here, roles, users or reply pings. */
 const NO_MENTIONS = { parse: [], replied_user: false } as const;
 
@@ -71,6 +74,13 @@ export class DiscordAdapter implements ChannelAdapter {
   /** Each REST request: cut by its signal or the request timeout, failures sorted by classifyDiscordError. */
   readonly #call = platformCaller(classifyDiscordError);
   #self: { id: string; name: string } | undefined;
+  /**
+   * Sends carry `enforce_nonce` (Discord returns the first message for a repeated nonce)
+   * until the server refuses the field, or fails sends carrying it ENFORCE_NONCE_STRIKES
+   * times in a row while the same send without it works.
+   */
+  #enforceNonce = true;
+  #enforceNonceStrikes = 0;
 
   constructor(options: DiscordOptions, token: string) {
     this.#o = options;
@@ -161,12 +171,43 @@ export class DiscordAdapter implements ChannelAdapter {
     const body = {
       content: markdownForDiscord(text),
       allowed_mentions: NO_MENTIONS,
-      ...(nonce ? { nonce, enforce_nonce: true } : {}),
+      ...(nonce ? { nonce, ...(this.#enforceNonce ? { enforce_nonce: true } : {}) } : {}),
       ...(target.chatType !== 'dm' && target.replyToMessageId ? { message_reference: { message_id: target.replyToMessageId, fail_if_not_exists: false } } : {}),
       ...(options.buttons?.length ? { components: buttonRow(options.buttons) } : {}),
     };
-    const sent = (await this.#call('send', options.signal, (signal) => this.#rest.post(Routes.channelMessages(channel), { body, signal }))) as { id: string };
+    const post = (b: object, signal: AbortSignal) => this.#rest.post(Routes.channelMessages(channel), { body: b, signal }) as Promise<{ id: string }>;
+    const sent = await this.#call('send', options.signal, (signal) =>
+      nonce && this.#enforceNonce ? this.#enforcedOr(body, signal, post) : post(body, signal),
+    );
     return { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
+  }
+
+  /**
+   * Posts with `enforce_nonce`; where the server refuses the field, or fails the post with a
+   * 5xx (no Discord answer) while the same post without it works, the message goes without
+   * it (the nonce stays). A refusal turns the field off for this channel at once, failures
+   * after ENFORCE_NONCE_STRIKES in a row; logged once. A network failure or timeout is thrown
+   * as it is: the retry keeps the field, so a post that did land is not made twice.
+   */
+  async #enforcedOr(body: object, signal: AbortSignal, post: (b: object, s: AbortSignal) => Promise<{ id: string }>): Promise<{ id: string }> {
+    try {
+      const sent = await post(body, signal);
+      this.#enforceNonceStrikes = 0;
+      return sent;
+    } catch (err) {
+      const refused = isEnforceNonceRefused(err);
+      if (signal.aborted || (!refused && !isServerFailure(err))) throw err;
+      const { enforce_nonce: _, ...without } = body as { enforce_nonce?: boolean };
+      const sent = await post(without, signal);
+      if ((refused || ++this.#enforceNonceStrikes >= ENFORCE_NONCE_STRIKES) && this.#enforceNonce) {
+        this.#enforceNonce = false;
+        this.#o.log.warn(
+          { channel: this.#o.id, err: errorMessage(classifyDiscordError(err, 'send')) },
+          'this Discord API does not take enforce_nonce; sending without it from now on',
+        );
+      }
+      return sent;
+    }
   }
 
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {

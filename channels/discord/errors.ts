@@ -52,3 +52,18 @@ export function classifyDiscordError(err: unknown, what = 'request'): ChannelErr
     return new ChannelError('CHANNEL_AUTH_FAILED', 'Discord refused the bot token (401 on /gateway/bot); set a valid token', { cause: err });
   return new ChannelError('CHANNEL_NETWORK', `Discord ${what}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 }
+
+/**
+ * The server does not take `enforce_nonce` (a Discord-compatible server without it): a 400
+ * whose form errors name the field, or a 400 that is not Discord's JSON at all.
+ */
+export function isEnforceNonceRefused(err: unknown): boolean {
+  if (!(err instanceof DiscordAPIError) || err.status !== 400) return false;
+  const raw = err.rawError as unknown;
+  return typeof raw !== 'object' || raw === null || !('code' in raw) || JSON.stringify(raw).includes('enforce_nonce');
+}
+
+/** No Discord answer but a server error (5xx, after discord.js's own retries): the server may be failing the newer field. */
+export function isServerFailure(err: unknown): boolean {
+  return err instanceof HTTPError && err.status >= 500;
+}

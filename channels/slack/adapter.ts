@@ -3,17 +3,23 @@ import { WebClient } from '@slack/web-api';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { CodedError } from '../../src/contracts/errors.js';
+import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller, type PlatformCall } from '../../src/util/platform-call.js';
-import { classifySlackError } from './errors.js';
+import { classifySlackError, isSlackAnswer } from './errors.js';
 import { neutralizeSlackMentions } from './mentions.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
 import { BUTTON_ACTION, BUTTON_ACTION_PREFIX, normalizeAction, normalizeEvent, type SlackBlockActions, type SlackEvent } from './normalize.js';
 import { markdownForSlack, MARKDOWN_REFUSALS } from './markdown.js';
 import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
+
+/**
+ * Newer-method failures (markdown_text, native streams) without a Slack answer saying why,
+ * in a row, after which this channel stops using them.
+ */
+export const NEWER_METHOD_STRIKES = 3;
 
 /** The text as a section, and the buttons (if any) as an actions block; each button's value is its command. */
 function buttonBlocks(mrkdwn: string, buttons: readonly Button[]) {
@@ -82,12 +88,17 @@ export class SlackAdapter implements ChannelAdapter {
   readonly #call: PlatformCall;
   #botUserId: string | undefined;
   #botName: string | undefined;
-  /** Messages go as `markdown_text` until Slack refuses it once; then as mrkdwn `text`. */
+  /** Messages go as `markdown_text` until Slack refuses it once (or fails it NEWER_METHOD_STRIKES times); then as mrkdwn `text`. */
   #markdown = true;
+  #markdownStrikes = 0;
+  /** Native streams (chat.startStream…) until Slack fails them NEWER_METHOD_STRIKES times in a row. */
+  #stream: boolean;
+  #streamStrikes = 0;
 
   constructor(options: SlackOptions, secrets: SlackSecrets) {
     this.#o = options;
     this.#s = secrets;
+    this.#stream = options.nativeStream;
     const timeoutMs = options.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
     this.#call = platformCaller(classifySlackError, timeoutMs);
     // Our own client for replies: 429s come back to ReplyStream (with retry-after) instead of
@@ -194,18 +205,65 @@ export class SlackAdapter implements ChannelAdapter {
 
   /**
    * Runs the markdown_text call; when Slack refuses that argument, remembers it for this
-   * adapter and runs the mrkdwn call instead. Mentions are escaped on both paths.
+   * adapter and runs the mrkdwn call instead. Mentions are escaped on both paths. A failure
+   * without a Slack answer saying why (an HTTP error status, a body that is not the Web
+   * API's, no answer) also sends this message as mrkdwn; when that works it counts as a
+   * strike, and at NEWER_METHOD_STRIKES in a row markdown_text is off (logged once). Slack's
+   * own errors and rate limits are thrown as they are: mrkdwn would meet them too.
    */
-  async #markdownOr<T>(what: string, markdown: () => Promise<T>, mrkdwn: () => Promise<T>): Promise<T> {
+  async #markdownOr<T>(what: string, signal: AbortSignal, markdown: () => Promise<T>, mrkdwn: () => Promise<T>): Promise<T> {
     if (!this.#markdown) return mrkdwn();
     try {
-      return await markdown();
+      const done = await markdown();
+      this.#markdownStrikes = 0;
+      return done;
     } catch (err) {
       const code = (err as { code?: string; data?: { error?: string } }).data?.error;
-      if (code === undefined || !MARKDOWN_REFUSALS.has(code)) throw err;
-      this.#markdown = false;
-      this.#o.log.info({ channel: this.#o.id, method: what, error: code }, 'Slack refused markdown_text; sending mrkdwn text from now on');
-      return mrkdwn();
+      if (code !== undefined && MARKDOWN_REFUSALS.has(code)) {
+        this.#markdown = false;
+        this.#o.log.info({ channel: this.#o.id, method: what, error: code }, 'Slack refused markdown_text; sending mrkdwn text from now on');
+        return mrkdwn();
+      }
+      // Slack's answer, or a call already given up (timed out: it may still land): never a second message.
+      if (isSlackAnswer(err) || signal.aborted) throw err;
+      const done = await mrkdwn();
+      const reason = errorMessage(classifySlackError(err, what));
+      if (++this.#markdownStrikes < NEWER_METHOD_STRIKES) {
+        this.#o.log.warn({ channel: this.#o.id, method: what, err: reason }, 'Slack failed a markdown_text message; sent as mrkdwn');
+      } else if (this.#markdown) {
+        this.#markdown = false;
+        this.#o.log.warn({ channel: this.#o.id, method: what, err: reason }, 'this Slack API keeps failing markdown_text; sending mrkdwn text from now on');
+      }
+      return done;
+    }
+  }
+
+  /**
+   * A native stream call failed: a rate limit is only a pause, `unknown_method` (or an HTTP
+   * 404) means the API has no streams, and other failures count as strikes; streams are off
+   * for this channel from then on (logged once). The reply at hand falls back to post + update.
+   */
+  #streamFailed(err: unknown): void {
+    if (!this.#stream || (err instanceof ChannelError && err.retryAfterMs !== undefined)) return;
+    const cause = err instanceof ChannelError ? err.cause : err;
+    const missing = (cause as { data?: { error?: string } }).data?.error === 'unknown_method' || (cause as { statusCode?: number }).statusCode === 404;
+    if (!missing && ++this.#streamStrikes < NEWER_METHOD_STRIKES) return;
+    this.#stream = false;
+    this.#o.log.warn(
+      { channel: this.#o.id, err: errorMessage(err), failures: this.#streamStrikes },
+      'this Slack API fails native streams; posting and updating from now on',
+    );
+  }
+
+  /** Runs one native stream call; its failure is counted against streams (see #streamFailed). */
+  async #streamCall<T>(what: string, signal: AbortSignal, fn: () => Promise<T>): Promise<T> {
+    try {
+      const done = await this.#call(what, signal, fn);
+      this.#streamStrikes = 0;
+      return done;
+    } catch (err) {
+      if (!signal.aborted) this.#streamFailed(err);
+      throw err;
     }
   }
 
@@ -215,11 +273,12 @@ export class SlackAdapter implements ChannelAdapter {
     // A message with buttons (an approval question) is Block Kit with mrkdwn text; others
     // go as standard Markdown where Slack takes it.
     const blocks = options.buttons?.length ? buttonBlocks(markdownToMrkdwn(text), options.buttons) : undefined;
-    const r = await this.#call('chat.postMessage', options.signal, () =>
+    const r = await this.#call('chat.postMessage', options.signal, (signal) =>
       blocks
         ? this.#web.chat.postMessage({ ...base, text: markdownToMrkdwn(text), blocks })
         : this.#markdownOr(
             'chat.postMessage',
+            signal,
             () => this.#web.chat.postMessage({ ...base, markdown_text: markdownForSlack(text) }),
             () => this.#web.chat.postMessage({ ...base, text: markdownToMrkdwn(text) }),
           ),
@@ -235,9 +294,10 @@ export class SlackAdapter implements ChannelAdapter {
       await this.#call('chat.update', options.signal, () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: mrkdwn, blocks }));
       return;
     }
-    await this.#call('chat.update', options.signal, () =>
+    await this.#call('chat.update', options.signal, (signal) =>
       this.#markdownOr(
         'chat.update',
+        signal,
         () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, markdown_text: markdownForSlack(text) }),
         () => this.#web.chat.update({ channel: ref.chatId, ts: ref.messageId, text: markdownToMrkdwn(text) }),
       ),
@@ -273,8 +333,8 @@ export class SlackAdapter implements ChannelAdapter {
   /** chat.startStream / appendStream / stopStream, in threads only; Slack appends, so only the new part is sent. */
   async openNativeStream(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined> {
     const thread_ts = this.#threadTs(target);
-    if (!this.#o.nativeStream || !thread_ts) return undefined;
-    const start = await this.#call('chat.startStream', options.signal, () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
+    if (!this.#stream || !thread_ts) return undefined;
+    const start = await this.#streamCall('chat.startStream', options.signal, () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
     const ts = start.ts!;
     let sent = '';
     const delta = (raw: string) => {
@@ -287,7 +347,8 @@ export class SlackAdapter implements ChannelAdapter {
     return {
       update: async (text, o) => {
         const markdown_text = delta(text);
-        if (markdown_text) await this.#call('chat.appendStream', o.signal, () => this.#web.chat.appendStream({ channel: target.chatId, ts, markdown_text }));
+        if (markdown_text)
+          await this.#streamCall('chat.appendStream', o.signal, () => this.#web.chat.appendStream({ channel: target.chatId, ts, markdown_text }));
       },
       finish: async (text, o) => {
         const markdown_text = delta(text);

@@ -44,3 +44,13 @@ export function classifySlackError(err: unknown, what = 'request'): ChannelError
       return new ChannelError('CHANNEL_NETWORK', `Slack ${what}: ${e.message ?? String(err)}`, { cause: err });
   }
 }
+
+/**
+ * Slack answered (a Web API error such as `channel_not_found`, or a rate limit): a definite
+ * reply that another way of sending the same text would meet too. An HTTP error status, a
+ * body that is not the Web API's or a dropped connection is not one.
+ */
+export function isSlackAnswer(err: unknown): boolean {
+  const code = (err as { code?: string } | undefined)?.code;
+  return code === ErrorCode.PlatformError || code === ErrorCode.RateLimitedError;
+}

@@ -1,8 +1,8 @@
 import MarkdownIt from 'markdown-it';
 
 /**
- * Model Markdown for a platform that renders only part of it (Telegram HTML, Slack mrkdwn,
- * Discord): the blocks it does not render are rewritten, in Markdown still, so the
+ * Model Markdown for a platform that renders only part of it (an HTML subset, a markup of
+ * its own, Markdown without tables): the blocks it does not render are rewritten, in Markdown still, so the
  * platform's own formatter can take the result as before. markdown-it finds the blocks (so
  * a `#` or `|` inside code, or a list marker that is not one, is left alone); lines outside
  * those blocks are kept byte for byte. The result is again valid input: flattening twice

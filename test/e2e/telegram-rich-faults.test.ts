@@ -47,11 +47,21 @@ describe('Telegram: a server that fails the newer methods still gets every answe
     const tg = await withTelegram();
     tg.fail('sendMessageDraft', { status: 502, raw: '<html>502 Bad Gateway</html>' }, 100);
     const d = await withChannelDaemon(echoAgent(40) + defaultChannel(tg), telegramEnv(tg));
+    const OFF = 'this Bot API server fails native drafts';
+    // A reply that ends before its first draft makes no draft call (a loaded machine), so
+    // questions go until drafts are off rather than a fixed number of them.
+    const asked: string[] = [];
+    for (let i = 0; i < 12 && !d.logs.text.includes(OFF); i++) {
+      asked.push(`question number ${i} here`);
+      tg.dm(asked.at(-1)!);
+      await waitFor(() => tg.texts(42).includes(asked.at(-1)!), 15_000);
+    }
+    expect(tg.callsOf('sendMessageDraft')).toHaveLength(3);
     await askAll(tg);
     await waitFor(() => tg.pendingUpdates === 0 && d.daemon.status().turns.list.length === 0);
-    expect(tg.texts(42)).toEqual(QUESTIONS);
+    expect(tg.texts(42)).toEqual([...asked, ...QUESTIONS]);
     expect(tg.callsOf('sendMessageDraft')).toHaveLength(3);
-    expect(d.logs.text.split('this Bot API server fails native drafts').length - 1).toBe(1);
+    expect(d.logs.text.split(OFF).length - 1).toBe(1);
   });
 
   it('on a server without rich messages the HTML answer reads well: heading bold, bullets, the table a <pre> block', async () => {
@@ -65,5 +75,18 @@ describe('Telegram: a server that fails the newer methods still gets every answe
     const sent = tg.messages.find((m) => !m.deleted)!;
     expect(sent.parseMode).toBe('HTML');
     expect(sent.text).toBe('<b>Fruit report</b>\n\n• apples\n• pears\n\n<pre><code>Fruit | Qty\n------+----\napple | 3\npear  | 10</code></pre>\n\nDone.');
+  });
+
+  it('a long answer on a server that fails every rich method still arrives whole, split at the HTML limit', async () => {
+    const tg = await withTelegram({ richAnswer: { status: 500, body: '<html>500</html>' } });
+    const llm = await withLlm();
+    const answer = `${Array.from({ length: 1200 }, (_, i) => `w${i}`).join(' ')} THE END`;
+    expect(answer.length).toBeGreaterThan(4096);
+    llm.script({ kind: 'stream', chunks: [{ content: answer }] });
+    await withChannelDaemon(`${llmAgent(llm.url)}${defaultChannel(tg)}stream_mode = "final"\n`, telegramEnv(tg));
+    tg.dm('write a lot');
+    await waitFor(() => tg.texts(42).join('').includes('THE END'), 30_000);
+    expect(tg.texts(42).join(' ').replace(/\s+/g, ' ')).toBe(answer);
+    expect(tg.messages.every((m) => m.parseMode === 'HTML')).toBe(true);
   });
 });

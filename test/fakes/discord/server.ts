@@ -96,6 +96,12 @@ export class FakeDiscord {
   /** The live session of each shard id. */
   readonly #sessions = new Map<number, Session>();
   readonly #faults = new Map<string, RestFault[]>();
+  /**
+   * When set, a message POST carrying `enforce_nonce` gets this answer instead, as from a
+   * Discord-compatible server without it: 400 Invalid Form Body naming the field, or (with
+   * `raw`) this status and raw body, a proxy's error page.
+   */
+  enforceNonceAnswer: { status: number; raw?: string } | undefined;
   readonly #http: Server;
   readonly #wss: WebSocketServer;
 
@@ -460,6 +466,15 @@ export class FakeDiscord {
     }
     if (req.headers.authorization !== `Bot ${this.token}`) return json(401, { message: '401: Unauthorized', code: 0 });
     const kind = this.#kind(path);
+    const refuse = this.enforceNonceAnswer;
+    if (refuse && method === 'POST' && kind === 'message' && body?.enforce_nonce !== undefined) {
+      if (refuse.raw !== undefined) return void res.writeHead(refuse.status, { 'content-type': 'text/html' }).end(refuse.raw);
+      return json(refuse.status, {
+        message: 'Invalid Form Body',
+        code: 50035,
+        errors: { enforce_nonce: { _errors: [{ code: 'UNKNOWN_FIELD', message: 'This field is not allowed.' }] } },
+      });
+    }
     const fault = kind ? this.#faults.get(`${method} ${kind}`)?.shift() : undefined;
     if (fault) {
       if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));

@@ -4,7 +4,14 @@ import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 
 /** A method's next answer: a platform error, an HTTP status, a delay, or none at all (`hang`: the request is never answered). */
-export type SlackFault = { error: string } | { status: 429; retryAfter: number } | { status: 500 | 502 } | { delayMs: number } | { hang: true };
+export type SlackFault =
+  | { error: string }
+  | { status: 429; retryAfter: number }
+  | { status: 500 | 502 }
+  /** An answer that is not the Web API's: this status with this raw body (a proxy's error page). */
+  | { status: number; raw: string }
+  | { delayMs: number }
+  | { hang: true };
 
 export interface ApiCall {
   method: string;
@@ -77,6 +84,8 @@ export class FakeSlack {
   readonly messages: SlackMessage[] = [];
   /** Accept `markdown_text` on chat.postMessage/update. Off by default: an older API that answers it with no_text. */
   markdownText = false;
+  /** When set, every call carrying `markdown_text` gets this raw answer (a Slack-compatible server failing the argument). */
+  markdownTextAnswer: { status: number; raw: string } | undefined;
   /** The bot's reactions, by `channel:ts` of the reacted message. */
   readonly reactions = new Map<string, string[]>();
   readonly acks = new Map<string, number>();
@@ -347,10 +356,14 @@ export class FakeSlack {
     const no = (error: string) => json(200, { ok: false, error });
     if (!method) return json(404, { ok: false, error: 'unknown_method' });
     this.calls.push({ method, args, token, at: Date.now() });
+    const rawAnswer = (a: { status: number; raw: string }) => void res.writeHead(a.status, { 'content-type': 'text/html' }).end(a.raw);
+    if (this.markdownTextAnswer && args.markdown_text !== undefined && method.startsWith('chat.') && !method.endsWith('Stream'))
+      return rawAnswer(this.markdownTextAnswer);
     const fault = this.#faults.get(method)?.shift();
     if (fault) {
       // Left open until the client gives up or close() drops the connection.
       if ('hang' in fault) return;
+      if ('raw' in fault) return rawAnswer(fault);
       if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
       else if ('error' in fault) return no(fault.error);
       else if (fault.status === 429) return json(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(fault.retryAfter) });
