@@ -20,6 +20,7 @@ import { PgApprovalStore } from './pg-approvals.js';
 import { PgConversationStore, PgSessionStore } from './pg-state.js';
 import { PgWriter } from './pg-writer.js';
 import { PgUsageLedger } from './pg-usage.js';
+import { PgReservations } from './pg-reservations.js';
 import { startOfUtcDay } from '../store/usage.js';
 
 /** The cluster part of /status (and `channeld status`, /admin). */
@@ -47,6 +48,7 @@ export interface ClusterWiring {
   conversations: PgConversationStore;
   usage: PgUsageLedger;
   'approval-store': PgApprovalStore;
+  spend: PgReservations;
   topology: ClusterComposition;
 }
 type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring = never> = Plugin<ClusterWiring, I, P>;
@@ -72,11 +74,11 @@ export class ClusterComposition {
     return this.#s;
   }
 
-  /** Provides inbox, sessions, conversations, usage and approval decisions from NATS and PostgreSQL, and this object as the topology. */
-  storePlugin(): ClusterPlugin<'config' | 'logger' | 'shutdown', 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'topology'> {
+  /** Provides inbox, sessions, conversations, usage, approval decisions and spend reservations from NATS and PostgreSQL, and this object as the topology. */
+  storePlugin(): ClusterPlugin<'config' | 'logger' | 'shutdown', 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'topology'> {
     return {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'topology'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'spend', 'topology'],
       inject: ['config', 'logger', 'shutdown'],
       startTimeoutMs: 30_000,
       start: async (ctx) => {
@@ -100,6 +102,7 @@ export class ClusterComposition {
         ctx.provide('conversations', this.#conversations);
         ctx.provide('usage', this.#usage);
         ctx.provide('approval-store', new PgApprovalStore(this.#writer));
+        ctx.provide('spend', new PgReservations(this.#writer, log));
         ctx.provide('topology', this);
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },

@@ -79,6 +79,21 @@ export const pgMigrations: readonly string[] = [
   // A decision left for a turn that is being taken over (no instance waits on its question).
   `ALTER TABLE tool_approvals ADD COLUMN offer TEXT;
    CREATE INDEX tool_approvals_id ON tool_approvals (id) WHERE state = 'pending';`,
+  // Spend reservations (src/cluster/pg-reservations.ts): a window's settled spend, and the open holds.
+  `CREATE TABLE spend_windows (
+     key TEXT NOT NULL,
+     window_start BIGINT NOT NULL,
+     settled DOUBLE PRECISION NOT NULL,
+     PRIMARY KEY (key, window_start)
+   );
+   CREATE TABLE spend_holds (
+     id BIGSERIAL PRIMARY KEY,
+     key TEXT NOT NULL,
+     window_start BIGINT NOT NULL,
+     amount DOUBLE PRECISION NOT NULL,
+     expires_at BIGINT NOT NULL
+   );
+   CREATE INDEX spend_holds_window ON spend_holds (key, window_start);`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

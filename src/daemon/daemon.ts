@@ -21,7 +21,7 @@ import { workspacePlugin } from './workspaces.js';
 export type { ReloadResult } from './reload.js';
 
 type ClusterInjects = 'config' | 'logger' | 'shutdown' | 'dispatcher' | 'status';
-type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'topology';
+type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'topology';
 /**
  * The cluster plugins are typed by their own view of the services (src/cluster stays below
  * src/daemon); this is where that view is checked against `Services`: what they inject must
@@ -40,6 +40,7 @@ const clusterWiringAgrees: { [K in ClusterInjects]: Services[K] extends ClusterW
   conversations: true,
   usage: true,
   'approval-store': true,
+  spend: true,
   topology: true,
 };
 void clusterWiringAgrees;

@@ -14,6 +14,7 @@ import type { GroupCommit } from '../store/group-commit.js';
 import type { Inbox } from '../store/inbox.js';
 import type { Sessions } from '../store/sessions.js';
 import type { UsageLedger } from '../store/usage.js';
+import type { SpendReservations } from '../store/reservations.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
 import type { ApprovalCoordinator } from '../tools/approvals.js';
 import type { Workspace } from '../workspace/workspace.js';
@@ -118,6 +119,8 @@ export interface Services {
   conversations: Conversations;
   usage: UsageLedger;
   'approval-store': Approvals;
+  /** Spend reservations (daily budgets): in memory on one node, PostgreSQL in cluster mode. */
+  spend: SpendReservations;
   http: HttpServer;
   actions: ActionRegistry;
   /** What management actions ask of the daemon; bound by the management plugin. */
@@ -150,6 +153,7 @@ const names = {
   conversations: true,
   usage: true,
   'approval-store': true,
+  spend: true,
   http: true,
   actions: true,
   management: true,

@@ -9,6 +9,7 @@ import { StorageHealth } from '../store/health.js';
 import { Inbox } from '../store/inbox.js';
 import { SessionStore } from '../store/sessions.js';
 import { SqliteUsageLedger } from '../store/usage.js';
+import { LocalReservations } from '../store/reservations.js';
 
 /** The state database; a state_dir that cannot hold it is named with its path and what failed. */
 function openStateDb(dir: string): ReturnType<typeof openDb> {
@@ -32,7 +33,7 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
 export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
   return definePlugin({
     name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store'],
+    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
       const config = ctx.use('config');
@@ -67,6 +68,7 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       ctx.provide('conversations', new ConversationStore(db, group));
       ctx.provide('usage', new SqliteUsageLedger(db, group));
       ctx.provide('approval-store', new ApprovalStore(db));
+      ctx.provide('spend', new LocalReservations());
     },
   });
 }

@@ -11,7 +11,7 @@ const MCP_READY_WAIT_MS = 30_000;
 export const workspacesPlugin = definePlugin({
   name: 'workspaces',
   provides: ['workspaces'],
-  inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'mcp'],
+  inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'spend', 'mcp'],
   start: (ctx) => {
     const config = ctx.use('config');
     const log = ctx.use('logger');
@@ -44,6 +44,7 @@ export const workspacesPlugin = definePlugin({
         attachmentTimeoutMs: () => config.config.limits.attachment_timeout_ms,
         usage: {
           ledger: deps.ledger,
+          spend: ctx.use('spend'),
           onRecorded: (r) => {
             const labels = { agent: r.agent, model: r.model, channel: r.channel };
             metrics.tokens.inc({ ...labels, type: 'input' }, r.inputTokens);

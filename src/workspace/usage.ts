@@ -5,6 +5,9 @@ import { HookResult } from '../contracts/hooks.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { TurnContext } from '../contracts/turn.js';
 import { startOfUtcDay, type UsageLedger, type UsageRecord } from '../store/usage.js';
+import type { SpendHold, SpendReservations } from '../store/reservations.js';
+import type { AgentInput } from '../contracts/agent-runner.js';
+import { formatAmount } from '../util/money.js';
 
 export interface UsageDeps {
   agentName: string;
@@ -14,6 +17,8 @@ export interface UsageDeps {
   ledger: UsageLedger;
   /** Told about every stored record (the token counters of /metrics). */
   onRecorded?: (r: UsageRecord) => void;
+  /** Where `daily_budget` reserves a turn's cost before the model call; without it only the start-of-turn check applies. */
+  spend?: SpendReservations;
 }
 
 /** What a day's budget looks like right now. */
@@ -48,11 +53,16 @@ function modelOf(ctx: TurnContext, agent: AgentConfig): string {
   return ctx.input?.model ?? agent.model ?? agent.provider;
 }
 
+/** The characters sent to the model: the prompt's size before it is counted in tokens. */
+function inputChars(input: AgentInput): number {
+  return input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0);
+}
+
 /** The provider's counts, or an estimate from characters for turns that ended without them. */
 function usageOf(ctx: TurnContext): Usage {
   if (ctx.ending?.type === 'done') return ctx.ending.usage;
   const input = ctx.input;
-  const inChars = input ? input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0) : ctx.message.text.length;
+  const inChars = input ? inputChars(input) : ctx.message.text.length;
   return { inputTokens: estimateTokens(inChars), outputTokens: estimateTokens(ctx.text.length + ctx.reasoning.length), estimated: true };
 }
 
@@ -62,6 +72,15 @@ function usageOf(ctx: TurnContext): Usage {
  * answer, because they are dispatched before this gate).
  */
 export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
+  /** Each turn's reservation until it is settled. */
+  const holds = new WeakMap<TurnContext, SpendHold>();
+  /** Turns the reservation refused: built for the model, never sent to it. */
+  const refused = new WeakSet<TurnContext>();
+  const settle = async (ctx: TurnContext, actual: number) => {
+    const hold = holds.get(ctx);
+    holds.delete(ctx);
+    await hold?.settle(actual);
+  };
   runtime.hooks.register({
     phase: 'post_dispatch',
     name: 'daily_budget',
@@ -69,18 +88,50 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
     run: () => {
       const b = budgetState(deps);
       if (!b || b.left > 0) return;
+      return HookResult.shortCircuit(spentReply(b.spent_today, b.daily));
+    },
+  });
+  // Checked when the turn starts, the budget let every turn running at once through; the
+  // reservation counts the others' calls before they are paid, so together they stop at it.
+  runtime.hooks.register({
+    phase: 'pre_execute',
+    name: 'daily_budget_reserve',
+    priority: 0,
+    run: async (ctx) => {
+      const agent = deps.agent();
+      const daily = agent.daily_budget;
+      if (daily === undefined || !deps.spend || !ctx.input) return;
+      const model = ctx.input.model ?? agent.model ?? agent.provider;
+      // The prompt as sent, and the longest completion the model is allowed.
+      const estimate = costOf(deps.models()[model], estimateTokens(inputChars(ctx.input)), agent.max_output_tokens);
+      if (!estimate) return; // an unpriced model costs nothing
+      const sinceMs = startOfUtcDay();
+      const r = await deps.spend.reserve(
+        {
+          key: `daily:${deps.agentName}`,
+          windowStartMs: sinceMs,
+          limit: daily,
+          recorded: async () => (await deps.ledger.totals({ agent: deps.agentName, sinceMs })).cost,
+        },
+        estimate,
+      );
+      if (r.granted) return void holds.set(ctx, r.hold);
+      refused.add(ctx);
+      if (r.held === 0) return HookResult.shortCircuit(spentReply(r.settled, daily));
       return HookResult.shortCircuit(
-        `This assistant has used its daily budget (${b.spent_today.toFixed(2)} of ${b.daily.toFixed(2)}), so it takes no new questions until 00:00 UTC. /usage shows what was spent.`,
+        `This assistant's daily budget has too little left for another answer right now (${formatAmount(r.settled)} of ${formatAmount(daily)} spent, ${formatAmount(r.held)} held by answers in progress; one answer may cost up to ${formatAmount(estimate)}). Try again shortly; /usage shows what was spent.`,
       );
     },
   });
+  // A turn that ended before its usage was recorded (a failing hook) releases what it held.
+  runtime.hooks.register({ phase: 'finally', name: 'daily_budget_release', run: (ctx) => settle(ctx, 0) });
   runtime.hooks.register({
     phase: 'post_response',
     name: 'usage_record',
     priority: 20,
-    run: (ctx) => {
+    run: async (ctx) => {
       // Commands and short circuits never reached a model: nothing was spent.
-      if (!ctx.runner || ctx.command) return;
+      if (!ctx.runner || ctx.command || refused.has(ctx)) return;
       const agent = deps.agent();
       const u = usageOf(ctx);
       const model = modelOf(ctx, agent);
@@ -99,6 +150,11 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
       };
       deps.ledger.record(record);
       deps.onRecorded?.(record);
+      await settle(ctx, record.cost ?? 0);
     },
   });
+}
+
+function spentReply(spent: number, daily: number): string {
+  return `This assistant has used its daily budget (${formatAmount(spent)} of ${formatAmount(daily)}), so it takes no new questions until 00:00 UTC. /usage shows what was spent.`;
 }

@@ -12,13 +12,13 @@ import type { ActionRegistry } from '../actions/registry.js';
 import { Runtime } from '../runtime/runtime.js';
 import type { Conversations } from '../store/conversations.js';
 import type { Sessions } from '../store/sessions.js';
-import type { UsageLedger, UsageRecord } from '../store/usage.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
 import type { Tool } from '../contracts/tools.js';
 import { registerToolCommands } from '../tools/controls.js';
+import { formatAmount } from '../util/money.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -38,7 +38,7 @@ export interface WorkspaceOptions {
   /** Management actions whose slash faces this workspace's commands get. */
   actions?: ActionRegistry;
   /** Where turn usage is stored, the live `[models]` table, and who counts it. */
-  usage?: { ledger: UsageLedger; onRecorded?: (r: UsageRecord) => void };
+  usage?: Pick<UsageDeps, 'ledger' | 'onRecorded' | 'spend'>;
   /** The live `[models]` table: what each model accepts and costs. */
   models?: () => Record<string, ModelConfig>;
   /** The live `[limits] max_attachment_bytes`. */
@@ -65,7 +65,7 @@ export class Workspace {
   conversationStatus(scope: string): Record<string, string | number> {
     const status = conversationStatus(this.#info, scope, this.runtime.modesOf(scope));
     const budget = this.budget();
-    if (budget) status['Budget today'] = `${budget.left.toFixed(2)} of ${budget.daily.toFixed(2)} left`;
+    if (budget) status['Budget today'] = `${formatAmount(budget.left)} of ${formatAmount(budget.daily)} left`;
     return status;
   }
 

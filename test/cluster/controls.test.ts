@@ -5,6 +5,7 @@ import { FakeTelegram, visibleText, type StoredMessage } from '../fakes/telegram
 import { callTool, say, toolResult, withCountingFile, type CountingFile } from '../helpers/approval.js';
 import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { scaled } from '../helpers/timing.js';
 import { EVERYTHING_BIN, stdioServer } from '../helpers/mcp.js';
 import { llmAgent } from '../helpers/toml.js';
 
@@ -64,48 +65,52 @@ describe.skipIf(skip !== undefined)(`approvals and /stop tool reach the instance
   const controlled = (d: TestDaemon) => (d.logs.text.match(/control from another instance/g) ?? []).length;
 
   for (const n of [2, 3]) {
-    it(`${n} instances: the approve button, /deny and /stop tool act on a turn running on an instance that does not poll Telegram`, async () => {
-      const { listener, others } = await cluster(n);
+    it(
+      `${n} instances: the approve button, /deny and /stop tool act on a turn running on an instance that does not poll Telegram`,
+      async () => {
+        const { listener, others } = await cluster(n);
 
-      // Approve by button: the click arrives at the listener, the call runs where the turn runs.
-      const ada = userOn(others[0]!);
-      llm.script(file!.edit(), say('Edited the file.'));
-      tg!.dm('please edit the count', ada);
-      const q = await question(ada.id);
-      // Someone else's click is refused by the owner's check, as on one node.
-      tg!.click(q, 'Approve', { id: 99, first_name: 'Eve' });
-      await waitFor(() => tg!.texts(99).length + tg!.texts(ada.id).filter((t) => t.startsWith('Only the person')).length > 0, 10_000);
-      expect(file!.runs).toBe(0);
-      tg!.click(q, 'Approve', ada);
-      await waitFor(() => tg!.texts(ada.id).includes('Edited the file.'), 20_000);
-      expect(file!.runs).toBe(1);
-      expect(shown(q)).toBe('✅ fs__edit_file: approved.');
-      expect(controlled(others[0]!)).toBeGreaterThanOrEqual(2);
+        // Approve by button: the click arrives at the listener, the call runs where the turn runs.
+        const ada = userOn(others[0]!);
+        llm.script(file!.edit(), say('Edited the file.'));
+        tg!.dm('please edit the count', ada);
+        const q = await question(ada.id);
+        // Someone else's click is refused by the owner's check, as on one node.
+        tg!.click(q, 'Approve', { id: 99, first_name: 'Eve' });
+        await waitFor(() => tg!.texts(99).length + tg!.texts(ada.id).filter((t) => t.startsWith('Only the person')).length > 0, 10_000);
+        expect(file!.runs).toBe(0);
+        tg!.click(q, 'Approve', ada);
+        await waitFor(() => tg!.texts(ada.id).includes('Edited the file.'), 20_000);
+        expect(file!.runs).toBe(1);
+        expect(shown(q)).toBe('✅ fs__edit_file: approved.');
+        expect(controlled(others[0]!)).toBeGreaterThanOrEqual(2);
 
-      // /deny typed, for a turn on the last instance.
-      const bob = userOn(others.at(-1)!);
-      llm.script(file!.edit(), say('Understood, not editing.'));
-      tg!.dm('edit the count again', bob);
-      const q2 = await question(bob.id);
-      tg!.dm('/deny', bob);
-      await waitFor(() => tg!.texts(bob.id).includes('Understood, not editing.'), 20_000);
-      expect(shown(q2)).toBe('❌ fs__edit_file: denied.');
-      expect(toolResult(llm, llm.requests.length - 1)).toContain('the user denied this tool call');
-      expect(file!.runs).toBe(1);
+        // /deny typed, for a turn on the last instance.
+        const bob = userOn(others.at(-1)!);
+        llm.script(file!.edit(), say('Understood, not editing.'));
+        tg!.dm('edit the count again', bob);
+        const q2 = await question(bob.id);
+        tg!.dm('/deny', bob);
+        await waitFor(() => tg!.texts(bob.id).includes('Understood, not editing.'), 20_000);
+        expect(shown(q2)).toBe('❌ fs__edit_file: denied.');
+        expect(toolResult(llm, llm.requests.length - 1)).toContain('the user denied this tool call');
+        expect(file!.runs).toBe(1);
 
-      // /stop tool cancels the running call there; the answer goes on.
-      const cy = userOn(others[0]!);
-      llm.script(callTool('everything__trigger-long-running-operation', { duration: 60, steps: 60 }), say('Went on without it.'));
-      tg!.dm('run the long thing', cy);
-      await waitFor(() => tg!.texts(cy.id).some((t) => t.includes('1/60')), 20_000).catch((e) => {
-        throw new Error(JSON.stringify(tg!.texts(cy.id)) + String(e));
-      });
-      tg!.dm('/stop tool', cy);
-      await waitFor(() => tg!.texts(cy.id).includes('Cancelled the running tool call; the answer goes on.'), 10_000);
-      await waitFor(() => tg!.texts(cy.id).includes('Went on without it.'), 20_000);
-      expect(toolResult(llm, llm.requests.length - 1)).toContain('cancelled by the user');
-      // Nothing of this ran on the listener.
-      expect(listener.logs.text).not.toContain('tool call waiting for approval');
-    }, 120_000);
+        // /stop tool cancels the running call there; the answer goes on.
+        const cy = userOn(others[0]!);
+        llm.script(callTool('everything__trigger-long-running-operation', { duration: 60, steps: 60 }), say('Went on without it.'));
+        tg!.dm('run the long thing', cy);
+        await waitFor(() => tg!.texts(cy.id).some((t) => t.includes('1/60')), 20_000).catch((e) => {
+          throw new Error(JSON.stringify(tg!.texts(cy.id)) + String(e));
+        });
+        tg!.dm('/stop tool', cy);
+        await waitFor(() => tg!.texts(cy.id).includes('Cancelled the running tool call; the answer goes on.'), 10_000);
+        await waitFor(() => tg!.texts(cy.id).includes('Went on without it.'), 20_000);
+        expect(toolResult(llm, llm.requests.length - 1)).toContain('cancelled by the user');
+        // Nothing of this ran on the listener.
+        expect(listener.logs.text).not.toContain('tool call waiting for approval');
+      },
+      scaled(120_000),
+    );
   }
 });

@@ -6,6 +6,8 @@ import { PgConversationStore, PgSessionStore } from '../../src/cluster/pg-state.
 import { PgWriter } from '../../src/cluster/pg-writer.js';
 import { PgUsageLedger } from '../../src/cluster/pg-usage.js';
 import { ApprovalStore, type Approvals } from '../../src/store/approvals.js';
+import { LocalReservations, type SpendQuota, type SpendReservations } from '../../src/store/reservations.js';
+import { PgReservations } from '../../src/cluster/pg-reservations.js';
 import { ConversationStore, type Conversations } from '../../src/store/conversations.js';
 import { openDb } from '../../src/store/db.js';
 import { GroupCommit } from '../../src/store/group-commit.js';
@@ -21,6 +23,7 @@ interface Backend {
     conversations: Conversations;
     usage: UsageLedger;
     approvals: Approvals;
+    spend: SpendReservations;
     /** What the instance does before a turn of (agent, scope); `budgetSinceMs`: the agent has a daily budget from then. */
     prepare(agent: string, scope: string, budgetSinceMs?: number): Promise<void>;
     flush(): Promise<void>;
@@ -230,6 +233,42 @@ function contract(name: string, backend: () => Promise<Backend>) {
       expect(await other.approvals.get('k2')).toMatchObject({ state: 'denied', decidedBy: 'u2', result: null });
     });
 
+    const quota = (over: Partial<SpendQuota> = {}): SpendQuota => ({ key: 'daily:a', windowStartMs: 0, limit: 0.0001, recorded: async () => 0, ...over });
+
+    it('reservations made at once, from several instances, never pass the limit together; settling frees the difference', async () => {
+      const b = await backend();
+      const instances = [b.open().spend, b.open().spend, b.open().spend];
+      const all = await Promise.all(Array.from({ length: 30 }, (_, i) => instances[i % 3]!.reserve(quota(), 0.00003)));
+      const granted = all.flatMap((r) => (r.granted ? [r.hold] : []));
+      expect(granted).toHaveLength(3);
+      const refused = all.find((r) => !r.granted);
+      expect(refused && !refused.granted && refused.held).toBeCloseTo(0.00009, 12);
+      // Two answers cost less than reserved, one nothing: room for more.
+      await granted[0]!.settle(0.00001);
+      await granted[1]!.settle(0.00001);
+      await granted[2]!.settle(0);
+      await granted[2]!.settle(0.5); // settling twice changes nothing
+      const again = await Promise.all(Array.from({ length: 10 }, () => instances[1]!.reserve(quota(), 0.00003)));
+      expect(again.filter((r) => r.granted)).toHaveLength(2);
+    });
+
+    it('a window starts from what was recorded before it was counted; the next window starts empty; keys are separate', async () => {
+      const b = await backend();
+      const s = b.open().spend;
+      const first = await s.reserve(quota({ recorded: async () => 0.00008 }), 0.00002);
+      expect(first.granted).toBe(true);
+      // Past the limit while another reservation is held: refused.
+      expect(await s.reserve(quota(), 0.00001)).toMatchObject({ granted: false });
+      // Alone, a reservation may cross the limit while anything is left, never once it is spent.
+      if (first.granted) await first.hold.settle(0.000019);
+      const alone = await s.reserve(quota(), 0.00005);
+      expect(alone.granted).toBe(true);
+      if (alone.granted) await alone.hold.settle(0.00005);
+      expect(await s.reserve(quota(), 0.000001)).toMatchObject({ granted: false });
+      expect((await s.reserve(quota({ windowStartMs: 86_400_000 }), 0.0001)).granted).toBe(true);
+      expect((await s.reserve(quota({ key: 'daily:b' }), 0.0001)).granted).toBe(true);
+    });
+
     it('a decision left on a pending question is seen by another instance, only under its current id, and cleared when asked again', async () => {
       const b = await backend();
       const s = b.open();
@@ -251,12 +290,15 @@ function contract(name: string, backend: () => Promise<Backend>) {
 contract('SQLite', async () => {
   const db = openDb(':memory:');
   const group = new GroupCommit(db);
+  // One process runs every turn on one node: each "instance" shares its reservations.
+  const spend = new LocalReservations();
   return {
     open: () => ({
       sessions: new SessionStore(db, group),
       conversations: new ConversationStore(db),
       usage: new SqliteUsageLedger(db, group),
       approvals: new ApprovalStore(db),
+      spend,
       prepare: async () => {},
       flush: async () => group.flush(),
     }),
@@ -290,6 +332,7 @@ if (skip === undefined) {
           conversations,
           usage,
           approvals: new PgApprovalStore(w),
+          spend: new PgReservations(w, log),
           // As src/cluster/compose.ts does before each turn.
           prepare: async (agent, scope, budgetSinceMs) => {
             await sessions.prepare(agent, scope);

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import type { DaemonStatus } from '../daemon-status.js';
 import { defineAction } from '../action.js';
 import { CHANNEL_HEADER, channelRow, table } from '../table.js';
+import { formatAmount } from '../../util/money.js';
 
 /** The daemon's status as the CLI prints it. */
 export function formatStatus(s: DaemonStatus): string {
@@ -10,7 +11,7 @@ export function formatStatus(s: DaemonStatus): string {
   const notes = s.channels.flatMap((c) => ((c as { notes?: string[] }).notes ?? []).map((n) => `channel ${c.id}: ${n}`));
   const agents = s.agents.map(
     (a) =>
-      `agent ${a.name}: ${a.provider}${a.model && a.model !== a.provider ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}${a.budget ? `, budget today: ${a.budget.left.toFixed(2)} of ${a.budget.daily.toFixed(2)} left` : ''}`,
+      `agent ${a.name}: ${a.provider}${a.model && a.model !== a.provider ? ` ${a.model}` : ''}${a.last_served ? `, last served by ${a.last_served}` : ''}${a.cooling.length ? `, cooling: ${a.cooling.map((c) => c.model).join(', ')}` : ''}${a.budget ? `, budget today: ${formatAmount(a.budget.left)} of ${formatAmount(a.budget.daily)} left` : ''}`,
   );
   const mcp = (s.mcp_servers ?? []).map(
     (m) =>

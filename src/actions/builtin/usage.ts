@@ -3,6 +3,7 @@ import { startOfUtcDay } from '../../store/usage.js';
 import { defineAction } from '../action.js';
 import { CodedError } from '../../contracts/errors.js';
 import { table } from '../table.js';
+import { formatAmount } from '../../util/money.js';
 
 const totals = z.object({
   turns: z.number(),
@@ -76,7 +77,7 @@ export const usageAction = defineAction({
   },
   format: (out) => {
     if ('conversation' in out) {
-      const budget = out.budget ? `\nBudget today: ${out.budget.left.toFixed(2)} of ${out.budget.daily.toFixed(2)} left` : '';
+      const budget = out.budget ? `\nBudget today: ${formatAmount(out.budget.left)} of ${formatAmount(out.budget.daily)} left` : '';
       return `This conversation: ${line(out.conversation)}\nToday (agent ${out.agent}): ${line(out.today)}${budget}`;
     }
     const head = `usage since ${out.since}${out.until ? ` until ${out.until}` : ''}`;

@@ -1,0 +1,101 @@
+/**
+ * Spending limits that hold under concurrency: a caller reserves what it may spend before
+ * it spends (a model call's estimate), and settles with what it did spend after. A
+ * reservation that would take a limit's window past its limit is refused, so turns running
+ * at the same time cannot each see room that only one of them has. The daily budget uses it
+ * (src/workspace/usage.ts); per-user or per-channel quotas are further keys on the same
+ * mechanism. One node keeps the holds in memory (one process runs every turn); cluster
+ * mode keeps them in PostgreSQL, reserved atomically (src/cluster/pg-reservations.ts).
+ */
+export interface SpendQuota {
+  /** What the limit counts, e.g. `daily:<agent>`. */
+  key: string;
+  /** The start of the current window (ms since the epoch); a new window starts empty. */
+  windowStartMs: number;
+  /** The most the window may spend. */
+  limit: number;
+  /**
+   * What the window had spent before this mechanism counted it (the usage ledger): read
+   * once, when the window is first seen.
+   */
+  recorded(): Promise<number>;
+}
+
+/** A granted reservation; settle it exactly once, with the real amount (0 when nothing was spent). */
+export interface SpendHold {
+  readonly amount: number;
+  settle(actual: number): Promise<void>;
+}
+
+/** Refused: what the window has settled, and what reservations in progress hold. */
+export type Reservation = { granted: true; hold: SpendHold } | { granted: false; settled: number; held: number };
+
+export interface SpendReservations {
+  /** Reserves `amount` in the quota's window, when `fits` says so; otherwise refused with what is settled and held. */
+  reserve(quota: SpendQuota, amount: number): Promise<Reservation>;
+}
+
+/**
+ * Whether a reservation is granted. One that keeps the window within its limit is; one that
+ * would cross it is refused while other reservations are held, and granted only alone, while
+ * anything is left: a turn whose most likely cost exceeds what is left may still run
+ * (refusing it would refuse every such turn for the rest of the day), and so the limit is
+ * passed by at most one reservation.
+ */
+export function fits(settled: number, held: number, amount: number, limit: number): boolean {
+  return settled + held + amount <= limit || (held === 0 && settled < limit);
+}
+
+/** A hold whose `settle` acts once; later calls change nothing. */
+export function holdOnce(amount: number, settle: (actual: number) => Promise<void>): SpendHold {
+  let open = true;
+  return {
+    amount,
+    settle: async (actual) => {
+      if (!open) return;
+      open = false;
+      await settle(actual);
+    },
+  };
+}
+
+interface Window {
+  startMs: number;
+  settled: number;
+  held: number;
+}
+
+/** The holds of one process, in memory: on one node every turn runs here, so this is exact. */
+export class LocalReservations implements SpendReservations {
+  readonly #windows = new Map<string, { startMs: number; ready: Promise<Window> }>();
+
+  async reserve(quota: SpendQuota, amount: number): Promise<Reservation> {
+    const w = await this.#window(quota);
+    if (!fits(w.settled, w.held, amount, quota.limit)) return { granted: false, settled: w.settled, held: w.held };
+    w.held += amount;
+    return {
+      granted: true,
+      hold: holdOnce(amount, async (actual) => {
+        w.held -= amount;
+        w.settled += actual;
+      }),
+    };
+  }
+
+  /**
+   * The window's counters, seeded from `recorded` once however many reserve at once; a
+   * window that has ended is replaced (holds still open settle into the old one, unseen).
+   */
+  #window(quota: SpendQuota): Promise<Window> {
+    const known = this.#windows.get(quota.key);
+    if (known?.startMs === quota.windowStartMs) return known.ready;
+    const ready = quota.recorded().then((settled) => ({ startMs: quota.windowStartMs, settled, held: 0 }));
+    const entry = { startMs: quota.windowStartMs, ready };
+    this.#windows.set(quota.key, entry);
+    // A failed read is tried again by the next reservation.
+    ready.catch(() => {
+      if (this.#windows.get(quota.key) === entry) this.#windows.delete(quota.key);
+    });
+    return ready;
+  }
+}
