@@ -25,6 +25,7 @@ describe('config validation', () => {
       degraded_hold_messages: 1000,
       degraded_hold_bytes: 16 * 1024 * 1024,
       max_attachment_bytes: 10485760,
+      attachment_timeout_ms: 30_000,
     });
     expect(config.agents.default?.provider).toBe('echo');
     expect(config.channels[0]).toMatchObject({
