@@ -4,7 +4,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { HELD_REPLY, NOT_KEPT_REPLY } from '../../src/dispatch/dispatcher.js';
 import { waitFor } from '../helpers/daemon.js';
 import { scaled } from '../helpers/timing.js';
-import { withChannelDaemon, withChat, withTempDir } from '../helpers/fixtures.js';
+import { withChannelDaemon, withChat, withDaemon, withTempDir } from '../helpers/fixtures.js';
 import {
   discordChannel,
   discordEnv,
@@ -204,6 +204,28 @@ describe('storage fault: what a listener received is held in memory and answered
       await waitFor(() => tg.pendingUpdates === 0, 10_000);
       expect(tg.texts(42).filter((t) => t === 'tg across reload')).toHaveLength(1);
       expect(dc.texts(dc.dmChannel).filter((t) => t === 'dc across reload')).toHaveLength(1);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'while a web chat message is held at most 64 frames of its socket wait; the rest get an error frame (not acked), the queued ones are answered once',
+    async () => {
+      const d = await withDaemon(echoAgent(0) + webchatChannel());
+      const tab = await withChat(d, 'busy');
+      tab.send('warm', 'w0');
+      await waitFor(() => tab.frames.some((f) => f.type === 'ack' && f.id === 'w0'), 10_000);
+      const lock = foreignLock(d.dir);
+      for (let i = 1; i <= 70; i++) tab.send(`q${i}`, `q${i}`);
+      const refusals = () => tab.frames.filter((f) => f.type === 'error' && /too many messages are waiting/.test(String(f.message))).length;
+      await waitFor(() => refusals() === 6, 10_000);
+      lock.release();
+      await waitFor(() => tab.frames.filter((f) => f.type === 'ack').length === 65, 20_000);
+      await settled(d.url);
+      expect(refusals()).toBe(6);
+      const finals = new Map(tab.replies().map((f) => [f.ref, f]));
+      for (let i = 1; i <= 64; i++) expect([...finals.values()].filter((f) => f.text === `q${i}`)).toHaveLength(1);
+      expect([...finals.values()].some((f) => f.text === 'q65')).toBe(false);
     },
     scaled(60_000),
   );
