@@ -27,6 +27,8 @@ const assets: Record<string, { type: string; body: string | Buffer }> = {
 /** Messages and replies kept per tab, in order, so a reloaded tab sees both sides of the conversation. */
 const BACKLOG = 100;
 const MAX_TEXT = 16_000;
+/** Frames of one socket waiting for the one before them to be stored. */
+const MAX_WAITING_FRAMES = 64;
 
 type BacklogEntry =
   | { from: 'user'; id: string; text: string }
@@ -148,12 +150,21 @@ export class WebchatAdapter implements ChannelAdapter {
       ws.send(JSON.stringify(frame));
     }
     // One message at a time per socket: an upload lookup must not let a later message pass.
+    // A message waits until it is stored (minutes while storage is down), so what may wait
+    // behind it is bounded.
     let order: Promise<void> = Promise.resolve();
-    ws.on(
-      'message',
-      (data) =>
-        void (order = order.then(() => onMessage(data)).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'web chat frame failed'))),
-    );
+    let waiting = 0;
+    ws.on('message', (data) => {
+      if (waiting >= MAX_WAITING_FRAMES) {
+        ws.send(JSON.stringify({ type: 'error', message: 'too many messages are waiting to be taken; send this one again shortly' } satisfies ServerFrame));
+        return;
+      }
+      waiting++;
+      order = order
+        .then(() => onMessage(data))
+        .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'web chat frame failed'))
+        .finally(() => waiting--);
+    });
     const onMessage = async (data: import('ws').RawData): Promise<void> => {
       const frame = parseClientFrame(String(data));
       if (!frame)

@@ -236,7 +236,7 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         /** Per channel: messages held in memory while the store cannot take writes; past it a message is refused ("not kept"). */
         degraded_hold_messages: positiveInt.default(1000),
         /** Per channel: bytes (the messages as stored) that hold may keep. */
-        degraded_hold_bytes: positiveInt.default(16 * 1024 * 1024),
+        degraded_hold_bytes: positiveInt.default(8 * 1024 * 1024),
       })
       .prefault({}),
     agent: agentSchema.optional(),

@@ -4,8 +4,18 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import { HELD_REPLY, NOT_KEPT_REPLY } from '../../src/dispatch/dispatcher.js';
 import { waitFor } from '../helpers/daemon.js';
 import { scaled } from '../helpers/timing.js';
-import { withChat, withTempDir } from '../helpers/fixtures.js';
-import { discordChannel, discordEnv, withDiscord } from '../helpers/platforms.js';
+import { withChannelDaemon, withChat, withDaemon, withTempDir } from '../helpers/fixtures.js';
+import {
+  discordChannel,
+  discordEnv,
+  slackChannel,
+  slackEnv,
+  telegramChannel,
+  telegramEnv,
+  withDiscord,
+  withSlack,
+  withTelegram,
+} from '../helpers/platforms.js';
 import { withDaemonProcess, writeProcessConfig, type DaemonProcess } from '../helpers/process.js';
 import { echoAgent, webchatChannel } from '../helpers/toml.js';
 
@@ -22,6 +32,7 @@ interface ChannelStatus {
   held?: number;
 }
 interface Status {
+  ready: boolean;
   channels: ChannelStatus[];
   turns: { list: unknown[] };
   storage: { state: string };
@@ -131,6 +142,90 @@ describe('storage fault: what a listener received is held in memory and answered
       expect(texts.filter((t) => t.startsWith('bound'))).toEqual(['bound 1', 'bound 2']);
       expect(texts.filter((t) => t === NOT_KEPT_REPLY)).toHaveLength(1);
       expect(tabs[2]!.replies().some((f) => f.text === 'web 3')).toBe(false);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'kill -9 while holding a Telegram update and a Slack event: neither was acknowledged, so after the restart each is answered once',
+    async () => {
+      const tg = await withTelegram();
+      const sl = await withSlack();
+      const dir = withTempDir('holdkill');
+      const file = writeProcessConfig(dir, echoAgent(0) + telegramChannel(tg) + slackChannel(sl));
+      const env = { ...telegramEnv(tg), ...slackEnv(sl) };
+      const p1 = withDaemonProcess(file, env);
+      const url1 = await p1.url();
+      await waitFor(async () => (await status(url1)).ready, 15_000);
+      const lock = foreignLock(dir);
+      tg.dm('tg held');
+      sl.push(sl.dmEvent('slack held'));
+      await waitFor(async () => (await heldIn(url1, 'tg')) === 1 && (await heldIn(url1, 'sl')) === 1, 15_000);
+      // Neither platform was acknowledged: the update offset did not move, the envelope is unacked.
+      expect(tg.pendingUpdates).toBe(1);
+      expect(sl.unacked).toBe(1);
+      p1.signal('SIGKILL');
+      await p1.exited;
+      lock.release();
+
+      const p2 = withDaemonProcess(file, env);
+      const url2 = await p2.url();
+      await waitFor(() => tg.texts(42).includes('tg held') && sl.texts('D0DM0001').includes('slack held'), 20_000);
+      await settled(url2);
+      await waitFor(() => tg.pendingUpdates === 0 && sl.unacked === 0, 10_000);
+      expect(tg.texts(42).filter((t) => t === 'tg held')).toHaveLength(1);
+      expect(sl.texts('D0DM0001').filter((t) => t === 'slack held')).toHaveLength(1);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'a reload that restarts the channels while they hold messages completes at once; each held message is answered once after the lock',
+    async () => {
+      const tg = await withTelegram();
+      const dc = await withDiscord();
+      const body = (extra: string) => echoAgent(0) + telegramChannel(tg, extra) + discordChannel(dc, extra);
+      const d = await withChannelDaemon(body(''), { ...telegramEnv(tg), ...discordEnv(dc) });
+      const held = (id: string) => d.daemon.status().channels.find((c) => c.id === id)?.held;
+      await waitFor(() => dc.connected, 10_000);
+      const lock = foreignLock(d.dir);
+      tg.dm('tg across reload');
+      dc.dm('dc across reload');
+      await waitFor(() => held('tg') === 1 && held('dc') === 1, 15_000);
+      d.rewrite(body('max_in_flight = 4\n'));
+      // The Telegram listener was waiting on its held update: the reload lets it go.
+      const result = await d.daemon.reload();
+      expect(result).toMatchObject({ ok: true, changed: expect.arrayContaining(['tg', 'dc']) });
+      expect(held('tg')).toBe(1);
+      expect(held('dc')).toBe(1);
+      lock.release();
+      await waitFor(() => tg.texts(42).includes('tg across reload') && dc.texts(dc.dmChannel).includes('dc across reload'), 20_000);
+      await settled(d.url);
+      await waitFor(() => tg.pendingUpdates === 0, 10_000);
+      expect(tg.texts(42).filter((t) => t === 'tg across reload')).toHaveLength(1);
+      expect(dc.texts(dc.dmChannel).filter((t) => t === 'dc across reload')).toHaveLength(1);
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'while a web chat message is held at most 64 frames of its socket wait; the rest get an error frame (not acked), the queued ones are answered once',
+    async () => {
+      const d = await withDaemon(echoAgent(0) + webchatChannel());
+      const tab = await withChat(d, 'busy');
+      tab.send('warm', 'w0');
+      await waitFor(() => tab.frames.some((f) => f.type === 'ack' && f.id === 'w0'), 10_000);
+      const lock = foreignLock(d.dir);
+      for (let i = 1; i <= 70; i++) tab.send(`q${i}`, `q${i}`);
+      const refusals = () => tab.frames.filter((f) => f.type === 'error' && /too many messages are waiting/.test(String(f.message))).length;
+      await waitFor(() => refusals() === 6, 10_000);
+      lock.release();
+      await waitFor(() => tab.frames.filter((f) => f.type === 'ack').length === 65, 20_000);
+      await settled(d.url);
+      expect(refusals()).toBe(6);
+      const finals = new Map(tab.replies().map((f) => [f.ref, f]));
+      for (let i = 1; i <= 64; i++) expect([...finals.values()].filter((f) => f.text === `q${i}`)).toHaveLength(1);
+      expect([...finals.values()].some((f) => f.text === 'q65')).toBe(false);
     },
     scaled(60_000),
   );

@@ -23,7 +23,7 @@ describe('config validation', () => {
       passive_max_conversations: 1000,
       passive_max_bytes: 8 * 1024 * 1024,
       degraded_hold_messages: 1000,
-      degraded_hold_bytes: 16 * 1024 * 1024,
+      degraded_hold_bytes: 8 * 1024 * 1024,
       max_attachment_bytes: 10485760,
       attachment_timeout_ms: 30_000,
     });
