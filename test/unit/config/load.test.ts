@@ -23,6 +23,7 @@ describe('config validation', () => {
       passive_max_conversations: 1000,
       passive_max_bytes: 8 * 1024 * 1024,
       max_attachment_bytes: 10485760,
+      attachment_timeout_ms: 30000,
     });
     expect(config.agents.default?.provider).toBe('echo');
     expect(config.channels[0]).toMatchObject({
