@@ -6,6 +6,7 @@ import { CodedError, ConfigError } from '../contracts/errors.js';
 import { formatPath, SourceMap } from './locate.js';
 import type { ChannelKinds } from './kinds.js';
 import { agentSchema, configSchema, type AgentConfig, type DaemonConfig } from './schema.js';
+import { realPathInside } from '../util/inside-dir.js';
 import { stateDirProblem } from '../util/state-dir.js';
 import { allowedKeys, didYouMean } from './suggest.js';
 import { operatorProblems } from './operator-checks.js';
@@ -160,6 +161,8 @@ function promptFileProblems(config: DaemonConfig, name: string, agent: AgentConf
     }
     try {
       if (!statSync(path).isFile()) problems.push({ path: at, message: `${path} is not a file` });
+      else if (realPathInside(dir, f) === undefined)
+        problems.push({ path: at, message: `"${f}" leads outside the agent's workspace_dir ${dir} through a symlink` });
     } catch (err) {
       problems.push({ path: at, message: `prompt file ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})` });
     }
