@@ -1,11 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { isLoopbackClient, pageHeaders, secretEquals, sendJson } from '../../src/util/http.js';
 import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
@@ -77,14 +77,14 @@ export class WebchatAdapter implements ChannelAdapter {
   readonly #tabs = new Map<string, Tab>();
   readonly #uploads: Uploads;
   #backlogBytes = 0;
-  /** Keys the sender ids; the access token when set, so an id stays the same across restarts. */
+  /** Keys the sender ids: the access token when set, else a key kept in the state dir, so an id outlives a restart. */
   readonly #idKey: string;
 
   constructor(options: WebchatOptions) {
     this.#o = options;
     const quota = options.uploadQuotaBytes ?? 256 * 1024 * 1024;
     this.#uploads = new Uploads(join(options.stateDir, 'uploads', options.id), options.maxAttachmentBytes, () => quota);
-    this.#idKey = options.accessToken ?? randomBytes(32).toString('hex');
+    this.#idKey = options.accessToken ?? storedKey(join(options.stateDir, 'webchat', `${options.id}.key`));
   }
 
   /** An upload's bytes, read back from the state dir. */
@@ -317,6 +317,24 @@ export class WebchatAdapter implements ChannelAdapter {
   get memory(): { tabs: number; backlogBytes: number } {
     return { tabs: this.#tabs.size, backlogBytes: this.#backlogBytes };
   }
+}
+
+/** A random key kept in `file` (0600), made on first use; in memory only where the file cannot be written. */
+function storedKey(file: string): string {
+  try {
+    const kept = readFileSync(file, 'utf8').trim();
+    if (kept) return kept;
+  } catch {
+    // Not made yet.
+  }
+  const key = randomBytes(32).toString('hex');
+  try {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, key, { mode: 0o600 });
+  } catch {
+    // A read-only state dir: ids then change on restart, which only costs a pending approval its starter.
+  }
+  return key;
 }
 
 function servePage(res: import('node:http').ServerResponse, channelId: string, needsToken: boolean): void {

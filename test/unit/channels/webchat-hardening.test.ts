@@ -55,7 +55,7 @@ async function start(o: { accessToken?: string; uploadQuotaBytes?: number; maxBy
     await http.close();
     rmSync(stateDir, { recursive: true, force: true });
   };
-  return { base, port, adapter, delivered, uploads: join(stateDir, 'uploads', 'web'), close };
+  return { base, port, adapter, delivered, stateDir, uploads: join(stateDir, 'uploads', 'web'), close };
 }
 
 describe('web chat: identity, origins and uploads', () => {
@@ -95,6 +95,17 @@ describe('web chat: identity, origins and uploads', () => {
     expect(same.adapter.senderIdOf('alice')).toBe(a1);
     const other = await started({ accessToken: 'other-token' });
     expect(other.adapter.senderIdOf('alice')).not.toBe(a1);
+    // Without a token the key is kept in the state dir: the same daemon gives the same id after a restart.
+    const open = await started();
+    const again = new WebchatAdapter({
+      id: 'web',
+      http: new HttpServer(),
+      log: pino({ level: 'silent' }),
+      stateDir: open.stateDir,
+      maxAttachmentBytes: () => 1,
+    });
+    expect(again.senderIdOf('alice')).toBe(open.adapter.senderIdOf('alice'));
+    expect(open.adapter.senderIdOf('alice')).not.toBe(a1);
   });
 
   const upload = (base: string, headers: Record<string, string>, body: string | Buffer, tab = 't1') =>
