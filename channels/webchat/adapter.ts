@@ -1,13 +1,13 @@
-import { readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { randomUUID } from 'node:crypto';
+import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { isLoopbackClient, pageHeaders, secretEquals } from '../../src/util/http.js';
+import { isLoopbackClient, pageHeaders, secretEquals, sendJson } from '../../src/util/http.js';
 import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
@@ -53,6 +53,8 @@ export interface WebchatOptions {
   /** Tabs whose backlog is kept, and the bytes all backlogs may hold; least recently used closed tabs go first. */
   backlogMaxTabs?: number;
   backlogMaxBytes?: number;
+  /** Bytes all kept uploads may hold together (a quarter per tab). */
+  uploadQuotaBytes?: number;
   /** Told how many kept replies were evicted to stay within the bounds. */
   onEvict?: (count: number) => void;
 }
@@ -77,10 +79,14 @@ export class WebchatAdapter implements ChannelAdapter {
   readonly #tabs = new Map<string, Tab>();
   readonly #uploads: Uploads;
   #backlogBytes = 0;
+  /** Keys the sender ids: the access token when set, else a key kept in the state dir, so an id outlives a restart. */
+  readonly #idKey: string;
 
   constructor(options: WebchatOptions) {
     this.#o = options;
-    this.#uploads = new Uploads(join(options.stateDir, 'uploads', options.id), options.maxAttachmentBytes);
+    const quota = options.uploadQuotaBytes ?? 256 * 1024 * 1024;
+    this.#uploads = new Uploads(join(options.stateDir, 'uploads', options.id), options.maxAttachmentBytes, () => quota);
+    this.#idKey = options.accessToken ?? storedKey(join(options.stateDir, 'webchat', `${options.id}.key`));
   }
 
   /** An upload's bytes, read back from the state dir. */
@@ -90,6 +96,14 @@ export class WebchatAdapter implements ChannelAdapter {
 
   get id(): string {
     return this.#o.id;
+  }
+
+  /**
+   * The sender id of a tab: made by the server from the tab and a key the client never sees,
+   * so no client can claim an id (one listed in `approvers` or `admins`) by naming its tab.
+   */
+  senderIdOf(tabId: string): string {
+    return `web-${createHmac('sha256', this.#idKey).update(tabId).digest('hex').slice(0, 16)}`;
   }
 
   #authorized(req: IncomingMessage, url: URL): boolean {
@@ -112,8 +126,14 @@ export class WebchatAdapter implements ChannelAdapter {
     const primary = !this.#o.http.has('GET', '/');
     const serve: RouteHandler = (_req, res) => servePage(res, this.#o.id, this.#o.accessToken !== undefined);
     const upload: RouteHandler = async (req, res, url) => {
+      // Another site's page (or another local web app) may not store files here: the same
+      // Origin rule as the WebSocket and the management POSTs.
+      if (!this.#o.http.ownOrigin(req)) {
+        req.resume();
+        return sendJson(res, 403, { error: "uploads are taken from this daemon's own page only" });
+      }
       if (!this.#authorized(req, url)) return void res.writeHead(401).end();
-      await this.#uploads.receive(req, res);
+      await this.#uploads.receive(req, res, (url.searchParams.get('tab') ?? '').slice(0, 64));
     };
     const disposers = [
       this.#o.http.route('POST', `/webchat/${this.#o.id}/upload`, upload),
@@ -187,7 +207,7 @@ export class WebchatAdapter implements ChannelAdapter {
           kind: 'webchat',
           messageId: `${tabId}:${frame.id}`,
           chat: { id: tabId, type: 'dm' },
-          sender: { id: tabId, name: 'web user', isBot: false },
+          sender: { id: this.senderIdOf(tabId), name: 'web user', isBot: false },
           text,
           attachments,
           addressed: true,
@@ -308,6 +328,24 @@ export class WebchatAdapter implements ChannelAdapter {
   get memory(): { tabs: number; backlogBytes: number } {
     return { tabs: this.#tabs.size, backlogBytes: this.#backlogBytes };
   }
+}
+
+/** A random key kept in `file` (0600), made on first use; in memory only where the file cannot be written. */
+function storedKey(file: string): string {
+  try {
+    const kept = readFileSync(file, 'utf8').trim();
+    if (kept) return kept;
+  } catch {
+    // Not made yet.
+  }
+  const key = randomBytes(32).toString('hex');
+  try {
+    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
+    writeFileSync(file, key, { mode: 0o600 });
+  } catch {
+    // A read-only state dir: ids then change on restart, which only costs a pending approval its starter.
+  }
+  return key;
 }
 
 function servePage(res: import('node:http').ServerResponse, channelId: string, needsToken: boolean): void {

@@ -13,6 +13,12 @@ export const webchatConfig = z.strictObject({
     .int()
     .positive()
     .default(8 * 1024 * 1024),
+  /** Bytes all kept uploads may hold together (7 days); one tab may use a quarter of it. */
+  upload_quota_bytes: z
+    .number()
+    .int()
+    .positive()
+    .default(256 * 1024 * 1024),
 });
 
 export type WebchatConfig = ChannelConfigOf<typeof webchatConfig>;

@@ -14,6 +14,7 @@ export const createChannel: ChannelFactory<WebchatConfig> = (config, ctx) => {
     ...(token ? { accessToken: token } : {}),
     backlogMaxTabs: config.backlog_max_tabs,
     backlogMaxBytes: config.backlog_max_bytes,
+    uploadQuotaBytes: config.upload_quota_bytes,
     onEvict: (n) => ctx.evicted?.('webchat_backlog', n),
   });
 };

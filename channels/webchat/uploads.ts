@@ -17,21 +17,73 @@ export const UPLOAD_RETENTION_MS = 7 * 24 * 3_600_000;
  * that waits in the inbox across a restart still has its file.
  */
 export class Uploads {
+  /** Bytes stored per tab (this run's uploads; the total is counted from the folder). */
+  readonly #perTab = new Map<string, number>();
+  #total: number | undefined;
+
   constructor(
     readonly dir: string,
     private readonly maxBytes: () => number,
+    /** Bytes all stored uploads may hold together; one tab may use a quarter of it. */
+    private readonly quotaBytes: () => number = () => Number.POSITIVE_INFINITY,
   ) {}
 
-  /** `POST /webchat/<id>/upload`: the raw body is the file; `x-file-name` names it. Too large: 413 before the body is read. */
-  async receive(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse): Promise<void> {
+  /** Bytes stored now, counted from the folder once, then kept up to date. */
+  async #stored(): Promise<number> {
+    if (this.#total !== undefined) return this.#total;
+    let total = 0;
+    for (const n of await readdir(this.dir).catch(() => [] as string[])) total += (await stat(join(this.dir, n)).catch(() => undefined))?.size ?? 0;
+    this.#total ??= total;
+    return this.#total;
+  }
+
+  /**
+   * `POST /webchat/<id>/upload`: the raw body is the file; `x-file-name` names it. A bad
+   * name is 400, a file or a declared length over the limit or the quota 413, before the
+   * body is read or anything kept. A disk that refuses the write is 507, with nothing kept.
+   */
+  async receive(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, tab: string): Promise<void> {
+    const name = fileName(req.headers['x-file-name']);
+    if (name === undefined) {
+      req.resume();
+      return sendJson(res, 400, { error: 'x-file-name must be a URI-encoded file name' });
+    }
     const max = this.maxBytes();
-    const body = await readBody(req, max);
-    if (body === 'too_large') return sendJson(res, 413, { error: `the file is larger than the ${max}-byte limit ([limits] max_attachment_bytes)` });
+    const quota = this.quotaBytes();
+    const tabQuota = quota / 4;
+    const room = Math.min(max, quota - (await this.#stored()), tabQuota - (this.#perTab.get(tab) ?? 0));
+    if (room < max) {
+      const declared = Number(req.headers['content-length'] ?? 0);
+      if (room <= 0 || declared > room) {
+        req.resume();
+        return sendJson(res, 413, {
+          error: `the upload quota is used up ([[channels]] upload_quota_bytes = ${quota}, a quarter of it per tab); try again after older uploads expire`,
+        });
+      }
+    }
+    const body = await readBody(req, Math.max(0, room));
+    if (body === 'too_large')
+      return sendJson(
+        res,
+        413,
+        room < max
+          ? { error: `the upload quota is used up ([[channels]] upload_quota_bytes = ${quota})` }
+          : { error: `the file is larger than the ${max}-byte limit ([limits] max_attachment_bytes)` },
+      );
     if (!body.length) return sendJson(res, 400, { error: 'the upload is empty' });
     const id = randomUUID();
-    await mkdir(this.dir, { recursive: true });
-    await writeFile(join(this.dir, id), body);
-    const name = decodeURIComponent(String(req.headers['x-file-name'] ?? 'file')).slice(0, 200);
+    const path = join(this.dir, id);
+    try {
+      await mkdir(this.dir, { recursive: true });
+      await writeFile(path, body);
+    } catch (err) {
+      // A full or failing disk: the client hears it, and no partial file stays behind.
+      await rm(path, { force: true }).catch(() => {});
+      const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
+      return sendJson(res, 507, { error: `the upload could not be stored (${code}); try again later` });
+    }
+    this.#total = (await this.#stored()) + body.length;
+    this.#perTab.set(tab, (this.#perTab.get(tab) ?? 0) + body.length);
     sendJson(res, 200, { id, name, mime: String(req.headers['content-type'] ?? 'application/octet-stream').split(';')[0], size: body.length });
   }
 
@@ -63,7 +115,7 @@ export class Uploads {
     return readFile(path);
   }
 
-  /** Removes uploads older than the retention. */
+  /** Removes uploads older than the retention; the quota is counted anew. */
   async prune(nowMs = Date.now()): Promise<void> {
     const names = await readdir(this.dir).catch(() => [] as string[]);
     for (const n of names) {
@@ -71,5 +123,18 @@ export class Uploads {
       const s = await stat(p).catch(() => undefined);
       if (s && nowMs - s.mtimeMs > UPLOAD_RETENTION_MS) await rm(p, { force: true });
     }
+    this.#total = undefined;
+    this.#perTab.clear();
+  }
+}
+
+/** The decoded `x-file-name` (default "file"), or undefined when it is not valid percent-encoding. */
+function fileName(header: string | string[] | undefined): string | undefined {
+  if (header === undefined) return 'file';
+  try {
+    const name = decodeURIComponent(String(header)).slice(0, 200);
+    return name.trim() ? name : 'file';
+  } catch {
+    return undefined;
   }
 }

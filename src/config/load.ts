@@ -6,9 +6,11 @@ import { CodedError, ConfigError } from '../contracts/errors.js';
 import { formatPath, SourceMap } from './locate.js';
 import type { ChannelKinds } from './kinds.js';
 import { agentSchema, configSchema, type AgentConfig, type DaemonConfig } from './schema.js';
+import { realPathInside } from '../util/inside-dir.js';
 import { stateDirProblem } from '../util/state-dir.js';
 import { stateDirOf } from '../util/run-files.js';
 import { allowedKeys, didYouMean } from './suggest.js';
+import { operatorProblems } from './operator-checks.js';
 import { agentPath, resolveSecrets, type Secrets, type ConfigProblem } from './secrets.js';
 
 /** A validated config with its resolved secrets. */
@@ -66,7 +68,8 @@ function issueProblems(issue: z.core.$ZodIssue, raw: unknown, kinds: ChannelKind
     case 'invalid_type':
       return [{ path, message: issue.input === undefined ? `is required (${issue.expected})` : `expected ${issue.expected}, got ${describe(issue.input)}` }];
     case 'too_small':
-      return [{ path, message: `${describe(issue.input)} is too small: must be at least ${issue.minimum}` }];
+      // A `positive()` bound excludes its minimum: "at least 0" would wrongly allow 0.
+      return [{ path, message: `${describe(issue.input)} is too small: must be ${issue.inclusive === false ? 'more than' : 'at least'} ${issue.minimum}` }];
     case 'too_big':
       return [{ path, message: `${describe(issue.input)} is too big: must be at most ${issue.maximum}` }];
     default:
@@ -159,6 +162,8 @@ function promptFileProblems(config: DaemonConfig, name: string, agent: AgentConf
     }
     try {
       if (!statSync(path).isFile()) problems.push({ path: at, message: `${path} is not a file` });
+      else if (realPathInside(dir, f) === undefined)
+        problems.push({ path: at, message: `"${f}" leads outside the agent's workspace_dir ${dir} through a symlink` });
     } catch (err) {
       problems.push({ path: at, message: `prompt file ${path} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})` });
     }
@@ -262,6 +267,7 @@ export function parseConfig(source: string, file: string, kinds: ChannelKinds, e
   // An inline `token = "..."` was already refused; "needs token_env" on top of it says nothing new.
   const named = new Set(problems.map((p) => JSON.stringify(p.path)));
   problems.push(...secretProblems.filter((p) => !p.secret || !named.has(JSON.stringify([...p.path, p.secret]))));
+  problems.push(...operatorProblems(config, env, secrets));
   if (problems.length > 0) {
     const lines = problems
       .map((p) => ({ p, pos: map.find(p.path, p.atKey) }))

@@ -14,8 +14,11 @@ import { listenProblem } from './listen.js';
  */
 export const MAX_DURATION_MS = 86_400_000;
 const durationMs = z.number().int().nonnegative().max(MAX_DURATION_MS);
-const positiveDurationMs = z.number().int().positive().max(MAX_DURATION_MS);
-const positiveInt = z.number().int().positive();
+// min(1), not positive(): the refusal then says "at least 1", not "more than 0".
+const positiveDurationMs = z.number().int().min(1).max(MAX_DURATION_MS);
+const positiveInt = z.number().int().min(1);
+/** A price per million tokens past this is a typo (and 1e308 would make every cost Infinity). */
+export const MAX_PRICE_PER_MTOK = 10_000;
 
 export { secretKinds } from '../contracts/secret-ref.js';
 
@@ -83,7 +86,7 @@ export const mcpServerSchema = z
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),
     env: z.record(z.string(), z.string()).default({}),
-    url: z.url().optional(),
+    url: z.url({ protocol: /^https?$/, error: 'write an http:// or https:// URL' }).optional(),
     headers_env: z.record(z.string(), z.string().min(1)).default({}),
     /** Only these tools of the server are offered; all when absent. */
     tools: z.array(z.string().min(1)).optional(),
@@ -138,7 +141,7 @@ export const agentSchema = z.strictObject({
   /** Sender ids who may approve or deny any tool call of this agent (besides the turn's starter). */
   approvers: z.array(z.string().min(1)).default([]),
   /** An approval not decided within this long counts as denied. */
-  approval_timeout_ms: positiveInt.default(300000),
+  approval_timeout_ms: positiveDurationMs.default(300000),
 });
 
 /** What one model accepts and what it costs (`[models."NAME"]`). */
@@ -147,8 +150,8 @@ export const modelSchema = z.strictObject({
     .array(z.enum(['text', 'image']))
     .min(1)
     .default(['text']),
-  price_in_per_mtok: z.number().nonnegative().optional(),
-  price_out_per_mtok: z.number().nonnegative().optional(),
+  price_in_per_mtok: z.number().nonnegative().max(MAX_PRICE_PER_MTOK).optional(),
+  price_out_per_mtok: z.number().nonnegative().max(MAX_PRICE_PER_MTOK).optional(),
 });
 
 /**
@@ -174,7 +177,7 @@ export const clusterSchema = z.strictObject({
     .regex(/^[a-z_][a-z0-9_]*$/, 'use lower-case letters, digits and "_"')
     .default('channeld'),
   /** How long a lease lasts without renewal; owners renew every third of it. */
-  lease_ttl_ms: positiveInt.min(1000).default(5000),
+  lease_ttl_ms: positiveDurationMs.min(1000).default(5000),
   /** Partitions of the conversation space; each is consumed by one instance at a time. */
   partitions: positiveInt.max(1024).default(16),
   /** Messages waiting across the whole cluster; past it a sender gets the busy reply. */

@@ -98,6 +98,7 @@ export const catalogue = {
   MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
   MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },
   MCP_TOOL_FAILED: { retryable: false, text: 'the MCP tool call failed' },
+  PROMPT_FILE_OUTSIDE: { retryable: false, text: "a prompt file resolves (through a symlink) to a path outside the agent's workspace_dir" },
   MCP_TOO_MANY_TOOLS: { retryable: false, text: 'the MCP server lists more tools than its max_tools; raise max_tools or narrow the server' },
   MCP_TOO_MANY_PAGES: { retryable: false, text: 'the MCP server kept answering tools/list with another page past the page bound' },
   MCP_TOOLS_TOO_LARGE: { retryable: false, text: "the MCP server's tool list is larger than the byte bound" },

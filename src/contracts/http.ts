@@ -11,4 +11,10 @@ export interface HttpRoutes {
   upgrade(path: string, handler: UpgradeHandler): () => void;
   /** Whether a route is taken. */
   has(method: string, path: string): boolean;
+  /**
+   * Whether a request may come from the page that sent it: no `Origin` (not a browser), or
+   * exactly the origin the daemon was reached at (its `Host`), or an `[http] allowed_hosts`
+   * name. Another local web app (`http://localhost:<other port>`) is foreign.
+   */
+  ownOrigin(req: IncomingMessage): boolean;
 }

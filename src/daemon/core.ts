@@ -12,7 +12,7 @@ import { Metrics } from '../observe/metrics.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { ApprovalCoordinator } from '../tools/approvals.js';
 import type { LiveConfig } from './config-service.js';
-import { Extensions } from './extensions.js';
+import { Extensions, type PluginFailure } from './extensions.js';
 import { ManagementSlot } from './management.js';
 import { ChannelTable, definePlugin, type DaemonPlugin, type HardStop } from './services.js';
 
@@ -157,7 +157,24 @@ export const supervisorPlugin = definePlugin({
 /** One instance on its own: turns are not wrapped, replies not fenced, every listener runs here. */
 export const singleNodePlugin = definePlugin({ name: 'single-node', provides: ['topology'], start: (ctx) => ctx.provide('topology', {}) });
 
-export const extensionsPlugin = definePlugin({ name: 'extensions', provides: ['extensions'], start: (ctx) => ctx.provide('extensions', new Extensions()) });
+export const extensionsPlugin = definePlugin({
+  name: 'extensions',
+  provides: ['extensions'],
+  inject: ['logger', 'metrics'],
+  start: (ctx) => {
+    const log = ctx.use('logger');
+    const metrics = ctx.use('metrics');
+    // One error line per throw, naming where it came from (the logger scrubs secrets from it).
+    const onError = (f: PluginFailure) => {
+      log.error(
+        { plugin: f.plugin, folder: f.source, agent: f.agent, kind: f.kind, name: f.name, phase: f.phase, err: f.err },
+        `plugin ${f.plugin}: ${f.kind} ${f.name} threw in ${f.phase}: ${errorMessage(f.err)}`,
+      );
+      metrics.pluginErrors.inc({ plugin: f.plugin, kind: f.kind });
+    };
+    ctx.provide('extensions', new Extensions(onError));
+  },
+});
 
 /** Gives freed memory back to the system after bursts (src/observe/memory-trim.ts); off without node's --expose-gc. */
 export const memoryTrimPlugin = definePlugin({

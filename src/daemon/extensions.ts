@@ -2,24 +2,58 @@ import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { PluginDefinition } from '../contracts/plugin-folder.js';
 import type { Runtime } from '../runtime/runtime.js';
 
+/** A plugin's hook, command or tool that threw: what the log line and the metric name. */
+export interface PluginFailure {
+  /** The plugin's name (its definition's `name`). */
+  plugin: string;
+  /** The folder as configured. */
+  source: string;
+  kind: 'hook' | 'command' | 'tool';
+  /** The hook's, command's or tool's name. */
+  name: string;
+  /** The hook's phase; `command` or `tool` for those. */
+  phase: string;
+  agent: string;
+  err: unknown;
+}
+
 interface Contribution {
   /** Where it came from, for errors: the plugin folder's path as configured. */
   source: string;
   definition: PluginDefinition;
 }
 
+/**
+ * Runs `work`, telling `report` about a throw before passing it on unchanged (the turn
+ * still answers "Something went wrong" or the model still reads the tool error).
+ */
+async function reported<T>(work: () => T | Promise<T>, report: (err: unknown) => void): Promise<T> {
+  try {
+    return await work();
+  } catch (err) {
+    report(err);
+    throw err;
+  }
+}
+
 /** Registers one definition on one runtime; all or nothing. Returns the disposer. */
-function apply(runtime: Runtime, c: Contribution, agent: string): () => void {
+function apply(runtime: Runtime, c: Contribution, agent: string, onError?: (f: PluginFailure) => void): () => void {
   const disposers: Array<() => void> = [];
   const undo = () => {
     for (const d of disposers.splice(0).reverse()) d();
   };
   const { definition: d } = c;
+  const report = (kind: PluginFailure['kind'], name: string, phase: string) => (err: unknown) =>
+    onError?.({ plugin: d.name, source: c.source, kind, name, phase, agent, err });
   try {
     for (const m of d.modes ?? []) disposers.push(runtime.modes.register(m));
-    for (const t of d.tools ?? []) disposers.push(runtime.tools.register(t));
-    for (const h of d.hooks ?? []) disposers.push(runtime.hooks.register(h));
-    for (const cmd of d.commands ?? []) disposers.push(runtime.commands.register(cmd));
+    for (const t of d.tools ?? [])
+      disposers.push(runtime.tools.register({ ...t, run: (input, ctx) => reported(() => t.run(input, ctx), report('tool', t.name, 'tool')) }));
+    for (const h of d.hooks ?? []) disposers.push(runtime.hooks.register({ ...h, run: (ctx) => reported(() => h.run(ctx), report('hook', h.name, h.phase)) }));
+    for (const cmd of d.commands ?? [])
+      disposers.push(
+        runtime.commands.register({ ...cmd, handler: (ctx, args) => reported(() => cmd.handler(ctx, args), report('command', cmd.name, 'command')) }),
+      );
   } catch (err) {
     undo();
     const code = err instanceof CodedError ? err.code : 'PLUGIN_FOLDER_INVALID';
@@ -37,13 +71,19 @@ function apply(runtime: Runtime, c: Contribution, agent: string): () => void {
 export class Extensions {
   readonly #contributions = new Set<Contribution>();
   readonly #runtimes = new Map<Runtime, { agent: string; applied: Map<Contribution, () => void> }>();
+  readonly #onError: ((f: PluginFailure) => void) | undefined;
+
+  /** `onError` hears of every throw from a plugin's hook, command or tool (the daemon logs and counts it). */
+  constructor(onError?: (f: PluginFailure) => void) {
+    this.#onError = onError;
+  }
 
   /** Adds a plugin folder's definition to every attached runtime; throws (adding nothing) on a clash. */
   add(source: string, definition: PluginDefinition): () => void {
     const c: Contribution = { source, definition };
     const done: Array<{ applied: Map<Contribution, () => void>; undo: () => void }> = [];
     try {
-      for (const [runtime, r] of this.#runtimes) done.push({ applied: r.applied, undo: apply(runtime, c, r.agent) });
+      for (const [runtime, r] of this.#runtimes) done.push({ applied: r.applied, undo: apply(runtime, c, r.agent, this.#onError) });
     } catch (err) {
       for (const x of done.reverse()) x.undo();
       throw err;
@@ -63,7 +103,7 @@ export class Extensions {
   attach(runtime: Runtime, agent: string): () => void {
     const applied = new Map<Contribution, () => void>();
     try {
-      for (const c of this.#contributions) applied.set(c, apply(runtime, c, agent));
+      for (const c of this.#contributions) applied.set(c, apply(runtime, c, agent, this.#onError));
     } catch (err) {
       for (const undo of [...applied.values()].reverse()) undo();
       throw err;

@@ -6,6 +6,7 @@ import { SourceMap } from '../config/locate.js';
 import { ConfigError, errorMessage } from '../contracts/errors.js';
 import { phases } from '../contracts/hooks.js';
 import type { PluginDefinition } from '../contracts/plugin-folder.js';
+import { pluginClashes } from './plugin-clashes.js';
 import { definePlugin, type DaemonPlugin } from './services.js';
 
 /**
@@ -25,6 +26,9 @@ export interface PluginFolder {
 }
 
 const NAME = /^[A-Za-z0-9_-]+$/;
+/** How long one plugin folder's index may take to import. */
+export const PLUGIN_IMPORT_TIMEOUT_MS = 10_000;
+class ImportTimeout extends Error {}
 const KEYS = new Set(['name', 'description', 'modes', 'tools', 'hooks', 'commands']);
 
 const isFn = (v: unknown) => typeof v === 'function';
@@ -91,13 +95,22 @@ async function loadOne(configured: string, base: string): Promise<PluginFolder |
   const index = INDEX_FILES.map((f) => join(dir, f)).find((f) => existsSync(f));
   if (!index) return [`plugin folder ${dir} has no ${INDEX_FILES.join(', ')}`];
   let mod: { default?: unknown };
+  let timer: NodeJS.Timeout | undefined;
   try {
-    mod = (await import(pathToFileURL(index).href)) as { default?: unknown };
+    // A top-level await that never settles would hang the start (and end it with exit 13, naming nothing).
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new ImportTimeout()), PLUGIN_IMPORT_TIMEOUT_MS);
+    });
+    mod = (await Promise.race([import(pathToFileURL(index).href), timedOut])) as { default?: unknown };
   } catch (err) {
+    if (err instanceof ImportTimeout)
+      return [`${index} did not finish loading within ${PLUGIN_IMPORT_TIMEOUT_MS} ms (does its top level await something that never settles?)`];
     const code = (err as NodeJS.ErrnoException).code;
     if (code === 'ERR_UNKNOWN_FILE_EXTENSION' && index.endsWith('.ts'))
       return [`${index}: this Node cannot load TypeScript; compile the plugin to index.js (or use Node 22.18 or later, or run under tsx)`];
     return [`${index} could not be loaded: ${errorMessage(err)}`];
+  } finally {
+    clearTimeout(timer);
   }
   const problems = definitionProblems(mod.default);
   if (problems.length) return problems.map((p) => `${index}: ${p}`);
@@ -125,6 +138,8 @@ export async function loadPluginFolders(loaded: LoadedConfig): Promise<PluginFol
     if (first !== undefined) problems.push({ i, message: `${r.index}: plugin name "${r.definition.name}" is already used by daemon.plugins[${first}]` });
     else seen.set(r.definition.name, i);
   }
+  const loadedOnes = results.flatMap((r, i) => (Array.isArray(r) ? [] : [{ i, definition: r.definition, index: r.index }]));
+  for (const c of pluginClashes(loadedOnes)) problems.push({ i: c.i, message: `${loadedOnes.find((l) => l.i === c.i)!.index}: ${c.message}` });
   if (problems.length) {
     let map: SourceMap | undefined;
     try {

@@ -45,6 +45,11 @@ export class HttpServer implements HttpRoutes {
     return this.#routes.has(`${method} ${path}`);
   }
 
+  ownOrigin(req: IncomingMessage): boolean {
+    const origin = req.headers.origin;
+    return origin === undefined || originAllowed(origin, req.headers.host, this.#allowedHosts());
+  }
+
   upgrade(path: string, handler: UpgradeHandler): () => void {
     this.#upgrades.set(path, handler);
     return () => void (this.#upgrades.get(path) === handler && this.#upgrades.delete(path));
@@ -78,8 +83,7 @@ export class HttpServer implements HttpRoutes {
     const url = new URL(req.url ?? '/', 'http://localhost');
     // A browser always sends Origin on a WebSocket: a page of another site must not talk
     // to the agent and read its answers. Non-browser clients send none.
-    const origin = req.headers.origin;
-    if (!hostAllowed(req.headers.host, this.#allowedHosts()) || (origin !== undefined && !originAllowed(origin, this.#allowedHosts()))) {
+    if (!hostAllowed(req.headers.host, this.#allowedHosts()) || !this.ownOrigin(req)) {
       socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
       return;
     }

@@ -118,6 +118,12 @@ export class Metrics {
     labelNames: ['agent', 'model', 'channel'],
     registers: [this.registry],
   });
+  readonly pluginErrors = new Counter({
+    name: 'channeld_plugin_errors_total',
+    help: "Throws from plugin folders' hooks, commands and tools, by plugin and kind",
+    labelNames: ['plugin', 'kind'],
+    registers: [this.registry],
+  });
   readonly intentCalls = new Counter({
     name: 'channeld_intent_total',
     help: 'Unaddressed group messages judged by reply_intent = classifier, by decision (reply, ignore, failed, rate_limited)',

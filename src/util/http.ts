@@ -44,11 +44,17 @@ export function hostAllowed(host: string | undefined, allowed: readonly string[]
   return isLoopbackName(name) || allowed.some((a) => hostName(a) === name);
 }
 
-/** An `Origin` header whose host is one the daemon answers to (see `hostAllowed`). */
-export function originAllowed(origin: string, allowed: readonly string[]): boolean {
+/**
+ * An `Origin` header of the page the daemon serves: the exact host (with port) the request
+ * was sent to, or a name in `[http] allowed_hosts` (a proxy's public name). Loopback names
+ * on other ports are other local web apps, not this page.
+ */
+export function originAllowed(origin: string, host: string | undefined, allowed: readonly string[]): boolean {
   try {
     const u = new URL(origin);
-    return (u.protocol === 'http:' || u.protocol === 'https:') && hostAllowed(u.host, allowed);
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return false;
+    if (host !== undefined && u.host === host.trim().toLowerCase()) return true;
+    return allowed.some((a) => hostName(a) === hostName(u.host));
   } catch {
     return false;
   }

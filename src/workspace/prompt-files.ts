@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { CodedError } from '../contracts/errors.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { realPathInside } from '../util/inside-dir.js';
 
 /** The most characters all prompt files together add to the system prompt. */
 export const PROMPT_FILES_BUDGET_CHARS = 32_000;
@@ -25,7 +27,9 @@ export function readPromptFiles(dir: string, files: readonly string[], budgetCha
       cut.push(f);
       continue;
     }
-    const body = readFileSync(resolve(dir, f), 'utf8').trim();
+    const real = realPathInside(dir, f);
+    if (real === undefined) throw new CodedError('PROMPT_FILE_OUTSIDE', `prompt file ${f} leads outside ${resolve(dir)} (a symlink?); it was not read`);
+    const body = readFileSync(real, 'utf8').trim();
     if (!body) continue;
     if (body.length > left) {
       sections.push(`# ${f}\n\n${body.slice(0, left)}\n[${f} was cut here: the prompt files are limited to ${budgetChars} characters]`);

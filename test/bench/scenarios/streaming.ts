@@ -96,7 +96,7 @@ export async function streaming(o: ScenarioOptions): Promise<Row[]> {
 }
 
 const silent = createLogger({ level: 'silent' });
-const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false };
+const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false, ownOrigin: () => true };
 const usage = { inputTokens: 0, outputTokens: 0, estimated: true };
 const tick = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 const REPLY_METHODS = new Set(['sendMessage', 'sendRichMessage', 'editMessageText', 'sendMessageDraft', 'sendRichMessageDraft', 'deleteMessage']);

@@ -27,7 +27,7 @@ describe('[[agent.mcp]] and [[agents.NAME.mcp]] tables', () => {
       `[agents.ops]\n[[agents.ops.mcp]]\nname = "remote"\nurl = "https://mcp.example/mcp"\nheaders_env = { Authorization = "MCP_AUTH" }\ntools = ["a", "b"]\napproval = ["b"]\n`,
       'daemon.config.toml',
       kinds,
-      {},
+      { MCP_AUTH: 'token' },
     );
     expect(config.agents.ops!.mcp[0]).toMatchObject({
       url: 'https://mcp.example/mcp',

@@ -153,7 +153,11 @@ describe('HttpServer routing', () => {
     expect(await raw('/ws', 'evil.example')).toBe('HTTP/1.1 403 Forbidden');
     expect(await raw('/nope', 'localhost')).toBe('HTTP/1.1 404 Not Found');
     expect(upgraded).toBe(0);
-    expect(await raw('/ws', 'localhost', 'http://localhost:1234')).toBe('HTTP/1.1 101 Switching Protocols');
+    // Another local web app (another port) is not this page.
+    expect(await raw('/ws', `localhost:${port}`, 'http://localhost:1234')).toBe('HTTP/1.1 403 Forbidden');
+    expect(await raw('/ws', `127.0.0.1:${port}`, `http://localhost:${port}`)).toBe('HTTP/1.1 403 Forbidden');
+    expect(upgraded).toBe(0);
+    expect(await raw('/ws', `localhost:${port}`, `http://localhost:${port}`)).toBe('HTTP/1.1 101 Switching Protocols');
     expect(upgraded).toBe(1);
   });
 });

@@ -1,0 +1,158 @@
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pino from 'pino';
+import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
+import { WebchatAdapter } from '../../../channels/webchat/adapter.js';
+import type { ChannelMessage } from '../../../src/contracts/message.js';
+import { HttpServer } from '../../../src/observe/http.js';
+import { waitFor } from '../../helpers/daemon.js';
+
+/** The files in a folder; none when it does not exist. */
+const filesIn = (dir: string): string[] => {
+  try {
+    return readdirSync(dir);
+  } catch {
+    return [];
+  }
+};
+
+/** A web chat adapter on a real HTTP server, with the messages it delivers collected. */
+async function start(o: { accessToken?: string; uploadQuotaBytes?: number; maxBytes?: number } = {}) {
+  const http = new HttpServer(
+    () => {},
+    () => ['chat.example.com'],
+  );
+  const { port } = await http.listen('127.0.0.1', 0);
+  const stateDir = mkdtempSync(join(tmpdir(), 'webchat-hard-'));
+  const adapter = new WebchatAdapter({
+    id: 'web',
+    http,
+    log: pino({ level: 'silent' }),
+    stateDir,
+    maxAttachmentBytes: () => o.maxBytes ?? 1000,
+    ...(o.accessToken ? { accessToken: o.accessToken } : {}),
+    ...(o.uploadQuotaBytes ? { uploadQuotaBytes: o.uploadQuotaBytes } : {}),
+  });
+  const delivered: ChannelMessage[] = [];
+  const stop = new AbortController();
+  let up!: () => void;
+  const connected = new Promise<void>((r) => (up = r));
+  const listening = adapter.listen(
+    async (m) => {
+      delivered.push(m);
+      return true;
+    },
+    stop.signal,
+    () => up(),
+  );
+  await connected;
+  const base = `http://127.0.0.1:${port}`;
+  const close = async () => {
+    stop.abort();
+    await listening;
+    await http.close();
+    rmSync(stateDir, { recursive: true, force: true });
+  };
+  return { base, port, adapter, delivered, stateDir, uploads: join(stateDir, 'uploads', 'web'), close };
+}
+
+describe('web chat: identity, origins and uploads', () => {
+  const cleanups: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0)) await c();
+  });
+  const started = async (o: Parameters<typeof start>[0] = {}) => {
+    const s = await start(o);
+    cleanups.push(s.close);
+    return s;
+  };
+
+  const say = async (base: string, tab: string, text: string, token?: string) => {
+    const ws = new WebSocket(`${base.replace('http', 'ws')}/chat?tab=${tab}${token ? `&token=${token}` : ''}`);
+    await new Promise((r, j) => ws.once('open', r).once('error', j));
+    ws.send(JSON.stringify({ type: 'message', id: `m-${text}`, text }));
+    await new Promise<void>((r) => ws.on('message', (d) => String(d).includes('"ack"') && r()));
+    ws.close();
+  };
+
+  it('the sender id is made by the server: a tab named like an approver does not get that id', async () => {
+    const s = await started({ accessToken: 'secret-token' });
+    await say(s.base, 'alice', 'one', 'secret-token');
+    await say(s.base, 'alice', 'two', 'secret-token');
+    await say(s.base, 'bob', 'three', 'secret-token');
+    await waitFor(() => s.delivered.length === 3);
+    const [a1, a2, b] = s.delivered.map((m) => m.sender.id);
+    expect(a1).toMatch(/^web-[0-9a-f]{16}$/);
+    expect(a1).not.toBe('alice');
+    expect(a2).toBe(a1);
+    expect(b).not.toBe(a1);
+    // The conversation is still the tab's.
+    expect(s.delivered[0]!.chat.id).toBe('alice');
+    // Bound to the token: another daemon with the same token gives the same id, without it another.
+    const same = await started({ accessToken: 'secret-token' });
+    expect(same.adapter.senderIdOf('alice')).toBe(a1);
+    const other = await started({ accessToken: 'other-token' });
+    expect(other.adapter.senderIdOf('alice')).not.toBe(a1);
+    // Without a token the key is kept in the state dir: the same daemon gives the same id after a restart.
+    const open = await started();
+    const again = new WebchatAdapter({
+      id: 'web',
+      http: new HttpServer(),
+      log: pino({ level: 'silent' }),
+      stateDir: open.stateDir,
+      maxAttachmentBytes: () => 1,
+    });
+    expect(again.senderIdOf('alice')).toBe(open.adapter.senderIdOf('alice'));
+    expect(open.adapter.senderIdOf('alice')).not.toBe(a1);
+  });
+
+  const upload = (base: string, headers: Record<string, string>, body: string | Buffer, tab = 't1') =>
+    fetch(`${base}/webchat/web/upload?tab=${tab}`, { method: 'POST', headers: { 'content-type': 'text/plain', ...headers }, body });
+
+  it("uploads take only the page's own Origin (not another site, not another local port); the WebSocket alike", async () => {
+    const s = await started();
+    expect((await upload(s.base, { origin: 'http://evil.example' }, 'x')).status).toBe(403);
+    expect((await upload(s.base, { origin: 'http://localhost:1' }, 'x')).status).toBe(403);
+    expect((await upload(s.base, { origin: `http://localhost:${s.port}` }, 'x')).status).toBe(403); // the page was not served from there
+    expect(filesIn(s.uploads)).toEqual([]);
+    expect((await upload(s.base, { origin: s.base }, 'x')).status).toBe(200);
+    expect((await upload(s.base, { origin: 'https://chat.example.com' }, 'x')).status).toBe(200);
+    expect((await upload(s.base, {}, 'x')).status).toBe(200);
+    const ws = (origin: string) =>
+      new Promise<number>((resolve, reject) => {
+        const c = new WebSocket(`${s.base.replace('http', 'ws')}/chat?tab=t1`, { headers: { origin } });
+        c.once('open', () => {
+          c.close();
+          resolve(101);
+        });
+        c.once('unexpected-response', (_q, r) => resolve(r.statusCode!));
+        c.once('error', reject);
+      });
+    expect(await ws(`http://localhost:${s.port + 1}`)).toBe(403);
+    expect(await ws(s.base)).toBe(101);
+  });
+
+  it('a malformed x-file-name is 400 with nothing kept', async () => {
+    const s = await started();
+    const r = await upload(s.base, { 'x-file-name': '%E0%A4%A' }, 'some bytes');
+    expect(r.status).toBe(400);
+    expect(((await r.json()) as { error: string }).error).toContain('x-file-name');
+    expect(filesIn(s.uploads)).toEqual([]);
+  });
+
+  it('uploads have a total quota and a quarter of it per tab; past it 413 before the body is kept', async () => {
+    const s = await started({ uploadQuotaBytes: 4000, maxBytes: 1000 });
+    const kb = Buffer.alloc(1000, 1);
+    expect((await upload(s.base, {}, kb, 'a')).status).toBe(200);
+    // Tab a has used its quarter (1000 bytes).
+    const refused = await upload(s.base, {}, kb, 'a');
+    expect(refused.status).toBe(413);
+    expect(((await refused.json()) as { error: string }).error).toContain('upload_quota_bytes');
+    for (const tab of ['b', 'c', 'd']) expect((await upload(s.base, {}, kb, tab)).status).toBe(200);
+    // 4000 bytes stored: the total is used up for every tab.
+    expect((await upload(s.base, {}, 'x', 'e')).status).toBe(413);
+    expect(filesIn(s.uploads)).toHaveLength(4);
+  });
+});
