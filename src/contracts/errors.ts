@@ -50,7 +50,8 @@ export const catalogue = {
   CHANNEL_REQUEST_FAILED: { retryable: false, text: 'the platform refused the request' },
   CHANNEL_FORMAT_REFUSED: { retryable: true, text: 'the platform refused a message format; the reply is planned again in the format it accepts' },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
-  PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed', user: 'The model could not be reached.' },
+  PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached', user: 'The model could not be reached.' },
+  PROVIDER_FAILED: { retryable: true, text: 'the model provider answered with a server error', user: 'The model returned an error; try again.' },
   PROVIDER_RATE_LIMITED: {
     retryable: true,
     text: 'the model provider is rate limiting us',
