@@ -95,4 +95,27 @@ describe('the operator CLI as real processes from a directory without the config
       busy.close();
     }
   }, 60_000);
+
+  it('check warns about secrets of the wrong shape and a leftover echo_delay_ms, naming where and what is expected, and still exits 0', async () => {
+    const home = tempDir('op-check');
+    const file = join(home, 'daemon.config.toml');
+    writeFileSync(
+      file,
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "http://127.0.0.1:9/v1"\nmodel = "m"\necho_delay_ms = 5\n\n` +
+        `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\nallow_from = ["*"]\n\n` +
+        `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\nallow_from = ["*"]\n`,
+    );
+    const env = { SL_BOT: 'xapp-1-A0-123-abcdef', SL_APP: 'xapp-1-A0-456-fedcba', TG: 'notatoken' };
+    const r = await runCli(['check', '--config', file], tempDir('op-cwd'), env);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toMatch(/^ok/);
+    const lines = r.stderr.split('\n');
+    expect(lines).toContain(
+      'daemon.config.toml:5:1: agent.echo_delay_ms: warning: only the echo provider reads it; agent "default" uses openai-compatible, so it has no effect (remove it)',
+    );
+    expect(lines.find((l) => l.startsWith('daemon.config.toml:10:1: channels[0].bot_token_env: warning:'))).toContain('"xoxb-…"');
+    expect(lines.find((l) => l.startsWith('daemon.config.toml:17:1: channels[1].token_env: warning:'))).toContain('BotFather');
+    expect(r.stderr).not.toContain('app_token_env');
+    expect(r.stderr).not.toContain('notatoken');
+  }, 60_000);
 });
