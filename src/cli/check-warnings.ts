@@ -8,8 +8,8 @@ type Path = (string | number)[];
 
 /**
  * What `channeld check` warns about in a valid config: things the daemon accepts but that are
- * almost surely mistakes. A secret whose value does not have its kind's shape (an `xapp-`
- * token given as the Slack bot token), and `echo_delay_ms` left on an agent whose provider is
+ * almost surely mistakes. A secret whose value does not have its kind's shape (an app-level
+ * token where a bot token belongs), and `echo_delay_ms` left on an agent whose provider is
  * no longer echo. Each line reads `file:line:col: key: warning: …`; values are never printed.
  */
 export function configWarnings(loaded: LoadedConfig, source: string): string[] {
