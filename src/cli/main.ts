@@ -38,7 +38,7 @@ Commands:
   check         validate the config and its secret references; prints "ok" or every error
   backup FILE   copy the state database to FILE while the daemon runs (SQLite online backup)
 
-Management commands (they ask the running daemon over HTTP at [http] listen):
+Management commands (they ask the running daemon over HTTP, where it recorded it listens):
 ${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase()), ...(a.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}]`)].join(' ').padEnd(14)}${a.description}`).join('\n')}
   (and any other action the daemon serves)
 
