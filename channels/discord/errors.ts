@@ -1,5 +1,6 @@
 import { DiscordAPIError, GatewayCloseCodes, HTTPError, RateLimitError } from 'discord.js';
 import { ChannelError } from '../../src/contracts/errors.js';
+import { networkCause } from '../../src/util/network-cause.js';
 
 /** Gateway close codes after which discord.js will not reconnect: one exhaustive decision each. */
 export function classifyClose(code: number): ChannelError {
@@ -50,7 +51,7 @@ export function classifyDiscordError(err: unknown, what = 'request'): ChannelErr
   const code = (err as { code?: string } | undefined)?.code;
   if (code === 'TokenInvalid')
     return new ChannelError('CHANNEL_AUTH_FAILED', 'Discord refused the bot token (401 on /gateway/bot); set a valid token', { cause: err });
-  return new ChannelError('CHANNEL_NETWORK', `Discord ${what}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  return new ChannelError('CHANNEL_NETWORK', `Discord ${what}: ${networkCause(err) ?? (err instanceof Error ? err.message : String(err))}`, { cause: err });
 }
 
 /**

@@ -1,5 +1,6 @@
 import { ErrorCode, type WebAPICallError } from '@slack/web-api';
 import { ChannelError } from '../../src/contracts/errors.js';
+import { networkCause } from '../../src/util/network-cause.js';
 
 /** Slack error strings after which retrying cannot help. */
 const FATAL = new Set([
@@ -41,7 +42,7 @@ export function classifySlackError(err: unknown, what = 'request'): ChannelError
         : new ChannelError('CHANNEL_REQUEST_FAILED', `Slack ${what}: HTTP ${status}`, { cause: err });
     }
     default:
-      return new ChannelError('CHANNEL_NETWORK', `Slack ${what}: ${e.message ?? String(err)}`, { cause: err });
+      return new ChannelError('CHANNEL_NETWORK', `Slack ${what}: ${networkCause(err) ?? e.message ?? String(err)}`, { cause: err });
   }
 }
 

@@ -12,6 +12,11 @@ export const slack = defineChannel({
       c.mode === 'http'
         ? { required: ['bot_token', 'signing_secret'], optional: ['app_token'] }
         : { required: ['bot_token', 'app_token'], optional: ['signing_secret'] },
+    shapes: {
+      bot_token: { pattern: /^xoxb-/, expected: 'a bot token, "xoxb-…" (OAuth & Permissions)' },
+      app_token: { pattern: /^xapp-/, expected: 'an app-level token, "xapp-…" (Basic Information, with connections:write)' },
+      signing_secret: { pattern: /^[0-9a-f]{32}$/, expected: 'the signing secret, 32 hex digits (Basic Information)' },
+    },
   },
   // Socket Mode spreads events over a bot's sockets, so two would split them; HTTP events go to any instance.
   exclusiveListener: (c) => c.mode === 'socket',

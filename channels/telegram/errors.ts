@@ -1,5 +1,6 @@
 import { GrammyError, HttpError } from 'grammy';
 import { ChannelError } from '../../src/contracts/errors.js';
+import { networkCause } from '../../src/util/network-cause.js';
 
 /**
  * The one place Telegram failures are sorted. "Telegram answered no" (GrammyError, with
@@ -24,7 +25,8 @@ export function classifyTelegramError(err: unknown, method = 'request'): Channel
         return new ChannelError('CHANNEL_REQUEST_FAILED', detail, { cause: err });
     }
   }
-  if (err instanceof HttpError) return new ChannelError('CHANNEL_NETWORK', `Telegram ${method}: ${err.message}`, { cause: err });
+  // grammy's "Network request for 'getMe' failed!" says neither where nor why: the cause does.
+  if (err instanceof HttpError) return new ChannelError('CHANNEL_NETWORK', `Telegram ${method}: ${networkCause(err) ?? err.message}`, { cause: err });
   if (err instanceof ChannelError) return err;
   return new ChannelError('CHANNEL_NETWORK', `Telegram ${method}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
 }

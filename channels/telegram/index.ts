@@ -9,6 +9,7 @@ export const telegram = defineChannel({
   secrets: {
     names: ['token', 'webhook_secret'],
     needs: (c) => (c.mode === 'webhook' ? { required: ['token', 'webhook_secret'], optional: [] } : { required: ['token'], optional: ['webhook_secret'] }),
+    shapes: { token: { pattern: /^\d+:[A-Za-z0-9_-]{30,}$/, expected: 'a BotFather token, "<bot id>:<35 characters>" like 123456789:AAH…' } },
   },
   // getUpdates answers 409 to a second poller; a webhook is posted to whichever instance the balancer picks.
   exclusiveListener: (c) => c.mode === 'polling',

@@ -22,18 +22,31 @@
     $('notice').className = isError ? 'error' : '';
   };
 
-  /** One prompt for every request refused at once: parallel 401s share the answer. */
-  function askToken() {
-    asking ??= new Promise((resolve) =>
-      setTimeout(() => {
-        const t = prompt('This daemon needs its admin token:');
-        if (t) {
-          token = t;
-          sessionStorage.setItem('channeld.admin', t);
+  /**
+   * The sign-in form (a password field, not prompt(): the token is not shown, a wrong one says
+   * so and asks again, and nothing can leave the page stuck). One form for every request
+   * refused at once: parallel 401s share the answer. `refused` says the last token was wrong.
+   */
+  function askToken(refused) {
+    asking ??= new Promise((resolve) => {
+      const form = $('login');
+      $('login-error').textContent = refused ? 'That token was refused; check it and try again.' : '';
+      form.hidden = false;
+      $('login-token').value = '';
+      $('login-token').focus();
+      form.onsubmit = (e) => {
+        e.preventDefault();
+        const t = $('login-token').value.trim();
+        if (!t) {
+          $('login-error').textContent = 'Enter the admin token.';
+          return;
         }
-        resolve(Boolean(t));
-      }, 0),
-    ).finally(() => setTimeout(() => (asking = null), 0));
+        form.hidden = true;
+        token = t;
+        sessionStorage.setItem('channeld.admin', t);
+        resolve(true);
+      };
+    }).finally(() => setTimeout(() => (asking = null), 0));
     return asking;
   }
 
@@ -46,7 +59,7 @@
     });
     if (res.status === 401) {
       // Another request may already have asked while this one was in flight.
-      if (token !== used || (await askToken())) return call(path, method, body);
+      if (token !== used || (await askToken(Boolean(used)))) return call(path, method, body);
     }
     if (!res.ok) throw new Error((await res.json().catch(() => ({}))).error || res.statusText);
     return res.json();
@@ -179,7 +192,8 @@
   $('reload').onclick = async () => {
     try {
       const r = await call('/actions/reload', 'POST', {});
-      notice(r.ok ? `reloaded: generation ${r.generation}` : `refused: ${r.errors.join('; ')}`, !r.ok);
+      // A refusal is shown once, by the last-reload line that load() fills in.
+      notice(r.ok ? `reloaded: generation ${r.generation}` : '', false);
     } catch (e) {
       notice(e.message, true);
     }
@@ -187,6 +201,7 @@
   };
 
   function listen() {
+    // Opened once the token is known (load() asked for it): the stream cannot ask itself.
     const es = new EventSource(`/admin/events${token ? `?token=${encodeURIComponent(token)}` : ''}`);
     // Channels, turns and reloads (also by SIGHUP or the CLI) all arrive as "changed".
     es.addEventListener('changed', () => load().catch((e) => notice(e.message, true)));

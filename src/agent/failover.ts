@@ -4,7 +4,7 @@ import type { AgentEvent } from '../contracts/agent-events.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 
 /** Failures that move a turn to the next model, when nothing is visible yet. */
-const FAILOVER: ReadonlySet<ErrorCode> = new Set(['PROVIDER_UNAVAILABLE', 'PROVIDER_TIMEOUT', 'PROVIDER_RATE_LIMITED']);
+const FAILOVER: ReadonlySet<ErrorCode> = new Set(['PROVIDER_UNAVAILABLE', 'PROVIDER_FAILED', 'PROVIDER_TIMEOUT', 'PROVIDER_RATE_LIMITED']);
 
 export interface CooldownState {
   model: string;

@@ -60,7 +60,9 @@ export function classifyProviderError(err: unknown, timedOut: boolean): Provider
         ...(Number.isFinite(after) ? { retryAfterMs: after * 1000 } : {}),
       });
     }
-    if (status >= 500 || status === 408) return new ProviderError('PROVIDER_UNAVAILABLE', `HTTP ${status} from ${err.url}`, said);
+    // It was reached and failed: the person reads that the model erred, not that it is unreachable.
+    if (status >= 500) return new ProviderError('PROVIDER_FAILED', `HTTP ${status} from ${err.url}`, said);
+    if (status === 408) return new ProviderError('PROVIDER_UNAVAILABLE', `HTTP ${status} from ${err.url}`, said);
     if (status === 401 || status === 403) return new ProviderError('PROVIDER_AUTH_FAILED', `HTTP ${status} from ${err.url}`, said);
     if (status >= 400) return new ProviderError('PROVIDER_REFUSED', `HTTP ${status}: ${err.responseBody?.slice(0, 300) ?? err.message}`, said);
     const net = causeCode(err);

@@ -1,8 +1,10 @@
+import { readFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import type { ChannelKinds } from '../config/kinds.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigError } from '../contracts/errors.js';
 import { loadPluginFolders } from '../daemon/plugin-folders.js';
+import { configWarnings } from './check-warnings.js';
 
 /** Which environment the secrets were resolved in: the caller's shell is not the daemon's. */
 function environmentNote(): string {
@@ -23,8 +25,9 @@ function environmentNote(): string {
  */
 export async function runCheck(file: string, kinds: ChannelKinds): Promise<number> {
   let config: LoadedConfig['config'];
+  let loaded: LoadedConfig;
   try {
-    const loaded = loadConfig(file, kinds);
+    loaded = loadConfig(file, kinds);
     ({ config } = loaded);
     // Plugin folders are imported as the daemon would: a missing one or a bad export fails here too.
     await loadPluginFolders(loaded);
@@ -34,6 +37,7 @@ export async function runCheck(file: string, kinds: ChannelKinds): Promise<numbe
     if (!err.problems.some((p) => p.includes(': syntax: '))) console.error(`(${environmentNote()})`);
     return 78;
   }
+  for (const w of configWarnings(loaded, readFileSync(file, 'utf8'))) console.error(w);
   const channels = config.channels.filter((c) => c.enabled).map((c) => `${c.id} (${c.type})`);
   if (channels.length === 0)
     console.error(

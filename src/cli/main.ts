@@ -38,7 +38,7 @@ Commands:
   check         validate the config and its secret references; prints "ok" or every error
   backup FILE   copy the state database to FILE while the daemon runs (SQLite online backup)
 
-Management commands (they ask the running daemon over HTTP at [http] listen):
+Management commands (they ask the running daemon over HTTP, where it recorded it listens):
 ${builtinActions.map((a) => `  ${[a.cli?.name ?? a.name, ...(a.cli?.args ?? []).map((x) => x.toUpperCase()), ...(a.cli?.optionalArgs ?? []).map((x) => `[${x.toUpperCase()}]`)].join(' ').padEnd(14)}${a.description}`).join('\n')}
   (and any other action the daemon serves)
 
@@ -87,7 +87,9 @@ result; when its HTTP server does not answer, sends SIGHUP through the pid file 
 daemon.state_dir and waits for the outcome the daemon records there. An invalid new config,
 or one that changes a key needing a restart, is refused, the running one stays, and the
 exit status is 78 on either path, so \`channeld reload && echo deployed\` is honest (the
-systemd unit's ExecReload runs this command). ${REACH}`,
+systemd unit's ExecReload runs this command).
+
+${REACH}`,
   backup: `Usage: channeld backup FILE [--config FILE]
 
 Copies the state database (daemon.state_dir/channeld.db) to FILE with SQLite's online

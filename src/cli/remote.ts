@@ -45,7 +45,8 @@ async function signalReload(endpoint: DaemonEndpoint, signal: AbortSignal = Abor
       try {
         outcome = JSON.parse(now) as ReloadOutcome;
       } catch {
-        // Caught mid-write: read it again.
+        // Not JSON (the daemon writes it whole, by rename, so something else wrote it): wait for the next.
+        if (signal.aborted) break;
         await delay(50, undefined, { signal }).catch(() => {});
         continue;
       }

@@ -207,6 +207,11 @@ export interface ChannelDescriptor<C extends ChannelConfigBase = ChannelConfigBa
     readonly names: readonly string[];
     /** Which of them a channel with this config needs; checked by `check` and at start. */
     needs(config: C): ChannelSecretNeeds;
+    /**
+     * What a well-formed value of a secret looks like, by base name: `check` warns (never
+     * refuses: platforms change formats) when a resolved value does not match, naming `expected`.
+     */
+    readonly shapes?: Readonly<Record<string, { pattern: RegExp; expected: string }>>;
   };
   /**
    * `allow_from` may be left out: whoever reaches this kind was let in already (a local page

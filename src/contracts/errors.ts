@@ -62,7 +62,8 @@ export const catalogue = {
     text: 'the bot is banned from a group chat or the server; it is parked: lift the ban or change the config, then restart or reload',
   },
   PROVIDER_TIMEOUT: { retryable: true, text: 'the model did not answer in time' },
-  PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached or failed', user: 'The model could not be reached.' },
+  PROVIDER_UNAVAILABLE: { retryable: true, text: 'the model provider could not be reached', user: 'The model could not be reached.' },
+  PROVIDER_FAILED: { retryable: true, text: 'the model provider answered with a server error', user: 'The model returned an error; try again.' },
   PROVIDER_RATE_LIMITED: {
     retryable: true,
     text: 'the model provider is rate limiting us',

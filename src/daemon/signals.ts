@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { renameSync, writeFileSync } from 'node:fs';
 import { runFiles, type ReloadOutcome } from '../util/run-files.js';
 import type { Daemon } from './daemon.js';
 
@@ -12,7 +12,10 @@ async function reloadOnSignal(daemon: Daemon): Promise<void> {
   const result = await daemon.reload();
   const outcome: ReloadOutcome = { id: `${process.pid}-${++hups}-${Date.now()}`, ok: result.ok, generation: result.generation, errors: result.errors };
   try {
-    writeFileSync(runFiles(daemon.config.config.daemon.state_dir).reload, `${JSON.stringify(outcome)}\n`, { mode: 0o600 });
+    // Whole or not at all: the CLI polls the file, so it is written aside and renamed into place.
+    const file = runFiles(daemon.config.config.daemon.state_dir).reload;
+    writeFileSync(`${file}.tmp`, `${JSON.stringify(outcome)}\n`, { mode: 0o600 });
+    renameSync(`${file}.tmp`, file);
   } catch (err) {
     daemon.log.warn({ err }, 'the SIGHUP reload outcome could not be written for channeld reload');
   }

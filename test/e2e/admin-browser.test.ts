@@ -107,16 +107,45 @@ describe.runIf(hasChromium)('operator page with an admin token', () => {
     await d?.stop();
   });
 
-  it('asks for the token once on load, then shows the channels', async () => {
+  it('asks for the token in a password form: a wrong one says so and asks again, the right one shows the channels; a favicon', async () => {
     const page = await browser.newPage();
-    const asked: string[] = [];
+    const dialogs: string[] = [];
     page.on('dialog', (dialog) => {
-      asked.push(dialog.message());
-      void dialog.accept('admin-token-once');
+      dialogs.push(dialog.message());
+      void dialog.dismiss();
     });
     await page.goto(`${d.url}/admin`);
+    await page.waitForSelector('#login:not([hidden]) input[type="password"]');
+    await page.fill('#login-token', 'not-the-token');
+    await page.click('#login button[type="submit"]');
+    await page.waitForSelector('#login-error:text("refused")');
+    expect(await page.isVisible('#login')).toBe(true);
+    await page.fill('#login-token', 'admin-token-once');
+    await page.click('#login button[type="submit"]');
     await page.waitForSelector('tr[data-channel="web"] .state.connected');
-    expect(asked).toEqual(['This daemon needs its admin token:']);
+    expect(await page.isVisible('#login')).toBe(false);
+    expect(dialogs).toEqual([]);
+    const icon = await page.evaluate(`fetch(document.querySelector('link[rel="icon"]').href).then((r) => r.status + ' ' + r.headers.get('content-type'))`);
+    expect(icon).toBe('200 image/svg+xml');
+    await page.close();
+  });
+
+  it('a reload refused from the page is shown once, in the last-reload line', async () => {
+    const page = await browser.newPage();
+    await page.goto(`${d.url}/admin`);
+    await page.fill('#login-token', 'admin-token-once');
+    await page.click('#login button[type="submit"]');
+    await page.waitForSelector('tr[data-channel="web"]');
+    const good = readFileSync(d.configFile, 'utf8');
+    writeFileSync(d.configFile, `${good}\n[limits]\nmax_in_flight = 0\n`);
+    try {
+      await page.click('#reload');
+      await page.waitForSelector('#last-reload.refused');
+      const text = (await page.textContent('header')) ?? '';
+      expect(text.split('limits.max_in_flight')).toHaveLength(2);
+    } finally {
+      writeFileSync(d.configFile, good);
+    }
     await page.close();
   });
 });

@@ -41,10 +41,10 @@ describe('web chat with an OpenAI-compatible model (fake LLM)', () => {
     expect(llm.requests[1]!.body.messages.slice(1).map((m) => m.content)).toEqual(['What is the answer?', 'The answer is forty-two.', 'And again?']);
   });
 
-  it('a model that cannot be reached gets a readable error in the chat, not silence', async () => {
+  it('a model that answers HTTP 500 gets a readable error in the chat, not silence, and not "could not be reached"', async () => {
     llm.script({ kind: 'status', status: 500 }, { kind: 'status', status: 500 }, { kind: 'status', status: 500 });
     const final = await askOnce('k');
-    expect(final!.text).toBe('⚠️ The model could not be reached.');
+    expect(final!.text).toBe('⚠️ The model returned an error; try again.');
   });
 
   it('a wrong API key: one warn line per failed attempt says why (agent, model, host, status, code, provider message), never the key', async () => {
@@ -79,8 +79,8 @@ describe('web chat with an OpenAI-compatible model (fake LLM)', () => {
     expect(final!.text).toBe('finally');
     const lines = d!.logs.lines.filter((l) => l.includes('model attempt failed')).map((l) => JSON.parse(l) as Record<string, unknown>);
     expect(lines.map((l) => [l.status, l.code, l.attempt, l.retrying])).toEqual([
-      [503, 'PROVIDER_UNAVAILABLE', 1, true],
-      [503, 'PROVIDER_UNAVAILABLE', 2, true],
+      [503, 'PROVIDER_FAILED', 1, true],
+      [503, 'PROVIDER_FAILED', 2, true],
     ]);
   });
 });

@@ -1,10 +1,13 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
-import { operatorConfig, tempDir } from '../helpers/operator.js';
+import { channeldBin, operatorConfig, tempDir } from '../helpers/operator.js';
 import { withDaemonProcess } from '../helpers/process.js';
 
 const preload = join(import.meta.dirname, '../fixtures/operator/warn-on-listen.mjs');
+/** util-linux `script` runs a command on a pseudo-terminal: stdout is a TTY there. */
+const hasScript = spawnSync('script', ['--version']).status === 0;
 
 describe('the daemon process output', () => {
   it("routes Node's process warnings through the logger: one warn line each, stdout and stderr stay JSON", async () => {
@@ -16,5 +19,24 @@ describe('the daemon process output', () => {
     expect(warns.map((w) => (w.warning as { code: string }).code).sort()).toEqual(['DEP0040', 'DEP0169']);
     // DaemonProcess keeps a line that is not JSON as { msg } alone: none may exist.
     expect(p.lines.filter((l) => !('level' in l))).toEqual([]);
+  });
+
+  it('pretty-prints on a terminal, JSON otherwise', async (ctx) => {
+    if (!hasScript) ctx.skip('util-linux script is not installed (Debian: package bsdutils)');
+    const file = operatorConfig(tempDir('tty'));
+    const child = spawn('script', ['-qec', `${process.execPath} ${channeldBin} run --config ${file}`, '/dev/null'], {
+      env: { PATH: process.env.PATH, ADMIN: 'x' },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d));
+    const exited = new Promise((resolve) => child.once('exit', resolve));
+    try {
+      await waitFor(() => /INFO.*channeld started/.test(out), 15_000);
+      expect(out).not.toContain('{"level"');
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+    }
   });
 });

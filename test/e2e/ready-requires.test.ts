@@ -21,8 +21,10 @@ describe('[http] ready_requires', () => {
       const res = await fetch(`${d.url}/readyz`);
       return { status: res.status, body: (await res.json()) as { ready: boolean; ready_requires?: string } };
     };
-    await waitFor(() => d.daemon.status().channels.find((c) => c.id === 'tg' && c.state !== 'starting'));
+    const tg = await waitFor(() => d.daemon.status().channels.find((c) => c.id === 'tg' && c.state !== 'starting'));
     expect(await readyz()).toMatchObject({ status: 200, body: { ready: true, ready_requires: 'http' } });
+    // The network error names the host and the cause, not "Network request for 'getMe' failed!".
+    expect((tg.last_error as { message: string } | null)?.message).toContain('ECONNREFUSED 127.0.0.1:9');
 
     await apply(d, 'all_channels', web() + down);
     expect(await readyz()).toMatchObject({ status: 503, body: { ready: false, ready_requires: 'all_channels' } });

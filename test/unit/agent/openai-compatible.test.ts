@@ -123,7 +123,7 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     const events = await collect(runner({ retries: 2 }), input('mail ada', { tools }));
     expect(calls).toEqual(['ada']);
     expect(llm.requests.length - before).toBe(2);
-    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'PROVIDER_UNAVAILABLE' });
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'PROVIDER_FAILED' });
     expect(events.filter((e) => e.type === 'tool_start')).toHaveLength(1);
   });
 
@@ -183,7 +183,7 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
         model: 'fake-model',
         baseUrlHost: new URL(llm.url).host,
         status: 503,
-        code: 'PROVIDER_UNAVAILABLE',
+        code: 'PROVIDER_FAILED',
         message: 'overloaded, key [redacted] busy',
         attempt: 1,
         retrying: true,
@@ -193,9 +193,10 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
   });
 
   it('gives up after its retries with a readable error', async () => {
-    llm.script({ kind: 'status', status: 503 }, { kind: 'status', status: 503 }, { kind: 'status', status: 503 });
+    llm.script({ kind: 'status', status: 503 }, { kind: 'status', status: 503 }, { kind: 'status', status: 500 });
     const events = await collect(runner({ retries: 2 }), input('x'));
-    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_UNAVAILABLE', message: 'The model could not be reached.' }]);
+    // Reached, and it failed: not "could not be reached" (kept for network errors, below).
+    expect(events).toEqual([{ type: 'error', code: 'PROVIDER_FAILED', message: 'The model returned an error; try again.' }]);
   });
 
   it('does not retry a 400', async () => {
