@@ -1,5 +1,6 @@
 import type { ChannelDescriptor } from '../src/contracts/channel.js';
 import { discord } from './discord/index.js';
+import { mattermost } from './mattermost/index.js';
 import { slack } from './slack/index.js';
 import { telegram } from './telegram/index.js';
 import { webchat } from './webchat/index.js';
@@ -10,4 +11,4 @@ import { whatsapp } from './whatsapp/index.js';
  * this list to the CLI. A new kind is its folder plus one line here (docs/EXTENDING.md).
  * The order is the order `--help` and "is not one of ..." list them in.
  */
-export const builtinKinds: readonly ChannelDescriptor[] = [webchat, telegram, discord, slack, whatsapp];
+export const builtinKinds: readonly ChannelDescriptor[] = [webchat, telegram, discord, slack, whatsapp, mattermost];
