@@ -6,6 +6,7 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { sleep } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { CursorFile } from './cursor.js';
 import { classifyMattermostError, type MattermostApiError } from './errors.js';
 import { neutralizeMattermostMentions } from './mentions.js';
 import { normalizePost, readPosted, skipReason, type MmPost, type MmPostedData, type MmScope, type MmWhere } from './normalize.js';
@@ -19,6 +20,8 @@ export interface MattermostOptions {
   teams: readonly string[];
   channels: readonly string[];
   log: Logger;
+  /** Where the cursor is kept across restarts (under the state dir). */
+  cursorFile: string;
   /** Reconnect backoff: the first wait, doubled up to the max; short in tests. */
   reconnectBaseMs?: number;
   reconnectMaxMs?: number;
@@ -30,6 +33,8 @@ export interface MattermostOptions {
 const MAX_POST_CHARS = 16_383;
 /** The most posts one catch-up asks for per channel (one page). */
 const CATCH_UP_PAGE = 200;
+/** After a long time down, a restart catches up on this much at most: older posts are history, not questions. */
+const MAX_CATCH_UP_MS = 24 * 60 * 60 * 1000;
 
 /** Mattermost's channel as the catch-up reads it. */
 interface MmChannel {
@@ -62,11 +67,13 @@ export class MattermostAdapter implements ChannelAdapter {
   #botName: string | undefined;
   /** Server time (ms) up to which posts are stored; the catch-up after a reconnect starts here. */
   #cursor: number | undefined;
+  readonly #cursorFile: CursorFile;
   #typingOverSocket = false;
   #socket: { send(action: string, data: unknown): void } | undefined;
 
   constructor(options: MattermostOptions) {
     this.#o = options;
+    this.#cursorFile = new CursorFile(options.cursorFile);
   }
 
   get id(): string {
@@ -95,15 +102,21 @@ export class MattermostAdapter implements ChannelAdapter {
       channels: new Set(this.#o.channels),
       teamNames: new Map(teams.data.map((t) => [t.id, t.name])),
     };
-    // A fresh start answers nothing from before it; a listener restarted after a failure catches up.
+    // The first start answers nothing from before it; a restart (of the daemon, or of the
+    // listener after a failure) catches up from where it stood, a day back at most.
+    const nowMs = me.serverTimeMs ?? Date.now();
+    this.#cursor ??= await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, nowMs - MAX_CATCH_UP_MS)));
     let catchUp = this.#cursor !== undefined;
-    this.#cursor ??= me.serverTimeMs ?? Date.now();
+    this.#cursor ??= nowMs;
     const take = async (post: MmPost, where: MmWhere) => {
       const skip = skipReason(post, where, scope);
       if (skip) this.#o.log.trace({ channel: this.#o.id, post: post.id, reason: skip }, 'Mattermost post skipped');
       else await deliver(normalizePost(post, where, this.#o.id, scope));
       // Moved only past what is stored: a post that could not be stored is caught up again.
-      if (post.create_at > this.#cursor!) this.#cursor = post.create_at;
+      if (post.create_at > this.#cursor!) {
+        this.#cursor = post.create_at;
+        this.#cursorFile.save(post.create_at, (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Mattermost cursor'));
+      }
     };
     const wsUrl = `${this.#o.url.replace(/^http/, 'ws')}/api/v4/websocket`;
     const baseMs = this.#o.reconnectBaseMs ?? 500;
@@ -149,6 +162,7 @@ export class MattermostAdapter implements ChannelAdapter {
       }
     } finally {
       this.#socket = undefined;
+      await this.#cursorFile.flushed();
     }
   }
 

@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { ChannelFactory } from '../../src/contracts/channel.js';
 import { ChannelError } from '../../src/contracts/errors.js';
 import { MattermostAdapter } from './adapter.js';
@@ -14,5 +15,6 @@ export const createChannel: ChannelFactory<MattermostConfig> = (config, ctx) => 
     teams: config.teams,
     channels: config.channels,
     log: ctx.log,
+    cursorFile: join(ctx.stateDir, 'mattermost', `${config.id}.cursor`),
   });
 };

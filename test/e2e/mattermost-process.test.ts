@@ -6,7 +6,7 @@ import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { llmAgent } from '../helpers/toml.js';
 
 describe('Mattermost, daemon as a real process', () => {
-  it('kill -9 mid-answer, start again: exactly one post, finished in place', async () => {
+  it('kill -9 mid-answer, start again: exactly one post, finished in place; a post made while it was down is caught up', async () => {
     const mm = await withMattermost();
     const llm = await withLlm();
     const file = writeProcessConfig(withTempDir('mmproc'), llmAgent(llm.url) + mattermostChannel(mm));
@@ -24,14 +24,15 @@ describe('Mattermost, daemon as a real process', () => {
     p1.signal('SIGKILL');
     await p1.exited;
     expect(mm.texts(mm.dm.id)[0]).not.toBe(text);
+    const meanwhile = mm.userPost('sent while the daemon was down');
 
     const p2 = withDaemonProcess(file, env);
     const url = await p2.url();
-    await waitFor(() => mm.texts(mm.dm.id)[0] === text, 15_000);
+    await waitFor(() => mm.texts(mm.dm.id)[0] === text && mm.texts(mm.dm.id)[1] === meanwhile.message, 15_000);
     await waitFor(async () => ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0);
-    expect(mm.texts(mm.dm.id)).toEqual([text]);
-    expect(mm.callsOf('create')).toHaveLength(1);
-    expect(llm.requests).toHaveLength(2);
+    expect(mm.texts(mm.dm.id)).toEqual([text, meanwhile.message]);
+    expect(mm.callsOf('create')).toHaveLength(2);
+    expect(llm.requests).toHaveLength(3);
     expect(p2.lines.some((l) => l.msg === 'recovered unfinished messages from the inbox')).toBe(true);
     p2.signal('SIGTERM');
     expect(await p2.exited).toBe(0);

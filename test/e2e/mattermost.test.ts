@@ -113,6 +113,26 @@ describe('Mattermost channel against the fake server', () => {
     expect(mm.callsOf('since').length).toBeGreaterThanOrEqual(1);
   });
 
+  it('a post that cannot be stored is not lost: the listener restarts and catches it up', async () => {
+    await start(echo(0) + mattermostChannel(mm));
+    await connected();
+    const inbox = d!.daemon.inbox;
+    const add = inbox.add.bind(inbox);
+    let failOnce = true;
+    inbox.add = (...args) => {
+      if (failOnce) {
+        failOnce = false;
+        throw new Error('disk full');
+      }
+      return add(...args);
+    };
+    mm.userPost('store me');
+    await waitFor(() => mm.texts(mm.dm.id).includes('store me'), 15_000);
+    await idle();
+    expect(mm.texts(mm.dm.id)).toEqual(['store me']);
+    expect(mm.connections).toBe(2);
+  });
+
   it('429 with Retry-After on patches, a 5xx on create, a dropped connection on typing: each answer lands once', async () => {
     await start(echo(40) + mattermostChannel(mm));
     await connected();
