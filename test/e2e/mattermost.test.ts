@@ -4,6 +4,7 @@ import type { FakeMattermost } from '../fakes/mattermost/server.js';
 import { say, withCountingFile } from '../helpers/approval.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { failNextInboxAdd } from '../helpers/inbox-faults.js';
 import { mattermostChannel, mattermostEnv, withMattermost } from '../helpers/mattermost.js';
 import { firstMcpConnected } from '../helpers/mcp.js';
 import { echoAgent as echo, llmAgent, webchatChannel } from '../helpers/toml.js';
@@ -116,16 +117,7 @@ describe('Mattermost channel against the fake server', () => {
   it('a post that cannot be stored is not lost: the listener restarts and catches it up', async () => {
     await start(echo(0) + mattermostChannel(mm));
     await connected();
-    const inbox = d!.daemon.inbox;
-    const add = inbox.add.bind(inbox);
-    let failOnce = true;
-    inbox.add = (...args) => {
-      if (failOnce) {
-        failOnce = false;
-        throw new Error('disk full');
-      }
-      return add(...args);
-    };
+    failNextInboxAdd(d!);
     mm.userPost('store me');
     await waitFor(() => mm.texts(mm.dm.id).includes('store me'), 15_000);
     await idle();

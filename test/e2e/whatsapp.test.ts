@@ -5,6 +5,7 @@ import type { FakeWhatsApp } from '../fakes/whatsapp/server.js';
 import { say, withCountingFile } from '../helpers/approval.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { failNextInboxAdd } from '../helpers/inbox-faults.js';
 import { firstMcpConnected } from '../helpers/mcp.js';
 import { echoAgent as echo, llmAgent, webchatChannel } from '../helpers/toml.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -71,16 +72,7 @@ describe('WhatsApp channel against the fake Cloud API', () => {
 
   it('a webhook that cannot be stored is answered 503 and stored when Meta delivers it again', async () => {
     await start(echo(0) + whatsappChannel(wa));
-    const inbox = d!.daemon.inbox;
-    const add = inbox.add.bind(inbox);
-    let failOnce = true;
-    inbox.add = (...args) => {
-      if (failOnce) {
-        failOnce = false;
-        throw new Error('disk full');
-      }
-      return add(...args);
-    };
+    failNextInboxAdd(d!);
     expect(await wa.deliver(wa.notification([wa.textMessage('try again')]))).toEqual([503, 200]);
     await waitFor(() => wa.texts(USER)[0] === 'try again', 10_000);
     await idle();
