@@ -83,8 +83,12 @@ function attachmentOf(m: WaMessage): Attachment | undefined {
   return undefined;
 }
 
-/** An incoming WhatsApp message as a ChannelMessage; the `wamid` is its inbox key. */
-export function normalizeMessage(m: WaMessage, name: string | undefined, channelId: string, me: WaIdentity): ChannelMessage {
+/**
+ * An incoming WhatsApp message as a ChannelMessage; the `wamid` is its inbox key. Undefined
+ * for a message with neither text nor a file (a reaction, a location, an `unsupported` one):
+ * nothing to answer.
+ */
+export function normalizeMessage(m: WaMessage, name: string | undefined, channelId: string, me: WaIdentity): ChannelMessage | undefined {
   const attachment = attachmentOf(m);
   // A reply button's id is the command we put there (`/approve 3fa9c1`): the click is that message.
   const button = m.interactive?.button_reply?.id ?? m.interactive?.list_reply?.id ?? m.button?.payload;
@@ -94,6 +98,7 @@ export function normalizeMessage(m: WaMessage, name: string | undefined, channel
   const mentioned = mention ? mention.test(text) : false;
   if (mention) text = text.replace(mention, '');
   const repliedToBot = Boolean(m.context?.from && me.number && m.context.from.replace(/\D/g, '') === me.number);
+  if (!text.trim() && !attachment) return undefined;
   const seconds = Number(m.timestamp);
   return {
     channelId,

@@ -65,7 +65,14 @@ export function notifyHandler(o: WebhookOptions) {
     const me = o.me();
     const messages = messagesOf(body, me);
     try {
-      await Promise.all(messages.map(({ message, name }) => o.deliver(normalizeMessage(message, name, o.channelId, me))));
+      await Promise.all(
+        messages.map(({ message, name }) => {
+          const msg = normalizeMessage(message, name, o.channelId, me);
+          if (msg) return o.deliver(msg);
+          o.log.debug({ channel: o.channelId, type: message.type }, 'WhatsApp message without text or a file; nothing to answer');
+          return false;
+        }),
+      );
       res.writeHead(200).end();
     } catch (err) {
       o.log.warn({ err, channel: o.channelId }, 'WhatsApp webhook not stored; answering 503 so Meta delivers it again');

@@ -56,6 +56,8 @@ export class FakeMattermost {
   readonly offTopic = { id: id26(), type: 'O', name: 'off-topic', team_id: this.team.id };
   /** Authentication challenges answered, and hellos sent. */
   connections = 0;
+  /** The URL of the last WebSocket upgrade (with its resume parameters). */
+  lastSocketUrl = '';
   url = '';
   readonly #faults = new Map<MattermostRoute, MattermostFault[]>();
   readonly #http: Server;
@@ -66,7 +68,10 @@ export class FakeMattermost {
   constructor() {
     this.#http = createServer((req, res) => void this.#handle(req, res));
     this.#wss = new WebSocketServer({ server: this.#http, path: '/api/v4/websocket' });
-    this.#wss.on('connection', (ws) => this.#connection(ws));
+    this.#wss.on('connection', (ws, req) => {
+      this.lastSocketUrl = req.url ?? '';
+      this.#connection(ws);
+    });
   }
 
   async start(): Promise<string> {
