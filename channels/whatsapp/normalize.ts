@@ -34,7 +34,15 @@ export interface WaValue {
   metadata?: { display_phone_number?: string; phone_number_id?: string };
   contacts?: Array<{ wa_id?: string; profile?: { name?: string } }>;
   messages?: WaMessage[];
-  statuses?: unknown[];
+  statuses?: WaStatus[];
+}
+
+/** A status of a message we sent: sent, delivered, read, or failed with WhatsApp's errors. */
+export interface WaStatus {
+  id?: string;
+  status?: string;
+  recipient_id?: string;
+  errors?: Array<{ code?: number; title?: string; message?: string; error_data?: { details?: string } }>;
 }
 
 export interface WaWebhook {
@@ -66,6 +74,19 @@ export function messagesOf(body: WaWebhook, me: WaIdentity): Array<{ message: Wa
     }
   }
   return out;
+}
+
+/** The failed statuses of a webhook: a message WhatsApp accepted and could not deliver after all. */
+export function failedStatusesOf(body: WaWebhook, me: WaIdentity): WaStatus[] {
+  if (body?.object !== 'whatsapp_business_account' || !Array.isArray(body.entry)) return [];
+  return body.entry.flatMap((entry) =>
+    (Array.isArray(entry?.changes) ? entry.changes : []).flatMap((change) => {
+      const value = change?.value;
+      if (change?.field !== 'messages' || !value || !Array.isArray(value.statuses)) return [];
+      if (value.metadata?.phone_number_id && value.metadata.phone_number_id !== me.phoneNumberId) return [];
+      return value.statuses.filter((st) => st?.status === 'failed');
+    }),
+  );
 }
 
 function attachmentOf(m: WaMessage): Attachment | undefined {

@@ -145,7 +145,7 @@ describe('WhatsApp channel against the fake Cloud API', () => {
     expect(next!.at - limited!.at).toBeGreaterThanOrEqual(1000);
   });
 
-  it('outside the 24-hour window (131047) the answer is logged with that reason and not retried', async () => {
+  it('outside the 24-hour window (131047, at once or in a failed status) the answer is logged with that reason and not retried', async () => {
     await start(echo(0) + whatsappChannel(wa));
     wa.fail('messages', { status: 400, code: 131047, message: 'Re-engagement message' });
     await wa.deliver(wa.notification([wa.textMessage('too late')]));
@@ -153,6 +153,11 @@ describe('WhatsApp channel against the fake Cloud API', () => {
     await idle();
     expect(wa.callsOf('messages')).toHaveLength(1);
     expect(wa.sent).toHaveLength(0);
+    // The same refusal reported later, in a failed status of an accepted message: logged with its reason.
+    expect(await wa.post(wa.statusNotification('wamid.OUT9', 'failed', { code: 131047, title: 'Re-engagement message' }))).toBe(200);
+    const line = d!.logs.entries().find((l) => l.msg === 'WhatsApp could not deliver a message it had accepted');
+    expect(line).toMatchObject({ code: 'CHANNEL_WINDOW_CLOSED', whatsappError: 131047, wamid: 'wamid.OUT9', reason: 'Re-engagement message (fake)' });
+    expect(await received()).toBe(1);
   });
 
   it('an image: media id → URL → bytes fetched with the token; the model gets it', async () => {
