@@ -36,7 +36,6 @@ describe('Mattermost channel against the fake server', () => {
     expect(reply!.edits).toBeGreaterThanOrEqual(1);
     expect(reply!.root_id).toBe('');
     expect(mm.callsOf('create')).toHaveLength(1);
-    expect(mm.callsOf('typing').length).toBeGreaterThanOrEqual(0);
     const root = mm.userPost('a thread starts');
     await waitFor(() => mm.texts(mm.dm.id).length === 2, 10_000);
     mm.userPost('in the thread', { rootId: root.id });
