@@ -2,6 +2,7 @@ import type { ChannelDescriptor } from '../src/contracts/channel.js';
 import { discord } from './discord/index.js';
 import { irc } from './irc/index.js';
 import { matrix } from './matrix/index.js';
+import { mattermost } from './mattermost/index.js';
 import { slack } from './slack/index.js';
 import { telegram } from './telegram/index.js';
 import { webchat } from './webchat/index.js';
@@ -19,6 +20,7 @@ export const builtinKinds: readonly ChannelDescriptor[] = [
   discord,
   slack,
   whatsapp,
+  mattermost,
   matrix,
   irc,
 ];

@@ -1,3 +1,4 @@
+import { readJsonAnswer } from '../../src/util/json-answer.js';
 import { GraphError, type GraphErrorBody } from './errors.js';
 
 /** The most of a Graph API answer we read: its JSON is small (ids, a media URL). */
@@ -30,18 +31,9 @@ export async function graphRequest<T>(
     signal,
     redirect: 'error',
   });
-  const declared = Number(res.headers.get('content-length') ?? 0);
-  if (declared > MAX_ANSWER_BYTES) {
-    await res.body?.cancel().catch(() => {});
-    throw new GraphError(res.status, { message: `answer of ${declared} bytes, more than ${MAX_ANSWER_BYTES}` }, undefined);
-  }
-  const text = await res.text();
-  let json: unknown;
-  try {
-    json = text ? JSON.parse(text.slice(0, MAX_ANSWER_BYTES)) : {};
-  } catch {
-    json = undefined;
-  }
+  const answer = await readJsonAnswer(res, MAX_ANSWER_BYTES);
+  if (answer === 'too_large') throw new GraphError(res.status, { message: `answer larger than ${MAX_ANSWER_BYTES} bytes` }, undefined);
+  const { text, json } = answer;
   if (!res.ok) {
     const error = (json as { error?: GraphErrorBody } | undefined)?.error ?? { message: text.slice(0, 200) || res.statusText };
     throw new GraphError(res.status, error, retryAfterMs(res.headers.get('retry-after')));

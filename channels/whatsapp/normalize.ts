@@ -34,7 +34,15 @@ export interface WaValue {
   metadata?: { display_phone_number?: string; phone_number_id?: string };
   contacts?: Array<{ wa_id?: string; profile?: { name?: string } }>;
   messages?: WaMessage[];
-  statuses?: unknown[];
+  statuses?: WaStatus[];
+}
+
+/** A status of a message we sent: sent, delivered, read, or failed with WhatsApp's errors. */
+export interface WaStatus {
+  id?: string;
+  status?: string;
+  recipient_id?: string;
+  errors?: Array<{ code?: number; title?: string; message?: string; error_data?: { details?: string } }>;
 }
 
 export interface WaWebhook {
@@ -68,6 +76,19 @@ export function messagesOf(body: WaWebhook, me: WaIdentity): Array<{ message: Wa
   return out;
 }
 
+/** The failed statuses of a webhook: a message WhatsApp accepted and could not deliver after all. */
+export function failedStatusesOf(body: WaWebhook, me: WaIdentity): WaStatus[] {
+  if (body?.object !== 'whatsapp_business_account' || !Array.isArray(body.entry)) return [];
+  return body.entry.flatMap((entry) =>
+    (Array.isArray(entry?.changes) ? entry.changes : []).flatMap((change) => {
+      const value = change?.value;
+      if (change?.field !== 'messages' || !value || !Array.isArray(value.statuses)) return [];
+      if (value.metadata?.phone_number_id && value.metadata.phone_number_id !== me.phoneNumberId) return [];
+      return value.statuses.filter((st) => st?.status === 'failed');
+    }),
+  );
+}
+
 function attachmentOf(m: WaMessage): Attachment | undefined {
   for (const type of MEDIA_TYPES) {
     const media = m[type];
@@ -83,8 +104,12 @@ function attachmentOf(m: WaMessage): Attachment | undefined {
   return undefined;
 }
 
-/** An incoming WhatsApp message as a ChannelMessage; the `wamid` is its inbox key. */
-export function normalizeMessage(m: WaMessage, name: string | undefined, channelId: string, me: WaIdentity): ChannelMessage {
+/**
+ * An incoming WhatsApp message as a ChannelMessage; the `wamid` is its inbox key. Undefined
+ * for a message with neither text nor a file (a reaction, a location, an `unsupported` one):
+ * nothing to answer.
+ */
+export function normalizeMessage(m: WaMessage, name: string | undefined, channelId: string, me: WaIdentity): ChannelMessage | undefined {
   const attachment = attachmentOf(m);
   // A reply button's id is the command we put there (`/approve 3fa9c1`): the click is that message.
   const button = m.interactive?.button_reply?.id ?? m.interactive?.list_reply?.id ?? m.button?.payload;
@@ -94,6 +119,7 @@ export function normalizeMessage(m: WaMessage, name: string | undefined, channel
   const mentioned = mention ? mention.test(text) : false;
   if (mention) text = text.replace(mention, '');
   const repliedToBot = Boolean(m.context?.from && me.number && m.context.from.replace(/\D/g, '') === me.number);
+  if (!text.trim() && !attachment) return undefined;
   const seconds = Number(m.timestamp);
   return {
     channelId,

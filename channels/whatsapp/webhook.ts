@@ -3,7 +3,8 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Deliver } from '../../src/contracts/channel.js';
 import { readBody, secretEquals } from '../../src/util/http.js';
-import { messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
+import { OUTSIDE_WINDOW_CODE } from './errors.js';
+import { failedStatusesOf, messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
 
 /** Meta's webhook bodies are a few KB; a batch of them stays far below this. */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -63,9 +64,32 @@ export function notifyHandler(o: WebhookOptions) {
       return void res.writeHead(400).end();
     }
     const me = o.me();
+    // A send can be accepted and fail later (the 24-hour window is often reported this way):
+    // it is logged with WhatsApp's reason; there is nothing to retry.
+    for (const st of failedStatusesOf(body, me)) {
+      const e = st.errors?.[0];
+      o.log.warn(
+        {
+          channel: o.channelId,
+          wamid: st.id,
+          to: st.recipient_id,
+          code: e?.code === OUTSIDE_WINDOW_CODE ? 'CHANNEL_WINDOW_CLOSED' : 'CHANNEL_REQUEST_FAILED',
+          whatsappError: e?.code,
+          reason: e?.error_data?.details ?? e?.message ?? e?.title,
+        },
+        'WhatsApp could not deliver a message it had accepted',
+      );
+    }
     const messages = messagesOf(body, me);
     try {
-      await Promise.all(messages.map(({ message, name }) => o.deliver(normalizeMessage(message, name, o.channelId, me))));
+      await Promise.all(
+        messages.map(({ message, name }) => {
+          const msg = normalizeMessage(message, name, o.channelId, me);
+          if (msg) return o.deliver(msg);
+          o.log.debug({ channel: o.channelId, type: message.type }, 'WhatsApp message without text or a file; nothing to answer');
+          return false;
+        }),
+      );
       res.writeHead(200).end();
     } catch (err) {
       o.log.warn({ err, channel: o.channelId }, 'WhatsApp webhook not stored; answering 503 so Meta delivers it again');

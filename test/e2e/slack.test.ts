@@ -2,6 +2,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import { signSlack, type FakeSlack } from '../fakes/slack/server.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { failNextInboxAdd } from '../helpers/inbox-faults.js';
 import { slackChannel, slackEnv, slackHttpChannel, withSlack } from '../helpers/platforms.js';
 import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -48,16 +49,7 @@ describe('Slack channel against the fake Slack', () => {
   it('an envelope is not acked until stored; a disconnect mid-conversation loses nothing', async () => {
     await start(echo(0) + socket('native_stream = false\n'));
     // The first write to the inbox fails (a full disk, say): the envelope must stay un-acked.
-    const inbox = d!.daemon.inbox;
-    const add = inbox.add.bind(inbox);
-    let failOnce = true;
-    inbox.add = (...args) => {
-      if (failOnce) {
-        failOnce = false;
-        throw new Error('disk full');
-      }
-      return add(...args);
-    };
+    failNextInboxAdd(d!);
     const first = sl.push(sl.dmEvent('first message'));
     await waitFor(() => d!.logs.entries().some((l) => l.msg === 'Slack event not stored; not acked, Slack will send it again'));
     expect(sl.acks.has(first)).toBe(false);

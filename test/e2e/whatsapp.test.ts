@@ -5,6 +5,7 @@ import type { FakeWhatsApp } from '../fakes/whatsapp/server.js';
 import { say, withCountingFile } from '../helpers/approval.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { failNextInboxAdd } from '../helpers/inbox-faults.js';
 import { firstMcpConnected } from '../helpers/mcp.js';
 import { echoAgent as echo, llmAgent, webchatChannel } from '../helpers/toml.js';
 import { ChatClient } from '../helpers/webchat-client.js';
@@ -71,16 +72,7 @@ describe('WhatsApp channel against the fake Cloud API', () => {
 
   it('a webhook that cannot be stored is answered 503 and stored when Meta delivers it again', async () => {
     await start(echo(0) + whatsappChannel(wa));
-    const inbox = d!.daemon.inbox;
-    const add = inbox.add.bind(inbox);
-    let failOnce = true;
-    inbox.add = (...args) => {
-      if (failOnce) {
-        failOnce = false;
-        throw new Error('disk full');
-      }
-      return add(...args);
-    };
+    failNextInboxAdd(d!);
     expect(await wa.deliver(wa.notification([wa.textMessage('try again')]))).toEqual([503, 200]);
     await waitFor(() => wa.texts(USER)[0] === 'try again', 10_000);
     await idle();
@@ -153,7 +145,7 @@ describe('WhatsApp channel against the fake Cloud API', () => {
     expect(next!.at - limited!.at).toBeGreaterThanOrEqual(1000);
   });
 
-  it('outside the 24-hour window (131047) the answer is logged with that reason and not retried', async () => {
+  it('outside the 24-hour window (131047, at once or in a failed status) the answer is logged with that reason and not retried', async () => {
     await start(echo(0) + whatsappChannel(wa));
     wa.fail('messages', { status: 400, code: 131047, message: 'Re-engagement message' });
     await wa.deliver(wa.notification([wa.textMessage('too late')]));
@@ -161,6 +153,11 @@ describe('WhatsApp channel against the fake Cloud API', () => {
     await idle();
     expect(wa.callsOf('messages')).toHaveLength(1);
     expect(wa.sent).toHaveLength(0);
+    // The same refusal reported later, in a failed status of an accepted message: logged with its reason.
+    expect(await wa.post(wa.statusNotification('wamid.OUT9', 'failed', { code: 131047, title: 'Re-engagement message' }))).toBe(200);
+    const line = d!.logs.entries().find((l) => l.msg === 'WhatsApp could not deliver a message it had accepted');
+    expect(line).toMatchObject({ code: 'CHANNEL_WINDOW_CLOSED', whatsappError: 131047, wamid: 'wamid.OUT9', reason: 'Re-engagement message (fake)' });
+    expect(await received()).toBe(1);
   });
 
   it('an image: media id → URL → bytes fetched with the token; the model gets it', async () => {

@@ -225,8 +225,9 @@ export class FakeWhatsApp {
   }
 
   /** A status notification (sent, delivered, read): not a message. */
-  statusNotification(id: string, status: 'sent' | 'delivered' | 'read'): Record<string, unknown> {
-    return this.#envelope({ statuses: [{ id, status, timestamp: String(Math.floor(Date.now() / 1000)), recipient_id: '4915112345678' }] });
+  statusNotification(id: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: { code: number; title: string }): Record<string, unknown> {
+    const errors = error ? { errors: [{ ...error, message: error.title, error_data: { details: `${error.title} (fake)` } }] } : {};
+    return this.#envelope({ statuses: [{ id, status, timestamp: String(Math.floor(Date.now() / 1000)), recipient_id: '4915112345678', ...errors }] });
   }
 
   /** An incoming text message (a DM unless `group` is given). */

@@ -123,7 +123,7 @@ describe('WhatsApp notifications', () => {
       'wa',
       me,
     );
-    expect(doc.attachments).toEqual([{ id: 'M2', type: 'document', name: 'a.pdf', mime: 'application/pdf' }]);
+    expect(doc?.attachments).toEqual([{ id: 'M2', type: 'document', name: 'a.pdf', mime: 'application/pdf' }]);
     const click = normalizeMessage(
       { from: '49151', id: 'wamid.6', type: 'interactive', interactive: { type: 'button_reply', button_reply: { id: '/approve 3fa9c1', title: 'Approve' } } },
       undefined,
@@ -131,5 +131,6 @@ describe('WhatsApp notifications', () => {
       me,
     );
     expect(click).toMatchObject({ text: '/approve 3fa9c1', addressed: true });
+    expect(normalizeMessage({ from: '49151', id: 'wamid.7', type: 'reaction' }, undefined, 'wa', me)).toBeUndefined();
   });
 });

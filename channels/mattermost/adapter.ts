@@ -1,0 +1,269 @@
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelError } from '../../src/contracts/errors.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { sleep } from '../../src/util/abortable.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
+import { platformCaller } from '../../src/util/platform-call.js';
+import { CursorFile } from './cursor.js';
+import { classifyMattermostError, type MattermostApiError } from './errors.js';
+import { neutralizeMattermostMentions } from './mentions.js';
+import { normalizePost, readPosted, skipReason, type MmPost, type MmPostedData, type MmScope, type MmWhere } from './normalize.js';
+import { mattermostRequest } from './rest.js';
+import { runSocket } from './socket.js';
+
+export interface MattermostOptions {
+  id: string;
+  url: string;
+  token: string;
+  teams: readonly string[];
+  channels: readonly string[];
+  log: Logger;
+  /** Where the cursor is kept across restarts (under the state dir). */
+  cursorFile: string;
+  /** Reconnect backoff: the first wait, doubled up to the max; short in tests. */
+  reconnectBaseMs?: number;
+  reconnectMaxMs?: number;
+  pingIntervalMs?: number;
+  connectTimeoutMs?: number;
+}
+
+/** Mattermost's post size limit (since 5.0; older servers took 4,000). */
+const MAX_POST_CHARS = 16_383;
+/** The most posts one catch-up asks for per channel (one page). */
+const CATCH_UP_PAGE = 200;
+/** After a long time down, a restart catches up on this much at most: older posts are history, not questions. */
+const MAX_CATCH_UP_MS = 24 * 60 * 60 * 1000;
+
+/** Mattermost's channel as the catch-up reads it. */
+interface MmChannel {
+  id: string;
+  type: string;
+  name?: string;
+  team_id?: string;
+  last_post_at?: number;
+}
+
+/**
+ * Mattermost over raw HTTP and `ws`: the WebSocket API in (authentication challenge, `posted`
+ * events, reconnect with seq checks and a REST catch-up), REST posts out with drafts edited
+ * in place. @mattermost/client is the web app's client (browser WebSocket, cookies and CSRF,
+ * no AbortSignal on calls), more than the eight calls used here.
+ */
+export class MattermostAdapter implements ChannelAdapter {
+  readonly capabilities: ChannelCapabilities = {
+    maxMessageLength: MAX_POST_CHARS,
+    editsDrafts: true,
+    // Every edit re-renders the post for everyone in the channel: about one a second.
+    minEditIntervalMs: 1000,
+    nativeStream: false,
+    typing: true,
+    typingRefreshMs: 4000, // clients show "typing" for about 5 s
+  };
+  readonly #o: MattermostOptions;
+  readonly #call = platformCaller(classifyMattermostError);
+  #botId: string | undefined;
+  #botName: string | undefined;
+  /** Server time (ms) up to which posts are stored; the catch-up after a reconnect starts here. */
+  #cursor: number | undefined;
+  readonly #cursorFile: CursorFile;
+  #typingOverSocket = false;
+  #socket: { send(action: string, data: unknown): void } | undefined;
+
+  constructor(options: MattermostOptions) {
+    this.#o = options;
+    this.#cursorFile = new CursorFile(options.cursorFile);
+  }
+
+  get id(): string {
+    return this.#o.id;
+  }
+  get selfId(): string | undefined {
+    return this.#botId;
+  }
+  get selfName(): string | undefined {
+    return this.#botName;
+  }
+
+  async #api<T>(what: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body: unknown, signal: AbortSignal) {
+    return this.#call(what, signal, (s) => mattermostRequest<T>({ url: this.#o.url, token: this.#o.token }, method, path, body, s));
+  }
+
+  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+    const me = await this.#api<{ id: string; username: string }>('users/me', 'GET', 'users/me', undefined, signal);
+    this.#botId = me.data.id;
+    this.#botName = me.data.username;
+    const teams = await this.#api<Array<{ id: string; name: string }>>('users/me/teams', 'GET', 'users/me/teams', undefined, signal);
+    const scope: MmScope = {
+      botId: me.data.id,
+      botName: me.data.username,
+      teams: new Set(this.#o.teams),
+      channels: new Set(this.#o.channels),
+      teamNames: new Map(teams.data.map((t) => [t.id, t.name])),
+    };
+    // The first start answers nothing from before it; a restart (of the daemon, or of the
+    // listener after a failure) catches up from where it stood, a day back at most.
+    const nowMs = me.serverTimeMs ?? Date.now();
+    this.#cursor ??= await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, nowMs - MAX_CATCH_UP_MS)));
+    let catchUp = this.#cursor !== undefined;
+    this.#cursor ??= nowMs;
+    const take = async (post: MmPost, where: MmWhere) => {
+      const skip = skipReason(post, where, scope);
+      if (skip) this.#o.log.trace({ channel: this.#o.id, post: post.id, reason: skip }, 'Mattermost post skipped');
+      else await deliver(normalizePost(post, where, this.#o.id, scope));
+      // Moved only past what is stored: a post that could not be stored is caught up again.
+      if (post.create_at > this.#cursor!) {
+        this.#cursor = post.create_at;
+        this.#cursorFile.save(post.create_at, (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Mattermost cursor'));
+      }
+    };
+    const wsUrl = `${this.#o.url.replace(/^http/, 'ws')}/api/v4/websocket`;
+    const baseMs = this.#o.reconnectBaseMs ?? 500;
+    let waitMs = baseMs;
+    let resume: { connectionId: string; sequence: number } | undefined;
+    try {
+      while (!signal.aborted) {
+        const end = await runSocket({
+          wsUrl,
+          token: this.#o.token,
+          signal,
+          resume,
+          connectTimeoutMs: this.#o.connectTimeoutMs ?? 15_000,
+          pingIntervalMs: this.#o.pingIntervalMs ?? 30_000,
+          onHello: (_id, resumed, socket) => {
+            this.#socket = socket;
+            waitMs = baseMs;
+            onConnected();
+            // What came while we were away: the server's replay covers a resumed connection,
+            // REST covers the rest (the inbox drops what arrives both ways).
+            if (catchUp) this.#o.log.info({ channel: this.#o.id, resumed }, 'Mattermost reconnected; catching up on posts missed meanwhile');
+          },
+          afterHello: async () => {
+            if (!catchUp) return;
+            await this.#catchUp(take, signal);
+            catchUp = false;
+          },
+          onEvent: async (ev) => {
+            if (ev.event !== 'posted') return;
+            const posted = readPosted(ev.data as MmPostedData | undefined);
+            if (!posted) return this.#o.log.debug({ channel: this.#o.id }, 'unreadable Mattermost posted event dropped');
+            await take(posted.post, posted.where);
+          },
+        });
+        this.#socket = undefined;
+        if (signal.aborted) break;
+        resume = end.connectionId ? { connectionId: end.connectionId, sequence: end.sequence } : resume;
+        catchUp = true;
+        onReconnecting?.(`Mattermost WebSocket: ${end.reason}; reconnecting`);
+        this.#o.log.warn({ channel: this.#o.id, reason: end.reason, retryInMs: waitMs }, 'Mattermost WebSocket lost; reconnecting');
+        await sleep(waitMs, signal);
+        waitMs = Math.min(waitMs * 2, this.#o.reconnectMaxMs ?? 30_000);
+      }
+    } finally {
+      this.#socket = undefined;
+      await this.#cursorFile.flushed();
+    }
+  }
+
+  /**
+   * Posts created since the cursor, in every channel of the bot's teams (direct and group
+   * messages included) that had a post since: REST, oldest first, through `take`.
+   */
+  async #catchUp(take: (post: MmPost, where: MmWhere) => Promise<void>, signal: AbortSignal): Promise<void> {
+    const since = this.#cursor!;
+    const teams = await this.#api<Array<{ id: string }>>('users/me/teams', 'GET', 'users/me/teams', undefined, signal);
+    const channels = new Map<string, MmChannel>();
+    for (const team of teams.data) {
+      const list = await this.#api<MmChannel[]>('channels', 'GET', `users/me/teams/${encodeURIComponent(team.id)}/channels`, undefined, signal);
+      for (const c of list.data) if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
+    }
+    const posts: Array<{ post: MmPost; where: MmWhere }> = [];
+    for (const c of channels.values()) {
+      const page = await this.#api<{ order?: string[]; posts?: Record<string, MmPost> }>(
+        'posts since',
+        'GET',
+        `channels/${encodeURIComponent(c.id)}/posts?since=${since}&per_page=${CATCH_UP_PAGE}`,
+        undefined,
+        signal,
+      );
+      for (const post of Object.values(page.data.posts ?? {}))
+        if (post.create_at >= since)
+          posts.push({ post, where: { channelType: c.type, channelName: c.name, teamId: c.team_id || undefined, senderName: undefined, mentions: [] } });
+    }
+    posts.sort((a, b) => a.post.create_at - b.post.create_at);
+    for (const p of posts) await take(p.post, p.where);
+    if (posts.length) this.#o.log.info({ channel: this.#o.id, posts: posts.length }, 'Mattermost catch-up delivered missed posts');
+  }
+
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
+    const message = this.#withCommands(neutralizeMattermostMentions(text), options);
+    // The server drops a second post with the same pending_post_id for a while: a retry after
+    // a lost answer does not post twice.
+    const pending = options.idempotencyKey
+      ? { pending_post_id: `${this.#botId}:${createHash('sha256').update(options.idempotencyKey).digest('hex').slice(0, 24)}` }
+      : {};
+    const r = await this.#api<{ id: string }>(
+      'create post',
+      'POST',
+      'posts',
+      { channel_id: target.chatId, message, ...(target.threadId ? { root_id: target.threadId } : {}), ...pending },
+      options.signal,
+    );
+    return { chatId: target.chatId, messageId: r.data.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
+  }
+
+  /**
+   * Interactive message buttons need an action URL the Mattermost server can post clicks to,
+   * which channeld does not ask for: an approval question names its commands instead. Users
+   * type them with a space first, or their client runs them as its own slash command.
+   */
+  #withCommands(message: string, options: TransportOptions): string {
+    if (!options.buttons?.length) return message;
+    const commands = options.buttons.map((b) => `\` ${b.data}\``).join(' or ');
+    return `${message}\n\nReply ${commands} (with a space before the "/").`;
+  }
+
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
+    await this.#api(
+      'patch post',
+      'PUT',
+      `posts/${encodeURIComponent(ref.messageId)}/patch`,
+      { message: this.#withCommands(neutralizeMattermostMentions(text), options) },
+      options.signal,
+    );
+  }
+
+  async delete(ref: MessageRef, options: TransportOptions): Promise<void> {
+    await this.#api('delete post', 'DELETE', `posts/${encodeURIComponent(ref.messageId)}`, undefined, options.signal);
+  }
+
+  /** POST /users/{id}/typing (5.26+); a server without it gets the WebSocket's user_typing action. */
+  async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
+    const data = { channel_id: target.chatId, ...(target.threadId ? { parent_id: target.threadId } : {}) };
+    if (!this.#typingOverSocket) {
+      try {
+        await this.#api('typing', 'POST', `users/${encodeURIComponent(this.#botId ?? 'me')}/typing`, data, options.signal);
+        return;
+      } catch (err) {
+        const status = ((err as ChannelError).cause as MattermostApiError | undefined)?.status;
+        if (status !== 404 && status !== 501) throw err;
+        this.#typingOverSocket = true;
+        this.#o.log.info({ channel: this.#o.id }, 'this Mattermost server has no typing endpoint; sending typing over the WebSocket');
+      }
+    }
+    this.#socket?.send('user_typing', data);
+  }
+
+  /** GET /api/v4/files/{id} with the bot's token; the size the post reported is checked first. */
+  async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
+    const name = a.name ?? a.type;
+    checkSize(name, a.size, o.maxBytes);
+    return fetchLimited(`${this.#o.url}/api/v4/files/${encodeURIComponent(a.id)}`, {
+      maxBytes: o.maxBytes,
+      signal: o.signal,
+      name,
+      headers: { authorization: `Bearer ${this.#o.token}`, 'x-requested-with': 'XMLHttpRequest' },
+    });
+  }
+}

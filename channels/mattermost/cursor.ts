@@ -1,0 +1,53 @@
+import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
+
+/**
+ * Where the listener stands: the server time of the last post stored, kept in a file under
+ * the state dir, so a restart catches up on what was posted while the daemon was down.
+ * Writes are coalesced (one in flight, the newest value next) and atomic (temp file + rename).
+ */
+export class CursorFile {
+  #pending: number | undefined;
+  #writing: Promise<void> | undefined;
+
+  constructor(readonly path: string) {}
+
+  /** The stored cursor, or undefined when there is none (a first start) or it cannot be read. */
+  async read(): Promise<number | undefined> {
+    try {
+      const v = Number((await readFile(this.path, 'utf8')).trim());
+      return Number.isSafeInteger(v) && v > 0 ? v : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /** Stores `cursorMs` soon; `onError` hears a failed write (the next one tries again). */
+  save(cursorMs: number, onError: (err: unknown) => void): void {
+    this.#pending = cursorMs;
+    this.#writing ??= this.#drain(onError);
+  }
+
+  /** Resolves once every value handed to `save` is written (or failed). */
+  async flushed(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
+  async #drain(onError: (err: unknown) => void): Promise<void> {
+    try {
+      while (this.#pending !== undefined) {
+        const v = this.#pending;
+        this.#pending = undefined;
+        try {
+          await mkdir(dirname(this.path), { recursive: true });
+          await writeFile(`${this.path}.tmp`, `${v}\n`);
+          await rename(`${this.path}.tmp`, this.path);
+        } catch (err) {
+          onError(err);
+        }
+      }
+    } finally {
+      this.#writing = undefined;
+    }
+  }
+}

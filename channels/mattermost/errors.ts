@@ -1,0 +1,32 @@
+import { ChannelError } from '../../src/contracts/errors.js';
+
+/** A REST answer that was not 2xx: Mattermost's AppError body (`id`, `message`) and the wait a 429 asked for. */
+export class MattermostApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly errorId: string | undefined,
+    detail: string,
+    readonly retryAfterMs: number | undefined,
+  ) {
+    super(`HTTP ${status}${errorId ? ` ${errorId}` : ''}: ${detail}`);
+    this.name = 'MattermostApiError';
+  }
+}
+
+/** The one place Mattermost failures are sorted: by HTTP status, then network. */
+export function classifyMattermostError(err: unknown, what = 'request'): ChannelError {
+  if (err instanceof ChannelError) return err;
+  if (err instanceof MattermostApiError) {
+    const detail = `Mattermost ${what}: ${err.message}`;
+    if (err.status === 401)
+      return new ChannelError('CHANNEL_AUTH_FAILED', `${detail}: the token was refused; check token_env/token_file and that the bot account is enabled`, {
+        cause: err,
+      });
+    if (err.status === 429) return new ChannelError('CHANNEL_RATE_LIMITED', detail, { cause: err, retryAfterMs: err.retryAfterMs ?? 1000 });
+    if (err.status === 403)
+      return new ChannelError('CHANNEL_FORBIDDEN', `${detail}: the bot lacks a permission or is not a member of the channel`, { cause: err });
+    if (err.status >= 500) return new ChannelError('CHANNEL_UNAVAILABLE', detail, { cause: err });
+    return new ChannelError('CHANNEL_REQUEST_FAILED', detail, { cause: err });
+  }
+  return new ChannelError('CHANNEL_NETWORK', `Mattermost ${what}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+}

@@ -1,0 +1,343 @@
+import { randomBytes } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { WebSocketServer, type WebSocket } from 'ws';
+
+/** A route's next answer: a 429 with Retry-After, a server error, or a dropped connection. */
+export type MattermostFault = { status: 429; retryAfter: number } | { status: 500 | 502 | 503 } | { drop: true };
+export type MattermostRoute = 'me' | 'teams' | 'channels' | 'since' | 'create' | 'patch' | 'delete' | 'typing' | 'file';
+
+export interface MmFakePost {
+  id: string;
+  create_at: number;
+  update_at: number;
+  edit_at: number;
+  delete_at: number;
+  user_id: string;
+  channel_id: string;
+  root_id: string;
+  message: string;
+  type: string;
+  props: Record<string, unknown>;
+  pending_post_id?: string;
+  metadata?: { files?: Array<{ id: string; name: string; extension: string; size: number; mime_type: string }> };
+  edits: number;
+}
+
+export interface MmCall {
+  route: MattermostRoute;
+  body: Record<string, unknown> | undefined;
+  at: number;
+}
+
+const id26 = () => randomBytes(13).toString('hex');
+
+/**
+ * A Mattermost server on 127.0.0.1, as far as channeld uses it: API v4 REST behind a bearer
+ * token (users/me, teams, channels, posts since, create, patch, delete, typing, files) with
+ * AppError bodies, and the WebSocket at /api/v4/websocket: authentication_challenge, hello
+ * with a connection id, `posted` events numbered by `seq`. Faults: 429 with Retry-After,
+ * 5xx and dropped connections per route; dropped sockets, a gap in seq, a redelivered event.
+ * It never resumes a connection (a new connection id each time), as a server whose buffer
+ * has moved on: the client must catch up over REST.
+ */
+export class FakeMattermost {
+  readonly calls: MmCall[] = [];
+  readonly posts = new Map<string, MmFakePost>();
+  readonly files = new Map<string, Buffer>();
+  readonly token = `mm${randomBytes(12).toString('hex')}`;
+  readonly bot = { id: id26(), username: 'channeld' };
+  readonly ada = { id: id26(), username: 'ada' };
+  readonly bob = { id: id26(), username: 'bob' };
+  readonly team = { id: id26(), name: 'acme', display_name: 'Acme' };
+  /** The bot's DM with Ada, a team channel and a second one. */
+  readonly dm = { id: id26(), type: 'D', name: '', team_id: '' };
+  readonly town = { id: id26(), type: 'O', name: 'town-square', team_id: this.team.id };
+  readonly offTopic = { id: id26(), type: 'O', name: 'off-topic', team_id: this.team.id };
+  /** Authentication challenges answered, and hellos sent. */
+  connections = 0;
+  /** The URL of the last WebSocket upgrade (with its resume parameters). */
+  lastSocketUrl = '';
+  url = '';
+  readonly #faults = new Map<MattermostRoute, MattermostFault[]>();
+  readonly #http: Server;
+  readonly #wss: WebSocketServer;
+  readonly #sockets = new Map<WebSocket, { seq: number }>();
+  #skipNext = false;
+
+  constructor() {
+    this.#http = createServer((req, res) => void this.#handle(req, res));
+    this.#wss = new WebSocketServer({ server: this.#http, path: '/api/v4/websocket' });
+    this.#wss.on('connection', (ws, req) => {
+      this.lastSocketUrl = req.url ?? '';
+      this.#connection(ws);
+    });
+  }
+
+  async start(): Promise<string> {
+    await new Promise<void>((r) => this.#http.listen(0, '127.0.0.1', () => r()));
+    this.url = `http://127.0.0.1:${(this.#http.address() as AddressInfo).port}`;
+    return this.url;
+  }
+
+  async close(): Promise<void> {
+    for (const ws of this.#wss.clients) ws.terminate();
+    await new Promise<void>((r) => this.#wss.close(() => r()));
+    this.#http.closeAllConnections();
+    await new Promise<void>((r) => this.#http.close(() => r()));
+  }
+
+  fail(route: MattermostRoute, fault: MattermostFault, times = 1): void {
+    this.#faults.set(route, [...(this.#faults.get(route) ?? []), ...Array<MattermostFault>(times).fill(fault)]);
+  }
+
+  callsOf(route: MattermostRoute): MmCall[] {
+    return this.calls.filter((c) => c.route === route);
+  }
+
+  /** Whether an authenticated socket is open. */
+  get connected(): boolean {
+    return this.#sockets.size > 0;
+  }
+
+  /** The bot's posts in a channel, oldest first (deleted ones left out). */
+  botPosts(channelId: string): MmFakePost[] {
+    return [...this.posts.values()].filter((p) => p.channel_id === channelId && p.user_id === this.bot.id && !p.delete_at);
+  }
+
+  texts(channelId: string): string[] {
+    return this.botPosts(channelId).map((p) => p.message);
+  }
+
+  /** Ends every socket without a close frame (a lost connection). */
+  drop(): void {
+    for (const ws of this.#sockets.keys()) ws.terminate();
+    this.#sockets.clear();
+  }
+
+  /** The next event skips a seq number (an event lost on the way). */
+  skipSeq(): void {
+    this.#skipNext = true;
+  }
+
+  #channel(id: string) {
+    return [this.dm, this.town, this.offTopic].find((c) => c.id === id);
+  }
+
+  /** A new post, stored with the server's clock. */
+  #store(userId: string, channelId: string, rootId: string, message: string, props: Record<string, unknown>, extra: Partial<MmFakePost>): MmFakePost {
+    const now = Date.now();
+    const post: MmFakePost = {
+      id: id26(),
+      create_at: now,
+      update_at: now,
+      edit_at: 0,
+      delete_at: 0,
+      user_id: userId,
+      channel_id: channelId,
+      root_id: rootId,
+      message,
+      type: '',
+      props,
+      ...extra,
+      edits: 0,
+    };
+    this.posts.set(post.id, post);
+    return post;
+  }
+
+  /**
+   * A user writes a post: stored, then broadcast as `posted` to every open socket (none open:
+   * it is only stored, for a catch-up to find). Returns the post.
+   */
+  userPost(
+    text: string,
+    o: { channel?: { id: string }; user?: { id: string; username: string }; rootId?: string; mention?: boolean; files?: MmFakePost['metadata'] } = {},
+  ): MmFakePost {
+    const channel = this.#channel(o.channel?.id ?? this.dm.id)!;
+    const user = o.user ?? this.ada;
+    const post = this.#store(user.id, channel.id, o.rootId ?? '', o.mention ? `@${this.bot.username} ${text}` : text, {}, o.files ? { metadata: o.files } : {});
+    this.broadcast(this.postedEvent(post, user.username));
+    return post;
+  }
+
+  /** The `posted` event of a post, as Mattermost sends it (the post and mentions as JSON strings). */
+  postedEvent(post: MmFakePost, senderName: string): Record<string, unknown> {
+    const channel = this.#channel(post.channel_id)!;
+    const mentions = post.message.includes(`@${this.bot.username}`) || channel.type === 'D' ? [this.bot.id] : [];
+    const { edits: _edits, ...wire } = post;
+    return {
+      event: 'posted',
+      data: {
+        channel_display_name: channel.name,
+        channel_name: channel.name,
+        channel_type: channel.type,
+        post: JSON.stringify(wire),
+        sender_name: `@${senderName}`,
+        team_id: channel.team_id,
+        ...(mentions.length ? { mentions: JSON.stringify(mentions) } : {}),
+      },
+      broadcast: { omit_users: null, user_id: '', channel_id: channel.id, team_id: '' },
+    };
+  }
+
+  /** Sends an event to every open socket with that socket's next seq. */
+  broadcast(event: Record<string, unknown>): void {
+    for (const [ws, state] of this.#sockets) {
+      if (this.#skipNext) state.seq++;
+      ws.send(JSON.stringify({ ...event, seq: state.seq++ }));
+    }
+    this.#skipNext = false;
+  }
+
+  #connection(ws: WebSocket): void {
+    ws.on('message', (raw) => {
+      let msg: { seq?: number; action?: string; data?: { token?: string } };
+      try {
+        msg = JSON.parse(String(raw)) as typeof msg;
+      } catch {
+        return;
+      }
+      if (msg.action === 'authentication_challenge') {
+        if (msg.data?.token !== this.token) {
+          ws.send(
+            JSON.stringify({
+              status: 'FAIL',
+              seq_reply: msg.seq,
+              error: { id: 'api.web_socket_router.not_authenticated.app_error', message: 'Invalid session' },
+            }),
+          );
+          return;
+        }
+        ws.send(JSON.stringify({ status: 'OK', seq_reply: msg.seq }));
+        this.connections++;
+        const state = { seq: 0 };
+        this.#sockets.set(ws, state);
+        ws.send(
+          JSON.stringify({
+            event: 'hello',
+            data: { connection_id: id26(), server_version: '10.5.0.fake' },
+            broadcast: { user_id: this.bot.id },
+            seq: state.seq++,
+          }),
+        );
+      }
+    });
+    ws.on('close', () => this.#sockets.delete(ws));
+  }
+
+  #answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
+    res.writeHead(status, { 'content-type': 'application/json', date: new Date().toUTCString(), ...headers }).end(JSON.stringify(body));
+  }
+
+  #error(res: ServerResponse, status: number, id: string, message: string, headers: Record<string, string> = {}): void {
+    this.#answer(res, status, { id, message, detailed_error: '', request_id: 'r', status_code: status }, headers);
+  }
+
+  #route(method: string, p: string[]): MattermostRoute | undefined {
+    const path = p.join('/');
+    if (method === 'GET' && path === 'users/me') return 'me';
+    if (method === 'GET' && path === 'users/me/teams') return 'teams';
+    if (method === 'GET' && p[0] === 'users' && p[1] === 'me' && p[2] === 'teams' && p[4] === 'channels') return 'channels';
+    if (method === 'GET' && p[0] === 'channels' && p[2] === 'posts') return 'since';
+    if (method === 'POST' && path === 'posts') return 'create';
+    if (method === 'PUT' && p[0] === 'posts' && p[2] === 'patch') return 'patch';
+    if (method === 'DELETE' && p[0] === 'posts' && p.length === 2) return 'delete';
+    if (method === 'POST' && p[0] === 'users' && p[2] === 'typing') return 'typing';
+    if (method === 'GET' && p[0] === 'files' && p.length === 2) return 'file';
+    return undefined;
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', this.url);
+    if (!url.pathname.startsWith('/api/v4/')) return this.#error(res, 404, 'api.context.404.app_error', 'Sorry, we could not find the page.');
+    const p = url.pathname.slice('/api/v4/'.length).split('/');
+    let raw = '';
+    for await (const chunk of req) raw += String(chunk);
+    const route = this.#route(req.method ?? 'GET', p);
+    if (!route) return this.#error(res, 404, 'api.context.404.app_error', 'Sorry, we could not find the page.');
+    if (req.headers.authorization !== `Bearer ${this.token}`)
+      return this.#error(res, 401, 'api.context.session_expired.app_error', 'Invalid or expired session, please login again.');
+    let body: Record<string, unknown> | undefined;
+    try {
+      body = raw ? (JSON.parse(raw) as Record<string, unknown>) : undefined;
+    } catch {
+      return this.#error(res, 400, 'api.context.invalid_body_param.app_error', 'Invalid or missing body.');
+    }
+    this.calls.push({ route, body, at: Date.now() });
+    const fault = this.#faults.get(route)?.shift();
+    if (fault) {
+      if ('drop' in fault) return void req.socket.destroy();
+      if ('retryAfter' in fault)
+        return this.#error(res, 429, 'api.context.rate_limited', 'Too many requests', {
+          'retry-after': String(fault.retryAfter),
+          'x-ratelimit-reset': String(fault.retryAfter),
+        });
+      return this.#error(res, fault.status, 'api.context.server_error', 'Internal server error');
+    }
+    switch (route) {
+      case 'me':
+        return this.#answer(res, 200, { ...this.bot, is_bot: true });
+      case 'teams':
+        return this.#answer(res, 200, [this.team]);
+      case 'channels': {
+        const last = (id: string) => Math.max(0, ...[...this.posts.values()].filter((x) => x.channel_id === id).map((x) => x.create_at));
+        return this.#answer(
+          res,
+          200,
+          [this.dm, this.town, this.offTopic].map((c) => ({ ...c, last_post_at: last(c.id) })),
+        );
+      }
+      case 'since': {
+        const since = Number(url.searchParams.get('since') ?? 0);
+        const list = [...this.posts.values()].filter((x) => x.channel_id === p[1] && x.update_at >= since);
+        const posts = Object.fromEntries(list.map(({ edits: _e, ...x }) => [x.id, x]));
+        return this.#answer(res, 200, { order: list.map((x) => x.id).reverse(), posts, next_post_id: '', prev_post_id: '' });
+      }
+      case 'create': {
+        const channel = this.#channel(String(body?.channel_id ?? ''));
+        const message = String(body?.message ?? '');
+        if (!channel) return this.#error(res, 403, 'api.context.permissions.app_error', 'You do not have the appropriate permissions.');
+        if (!message || message.length > 16_383) return this.#error(res, 400, 'model.post.is_valid.msg.app_error', 'Invalid message');
+        const pending = typeof body?.pending_post_id === 'string' ? body.pending_post_id : undefined;
+        const seen = pending ? [...this.posts.values()].find((x) => x.pending_post_id === pending) : undefined;
+        if (seen) return this.#answer(res, 201, seen);
+        const post = this.#store(
+          this.bot.id,
+          channel.id,
+          String(body?.root_id ?? ''),
+          message,
+          { from_bot: 'true' },
+          pending ? { pending_post_id: pending } : {},
+        );
+        this.broadcast(this.postedEvent(post, this.bot.username));
+        return this.#answer(res, 201, post);
+      }
+      case 'patch': {
+        const post = this.posts.get(p[1]!);
+        if (!post || post.delete_at) return this.#error(res, 404, 'app.post.get.app_error', 'Unable to get the post.');
+        if (typeof body?.message === 'string') {
+          if (body.message.length > 16_383) return this.#error(res, 400, 'model.post.is_valid.msg.app_error', 'Invalid message');
+          post.message = body.message;
+          post.edits++;
+          post.edit_at = post.update_at = Date.now();
+        }
+        return this.#answer(res, 200, post);
+      }
+      case 'delete': {
+        const post = this.posts.get(p[1]!);
+        if (!post) return this.#error(res, 404, 'app.post.get.app_error', 'Unable to get the post.');
+        post.delete_at = Date.now();
+        return this.#answer(res, 200, { status: 'OK' });
+      }
+      case 'typing':
+        return this.#answer(res, 200, { status: 'OK' });
+      case 'file': {
+        const bytes = this.files.get(p[1]!);
+        if (!bytes) return this.#error(res, 404, 'app.file_info.get.app_error', 'Unable to get the file info.');
+        res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': bytes.length }).end(bytes);
+        return;
+      }
+    }
+  }
+}
