@@ -2,6 +2,7 @@ import type { ChannelDescriptor } from '../src/contracts/channel.js';
 import { discord } from './discord/index.js';
 import { matrix } from './matrix/index.js';
 import { slack } from './slack/index.js';
+import { teams } from './teams/index.js';
 import { telegram } from './telegram/index.js';
 import { webchat } from './webchat/index.js';
 
@@ -10,4 +11,4 @@ import { webchat } from './webchat/index.js';
  * this list to the CLI. A new kind is its folder plus one line here (docs/EXTENDING.md).
  * The order is the order `--help` and "is not one of ..." list them in.
  */
-export const builtinKinds: readonly ChannelDescriptor[] = [webchat, telegram, discord, slack, matrix];
+export const builtinKinds: readonly ChannelDescriptor[] = [webchat, telegram, discord, slack, matrix, teams];
