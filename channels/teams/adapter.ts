@@ -171,40 +171,31 @@ export class TeamsAdapter implements ChannelAdapter {
   /**
    * Teams' streaming protocol (1:1 chats): typing activities carrying the text so far and a
    * `streaminfo` entity (the first answer's id is the stream id), then one final message
-   * with `streamType: "final"`. If Teams refuses the stream, the rest goes as one plain
-   * message at the end, never nothing.
+   * with `streamType: "final"`. Where Teams refuses the stream (403 ContentStreamNotAllowed,
+   * an older service), the error reaches the reply stream, which goes on with send + update.
    */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
     if (target.chatType !== 'dm') return undefined;
     const path = `/v3/conversations/${enc(target.chatId)}/activities`;
     let streamId: string | undefined;
     let sequence = 0;
-    let refused = false;
     return {
       update: async (text, options) => {
-        if (refused) return;
-        try {
-          const sent = await this.#post<{ id?: string }>(
-            'stream',
-            target.chatId,
-            path,
-            {
-              type: 'typing',
-              text: neutraliseMentions(text),
-              entities: [{ type: 'streaminfo', streamType: 'streaming', streamSequence: ++sequence, ...(streamId ? { streamId } : {}) }],
-            },
-            options.signal,
-          );
-          streamId ??= sent.id;
-        } catch (err) {
-          if (options.signal.aborted) throw err;
-          if (err instanceof Error && 'retryAfterMs' in err && (err as { retryAfterMs?: number }).retryAfterMs !== undefined) throw err;
-          refused = true;
-          this.#o.log.info({ channel: this.#o.id, err: errorMessage(err) }, 'Teams refused the stream; the answer goes as one message');
-        }
+        const sent = await this.#post<{ id?: string }>(
+          'stream',
+          target.chatId,
+          path,
+          {
+            type: 'typing',
+            text: neutraliseMentions(text),
+            entities: [{ type: 'streaminfo', streamType: 'streaming', streamSequence: ++sequence, ...(streamId ? { streamId } : {}) }],
+          },
+          options.signal,
+        );
+        streamId ??= sent.id;
       },
       finish: async (text, options) => {
-        if (!streamId || refused) return this.send(target, text, options);
+        if (!streamId) return this.send(target, text, options);
         const sent = await this.#post<{ id?: string }>(
           'stream',
           target.chatId,

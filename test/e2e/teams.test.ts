@@ -1,6 +1,6 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
-import type { FakeTeams } from '../fakes/teams/server.js';
+import { type FakeTeams, TENANT } from '../fakes/teams/server.js';
 import { say, withCountingFile } from '../helpers/approval.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
@@ -42,17 +42,22 @@ describe('Teams channel against the fake Bot Framework', () => {
     expect(new Set(ms.streamUpdates.map((u) => u.streamId)).size).toBe(1);
     expect(ms.streamUpdates.map((u) => u.sequence)).toEqual(ms.streamUpdates.map((_, i) => i + 1));
     expect(ms.activities[0]!.id).toBe(ms.streamUpdates[0]!.streamId);
+    // Paced: Teams takes about one streaming request a second.
+    const streamed = ms.callsOf('stream');
+    for (let i = 1; i < streamed.length; i++) expect(streamed[i]!.at - streamed[i - 1]!.at).toBeGreaterThanOrEqual(1400);
     expect(ms.callsOf('token')).toHaveLength(1);
   });
 
-  it('where Teams refuses the stream, the answer still arrives as one message', async () => {
+  it('where Teams refuses the stream, the answer goes on as one message updated in place', async () => {
     ms.refuseStreams = true;
-    await start(echo(50) + teamsChannel(ms));
-    const text = words(10);
+    await start(echo(100) + teamsChannel(ms));
+    const text = words(30);
     await ms.post(ms.activity(text));
     await waitFor(() => ms.texts(DM)[0] === text, 15_000);
     await idle();
     expect(ms.texts(DM)).toEqual([text]);
+    expect(ms.callsOf('stream')).toHaveLength(1);
+    expect(ms.activities[0]!.updates).toBeGreaterThanOrEqual(1);
   });
 
   it('in channels and group chats: only mentions are answered, as a reply updated in place; <at> in answers is defused', async () => {
@@ -93,6 +98,18 @@ describe('Teams channel against the fake Bot Framework', () => {
     await waitFor(() => ms.texts(DM)[0] === 'the real one', 10_000);
     expect(await received()).toBe(1);
     expect(ms.calls.filter((c) => c.name === 'send' || c.name === 'stream' || c.name === 'reply').every((c) => c.body.text !== 'sneaky')).toBe(true);
+  });
+
+  it('tenant_id: an activity from another tenant is refused (403) and not stored', async () => {
+    await start(echo(0) + teamsChannel(ms, `tenant_id = "${TENANT}"\n`));
+    const foreign = ms.activity('from elsewhere');
+    foreign.conversation.tenantId = '12345678-1234-1234-1234-123456789012';
+    foreign.channelData.tenant.id = '12345678-1234-1234-1234-123456789012';
+    expect(await ms.post(foreign)).toBe(403);
+    expect(await received()).toBe(0);
+    expect(await ms.post(ms.activity('from home'))).toBe(200);
+    await waitFor(() => ms.texts(DM)[0] === 'from home', 10_000);
+    expect(ms.texts(DM)).toEqual(['from home']);
   });
 
   it('a redelivered activity is answered once', async () => {

@@ -31,6 +31,8 @@ export interface BotActivity {
 export const APP_ID = '11111111-2222-3333-4444-555555555555';
 const ISSUER = 'https://api.botframework.com';
 const BOT_ID = `28:${APP_ID}`;
+/** The tenant the fake's conversations belong to. */
+export const TENANT = '66666666-7777-8888-9999-000000000000';
 
 /**
  * The Bot Framework as a bot meets it, on 127.0.0.1: the OpenID metadata and its JWKS (a
@@ -122,10 +124,10 @@ export class FakeTeams {
     const from = o.from ?? { id: '29:user-ada', aadObjectId: 'aad-ada-0001', name: 'Ada' };
     const conversation =
       kind === 'personal'
-        ? { id: 'a:1personal-ada', conversationType: 'personal', tenantId: 'tenant-1' }
+        ? { id: 'a:1personal-ada', conversationType: 'personal', tenantId: TENANT }
         : kind === 'groupChat'
-          ? { id: '19:group@thread.v2', conversationType: 'groupChat', tenantId: 'tenant-1' }
-          : { id: '19:channel@thread.tacv2;messageid=1700000000000', conversationType: 'channel', tenantId: 'tenant-1' };
+          ? { id: '19:group@thread.v2', conversationType: 'groupChat', tenantId: TENANT }
+          : { id: '19:channel@thread.tacv2;messageid=1700000000000', conversationType: 'channel', tenantId: TENANT };
     const mentionText = o.mention ? `<at>Channeld</at> ${text}` : text;
     return {
       type: 'message',
@@ -140,7 +142,7 @@ export class FakeTeams {
       textFormat: 'plain',
       ...(o.value ? { value: o.value } : {}),
       entities: o.mention ? [{ type: 'mention', text: '<at>Channeld</at>', mentioned: { id: BOT_ID, name: 'Channeld' } }] : [],
-      channelData: { tenant: { id: 'tenant-1' } },
+      channelData: { tenant: { id: TENANT } },
     };
   }
 
