@@ -158,6 +158,7 @@ describe('Matrix channel against the fake homeserver', () => {
 
     mx.fail('sync', { status: 502 });
     mx.fail('sync', { drop: true });
+    mx.fail('sync', { status: 429, retryAfterMs: 200 });
     mx.dm('second');
     await waitFor(() => mx.texts(mx.dmRoom)[1] === 'second', 10_000);
 
