@@ -36,4 +36,29 @@ describe('Teams, daemon as a real process', () => {
     p2.signal('SIGTERM');
     expect(await p2.exited).toBe(0);
   });
+
+  it('kill -9 mid-stream in a 1:1 chat, start again: one final message with the whole answer', async () => {
+    const ms = await withTeams();
+    const llm = await withLlm();
+    const file = writeProcessConfig(withTempDir('msproc'), llmAgent(llm.url) + teamsChannel(ms));
+    const words = Array.from({ length: 30 }, (_, i) => `w${i} `);
+    const text = words.join('').trim();
+    llm.script({ kind: 'stall', chunks: words.slice(0, -1).map((content) => ({ content, delayMs: 100 })) });
+    const p1 = withDaemonProcess(file, teamsEnv(ms));
+    ms.webhook = `${await p1.url()}/webhooks/ms`;
+    await waitFor(() => p1.lines.some((l) => l.msg === 'channel ms connected'), 15_000);
+    expect(await ms.post(ms.activity(text))).toBe(200);
+    await waitFor(() => ms.streamUpdates.length >= 2, 15_000);
+    p1.signal('SIGKILL');
+    await p1.exited;
+    expect(ms.activities).toHaveLength(0);
+
+    const p2 = withDaemonProcess(file, teamsEnv(ms));
+    const url = await p2.url();
+    await waitFor(() => ms.texts('a:1personal-ada')[0] === text, 20_000);
+    await waitFor(async () => ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0, 15_000);
+    expect(ms.texts('a:1personal-ada')).toEqual([text]);
+    p2.signal('SIGTERM');
+    expect(await p2.exited).toBe(0);
+  });
 });

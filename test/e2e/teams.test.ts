@@ -195,4 +195,22 @@ describe('Teams channel against the fake Bot Framework', () => {
     });
     expect(ms.callsOf('token')).toHaveLength(1);
   });
+
+  it("an inline image reaches the vision model, fetched with the bot's token from the Connector", async () => {
+    const llm = await withLlm();
+    llm.script({ kind: 'stream', chunks: [{ content: 'A small picture.' }] });
+    const PHOTO = Buffer.from('ffd8ffe000104a46494600010100000100010000ffdb0043000806060706050806070709090808', 'hex');
+    await start(
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "vision-1"\n\n[models."vision-1"]\ninput = ["text", "image"]\n\n${teamsChannel(ms)}`,
+    );
+    expect(await ms.post(ms.imageActivity('what is this?', PHOTO))).toBe(200);
+    await waitFor(() => ms.texts(DM)[0] === 'A small picture.', 10_000);
+    const fetched = ms.callsOf('attachment');
+    expect(fetched).toHaveLength(1);
+    expect(fetched[0]!.auth).toMatch(/^Bearer bot-token-/);
+    const last = [...llm.requests[0]!.body.messages].reverse().find((m) => m.role === 'user')!;
+    const parts = last.content as Array<{ type: string; text?: string; image_url?: { url: string } }>;
+    expect(parts.find((p) => p.type === 'text')!.text).toContain('what is this?');
+    expect(parts.find((p) => p.type === 'image_url')).toEqual({ type: 'image_url', image_url: { url: `data:image/jpeg;base64,${PHOTO.toString('base64')}` } });
+  });
 });

@@ -46,6 +46,8 @@ export class FakeTeams {
   readonly calls: TeamsCall[] = [];
   readonly activities: BotActivity[] = [];
   /** Stream updates (typing activities with streaminfo), in order. */
+  /** Inline images users pasted, served at `<serviceUrl>v3/attachments/<id>/views/original` to the bot's token. */
+  readonly files = new Map<string, { bytes: Buffer; mime: string }>();
   readonly streamUpdates: Array<{ conversationId: string; streamId: string; text: string; sequence: number }> = [];
   url = '';
   /** Where the daemon takes activities (set by the test once it runs). */
@@ -146,6 +148,16 @@ export class FakeTeams {
     };
   }
 
+  /** A 1:1 message with an inline image, its bytes served by the fake's Connector. */
+  imageActivity(text: string, bytes: Buffer, mime = 'image/jpeg') {
+    const id = `att${this.#nextId++}`;
+    this.files.set(id, { bytes, mime });
+    return {
+      ...this.activity(text),
+      attachments: [{ contentType: mime, contentUrl: `${this.serviceUrl}v3/attachments/${id}/views/original`, name: 'photo.jpg' }],
+    };
+  }
+
   /** Posts an activity to the daemon as the Connector would (signed); returns the HTTP status. */
   async post(activity: unknown, token?: string | null): Promise<number> {
     const auth = token === null ? undefined : `Bearer ${token ?? (await this.token())}`;
@@ -221,6 +233,12 @@ export class FakeTeams {
     }
     const auth = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
     if (!auth || !this.#issued.has(auth)) return this.#json(res, 401, { message: 'Authorization has been denied for this request.' });
+    if (name === 'attachment') {
+      const f = this.files.get(decodeURIComponent(url.pathname.split('/')[4]!));
+      if (!f) return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such attachment' } });
+      res.writeHead(200, { 'content-type': f.mime, 'content-length': f.bytes.length }).end(f.bytes);
+      return;
+    }
     const m = /^\/teams\/v3\/conversations\/([^/]+)\/activities(?:\/([^/]+))?$/.exec(url.pathname);
     if (!m) return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such endpoint' } });
     const conversationId = decodeURIComponent(m[1]!);
@@ -286,6 +304,7 @@ function endpointName(method: string, path: string, body: any): string {
   if (path === '/openid') return 'openid';
   if (path === '/keys') return 'keys';
   if (path === '/token') return 'token';
+  if (method === 'GET' && /^\/teams\/v3\/attachments\/[^/]+\/views\/original$/.test(path)) return 'attachment';
   if (!path.startsWith('/teams/v3/conversations/')) return 'unknown';
   if (method === 'PUT') return 'update';
   if (method === 'DELETE') return 'delete';
