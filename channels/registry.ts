@@ -4,6 +4,7 @@ import { irc } from './irc/index.js';
 import { matrix } from './matrix/index.js';
 import { mattermost } from './mattermost/index.js';
 import { slack } from './slack/index.js';
+import { teams } from './teams/index.js';
 import { telegram } from './telegram/index.js';
 import { webchat } from './webchat/index.js';
 import { whatsapp } from './whatsapp/index.js';
@@ -22,5 +23,6 @@ export const builtinKinds: readonly ChannelDescriptor[] = [
   whatsapp,
   mattermost,
   matrix,
+  teams,
   irc,
 ];

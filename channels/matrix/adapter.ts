@@ -7,6 +7,7 @@ import { sleep } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { classifyMatrixError, MatrixClient, type MatrixHttpError } from './client.js';
+import { fitContent } from './fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
 import { directRooms, inviteOf, isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
 import { SyncStateFile, type SyncState } from './sync-state.js';
@@ -30,7 +31,7 @@ const FILTER = JSON.stringify({
   presence: { not_types: ['*'] },
   room: { timeline: { limit: 50 }, ephemeral: { not_types: ['*'] }, state: { lazy_load_members: true } },
 });
-/** A Matrix event may hold 64 KiB; an edit carries the text twice, as Markdown and HTML. */
+/** A Matrix event may hold 64 KiB; an edit carries the text twice, as Markdown and HTML (fit.ts keeps it inside). */
 export const MAX_MESSAGE_CHARS = 8000;
 /** How many of the bot's own event ids are kept to tell a reply to the bot. */
 const SENT_REMEMBERED = 1000;
@@ -242,7 +243,7 @@ export class MatrixAdapter implements ChannelAdapter {
   async #put(roomId: string, txnKey: string, content: Record<string, unknown>, signal: AbortSignal): Promise<string> {
     const txnId = createHash('sha256').update(`${this.#o.id}\n${txnKey}`).digest('base64url').slice(0, 32);
     const sent = await this.#call('send', signal, (s) =>
-      this.#client.request<{ event_id?: unknown }>('PUT', `${API}/rooms/${enc(roomId)}/send/m.room.message/${txnId}`, { body: content, signal: s }),
+      this.#client.request<{ event_id?: unknown }>('PUT', `${API}/rooms/${enc(roomId)}/send/m.room.message/${txnId}`, { body: fitContent(content), signal: s }),
     );
     if (typeof sent.event_id !== 'string') throw new ChannelError('CHANNEL_REQUEST_FAILED', 'Matrix send: the answer has no event_id');
     this.#sent.add(sent.event_id);

@@ -146,6 +146,15 @@ describe('Matrix channel against the fake homeserver', () => {
     expect(mx.callsOf('sync')).toHaveLength(0);
   });
 
+  it('a token of another account than user_id parks the channel, naming both', async () => {
+    await start(echo(0) + matrixChannel(mx).replace(`user_id = "${mx.userId}"`, 'user_id = "@someone-else:fake.test"'));
+    expect(d!.daemon.status().channels.find((c) => c.id === 'mx')).toMatchObject({
+      state: 'failed',
+      last_error: { code: 'CHANNEL_AUTH_FAILED', message: expect.stringContaining(`belongs to ${mx.userId}, not to user_id @someone-else:fake.test`) },
+    });
+    expect(mx.callsOf('sync')).toHaveLength(0);
+  });
+
   it('faults: 429 on send is waited out, a 5xx or a dropped /sync is retried, a redelivered event is answered once', async () => {
     await start(echo(0) + matrixChannel(mx, FAST_BACKOFF));
     await connected();
@@ -158,6 +167,7 @@ describe('Matrix channel against the fake homeserver', () => {
 
     mx.fail('sync', { status: 502 });
     mx.fail('sync', { drop: true });
+    mx.fail('sync', { status: 429, retryAfterMs: 200 });
     mx.dm('second');
     await waitFor(() => mx.texts(mx.dmRoom)[1] === 'second', 10_000);
 

@@ -1,5 +1,5 @@
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo, Socket } from 'node:net';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { FakeHttpServer } from '../http-fake.js';
 
 /** A fault for the next call of an endpoint: a status (429 with retry_after_ms and Retry-After), or a dropped connection. */
 export type MatrixFault =
@@ -70,29 +70,21 @@ export class FakeMatrix {
   #lastSince = 0;
   #nextEvent = 1;
   readonly #waiters = new Set<() => void>();
-  readonly #server: Server;
-  readonly #sockets = new Set<Socket>();
+  readonly #http = new FakeHttpServer((req, res) => this.#handle(req, res));
 
   constructor() {
-    this.#server = createServer((req, res) => void this.#handle(req, res).catch(() => res.destroy()));
-    this.#server.on('connection', (s) => {
-      this.#sockets.add(s);
-      s.on('close', () => this.#sockets.delete(s));
-    });
     this.#joined.add(this.dmRoom).add(this.groupRoom);
     this.#accountData.set('m.direct', { pos: 0, content: { [this.alice]: [this.dmRoom] } });
   }
 
   async start(): Promise<string> {
-    await new Promise<void>((r) => this.#server.listen(0, '127.0.0.1', () => r()));
-    this.url = `http://127.0.0.1:${(this.#server.address() as AddressInfo).port}`;
+    this.url = await this.#http.listen();
     return this.url;
   }
 
   async close(): Promise<void> {
     for (const w of this.#waiters) w();
-    for (const s of this.#sockets) s.destroy();
-    await new Promise<void>((r) => this.#server.close(() => r()));
+    await this.#http.close();
   }
 
   /** The next `times` calls of endpoint `name` get `fault`. */

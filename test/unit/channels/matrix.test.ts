@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { fitContent, MAX_CONTENT_BYTES } from '../../../channels/matrix/fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from '../../../channels/matrix/markdown.js';
 import { normalizeEvent, stripReplyFallback, type RoomView } from '../../../channels/matrix/normalize.js';
 import { configProblems } from '../../helpers/config.js';
@@ -70,5 +71,35 @@ describe('Matrix messages', () => {
   it('renders Markdown as HTML without letting model output form markup, and defuses @room', () => {
     expect(markdownToMatrixHtml('**b** <script>x</script>')).toBe('<p><strong>b</strong> &lt;script&gt;x&lt;/script&gt;</p>');
     expect(neutraliseRoomMention('hey @room and @roommate')).toBe('hey @\u2060room and @roommate');
+  });
+});
+
+describe('Matrix event size', () => {
+  const content = (text: string) => ({
+    msgtype: 'm.text',
+    body: text,
+    format: 'org.matrix.custom.html',
+    formatted_body: markdownToMatrixHtml(text),
+    'm.mentions': {},
+  });
+  const size = (c: unknown) => Buffer.byteLength(JSON.stringify(c));
+
+  it('an edit at the length limit in 3-byte characters fits: the fallback shrinks first, then the HTML goes', () => {
+    const text = '漢字'.repeat(4000); // 8000 characters, 24,000 bytes
+    const next = content(text);
+    const editEvent = {
+      ...next,
+      body: `* ${text}`,
+      formatted_body: `* ${next.formatted_body}`,
+      'm.new_content': next,
+      'm.relates_to': { rel_type: 'm.replace', event_id: '$a' },
+    };
+    expect(size(editEvent)).toBeGreaterThan(MAX_CONTENT_BYTES);
+    const fitted = fitContent(editEvent);
+    expect(size(fitted)).toBeLessThanOrEqual(MAX_CONTENT_BYTES);
+    expect((fitted['m.new_content'] as { body: string }).body).toBe(text);
+    expect(fitted['m.relates_to']).toEqual({ rel_type: 'm.replace', event_id: '$a' });
+    const small = content('hello');
+    expect(fitContent(small)).toBe(small);
   });
 });

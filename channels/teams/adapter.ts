@@ -1,0 +1,220 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Logger } from 'pino';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
+import { errorMessage } from '../../src/contracts/errors.js';
+import type { HttpRoutes } from '../../src/contracts/http.js';
+import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
+import { untilAborted } from '../../src/util/abortable.js';
+import { checkSize, fetchLimited } from '../../src/util/download.js';
+import { readBody } from '../../src/util/http.js';
+import { platformCaller } from '../../src/util/platform-call.js';
+import { connectorVerifier, fetchOpenIdMetadata, sameServiceUrl, TokenRefused } from './auth.js';
+import { buttonsCard, neutraliseMentions } from './cards.js';
+import { classifyTeamsError, connectorCall } from './connector.js';
+import { ServiceUrls } from './conversations.js';
+import { activityIdOf, malformedActivity, normalizeActivity, tenantOf, type Activity } from './normalize.js';
+import { BotToken } from './token.js';
+
+export interface TeamsOptions {
+  id: string;
+  appId: string;
+  tenantId: string | undefined;
+  openIdMetadataUrl: string;
+  tokenUrl: string;
+  http: HttpRoutes;
+  stateDir: string;
+  log: Logger;
+}
+
+/** Activities are small; anything larger is not one. */
+const MAX_BODY_BYTES = 256 * 1024;
+/** Teams takes about 28 KB per message; the text is kept well under it. */
+export const MAX_MESSAGE_CHARS = 10_000;
+
+const enc = encodeURIComponent;
+
+/** Microsoft Teams through the Bot Framework: verified activities in, Connector REST out. */
+export class TeamsAdapter implements ChannelAdapter {
+  readonly capabilities: ChannelCapabilities = {
+    maxMessageLength: MAX_MESSAGE_CHARS,
+    editsDrafts: true,
+    // Teams allows about one streaming update per second, and throttles bursts of edits.
+    minEditIntervalMs: 1500,
+    nativeStream: true,
+    typing: true,
+    typingRefreshMs: 3000,
+  };
+  readonly #o: TeamsOptions;
+  readonly #token: BotToken;
+  readonly #urls: ServiceUrls;
+  readonly #call = platformCaller(classifyTeamsError);
+  #botId: string | undefined;
+
+  constructor(options: TeamsOptions, password: string) {
+    this.#o = options;
+    this.#token = new BotToken(options.tokenUrl, options.appId, password);
+    this.#urls = new ServiceUrls(options.stateDir, options.id);
+  }
+
+  get id(): string {
+    return this.#o.id;
+  }
+  get selfId(): string | undefined {
+    return this.#botId;
+  }
+
+  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+    const identity = await fetchOpenIdMetadata(this.#o.openIdMetadataUrl, signal);
+    // The app password is tried now, so a wrong one parks the channel instead of failing every reply.
+    await this.#call('token', signal, (s) => this.#token.get(s));
+    const verify = connectorVerifier(identity, this.#o.appId);
+    const remove = this.#o.http.route('POST', `/webhooks/${this.#o.id}`, (req, res) => this.#activity(req, res, verify, deliver));
+    try {
+      onConnected();
+      await untilAborted(signal);
+    } finally {
+      remove();
+    }
+  }
+
+  /**
+   * One POSTed activity. The bearer token is verified before the body is read; the body's
+   * serviceUrl must be the one the token names. Anything else: 401, nothing stored. The
+   * answer is 200 only once a message is in the inbox, so the Connector's retry of anything
+   * we could not store is dropped by the inbox.
+   */
+  async #activity(req: IncomingMessage, res: ServerResponse, verify: ReturnType<typeof connectorVerifier>, deliver: Deliver): Promise<void> {
+    const refuse = (status: number, why: string) => {
+      req.resume();
+      this.#o.log.warn({ channel: this.#o.id, status, reason: why }, 'Teams activity refused');
+      res.writeHead(status, { 'content-type': 'text/plain' }).end(`${status === 401 ? 'unauthorized' : 'refused'}\n`);
+    };
+    let claims: Record<string, unknown>;
+    try {
+      claims = await verify(req.headers.authorization);
+    } catch (err) {
+      if (err instanceof TokenRefused) return refuse(401, err.message);
+      // The keys could not be fetched: the Connector tries again later.
+      return refuse(503, `the signing keys are unavailable: ${errorMessage(err)}`);
+    }
+    const body = await readBody(req, MAX_BODY_BYTES);
+    if (body === 'too_large') return refuse(413, 'the activity is too large');
+    let activity: Activity;
+    try {
+      activity = JSON.parse(body.toString('utf8')) as Activity;
+    } catch {
+      return refuse(400, 'the body is not JSON');
+    }
+    const bad = malformedActivity(activity);
+    if (bad) return refuse(400, bad);
+    if (!sameServiceUrl(claims.serviceurl ?? claims.serviceUrl, activity.serviceUrl)) return refuse(401, 'the serviceUrl is not the one the token names');
+    if (this.#o.tenantId && tenantOf(activity) !== this.#o.tenantId)
+      return refuse(403, `the activity is from tenant ${tenantOf(activity) ?? 'unknown'}, not tenant_id`);
+    if (typeof activity.recipient?.id === 'string') this.#botId = activity.recipient.id;
+    if (typeof activity.conversation?.id === 'string') this.#urls.set(activity.conversation.id, activity.serviceUrl as string);
+    const msg = normalizeActivity(activity, this.#o.id);
+    try {
+      if (msg) await deliver(msg);
+      res.writeHead(200).end();
+    } catch (err) {
+      this.#o.log.warn({ err, channel: this.#o.id }, 'Teams activity not stored; the Connector will retry');
+      res.writeHead(503).end();
+    }
+  }
+
+  #post<T>(what: string, chatId: string, path: string, body: unknown, signal: AbortSignal, method: 'POST' | 'PUT' | 'DELETE' = 'POST'): Promise<T> {
+    return this.#call(what, signal, (s) => connectorCall<T>(this.#token, this.#urls.get(chatId), method, path, body, s));
+  }
+
+  #message(text: string, buttons: TransportOptions['buttons']): Record<string, unknown> {
+    return {
+      type: 'message',
+      text: neutraliseMentions(text),
+      textFormat: 'markdown',
+      ...(buttons ? { attachments: buttons.length ? [buttonsCard(buttons)] : [] } : {}),
+    };
+  }
+
+  async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
+    const conv = `/v3/conversations/${enc(target.chatId)}/activities`;
+    // In channels and group chats a reply goes under the message it answers.
+    const replyTo = target.chatType !== 'dm' && target.replyToMessageId ? activityIdOf(target.replyToMessageId) : undefined;
+    const sent = await this.#post<{ id?: string }>(
+      'send',
+      target.chatId,
+      replyTo ? `${conv}/${enc(replyTo)}` : conv,
+      { ...this.#message(text, options.buttons), ...(replyTo ? { replyToId: replyTo } : {}) },
+      options.signal,
+    );
+    return { chatId: target.chatId, messageId: sent.id ?? '' };
+  }
+
+  async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
+    await this.#post(
+      'update',
+      ref.chatId,
+      `/v3/conversations/${enc(ref.chatId)}/activities/${enc(ref.messageId)}`,
+      { ...this.#message(text, options.buttons), id: ref.messageId },
+      options.signal,
+      'PUT',
+    );
+  }
+
+  async delete(ref: MessageRef, options: TransportOptions): Promise<void> {
+    await this.#post('delete', ref.chatId, `/v3/conversations/${enc(ref.chatId)}/activities/${enc(ref.messageId)}`, undefined, options.signal, 'DELETE');
+  }
+
+  async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
+    await this.#post('typing', target.chatId, `/v3/conversations/${enc(target.chatId)}/activities`, { type: 'typing' }, options.signal);
+  }
+
+  /**
+   * Teams' streaming protocol (1:1 chats): typing activities carrying the text so far and a
+   * `streaminfo` entity (the first answer's id is the stream id), then one final message
+   * with `streamType: "final"`. Where Teams refuses the stream (403 ContentStreamNotAllowed,
+   * an older service), the error reaches the reply stream, which goes on with send + update.
+   */
+  async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
+    if (target.chatType !== 'dm') return undefined;
+    const path = `/v3/conversations/${enc(target.chatId)}/activities`;
+    let streamId: string | undefined;
+    let sequence = 0;
+    return {
+      update: async (text, options) => {
+        const sent = await this.#post<{ id?: string }>(
+          'stream',
+          target.chatId,
+          path,
+          {
+            type: 'typing',
+            text: neutraliseMentions(text),
+            entities: [{ type: 'streaminfo', streamType: 'streaming', streamSequence: ++sequence, ...(streamId ? { streamId } : {}) }],
+          },
+          options.signal,
+        );
+        streamId ??= sent.id;
+      },
+      finish: async (text, options) => {
+        if (!streamId) return this.send(target, text, options);
+        const sent = await this.#post<{ id?: string }>(
+          'stream',
+          target.chatId,
+          path,
+          { ...this.#message(text, options.buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] },
+          options.signal,
+        );
+        return { chatId: target.chatId, messageId: sent.id ?? streamId };
+      },
+    };
+  }
+
+  /** A file: a 1:1 chat's download link as it is; an inline image from the Connector with the bot's token. */
+  async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
+    const name = a.name ?? a.type;
+    checkSize(name, a.size, o.maxBytes);
+    const url = a.url ?? a.id;
+    // The bot's token goes only to a Connector this channel was verified to talk to.
+    const headers = a.type === 'image' && this.#urls.known(url) ? { authorization: `Bearer ${await this.#token.get(o.signal)}` } : undefined;
+    return fetchLimited(url, { maxBytes: o.maxBytes, signal: o.signal, name, ...(headers ? { headers } : {}) });
+  }
+}

@@ -1,0 +1,314 @@
+import { randomUUID } from 'node:crypto';
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
+import { FakeHttpServer } from '../http-fake.js';
+
+/** A fault for the next call of an endpoint: a status (429 with Retry-After), or a dropped connection. */
+export type TeamsFault = { status: 429; retryAfterS: number } | { status: 400 | 401 | 403 | 500 | 502; code?: string } | { drop: true };
+
+export interface TeamsCall {
+  /** openid, keys, token, send, reply, update, delete, typing, stream. */
+  name: string;
+  path: string;
+  body: any;
+  auth: string | undefined;
+  at: number;
+}
+
+/** A message the bot posted, as Teams shows it now. */
+export interface BotActivity {
+  conversationId: string;
+  id: string;
+  text: string;
+  replyToId?: string;
+  attachments?: any[];
+  updates: number;
+  deleted: boolean;
+  /** Posted as the final message of a stream. */
+  streamed: boolean;
+}
+
+export const APP_ID = '11111111-2222-3333-4444-555555555555';
+const ISSUER = 'https://api.botframework.com';
+const BOT_ID = `28:${APP_ID}`;
+/** The tenant the fake's conversations belong to. */
+export const TENANT = '66666666-7777-8888-9999-000000000000';
+
+/**
+ * The Bot Framework as a bot meets it, on 127.0.0.1: the OpenID metadata and its JWKS (a
+ * test key pair), the token endpoint (client credentials), and the Connector REST API
+ * (send, reply, update, delete, typing, and Teams' streaming protocol). It signs the
+ * activities it posts to the bot like the Connector does; faults are queued per endpoint.
+ */
+export class FakeTeams {
+  readonly appId = APP_ID;
+  readonly password = 'app-password-secret';
+  readonly calls: TeamsCall[] = [];
+  readonly activities: BotActivity[] = [];
+  /** Stream updates (typing activities with streaminfo), in order. */
+  /** Inline images users pasted, served at `<serviceUrl>v3/attachments/<id>/views/original` to the bot's token. */
+  readonly files = new Map<string, { bytes: Buffer; mime: string }>();
+  readonly streamUpdates: Array<{ conversationId: string; streamId: string; text: string; sequence: number }> = [];
+  url = '';
+  /** Where the daemon takes activities (set by the test once it runs). */
+  webhook = '';
+  /** Refuse streaming (as Teams does outside 1:1 chats, or where it is not rolled out). */
+  refuseStreams = false;
+  #key!: CryptoKey;
+  #jwk!: JWK;
+  /** A key pair the JWKS does not publish: tokens it signs must be refused. */
+  #strangerKey!: CryptoKey;
+  #issued = new Set<string>();
+  #nextId = 1;
+  readonly #faults = new Map<string, TeamsFault[]>();
+  readonly #http = new FakeHttpServer((req, res) => this.#handle(req, res));
+
+  async start(): Promise<string> {
+    const pair = await generateKeyPair('RS256', { extractable: true });
+    this.#key = pair.privateKey;
+    this.#jwk = { ...(await exportJWK(pair.publicKey)), kid: 'test-key-1', use: 'sig', alg: 'RS256' };
+    this.#strangerKey = (await generateKeyPair('RS256')).privateKey;
+    this.url = await this.#http.listen();
+    return this.url;
+  }
+
+  async close(): Promise<void> {
+    await this.#http.close();
+  }
+
+  get openIdUrl(): string {
+    return `${this.url}/openid`;
+  }
+  get tokenUrl(): string {
+    return `${this.url}/token`;
+  }
+  /** The serviceUrl activities carry: the Connector is this fake. */
+  get serviceUrl(): string {
+    return `${this.url}/teams/`;
+  }
+
+  fail(name: string, fault: TeamsFault, times = 1): void {
+    const list = this.#faults.get(name) ?? [];
+    for (let i = 0; i < times; i++) list.push(fault);
+    this.#faults.set(name, list);
+  }
+
+  callsOf(name: string): TeamsCall[] {
+    return this.calls.filter((c) => c.name === name);
+  }
+
+  /** Texts of the bot's live messages in a conversation, in order. */
+  texts(conversationId: string): string[] {
+    return this.activities.filter((a) => a.conversationId === conversationId && !a.deleted).map((a) => a.text);
+  }
+
+  // ——— the Connector calling the bot ———
+
+  /** A Connector token: signed by the published key unless told otherwise, with claims overridable. */
+  async token(o: { claims?: Record<string, unknown>; expiresInS?: number; stranger?: boolean; kid?: string } = {}): Promise<string> {
+    const now = Math.floor(Date.now() / 1000);
+    return new SignJWT({ serviceurl: this.serviceUrl, ...o.claims })
+      .setProtectedHeader({ alg: 'RS256', kid: o.kid ?? 'test-key-1', typ: 'JWT' })
+      .setIssuer((o.claims?.iss as string | undefined) ?? ISSUER)
+      .setAudience((o.claims?.aud as string | undefined) ?? this.appId)
+      .setIssuedAt(now - 10)
+      .setNotBefore(now - 10)
+      .setExpirationTime(now + (o.expiresInS ?? 3600))
+      .sign(o.stranger ? this.#strangerKey : this.#key);
+  }
+
+  /** A message activity from a user; `kind` picks the conversation. */
+  activity(
+    text: string,
+    o: { kind?: 'personal' | 'groupChat' | 'channel'; mention?: boolean; from?: { id: string; aadObjectId: string; name: string }; value?: unknown } = {},
+  ) {
+    const kind = o.kind ?? 'personal';
+    const from = o.from ?? { id: '29:user-ada', aadObjectId: 'aad-ada-0001', name: 'Ada' };
+    const conversation =
+      kind === 'personal'
+        ? { id: 'a:1personal-ada', conversationType: 'personal', tenantId: TENANT }
+        : kind === 'groupChat'
+          ? { id: '19:group@thread.v2', conversationType: 'groupChat', tenantId: TENANT }
+          : { id: '19:channel@thread.tacv2;messageid=1700000000000', conversationType: 'channel', tenantId: TENANT };
+    const mentionText = o.mention ? `<at>Channeld</at> ${text}` : text;
+    return {
+      type: 'message',
+      id: `${Date.now()}${this.#nextId++}`,
+      timestamp: new Date().toISOString(),
+      serviceUrl: this.serviceUrl,
+      channelId: 'msteams',
+      from,
+      conversation,
+      recipient: { id: BOT_ID, name: 'Channeld' },
+      text: mentionText,
+      textFormat: 'plain',
+      ...(o.value ? { value: o.value } : {}),
+      entities: o.mention ? [{ type: 'mention', text: '<at>Channeld</at>', mentioned: { id: BOT_ID, name: 'Channeld' } }] : [],
+      channelData: { tenant: { id: TENANT } },
+    };
+  }
+
+  /** A 1:1 message with an inline image, its bytes served by the fake's Connector. */
+  imageActivity(text: string, bytes: Buffer, mime = 'image/jpeg') {
+    const id = `att${this.#nextId++}`;
+    this.files.set(id, { bytes, mime });
+    return {
+      ...this.activity(text),
+      attachments: [{ contentType: mime, contentUrl: `${this.serviceUrl}v3/attachments/${id}/views/original`, name: 'photo.jpg' }],
+    };
+  }
+
+  /** Posts an activity to the daemon as the Connector would (signed); returns the HTTP status. */
+  async post(activity: unknown, token?: string | null): Promise<number> {
+    const auth = token === null ? undefined : `Bearer ${token ?? (await this.token())}`;
+    const res = await fetch(this.webhook, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...(auth ? { authorization: auth } : {}) },
+      body: JSON.stringify(activity),
+    });
+    await res.body?.cancel();
+    return res.status;
+  }
+
+  /** A user clicks a card button on one of the bot's messages (Action.Submit: a message activity with `value`). */
+  async click(
+    message: BotActivity,
+    title: string,
+    from?: { id: string; aadObjectId: string; name: string },
+    kind: 'personal' | 'groupChat' | 'channel' = 'personal',
+  ): Promise<number> {
+    const action = message.attachments?.[0]?.content?.actions?.find((a: { title: string }) => a.title === title);
+    if (!action) throw new Error(`no button "${title}"`);
+    const a = { ...this.activity('', { kind, ...(from ? { from } : {}), value: action.data }), replyToId: message.id };
+    delete (a as { text?: string }).text;
+    return this.post(a);
+  }
+
+  // ——— the bot calling Teams ———
+
+  #json(res: ServerResponse, status: number, body: unknown): void {
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  }
+
+  async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const url = new URL(req.url ?? '/', 'http://x');
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    const isForm = (req.headers['content-type'] ?? '').startsWith('application/x-www-form-urlencoded');
+    let body: any;
+    try {
+      body = raw ? (isForm ? Object.fromEntries(new URLSearchParams(raw)) : JSON.parse(raw)) : undefined;
+    } catch {
+      return this.#json(res, 400, { error: { code: 'BadArgument', message: 'not JSON' } });
+    }
+    const name = endpointName(req.method ?? 'GET', url.pathname, body);
+    this.calls.push({ name, path: url.pathname, body, auth: req.headers.authorization, at: Date.now() });
+    const fault = this.#faults.get(name)?.shift();
+    if (fault && 'drop' in fault) return void req.socket.destroy();
+    if (fault && fault.status === 429) {
+      res
+        .writeHead(429, { 'content-type': 'application/json', 'retry-after': String(fault.retryAfterS) })
+        .end(JSON.stringify({ error: { code: 'Throttled', message: 'Too many requests' } }));
+      return;
+    }
+    if (fault)
+      return this.#json(res, fault.status, { error: { code: 'code' in fault && fault.code ? fault.code : 'ServiceError', message: 'injected fault' } });
+    if (name === 'openid')
+      return this.#json(res, 200, {
+        issuer: ISSUER,
+        authorization_endpoint: 'https://invalid.botframework.com',
+        jwks_uri: `${this.url}/keys`,
+        id_token_signing_alg_values_supported: ['RS256'],
+        token_endpoint_auth_methods_supported: ['private_key_jwt'],
+      });
+    if (name === 'keys') return this.#json(res, 200, { keys: [{ ...this.#jwk, endorsements: ['msteams'] }] });
+    if (name === 'token') {
+      if (body?.grant_type !== 'client_credentials' || body.client_id !== this.appId || body.client_secret !== this.password)
+        return this.#json(res, 401, { error: 'invalid_client', error_description: 'AADSTS7000215: Invalid client secret provided.' });
+      if (body.scope !== 'https://api.botframework.com/.default') return this.#json(res, 400, { error: 'invalid_scope' });
+      const token = `bot-token-${randomUUID()}`;
+      this.#issued.add(token);
+      return this.#json(res, 200, { token_type: 'Bearer', expires_in: 3599, ext_expires_in: 3599, access_token: token });
+    }
+    const auth = /^Bearer (.+)$/.exec(req.headers.authorization ?? '')?.[1];
+    if (!auth || !this.#issued.has(auth)) return this.#json(res, 401, { message: 'Authorization has been denied for this request.' });
+    if (name === 'attachment') {
+      const f = this.files.get(decodeURIComponent(url.pathname.split('/')[4]!));
+      if (!f) return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such attachment' } });
+      res.writeHead(200, { 'content-type': f.mime, 'content-length': f.bytes.length }).end(f.bytes);
+      return;
+    }
+    const m = /^\/teams\/v3\/conversations\/([^/]+)\/activities(?:\/([^/]+))?$/.exec(url.pathname);
+    if (!m) return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such endpoint' } });
+    const conversationId = decodeURIComponent(m[1]!);
+    const activityId = m[2] ? decodeURIComponent(m[2]) : undefined;
+    switch (name) {
+      case 'typing':
+        return this.#json(res, 200, {});
+      case 'stream': {
+        const info = body.entities.find((e: { type: string }) => e.type === 'streaminfo');
+        if (this.refuseStreams || !conversationId.startsWith('a:'))
+          return this.#json(res, 403, { error: { code: 'ContentStreamNotAllowed', message: 'Content stream is not allowed' } });
+        if (info.streamType === 'final') {
+          this.activities.push({
+            conversationId,
+            id: info.streamId,
+            text: body.text,
+            ...(body.attachments ? { attachments: body.attachments } : {}),
+            updates: 0,
+            deleted: false,
+            streamed: true,
+          });
+          return this.#json(res, 201, { id: info.streamId });
+        }
+        const streamId = info.streamId ?? `stream-${this.#nextId++}`;
+        this.streamUpdates.push({ conversationId, streamId, text: body.text, sequence: info.streamSequence });
+        return this.#json(res, 201, { id: streamId });
+      }
+      case 'send':
+      case 'reply': {
+        const id = `${this.#nextId++}`;
+        this.activities.push({
+          conversationId,
+          id,
+          text: body.text,
+          ...(activityId ? { replyToId: activityId } : {}),
+          ...(body.attachments ? { attachments: body.attachments } : {}),
+          updates: 0,
+          deleted: false,
+          streamed: false,
+        });
+        return this.#json(res, 201, { id });
+      }
+      case 'update': {
+        const a = this.activities.find((x) => x.conversationId === conversationId && x.id === activityId);
+        if (!a) return this.#json(res, 404, { error: { code: 'ActivityNotFoundInConversation', message: 'not found' } });
+        a.text = body.text;
+        if (body.attachments) a.attachments = body.attachments.length ? body.attachments : undefined;
+        a.updates++;
+        return this.#json(res, 200, { id: activityId });
+      }
+      case 'delete': {
+        const a = this.activities.find((x) => x.conversationId === conversationId && x.id === activityId);
+        if (a) a.deleted = true;
+        return this.#json(res, 200, {});
+      }
+      default:
+        return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such endpoint' } });
+    }
+  }
+}
+
+function endpointName(method: string, path: string, body: any): string {
+  if (path === '/openid') return 'openid';
+  if (path === '/keys') return 'keys';
+  if (path === '/token') return 'token';
+  if (method === 'GET' && /^\/teams\/v3\/attachments\/[^/]+\/views\/original$/.test(path)) return 'attachment';
+  if (!path.startsWith('/teams/v3/conversations/')) return 'unknown';
+  if (method === 'PUT') return 'update';
+  if (method === 'DELETE') return 'delete';
+  if (Array.isArray(body?.entities) && body.entities.some((e: { type?: string }) => e?.type === 'streaminfo')) return 'stream';
+  if (body?.type === 'typing') return 'typing';
+  return /\/activities\/[^/]+$/.test(path) ? 'reply' : 'send';
+}
