@@ -41,12 +41,12 @@ function msKeys(schema: z.ZodType, path: string, out: Array<[string, z.ZodType]>
 }
 
 describe('check refuses what an operator gets wrong (exit 78, file:line:col)', () => {
+  // A kind may bound its own key tighter (an IRC flood interval past a minute makes no sense); none goes past a day.
   it('every *_ms key, everywhere, is bounded to one day', () => {
     const keys = msKeys(kinds.configSchema, 'config', []);
     expect(keys.length).toBeGreaterThan(15);
     const unbounded = keys.filter(([, s]) => s.safeParse(MAX_DURATION_MS + 1).success).map(([k]) => k);
     expect(unbounded).toEqual([]);
-    for (const [k, s] of keys) expect(s.safeParse(MAX_DURATION_MS).success, k).toBe(true);
   });
 
   it.each([
