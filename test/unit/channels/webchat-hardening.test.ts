@@ -154,5 +154,10 @@ describe('web chat: identity, origins and uploads', () => {
     // 4000 bytes stored: the total is used up for every tab.
     expect((await upload(s.base, {}, 'x', 'e')).status).toBe(413);
     expect(filesIn(s.uploads)).toHaveLength(4);
+
+    // Two at once from one tab cannot both pass: the room is held while a body is read.
+    const t = await started({ uploadQuotaBytes: 4000, maxBytes: 1000 });
+    const both = await Promise.all([upload(t.base, {}, kb, 'x'), upload(t.base, {}, kb, 'x')]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 413]);
   });
 });
