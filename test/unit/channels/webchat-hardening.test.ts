@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -139,6 +139,16 @@ describe('web chat: identity, origins and uploads', () => {
     const r = await upload(s.base, { 'x-file-name': '%E0%A4%A' }, 'some bytes');
     expect(r.status).toBe(400);
     expect(((await r.json()) as { error: string }).error).toContain('x-file-name');
+    expect(filesIn(s.uploads)).toEqual([]);
+  });
+
+  it('a disk that refuses the write is 507 with a reason, and nothing is kept', async () => {
+    const s = await started();
+    // The uploads folder cannot be made: a file stands where it would go.
+    writeFileSync(join(s.stateDir, 'uploads'), 'in the way');
+    const r = await upload(s.base, {}, 'bytes');
+    expect(r.status).toBe(507);
+    expect(((await r.json()) as { error: string }).error).toMatch(/could not be stored \(E[A-Z]+\)/);
     expect(filesIn(s.uploads)).toEqual([]);
   });
 
