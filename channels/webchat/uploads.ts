@@ -20,6 +20,9 @@ export class Uploads {
   /** Bytes stored per tab (this run's uploads; the total is counted from the folder). */
   readonly #perTab = new Map<string, number>();
   #total: number | undefined;
+  /** Room held by uploads still being received, so concurrent ones cannot pass the quota together. */
+  #held = 0;
+  readonly #heldPerTab = new Map<string, number>();
 
   constructor(
     readonly dir: string,
@@ -51,7 +54,8 @@ export class Uploads {
     const max = this.maxBytes();
     const quota = this.quotaBytes();
     const tabQuota = quota / 4;
-    const room = Math.min(max, quota - (await this.#stored()), tabQuota - (this.#perTab.get(tab) ?? 0));
+    const stored = (await this.#stored()) + this.#held;
+    const room = Math.min(max, quota - stored, tabQuota - (this.#perTab.get(tab) ?? 0) - (this.#heldPerTab.get(tab) ?? 0));
     if (room < max) {
       const declared = Number(req.headers['content-length'] ?? 0);
       if (room <= 0 || declared > room) {
@@ -61,12 +65,31 @@ export class Uploads {
         });
       }
     }
-    const body = await readBody(req, Math.max(0, room));
+    const hold = Math.max(0, room);
+    this.#held += hold;
+    this.#heldPerTab.set(tab, (this.#heldPerTab.get(tab) ?? 0) + hold);
+    try {
+      await this.#store(req, res, { tab, name, room: hold, max, ...(room < max ? { quota } : {}) });
+    } finally {
+      this.#held -= hold;
+      const left = (this.#heldPerTab.get(tab) ?? 0) - hold;
+      if (left > 0) this.#heldPerTab.set(tab, left);
+      else this.#heldPerTab.delete(tab);
+    }
+  }
+
+  /** Reads the body (at most `room` bytes) and keeps it; `quota` is set when the quota, not the file limit, bounds `room`. */
+  async #store(
+    req: import('node:http').IncomingMessage,
+    res: import('node:http').ServerResponse,
+    { tab, name, room, max, quota }: { tab: string; name: string; room: number; max: number; quota?: number },
+  ): Promise<void> {
+    const body = await readBody(req, room);
     if (body === 'too_large')
       return sendJson(
         res,
         413,
-        room < max
+        quota !== undefined
           ? { error: `the upload quota is used up ([[channels]] upload_quota_bytes = ${quota})` }
           : { error: `the file is larger than the ${max}-byte limit ([limits] max_attachment_bytes)` },
       );

@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
@@ -142,6 +142,16 @@ describe('web chat: identity, origins and uploads', () => {
     expect(filesIn(s.uploads)).toEqual([]);
   });
 
+  it('a disk that refuses the write is 507 with a reason, and nothing is kept', async () => {
+    const s = await started();
+    // The uploads folder cannot be made: a file stands where it would go.
+    writeFileSync(join(s.stateDir, 'uploads'), 'in the way');
+    const r = await upload(s.base, {}, 'bytes');
+    expect(r.status).toBe(507);
+    expect(((await r.json()) as { error: string }).error).toMatch(/could not be stored \(E[A-Z]+\)/);
+    expect(filesIn(s.uploads)).toEqual([]);
+  });
+
   it('uploads have a total quota and a quarter of it per tab; past it 413 before the body is kept', async () => {
     const s = await started({ uploadQuotaBytes: 4000, maxBytes: 1000 });
     const kb = Buffer.alloc(1000, 1);
@@ -154,5 +164,10 @@ describe('web chat: identity, origins and uploads', () => {
     // 4000 bytes stored: the total is used up for every tab.
     expect((await upload(s.base, {}, 'x', 'e')).status).toBe(413);
     expect(filesIn(s.uploads)).toHaveLength(4);
+
+    // Two at once from one tab cannot both pass: the room is held while a body is read.
+    const t = await started({ uploadQuotaBytes: 4000, maxBytes: 1000 });
+    const both = await Promise.all([upload(t.base, {}, kb, 'x'), upload(t.base, {}, kb, 'x')]);
+    expect(both.map((r) => r.status).sort()).toEqual([200, 413]);
   });
 });
