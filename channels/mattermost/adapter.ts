@@ -153,7 +153,9 @@ export class MattermostAdapter implements ChannelAdapter {
         });
         this.#socket = undefined;
         if (signal.aborted) break;
-        resume = end.connectionId ? { connectionId: end.connectionId, sequence: end.sequence } : resume;
+        // Resume a connection that merely dropped; after lost events start afresh, so a server
+        // that numbers a resumed connection differently cannot hold us in a reconnect loop.
+        resume = end.connectionId && !end.lostEvents ? { connectionId: end.connectionId, sequence: end.sequence } : undefined;
         catchUp = true;
         onReconnecting?.(`Mattermost WebSocket: ${end.reason}; reconnecting`);
         this.#o.log.warn({ channel: this.#o.id, reason: end.reason, retryInMs: waitMs }, 'Mattermost WebSocket lost; reconnecting');

@@ -90,7 +90,8 @@ export function skipReason(post: MmPost, where: MmWhere, scope: MmScope): string
  */
 export function normalizePost(post: MmPost, where: MmWhere, channelId: string, scope: MmScope): ChannelMessage {
   const dm = where.channelType === 'D';
-  const mention = new RegExp(`(^|\\s)@${scope.botName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\b`, 'i');
+  // Usernames may hold ".", "-" and "_": "@channeld.bot" is someone else.
+  const mention = new RegExp(`(^|\\s)@${scope.botName.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}(?![\\w.-])`, 'i');
   const raw = post.message ?? '';
   const mentioned = where.mentions.includes(scope.botId) || mention.test(raw);
   const fromBot = post.props?.from_bot === true || post.props?.from_bot === 'true';
@@ -101,7 +102,7 @@ export function normalizePost(post: MmPost, where: MmWhere, channelId: string, s
     chat: { id: post.channel_id, type: dm ? 'dm' : 'group' },
     ...(post.root_id ? { threadId: post.root_id } : {}),
     sender: { id: post.user_id, name: where.senderName ?? post.user_id, isBot: fromBot },
-    text: raw.replace(new RegExp(mention.source, 'gi'), '$1').trim(),
+    text: raw.replace(new RegExp(`${mention.source}\\s*`, 'gi'), '$1').trim(),
     attachments: (post.metadata?.files ?? []).map((f) => ({
       id: f.id,
       type: f.extension || 'file',

@@ -38,6 +38,8 @@ export interface SocketEnd {
   connectionId: string | undefined;
   /** The seq of the last event handled. */
   sequence: number;
+  /** The connection lost events: the next one starts afresh instead of resuming it. */
+  lostEvents: boolean;
 }
 
 /**
@@ -61,7 +63,7 @@ export function runSocket(o: SocketOptions): Promise<SocketEnd> {
     let chain = Promise.resolve();
     let settled = false;
     let awaitingPong = false;
-    const finish = (err: Error | undefined, reason: string) => {
+    const finish = (err: Error | undefined, reason: string, lostEvents = false) => {
       if (settled) return;
       settled = true;
       clearTimeout(connectTimer);
@@ -72,7 +74,7 @@ export function runSocket(o: SocketOptions): Promise<SocketEnd> {
       ws.on('error', () => {});
       if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.terminate();
       if (err) reject(err);
-      else resolve({ reason, connectionId, sequence });
+      else resolve({ reason, connectionId, sequence, lostEvents });
     };
     const onAbort = () => finish(undefined, 'stopped');
     o.signal.addEventListener('abort', onAbort, { once: true });
@@ -142,8 +144,10 @@ export function runSocket(o: SocketOptions): Promise<SocketEnd> {
         return;
       }
       if (connectionId === undefined) return;
-      if (ev.seq !== expected) return finish(undefined, `event seq ${ev.seq} where ${expected} was due: events were lost`);
-      expected = ev.seq + 1;
+      // Lower than due: a resumed connection replaying what we may have had (the inbox drops
+      // repeats). Higher: something was lost on the way.
+      if (ev.seq > expected) return finish(undefined, `event seq ${ev.seq} where ${expected} was due: events were lost`, true);
+      expected = Math.max(expected, ev.seq + 1);
       const seq = ev.seq;
       enqueue(async () => {
         await o.onEvent(ev);

@@ -190,6 +190,11 @@ export class FakeMattermost {
     this.#skipNext = false;
   }
 
+  /** Sends an event to every open socket with the seq given (a replay of an event already sent). */
+  replay(event: Record<string, unknown>, seq: number): void {
+    for (const ws of this.#sockets.keys()) ws.send(JSON.stringify({ ...event, seq }));
+  }
+
   #connection(ws: WebSocket): void {
     ws.on('message', (raw) => {
       let msg: { seq?: number; action?: string; data?: { token?: string } };

@@ -46,7 +46,21 @@ describe('Mattermost WebSocket connection', () => {
     expect(end.reason).toBe('event seq 3 where 2 was due: events were lost');
     expect(end.sequence).toBe(1);
     expect(end.connectionId).toMatch(/^[0-9a-f]{26}$/);
+    expect(end.lostEvents).toBe(true);
     expect(events).toHaveLength(1);
+  });
+
+  it('an event numbered lower than due (a replay on a resumed connection) is handled, not a gap', async () => {
+    const events: MmEvent[] = [];
+    const ended = open(mm.token, events);
+    await waitFor(() => mm.connected);
+    const post = mm.userPost('one');
+    await waitFor(() => events.length === 1);
+    mm.replay(mm.postedEvent(post, 'ada'), 1);
+    mm.userPost('two');
+    await waitFor(() => events.length === 3);
+    stop.abort();
+    expect((await ended).reason).toBe('stopped');
   });
 
   it('resumes with connection_id and sequence_number; stopping ends it cleanly', async () => {

@@ -80,6 +80,8 @@ describe('Mattermost posts', () => {
       chat: { type: 'group' },
     });
     expect(normalizePost(post({ message: 'hello' }), where(), 'mm', scope)).toMatchObject({ addressed: false });
+    expect(normalizePost(post({ message: 'ask @channeld.bot or @channeld-old' }), where(), 'mm', scope)).toMatchObject({ addressed: false });
+    expect(normalizePost(post({ message: 'hey @Channeld what now?' }), where(), 'mm', scope)).toMatchObject({ addressed: true, text: 'hey what now?' });
     expect(normalizePost(post({ message: 'hi', root_id: 'r1' }), where({ mentions: ['bot'] }), 'mm', scope)).toMatchObject({ threadId: 'r1', addressed: true });
     expect(normalizePost(post({ message: ' /stop' }), where({ channelType: 'D' }), 'mm', scope)).toMatchObject({
       text: '/stop',
