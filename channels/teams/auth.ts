@@ -3,6 +3,18 @@ import { ChannelError } from '../../src/contracts/errors.js';
 
 /** The Bot Connector signs with RS256; anything else is refused. */
 const ALGORITHMS = ['RS256'];
+/** What jose says about the token itself (401); its other errors are about getting the keys. */
+const TOKEN_FAULTS: ReadonlySet<string> = new Set([
+  'ERR_JWT_EXPIRED',
+  'ERR_JWT_CLAIM_VALIDATION_FAILED',
+  'ERR_JWT_INVALID',
+  'ERR_JWS_INVALID',
+  'ERR_JWS_SIGNATURE_VERIFICATION_FAILED',
+  'ERR_JWKS_NO_MATCHING_KEY',
+  'ERR_JWKS_MULTIPLE_MATCHING_KEYS',
+  'ERR_JOSE_ALG_NOT_ALLOWED',
+  'ERR_JOSE_NOT_SUPPORTED',
+]);
 /** Bot Framework allows five minutes of clock skew. */
 const CLOCK_TOLERANCE_S = 300;
 
@@ -56,7 +68,8 @@ export function connectorVerifier(identity: ConnectorIdentity, appId: string) {
       });
       return payload;
     } catch (err) {
-      if (err instanceof errors.JOSEError) throw new TokenRefused(`${err.code}: ${err.message}`);
+      if (err instanceof errors.JOSEError && TOKEN_FAULTS.has(err.code)) throw new TokenRefused(`${err.code}: ${err.message}`);
+      // Anything else is about fetching the keys (a timeout, a 5xx): not the sender's fault; 503, the Connector retries.
       throw err;
     }
   };

@@ -100,6 +100,16 @@ describe('Teams channel against the fake Bot Framework', () => {
     expect(ms.calls.filter((c) => c.name === 'send' || c.name === 'stream' || c.name === 'reply').every((c) => c.body.text !== 'sneaky')).toBe(true);
   });
 
+  it('signing keys that cannot be fetched: 503 (the Connector retries), nothing stored; then accepted', async () => {
+    await start(echo(0) + teamsChannel(ms));
+    ms.fail('keys', { status: 500 });
+    const act = ms.activity('after the outage');
+    expect(await ms.post(act)).toBe(503);
+    expect(await received()).toBe(0);
+    expect(await ms.post(act)).toBe(200);
+    await waitFor(() => ms.texts(DM)[0] === 'after the outage', 10_000);
+  });
+
   it('tenant_id: an activity from another tenant is refused (403) and not stored', async () => {
     await start(echo(0) + teamsChannel(ms, `tenant_id = "${TENANT}"\n`));
     const foreign = ms.activity('from elsewhere');
