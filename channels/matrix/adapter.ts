@@ -65,6 +65,8 @@ export class MatrixAdapter implements ChannelAdapter {
   #direct: Record<string, unknown> = {};
   #dmRooms = new Set<string>();
   readonly #sent = new Set<string>();
+  /** The bot's reaction events by `<message event id>\n<emoji>`, to take them off again. */
+  readonly #reactions = new Map<string, string>();
   /** Invites already acted on (joined or refused) in this run: /sync repeats an invite until it is answered. */
   readonly #invitesSeen = new Set<string>();
   #authenticatedMedia = true;
@@ -240,10 +242,10 @@ export class MatrixAdapter implements ChannelAdapter {
   }
 
   /** PUT …/send with a transaction id: the homeserver answers a repeat with the first event, so a retry posts nothing new. */
-  async #put(roomId: string, txnKey: string, content: Record<string, unknown>, signal: AbortSignal): Promise<string> {
+  async #put(roomId: string, txnKey: string, content: Record<string, unknown>, signal: AbortSignal, type = 'm.room.message'): Promise<string> {
     const txnId = createHash('sha256').update(`${this.#o.id}\n${txnKey}`).digest('base64url').slice(0, 32);
     const sent = await this.#call('send', signal, (s) =>
-      this.#client.request<{ event_id?: unknown }>('PUT', `${API}/rooms/${enc(roomId)}/send/m.room.message/${txnId}`, { body: fitContent(content), signal: s }),
+      this.#client.request<{ event_id?: unknown }>('PUT', `${API}/rooms/${enc(roomId)}/send/${type}/${txnId}`, { body: fitContent(content), signal: s }),
     );
     if (typeof sent.event_id !== 'string') throw new ChannelError('CHANNEL_REQUEST_FAILED', 'Matrix send: the answer has no event_id');
     this.#sent.add(sent.event_id);
@@ -288,6 +290,24 @@ export class MatrixAdapter implements ChannelAdapter {
       },
       options.signal,
     );
+  }
+
+  /**
+   * ack_reaction: an m.annotation on the user's message, taken off by redacting it. A
+   * reaction whose event this run did not send (a restart in between) is left in place.
+   */
+  async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
+    const key = `${ref.messageId}\n${emoji}`;
+    if (on) {
+      const content = { 'm.relates_to': { rel_type: 'm.annotation', event_id: ref.messageId, key: emoji } };
+      this.#reactions.set(key, await this.#put(ref.chatId, `react\n${key}`, content, options.signal, 'm.reaction'));
+      if (this.#reactions.size > SENT_REMEMBERED) this.#reactions.delete(this.#reactions.keys().next().value!);
+      return;
+    }
+    const eventId = this.#reactions.get(key);
+    if (!eventId) return;
+    await this.delete({ chatId: ref.chatId, messageId: eventId }, options);
+    this.#reactions.delete(key);
   }
 
   async delete(ref: MessageRef, options: TransportOptions): Promise<void> {

@@ -89,9 +89,9 @@ export class TeamsAdapter implements ChannelAdapter {
       this.#o.log.warn({ channel: this.#o.id, status, reason: why }, 'Teams activity refused');
       res.writeHead(status, { 'content-type': 'text/plain' }).end(`${status === 401 ? 'unauthorized' : 'refused'}\n`);
     };
-    let claims: Record<string, unknown>;
+    let verified: Awaited<ReturnType<ReturnType<typeof connectorVerifier>>>;
     try {
-      claims = await verify(req.headers.authorization);
+      verified = await verify(req.headers.authorization);
     } catch (err) {
       if (err instanceof TokenRefused) return refuse(401, err.message);
       // The keys could not be fetched: the Connector tries again later.
@@ -107,7 +107,9 @@ export class TeamsAdapter implements ChannelAdapter {
     }
     const bad = malformedActivity(activity);
     if (bad) return refuse(400, bad);
+    const { claims } = verified;
     if (!sameServiceUrl(claims.serviceurl ?? claims.serviceUrl, activity.serviceUrl)) return refuse(401, 'the serviceUrl is not the one the token names');
+    if (!verified.endorsed(activity.channelId)) return refuse(401, `the signing key is not endorsed for channel ${String(activity.channelId)}`);
     if (this.#o.tenantId && tenantOf(activity) !== this.#o.tenantId)
       return refuse(403, `the activity is from tenant ${tenantOf(activity) ?? 'unknown'}, not tenant_id`);
     if (typeof activity.recipient?.id === 'string') this.#botId = activity.recipient.id;

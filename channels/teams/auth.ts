@@ -3,6 +3,18 @@ import { ChannelError } from '../../src/contracts/errors.js';
 
 /** The Bot Connector signs with RS256; anything else is refused. */
 const ALGORITHMS = ['RS256'];
+/** What jose says about the token itself (401); its other errors are about getting the keys. */
+const TOKEN_FAULTS: ReadonlySet<string> = new Set([
+  'ERR_JWT_EXPIRED',
+  'ERR_JWT_CLAIM_VALIDATION_FAILED',
+  'ERR_JWT_INVALID',
+  'ERR_JWS_INVALID',
+  'ERR_JWS_SIGNATURE_VERIFICATION_FAILED',
+  'ERR_JWKS_NO_MATCHING_KEY',
+  'ERR_JWKS_MULTIPLE_MATCHING_KEYS',
+  'ERR_JOSE_ALG_NOT_ALLOWED',
+  'ERR_JOSE_NOT_SUPPORTED',
+]);
 /** Bot Framework allows five minutes of clock skew. */
 const CLOCK_TOLERANCE_S = 300;
 
@@ -38,25 +50,29 @@ export class TokenRefused extends Error {}
 /**
  * Verifies the Connector's bearer token (jose): signature against the JWKS (refetched when
  * a token names a key it has not seen, so key rollover needs no restart), issuer, audience
- * = app_id, expiry and not-before. Returns the claims; `serviceurl` is checked against the
- * activity once its body is read.
+ * = app_id, expiry and not-before. Returns the claims and the signing key's endorsements;
+ * `serviceurl` and the channel endorsement are checked against the activity once its body is read.
  */
 export function connectorVerifier(identity: ConnectorIdentity, appId: string) {
   const keys = createRemoteJWKSet(new URL(identity.jwksUri), { timeoutDuration: 10_000, cooldownDuration: 30_000, cacheMaxAge: 24 * 3600_000 });
-  return async (authorization: string | undefined): Promise<JWTPayload> => {
+  return async (authorization: string | undefined): Promise<{ claims: JWTPayload; endorsed: (channelId: unknown) => boolean }> => {
     const m = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/.exec(authorization ?? '');
     if (!m) throw new TokenRefused('no bearer token');
     try {
-      const { payload } = await jwtVerify(m[1]!, keys, {
+      const { payload, protectedHeader } = await jwtVerify(m[1]!, keys, {
         issuer: identity.issuer,
         audience: appId,
         algorithms: ALGORITHMS,
         clockTolerance: CLOCK_TOLERANCE_S,
         requiredClaims: ['exp'],
       });
-      return payload;
+      const key = keys.jwks()?.keys.find((k) => k.kid === protectedHeader.kid) as { endorsements?: unknown } | undefined;
+      // The Connector's keys name the channels they may sign for (`endorsements`); a key without them endorses any.
+      const endorsed = (channelId: unknown) => !Array.isArray(key?.endorsements) || (typeof channelId === 'string' && key.endorsements.includes(channelId));
+      return { claims: payload, endorsed };
     } catch (err) {
-      if (err instanceof errors.JOSEError) throw new TokenRefused(`${err.code}: ${err.message}`);
+      if (err instanceof errors.JOSEError && TOKEN_FAULTS.has(err.code)) throw new TokenRefused(`${err.code}: ${err.message}`);
+      // Anything else is about fetching the keys (a timeout, a 5xx): not the sender's fault; 503, the Connector retries.
       throw err;
     }
   };

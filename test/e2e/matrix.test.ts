@@ -48,6 +48,16 @@ describe('Matrix channel against the fake homeserver', () => {
     await waitFor(() => mx.typing.at(-1)?.typing === false);
   });
 
+  it('ack_reaction: an m.annotation on the message while the turn runs, redacted once answered', async () => {
+    await start(echo(100) + matrixChannel(mx, 'ack_reaction = "👀"\n'));
+    await connected();
+    const e = mx.dm(words(10));
+    await waitFor(() => mx.reactions.some((r) => r.target === e.event_id && r.key === '👀'), 10_000);
+    await waitFor(() => mx.texts(mx.dmRoom)[0] === words(10), 10_000);
+    await waitFor(() => mx.reactions[0]!.redacted, 10_000);
+    expect(mx.reactions).toHaveLength(1);
+  });
+
   it('in a room: unaddressed messages are ignored; a mention or a reply to the bot is answered as a reply', async () => {
     await start(echo(0) + matrixChannel(mx));
     await connected();

@@ -89,6 +89,8 @@ describe('Teams channel against the fake Bot Framework', () => {
     expect(await ms.post(a(), await ms.token({ claims: { aud: '99999999-2222-3333-4444-555555555555' } }))).toBe(401);
     expect(await ms.post(a(), await ms.token({ claims: { iss: 'https://evil.example.org' } }))).toBe(401);
     expect(await ms.post(a(), await ms.token({ claims: { serviceurl: 'https://evil.example.org/teams/' } }))).toBe(401);
+    // Signed by the right key, but for a channel the key is not endorsed for (the key says msteams).
+    expect(await ms.post({ ...a(), channelId: 'webchat' })).toBe(401);
     // A body that is not even JSON, unsigned: 401 before it is read.
     const raw = await fetch(ms.webhook, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' });
     expect(raw.status).toBe(401);
@@ -98,6 +100,16 @@ describe('Teams channel against the fake Bot Framework', () => {
     await waitFor(() => ms.texts(DM)[0] === 'the real one', 10_000);
     expect(await received()).toBe(1);
     expect(ms.calls.filter((c) => c.name === 'send' || c.name === 'stream' || c.name === 'reply').every((c) => c.body.text !== 'sneaky')).toBe(true);
+  });
+
+  it('signing keys that cannot be fetched: 503 (the Connector retries), nothing stored; then accepted', async () => {
+    await start(echo(0) + teamsChannel(ms));
+    ms.fail('keys', { status: 500 });
+    const act = ms.activity('after the outage');
+    expect(await ms.post(act)).toBe(503);
+    expect(await received()).toBe(0);
+    expect(await ms.post(act)).toBe(200);
+    await waitFor(() => ms.texts(DM)[0] === 'after the outage', 10_000);
   });
 
   it('tenant_id: an activity from another tenant is refused (403) and not stored', async () => {

@@ -54,6 +54,8 @@ export class FakeMatrix {
   readonly calls: MatrixCall[] = [];
   readonly botMessages: BotMessage[] = [];
   readonly typing: Array<{ roomId: string; typing: boolean }> = [];
+  /** The bot's m.reaction annotations. */
+  readonly reactions: Array<{ eventId: string; target: string; key: string; redacted: boolean }> = [];
   readonly media = new Map<string, { bytes: Buffer; mime: string }>();
   url = '';
   /** Serve v1.11 authenticated media; false: an older server with only /_matrix/media/v3. */
@@ -259,9 +261,17 @@ export class FakeMatrix {
       }
       case 'send':
         return this.#send(res, seg[5]!, seg[8]!, body);
+      case 'react': {
+        const eventId = `$react${this.#nextEvent++}:${SERVER}`;
+        const rel = body?.['m.relates_to'];
+        this.reactions.push({ eventId, target: rel?.event_id, key: rel?.key, redacted: false });
+        return this.#json(res, { event_id: eventId });
+      }
       case 'redact': {
         const m = this.botMessages.find((x) => x.eventId === seg[7]);
         if (m) m.redacted = true;
+        const r = this.reactions.find((x) => x.eventId === seg[7]);
+        if (r) r.redacted = true;
         return this.#json(res, { event_id: `$redaction${this.#nextEvent++}` });
       }
       case 'typing':
@@ -369,6 +379,7 @@ function endpointName(method: string, path: string): string {
   if (/^\/user\/[^/]+\/account_data\//.test(p)) return 'account_data';
   if (/^\/join\//.test(p) || /^\/rooms\/[^/]+\/join$/.test(p)) return 'join';
   if (/^\/rooms\/[^/]+\/send\/m\.room\.message\/[^/]+$/.test(p) && method === 'PUT') return 'send';
+  if (/^\/rooms\/[^/]+\/send\/m\.reaction\/[^/]+$/.test(p) && method === 'PUT') return 'react';
   if (/^\/rooms\/[^/]+\/redact\//.test(p)) return 'redact';
   if (/^\/rooms\/[^/]+\/typing\//.test(p)) return 'typing';
   if (path.startsWith('/_matrix/client/v1/media/download/') || path.startsWith('/_matrix/media/v3/download/')) return 'media';
