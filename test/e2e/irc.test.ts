@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vites
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { type TestDaemon, waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
-import { IrcUser, type Ngircd, ngircdMissing, startNgircd } from '../helpers/irc.js';
+import { IrcUser, type Ngircd, ngircdMissing, OPER, startNgircd } from '../helpers/irc.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 
@@ -108,6 +108,25 @@ describe.skipIf(ngircdMissing)('IRC channel against a real ngIRCd', () => {
     await connected(d);
     squatter.say('nickbot_', 'who are you');
     await waitFor(() => squatter.texts('nickbot_').includes('who are you'), 10_000);
+  });
+
+  it('a dropped connection (an operator KILL) is reconnected with backoff and the bot answers again', async () => {
+    const oper = await user('oper');
+    oper.send(`OPER ${OPER.name} ${OPER.password}`);
+    await waitFor(() => oper.lines.some((l) => / 381 oper /.test(l)), 10_000);
+    const d = await withChannelDaemon(echo(0) + channel('recobot', 'allow_from = ["*"]\nbackoff = { initial_ms = 200 }'), env());
+    await connected(d);
+    oper.send('KILL recobot :testing the reconnect');
+    // The supervisor's log, not a poll of the state: a short backoff can pass between two polls.
+    const states = () =>
+      d.logs
+        .entries()
+        .filter((l) => l.channel === 'irc' && typeof l.state === 'string')
+        .map((l) => l.state);
+    await waitFor(() => states().includes('backoff') && states().lastIndexOf('connected') > states().indexOf('backoff'), 15_000);
+    expect(d.daemon.status().channels[0]!.last_error).toMatchObject({ code: 'CHANNEL_NETWORK', message: expect.stringContaining('testing the reconnect') });
+    oper.say('recobot', 'still there?');
+    await waitFor(() => oper.texts('recobot').includes('still there?'), 10_000);
   });
 
   it('a wrong password parks the channel as failed with CHANNEL_AUTH_FAILED', async () => {

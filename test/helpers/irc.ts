@@ -9,6 +9,9 @@ import { freePort, spawnServer } from './servers.js';
 export const NGIRCD = '/usr/sbin/ngircd';
 export const ngircdMissing = existsSync(NGIRCD) ? undefined : `${NGIRCD} is not installed (apt-get install ngircd)`;
 
+/** The test server's IRC operator (`OPER name password`). */
+export const OPER = { name: 'testop', password: 'op-secret' };
+
 export interface Ngircd {
   port: number;
   password: string;
@@ -39,6 +42,10 @@ export async function startNgircd(): Promise<Ngircd> {
       'MaxNickLength = 9',
       // Every test user and bot comes from 127.0.0.1.
       'MaxConnectionsIP = 0',
+      // An IRC operator (OPER) may KILL a connection: how a test drops the bot's link.
+      '[Operator]',
+      `Name = ${OPER.name}`,
+      `Password = ${OPER.password}`,
       '[Options]',
       'DNS = no',
       'Ident = no',
