@@ -2,9 +2,11 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
+import { say, withCountingFile } from '../helpers/approval.js';
 import { type TestDaemon, waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
 import { IrcUser, type Ngircd, ngircdMissing, OPER, startNgircd } from '../helpers/irc.js';
+import { firstMcpConnected } from '../helpers/mcp.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 
@@ -100,6 +102,22 @@ describe.skipIf(ngircdMissing)('IRC channel against a real ngIRCd', () => {
     const texts = dave.texts('stopbot');
     expect(texts.filter((t) => t.endsWith(STOP_MARKER))).toHaveLength(1);
     expect(texts.join(' ')).not.toContain(words(40));
+  });
+
+  it('an approval is asked as text and decided by /approve ID (IRC has no buttons)', async () => {
+    const llm = await withLlm();
+    const file = withCountingFile();
+    const fred = await user('fred');
+    const d = await withChannelDaemon(llmAgent(llm.url) + file.server() + channel('okbot', 'allow_from = ["*"]'), env());
+    await firstMcpConnected(d);
+    await connected(d);
+    llm.script(file.edit(), say('Edited on IRC.'));
+    fred.say('okbot', 'edit the count');
+    const ask = await waitFor(() => fred.texts('okbot').find((t) => /\/approve \S+/.test(t)), 20_000);
+    expect(fred.texts('okbot').join('\n')).toContain('fs__edit_file');
+    fred.say('okbot', `/approve ${/\/approve (\S+)/.exec(ask)![1]}`);
+    await waitFor(() => fred.texts('okbot').includes('Edited on IRC.'), 20_000);
+    expect(file.runs).toBe(1);
   });
 
   it('nick in use: the bot takes an alternate and answers under it', async () => {

@@ -1,8 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { xml } from '@xmpp/client';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
+import { say, withCountingFile } from '../helpers/approval.js';
 import { type TestDaemon, waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
+import { firstMcpConnected } from '../helpers/mcp.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 import { type Prosody, prosodyMissing, startProsody, XmppUser } from '../helpers/xmpp.js';
@@ -103,6 +105,22 @@ describe.skipIf(prosodyMissing)('XMPP channel against a real Prosody', () => {
       expect(m.trim().startsWith('lorem0 ')).toBe(true);
       expect(m.trim().endsWith('lorem299')).toBe(true);
     }
+  });
+
+  it('an approval is asked as text and decided by /approve ID (XMPP has no buttons)', async () => {
+    const llm = await withLlm();
+    const file = withCountingFile();
+    const ida = await user('ida');
+    const d = await withChannelDaemon(llmAgent(llm.url) + file.server() + channel('bot9', 'allow_from = ["*"]'), env);
+    await firstMcpConnected(d);
+    await connected(d);
+    llm.script(file.edit(), say('Edited on XMPP.'));
+    ida.say('bot9@localhost', 'edit the count');
+    const ask = await waitFor(() => ida.from('bot9@localhost').find((r) => /\/approve \S+/.test(r.body)), 20_000);
+    expect(ask.body).toContain('fs__edit_file');
+    ida.say('bot9@localhost', `/approve ${/\/approve (\S+)/.exec(ask.body)![1]}`);
+    await waitFor(() => ida.from('bot9@localhost').some((r) => r.body === 'Edited on XMPP.'), 20_000);
+    expect(file.runs).toBe(1);
   });
 
   it('/stop mid-answer: one message with the answer so far and the stop marker', async () => {
