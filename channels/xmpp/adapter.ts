@@ -269,7 +269,9 @@ export class XmppAdapter implements ChannelAdapter {
    */
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
     const type = this.#type(ref.chatId);
-    const corrects = type === 'chat' && (await this.#correctsFor(ref.chatId));
+    // A message to edit whose client we know nothing of was sent by an earlier run (a turn
+    // restarted after a crash): drafts go only to clients that announced corrections, so it had.
+    const corrects = type === 'chat' && (!this.#lastFrom.has(ref.chatId) || (await this.#correctsFor(ref.chatId)));
     if (!corrects) {
       if (options.final) await this.send({ channelId: this.#o.id, chatId: ref.chatId, chatType: 'dm' }, text, options);
       return;

@@ -185,4 +185,32 @@ describe.skipIf(prosodyMissing)('XMPP channel against a real Prosody', () => {
     p2.signal('SIGTERM');
     expect(await p2.exited).toBe(0);
   });
+
+  it('kill -9 mid-draft (a client with corrections), start again: the restarted turn corrects the same message', async () => {
+    const llm = await withLlm();
+    const joe = await user('joe', true);
+    const file = writeProcessConfig(withTempDir('xmppproc'), llmAgent(llm.url) + channel('bot10', 'allow_from = ["*"]'));
+    const text = words(30, 'v');
+    const chunks = text.split(/(?<= )/);
+    llm.script({ kind: 'stall', chunks: chunks.slice(0, -1).map((content) => ({ content, delayMs: 100 })) });
+    const p1 = withDaemonProcess(file, env);
+    const status = async (url: string) => (await (await fetch(`${url}/status`)).json()) as { channels: Array<{ state: string }>; turns: { list: unknown[] } };
+    const url1 = await p1.url();
+    await waitFor(async () => (await status(url1)).channels[0]!.state === 'connected', 15_000);
+    joe.say('bot10@localhost', text);
+    // A correction means the draft's id was committed before it (as Telegram's edit does).
+    await waitFor(() => joe.from('bot10@localhost').some((r) => r.replaces), 15_000);
+    p1.signal('SIGKILL');
+    await p1.exited;
+    expect(joe.shown('bot10@localhost')[0]).not.toBe(text);
+
+    const p2 = withDaemonProcess(file, env);
+    await waitFor(() => joe.shown('bot10@localhost')[0] === text, 20_000);
+    const url = await p2.url();
+    await waitFor(async () => (await status(url)).turns.list.length === 0, 10_000);
+    expect(joe.shown('bot10@localhost')).toEqual([text]);
+    expect(joe.from('bot10@localhost').filter((r) => !r.replaces)).toHaveLength(1);
+    p2.signal('SIGTERM');
+    expect(await p2.exited).toBe(0);
+  });
 });
