@@ -84,6 +84,17 @@ describe.skipIf(prosodyMissing)('XMPP channel against a real Prosody', () => {
     ).toEqual(['what is up']);
   });
 
+  it("a room nick that is taken gets '_' added, and the bot answers under it", async () => {
+    const kim = await user('kim');
+    const room = `r3@${server.muc}`;
+    await kim.join(room, 'helper');
+    const d = await withChannelDaemon(echo(0) + channel('bot11', `rooms = ["${room}/helper"]\nallow_from = ["*"]`), env);
+    await connected(d);
+    await waitFor(() => kim.stanzas.some((s) => s.is('presence') && s.attrs.from === `${room}/helper_`), 10_000);
+    kim.say(room, 'helper_: are you there', 'groupchat');
+    await waitFor(() => kim.from(room).some((r) => r.from === `${room}/helper_` && r.body === 'are you there'), 10_000);
+  });
+
   it('a long answer is split into messages at the limit', async () => {
     const llm = await withLlm();
     const para = `${words(300, 'lorem')}\n\n`;
