@@ -8,6 +8,7 @@ import { teams } from './teams/index.js';
 import { telegram } from './telegram/index.js';
 import { webchat } from './webchat/index.js';
 import { whatsapp } from './whatsapp/index.js';
+import { xmpp } from './xmpp/index.js';
 
 /**
  * The channel kinds channeld ships, one line each; the entry point (bin/channeld.ts) hands
@@ -25,4 +26,5 @@ export const builtinKinds: readonly ChannelDescriptor[] = [
   matrix,
   teams,
   irc,
+  xmpp,
 ];

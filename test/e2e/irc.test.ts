@@ -2,9 +2,11 @@ import Database from 'better-sqlite3';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
+import { say, withCountingFile } from '../helpers/approval.js';
 import { type TestDaemon, waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
-import { IrcUser, type Ngircd, ngircdMissing, startNgircd } from '../helpers/irc.js';
+import { IrcUser, type Ngircd, ngircdMissing, OPER, startNgircd } from '../helpers/irc.js';
+import { firstMcpConnected } from '../helpers/mcp.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 
@@ -102,12 +104,47 @@ describe.skipIf(ngircdMissing)('IRC channel against a real ngIRCd', () => {
     expect(texts.join(' ')).not.toContain(words(40));
   });
 
+  it('an approval is asked as text and decided by /approve ID (IRC has no buttons)', async () => {
+    const llm = await withLlm();
+    const file = withCountingFile();
+    const fred = await user('fred');
+    const d = await withChannelDaemon(llmAgent(llm.url) + file.server() + channel('okbot', 'allow_from = ["*"]'), env());
+    await firstMcpConnected(d);
+    await connected(d);
+    llm.script(file.edit(), say('Edited on IRC.'));
+    fred.say('okbot', 'edit the count');
+    const ask = await waitFor(() => fred.texts('okbot').find((t) => /\/approve \S+/.test(t)), 20_000);
+    expect(fred.texts('okbot').join('\n')).toContain('fs__edit_file');
+    fred.say('okbot', `/approve ${/\/approve (\S+)/.exec(ask)![1]}`);
+    await waitFor(() => fred.texts('okbot').includes('Edited on IRC.'), 20_000);
+    expect(file.runs).toBe(1);
+  });
+
   it('nick in use: the bot takes an alternate and answers under it', async () => {
     const squatter = await user('nickbot');
     const d = await withChannelDaemon(echo(0) + channel('nickbot', 'allow_from = ["*"]'), env());
     await connected(d);
     squatter.say('nickbot_', 'who are you');
     await waitFor(() => squatter.texts('nickbot_').includes('who are you'), 10_000);
+  });
+
+  it('a dropped connection (an operator KILL) is reconnected with backoff and the bot answers again', async () => {
+    const oper = await user('oper');
+    oper.send(`OPER ${OPER.name} ${OPER.password}`);
+    await waitFor(() => oper.lines.some((l) => / 381 oper /.test(l)), 10_000);
+    const d = await withChannelDaemon(echo(0) + channel('recobot', 'allow_from = ["*"]\nbackoff = { initial_ms = 200 }'), env());
+    await connected(d);
+    oper.send('KILL recobot :testing the reconnect');
+    // The supervisor's log, not a poll of the state: a short backoff can pass between two polls.
+    const states = () =>
+      d.logs
+        .entries()
+        .filter((l) => l.channel === 'irc' && typeof l.state === 'string')
+        .map((l) => l.state);
+    await waitFor(() => states().includes('backoff') && states().lastIndexOf('connected') > states().indexOf('backoff'), 15_000);
+    expect(d.daemon.status().channels[0]!.last_error).toMatchObject({ code: 'CHANNEL_NETWORK', message: expect.stringContaining('testing the reconnect') });
+    oper.say('recobot', 'still there?');
+    await waitFor(() => oper.texts('recobot').includes('still there?'), 10_000);
   });
 
   it('a wrong password parks the channel as failed with CHANNEL_AUTH_FAILED', async () => {

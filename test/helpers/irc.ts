@@ -1,22 +1,16 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, connect, type Socket } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from './daemon.js';
+import { freePort, spawnServer } from './servers.js';
 
 /** Debian's ngIRCd; the IRC tests skip with this reason where it is not installed (CI installs it). */
 export const NGIRCD = '/usr/sbin/ngircd';
 export const ngircdMissing = existsSync(NGIRCD) ? undefined : `${NGIRCD} is not installed (apt-get install ngircd)`;
 
-/** A port nobody listens on now (ngIRCd cannot be told port 0). */
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', () => r()));
-  const { port } = s.address() as { port: number };
-  await new Promise<void>((r) => s.close(() => r()));
-  return port;
-}
+/** The test server's IRC operator (`OPER name password`). */
+export const OPER = { name: 'testop', password: 'op-secret' };
 
 export interface Ngircd {
   port: number;
@@ -48,6 +42,10 @@ export async function startNgircd(): Promise<Ngircd> {
       'MaxNickLength = 9',
       // Every test user and bot comes from 127.0.0.1.
       'MaxConnectionsIP = 0',
+      // An IRC operator (OPER) may KILL a connection: how a test drops the bot's link.
+      '[Operator]',
+      `Name = ${OPER.name}`,
+      `Password = ${OPER.password}`,
       '[Options]',
       'DNS = no',
       'Ident = no',
@@ -55,19 +53,13 @@ export async function startNgircd(): Promise<Ngircd> {
       '',
     ].join('\n'),
   );
-  const log: string[] = [];
-  const child: ChildProcess = spawn(NGIRCD, ['-n', '-f', conf], { stdio: ['ignore', 'pipe', 'pipe'] });
-  child.stdout!.on('data', (d: Buffer) => log.push(String(d)));
-  child.stderr!.on('data', (d: Buffer) => log.push(String(d)));
-  const exited = new Promise<void>((r) => child.once('exit', () => r()));
-  await waitFor(() => log.join('').includes('ready'), 10_000);
+  const server = await spawnServer(NGIRCD, ['-n', '-f', conf], 'ready');
   return {
     port,
     password,
-    log,
+    log: server.log,
     stop: async () => {
-      child.kill('SIGTERM');
-      await exited;
+      await server.stop();
       rmSync(dir, { recursive: true, force: true });
     },
   };

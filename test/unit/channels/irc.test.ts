@@ -1,26 +1,16 @@
 import { describe, expect, it } from 'vitest';
-import { builtinKinds } from '../../../channels/registry.js';
 import { TokenBucket } from '../../../channels/irc/bucket.js';
 import { alternateNicks } from '../../../channels/irc/connection.js';
 import { normalizePrivmsg, senderId } from '../../../channels/irc/normalize.js';
 import { formatLine, maskMatches, parseLine } from '../../../channels/irc/protocol.js';
 import { ircLines, markdownToPlainLines, wrapLine } from '../../../channels/irc/text.js';
-import { ChannelKinds } from '../../../src/config/kinds.js';
 import { parseConfig } from '../../../src/config/load.js';
-import { ConfigError } from '../../../src/contracts/errors.js';
+import { kinds } from '../../helpers/kinds.js';
+import { configProblems } from '../../helpers/config.js';
 
-const kinds = new ChannelKinds(builtinKinds);
 const bytes = (s: string) => Buffer.byteLength(s);
 
-function problems(source: string): string[] {
-  try {
-    parseConfig(source, 'daemon.config.toml', kinds, {});
-  } catch (err) {
-    if (err instanceof ConfigError) return [...err.problems];
-    throw err;
-  }
-  return [];
-}
+const problems = (source: string) => configProblems(source);
 
 describe('IRC config', () => {
   it('parses with its defaults', () => {
