@@ -30,9 +30,20 @@ export interface SpendHold {
 /** Refused: what the window has settled, and what reservations in progress hold. */
 export type Reservation = { granted: true; hold: SpendHold } | { granted: false; settled: number; held: number };
 
+/** A window's counters as they stand. */
+export interface WindowStanding {
+  key: string;
+  settled: number;
+  held: number;
+}
+
 export interface SpendReservations {
   /** Reserves `amount` in the quota's window, when `fits` says so; otherwise refused with what is settled and held. */
   reserve(quota: SpendQuota, amount: number): Promise<Reservation>;
+  /** The window's counters; undefined when nothing reserved in it yet (the ledger may still hold spend). */
+  peek(key: string, windowStartMs: number): Promise<WindowStanding | undefined>;
+  /** The `limit` windows starting `windowStartMs` whose key starts with `prefix`, most settled first (quotas' top users and channels). */
+  top(prefix: string, windowStartMs: number, limit: number): Promise<WindowStanding[]>;
 }
 
 /**
@@ -80,6 +91,23 @@ export class LocalReservations implements SpendReservations {
         w.settled += actual;
       }),
     };
+  }
+
+  async peek(key: string, windowStartMs: number): Promise<WindowStanding | undefined> {
+    const known = this.#windows.get(key);
+    if (known?.startMs !== windowStartMs) return undefined;
+    const w = await known.ready;
+    return { key, settled: w.settled, held: w.held };
+  }
+
+  async top(prefix: string, windowStartMs: number, limit: number): Promise<WindowStanding[]> {
+    const rows: WindowStanding[] = [];
+    for (const [key, entry] of this.#windows) {
+      if (!key.startsWith(prefix) || entry.startMs !== windowStartMs) continue;
+      const w = await entry.ready.catch(() => undefined);
+      if (w) rows.push({ key, settled: w.settled, held: w.held });
+    }
+    return rows.sort((a, b) => b.settled + b.held - (a.settled + a.held)).slice(0, limit);
   }
 
   /**
