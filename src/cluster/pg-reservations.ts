@@ -28,11 +28,14 @@ export class PgReservations implements SpendReservations {
     const window = [quota.key, quota.windowStartMs];
     const [known] = await this.w.read('SELECT 1 FROM spend_windows WHERE key = $1 AND window_start = $2', window);
     // The first reservation of a window starts it from what the ledger holds (the first insert wins).
-    if (!known)
+    if (!known) {
       await this.w.exec('INSERT INTO spend_windows (key, window_start, settled) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
         ...window,
         await quota.recorded(),
       ]);
+      // The key's ended windows go (written behind): a quota key per sender and hour would otherwise pile up.
+      this.w.add('DELETE FROM spend_windows WHERE key = $1 AND window_start < $2', window);
+    }
     const client = await this.w.pool.connect().catch((err: unknown) => {
       throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
     });

@@ -70,6 +70,10 @@ export function holdOnce(amount: number, settle: (actual: number) => Promise<voi
   };
 }
 
+/** No window is longer than a day (UTC days and hours): one that started a day before the newest is over. */
+const LONGEST_WINDOW_MS = 86_400_000;
+const SWEEP_MIN = 1024;
+
 interface Window {
   startMs: number;
   settled: number;
@@ -79,6 +83,8 @@ interface Window {
 /** The holds of one process, in memory: on one node every turn runs here, so this is exact. */
 export class LocalReservations implements SpendReservations {
   readonly #windows = new Map<string, { startMs: number; ready: Promise<Window> }>();
+  /** The map's size at which ended windows are next swept (quota keys are per sender: many come and go). */
+  #sweepAt = SWEEP_MIN;
 
   async reserve(quota: SpendQuota, amount: number): Promise<Reservation> {
     const w = await this.#window(quota);
@@ -117,6 +123,7 @@ export class LocalReservations implements SpendReservations {
   #window(quota: SpendQuota): Promise<Window> {
     const known = this.#windows.get(quota.key);
     if (known?.startMs === quota.windowStartMs) return known.ready;
+    if (this.#windows.size >= this.#sweepAt) this.#sweep(quota.windowStartMs);
     const ready = quota.recorded().then((settled) => ({ startMs: quota.windowStartMs, settled, held: 0 }));
     const entry = { startMs: quota.windowStartMs, ready };
     this.#windows.set(quota.key, entry);
@@ -125,5 +132,11 @@ export class LocalReservations implements SpendReservations {
       if (this.#windows.get(quota.key) === entry) this.#windows.delete(quota.key);
     });
     return ready;
+  }
+
+  /** Forgets windows that have ended; sweeps again once the map has doubled, so the cost per reservation stays constant. */
+  #sweep(newestStartMs: number): void {
+    for (const [key, entry] of this.#windows) if (entry.startMs + LONGEST_WINDOW_MS <= newestStartMs) this.#windows.delete(key);
+    this.#sweepAt = Math.max(SWEEP_MIN, 2 * this.#windows.size);
   }
 }

@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { quotaRules, resolveQuotas } from '../../../src/quotas/limits.js';
 import { DAY_MS, formatReset, HOUR_MS, windowOf } from '../../../src/quotas/windows.js';
+import { LocalReservations } from '../../../src/store/reservations.js';
 
 const at = (iso: string) => Date.parse(iso);
 
@@ -47,5 +48,20 @@ describe('quota settings', () => {
       ['user_cost_per_day', 'quota:user_cost:web:u1', DAY_MS, 'cost'],
       ['channel_cost_per_day', 'quota:channel_cost:web', DAY_MS, 'cost'],
     ]);
+  });
+});
+
+describe('the counters of one node', () => {
+  it('forget windows that ended once many keys came and went, and keep the current ones', async () => {
+    const spend = new LocalReservations();
+    const reserve = (key: string, windowStartMs: number) => spend.reserve({ key, windowStartMs, limit: 10, recorded: async () => 0 }, 1);
+    for (let i = 0; i < 1100; i++) await reserve(`quota:user_turns:web:u${i}`, 0);
+    await reserve('quota:user_turns:web:now', 2 * DAY_MS - HOUR_MS);
+    expect(await spend.peek('quota:user_turns:web:u1', 0)).toEqual({ key: 'quota:user_turns:web:u1', settled: 0, held: 1 });
+    // Past the sweep size, a reservation a day after those windows began drops them.
+    for (let i = 0; i < 1100; i++) await reserve(`quota:user_turns:web:v${i}`, 2 * DAY_MS);
+    expect(await spend.peek('quota:user_turns:web:u1', 0)).toBeUndefined();
+    expect(await spend.peek('quota:user_turns:web:now', 2 * DAY_MS - HOUR_MS)).toBeDefined();
+    expect(await spend.top('quota:user_turns:web:v', 2 * DAY_MS, 3)).toHaveLength(3);
   });
 });
