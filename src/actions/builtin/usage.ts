@@ -70,7 +70,7 @@ export const usageAction = defineAction({
   output: z.union([conversationReport, report]),
   readOnly: true,
   cli: { optionalArgs: ['since'] },
-  slash: { help: "tokens and cost: this conversation's and today's totals" },
+  slash: { help: "tokens and cost: this conversation's and today's totals, and where you stand against the quotas" },
   handler: async (input, { api, caller }) => {
     if (caller.face === 'slash') {
       return {
