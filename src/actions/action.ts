@@ -18,10 +18,14 @@ export interface ManagementApi {
   usage(filter: UsageFilter): Promise<{ rows: UsageRow[]; total: UsageTotals }>;
   /** An agent's `daily_budget` today; undefined without one. */
   budget(agent: string): { daily: number; spent_today: number; left: number } | undefined;
+  /** Where one sender stands against the quotas of a channel; empty without quotas (or for its admins). */
+  quotaStanding(agent: string, channelId: string, senderId: string): Promise<Array<{ limit: string; used: number; max: number; resets_at: string }>>;
+  /** The senders and channels that used most of their quotas' current windows, most first. */
+  quotaTop(limit: number): Promise<Array<{ limit: string; channel: string; sender: string | null; used: number }>>;
 }
 
 /** Who is asking: an operator (HTTP, CLI) or a chat user in one conversation (slash). */
-export type ActionCaller = { face: 'http' | 'cli' } | { face: 'slash'; scope: string; channelId: string; agent: string };
+export type ActionCaller = { face: 'http' | 'cli' } | { face: 'slash'; scope: string; channelId: string; agent: string; senderId: string };
 
 export interface ActionContext {
   api: ManagementApi;

@@ -171,7 +171,13 @@ export class ActionRegistry {
         const words = args.split(/\s+/).filter(Boolean);
         const input = Object.fromEntries(keys.map((k, i) => [k, words[i]]).filter(([, v]) => v !== undefined));
         try {
-          const out = await this.run(action, input, { face: 'slash', scope: ctx.scope, channelId: ctx.message.channelId, agent: t.agent });
+          const out = await this.run(action, input, {
+            face: 'slash',
+            scope: ctx.scope,
+            channelId: ctx.message.channelId,
+            agent: t.agent,
+            senderId: ctx.message.sender.id,
+          });
           return action.format ? action.format(out) : JSON.stringify(out, null, 2);
         } catch (err) {
           return errorMessage(err);

@@ -1,6 +1,6 @@
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
-import { fits, holdOnce, type Reservation, type SpendQuota, type SpendReservations } from '../store/reservations.js';
+import { fits, holdOnce, type Reservation, type SpendQuota, type SpendReservations, type WindowStanding } from '../store/reservations.js';
 import type { PgWriter } from './pg-writer.js';
 
 /**
@@ -28,11 +28,14 @@ export class PgReservations implements SpendReservations {
     const window = [quota.key, quota.windowStartMs];
     const [known] = await this.w.read('SELECT 1 FROM spend_windows WHERE key = $1 AND window_start = $2', window);
     // The first reservation of a window starts it from what the ledger holds (the first insert wins).
-    if (!known)
+    if (!known) {
       await this.w.exec('INSERT INTO spend_windows (key, window_start, settled) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING', [
         ...window,
         await quota.recorded(),
       ]);
+      // The key's ended windows go (written behind): a quota key per sender and hour would otherwise pile up.
+      this.w.add('DELETE FROM spend_windows WHERE key = $1 AND window_start < $2', window);
+    }
     const client = await this.w.pool.connect().catch((err: unknown) => {
       throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
     });
@@ -80,5 +83,23 @@ export class PgReservations implements SpendReservations {
         }
       }),
     };
+  }
+
+  async peek(key: string, windowStartMs: number, nowMs = Date.now()): Promise<WindowStanding | undefined> {
+    const [row] = await this.w.read<{ settled: number; held: number }>(
+      `SELECT settled, (SELECT COALESCE(SUM(amount), 0)::float8 FROM spend_holds h WHERE h.key = s.key AND h.window_start = s.window_start AND h.expires_at > $3) AS held
+       FROM spend_windows s WHERE key = $1 AND window_start = $2`,
+      [key, windowStartMs, nowMs],
+    );
+    return row ? { key, settled: row.settled, held: row.held } : undefined;
+  }
+
+  async top(prefix: string, windowStartMs: number, limit: number, nowMs = Date.now()): Promise<WindowStanding[]> {
+    // starts_with, not LIKE: "_" in a channel id is no wildcard there.
+    return this.w.read<WindowStanding>(
+      `SELECT key, settled, (SELECT COALESCE(SUM(amount), 0)::float8 FROM spend_holds h WHERE h.key = s.key AND h.window_start = s.window_start AND h.expires_at > $3) AS held
+       FROM spend_windows s WHERE starts_with(key, $1) AND window_start = $2 ORDER BY settled DESC LIMIT $4`,
+      [prefix, windowStartMs, nowMs, limit],
+    );
   }
 }

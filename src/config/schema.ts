@@ -17,6 +17,15 @@ const durationMs = z.number().int().nonnegative().max(MAX_DURATION_MS);
 // min(1), not positive(): the refusal then says "at least 1", not "more than 0".
 const positiveDurationMs = z.number().int().min(1).max(MAX_DURATION_MS);
 const positiveInt = z.number().int().min(1);
+/** Per-person and per-channel quotas (src/quotas): `[limits]`, an agent and a channel may each set them; the most specific wins. */
+const quotaShape = {
+  /** Turns one sender may start per UTC hour in a channel; the channel's `admins` are exempt. */
+  user_turns_per_hour: z.number().int().min(1).optional(),
+  /** Spend (in the `[models]` prices' currency) one sender may cause per UTC day in a channel. */
+  user_cost_per_day: z.number().positive().optional(),
+  /** Spend one channel may cause per UTC day, all its senders together. */
+  channel_cost_per_day: z.number().positive().optional(),
+};
 /** A price per million tokens past this is a typo (and 1e308 would make every cost Infinity). */
 export const MAX_PRICE_PER_MTOK = 10_000;
 
@@ -44,8 +53,9 @@ export const channelCommonShape = {
   agent: z.string().min(1).optional(),
   allow_from: z.array(z.string().min(1)).optional(),
   allow_bots: z.boolean().default(false),
-  /** Sender ids whose /stop stops anyone's answer, and who may `/stop all`. */
+  /** Sender ids whose /stop stops anyone's answer, who may `/stop all`, and whom quotas never refuse. */
   admins: z.array(z.string().min(1)).default([]),
+  ...quotaShape,
   /** A reaction put on each stored message until its turn ends (kinds whose adapter can react); off when unset. */
   ack_reaction: z.string().min(1).optional(),
   /** Groups: `mention` answers when addressed; `classifier` also asks `intent_model` about unaddressed messages. */
@@ -134,6 +144,7 @@ export const agentSchema = z.strictObject({
   prompt_files: z.array(z.string().min(1)).default([]),
   /** Spend per UTC day (in the currency of the `[models]` prices); past it new turns are refused. */
   daily_budget: z.number().positive().optional(),
+  ...quotaShape,
   /** MCP servers whose tools the model is offered as `server__tool`. */
   mcp: z.array(mcpServerSchema).default([]),
   /** A tool result longer than this is cut, and the model is told so. */
@@ -240,6 +251,7 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         degraded_hold_messages: positiveInt.default(1000),
         /** Per channel: bytes (the messages as stored) that hold may keep. */
         degraded_hold_bytes: positiveInt.default(8 * 1024 * 1024),
+        ...quotaShape,
       })
       .prefault({}),
     agent: agentSchema.optional(),

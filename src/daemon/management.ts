@@ -1,3 +1,4 @@
+import { quotaTop } from '../quotas/top.js';
 import type { ManagementApi } from '../actions/action.js';
 import { agentOf } from '../config/load.js';
 import { CodedError } from '../contracts/errors.js';
@@ -31,12 +32,14 @@ export class ManagementSlot implements ManagementBinding {
   conversation: ManagementApi['conversation'] = (agent, scope) => this.#target.conversation(agent, scope);
   usage: ManagementApi['usage'] = (filter) => this.#target.usage(filter);
   budget: ManagementApi['budget'] = (agent) => this.#target.budget(agent);
+  quotaStanding: ManagementApi['quotaStanding'] = (agent, channelId, senderId) => this.#target.quotaStanding(agent, channelId, senderId);
+  quotaTop: ManagementApi['quotaTop'] = (limit) => this.#target.quotaTop(limit);
 }
 
 /** What management actions ask of the daemon, answered from the services. */
 export const managementPlugin = definePlugin({
   name: 'management-api',
-  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology', 'mcp'],
+  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology', 'mcp', 'spend'],
   start: (ctx) => {
     const config = ctx.use('config');
     const status = ctx.use('status');
@@ -82,6 +85,8 @@ export const managementPlugin = definePlugin({
         return { rows, total };
       },
       budget: (agent) => workspaces.byName.get(agent)?.budget(),
+      quotaStanding: async (agent, channelId, senderId) => (await workspaces.byName.get(agent)?.quotaStanding(channelId, senderId)) ?? [],
+      quotaTop: (limit) => quotaTop(ctx.use('spend'), limit),
     };
     ctx.effect(ctx.use('management').bind(api));
   },

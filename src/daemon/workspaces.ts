@@ -2,6 +2,7 @@ import { workspaceDirOf } from '../config/load.js';
 import type { AgentConfig } from '../config/schema.js';
 import { channelOfScope } from '../contracts/message.js';
 import { Workspace } from '../workspace/workspace.js';
+import { resolveQuotas } from '../quotas/limits.js';
 import { definePlugin, type DaemonPlugin, type WorkspaceTable } from './services.js';
 
 /** How long a turn waits for its agent's MCP servers' first connection attempt. */
@@ -53,6 +54,14 @@ export const workspacesPlugin = definePlugin({
             metrics.tokens.inc({ ...labels, type: 'cached' }, r.cachedTokens);
             if (r.cost !== null) metrics.cost.inc(labels, r.cost);
           },
+        },
+        quotas: {
+          channel: (channelId) => {
+            const cfg = config.config;
+            const channel = cfg.channels.find((c) => c.id === channelId);
+            return { quotas: resolveQuotas(cfg.limits, agent, channel), admins: channel?.admins ?? [] };
+          },
+          onRefused: (limit) => metrics.quotaRefusals.inc({ limit }),
         },
         defaultQueueMode: (scope) => {
           const cfg = config.config;

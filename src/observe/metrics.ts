@@ -24,6 +24,12 @@ export class Metrics {
     labelNames: ['channel', 'reason'],
     registers: [this.registry],
   });
+  readonly quotaRefusals = new Counter({
+    name: 'channeld_quota_refusals_total',
+    help: 'Messages a quota refused before the model was called, by limit (no sender or channel: no personal data)',
+    labelNames: ['limit'],
+    registers: [this.registry],
+  });
   readonly held = new Gauge({
     name: 'channeld_messages_held',
     help: 'Messages held in memory because the store (or the shared inbox) cannot take them yet',

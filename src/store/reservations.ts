@@ -30,9 +30,20 @@ export interface SpendHold {
 /** Refused: what the window has settled, and what reservations in progress hold. */
 export type Reservation = { granted: true; hold: SpendHold } | { granted: false; settled: number; held: number };
 
+/** A window's counters as they stand. */
+export interface WindowStanding {
+  key: string;
+  settled: number;
+  held: number;
+}
+
 export interface SpendReservations {
   /** Reserves `amount` in the quota's window, when `fits` says so; otherwise refused with what is settled and held. */
   reserve(quota: SpendQuota, amount: number): Promise<Reservation>;
+  /** The window's counters; undefined when nothing reserved in it yet (the ledger may still hold spend). */
+  peek(key: string, windowStartMs: number): Promise<WindowStanding | undefined>;
+  /** The `limit` windows starting `windowStartMs` whose key starts with `prefix`, most settled first (quotas' top users and channels). */
+  top(prefix: string, windowStartMs: number, limit: number): Promise<WindowStanding[]>;
 }
 
 /**
@@ -59,6 +70,10 @@ export function holdOnce(amount: number, settle: (actual: number) => Promise<voi
   };
 }
 
+/** No window is longer than a day (UTC days and hours): one that started a day before the newest is over. */
+const LONGEST_WINDOW_MS = 86_400_000;
+const SWEEP_MIN = 1024;
+
 interface Window {
   startMs: number;
   settled: number;
@@ -68,6 +83,8 @@ interface Window {
 /** The holds of one process, in memory: on one node every turn runs here, so this is exact. */
 export class LocalReservations implements SpendReservations {
   readonly #windows = new Map<string, { startMs: number; ready: Promise<Window> }>();
+  /** The map's size at which ended windows are next swept (quota keys are per sender: many come and go). */
+  #sweepAt = SWEEP_MIN;
 
   async reserve(quota: SpendQuota, amount: number): Promise<Reservation> {
     const w = await this.#window(quota);
@@ -82,6 +99,23 @@ export class LocalReservations implements SpendReservations {
     };
   }
 
+  async peek(key: string, windowStartMs: number): Promise<WindowStanding | undefined> {
+    const known = this.#windows.get(key);
+    if (known?.startMs !== windowStartMs) return undefined;
+    const w = await known.ready;
+    return { key, settled: w.settled, held: w.held };
+  }
+
+  async top(prefix: string, windowStartMs: number, limit: number): Promise<WindowStanding[]> {
+    const rows: WindowStanding[] = [];
+    for (const [key, entry] of this.#windows) {
+      if (!key.startsWith(prefix) || entry.startMs !== windowStartMs) continue;
+      const w = await entry.ready.catch(() => undefined);
+      if (w) rows.push({ key, settled: w.settled, held: w.held });
+    }
+    return rows.sort((a, b) => b.settled + b.held - (a.settled + a.held)).slice(0, limit);
+  }
+
   /**
    * The window's counters, seeded from `recorded` once however many reserve at once; a
    * window that has ended is replaced (holds still open settle into the old one, unseen).
@@ -89,6 +123,7 @@ export class LocalReservations implements SpendReservations {
   #window(quota: SpendQuota): Promise<Window> {
     const known = this.#windows.get(quota.key);
     if (known?.startMs === quota.windowStartMs) return known.ready;
+    if (this.#windows.size >= this.#sweepAt) this.#sweep(quota.windowStartMs);
     const ready = quota.recorded().then((settled) => ({ startMs: quota.windowStartMs, settled, held: 0 }));
     const entry = { startMs: quota.windowStartMs, ready };
     this.#windows.set(quota.key, entry);
@@ -97,5 +132,11 @@ export class LocalReservations implements SpendReservations {
       if (this.#windows.get(quota.key) === entry) this.#windows.delete(quota.key);
     });
     return ready;
+  }
+
+  /** Forgets windows that have ended; sweeps again once the map has doubled, so the cost per reservation stays constant. */
+  #sweep(newestStartMs: number): void {
+    for (const [key, entry] of this.#windows) if (entry.startMs + LONGEST_WINDOW_MS <= newestStartMs) this.#windows.delete(key);
+    this.#sweepAt = Math.max(SWEEP_MIN, 2 * this.#windows.size);
   }
 }

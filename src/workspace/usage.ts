@@ -34,6 +34,21 @@ export function costOf(model: ModelConfig | undefined, inputTokens: number, outp
   return (inputTokens * (model.price_in_per_mtok ?? 0) + outputTokens * (model.price_out_per_mtok ?? 0)) / 1_000_000;
 }
 
+/** What a turn may cost at most: the prompt as sent, and the longest completion allowed; 0 for an unpriced model. */
+export function turnEstimate(agent: AgentConfig, models: Record<string, ModelConfig>, input: AgentInput): number {
+  const model = input.model ?? agent.model ?? agent.provider;
+  return costOf(models[model], estimateTokens(inputChars(input)), agent.max_output_tokens) ?? 0;
+}
+
+/** Turns a gate refused after they were built for the model: they were never sent, so nothing is recorded. */
+const refusedTurns = new WeakSet<TurnContext>();
+export function markRefused(ctx: TurnContext): void {
+  refusedTurns.add(ctx);
+}
+
+/** Where usage_record leaves the turn's stored record (ctx.extras) for hooks settling what the turn spent. */
+export const USAGE_RECORD = 'usage.record';
+
 /** The agent's budget today, or undefined without `daily_budget`. */
 export function budgetState(deps: UsageDeps, nowMs = Date.now()): BudgetState | undefined {
   const daily = deps.agent().daily_budget;
@@ -74,8 +89,6 @@ function usageOf(ctx: TurnContext): Usage {
 export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
   /** Each turn's reservation until it is settled. */
   const holds = new WeakMap<TurnContext, SpendHold>();
-  /** Turns the reservation refused: built for the model, never sent to it. */
-  const refused = new WeakSet<TurnContext>();
   const settle = async (ctx: TurnContext, actual: number) => {
     const hold = holds.get(ctx);
     holds.delete(ctx);
@@ -101,9 +114,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
       const agent = deps.agent();
       const daily = agent.daily_budget;
       if (daily === undefined || !deps.spend || !ctx.input) return;
-      const model = ctx.input.model ?? agent.model ?? agent.provider;
-      // The prompt as sent, and the longest completion the model is allowed.
-      const estimate = costOf(deps.models()[model], estimateTokens(inputChars(ctx.input)), agent.max_output_tokens);
+      const estimate = turnEstimate(agent, deps.models(), ctx.input);
       if (!estimate) return; // an unpriced model costs nothing
       const sinceMs = startOfUtcDay();
       const r = await deps.spend.reserve(
@@ -116,7 +127,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
         estimate,
       );
       if (r.granted) return void holds.set(ctx, r.hold);
-      refused.add(ctx);
+      markRefused(ctx);
       if (r.held === 0) return HookResult.shortCircuit(spentReply(r.settled, daily));
       return HookResult.shortCircuit(
         `This assistant's daily budget has too little left for another answer right now (${formatAmount(r.settled)} of ${formatAmount(daily)} spent, ${formatAmount(r.held)} held by answers in progress; one answer may cost up to ${formatAmount(estimate)}). Try again shortly; /usage shows what was spent.`,
@@ -131,7 +142,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
     priority: 20,
     run: async (ctx) => {
       // Commands and short circuits never reached a model: nothing was spent.
-      if (!ctx.runner || ctx.command || refused.has(ctx)) return;
+      if (!ctx.runner || ctx.command || refusedTurns.has(ctx)) return;
       const agent = deps.agent();
       const u = usageOf(ctx);
       const model = modelOf(ctx, agent);
@@ -150,6 +161,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
       };
       deps.ledger.record(record);
       deps.onRecorded?.(record);
+      ctx.extras.set(USAGE_RECORD, record);
       await settle(ctx, record.cost ?? 0);
     },
   });

@@ -14,6 +14,7 @@ import type { Conversations } from '../store/conversations.js';
 import type { Sessions } from '../store/sessions.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
+import { Quotas, type QuotaDeps, type QuotaStanding } from './quotas.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
 import type { Tool } from '../contracts/tools.js';
@@ -41,6 +42,8 @@ export interface WorkspaceOptions {
   usage?: Pick<UsageDeps, 'ledger' | 'onRecorded' | 'spend'>;
   /** The live `[models]` table: what each model accepts and costs. */
   models?: () => Record<string, ModelConfig>;
+  /** Per-person and per-channel quotas (with `usage.spend`): each channel's limits and admins, and who counts refusals. */
+  quotas?: Pick<QuotaDeps, 'channel' | 'onRefused'>;
   /** The live `[limits] max_attachment_bytes`. */
   maxAttachmentBytes?: () => number;
   /** The live `[limits] attachment_timeout_ms`. */
@@ -74,6 +77,11 @@ export class Workspace {
     return this.#usage ? budgetState(this.#usage) : undefined;
   }
 
+  /** Where one sender stands against the quotas of a channel (/usage); empty without quotas. */
+  quotaStanding(channelId: string, senderId: string): Promise<QuotaStanding[]> {
+    return this.#quotas ? this.#quotas.standing(channelId, senderId) : Promise.resolve([]);
+  }
+
   /** Reads the prompt files again (config reload); throws when one cannot be read. */
   reloadPromptFiles(): void {
     this.#promptFiles?.reload();
@@ -103,6 +111,7 @@ export class Workspace {
   readonly #info: BuiltinInfo;
   readonly #detach: (() => void) | undefined;
   readonly #usage: UsageDeps | undefined;
+  #quotas: Quotas | undefined;
   readonly #promptFiles: PromptFiles | undefined;
 
   constructor(o: WorkspaceOptions) {
@@ -181,6 +190,11 @@ export class Workspace {
     if (o.usage) {
       this.#usage = { agentName: o.name, agent: () => this.config, models, ...o.usage };
       registerUsage(this.runtime, this.#usage);
+      const spend = o.usage.spend;
+      if (o.quotas && spend) {
+        this.#quotas = new Quotas({ agent: () => this.config, models, spend, ledger: o.usage.ledger, ...o.quotas });
+        this.#quotas.register(this.runtime);
+      }
     }
     if (o.extraTools) this.runtime.tools.addSource(o.extraTools);
     const toolsReady = o.toolsReady;

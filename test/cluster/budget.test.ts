@@ -11,49 +11,78 @@ const PRICE_PER_MTOK = 0.5;
 const TURNS = 20;
 const PARTITIONS = 8;
 
-describe.skipIf(skip !== undefined)(`daily budget across instances${skip ? ` (skipped: ${skip})` : ''}`, () => {
-  const ns = uniqueNamespace();
-  const llm = new FakeLlm();
-  const tg = new FakeTelegram();
-  let daemons: TestDaemon[] = [];
+/** What the usage action answers (the parts these tests read). */
+interface UsageReport {
+  total: { turns: number; cost: number };
+  top_quota_users: Array<{ limit: string; channel: string; sender: string | null; used: number }>;
+}
+
+describe.skipIf(skip !== undefined)(`spending limits across instances${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  const cleanups: Array<() => Promise<void>> = [];
   afterAll(async () => {
-    await Promise.all(daemons.map((d) => d.stop().catch(() => {})));
-    await Promise.all([llm.close(), tg.close()]);
-    await dropNamespace(ns);
+    for (const c of cleanups.reverse()) await c();
   });
+
+  /**
+   * 20 DMs from 20 senders at once on 2 instances, every answer held until all turns reached
+   * the model or were refused: `agentKey` goes in the agent's table, `channelKey` in the channel's.
+   */
+  async function concurrentTurns(keys: { agentKey?: string; channelKey?: string }, refusal: RegExp): Promise<{ daemons: TestDaemon[]; usage: UsageReport }> {
+    const ns = uniqueNamespace();
+    const llm = new FakeLlm();
+    const tg = new FakeTelegram();
+    let daemons: TestDaemon[] = [];
+    cleanups.push(async () => {
+      await Promise.all(daemons.map((d) => d.stop().catch(() => {})));
+      await Promise.all([llm.close(), tg.close()]);
+      await dropNamespace(ns);
+    });
+    await Promise.all([llm.start(), tg.start()]);
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const answer: Script = { kind: 'stream', chunks: [{ content: 'ok', after: released }], usage: { prompt_tokens: 40, completion_tokens: 20 } };
+    llm.scriptFor('tiny-1', ...Array.from({ length: TURNS }, () => answer));
+    const body = (id: string) =>
+      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = ${PARTITIONS}`)}` +
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "tiny-1"\nsystem_prompt = "Be brief."\nmax_output_tokens = 20\n${keys.agentKey ?? ''}\n\n` +
+      `[models."tiny-1"]\nprice_in_per_mtok = ${PRICE_PER_MTOK}\nprice_out_per_mtok = ${PRICE_PER_MTOK}\n\n` +
+      `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nstream_mode = "final"\n${keys.channelKey ?? ''}\n`;
+    daemons = await Promise.all(['b0', 'b1'].map((id) => startDaemon(body(id), { TG_TOKEN: tg.token, ...clusterEnv })));
+    await waitFor(() => {
+      const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
+      return owned.flat().length === PARTITIONS && owned.every((o) => o.length >= PARTITIONS / 2);
+    }, 30_000);
+    const users = Array.from({ length: TURNS }, (_, i) => ({ id: 9000 + i, first_name: `u${i}` }));
+    for (const u of users) tg.dm(`question from ${u.id}`, u);
+    const refused = () => users.filter((u) => tg.texts(u.id).some((t) => refusal.test(t))).length;
+    await waitFor(() => llm.requests.length + refused() === TURNS, 30_000);
+    release();
+    await waitFor(() => users.every((u) => tg.texts(u.id).length === 1), 30_000);
+
+    // Together the instances stayed within the limit plus one reservation.
+    const usage = (await (await fetch(`${daemons[0]!.url}/actions/usage?since=today`)).json()) as UsageReport;
+    expect(usage.total.turns).toBe(llm.requests.length);
+    expect(usage.total.cost).toBeLessThanOrEqual(2 * BUDGET);
+    expect(refused()).toBeGreaterThan(0);
+    expect(llm.requests.length).toBeGreaterThan(0);
+    return { daemons, usage };
+  }
 
   it(
     `${TURNS} turns at once on 2 instances against a tiny budget: the reservation in PostgreSQL holds them to it`,
-    async () => {
-      await Promise.all([llm.start(), tg.start()]);
-      let release!: () => void;
-      const released = new Promise<void>((r) => (release = r));
-      const answer: Script = { kind: 'stream', chunks: [{ content: 'ok', after: released }], usage: { prompt_tokens: 40, completion_tokens: 20 } };
-      llm.scriptFor('tiny-1', ...Array.from({ length: TURNS }, () => answer));
-      const body = (id: string) =>
-        `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = ${PARTITIONS}`)}` +
-        `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "tiny-1"\nsystem_prompt = "Be brief."\nmax_output_tokens = 20\ndaily_budget = ${BUDGET}\n\n` +
-        `[models."tiny-1"]\nprice_in_per_mtok = ${PRICE_PER_MTOK}\nprice_out_per_mtok = ${PRICE_PER_MTOK}\n\n` +
-        `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nstream_mode = "final"\n`;
-      daemons = await Promise.all(['b0', 'b1'].map((id) => startDaemon(body(id), { TG_TOKEN: tg.token, ...clusterEnv })));
-      await waitFor(() => {
-        const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
-        return owned.flat().length === PARTITIONS && owned.every((o) => o.length >= PARTITIONS / 2);
-      }, 30_000);
-      const users = Array.from({ length: TURNS }, (_, i) => ({ id: 9000 + i, first_name: `u${i}` }));
-      for (const u of users) tg.dm(`question from ${u.id}`, u);
-      const refusal = /daily budget/;
-      const refused = () => users.filter((u) => tg.texts(u.id).some((t) => refusal.test(t))).length;
-      await waitFor(() => llm.requests.length + refused() === TURNS, 30_000);
-      release();
-      await waitFor(() => users.every((u) => tg.texts(u.id).length === 1), 30_000);
+    () => concurrentTurns({ agentKey: `daily_budget = ${BUDGET}` }, /daily budget/),
+    scaled(120_000),
+  );
 
-      // Together the instances stayed within the budget plus one reservation.
-      const usage = (await (await fetch(`${daemons[0]!.url}/actions/usage?since=today`)).json()) as { total: { turns: number; cost: number } };
-      expect(usage.total.turns).toBe(llm.requests.length);
-      expect(usage.total.cost).toBeLessThanOrEqual(2 * BUDGET);
-      expect(refused()).toBeGreaterThan(0);
-      expect(llm.requests.length).toBeGreaterThan(0);
+  it(
+    `${TURNS} senders at once on 2 instances against channel_cost_per_day: one counter in PostgreSQL holds them to it`,
+    async () => {
+      const { daemons, usage } = await concurrentTurns({ channelKey: `channel_cost_per_day = ${BUDGET}` }, /channel_cost_per_day/);
+      // Either instance reads the one shared counter.
+      for (const d of daemons) {
+        const r = (await (await fetch(`${d.url}/actions/usage?since=today`)).json()) as UsageReport;
+        expect(r.top_quota_users).toEqual([{ limit: 'channel_cost_per_day', channel: 'tg', sender: null, used: expect.closeTo(usage.total.cost, 12) }]);
+      }
     },
     scaled(120_000),
   );

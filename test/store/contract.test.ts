@@ -269,6 +269,27 @@ function contract(name: string, backend: () => Promise<Backend>) {
       expect((await s.reserve(quota({ key: 'daily:b' }), 0.0001)).granted).toBe(true);
     });
 
+    it('a window as it stands (settled and held) is seen by every instance; the top windows of a prefix come most used first', async () => {
+      const b = await backend();
+      const [s, other] = [b.open().spend, b.open().spend];
+      expect(await other.peek('quota:user_turns:web_1:u1', 0)).toBeUndefined();
+      const q = (key: string) => quota({ key, limit: 10 });
+      const one = await s.reserve(q('quota:user_turns:web_1:u1'), 1);
+      if (one.granted) await one.hold.settle(1);
+      await s.reserve(q('quota:user_turns:web_1:u1'), 1); // still held
+      const two = await s.reserve(q('quota:user_turns:web_1:u2'), 1);
+      if (two.granted) await two.hold.settle(1);
+      // "_" is no wildcard: a channel "webx1" is not "web_1".
+      await s.reserve(q('quota:user_turns:webx1:u3'), 3);
+      await s.reserve(quota({ key: 'quota:user_turns:web_1:u4', windowStartMs: 3_600_000, limit: 10 }), 5);
+      expect(await other.peek('quota:user_turns:web_1:u1', 0)).toEqual({ key: 'quota:user_turns:web_1:u1', settled: 1, held: 1 });
+      expect(await other.top('quota:user_turns:web_1:', 0, 10)).toEqual([
+        { key: 'quota:user_turns:web_1:u1', settled: 1, held: 1 },
+        { key: 'quota:user_turns:web_1:u2', settled: 1, held: 0 },
+      ]);
+      expect(await other.top('quota:user_turns:web_1:', 0, 1)).toHaveLength(1);
+    });
+
     it('a decision left on a pending question is seen by another instance, only under its current id, and cleared when asked again', async () => {
       const b = await backend();
       const s = b.open();

@@ -15,13 +15,29 @@ const totals = z.object({
   cost: z.number(),
 });
 const row = totals.extend({ channel: z.string(), agent: z.string(), model: z.string() });
-const report = z.object({ since: z.string(), until: z.string().nullable(), rows: z.array(row), total: totals });
+const quotaUse = z.object({ limit: z.string(), channel: z.string(), sender: z.string().nullable(), used: z.number() });
+const channelUse = z.object({ channel: z.string(), turns: z.number(), cost: z.number() });
+const report = z.object({
+  since: z.string(),
+  until: z.string().nullable(),
+  rows: z.array(row),
+  total: totals,
+  /** The period's channels by cost, then turns (top 10). */
+  top_channels: z.array(channelUse),
+  /** Each quota's current window: the senders and channels that used most of it (top 10 each). */
+  top_quota_users: z.array(quotaUse),
+});
+const standing = z.object({ limit: z.string(), used: z.number(), max: z.number(), resets_at: z.string() });
 const conversationReport = z.object({
   conversation: totals,
   today: totals,
   agent: z.string(),
   budget: z.object({ daily: z.number(), spent_today: z.number(), left: z.number() }).nullable(),
+  /** The sender's own standing against the channel's quotas. */
+  quotas: z.array(standing),
 });
+
+const TOP = 10;
 
 /** `today` (since 00:00 UTC), `24h`, `7d`, or an ISO date or date-time. */
 export function parseSince(since: string, nowMs = Date.now()): number {
@@ -54,7 +70,7 @@ export const usageAction = defineAction({
   output: z.union([conversationReport, report]),
   readOnly: true,
   cli: { optionalArgs: ['since'] },
-  slash: { help: "tokens and cost: this conversation's and today's totals" },
+  slash: { help: "tokens and cost: this conversation's and today's totals, and where you stand against the quotas" },
   handler: async (input, { api, caller }) => {
     if (caller.face === 'slash') {
       return {
@@ -62,6 +78,7 @@ export const usageAction = defineAction({
         conversation: (await api.usage({ scope: caller.scope })).total,
         today: (await api.usage({ agent: caller.agent, sinceMs: startOfUtcDay() })).total,
         budget: api.budget(caller.agent) ?? null,
+        quotas: await api.quotaStanding(caller.agent, caller.channelId, caller.senderId),
       };
     }
     const sinceMs = parseSince(input.since);
@@ -73,12 +90,33 @@ export const usageAction = defineAction({
       ...(input.agent ? { agent: input.agent } : {}),
       ...(input.model ? { model: input.model } : {}),
     });
-    return { since: new Date(sinceMs).toISOString(), until: untilMs === undefined ? null : new Date(untilMs).toISOString(), rows, total };
+    const channels = new Map<string, { channel: string; turns: number; cost: number }>();
+    for (const r of rows) {
+      const c = channels.get(r.channel) ?? { channel: r.channel, turns: 0, cost: 0 };
+      c.turns += r.turns;
+      c.cost += r.cost;
+      channels.set(r.channel, c);
+    }
+    const top_channels = [...channels.values()].sort((a, b) => b.cost - a.cost || b.turns - a.turns).slice(0, TOP);
+    return {
+      since: new Date(sinceMs).toISOString(),
+      until: untilMs === undefined ? null : new Date(untilMs).toISOString(),
+      rows,
+      total,
+      top_channels,
+      top_quota_users: await api.quotaTop(TOP),
+    };
   },
   format: (out) => {
     if ('conversation' in out) {
       const budget = out.budget ? `\nBudget today: ${formatAmount(out.budget.left)} of ${formatAmount(out.budget.daily)} left` : '';
-      return `This conversation: ${line(out.conversation)}\nToday (agent ${out.agent}): ${line(out.today)}${budget}`;
+      const quotas = out.quotas
+        .map(
+          (q) =>
+            `\nYour ${q.limit}: ${q.limit.includes('cost') ? formatAmount(q.used) : q.used} of ${q.limit.includes('cost') ? formatAmount(q.max) : q.max} (resets ${q.resets_at.slice(11, 16)} UTC)`,
+        )
+        .join('');
+      return `This conversation: ${line(out.conversation)}\nToday (agent ${out.agent}): ${line(out.today)}${budget}${quotas}`;
     }
     const head = `usage since ${out.since}${out.until ? ` until ${out.until}` : ''}`;
     if (!out.rows.length) return `${head}: no turns`;
@@ -97,6 +135,7 @@ export const usageAction = defineAction({
         r.cost.toFixed(4),
       ]);
     }
-    return `${head}\n\n${table(rows)}`;
+    const top = out.top_quota_users.map((q) => `${q.limit} ${q.channel}${q.sender ? ` ${q.sender}` : ''}: ${q.used}`);
+    return `${head}\n\n${table(rows)}${top.length ? `\n\nquotas (current windows):\n${top.join('\n')}` : ''}`;
   },
 });

@@ -63,6 +63,8 @@ describe('ActionRegistry', () => {
         conversation: (_agent, scope) => pl().workspace.conversationStatus(scope),
         usage: async (filter) => ({ rows: await usage().breakdown(filter), total: await usage().totals(filter) }),
         budget: () => undefined,
+        quotaStanding: async () => [],
+        quotaTop: async () => [],
       };
     };
     const registry = new ActionRegistry(apiOf(() => p!));
