@@ -71,5 +71,18 @@ describe('memory across sessions, daemon as a real process', () => {
     tg.dm('/forget all', ADA);
     await replied(tg, ADA.id, 'Forgot all 1 of your memories');
     expect(await ask(() => tg.dm('which colour should I paint the door?', ADA), ADA.id)).not.toContain('teal');
+
+    // The model keeps a fact through the `remember` tool; it is the speaker's.
+    llm.script(
+      { kind: 'stream', chunks: [{ toolCalls: [{ id: 'c1', name: 'remember', arguments: JSON.stringify({ text: 'Ada lives in Porto' }) }] }] },
+      { kind: 'stream', chunks: [{ content: 'Noted.' }] },
+    );
+    const before = llm.requests.length;
+    tg.dm('please remember that I live in Porto', ADA);
+    await waitFor(() => llm.requests.length === before + 2, 15_000);
+    expect(JSON.stringify(llm.requests[before + 1]!.body.messages)).toContain('Stored as memory #');
+    await replied(tg, ADA.id, 'Noted.');
+    expect(await ask(() => tg.dm('where do I live?', ADA), ADA.id)).toContain('Ada lives in Porto');
+    expect(await ask(() => tg.dm('where do I live?', BOB), BOB.id)).not.toContain('Porto');
   });
 });
