@@ -15,7 +15,9 @@ export class PgMemoryStore implements Memories {
 
   async add(agent: string, user: string, text: string): Promise<MemoryRow> {
     const t = memoryText(text);
-    // The bound is checked in the insert itself; two racing inserts may pass it by one, which the bound tolerates.
+    // The bound is checked in the insert itself. Inserts of one user racing on several
+    // instances may each pass it (a statement counts what was committed before it began):
+    // the bound keeps a user's memories from growing without end, not to an exact count.
     const [row] = await this.w.read<MemoryRow>(
       `INSERT INTO memories (agent, user_key, text, created_at)
        SELECT $1, $2, $3, $4 WHERE (SELECT count(*) FROM memories WHERE agent = $1 AND user_key = $2) < $5

@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { CodedError } from '../contracts/errors.js';
 import type { Db } from './db.js';
 
@@ -52,21 +53,31 @@ export function memoryFull(): CodedError {
  * The distinct words (letters and digits only) of a message, lower-cased and bounded, so
  * a query built from them cannot carry full-text syntax of its own.
  */
-export function queryWords(text: string): string[] {
+export function queryWords(text: string, max = MAX_QUERY_WORDS): string[] {
   const words = new Set<string>();
   for (const m of text.toLowerCase().matchAll(/[\p{L}\p{N}]+/gu)) {
     words.add(m[0]);
-    if (words.size >= MAX_QUERY_WORDS) break;
+    if (words.size >= max) break;
   }
   return [...words];
 }
 
 const COLUMNS = 'id, text, created_at AS createdAt';
 
+/**
+ * Words as the full-text index holds them: each prefixed with a token naming the agent's
+ * user (`o<hex>x`), so one user's word is a term of its own. The rows' columns stay the truth.
+ */
+function ownedTerms(agent: string, user: string, words: readonly string[]): string {
+  const owner = `o${createHash('sha256').update(`${agent}\0${user}`).digest('hex').slice(0, 24)}x`;
+  return words.map((w) => owner + w).join(' ');
+}
+
 /** The memories table and its FTS5 index in the daemon's SQLite database. */
 export class SqliteMemoryStore implements Memories {
   readonly #db: Db;
   readonly #insert;
+  readonly #index;
   readonly #count;
   readonly #list;
   readonly #search;
@@ -77,7 +88,10 @@ export class SqliteMemoryStore implements Memories {
   constructor(db: Db) {
     this.#db = db;
     // Created here rather than as a numbered migration: the tables are this feature's alone.
-    // The FTS5 index holds the text only (external content); triggers keep it in step.
+    // The FTS5 index holds each memory's words prefixed with a token of its owner
+    // (ownedTerms), so a search reads one user's few memories, never the long lists of
+    // everyone's memories sharing a common word: a plain index with an owner column took
+    // 4.2 ms a search at 200 users x 200 memories, and grew with the users.
     db.exec(`CREATE TABLE IF NOT EXISTS memories (
       id INTEGER PRIMARY KEY,
       agent TEXT NOT NULL,
@@ -86,19 +100,21 @@ export class SqliteMemoryStore implements Memories {
       created_at INTEGER NOT NULL
     );
     CREATE INDEX IF NOT EXISTS memories_user ON memories (agent, user_key, id);
-    CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(text, content='memories', content_rowid='id');
-    CREATE TRIGGER IF NOT EXISTS memories_ai AFTER INSERT ON memories BEGIN
-      INSERT INTO memories_fts (rowid, text) VALUES (new.id, new.text);
-    END;
+    CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(terms);
     CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
-      INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.id, old.text);
+      DELETE FROM memories_fts WHERE rowid = old.id;
     END;`);
     this.#insert = db.prepare(`INSERT INTO memories (agent, user_key, text, created_at) VALUES (?, ?, ?, ?) RETURNING ${COLUMNS}`);
+    this.#index = db.prepare('INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)');
     this.#count = db.prepare('SELECT count(*) AS n FROM memories WHERE agent = ? AND user_key = ?').pluck();
     this.#list = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE agent = ? AND user_key = ? ORDER BY id`);
     this.#search = db.prepare(
-      `SELECT m.id, m.text, m.created_at AS createdAt FROM memories_fts JOIN memories m ON m.id = memories_fts.rowid
-       WHERE memories_fts MATCH ? AND m.agent = ? AND m.user_key = ? ORDER BY bm25(memories_fts), m.id DESC LIMIT ?`,
+      // The index is searched first (in the subquery), then the rows are read and their owner
+      // checked again: a join SQLite plans from the memories side runs the MATCH once per row.
+      // bm25's document frequencies are this user's own: each term is one user's word.
+      `SELECT m.id, m.text, m.created_at AS createdAt
+       FROM (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f
+       JOIN memories m ON m.id = f.id WHERE m.agent = ? AND m.user_key = ? ORDER BY f.score, m.id DESC`,
     );
     this.#recent = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE agent = ? AND user_key = ? ORDER BY id DESC LIMIT ?`);
     this.#forget = db.prepare('DELETE FROM memories WHERE agent = ? AND user_key = ? AND id = ?');
@@ -111,7 +127,9 @@ export class SqliteMemoryStore implements Memories {
     return this.#db
       .transaction(() => {
         if ((this.#count.get(agent, user) as number) >= MAX_MEMORIES_PER_USER) throw memoryFull();
-        return this.#insert.get(agent, user, t, Date.now()) as MemoryRow;
+        const row = this.#insert.get(agent, user, t, Date.now()) as MemoryRow;
+        this.#index.run(row.id, ownedTerms(agent, user, queryWords(t, MAX_MEMORY_CHARS)));
+        return row;
       })
       .immediate();
   }
@@ -124,7 +142,11 @@ export class SqliteMemoryStore implements Memories {
     const words = queryWords(query);
     if (!words.length) return [];
     // Each word quoted: FTS5 reads it as a plain term, never as an operator or a column.
-    return this.#search.all(words.map((w) => `"${w}"`).join(' OR '), agent, user, limit) as MemoryRow[];
+    const match = ownedTerms(agent, user, words)
+      .split(' ')
+      .map((term) => `"${term}"`)
+      .join(' OR ');
+    return this.#search.all(match, limit, agent, user) as MemoryRow[];
   }
 
   async recent(agent: string, user: string, limit: number): Promise<MemoryRow[]> {

@@ -45,6 +45,12 @@ function contract(name: string, open: () => Promise<Memories>) {
       for (const q of ['"', 'NEAR(door) *', 'text: AND OR NOT (', '-door & !x | y:*', "'; DROP TABLE memories; --", '…', ''])
         await expect(m.search('a', 'u', q, 10)).resolves.toBeInstanceOf(Array);
       expect((await m.search('a', 'u', 'door"*', 10)).length).toBe(1);
+      await m.add('a', 'u', 'Meine Lieblingsstadt ist Köln, mon café préféré');
+      expect((await m.search('a', 'u', 'köln CAFÉ', 10)).map((r) => r.text)).toEqual(['Meine Lieblingsstadt ist Köln, mon café préféré']);
+      // The same words kept by another user or agent are not found for this one.
+      await m.add('b', 'u', 'köln');
+      await m.add('a', 'v', 'köln');
+      expect((await m.search('a', 'u', 'köln', 10)).length).toBe(1);
     });
 
     it('refuses an empty or too long memory, and more than the bound per user', async () => {
