@@ -17,7 +17,7 @@ const layers = [
   ['store'],
   ['agent', 'stream', 'supervisor'],
   ['runtime'],
-  ['mcp'],
+  ['mcp', 'memory'],
   ['dispatch'],
   ['tools'],
   ['cluster'],

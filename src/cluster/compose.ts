@@ -17,6 +17,7 @@ import { leasedAdapter, leasedParts } from './listener-lease.js';
 import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
 import { PgApprovalStore } from './pg-approvals.js';
+import { PgMemoryStore } from './pg-memories.js';
 import { PgConversationStore, PgSessionStore } from './pg-state.js';
 import { PgWriter } from './pg-writer.js';
 import { PgUsageLedger } from './pg-usage.js';
@@ -49,6 +50,7 @@ export interface ClusterWiring {
   usage: PgUsageLedger;
   'approval-store': PgApprovalStore;
   spend: PgReservations;
+  memories: PgMemoryStore;
   topology: ClusterComposition;
 }
 type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring = never> = Plugin<ClusterWiring, I, P>;
@@ -74,11 +76,14 @@ export class ClusterComposition {
     return this.#s;
   }
 
-  /** Provides inbox, sessions, conversations, usage, approval decisions and spend reservations from NATS and PostgreSQL, and this object as the topology. */
-  storePlugin(): ClusterPlugin<'config' | 'logger' | 'shutdown', 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'topology'> {
+  /** Provides inbox, sessions, conversations, usage, approval decisions, spend reservations and memories from NATS and PostgreSQL, and this object as the topology. */
+  storePlugin(): ClusterPlugin<
+    'config' | 'logger' | 'shutdown',
+    'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'memories' | 'topology'
+  > {
     return {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'spend', 'topology'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'topology'],
       inject: ['config', 'logger', 'shutdown'],
       startTimeoutMs: 30_000,
       start: async (ctx) => {
@@ -103,6 +108,7 @@ export class ClusterComposition {
         ctx.provide('usage', this.#usage);
         ctx.provide('approval-store', new PgApprovalStore(this.#writer));
         ctx.provide('spend', new PgReservations(this.#writer, log));
+        ctx.provide('memories', new PgMemoryStore(this.#writer));
         ctx.provide('topology', this);
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },

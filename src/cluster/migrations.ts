@@ -94,6 +94,17 @@ export const pgMigrations: readonly string[] = [
      expires_at BIGINT NOT NULL
    );
    CREATE INDEX spend_holds_window ON spend_holds (key, window_start);`,
+  // Users' memories (src/cluster/pg-memories.ts), searched by full text.
+  `CREATE TABLE memories (
+     id BIGSERIAL PRIMARY KEY,
+     agent TEXT NOT NULL,
+     user_key TEXT NOT NULL,
+     text TEXT NOT NULL,
+     created_at BIGINT NOT NULL,
+     tsv TSVECTOR GENERATED ALWAYS AS (to_tsvector('simple', text)) STORED
+   );
+   CREATE INDEX memories_user ON memories (agent, user_key, id);
+   CREATE INDEX memories_tsv ON memories USING GIN (tsv);`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

@@ -153,6 +153,10 @@ export const agentSchema = z.strictObject({
   approvers: z.array(z.string().min(1)).default([]),
   /** An approval not decided within this long counts as denied. */
   approval_timeout_ms: positiveDurationMs.default(300000),
+  /** Keep facts users ask to keep (/remember, the `remember` tool) and recall them in later turns. */
+  memory: z.boolean().default(false),
+  /** The most characters of the speaker's memories added to a turn's system prompt. */
+  memory_max_chars: positiveInt.default(2000),
 });
 
 /** What one model accepts and what it costs (`[models."NAME"]`). */

@@ -78,6 +78,17 @@ export const catalogue = {
     text: 'the model provider refused the API key; check api_key_env',
     user: 'The model provider refused our API key; the operator needs to check it.',
   },
+  MEMORY_EMPTY: { retryable: false, text: 'a memory to keep had no text', user: 'Tell me what to remember: /remember TEXT.' },
+  MEMORY_TOO_LONG: {
+    retryable: false,
+    text: 'a memory to keep was longer than a memory may be',
+    user: 'That is too long to remember; keep it under 500 characters.',
+  },
+  MEMORY_FULL: {
+    retryable: false,
+    text: 'the user already keeps as many memories as they may',
+    user: 'I already keep 200 memories for you; /memory lists them and /forget ID removes one.',
+  },
   TURN_FAILED: { retryable: false, text: 'the turn failed', user: 'Something went wrong while answering; please try again.' },
   AGENT_NO_ENDING: { retryable: false, text: 'the agent runner stopped without done, error or cancelled', user: 'The agent ended without an answer.' },
   ANSWER_REPEATING: { retryable: false, text: 'the answer looped and was stopped', user: 'The answer started repeating itself, so it was stopped.' },

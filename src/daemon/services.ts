@@ -12,6 +12,7 @@ import type { Approvals } from '../store/approvals.js';
 import type { Conversations } from '../store/conversations.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Inbox } from '../store/inbox.js';
+import type { Memories } from '../store/memories.js';
 import type { Sessions } from '../store/sessions.js';
 import type { UsageLedger } from '../store/usage.js';
 import type { SpendReservations } from '../store/reservations.js';
@@ -121,6 +122,8 @@ export interface Services {
   'approval-store': Approvals;
   /** Spend reservations (daily budgets): in memory on one node, PostgreSQL in cluster mode. */
   spend: SpendReservations;
+  /** Users' memories (`[agent] memory`): SQLite with FTS5 on one node, PostgreSQL in cluster mode. */
+  memories: Memories;
   http: HttpServer;
   actions: ActionRegistry;
   /** What management actions ask of the daemon; bound by the management plugin. */
@@ -154,6 +157,7 @@ const names = {
   usage: true,
   'approval-store': true,
   spend: true,
+  memories: true,
   http: true,
   actions: true,
   management: true,

@@ -8,6 +8,7 @@ import { GroupCommit } from '../store/group-commit.js';
 import { StorageHealth } from '../store/health.js';
 import { Inbox } from '../store/inbox.js';
 import { SessionStore } from '../store/sessions.js';
+import { SqliteMemoryStore } from '../store/memories.js';
 import { SqliteUsageLedger } from '../store/usage.js';
 import { LocalReservations } from '../store/reservations.js';
 
@@ -33,7 +34,7 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
 export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
   return definePlugin({
     name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend'],
+    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
       const config = ctx.use('config');
@@ -69,6 +70,7 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       ctx.provide('usage', new SqliteUsageLedger(db, group));
       ctx.provide('approval-store', new ApprovalStore(db));
       ctx.provide('spend', new LocalReservations());
+      ctx.provide('memories', new SqliteMemoryStore(db));
     },
   });
 }

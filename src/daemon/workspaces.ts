@@ -12,7 +12,7 @@ const MCP_READY_WAIT_MS = 30_000;
 export const workspacesPlugin = definePlugin({
   name: 'workspaces',
   provides: ['workspaces'],
-  inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'spend', 'mcp'],
+  inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'spend', 'memories', 'mcp'],
   start: (ctx) => {
     const config = ctx.use('config');
     const log = ctx.use('logger');
@@ -40,6 +40,7 @@ export const workspacesPlugin = definePlugin({
         },
         sessions: deps.sessions,
         conversations: deps.conversations,
+        memories: ctx.use('memories'),
         models: () => config.config.models,
         maxAttachmentBytes: () => config.config.limits.max_attachment_bytes,
         attachmentTimeoutMs: () => config.config.limits.attachment_timeout_ms,

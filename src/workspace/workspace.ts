@@ -12,6 +12,8 @@ import type { ActionRegistry } from '../actions/registry.js';
 import { Runtime } from '../runtime/runtime.js';
 import type { Conversations } from '../store/conversations.js';
 import type { Sessions } from '../store/sessions.js';
+import type { Memories } from '../store/memories.js';
+import { registerMemory } from '../memory/memory.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { Quotas, type QuotaDeps, type QuotaStanding } from './quotas.js';
@@ -27,6 +29,8 @@ export interface WorkspaceOptions {
   log: Logger;
   sessions: Sessions;
   conversations: Conversations;
+  /** Where users' memories are kept; with `[agent] memory = true` they are offered and recalled. */
+  memories?: Memories;
   /** The queue mode of a scope's channel (or [limits]) when the conversation chose none. */
   defaultQueueMode: (scope: string) => QueueMode;
   queuedIn?: (scope: string) => number;
@@ -171,6 +175,7 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
+    if (o.config.memory && o.memories) registerMemory(this.runtime, { agentName: o.name, agent: () => this.config, memories: o.memories });
     const models = o.models ?? (() => ({}));
     registerAttachments(this.runtime, {
       agent: () => this.config,
