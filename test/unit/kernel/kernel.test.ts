@@ -199,6 +199,19 @@ describe('Kernel', () => {
     expect(k.state('sneaky')).toBe('failed');
   });
 
+  it('a plugin that declares a service but does not provide it fails its start and is rolled back', async () => {
+    const k = new Kernel();
+    const log: string[] = [];
+    const lazy: Plugin = { name: 'lazy', provides: ['db', 'cache'], start: (ctx) => (ctx.effect(() => void log.push('disposed')), ctx.provide('db', 1)) };
+    await expect(k.load(lazy)).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      cause: { code: 'KERNEL_MISSING_SERVICE', message: expect.stringContaining('"lazy" declared but did not provide cache') },
+    });
+    expect(log).toEqual(['disposed']);
+    expect(k.state('lazy')).toBe('failed');
+    expect(() => k.get('db')).toThrow(expect.objectContaining({ code: 'KERNEL_MISSING_SERVICE' }));
+  });
+
   it('refuses provide() of a service the plugin did not declare', async () => {
     const k = new Kernel();
     await expect(k.load({ name: 'p', start: (ctx) => ctx.provide('x', 1) })).rejects.toMatchObject({

@@ -122,6 +122,35 @@ describe('built-in commands', () => {
     expect(await say(p, 'hello landlubber')).toBe('hello landlubber');
   });
 
+  it('onCleanup: what hooks set up is released after the turn, newest first, even when the turn fails or a cleanup throws', async () => {
+    p = withPipeline(agent);
+    const log: string[] = [];
+    p.workspace.runtime.hooks.register({
+      phase: 'pre_agent_build',
+      name: 'setup',
+      run: (ctx) => {
+        log.push(`setup ${ctx.message.text}`);
+        ctx.onCleanup(() => void log.push('release first'));
+        ctx.onCleanup(() => {
+          throw new Error('cleanup failed');
+        });
+        ctx.onCleanup(async () => void log.push('release last'));
+      },
+    });
+    p.workspace.runtime.hooks.register({
+      phase: 'pre_execute',
+      name: 'fail_on_boom',
+      run: (ctx) => {
+        if (ctx.message.text === 'boom') throw new Error('hook failed');
+      },
+    });
+    await say(p, 'fine');
+    expect(log).toEqual(['setup fine', 'release last', 'release first']);
+    log.length = 0;
+    await say(p, 'boom');
+    expect(log).toEqual(['setup boom', 'release last', 'release first']);
+  });
+
   it('the agent sees earlier turns of the session as history; commands are not remembered', async () => {
     // A fallback model that reads history makes the agent need it (echo alone does not).
     p = withPipeline(`${agent}base_url = "http://127.0.0.1:9/v1"\nfallback_models = ["openai-compatible:other"]\n`);
