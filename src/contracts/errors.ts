@@ -17,6 +17,7 @@ export const catalogue = {
   KERNEL_UNDECLARED_USE: { retryable: false, text: 'a plugin uses a service it does not list in `inject`' },
   KERNEL_DUPLICATE_PROVIDER: { retryable: false, text: 'two plugins provide the same service' },
   KERNEL_UNDECLARED_PROVIDE: { retryable: false, text: 'a plugin provides a service it does not list in `provides`' },
+  KERNEL_PROVIDED_TWICE: { retryable: false, text: 'a plugin provides the same service twice; provide each service once' },
   KERNEL_DUPLICATE_PLUGIN: { retryable: false, text: 'two plugins share a name' },
   KERNEL_UNKNOWN_SERVICE: { retryable: false, text: 'a plugin injects or provides a name that is not a declared service' },
   PLUGIN_FOLDER_INVALID: {
