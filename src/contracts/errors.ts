@@ -31,6 +31,11 @@ export const catalogue = {
   HOOK_DUPLICATE: { retryable: false, text: 'two hooks share a name in one phase' },
   COMMAND_DUPLICATE: { retryable: false, text: 'two slash commands share a name or alias' },
   TOOL_DUPLICATE: { retryable: false, text: 'two tools share a name' },
+  TOOL_CALL_INVALID: {
+    retryable: false,
+    text: 'the model sent arguments for a tool that could not be repaired, twice',
+    user: 'The model could not form a valid tool call; try rephrasing, or a larger model.',
+  },
   MODE_DUPLICATE: { retryable: false, text: 'two modes share a name' },
   ACTION_DUPLICATE: { retryable: false, text: 'two management actions share a name' },
   ACTION_INPUT_INVALID: { retryable: false, text: "the input does not fit the action's schema" },
