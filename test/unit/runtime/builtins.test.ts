@@ -70,6 +70,32 @@ describe('built-in commands', () => {
     expect(await say(p, '/status')).toContain('Queue mode: interrupt');
   });
 
+  it('/config shows the effective settings without secrets, and changes only what a user may', async () => {
+    p = withPipeline(
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "http://bob:hunter2@llm.example:8080/v1?key=sk-secret"\nmodel = "small"\nmodels = ["small", "large"]\nmax_steps = 3\nsystem_prompt = "internal instructions"\n`,
+      '',
+      { workspace: { apiKey: 'sk-live-key' } },
+    );
+    const shown = await say(p, '/config');
+    expect(shown).toContain('agent: default (openai-compatible at llm.example:8080)');
+    expect(shown).toContain('model: small (the default)');
+    expect(shown).toContain('queue: followup (the default)');
+    expect(shown).toContain('max_steps 3');
+    for (const secret of ['hunter2', 'bob', 'sk-secret', 'sk-live-key', 'internal instructions']) expect(shown).not.toContain(secret);
+    expect(await say(p, '/config queue interrupt')).toBe('Queue mode set to interrupt.');
+    expect(p.conversations.get('default', 't:c').queueMode).toBe('interrupt');
+    expect(await say(p, '/config queue sideways')).toContain('"sideways" is not a queue mode');
+    expect(await say(p, '/config model huge')).toContain('"huge" is not allowed here');
+    expect(await say(p, '/config model large')).toBe('Model set to large.');
+    expect(await say(p, '/config max_steps 99')).toBe(
+      '"max_steps" is set by the operator. You can change: queue (followup|interrupt|collect), model (one of /models).',
+    );
+    const after = await say(p, '/config');
+    expect(after).toContain('model: large (chosen here)');
+    expect(after).toContain('queue: interrupt (chosen here)');
+    expect(after).toContain('max_steps 3');
+  });
+
   it('/status describes the conversation', async () => {
     p = withPipeline(agent);
     await say(p, 'hello');
