@@ -9,6 +9,7 @@ import { classifyProviderError, scrubProviderMessage } from './provider-errors.j
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 import { boundToolOutputs } from './bound-tool-output.js';
 import { thinkTagMiddleware } from './think-tags.js';
+import { ToolRepairs } from './tool-repair.js';
 
 export interface OpenAICompatibleOptions {
   baseUrl: string;
@@ -27,6 +28,8 @@ export interface OpenAICompatibleOptions {
   retryBaseMs?: number;
   /** Told about every failed attempt (the workspace logs one warn line each). */
   onAttemptFailed?: (failure: AttemptFailure) => void;
+  /** Told about every tool call whose arguments failed to parse or validate, repaired or not. */
+  onToolCallInvalid?: (tool: string, repaired: boolean) => void;
 }
 
 /** One failed model attempt, as logged: never the API key. */
@@ -168,17 +171,28 @@ export class OpenAICompatibleRunner implements AgentRunner {
         touch();
         const logs = new ToolLogs(ctx.emit);
         const positions = new CallPositions();
+        const repairs = new ToolRepairs();
         const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), userMessage(input)];
         const result = streamText({
           model: wrapLanguageModel({ model: this.#provider.chatModel(input.model ?? this.#o.model), middleware: thinkTagMiddleware() }),
           system: input.system,
           messages,
-          ...(input.tools?.length ? { tools: toolSet(input.tools, ctx, this.#o.timeZone, logs, positions), stopWhen: stepCountIs(this.#o.maxSteps) } : {}),
-          // One prepareStep: it tells the tool positions which model step runs (approval keys)
-          // and bounds every tool output the model is sent again.
+          ...(input.tools?.length
+            ? {
+                tools: toolSet(input.tools, ctx, this.#o.timeZone, logs, positions),
+                // Small models get one lenient repair per bad call, then one retry per tool.
+                experimental_repairToolCall: repairs.repair,
+                stopWhen: [stepCountIs(this.#o.maxSteps), () => repairs.exhausted !== undefined],
+              }
+            : {}),
+          // One prepareStep: it tells the tool positions which model step runs (approval keys),
+          // adds the repair hint to failed calls' errors, and bounds every tool output the model is sent again.
           prepareStep: ({ stepNumber, messages: m }) => {
-            if (input.tools?.length) positions.enter(stepNumber);
-            return this.#o.maxToolResultChars !== undefined ? { messages: boundToolOutputs(m, this.#o.maxToolResultChars) } : undefined;
+            if (!input.tools?.length) return undefined;
+            positions.enter(stepNumber);
+            const hinted = repairs.hintMessages(m);
+            const bounded = this.#o.maxToolResultChars !== undefined ? boundToolOutputs(hinted, this.#o.maxToolResultChars) : hinted;
+            return bounded === m ? undefined : { messages: bounded };
           },
           ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
           maxOutputTokens: this.#o.maxOutputTokens,
@@ -196,10 +210,16 @@ export class OpenAICompatibleRunner implements AgentRunner {
             case 'reasoning-delta':
               yield* shown.take({ type: 'reasoning_delta', text: part.text });
               break;
-            case 'tool-call':
+            case 'tool-call': {
+              const bad = repairs.parsed(part);
+              if (bad) {
+                this.#o.onToolCallInvalid?.(part.toolName, bad.repaired);
+                yield* shown.take({ type: 'tool_call_invalid', id: part.toolCallId, name: part.toolName, error: bad.error, repaired: bad.repaired });
+              }
               yield* shown.take({ type: 'tool_start', id: part.toolCallId, name: part.toolName, input: part.input });
               for (const e of logs.announced(part.toolCallId)) yield* shown.take(e);
               break;
+            }
             case 'tool-result': {
               const out = part.output as { error?: string } | undefined;
               yield* shown.take(
@@ -220,6 +240,11 @@ export class OpenAICompatibleRunner implements AgentRunner {
               break;
             case 'finish': {
               if (failure) break;
+              if (repairs.exhausted !== undefined) {
+                ended = true;
+                yield* shown.take({ type: 'error', code: 'TOOL_CALL_INVALID', message: userText('TOOL_CALL_INVALID') });
+                break;
+              }
               const u = part.totalUsage;
               const reported = (u.inputTokens ?? 0) > 0 || (u.outputTokens ?? 0) > 0;
               const inChars = input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0);

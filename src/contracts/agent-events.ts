@@ -18,6 +18,11 @@ export type AgentEvent =
   | { type: 'tool_start'; id: string; name: string; input: unknown }
   | { type: 'tool_end'; id: string; name: string; output?: unknown; error?: string }
   | { type: 'tool_log'; id: string; text: string }
+  /**
+   * A tool call whose arguments were not JSON or failed the tool's schema. `repaired`: a
+   * lenient parse fixed it and the call runs; otherwise the model is told `error` and may retry.
+   */
+  | { type: 'tool_call_invalid'; id: string; name: string; error: string; repaired: boolean }
   /** `model` says which "provider:model" served the turn. */
   | { type: 'done'; usage: Usage; model?: string }
   /** `keepChars`: the stored text ends there (the answer looped from that point on); the user still sees all of it. */

@@ -17,6 +17,7 @@ export const catalogue = {
   KERNEL_UNDECLARED_USE: { retryable: false, text: 'a plugin uses a service it does not list in `inject`' },
   KERNEL_DUPLICATE_PROVIDER: { retryable: false, text: 'two plugins provide the same service' },
   KERNEL_UNDECLARED_PROVIDE: { retryable: false, text: 'a plugin provides a service it does not list in `provides`' },
+  KERNEL_PROVIDED_TWICE: { retryable: false, text: 'a plugin provides the same service twice; provide each service once' },
   KERNEL_DUPLICATE_PLUGIN: { retryable: false, text: 'two plugins share a name' },
   KERNEL_UNKNOWN_SERVICE: { retryable: false, text: 'a plugin injects or provides a name that is not a declared service' },
   PLUGIN_FOLDER_INVALID: {
@@ -30,6 +31,13 @@ export const catalogue = {
   HOOK_DUPLICATE: { retryable: false, text: 'two hooks share a name in one phase' },
   COMMAND_DUPLICATE: { retryable: false, text: 'two slash commands share a name or alias' },
   TOOL_DUPLICATE: { retryable: false, text: 'two tools share a name' },
+  MESSAGE_HOOK_TIMEOUT: { retryable: false, text: "a plugin's message hook did not finish within its timeout_ms; it was aborted" },
+  MESSAGE_HOOK_BUSY: { retryable: false, text: "a plugin's message hook had too many runs still going, so a message skipped it" },
+  TOOL_CALL_INVALID: {
+    retryable: false,
+    text: 'the model sent arguments for a tool that could not be repaired, twice',
+    user: 'The model could not form a valid tool call; try rephrasing, or a larger model.',
+  },
   MODE_DUPLICATE: { retryable: false, text: 'two modes share a name' },
   ACTION_DUPLICATE: { retryable: false, text: 'two management actions share a name' },
   ACTION_INPUT_INVALID: { retryable: false, text: "the input does not fit the action's schema" },

@@ -1,5 +1,6 @@
 import type { SlashCommand } from './commands.js';
 import type { Hook } from './hooks.js';
+import type { MessageHook } from './message-hooks.js';
 import type { AgentMode } from './modes.js';
 import type { Tool } from './tools.js';
 
@@ -8,7 +9,8 @@ import type { Tool } from './tools.js';
  * (index.js or index.mjs; index.ts where the daemon's Node can load TypeScript). Everything
  * listed is added to every agent's runtime while the daemon runs: modes (switched with
  * `/mode NAME` or `[agent] modes`; what their setup() adds is gated on them), tools, hooks
- * and slash commands, in the same shapes the built-in ones use.
+ * and slash commands, in the same shapes the built-in ones use. `hooks` holds turn hooks and
+ * message hooks (`message_received`, `message_sent`) alike.
  */
 export interface PluginDefinition {
   /** Letters, digits, "_" and "-"; unique among the configured plugin folders. */
@@ -16,7 +18,7 @@ export interface PluginDefinition {
   description?: string;
   modes?: AgentMode[];
   tools?: Tool[];
-  hooks?: Hook[];
+  hooks?: Array<Hook | MessageHook>;
   commands?: SlashCommand[];
 }
 

@@ -167,7 +167,7 @@ export const extensionsPlugin = definePlugin({
     // One error line per throw, naming where it came from (the logger scrubs secrets from it).
     const onError = (f: PluginFailure) => {
       log.error(
-        { plugin: f.plugin, folder: f.source, agent: f.agent, kind: f.kind, name: f.name, phase: f.phase, err: f.err },
+        { plugin: f.plugin, folder: f.source, agent: f.agent ?? null, kind: f.kind, name: f.name, phase: f.phase, err: f.err },
         `plugin ${f.plugin}: ${f.kind} ${f.name} threw in ${f.phase}: ${errorMessage(f.err)}`,
       );
       metrics.pluginErrors.inc({ plugin: f.plugin, kind: f.kind });

@@ -1,6 +1,6 @@
 import { judgeIntent } from '../agent/intent.js';
 import { agentOf } from '../config/load.js';
-import { channelOfScope, replyTargetOf } from '../contracts/message.js';
+import { channelOfScope, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { Dispatcher, type ExecuteTurn } from '../dispatch/dispatcher.js';
 import { toolControls } from '../tools/controls.js';
 import { createTurnExecutor } from '../workspace/execute.js';
@@ -13,7 +13,22 @@ const INTENT_TIMEOUT_MS = 10_000;
 export const dispatcherPlugin = definePlugin({
   name: 'dispatcher',
   provides: ['dispatcher'],
-  inject: ['config', 'logger', 'metrics', 'inbox', 'workspaces', 'channels', 'conversations', 'tracker', 'approvals', 'mcp', 'topology', 'shutdown', 'storage'],
+  inject: [
+    'config',
+    'logger',
+    'metrics',
+    'inbox',
+    'workspaces',
+    'channels',
+    'conversations',
+    'tracker',
+    'approvals',
+    'mcp',
+    'topology',
+    'shutdown',
+    'storage',
+    'extensions',
+  ],
   start: (ctx) => {
     const config = ctx.use('config');
     const log = ctx.use('logger');
@@ -29,6 +44,9 @@ export const dispatcherPlugin = definePlugin({
     const fenceOf = topology.fenceOf?.bind(topology);
     const hardStop = ctx.use('shutdown').signal;
     const storage = ctx.use('storage');
+    // The plugin folders' message_received and message_sent hooks: started beside delivery, never awaited.
+    const messageHooks = ctx.use('extensions').messages;
+    const onSent = (target: ReplyTarget, text: string) => messageHooks.emit({ phase: 'message_sent', target, text });
     // Single node: a new reply message is sent only while its id can be stored (in cluster
     // mode ids go to PostgreSQL through the cluster's writer instead).
     const beforeSend =
@@ -73,9 +91,13 @@ export const dispatcherPlugin = definePlugin({
       },
       notify: async (msg, text) => {
         const ch = channels.get(msg.channelId);
+        if (!ch) return;
         // Bounded by the adapter's request timeout; cut when the daemon must exit now.
-        if (ch) await ch.adapter.send(replyTargetOf(msg), text, { final: true, signal: hardStop });
+        const target = replyTargetOf(msg);
+        await ch.adapter.send(target, text, { final: true, signal: hardStop });
+        onSent(target, text);
       },
+      onReceived: (message, verdict) => messageHooks.emit({ phase: 'message_received', message, addressed: message.addressed, verdict }),
       execute: wrap(
         createTurnExecutor({
           channel,
@@ -86,6 +108,7 @@ export const dispatcherPlugin = definePlugin({
           tracker,
           ...(fenceOf ? { fenceOf } : {}),
           ...(beforeSend ? { beforeSend } : {}),
+          onSent,
         }),
       ),
     });

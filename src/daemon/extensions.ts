@@ -1,21 +1,11 @@
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { PluginDefinition } from '../contracts/plugin-folder.js';
+import { isMessageHook } from '../contracts/message-hooks.js';
+import { MessageHooks } from './message-hooks.js';
+import type { PluginFailure } from './plugin-failure.js';
 import type { Runtime } from '../runtime/runtime.js';
 
-/** A plugin's hook, command or tool that threw: what the log line and the metric name. */
-export interface PluginFailure {
-  /** The plugin's name (its definition's `name`). */
-  plugin: string;
-  /** The folder as configured. */
-  source: string;
-  kind: 'hook' | 'command' | 'tool';
-  /** The hook's, command's or tool's name. */
-  name: string;
-  /** The hook's phase; `command` or `tool` for those. */
-  phase: string;
-  agent: string;
-  err: unknown;
-}
+export type { PluginFailure } from './plugin-failure.js';
 
 interface Contribution {
   /** Where it came from, for errors: the plugin folder's path as configured. */
@@ -49,7 +39,10 @@ function apply(runtime: Runtime, c: Contribution, agent: string, onError?: (f: P
     for (const m of d.modes ?? []) disposers.push(runtime.modes.register(m));
     for (const t of d.tools ?? [])
       disposers.push(runtime.tools.register({ ...t, run: (input, ctx) => reported(() => t.run(input, ctx), report('tool', t.name, 'tool')) }));
-    for (const h of d.hooks ?? []) disposers.push(runtime.hooks.register({ ...h, run: (ctx) => reported(() => h.run(ctx), report('hook', h.name, h.phase)) }));
+    for (const h of d.hooks ?? []) {
+      if (isMessageHook(h)) continue; // daemon-wide: Extensions.messages runs them
+      disposers.push(runtime.hooks.register({ ...h, run: (ctx) => reported(() => h.run(ctx), report('hook', h.name, h.phase)) }));
+    }
     for (const cmd of d.commands ?? [])
       disposers.push(
         runtime.commands.register({ ...cmd, handler: (ctx, args) => reported(() => cmd.handler(ctx, args), report('command', cmd.name, 'command')) }),
@@ -72,10 +65,13 @@ export class Extensions {
   readonly #contributions = new Set<Contribution>();
   readonly #runtimes = new Map<Runtime, { agent: string; applied: Map<Contribution, () => void> }>();
   readonly #onError: ((f: PluginFailure) => void) | undefined;
+  /** The message hooks (`message_received`, `message_sent`) of every definition in force. */
+  readonly messages: MessageHooks;
 
   /** `onError` hears of every throw from a plugin's hook, command or tool (the daemon logs and counts it). */
   constructor(onError?: (f: PluginFailure) => void) {
     this.#onError = onError;
+    this.messages = new MessageHooks((f) => onError?.(f));
   }
 
   /** Adds a plugin folder's definition to every attached runtime; throws (adding nothing) on a clash. */
@@ -90,8 +86,10 @@ export class Extensions {
     }
     for (const x of done) x.applied.set(c, x.undo);
     this.#contributions.add(c);
+    const undoMessages = this.messages.add(definition.name, source, (definition.hooks ?? []).filter(isMessageHook));
     return () => {
       if (!this.#contributions.delete(c)) return;
+      undoMessages();
       for (const r of this.#runtimes.values()) {
         r.applied.get(c)?.();
         r.applied.delete(c);

@@ -1,6 +1,7 @@
 import { builtinActions } from '../actions/builtin/index.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { PluginDefinition } from '../contracts/plugin-folder.js';
+import { isMessageHook } from '../contracts/message-hooks.js';
 import { registerBuiltins, type BuiltinInfo } from '../runtime/builtins.js';
 import { Runtime } from '../runtime/runtime.js';
 import { registerToolCommands } from '../tools/controls.js';
@@ -51,7 +52,12 @@ export function pluginClashes(definitions: ReadonlyArray<{ i: number; definition
     try {
       for (const m of d.modes ?? []) runtime.modes.register(m);
       for (const t of d.tools ?? []) runtime.tools.register(t);
-      for (const h of d.hooks ?? []) runtime.hooks.register(h);
+      const messageHooks = new Set<string>();
+      for (const h of d.hooks ?? []) {
+        if (!isMessageHook(h)) runtime.hooks.register(h);
+        else if (messageHooks.has(`${h.phase}:${h.name}`)) throw new Error(`a ${h.phase} hook named "${h.name}" is listed twice`);
+        else messageHooks.add(`${h.phase}:${h.name}`);
+      }
       for (const c of d.commands ?? []) runtime.commands.register(c);
     } catch (err) {
       out.push({ i, message: `("${d.name}") ${errorMessage(err)}` });

@@ -5,6 +5,7 @@ import type { LoadedConfig } from '../config/load.js';
 import { SourceMap } from '../config/locate.js';
 import { ConfigError, errorMessage } from '../contracts/errors.js';
 import { phases } from '../contracts/hooks.js';
+import { MESSAGE_HOOK_MAX_TIMEOUT_MS, messagePhases } from '../contracts/message-hooks.js';
 import type { PluginDefinition } from '../contracts/plugin-folder.js';
 import { pluginClashes } from './plugin-clashes.js';
 import { definePlugin, type DaemonPlugin } from './services.js';
@@ -70,11 +71,14 @@ export function definitionProblems(value: unknown): string[] {
   list('hooks', (h) =>
     !isStr(h.name)
       ? 'needs a name'
-      : !(phases as readonly unknown[]).includes(h.phase)
-        ? `phase must be one of ${phases.join(', ')}`
+      : ![...phases, ...messagePhases].includes(h.phase as never)
+        ? `phase must be one of ${[...phases, ...messagePhases].join(', ')}`
         : !isFn(h.run)
           ? 'run must be a function'
-          : undefined,
+          : h.timeout_ms !== undefined &&
+              !(Number.isInteger(h.timeout_ms) && (h.timeout_ms as number) > 0 && (h.timeout_ms as number) <= MESSAGE_HOOK_MAX_TIMEOUT_MS)
+            ? `timeout_ms must be a whole number of milliseconds from 1 to ${MESSAGE_HOOK_MAX_TIMEOUT_MS}`
+            : undefined,
   );
   list('commands', (c) =>
     !isStr(c.name) ? 'needs a name' : typeof c.help !== 'string' ? 'needs a help line' : !isFn(c.handler) ? 'handler must be a function' : undefined,

@@ -34,6 +34,7 @@ export const workspacesPlugin = definePlugin({
         queuedIn: (scope) => tracker.queuedIn(scope),
         observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),
         onServed: (a, model) => metrics.modelTurns.inc({ agent: a, model }),
+        onToolCallInvalid: (a, tool, repaired) => metrics.toolCallsInvalid.inc({ agent: a, tool, outcome: repaired ? 'repaired' : 'returned' }),
         onFailover: (a, model) => {
           metrics.failovers.inc({ agent: a, model });
           log.warn({ agent: a, model }, 'model failed before any text; trying the next one');

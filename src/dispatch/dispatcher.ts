@@ -72,6 +72,11 @@ export interface DispatcherOptions {
    * recent messages (newest last). Resolves "ignore" on any failure; records its own metrics.
    */
   classify?(msg: ChannelMessage, recent: readonly ChannelMessage[], signal: AbortSignal): Promise<'reply' | 'ignore'>;
+  /**
+   * Told about every message a channel delivers except the bot's own, addressed or not, with
+   * what access rules made of it (the message_received hooks). Must return at once.
+   */
+  onReceived?(msg: ChannelMessage, verdict: 'accepted' | 'unaddressed' | 'not_allowed' | 'ignored' | 'bot'): void;
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
@@ -88,6 +93,8 @@ const holdable = (err: unknown): boolean => err instanceof CodedError && (err.co
  * inbox, one FIFO lane per conversation scope, in-flight limits and queue modes.
  */
 export class Dispatcher {
+  /** Messages the classifier chose to answer, delivered again as addressed: not new to observers. */
+  readonly #judged = new WeakSet<ChannelMessage>();
   readonly #o: DispatcherOptions;
   readonly #lanes: Lanes;
   readonly #lifecycle: ItemLifecycle;
@@ -151,6 +158,7 @@ export class Dispatcher {
     const scope = conversationScope(msg, ch.config.scope);
     const verdict = checkAccess(msg, ch.config, ch.adapter.selfId);
     this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
+    if (verdict !== 'self' && !this.#judged.has(msg)) this.#o.onReceived?.(msg, verdict === 'ok' ? 'accepted' : verdict);
     if (verdict === 'self' || verdict === 'bot') {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
       return false;
@@ -260,7 +268,10 @@ export class Dispatcher {
       const decision = await this.#o.classify!(msg, recent, this.#closing.signal);
       if (decision !== 'reply' || !this.#accepting) return;
       this.passive.remove(scope, msg.messageId);
-      await this.deliver({ ...msg, addressed: true });
+      const addressed = { ...msg, addressed: true };
+      // Observers saw it when it came in; this is the same message taken up, not a new one.
+      this.#judged.add(addressed);
+      await this.deliver(addressed);
     } catch (err) {
       this.#o.log.warn({ err, channel: msg.channelId }, 'a message the classifier chose to answer could not be taken');
     }

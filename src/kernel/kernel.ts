@@ -101,6 +101,8 @@ export class Kernel<S extends object = ServiceMap> {
         const name = service as string;
         if (!plugin.provides?.includes(service))
           throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${name}" without declaring it; add it to provides`);
+        // A second provide would silently replace the value its dependents may already hold.
+        if (slot.services.includes(name)) throw new CodedError('KERNEL_PROVIDED_TWICE', `plugin "${plugin.name}" provides "${name}" twice; provide it once`);
         this.#services.set(name, value);
         this.#providers.set(name, plugin.name);
         slot.services.push(name);

@@ -101,6 +101,12 @@ export class Metrics {
     labelNames: ['agent', 'model'],
     registers: [this.registry],
   });
+  readonly toolCallsInvalid = new Counter({
+    name: 'channeld_tool_calls_invalid_total',
+    help: 'Tool calls whose arguments were not JSON or failed the schema, by agent, tool and outcome (repaired, returned to the model)',
+    labelNames: ['agent', 'tool', 'outcome'],
+    registers: [this.registry],
+  });
   readonly storageDegraded = new Gauge({
     name: 'channeld_storage_degraded',
     help: '1 while the database cannot take writes (see storage in /status)',

@@ -4,6 +4,7 @@ import type { Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 import { builtinModes } from './builtin-modes/index.js';
 import { currentTimeTool } from './tools.js';
+import { registerConfigCommand } from './config-command.js';
 
 export interface BuiltinInfo {
   agentName: string;
@@ -122,6 +123,7 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
       return `Queue mode set to ${mode}.`;
     },
   });
+  registerConfigCommand(runtime, info);
   runtime.commands.register({
     name: 'mode',
     usage: 'NAME',

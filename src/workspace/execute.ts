@@ -1,5 +1,5 @@
 import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
-import { replyTargetOf } from '../contracts/message.js';
+import { replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -25,6 +25,8 @@ export interface TurnExecutorDeps {
   fenceOf?(scope: string): AbortSignal | undefined;
   /** Resolves once a new reply message's id can be stored (ReplyStreamOptions.beforeSend). */
   beforeSend?(signal: AbortSignal): Promise<unknown>;
+  /** Told about each reply delivered to its chat, with its final text (the message_sent hooks). Must return at once. */
+  onSent?(target: ReplyTarget, text: string): void;
 }
 
 const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
@@ -41,10 +43,11 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     const started = performance.now();
     // A pino child per turn costs more than the turn's dispatch; bindings are passed per line instead.
     const where = { channel: channelId, scope: job.scope };
+    const target = replyTargetOf(job.items.at(-1)!.message);
     const stream = new ReplyStream({
       transport: ch.adapter,
       capabilities: ch.adapter.capabilities,
-      target: replyTargetOf(job.items.at(-1)!.message),
+      target,
       ...(ch.config.edit_interval_ms !== undefined ? { editIntervalMs: ch.config.edit_interval_ms } : {}),
       streamMode: ch.config.stream_mode,
       showToolProgress: ch.config.show_tool_progress,
@@ -90,6 +93,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       outcome = { ending: 'error', text: stream.text };
     }
     const result = await stream.finished();
+    if (result.delivered && stream.text) deps.onSent?.(target, stream.text);
     deps.metrics.draftEdits.observe(result.requests);
     const durationMs = Math.round(performance.now() - started);
     deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, durationMs / 1000);

@@ -38,6 +38,8 @@ export interface WorkspaceOptions {
   /** Told which model served a turn, and when a model failed over. */
   onServed?: (agent: string, model: string) => void;
   onFailover?: (agent: string, from: string) => void;
+  /** Told about each tool call whose arguments failed to parse or validate (repaired or sent back to the model). */
+  onToolCallInvalid?: (agent: string, tool: string, repaired: boolean) => void;
   /** The agent's resolved api_key_env. */
   apiKey?: string;
   /** Management actions whose slash faces this workspace's commands get. */
@@ -137,9 +139,14 @@ export class Workspace {
         },
         `model attempt failed: ${f.code}${f.status ? ` (HTTP ${f.status})` : ''}: ${f.message}`,
       );
+    // One info line per bad tool call: small models do this often, and it is the tuning signal.
+    const toolCallInvalid = (tool: string, repaired: boolean) => {
+      log.info({ tool, repaired }, repaired ? `repaired the arguments of a call to ${tool}` : `sent a bad call to ${tool} back to the model`);
+      o.onToolCallInvalid?.(o.name, tool, repaired);
+    };
     const inner = o.createRunner
       ? o.createRunner(o.config, o.apiKey)
-      : new FailoverRunner(candidatesFor(o.config, o.apiKey, attemptFailed), this.cooldowns, {
+      : new FailoverRunner(candidatesFor(o.config, o.apiKey, attemptFailed, toolCallInvalid), this.cooldowns, {
           served: (model) => {
             this.#lastServed = model;
             o.onServed?.(o.name, model);
@@ -221,7 +228,12 @@ export class Workspace {
  * The models a turn may use, in order: the conversation's choice (or the agent's model),
  * then `fallback_models`. openai-compatible models share the agent's endpoint and key.
  */
-function candidatesFor(config: AgentConfig, apiKey?: string, onAttemptFailed?: (f: AttemptFailure) => void): (input: AgentInput) => Candidate[] {
+function candidatesFor(
+  config: AgentConfig,
+  apiKey?: string,
+  onAttemptFailed?: (f: AttemptFailure) => void,
+  onToolCallInvalid?: (tool: string, repaired: boolean) => void,
+): (input: AgentInput) => Candidate[] {
   const echo = new EchoRunner(config.echo_delay_ms);
   const openai = (retries: number) =>
     new LazyOpenAIRunner({
@@ -236,6 +248,7 @@ function candidatesFor(config: AgentConfig, apiKey?: string, onAttemptFailed?: (
       maxToolResultChars: config.max_tool_result_chars,
       retries,
       ...(onAttemptFailed ? { onAttemptFailed } : {}),
+      ...(onToolCallInvalid ? { onToolCallInvalid } : {}),
     });
   // A model with a successor fails over at once; the last one retries on its own.
   const runners = { echo: () => echo, 'openai-compatible': (last: boolean) => (last ? (openaiLast ??= openai(2)) : (openaiFirst ??= openai(0))) };

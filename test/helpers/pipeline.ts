@@ -2,7 +2,7 @@ import { onTestFinished } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import { kinds } from './kinds.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
-import { Dispatcher, type DispatchChannel } from '../../src/dispatch/dispatcher.js';
+import { Dispatcher, type DispatchChannel, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
 import { replyTargetOf } from '../../src/contracts/message.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
@@ -40,7 +40,13 @@ export interface Pipeline {
 export function pipeline(
   toml = '',
   channelKeys = '',
-  options: { db?: Db; adapter?: RecordingAdapter; workspace?: Partial<WorkspaceOptions>; executor?: Pick<TurnExecutorDeps, 'fenceOf'> } = {},
+  options: {
+    db?: Db;
+    adapter?: RecordingAdapter;
+    workspace?: Partial<WorkspaceOptions>;
+    executor?: Pick<TurnExecutorDeps, 'fenceOf' | 'onSent'>;
+    dispatcher?: Pick<DispatcherOptions, 'onReceived'>;
+  } = {},
 ): Pipeline {
   const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', kinds, {});
   const logs = new LogSink();
@@ -74,6 +80,7 @@ export function pipeline(
     agentOf: () => ({ agent: 'default', max: config.agents.default!.max_in_flight }),
     notify: async (msg, text) => void (await adapter.send(replyTargetOf(msg), text)),
     execute: createTurnExecutor({ channel, workspaceFor: () => workspace, metrics, log, hardStop: hardStop.signal, ...options.executor }),
+    ...options.dispatcher,
   });
   return {
     dispatcher,

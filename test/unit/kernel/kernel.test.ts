@@ -37,6 +37,16 @@ describe('start plan', () => {
     expect(order).toEqual(['a', 'b', 'c']);
   });
 
+  it('starts independent plugins in the order they are listed, not sorted by name', () => {
+    const order = planStart([
+      { name: 'zeta', start() {} },
+      { name: 'alpha', start() {} },
+      { name: 'mid', inject: ['db'], start() {} },
+      { name: 'beta', provides: ['db'], start() {} },
+    ]).map((p) => p.name);
+    expect(order).toEqual(['zeta', 'alpha', 'beta', 'mid']);
+  });
+
   it('rejects a missing service, naming the plugin and the service', () => {
     expect(codeOf(() => planStart([{ name: 'x', inject: ['db'], start() {} }]))).toBe('KERNEL_MISSING_SERVICE');
     expect(() => planStart([{ name: 'x', inject: ['db'], start() {} }])).toThrow(/"x" injects "db"/);
@@ -197,6 +207,28 @@ describe('Kernel', () => {
     });
     expect(log).toEqual(['disposed']);
     expect(k.state('sneaky')).toBe('failed');
+  });
+
+  it('refuses a plugin that provides the same service twice, keeping nothing of it', async () => {
+    const k = new Kernel();
+    await expect(k.load({ name: 'p', provides: ['x'], start: (ctx) => (ctx.provide('x', 1), ctx.provide('x', 2)) })).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      cause: { code: 'KERNEL_PROVIDED_TWICE', message: expect.stringContaining('"p" provides "x" twice') },
+    });
+    expect(() => k.get('x')).toThrow(expect.objectContaining({ code: 'KERNEL_MISSING_SERVICE' }));
+  });
+
+  it('a plugin that declares a service but does not provide it fails its start and is rolled back', async () => {
+    const k = new Kernel();
+    const log: string[] = [];
+    const lazy: Plugin = { name: 'lazy', provides: ['db', 'cache'], start: (ctx) => (ctx.effect(() => void log.push('disposed')), ctx.provide('db', 1)) };
+    await expect(k.load(lazy)).rejects.toMatchObject({
+      code: 'KERNEL_START_FAILED',
+      cause: { code: 'KERNEL_MISSING_SERVICE', message: expect.stringContaining('"lazy" declared but did not provide cache') },
+    });
+    expect(log).toEqual(['disposed']);
+    expect(k.state('lazy')).toBe('failed');
+    expect(() => k.get('db')).toThrow(expect.objectContaining({ code: 'KERNEL_MISSING_SERVICE' }));
   });
 
   it('refuses provide() of a service the plugin did not declare', async () => {

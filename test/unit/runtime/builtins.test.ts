@@ -70,6 +70,32 @@ describe('built-in commands', () => {
     expect(await say(p, '/status')).toContain('Queue mode: interrupt');
   });
 
+  it('/config shows the effective settings without secrets, and changes only what a user may', async () => {
+    p = withPipeline(
+      `[agent]\nprovider = "openai-compatible"\nbase_url = "http://bob:hunter2@llm.example:8080/v1?key=sk-secret"\nmodel = "small"\nmodels = ["small", "large"]\nmax_steps = 3\nsystem_prompt = "internal instructions"\n`,
+      '',
+      { workspace: { apiKey: 'sk-live-key' } },
+    );
+    const shown = await say(p, '/config');
+    expect(shown).toContain('agent: default (openai-compatible at llm.example:8080)');
+    expect(shown).toContain('model: small (the default)');
+    expect(shown).toContain('queue: followup (the default)');
+    expect(shown).toContain('max_steps 3');
+    for (const secret of ['hunter2', 'bob', 'sk-secret', 'sk-live-key', 'internal instructions']) expect(shown).not.toContain(secret);
+    expect(await say(p, '/config queue interrupt')).toBe('Queue mode set to interrupt.');
+    expect(p.conversations.get('default', 't:c').queueMode).toBe('interrupt');
+    expect(await say(p, '/config queue sideways')).toContain('"sideways" is not a queue mode');
+    expect(await say(p, '/config model huge')).toContain('"huge" is not allowed here');
+    expect(await say(p, '/config model large')).toBe('Model set to large.');
+    expect(await say(p, '/config max_steps 99')).toBe(
+      '"max_steps" is set by the operator. You can change: queue (followup|interrupt|collect), model (one of /models).',
+    );
+    const after = await say(p, '/config');
+    expect(after).toContain('model: large (chosen here)');
+    expect(after).toContain('queue: interrupt (chosen here)');
+    expect(after).toContain('max_steps 3');
+  });
+
   it('/status describes the conversation', async () => {
     p = withPipeline(agent);
     await say(p, 'hello');
@@ -120,6 +146,35 @@ describe('built-in commands', () => {
     expect(await say(p, '/help')).toContain('/pirate');
     expect(await say(p, '/mode translator')).toBe('Mode translator is off.');
     expect(await say(p, 'hello landlubber')).toBe('hello landlubber');
+  });
+
+  it('onCleanup: what hooks set up is released after the turn, newest first, even when the turn fails or a cleanup throws', async () => {
+    p = withPipeline(agent);
+    const log: string[] = [];
+    p.workspace.runtime.hooks.register({
+      phase: 'pre_agent_build',
+      name: 'setup',
+      run: (ctx) => {
+        log.push(`setup ${ctx.message.text}`);
+        ctx.onCleanup(() => void log.push('release first'));
+        ctx.onCleanup(() => {
+          throw new Error('cleanup failed');
+        });
+        ctx.onCleanup(async () => void log.push('release last'));
+      },
+    });
+    p.workspace.runtime.hooks.register({
+      phase: 'pre_execute',
+      name: 'fail_on_boom',
+      run: (ctx) => {
+        if (ctx.message.text === 'boom') throw new Error('hook failed');
+      },
+    });
+    await say(p, 'fine');
+    expect(log).toEqual(['setup fine', 'release last', 'release first']);
+    log.length = 0;
+    await say(p, 'boom');
+    expect(log).toEqual(['setup boom', 'release last', 'release first']);
   });
 
   it('the agent sees earlier turns of the session as history; commands are not remembered', async () => {

@@ -48,6 +48,18 @@ describe('Runtime.run', () => {
     expect(out.text()).toBe('handled by a hook');
   });
 
+  it('a matched command ends the pre-agent phases: post_dispatch does not run, post_response and finally do', async () => {
+    const { runtime, runner } = bareRuntime();
+    const log: string[] = [];
+    recordPhases(runtime, log);
+    runtime.commands.register({ name: 'ping', help: 'pong', handler: () => 'pong' });
+    const out = sink();
+    expect(await runtime.run(request('/ping', out))).toMatchObject({ ending: 'done', command: 'ping' });
+    expect(out.text()).toBe('pong');
+    expect(runner.inputs).toHaveLength(0);
+    expect(log).toEqual(['pre_dispatch', 'post_response', 'finally']);
+  });
+
   it('continue (or returning nothing) goes on', async () => {
     const { runtime, runner } = bareRuntime();
     runtime.hooks.register({ phase: 'pre_execute', name: 'a', run: () => HookResult.continue });

@@ -179,6 +179,30 @@ describe('Supervisor', () => {
     expect(sink.lines.some((l) => (JSON.parse(l) as { msg: string }).msg === 'channel late connected')).toBe(false);
   });
 
+  it('a stop during a long backoff wait ends the wait at once, not when the wait would have run out', async () => {
+    const a = new ScriptedAdapter('slow', [{ kind: 'fail', error: retryable() }, { kind: 'connect' }]);
+    const ch = sup.add({
+      id: 'slow',
+      kind: 'test',
+      adapter: a,
+      deliver: async () => true,
+      backoff: { ...backoff, initial_ms: 600_000, max_ms: 600_000 },
+      connectTimeoutMs: 30000,
+      random: () => 0.5,
+    });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(ch.status()).toMatchObject({ state: 'backoff', attempts: 1 });
+    let stopped = false;
+    // A grace as long as the wait: only the wait's own abort can end the loop early.
+    const p = ch.stop(600_000).then(() => (stopped = true));
+    await vi.advanceTimersByTimeAsync(1);
+    expect(stopped).toBe(true);
+    await p;
+    expect(ch.status()).toMatchObject({ state: 'stopped', next_retry_at: null });
+    expect(vi.getTimerCount()).toBe(0);
+    expect(a.attempts).toBe(1);
+  });
+
   it('stop aborts the listener and marks it stopped', async () => {
     const a = new ScriptedAdapter('x', [{ kind: 'connect' }]);
     // remove() forgets the channel before stopping it: its own handle shows the end state.
