@@ -401,6 +401,8 @@ export class TelegramAdapter implements ChannelAdapter {
           },
         ),
       finish: (text, o) => this.send(target, text, o),
+      // A draft is a preview; the answer is a new message, which goes at once.
+      finishSendsMessage: true,
     };
   }
 }
