@@ -7,6 +7,7 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep, untilAborted } from '../../src/util/abortable.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { pooledFetch } from '../../src/util/pooled-fetch.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
@@ -48,6 +49,12 @@ export class TelegramAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities;
   readonly #o: TelegramOptions;
   readonly #api: Api;
+  /**
+   * The same Bot API client for the calls made per message (sends, edits, drafts, typing,
+   * reactions), over one keep-alive undici pool: node-fetch's per-call Request and stream
+   * cost about as much client CPU as the rest of a message. Types, errors and timeouts are grammy's.
+   */
+  readonly #hot: Api;
   readonly #webhookSecret: string | undefined;
   readonly #token: string;
   #bot: BotIdentity | undefined;
@@ -64,6 +71,7 @@ export class TelegramAdapter implements ChannelAdapter {
   constructor(options: TelegramOptions, token: string, webhookSecret?: string) {
     this.#o = options;
     this.#api = new Api(token, { apiRoot: options.apiRoot });
+    this.#hot = new Api(token, { apiRoot: options.apiRoot, fetch: pooledFetch(options.apiRoot).fetch });
     this.#token = token;
     this.#webhookSecret = webhookSecret;
     this.#rich = options.richMessages;
@@ -295,10 +303,10 @@ export class TelegramAdapter implements ChannelAdapter {
     const other = { ...common, link_preview_options: { is_disabled: true } };
     const html = async (signal: AbortSignal) => {
       try {
-        return await this.#api.sendMessage(target.chatId, markdownToTelegramHtml(text), { ...other, parse_mode: 'HTML' }, sig(signal));
+        return await this.#hot.sendMessage(target.chatId, markdownToTelegramHtml(text), { ...other, parse_mode: 'HTML' }, sig(signal));
       } catch (err) {
         if (!isEntityError(err)) throw err;
-        return this.#api.sendMessage(target.chatId, forTelegramHtml(text), other, sig(signal));
+        return this.#hot.sendMessage(target.chatId, forTelegramHtml(text), other, sig(signal));
       }
     };
     const sent = await this.#call(
@@ -309,7 +317,7 @@ export class TelegramAdapter implements ChannelAdapter {
           ? this.#richOr<{ message_id: number }>(
               'sendRichMessage',
               text,
-              () => this.#api.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(signal)),
+              () => this.#hot.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(signal)),
               () => html(signal),
             )
           : html(signal),
@@ -323,7 +331,7 @@ export class TelegramAdapter implements ChannelAdapter {
     };
     const html = async (signal: AbortSignal) => {
       try {
-        await this.#api.editMessageText(
+        await this.#hot.editMessageText(
           ref.chatId,
           Number(ref.messageId),
           markdownToTelegramHtml(text),
@@ -333,7 +341,7 @@ export class TelegramAdapter implements ChannelAdapter {
       } catch (err) {
         if (isNotModified(err)) return;
         if (!isEntityError(err)) throw err;
-        await this.#api.editMessageText(ref.chatId, Number(ref.messageId), forTelegramHtml(text), {}, sig(signal)).catch(notModifiedIsFine);
+        await this.#hot.editMessageText(ref.chatId, Number(ref.messageId), forTelegramHtml(text), {}, sig(signal)).catch(notModifiedIsFine);
       }
     };
     await this.#call('editMessageText', options.signal, (signal) =>
@@ -342,7 +350,7 @@ export class TelegramAdapter implements ChannelAdapter {
             'editMessageText',
             text,
             () =>
-              this.#api
+              this.#hot
                 .editMessageText(ref.chatId, Number(ref.messageId), { markdown: toRichMarkdown(text) }, {}, sig(signal))
                 .then(() => {}, notModifiedIsFine),
             () => html(signal),
@@ -359,12 +367,12 @@ export class TelegramAdapter implements ChannelAdapter {
   async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
     const reaction = on ? [{ type: 'emoji' as const, emoji: emoji as ReactionTypeEmoji['emoji'] }] : [];
     await this.#call('setMessageReaction', options.signal, (signal) =>
-      this.#api.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(signal)),
+      this.#hot.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(signal)),
     );
   }
 
   async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
-    await this.#call('sendChatAction', options.signal, (signal) => this.#api.sendChatAction(target.chatId, 'typing', this.#threadOf(target), sig(signal)));
+    await this.#call('sendChatAction', options.signal, (signal) => this.#hot.sendChatAction(target.chatId, 'typing', this.#threadOf(target), sig(signal)));
   }
 
   /** sendRichMessageDraft (or sendMessageDraft) in private chats: an animated preview; the final text is a real message. */
@@ -374,12 +382,12 @@ export class TelegramAdapter implements ChannelAdapter {
     const chatId = Number(target.chatId);
     const thread = this.#threadOf(target);
     const draft = async (text: string, signal: AbortSignal) => {
-      const html = () => this.#api.sendMessageDraft(chatId, draftId, markdownToTelegramHtml(text), { ...thread, parse_mode: 'HTML' }, sig(signal));
+      const html = () => this.#hot.sendMessageDraft(chatId, draftId, markdownToTelegramHtml(text), { ...thread, parse_mode: 'HTML' }, sig(signal));
       if (!this.#asRich(text)) return html();
       return this.#richOr(
         'sendRichMessageDraft',
         text,
-        () => this.#api.sendRichMessageDraft(chatId, draftId, { markdown: toRichMarkdown(text) }, thread, sig(signal)),
+        () => this.#hot.sendRichMessageDraft(chatId, draftId, { markdown: toRichMarkdown(text) }, thread, sig(signal)),
         html,
       );
     };
@@ -393,6 +401,8 @@ export class TelegramAdapter implements ChannelAdapter {
           },
         ),
       finish: (text, o) => this.send(target, text, o),
+      // A draft is a preview; the answer is a new message, which goes at once.
+      finishSendsMessage: true,
     };
   }
 }

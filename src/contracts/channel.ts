@@ -63,6 +63,11 @@ export interface NativeStream {
   update(text: string, options: TransportOptions): Promise<void>;
   /** Ends the stream with the full text (at most one message long); returns the message that holds it. */
   finish(text: string, options: TransportOptions): Promise<MessageRef>;
+  /**
+   * `finish` sends a new message (the drafts were a preview, not a message): it is not paced
+   * with the drafts and goes the moment the answer is complete, waiting only out a 429.
+   */
+  finishSendsMessage?: boolean;
 }
 
 /**

@@ -3,24 +3,29 @@ import { sleep } from '../util/abortable.js';
 
 /**
  * When the next request of one reply may go. Drafts follow `nextAtMs` (the paced interval,
- * widened after a 429); the final text follows `floorAtMs` (the platform's own floor, or
- * what a 429 asked), so it never waits out a widened draft interval.
+ * widened after a 429); a final edit follows `floorAtMs` (the platform's own floor, or what
+ * a 429 asked), so it never waits out a widened draft interval; a final that is a new
+ * message follows `holdAtMs` (only what a 429 or a failure's backoff asked).
  */
 export interface Pacing {
   /** Earliest time (ms since epoch) the next draft may go. */
   nextAtMs: number;
-  /** Earliest time any request may go: the last one plus the floor, a 429's retry time, or a failure's backoff. */
+  /** Earliest time an edit may go: the last request plus the platform floor, a 429's retry time, or a failure's backoff. */
   floorAtMs: number;
+  /** Earliest time any request may go: a 429's retry time or a failure's backoff (0 after a success). */
+  holdAtMs: number;
   /** The channel's interval (never below the platform floor): where the pace returns to. */
   baseIntervalMs: number;
+  /** The platform's own floor between edits of one message (not the channel's wider interval). */
+  floorMs: number;
   intervalMs: number;
   consecutiveFailures: number;
   /** When the last 429 came (ms since epoch); long enough without one and the pace is back at the base. */
   rateLimitedAtMs: number;
 }
 
-export function newPacing(intervalMs: number): Pacing {
-  return { nextAtMs: 0, floorAtMs: 0, baseIntervalMs: intervalMs, intervalMs, consecutiveFailures: 0, rateLimitedAtMs: -Infinity };
+export function newPacing(intervalMs: number, floorMs = intervalMs): Pacing {
+  return { nextAtMs: 0, floorAtMs: 0, holdAtMs: 0, baseIntervalMs: intervalMs, floorMs, intervalMs, consecutiveFailures: 0, rateLimitedAtMs: -Infinity };
 }
 
 export function isRateLimit(err: unknown): err is ChannelError & { retryAfterMs: number } {
@@ -51,7 +56,8 @@ export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limit
     // the rest of the reply.
     p.intervalMs = nowMs - p.rateLimitedAtMs >= RECOVER_AFTER_MS ? p.baseIntervalMs : Math.max(p.baseIntervalMs, p.intervalMs / 2);
     p.nextAtMs = nowMs + p.intervalMs;
-    p.floorAtMs = nowMs + p.baseIntervalMs;
+    p.floorAtMs = nowMs + p.floorMs;
+    p.holdAtMs = 0;
     return 'ok';
   }
   if (isRateLimit(err)) {
@@ -59,6 +65,7 @@ export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limit
     p.intervalMs = Math.min(p.intervalMs * 2, Math.max(MAX_INTERVAL_MS, p.baseIntervalMs));
     p.nextAtMs = nowMs + Math.max(err.retryAfterMs, p.intervalMs);
     p.floorAtMs = nowMs + err.retryAfterMs;
+    p.holdAtMs = p.floorAtMs;
     p.rateLimitedAtMs = nowMs;
     return 'rate_limited';
   }
@@ -66,5 +73,6 @@ export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limit
   // A floor, so a platform without an edit interval still backs off instead of spinning.
   p.nextAtMs = nowMs + Math.min(Math.max(p.intervalMs, FAILURE_BACKOFF_FLOOR_MS) * 2 ** p.consecutiveFailures, 30_000);
   p.floorAtMs = p.nextAtMs;
+  p.holdAtMs = p.nextAtMs;
   return 'failed';
 }

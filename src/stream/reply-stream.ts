@@ -89,7 +89,7 @@ export class ReplyStream {
   constructor(options: ReplyStreamOptions) {
     this.#o = options;
     const floor = options.capabilities.minEditIntervalMs;
-    this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor));
+    this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor), floor);
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
     this.#draftsEnabled = options.streamMode === 'partial';
     const nativeWanted = options.capabilities.nativeStream && options.transport.openNativeStream !== undefined;
@@ -290,6 +290,14 @@ export class ReplyStream {
     return false;
   }
 
+  /** Whether the next final step sends a new message (a native stream's end that is one, or a chunk not yet sent) rather than an edit or a delete. */
+  #nextIsNewMessage(desired: string[]): boolean {
+    if (this.#nativeState === 'active') return this.#native?.finishSendsMessage === true;
+    if (this.#nativeState === 'unopened' && this.#shown.length === 0) return true;
+    const i = desired.findIndex((d, j) => !(this.#shown[j]?.ref && this.#shown[j]!.text === d));
+    return i >= 0 && !this.#shown[i]?.ref;
+  }
+
   #upToDate(desired: string[]): boolean {
     return (
       this.#nativeState !== 'active' && this.#shown.length === desired.length && desired.every((d, i) => this.#shown[i]?.ref && this.#shown[i]!.text === d)
@@ -341,9 +349,11 @@ export class ReplyStream {
       const desired = this.#desired(true);
       // Nothing left to send: done at once, without waiting out the edit interval.
       if (this.#upToDate(desired)) break;
-      // The final text waits for the platform's floor (or what a 429 asked), never for an
-      // interval a 429 widened: when the last edit was long enough ago it goes at once.
-      await sleepUntil(Math.min(this.#pacing.floorAtMs, deadline), this.#o.signal);
+      // The last word, at once: a final that is a new message waits only for what a 429 (or a
+      // failure's backoff) asked; a final edit waits for the platform's floor, never for the
+      // channel's wider interval or one a 429 widened.
+      const readyAtMs = this.#nextIsNewMessage(desired) ? this.#pacing.holdAtMs : this.#pacing.floorAtMs;
+      if (readyAtMs > Date.now()) await sleepUntil(Math.min(readyAtMs, deadline), this.#o.signal);
       try {
         if (!(await this.#step(desired, true))) break;
         pace(this.#pacing, undefined, Date.now());

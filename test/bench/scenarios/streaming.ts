@@ -3,7 +3,7 @@ import type { HttpRoutes } from '../../../src/contracts/http.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import { FakeTelegram, type Call } from '../../fakes/telegram/server.js';
-import type { Row, ScenarioOptions } from '../report.js';
+import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 /**
  * Streamed replies on the fake Bot API, through the real Telegram adapter (grammy) and
@@ -80,6 +80,27 @@ export async function streaming(o: ScenarioOptions): Promise<Row[]> {
       met: drafts.midAnswerMessages === 0 && drafts.lostOrDuplicated === 0,
     },
   ];
+  // The last word, at once: a final that is a new message takes no pace slot; a final edit
+  // waits only out the platform's 1 s floor after the previous edit.
+  const [nativeFinal, editFinal] = await Promise.all([lastWord(true, o.smoke ? 4 : 20), lastWord(false, o.smoke ? 4 : 20)]);
+  rows.push(
+    {
+      scenario: 'streaming',
+      metric: `last token → final text p50 (p99), native drafts: a new message, ${nativeFinal.length} replies`,
+      value: Math.round(percentile(nativeFinal, 50)),
+      unit: `ms (${Math.round(percentile(nativeFinal, 99))})`,
+      target: '≤ 50',
+      met: percentile(nativeFinal, 50) <= 50,
+    },
+    {
+      scenario: 'streaming',
+      metric: `last token → final text p50 (p99), edits: the 1 s floor after the last edit, ${editFinal.length} replies`,
+      value: Math.round(percentile(editFinal, 50)),
+      unit: `ms (${Math.round(percentile(editFinal, 99))})`,
+      target: '≤ 1050',
+      met: percentile(editFinal, 99) <= 1050,
+    },
+  );
   for (const rich of [true, false]) {
     const long = await longAnswer(rich);
     const expected = rich ? 1 : 3;
@@ -123,19 +144,24 @@ interface StreamOptions {
   window?: { fromMs: number; ms: number; methods: string[] };
 }
 
+/** A streamed reply to a DM, as a turn makes one. */
+function dmReply(adapter: TelegramAdapter, chatId: string, finalDeadlineMs: number): ReplyStream {
+  return new ReplyStream({
+    transport: adapter,
+    capabilities: adapter.capabilities,
+    target: { channelId: 'tg', chatId, chatType: 'dm' },
+    streamMode: 'partial',
+    showToolProgress: false,
+    finalDeadlineMs,
+    signal: new AbortController().signal,
+  });
+}
+
 /** One reply at 20 tokens a second for `seconds`, to a DM on a server with rich messages. */
 function stream(o: StreamOptions) {
   return withFake(true, o.nativeDrafts ?? false, async (tg, adapter) => {
     const chatId = 42;
-    const s = new ReplyStream({
-      transport: adapter,
-      capabilities: adapter.capabilities,
-      target: { channelId: 'tg', chatId: String(chatId), chatType: 'dm' },
-      streamMode: 'partial',
-      showToolProgress: false,
-      finalDeadlineMs: 120_000,
-      signal: new AbortController().signal,
-    });
+    const s = dmReply(adapter, String(chatId), 120_000);
     const firstTokenAt = Date.now();
     let windowAt: { from: number; to: number } | undefined;
     const tokens: string[] = [];
@@ -172,6 +198,36 @@ function stream(o: StreamOptions) {
   });
 }
 
+/**
+ * `replies` short replies side by side (one chat each), each a second or two of tokens at
+ * 20 a second, ending at a different point of its pace slot; for each, the time from its
+ * last token to the call that put its final text up.
+ */
+function lastWord(nativeDrafts: boolean, replies: number): Promise<number[]> {
+  return withFake(true, nativeDrafts, (tg, adapter) =>
+    Promise.all(
+      Array.from({ length: replies }, async (_, r) => {
+        const chatId = 100 + r;
+        const s = dmReply(adapter, String(chatId), 60_000);
+        // 20 to 39 tokens: the last one falls anywhere within a 1 s pace slot.
+        const tokens = 20 + ((r * 7) % 20);
+        const startAt = Date.now();
+        for (let i = 0; i < tokens; i++) {
+          s.push({ type: 'text_delta', text: `word${i} ` });
+          await tick(startAt + (i + 1) * 50 - Date.now());
+        }
+        const lastTokenAt = Date.now();
+        s.push({ type: 'done', usage });
+        await s.finished();
+        const finalCall = tg.calls
+          .filter((c) => REPLY_METHODS.has(c.method) && !c.method.endsWith('Draft') && String(c.body?.chat_id) === String(chatId))
+          .at(-1)!;
+        return finalCall.at - lastTokenAt;
+      }),
+    ),
+  );
+}
+
 /** From the window's end until two consecutive edits go about one floor (1 s) apart. */
 function backAtFloor(calls: Call[], endMs: number): number {
   const after = calls.filter((c) => c.at >= endMs && c.method === 'editMessageText');
@@ -185,15 +241,7 @@ function longAnswer(rich: boolean) {
   return withFake(rich, false, async (tg, adapter) => {
     const code = Array.from({ length: 260 }, (_, i) => `console.log("line ${i} of the example");`).join('\n');
     const answer = `## Script\n\nRun it with node:\n\n\`\`\`js\n${code}\n\`\`\`\n\nThat is all.`;
-    const s = new ReplyStream({
-      transport: adapter,
-      capabilities: adapter.capabilities,
-      target: { channelId: 'tg', chatId: '43', chatType: 'dm' },
-      streamMode: 'partial',
-      showToolProgress: false,
-      finalDeadlineMs: 60_000,
-      signal: new AbortController().signal,
-    });
+    const s = dmReply(adapter, '43', 60_000);
     for (const piece of answer.match(/[\s\S]{1,1000}/g)!) {
       s.push({ type: 'text_delta', text: piece });
       await tick(100);

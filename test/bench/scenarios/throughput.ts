@@ -6,17 +6,37 @@ import { Fleet } from '../fleet.js';
 import { cpuMs } from '../fleet.js';
 import { interleaved, median, type Row, type ScenarioOptions } from '../report.js';
 
-/** One timed run: messages per second, and CPU milliseconds the bot's process spent per message. */
+/** One timed run: messages per second, CPU milliseconds the bot's process spent per message, and its Bot API calls per message by method. */
 interface Run {
   rate: number;
   cpuPerMsgMs: number;
+  callsPerMsg: Record<string, number>;
 }
 
-/** Times `drive` and the CPU the process `pid` used meanwhile (robust where the wall clock is not: a busy machine). */
-async function timed(pid: number, n: number, go: () => Promise<number>): Promise<Run> {
+/**
+ * Times `drive` and the CPU the process `pid` used meanwhile (robust where the wall clock is
+ * not: a busy machine), and counts the Bot API calls it made meanwhile (long polls excluded:
+ * they are per batch, not per message).
+ */
+async function timed(pid: number, n: number, tg: FakeTelegram, go: () => Promise<number>): Promise<Run> {
   const cpu0 = cpuMs(pid);
+  const calls0 = tg.calls.length;
   const rate = await go();
-  return { rate, cpuPerMsgMs: (cpuMs(pid) - cpu0) / n };
+  const cpuPerMsgMs = (cpuMs(pid) - cpu0) / n;
+  const callsPerMsg: Record<string, number> = {};
+  for (const c of tg.calls.slice(calls0)) if (c.method !== 'getUpdates') callsPerMsg[c.method] = (callsPerMsg[c.method] ?? 0) + 1 / n;
+  return { rate, cpuPerMsgMs, callsPerMsg };
+}
+
+/** `sendMessage 1.00 + sendChatAction 0.02 = 1.02`, from the last run of a side. */
+function callsLine(runs: Run[]): { total: number; detail: string } {
+  const calls = runs.at(-1)!.callsPerMsg;
+  const total = Object.values(calls).reduce((a, b) => a + b, 0);
+  const detail = Object.entries(calls)
+    .sort((a, b) => b[1] - a[1])
+    .map(([m, v]) => `${m} ${v.toFixed(2)}`)
+    .join(' + ');
+  return { total, detail: detail || 'none' };
 }
 
 /** Pushes `n` DMs over `m` chats and waits until each has its reply; returns messages per second. */
@@ -37,7 +57,7 @@ async function channeldRun(n: number, m: number, warm: number, unitFlags = true)
     try {
       await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
       await drive(fleet.tg, warm, m, 'warm');
-      return await timed(p.child.pid!, n, () => drive(fleet.tg, n, m, 'run'));
+      return await timed(p.child.pid!, n, fleet.tg, () => drive(fleet.tg, n, m, 'run'));
     } finally {
       p.signal('SIGTERM');
       await p.exited;
@@ -58,7 +78,7 @@ async function bareRun(n: number, m: number, warm: number): Promise<Run> {
   try {
     await new Promise<void>((r) => child.stdout!.once('data', () => r()));
     await drive(tg, warm, m, 'warm');
-    return await timed(child.pid!, n, () => drive(tg, n, m, 'run'));
+    return await timed(child.pid!, n, tg, () => drive(tg, n, m, 'run'));
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
@@ -94,7 +114,11 @@ export async function throughput(o: ScenarioOptions): Promise<Row[]> {
   const cpuC = median(runs.a.map((r) => r.cpuPerMsgMs));
   const cpuB = median(runs.b.map((r) => r.cpuPerMsgMs));
   const cpuD = median(defaultHeap.map((r) => r.cpuPerMsgMs));
+  const callsC = callsLine(runs.a);
+  const callsB = callsLine(runs.b);
   return [
+    { scenario: 'throughput', metric: `Bot API calls per message, channeld: ${callsC.detail}`, value: callsC.total, unit: 'calls' },
+    { scenario: 'throughput', metric: `Bot API calls per message, bare bot: ${callsB.detail}`, value: callsB.total, unit: 'calls' },
     { scenario: 'throughput', metric: `channeld, ${n} messages over ${m} chats, median of ${rounds}`, value: channeld, unit: 'msg/s' },
     { scenario: 'throughput', metric: 'bare grammy echo bot, same fake and messages, interleaved', value: bare, unit: 'msg/s' },
     { scenario: 'throughput', metric: 'ratio channeld / bare (medians)', value: ratio, unit: '×', target: '≥ 0.9', met: ratio >= 0.9 },

@@ -175,6 +175,21 @@ describe('ReplyStream', () => {
     expect(requests(b).at(-1)).toMatchObject({ text: 'thinking done', at: end });
   });
 
+  it("a final edit waits out the platform's floor only, never the channel's wider edit_interval_ms", async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const s = stream(a, { editIntervalMs: 5000 });
+    s.push({ type: 'text_delta', text: 'first' });
+    await vi.advanceTimersByTimeAsync(100);
+    s.push({ type: 'text_delta', text: ' last' });
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(requests(a).map((c) => [c.op, c.text, c.at])).toEqual([
+      ['send', 'first', 0],
+      ['edit', 'first last', 1000],
+    ]);
+  });
+
   it('after three failed drafts in a row it stops editing and delivers only the final text', async () => {
     const a = new RecordingAdapter('t', { minEditIntervalMs: 100 });
     let failing = true;
@@ -391,6 +406,51 @@ describe('ReplyStream', () => {
       expect(updates.length).toBeGreaterThanOrEqual(2);
       expect(a.calls.filter((c) => c.op === 'edit')).toHaveLength(0);
       expect(a.visible('c')).toEqual(['one two three four five six']);
+    });
+
+    it('the last word at once: a final that is a new message takes no pace slot after the drafts, only what a 429 asked', async () => {
+      const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000 });
+      const updates: number[] = [];
+      let refuse = false;
+      const sendTries: number[] = [];
+      a.openNativeStream = async () => ({
+        update: async () => void updates.push(Date.now()),
+        finish: (text) => a.send(target, text),
+        finishSendsMessage: true,
+      });
+      a.fault = (c) => {
+        if (c.op === 'send') sendTries.push(c.at);
+        if (c.op === 'send' && refuse) {
+          refuse = false;
+          throw new ChannelError('CHANNEL_RATE_LIMITED', '429', { retryAfterMs: 700 });
+        }
+      };
+      const s = stream(a);
+      s.push({ type: 'text_delta', text: 'one' });
+      await vi.advanceTimersByTimeAsync(10);
+      s.push({ type: 'text_delta', text: ' two' });
+      await vi.advanceTimersByTimeAsync(100);
+      const lastToken = Date.now();
+      s.push({ type: 'done', usage });
+      await vi.runAllTimersAsync();
+      await s.finished();
+      // The draft went at 0, so the next paced slot is at 1000: the final message does not wait for it.
+      expect(updates).toEqual([0]);
+      expect(requests(a).filter((c) => c.op === 'send')).toEqual([expect.objectContaining({ text: 'one two', at: lastToken })]);
+
+      // A 429 on the final message is waited out, as the platform asked, and no longer.
+      const b = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+      b.fault = a.fault;
+      refuse = true;
+      sendTries.length = 0;
+      const s2 = stream(b);
+      s2.push({ type: 'text_delta', text: 'hello' });
+      const end = Date.now();
+      s2.push({ type: 'done', usage });
+      await vi.runAllTimersAsync();
+      await s2.finished();
+      expect(sendTries.map((at) => at - end)).toEqual([0, 700]);
+      expect(b.visible('c')).toEqual(['hello']);
     });
 
     it('a 429 on a draft pauses the drafts for retry_after and resumes them: no message mid-answer', async () => {
