@@ -16,6 +16,7 @@ import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
+import { transcriberFor } from '../media/transcriber.js';
 import type { Tool } from '../contracts/tools.js';
 import { registerToolCommands } from '../tools/controls.js';
 import { formatAmount } from '../util/money.js';
@@ -168,7 +169,8 @@ export class Workspace {
       models,
       maxBytes: o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024),
       timeoutMs: o.attachmentTimeoutMs ?? (() => 30_000),
-      onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded'),
+      onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded or not transcribed'),
+      transcriber: () => transcriberFor(this.config, o.apiKey),
     });
     if (o.workspaceDir !== undefined && o.config.prompt_files.length) {
       this.#promptFiles = new PromptFiles(

@@ -1,0 +1,70 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import type { FakeLlm, RecordedRequest } from '../fakes/llm/server.js';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
+import { waitFor } from '../helpers/daemon.js';
+import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+
+/** The last user message of a request, as text. */
+function userText(req: RecordedRequest): string {
+  const last = [...req.body.messages].reverse().find((m) => m.role === 'user')!;
+  return typeof last.content === 'string' ? last.content : JSON.stringify(last.content);
+}
+
+/** An agent on the fake LLM; `agentExtra` adds [agent] keys (a transcription model or not). */
+const agentConfig = (url: string, agentExtra: string) =>
+  `[agent]\nprovider = "openai-compatible"\nbase_url = "${url}"\nmodel = "chat-1"\n${agentExtra}\n\n[models."whisper-1"]\ninput = ["audio"]\n\n`;
+
+describe('voice notes on Telegram', () => {
+  let tg: FakeTelegram;
+  let llm: FakeLlm;
+  beforeEach(async () => {
+    tg = await withTelegram();
+    llm = await withLlm();
+  });
+
+  const start = (agentExtra: string) => withChannelDaemon(agentConfig(llm.url, agentExtra) + telegramChannel(tg), telegramEnv(tg));
+
+  it('a voice note reaches the model as its transcript, marked as transcribed, and show_transcript echoes it', async () => {
+    llm.scriptTranscription({ text: 'what is the weather in Lisbon' });
+    llm.script({ kind: 'stream', chunks: [{ content: 'Sunny.' }] });
+    await start('transcription_model = "whisper-1"\nshow_transcript = true');
+    tg.dmVoice(Buffer.from('OggS-fake-opus-bytes'), 3);
+    await waitFor(() => tg.texts(42).at(-1)?.includes('Sunny.'), 10_000);
+    expect(llm.transcriptions).toHaveLength(1);
+    expect(llm.transcriptions[0]).toMatchObject({ model: 'whisper-1', fileName: 'voice.ogg', mime: 'audio/ogg' });
+    expect(llm.transcriptions[0]!.audio.toString()).toBe('OggS-fake-opus-bytes');
+    const text = userText(llm.requests[0]!);
+    expect(text).toContain("[transcribed from the user's voice message] what is the weather in Lisbon");
+    expect(tg.texts(42).at(-1)).toMatch(/^🎙️ “what is the weather in Lisbon”\s+Sunny\.$/);
+
+    // The session keeps what was said: the next turn's history has the transcript.
+    tg.dm('and tomorrow?');
+    await waitFor(() => llm.requests.length === 2, 10_000);
+    expect(JSON.stringify(llm.requests[1]!.body.messages)).toContain('what is the weather in Lisbon');
+  });
+
+  it('a failed transcription and a too long voice note are said, not silent', async () => {
+    llm.scriptTranscription({ status: 500 });
+    await start('transcription_model = "whisper-1"\nmax_audio_duration_ms = 60000');
+    tg.dmVoice(Buffer.from('first'), 3);
+    await waitFor(() => tg.texts(42).length === 1, 10_000);
+    expect(tg.texts(42)[0]).toMatch(/^ℹ️ voice file could not be transcribed \(.*HTTP 500/);
+    tg.dmVoice(Buffer.from('second'), 61);
+    await waitFor(() => tg.texts(42).length === 2, 10_000);
+    expect(tg.texts(42)[1]).toMatch(/^ℹ️ voice file is 61 s long, more than the 60 s limit, so it was not transcribed\./);
+    expect(llm.transcriptions).toHaveLength(1);
+  });
+
+  it('without a transcription model the user is told once per conversation that voice is not understood', async () => {
+    await start('');
+    tg.dmVoice(Buffer.from('hello'));
+    await waitFor(() => tg.texts(42).length === 1, 10_000);
+    expect(tg.texts(42)[0]).toMatch(/^ℹ️ Voice messages are not understood here/);
+    tg.dmVoice(Buffer.from('hello again'));
+    await waitFor(() => llm.requests.length === 2 && tg.texts(42).length === 2, 10_000);
+    expect(tg.texts(42)[1]).not.toContain('not understood here');
+    expect(llm.transcriptions).toHaveLength(0);
+    expect(tg.downloads).toHaveLength(0);
+  });
+});
