@@ -1,9 +1,21 @@
 import { beforeEach, describe, expect, it } from 'vitest';
 import type { FakeLlm, RecordedRequest } from '../fakes/llm/server.js';
+import type { FakeDiscord } from '../fakes/discord/server.js';
+import type { FakeSlack } from '../fakes/slack/server.js';
 import type { FakeTelegram } from '../fakes/telegram/server.js';
 import { waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
-import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import {
+  discordChannel,
+  discordEnv,
+  slackChannel,
+  slackEnv,
+  telegramChannel,
+  telegramEnv,
+  withDiscord,
+  withSlack,
+  withTelegram,
+} from '../helpers/platforms.js';
 
 /** The last user message of a request, as text. */
 function userText(req: RecordedRequest): string {
@@ -66,5 +78,38 @@ describe('voice notes on Telegram', () => {
     expect(tg.texts(42)[1]).not.toContain('not understood here');
     expect(llm.transcriptions).toHaveLength(0);
     expect(tg.downloads).toHaveLength(0);
+  });
+});
+
+describe('audio files on Discord and Slack', () => {
+  let llm: FakeLlm;
+  beforeEach(async () => {
+    llm = await withLlm();
+  });
+  const agent = () => agentConfig(llm.url, 'transcription_model = "whisper-1"\nmax_audio_duration_ms = 60000');
+
+  it('a Discord voice message is transcribed; one longer than max_audio_duration_ms is not fetched', async () => {
+    const dc: FakeDiscord = await withDiscord();
+    await withChannelDaemon(agent() + discordChannel(dc), discordEnv(dc));
+    dc.dmWithFile('', { bytes: Buffer.from('book a table for two'), filename: 'voice-message.ogg', content_type: 'audio/ogg', duration_secs: 2.5 });
+    await waitFor(() => llm.requests.length === 1, 10_000);
+    expect(userText(llm.requests[0]!)).toContain("[transcribed from the user's voice message] book a table for two");
+    expect(llm.transcriptions[0]).toMatchObject({ fileName: 'voice-message.ogg', mime: 'audio/ogg' });
+    await waitFor(() => dc.texts(dc.dmChannel).length === 1, 10_000);
+
+    dc.dmWithFile('', { bytes: Buffer.from('long'), filename: 'voice-message.ogg', content_type: 'audio/ogg', duration_secs: 75 });
+    await waitFor(() => dc.texts(dc.dmChannel).length === 2, 10_000);
+    expect(dc.texts(dc.dmChannel)[1]).toMatch(/^ℹ️ voice-message\.ogg is 75 s long, more than the 60 s limit/);
+    expect(dc.cdnDownloads).toHaveLength(1);
+    expect(llm.transcriptions).toHaveLength(1);
+  });
+
+  it('a Slack audio file is transcribed', async () => {
+    const sl: FakeSlack = await withSlack();
+    await withChannelDaemon(agent() + slackChannel(sl, 'native_stream = false\n'), slackEnv(sl));
+    sl.push(sl.dmFileEvent('', { bytes: Buffer.from('remind me about the invoice'), name: 'audio_message.m4a', mimetype: 'audio/mp4', filetype: 'm4a' }));
+    await waitFor(() => llm.requests.length === 1, 15_000);
+    expect(userText(llm.requests[0]!)).toContain("[transcribed from the user's voice message] remind me about the invoice");
+    expect(llm.transcriptions[0]).toMatchObject({ model: 'whisper-1', fileName: 'audio_message.m4a' });
   });
 });
