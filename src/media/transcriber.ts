@@ -1,4 +1,5 @@
 import type { AgentConfig } from '../config/schema.js';
+import { CodedError } from '../contracts/errors.js';
 import type { Transcriber } from '../workspace/attachments.js';
 import { transcribe } from './transcribe.js';
 
@@ -30,6 +31,7 @@ export function transcriberFor(agent: AgentConfig, apiKey: string | undefined): 
     const mime = a.mime?.split(';')[0]?.trim().toLowerCase();
     // OpenAI tells the format by the file name; a platform's voice note often has none (Telegram's is OGG/Opus).
     const fileName = a.name ?? `voice.${(mime && EXTENSION_OF[mime]) ?? 'ogg'}`;
+    const timeout = AbortSignal.timeout(timeoutMs);
     return transcribe({
       baseUrl,
       ...(apiKey ? { apiKey } : {}),
@@ -37,7 +39,10 @@ export function transcriberFor(agent: AgentConfig, apiKey: string | undefined): 
       audio,
       fileName,
       ...(mime ? { mime } : {}),
-      signal: AbortSignal.any([signal, AbortSignal.timeout(timeoutMs)]),
+      signal: AbortSignal.any([signal, timeout]),
+    }).catch((err: unknown) => {
+      if (timeout.aborted && !signal.aborted) throw new CodedError('TRANSCRIPTION_FAILED', `no transcript within ${timeoutMs} ms`, { cause: err });
+      throw err;
     });
   };
 }
