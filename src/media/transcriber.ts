@@ -1,7 +1,10 @@
 import type { AgentConfig } from '../config/schema.js';
 import { CodedError } from '../contracts/errors.js';
-import type { Transcriber } from '../workspace/attachments.js';
+import type { Attachment } from '../contracts/message.js';
 import { transcribe } from './transcribe.js';
+
+/** Turns a downloaded voice note into text; the signal is the turn's. */
+export type Transcriber = (audio: Buffer, attachment: Attachment, signal: AbortSignal) => Promise<string>;
 
 const EXTENSION_OF: Record<string, string> = {
   'audio/ogg': 'ogg',
@@ -29,7 +32,7 @@ export function transcriberFor(agent: AgentConfig, apiKey: string | undefined): 
   const timeoutMs = agent.request_timeout_ms;
   return (audio, a, signal) => {
     const mime = a.mime?.split(';')[0]?.trim().toLowerCase();
-    // OpenAI tells the format by the file name; a platform's voice note often has none (Telegram's is OGG/Opus).
+    // OpenAI tells the format by the file name; a platform's voice note often has none (most record OGG/Opus).
     const fileName = a.name ?? `voice.${(mime && EXTENSION_OF[mime]) ?? 'ogg'}`;
     const timeout = AbortSignal.timeout(timeoutMs);
     return transcribe({

@@ -6,6 +6,7 @@ import { CodedError, errorMessage } from '../contracts/errors.js';
 import { SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { raceAbort } from '../util/abortable.js';
+import type { Transcriber } from '../media/transcriber.js';
 
 /** Characters of text files one turn may add to the user's message, all files together. */
 export const ATTACHMENT_TEXT_BUDGET_CHARS = 40_000;
@@ -21,9 +22,6 @@ export interface AttachmentDeps {
   /** Speech to text with the agent's `transcription_model`; undefined when it has none. */
   transcriber?: () => Transcriber | undefined;
 }
-
-/** Turns a downloaded voice note into text; the signal is the turn's. */
-export type Transcriber = (audio: Buffer, attachment: Attachment, signal: AbortSignal) => Promise<string>;
 
 /** Conversations remembered as already told that voice is not understood (oldest forgotten first). */
 const TOLD_NO_VOICE_MAX = 10_000;
