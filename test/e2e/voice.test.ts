@@ -3,6 +3,7 @@ import type { FakeLlm, RecordedRequest } from '../fakes/llm/server.js';
 import type { FakeDiscord } from '../fakes/discord/server.js';
 import type { FakeSlack } from '../fakes/slack/server.js';
 import type { FakeTelegram } from '../fakes/telegram/server.js';
+import { whatsappChannel, whatsappEnv, withWhatsApp } from '../helpers/whatsapp.js';
 import { waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm } from '../helpers/fixtures.js';
 import {
@@ -102,6 +103,19 @@ describe('audio files on Discord and Slack', () => {
     expect(dc.texts(dc.dmChannel)[1]).toMatch(/^ℹ️ voice-message\.ogg is 75 s long, more than the 60 s limit/);
     expect(dc.cdnDownloads).toHaveLength(1);
     expect(llm.transcriptions).toHaveLength(1);
+  });
+
+  it('a WhatsApp voice note (audio with voice: true) is transcribed', async () => {
+    const wa = await withWhatsApp();
+    const d = await withChannelDaemon(agent() + whatsappChannel(wa), whatsappEnv(wa));
+    wa.webhookUrl = `${d.url}/webhooks/wa`;
+    wa.media.set('5550001', { bytes: Buffer.from('call the plumber'), mime: 'audio/ogg' });
+    const m = { ...wa.textMessage(''), type: 'audio', audio: { id: '5550001', mime_type: 'audio/ogg; codecs=opus', voice: true } };
+    delete (m as { text?: unknown }).text;
+    await wa.deliver(wa.notification([m]));
+    await waitFor(() => llm.requests.length === 1, 10_000);
+    expect(userText(llm.requests[0]!)).toContain("[transcribed from the user's voice message] call the plumber");
+    expect(llm.transcriptions[0]).toMatchObject({ fileName: 'voice.ogg', mime: 'audio/ogg' });
   });
 
   it('a Slack audio file is transcribed', async () => {
