@@ -1,6 +1,7 @@
 import type { AgentConfig } from '../config/schema.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Runtime } from '../runtime/runtime.js';
+import { raceAbort } from '../util/abortable.js';
 import { addressesOf, isLocalAddress } from '../util/address-policy.js';
 import { fetchLimited } from '../util/download.js';
 import { looksLikeHtml, readablePage } from './read-page.js';
@@ -89,7 +90,13 @@ export function registerLinks(runtime: Runtime, deps: LinkDeps): void {
       if (!urls.length) return;
       const maxBytes = Math.min(LINK_MAX_BYTES, deps.maxBytes());
       const timeoutMs = deps.timeoutMs();
-      const read = await Promise.allSettled(urls.map((url) => readLink(url, maxBytes, AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]))));
+      const read = await Promise.allSettled(
+        urls.map((url) => {
+          const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]);
+          // The host lookup takes no signal: the race keeps a hung resolver from holding the turn.
+          return raceAbort(readLink(url, maxBytes, signal), signal);
+        }),
+      );
       if (ctx.signal.aborted) throw ctx.signal.reason;
       const parts: string[] = [];
       const notes: string[] = [];

@@ -48,6 +48,7 @@ describe('[agent] read_links', () => {
     local = await site('127.0.0.1', (_p, res) => res.writeHead(200, { 'content-type': 'text/plain' }).end('SECRET-LOCAL-ADMIN-PAGE'));
     pub = await site('127.0.0.2', (path, res) => {
       if (path === '/to-local') return void res.writeHead(302, { location: `${local.base}/admin` }).end();
+      if (path === '/stall') return void res.writeHead(200, { 'content-type': 'text/html' }).write('<html>'); // and nothing more
       if (path.startsWith('/plain')) return void res.writeHead(200, { 'content-type': 'text/plain' }).end(`plain text of ${path}`);
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(ARTICLE);
     });
@@ -66,9 +67,9 @@ describe('[agent] read_links', () => {
     local.hits.length = 0;
   });
 
-  const start = (agentExtra: string) =>
+  const start = (agentExtra: string, limits = '') =>
     withChannelDaemon(
-      `[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "chat-1"\n${agentExtra}\n\n` + telegramChannel(tg),
+      `${limits}[agent]\nprovider = "openai-compatible"\nbase_url = "${llm.url}"\nmodel = "chat-1"\n${agentExtra}\n\n${telegramChannel(tg)}`,
       telegramEnv(tg),
     );
 
@@ -110,5 +111,13 @@ describe('[agent] read_links', () => {
     await waitFor(() => llm.requests.length === 2, 10_000);
     expect(userText(llm.requests[1]!)).not.toContain('Eurasian teal');
     expect(pub.hits).toHaveLength(3);
+  });
+
+  it('a page that stalls is given up after attachment_timeout_ms, and the turn goes on', async () => {
+    await start('read_links = true', '[limits]\nattachment_timeout_ms = 300\n\n');
+    tg.dm(`what is at ${pub.base}/stall`);
+    await waitFor(() => llm.requests.length === 1, 15_000);
+    expect(userText(llm.requests[0]!)).toContain(`[link ${pub.base}/stall not read: it took longer than 300 ms]`);
+    await waitFor(() => tg.texts(42).at(-1)?.startsWith(`ℹ️ I could not read ${pub.base}/stall: it took longer than 300 ms.`), 10_000);
   });
 });
