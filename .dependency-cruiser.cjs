@@ -22,6 +22,7 @@ const layers = [
   ['tools'],
   ['cluster'],
   ['actions'],
+  ['media'],
   ['workspace'],
   ['daemon'],
   ['cli'],

@@ -24,6 +24,7 @@ export function normalizeMessage(m: Message, channelId: string, botId: string, g
       name: a.name,
       size: a.size,
       ...(a.contentType ? { mime: a.contentType } : {}),
+      ...(a.duration ? { durationMs: Math.round(a.duration * 1000) } : {}), // a voice message's length, in seconds
       url: a.url,
     })),
     ...(m.reference?.messageId ? { replyTo: m.reference.messageId } : {}),

@@ -10,7 +10,7 @@ function attachmentsOf(m: Message): Attachment[] {
   const out: Attachment[] = [];
   const photo = m.photo?.at(-1); // the largest size
   if (photo) out.push({ id: photo.file_id, type: 'photo', ...(photo.file_size ? { size: photo.file_size } : {}) });
-  const files: Array<[string, { file_id: string; file_size?: number; mime_type?: string; file_name?: string } | undefined]> = [
+  const files: Array<[string, { file_id: string; file_size?: number; mime_type?: string; file_name?: string; duration?: number } | undefined]> = [
     ['document', m.document],
     ['audio', m.audio],
     ['video', m.video],
@@ -27,6 +27,7 @@ function attachmentsOf(m: Message): Attachment[] {
       ...(f.file_size ? { size: f.file_size } : {}),
       ...(f.mime_type ? { mime: f.mime_type } : {}),
       ...(f.file_name ? { name: f.file_name } : {}),
+      ...(f.duration ? { durationMs: f.duration * 1000 } : {}), // seconds in the Bot API
     });
   }
   return out;

@@ -5,7 +5,8 @@ import { agentPath, type ConfigProblem, type Secrets } from './secrets.js';
  * Mistakes `check` refuses that no single key's schema can see: MCP server names used
  * twice in one agent (their tools would clash as `server__tool`), `headers_env` naming a
  * variable that is not set (the server would fail at every connect), and a cluster URL
- * that does not parse (the daemon would exit at start).
+ * that does not parse (the daemon would exit at start), a `transcription_model` not marked
+ * as taking audio in `[models]`.
  */
 export function operatorProblems(config: DaemonConfig, env: NodeJS.ProcessEnv, secrets: Secrets): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
@@ -20,6 +21,10 @@ export function operatorProblems(config: DaemonConfig, env: NodeJS.ProcessEnv, s
       for (const [header, variable] of Object.entries(server.headers_env))
         if (env[variable] === undefined) problems.push({ path: [...at, 'headers_env', header], message: `environment variable ${variable} is not set` });
     });
+    // A transcription model the [models] table does not mark as taking audio would fail every voice note.
+    const heard = agent.transcription_model;
+    if (heard !== undefined && !config.models[heard]?.input.includes('audio'))
+      problems.push({ path: agentPath(config, name, 'transcription_model'), message: `add [models."${heard}"] with input = ["audio"]` });
   }
   if (config.cluster) {
     for (const base of ['nats_url', 'postgres_url']) {

@@ -157,12 +157,20 @@ export const agentSchema = z.strictObject({
   memory: z.boolean().default(false),
   /** The most characters of the speaker's memories added to a turn's system prompt. */
   memory_max_chars: positiveInt.default(2000),
+  /** A `[models."NAME"]` with input = ["audio"], served at base_url's /audio/transcriptions: voice notes become text. */
+  transcription_model: z.string().min(1).optional(),
+  /** Voice notes longer than this are not transcribed (the size limit is [limits] max_attachment_bytes). */
+  max_audio_duration_ms: positiveDurationMs.default(300000),
+  /** Echo the transcript of a voice note at the top of the reply. */
+  show_transcript: z.boolean().default(false),
+  /** Fetch up to 3 http(s) links of a message and add their readable text to the turn. */
+  read_links: z.boolean().default(false),
 });
 
 /** What one model accepts and what it costs (`[models."NAME"]`). */
 export const modelSchema = z.strictObject({
   input: z
-    .array(z.enum(['text', 'image']))
+    .array(z.enum(['text', 'image', 'audio']))
     .min(1)
     .default(['text']),
   price_in_per_mtok: z.number().nonnegative().max(MAX_PRICE_PER_MTOK).optional(),

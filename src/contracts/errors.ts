@@ -81,6 +81,9 @@ export const catalogue = {
   ATTACHMENT_TOO_LARGE: { retryable: false, text: 'the attachment is larger than [limits] max_attachment_bytes, so it was not downloaded' },
   ATTACHMENT_UNAVAILABLE: { retryable: false, text: 'the attachment could not be downloaded from the platform' },
   ATTACHMENT_TIMEOUT: { retryable: false, text: 'the attachment download stalled or took longer than [limits] attachment_timeout_ms, so it was not read' },
+  LINK_REFUSED: { retryable: false, text: 'the link was not read: it points to a loopback, private or otherwise local address' },
+  LINK_NOT_PAGE: { retryable: false, text: 'the link was not read: it is not a web page or text' },
+  TRANSCRIPTION_FAILED: { retryable: false, text: 'the transcription model (`[agent] transcription_model`) did not turn the audio into text' },
   PROVIDER_AUTH_FAILED: {
     retryable: false,
     text: 'the model provider refused the API key; check api_key_env',

@@ -11,6 +11,8 @@ export interface Attachment {
   /** Bytes, as the platform reported them before any download. */
   size?: number;
   mime?: string;
+  /** How long a voice note or audio file plays, when the platform says. */
+  durationMs?: number;
   /** Where the platform serves it (a CDN URL, a private file URL), when it says. */
   url?: string;
 }

@@ -6,6 +6,7 @@ import { CodedError, errorMessage } from '../contracts/errors.js';
 import { SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { raceAbort } from '../util/abortable.js';
+import type { Transcriber } from '../media/transcriber.js';
 
 /** Characters of text files one turn may add to the user's message, all files together. */
 export const ATTACHMENT_TEXT_BUDGET_CHARS = 40_000;
@@ -18,7 +19,12 @@ export interface AttachmentDeps {
   timeoutMs: () => number;
   /** Told about downloads that failed for a reason other than size. */
   onError?: (attachment: Attachment, err: unknown) => void;
+  /** Speech to text with the agent's `transcription_model`; undefined when it has none. */
+  transcriber?: () => Transcriber | undefined;
 }
+
+/** Conversations remembered as already told that voice is not understood (oldest forgotten first). */
+const TOLD_NO_VOICE_MAX = 10_000;
 
 const TEXT_MIMES = /^(text\/|application\/(json|xml|x-yaml|yaml|toml|javascript|x-javascript|typescript|x-sh|x-python|sql|csv|x-ndjson|ld\+json))/;
 const TEXT_EXTENSIONS = new Set(
@@ -28,11 +34,12 @@ const TEXT_EXTENSIONS = new Set(
 );
 const IMAGE_MIMES = new Set(['image/jpeg', 'image/png', 'image/gif', 'image/webp']);
 
-export type AttachmentKind = 'image' | 'text' | 'other';
+export type AttachmentKind = 'image' | 'text' | 'audio' | 'other';
 
 /** What an attachment is for the model: an image part, text, or a description. */
 export function kindOf(a: Attachment): AttachmentKind {
   if (a.type === 'photo') return 'image';
+  if (a.type === 'voice' || a.type === 'audio' || a.mime?.toLowerCase().startsWith('audio/')) return 'audio';
   if (a.mime && IMAGE_MIMES.has(a.mime.toLowerCase())) return 'image';
   if (a.mime && TEXT_MIMES.test(a.mime.toLowerCase())) return 'text';
   if (a.name && TEXT_EXTENSIONS.has(extname(a.name).toLowerCase())) return 'text';
@@ -70,6 +77,7 @@ function asText(buf: Buffer): string | undefined {
  * see, a file too large to read) is a one-line note at the top of the answer.
  */
 export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): void {
+  const toldNoVoice = new Set<string>();
   runtime.hooks.register({
     phase: 'post_agent_build',
     name: 'attachments',
@@ -84,11 +92,31 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
       const parts: string[] = [];
       const images: ImageInput[] = [];
       const notes: string[] = [];
+      const heard = new Map<Attachment, string>();
       let textLeft = ATTACHMENT_TEXT_BUDGET_CHARS;
       for (const a of attachments) {
         const kind = kindOf(a);
         if (kind === 'other') {
           parts.push(describe(a));
+          continue;
+        }
+        const transcriber = kind === 'audio' ? deps.transcriber?.() : undefined;
+        if (kind === 'audio' && !transcriber) {
+          parts.push(describe(a, 'not heard: no transcription model'));
+          // Told once per conversation: a chat full of voice notes is not answered by the same notice each time.
+          if (!toldNoVoice.has(ctx.scope)) {
+            toldNoVoice.add(ctx.scope);
+            if (toldNoVoice.size > TOLD_NO_VOICE_MAX) toldNoVoice.delete(toldNoVoice.values().next().value!);
+            notes.push('Voice messages are not understood here, so I could not hear yours; please write instead.');
+          }
+          continue;
+        }
+        const maxDurationMs = deps.agent().max_audio_duration_ms;
+        if (kind === 'audio' && a.durationMs !== undefined && a.durationMs > maxDurationMs) {
+          parts.push(describe(a, 'too long to transcribe'));
+          notes.push(
+            `${nameOf(a)} is ${Math.round(a.durationMs / 1000)} s long, more than the ${Math.round(maxDurationMs / 1000)} s limit, so it was not transcribed.`,
+          );
           continue;
         }
         if (kind === 'image' && !seesImages) {
@@ -138,6 +166,23 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
         } finally {
           clearTimeout(timer);
         }
+        if (transcriber) {
+          let transcript: string;
+          try {
+            transcript = await transcriber(bytes, a, ctx.signal);
+          } catch (err) {
+            if (ctx.signal.aborted) throw err;
+            deps.onError?.(a, err);
+            parts.push(describe(a, 'could not be transcribed'));
+            notes.push(`${nameOf(a)} could not be transcribed (${errorMessage(err)}).`);
+            continue;
+          }
+          const marked = `[transcribed from the user's voice message] ${transcript || '(nothing audible)'}`;
+          heard.set(a, marked);
+          parts.push(marked);
+          if (deps.agent().show_transcript) notes.push(`🎙️ “${transcript}”`);
+          continue;
+        }
         if (kind === 'image') {
           images.push({ data: bytes, mediaType: a.mime && IMAGE_MIMES.has(a.mime) ? a.mime : 'image/jpeg', name: nameOf(a) });
           parts.push(`[image: ${nameOf(a)}]`);
@@ -154,10 +199,11 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
       }
       const caption = input.text.trim();
       // The session keeps the caption and what was attached, not the files' contents.
-      ctx.extras.set(SESSION_USER_TEXT, [caption, ...attachments.map((a) => describe(a))].filter(Boolean).join('\n'));
+      // A voice note's words are what the user said, so the session keeps its transcript.
+      ctx.extras.set(SESSION_USER_TEXT, [caption, ...attachments.map((a) => heard.get(a) ?? describe(a))].filter(Boolean).join('\n'));
       input.text = [caption || (images.length ? 'The user sent this without a caption.' : ''), ...parts].filter(Boolean).join('\n\n');
       if (images.length) input.images = images;
-      for (const note of notes) ctx.emit({ type: 'text_delta', text: `ℹ️ ${note}\n\n` });
+      for (const note of notes) ctx.emit({ type: 'text_delta', text: note.startsWith('🎙️') ? `${note}\n\n` : `ℹ️ ${note}\n\n` });
     },
   });
 }

@@ -19,6 +19,8 @@ import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { Quotas, type QuotaDeps, type QuotaStanding } from './quotas.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
+import { transcriberFor } from '../media/transcriber.js';
+import { registerLinks } from '../media/links.js';
 import type { Tool } from '../contracts/tools.js';
 import { registerToolCommands } from '../tools/controls.js';
 import { formatAmount } from '../util/money.js';
@@ -189,7 +191,14 @@ export class Workspace {
       models,
       maxBytes: o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024),
       timeoutMs: o.attachmentTimeoutMs ?? (() => 30_000),
-      onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded'),
+      onError: (a, err) => log.warn({ err, attachment: a.id }, 'attachment not downloaded or not transcribed'),
+      transcriber: () => transcriberFor(this.config, o.apiKey),
+    });
+    registerLinks(this.runtime, {
+      agent: () => this.config,
+      maxBytes: o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024),
+      timeoutMs: o.attachmentTimeoutMs ?? (() => 30_000),
+      onError: (url, err) => log.warn({ err, url }, 'link not read'),
     });
     if (o.workspaceDir !== undefined && o.config.prompt_files.length) {
       this.#promptFiles = new PromptFiles(

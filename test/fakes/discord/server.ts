@@ -279,7 +279,7 @@ export class FakeDiscord {
   /** A DM carrying one file, as Discord sends it: the attachment object with its CDN url. */
   dmWithFile(
     text: string,
-    file: { bytes: Buffer; filename: string; content_type: string; size?: number },
+    file: { bytes: Buffer; filename: string; content_type: string; size?: number; duration_secs?: number },
     author?: { id?: string; username?: string },
   ): string {
     const id = snowflake();
@@ -294,6 +294,8 @@ export class FakeDiscord {
       proxy_url: url,
       content_type: file.content_type,
       ...(file.content_type.startsWith('image/') ? { width: 64, height: 64 } : {}),
+      // A voice message carries its length (and a waveform, not needed here).
+      ...(file.duration_secs !== undefined ? { duration_secs: file.duration_secs, flags: 1 << 13 } : {}),
     };
     return this.#message(this.dmChannel, text, { author: this.#author(author), mentions: [], channel_type: 1, attachments: [attachment] });
   }

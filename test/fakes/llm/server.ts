@@ -43,14 +43,30 @@ export interface RecordedRequest {
   clientClosed: boolean;
 }
 
+/** One `/audio/transcriptions` request as the multipart form carried it. */
+export interface RecordedTranscription {
+  model: string;
+  fileName: string;
+  mime: string;
+  audio: Buffer;
+  headers: IncomingMessage['headers'];
+}
+
+/** What the fake answers one transcription with: a text, or an HTTP error. */
+export type TranscriptionScript = { text: string } | { status: number };
+
 /**
  * An OpenAI-compatible server on 127.0.0.1 that streams SSE chat.completion.chunk frames,
  * scriptable per request (content, reasoning_content, tool calls, usage) with faults:
  * HTTP errors, 429 with retry-after, a stall, a disconnect mid-stream. With no script
- * queued it echoes the last user message.
+ * queued it echoes the last user message. `POST /audio/transcriptions` takes OpenAI's multipart
+ * form (`file`, `model`) and answers `{ "text" }`: the scripted text, else the audio's bytes
+ * read as UTF-8 (a test's "voice note" is its own transcript).
  */
 export class FakeLlm {
   readonly requests: RecordedRequest[] = [];
+  readonly transcriptions: RecordedTranscription[] = [];
+  readonly #transcripts: TranscriptionScript[] = [];
   readonly #queue: Script[] = [];
   readonly #byModel = new Map<string, Script[]>();
   readonly #server: Server;
@@ -79,6 +95,12 @@ export class FakeLlm {
     return this;
   }
 
+  /** Queues what the next transcriptions get, in order. */
+  scriptTranscription(...scripts: TranscriptionScript[]): this {
+    this.#transcripts.push(...scripts);
+    return this;
+  }
+
   async close(): Promise<void> {
     for (const res of this.#open) res.destroy();
     this.#server.closeAllConnections();
@@ -86,6 +108,7 @@ export class FakeLlm {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method === 'POST' && req.url?.endsWith('/audio/transcriptions')) return this.#transcribe(req, res);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
       res.writeHead(404).end();
       return;
@@ -148,6 +171,34 @@ export class FakeLlm {
         usage: { ...(script.usage ?? { prompt_tokens: 11, completion_tokens: 7 }), total_tokens: 18 },
       });
     res.end('data: [DONE]\n\n');
+  }
+
+  async #transcribe(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const answer = (status: number, body: unknown): void => {
+      res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+    };
+    let form: FormData;
+    try {
+      // undici parses multipart/form-data exactly as a server would.
+      form = await new Request('http://fake/', {
+        method: 'POST',
+        headers: { 'content-type': req.headers['content-type'] ?? '' },
+        body: Buffer.concat(chunks),
+      }).formData();
+    } catch {
+      return answer(400, { error: { message: 'expected multipart/form-data', type: 'invalid_request_error' } });
+    }
+    const file = form.get('file');
+    const model = form.get('model');
+    if (!(file instanceof File) || typeof model !== 'string')
+      return answer(400, { error: { message: 'file and model are required', type: 'invalid_request_error' } });
+    const audio = Buffer.from(await file.arrayBuffer());
+    this.transcriptions.push({ model, fileName: file.name, mime: file.type, audio, headers: req.headers });
+    const script = this.#transcripts.shift() ?? { text: audio.toString('utf8') };
+    if ('status' in script) return answer(script.status, { error: { message: `fake status ${script.status}`, type: 'server_error' } });
+    answer(200, { text: script.text });
   }
 
   /** The default answer: the last user message, streamed word by word. */

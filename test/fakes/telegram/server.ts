@@ -307,6 +307,14 @@ export class FakeTelegram {
     return this.#push(m);
   }
 
+  /** A private voice note (OGG/Opus as Telegram records it; `duration` in seconds, as the Bot API gives it). */
+  dmVoice(bytes: Buffer, duration = 2, from = { id: 42, first_name: 'Ada' }) {
+    const f = this.addFile(bytes, { ext: 'oga' });
+    const m = this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, '', from, { voice: { ...f, duration, mime_type: 'audio/ogg' } });
+    delete (m as { text?: string }).text;
+    return this.#push(m);
+  }
+
   /** A private message with a document. */
   dmDocument(bytes: Buffer, doc: { file_name: string; mime_type: string; size?: number }, caption?: string, from = { id: 42, first_name: 'Ada' }) {
     const f = this.addFile(bytes, { ext: doc.file_name.split('.').pop()!, ...(doc.size !== undefined ? { size: doc.size } : {}) });
