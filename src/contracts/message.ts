@@ -37,6 +37,11 @@ export interface ChannelMessage {
   addressed: boolean;
   /** ms since the epoch. */
   receivedAt: number;
+  /**
+   * Set only by the daemon for a message no platform sent (a reminder firing): it has no
+   * platform message to reply to or react on. Adapters never set it.
+   */
+  synthetic?: { kind: 'reminder'; id: string };
 }
 
 /** Where a reply goes: a chat and optionally a thread, replying to a message. */
@@ -78,6 +83,6 @@ export function replyTargetOf(msg: ChannelMessage): ReplyTarget {
     chatId: msg.chat.id,
     chatType: msg.chat.type,
     ...(msg.threadId ? { threadId: msg.threadId } : {}),
-    replyToMessageId: msg.messageId,
+    ...(msg.synthetic ? {} : { replyToMessageId: msg.messageId }),
   };
 }
