@@ -38,10 +38,12 @@ export interface ChannelMessage {
   /** ms since the epoch. */
   receivedAt: number;
   /**
-   * Set only by the daemon for a message no platform sent (a reminder firing): it has no
-   * platform message to reply to or react on. Adapters never set it.
+   * Set only by the daemon for a message no platform sent (a reminder or `[[schedules]]`
+   * firing): it has no platform message to reply to or react on. Adapters never set it.
+   * A schedule's firing passes the access rules (the operator configured it) and is
+   * answered by `agent` when set.
    */
-  synthetic?: { kind: 'reminder'; id: string };
+  synthetic?: { kind: 'reminder' | 'schedule'; id: string; agent?: string };
 }
 
 /** Where a reply goes: a chat and optionally a thread, replying to a message. */

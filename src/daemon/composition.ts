@@ -18,6 +18,7 @@ import {
 import { dispatcherPlugin } from './dispatcher.js';
 import { managementPlugin } from './management.js';
 import { remindersPlugin } from './reminders.js';
+import { schedulesPlugin } from './schedules.js';
 import { definePlugin, type DaemonPlugin, type Services } from './services.js';
 import { statusPlugin } from './status.js';
 import { sqliteStorePlugin } from './store.js';
@@ -51,6 +52,7 @@ export function corePlugins(
     statusPlugin,
     managementPlugin,
     remindersPlugin,
+    schedulesPlugin,
   ];
 }
 
