@@ -31,4 +31,6 @@ export interface DaemonStatus {
   mcp_servers?: McpServerStatus[];
   /** Cluster mode: instances (with their config generation and turns), leases, partitions. */
   cluster?: ClusterStatus;
+  /** `[[schedules]]`: each one's next firing. */
+  schedules?: Array<{ id: string; channel: string; next_fire_at: string | null }>;
 }

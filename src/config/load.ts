@@ -147,6 +147,12 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
     if (!agent.base_url) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs base_url` });
     if (!agent.model) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs model` });
   }
+  config.schedules.forEach((s, i) => {
+    if (!config.channels.some((c) => c.id === s.channel))
+      problems.push({ path: ['schedules', i, 'channel'], message: `schedule "${s.id}" posts to channel "${s.channel}", which is not defined` });
+    if (s.agent !== undefined && !config.agents[s.agent]?.enabled)
+      problems.push({ path: ['schedules', i, 'agent'], message: `schedule "${s.id}" names agent "${s.agent}", which is not defined or is disabled` });
+  });
 }
 
 /** Every prompt file must be a readable file inside the agent's workspace_dir. */
@@ -216,6 +222,7 @@ function salvage(raw: unknown, kinds: ChannelKinds): DaemonConfig {
     agents,
     models: section(configSchema.shape.models, r.models),
     channels,
+    schedules: section(configSchema.shape.schedules, r.schedules),
   };
 }
 

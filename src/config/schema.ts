@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { secretRef } from '../contracts/secret-ref.js';
 import { listenProblem } from './listen.js';
+import { schedulesSchema } from './schedules.js';
 
 /**
  * The whole daemon.config.toml schema (shared/CONFIG.md). Strict everywhere: unknown keys
@@ -272,6 +273,8 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
     /** Per model name: its input kinds and prices. */
     models: z.record(z.string().min(1), modelSchema).default({}),
     cluster: clusterSchema.optional(),
+    /** Agent turns on a cron schedule (src/config/schedules.ts). */
+    schedules: schedulesSchema.default([]),
   });
 }
 

@@ -39,6 +39,13 @@ export interface ChannelMessage {
   addressed: boolean;
   /** ms since the epoch. */
   receivedAt: number;
+  /**
+   * Set only by the daemon for a message no platform sent (a reminder or `[[schedules]]`
+   * firing): it has no platform message to reply to or react on. Adapters never set it.
+   * A schedule's firing passes the access rules (the operator configured it) and is
+   * answered by `agent` when set.
+   */
+  synthetic?: { kind: 'reminder' | 'schedule'; id: string; agent?: string };
 }
 
 /** Where a reply goes: a chat and optionally a thread, replying to a message. */
@@ -80,6 +87,6 @@ export function replyTargetOf(msg: ChannelMessage): ReplyTarget {
     chatId: msg.chat.id,
     chatType: msg.chat.type,
     ...(msg.threadId ? { threadId: msg.threadId } : {}),
-    replyToMessageId: msg.messageId,
+    ...(msg.synthetic ? {} : { replyToMessageId: msg.messageId }),
   };
 }

@@ -17,6 +17,8 @@ import {
 } from './core.js';
 import { dispatcherPlugin } from './dispatcher.js';
 import { managementPlugin } from './management.js';
+import { remindersPlugin } from './reminders.js';
+import { schedulesPlugin } from './schedules.js';
 import { definePlugin, type DaemonPlugin, type Services } from './services.js';
 import { statusPlugin } from './status.js';
 import { sqliteStorePlugin } from './store.js';
@@ -49,6 +51,8 @@ export function corePlugins(
     extensionsPlugin,
     statusPlugin,
     managementPlugin,
+    remindersPlugin,
+    schedulesPlugin,
   ];
 }
 

@@ -101,7 +101,7 @@ export const dispatcherPlugin = definePlugin({
       execute: wrap(
         createTurnExecutor({
           channel,
-          workspaceFor: (id) => workspaces.byName.get(agentOf(config.config, id)),
+          workspaceFor: (id, msg) => workspaces.byName.get(msg?.synthetic?.agent ?? agentOf(config.config, id)),
           metrics,
           log,
           hardStop,

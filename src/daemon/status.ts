@@ -1,3 +1,4 @@
+import { nextFireAt } from '../config/schedules.js';
 import { registerAdminPage } from '../actions/admin.js';
 import { VERSION } from '../util/version.js';
 import { registerStatusRoutes } from '../observe/routes.js';
@@ -49,6 +50,7 @@ export class StatusService implements StatusView {
       last_reload: config.lastReload,
       storage: storage.status(),
       ...(cluster ? { cluster } : {}),
+      schedules: config.config.schedules.map((s) => ({ id: s.id, channel: s.channel, next_fire_at: nextFireAt(s) })),
     };
   }
 }

@@ -10,6 +10,7 @@ export type AccessVerdict = 'ok' | 'self' | 'bot' | 'not_allowed' | 'ignored' | 
  * allowed" notice; the group's ordinary chatter from others is none of the bot's business.
  */
 export function checkAccess(msg: ChannelMessage, ch: ChannelConfig, selfId: string | undefined): AccessVerdict {
+  if (msg.synthetic?.kind === 'schedule') return 'ok';
   if (selfId !== undefined && msg.sender.id === selfId) return 'self';
   if (msg.sender.isBot && !ch.allow_bots) return 'bot';
   const allow = ch.allow_from ?? ['*'];

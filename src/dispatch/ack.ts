@@ -27,7 +27,7 @@ export class AckReactions {
     const ch = this.channel(msg.channelId);
     const emoji = ch?.config.ack_reaction;
     const react = ch?.adapter.setReaction?.bind(ch.adapter);
-    if (!emoji || !react) return;
+    if (!emoji || !react || msg.synthetic) return;
     const key = `${msg.channelId}\u0000${msg.messageId}`;
     const ref: MessageRef = { chatId: msg.chat.id, messageId: msg.messageId, ...(msg.threadId ? { threadId: msg.threadId } : {}) };
     const before = this.#pending.get(key) ?? Promise.resolve();

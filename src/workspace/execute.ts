@@ -1,5 +1,5 @@
 import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
-import { replyTargetOf, type ReplyTarget } from '../contracts/message.js';
+import { type ChannelMessage, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -11,7 +11,7 @@ import type { Workspace } from './workspace.js';
 export interface TurnExecutorDeps {
   channel(id: string): DispatchChannel | undefined;
   /** The workspace of the agent a channel is bound to; undefined (or a throw) ends the turn with an error. */
-  workspaceFor(channelId: string): Workspace | undefined;
+  workspaceFor(channelId: string, message?: ChannelMessage): Workspace | undefined;
   metrics: Metrics;
   log: Logger;
   /** Aborted when the daemon must exit now: final texts stop retrying. */
@@ -67,7 +67,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     let model: string | undefined;
     let agent: string | undefined;
     try {
-      const ws = deps.workspaceFor(channelId);
+      const ws = deps.workspaceFor(channelId, first.message);
       if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
       agent = ws.name;
       outcome = await ws.runtime.run({

@@ -35,6 +35,7 @@ export function formatStatus(s: DaemonStatus): string {
     ...agents,
     ...mcp,
     `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`,
+    ...(s.schedules ?? []).map((x) => `schedule ${x.id} (${x.channel}): next ${x.next_fire_at ?? 'never'}`),
     ...(s.cluster ? ['', formatCluster(s.cluster)] : []),
   ].join('\n');
 }

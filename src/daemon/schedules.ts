@@ -1,0 +1,147 @@
+import { Cron } from 'croner';
+import { Gauge } from 'prom-client';
+import { CRON_MODE, type ScheduleConfig } from '../config/schedules.js';
+import type { ChannelMessage } from '../contracts/message.js';
+import type { Logger } from '../observe/logger.js';
+import { definePlugin } from './services.js';
+
+/** How often the plugin looks for a reloaded config (the live config's generation). */
+const RELOAD_POLL_MS = 1000;
+
+/** Cluster mode: the oldest missed firing caught up, well inside the shared inbox's 2-minute duplicate window. */
+const CLUSTER_CATCH_UP_MS = 90_000;
+
+/** The inbox key of one firing: the same on every instance, so the inbox keeps it once. */
+export const scheduleFiringId = (id: string, fireAtMs: number): string => `schedule:${id}:${fireAtMs}`;
+
+interface Job {
+  /** The table as configured: a change restarts the job. */
+  key: string;
+  config: ScheduleConfig;
+  cron: Cron;
+}
+
+/**
+ * Runs `[[schedules]]`: one croner job per schedule, kept in step with the config by id
+ * (added, removed, or restarted when its table changed). A firing is a synthetic message
+ * with the schedule's prompt, stored through the dispatcher under `schedule:ID:FIRE_AT`
+ * (the scheduled time, not the clock): every instance of a cluster computes the same key,
+ * so the shared inbox keeps one item and one turn runs, wherever it was fired from.
+ */
+export class ScheduleRunner {
+  readonly #jobs = new Map<string, Job>();
+  readonly #deliver: (msg: ChannelMessage) => Promise<boolean>;
+  readonly #log: Logger;
+  readonly #onNext: (id: string, nextMs: number | undefined) => void;
+
+  constructor(deliver: (msg: ChannelMessage) => Promise<boolean>, log: Logger, onNext: (id: string, nextMs: number | undefined) => void) {
+    this.#deliver = deliver;
+    this.#log = log;
+    this.#onNext = onNext;
+  }
+
+  /** Brings the jobs in line with `list`; `catchUpWithinMs` bounds how old a missed firing `catch_up = "last"` may run. */
+  apply(list: readonly ScheduleConfig[], catchUpWithinMs: number): void {
+    const wanted = new Map(list.map((s) => [s.id, s]));
+    for (const [id, job] of this.#jobs) {
+      const next = wanted.get(id);
+      if (next && JSON.stringify(next) === job.key) continue;
+      job.cron.stop();
+      this.#jobs.delete(id);
+      this.#onNext(id, undefined);
+    }
+    for (const s of list) {
+      if (this.#jobs.has(s.id)) continue;
+      const cron = new Cron(
+        s.cron,
+        {
+          name: `schedule:${s.id}`,
+          mode: CRON_MODE,
+          protect: true,
+          ...(s.timezone ? { timezone: s.timezone } : {}),
+          catch: (err) => this.#log.error({ err, schedule: s.id }, 'a schedule firing failed'),
+        },
+        (self: Cron) => {
+          const at = self.currentRun()?.getTime() ?? Date.now();
+          void this.#fire(s, at).finally(() => this.#onNext(s.id, self.nextRun()?.getTime()));
+        },
+      );
+      this.#jobs.set(s.id, { key: JSON.stringify(s), config: s, cron });
+      this.#onNext(s.id, cron.nextRun()?.getTime());
+      if (s.catch_up === 'last') {
+        const last = cron.previousRuns(1, new Date())[0]?.getTime();
+        // Stored already when it ran (or was caught up) before: the inbox drops it as a duplicate.
+        if (last !== undefined && Date.now() - last <= catchUpWithinMs) void this.#fire(s, last);
+      }
+    }
+  }
+
+  async #fire(s: ScheduleConfig, atMs: number): Promise<void> {
+    const msg: ChannelMessage = {
+      channelId: s.channel,
+      kind: 'schedule',
+      messageId: scheduleFiringId(s.id, atMs),
+      chat: { id: s.chat, type: 'dm' },
+      sender: { id: `schedule:${s.id}`, name: `schedule ${s.id}`, isBot: false },
+      text: s.prompt,
+      attachments: [],
+      addressed: true,
+      receivedAt: Date.now(),
+      synthetic: { kind: 'schedule', id: s.id, ...(s.agent ? { agent: s.agent } : {}) },
+    };
+    try {
+      await this.#deliver(msg);
+      this.#log.info({ schedule: s.id, channel: s.channel, fire_at: new Date(atMs).toISOString() }, 'schedule fired');
+    } catch (err) {
+      this.#log.warn({ err, schedule: s.id, channel: s.channel }, 'a schedule firing could not be stored; it is skipped');
+    }
+  }
+
+  /** Each schedule's next firing (ms since the epoch), for /status. */
+  next(): Array<{ id: string; next_fire_at: string | null }> {
+    return [...this.#jobs.values()].map((j) => ({ id: j.config.id, next_fire_at: j.cron.nextRun()?.toISOString() ?? null }));
+  }
+
+  close(): void {
+    for (const j of this.#jobs.values()) j.cron.stop();
+    this.#jobs.clear();
+  }
+}
+
+/** The `schedules` plugin: `[[schedules]]` as croner jobs, re-applied when a reload changes the config. */
+export const schedulesPlugin = definePlugin({
+  name: 'schedules',
+  inject: ['config', 'logger', 'metrics', 'dispatcher'],
+  start: (ctx) => {
+    const live = ctx.use('config');
+    const dispatcher = ctx.use('dispatcher');
+    const metrics = ctx.use('metrics');
+    const gauge = new Gauge({
+      name: 'channeld_schedule_next_fire_timestamp_seconds',
+      help: 'When each [[schedules]] entry fires next (unix seconds)',
+      labelNames: ['schedule'],
+      registers: [metrics.registry],
+    });
+    ctx.effect(() => metrics.registry.removeSingleMetric('channeld_schedule_next_fire_timestamp_seconds'));
+    const runner = new ScheduleRunner(
+      (msg) => dispatcher.deliver(msg),
+      ctx.use('logger'),
+      (id, next) => (next === undefined ? gauge.remove({ schedule: id }) : gauge.set({ schedule: id }, Math.round(next / 1000))),
+    );
+    ctx.effect(() => runner.close());
+    // How old a missed firing catch_up = "last" may run: the local inbox drops a repeat for
+    // inbox_retention_hours, the cluster's shared inbox only within its stream's 2-minute
+    // duplicate window, so there a catch-up older than that could run a second turn.
+    const retentionMs = () => (live.config.cluster ? CLUSTER_CATCH_UP_MS : live.config.daemon.inbox_retention_hours * 3_600_000);
+    let generation = live.generation;
+    runner.apply(live.config.schedules, retentionMs());
+    // A reload replaces the live config; its schedules are diffed by id like channels.
+    const poll = setInterval(() => {
+      if (live.generation === generation) return;
+      generation = live.generation;
+      runner.apply(live.config.schedules, retentionMs());
+    }, RELOAD_POLL_MS);
+    poll.unref();
+    ctx.effect(() => clearInterval(poll));
+  },
+});

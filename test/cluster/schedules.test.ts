@@ -1,0 +1,39 @@
+import { appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/daemon.js';
+import { clusterSkipReason } from '../helpers/cluster.js';
+import { type Member, ProcessCluster } from './harness.js';
+
+const skip = await clusterSkipReason();
+
+describe.skipIf(skip !== undefined)(`[[schedules]] in cluster mode, two real processes${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  let c: ProcessCluster | undefined;
+  afterEach(async () => {
+    await c?.close();
+    c = undefined;
+  });
+
+  it('a schedule added by reload on both instances fires once: one stored firing, one turn, one reply', async () => {
+    c = new ProcessCluster({ echoDelayMs: 5 });
+    await c.start(2);
+    // One firing a few seconds ahead (a yearly pattern in UTC); catch_up = "last" runs it even
+    // if a loaded box applies the reload after that second passed.
+    const at = new Date(Date.now() + 5000);
+    const cron = `${at.getUTCSeconds()} ${at.getUTCMinutes()} ${at.getUTCHours()} ${at.getUTCDate()} ${at.getUTCMonth() + 1} *`;
+    const table = `\n[[schedules]]\nid = "daily"\nchannel = "tg"\nchat = "4242"\ncron = "${cron}"\ntimezone = "UTC"\nprompt = "time for the report"\ncatch_up = "last"\n`;
+    for (const m of c.live()) {
+      appendFileSync(join(c.dir, `${m.id}.toml`), table);
+      m.proc.signal('SIGHUP');
+    }
+    // Both instances fire it (each stores the firing, or finds it stored).
+    const fired = (m: Member) => m.proc.lines.some((l) => l.msg === 'schedule fired' && l.schedule === 'daily');
+    await waitFor(() => c!.live().every(fired), 60_000, 50);
+    await waitFor(() => c!.tg.messages.some((m) => m.chatId === 4242 && m.text === 'time for the report'), 30_000, 50);
+    // Nothing else runs or waits anywhere: the one reply is all there is.
+    await waitFor(async () => (await Promise.all(c!.live().map((m) => c!.status(m)))).every((s) => s.turns.in_flight === 0), 30_000, 50);
+    expect(c.tg.messages.filter((m) => m.chatId === 4242)).toHaveLength(1);
+    const turns = c.live().flatMap((m) => m.proc.lines.filter((l) => l.msg === 'turn finished' && l.scope === 'tg:4242'));
+    expect(turns).toHaveLength(1);
+  });
+});
