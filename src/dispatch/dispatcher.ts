@@ -5,6 +5,7 @@ import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { InboxItem } from '../inbox/item.js';
 import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
 import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
+import { INTENT_CONTEXT_MESSAGES } from '../agent/intent.js';
 import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
 import { conversationScope, type ChannelMessage } from '../contracts/message.js';
 import { Lanes, type TurnJob } from './lanes.js';
@@ -256,7 +257,8 @@ export class Dispatcher {
       return;
     }
     try {
-      const recent = this.passive.peek(scope).slice(-7);
+      // The newest message (this one, kept as context until judged) and the ones before it.
+      const recent = this.passive.peek(scope).slice(-(INTENT_CONTEXT_MESSAGES + 1));
       const decision = await this.#o.classify!(msg, recent, this.#closing.signal);
       if (decision !== 'reply' || !this.#accepting) return;
       this.passive.remove(scope, msg.messageId);
