@@ -148,7 +148,8 @@ export class Dispatcher {
   /** The Deliver contract: resolves after the message is committed (or deliberately not stored). */
   deliver = async (msg: ChannelMessage): Promise<boolean> => {
     const ch = this.#o.channel(msg.channelId);
-    if (!ch || !this.#accepting) throw new CodedError('DAEMON_SHUTTING_DOWN', `channel "${msg.channelId}" is not taking messages`, { retryable: true });
+    if (!ch) throw new CodedError('CHANNEL_UNKNOWN', `channel "${msg.channelId}" is not taking messages: the dispatcher does not know it`);
+    if (!this.#accepting) throw new CodedError('DAEMON_SHUTTING_DOWN', `channel "${msg.channelId}" is not taking messages`, { retryable: true });
     const scope = conversationScope(msg, ch.config.scope);
     const verdict = checkAccess(msg, ch.config, ch.adapter.selfId);
     this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
