@@ -1,9 +1,12 @@
+import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { withDaemonProcess } from '../helpers/process.js';
+import { scaled } from '../helpers/timing.js';
 import { ChatClient } from '../helpers/webchat-client.js';
 
 const repo = join(import.meta.dirname, '../..');
@@ -74,5 +77,30 @@ describe('a plugin folder outside the repo', () => {
       .map((t) => (t as { function: { name: string; parameters: unknown } }).function)
       .find((f) => f.name === 'berth_count');
     expect(tool?.parameters).toMatchObject({ type: 'object', properties: { harbour: { type: 'string' } } });
+  });
+
+  it("type-checks against channeld/plugin's published declarations", async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'channeld-oot-types-'));
+    cleanup.push(() => rmSync(dir, { recursive: true, force: true }));
+    const folder = writePluginFolder(dir);
+    writeFileSync(
+      join(folder, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: { module: 'nodenext', moduleResolution: 'nodenext', target: 'es2023', strict: true, noEmit: true, skipLibCheck: true, types: [] },
+        files: ['index.ts'],
+      }),
+    );
+    const tsc = (name: string) => {
+      writeFileSync(
+        join(folder, 'index.ts'),
+        `import { definePluginFolder, z, type SlashCommand } from 'channeld/plugin';\n` +
+          `const tide: SlashCommand = { name: 'tide', help: 'the tide', handler: (_ctx, args) => \`High tide at \${args}\` };\n` +
+          `export default definePluginFolder({ name: ${name}, commands: [tide], tools: [{ name: 'b', description: 'd', input: z.object({ h: z.string() }), run: ({ h }) => h }] });\n`,
+      );
+      return promisify(execFile)(process.execPath, [join(repo, 'node_modules/typescript/bin/tsc'), '-p', folder], { timeout: scaled(60_000) });
+    };
+    await tsc("'harbour'");
+    // The declarations are really applied: a wrong definition is refused.
+    await expect(tsc('7')).rejects.toMatchObject({ stdout: expect.stringContaining("TS2322: Type 'number' is not assignable to type 'string'") });
   });
 });
