@@ -7,7 +7,17 @@ import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
-const inputs = ['src', 'channels', 'bin', 'scripts/bundle.mjs', 'package.json', 'package-lock.json', 'tsconfig.json', 'tsconfig.build.json'];
+const inputs = [
+  'src',
+  'channels',
+  'bin',
+  'scripts/bundle.mjs',
+  'package.json',
+  'package-lock.json',
+  'tsconfig.json',
+  'tsconfig.build.json',
+  'tsconfig.plugin-api.json',
+];
 
 /** The newest modification time under `path`, in ms (0 when it does not exist). */
 function newest(path) {

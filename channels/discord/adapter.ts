@@ -139,7 +139,15 @@ export class DiscordAdapter implements ChannelAdapter {
       // stored it is acknowledged with DEFERRED_UPDATE_MESSAGE (Discord wants an answer within 3 s).
       deliver(normalizeButton(i, this.#o.id))
         .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord button click not stored'))
-        .then(() => this.#rest.post(Routes.interactionCallback(i.id, i.token), { body: { type: InteractionResponseType.DeferredMessageUpdate }, auth: false }))
+        .then(() =>
+          this.#call('interactionCallback', signal, (s) =>
+            this.#rest.post(Routes.interactionCallback(i.id, i.token), {
+              body: { type: InteractionResponseType.DeferredMessageUpdate },
+              auth: false,
+              signal: s,
+            }),
+          ),
+        )
         .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord interaction not acknowledged'));
     });
     try {

@@ -113,7 +113,7 @@ export class TelegramAdapter implements ChannelAdapter {
   }
 
   async listen(platformDeliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
-    const deliver = this.#answeringCallbacks(platformDeliver);
+    const deliver = this.#answeringCallbacks(platformDeliver, signal);
     const me = await this.#call('getMe', signal, (s) => this.#api.getMe(sig(s)));
     this.#bot = { id: me.id, username: me.username };
     if (this.#o.mode === 'webhook') return this.#webhook(deliver, signal, onConnected);
@@ -126,13 +126,15 @@ export class TelegramAdapter implements ChannelAdapter {
    * A button click (callback_query) is delivered as its sender's message; once stored, the
    * query is answered so the client stops its spinner (Telegram expects an answer to each).
    */
-  #answeringCallbacks(deliver: Deliver): Deliver {
+  #answeringCallbacks(deliver: Deliver, signal: AbortSignal): Deliver {
     return async (msg) => {
       const stored = await deliver(msg);
       const query = callbackQueryId(msg);
       // Not awaited: the rest of the update batch need not wait for the answer.
       if (query)
-        void this.#api.answerCallbackQuery(query).catch((err: unknown) => this.#o.log.debug({ err, channel: this.#o.id }, 'answerCallbackQuery failed'));
+        void this.#call('answerCallbackQuery', signal, (s) => this.#api.answerCallbackQuery(query, undefined, sig(s))).catch((err: unknown) =>
+          this.#o.log.debug({ err, channel: this.#o.id }, 'answerCallbackQuery failed'),
+        );
       return stored;
     };
   }

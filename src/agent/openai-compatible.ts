@@ -3,7 +3,7 @@ import { stepCountIs, streamText, tool, wrapLanguageModel, type ModelMessage, ty
 import { sleep } from '../util/abortable.js';
 import type { Tool } from '../contracts/tools.js';
 import { estimateTokens, type AgentEvent } from '../contracts/agent-events.js';
-import { userText } from '../contracts/errors.js';
+import { CodedError, userText } from '../contracts/errors.js';
 import { Attempt } from './attempt.js';
 import { classifyProviderError, scrubProviderMessage } from './provider-errors.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
@@ -162,7 +162,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
         clearTimeout(idle);
         idle = setTimeout(() => {
           timedOut = true;
-          controller.abort(new Error('model timed out'));
+          controller.abort(new CodedError('PROVIDER_TIMEOUT', 'model timed out'));
         }, this.#o.requestTimeoutMs);
       };
       let failure: unknown;

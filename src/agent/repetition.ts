@@ -1,6 +1,6 @@
 import type { AgentEvent } from '../contracts/agent-events.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
-import { userText } from '../contracts/errors.js';
+import { CodedError, userText } from '../contracts/errors.js';
 
 /** Where a loop was found, in characters of the answer's text. */
 export interface LoopFound {
@@ -110,7 +110,7 @@ export class RepetitionGuardedRunner implements AgentRunner {
         if (e.type !== 'text_delta') continue;
         const loop = guard.push(e.text);
         if (loop) {
-          stop.abort(new Error('the answer is repeating itself'));
+          stop.abort(new CodedError('ANSWER_REPEATING', 'the answer is repeating itself'));
           yield { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
           return;
         }

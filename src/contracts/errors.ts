@@ -126,6 +126,17 @@ export const catalogue = {
   MCP_TOO_MANY_PAGES: { retryable: false, text: 'the MCP server kept answering tools/list with another page past the page bound' },
   MCP_TOOLS_TOO_LARGE: { retryable: false, text: "the MCP server's tool list is larger than the byte bound" },
   DAEMON_SHUTTING_DOWN: { retryable: false, text: 'the daemon is shutting down' },
+  CHANNEL_STOPPING: { retryable: true, text: 'the channel is stopping (a reload removed or changed it); what it was doing is left for its next start' },
+  CHANNEL_UNKNOWN: {
+    retryable: true,
+    text: 'the dispatcher has no channel with this id (a reload is replacing it); the platform should deliver the message again',
+  },
+  CHANNEL_NOT_RUNNING: { retryable: true, text: 'the channel is configured but not running (starting, restarting after a failure, or stopped)' },
+  CHANNEL_BUILD_FAILED: { retryable: false, text: "the channel's adapter could not be built from its config; fix the channel's keys and reload" },
+  PLUGIN_UNLOADING: { retryable: false, text: 'a part of the daemon is unloading (a reload or shutdown)' },
+  MANAGEMENT_UNBOUND: { retryable: true, text: 'the daemon is not serving management actions yet (starting) or any more (stopping)' },
+  TURN_INTERRUPTED: { retryable: false, text: 'the turn was interrupted by a newer message in its conversation' },
+  TURN_STOPPED: { retryable: false, text: 'the turn was stopped on request (/stop or the operator)' },
   CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
   CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },
 } as const satisfies Record<string, { retryable: boolean; text: string; user?: string }>;

@@ -21,7 +21,7 @@ function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
 /**
  * Why an adapter could not be built, as a fatal channel error. A coded error keeps its code,
  * message and cause (a missing token stays CHANNEL_AUTH_FAILED with its one hint); a module
- * that cannot be found is BUILD_MODULE_MISSING; anything else is CHANNEL_UNAVAILABLE. Fatal either way: retrying cannot build it.
+ * that cannot be found is BUILD_MODULE_MISSING; anything else is CHANNEL_BUILD_FAILED. Fatal either way: retrying cannot build it.
  */
 export function unbuildable(err: unknown): ChannelError {
   if (err instanceof ChannelError && !err.retryable) return err;
@@ -33,7 +33,7 @@ export function unbuildable(err: unknown): ChannelError {
   // A chunk or package that is not there: the platform was never asked, so this is no server error.
   if ((err as NodeJS.ErrnoException | undefined)?.code === 'ERR_MODULE_NOT_FOUND')
     return new ChannelError('BUILD_MODULE_MISSING', errorMessage(err), { cause: err, retryable: false });
-  return new ChannelError('CHANNEL_UNAVAILABLE', errorMessage(err), { cause: err, retryable: false });
+  return new ChannelError('CHANNEL_BUILD_FAILED', errorMessage(err), { cause: err });
 }
 
 /** One channel as a plugin: its adapter joins the channel table and the supervisor. */

@@ -112,7 +112,7 @@ export const approvalsPlugin = definePlugin({
     const channels = ctx.use('channels');
     const adapter = (id: string) => {
       const ch = channels.get(id);
-      if (!ch) throw new ChannelError('CHANNEL_UNAVAILABLE', `channel "${id}" is not running`);
+      if (!ch) throw new ChannelError('CHANNEL_NOT_RUNNING', `channel "${id}" is not running`);
       return ch.adapter;
     };
     const approvals = new ApprovalCoordinator({

@@ -7,7 +7,7 @@ import { definePlugin, type ManagementBinding } from './services.js';
 /**
  * The `management` service: the ManagementApi the action registry runs against. It
  * forwards to the implementation the management plugin binds; before that (or after it
- * unloads) a call fails with DAEMON_SHUTTING_DOWN rather than reaching half a daemon.
+ * unloads) a call fails with MANAGEMENT_UNBOUND rather than reaching half a daemon.
  */
 export class ManagementSlot implements ManagementBinding {
   #api: ManagementApi | undefined;
@@ -20,7 +20,7 @@ export class ManagementSlot implements ManagementBinding {
   }
 
   get #target(): ManagementApi {
-    if (!this.#api) throw new CodedError('DAEMON_SHUTTING_DOWN', 'the daemon is not serving management actions right now');
+    if (!this.#api) throw new CodedError('MANAGEMENT_UNBOUND', 'the daemon is not serving management actions right now');
     return this.#api;
   }
 

@@ -3,7 +3,7 @@ import type { AgentConfig, ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../contracts/channel.js';
 import type { Dispatcher, DispatchChannel, ExecuteTurn, RemoteInbox } from '../dispatch/dispatcher.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
-import type { Plugin, PluginContext } from '../kernel/plugin.js';
+import type { Plugin } from '../kernel/plugin.js';
 import type { McpHub } from '../mcp/hub.js';
 import type { HttpServer } from '../observe/http.js';
 import type { Logger } from '../observe/logger.js';
@@ -100,11 +100,9 @@ export interface HardStop {
 /**
  * Every service of the daemon, by name: the one place a name maps to its type. A plugin's
  * `ctx.use('x')` has the type of `Services['x']`, and only for the names in its `inject`.
- * A module adding a service extends this interface by declaration merging:
- *
- *     declare module '../daemon/services.js' { interface Services { search: SearchIndex } }
- *
- * and adds the name to `serviceNames` (the run-time list the plan is checked against).
+ * A new service is added here and to `names` below (the run-time list the plan is checked
+ * against), in this file: the `satisfies` check on `names` keeps the two the same, so a
+ * service added elsewhere by declaration merging would not compile.
  */
 export interface Services {
   /** The live config; reload replaces its value. */
@@ -177,8 +175,6 @@ export const serviceNames: ReadonlySet<ServiceName> = new Set(Object.keys(names)
 
 /** A plugin of the daemon's kernel. */
 export type DaemonPlugin = Plugin<Services>;
-/** The context of a plugin that injects `I` and provides `P`. */
-export type DaemonContext<I extends ServiceName = never, P extends ServiceName = never> = PluginContext<Services, I, P>;
 
 /**
  * Declares a daemon plugin with its `inject` and `provides` lists as literal types, so its

@@ -5,6 +5,7 @@ import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { InboxItem } from '../inbox/item.js';
 import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
 import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
+import { INTENT_CONTEXT_MESSAGES } from '../agent/intent.js';
 import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
 import { conversationScope, type ChannelMessage } from '../contracts/message.js';
 import { Lanes, type TurnJob } from './lanes.js';
@@ -154,7 +155,8 @@ export class Dispatcher {
   /** The Deliver contract: resolves after the message is committed (or deliberately not stored). */
   deliver = async (msg: ChannelMessage): Promise<boolean> => {
     const ch = this.#o.channel(msg.channelId);
-    if (!ch || !this.#accepting) throw new CodedError('DAEMON_SHUTTING_DOWN', `channel "${msg.channelId}" is not taking messages`, { retryable: true });
+    if (!ch) throw new CodedError('CHANNEL_UNKNOWN', `channel "${msg.channelId}" is not taking messages: the dispatcher does not know it`);
+    if (!this.#accepting) throw new CodedError('DAEMON_SHUTTING_DOWN', `channel "${msg.channelId}" is not taking messages`, { retryable: true });
     const scope = conversationScope(msg, ch.config.scope);
     const verdict = checkAccess(msg, ch.config, ch.adapter.selfId);
     this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
@@ -264,7 +266,8 @@ export class Dispatcher {
       return;
     }
     try {
-      const recent = this.passive.peek(scope).slice(-7);
+      // The newest message (this one, kept as context until judged) and the ones before it.
+      const recent = this.passive.peek(scope).slice(-(INTENT_CONTEXT_MESSAGES + 1));
       const decision = await this.#o.classify!(msg, recent, this.#closing.signal);
       if (decision !== 'reply' || !this.#accepting) return;
       this.passive.remove(scope, msg.messageId);

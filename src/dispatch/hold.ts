@@ -133,7 +133,7 @@ export class IntakeHold<R> {
   release(channelId: string, drop: boolean): void {
     const ch = this.#channels.get(channelId);
     if (!ch) return;
-    const err = new CodedError('DAEMON_SHUTTING_DOWN', `channel "${channelId}" is stopping; the message is not stored yet`, { retryable: true });
+    const err = new CodedError('CHANNEL_STOPPING', `channel "${channelId}" is stopping; the message is not stored yet`);
     for (const h of ch.queue) for (const w of h.waiters.splice(0)) w.reject(err);
     if (!drop) return;
     if (ch.queue.length)

@@ -4,6 +4,7 @@ import type { InboxItem } from '../inbox/item.js';
 import type { ItemLifecycle, TurnEnding } from '../inbox/lifecycle.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { settleWithin } from '../util/abortable.js';
+import { CodedError } from '../contracts/errors.js';
 
 /**
  * After the signal bounding a wait aborts, turns that honour it end within moments; one
@@ -79,7 +80,7 @@ export class Lanes {
     if (lane.running && mode === 'interrupt') {
       // The newest message replaces what was waiting and what is running.
       this.#drop(lane, 'superseded by a newer message');
-      lane.running.controller.abort(new Error('interrupted by a newer message'));
+      lane.running.controller.abort(new CodedError('TURN_INTERRUPTED', 'interrupted by a newer message'));
     }
     lane.queue.push(item);
     this.#queued++;
@@ -203,7 +204,7 @@ export class Lanes {
     }
     const running = lane.running;
     const cancel = running !== undefined && (runningOfAnyone || running.job.items.some(mine));
-    if (cancel) running.controller.abort(new Error(reason));
+    if (cancel) running.controller.abort(new CodedError('TURN_STOPPED', reason));
     this.#forgetIfIdle(lane);
     return { cancelled: cancel, dropped };
   }
@@ -241,7 +242,7 @@ export class Lanes {
         this.#drop(lane, 'channel removed');
         this.#forgetIfIdle(lane);
       }
-    await this.#settle(lanes, cancel ? 0 : graceMs, 'channel stopped', signal);
+    await this.#settle(lanes, cancel ? 0 : graceMs, new CodedError('CHANNEL_STOPPING', 'channel stopped'), signal);
   }
 
   /**
@@ -249,11 +250,11 @@ export class Lanes {
    * their final text until `signal` aborts. Then turns that honour their signal end within
    * moments; one whose call hangs is left behind (logged), so no wait here is unbounded.
    */
-  async #settle(lanes: Lane[], graceMs: number, reason: string, signal: AbortSignal): Promise<void> {
+  async #settle(lanes: Lane[], graceMs: number, reason: CodedError, signal: AbortSignal): Promise<void> {
     const running = () => lanes.flatMap((l) => (l.running ? [l.running] : []));
     const ended = () => Promise.all(running().map((r) => r.done));
     if (graceMs > 0) await settleWithin(ended(), graceMs, signal);
-    for (const r of running()) r.controller.abort(new Error(reason));
+    for (const r of running()) r.controller.abort(reason);
     if (await settleWithin(ended(), Infinity, signal)) return;
     if (await settleWithin(ended(), ABANDON_AFTER_MS)) return;
     this.#o.log.warn({ turns: running().map((r) => r.job.id) }, 'cancelled turns did not end; no longer waiting for them');
@@ -272,14 +273,14 @@ export class Lanes {
       this.#o.lifecycle.released(released);
       lane.passive.length = 0;
     }
-    await this.#settle(lanes, graceMs, 'handed to another instance', signal);
+    await this.#settle(lanes, graceMs, new CodedError('CLUSTER_LEASE_LOST', 'handed to another instance'), signal);
   }
 
   /** Stops one turn by id: cancels it if running, drops it if queued. */
   stopTurn(id: string): 'cancelled' | 'dropped' | undefined {
     for (const lane of this.#lanes.values()) {
       if (lane.running?.job.id === id) {
-        lane.running.controller.abort(new Error('stopped by the operator'));
+        lane.running.controller.abort(new CodedError('TURN_STOPPED', 'stopped by the operator'));
         return 'cancelled';
       }
       const i = lane.queue.findIndex((it) => String(it.id) === id);
@@ -309,6 +310,6 @@ export class Lanes {
     this.#draining = true;
     clearTimeout(this.#timer);
     this.#ready.length = 0;
-    await this.#settle([...this.#lanes.values()], graceMs, 'shutting down', signal);
+    await this.#settle([...this.#lanes.values()], graceMs, new CodedError('DAEMON_SHUTTING_DOWN', 'shutting down'), signal);
   }
 }

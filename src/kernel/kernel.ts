@@ -145,7 +145,7 @@ export class Kernel<S extends object = ServiceMap> {
   }
 
   async #rollback(slot: Slot<S>): Promise<void> {
-    slot.controller.abort(new CodedError('DAEMON_SHUTTING_DOWN', `plugin "${slot.plugin.name}" is unloading`));
+    slot.controller.abort(new CodedError('PLUGIN_UNLOADING', `plugin "${slot.plugin.name}" is unloading`));
     const effects = slot.effects.splice(0).reverse();
     for (const dispose of effects) {
       try {

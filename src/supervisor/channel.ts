@@ -209,7 +209,7 @@ export class SupervisedChannel {
 
   /** Aborts the listener and waits up to `graceMs` for it to close. */
   async stop(graceMs: number): Promise<void> {
-    this.#controller.abort(new CodedError('DAEMON_SHUTTING_DOWN', `channel "${this.#o.id}" is stopping`));
+    this.#controller.abort(new CodedError('CHANNEL_STOPPING', `channel "${this.#o.id}" is stopping`));
     if (!this.#loop) {
       this.#set('stopped');
       return;

@@ -223,6 +223,9 @@ export class FakeDiscord {
 
   /** Interaction callbacks received (POST /interactions/:id/:token/callback), in order. */
   readonly interactionCallbacks: Array<{ id: string; type: number }> = [];
+  /** When set, interaction callbacks get no answer until the client hangs up (counted in callbacksHungUp). */
+  holdInteractionCallbacks = false;
+  callbacksHungUp = 0;
   readonly #openInteractions = new Map<string, string>();
 
   /**
@@ -464,6 +467,7 @@ export class FakeDiscord {
       if (this.#openInteractions.get(callback[1]!) !== callback[2]) return json(404, { message: 'Unknown interaction', code: 10062 });
       this.#openInteractions.delete(callback[1]!);
       this.interactionCallbacks.push({ id: callback[1]!, type: Number(body?.type) });
+      if (this.holdInteractionCallbacks) return void res.once('close', () => this.callbacksHungUp++);
       return json(204, null);
     }
     if (req.headers.authorization !== `Bot ${this.token}`) return json(401, { message: '401: Unauthorized', code: 0 });

@@ -126,6 +126,8 @@ export class FakeTelegram {
   #nextQuery = 1;
   /** answerCallbackQuery calls, in order. */
   readonly answeredQueries: string[] = [];
+  /** Methods whose client hung up (aborted the request) while a `delayMs` fault held the answer. */
+  readonly hungUp: string[] = [];
   readonly #faults = new Map<string, Fault[]>();
   readonly #rich: boolean;
   readonly #richAnswer: { status: number; body: string } | undefined;
@@ -156,6 +158,23 @@ export class FakeTelegram {
     for (const w of this.#waiters) w();
     for (const s of this.#sockets) s.destroy();
     await new Promise<void>((r) => this.#server.close(() => r()));
+  }
+
+  /** Holds an answer like a slow server; a client that hangs up ends the wait and is noted. */
+  #hold(res: ServerResponse, method: string, delayMs: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, delayMs);
+      function done() {
+        clearTimeout(timer);
+        res.off('close', hungUp);
+        resolve();
+      }
+      const hungUp = () => {
+        this.hungUp.push(method);
+        done();
+      };
+      res.once('close', hungUp);
+    });
   }
 
   /** Cuts every open connection (long polls included), as a network drop would. */
@@ -369,7 +388,7 @@ export class FakeTelegram {
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
       if ('raw' in fault) return rawAnswer({ status: fault.status, body: fault.raw });
-      if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
+      if ('delayMs' in fault) await this.#hold(res, method!, fault.delayMs);
       else if (fault.status === 429) return no(429, `Too Many Requests: retry after ${fault.retryAfter}`, { retry_after: fault.retryAfter });
       else
         return no(

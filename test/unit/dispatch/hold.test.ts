@@ -73,7 +73,7 @@ describe('IntakeHold', () => {
     const s = setup();
     const kept = s.hold.hold(msg('kept'), 'c:1', [], 'test');
     s.hold.release('c', false);
-    await expect(kept).rejects.toMatchObject({ code: 'DAEMON_SHUTTING_DOWN', retryable: true });
+    await expect(kept).rejects.toMatchObject({ code: 'CHANNEL_STOPPING', retryable: true });
     expect(s.hold.count('c')).toBe(1);
     const other = userMessage('d', 'dropped');
     void s.hold.hold(other, 'd:1', [], 'test').catch(() => {});

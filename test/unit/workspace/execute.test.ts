@@ -68,6 +68,6 @@ describe('a channel whose adapter cannot be built', () => {
     expect(kept).toMatchObject({ code: 'CHANNEL_CONFLICT', message: coded.message, retryable: false, cause: coded });
     expect(kept.message.match(/\(/g)).toHaveLength(1); // one hint, not two
     const plain = unbuildable(new TypeError('boom'));
-    expect(plain).toMatchObject({ code: 'CHANNEL_UNAVAILABLE', retryable: false });
+    expect(plain).toMatchObject({ code: 'CHANNEL_BUILD_FAILED', retryable: false });
   });
 });
