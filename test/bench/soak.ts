@@ -255,6 +255,14 @@ export async function soak(seconds: number, log: (s: string) => void = () => {},
       }
       if (restarts === 0 && Date.now() > killAt) {
         await running;
+        // A message a storage episode held in memory is lost by a kill on a platform that never
+        // redelivers (Discord; the README says so): the kill measures its own window, so the held
+        // ones are stored first.
+        await waitFor(
+          async () => ((await (await fetch(`${url}/status`)).json()) as { channels: Array<{ held?: number }> }).channels.every((c) => !c.held),
+          30_000,
+          50,
+        );
         log(`soak: kill -9 and restart after message ${n}`);
         discordDown = true;
         daemon.signal('SIGKILL');
