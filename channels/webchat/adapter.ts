@@ -4,7 +4,7 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, StorageReporter, TransportOptions } from '../../src/contracts/channel.js';
 import { dirname, join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { isLoopbackClient, pageHeaders, secretEquals, sendJson } from '../../src/util/http.js';
@@ -57,6 +57,8 @@ export interface WebchatOptions {
   uploadQuotaBytes?: number;
   /** Told how many kept replies were evicted to stay within the bounds. */
   onEvict?: (count: number) => void;
+  /** Told of uploads refused for lack of room (the daemon's storage health). */
+  storage?: StorageReporter;
 }
 
 /** About what a kept reply costs: its text (UTF-16) plus the entry around it. */
@@ -85,7 +87,7 @@ export class WebchatAdapter implements ChannelAdapter {
   constructor(options: WebchatOptions) {
     this.#o = options;
     const quota = options.uploadQuotaBytes ?? 256 * 1024 * 1024;
-    this.#uploads = new Uploads(join(options.stateDir, 'uploads', options.id), options.maxAttachmentBytes, () => quota);
+    this.#uploads = new Uploads(join(options.stateDir, 'uploads', options.id), options.maxAttachmentBytes, () => quota, options.storage);
     this.#idKey = options.accessToken ?? storedKey(join(options.stateDir, 'webchat', `${options.id}.key`));
   }
 

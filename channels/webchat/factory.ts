@@ -16,5 +16,6 @@ export const createChannel: ChannelFactory<WebchatConfig> = (config, ctx) => {
     backlogMaxBytes: config.backlog_max_bytes,
     uploadQuotaBytes: config.upload_quota_bytes,
     onEvict: (n) => ctx.evicted?.('webchat_backlog', n),
+    ...(ctx.storage ? { storage: ctx.storage } : {}),
   });
 };

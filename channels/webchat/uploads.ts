@@ -6,6 +6,7 @@ import type { Attachment } from '../../src/contracts/message.js';
 import { CodedError } from '../../src/contracts/errors.js';
 import { readBody, sendJson } from '../../src/util/http.js';
 import type { UploadRef } from './protocol.js';
+import type { StorageReporter } from '../../src/contracts/channel.js';
 
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 /** Uploads older than this are removed: the inbox keeps answered messages 72 h by default. */
@@ -29,6 +30,8 @@ export class Uploads {
     private readonly maxBytes: () => number,
     /** Bytes all stored uploads may hold together; one tab may use a quarter of it. */
     private readonly quotaBytes: () => number = () => Number.POSITIVE_INFINITY,
+    /** Told of an upload refused for lack of room (the disk's ENOSPC/EDQUOT, or the quota): the daemon's storage health counts it. */
+    private readonly storage?: StorageReporter,
   ) {}
 
   /** Bytes stored now, counted from the folder once, then kept up to date. */
@@ -60,6 +63,7 @@ export class Uploads {
       const declared = Number(req.headers['content-length'] ?? 0);
       if (room <= 0 || declared > room) {
         req.resume();
+        this.#quotaRefused(quota);
         return sendJson(res, 413, {
           error: `the upload quota is used up ([[channels]] upload_quota_bytes = ${quota}, a quarter of it per tab); try again after older uploads expire`,
         });
@@ -85,7 +89,8 @@ export class Uploads {
     { tab, name, room, max, quota }: { tab: string; name: string; room: number; max: number; quota?: number },
   ): Promise<void> {
     const body = await readBody(req, room);
-    if (body === 'too_large')
+    if (body === 'too_large') {
+      if (quota !== undefined) this.#quotaRefused(quota);
       return sendJson(
         res,
         413,
@@ -93,6 +98,7 @@ export class Uploads {
           ? { error: `the upload quota is used up ([[channels]] upload_quota_bytes = ${quota})` }
           : { error: `the file is larger than the ${max}-byte limit ([limits] max_attachment_bytes)` },
       );
+    }
     if (!body.length) return sendJson(res, 400, { error: 'the upload is empty' });
     const id = randomUUID();
     const path = join(this.dir, id);
@@ -103,11 +109,16 @@ export class Uploads {
       // A full or failing disk: the client hears it, and no partial file stays behind.
       await rm(path, { force: true }).catch(() => {});
       const code = (err as NodeJS.ErrnoException).code ?? 'EIO';
+      if (code === 'ENOSPC' || code === 'EDQUOT') this.storage?.report(err as Error & { code: string });
       return sendJson(res, 507, { error: `the upload could not be stored (${code}); try again later` });
     }
     this.#total = (await this.#stored()) + body.length;
     this.#perTab.set(tab, (this.#perTab.get(tab) ?? 0) + body.length);
     sendJson(res, 200, { id, name, mime: String(req.headers['content-type'] ?? 'application/octet-stream').split(';')[0], size: body.length });
+  }
+
+  #quotaRefused(quota: number): void {
+    this.storage?.report(Object.assign(new Error(`the upload quota is used up (upload_quota_bytes = ${quota})`), { code: 'QUOTA' }));
   }
 
   /** The uploads a message names, as attachments; unknown ids are left out. */

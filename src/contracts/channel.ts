@@ -151,6 +151,19 @@ export interface ChannelContext {
   maxAttachmentBytes: () => number;
   /** Counts entries a bounded in-memory structure evicted (`/metrics`: channeld_memory_evictions_total). */
   evicted?(structure: string, count: number): void;
+  /** Where a channel that writes files itself (uploads) reports a write that failed for lack of room. */
+  storage?: StorageReporter;
+}
+
+/**
+ * A file write the disk refused (`code` ENOSPC, EDQUOT, EIO, EROFS, EFBIG) counts in the
+ * daemon's storage health as a failed database write does: `/status` storage turns degraded
+ * until the database takes a write again, and channeld_storage_faults_total counts it by code.
+ * `code` `QUOTA` (the channel's own storage quota used up) is counted in the metric only:
+ * the disk still takes writes.
+ */
+export interface StorageReporter {
+  report(err: Error & { code?: string }): void;
 }
 
 /** What a channel kind's `load()` resolves to: builds one channel's adapter from its config. */

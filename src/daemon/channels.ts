@@ -2,6 +2,7 @@ import type { ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../contracts/channel.js';
 import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import { definePlugin, type DaemonPlugin } from './services.js';
+import { fileFaultReporter } from '../store/file-faults.js';
 
 /** Stands in for an adapter that could not be built: every call fails with why. */
 function unavailableAdapter(id: string, err: ChannelError): ChannelAdapter {
@@ -40,7 +41,7 @@ export function unbuildable(err: unknown): ChannelError {
 export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
   return definePlugin({
     name: `channel:${channel.id}`,
-    inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology'],
+    inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology', 'storage'],
     start: async (ctx) => {
       const config = ctx.use('config');
       const log = ctx.use('logger').child({ channel: channel.id });
@@ -59,6 +60,7 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
           maxAttachmentBytes: () => config.config.limits.max_attachment_bytes,
           secret: (base) => config.secrets.get(`channels.${channel.id}`, base),
           evicted: (structure, n) => metrics.evictions.inc({ structure }, n),
+          storage: fileFaultReporter(ctx.use('storage'), (code) => metrics.storageFaults.inc({ code }), log),
         });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener

@@ -114,7 +114,7 @@ export class Metrics {
   });
   readonly storageFaults = new Counter({
     name: 'channeld_storage_faults_total',
-    help: 'Times the database stopped taking writes, by SQLite code',
+    help: 'Times the database stopped taking writes, by SQLite code; also uploads the disk refused (ENOSPC, EDQUOT) or the upload quota refused (QUOTA)',
     labelNames: ['code'],
     registers: [this.registry],
   });

@@ -30,11 +30,21 @@ export class Fleet {
    * says where.
    */
   write(
-    o: { port?: number; echoDelayMs?: number; tgExtra?: string; streamMode?: 'partial' | 'final'; agent?: string; maxInFlight?: number; only?: 'webchat' } = {},
+    o: {
+      port?: number;
+      echoDelayMs?: number;
+      tgExtra?: string;
+      streamMode?: 'partial' | 'final';
+      agent?: string;
+      maxInFlight?: number;
+      only?: 'webchat';
+      /** More `[limits]` keys, one a line. */
+      limits?: string;
+    } = {},
   ): void {
     const common = `allow_from = ["*"]\nstream_mode = "${o.streamMode ?? 'final'}"\n`;
     const head =
-      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'info'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = ${o.maxInFlight ?? 64}\nmax_queued = 100000\n\n` +
+      `[daemon]\nstate_dir = "${join(this.dir, 'state')}"\nlog_level = "${process.env.FLEET_LOG_LEVEL ?? 'info'}"\n\n[http]\nlisten = "127.0.0.1:${o.port ?? 0}"\n\n[limits]\nmax_in_flight = ${o.maxInFlight ?? 64}\nmax_queued = 100000\n${o.limits ?? ''}\n` +
       (o.agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${o.echoDelayMs ?? 0}\n`) +
       `\n[[channels]]\nid = "web"\ntype = "webchat"\n\n`;
     // `only: 'webchat'` is the embedded default's shape: no platform SDK is loaded at all.

@@ -20,7 +20,7 @@ describe('bench harness smoke', () => {
 
 describe('soak harness smoke', () => {
   it(
-    'runs briefly with faults (a full disk and a foreign lock among them) and a kill -9, and accounts for every message',
+    'runs briefly with faults (a full disk, a foreign lock, an endless-pagination MCP server, a 1 byte/s attachment among them) and a kill -9, and accounts for every message',
     async () => {
       const { soak } = await import('./soak.js');
       const r = await soak(8, () => {}, 15_000);
@@ -44,6 +44,11 @@ describe('soak harness smoke', () => {
       expect(r.duplicatedUnexplained).toEqual([]);
       expect(r.sentAfterRestart).toBeGreaterThanOrEqual(8);
       expect(r.duplicatedAfterRestart).toEqual([]);
+      // An endless-pagination tool server is given up on (not retried forever), and a 1 byte/s
+      // attachment ends in its timeout: the turn is answered (counted above) with the file not read.
+      expect(r.mcpEndless).toBe('failed');
+      expect(r.faults['1 byte/s attachment']).toBe(1);
+      expect(r.attachmentNotRead).toBe(true);
     },
     scaled(180_000),
   );

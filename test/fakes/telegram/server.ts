@@ -301,15 +301,20 @@ export class FakeTelegram {
 
   // ——— files (getFile + /file/bot<token>/<file_path>) ———
 
-  readonly #files = new Map<string, { bytes: Buffer; size: number; path: string }>();
+  readonly #files = new Map<string, { bytes: Buffer; size: number; path: string; dripMs?: number }>();
   /** file_paths downloaded through /file/bot<token>/..., in order. */
   readonly downloads: string[] = [];
 
   /** Stores a file as Telegram would; `size` overrides the reported size (a huge file without the bytes). */
-  addFile(bytes: Buffer, o: { size?: number; ext?: string } = {}): { file_id: string; file_unique_id: string; file_size: number } {
+  addFile(bytes: Buffer, o: { size?: number; ext?: string; dripMs?: number } = {}): { file_id: string; file_unique_id: string; file_size: number } {
     const n = this.#files.size + 1;
     const file_id = `FILE${n}-${'x'.repeat(20)}`;
-    this.#files.set(file_id, { bytes, size: o.size ?? bytes.length, path: `documents/file_${n}.${o.ext ?? 'bin'}` });
+    this.#files.set(file_id, {
+      bytes,
+      size: o.size ?? bytes.length,
+      path: `documents/file_${n}.${o.ext ?? 'bin'}`,
+      ...(o.dripMs !== undefined ? { dripMs: o.dripMs } : {}),
+    });
     return { file_id, file_unique_id: `U${n}`, file_size: o.size ?? bytes.length };
   }
 
@@ -334,9 +339,18 @@ export class FakeTelegram {
     return this.#push(m);
   }
 
-  /** A private message with a document. */
-  dmDocument(bytes: Buffer, doc: { file_name: string; mime_type: string; size?: number }, caption?: string, from = { id: 42, first_name: 'Ada' }) {
-    const f = this.addFile(bytes, { ext: doc.file_name.split('.').pop()!, ...(doc.size !== undefined ? { size: doc.size } : {}) });
+  /** A private message with a document; `dripMs` serves its bytes one per `dripMs` (a stalled download). */
+  dmDocument(
+    bytes: Buffer,
+    doc: { file_name: string; mime_type: string; size?: number; dripMs?: number },
+    caption?: string,
+    from = { id: 42, first_name: 'Ada' },
+  ) {
+    const f = this.addFile(bytes, {
+      ext: doc.file_name.split('.').pop()!,
+      ...(doc.size !== undefined ? { size: doc.size } : {}),
+      ...(doc.dripMs !== undefined ? { dripMs: doc.dripMs } : {}),
+    });
     const m = this.#userMessage({ id: from.id, type: 'private', first_name: from.first_name }, '', from, {
       document: { ...f, file_name: doc.file_name, mime_type: doc.mime_type },
       ...(caption ? { caption } : {}),
@@ -355,7 +369,18 @@ export class FakeTelegram {
       return true;
     }
     this.downloads.push(file.path);
-    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(file.bytes.length) }).end(file.bytes);
+    res.writeHead(200, { 'content-type': 'application/octet-stream', 'content-length': String(file.bytes.length) });
+    if (file.dripMs === undefined) {
+      res.end(file.bytes);
+      return true;
+    }
+    // One byte per dripMs until the client gives up (or the socket is cut at close).
+    let i = 0;
+    const t = setInterval(() => {
+      if (i < file.bytes.length) res.write(file.bytes.subarray(i, ++i));
+      else res.end();
+    }, file.dripMs);
+    res.on('close', () => clearInterval(t));
     return true;
   }
 
