@@ -45,7 +45,7 @@ const MAX_TARGET = 50;
  * IRC: final text only (IRC cannot edit), one PRIVMSG per line, lines wrapped to fit 512 bytes
  * with the prefix the server adds, paced by a token bucket. IRC has no redelivery and no
  * acknowledgement: a message is stored before the next one is read from our queue, and what
- * reached our socket but not the inbox when the process died is lost (README, IRC).
+ * reached our socket but not the inbox when the process died is lost (docs/PLATFORMS.md, IRC).
  */
 export class IrcAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities;

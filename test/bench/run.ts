@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   console.log(formatTable(rows));
   const curve = loadCurve(rows);
   if (curve.length) {
-    // The README shows this chart: the latest full run's load curve.
+    // docs/PERFORMANCE.md shows this chart: the latest full run's load curve.
     const svg = join(import.meta.dirname, '../../docs/load-curve.svg');
     writeFileSync(svg, loadChartSvg(curve, `message → final text, 2 s model answer (Node ${process.version})`));
     console.log(`load curve chart: ${svg}`);

@@ -36,7 +36,7 @@ describe('soak harness smoke', () => {
       // wrong chat, no draft left behind, no error text.
       expect(r.strays).toEqual([]);
       // A kill between a platform accepting a reply and the commit of its id is a window no bot
-      // can close on Telegram and Slack (see the README): such a duplicate is told apart from the
+      // can close on Telegram and Slack (see docs/PERFORMANCE.md): such a duplicate is told apart from the
       // inbox the killed process left. The kill here often lands in it: the storage episodes end
       // just before it, and the messages they held back are answered all at once. Any other
       // duplicate, during a storage fault or after the restart (dropped sockets, redelivered

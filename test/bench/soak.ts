@@ -27,7 +27,7 @@ export interface SoakResult {
    * Duplicates the kill -9 explains: the message was unfinished in the inbox when the process
    * died, and exactly one of its two answers is known to the inbox neither then nor at the end
    * (the platform accepted it, the process died before it learned its id; the restarted turn
-   * could only send again). The README documents this window.
+   * could only send again). docs/PERFORMANCE.md documents this window.
    */
   duplicatedByKill: string[];
   /** Every other duplicate, wherever it happened (during a storage fault, before or after the restart): a bug. */

@@ -58,7 +58,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
         // owns), so there is a running turn to be continued elsewhere. Only drafts edited at
         // least once count: their message id was stored an edit interval ago. A draft the
         // platform accepted in the last moment before the kill may not be stored yet (the
-        // README's window) and is then answered anew, not continued.
+        // docs/PERFORMANCE.md's window) and is then answered anew, not continued.
         let i = 0;
         await waitFor(
           async () => {
@@ -85,7 +85,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, three real processes${skip ? 
     // Both killed instances came back and share the work again.
     await Promise.all(respawns);
     await c.settled(3);
-    // The README's window: a draft the platform accepted just before the kill, whose id had
+    // docs/PERFORMANCE.md's window: a draft the platform accepted just before the kill, whose id had
     // not reached the store yet, is left behind and the answer starts again. Any other
     // unfinished message (written well after a kill) would be a duplicate answer.
     const orphans = load.unfinished();

@@ -1,5 +1,5 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { parse } from 'smol-toml';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../../../src/config/load.js';
@@ -7,6 +7,13 @@ import { kinds } from '../../helpers/kinds.js';
 
 const root = join(import.meta.dirname, '../../..');
 const read = (p: string) => readFileSync(join(root, p), 'utf8');
+/** The front page and every guide it links: each check on the operator's docs runs over all of them. */
+const docs = [
+  'README.md',
+  ...readdirSync(join(root, 'docs'))
+    .filter((f) => f.endsWith('.md'))
+    .map((f) => `docs/${f}`),
+];
 
 describe('what the operator copies from the repository', () => {
   it('the Slack manifest has the scopes and the interactivity that attachments, ack_reaction and approvals need', () => {
@@ -29,7 +36,20 @@ describe('what the operator copies from the repository', () => {
     expect(parseConfig(toml, 'daemon.config.toml', kinds, {}).config.agents.default?.provider).toBe('openai-compatible');
   });
 
-  it('the README states no test counts that go stale', () => {
-    expect(read('README.md')).not.toMatch(/\b\d{3,} passed\b/);
+  it.each(docs)('%s states no test counts that go stale', (file) => {
+    expect(read(file)).not.toMatch(/\b\d{3,} passed\b/);
+  });
+
+  it.each(docs)('%s links only to files that exist', (file) => {
+    const targets = [...read(file).matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)].map((m) => m[1]!).filter((t) => !/^[a-z]+:/.test(t));
+    expect(targets.filter((t) => !existsSync(join(root, dirname(file), t)))).toEqual([]);
+  });
+
+  it('README.md stays a front page: at most 400 lines, the two set-up commands, nothing outside the repository', () => {
+    const readme = read('README.md');
+    expect(readme.split('\n').length).toBeLessThanOrEqual(400);
+    expect(readme).toContain('npm ci && npm start');
+    expect(readme).toContain('npm ci && npm test');
+    expect(readme).not.toContain('../shared');
   });
 });
