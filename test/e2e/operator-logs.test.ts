@@ -35,6 +35,10 @@ describe('the daemon process output', () => {
       await waitFor(() => /INFO.*channeld started/.test(out), 15_000);
       expect(out).not.toContain('{"level"');
     } finally {
+      // `script` does not pass SIGTERM on, and its closing pty sends the daemon SIGHUP (a
+      // reload): stop the daemon itself, found by its config path, then `script`.
+      spawnSync('pkill', ['-TERM', '-f', file]);
+      await waitFor(() => spawnSync('pgrep', ['-f', file]).status !== 0, 15_000);
       child.kill('SIGTERM');
       await exited;
     }
