@@ -46,12 +46,13 @@ describe('fetchLimited: a byte limit on attachment downloads', () => {
     expect(() => checkSize('unknown', undefined, 1000)).not.toThrow();
   });
 
-  it('kindOf: images, text by MIME type or extension, the rest described', () => {
+  it('kindOf: images, text by MIME type or extension, audio (transcribed), the rest described', () => {
     expect(kindOf({ id: '1', type: 'photo' })).toBe('image');
     expect(kindOf({ id: '1', type: 'image', mime: 'image/webp' })).toBe('image');
     expect(kindOf({ id: '1', type: 'document', mime: 'application/json' })).toBe('text');
     expect(kindOf({ id: '1', type: 'file', name: 'main.rs', mime: 'application/octet-stream' })).toBe('text');
-    expect(kindOf({ id: '1', type: 'voice', mime: 'audio/ogg' })).toBe('other');
+    expect(kindOf({ id: '1', type: 'voice', mime: 'audio/ogg' })).toBe('audio');
+    expect(kindOf({ id: '1', type: 'file', name: 'memo.mp3', mime: 'audio/mpeg' })).toBe('audio');
     expect(kindOf({ id: '1', type: 'document', name: 'report.pdf', mime: 'application/pdf' })).toBe('other');
   });
 });
