@@ -55,6 +55,8 @@ export class TelegramAdapter implements ChannelAdapter {
    * cost about as much client CPU as the rest of a message. Types, errors and timeouts are grammy's.
    */
   readonly #hot: Api;
+  /** Closes #hot's pool: the adapter acquired it, so `close` releases it. */
+  readonly #closePool: () => Promise<void>;
   readonly #webhookSecret: string | undefined;
   readonly #token: string;
   #bot: BotIdentity | undefined;
@@ -71,7 +73,9 @@ export class TelegramAdapter implements ChannelAdapter {
   constructor(options: TelegramOptions, token: string, webhookSecret?: string) {
     this.#o = options;
     this.#api = new Api(token, { apiRoot: options.apiRoot });
-    this.#hot = new Api(token, { apiRoot: options.apiRoot, fetch: pooledFetch(options.apiRoot).fetch });
+    const pool = pooledFetch(options.apiRoot);
+    this.#hot = new Api(token, { apiRoot: options.apiRoot, fetch: pool.fetch });
+    this.#closePool = pool.close;
     this.#token = token;
     this.#webhookSecret = webhookSecret;
     this.#rich = options.richMessages;
@@ -100,6 +104,11 @@ export class TelegramAdapter implements ChannelAdapter {
   }
   get selfName(): string | undefined {
     return this.#bot?.username;
+  }
+
+  /** Closes the keep-alive pool of the hot calls (the daemon calls this once no send can follow). */
+  close(): Promise<void> {
+    return this.#closePool();
   }
 
   /** getFile, then the file from `<api_root>/file/bot<token>/<file_path>`; sizes are checked before each step. */

@@ -136,6 +136,15 @@ export interface ChannelAdapter {
   notes?(): string[];
   /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
   openNativeStream?(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined>;
+  /**
+   * Releases what the adapter holds for its whole life (a keep-alive connection pool, a
+   * client). The daemon calls it once, when the adapter is dropped for good: after its
+   * listener stopped, its turns settled and it left the channel table (a reload that removes
+   * or restarts the channel, or shutdown after the drain), so no call comes after it. Final
+   * replies may still be sent after `listen` returns, so nothing they need may be released
+   * when it does. Rejecting is logged; the daemon goes on.
+   */
+  close?(): Promise<void>;
 }
 
 /** What the composition root hands a channel factory. */

@@ -67,6 +67,13 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
         // fails with a fatal error, so it is parked as failed while the others run.
         adapter = unavailableAdapter(channel.id, unbuildable(err));
       }
+      // Registered first, so it runs last on unload: after the turns settled, the listener
+      // stopped and the channel left the table, no send can follow (the adapter as built,
+      // not the cluster gate around it).
+      const built = adapter;
+      ctx.effect(async () => {
+        await built.close?.().catch((err: unknown) => log.warn({ err }, 'closing the channel adapter failed'));
+      });
       if (topology.gate) {
         const kind = config.loaded.kinds.of(channel);
         adapter = topology.gate(channel, adapter, kind.exclusiveListener(channel), kind.listenerParts?.(channel) ?? 1);
