@@ -11,6 +11,7 @@ import { stateDirProblem } from '../util/state-dir.js';
 import { stateDirOf } from '../util/run-files.js';
 import { allowedKeys, didYouMean } from './suggest.js';
 import { operatorProblems } from './operator-checks.js';
+import { providerNames, providerRules } from './providers.js';
 import { agentPath, resolveSecrets, type Secrets, type ConfigProblem } from './secrets.js';
 
 /** A validated config with its resolved secrets. */
@@ -123,7 +124,7 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
     }
     if (ch.reply_intent === 'classifier') {
       const agent = config.agents[ch.agent ?? enabledAgents[0] ?? 'default'];
-      if (agent && (agent.provider !== 'openai-compatible' || !agent.base_url))
+      if (agent && (!providerRules(agent.provider)?.endpoint || !agent.base_url))
         problems.push({
           path: ['channels', i, 'reply_intent'],
           message: `reply_intent = "classifier" asks a model on the channel's agent's endpoint: bind channel "${ch.id}" to an openai-compatible agent`,
@@ -134,18 +135,18 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
   for (const [name, agent] of Object.entries(config.agents)) {
     agent.fallback_models.forEach((f, i) => {
       const provider = f.slice(0, f.indexOf(':'));
-      if (provider !== 'echo' && provider !== 'openai-compatible')
-        problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `"${provider}" is not one of echo, openai-compatible` });
-      else if (provider === 'openai-compatible' && !agent.base_url)
+      const rules = providerRules(provider);
+      if (!rules)
+        problems.push({ path: [...agentPath(config, name, 'fallback_models'), i], message: `"${provider}" is not one of ${providerNames().join(', ')}` });
+      else if (rules.requires.includes('base_url') && !agent.base_url)
         problems.push({
           path: [...agentPath(config, name, 'fallback_models'), i],
-          message: `agent "${name}" needs base_url for an openai-compatible fallback`,
+          message: `agent "${name}" needs base_url for an ${provider} fallback`,
         });
     });
     if (agent.enabled) promptFileProblems(config, name, agent, problems);
-    if (agent.provider !== 'openai-compatible') continue;
-    if (!agent.base_url) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs base_url` });
-    if (!agent.model) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses openai-compatible and needs model` });
+    for (const key of providerRules(agent.provider)?.requires ?? [])
+      if (!agent[key]) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses ${agent.provider} and needs ${key}` });
   }
   config.schedules.forEach((s, i) => {
     if (!config.channels.some((c) => c.id === s.channel))

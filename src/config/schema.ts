@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { secretRef } from '../contracts/secret-ref.js';
 import { listenProblem } from './listen.js';
+import { providerNames, providerRules } from './providers.js';
 import { schedulesSchema } from './schedules.js';
 
 /**
@@ -117,7 +118,13 @@ export const mcpServerSchema = z
 
 export const agentSchema = z.strictObject({
   enabled: z.boolean().default(true),
-  provider: z.enum(['echo', 'openai-compatible']).default('echo'),
+  /** One of src/config/providers.ts, read when the config is parsed (not frozen into an enum). */
+  provider: z
+    .custom<string>()
+    .superRefine((v, ctx) => {
+      if (typeof v !== 'string' || !providerRules(v)) ctx.addIssue({ code: 'invalid_value', values: providerNames(), input: v });
+    })
+    .default('echo'),
   echo_delay_ms: durationMs.default(60),
   base_url: z.url().optional(),
   model: z.string().min(1).optional(),

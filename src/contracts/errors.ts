@@ -101,6 +101,10 @@ export const catalogue = {
     user: 'I already keep 200 memories for you; /memory lists them and /forget ID removes one.',
   },
   TURN_FAILED: { retryable: false, text: 'the turn failed', user: 'Something went wrong while answering; please try again.' },
+  AGENT_UNKNOWN_PROVIDER: {
+    retryable: false,
+    text: 'an agent names a model provider that has no runner (src/agent/providers.ts); it is refused, never answered by another provider',
+  },
   AGENT_NO_ENDING: { retryable: false, text: 'the agent runner stopped without done, error or cancelled', user: 'The agent ended without an answer.' },
   ANSWER_REPEATING: { retryable: false, text: 'the answer looped and was stopped', user: 'The answer started repeating itself, so it was stopped.' },
   STORAGE_UNAVAILABLE: {

@@ -1,6 +1,5 @@
-import { EchoRunner } from '../agent/echo.js';
 import { FailoverRunner, ModelCooldowns, type Candidate } from '../agent/failover.js';
-import { LazyOpenAIRunner, warmOpenAI } from '../agent/lazy-openai.js';
+import { runnersOf, type RunnerFor } from '../agent/providers.js';
 import type { AttemptFailure } from '../agent/openai-compatible.js';
 import { RepetitionGuardedRunner } from '../agent/repetition.js';
 import type { AgentInput, AgentRunner } from '../contracts/agent-runner.js';
@@ -236,40 +235,19 @@ export class Workspace {
 /**
  * The models a turn may use, in order: the conversation's choice (or the agent's model),
  * then `fallback_models`. openai-compatible models share the agent's endpoint and key.
+ * Each provider's runners come from src/agent/providers.ts, built here, once per agent, so an
+ * unknown provider is refused (AGENT_UNKNOWN_PROVIDER) when the agent is set up.
  */
-function candidatesFor(
+export function candidatesFor(
   config: AgentConfig,
   apiKey?: string,
   onAttemptFailed?: (f: AttemptFailure) => void,
   onToolCallInvalid?: (tool: string, repaired: boolean) => void,
 ): (input: AgentInput) => Candidate[] {
-  const echo = new EchoRunner(config.echo_delay_ms);
-  const openai = (retries: number) =>
-    new LazyOpenAIRunner({
-      baseUrl: config.base_url ?? 'http://127.0.0.1:11434/v1',
-      model: config.model ?? 'default',
-      ...(apiKey ? { apiKey } : {}),
-      ...(config.temperature !== undefined ? { temperature: config.temperature } : {}),
-      maxOutputTokens: config.max_output_tokens,
-      requestTimeoutMs: config.request_timeout_ms,
-      maxSteps: config.max_steps,
-      timeZone: config.time_zone,
-      maxToolResultChars: config.max_tool_result_chars,
-      retries,
-      ...(onAttemptFailed ? { onAttemptFailed } : {}),
-      ...(onToolCallInvalid ? { onToolCallInvalid } : {}),
-    });
-  // A model with a successor fails over at once; the last one retries on its own.
-  const runners = { echo: () => echo, 'openai-compatible': (last: boolean) => (last ? (openaiLast ??= openai(2)) : (openaiFirst ??= openai(0))) };
-  let openaiLast: LazyOpenAIRunner | undefined;
-  let openaiFirst: LazyOpenAIRunner | undefined;
-  if (config.provider === 'openai-compatible' || config.fallback_models.some((f) => f.startsWith('openai-compatible:'))) warmOpenAI();
-  const candidate = (provider: string, model: string): Candidate => {
-    const make = runners[provider as keyof typeof runners] ?? runners.echo;
-    return { key: `${provider}:${model}`, model, runner: make };
-  };
-  return (input) => [
-    candidate(config.provider, input.model ?? config.model ?? config.provider),
-    ...config.fallback_models.map((f) => candidate(f.slice(0, f.indexOf(':')), f.slice(f.indexOf(':') + 1))),
-  ];
+  const deps = { config, ...(apiKey ? { apiKey } : {}), ...(onAttemptFailed ? { onAttemptFailed } : {}), ...(onToolCallInvalid ? { onToolCallInvalid } : {}) };
+  const fallbacks = config.fallback_models.map((f) => ({ provider: f.slice(0, f.indexOf(':')), model: f.slice(f.indexOf(':') + 1) }));
+  const runners = new Map<string, RunnerFor>();
+  for (const provider of [config.provider, ...fallbacks.map((f) => f.provider)]) if (!runners.has(provider)) runners.set(provider, runnersOf(provider, deps));
+  const candidate = (provider: string, model: string): Candidate => ({ key: `${provider}:${model}`, model, runner: runners.get(provider) as RunnerFor });
+  return (input) => [candidate(config.provider, input.model ?? config.model ?? config.provider), ...fallbacks.map((f) => candidate(f.provider, f.model))];
 }
