@@ -128,7 +128,10 @@ export class DeferredAckHttpReceiver implements Receiver {
   }
 
   async start(): Promise<unknown> {
-    this.#remove = this.o.http.route('POST', this.o.path, (req, res) => this.#handle(req, res));
+    this.#remove = this.o.http.route('POST', this.o.path, (req, res) => this.#handle(req, res), {
+      scheme: 'hmac-sha256',
+      describe: 'X-Slack-Signature (v0) over timestamp and raw body with signing_secret, timestamp within 5 minutes',
+    });
     return undefined;
   }
 

@@ -68,7 +68,10 @@ export class TeamsAdapter implements ChannelAdapter {
     // The app password is tried now, so a wrong one parks the channel instead of failing every reply.
     await this.#call('token', signal, (s) => this.#token.get(s));
     const verify = connectorVerifier(identity, this.#o.appId);
-    const remove = this.#o.http.route('POST', `/webhooks/${this.#o.id}`, (req, res) => this.#activity(req, res, verify, deliver));
+    const remove = this.#o.http.route('POST', `/webhooks/${this.#o.id}`, (req, res) => this.#activity(req, res, verify, deliver), {
+      scheme: 'jwt',
+      describe: 'Bot Connector JWT: signature, issuer, audience (app_id), expiry, serviceUrl',
+    });
     try {
       onConnected();
       await untilAborted(signal);

@@ -196,6 +196,7 @@ export class TelegramAdapter implements ChannelAdapter {
       'POST',
       path,
       webhookHandler({ channelId: this.#o.id, secret: this.#webhookSecret, bot: () => this.#bot!, deliver, log: this.#o.log }),
+      { scheme: 'secret-token', describe: 'X-Telegram-Bot-Api-Secret-Token equals webhook_secret' },
     );
     try {
       const url = new URL(path, this.#o.publicUrl).toString();

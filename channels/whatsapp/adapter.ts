@@ -86,7 +86,13 @@ export class WhatsAppAdapter implements ChannelAdapter {
     this.#name = phone.verified_name;
     const path = `/webhooks/${this.#o.id}`;
     const o = { channelId: this.#o.id, appSecret: this.#o.appSecret, verifyToken: this.#o.verifyToken, me: () => this.#me, deliver, log: this.#o.log };
-    const removes = [this.#o.http.route('GET', path, verifyHandler(o)), this.#o.http.route('POST', path, notifyHandler(o))];
+    const removes = [
+      this.#o.http.route('GET', path, verifyHandler(o), {
+        scheme: 'verify-token',
+        describe: 'hub.verify_token equals verify_token before hub.challenge is echoed',
+      }),
+      this.#o.http.route('POST', path, notifyHandler(o), { scheme: 'hmac-sha256', describe: 'X-Hub-Signature-256 over the raw body with app_secret' }),
+    ];
     try {
       onConnected();
       await untilAborted(signal);

@@ -31,6 +31,8 @@ export interface DaemonStatus {
   mcp_servers?: McpServerStatus[];
   /** Cluster mode: instances (with their config generation and turns), leases, partitions. */
   cluster?: ClusterStatus;
+  /** The webhook routes now registered, each with its declared authentication scheme. */
+  webhooks?: Array<{ method: string; path: string; scheme: string; describe: string }>;
   /** `[[schedules]]`: each one's next firing. */
   schedules?: Array<{ id: string; channel: string; next_fire_at: string | null }>;
 }

@@ -121,6 +121,10 @@ export const catalogue = {
     text: 'the database failed its integrity check; stop channeld, keep a copy of channeld.db, and recover it with `sqlite3 channeld.db ".recover"` or move it aside',
   },
   LISTEN_INVALID: { retryable: false, text: 'the HTTP server cannot bind [http] listen; use an address of this machine and a port you may use' },
+  WEBHOOK_AUTH_UNDECLARED: {
+    retryable: false,
+    text: 'a route under /webhooks/ was registered without declaring how it authenticates requests; pass its auth (scheme and describe) to route()',
+  },
   LISTEN_IN_USE: { retryable: false, text: 'stop that process or choose another port in [http] listen' },
   MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
   MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },

@@ -164,6 +164,10 @@ export class Daemon {
   get storage() {
     return this.#kernel.get('storage');
   }
+  /** The one HTTP server (its routes and their declared webhook authentication). */
+  get http() {
+    return this.#kernel.get('http');
+  }
 
   /** What management actions see; the same object the HTTP and slash faces call. */
   get api() {

@@ -5,7 +5,7 @@ import { registerStatusRoutes } from '../observe/routes.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
 import { definePlugin, type Services, type StatusView } from './services.js';
 
-type StatusSources = Pick<Services, 'config' | 'dispatcher' | 'supervisor' | 'tracker' | 'workspaces' | 'mcp' | 'storage' | 'topology'>;
+type StatusSources = Pick<Services, 'config' | 'dispatcher' | 'supervisor' | 'tracker' | 'workspaces' | 'mcp' | 'storage' | 'topology' | 'http'>;
 
 /** The `status` service: the /status payload and readiness, computed from the services. */
 export class StatusService implements StatusView {
@@ -50,6 +50,7 @@ export class StatusService implements StatusView {
       last_reload: config.lastReload,
       storage: storage.status(),
       ...(cluster ? { cluster } : {}),
+      webhooks: this.s.http.webhooks(),
       schedules: config.config.schedules.map((s) => ({ id: s.id, channel: s.channel, next_fire_at: nextFireAt(s) })),
     };
   }
@@ -71,6 +72,7 @@ export const statusPlugin = definePlugin({
       mcp: ctx.use('mcp'),
       storage: ctx.use('storage'),
       topology: ctx.use('topology'),
+      http: ctx.use('http'),
     });
     const http = ctx.use('http');
     ctx.effect(registerStatusRoutes(http, ctx.use('metrics'), () => status.status()));

@@ -1,4 +1,5 @@
-import type { HttpRoutes, RouteHandler, UpgradeHandler } from '../contracts/http.js';
+import { WEBHOOK_PREFIX, type HttpRoutes, type RouteAuth, type RouteHandler, type UpgradeHandler } from '../contracts/http.js';
+import { CodedError } from '../contracts/errors.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
@@ -12,6 +13,8 @@ export class HttpServer implements HttpRoutes {
   readonly #routes = new Map<string, RouteHandler>();
   readonly #prefixes: { method: string; prefix: string; handler: RouteHandler }[] = [];
   readonly #upgrades = new Map<string, UpgradeHandler>();
+  /** The webhook routes now registered, each with its declared authentication. */
+  readonly #webhooks = new Set<WebhookRoute>();
   readonly #server: Server;
   readonly #onError: (err: unknown) => void;
   readonly #allowedHosts: () => readonly string[];
@@ -30,15 +33,34 @@ export class HttpServer implements HttpRoutes {
     this.#server.keepAliveTimeout = 5_000;
   }
 
-  route(method: string, path: string, handler: RouteHandler): () => void {
+  route(method: string, path: string, handler: RouteHandler, auth?: RouteAuth): () => void {
+    const webhook = declaredWebhook(method, path, auth);
+    if (webhook) this.#webhooks.add(webhook);
+    const forget = () => void (webhook && this.#webhooks.delete(webhook));
     if (path.endsWith('/*')) {
       const entry = { method, prefix: path.slice(0, -1), handler };
       this.#prefixes.push(entry);
-      return () => void this.#prefixes.splice(this.#prefixes.indexOf(entry) >>> 0, 1);
+      return () => {
+        forget();
+        this.#prefixes.splice(this.#prefixes.indexOf(entry) >>> 0, 1);
+      };
     }
     const key = `${method} ${path}`;
     this.#routes.set(key, handler);
-    return () => void (this.#routes.get(key) === handler && this.#routes.delete(key));
+    return () => {
+      forget();
+      if (this.#routes.get(key) === handler) this.#routes.delete(key);
+    };
+  }
+
+  /** Every registered route as `METHOD path` (a prefix route ends in `*`), sorted. */
+  routes(): string[] {
+    return [...this.#routes.keys(), ...this.#prefixes.map((p) => `${p.method} ${p.prefix}*`)].sort();
+  }
+
+  /** The registered webhook routes with their declared authentication, by path then method. */
+  webhooks(): WebhookRoute[] {
+    return [...this.#webhooks].sort((a, b) => a.path.localeCompare(b.path) || a.method.localeCompare(b.method));
   }
 
   has(method: string, path: string): boolean {
@@ -118,4 +140,27 @@ export class HttpServer implements HttpRoutes {
     this.#server.closeAllConnections();
     await closed;
   }
+}
+
+/** A registered webhook route and how it authenticates (for /status and the registry test). */
+export interface WebhookRoute extends RouteAuth {
+  method: string;
+  path: string;
+}
+
+const SCHEMES: ReadonlySet<string> = new Set<RouteAuth['scheme']>(['secret-token', 'hmac-sha256', 'jwt', 'verify-token']);
+
+/**
+ * A route under /webhooks/ answers anyone on the internet (and any Host), so it is refused
+ * unless it declares a known scheme and says what it checks: an ingress added without
+ * authentication fails at registration, not in production.
+ */
+function declaredWebhook(method: string, path: string, auth: RouteAuth | undefined): WebhookRoute | undefined {
+  if (!path.startsWith(WEBHOOK_PREFIX)) return undefined;
+  if (!auth || !SCHEMES.has(auth.scheme) || !auth.describe?.trim())
+    throw new CodedError(
+      'WEBHOOK_AUTH_UNDECLARED',
+      `${method} ${path} has ${auth ? `scheme "${String(auth.scheme)}" and describe "${auth.describe ?? ''}"` : 'no auth'}`,
+    );
+  return { method, path, scheme: auth.scheme, describe: auth.describe };
 }
