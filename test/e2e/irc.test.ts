@@ -13,7 +13,7 @@ import { echoAgent as echo, llmAgent } from '../helpers/toml.js';
 const words = (n: number, w = 'word') => Array.from({ length: n }, (_, i) => `${w}${i}`).join(' ');
 
 /** One ngIRCd for the file; each test uses nicks and channels of its own. */
-describe.skipIf(ngircdMissing)('IRC channel against a real ngIRCd', () => {
+describe.skipIf(ngircdMissing !== undefined)(`IRC channel against a real ngIRCd${ngircdMissing ? ` (skipped: ${ngircdMissing})` : ''}`, () => {
   let irc: Ngircd;
   beforeAll(async () => {
     irc = await startNgircd();

@@ -13,7 +13,7 @@ const words = (n: number, w = 'word') => Array.from({ length: n }, (_, i) => `${
 const PASSWORD = 'pw-test-1';
 
 /** One Prosody for the file; each test uses accounts and rooms of its own. */
-describe.skipIf(prosodyMissing)('XMPP channel against a real Prosody', () => {
+describe.skipIf(prosodyMissing !== undefined)(`XMPP channel against a real Prosody${prosodyMissing ? ` (skipped: ${prosodyMissing})` : ''}`, () => {
   let server: Prosody;
   beforeAll(async () => {
     server = await startProsody();
