@@ -11,10 +11,11 @@ import { pooledFetch } from '../../src/util/pooled-fetch.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
-import { classifyTelegramError, isDefiniteRefusal, isEntityError, isNotModified, isRichContentError, isRichUnsupported } from './errors.js';
+import { classifyTelegramError, isEntityError, isNotModified, isRichUnsupported } from './errors.js';
 import { forTelegramHtml, markdownToTelegramHtml } from './markdown.js';
-import { chunkRich, RICH_MAX_CHARS, richFits, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
+import { chunkRich, RICH_MAX_CHARS, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
 import { callbackQueryId, malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
+import { NEWER_METHOD_STRIKES, RichFallback } from './rich-fallback.js';
 import { webhookHandler } from './webhook.js';
 
 export interface TelegramOptions {
@@ -33,12 +34,6 @@ export interface TelegramOptions {
 
 const ALLOWED_UPDATES = ['message', 'channel_post', 'callback_query'] as const;
 
-/**
- * Rich calls (or native drafts) that failed without a Bot API answer saying why, while the
- * HTML path then worked: after this many in a row the server is taken not to serve them,
- * and this bot stops asking (a proxy or emulator answering 500 for a method it lacks).
- */
-export const NEWER_METHOD_STRIKES = 3;
 
 /** grammy types its signals with the abort-controller shim; Node's AbortSignal is what it gets at run time. */
 type GrammySignal = Parameters<Api['getMe']>[0];
@@ -60,10 +55,8 @@ export class TelegramAdapter implements ChannelAdapter {
   readonly #webhookSecret: string | undefined;
   readonly #token: string;
   #bot: BotIdentity | undefined;
-  /** Rich messages are on until the server refuses them once; then this bot uses HTML for good. */
-  #rich: boolean;
-  /** Rich calls in a row that failed for no definite reason while HTML then worked. */
-  #richStrikes = 0;
+  /** Rich messages until the server refuses them, or fails them while HTML works; then HTML for good. */
+  readonly #rich: RichFallback;
   /** Native drafts (sendMessageDraft) until the server fails them NEWER_METHOD_STRIKES times in a row. */
   #drafts: boolean;
   #draftStrikes = 0;
@@ -78,16 +71,16 @@ export class TelegramAdapter implements ChannelAdapter {
     this.#closePool = pool.close;
     this.#token = token;
     this.#webhookSecret = webhookSecret;
-    this.#rich = options.richMessages;
+    this.#rich = new RichFallback(options.richMessages, options.id, options.log);
     this.#drafts = options.nativeDrafts;
-    const rich = () => this.#rich;
+    const rich = () => this.#rich.on;
     this.capabilities = {
       // Read on every plan: a refusal mid-reply re-plans the reply at the HTML limit.
       get maxMessageLength() {
         return rich() ? RICH_MAX_CHARS : TEXT_MAX_CHARS;
       },
       // On HTML the split is on the text as rendered (a table grows by its padding), so each piece fits.
-      split: (text) => (this.#rich ? chunkRich(text) : chunkText(forTelegramHtml(text), TEXT_MAX_CHARS)),
+      split: (text) => (this.#rich.on ? chunkRich(text) : chunkText(forTelegramHtml(text), TEXT_MAX_CHARS)),
       editsDrafts: true,
       minEditIntervalMs: 1000, // about one message per second per chat
       nativeStream: options.nativeDrafts,
@@ -215,78 +208,6 @@ export class TelegramAdapter implements ChannelAdapter {
     return t.threadId ? { message_thread_id: Number(t.threadId) } : {};
   }
 
-  /** Whether `text` goes as a rich message: rich messages on, accepted so far, and within their limits. */
-  #asRich(text: string): boolean {
-    return this.#rich && richFits(text);
-  }
-
-  /**
-   * Runs a rich-message call; on an older server's refusal remembers it for this bot, and on
-   * any refusal runs `html` instead. A text too long for the HTML path cannot go that way:
-   * the reply is planned again at the HTML limit (CHANNEL_FORMAT_REFUSED, retried at once).
-   * A failure with no definite answer (a 5xx, a body that is not a Bot API answer, a dropped
-   * connection) also goes the HTML way for this message: the answer never waits on a method
-   * the server may not have. A 429 or a refusal about the chat itself is thrown as it is.
-   */
-  async #richOr<T>(method: string, text: string, rich: () => Promise<T>, html: () => Promise<T>): Promise<T> {
-    try {
-      const done = await rich();
-      this.#richStrikes = 0;
-      return done;
-    } catch (err) {
-      if (isRichUnsupported(err)) {
-        if (this.#rich)
-          this.#o.log.info(
-            { channel: this.#o.id, method, err: errorMessage(err) },
-            'this Bot API server refused rich messages; using HTML messages from now on',
-          );
-        this.#rich = false;
-      } else if (isRichContentError(err)) {
-        if (forTelegramHtml(text).length > TEXT_MAX_CHARS) {
-          // Too long for one HTML message: only a plan at the HTML limit can deliver it.
-          this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a long rich message; using HTML messages from now on');
-          this.#rich = false;
-        } else this.#o.log.warn({ channel: this.#o.id, method, err: errorMessage(err) }, 'Telegram refused a rich message; sending it as HTML');
-      } else if (isDefiniteRefusal(err)) throw err;
-      else return this.#richFailed(method, text, err, html);
-      if (forTelegramHtml(text).length > TEXT_MAX_CHARS)
-        throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich message refused and too long for a text message`, { cause: err });
-      return html();
-    }
-  }
-
-  /**
-   * A rich call failed with no definite answer. The message goes as HTML; if that works, the
-   * rich failure counts as a strike against the server (a failing server fails both, and
-   * then nothing is counted). A text longer than one HTML message cannot be tried that way:
-   * the strike is counted and the failure thrown (retried with backoff), and at the last
-   * strike the reply is planned again at the HTML limit.
-   */
-  async #richFailed<T>(method: string, text: string, err: unknown, html: () => Promise<T>): Promise<T> {
-    const reason = errorMessage(classifyTelegramError(err, method));
-    if (forTelegramHtml(text).length > TEXT_MAX_CHARS) {
-      if (!this.#richStrike(method, reason)) throw err;
-      throw new ChannelError('CHANNEL_FORMAT_REFUSED', `Telegram ${method}: rich messages failed and the text is too long for one text message`, {
-        cause: err,
-      });
-    }
-    const done = await html();
-    if (!this.#richStrike(method, reason)) this.#o.log.warn({ channel: this.#o.id, method, err: reason }, 'Telegram rich message failed; sent as HTML');
-    return done;
-  }
-
-  /** Counts one rich failure; at the last strike rich messages are off for this bot (logged once). True then. */
-  #richStrike(method: string, reason: string): boolean {
-    if (!this.#rich) return true;
-    if (++this.#richStrikes < NEWER_METHOD_STRIKES) return false;
-    this.#rich = false;
-    this.#o.log.warn(
-      { channel: this.#o.id, method, err: reason, failures: this.#richStrikes },
-      'this Bot API server keeps failing rich messages; using HTML messages from now on',
-    );
-    return true;
-  }
-
   /**
    * A native draft failed: a 429 is only a pause, a 404 means the server has no drafts, and
    * other failures count as strikes; drafts are off for this bot from then on (logged once),
@@ -325,8 +246,8 @@ export class TelegramAdapter implements ChannelAdapter {
       'sendMessage',
       options.signal,
       (signal): Promise<{ message_id: number }> =>
-        this.#asRich(text) && !options.buttons?.length
-          ? this.#richOr<{ message_id: number }>(
+        this.#rich.fits(text) && !options.buttons?.length
+          ? this.#rich.run<{ message_id: number }>(
               'sendRichMessage',
               text,
               () => this.#hot.sendRichMessage(target.chatId, { markdown: toRichMarkdown(text) }, common, sig(signal)),
@@ -357,8 +278,8 @@ export class TelegramAdapter implements ChannelAdapter {
       }
     };
     await this.#call('editMessageText', options.signal, (signal) =>
-      this.#asRich(text)
-        ? this.#richOr(
+      this.#rich.fits(text)
+        ? this.#rich.run(
             'editMessageText',
             text,
             () =>
@@ -395,8 +316,8 @@ export class TelegramAdapter implements ChannelAdapter {
     const thread = this.#threadOf(target);
     const draft = async (text: string, signal: AbortSignal) => {
       const html = () => this.#hot.sendMessageDraft(chatId, draftId, markdownToTelegramHtml(text), { ...thread, parse_mode: 'HTML' }, sig(signal));
-      if (!this.#asRich(text)) return html();
-      return this.#richOr(
+      if (!this.#rich.fits(text)) return html();
+      return this.#rich.run(
         'sendRichMessageDraft',
         text,
         () => this.#hot.sendRichMessageDraft(chatId, draftId, { markdown: toRichMarkdown(text) }, thread, sig(signal)),
