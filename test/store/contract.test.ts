@@ -1,6 +1,4 @@
-import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
-import { migrate } from '../../src/cluster/migrations.js';
+import { describe, expect, it } from 'vitest';
 import { PgApprovalStore } from '../../src/cluster/pg-approvals.js';
 import { PgConversationStore, PgSessionStore } from '../../src/cluster/pg-state.js';
 import { PgWriter } from '../../src/cluster/pg-writer.js';
@@ -13,7 +11,8 @@ import { openDb } from '../../src/store/db.js';
 import { GroupCommit } from '../../src/store/group-commit.js';
 import { SessionStore, type Sessions } from '../../src/store/sessions.js';
 import { SqliteUsageLedger, startOfUtcDay, type UsageLedger, type UsageRecord } from '../../src/store/usage.js';
-import { clusterSkipReason, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
+import { clusterSkipReason, quietLogger } from '../helpers/cluster.js';
+import { migratedPools } from '../helpers/pg-schemas.js';
 
 /** One backend as the contract sees it: stores over one database, and how a turn uses them. */
 interface Backend {
@@ -327,20 +326,11 @@ contract('SQLite', async () => {
 });
 
 const skip = await clusterSkipReason();
-const pools: Array<{ pool: pg.Pool; schema: string }> = [];
-afterAll(async () => {
-  for (const { pool, schema } of pools) {
-    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await pool.end();
-  }
-});
+const pgPool = migratedPools();
 if (skip === undefined) {
   contract('PostgreSQL', async () => {
     // Each test in its own schema.
-    const schema = uniqueNamespace();
-    const pool = new pg.Pool({ connectionString: PG_URL, options: `-c search_path=${schema}`, max: 4 });
-    pools.push({ pool, schema });
-    await migrate(pool, schema);
+    const pool = await pgPool(4);
     const { log } = quietLogger();
     return {
       open: () => {

@@ -1,12 +1,11 @@
-import pg from 'pg';
-import { afterAll, describe, expect, it } from 'vitest';
-import { migrate } from '../../src/cluster/migrations.js';
+import { describe, expect, it } from 'vitest';
 import { PgMemoryStore } from '../../src/cluster/pg-memories.js';
 import { PgWriter } from '../../src/cluster/pg-writer.js';
 import { CodedError } from '../../src/contracts/errors.js';
 import { openDb } from '../../src/store/db.js';
 import { MAX_MEMORIES_PER_USER, MAX_MEMORY_CHARS, SqliteMemoryStore, type Memories } from '../../src/store/memories.js';
-import { clusterSkipReason, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
+import { clusterSkipReason, quietLogger } from '../helpers/cluster.js';
+import { migratedPools } from '../helpers/pg-schemas.js';
 
 const codeOf = (p: Promise<unknown>) =>
   p.then(
@@ -70,19 +69,10 @@ function contract(name: string, open: () => Promise<Memories>) {
 contract('SQLite', async () => new SqliteMemoryStore(openDb(':memory:')));
 
 const skip = await clusterSkipReason();
-const pools: Array<{ pool: pg.Pool; schema: string }> = [];
-afterAll(async () => {
-  for (const { pool, schema } of pools) {
-    await pool.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
-    await pool.end();
-  }
-});
+const pgPool = migratedPools();
 if (skip === undefined) {
   contract('PostgreSQL', async () => {
-    const schema = uniqueNamespace();
-    const pool = new pg.Pool({ connectionString: PG_URL, options: `-c search_path=${schema}`, max: 2 });
-    pools.push({ pool, schema });
-    await migrate(pool, schema);
+    const pool = await pgPool(2);
     return new PgMemoryStore(new PgWriter(pool, quietLogger().log));
   });
 } else {
