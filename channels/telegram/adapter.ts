@@ -34,7 +34,6 @@ export interface TelegramOptions {
 
 const ALLOWED_UPDATES = ['message', 'channel_post', 'callback_query'] as const;
 
-
 /** grammy types its signals with the abort-controller shim; Node's AbortSignal is what it gets at run time. */
 type GrammySignal = Parameters<Api['getMe']>[0];
 const sig = (s: AbortSignal): GrammySignal => s as unknown as GrammySignal;
