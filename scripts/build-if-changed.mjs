@@ -12,6 +12,7 @@ const inputs = [
   'channels',
   'bin',
   'scripts/bundle.mjs',
+  'scripts/copy-assets.mjs',
   'package.json',
   'package-lock.json',
   'tsconfig.json',

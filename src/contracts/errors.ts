@@ -145,6 +145,7 @@ export const catalogue = {
   MANAGEMENT_UNBOUND: { retryable: true, text: 'the daemon is not serving management actions yet (starting) or any more (stopping)' },
   TURN_INTERRUPTED: { retryable: false, text: 'the turn was interrupted by a newer message in its conversation' },
   TURN_STOPPED: { retryable: false, text: 'the turn was stopped on request (/stop or the operator)' },
+  TURN_ENDED: { retryable: false, text: 'the turn ended, so what waited on it (its reply stream, its typing indicator) stopped waiting' },
   CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
   CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },
 } as const satisfies Record<string, { retryable: boolean; text: string; user?: string }>;

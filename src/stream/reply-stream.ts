@@ -1,13 +1,16 @@
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../contracts/channel.js';
 import type { MessageRef, ReplyTarget } from '../contracts/message.js';
-import { ChannelError, errorMessage, isRetryable } from '../contracts/errors.js';
+import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
 import { chunkText } from '../util/chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
-/** The reason the end-of-turn signal carries: a shared value, because `abort()` without one builds a DOMException with a stack for every turn. */
-const TURN_ENDED = Object.freeze({ name: 'TurnEnded', message: 'the turn ended' });
+/**
+ * The reason the end-of-turn signal carries: one shared coded error, made once, because
+ * `abort()` without a reason builds a DOMException with a stack for every turn.
+ */
+const TURN_ENDED = new CodedError('TURN_ENDED');
 /** How long a turn may take to show text before the typing indicator goes up. */
 export const TYPING_GRACE_MS = 300;
 
