@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
-import type { LoopbackReply } from '../fixtures/channels/loopback/adapter.js';
+import type { PostboxReply } from '../fixtures/channels/postbox/adapter.js';
 import type { Script } from '../fakes/llm/server.js';
 import { waitFor } from '../helpers/daemon.js';
 import { FIXTURE_ENTRY, TSX_NODE_ARGS } from '../helpers/fixture-entry.js';
@@ -11,7 +11,7 @@ import { DaemonProcess } from '../helpers/process.js';
 import { scaled } from '../helpers/timing.js';
 
 /**
- * Quotas in a real daemon process, through the test-only loopback channel: it lets a test
+ * Quotas in a real daemon process, through the test-only postbox channel: it lets a test
  * name the sender and the chat, so one person can have many conversations at once.
  */
 const KEY = 'k-quota-123456';
@@ -19,7 +19,7 @@ const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json
 
 async function start(
   config: string,
-): Promise<{ url: string; post(chat: string, sender: string, text: string): Promise<void>; replies(chat: string): Promise<LoopbackReply[]> }> {
+): Promise<{ url: string; post(chat: string, sender: string, text: string): Promise<void>; replies(chat: string): Promise<PostboxReply[]> }> {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-quotas-'));
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'daemon.config.toml');
@@ -37,20 +37,20 @@ async function start(
       const r = await fetch(`${url}/lb/lb/messages`, { method: 'POST', headers: auth, body: JSON.stringify({ chat, sender, text }) });
       expect(r.status).toBe(202);
     },
-    replies: async (chat) => ((await (await fetch(`${url}/lb/lb/replies`, { headers: auth })).json()) as LoopbackReply[]).filter((r) => r.chatId === chat),
+    replies: async (chat) => ((await (await fetch(`${url}/lb/lb/replies`, { headers: auth })).json()) as PostboxReply[]).filter((r) => r.chatId === chat),
   };
 }
 
-/** The loopback channel every test here talks through. */
+/** The postbox channel every test here talks through. */
 const CHANNEL = `[[channels]]
 id = "lb"
-type = "loopback"
+type = "postbox"
 allow_from = ["*"]
 key_env = "LB_KEY"
 path = "/lb"
 `;
 
-const finals = (list: LoopbackReply[]) => list.filter((r) => r.final);
+const finals = (list: PostboxReply[]) => list.filter((r) => r.final);
 
 describe('quotas per person and per channel, in a real daemon process', () => {
   it(
@@ -136,7 +136,7 @@ ${CHANNEL}`);
       const chats = Array.from({ length: TURNS }, (_, i) => `c${i}`);
       await Promise.all(chats.map((c, i) => d.post(c, 'u1', `question ${i}`)));
       const refusal = /user_cost_per_day/;
-      const all = async () => ((await (await fetch(`${d.url}/lb/lb/replies`, { headers: auth })).json()) as LoopbackReply[]).filter((r) => r.final);
+      const all = async () => ((await (await fetch(`${d.url}/lb/lb/replies`, { headers: auth })).json()) as PostboxReply[]).filter((r) => r.final);
       const refused = async () => (await all()).filter((r) => refusal.test(r.text)).length;
       // Each turn either reached the model (and waits there) or was refused.
       await waitFor(async () => llm.requests.length + (await refused()) === TURNS, 30_000);

@@ -5,14 +5,14 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
 import { FIXTURE_ENTRY, TSX_NODE_ARGS } from '../helpers/fixture-entry.js';
 import { withDaemonProcess } from '../helpers/process.js';
-import type { LoopbackReply } from '../fixtures/channels/loopback/adapter.js';
+import type { PostboxReply } from '../fixtures/channels/postbox/adapter.js';
 
 const KEY = 'k-reminders-1';
 const auth = { authorization: `Bearer ${KEY}`, 'content-type': 'application/json' };
 
 /**
  * Chat reminders against real daemon processes on one state directory (the test-only
- * loopback kind): a reminder set just before a kill -9 is posted once by the next process,
+ * postbox kind): a reminder set just before a kill -9 is posted once by the next process,
  * and a process started after the firing (another kill -9) does not post it again.
  */
 describe('/remind in a real daemon process', () => {
@@ -21,18 +21,18 @@ describe('/remind in a real daemon process', () => {
   const file = join(dir, 'daemon.config.toml');
   writeFileSync(
     file,
-    `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n[agent]\nprovider = "echo"\necho_delay_ms = 5\n\n[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["*"]\nkey_env = "LB_KEY"\npath = "/lb"\n`,
+    `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n[agent]\nprovider = "echo"\necho_delay_ms = 5\n\n[[channels]]\nid = "lb"\ntype = "postbox"\nallow_from = ["*"]\nkey_env = "LB_KEY"\npath = "/lb"\n`,
   );
 
-  /** How many loopback message ids the processes so far have stored. */
+  /** How many postbox message ids the processes so far have stored. */
   let used = 0;
 
   async function start() {
     const p = withDaemonProcess(file, { LB_KEY: KEY }, TSX_NODE_ARGS, FIXTURE_ENTRY);
     const url = await p.url(30_000);
     await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 30_000);
-    const replies = async () => (await (await fetch(`${url}/lb/lb/replies`, { headers: auth })).json()) as LoopbackReply[];
-    // The loopback kind numbers messages per process (m1, m2, ...) and a duplicate is dropped
+    const replies = async () => (await (await fetch(`${url}/lb/lb/replies`, { headers: auth })).json()) as PostboxReply[];
+    // The postbox kind numbers messages per process (m1, m2, ...) and a duplicate is dropped
     // without a word, so a new process first posts past the ids earlier processes stored.
     let local = 0;
     const post = (text: string) =>

@@ -6,17 +6,17 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
 import { FIXTURE_ENTRY, TSX_NODE_ARGS } from '../helpers/fixture-entry.js';
 import { withDaemonProcess } from '../helpers/process.js';
-import type { LoopbackReply } from '../fixtures/channels/loopback/adapter.js';
+import type { PostboxReply } from '../fixtures/channels/postbox/adapter.js';
 
 const KEY = 'k-schedules-1';
 const auth = { authorization: `Bearer ${KEY}` };
 
-/** `[[schedules]]` in a real daemon process (the test-only loopback kind). */
+/** `[[schedules]]` in a real daemon process (the test-only postbox kind). */
 describe('[[schedules]] in a real daemon process', () => {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-schedules-'));
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'daemon.config.toml');
-  const base = `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n[agent]\nprovider = "echo"\necho_delay_ms = 5\n\n[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["nobody"]\nkey_env = "LB_KEY"\npath = "/lb"\n`;
+  const base = `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n[agent]\nprovider = "echo"\necho_delay_ms = 5\n\n[[channels]]\nid = "lb"\ntype = "postbox"\nallow_from = ["nobody"]\nkey_env = "LB_KEY"\npath = "/lb"\n`;
   const schedule = (cron: string) =>
     `\n[[schedules]]\nid = "tick"\nchannel = "lb"\nchat = "c9"\ncron = "${cron}"\ntimezone = "Europe/Berlin"\nprompt = "tick tock"\n`;
 
@@ -42,7 +42,7 @@ describe('[[schedules]] in a real daemon process', () => {
     writeFileSync(file, base + schedule('*/2 * * * * *'));
     const p = withDaemonProcess(file, { LB_KEY: KEY }, TSX_NODE_ARGS, FIXTURE_ENTRY);
     const url = await p.url(30_000);
-    const replies = async () => (await (await fetch(`${url}/lb/lb/replies`, { headers: auth })).json()) as LoopbackReply[];
+    const replies = async () => (await (await fetch(`${url}/lb/lb/replies`, { headers: auth })).json()) as PostboxReply[];
     const status = async () => (await (await fetch(`${url}/status`)).json()) as { schedules: Array<{ id: string; next_fire_at: string | null }> };
     const first = await waitFor(async () => (await replies()).find((r) => r.final), 30_000);
     expect(first).toMatchObject({ chatId: 'c9', text: 'tick tock' });

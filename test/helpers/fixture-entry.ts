@@ -2,7 +2,7 @@ import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-/** The `channeld` CLI with the built-in kinds plus the test-only loopback kind (test/fixtures/channels/). */
+/** The `channeld` CLI with the built-in kinds plus the test-only postbox kind (test/fixtures/channels/). */
 export const FIXTURE_ENTRY = join(import.meta.dirname, '../fixtures/channeld-with-fixture.ts');
 
 /** Node arguments that let it run the TypeScript entry as it is (tsx's loader). */

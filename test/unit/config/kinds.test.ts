@@ -1,16 +1,15 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
-import { builtinKinds } from '../../../channels/registry.js';
 import { ChannelKinds } from '../../../src/config/kinds.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { defineChannel, type ChannelDescriptor } from '../../../src/contracts/channel.js';
 import { CodedError, ConfigError } from '../../../src/contracts/errors.js';
-import { loopback } from '../../fixtures/channels/loopback/index.js';
+import { kindsWithFixture, shippedKinds } from '../../fixtures/kinds.js';
 
-const withLoopback = new ChannelKinds([...builtinKinds, loopback]);
-const builtin = new ChannelKinds(builtinKinds);
+const withPostbox = new ChannelKinds(kindsWithFixture);
+const builtin = new ChannelKinds(shippedKinds);
 /** The shipped kinds as "is not one of" lists them: derived from the registry, so a new kind needs no edit here. */
-const shipped = builtinKinds.map((k) => k.kind).join(', ');
+const shipped = shippedKinds.map((k) => k.kind).join(', ');
 
 function problems(source: string, kinds: ChannelKinds, env: NodeJS.ProcessEnv = {}): string[] {
   try {
@@ -22,49 +21,49 @@ function problems(source: string, kinds: ChannelKinds, env: NodeJS.ProcessEnv = 
   return [];
 }
 
-const loop = (keys = '') => `[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["*"]\nkey_env = "LB_KEY"\n${keys}`;
+const loop = (keys = '') => `[[channels]]\nid = "lb"\ntype = "postbox"\nallow_from = ["*"]\nkey_env = "LB_KEY"\n${keys}`;
 
-describe('a channel kind added by one registry line (test/fixtures/channels/loopback)', () => {
+describe('a channel kind added by one registry line (test/fixtures/channels/postbox)', () => {
   it('parses with its own keys, their defaults and its secret', () => {
-    const { config, secrets } = parseConfig(loop('path = "/lb"\n'), 'daemon.config.toml', withLoopback, { LB_KEY: 'k-123456' });
-    expect(config.channels[0]).toMatchObject({ id: 'lb', type: 'loopback', path: '/lb', max_message_length: 4000, require_mention: true });
+    const { config, secrets } = parseConfig(loop('path = "/lb"\n'), 'daemon.config.toml', withPostbox, { LB_KEY: 'k-123456' });
+    expect(config.channels[0]).toMatchObject({ id: 'lb', type: 'postbox', path: '/lb', max_message_length: 4000, require_mention: true });
     expect(secrets.get('channels.lb', 'key')).toBe('k-123456');
   });
 
   it('reports its bad keys with file:line:col, a "did you mean" from its own keys, and its missing secret', () => {
-    const src = `[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["*"]\npath = "no-slash"\nmax_mesage_length = 100\n`;
-    expect(problems(src, withLoopback)).toEqual([
+    const src = `[[channels]]\nid = "lb"\ntype = "postbox"\nallow_from = ["*"]\npath = "no-slash"\nmax_mesage_length = 100\n`;
+    expect(problems(src, withPostbox)).toEqual([
       'daemon.config.toml:1:1: channels[0]: channel "lb" needs key_env, or key_file, or key_credential',
       expect.stringMatching(/^daemon\.config\.toml:5:8: channels\[0\]\.path: write an absolute path without a trailing "\/"/),
       'daemon.config.toml:6:1: channels[0].max_mesage_length: unknown key "max_mesage_length"; did you mean `max_message_length`?',
     ]);
-    expect(problems(loop('max_message_length = 2\n'), withLoopback, { LB_KEY: 'k' })).toEqual([
+    expect(problems(loop('max_message_length = 2\n'), withPostbox, { LB_KEY: 'k' })).toEqual([
       'daemon.config.toml:6:22: channels[0].max_message_length: 2 is too small: must be at least 16',
     ]);
   });
 
   it('refuses its secret given inline, like every other secret', () => {
-    const [p] = problems(`[[channels]]\nid = "lb"\ntype = "loopback"\nallow_from = ["*"]\nkey = "k-123456"\n`, withLoopback);
+    const [p] = problems(`[[channels]]\nid = "lb"\ntype = "postbox"\nallow_from = ["*"]\nkey = "k-123456"\n`, withPostbox);
     expect(p).toMatch(/^daemon\.config\.toml:5:1: channels\[0\]\.key: inline secrets are refused/);
     expect(p).toContain('key_env, key_file or key_credential');
   });
 
   it('needs allow_from like the platform kinds, since its descriptor does not waive it', () => {
-    expect(problems(`[[channels]]\nid = "lb"\ntype = "loopback"\nkey_env = "LB_KEY"\n`, withLoopback, { LB_KEY: 'k' })).toEqual([
+    expect(problems(`[[channels]]\nid = "lb"\ntype = "postbox"\nkey_env = "LB_KEY"\n`, withPostbox, { LB_KEY: 'k' })).toEqual([
       expect.stringMatching(/^daemon\.config\.toml:1:1: channels\[0\]: channel "lb" needs allow_from/),
     ]);
   });
 
   it('is listed among the kinds only where it is registered', () => {
-    expect(problems(`[[channels]]\nid = "lb"\ntype = "loopbak"\n`, withLoopback)).toEqual([
-      `daemon.config.toml:3:8: channels[0].type: "loopbak" is not one of ${shipped}, loopback`,
+    expect(problems(`[[channels]]\nid = "lb"\ntype = "loopbak"\n`, withPostbox)).toEqual([
+      `daemon.config.toml:3:8: channels[0].type: "loopbak" is not one of ${shipped}, postbox`,
     ]);
-    expect(problems(loop(), builtin, { LB_KEY: 'k' })).toEqual([`daemon.config.toml:3:8: channels[0].type: "loopback" is not one of ${shipped}`]);
+    expect(problems(loop(), builtin, { LB_KEY: 'k' })).toEqual([`daemon.config.toml:3:8: channels[0].type: "postbox" is not one of ${shipped}`]);
   });
 
   it('keeps the built-in kinds as they were: their keys still validate beside it', () => {
     const src = `[[channels]]\nid = "tg"\ntype = "telegram"\nallow_from = ["*"]\ntoken_env = "T"\nmod = "webhook"\n`;
-    expect(problems(src, withLoopback, { T: 'x' })).toEqual(['daemon.config.toml:6:1: channels[0].mod: unknown key "mod"; did you mean `mode`?']);
+    expect(problems(src, withPostbox, { T: 'x' })).toEqual(['daemon.config.toml:6:1: channels[0].mod: unknown key "mod"; did you mean `mode`?']);
   });
 });
 
