@@ -59,6 +59,11 @@ export interface Incoming {
 export interface TopologyIntake extends ItemStore {
   /** False while the durable inbox refuses writes: new messages are held in memory (src/dispatch/hold.ts). */
   readonly writable: boolean;
+  /**
+   * How long a message stored again (a redelivery, or a schedule's catch-up firing under the
+   * same id) is still recognised as a duplicate: older catch-ups would run a second turn.
+   */
+  duplicateWindowMs(): number;
   /** Stores one message before the platform is acknowledged; rejects (coded, retryable) when it cannot now. */
   receive(incoming: Incoming): Promise<Admission>;
   /**

@@ -11,13 +11,15 @@ import { sqliteStorePlugin } from './store.js';
 export const localTopologyPlugin = definePlugin({
   name: 'single-node',
   provides: ['topology'],
-  inject: ['inbox', 'storage', 'logger'],
+  inject: ['config', 'inbox', 'storage', 'logger'],
   start: (ctx) => {
+    const config = ctx.use('config');
     const storage = ctx.use('storage');
     const log = ctx.use('logger');
     const whenWritable = (signal: AbortSignal) =>
       storage.whenWritable(signal, () => log.warn({ code: storage.health.code }, 'a reply waits for storage before it sends a new message'));
-    ctx.provide('topology', new LocalTopology(ctx.use('inbox'), whenWritable));
+    const retentionMs = () => config.config.daemon.inbox_retention_hours * 3_600_000;
+    ctx.provide('topology', new LocalTopology(ctx.use('inbox'), { whenWritable, retentionMs }));
   },
 });
 

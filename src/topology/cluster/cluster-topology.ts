@@ -38,11 +38,18 @@ export type { ClusterConfigView, ClusterStores };
 /** Never aborted: a scope whose partition this instance does not own is not fenced by it. */
 const NOT_FENCED: AbortSignal = new AbortController().signal;
 
+/** Well inside the stream's 2-minute duplicate window (src/cluster/connect.ts), so a catch-up at its edge is still recognised. */
+const STREAM_DUPLICATE_WINDOW_MS = 90_000;
+
 /** The shared inbox as the intake: a message is published to its partition's subject and runs where that partition is consumed. */
 class StreamIntake implements TopologyIntake {
   readonly writable = true;
 
   constructor(private readonly inbox: ClusterInbox) {}
+
+  duplicateWindowMs(): number {
+    return STREAM_DUPLICATE_WINDOW_MS;
+  }
 
   async receive({ msg, scope, passive }: Incoming): Promise<Admission> {
     return this.inbox.publish(msg, scope, passive);

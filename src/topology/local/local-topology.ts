@@ -22,11 +22,18 @@ const NEVER_FENCED: AbortSignal = new AbortController().signal;
 /** The SQLite inbox as the intake: messages are stored, then run here. */
 class SqliteIntake implements TopologyIntake {
   readonly #store: LocalItemStore;
+  readonly #retentionMs: () => number;
   readonly local: LocalIntake;
 
-  constructor(store: LocalItemStore) {
+  constructor(store: LocalItemStore, retentionMs: () => number) {
     this.#store = store;
+    this.#retentionMs = retentionMs;
     this.local = new LocalIntake(store);
+  }
+
+  /** A stored message is kept (and its id recognised) until the inbox prunes it. */
+  duplicateWindowMs(): number {
+    return this.#retentionMs();
   }
 
   get writable(): boolean {
@@ -73,21 +80,27 @@ class LocalControls implements ControlRouting {
   }
 }
 
+export interface LocalTopologyOptions {
+  /** Resolves once a new reply message's id can be stored (the SQLite write path's health); at once when not given. */
+  whenWritable?(signal: AbortSignal): Promise<unknown>;
+  /** How long the inbox keeps items (`[daemon] inbox_retention_hours`); forever (nothing prunes) when not given. */
+  retentionMs?(): number;
+}
+
 /**
  * One instance on its own: the SQLite inbox is the intake and the recovery (what a crash
  * left runs again at start), controls run here, nothing fences a reply, every listener runs
- * here, and conversation state is already local. `whenWritable`: a new reply message is
- * sent only while its id can be stored (the SQLite write path's health).
+ * here, and conversation state is already local.
  */
 export class LocalTopology implements Topology {
   readonly intake: SqliteIntake;
   readonly controls: ControlRouting;
   readonly state: SharedState;
 
-  constructor(store: LocalItemStore, whenWritable: (signal: AbortSignal) => Promise<unknown> = async () => true) {
-    this.intake = new SqliteIntake(store);
+  constructor(store: LocalItemStore, options: LocalTopologyOptions = {}) {
+    this.intake = new SqliteIntake(store, options.retentionMs ?? (() => Number.POSITIVE_INFINITY));
     this.controls = new LocalControls(this.intake.local);
-    this.state = { prepare: async () => {}, whenWritable };
+    this.state = { prepare: async () => {}, whenWritable: options.whenWritable ?? (async () => true) };
   }
 
   /** Items a previous process left stored and unanswered: a `running` one continues its draft. */

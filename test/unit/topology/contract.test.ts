@@ -124,6 +124,7 @@ function contract(name: string, make: () => Promise<Impl>) {
       expect(t.fenceOf('t:nobody').aborted).toBe(false);
       await t.state.prepare('t:chat-1', 't');
       await t.state.whenWritable(AbortSignal.timeout(5000));
+      expect(t.intake.duplicateWindowMs()).toBeGreaterThan(0);
       const status = t.status();
       if (status) expect(status.partitions.total).toBeGreaterThan(0);
     });
