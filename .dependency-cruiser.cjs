@@ -21,6 +21,7 @@ const layers = [
   ['dispatch'],
   ['tools'],
   ['cluster'],
+  ['topology'],
   ['actions'],
   ['media'],
   ['workspace'],

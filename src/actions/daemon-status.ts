@@ -1,4 +1,4 @@
-import type { ClusterStatus } from '../cluster/compose.js';
+import type { ClusterStatus } from '../contracts/topology.js';
 import type { TrackedTask } from '../dispatch/tracker.js';
 import type { McpServerStatus } from '../mcp/server.js';
 import type { StorageStatus } from '../store/health.js';

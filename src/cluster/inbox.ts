@@ -1,9 +1,8 @@
 import type { JsMsg } from '@nats-io/jetstream';
-import type { RemoteInbox } from '../dispatch/dispatcher.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
-import type { InboxState } from '../store/inbox.js';
+import type { InboxState } from '../contracts/topology.js';
 import type { ClusterServices } from './connect.js';
 import type { PgWriter } from './pg-writer.js';
 import type { ParsedCommand } from '../contracts/commands.js';
@@ -60,8 +59,7 @@ export interface ClusterOps {
  * over finds every unanswered item still in the stream and, in PostgreSQL, the draft to
  * continue.
  */
-export class ClusterInbox implements RemoteInbox {
-  readonly remote = true as const;
+export class ClusterInbox {
   readonly #tracked = new Map<number, Tracked>();
   readonly #controls: ControlRouter;
   readonly ops: ClusterOps = { natsPublishes: 0, natsAcks: 0, natsStops: 0, natsControls: 0, natsDeliveries: 0, pgReads: 0 };

@@ -1,6 +1,6 @@
 import { AckPolicy, DeliverPolicy, type ConsumerMessages } from '@nats-io/jetstream';
-import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { MessageRef } from '../contracts/message.js';
+import type { TopologyWork } from '../contracts/topology.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ClusterServices } from './connect.js';
@@ -22,9 +22,9 @@ interface Owned {
 
 export interface PartitionHooks {
   /** Called before a newly owned partition is consumed: cached state of its scopes may be stale. */
-  onAcquired?(partition: number): void;
+  onAcquired(partition: number): void;
   /** Awaited before an item is queued (the conversation's queue mode is read then). */
-  beforeEnqueue?(scope: string): Promise<void>;
+  beforeEnqueue(scope: string, channelId: string): Promise<void>;
 }
 
 /**
@@ -45,10 +45,10 @@ export class Partitions {
   constructor(
     private readonly s: ClusterServices,
     private readonly inbox: ClusterInbox,
-    private readonly dispatcher: Dispatcher,
+    private readonly dispatcher: TopologyWork,
     private readonly log: Logger,
     private readonly graceMs: () => number,
-    private readonly hooks: PartitionHooks = {},
+    private readonly hooks: PartitionHooks,
   ) {}
 
   get stepMs(): number {
@@ -140,7 +140,7 @@ export class Partitions {
     const o: Owned = { partition, lease, leaving: false };
     this.#owned.set(partition, o);
     try {
-      this.hooks.onAcquired?.(partition);
+      this.hooks.onAcquired(partition);
       const { stream, inboxSubject } = { stream: this.s.names.stream, inboxSubject: this.s.names.inboxSubject(partition) };
       // Everything up to here may have reached an earlier owner: ask PostgreSQL about it.
       const takeoverSeq = (await this.s.jsm.streams.info(stream)).state.last_seq;
@@ -192,7 +192,7 @@ export class Partitions {
           }
           replyRefs = known?.replyRefs ?? [];
         }
-        await this.hooks.beforeEnqueue?.(item.scope);
+        await this.hooks.beforeEnqueue(item.scope, item.message.channelId);
         if (o.leaving || o.lease.signal.aborted) break;
         this.inbox.track(m.seq, m, item, o.partition);
         this.dispatcher.enqueue({ id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs }, item.passive);

@@ -17,4 +17,5 @@ export * from './secret-ref.js';
 export * from './modes.js';
 export * from './plugin-folder.js';
 export * from './tools.js';
+export * from './topology.js';
 export * from './turn.js';

@@ -74,10 +74,8 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
       ctx.effect(async () => {
         await built.close?.().catch((err: unknown) => log.warn({ err }, 'closing the channel adapter failed'));
       });
-      if (topology.gate) {
-        const kind = config.loaded.kinds.of(channel);
-        adapter = topology.gate(channel, adapter, kind.exclusiveListener(channel), kind.listenerParts?.(channel) ?? 1);
-      }
+      const kind = config.loaded.kinds.of(channel);
+      adapter = topology.gate({ id: channel.id, exclusive: kind.exclusiveListener(channel), parts: kind.listenerParts?.(channel) ?? 1 }, adapter);
       channels.set(channel.id, { config: channel, adapter });
       ctx.effect(() => void channels.delete(channel.id));
       supervisor.add({

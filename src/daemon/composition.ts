@@ -11,17 +11,15 @@ import {
   memoryTrimPlugin,
   metricsPlugin,
   rootPlugins,
-  singleNodePlugin,
   supervisorPlugin,
   trackerPlugin,
 } from './core.js';
-import { dispatcherPlugin } from './dispatcher.js';
+import { dispatcherPlugin } from './dispatch-wiring.js';
 import { managementPlugin } from './management.js';
 import { remindersPlugin } from './reminders.js';
 import { schedulesPlugin } from './schedules.js';
 import { definePlugin, type DaemonPlugin, type Services } from './services.js';
 import { statusPlugin } from './status.js';
-import { sqliteStorePlugin } from './store.js';
 import { workspacesPlugin } from './workspaces.js';
 
 /**
@@ -56,7 +54,4 @@ export function corePlugins(
   ];
 }
 
-/** What a single-node daemon adds to the core: the SQLite store and the local topology. */
-export function singleNodePlugins(): DaemonPlugin[] {
-  return [sqliteStorePlugin(), singleNodePlugin];
-}
+export { singleNodePlugins } from './topology.js';

@@ -154,9 +154,6 @@ export const supervisorPlugin = definePlugin({
   },
 });
 
-/** One instance on its own: turns are not wrapped, replies not fenced, every listener runs here. */
-export const singleNodePlugin = definePlugin({ name: 'single-node', provides: ['topology'], start: (ctx) => ctx.provide('topology', {}) });
-
 export const extensionsPlugin = definePlugin({
   name: 'extensions',
   provides: ['extensions'],

@@ -2,50 +2,21 @@ import type { AddressInfo } from 'node:net';
 import { VERSION } from '../util/version.js';
 import type { ChannelKinds } from '../config/kinds.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
-import { CodedError, errorMessage } from '../contracts/errors.js';
+import { errorMessage } from '../contracts/errors.js';
 import { Kernel } from '../kernel/kernel.js';
 import type { LoggerOptions } from '../observe/logger.js';
-import type { Inbox } from '../store/inbox.js';
-import type { ClusterComposition, ClusterWiring } from '../cluster/compose.js';
-import type { Plugin } from '../kernel/plugin.js';
 import { channelPlugin } from './channels.js';
-import { corePlugins, singleNodePlugins } from './composition.js';
+import { corePlugins } from './composition.js';
 import { LiveConfig } from './config-service.js';
 import { pidFilePlugin } from './pidfile.js';
 import { loadPluginFolders, pluginFolderPlugin } from './plugin-folders.js';
 import { Reloader, type ReloadResult } from './reload.js';
 import { serviceNames, type DaemonPlugin, type Services } from './services.js';
-import { sqliteStorePlugin } from './store.js';
+import { topologyPlugins, topologyWorkPlugin } from './topology.js';
 import { workspacePlugin } from './workspaces.js';
 
 export type { ReloadResult } from './reload.js';
 
-type ClusterInjects = 'config' | 'logger' | 'shutdown' | 'dispatcher' | 'status';
-type ClusterProvides = 'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'topology';
-/**
- * The cluster plugins are typed by their own view of the services (src/cluster stays below
- * src/daemon); this is where that view is checked against `Services`: what they inject must
- * be what the daemon provides, and what they provide must fit the daemon's service type.
- */
-const clusterWiringAgrees: { [K in ClusterInjects]: Services[K] extends ClusterWiring[K] ? true : never } & {
-  [K in ClusterProvides]: ClusterWiring[K] extends Services[K] ? true : never;
-} = {
-  config: true,
-  logger: true,
-  shutdown: true,
-  dispatcher: true,
-  status: true,
-  inbox: true,
-  sessions: true,
-  conversations: true,
-  usage: true,
-  'approval-store': true,
-  spend: true,
-  topology: true,
-};
-void clusterWiringAgrees;
-/** A cluster plugin in the daemon's kernel; its names are the daemon's (checked above and by the plan). */
-const asDaemonPlugin = <I extends keyof ClusterWiring, P extends keyof ClusterWiring>(p: Plugin<ClusterWiring, I, P>) => p as unknown as DaemonPlugin;
 export { RESTART_KEYS } from './reload.js';
 
 export interface DaemonOptions {
@@ -68,8 +39,6 @@ export class Daemon {
   readonly #hardStop = new AbortController();
   readonly #reloader: Reloader;
   #stopping: Promise<void> | undefined;
-  /** Cluster mode only: the composition that adds the work plugin once channels run. */
-  #cluster: ClusterComposition | undefined;
   address!: AddressInfo;
 
   private constructor(loaded: LoadedConfig, env: NodeJS.ProcessEnv) {
@@ -95,13 +64,9 @@ export class Daemon {
 
   async #core(options: DaemonOptions): Promise<DaemonPlugin[]> {
     const common = corePlugins(this.#config, { hardStop: this.#hardStop.signal, reloader: this.#reloader, logger: options.logger });
-    if (!this.#config.config.cluster) return [...common, ...singleNodePlugins()];
-    // Cluster mode: its code is loaded only when the config has [cluster].
-    const { ClusterComposition } = await import('../cluster/compose.js');
-    const cluster = new ClusterComposition();
-    this.#cluster = cluster;
-    return [...common, asDaemonPlugin(cluster.storePlugin()), sqliteStorePlugin(true)];
+    return [...common, ...(await topologyPlugins(this.#config.config))];
   }
+
   async #start(options: DaemonOptions): Promise<void> {
     // Plugin folders are imported before anything starts: a bad one is a config error.
     const folders = await loadPluginFolders(this.#config.loaded);
@@ -113,9 +78,8 @@ export class Daemon {
     // Channels start concurrently: a slow one never holds back the others.
     await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c))));
     this.#kernel.get('status').channelsLoaded = true;
-    // Cluster mode: partitions are consumed once every channel can send replies.
-    if (this.#cluster) await this.#kernel.load(asDaemonPlugin(this.#cluster.workPlugin()));
-    else this.dispatcher.recover();
+    // Recovered and shared work is taken up once every channel can send replies.
+    await this.#kernel.load(topologyWorkPlugin);
     this.address = this.#kernel.get('http').address!;
     this.log.info(
       { version: VERSION, channels: channels.map((c) => c.id), plugins: folders.map((f) => f.definition.name), generation: this.#config.generation },
@@ -143,11 +107,9 @@ export class Daemon {
   get supervisor() {
     return this.#kernel.get('supervisor');
   }
-  /** The SQLite inbox (single-node only: the cluster's inbox lives in NATS). */
-  get inbox(): Inbox {
-    const inbox = this.#kernel.get('inbox');
-    if ('remote' in inbox) throw new CodedError('KERNEL_MISSING_SERVICE', 'cluster mode has no local inbox');
-    return inbox;
+  /** The SQLite inbox (empty in cluster mode: the shared inbox lives in NATS). */
+  get inbox() {
+    return this.#kernel.get('inbox');
   }
   get actions() {
     return this.#kernel.get('actions');

@@ -55,8 +55,7 @@ export const managementPlugin = definePlugin({
       status: () => status.status(),
       reload: (options) => reload.reload(options),
       turns: () => tracker.list(),
-      // Cluster mode: a turn not running here may run on another instance.
-      stopTurn: async (id) => dispatcher.stopTurn(id) ?? (await topology.stopTurn?.(id)),
+      stopTurn: (id) => topology.controls.stopTurn(id, () => dispatcher.stopTurn(id)),
       sessions: () =>
         Promise.all(
           config.config.channels.map(async (c) => {

@@ -8,9 +8,6 @@ import { definePlugin } from './services.js';
 /** How often the plugin looks for a reloaded config (the live config's generation). */
 const RELOAD_POLL_MS = 1000;
 
-/** Cluster mode: the oldest missed firing caught up, well inside the shared inbox's 2-minute duplicate window. */
-const CLUSTER_CATCH_UP_MS = 90_000;
-
 /** The inbox key of one firing: the same on every instance, so the inbox keeps it once. */
 export const scheduleFiringId = (id: string, fireAtMs: number): string => `schedule:${id}:${fireAtMs}`;
 
@@ -111,7 +108,7 @@ export class ScheduleRunner {
 /** The `schedules` plugin: `[[schedules]]` as croner jobs, re-applied when a reload changes the config. */
 export const schedulesPlugin = definePlugin({
   name: 'schedules',
-  inject: ['config', 'logger', 'metrics', 'dispatcher'],
+  inject: ['config', 'logger', 'metrics', 'dispatcher', 'topology'],
   start: (ctx) => {
     const live = ctx.use('config');
     const dispatcher = ctx.use('dispatcher');
@@ -129,10 +126,11 @@ export const schedulesPlugin = definePlugin({
       (id, next) => (next === undefined ? gauge.remove({ schedule: id }) : gauge.set({ schedule: id }, Math.round(next / 1000))),
     );
     ctx.effect(() => runner.close());
-    // How old a missed firing catch_up = "last" may run: the local inbox drops a repeat for
-    // inbox_retention_hours, the cluster's shared inbox only within its stream's 2-minute
-    // duplicate window, so there a catch-up older than that could run a second turn.
-    const retentionMs = () => (live.config.cluster ? CLUSTER_CATCH_UP_MS : live.config.daemon.inbox_retention_hours * 3_600_000);
+    // How old a missed firing catch_up = "last" may run: only while the inbox still drops it
+    // as a repeat (one node: inbox_retention_hours; cluster: inside the stream's duplicate
+    // window), or a catch-up could run a second turn.
+    const intake = ctx.use('topology').intake;
+    const retentionMs = () => intake.duplicateWindowMs();
     let generation = live.generation;
     runner.apply(live.config.schedules, retentionMs());
     // A reload replaces the live config; its schedules are diffed by id like channels.

@@ -1,7 +1,7 @@
 import type { ActionRegistry } from '../actions/registry.js';
-import type { AgentConfig, ChannelConfig } from '../config/schema.js';
-import type { ChannelAdapter } from '../contracts/channel.js';
-import type { Dispatcher, DispatchChannel, ExecuteTurn, RemoteInbox } from '../dispatch/dispatcher.js';
+import type { AgentConfig } from '../config/schema.js';
+import type { Topology } from '../contracts/topology.js';
+import type { Dispatcher, DispatchChannel } from '../dispatch/dispatcher.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import type { Plugin } from '../kernel/plugin.js';
 import type { McpHub } from '../mcp/hub.js';
@@ -20,7 +20,6 @@ import type { Supervisor } from '../supervisor/supervisor.js';
 import type { ApprovalCoordinator } from '../tools/approvals.js';
 import type { Workspace } from '../workspace/workspace.js';
 import type { ManagementApi } from '../actions/action.js';
-import type { ClusterStatus } from '../cluster/compose.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
 import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
@@ -38,24 +37,6 @@ export class ChannelTable extends Map<string, DispatchChannel> {
 export interface WorkspaceTable {
   byName: Map<string, Workspace>;
   build(name: string, agent: AgentConfig): Workspace;
-}
-
-/**
- * What differs between one instance and a cluster (src/cluster/compose.ts): how a turn is
- * wrapped, what fences its reply, where a listener may run, and the cluster part of
- * /status. The single-node daemon leaves all of it out.
- */
-export interface Topology {
-  wrapExecute?(execute: ExecuteTurn): ExecuteTurn;
-  fenceOf?(scope: string): AbortSignal | undefined;
-  /**
-   * `exclusive`: the kind's listener must run on one instance at a time (ChannelDescriptor
-   * `exclusiveListener`); `parts`: into how many separately leased parts it splits (`listenerParts`).
-   */
-  gate?(config: ChannelConfig, adapter: ChannelAdapter, exclusive: boolean, parts: number): ChannelAdapter;
-  status?(): ClusterStatus | undefined;
-  /** The operator's stop of a turn this instance does not run, sent to the instance that does. */
-  stopTurn?(id: string): Promise<'cancelled' | 'dropped' | undefined>;
 }
 
 /** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */
@@ -112,8 +93,8 @@ export interface Services {
   metrics: Metrics;
   /** The SQLite write path and its health (the local store runs in cluster mode too). */
   storage: GroupCommit;
-  /** SQLite's inbox, or the cluster's shared one. */
-  inbox: Inbox | RemoteInbox;
+  /** The SQLite inbox (one node's intake; in cluster mode it stays empty: the shared inbox is the topology's). */
+  inbox: Inbox;
   sessions: Sessions;
   conversations: Conversations;
   usage: UsageLedger;
@@ -133,6 +114,7 @@ export interface Services {
   tracker: TaskTracker;
   supervisor: Supervisor;
   dispatcher: Dispatcher;
+  /** One node or a cluster (src/contracts/topology.ts), chosen once at composition (src/daemon/topology.ts). */
   topology: Topology;
   /** Modes, tools, hooks and commands from plugin folders, applied to every workspace's runtime. */
   extensions: Extensions;

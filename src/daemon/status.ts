@@ -32,7 +32,7 @@ export class StatusService implements StatusView {
   status(): DaemonStatus {
     const { config, dispatcher, supervisor, tracker, workspaces, mcp, storage, topology } = this.s;
     const snap = dispatcher.snapshot();
-    const cluster = topology.status?.();
+    const cluster = topology.status();
     return {
       version: VERSION,
       pid: process.pid,

@@ -34,7 +34,7 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
 export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
   return definePlugin({
     name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories'],
+    provides: localOnly ? ['storage', 'inbox'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
       const config = ctx.use('config');
@@ -63,8 +63,8 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       timer.unref();
       ctx.effect(() => clearInterval(timer));
       ctx.provide('storage', group);
-      if (localOnly) return;
       ctx.provide('inbox', inbox);
+      if (localOnly) return;
       ctx.provide('sessions', new SessionStore(db, group));
       ctx.provide('conversations', new ConversationStore(db, group));
       ctx.provide('usage', new SqliteUsageLedger(db, group));

@@ -2,6 +2,7 @@ import { workspaceDirOf } from '../config/load.js';
 import type { AgentConfig } from '../config/schema.js';
 import { channelOfScope } from '../contracts/message.js';
 import { Workspace } from '../workspace/workspace.js';
+import { resolveQueueMode } from '../dispatch/queue-mode.js';
 import { resolveQuotas } from '../quotas/limits.js';
 import { definePlugin, type DaemonPlugin, type WorkspaceTable } from './services.js';
 
@@ -65,10 +66,15 @@ export const workspacesPlugin = definePlugin({
           },
           onRefused: (limit) => metrics.quotaRefusals.inc({ limit }),
         },
+        // The runtime asks by scope only (/queue, /config): the channel is read back from it.
         defaultQueueMode: (scope) => {
           const cfg = config.config;
           const channelId = channelOfScope(scope);
-          return cfg.channels.find((c) => c.id === channelId)?.queue_mode ?? cfg.limits.queue_mode;
+          return resolveQueueMode(
+            undefined,
+            cfg.channels.find((c) => c.id === channelId),
+            cfg.limits,
+          );
         },
       });
     };

@@ -1,120 +1,56 @@
-import type { DaemonConfig, QueueMode } from '../config/schema.js';
-import type { Logger } from '../observe/logger.js';
-import type { Metrics } from '../observe/metrics.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import type { InboxItem } from '../inbox/item.js';
-import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
-import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
-import { INTENT_CONTEXT_MESSAGES } from '../agent/intent.js';
-import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
+import type { ParsedCommand } from '../contracts/commands.js';
+import { parseCommand } from '../contracts/commands.js';
 import { conversationScope, type ChannelMessage } from '../contracts/message.js';
-import { Lanes, type TurnJob } from './lanes.js';
-import { TaskTracker } from './tracker.js';
+import type { Admission, Incoming, TopologyWork } from '../contracts/topology.js';
+import type { InboxItem } from '../inbox/item.js';
+import { ItemLifecycle } from '../inbox/lifecycle.js';
+import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
 import { AckReactions } from './ack.js';
 import type { DispatchChannel } from './channel.js';
+import { ChatControls } from './chat-controls.js';
+import { IntakeHold } from './hold.js';
+import { IntentJudge } from './intent-judge.js';
+import { Lanes, type TurnJob } from './lanes.js';
 import { metricsObserver, trackerObserver } from './lifecycle-observers.js';
-import { IntakeHold, type Held } from './hold.js';
+import type { DispatcherOptions } from './options.js';
+import { resolveQueueMode } from './queue-mode.js';
+import { TaskTracker } from './tracker.js';
 
 export type { TurnJob };
-
 export type { DispatchChannel };
-
-/** Runs one turn to its final text; resolves with how it ended. */
-export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<TurnEnding>;
-
-/**
- * Cluster mode (src/cluster): the shared inbox. A message is published to it instead of
- * the local SQLite inbox and runs on whichever instance consumes its partition, which
- * hands it back through `Dispatcher.enqueue`; `/stop` reaches every instance.
- */
-export interface RemoteInbox extends ItemStore {
-  readonly remote: true;
-  /** Resolves once the message (with the context it carries) is durably stored. */
-  publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'>;
-  /** Stops the scope's turn and queue wherever they run. */
-  stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'>;
-  /**
-   * Runs a control command (`/approve`, `/deny`, `/stop tool`) on the instance that runs
-   * the turn it acts on, which calls `Dispatcher.runControl` there; `here` runs it on this
-   * instance when no instance runs that turn now. Resolves with the reply for the sender.
-   */
-  control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, here: () => Promise<string | undefined>): Promise<string | undefined | 'duplicate'>;
-}
-
-export interface DispatcherOptions {
-  /** The SQLite inbox (src/store/inbox.ts), or the cluster's shared one. */
-  inbox: LocalItemStore | RemoteInbox;
-  metrics: Metrics;
-  log: Logger;
-  limits(): DaemonConfig['limits'];
-  channel(id: string): DispatchChannel | undefined;
-  execute: ExecuteTurn;
-  /** Sends a short control reply (Stopped., busy, not allowed) outside any turn. */
-  notify(msg: ChannelMessage, text: string): Promise<void>;
-  /** A conversation's /queue choice, if any. */
-  queueModeOf?(scope: string): QueueMode | undefined;
-  /** The agent a channel is bound to, for per-agent limits. */
-  agentOf?(channelId: string): { agent: string; max: number | undefined };
-  /** Every running and queued turn; a private one when not given. */
-  tracker?: TaskTracker;
-  /**
-   * Aborted when the daemon must exit now: waits for running turns (shutdown, a channel
-   * settling, a cluster hand-over) stop waiting, so a call that hangs cannot hold them.
-   */
-  hardStop?: AbortSignal;
-  /**
-   * Commands that act on a running turn and so cannot wait in its lane (`/approve`,
-   * `/deny`, `/stop tool`): returns the action for a command it handles, undefined otherwise.
-   * The action's text, if any, is sent back as a control reply.
-   */
-  control?(msg: ChannelMessage, scope: string, cmd: ParsedCommand): (() => Promise<string | undefined>) | undefined;
-  /**
-   * reply_intent = "classifier": judges an unaddressed group message, given the group's
-   * recent messages (newest last). Resolves "ignore" on any failure; records its own metrics.
-   */
-  classify?(msg: ChannelMessage, recent: readonly ChannelMessage[], signal: AbortSignal): Promise<'reply' | 'ignore'>;
-  /**
-   * Told about every message a channel delivers except the bot's own, addressed or not, with
-   * what access rules made of it (the message_received hooks). Must return at once.
-   */
-  onReceived?(msg: ChannelMessage, verdict: 'accepted' | 'unaddressed' | 'not_allowed' | 'ignored' | 'bot'): void;
-}
+export type { DispatchTopology, DispatcherOptions, ExecuteTurn } from './options.js';
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
 export { HELD_REPLY, NOT_KEPT_REPLY } from './hold.js';
-
-/** What taking a message in came to: stored in the local inbox (undefined: a redelivery), or published to the shared one. */
-type Admission = { item: InboxItem | undefined } | { published: 'stored' | 'duplicate' | 'full' };
 
 /** A failure that means "the durable store cannot take it now": the message is held and retried. */
 const holdable = (err: unknown): boolean => err instanceof CodedError && (err.code === 'STORAGE_UNAVAILABLE' || err.code === 'CLUSTER_UNAVAILABLE');
 
 /**
  * From delivered message to running turn: access rules, the /stop fast path, the durable
- * inbox, one FIFO lane per conversation scope, in-flight limits and queue modes.
+ * inbox (the topology's intake), one FIFO lane per conversation scope, in-flight limits and
+ * queue modes. It is the topology's work (TopologyWork): a cluster hands it the items of
+ * the partitions this instance consumes, and the control requests for them.
  */
-export class Dispatcher {
-  /** Messages the classifier chose to answer, delivered again as addressed: not new to observers. */
-  readonly #judged = new WeakSet<ChannelMessage>();
+export class Dispatcher implements TopologyWork {
   readonly #o: DispatcherOptions;
   readonly #lanes: Lanes;
   readonly #lifecycle: ItemLifecycle;
-  /** Where new messages go: the local SQLite inbox (through the lifecycle), or the cluster's shared inbox. */
-  readonly #entry: { local: LocalIntake; remote?: never } | { remote: RemoteInbox; local?: never };
   readonly #hardStop: AbortSignal;
   readonly #notices: NoticeLimiter;
   /** Messages the store (or the shared inbox) could not take yet, per channel. */
   readonly #hold: IntakeHold<Admission>;
+  readonly #controls: ChatControls;
+  readonly #judge: IntentJudge | undefined;
   readonly passive: PassiveContext;
   readonly tracker: TaskTracker;
   readonly #ack: AckReactions;
-  readonly #intents = new IntentLimiter();
-  /** Aborted at shutdown: classifier calls still running stop. */
-  readonly #closing = new AbortController();
   #accepting = true;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
+    const { intake } = options.topology;
     this.tracker = options.tracker ?? new TaskTracker(() => 'default');
     this.#ack = new AckReactions(options.channel, options.log);
     this.#notices = new NoticeLimiter(undefined, undefined, (n) => options.metrics.evictions.inc({ structure: 'not_allowed_notices' }, n));
@@ -127,15 +63,10 @@ export class Dispatcher {
     const ackOff = (items: readonly InboxItem[]) => {
       for (const it of items) this.#ack.set(it.message, false);
     };
-    this.#lifecycle = new ItemLifecycle(options.inbox, [
-      trackerObserver(this.tracker),
-      metricsObserver(options.metrics),
-      { finished: ackOff, dropped: ackOff },
-    ]);
-    this.#entry = 'remote' in options.inbox ? { remote: options.inbox } : { local: new LocalIntake(options.inbox) };
+    this.#lifecycle = new ItemLifecycle(intake, [trackerObserver(this.tracker), metricsObserver(options.metrics), { finished: ackOff, dropped: ackOff }]);
     this.#hold = new IntakeHold<Admission>({
       limits: () => ({ messages: options.limits().degraded_hold_messages, bytes: options.limits().degraded_hold_bytes }),
-      write: (batch) => this.#writeHeld(batch),
+      write: (batch) => intake.receiveBatch(batch),
       stored: (h, admission) => this.#admit(h.msg, admission, h.passive),
       holdable,
       notify: (msg, text) => void this.#notify(msg, text),
@@ -150,6 +81,22 @@ export class Dispatcher {
       lifecycle: this.#lifecycle,
       log: options.log,
     });
+    this.#controls = new ChatControls({
+      routing: options.topology.controls,
+      lanes: this.#lanes,
+      log: options.log,
+      notify: (msg, text) => this.#notify(msg, text),
+    });
+    this.#judge =
+      options.classify &&
+      new IntentJudge({
+        classify: options.classify,
+        passive: this.passive,
+        metrics: options.metrics,
+        log: options.log,
+        accepting: () => this.#accepting,
+        deliver: (msg) => this.deliver(msg),
+      });
   }
 
   /** The Deliver contract: resolves after the message is committed (or deliberately not stored). */
@@ -160,7 +107,7 @@ export class Dispatcher {
     const scope = conversationScope(msg, ch.config.scope);
     const verdict = checkAccess(msg, ch.config, ch.adapter.selfId);
     this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
-    if (verdict !== 'self' && !this.#judged.has(msg)) this.#o.onReceived?.(msg, verdict === 'ok' ? 'accepted' : verdict);
+    if (verdict !== 'self' && !this.#judge?.judged(msg)) this.#o.onReceived?.(msg, verdict === 'ok' ? 'accepted' : verdict);
     if (verdict === 'self' || verdict === 'bot') {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });
       return false;
@@ -180,27 +127,26 @@ export class Dispatcher {
     if (verdict === 'unaddressed') {
       // A bare "/stop" in a group from someone whose turn runs here is for us: it stops that
       // turn and is not kept as context for the model.
-      if (command?.name === 'stop' && this.#lanes.hasTurnOf(scope, msg.sender.id)) return this.#stop(msg, scope, command.args, ch.config.admins);
+      if (command?.name === 'stop' && this.#lanes.hasTurnOf(scope, msg.sender.id)) return this.#controls.stop(msg, scope, command.args, ch.config.admins);
       this.passive.add(scope, msg);
-      if (ch.config.reply_intent === 'classifier' && this.#o.classify) void this.#judge(msg, scope);
+      if (ch.config.reply_intent === 'classifier') void this.#judge?.judge(msg, scope);
       return false;
     }
     // "/stop@otherbot" is for another bot in the group and does not parse as ours.
     const control = command && this.#o.control?.(msg, scope, command);
-    if (control) return this.#control(msg, scope, command, control);
-    if (command?.name === 'stop') return this.#stop(msg, scope, command.args, ch.config.admins);
-    const { local, remote } = this.#entry;
-    const passive = this.passive.take(scope);
+    if (control) return this.#controls.control(msg, scope, command, control);
+    if (command?.name === 'stop') return this.#controls.stop(msg, scope, command.args, ch.config.admins);
+    const incoming: Incoming = { msg, scope, passive: this.passive.take(scope) };
     // While the channel holds messages a new one joins them, so no conversation's order changes.
-    if (this.#hold.holding(msg.channelId) || (local && !local.writable)) return this.#held(msg, scope, passive, 'storage is degraded');
+    if (this.#hold.holding(msg.channelId) || !this.#o.topology.intake.writable) return this.#held(incoming, 'storage is degraded');
     let admission: Admission;
     try {
-      admission = local ? { item: await local.tryReceive(msg, scope) } : { published: await remote.publish(msg, scope, passive) };
+      admission = await this.#o.topology.intake.receive(incoming);
     } catch (err) {
-      if (holdable(err)) return this.#held(msg, scope, passive, errorMessage(err));
+      if (holdable(err)) return this.#held(incoming, errorMessage(err));
       throw err;
     }
-    this.#admit(msg, admission, passive);
+    this.#admit(msg, admission, incoming.passive);
     return true;
   };
 
@@ -208,123 +154,30 @@ export class Dispatcher {
    * Holds a message the durable store refused: the deliver call resolves once it is stored
    * (the platform is acknowledged only then); past the hold's bound it is refused and rejects.
    */
-  #held(msg: ChannelMessage, scope: string, passive: ChannelMessage[], why: string): Promise<boolean> {
+  #held({ msg, scope, passive }: Incoming, why: string): Promise<boolean> {
     return this.#hold.hold(msg, scope, passive, why).catch((err: unknown) => {
       if (holdable(err)) this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'storage' });
       throw err;
     });
   }
 
-  /**
-   * Writes held messages in order: the local inbox takes the batch in one transaction; the
-   * shared inbox one at a time, stopping at the first it refuses (so none overtakes another).
-   */
-  async #writeHeld(batch: readonly Held[]): Promise<Array<PromiseSettledResult<Admission>>> {
-    const { local, remote } = this.#entry;
-    if (local) return Promise.allSettled(batch.map(async (h) => ({ item: await local.tryReceive(h.msg, h.scope) })));
-    const out: Array<PromiseSettledResult<Admission>> = [];
-    for (const h of batch) {
-      try {
-        out.push({ status: 'fulfilled', value: { published: await remote.publish(h.msg, h.scope, h.passive) } });
-      } catch (err) {
-        out.push({ status: 'rejected', reason: err });
-        if (holdable(err)) break;
-      }
-    }
-    return out;
-  }
-
-  /** A stored message: counted, and (local inbox) queued for its turn. */
+  /** A stored message: counted, and queued for its turn when it runs here. */
   #admit(msg: ChannelMessage, admission: Admission, passive: ChannelMessage[]): void {
     const channel = msg.channelId;
-    if ('published' in admission) {
-      if (admission.published === 'duplicate') this.#o.metrics.duplicates.inc({ channel });
-      else if (admission.published === 'full') {
-        this.#o.metrics.refused.inc({ channel, reason: 'busy' });
-        void this.#notify(msg, BUSY_REPLY);
-      } else this.#o.metrics.received.inc({ channel });
-      return;
-    }
-    if (admission.item === undefined) {
+    if (admission === 'duplicate') {
       this.#o.metrics.duplicates.inc({ channel });
       return;
     }
-    this.#o.metrics.received.inc({ channel });
-    // Stored while shutting down (the hold's last write): it stays pending for the next start.
-    if (!this.#accepting) return;
-    if (this.#enqueue(admission.item, passive)) this.#ack.set(msg, true);
-  }
-
-  /**
-   * Asks the classifier about an unaddressed group message (rate-limited per group); on
-   * "reply" the message is taken out of the context and delivered as addressed. Runs after
-   * the platform was acknowledged: the message was not stored, as any unaddressed one.
-   */
-  async #judge(msg: ChannelMessage, scope: string): Promise<void> {
-    if (!this.#intents.take(`${msg.channelId}:${msg.chat.id}`)) {
-      this.#o.metrics.intentCalls.inc({ channel: msg.channelId, decision: 'rate_limited' });
+    if (admission === 'full') {
+      this.#o.metrics.refused.inc({ channel, reason: 'busy' });
+      void this.#notify(msg, BUSY_REPLY);
       return;
     }
-    try {
-      // The newest message (this one, kept as context until judged) and the ones before it.
-      const recent = this.passive.peek(scope).slice(-(INTENT_CONTEXT_MESSAGES + 1));
-      const decision = await this.#o.classify!(msg, recent, this.#closing.signal);
-      if (decision !== 'reply' || !this.#accepting) return;
-      this.passive.remove(scope, msg.messageId);
-      const addressed = { ...msg, addressed: true };
-      // Observers saw it when it came in; this is the same message taken up, not a new one.
-      this.#judged.add(addressed);
-      await this.deliver(addressed);
-    } catch (err) {
-      this.#o.log.warn({ err, channel: msg.channelId }, 'a message the classifier chose to answer could not be taken');
-    }
-  }
-
-  /**
-   * /stop stops what the sender started: their running turn and their queued messages. The
-   * channel's `admins` stop the running turn whoever started it, and `/stop all` (admins)
-   * also drops everyone's queued messages. A cancelled turn shows its partial text with the
-   * stop marker (or the marker alone): that is the one visible result, so the short reply
-   * goes out only when no running turn was stopped.
-   */
-  async #stop(msg: ChannelMessage, scope: string, args: string, admins: readonly string[]): Promise<boolean> {
-    const { local, remote } = this.#entry;
-    if (remote) {
-      const result = await remote.stop(msg, scope);
-      if (result !== 'duplicate') await this.#notify(msg, result === 'stopped' ? 'Stopped.' : 'Nothing to stop.');
-      return true;
-    }
-    // Stored as done so a redelivered /stop is recognised and not acted on twice. While the
-    // store refuses writes it stops at once without waiting (a redelivery stops nothing again).
-    if (!(await local.recordCommand(msg, scope, false))) return true;
-    const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
-    const all = args.toLowerCase() === 'all';
-    if (all && !admin) {
-      await this.#notify(msg, "Only the channel's admins can stop everyone's answers; /stop stops yours.");
-      return true;
-    }
-    const { cancelled, dropped } = this.#lanes.stopOf(scope, all || msg.chat.type === 'dm' ? undefined : msg.sender.id, 'stopped by /stop', admin);
-    if (!cancelled) await this.#notify(msg, dropped > 0 ? 'Stopped.' : 'Nothing to stop.');
-    return true;
-  }
-
-  async #control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, action: () => Promise<string | undefined>): Promise<boolean> {
-    const { local, remote } = this.#entry;
-    // Stored as done, like /stop, so a redelivery is recognised and not acted on twice (in
-    // cluster mode the shared inbox recognises it the way it does a /stop).
-    if (local && !(await local.recordCommand(msg, scope, true))) return true;
-    let reply: string | undefined;
-    try {
-      // In cluster mode the turn may run on another instance: the command goes there.
-      const routed = remote ? await remote.control(msg, scope, cmd, action) : await action();
-      if (routed === 'duplicate') return true;
-      reply = routed;
-    } catch (err) {
-      this.#o.log.warn({ err, channel: msg.channelId }, 'control command failed');
-      reply = 'That did not work; please try again.';
-    }
-    if (reply) await this.#notify(msg, reply);
-    return true;
+    this.#o.metrics.received.inc({ channel });
+    // Stored elsewhere (it runs where its conversation is served), or stored while shutting
+    // down (the hold's last write): it stays pending for whoever takes it up.
+    if (admission === 'stored' || !this.#accepting) return;
+    if (this.#enqueue(admission.run, passive)) this.#ack.set(msg, true);
   }
 
   /**
@@ -355,8 +208,8 @@ export class Dispatcher {
 
   /** Queues an item; false when it was refused (queue full). */
   #enqueue(item: InboxItem, passive: ChannelMessage[]): boolean {
-    const ch = this.#o.channel(item.message.channelId);
-    const mode = this.#o.queueModeOf?.(item.scope) ?? ch?.config.queue_mode ?? this.#o.limits().queue_mode;
+    const channelId = item.message.channelId;
+    const mode = resolveQueueMode(this.#o.queueModeOf?.(item.scope, channelId), this.#o.channel(channelId)?.config, this.#o.limits());
     if (this.#lanes.accept(item, mode, passive)) return true;
     this.#lifecycle.refused(item, 'queue full');
     void this.#notify(item.message, BUSY_REPLY);
@@ -371,10 +224,9 @@ export class Dispatcher {
     }
   }
 
-  /** Re-dispatches what the previous process left: pending items, and running ones (their draft is reused). */
+  /** Re-dispatches what the topology recovers (a crash's unfinished items; their draft is reused). */
   recover(): number {
-    // In cluster mode the stream keeps them; partition owners consume them.
-    const items = this.#entry.local?.recover() ?? [];
+    const items = this.#o.topology.recover();
     for (const item of items) this.#enqueue(item, []);
     if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');
     return items.length;
@@ -403,6 +255,12 @@ export class Dispatcher {
     return this.#lanes.snapshot();
   }
 
+  /** What this instance runs now (the cluster heartbeat tells the others). */
+  load(): { inFlight: number; queued: number } {
+    const { inFlight, queued } = this.#lanes.snapshot();
+    return { inFlight, queued };
+  }
+
   /** Messages held in memory for `channelId` while the store cannot take them. */
   held(channelId: string): number {
     return this.#hold.count(channelId);
@@ -419,7 +277,7 @@ export class Dispatcher {
    */
   async shutdown(graceMs: number, signal?: AbortSignal): Promise<void> {
     this.#accepting = false;
-    this.#closing.abort();
+    this.#judge?.close();
     await this.#hold.close();
     await this.#lanes.drain(graceMs, this.#bound(signal));
   }

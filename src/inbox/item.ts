@@ -1,32 +1,6 @@
-import type { ChannelMessage, MessageRef } from '../contracts/message.js';
-
-/**
- * The states of an inbox item as they are persisted (the SQLite `inbox.state` column, the
- * cluster's `items.state`):
- *
- * - `pending`: stored, not answered yet.
- * - `running`: its turn runs. Persisted with the first reply ref only: until then the row
- *   says pending, one commit fewer per turn, and recovery treats both alike.
- * - `done`: answered (or a control command, stored as done when it arrives).
- * - `failed`: its turn failed or was cancelled, or it was dropped from its queue.
- * - `refused`: the queue was full (the sender got the busy reply).
- */
-export type InboxState = 'pending' | 'running' | 'done' | 'failed' | 'refused';
-
-/**
- * Where an item is in this process: a persisted state, or `queued` (waiting in a lane;
- * persisted as pending). Only src/inbox/lifecycle.ts moves an item from one to another.
- */
-export type ItemState = InboxState | 'queued';
-
-export interface InboxItem {
-  id: number;
-  scope: string;
-  message: ChannelMessage;
-  state: ItemState;
-  /** The platform messages that answered (or are answering) this item. */
-  replyRefs: MessageRef[];
-}
+// The item types are part of the topology contract (an item enters through its intake).
+export type { InboxItem, InboxState, ItemState } from '../contracts/topology.js';
+import type { InboxState, ItemState } from '../contracts/topology.js';
 
 /** What happens to an item; each event is one move of the lifecycle. */
 export type ItemEvent = 'queue' | 'refuse' | 'start' | 'reply' | 'finish' | 'drop' | 'release';

@@ -1,17 +1,9 @@
 import { CodedError } from '../contracts/errors.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
+import type { ItemStore } from '../contracts/topology.js';
 import { TRANSITIONS, type InboxItem, type InboxState, type ItemEvent, type ItemState } from './item.js';
 
-/**
- * Where item states are persisted: the SQLite inbox (src/store/inbox.ts) or the cluster's
- * shared inbox (src/cluster/inbox.ts). The lifecycle decides every state; a store only
- * writes what it is told.
- */
-export interface ItemStore {
-  setState(id: number, state: InboxState, error?: string): void;
-  /** Persists the messages answering an item, and that it runs. */
-  setReplyRefs(id: number, refs: readonly MessageRef[]): void;
-}
+export type { ItemStore };
 
 /** The SQLite inbox also stores new items and hands back the ones a previous process left. */
 export interface LocalItemStore extends ItemStore {

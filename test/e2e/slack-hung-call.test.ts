@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SlackAdapter } from '../../channels/slack/adapter.js';
 import { parseConfig } from '../../src/config/load.js';
 import { Dispatcher, type DispatchChannel } from '../../src/dispatch/dispatcher.js';
+import { LocalTopology } from '../../src/topology/local/local-topology.js';
 import { HttpServer } from '../../src/observe/http.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
@@ -57,7 +58,7 @@ describe('Slack: a hung Web API call', () => {
       defaultQueueMode: () => config.limits.queue_mode,
     });
     dispatcher = new Dispatcher({
-      inbox,
+      topology: new LocalTopology(inbox),
       metrics,
       log,
       limits: () => config.limits,

@@ -3,6 +3,7 @@ import { parseConfig } from '../../src/config/load.js';
 import { kinds } from './kinds.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
 import { Dispatcher, type DispatchChannel, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
+import { LocalTopology } from '../../src/topology/local/local-topology.js';
 import { replyTargetOf } from '../../src/contracts/message.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
@@ -71,7 +72,7 @@ export function pipeline(
   const hardStop = new AbortController();
   const dispatcher = new Dispatcher({
     hardStop: hardStop.signal,
-    inbox,
+    topology: new LocalTopology(inbox),
     metrics,
     log,
     limits: () => config.limits,

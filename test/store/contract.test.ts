@@ -344,7 +344,7 @@ if (skip === undefined) {
           usage,
           approvals: new PgApprovalStore(w),
           spend: new PgReservations(w, log),
-          // As src/cluster/compose.ts does before each turn.
+          // As the cluster topology (src/topology/cluster/cluster-topology.ts) does before each turn.
           prepare: async (agent, scope, budgetSinceMs) => {
             await sessions.prepare(agent, scope);
             await conversations.prepare(agent, scope);

@@ -6,6 +6,7 @@ import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { kinds } from '../../helpers/kinds.js';
 import { Dispatcher } from '../../../src/dispatch/dispatcher.js';
+import { LocalTopology } from '../../../src/topology/local/local-topology.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { Metrics } from '../../../src/observe/metrics.js';
 import { ConversationStore } from '../../../src/store/conversations.js';
@@ -62,7 +63,7 @@ export async function overhead(o: ScenarioOptions): Promise<Row[]> {
   const adapter = new RecordingAdapter('t');
   let started!: () => void;
   const dispatcher = new Dispatcher({
-    inbox: new Inbox(db),
+    topology: new LocalTopology(new Inbox(db)),
     metrics: new Metrics(false),
     log,
     limits: () => ({ ...config.limits, max_queued: n + 100 }),

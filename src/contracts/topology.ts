@@ -1,0 +1,175 @@
+import type { ChannelAdapter } from './channel.js';
+import type { ParsedCommand } from './commands.js';
+import type { ChannelMessage, MessageRef } from './message.js';
+
+/**
+ * The states of an inbox item as they are persisted (the SQLite `inbox.state` column, the
+ * cluster's `items.state`):
+ *
+ * - `pending`: stored, not answered yet.
+ * - `running`: its turn runs. Persisted with the first reply ref only: until then the row
+ *   says pending, one commit fewer per turn, and recovery treats both alike.
+ * - `done`: answered (or a control command, stored as done when it arrives).
+ * - `failed`: its turn failed or was cancelled, or it was dropped from its queue.
+ * - `refused`: the queue was full (the sender got the busy reply).
+ */
+export type InboxState = 'pending' | 'running' | 'done' | 'failed' | 'refused';
+
+/**
+ * Where an item is in this process: a persisted state, or `queued` (waiting in a lane;
+ * persisted as pending). Only src/inbox/lifecycle.ts moves an item from one to another.
+ */
+export type ItemState = InboxState | 'queued';
+
+export interface InboxItem {
+  id: number;
+  scope: string;
+  message: ChannelMessage;
+  state: ItemState;
+  /** The platform messages that answered (or are answering) this item. */
+  replyRefs: MessageRef[];
+}
+
+/**
+ * Where item states are persisted: the SQLite inbox or the cluster's shared inbox. The
+ * lifecycle (src/inbox/lifecycle.ts) decides every state; a store only writes what it is told.
+ */
+export interface ItemStore {
+  setState(id: number, state: InboxState, error?: string): void;
+  /** Persists the messages answering an item, and that it runs. */
+  setReplyRefs(id: number, refs: readonly MessageRef[]): void;
+}
+
+/**
+ * What taking a message in came to: `run` — stored, and this instance runs it now (it is
+ * queued in its lane); `stored` — durably stored, it runs where its conversation is served
+ * (it comes back through `TopologyWork.enqueue` there); `duplicate` — a redelivery already
+ * stored; `full` — the durable inbox is full (the sender gets the busy reply).
+ */
+export type Admission = { run: InboxItem } | 'stored' | 'duplicate' | 'full';
+
+/** A message waiting to be stored: its conversation scope and the unaddressed context before it. */
+export interface Incoming {
+  msg: ChannelMessage;
+  scope: string;
+  passive: ChannelMessage[];
+}
+
+/** How a received message enters the durable inbox. */
+export interface TopologyIntake extends ItemStore {
+  /** False while the durable inbox refuses writes: new messages are held in memory (src/dispatch/hold.ts). */
+  readonly writable: boolean;
+  /**
+   * How long a message stored again (a redelivery, or a schedule's catch-up firing under the
+   * same id) is still recognised as a duplicate: older catch-ups would run a second turn.
+   */
+  duplicateWindowMs(): number;
+  /** Stores one message before the platform is acknowledged; rejects (coded, retryable) when it cannot now. */
+  receive(incoming: Incoming): Promise<Admission>;
+  /**
+   * Stores held messages in order, one result per message. A store may stop at the first it
+   * refuses (rejected), so none overtakes another; the ones after it are left out.
+   */
+  receiveBatch(batch: readonly Incoming[]): Promise<Array<PromiseSettledResult<Admission>>>;
+}
+
+/** A control reply the sender gets (undefined: nothing to say), or `duplicate` for a redelivered command (nothing was done). */
+export type ControlOutcome = string | undefined | 'duplicate';
+
+/** Where control commands run: on the instance that runs the turn they act on. */
+export interface ControlRouting {
+  /**
+   * A chat `/stop`. `here` runs it on this instance's lanes and resolves with the reply (the
+   * sender's turn and queue, the channel's admin rules); a topology whose turns may run
+   * elsewhere stops the scope where it runs instead.
+   */
+  stop(msg: ChannelMessage, scope: string, here: () => Promise<string | undefined>): Promise<ControlOutcome>;
+  /**
+   * `/approve`, `/deny`, `/stop tool`: run where the turn they act on runs; `here` runs it on
+   * this instance (when it runs the turn, or nobody does now). Rejects only when the command
+   * could not be recorded (the platform delivers it again).
+   */
+  control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, here: () => Promise<string | undefined>): Promise<ControlOutcome>;
+  /** The operator's stop of one turn by id: `here` stops it on this instance; otherwise wherever it runs. */
+  stopTurn(id: string, here: () => 'cancelled' | 'dropped' | undefined): Promise<'cancelled' | 'dropped' | undefined>;
+}
+
+/** What the topology asks of this instance's dispatcher (implemented by src/dispatch/dispatcher.ts). */
+export interface TopologyWork {
+  /** Queues an item that is already stored. */
+  enqueue(item: InboxItem, passive: ChannelMessage[]): void;
+  /** Forgets the matching scopes' queued items; their running turns get `graceMs` to finish. */
+  release(match: (scope: string) => boolean, graceMs: number, signal?: AbortSignal): Promise<void>;
+  /** Cancels a scope's running turn and drops its queued ones. */
+  stop(scope: string, reason?: string): boolean;
+  stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
+  /** Runs a control command here; undefined when it is not one. */
+  runControl(msg: ChannelMessage, scope: string, cmd: ParsedCommand): Promise<string | undefined> | undefined;
+  /** What this instance runs now (heartbeats tell the others). */
+  load(): { inFlight: number; queued: number };
+}
+
+/** A channel's listener as the topology sees it, to decide where it may run. */
+export interface ListenerSpec {
+  /** The channel id. */
+  id: string;
+  /** The listener must run on one instance at a time (ChannelDescriptor `exclusiveListener`). */
+  exclusive: boolean;
+  /** Into how many separately owned parts it splits (`listenerParts`; 1: whole). */
+  parts: number;
+}
+
+/** The shared state of conversations: made current before a turn, and the write path of replies. */
+export interface SharedState {
+  /** Makes the conversation's state (session, preferences, spend) current here before its turn. */
+  prepare(scope: string, channelId: string): Promise<void>;
+  /** Resolves once a new reply message's id can be stored (ReplyStreamOptions.beforeSend). */
+  whenWritable(signal: AbortSignal): Promise<unknown>;
+}
+
+/** The cluster part of /status (and `channeld status`, /admin). */
+export interface ClusterStatus {
+  instance: string;
+  namespace: string;
+  partitions: { total: number; owned: number[] };
+  instances: Array<{ id: string; alive: boolean; age_ms: number } & Record<string, unknown>>;
+  leases: Array<{ key: string; owner: string; age_ms: number; expired: boolean }>;
+  ops: Record<string, number>;
+}
+
+/**
+ * What differs between one instance and a cluster, behind one contract: the dispatcher,
+ * lanes and daemon call it the same way in both modes, and the mode is chosen once, at
+ * composition (src/daemon/topology.ts). Implemented by src/topology/local (one node:
+ * SQLite inbox, controls here, no fencing) and src/topology/cluster (NATS JetStream and
+ * PostgreSQL). Every member is required: an implementation says what it does for each.
+ */
+export interface Topology {
+  /** Intake: how a received message enters the durable inbox. */
+  readonly intake: TopologyIntake;
+  /** Control routing: `/stop`, `/stop tool`, approvals decided on another instance, the operator's stop. */
+  readonly controls: ControlRouting;
+  /**
+   * Recovery: the items a crash left that this instance runs now, as pending (a `running`
+   * one continues its draft). One node: the SQLite inbox's unfinished items; cluster: none
+   * here — the partition consumers hand in what other instances left (`serve`).
+   */
+  recover(): InboxItem[];
+  /**
+   * Serving: takes this instance's share of the stored work into `work` and answers control
+   * requests for it (cluster: heartbeat, partitions, the /stop and control subjects; one node:
+   * nothing to serve). Started once every channel can send; resolves with how to stop.
+   */
+  serve(work: TopologyWork): Promise<() => Promise<void>>;
+  /** Fencing: aborted when this instance may no longer write for the scope (its reply stops). */
+  fenceOf(scope: string): AbortSignal;
+  /** Lease ownership of listeners: the adapter whose listener runs only where this instance may run it. */
+  gate(listener: ListenerSpec, adapter: ChannelAdapter): ChannelAdapter;
+  /** Shared state of conversations. */
+  readonly state: SharedState;
+  /** The cluster part of /status; undefined when there is no cluster to report. */
+  status(): ClusterStatus | undefined;
+}
+
+/** The reply to a chat /stop when no stopped turn shows its stop marker: something was stopped, or nothing was. */
+export const STOP_REPLIES = { stopped: 'Stopped.', nothing: 'Nothing to stop.' } as const;

@@ -1,0 +1,33 @@
+import { ClusterTopology } from '../topology/cluster/cluster-topology.js';
+import { definePlugin, type DaemonPlugin } from './services.js';
+import { sqliteStorePlugin } from './store.js';
+
+/**
+ * Cluster mode (src/topology/cluster): the topology over NATS JetStream and PostgreSQL, and
+ * the conversations' state stores it shares, as the daemon's services. Its work (partitions,
+ * heartbeat, control subjects) starts with `topologyWorkPlugin` once channels run.
+ */
+const clusterTopologyPlugin = definePlugin({
+  name: 'store',
+  provides: ['sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'topology'],
+  inject: ['config', 'logger', 'shutdown'],
+  startTimeoutMs: 30_000,
+  start: async (ctx) => {
+    const log = ctx.use('logger').child({ cluster: true });
+    const topology = await ClusterTopology.open(ctx.use('config'), log, ctx.use('shutdown').signal);
+    ctx.effect(() => topology.close());
+    const { stores } = topology;
+    ctx.provide('sessions', stores.sessions);
+    ctx.provide('conversations', stores.conversations);
+    ctx.provide('usage', stores.usage);
+    ctx.provide('approval-store', stores.approvals);
+    ctx.provide('spend', stores.spend);
+    ctx.provide('memories', stores.memories);
+    ctx.provide('topology', topology);
+  },
+});
+
+/** The cluster topology with its stores, and the local SQLite database that backs this instance's storage health. */
+export function clusterPlugins(): DaemonPlugin[] {
+  return [clusterTopologyPlugin, sqliteStorePlugin(true)];
+}

@@ -1,0 +1,75 @@
+import { agentOf } from '../config/load.js';
+import { replyTargetOf, type ReplyTarget } from '../contracts/message.js';
+import { Dispatcher, type ExecuteTurn } from '../dispatch/dispatcher.js';
+import { toolControls } from '../tools/controls.js';
+import { createTurnExecutor } from '../workspace/execute.js';
+import { intentClassifier } from './intent-classifier.js';
+import { definePlugin } from './services.js';
+
+/** The dispatcher: admission, lanes and the turn executor, over the topology chosen at composition. */
+export const dispatcherPlugin = definePlugin({
+  name: 'dispatcher',
+  provides: ['dispatcher'],
+  inject: ['config', 'logger', 'metrics', 'workspaces', 'channels', 'conversations', 'tracker', 'approvals', 'mcp', 'topology', 'shutdown', 'extensions'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const log = ctx.use('logger');
+    const channels = ctx.use('channels');
+    const workspaces = ctx.use('workspaces');
+    const metrics = ctx.use('metrics');
+    const tracker = ctx.use('tracker');
+    const conversations = ctx.use('conversations');
+    const topology = ctx.use('topology');
+    const channel = (id: string) => channels.get(id);
+    const hardStop = ctx.use('shutdown').signal;
+    // The plugin folders' message_received and message_sent hooks: started beside delivery, never awaited.
+    const messageHooks = ctx.use('extensions').messages;
+    const onSent = (target: ReplyTarget, text: string) => messageHooks.emit({ phase: 'message_sent', target, text });
+    const execute = createTurnExecutor({
+      channel,
+      workspaceFor: (id, msg) => workspaces.byName.get(msg?.synthetic?.agent ?? agentOf(config.config, id)),
+      metrics,
+      log,
+      hardStop,
+      tracker,
+      fenceOf: (scope) => topology.fenceOf(scope),
+      beforeSend: (signal) => topology.state.whenWritable(signal),
+      onSent,
+    });
+    // The conversation's shared state is made current before its turn (a no-op on one node).
+    const prepared: ExecuteTurn = async (job, signal) => {
+      // A job has one item at least; its messages share the conversation, so the channel.
+      const [first] = job.items;
+      if (first) await topology.state.prepare(job.scope, first.message.channelId);
+      return execute(job, signal);
+    };
+    const dispatcher = new Dispatcher({
+      topology,
+      tracker,
+      hardStop,
+      control: toolControls(ctx.use('approvals'), ctx.use('mcp').running),
+      agentOf: (channelId) => {
+        const agent = agentOf(config.config, channelId);
+        return { agent, max: config.config.agents[agent]?.max_in_flight };
+      },
+      metrics,
+      log,
+      limits: () => config.config.limits,
+      channel,
+      queueModeOf: (scope, channelId) => conversations.get(agentOf(config.config, channelId), scope).queueMode,
+      classify: intentClassifier(config, channels, metrics, log),
+      notify: async (msg, text) => {
+        const ch = channels.get(msg.channelId);
+        if (!ch) return;
+        // Bounded by the adapter's request timeout; cut when the daemon must exit now.
+        const target = replyTargetOf(msg);
+        await ch.adapter.send(target, text, { final: true, signal: hardStop });
+        onSent(target, text);
+      },
+      onReceived: (message, verdict) => messageHooks.emit({ phase: 'message_received', message, addressed: message.addressed, verdict }),
+      execute: prepared,
+    });
+    ctx.effect(() => dispatcher.shutdown(config.config.daemon.shutdown_grace_ms));
+    ctx.provide('dispatcher', dispatcher);
+  },
+});

@@ -1,0 +1,99 @@
+import { CodedError } from '../../contracts/errors.js';
+import type { TopologyWork } from '../../contracts/topology.js';
+import { agentOf } from '../../config/load.js';
+import type { Logger } from '../../observe/logger.js';
+import type { ClusterServices } from '../../cluster/connect.js';
+import { serveControls } from '../../cluster/controls.js';
+import type { ClusterInbox, StopRequest } from '../../cluster/inbox.js';
+import type { HeldLease } from '../../cluster/leases.js';
+import { partitionOf } from '../../cluster/partition-key.js';
+import { Partitions } from '../../cluster/partitions.js';
+import { serveRequests } from '../../cluster/requests.js';
+import type { ClusterConfigView, ClusterStores } from './stores.js';
+
+export interface ServeDeps {
+  s: ClusterServices;
+  inbox: ClusterInbox;
+  stores: ClusterStores;
+  work: TopologyWork;
+  log: Logger;
+  live: ClusterConfigView;
+  startedAt: Date;
+}
+
+/**
+ * What an instance does for the cluster once its channels can send: its heartbeat (taken
+ * again when a stall loses it), its share of the partitions, and the answers to /stop and
+ * control requests for the conversations it owns. `stop` undoes it all, in reverse.
+ */
+export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions; stop(): Promise<void> }> {
+  const { s, work, live } = d;
+  const log = d.log.child({ cluster: true });
+  const stopping = new AbortController();
+  const key = `inst.${s.instanceId}`;
+  const startedAt = d.startedAt.toISOString();
+  // What this instance tells the others in its heartbeat: its config generation and turns.
+  const info = () => {
+    const load = work.load();
+    return { generation: live.generation, pid: process.pid, in_flight: load.inFlight, queued: load.queued, started_at: startedAt };
+  };
+  let heartbeat: HeldLease | undefined = await s.leases.tryAcquire(key, info);
+  if (!heartbeat)
+    throw new CodedError(
+      'CLUSTER_UNAVAILABLE',
+      `instance id "${s.instanceId}" is in use by a running instance; give each instance its own [cluster] instance_id`,
+    );
+  // A heartbeat lost to a stall (this process starved, NATS away) is taken again, so the
+  // instance stays visible and counted; it is released only when serving stops.
+  const keep = (held: HeldLease) =>
+    held.signal.addEventListener(
+      'abort',
+      () => {
+        if (stopping.signal.aborted) return;
+        log.warn({ lease: key }, 'heartbeat lease lost; taking it again');
+        void s.leases.acquire(key, stopping.signal, undefined, info).then((again) => {
+          if (!again) return;
+          heartbeat = again;
+          keep(again);
+        });
+      },
+      { once: true },
+    );
+  keep(heartbeat);
+  const inPartition = (p: number) => (scope: string) => partitionOf(scope, s.config.partitions) === p;
+  const partitions = new Partitions(s, d.inbox, work, log, () => live.config.daemon.shutdown_grace_ms, {
+    onAcquired: (p) => {
+      d.stores.sessions.forget(inPartition(p));
+      d.stores.conversations.forget(inPartition(p));
+    },
+    beforeEnqueue: (scope, channelId) => d.stores.conversations.prepare(agentOf(live.config, channelId), scope),
+  });
+  const stops = serveRequests<StopRequest>(s, s.names.stopWildcard, '/stop', log, (req, msg) => {
+    if (!partitions.owns(req.scope)) return;
+    if (req.turn !== undefined) {
+      const result = work.stopTurn(req.turn);
+      log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
+      return void msg.respond(result ?? 'nothing');
+    }
+    const stopped = work.stop(req.scope, 'stopped by /stop');
+    log.info({ scope: req.scope, stopped }, '/stop from another instance');
+    msg.respond(stopped ? 'stopped' : 'nothing');
+  });
+  const controls = serveControls(
+    s,
+    (scope) => partitions.owns(scope),
+    (msg, scope, cmd) => work.runControl(msg, scope, cmd),
+    log,
+  );
+  partitions.start();
+  return {
+    partitions,
+    stop: async () => {
+      stopping.abort();
+      await partitions.stop();
+      controls.unsubscribe();
+      stops.unsubscribe();
+      await heartbeat?.release();
+    },
+  };
+}
