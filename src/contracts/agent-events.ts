@@ -29,8 +29,10 @@ export type AgentEvent =
   | { type: 'error'; code: ErrorCode; message: string; keepChars?: number }
   | { type: 'cancelled' };
 
-/** How a turn ended. */
+/** How a turn ended: the event that ended it. */
 export type TurnEnding = Extract<AgentEvent, { type: 'done' | 'error' | 'cancelled' }>;
+/** How a turn ended, by kind alone: what the inbox records and a stored turn keeps. The one definition of the union. */
+export type TurnEndingKind = TurnEnding['type'];
 
 export function estimateTokens(chars: number): number {
   return Math.ceil(chars / 4);

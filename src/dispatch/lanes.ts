@@ -1,7 +1,8 @@
 import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { Logger } from '../observe/logger.js';
 import type { InboxItem } from '../inbox/item.js';
-import type { ItemLifecycle, TurnEnding } from '../inbox/lifecycle.js';
+import type { TurnEndingKind } from '../contracts/agent-events.js';
+import type { ItemLifecycle } from '../inbox/lifecycle.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { settleWithin } from '../util/abortable.js';
 import { CodedError } from '../contracts/errors.js';
@@ -41,7 +42,7 @@ interface LanesOptions {
   channelLimit(channelId: string): number | undefined;
   /** The agent a channel is bound to, and that agent's max_in_flight. */
   agentLimit?(channelId: string): { agent: string; max: number | undefined };
-  execute(job: TurnJob, signal: AbortSignal): Promise<TurnEnding>;
+  execute(job: TurnJob, signal: AbortSignal): Promise<TurnEndingKind>;
   /** Every item's state change goes through it (it persists and tells metrics and the tracker). */
   lifecycle: ItemLifecycle;
   log: Logger;

@@ -2,7 +2,7 @@ import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { ParsedCommand } from '../contracts/commands.js';
 import type { ChannelMessage } from '../contracts/message.js';
 import type { Topology } from '../contracts/topology.js';
-import type { TurnEnding } from '../inbox/lifecycle.js';
+import type { TurnEndingKind } from '../contracts/agent-events.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { DispatchChannel } from './channel.js';
@@ -10,7 +10,7 @@ import type { TurnJob } from './lanes.js';
 import type { TaskTracker } from './tracker.js';
 
 /** Runs one turn to its final text; resolves with how it ended. */
-export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<TurnEnding>;
+export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<TurnEndingKind>;
 
 /** What the dispatcher calls of the topology (src/contracts/topology.ts), the same way in every mode. */
 export type DispatchTopology = Pick<Topology, 'intake' | 'controls' | 'recover'>;

@@ -2,6 +2,7 @@ import { CodedError } from '../contracts/errors.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import type { ItemStore } from '../contracts/topology.js';
 import { TRANSITIONS, type InboxItem, type InboxState, type ItemEvent, type ItemState } from './item.js';
+import type { TurnEndingKind } from '../contracts/agent-events.js';
 
 export type { ItemStore };
 
@@ -37,9 +38,6 @@ export interface LifecycleObserver {
   /** Queued items were handed to another instance; they stay pending in the shared inbox. */
   released?(items: readonly InboxItem[]): void;
 }
-
-/** How a turn ended, as the executor reports it. */
-export type TurnEnding = 'done' | 'error' | 'cancelled';
 
 /**
  * The one place an inbox item changes state: it checks every move against TRANSITIONS
@@ -79,7 +77,7 @@ export class ItemLifecycle {
     for (const it of items) this.#store.setReplyRefs(it.id, refs);
   }
 
-  finished(items: readonly InboxItem[], ending: TurnEnding, error?: string): void {
+  finished(items: readonly InboxItem[], ending: TurnEndingKind, error?: string): void {
     const state = ending === 'done' ? 'done' : 'failed';
     this.#move(items, 'finish', state);
     for (const it of items) this.#store.setState(it.id, state, ending === 'done' ? undefined : (error ?? ending));

@@ -1,7 +1,9 @@
 import type { Db } from './db.js';
 import type { GroupCommit } from './group-commit.js';
 
-export type TurnEndingKind = 'done' | 'error' | 'cancelled';
+import type { TurnEndingKind } from '../contracts/agent-events.js';
+
+export type { TurnEndingKind };
 
 /** One finished turn as kept in a session. */
 export interface StoredTurn {
