@@ -13,6 +13,7 @@ import {
   rootPlugins,
   singleNodePlugin,
   supervisorPlugin,
+  toolCallsPlugin,
   trackerPlugin,
 } from './core.js';
 import { dispatcherPlugin } from './dispatcher.js';
@@ -42,6 +43,7 @@ export function corePlugins(
     actionsPlugin,
     channelTablePlugin,
     mcpPlugin,
+    toolCallsPlugin,
     approvalsPlugin,
     workspacesPlugin,
     trackerPlugin,

@@ -23,7 +23,7 @@ export const dispatcherPlugin = definePlugin({
     'conversations',
     'tracker',
     'approvals',
-    'mcp',
+    'tool-calls',
     'topology',
     'shutdown',
     'storage',
@@ -57,7 +57,7 @@ export const dispatcherPlugin = definePlugin({
     const dispatcher = new Dispatcher({
       tracker,
       hardStop,
-      control: toolControls(ctx.use('approvals'), ctx.use('mcp').running),
+      control: toolControls(ctx.use('approvals'), ctx.use('tool-calls').running),
       agentOf: (channelId) => {
         const agent = agentOf(config.config, channelId);
         return { agent, max: config.config.agents[agent]?.max_in_flight };
@@ -113,6 +113,10 @@ export const dispatcherPlugin = definePlugin({
       ),
     });
     ctx.effect(() => dispatcher.shutdown(config.config.daemon.shutdown_grace_ms));
+    // Background tool calls bring their results back as follow-up turns through the inbox.
+    const calls = ctx.use('tool-calls');
+    calls.deliver = (msg) => dispatcher.deliver(msg);
+    ctx.effect(() => (calls.deliver = undefined));
     ctx.provide('dispatcher', dispatcher);
   },
 });
