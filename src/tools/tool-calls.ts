@@ -6,7 +6,7 @@ import type { ToolGate } from '../mcp/tools.js';
 import type { Logger } from '../observe/logger.js';
 import { CancelledByUser, RunningCalls } from '../runtime/running-calls.js';
 import { needsApproval } from '../runtime/tool-policy.js';
-import { sleep } from '../util/abortable.js';
+import { raceAbort, sleep } from '../util/abortable.js';
 import { callKey } from './approvals.js';
 
 /** A follow-up's text starts so: never a slash command, whatever the tool returned. */
@@ -104,10 +104,16 @@ export class ToolCalls {
     }
   }
 
-  /** The tool's run; a call stopped by `/stop tool` reads "cancelled by the user", other throws go on up. */
+  /**
+   * The tool's run; a call stopped by `/stop tool` reads "cancelled by the user" at once,
+   * even from a tool that does not watch its signal. Other throws go on up.
+   */
   async #call(t: Tool, input: unknown, ctx: ToolContext, signal: AbortSignal): Promise<unknown> {
     try {
-      return await t.run(input, ctx);
+      return await raceAbort(
+        Promise.resolve().then(() => t.run(input, ctx)),
+        signal,
+      );
     } catch (err) {
       if (signal.reason instanceof CancelledByUser) return { error: 'cancelled by the user' };
       throw err;
