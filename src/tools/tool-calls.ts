@@ -76,24 +76,29 @@ export class ToolCalls {
         if (!verdict.run) return verdict.reply;
         done = verdict.done;
       }
-      const work = this.#call(t, input, { ...ctx, signal: call.signal }, call.signal);
+      // An approved call's outcome is stored, whoever waits for it: a re-run of the turn gives it instead of running again.
+      const work = this.#call(t, input, { ...ctx, signal: call.signal }, call.signal).then(
+        (reply) => {
+          done?.(reply);
+          return reply;
+        },
+        (err: unknown) => {
+          done?.({ error: errorMessage(err) });
+          throw err;
+        },
+      );
       const afterMs = cfg?.background_after_ms;
       const first = afterMs !== undefined && ctx.message ? await this.#raceTimer(work, afterMs, call.signal) : await work;
-      if (first !== LATER) {
-        done?.(first);
-        return first;
-      }
+      if (first !== LATER) return first;
       const slots = this.#background.get(ctx.scope)?.size ?? 0;
       if (slots >= (cfg?.max_background_calls ?? 0)) {
         this.#o.log.info({ tool: t.name, scope: ctx.scope, background: slots }, 'no background slot free; the turn waits for the tool call');
-        const reply = await work;
-        done?.(reply);
-        return reply;
+        return await work;
       }
       background = true;
       // From here the call outlives its turn: only `/stop tool` (or shutdown) cancels it.
       ctx.signal.removeEventListener('abort', onTurnAbort);
-      this.#toBackground(agent, t, input, ctx, call, work, untrack, done);
+      this.#toBackground(agent, t, input, ctx, call, work, untrack);
       ctx.log?.('running in the background');
       return BACKGROUND_REPLY;
     } finally {
@@ -130,16 +135,7 @@ export class ToolCalls {
     }
   }
 
-  #toBackground(
-    agent: string,
-    t: Tool,
-    input: unknown,
-    ctx: ToolContext,
-    call: AbortController,
-    work: Promise<unknown>,
-    untrack: () => void,
-    done: ((reply: unknown) => void) | undefined,
-  ): void {
+  #toBackground(agent: string, t: Tool, input: unknown, ctx: ToolContext, call: AbortController, work: Promise<unknown>, untrack: () => void): void {
     let set = this.#background.get(ctx.scope);
     if (!set) this.#background.set(ctx.scope, (set = new Set()));
     set.add(call);
@@ -149,7 +145,6 @@ export class ToolCalls {
     void work
       .catch((err: unknown) => ({ error: errorMessage(err) }))
       .then(async (reply) => {
-        done?.(reply);
         untrack();
         set.delete(call);
         if (set.size === 0 && this.#background.get(ctx.scope) === set) this.#background.delete(ctx.scope);
