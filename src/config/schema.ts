@@ -138,6 +138,17 @@ export const agentSchema = z.strictObject({
   system_prompt: z.string().default('You are a helpful assistant.'),
   time_zone: z.string().default('UTC'),
   tools: z.array(z.string().min(1)).optional(),
+  /**
+   * Tools whose calls ask in the chat first: a list of names (each asks), or a table
+   * `{ NAME = "always" | "never" }` that overrides a tool's own default either way.
+   */
+  tool_approval: z.union([z.array(z.string().min(1)), z.record(z.string().min(1), z.enum(['always', 'never']))]).optional(),
+  /** The operator declares the daemon's tools run confined (container, VM): `requires_sandbox` tools are offered. */
+  sandbox: z.boolean().default(false),
+  /** A tool call still running after this goes on in the background; its result comes as a follow-up turn. Unset: never. */
+  background_after_ms: positiveDurationMs.optional(),
+  /** Tool calls one conversation may have in the background at once; past it a call keeps its turn waiting. */
+  max_background_calls: positiveInt.max(32).default(4),
   /** Modes on by default in every conversation (`/mode NAME` switches one per conversation). */
   modes: z.array(z.string().min(1)).default([]),
   /** What this agent's workspace has: a tool with `requires_features` is offered only when all are listed. */

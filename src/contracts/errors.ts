@@ -31,6 +31,10 @@ export const catalogue = {
   HOOK_DUPLICATE: { retryable: false, text: 'two hooks share a name in one phase' },
   COMMAND_DUPLICATE: { retryable: false, text: 'two slash commands share a name or alias' },
   TOOL_DUPLICATE: { retryable: false, text: 'two tools share a name' },
+  TOOL_RESULT_UNDELIVERED: {
+    retryable: true,
+    text: 'a tool call that went on in the background finished, but its result could not be stored as a follow-up turn; it was retried, then dropped',
+  },
   MESSAGE_HOOK_TIMEOUT: { retryable: false, text: "a plugin's message hook did not finish within its timeout_ms; it was aborted" },
   MESSAGE_HOOK_BUSY: { retryable: false, text: "a plugin's message hook had too many runs still going, so a message skipped it" },
   TOOL_CALL_INVALID: {

@@ -41,11 +41,12 @@ export interface ChannelMessage {
   receivedAt: number;
   /**
    * Set only by the daemon for a message no platform sent (a reminder or `[[schedules]]`
-   * firing): it has no platform message to reply to or react on. Adapters never set it.
+   * firing, a background tool call's result): it has no platform message to reply to or react on. Adapters never set it.
    * A schedule's firing passes the access rules (the operator configured it) and is
-   * answered by `agent` when set.
+   * answered by `agent` when set. A `tool_result` is a background tool call's result coming
+   * back as a follow-up turn of `agent` (src/tools/tool-calls.ts), from the sender who started it.
    */
-  synthetic?: { kind: 'reminder' | 'schedule'; id: string; agent?: string };
+  synthetic?: { kind: 'reminder' | 'schedule' | 'tool_result'; id: string; agent?: string };
 }
 
 /** Where a reply goes: a chat and optionally a thread, replying to a message. */

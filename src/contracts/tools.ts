@@ -36,6 +36,18 @@ export interface Tool<I = any> {
   requires_modes?: string[];
   /** Offered only when the workspace has all these features. */
   requires_features?: string[];
+  /**
+   * Offered only to an agent that runs with a sandbox (`[agent] sandbox = true`: the operator
+   * declares that the daemon's tools run confined, e.g. in a container without the host's files).
+   */
+  requires_sandbox?: boolean;
+  /** false: offered only to an agent whose `[agent] tools` allowlist names it. Default true. */
+  enabled_by_default?: boolean;
+  /**
+   * Whether a call asks in the chat before it runs (default "never"). The agent's
+   * `[agent] tool_approval` overrides it either way.
+   */
+  approval?: 'never' | 'always';
   run(input: I, ctx: ToolContext): unknown | Promise<unknown>;
 }
 
@@ -44,4 +56,21 @@ export interface ToolSelection {
   features: ReadonlySet<string>;
   /** The agent's `tools` allowlist; undefined offers every registered tool. */
   allow?: readonly string[];
+  /** The agent runs with a sandbox: `requires_sandbox` tools may be offered. */
+  sandbox?: boolean;
+}
+
+/**
+ * What the model reads for a call that went on in the background (`[agent]
+ * background_after_ms`); its result comes later as a follow-up turn.
+ */
+export const BACKGROUND_REPLY = {
+  background: true,
+  status: 'running in the background',
+  note: 'The result will come later as a new message in this conversation. Answer without it now and do not call the tool again for it.',
+} as const;
+
+/** Whether a tool's result is the background placeholder (the reply stream tells the user so). */
+export function isBackgroundReply(output: unknown): boolean {
+  return typeof output === 'object' && output !== null && (output as { background?: unknown }).background === true;
 }

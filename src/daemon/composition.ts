@@ -12,6 +12,7 @@ import {
   metricsPlugin,
   rootPlugins,
   supervisorPlugin,
+  toolCallsPlugin,
   trackerPlugin,
 } from './core.js';
 import { dispatcherPlugin } from './dispatch-wiring.js';
@@ -40,6 +41,7 @@ export function corePlugins(
     actionsPlugin,
     channelTablePlugin,
     mcpPlugin,
+    toolCallsPlugin,
     approvalsPlugin,
     workspacesPlugin,
     trackerPlugin,

@@ -11,6 +11,7 @@ import { MemoryTrimmer } from '../observe/memory-trim.js';
 import { Metrics } from '../observe/metrics.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { ApprovalCoordinator } from '../tools/approvals.js';
+import { ToolCalls } from '../tools/tool-calls.js';
 import type { LiveConfig } from './config-service.js';
 import { Extensions, type PluginFailure } from './extensions.js';
 import { ManagementSlot } from './management.js';
@@ -102,10 +103,23 @@ export const mcpPlugin = definePlugin({
   },
 });
 
+export const toolCallsPlugin = definePlugin({
+  name: 'tool-calls',
+  provides: ['tool-calls'],
+  inject: ['config', 'logger'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const calls = new ToolCalls({ log: ctx.use('logger'), agent: (name) => config.config.agents[name] });
+    // Unloaded after the dispatcher: calls still in the background are cancelled.
+    ctx.effect(() => calls.close());
+    ctx.provide('tool-calls', calls);
+  },
+});
+
 export const approvalsPlugin = definePlugin({
   name: 'approvals',
   provides: ['approvals'],
-  inject: ['config', 'logger', 'channels', 'mcp', 'approval-store', 'shutdown'],
+  inject: ['config', 'logger', 'channels', 'tool-calls', 'approval-store', 'shutdown'],
   start: (ctx) => {
     const config = ctx.use('config');
     const hardStop = ctx.use('shutdown').signal;
@@ -125,9 +139,9 @@ export const approvalsPlugin = definePlugin({
       send: (target, text, buttons, signal) => adapter(target.channelId).send(target, text, { final: true, buttons, signal }),
       edit: (channelId, ref, text) => adapter(channelId).edit(ref, text, { final: true, buttons: [], signal: hardStop }),
     });
-    const hub = ctx.use('mcp');
-    hub.gate = approvals;
-    ctx.effect(() => (hub.gate = undefined));
+    const calls = ctx.use('tool-calls');
+    calls.gate = approvals;
+    ctx.effect(() => (calls.gate = undefined));
     ctx.provide('approvals', approvals);
   },
 });

@@ -10,7 +10,20 @@ import { definePlugin } from './services.js';
 export const dispatcherPlugin = definePlugin({
   name: 'dispatcher',
   provides: ['dispatcher'],
-  inject: ['config', 'logger', 'metrics', 'workspaces', 'channels', 'conversations', 'tracker', 'approvals', 'mcp', 'topology', 'shutdown', 'extensions'],
+  inject: [
+    'config',
+    'logger',
+    'metrics',
+    'workspaces',
+    'channels',
+    'conversations',
+    'tracker',
+    'approvals',
+    'tool-calls',
+    'topology',
+    'shutdown',
+    'extensions',
+  ],
   start: (ctx) => {
     const config = ctx.use('config');
     const log = ctx.use('logger');
@@ -47,7 +60,7 @@ export const dispatcherPlugin = definePlugin({
       topology,
       tracker,
       hardStop,
-      control: toolControls(ctx.use('approvals'), ctx.use('mcp').running),
+      control: toolControls(ctx.use('approvals'), ctx.use('tool-calls').running),
       agentOf: (channelId) => {
         const agent = agentOf(config.config, channelId);
         return { agent, max: config.config.agents[agent]?.max_in_flight };
@@ -70,6 +83,10 @@ export const dispatcherPlugin = definePlugin({
       execute: prepared,
     });
     ctx.effect(() => dispatcher.shutdown(config.config.daemon.shutdown_grace_ms));
+    // Background tool calls bring their results back as follow-up turns through the inbox.
+    const calls = ctx.use('tool-calls');
+    calls.deliver = (msg) => dispatcher.deliver(msg);
+    ctx.effect(() => (calls.deliver = undefined));
     ctx.provide('dispatcher', dispatcher);
   },
 });

@@ -66,7 +66,11 @@ export function definitionProblems(value: unknown): string[] {
           ? 'input must be a zod schema or a jsonSchema()'
           : !isFn(t.run)
             ? 'run must be a function'
-            : undefined,
+            : t.approval !== undefined && t.approval !== 'always' && t.approval !== 'never'
+              ? 'approval must be "always" or "never"'
+              : ['requires_sandbox', 'enabled_by_default'].find((k) => t[k] !== undefined && typeof t[k] !== 'boolean')
+                ? 'requires_sandbox and enabled_by_default must be true or false'
+                : undefined,
   );
   list('hooks', (h) =>
     !isStr(h.name)

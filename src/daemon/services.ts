@@ -18,6 +18,7 @@ import type { UsageLedger } from '../store/usage.js';
 import type { SpendReservations } from '../store/reservations.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
 import type { ApprovalCoordinator } from '../tools/approvals.js';
+import type { ToolCalls } from '../tools/tool-calls.js';
 import type { Workspace } from '../workspace/workspace.js';
 import type { ManagementApi } from '../actions/action.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
@@ -110,6 +111,8 @@ export interface Services {
   channels: ChannelTable;
   mcp: McpHub;
   approvals: ApprovalCoordinator;
+  /** Every tool call: approval, `/stop tool`, background calls (src/tools/tool-calls.ts). */
+  'tool-calls': ToolCalls;
   workspaces: WorkspaceTable;
   tracker: TaskTracker;
   supervisor: Supervisor;
@@ -144,6 +147,7 @@ const names = {
   channels: true,
   mcp: true,
   approvals: true,
+  'tool-calls': true,
   workspaces: true,
   tracker: true,
   supervisor: true,

@@ -13,13 +13,14 @@ const MCP_READY_WAIT_MS = 30_000;
 export const workspacesPlugin = definePlugin({
   name: 'workspaces',
   provides: ['workspaces'],
-  inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'spend', 'memories', 'mcp'],
+  inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'spend', 'memories', 'mcp', 'tool-calls'],
   start: (ctx) => {
     const config = ctx.use('config');
     const log = ctx.use('logger');
     const metrics = ctx.use('metrics');
     const mcp = ctx.use('mcp');
     const tracker = ctx.use('tracker');
+    const calls = ctx.use('tool-calls');
     const deps = { sessions: ctx.use('sessions'), conversations: ctx.use('conversations'), actions: ctx.use('actions'), ledger: ctx.use('usage') };
     const build = (name: string, agent: AgentConfig) => {
       const apiKey = config.secrets.get(`agents.${name}`, 'api_key');
@@ -31,6 +32,7 @@ export const workspacesPlugin = definePlugin({
         actions: deps.actions,
         extraTools: () => mcp.tools(name),
         toolsReady: (signal) => mcp.ready(name, MCP_READY_WAIT_MS, signal),
+        wrapTool: (t) => calls.wrap(name, t),
         ...(apiKey ? { apiKey } : {}),
         queuedIn: (scope) => tracker.queuedIn(scope),
         observeTurn: (outcome, seconds) => metrics.turnRuntime.observe({ agent: name, outcome }, seconds),

@@ -2,9 +2,7 @@ import type { McpServerConfig } from '../config/schema.js';
 import { raceAbort, settleWithin } from '../util/abortable.js';
 import type { Logger } from '../observe/logger.js';
 import type { Tool } from '../contracts/tools.js';
-import { RunningCalls } from '../runtime/running-calls.js';
 import type { McpServer, McpServerStatus } from './server.js';
-import type { ToolGate } from './tools.js';
 
 /** The MCP SDK and the AI SDK take seconds to import on a busy machine: loaded only once a server is configured. */
 type McpModules = { McpServer: typeof McpServer; mcpTools: typeof import('./tools.js').mcpTools };
@@ -19,7 +17,6 @@ export interface McpHubOptions {
   env: NodeJS.ProcessEnv;
   /** How long a stopping server may take to close. */
   graceMs: () => number;
-  gate?: ToolGate;
 }
 
 /**
@@ -28,7 +25,6 @@ export interface McpHubOptions {
  * restarts only the changed ones.
  */
 export class McpHub {
-  readonly running = new RunningCalls();
   readonly #o: McpHubOptions;
   /** agent → server name → server. */
   readonly #agents = new Map<string, Map<string, McpServer>>();
@@ -36,12 +32,6 @@ export class McpHub {
 
   constructor(options: McpHubOptions) {
     this.#o = options;
-  }
-
-  /** The gate approvals go through; set once the approval coordinator exists. */
-  set gate(gate: ToolGate | undefined) {
-    if (gate) this.#o.gate = gate;
-    else delete this.#o.gate;
   }
 
   /**
@@ -79,7 +69,7 @@ export class McpHub {
     const servers = this.#agents.get(agent);
     const mod = this.#mod;
     if (!servers || !mod) return [];
-    return [...servers.values()].flatMap((s) => mod.mcpTools(agent, s, { running: this.running, ...(this.#o.gate ? { gate: this.#o.gate } : {}) }));
+    return [...servers.values()].flatMap((s) => mod.mcpTools(s));
   }
 
   /**

@@ -3,7 +3,6 @@ import type { CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import type { McpServerConfig } from '../config/schema.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Tool, ToolContext } from '../contracts/tools.js';
-import { CancelledByUser, type RunningCalls } from '../runtime/running-calls.js';
 import { ProgressCoalescer } from './progress.js';
 import type { McpServer } from './server.js';
 
@@ -19,18 +18,13 @@ export interface ToolGate {
   ): Promise<{ run: true; done(reply: unknown): void } | { run: false; reply: unknown }>;
 }
 
-export interface McpToolDeps {
-  running: RunningCalls;
-  gate?: ToolGate;
-}
-
 /** `server__tool`: the name the model sees. */
 export function toolName(server: string, tool: string): string {
   return `${server}__${tool}`;
 }
 
-/** Whether `approval` asks before running this tool. */
-export function needsApproval(config: McpServerConfig, tool: string): boolean {
+/** Whether the server's `approval` asks before running this tool (the agent's `tool_approval` may override it). */
+export function serverAsks(config: McpServerConfig, tool: string): boolean {
   return config.approval === 'always' || (Array.isArray(config.approval) && config.approval.includes(tool));
 }
 
@@ -53,11 +47,12 @@ export function resultText(result: CallToolResult): string {
 }
 
 /**
- * The runtime tools of one connected MCP server. Each call: approval when configured, a
- * per-call cancel (`/stop tool`) besides the turn's, the server's `timeout_ms`, progress
- * notifications as `tool_log` events; failures go back to the model as tool errors.
+ * The runtime tools of one connected MCP server. Each call: the server's `timeout_ms`,
+ * progress notifications as `tool_log` events; failures go back to the model as tool
+ * errors. Approval (the server's `approval` is the tool's default) and `/stop tool` are
+ * every tool's, added around each call by src/tools/tool-calls.ts: `ctx.signal` is the call's.
  */
-export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): Tool[] {
+export function mcpTools(server: McpServer): Tool[] {
   const cfg = server.config;
   return server.tools.map((t) => {
     const name = toolName(cfg.name, t.name);
@@ -65,41 +60,25 @@ export function mcpTools(agent: string, server: McpServer, deps: McpToolDeps): T
       name,
       description: t.description ?? t.title ?? name,
       input: jsonSchema({ ...t.inputSchema, type: 'object' } as Parameters<typeof jsonSchema>[0]),
+      approval: serverAsks(cfg, t.name) ? 'always' : 'never',
       run: async (input: unknown, ctx: ToolContext) => {
-        const call = new AbortController();
-        const onTurnAbort = () => call.abort(ctx.signal.reason);
-        if (ctx.signal.aborted) onTurnAbort();
-        ctx.signal.addEventListener('abort', onTurnAbort, { once: true });
-        const untrack = deps.running.track(ctx.scope, call);
-        let done: ((reply: unknown) => void) | undefined;
         const progressLines = new ProgressCoalescer((line) => ctx.log?.(line));
         try {
-          if (needsApproval(cfg, t.name) && deps.gate) {
-            const verdict = await deps.gate.admit({ agent, tool: name, args: input, ctx }, call.signal);
-            if (!verdict.run) return verdict.reply;
-            done = verdict.done;
-          }
           const result = await server.call(t.name, (input ?? {}) as Record<string, unknown>, {
-            signal: call.signal,
+            signal: ctx.signal,
             timeoutMs: cfg.timeout_ms,
             onProgress: (progress, total, message) => {
               progressLines.push(`${progress}${total !== undefined ? `/${total}` : ''}${message ? ` ${message}` : ''}`);
             },
           });
           const text = resultText(result);
-          const reply = result.isError ? { error: text } : text;
-          done?.(reply);
-          return reply;
+          return result.isError ? { error: text } : text;
         } catch (err) {
-          // The turn's own stop goes up as a cancel; everything else is the model's to read.
-          const reply = { error: call.signal.reason instanceof CancelledByUser ? 'cancelled by the user' : errorMessage(err) };
-          done?.(reply);
+          // A stop (the turn's, or `/stop tool`) goes up as a cancel; everything else is the model's to read.
           if (ctx.signal.aborted) throw err;
-          return reply;
+          return { error: errorMessage(err) };
         } finally {
           progressLines.close();
-          untrack();
-          ctx.signal.removeEventListener('abort', onTurnAbort);
         }
       },
     } satisfies Tool;

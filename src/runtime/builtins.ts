@@ -5,6 +5,7 @@ import type { Runtime } from './runtime.js';
 import { builtinModes } from './builtin-modes/index.js';
 import { currentTimeTool } from './tools.js';
 import { registerConfigCommand } from './config-command.js';
+import { registerToolsCommand } from './tools-command.js';
 
 export interface BuiltinInfo {
   agentName: string;
@@ -124,6 +125,7 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     },
   });
   registerConfigCommand(runtime, info);
+  registerToolsCommand(runtime, info.agent);
   runtime.commands.register({
     name: 'mode',
     usage: 'NAME',

@@ -10,6 +10,7 @@ import { HookResult, type Phase } from '../contracts/hooks.js';
 import { ModeRegistry } from './modes.js';
 import { PromptManager } from './prompt.js';
 import { boundedTool, ToolRegistry } from './tools.js';
+import type { Tool, ToolSelection } from '../contracts/tools.js';
 
 export interface RuntimeOptions {
   /** Builds the runner for this turn (the workspace's provider client). */
@@ -22,6 +23,10 @@ export interface RuntimeOptions {
   features?: ReadonlySet<string>;
   /** The agent's tool allowlist. */
   toolAllow?(): readonly string[] | undefined;
+  /** The agent runs with a sandbox (`requires_sandbox` tools are offered). */
+  sandbox?(): boolean;
+  /** Wraps each offered tool for this turn (approval, `/stop tool`, background calls). */
+  wrapTool?(t: Tool): Tool;
   /** Tool results longer than this are cut before the model sees them (unbounded when absent). */
   maxToolResultChars?(): number;
   /** Told about hook and contributor failures that the turn survives. */
@@ -60,6 +65,12 @@ export class Runtime {
   /** Modes active in a conversation. */
   modesOf(scope: string): ReadonlySet<string> {
     return this.#o.modesOf?.(scope) ?? new Set();
+  }
+
+  /** What decides which tools a conversation with these modes is offered. */
+  toolSelection(modes: ReadonlySet<string>): ToolSelection {
+    const allow = this.#o.toolAllow?.();
+    return { modes, features: this.#o.features ?? new Set(), ...(allow ? { allow } : {}), sandbox: this.#o.sandbox?.() ?? false };
   }
 
   async run(request: TurnRequest): Promise<TurnOutcome> {
@@ -149,8 +160,10 @@ export class Runtime {
   async #build(ctx: TurnContext): Promise<void> {
     ctx.runner = this.#o.runnerFor(ctx);
     const max = this.#o.maxToolResultChars?.();
-    const selected = this.tools.select({ modes: ctx.modes, features: this.#o.features ?? new Set(), allow: this.#o.toolAllow?.() });
-    const tools = max === undefined ? selected : selected.map((t) => boundedTool(t, max));
+    const selected = this.tools.select(this.toolSelection(ctx.modes));
+    const bounded = max === undefined ? selected : selected.map((t) => boundedTool(t, max));
+    const wrap = this.#o.wrapTool;
+    const tools = wrap ? bounded.map((t) => wrap(t)) : bounded;
     const model = this.#o.modelOf?.(ctx.scope);
     ctx.input = { system: await this.prompt.build(ctx), history: ctx.history, text: ctx.message.text, tools, ...(model ? { model } : {}) };
   }

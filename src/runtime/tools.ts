@@ -2,6 +2,7 @@ import type { Tool, ToolSelection } from '../contracts/tools.js';
 import { z } from 'zod';
 import { CodedError } from '../contracts/errors.js';
 import { cutText } from '../util/cut-text.js';
+import { notOfferedBecause } from './tool-policy.js';
 
 /** The tools of a workspace; the agent-build step picks those that apply to one request. */
 export class ToolRegistry {
@@ -24,14 +25,14 @@ export class ToolRegistry {
     return this.#tools.get(name);
   }
 
+  /** Every tool, offered or not (`/tools` explains the ones that are not). */
+  all(): Tool[] {
+    return [...this.#tools.values(), ...this.#sources.flatMap((s) => s())];
+  }
+
+  /** The tools offered under `sel`; see notOfferedBecause for the rules. */
   select(sel: ToolSelection): Tool[] {
-    return [...this.#tools.values(), ...this.#sources.flatMap((s) => s())].filter(
-      (t) =>
-        (sel.allow === undefined || sel.allow.includes(t.name)) &&
-        // Any one of the listed modes offers the tool (a tool shared by several modes).
-        (!t.requires_modes?.length || t.requires_modes.some((m) => sel.modes.has(m))) &&
-        (t.requires_features ?? []).every((f) => sel.features.has(f)),
-    );
+    return this.all().filter((t) => notOfferedBecause(t, sel).length === 0);
   }
 }
 

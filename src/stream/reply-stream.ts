@@ -4,6 +4,7 @@ import type { MessageRef, ReplyTarget } from '../contracts/message.js';
 import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
 import { chunkText } from '../util/chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
+import { isBackgroundReply } from '../contracts/tools.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
 /**
@@ -123,6 +124,9 @@ export class ReplyStream {
       case 'tool_end':
         this.#tool = undefined;
         this.#progress = undefined;
+        // A call that went on in the background: the user is told its result will follow.
+        if (isBackgroundReply(event.output))
+          this.#text += `${this.#text.trim() ? '\n\n' : ''}⏳ ${event.name} is running in the background; its result will follow.\n\n`;
         break;
       case 'done':
       case 'error':

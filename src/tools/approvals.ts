@@ -37,6 +37,17 @@ interface Waiting {
 
 const ARGS_SHOWN_CHARS = 300;
 
+/**
+ * One tool call's identity across re-runs of its turn: the agent, the turn's message, the
+ * call's position in the turn (model step, place in the step), the tool and its arguments.
+ */
+export function callKey(agent: string, msg: ChannelMessage, position: { step: number; index: number } | undefined, tool: string, args: unknown): string {
+  const p = position ?? { step: 0, index: 0 };
+  return createHash('sha256')
+    .update(JSON.stringify([agent, msg.channelId, msg.messageId, p.step, p.index, tool, args ?? {}]))
+    .digest('hex');
+}
+
 /** "90 s", "5 min": how long the question waited. */
 function duration(ms: number): string {
   return ms < 120_000 ? `${Math.round(ms / 1000)} s` : `${Math.round(ms / 60_000)} min`;
@@ -71,10 +82,7 @@ export class ApprovalCoordinator implements ToolGate {
     // The call's position in the turn is part of its identity: the same call made again in a
     // later step is asked for and run again, while a re-run of the turn (after a restart)
     // finds each call's row and never runs one twice.
-    const position = call.ctx.position ?? { step: 0, index: 0 };
-    const key = createHash('sha256')
-      .update(JSON.stringify([call.agent, msg.channelId, msg.messageId, position.step, position.index, call.tool, call.args ?? {}]))
-      .digest('hex');
+    const key = callKey(call.agent, msg, call.ctx.position, call.tool, call.args);
     const row = await this.#o.store.get(key);
     switch (row?.state) {
       case 'done':

@@ -59,6 +59,8 @@ export interface WorkspaceOptions {
   workspaceDir?: string;
   /** Tools that come and go at run time: the agent's MCP servers' tools. */
   extraTools?: () => readonly Tool[];
+  /** Wraps each tool offered to a turn: approval, `/stop tool`, background calls (ToolCalls.wrap). */
+  wrapTool?: (t: Tool) => Tool;
   /** Resolves once the extra tools' sources have had their first chance to appear. */
   toolsReady?: (signal: AbortSignal) => Promise<void>;
   /** Builds the provider client from the config (tests and benches substitute it). */
@@ -170,6 +172,8 @@ export class Workspace {
       features: new Set(o.config.features),
       modelOf: (scope) => o.conversations.get(o.name, scope).model,
       toolAllow: () => this.config.tools,
+      sandbox: () => this.config.sandbox,
+      ...(o.wrapTool ? { wrapTool: o.wrapTool } : {}),
       maxToolResultChars: () => this.config.max_tool_result_chars,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
