@@ -192,7 +192,10 @@ export class OpenAICompatibleRunner implements AgentRunner {
             positions.enter(stepNumber);
             const hinted = repairs.hintMessages(m);
             const bounded = this.#o.maxToolResultChars !== undefined ? boundToolOutputs(hinted, this.#o.maxToolResultChars) : hinted;
-            return bounded === m ? undefined : { messages: bounded };
+            // Tools waiting for a skill join the step after the skill was loaded.
+            const activeTools = input.activeTools?.();
+            if (bounded === m && !activeTools) return undefined;
+            return { ...(bounded === m ? {} : { messages: bounded }), ...(activeTools ? { activeTools } : {}) };
           },
           ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
           maxOutputTokens: this.#o.maxOutputTokens,

@@ -36,6 +36,8 @@ export interface Tool<I = any> {
   requires_modes?: string[];
   /** Offered only when the workspace has all these features. */
   requires_features?: string[];
+  /** Offered only once all these skills were loaded (`load_skill`) in the running turn. */
+  requires_skills?: string[];
   run(input: I, ctx: ToolContext): unknown | Promise<unknown>;
 }
 
@@ -44,4 +46,6 @@ export interface ToolSelection {
   features: ReadonlySet<string>;
   /** The agent's `tools` allowlist; undefined offers every registered tool. */
   allow?: readonly string[];
+  /** Skills that count as loaded; a tool with `requires_skills` is offered only when all are here. */
+  skills?: ReadonlySet<string>;
 }

@@ -30,7 +30,8 @@ export class ToolRegistry {
         (sel.allow === undefined || sel.allow.includes(t.name)) &&
         // Any one of the listed modes offers the tool (a tool shared by several modes).
         (!t.requires_modes?.length || t.requires_modes.some((m) => sel.modes.has(m))) &&
-        (t.requires_features ?? []).every((f) => sel.features.has(f)),
+        (t.requires_features ?? []).every((f) => sel.features.has(f)) &&
+        (t.requires_skills ?? []).every((k) => sel.skills?.has(k) === true),
     );
   }
 }

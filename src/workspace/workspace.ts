@@ -23,6 +23,7 @@ import { registerLinks } from '../media/links.js';
 import type { Tool } from '../contracts/tools.js';
 import { registerToolCommands } from '../tools/controls.js';
 import { formatAmount } from '../util/money.js';
+import { Skills } from './skill-tools.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -94,6 +95,11 @@ export class Workspace {
     this.#promptFiles?.reload();
   }
 
+  /** Reads skills_dir again (config reload); an invalid SKILL.md is warned about and left out. */
+  reloadSkills(): void {
+    this.#skills?.reload();
+  }
+
   /** Stops offering the action slash faces (the workspace is being replaced). */
   dispose(): void {
     this.#detach?.();
@@ -120,6 +126,7 @@ export class Workspace {
   readonly #usage: UsageDeps | undefined;
   #quotas: Quotas | undefined;
   readonly #promptFiles: PromptFiles | undefined;
+  readonly #skills: Skills | undefined;
 
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
@@ -170,6 +177,7 @@ export class Workspace {
       features: new Set(o.config.features),
       modelOf: (scope) => o.conversations.get(o.name, scope).model,
       toolAllow: () => this.config.tools,
+      ...(o.config.skills_dir !== undefined ? { skillsFor: (scope: string) => ({ known: this.#skills!.names, loaded: this.#skills!.turnStarts(scope) }) } : {}),
       maxToolResultChars: () => this.config.max_tool_result_chars,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
@@ -206,6 +214,14 @@ export class Workspace {
         (files) => log.warn({ files }, 'prompt files cut to fit the budget'),
       );
       this.#promptFiles.register(this.runtime);
+    }
+    if (o.config.skills_dir !== undefined) {
+      this.#skills = new Skills(
+        o.config.skills_dir,
+        (p, text) => log.warn({ code: 'SKILL_INVALID', file: p.file, line: p.line }, `skill left out: ${text}`),
+        () => this.config.tools,
+      );
+      this.#skills.register(this.runtime);
     }
     if (o.usage) {
       this.#usage = { agentName: o.name, agent: () => this.config, models, ...o.usage };
