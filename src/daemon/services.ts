@@ -19,6 +19,7 @@ import type { SpendReservations } from '../store/reservations.js';
 import type { Supervisor } from '../supervisor/supervisor.js';
 import type { ApprovalCoordinator } from '../tools/approvals.js';
 import type { Workspace } from '../workspace/workspace.js';
+import type { LiveUsage } from '../workspace/live-usage.js';
 import type { ManagementApi } from '../actions/action.js';
 import type { ClusterStatus } from '../cluster/compose.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
@@ -38,6 +39,8 @@ export class ChannelTable extends Map<string, DispatchChannel> {
 export interface WorkspaceTable {
   byName: Map<string, Workspace>;
   build(name: string, agent: AgentConfig): Workspace;
+  /** The usage of turns still running in this process, which /usage adds to the stored ledger. */
+  live: LiveUsage;
 }
 
 /**

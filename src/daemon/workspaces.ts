@@ -3,6 +3,7 @@ import type { AgentConfig } from '../config/schema.js';
 import { channelOfScope } from '../contracts/message.js';
 import { Workspace } from '../workspace/workspace.js';
 import { resolveQuotas } from '../quotas/limits.js';
+import { LiveUsage } from '../workspace/live-usage.js';
 import { definePlugin, type DaemonPlugin, type WorkspaceTable } from './services.js';
 
 /** How long a turn waits for its agent's MCP servers' first connection attempt. */
@@ -19,6 +20,7 @@ export const workspacesPlugin = definePlugin({
     const metrics = ctx.use('metrics');
     const mcp = ctx.use('mcp');
     const tracker = ctx.use('tracker');
+    const live = new LiveUsage(() => config.config.models);
     const deps = { sessions: ctx.use('sessions'), conversations: ctx.use('conversations'), actions: ctx.use('actions'), ledger: ctx.use('usage') };
     const build = (name: string, agent: AgentConfig) => {
       const apiKey = config.secrets.get(`agents.${name}`, 'api_key');
@@ -48,6 +50,7 @@ export const workspacesPlugin = definePlugin({
         usage: {
           ledger: deps.ledger,
           spend: ctx.use('spend'),
+          live,
           onRecorded: (r) => {
             const labels = { agent: r.agent, model: r.model, channel: r.channel };
             metrics.tokens.inc({ ...labels, type: 'input' }, r.inputTokens);
@@ -72,7 +75,7 @@ export const workspacesPlugin = definePlugin({
         },
       });
     };
-    ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
+    ctx.provide('workspaces', { build, byName: new Map(), live } satisfies WorkspaceTable);
   },
 });
 

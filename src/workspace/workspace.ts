@@ -47,7 +47,7 @@ export interface WorkspaceOptions {
   /** Management actions whose slash faces this workspace's commands get. */
   actions?: ActionRegistry;
   /** Where turn usage is stored, the live `[models]` table, and who counts it. */
-  usage?: Pick<UsageDeps, 'ledger' | 'onRecorded' | 'spend'>;
+  usage?: Pick<UsageDeps, 'ledger' | 'onRecorded' | 'spend' | 'live'>;
   /** The live `[models]` table: what each model accepts and costs. */
   models?: () => Record<string, ModelConfig>;
   /** Per-person and per-channel quotas (with `usage.spend`): each channel's limits and admins, and who counts refusals. */
