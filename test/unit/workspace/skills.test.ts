@@ -1,6 +1,7 @@
 import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { configWarnings } from '../../../src/cli/check-warnings.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { parseSkill, scanSkills } from '../../../src/workspace/skills.js';
 import { configProblems } from '../../helpers/config.js';
@@ -79,6 +80,13 @@ describe('[agent] skills_dir', () => {
     const file = join(dir, 'daemon.config.toml');
     const { config } = parseConfig('[agent]\nskills_dir = "skills"\n', file, kinds, {});
     expect(config.agents.default!.skills_dir).toBe(join(dir, 'skills'));
+    // channeld check warns about a SKILL.md the daemon would leave out, at the skills_dir line.
+    mkdirSync(join(dir, 'skills/bad'));
+    writeFileSync(join(dir, 'skills/bad/SKILL.md'), md('name: bad'));
+    const source = '[agent]\nprovider = "echo"\nskills_dir = "skills"\n';
+    expect(configWarnings(parseConfig(source, file, kinds, {}), source)).toEqual([
+      `daemon.config.toml:3:1: agent.skills_dir: warning: skill left out: ${join(dir, 'skills/bad/SKILL.md')}:2: "description" is missing from the front matter`,
+    ]);
     expect(configProblems('[agent]\nprovider = "echo"\nskills_dir = "nope"\n', file)).toEqual([
       `daemon.config.toml:3:14: agent.skills_dir: skills folder ${join(dir, 'nope')} cannot be read (ENOENT)`,
     ]);
