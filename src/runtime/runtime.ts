@@ -28,7 +28,7 @@ export interface RuntimeOptions {
    * The agent's skills, asked once per turn when it is built: `known` (in skills_dir) and the
    * live set of those loaded in this turn so far (it starts empty).
    */
-  skillsFor?(scope: string): { known: ReadonlySet<string>; loaded: ReadonlySet<string> };
+  skillsFor?(ctx: TurnContext): { known: ReadonlySet<string>; loaded: ReadonlySet<string> };
   /** Told about hook and contributor failures that the turn survives. */
   onHookError?(phase: Phase, hook: string, err: unknown): void;
 }
@@ -154,7 +154,7 @@ export class Runtime {
   async #build(ctx: TurnContext): Promise<void> {
     ctx.runner = this.#o.runnerFor(ctx);
     const max = this.#o.maxToolResultChars?.();
-    const skills = this.#o.skillsFor?.(ctx.scope);
+    const skills = this.#o.skillsFor?.(ctx);
     const sel = { modes: ctx.modes, features: this.#o.features ?? new Set<string>(), allow: this.#o.toolAllow?.() };
     // Tools that wait for a skill go to the model too, but each step offers them only once loaded.
     const selected = this.tools.select(skills ? { ...sel, skills: skills.known } : sel);

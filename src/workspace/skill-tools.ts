@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { CodedError } from '../contracts/errors.js';
 import type { Tool } from '../contracts/tools.js';
 import type { Runtime } from '../runtime/runtime.js';
+import type { TurnContext } from '../contracts/turn.js';
 import { cutText } from '../util/cut-text.js';
 import { realPathInside } from '../util/inside-dir.js';
 import { problemText, scanSkills, type Skill, type SkillProblem } from './skills.js';
@@ -17,6 +18,8 @@ export const MAX_SKILL_LOAD_CHARS = 32_000;
 const MAX_SKILL_FILE_READ_BYTES = 1024 * 1024;
 
 export const LOAD_SKILL = 'load_skill';
+/** Where a turn keeps its set of loaded skills (ctx.extras). */
+const LOADED = 'skills.loaded';
 
 /**
  * An agent's skills: the list offered in the system prompt, the `load_skill` tool, and which
@@ -48,10 +51,11 @@ export class Skills {
     return new Set(this.#skills.keys());
   }
 
-  /** A turn of `scope` starts: nothing is loaded yet. Returns the live set the turn's tool steps read. */
-  turnStarts(scope: string): ReadonlySet<string> {
+  /** A turn starts: nothing is loaded yet. Returns the live set the turn's tool steps read. */
+  turnStarts(ctx: TurnContext): ReadonlySet<string> {
     const loaded = new Set<string>();
-    this.#loaded.set(scope, loaded);
+    this.#loaded.set(ctx.scope, loaded);
+    ctx.extras.set(LOADED, loaded);
     return loaded;
   }
 
@@ -59,6 +63,14 @@ export class Skills {
     this.reload();
     runtime.prompt.register({ name: 'skills', priority: 50, contribute: () => this.#list() });
     runtime.tools.register(this.#tool());
+    // The turn's set goes with it, unless a newer turn of the scope (an interrupt) has its own already.
+    runtime.hooks.register({
+      phase: 'finally',
+      name: 'skills_loaded_end',
+      run: (ctx) => {
+        if (this.#loaded.get(ctx.scope) === ctx.extras.get(LOADED)) this.#loaded.delete(ctx.scope);
+      },
+    });
   }
 
   #list(): string | undefined {

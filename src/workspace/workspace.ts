@@ -21,6 +21,7 @@ import { registerAttachments } from './attachments.js';
 import { transcriberFor } from '../media/transcriber.js';
 import { registerLinks } from '../media/links.js';
 import type { Tool } from '../contracts/tools.js';
+import type { TurnContext } from '../contracts/turn.js';
 import { registerToolCommands } from '../tools/controls.js';
 import { formatAmount } from '../util/money.js';
 import { Skills } from './skill-tools.js';
@@ -177,7 +178,9 @@ export class Workspace {
       features: new Set(o.config.features),
       modelOf: (scope) => o.conversations.get(o.name, scope).model,
       toolAllow: () => this.config.tools,
-      ...(o.config.skills_dir !== undefined ? { skillsFor: (scope: string) => ({ known: this.#skills!.names, loaded: this.#skills!.turnStarts(scope) }) } : {}),
+      ...(o.config.skills_dir !== undefined
+        ? { skillsFor: (ctx: TurnContext) => ({ known: this.#skills!.names, loaded: this.#skills!.turnStarts(ctx) }) }
+        : {}),
       maxToolResultChars: () => this.config.max_tool_result_chars,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
