@@ -9,6 +9,7 @@ import { classifyProviderError, scrubProviderMessage } from './provider-errors.j
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 import { boundToolOutputs } from './bound-tool-output.js';
 import { thinkTagMiddleware } from './think-tags.js';
+import { stepUsageMiddleware } from './step-usage.js';
 import { ToolRepairs } from './tool-repair.js';
 
 export interface OpenAICompatibleOptions {
@@ -174,7 +175,11 @@ export class OpenAICompatibleRunner implements AgentRunner {
         const repairs = new ToolRepairs();
         const messages: ModelMessage[] = [...input.history.map((m) => ({ role: m.role, content: m.content }) as ModelMessage), userMessage(input)];
         const result = streamText({
-          model: wrapLanguageModel({ model: this.#provider.chatModel(input.model ?? this.#o.model), middleware: thinkTagMiddleware() }),
+          model: wrapLanguageModel({
+            model: this.#provider.chatModel(input.model ?? this.#o.model),
+            // The first middleware is the outermost: step usage sees the provider's parts last, as the SDK gets them.
+            middleware: [stepUsageMiddleware((usage) => ctx.emit?.({ type: 'usage', usage })), thinkTagMiddleware()],
+          }),
           system: input.system,
           messages,
           ...(input.tools?.length
@@ -192,7 +197,10 @@ export class OpenAICompatibleRunner implements AgentRunner {
             positions.enter(stepNumber);
             const hinted = repairs.hintMessages(m);
             const bounded = this.#o.maxToolResultChars !== undefined ? boundToolOutputs(hinted, this.#o.maxToolResultChars) : hinted;
-            return bounded === m ? undefined : { messages: bounded };
+            // Tools waiting for a skill join the step after the skill was loaded.
+            const activeTools = input.activeTools?.();
+            if (bounded === m && !activeTools) return undefined;
+            return { ...(bounded === m ? {} : { messages: bounded }), ...(activeTools ? { activeTools } : {}) };
           },
           ...(this.#o.temperature !== undefined ? { temperature: this.#o.temperature } : {}),
           maxOutputTokens: this.#o.maxOutputTokens,

@@ -1,5 +1,5 @@
 import type { TurnRecord } from '../contracts/turn.js';
-import type { AgentEvent } from '../contracts/agent-events.js';
+import type { AgentEvent, Usage } from '../contracts/agent-events.js';
 
 /**
  * Folds AgentEvents into a TurnRecord. The first done, error or cancelled ends the turn,
@@ -7,6 +7,8 @@ import type { AgentEvent } from '../contracts/agent-events.js';
  */
 export class TurnReducer {
   readonly turn: TurnRecord = { text: '', reasoning: '', toolCalls: [], ending: undefined };
+  /** The sum of the turn's `usage` events: the model steps reported so far. */
+  readonly steps: Usage = { inputTokens: 0, outputTokens: 0, reasoningTokens: 0, cachedTokens: 0, estimated: false };
 
   /** Applies an event; false when the turn had already ended and the event was ignored. */
   fold(event: AgentEvent): boolean {
@@ -28,6 +30,12 @@ export class TurnReducer {
         break;
       }
       case 'tool_log':
+        break;
+      case 'usage':
+        this.steps.inputTokens += event.usage.inputTokens;
+        this.steps.outputTokens += event.usage.outputTokens;
+        this.steps.reasoningTokens! += event.usage.reasoningTokens ?? 0;
+        this.steps.cachedTokens! += event.usage.cachedTokens ?? 0;
         break;
       case 'error':
         if (event.keepChars !== undefined) t.text = t.text.slice(0, event.keepChars);

@@ -3,6 +3,7 @@ import { parse } from 'smol-toml';
 import type { LoadedConfig } from '../config/load.js';
 import { SourceMap } from '../config/locate.js';
 import { formatPath } from '../config/locate.js';
+import { problemText, scanSkills } from '../workspace/skills.js';
 
 type Path = (string | number)[];
 
@@ -10,7 +11,7 @@ type Path = (string | number)[];
  * What `channeld check` warns about in a valid config: things the daemon accepts but that are
  * almost surely mistakes. A secret whose value does not have its kind's shape (an app-level
  * token where a bot token belongs), and `echo_delay_ms` left on an agent whose provider is
- * no longer echo. Each line reads `file:line:col: key: warning: …`; values are never printed.
+ * no longer echo, and a SKILL.md in skills_dir the daemon would leave out. Each line reads `file:line:col: key: warning: …`; values are never printed.
  */
 export function configWarnings(loaded: LoadedConfig, source: string): string[] {
   const map = new SourceMap(source);
@@ -44,6 +45,10 @@ export function configWarnings(loaded: LoadedConfig, source: string): string[] {
     const provider = loaded.config.agents[agentName]?.provider;
     if (table?.echo_delay_ms !== undefined && provider !== undefined && provider !== 'echo')
       found.push(at([...path, 'echo_delay_ms'], `only the echo provider reads it; agent "${agentName}" uses ${provider}, so it has no effect (remove it)`));
+    // A SKILL.md that breaks the format is left out when the daemon runs: say so before it does.
+    const skillsDir = loaded.config.agents[agentName]?.skills_dir;
+    if (skillsDir !== undefined && loaded.config.agents[agentName]?.enabled)
+      for (const p of scanSkills(skillsDir).problems) found.push(at([...path, 'skills_dir'], `skill left out: ${problemText(p)}`));
   }
   return found.sort((a, b) => a.line - b.line).map((f) => f.text);
 }

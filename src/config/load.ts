@@ -1,5 +1,5 @@
 import { readFileSync, statSync } from 'node:fs';
-import { basename, isAbsolute, join, relative, resolve } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve } from 'node:path';
 import { parse, TomlError } from 'smol-toml';
 import type { z } from 'zod';
 import { CodedError, ConfigError } from '../contracts/errors.js';
@@ -145,6 +145,10 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
         });
     });
     if (agent.enabled) promptFileProblems(config, name, agent, problems);
+    if (agent.enabled && agent.skills_dir !== undefined) {
+      const problem = skillsDirProblem(agent.skills_dir);
+      if (problem) problems.push({ path: agentPath(config, name, 'skills_dir'), message: problem });
+    }
     for (const key of providerRules(agent.provider)?.requires ?? [])
       if (!agent[key]) problems.push({ path: agentPath(config, name, 'provider'), message: `agent "${name}" uses ${agent.provider} and needs ${key}` });
   }
@@ -154,6 +158,15 @@ function crossCheck(config: DaemonConfig, problems: ConfigProblem[], kinds: Chan
     if (s.agent !== undefined && !config.agents[s.agent]?.enabled)
       problems.push({ path: ['schedules', i, 'agent'], message: `schedule "${s.id}" names agent "${s.agent}", which is not defined or is disabled` });
   });
+}
+
+/** What is wrong with a skills_dir (it must be a folder), or undefined. Its skills are checked one by one when read. */
+function skillsDirProblem(dir: string): string | undefined {
+  try {
+    return statSync(dir).isDirectory() ? undefined : `${dir} is not a folder`;
+  } catch (err) {
+    return `skills folder ${dir} cannot be read (${(err as NodeJS.ErrnoException).code ?? err})`;
+  }
 }
 
 /** Every prompt file must be a readable file inside the agent's workspace_dir. */
@@ -270,6 +283,8 @@ export function parseConfig(source: string, file: string, kinds: ChannelKinds, e
   // Relative to the config file's folder (as plugin folders are), not to wherever the daemon or the CLI was started.
   config.daemon.state_dir = stateDirOf(file, config.daemon.state_dir);
   mergeAgents(config, problems);
+  // skills_dir too is relative to the config file's folder.
+  for (const agent of Object.values(config.agents)) if (agent.skills_dir !== undefined) agent.skills_dir = resolve(dirname(resolve(file)), agent.skills_dir);
   crossCheck(config, problems, kinds);
   const { secrets, problems: secretProblems } = resolveSecrets(config, env, kinds);
   // An inline `token = "..."` was already refused; "needs token_env" on top of it says nothing new.

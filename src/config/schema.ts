@@ -161,6 +161,8 @@ export const agentSchema = z.strictObject({
   workspace_dir: z.string().min(1).optional(),
   /** Files in `workspace_dir` added to the system prompt after `system_prompt`, in order. */
   prompt_files: z.array(z.string().min(1)).default([]),
+  /** A folder of Agent Skills (`NAME/SKILL.md`), relative to the config file: listed to the model, loaded with `load_skill`. */
+  skills_dir: z.string().min(1).optional(),
   /** Spend per UTC day (in the currency of the `[models]` prices); past it new turns are refused. */
   daily_budget: z.number().positive().optional(),
   ...quotaShape,

@@ -23,6 +23,11 @@ export type AgentEvent =
    * lenient parse fixed it and the call runs; otherwise the model is told `error` and may retry.
    */
   | { type: 'tool_call_invalid'; id: string; name: string; error: string; repaired: boolean }
+  /**
+   * One model step's tokens, as soon as the provider reports them (before that step's tool
+   * calls run), so a running turn's usage shows in /usage; `done` still carries the turn's total.
+   */
+  | { type: 'usage'; usage: Usage }
   /** `model` says which "provider:model" served the turn. */
   | { type: 'done'; usage: Usage; model?: string }
   /** `keepChars`: the stored text ends there (the answer looped from that point on); the user still sees all of it. */

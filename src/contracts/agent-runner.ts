@@ -26,6 +26,11 @@ export interface AgentInput {
   model?: string;
   /** Tools offered for this request. */
   tools?: Tool[];
+  /**
+   * The names of `tools` offered at each model step, asked before every step; absent offers
+   * them all. Tools waiting for a skill are in `tools` but not here until it is loaded.
+   */
+  activeTools?: () => string[];
 }
 
 export interface AgentContext {

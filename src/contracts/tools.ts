@@ -48,6 +48,8 @@ export interface Tool<I = any> {
    * `[agent] tool_approval` overrides it either way.
    */
   approval?: 'never' | 'always';
+  /** Offered only once all these skills were loaded (`load_skill`) in the running turn. */
+  requires_skills?: string[];
   run(input: I, ctx: ToolContext): unknown | Promise<unknown>;
 }
 
@@ -58,6 +60,8 @@ export interface ToolSelection {
   allow?: readonly string[];
   /** The agent runs with a sandbox: `requires_sandbox` tools may be offered. */
   sandbox?: boolean;
+  /** Skills that count as loaded; a tool with `requires_skills` is offered only when all are here. */
+  skills?: ReadonlySet<string>;
 }
 
 /**

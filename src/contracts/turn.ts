@@ -1,5 +1,5 @@
 import type { AgentInput, AgentRunner, HistoryMessage } from './agent-runner.js';
-import type { AgentEvent, TurnEnding } from './agent-events.js';
+import type { AgentEvent, TurnEnding, Usage } from './agent-events.js';
 import type { Attachment, ChannelMessage } from './message.js';
 
 /** Where a turn's output goes; ReplyStream implements it. */
@@ -74,6 +74,8 @@ export interface TurnContext {
   readonly reasoning: string;
   readonly toolCalls: readonly ToolCallRecord[];
   readonly ending: TurnEnding | undefined;
+  /** The tokens of the model steps reported so far (`usage` events), while the turn runs. */
+  readonly stepUsage: Usage;
   /** Registers a cleanup for something a hook set up; the cleanup hook runs them in reverse. */
   onCleanup(fn: () => void | Promise<void>): void;
   /** Takes the registered cleanups, newest first. */

@@ -1,6 +1,7 @@
 import { quotaTop } from '../quotas/top.js';
 import type { ManagementApi } from '../actions/action.js';
 import { agentOf } from '../config/load.js';
+import { withRunning } from '../workspace/live-usage.js';
 import { CodedError } from '../contracts/errors.js';
 import { definePlugin, type ManagementBinding } from './services.js';
 
@@ -79,9 +80,10 @@ export const managementPlugin = definePlugin({
         if (servers.length) status['Tool servers'] = servers.map((m) => `${m.name} (${m.state}, ${m.tools} tools)`).join(', ');
         return status;
       },
+      // Turns still running here count with the model steps they reported so far.
       usage: async (filter) => {
         const [rows, total] = await Promise.all([ledger.breakdown(filter), ledger.totals(filter)]);
-        return { rows, total };
+        return withRunning({ rows, total }, workspaces.live.breakdown(filter));
       },
       budget: (agent) => workspaces.byName.get(agent)?.budget(),
       quotaStanding: async (agent, channelId, senderId) => (await workspaces.byName.get(agent)?.quotaStanding(channelId, senderId)) ?? [],

@@ -169,6 +169,12 @@ export class Reloader implements ReloadService {
         } catch (err) {
           log.error({ err, agent: name }, 'prompt files could not be read again; the previous ones stay');
         }
+        // So do skills: SKILL.md folders added, changed or removed take effect for new turns.
+        try {
+          table.byName.get(name)?.reloadSkills();
+        } catch (err) {
+          log.error({ err, agent: name }, 'skills_dir could not be read again; the previous skills stay');
+        }
         continue;
       }
       changed.push(name);

@@ -20,6 +20,7 @@ import type { Supervisor } from '../supervisor/supervisor.js';
 import type { ApprovalCoordinator } from '../tools/approvals.js';
 import type { ToolCalls } from '../tools/tool-calls.js';
 import type { Workspace } from '../workspace/workspace.js';
+import type { LiveUsage } from '../workspace/live-usage.js';
 import type { ManagementApi } from '../actions/action.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
 import type { LiveConfig } from './config-service.js';
@@ -38,6 +39,8 @@ export class ChannelTable extends Map<string, DispatchChannel> {
 export interface WorkspaceTable {
   byName: Map<string, Workspace>;
   build(name: string, agent: AgentConfig): Workspace;
+  /** The usage of turns still running in this process, which /usage adds to the stored ledger. */
+  live: LiveUsage;
 }
 
 /** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */

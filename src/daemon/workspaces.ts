@@ -4,6 +4,7 @@ import { channelOfScope } from '../contracts/message.js';
 import { Workspace } from '../workspace/workspace.js';
 import { resolveQueueMode } from '../dispatch/queue-mode.js';
 import { resolveQuotas } from '../quotas/limits.js';
+import { LiveUsage } from '../workspace/live-usage.js';
 import { definePlugin, type DaemonPlugin, type WorkspaceTable } from './services.js';
 
 /** How long a turn waits for its agent's MCP servers' first connection attempt. */
@@ -21,6 +22,7 @@ export const workspacesPlugin = definePlugin({
     const mcp = ctx.use('mcp');
     const tracker = ctx.use('tracker');
     const calls = ctx.use('tool-calls');
+    const live = new LiveUsage(() => config.config.models);
     const deps = { sessions: ctx.use('sessions'), conversations: ctx.use('conversations'), actions: ctx.use('actions'), ledger: ctx.use('usage') };
     const build = (name: string, agent: AgentConfig) => {
       const apiKey = config.secrets.get(`agents.${name}`, 'api_key');
@@ -51,6 +53,7 @@ export const workspacesPlugin = definePlugin({
         usage: {
           ledger: deps.ledger,
           spend: ctx.use('spend'),
+          live,
           onRecorded: (r) => {
             const labels = { agent: r.agent, model: r.model, channel: r.channel };
             metrics.tokens.inc({ ...labels, type: 'input' }, r.inputTokens);
@@ -80,7 +83,7 @@ export const workspacesPlugin = definePlugin({
         },
       });
     };
-    ctx.provide('workspaces', { build, byName: new Map() } satisfies WorkspaceTable);
+    ctx.provide('workspaces', { build, byName: new Map(), live } satisfies WorkspaceTable);
   },
 });
 

@@ -1,5 +1,5 @@
 import type { TurnContext, TurnRequest } from '../contracts/turn.js';
-import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
+import type { AgentEvent, TurnEnding, Usage } from '../contracts/agent-events.js';
 import { TurnReducer } from '../agent/reducer.js';
 import type { ToolCallRecord } from '../contracts/turn.js';
 import type { AgentInput, AgentRunner, HistoryMessage } from '../contracts/agent-runner.js';
@@ -61,6 +61,9 @@ export class Turn implements TurnContext {
   }
   get ending(): TurnEnding | undefined {
     return this.reducer.turn.ending;
+  }
+  get stepUsage(): Usage {
+    return this.reducer.steps;
   }
 
   /** Sends an event to the reply; nothing after the turn's ending. */

@@ -29,6 +29,11 @@ export interface RuntimeOptions {
   wrapTool?(t: Tool): Tool;
   /** Tool results longer than this are cut before the model sees them (unbounded when absent). */
   maxToolResultChars?(): number;
+  /**
+   * The agent's skills, asked once per turn when it is built: `known` (in skills_dir) and the
+   * live set of those loaded in this turn so far (it starts empty).
+   */
+  skillsFor?(ctx: TurnContext): { known: ReadonlySet<string>; loaded: ReadonlySet<string> };
   /** Told about hook and contributor failures that the turn survives. */
   onHookError?(phase: Phase, hook: string, err: unknown): void;
 }
@@ -160,12 +165,26 @@ export class Runtime {
   async #build(ctx: TurnContext): Promise<void> {
     ctx.runner = this.#o.runnerFor(ctx);
     const max = this.#o.maxToolResultChars?.();
-    const selected = this.tools.select(this.toolSelection(ctx.modes));
+    const skills = this.#o.skillsFor?.(ctx);
+    const sel = this.toolSelection(ctx.modes);
+    // Tools that wait for a skill go to the model too, but each step offers them only once loaded.
+    const selected = this.tools.select(skills ? { ...sel, skills: skills.known } : sel);
     const bounded = max === undefined ? selected : selected.map((t) => boundedTool(t, max));
     const wrap = this.#o.wrapTool;
     const tools = wrap ? bounded.map((t) => wrap(t)) : bounded;
+    const activeTools =
+      skills && tools.some((t) => t.requires_skills?.length)
+        ? () => tools.filter((t) => (t.requires_skills ?? []).every((k) => skills.loaded.has(k))).map((t) => t.name)
+        : undefined;
     const model = this.#o.modelOf?.(ctx.scope);
-    ctx.input = { system: await this.prompt.build(ctx), history: ctx.history, text: ctx.message.text, tools, ...(model ? { model } : {}) };
+    ctx.input = {
+      system: await this.prompt.build(ctx),
+      history: ctx.history,
+      text: ctx.message.text,
+      tools,
+      ...(activeTools ? { activeTools } : {}),
+      ...(model ? { model } : {}),
+    };
   }
 
   async #execute(ctx: TurnContext): Promise<void> {

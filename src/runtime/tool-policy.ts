@@ -16,6 +16,9 @@ export function notOfferedBecause(t: Tool, sel: ToolSelection): string[] {
   const missing = (t.requires_features ?? []).filter((f) => !sel.features.has(f));
   if (missing.length) why.push(`feature missing (${missing.join(', ')})`);
   if (t.requires_sandbox && !sel.sandbox) why.push('needs a sandbox ([agent] sandbox = true)');
+  // Without a skill set (no skills_dir), a tool that needs skills is never offered.
+  const unloaded = (t.requires_skills ?? []).filter((k) => sel.skills?.has(k) !== true);
+  if (unloaded.length) why.push(`needs the skill${unloaded.length > 1 ? 's' : ''} ${unloaded.join(', ')} ([agent] skills_dir)`);
   return why;
 }
 

@@ -19,6 +19,11 @@ export interface UsageDeps {
   onRecorded?: (r: UsageRecord) => void;
   /** Where `daily_budget` reserves a turn's cost before the model call; without it only the start-of-turn check applies. */
   spend?: SpendReservations;
+  /** Running turns (src/workspace/live-usage.ts): /usage adds their model steps until the turn's record is stored. */
+  live?: {
+    add(ctx: TurnContext, turn: { agent: string; model: string; channel: string; scope: string }): void;
+    remove(ctx: TurnContext): void;
+  };
 }
 
 /** What a day's budget looks like right now. */
@@ -134,8 +139,25 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
       );
     },
   });
+  // From here the turn's model steps count in /usage as they are reported, until usage_record stores the turn.
+  runtime.hooks.register({
+    phase: 'pre_execute',
+    name: 'usage_live',
+    priority: 1,
+    run: (ctx) => {
+      const agent = deps.agent();
+      deps.live?.add(ctx, { agent: deps.agentName, model: modelOf(ctx, agent), channel: channelOfScope(ctx.scope), scope: ctx.scope });
+    },
+  });
   // A turn that ended before its usage was recorded (a failing hook) releases what it held.
-  runtime.hooks.register({ phase: 'finally', name: 'daily_budget_release', run: (ctx) => settle(ctx, 0) });
+  runtime.hooks.register({
+    phase: 'finally',
+    name: 'daily_budget_release',
+    run: (ctx) => {
+      deps.live?.remove(ctx);
+      return settle(ctx, 0);
+    },
+  });
   runtime.hooks.register({
     phase: 'post_response',
     name: 'usage_record',
@@ -160,6 +182,8 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
         cost: costOf(deps.models()[model], u.inputTokens, u.outputTokens),
       };
       deps.ledger.record(record);
+      // Stored: from now on the ledger counts this turn, not the running view.
+      deps.live?.remove(ctx);
       deps.onRecorded?.(record);
       ctx.extras.set(USAGE_RECORD, record);
       await settle(ctx, record.cost ?? 0);

@@ -21,8 +21,10 @@ import { registerAttachments } from './attachments.js';
 import { transcriberFor } from '../media/transcriber.js';
 import { registerLinks } from '../media/links.js';
 import type { Tool } from '../contracts/tools.js';
+import type { TurnContext } from '../contracts/turn.js';
 import { registerToolCommands } from '../tools/controls.js';
 import { formatAmount } from '../util/money.js';
+import { Skills } from './skill-tools.js';
 
 export interface WorkspaceOptions {
   name: string;
@@ -46,7 +48,7 @@ export interface WorkspaceOptions {
   /** Management actions whose slash faces this workspace's commands get. */
   actions?: ActionRegistry;
   /** Where turn usage is stored, the live `[models]` table, and who counts it. */
-  usage?: Pick<UsageDeps, 'ledger' | 'onRecorded' | 'spend'>;
+  usage?: Pick<UsageDeps, 'ledger' | 'onRecorded' | 'spend' | 'live'>;
   /** The live `[models]` table: what each model accepts and costs. */
   models?: () => Record<string, ModelConfig>;
   /** Per-person and per-channel quotas (with `usage.spend`): each channel's limits and admins, and who counts refusals. */
@@ -96,6 +98,11 @@ export class Workspace {
     this.#promptFiles?.reload();
   }
 
+  /** Reads skills_dir again (config reload); an invalid SKILL.md is warned about and left out. */
+  reloadSkills(): void {
+    this.#skills?.reload();
+  }
+
   /** Stops offering the action slash faces (the workspace is being replaced). */
   dispose(): void {
     this.#detach?.();
@@ -122,6 +129,7 @@ export class Workspace {
   readonly #usage: UsageDeps | undefined;
   #quotas: Quotas | undefined;
   readonly #promptFiles: PromptFiles | undefined;
+  readonly #skills: Skills | undefined;
 
   constructor(o: WorkspaceOptions) {
     this.name = o.name;
@@ -174,6 +182,9 @@ export class Workspace {
       toolAllow: () => this.config.tools,
       sandbox: () => this.config.sandbox,
       ...(o.wrapTool ? { wrapTool: o.wrapTool } : {}),
+      ...(o.config.skills_dir !== undefined
+        ? { skillsFor: (ctx: TurnContext) => ({ known: this.#skills!.names, loaded: this.#skills!.turnStarts(ctx) }) }
+        : {}),
       maxToolResultChars: () => this.config.max_tool_result_chars,
       onHookError: (phase, hook, err) => log.warn({ err, phase, hook }, 'hook failed; the turn went on'),
     });
@@ -210,6 +221,14 @@ export class Workspace {
         (files) => log.warn({ files }, 'prompt files cut to fit the budget'),
       );
       this.#promptFiles.register(this.runtime);
+    }
+    if (o.config.skills_dir !== undefined) {
+      this.#skills = new Skills(
+        o.config.skills_dir,
+        (p, text) => log.warn({ code: 'SKILL_INVALID', file: p.file, line: p.line }, `skill left out: ${text}`),
+        () => this.config.tools,
+      );
+      this.#skills.register(this.runtime);
     }
     if (o.usage) {
       this.#usage = { agentName: o.name, agent: () => this.config, models, ...o.usage };
