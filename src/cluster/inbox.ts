@@ -73,6 +73,7 @@ export class ClusterInbox {
     this.#controls = new ControlRouter(s, w, log);
   }
 
+  /** Resolves once the message (with the context it carries) is durably stored in the stream; `full` past `max_queued`. */
   async publish(msg: ChannelMessage, scope: string, passive: ChannelMessage[]): Promise<'stored' | 'duplicate' | 'full'> {
     const subject = this.s.names.inboxSubject(partitionOf(scope, this.s.config.partitions));
     const body = JSON.stringify({ scope, message: msg, passive } satisfies StreamedItem);
@@ -99,6 +100,7 @@ export class ClusterInbox {
     }
   }
 
+  /** Stops the scope's turn and queue wherever they run. */
   async stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'> {
     if (!(await this.#firstTime(msg))) return 'duplicate';
     this.ops.natsStops++;
@@ -111,6 +113,10 @@ export class ClusterInbox {
     }
   }
 
+  /**
+   * Runs a control command on the instance that runs the turn it acts on (its
+   * `Dispatcher.runControl`); `here` runs it on this instance when no instance runs that turn now.
+   */
   async control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, here: () => Promise<string | undefined>): Promise<string | undefined | 'duplicate'> {
     if (!(await this.#firstTime(msg))) return 'duplicate';
     this.ops.natsControls++;
