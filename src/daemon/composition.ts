@@ -23,6 +23,7 @@ import { definePlugin, type DaemonPlugin, type Services } from './services.js';
 import { statusPlugin } from './status.js';
 import { sqliteStorePlugin } from './store.js';
 import { workspacesPlugin } from './workspaces.js';
+import { tracingPlugin } from './tracing.js';
 
 /**
  * The plugins every daemon runs, whatever its mode: the one list the daemon loads and the
@@ -37,6 +38,7 @@ export function corePlugins(
     ...rootPlugins(live, { signal: options.hardStop }),
     definePlugin({ name: 'reloader', provides: ['reload'], start: (ctx) => ctx.provide('reload', reloader) }),
     loggerPlugin(options.logger),
+    tracingPlugin,
     metricsPlugin,
     httpPlugin,
     actionsPlugin,

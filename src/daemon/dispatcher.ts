@@ -28,6 +28,7 @@ export const dispatcherPlugin = definePlugin({
     'shutdown',
     'storage',
     'extensions',
+    'tracing',
   ],
   start: (ctx) => {
     const config = ctx.use('config');
@@ -40,7 +41,9 @@ export const dispatcherPlugin = definePlugin({
     const conversations = ctx.use('conversations');
     const topology = ctx.use('topology');
     const channel = (id: string) => channels.get(id);
-    const wrap = (execute: ExecuteTurn) => topology.wrapExecute?.(execute) ?? execute;
+    // Tracing (src/dispatch/tracing.ts): pass-through unless [observe] otlp_endpoint is set.
+    const tracing = ctx.use('tracing');
+    const wrap = (execute: ExecuteTurn) => tracing.execute(topology.wrapExecute?.(execute) ?? execute);
     const fenceOf = topology.fenceOf?.bind(topology);
     const hardStop = ctx.use('shutdown').signal;
     const storage = ctx.use('storage');
@@ -62,7 +65,8 @@ export const dispatcherPlugin = definePlugin({
         const agent = agentOf(config.config, channelId);
         return { agent, max: config.config.agents[agent]?.max_in_flight };
       },
-      inbox,
+      inbox: tracing.inbox(inbox),
+      observers: tracing.observers,
       metrics,
       log,
       limits: () => config.config.limits,

@@ -3,7 +3,7 @@ import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { InboxItem } from '../inbox/item.js';
-import { ItemLifecycle, LocalIntake, type ItemStore, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
+import { ItemLifecycle, LocalIntake, type ItemStore, type LifecycleObserver, type LocalItemStore, type TurnEnding } from '../inbox/lifecycle.js';
 import { parseCommand, type ParsedCommand } from '../contracts/commands.js';
 import { INTENT_CONTEXT_MESSAGES } from '../agent/intent.js';
 import { checkAccess, IntentLimiter, NoticeLimiter, PassiveContext } from './access.js';
@@ -78,6 +78,8 @@ export interface DispatcherOptions {
    * what access rules made of it (the message_received hooks). Must return at once.
    */
   onReceived?(msg: ChannelMessage, verdict: 'accepted' | 'unaddressed' | 'not_allowed' | 'ignored' | 'bot'): void;
+  /** More observers of the item lifecycle (tracing). */
+  observers?: readonly LifecycleObserver[];
 }
 
 export const BUSY_REPLY = 'I am busy right now, try again shortly.';
@@ -131,6 +133,7 @@ export class Dispatcher {
       trackerObserver(this.tracker),
       metricsObserver(options.metrics),
       { finished: ackOff, dropped: ackOff },
+      ...(options.observers ?? []),
     ]);
     this.#entry = 'remote' in options.inbox ? { remote: options.inbox } : { local: new LocalIntake(options.inbox) };
     this.#hold = new IntakeHold<Admission>({
