@@ -10,8 +10,9 @@ const EXPORT_FAILURE_LOG_EVERY_MS = 60_000;
 
 /**
  * The `tracing` service: OpenTelemetry traces of every message when `[observe]
- * otlp_endpoint` is set. The OpenTelemetry packages are imported here, on demand: a daemon
- * without an endpoint never loads them (test/e2e/tracing-off.test.ts checks it).
+ * otlp_endpoint` is set. The OpenTelemetry SDK and exporter are imported here, on demand: a
+ * daemon without an endpoint never loads them (test/e2e/tracing-off.test.ts checks it; the
+ * bare @opentelemetry/api is loaded anyway, by prom-client).
  */
 export const tracingPlugin = definePlugin({
   name: 'tracing',
