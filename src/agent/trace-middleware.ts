@@ -45,7 +45,8 @@ export function traceMiddleware(provider: string, baseUrl: string): LanguageMode
       throw err;
     }
     // A stream abandoned mid-way (the turn cancelled) ends its span too.
-    params.abortSignal?.addEventListener('abort', () => span.end(), { once: true });
+    const abandoned = () => span.end();
+    params.abortSignal?.addEventListener('abort', abandoned, { once: true });
     const watch = new TransformStream<StreamPart, StreamPart>({
       transform(part, controller) {
         if (part.type === 'response-metadata') span.set({ 'gen_ai.response.model': part.modelId, 'gen_ai.response.id': part.id });
@@ -60,6 +61,7 @@ export function traceMiddleware(provider: string, baseUrl: string): LanguageMode
         controller.enqueue(part);
       },
       flush() {
+        params.abortSignal?.removeEventListener('abort', abandoned);
         span.end();
       },
     });

@@ -3,7 +3,8 @@ import { OtlpReceiver } from '../fakes/otlp-receiver.js';
 import { waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon, withLlm, withStarted } from '../helpers/fixtures.js';
 import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
-import { llmAgent } from '../helpers/toml.js';
+import { echoAgent, llmAgent } from '../helpers/toml.js';
+import { TRACE_FLUSH_TIMEOUT_MS } from '../../src/daemon/tracing.js';
 
 const ADA = { id: 42, first_name: 'Ada' };
 /** Words that appear only in the message, the tool's input and the answer: none may reach the export. */
@@ -98,5 +99,19 @@ describe('OpenTelemetry traces to an OTLP/HTTP receiver', () => {
     await waitFor(() => tg.texts(ADA.id).length === 1, 20_000);
     await d.stop();
     expect(receiver.spans).toEqual([]);
+  });
+
+  it('a collector that never answers holds shutdown no longer than the flush bound, and says the last spans were lost', async () => {
+    const receiver = await withStarted(new OtlpReceiver({ hang: true }));
+    const tg = await withTelegram();
+    const d = await withChannelDaemon(observe(receiver.url) + echoAgent(0) + telegramChannel(tg), telegramEnv(tg));
+    tg.dm('hello there', ADA);
+    await waitFor(() => tg.texts(ADA.id).includes('hello there'), 20_000);
+    await d.stop();
+    expect(receiver.hung).toBeGreaterThanOrEqual(1);
+    expect(d.logs.entries().find((l) => l.msg === 'the last spans were not exported within the bound')).toMatchObject({
+      level: 40,
+      timeout_ms: TRACE_FLUSH_TIMEOUT_MS,
+    });
   });
 });

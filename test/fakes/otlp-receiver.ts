@@ -41,6 +41,11 @@ export class OtlpReceiver {
   readonly spans: ReceivedSpan[] = [];
   readonly bodies: string[] = [];
   readonly #http = new FakeHttpServer((req, res) => this.#handle(req, res));
+  /** Requests taken and never answered (a collector that hangs), counted. */
+  hung = 0;
+
+  /** `hang`: read each request and never answer it, until `close` cuts the connections. */
+  constructor(private readonly options: { hang?: boolean } = {}) {}
 
   get url(): string {
     return this.#http.url;
@@ -69,6 +74,10 @@ export class OtlpReceiver {
     }
     if (!String(req.headers['content-type']).startsWith('application/json')) {
       res.writeHead(415, { 'content-type': 'application/json' }).end(JSON.stringify({ message: 'this receiver decodes OTLP/JSON only' }));
+      return;
+    }
+    if (this.options.hang) {
+      this.hung++;
       return;
     }
     this.bodies.push(body);
