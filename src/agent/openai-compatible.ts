@@ -11,6 +11,8 @@ import { boundToolOutputs } from './bound-tool-output.js';
 import { thinkTagMiddleware } from './think-tags.js';
 import { stepUsageMiddleware } from './step-usage.js';
 import { ToolRepairs } from './tool-repair.js';
+import { traceMiddleware } from './trace-middleware.js';
+import { errorType, inSpan } from '../observe/trace/ambient.js';
 
 export interface OpenAICompatibleOptions {
   baseUrl: string;
@@ -103,20 +105,30 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, lo
       inputSchema: t.input,
       execute: async (input: unknown, { abortSignal, toolCallId }) => {
         const position = positions.next();
-        try {
-          const log = (text: string) => logs.log(toolCallId, text);
-          return await t.run(input, {
-            signal: abortSignal ?? ctx.signal,
-            scope: ctx.scope,
-            timeZone,
-            callId: toolCallId,
-            position,
-            log,
-            ...(ctx.message ? { message: ctx.message } : {}),
-          });
-        } catch (err) {
-          return { error: err instanceof Error ? err.message : String(err) };
-        }
+        // The GenAI conventions' tool span: its name and call id, never its input or output.
+        const attributes = {
+          'gen_ai.operation.name': 'execute_tool',
+          'gen_ai.tool.name': t.name,
+          'gen_ai.tool.call.id': toolCallId,
+          'gen_ai.tool.type': 'function',
+        };
+        return inSpan(`execute_tool ${t.name}`, attributes, async (span) => {
+          try {
+            const log = (text: string) => logs.log(toolCallId, text);
+            return await t.run(input, {
+              signal: abortSignal ?? ctx.signal,
+              scope: ctx.scope,
+              timeZone,
+              callId: toolCallId,
+              position,
+              log,
+              ...(ctx.message ? { message: ctx.message } : {}),
+            });
+          } catch (err) {
+            span.fail(errorType(err));
+            return { error: err instanceof Error ? err.message : String(err) };
+          }
+        });
       },
     });
   }
@@ -178,7 +190,11 @@ export class OpenAICompatibleRunner implements AgentRunner {
           model: wrapLanguageModel({
             model: this.#provider.chatModel(input.model ?? this.#o.model),
             // The first middleware is the outermost: step usage sees the provider's parts last, as the SDK gets them.
-            middleware: [stepUsageMiddleware((usage) => ctx.emit?.({ type: 'usage', usage })), thinkTagMiddleware()],
+            middleware: [
+              stepUsageMiddleware((usage) => ctx.emit?.({ type: 'usage', usage })),
+              thinkTagMiddleware(),
+              traceMiddleware('openai-compatible', this.#o.baseUrl),
+            ],
           }),
           system: input.system,
           messages,

@@ -8,6 +8,7 @@ import type { PgWriter } from './pg-writer.js';
 import type { ParsedCommand } from '../contracts/commands.js';
 import { ControlRouter } from './controls.js';
 import { partitionOf, scopeToken } from './partition-key.js';
+import { natsTraceHeaders } from './trace-headers.js';
 
 /** What travels in the stream: the message, its scope and the unaddressed context before it. */
 export interface StreamedItem {
@@ -79,7 +80,8 @@ export class ClusterInbox {
     const body = JSON.stringify({ scope, message: msg, passive } satisfies StreamedItem);
     this.ops.natsPublishes++;
     try {
-      const ack = await this.s.js.publish(subject, body, { msgID: `${msg.channelId}:${msg.messageId}`, timeout: 5000 });
+      const trace = natsTraceHeaders();
+      const ack = await this.s.js.publish(subject, body, { msgID: `${msg.channelId}:${msg.messageId}`, timeout: 5000, ...(trace ? { headers: trace } : {}) });
       return ack.duplicate ? 'duplicate' : 'stored';
     } catch (err) {
       if (/maximum messages/i.test(errorMessage(err))) return 'full';

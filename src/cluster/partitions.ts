@@ -8,6 +8,8 @@ import type { ClusterInbox, StreamedItem } from './inbox.js';
 import { isResumable } from '../inbox/item.js';
 import type { HeldLease } from './leases.js';
 import { partitionOf } from './partition-key.js';
+import { rememberCarrier } from '../observe/trace/ambient.js';
+import { carrierOf } from './trace-headers.js';
 
 interface Owned {
   partition: number;
@@ -195,6 +197,7 @@ export class Partitions {
         await this.hooks.beforeEnqueue(item.scope, item.message.channelId);
         if (o.leaving || o.lease.signal.aborted) break;
         this.inbox.track(m.seq, m, item, o.partition);
+        rememberCarrier(item.message, carrierOf(m.headers));
         this.dispatcher.enqueue({ id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs }, item.passive);
       }
     } catch (err) {

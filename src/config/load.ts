@@ -232,6 +232,7 @@ function salvage(raw: unknown, kinds: ChannelKinds): DaemonConfig {
     daemon: section(configSchema.shape.daemon, r.daemon),
     http: section(configSchema.shape.http, r.http),
     limits: section(configSchema.shape.limits, r.limits),
+    observe: section(configSchema.shape.observe, r.observe),
     ...(r.agent !== undefined ? { agent: agentOrStandIn(r.agent) } : {}),
     agents,
     models: section(configSchema.shape.models, r.models),

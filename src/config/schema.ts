@@ -287,6 +287,17 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         ...quotaShape,
       })
       .prefault({}),
+    /** Traces (docs/OPERATIONS.md "Tracing"): off unless `otlp_endpoint` is set; a change needs a restart. */
+    observe: z
+      .strictObject({
+        /** The collector's OTLP/HTTP base URL, e.g. "http://127.0.0.1:4318" (spans go to its /v1/traces). */
+        otlp_endpoint: z.url({ protocol: /^https?$/, error: 'write an http:// or https:// URL, e.g. "http://127.0.0.1:4318"' }).optional(),
+        /** `service.name` of the exported spans. */
+        service_name: z.string().min(1).max(128).default('channeld'),
+        /** The share of new messages traced (0 to 1); a message traced on one instance stays traced on the others. */
+        sample_ratio: z.number().min(0).max(1).default(1),
+      })
+      .prefault({}),
     agent: agentSchema.optional(),
     agents: z.record(z.string().regex(/^[A-Za-z0-9_-]+$/), agentSchema).default({}),
     channels: z.array(channel).default([]),

@@ -57,6 +57,8 @@ export interface Incoming {
 
 /** How a received message enters the durable inbox. */
 export interface TopologyIntake extends ItemStore {
+  /** What stores a message, for traces and logs: `sqlite` (this instance's inbox) or `jetstream` (the cluster's shared stream). */
+  readonly store: 'sqlite' | 'jetstream';
   /** False while the durable inbox refuses writes: new messages are held in memory (src/dispatch/hold.ts). */
   readonly writable: boolean;
   /**

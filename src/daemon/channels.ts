@@ -41,7 +41,7 @@ export function unbuildable(err: unknown): ChannelError {
 export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
   return definePlugin({
     name: `channel:${channel.id}`,
-    inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology', 'storage'],
+    inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology', 'storage', 'tracing'],
     start: async (ctx) => {
       const config = ctx.use('config');
       const log = ctx.use('logger').child({ channel: channel.id });
@@ -82,7 +82,7 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
         id: channel.id,
         kind: channel.type,
         adapter,
-        deliver: dispatcher.deliver,
+        deliver: ctx.use('tracing').deliver(dispatcher.deliver),
         backoff: channel.backoff,
         connectTimeoutMs: channel.connect_timeout_ms,
       });

@@ -22,6 +22,7 @@ import { schedulesPlugin } from './schedules.js';
 import { definePlugin, type DaemonPlugin, type Services } from './services.js';
 import { statusPlugin } from './status.js';
 import { workspacesPlugin } from './workspaces.js';
+import { tracingPlugin } from './tracing.js';
 
 /**
  * The plugins every daemon runs, whatever its mode: the one list the daemon loads and the
@@ -36,6 +37,7 @@ export function corePlugins(
     ...rootPlugins(live, { signal: options.hardStop }),
     definePlugin({ name: 'reloader', provides: ['reload'], start: (ctx) => ctx.provide('reload', reloader) }),
     loggerPlugin(options.logger),
+    tracingPlugin,
     metricsPlugin,
     httpPlugin,
     actionsPlugin,

@@ -23,6 +23,7 @@ export const dispatcherPlugin = definePlugin({
     'topology',
     'shutdown',
     'extensions',
+    'tracing',
   ],
   start: (ctx) => {
     const config = ctx.use('config');
@@ -56,8 +57,11 @@ export const dispatcherPlugin = definePlugin({
       if (first) await topology.state.prepare(job.scope, first.message.channelId);
       return execute(job, signal);
     };
+    // Tracing (src/dispatch/tracing.ts): pass-through unless [observe] otlp_endpoint is set.
+    const tracing = ctx.use('tracing');
     const dispatcher = new Dispatcher({
-      topology,
+      topology: tracing.topology(topology),
+      observers: tracing.observers,
       tracker,
       hardStop,
       control: toolControls(ctx.use('approvals'), ctx.use('tool-calls').running),
@@ -80,7 +84,7 @@ export const dispatcherPlugin = definePlugin({
         onSent(target, text);
       },
       onReceived: (message, verdict) => messageHooks.emit({ phase: 'message_received', message, addressed: message.addressed, verdict }),
-      execute: prepared,
+      execute: tracing.execute(prepared),
     });
     ctx.effect(() => dispatcher.shutdown(config.config.daemon.shutdown_grace_ms));
     // Background tool calls bring their results back as follow-up turns through the inbox.

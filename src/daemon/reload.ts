@@ -16,6 +16,7 @@ export const RESTART_KEYS = [
   ['[http] listen', (c: LoadedConfig) => c.config.http.listen],
   ['[daemon] state_dir', (c: LoadedConfig) => c.config.daemon.state_dir],
   ['[daemon] plugins', (c: LoadedConfig) => JSON.stringify(c.config.daemon.plugins)],
+  ['[observe]', (c: LoadedConfig) => JSON.stringify(c.config.observe)],
 ] as const;
 
 /** Why a valid new config must not be applied by a reload, or undefined. */

@@ -25,6 +25,7 @@ import type { ManagementApi } from '../actions/action.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
 import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
+import type { MessageTracing } from '../dispatch/tracing.js';
 
 // The service types below are interfaces (or classes from modules that do not import this
 // one), so the plugin modules that implement them can import `definePlugin` from here
@@ -126,6 +127,8 @@ export interface Services {
   extensions: Extensions;
   status: StatusView;
   reload: ReloadService;
+  /** Traces of each message (`[observe] otlp_endpoint`); pass-through when off. */
+  tracing: MessageTracing;
 }
 
 export type ServiceName = keyof Services & string;
@@ -159,6 +162,7 @@ const names = {
   extensions: true,
   status: true,
   reload: true,
+  tracing: true,
 } satisfies Record<ServiceName, true>;
 export const serviceNames: ReadonlySet<ServiceName> = new Set(Object.keys(names) as ServiceName[]);
 

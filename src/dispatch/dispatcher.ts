@@ -63,7 +63,12 @@ export class Dispatcher implements TopologyWork {
     const ackOff = (items: readonly InboxItem[]) => {
       for (const it of items) this.#ack.set(it.message, false);
     };
-    this.#lifecycle = new ItemLifecycle(intake, [trackerObserver(this.tracker), metricsObserver(options.metrics), { finished: ackOff, dropped: ackOff }]);
+    this.#lifecycle = new ItemLifecycle(intake, [
+      trackerObserver(this.tracker),
+      metricsObserver(options.metrics),
+      { finished: ackOff, dropped: ackOff },
+      ...(options.observers ?? []),
+    ]);
     this.#hold = new IntakeHold<Admission>({
       limits: () => ({ messages: options.limits().degraded_hold_messages, bytes: options.limits().degraded_hold_bytes }),
       write: (batch) => intake.receiveBatch(batch),

@@ -1,3 +1,4 @@
+import type { LifecycleObserver } from '../inbox/lifecycle.js';
 import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { ParsedCommand } from '../contracts/commands.js';
 import type { ChannelMessage } from '../contracts/message.js';
@@ -55,4 +56,6 @@ export interface DispatcherOptions {
    * what access rules made of it (the message_received hooks). Must return at once.
    */
   onReceived?(msg: ChannelMessage, verdict: 'accepted' | 'unaddressed' | 'not_allowed' | 'ignored' | 'bot'): void;
+  /** More observers of the item lifecycle (tracing). */
+  observers?: readonly LifecycleObserver[];
 }

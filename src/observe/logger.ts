@@ -1,7 +1,11 @@
 import { fstatSync } from 'node:fs';
 import { pino, type DestinationStream, type Logger } from 'pino';
+import { traceIds } from './trace/ambient.js';
 
 export type { Logger };
+
+/** The mixin's answer outside a traced message: never merged into, never written. */
+const UNTRACED = Object.freeze({});
 
 /** Keys whose values are always censored, at any depth, whatever the value looks like. */
 const secretKeys = ['token', 'authorization', 'secret', 'apiKey', 'api_key', 'password', 'botToken', 'appToken', 'signingSecret'];
@@ -111,6 +115,10 @@ export function createLogger(options: LoggerOptions): Logger {
         streamWrite: options.journald ? (line) => `<${priorityOf(line)}>${scrub(censorKeys(line), secrets())}` : (line) => scrub(censorKeys(line), secrets()),
       },
       serializers: { err: pino.stdSerializers.err },
+      // Inside a traced message (`[observe] otlp_endpoint`) a line carries its trace_id and
+      // span_id; otherwise the line is left as it is, without an object made for nothing.
+      mixin: () => traceIds() ?? UNTRACED,
+      mixinMergeStrategy: (line: object, ids: object) => (ids === UNTRACED ? line : Object.assign(ids, line)),
     },
     destination,
   );

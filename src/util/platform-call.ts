@@ -17,6 +17,19 @@ export type ClassifyError = (err: unknown, what: string) => ChannelError;
 export type PlatformCall = <T>(what: string, signal: AbortSignal, fn: (signal: AbortSignal) => Promise<T>) => Promise<T>;
 
 /**
+ * Told when a platform request starts (tracing, when `[observe] otlp_endpoint` is set);
+ * returns what to tell when it ends, or undefined when the request is not followed.
+ */
+export type PlatformCallObserver = (what: string) => ((outcome: { error?: unknown }) => void) | undefined;
+
+let observer: PlatformCallObserver | undefined;
+
+/** Sets (or with undefined, clears) the one observer of every adapter's platform requests. */
+export function observePlatformCalls(next: PlatformCallObserver | undefined): void {
+  observer = next;
+}
+
+/**
  * The part of every adapter's transport calls that is not about its platform. The result is
  * raced with the request's signal, so a client that ignores (or cannot take) a signal is cut
  * too. A caller's abort rejects with its reason, untouched; running out of time is
@@ -26,6 +39,7 @@ export type PlatformCall = <T>(what: string, signal: AbortSignal, fn: (signal: A
 export function platformCaller(classify: ClassifyError, timeoutMs = DEFAULT_REQUEST_TIMEOUT_MS): PlatformCall {
   return async <T>(what: string, signal: AbortSignal, fn: (signal: AbortSignal) => Promise<T>): Promise<T> => {
     signal.throwIfAborted();
+    const observed = observer?.(what);
     const request = new AbortController();
     const onAbort = () => request.abort(signal.reason);
     signal.addEventListener('abort', onAbort, { once: true });
@@ -36,11 +50,13 @@ export function platformCaller(classify: ClassifyError, timeoutMs = DEFAULT_REQU
       request.abort(timedOut);
     }, timeoutMs);
     try {
-      return await raceAbort(fn(request.signal), request.signal);
+      const answer = await raceAbort(fn(request.signal), request.signal);
+      observed?.({});
+      return answer;
     } catch (err) {
-      if (signal.aborted) throw signal.reason;
-      if (timedOut) throw timedOut;
-      throw classify(err, what);
+      const failure: unknown = signal.aborted ? signal.reason : (timedOut ?? classify(err, what));
+      observed?.({ error: failure });
+      throw failure;
     } finally {
       clearTimeout(timer);
       signal.removeEventListener('abort', onAbort);

@@ -3,6 +3,7 @@ import { type ChannelMessage, replyTargetOf, type ReplyTarget } from '../contrac
 import { userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
+import { startSpan } from '../observe/trace/ambient.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
@@ -92,7 +93,12 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       stream.push({ type: 'error', code: 'TURN_FAILED', message: userText('TURN_FAILED') });
       outcome = { ending: 'error', text: stream.text };
     }
+    // The final delivery: from the runtime's end until the last reply request settled.
+    const delivery = startSpan('deliver', { 'channeld.channel': channelId });
     const result = await stream.finished();
+    delivery.set({ 'channeld.reply.delivered': result.delivered, 'channeld.reply.requests': result.requests });
+    if (!result.delivered) delivery.fail('REPLY_NOT_DELIVERED');
+    delivery.end();
     if (result.delivered && stream.text) deps.onSent?.(target, stream.text);
     deps.metrics.draftEdits.observe(result.requests);
     const durationMs = Math.round(performance.now() - started);

@@ -43,6 +43,7 @@ const STREAM_DUPLICATE_WINDOW_MS = 90_000;
 
 /** The shared inbox as the intake: a message is published to its partition's subject and runs where that partition is consumed. */
 class StreamIntake implements TopologyIntake {
+  readonly store = 'jetstream';
   readonly writable = true;
 
   constructor(private readonly inbox: ClusterInbox) {}

@@ -21,6 +21,7 @@ const NEVER_FENCED: AbortSignal = new AbortController().signal;
 
 /** The SQLite inbox as the intake: messages are stored, then run here. */
 class SqliteIntake implements TopologyIntake {
+  readonly store = 'sqlite';
   readonly #store: LocalItemStore;
   readonly #retentionMs: () => number;
   readonly local: LocalIntake;
