@@ -22,6 +22,7 @@ import { PgConversationStore, PgSessionStore } from './pg-state.js';
 import { PgWriter } from './pg-writer.js';
 import { PgUsageLedger } from './pg-usage.js';
 import { PgReservations } from './pg-reservations.js';
+import { PgMinuteStore } from './pg-minutes.js';
 import { startOfUtcDay } from '../store/usage.js';
 
 /** The cluster part of /status (and `channeld status`, /admin). */
@@ -51,6 +52,7 @@ export interface ClusterWiring {
   'approval-store': PgApprovalStore;
   spend: PgReservations;
   memories: PgMemoryStore;
+  minutes: PgMinuteStore;
   topology: ClusterComposition;
 }
 type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring = never> = Plugin<ClusterWiring, I, P>;
@@ -79,11 +81,11 @@ export class ClusterComposition {
   /** Provides inbox, sessions, conversations, usage, approval decisions, spend reservations and memories from NATS and PostgreSQL, and this object as the topology. */
   storePlugin(): ClusterPlugin<
     'config' | 'logger' | 'shutdown',
-    'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'memories' | 'topology'
+    'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'memories' | 'minutes' | 'topology'
   > {
     return {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'topology'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'minutes', 'topology'],
       inject: ['config', 'logger', 'shutdown'],
       startTimeoutMs: 30_000,
       start: async (ctx) => {
@@ -109,6 +111,7 @@ export class ClusterComposition {
         ctx.provide('approval-store', new PgApprovalStore(this.#writer));
         ctx.provide('spend', new PgReservations(this.#writer, log));
         ctx.provide('memories', new PgMemoryStore(this.#writer));
+        ctx.provide('minutes', new PgMinuteStore(this.#writer, s.instanceId));
         ctx.provide('topology', this);
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },

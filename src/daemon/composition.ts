@@ -15,6 +15,7 @@ import {
   supervisorPlugin,
   trackerPlugin,
 } from './core.js';
+import { chartsPlugin } from './charts.js';
 import { dispatcherPlugin } from './dispatcher.js';
 import { managementPlugin } from './management.js';
 import { remindersPlugin } from './reminders.js';
@@ -46,6 +47,7 @@ export function corePlugins(
     workspacesPlugin,
     trackerPlugin,
     memoryTrimPlugin,
+    chartsPlugin,
     supervisorPlugin,
     dispatcherPlugin,
     extensionsPlugin,
