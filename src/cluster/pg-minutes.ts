@@ -13,7 +13,12 @@ export class PgMinuteStore implements MinuteStore {
   ) {}
 
   async own(sinceMinute: number): Promise<MinuteRow[]> {
-    return parse(await this.w.read<{ minute: string; figures: unknown }>('SELECT minute, figures FROM chart_minutes WHERE instance = $1 AND minute >= $2', [this.instance, sinceMinute]));
+    return parse(
+      await this.w.read<{ minute: string; figures: unknown }>('SELECT minute, figures FROM chart_minutes WHERE instance = $1 AND minute >= $2', [
+        this.instance,
+        sinceMinute,
+      ]),
+    );
   }
 
   async all(sinceMinute: number): Promise<MinuteRow[]> {

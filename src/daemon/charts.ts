@@ -1,12 +1,7 @@
-import { chartReport, type ChartReport } from '../observe/chart-report.js';
+import { chartReport, type ChartSource } from '../observe/chart-report.js';
 import { MINUTE_MS, minuteOf, RING_MINUTES } from '../observe/minute-figures.js';
 import { MinuteRing } from '../observe/minute-ring.js';
 import { definePlugin } from './services.js';
-
-/** The `charts` service: the last minutes of the /admin charts, this instance's (or the cluster's) figures. */
-export interface ChartSource {
-  report(minutes: number): Promise<ChartReport>;
-}
 
 /** The timer's sample is taken this long before a minute ends, so what the minute counted stays in it. */
 const BEFORE_MINUTE_END_MS = 5;

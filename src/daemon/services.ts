@@ -25,7 +25,7 @@ import type { ClusterStatus } from '../cluster/compose.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
 import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
-import type { ChartSource } from './charts.js';
+import type { ChartSource } from '../observe/chart-report.js';
 
 // The service types below are interfaces (or classes from modules that do not import this
 // one), so the plugin modules that implement them can import `definePlugin` from here

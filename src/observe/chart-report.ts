@@ -16,6 +16,11 @@ export interface ChartReport {
   refusals: Record<string, number[]>;
 }
 
+/** The `charts` service: the last minutes of the /admin charts (the whole cluster's in cluster mode). */
+export interface ChartSource {
+  report(minutes: number): Promise<ChartReport>;
+}
+
 /**
  * The last `minutes` minutes up to `nowMs` from stored rows (several per minute in a
  * cluster: they add up), every minute present, those without rows as zero.

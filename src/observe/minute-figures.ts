@@ -69,8 +69,8 @@ function addTo(into: Record<string, number>, from: Record<string, number>): void
 export function addFigures(into: MinuteFigures, from: MinuteFigures): void {
   into.messages += from.messages;
   into.turns += from.turns;
-  from.turnLatency.forEach((n, i) => (into.turnLatency[i]! += n));
-  from.firstVisible.forEach((n, i) => (into.firstVisible[i]! += n));
+  for (const [i, n] of from.turnLatency.entries()) into.turnLatency[i]! += n;
+  for (const [i, n] of from.firstVisible.entries()) into.firstVisible[i]! += n;
   addTo(into.tokens, from.tokens);
   addTo(into.cost, from.cost);
   addTo(into.refusals, from.refusals);

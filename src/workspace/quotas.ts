@@ -135,8 +135,9 @@ export class Quotas {
 
   /**
    * What the ledger holds for a window before reservations counted it. The ledger keeps no
-   * sender, so a sender's windows start from zero (on one node, after a restart too); a
-   * channel's spend comes from the ledger.
+   * sender, so a sender's window starts from zero the first time it is counted; after that
+   * the reservations keep it (SQLite on one node, across restarts; PostgreSQL for the whole
+   * cluster). A channel's spend comes from the ledger.
    */
   async #recorded(rule: QuotaRule, channelId: string, sinceMs: number): Promise<number> {
     if (rule.name !== 'channel_cost_per_day') return 0;
