@@ -4,7 +4,9 @@ import type { PgWriter } from './pg-writer.js';
 /**
  * The /admin charts' minutes in PostgreSQL: one row per instance and minute, so every
  * instance writes only its own rows and the page shows the cluster's sum (minutes add up
- * bucket by bucket). Instances that are gone keep counting in the minutes they ran.
+ * bucket by bucket). Instances that are gone keep counting in the minutes they ran. Each
+ * instance writes at every minute's end, so another instance's current minute shows up to a
+ * minute late on this one's page.
  */
 export class PgMinuteStore implements MinuteStore {
   constructor(
@@ -33,6 +35,7 @@ export class PgMinuteStore implements MinuteStore {
         [this.instance, r.minute, JSON.stringify(r.figures)],
       );
     this.w.add('DELETE FROM chart_minutes WHERE minute < $1', [sinceMinute]);
+    await this.w.flush();
   }
 }
 
