@@ -18,7 +18,7 @@ describe.skipIf(skip !== undefined)(`per-sender quotas across instances${skip ? 
   });
 
   it(
-    'user_turns_per_hour = 2 with one sender in group chats run by two instances: the third gets the one refusal, the model sees 2 requests',
+    'user_turns_per_hour = 2 with one sender in group chats run by two instances: the third gets the one refusal, the model sees 2 requests; the charts show both instances',
     async () => {
       const ns = uniqueNamespace();
       const llm = new FakeLlm();
@@ -69,6 +69,15 @@ describe.skipIf(skip !== undefined)(`per-sender quotas across instances${skip ? 
         const r = (await (await fetch(`${d.url}/actions/usage?since=today`)).json()) as { top_quota_users: Array<{ sender: string | null; used: number }> };
         expect(r.top_quota_users.find((u) => u.sender === String(SENDER.id))?.used).toBe(2);
       }
+      // The charts add up every instance's minutes: each stores its own as it answers, so the second read has both.
+      const charts = async (d: TestDaemon) =>
+        (await (await fetch(`${d.url}/actions/charts?minutes=60`)).json()) as { messages: number[]; turns: number[]; refusals: Record<string, number[]> };
+      await charts(daemons[0]!);
+      const both = await charts(daemons[1]!);
+      const sum = (a: number[] = []) => a.reduce((x, y) => x + y, 0);
+      expect(sum(both.messages)).toBe(5);
+      expect(sum(both.turns)).toBe(5);
+      expect(sum(both.refusals.user_turns_per_hour)).toBe(2);
     },
     scaled(120_000),
   );
