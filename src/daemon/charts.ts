@@ -39,17 +39,26 @@ export const chartsPlugin = definePlugin({
       }
     };
     let timer: NodeJS.Timeout | undefined;
+    let stopped = false;
     // Each minute's samples are taken just before its end, so what it counted stays in it.
     const schedule = () => {
+      if (stopped) return;
       const now = Date.now();
       const wait = MINUTE_MS - (now % MINUTE_MS) - BEFORE_MINUTE_END_MS;
-      timer = setTimeout(() => void save().finally(schedule), wait > 0 ? wait : wait + MINUTE_MS);
+      timer = setTimeout(
+        () => {
+          save()
+            .catch((err: unknown) => log.warn({ err }, 'the chart minute could not be sampled'))
+            .finally(schedule);
+        },
+        wait > 0 ? wait : wait + MINUTE_MS,
+      );
       timer.unref();
     };
     schedule();
     ctx.effect(async () => {
+      stopped = true;
       clearTimeout(timer);
-      timer = undefined;
       await save();
     });
     const source: ChartSource = {
