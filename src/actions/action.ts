@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { TrackedTask } from '../dispatch/tracker.js';
 import type { DaemonStatus } from './daemon-status.js';
 import type { UsageFilter, UsageRow, UsageTotals } from '../store/usage.js';
+import type { ChartReport } from '../observe/chart-report.js';
 
 /** What actions may ask of the running daemon. */
 export interface ManagementApi {
@@ -22,6 +23,8 @@ export interface ManagementApi {
   quotaStanding(agent: string, channelId: string, senderId: string): Promise<Array<{ limit: string; used: number; max: number; resets_at: string }>>;
   /** The senders and channels that used most of their quotas' current windows, most first. */
   quotaTop(limit: number): Promise<Array<{ limit: string; channel: string; sender: string | null; used: number }>>;
+  /** The /admin charts: per-minute figures of the last `minutes` minutes (the cluster's in cluster mode). */
+  charts(minutes: number): Promise<ChartReport>;
 }
 
 /** Who is asking: an operator (HTTP, CLI) or a chat user in one conversation (slash). */

@@ -5,6 +5,7 @@ import type { HttpRoutes } from '../contracts/http.js';
 import { pageHeaders, sendJson } from '../util/http.js';
 import type { DaemonStatus } from './daemon-status.js';
 import { checkAdmin } from './access.js';
+import { registerAdminCharts } from './admin-charts.js';
 
 // `npm run build` copies the page next to the compiled module.
 const page = readFileSync(new URL('./admin.html', import.meta.url), 'utf8');
@@ -35,12 +36,13 @@ function digest(s: DaemonStatus): string {
 export function registerAdminPage(http: HttpRoutes, adminToken: () => string | undefined, status: () => DaemonStatus): () => void {
   const streams = new Set<ServerResponse>();
   const removePage = http.route('GET', '/admin', (_req, res) => {
-    res.writeHead(200, pageHeaders("default-src 'self'; style-src 'unsafe-inline'; script-src 'self'"));
+    res.writeHead(200, pageHeaders("default-src 'self'; style-src 'self' 'unsafe-inline'; script-src 'self'"));
     res.end(page);
   });
   const removeScript = http.route('GET', '/admin/page.js', (_req, res) => {
     res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' }).end(script);
   });
+  const removeCharts = registerAdminCharts(http);
   const removeIcon = http.route('GET', '/admin/favicon.svg', (_req, res) => {
     res.writeHead(200, { 'content-type': 'image/svg+xml', 'cache-control': 'max-age=86400', 'x-content-type-options': 'nosniff' }).end(favicon);
   });
@@ -72,6 +74,7 @@ export function registerAdminPage(http: HttpRoutes, adminToken: () => string | u
   return () => {
     removeEvents();
     removeIcon();
+    removeCharts();
     removeScript();
     removePage();
     for (const res of streams) res.end();

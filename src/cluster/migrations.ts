@@ -105,6 +105,14 @@ export const pgMigrations: readonly string[] = [
    );
    CREATE INDEX memories_user ON memories (agent, user_key, id);
    CREATE INDEX memories_tsv ON memories USING GIN (tsv);`,
+  // The /admin charts' minutes (src/cluster/pg-minutes.ts): each instance's own rows.
+  `CREATE TABLE chart_minutes (
+     instance TEXT NOT NULL,
+     minute BIGINT NOT NULL,
+     figures JSONB NOT NULL,
+     PRIMARY KEY (instance, minute)
+   );
+   CREATE INDEX chart_minutes_minute ON chart_minutes (minute);`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

@@ -9,7 +9,7 @@ import { sqliteStorePlugin } from './store.js';
  */
 const clusterTopologyPlugin = definePlugin({
   name: 'store',
-  provides: ['sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'topology'],
+  provides: ['sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'minutes', 'topology'],
   inject: ['config', 'logger', 'shutdown'],
   startTimeoutMs: 30_000,
   start: async (ctx) => {
@@ -23,6 +23,7 @@ const clusterTopologyPlugin = definePlugin({
     ctx.provide('approval-store', stores.approvals);
     ctx.provide('spend', stores.spend);
     ctx.provide('memories', stores.memories);
+    ctx.provide('minutes', stores.minutes);
     ctx.provide('topology', topology);
   },
 });

@@ -15,6 +15,7 @@ import {
   toolCallsPlugin,
   trackerPlugin,
 } from './core.js';
+import { chartsPlugin } from './charts.js';
 import { dispatcherPlugin } from './dispatch-wiring.js';
 import { managementPlugin } from './management.js';
 import { remindersPlugin } from './reminders.js';
@@ -48,6 +49,7 @@ export function corePlugins(
     workspacesPlugin,
     trackerPlugin,
     memoryTrimPlugin,
+    chartsPlugin,
     supervisorPlugin,
     dispatcherPlugin,
     extensionsPlugin,

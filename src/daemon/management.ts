@@ -35,12 +35,13 @@ export class ManagementSlot implements ManagementBinding {
   budget: ManagementApi['budget'] = (agent) => this.#target.budget(agent);
   quotaStanding: ManagementApi['quotaStanding'] = (agent, channelId, senderId) => this.#target.quotaStanding(agent, channelId, senderId);
   quotaTop: ManagementApi['quotaTop'] = (limit) => this.#target.quotaTop(limit);
+  charts: ManagementApi['charts'] = (minutes) => this.#target.charts(minutes);
 }
 
 /** What management actions ask of the daemon, answered from the services. */
 export const managementPlugin = definePlugin({
   name: 'management-api',
-  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology', 'mcp', 'spend'],
+  inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology', 'mcp', 'spend', 'charts'],
   start: (ctx) => {
     const config = ctx.use('config');
     const status = ctx.use('status');
@@ -88,6 +89,7 @@ export const managementPlugin = definePlugin({
       budget: (agent) => workspaces.byName.get(agent)?.budget(),
       quotaStanding: async (agent, channelId, senderId) => (await workspaces.byName.get(agent)?.quotaStanding(channelId, senderId)) ?? [],
       quotaTop: (limit) => quotaTop(ctx.use('spend'), limit),
+      charts: (minutes) => ctx.use('charts').report(minutes),
     };
     ctx.effect(ctx.use('management').bind(api));
   },

@@ -13,6 +13,7 @@ import type { Conversations } from '../store/conversations.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Inbox } from '../store/inbox.js';
 import type { Memories } from '../store/memories.js';
+import type { MinuteStore } from '../observe/minute-figures.js';
 import type { Sessions } from '../store/sessions.js';
 import type { UsageLedger } from '../store/usage.js';
 import type { SpendReservations } from '../store/reservations.js';
@@ -26,6 +27,7 @@ import type { DaemonStatus } from '../actions/daemon-status.js';
 import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
 import type { MessageTracing } from '../dispatch/tracing.js';
+import type { ChartSource } from '../observe/chart-report.js';
 
 // The service types below are interfaces (or classes from modules that do not import this
 // one), so the plugin modules that implement them can import `definePlugin` from here
@@ -108,6 +110,10 @@ export interface Services {
   spend: SpendReservations;
   /** Users' memories (`[agent] memory`): SQLite with FTS5 on one node, PostgreSQL in cluster mode. */
   memories: Memories;
+  /** The /admin charts' minutes across restarts: SQLite on one node, PostgreSQL in cluster mode. */
+  minutes: MinuteStore;
+  /** The /admin charts' figures (src/daemon/charts.ts). */
+  charts: ChartSource;
   http: HttpServer;
   actions: ActionRegistry;
   /** What management actions ask of the daemon; bound by the management plugin. */
@@ -147,6 +153,8 @@ const names = {
   'approval-store': true,
   spend: true,
   memories: true,
+  minutes: true,
+  charts: true,
   http: true,
   actions: true,
   management: true,

@@ -11,6 +11,8 @@ import { SessionStore } from '../store/sessions.js';
 import { SqliteMemoryStore } from '../store/memories.js';
 import { SqliteUsageLedger } from '../store/usage.js';
 import { LocalReservations } from '../store/reservations.js';
+import { SqliteMinuteStore } from '../store/minutes.js';
+import { SqliteSettledWindows } from '../store/spend-windows.js';
 
 /** The state database; a state_dir that cannot hold it is named with its path and what failed. */
 function openStateDb(dir: string): ReturnType<typeof openDb> {
@@ -34,7 +36,7 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
 export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
   return definePlugin({
     name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage', 'inbox'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories'],
+    provides: localOnly ? ['storage', 'inbox'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories', 'minutes'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
       const config = ctx.use('config');
@@ -69,8 +71,9 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       ctx.provide('conversations', new ConversationStore(db, group));
       ctx.provide('usage', new SqliteUsageLedger(db, group));
       ctx.provide('approval-store', new ApprovalStore(db));
-      ctx.provide('spend', new LocalReservations());
+      ctx.provide('spend', new LocalReservations(new SqliteSettledWindows(db, group)));
       ctx.provide('memories', new SqliteMemoryStore(db));
+      ctx.provide('minutes', new SqliteMinuteStore(db, group));
     },
   });
 }

@@ -1,5 +1,10 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 
+/** Bucket bounds (seconds) of the turn latency histogram; the /admin charts' p50/p99 come from them too. */
+export const TURN_DURATION_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+/** Bucket bounds (seconds) of the first-visible-update histogram: finer below 3 s, where replies should land. */
+export const FIRST_VISIBLE_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3, 5, 10, 30];
+
 /**
  * The daemon's metrics, on a registry of its own so several daemons (tests, benches)
  * can live in one process.
@@ -48,7 +53,14 @@ export class Metrics {
     name: 'channeld_turn_duration_seconds',
     help: 'Turn duration from start to final text',
     labelNames: ['channel', 'outcome'],
-    buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120],
+    buckets: TURN_DURATION_BUCKETS_S,
+    registers: [this.registry],
+  });
+  readonly firstVisible = new Histogram({
+    name: 'channeld_first_visible_seconds',
+    help: 'From the start of a turn to the first text its user sees (a draft, a native stream, or the final reply)',
+    labelNames: ['channel'],
+    buckets: FIRST_VISIBLE_BUCKETS_S,
     registers: [this.registry],
   });
   readonly turnRuntime = new Histogram({

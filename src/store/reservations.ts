@@ -4,8 +4,10 @@
  * reservation that would take a limit's window past its limit is refused, so turns running
  * at the same time cannot each see room that only one of them has. The daily budget uses it
  * (src/workspace/usage.ts); per-user or per-channel quotas are further keys on the same
- * mechanism. One node keeps the holds in memory (one process runs every turn); cluster
- * mode keeps them in PostgreSQL, reserved atomically (src/cluster/pg-reservations.ts).
+ * mechanism. One node keeps the holds in memory (one process runs every turn) and what each
+ * window settled in SQLite too (src/store/spend-windows.ts), so a sender's count survives a
+ * restart; cluster mode keeps both in PostgreSQL, reserved atomically
+ * (src/cluster/pg-reservations.ts).
  */
 export interface SpendQuota {
   /** What the limit counts, e.g. `daily:<agent>`. */
@@ -80,11 +82,30 @@ interface Window {
   held: number;
 }
 
-/** The holds of one process, in memory: on one node every turn runs here, so this is exact. */
+/**
+ * Where one node keeps what its windows settled, across restarts. Holds are not kept: a turn
+ * cut by a crash is run again after the restart and reserves again.
+ */
+export interface SettledWindows {
+  /** What the window settled as last written; undefined when it was never written. */
+  read(key: string, windowStartMs: number): number | undefined;
+  /** Records the window's settled total (written behind; the latest write wins). */
+  write(key: string, windowStartMs: number, settled: number): void;
+  /** The `limit` windows starting `windowStartMs` whose key starts with `prefix`, most settled first. */
+  top(prefix: string, windowStartMs: number, limit: number): WindowStanding[];
+}
+
+/**
+ * The holds of one process, in memory: on one node every turn runs here, so this is exact.
+ * With `durable`, each window starts from what it had settled before a restart (read once)
+ * and each settle is written there.
+ */
 export class LocalReservations implements SpendReservations {
   readonly #windows = new Map<string, { startMs: number; ready: Promise<Window> }>();
   /** The map's size at which ended windows are next swept (quota keys are per sender: many come and go). */
   #sweepAt = SWEEP_MIN;
+
+  constructor(private readonly durable?: SettledWindows) {}
 
   async reserve(quota: SpendQuota, amount: number): Promise<Reservation> {
     const w = await this.#window(quota);
@@ -95,13 +116,17 @@ export class LocalReservations implements SpendReservations {
       hold: holdOnce(amount, async (actual) => {
         w.held -= amount;
         w.settled += actual;
+        if (actual !== 0) this.durable?.write(quota.key, w.startMs, w.settled);
       }),
     };
   }
 
   async peek(key: string, windowStartMs: number): Promise<WindowStanding | undefined> {
     const known = this.#windows.get(key);
-    if (known?.startMs !== windowStartMs) return undefined;
+    if (known?.startMs !== windowStartMs) {
+      const settled = this.durable?.read(key, windowStartMs);
+      return settled === undefined ? undefined : { key, settled, held: 0 };
+    }
     const w = await known.ready;
     return { key, settled: w.settled, held: w.held };
   }
@@ -113,6 +138,9 @@ export class LocalReservations implements SpendReservations {
       const w = await entry.ready.catch(() => undefined);
       if (w) rows.push({ key, settled: w.settled, held: w.held });
     }
+    // Windows settled before a restart and not reserved in since.
+    const seen = new Set(rows.map((r) => r.key));
+    for (const r of this.durable?.top(prefix, windowStartMs, limit) ?? []) if (!seen.has(r.key)) rows.push(r);
     return rows.sort((a, b) => b.settled + b.held - (a.settled + a.held)).slice(0, limit);
   }
 
@@ -124,7 +152,10 @@ export class LocalReservations implements SpendReservations {
     const known = this.#windows.get(quota.key);
     if (known?.startMs === quota.windowStartMs) return known.ready;
     if (this.#windows.size >= this.#sweepAt) this.#sweep(quota.windowStartMs);
-    const ready = quota.recorded().then((settled) => ({ startMs: quota.windowStartMs, settled, held: 0 }));
+    const ready = (async () => {
+      const settled = this.durable?.read(quota.key, quota.windowStartMs) ?? (await quota.recorded());
+      return { startMs: quota.windowStartMs, settled, held: 0 };
+    })();
     const entry = { startMs: quota.windowStartMs, ready };
     this.#windows.set(quota.key, entry);
     // A failed read is tried again by the next reservation.

@@ -48,6 +48,8 @@ export interface ReplyStreamOptions {
   /** A native stream failed and the turn went on with send + edit. */
   onFallback?: () => void;
   onError?: (err: unknown, phase: 'draft' | 'final') => void;
+  /** Told once, when the user first sees any text of the reply (the first-visible latency). */
+  onVisible?: () => void;
 }
 
 export interface ReplyResult {
@@ -196,6 +198,7 @@ export class ReplyStream {
   }
 
   #shownText(): void {
+    if (!this.#visible) this.#o.onVisible?.();
     this.#visible = true;
     this.#stopTyping();
   }

@@ -63,6 +63,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
       onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),
+      onVisible: () => deps.metrics.firstVisible.observe({ channel: channelId }, (performance.now() - started) / 1000),
     });
     let outcome: TurnOutcome;
     let model: string | undefined;

@@ -34,9 +34,6 @@ export interface QuotaStanding {
   resets_at: string;
 }
 
-/** Refusal replies already given, per limit window and sender; bounded by sweeping ended windows. */
-const TOLD_SWEEP_AT = 10_000;
-
 /**
  * Per-person and per-channel quotas, checked before the model is called with the same
  * reservations as the daily budget: each limit reserves what the turn may cost (a turn
@@ -46,8 +43,6 @@ const TOLD_SWEEP_AT = 10_000;
  */
 export class Quotas {
   readonly #holds = new WeakMap<TurnContext, Array<{ rule: QuotaRule; hold: SpendHold }>>();
-  /** `key@windowStart` of refusals already told, and when their window ends. */
-  readonly #told = new Map<string, number>();
 
   constructor(private readonly deps: QuotaDeps) {}
 
@@ -111,19 +106,22 @@ export class Quotas {
       // Money held by answers in progress may come back (they may cost less): told every time.
       if (r.held > 0 && rule.counts === 'cost')
         return HookResult.shortCircuit(`${describe(rule, r.settled, 'busy')} Try again shortly; /usage shows where you stand.`);
-      if (!this.#firstTold(rule, win)) return HookResult.skipAgent;
+      if (!(await this.#firstTold(rule, win))) return HookResult.skipAgent;
       return HookResult.shortCircuit(
         `${describe(rule, r.settled, 'spent')} It resets at ${formatReset(win.resetsAtMs, nowMs)}; until then your messages here get no answer. /usage shows where you stand.`,
       );
     }
   }
 
-  /** True the first time a refusal of this window and sender is told. */
-  #firstTold(rule: QuotaRule, win: QuotaWindow): boolean {
-    const key = `${rule.key}@${win.startMs}`;
-    if (this.#told.has(key)) return false;
-    if (this.#told.size >= TOLD_SWEEP_AT) for (const [k, endsMs] of this.#told) if (endsMs <= win.startMs) this.#told.delete(k);
-    this.#told.set(key, win.resetsAtMs);
+  /**
+   * True the first time a refusal of this window and sender is told. Counted as a window of
+   * its own with room for one, in the same reservations: so it is once per window across a
+   * restart (SQLite) and across the instances of a cluster (PostgreSQL), not once per process.
+   */
+  async #firstTold(rule: QuotaRule, win: QuotaWindow): Promise<boolean> {
+    const r = await this.deps.spend.reserve({ key: `told:${rule.key}`, windowStartMs: win.startMs, limit: 1, recorded: async () => 0 }, 1);
+    if (!r.granted) return false;
+    await r.hold.settle(1);
     return true;
   }
 
@@ -135,8 +133,9 @@ export class Quotas {
 
   /**
    * What the ledger holds for a window before reservations counted it. The ledger keeps no
-   * sender, so a sender's windows start from zero (on one node, after a restart too); a
-   * channel's spend comes from the ledger.
+   * sender, so a sender's window starts from zero the first time it is counted; after that
+   * the reservations keep it (SQLite on one node, across restarts; PostgreSQL for the whole
+   * cluster). A channel's spend comes from the ledger.
    */
   async #recorded(rule: QuotaRule, channelId: string, sinceMs: number): Promise<number> {
     if (rule.name !== 'channel_cost_per_day') return 0;

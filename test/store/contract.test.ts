@@ -9,6 +9,7 @@ import { PgReservations } from '../../src/cluster/pg-reservations.js';
 import { ConversationStore, type Conversations } from '../../src/store/conversations.js';
 import { openDb } from '../../src/store/db.js';
 import { GroupCommit } from '../../src/store/group-commit.js';
+import { SqliteSettledWindows } from '../../src/store/spend-windows.js';
 import { SessionStore, type Sessions } from '../../src/store/sessions.js';
 import { SqliteUsageLedger, startOfUtcDay, type UsageLedger, type UsageRecord } from '../../src/store/usage.js';
 import { clusterSkipReason, quietLogger } from '../helpers/cluster.js';
@@ -27,6 +28,8 @@ interface Backend {
     prepare(agent: string, scope: string, budgetSinceMs?: number): Promise<void>;
     flush(): Promise<void>;
   };
+  /** Spend reservations as a process started again over the same database has them. */
+  restarted(): SpendReservations;
 }
 
 const DAY = 86_400_000;
@@ -289,6 +292,26 @@ function contract(name: string, backend: () => Promise<Backend>) {
       expect(await other.top('quota:user_turns:web_1:', 0, 1)).toHaveLength(1);
     });
 
+    it("a window's settled count outlives the process: a sender's turns this hour still count after a restart", async () => {
+      const b = await backend();
+      const s = b.open();
+      // This hour: a store may forget windows that ended days ago.
+      const hour = Math.floor(Date.now() / 3_600_000) * 3_600_000;
+      const turns = quota({ key: 'quota:user_turns:web:u1', windowStartMs: hour, limit: 2 });
+      for (let i = 0; i < 2; i++) {
+        const r = await s.spend.reserve(turns, 1);
+        if (r.granted) await r.hold.settle(1);
+      }
+      await s.flush();
+      const again = b.restarted();
+      expect(await again.peek('quota:user_turns:web:u1', hour)).toEqual({ key: 'quota:user_turns:web:u1', settled: 2, held: 0 });
+      expect(await again.top('quota:user_turns:web:', hour, 10)).toEqual([{ key: 'quota:user_turns:web:u1', settled: 2, held: 0 }]);
+      expect(await again.reserve(turns, 1)).toEqual({ granted: false, settled: 2, held: 0 });
+      // Another sender, and the next hour, start empty.
+      expect((await again.reserve({ ...turns, key: 'quota:user_turns:web:u2' }, 1)).granted).toBe(true);
+      expect((await again.reserve({ ...turns, windowStartMs: hour + 3_600_000 }, 1)).granted).toBe(true);
+    });
+
     it('a decision left on a pending question is seen by another instance, only under its current id, and cleared when asked again', async () => {
       const b = await backend();
       const s = b.open();
@@ -311,8 +334,9 @@ contract('SQLite', async () => {
   const db = openDb(':memory:');
   const group = new GroupCommit(db);
   // One process runs every turn on one node: each "instance" shares its reservations.
-  const spend = new LocalReservations();
+  const spend = new LocalReservations(new SqliteSettledWindows(db, group));
   return {
+    restarted: () => new LocalReservations(new SqliteSettledWindows(db, group)),
     open: () => ({
       sessions: new SessionStore(db, group),
       conversations: new ConversationStore(db),
@@ -333,6 +357,7 @@ if (skip === undefined) {
     const pool = await pgPool(4);
     const { log } = quietLogger();
     return {
+      restarted: () => new PgReservations(new PgWriter(pool, log), log),
       open: () => {
         const w = new PgWriter(pool, log);
         const sessions = new PgSessionStore(w);

@@ -1,5 +1,6 @@
 import type { Action } from '../action.js';
 import { channelsAction } from './channels.js';
+import { chartsAction } from './charts.js';
 import { reloadAction } from './reload.js';
 import { sessionsAction } from './sessions.js';
 import { statusAction } from './status.js';
@@ -17,5 +18,6 @@ export const builtinActions: Action[] = [
   stopTurnAction,
   sessionsAction,
   usageAction,
+  chartsAction,
   versionAction,
 ] as Action[];

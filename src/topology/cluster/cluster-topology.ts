@@ -24,6 +24,7 @@ import { openCluster, type ClusterServices } from '../../cluster/connect.js';
 import { ClusterInbox } from '../../cluster/inbox.js';
 import { leasedAdapter, leasedParts } from '../../cluster/listener-lease.js';
 import { PgApprovalStore } from '../../cluster/pg-approvals.js';
+import { PgMinuteStore } from '../../cluster/pg-minutes.js';
 import { PgMemoryStore } from '../../cluster/pg-memories.js';
 import { PgReservations } from '../../cluster/pg-reservations.js';
 import { PgConversationStore, PgSessionStore } from '../../cluster/pg-state.js';
@@ -133,6 +134,7 @@ export class ClusterTopology implements Topology {
       approvals: new PgApprovalStore(writer),
       spend: new PgReservations(writer, log),
       memories: new PgMemoryStore(writer),
+      minutes: new PgMinuteStore(writer, s.instanceId),
     };
     this.state = { prepare: (scope, channelId) => this.#prepare(scope, channelId), whenWritable: async () => true };
   }

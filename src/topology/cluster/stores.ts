@@ -2,6 +2,7 @@ import type { DaemonConfig } from '../../config/schema.js';
 import type { Secrets } from '../../config/secrets.js';
 import type { PgApprovalStore } from '../../cluster/pg-approvals.js';
 import type { PgMemoryStore } from '../../cluster/pg-memories.js';
+import type { PgMinuteStore } from '../../cluster/pg-minutes.js';
 import type { PgReservations } from '../../cluster/pg-reservations.js';
 import type { PgConversationStore, PgSessionStore } from '../../cluster/pg-state.js';
 import type { PgUsageLedger } from '../../cluster/pg-usage.js';
@@ -21,4 +22,5 @@ export interface ClusterStores {
   approvals: PgApprovalStore;
   spend: PgReservations;
   memories: PgMemoryStore;
+  minutes: PgMinuteStore;
 }

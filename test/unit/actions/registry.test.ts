@@ -1,3 +1,4 @@
+import { chartReport } from '../../../src/observe/chart-report.js';
 import { request } from 'node:http';
 import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
@@ -65,6 +66,7 @@ describe('ActionRegistry', () => {
         budget: () => undefined,
         quotaStanding: async () => [],
         quotaTop: async () => [],
+        charts: async (minutes) => chartReport([], minutes),
       };
     };
     const registry = new ActionRegistry(apiOf(() => p!));
