@@ -22,6 +22,8 @@ export interface ManagementApi {
   quotaStanding(agent: string, channelId: string, senderId: string): Promise<Array<{ limit: string; used: number; max: number; resets_at: string }>>;
   /** The senders and channels that used most of their quotas' current windows, most first. */
   quotaTop(limit: number): Promise<Array<{ limit: string; channel: string; sender: string | null; used: number }>>;
+  /** Starts the new build and hands over to it (`channeld upgrade`); resolves once it took over or failed. */
+  upgrade?(options: { exec?: string }): Promise<{ ok: boolean; pid?: number; error?: string; took_ms: number }>;
 }
 
 /** Who is asking: an operator (HTTP, CLI) or a chat user in one conversation (slash). */

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { ChannelDescriptor } from '../contracts/channel.js';
 import { ChannelKinds } from '../config/kinds.js';
@@ -90,6 +91,16 @@ exit status is 78 on either path, so \`channeld reload && echo deployed\` is hon
 systemd unit's ExecReload runs this command).
 
 ${REACH}`,
+  upgrade: `Usage: channeld upgrade [--exec PATH] [--config FILE] [--url URL] [--token-file FILE] [--json]
+
+Asks the running daemon (POST /actions/upgrade; SIGUSR2 does the same) to start the new
+build (its own command line resolved anew: dist/bundle points at the newest build) or
+--exec PATH (a .js file runs under the same node, anything else is executed; with the
+daemon's arguments), hand it the HTTP listening socket (the port never closes) and each
+listener (Telegram polling, Discord's gateway session, Slack's socket), wait until it is
+ready and hand over; the old process finishes its running turns and exits 0. If the new
+one fails or is not ready within daemon.upgrade_timeout_ms it is stopped, the old one
+carries on, and the exit status is 78 with its reason. ${REACH}`,
   backup: `Usage: channeld backup FILE [--config FILE]
 
 Copies the state database (daemon.state_dir/channeld.db) to FILE with SQLite's online
@@ -125,6 +136,7 @@ async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): 
       version: { type: 'boolean', short: 'v' },
       json: { type: 'boolean' },
       'against-daemon': { type: 'boolean' },
+      exec: { type: 'string' },
     },
   });
   const command = positionals[0];
@@ -145,6 +157,8 @@ async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): 
       return values['against-daemon'] ? runAction(endpoint(), 'reload', [], { json: values.json ?? false, input: { dry_run: true } }) : runCheck(config, kinds);
     case 'backup':
       return runBackup(config, positionals[1]);
+    case 'upgrade':
+      return runAction(endpoint(), 'upgrade', [], { json: values.json ?? false, input: values.exec ? { exec: resolve(values.exec) } : {} });
     default:
       // Every other command is a management action served by the running daemon.
       return runAction(endpoint(), command, positionals.slice(1), { json: values.json ?? false });

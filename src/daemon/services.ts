@@ -24,6 +24,7 @@ import type { ClusterStatus } from '../cluster/compose.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
 import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
+import type { Upgrades } from './upgrade/service.js';
 
 // The service types below are interfaces (or classes from modules that do not import this
 // one), so the plugin modules that implement them can import `definePlugin` from here
@@ -61,6 +62,8 @@ export interface Topology {
 /** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */
 export interface ManagementBinding extends ManagementApi {
   bind(api: ManagementApi): () => void;
+  /** The upgrade plugin binds `upgrade` on its own (it starts after the management plugin). */
+  bindUpgrade(upgrade: NonNullable<ManagementApi['upgrade']>): () => void;
 }
 
 /** The `status` service (src/daemon/status.ts). */
@@ -138,6 +141,8 @@ export interface Services {
   extensions: Extensions;
   status: StatusView;
   reload: ReloadService;
+  /** `channeld upgrade` and SIGUSR2: both ends of a zero-downtime upgrade (src/daemon/upgrade/). */
+  upgrade: Upgrades;
 }
 
 export type ServiceName = keyof Services & string;
@@ -170,6 +175,7 @@ const names = {
   extensions: true,
   status: true,
   reload: true,
+  upgrade: true,
 } satisfies Record<ServiceName, true>;
 export const serviceNames: ReadonlySet<ServiceName> = new Set(Object.keys(names) as ServiceName[]);
 

@@ -112,6 +112,8 @@ export class Dispatcher {
   /** Aborted at shutdown: classifier calls still running stop. */
   readonly #closing = new AbortController();
   #accepting = true;
+  /** Upgrade (the new process): scopes whose stored items wait for resumeTurns, or all of them. */
+  #deferred: ReadonlySet<string> | 'all' | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
@@ -252,6 +254,8 @@ export class Dispatcher {
     this.#o.metrics.received.inc({ channel });
     // Stored while shutting down (the hold's last write): it stays pending for the next start.
     if (!this.#accepting) return;
+    // Upgrade: stored (the platform is acknowledged), queued once the old process lets go.
+    if (this.#deferred === 'all' || this.#deferred?.has(admission.item.scope)) return;
     if (this.#enqueue(admission.item, passive)) this.#ack.set(msg, true);
   }
 
@@ -373,11 +377,43 @@ export class Dispatcher {
 
   /** Re-dispatches what the previous process left: pending items, and running ones (their draft is reused). */
   recover(): number {
+    if (this.#deferred === 'all') return 0;
     // In cluster mode the stream keeps them; partition owners consume them.
     const items = this.#entry.local?.recover() ?? [];
     for (const item of items) this.#enqueue(item, []);
     if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');
     return items.length;
+  }
+
+  /**
+   * Upgrade (the new process, single node): messages are stored but no turn starts until
+   * the old process stopped starting turns (resumeTurns), so no item runs in both.
+   */
+  deferTurns(): void {
+    this.#deferred = 'all';
+  }
+
+  /**
+   * Upgrade: queues what waits in the inbox for the scopes deferred so far, except those in
+   * `waiting` (their turns still run in the old process), which stay deferred until the
+   * next call. Returns how many items it queued.
+   */
+  resumeTurns(waiting: ReadonlySet<string> = new Set()): number {
+    const before = this.#deferred;
+    if (before === undefined) return 0;
+    this.#deferred = waiting.size ? waiting : undefined;
+    const items = (this.#entry.local?.recover() ?? []).filter((i) => (before === 'all' || before.has(i.scope)) && !waiting.has(i.scope));
+    for (const item of items) this.#enqueue(item, []);
+    return items.length;
+  }
+
+  /**
+   * Upgrade (the old process): stops taking messages and starting turns at once (shutdown
+   * follows); returns the scopes whose turns still run here.
+   */
+  freeze(): string[] {
+    this.#accepting = false;
+    return this.#lanes.freeze();
   }
 
   /** Cancels a scope's running turn and drops its queued ones. */

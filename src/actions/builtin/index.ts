@@ -5,6 +5,7 @@ import { sessionsAction } from './sessions.js';
 import { statusAction } from './status.js';
 import { stopTurnAction } from './stop-turn.js';
 import { turnsAction } from './turns.js';
+import { upgradeAction } from './upgrade.js';
 import { usageAction } from './usage.js';
 import { versionAction } from './version.js';
 
@@ -17,5 +18,6 @@ export const builtinActions: Action[] = [
   stopTurnAction,
   sessionsAction,
   usageAction,
+  upgradeAction,
   versionAction,
 ] as Action[];
