@@ -35,7 +35,7 @@ function mainHelp(kinds: ChannelKinds): string {
 Usage: channeld <command> [options]
 
 Commands:
-  run           run the daemon in the foreground (systemd: Type=exec)
+  run           run the daemon in the foreground (systemd: Type=notify)
   check         validate the config and its secret references; prints "ok" or every error
   backup FILE   copy the state database to FILE while the daemon runs (SQLite online backup)
 
@@ -59,7 +59,8 @@ const HELP: Record<string, string> = {
 Runs the daemon in the foreground. Logs are JSON on stdout (pretty in a terminal).
 Signals: SIGHUP reloads the config (unchanged channels keep their connections);
 SIGTERM/SIGINT stop taking messages, let running turns finish up to
-daemon.shutdown_grace_ms, then exit 0; a second SIGTERM/SIGINT exits at once with 1.
+daemon.shutdown_grace_ms, then exit 0; a second SIGTERM/SIGINT exits at once with 1;
+SIGUSR2 upgrades to the new build as \`channeld upgrade\` does.
 Any start failure stops the HTTP server and exits: 78 when the operator must fix
 something (invalid config, unbindable [http] listen, unusable state_dir, a database that
 is newer or damaged), 1 otherwise.`,

@@ -11,6 +11,7 @@ export const upgradePlugin = definePlugin({
     const upgrades = new Upgrades({
       log: ctx.use('logger'),
       timeoutMs: () => config.config.daemon.upgrade_timeout_ms,
+      cluster: config.config.cluster !== undefined,
       http: ctx.use('http'),
       dispatcher: ctx.use('dispatcher'),
     });

@@ -10,6 +10,11 @@ export type { UpgradeOutcome } from './predecessor.js';
 export interface UpgradeWiring {
   log: Logger;
   timeoutMs: () => number;
+  /**
+   * Cluster mode: listeners are not handed over, their leases move when the old instance
+   * goes away (it releases them as it stops), as partitions do.
+   */
+  cluster: boolean;
   http: { listeningFd(): number | undefined; stopAccepting(): void };
   dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>): number };
 }
@@ -38,8 +43,9 @@ export class Upgrades {
    * process, starts only once the old one let go of it. Returns the adapter and its removal.
    */
   wrap(id: string, adapter: ChannelAdapter, exclusive: boolean): { adapter: ChannelAdapter; forget: () => void } {
-    const successor = this.successor;
-    const gate = new ListenerGate(adapter, exclusive && !adapter.upgradeOverlap, successor ? () => successor.take(id) : undefined);
+    const successor = this.#o.cluster ? undefined : this.successor;
+    const handOver = !this.#o.cluster && exclusive && !adapter.upgradeOverlap;
+    const gate = new ListenerGate(adapter, handOver, successor ? () => successor.take(id) : undefined);
     this.predecessor.gates.set(id, gate);
     return { adapter: gate.adapter, forget: () => void (this.predecessor.gates.get(id) === gate && this.predecessor.gates.delete(id)) };
   }
