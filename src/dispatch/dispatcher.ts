@@ -114,6 +114,12 @@ export class Dispatcher {
   #accepting = true;
   /** Upgrade (the new process): scopes whose stored items wait for resumeTurns, or all of them. */
   #deferred: ReadonlySet<string> | 'all' | undefined;
+  /**
+   * Upgrade: the items queued here since deferTurns, so the last resumeTurns also takes what
+   * the old process stored after it froze (a webhook in flight) and nobody queued. Lives only
+   * for the hand-over (at most shutdown_grace_ms of messages).
+   */
+  #upgradeSeen: Set<number> | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
@@ -359,6 +365,7 @@ export class Dispatcher {
 
   /** Queues an item; false when it was refused (queue full). */
   #enqueue(item: InboxItem, passive: ChannelMessage[]): boolean {
+    this.#upgradeSeen?.add(item.id);
     const ch = this.#o.channel(item.message.channelId);
     const mode = this.#o.queueModeOf?.(item.scope) ?? ch?.config.queue_mode ?? this.#o.limits().queue_mode;
     if (this.#lanes.accept(item, mode, passive)) return true;
@@ -391,19 +398,24 @@ export class Dispatcher {
    */
   deferTurns(): void {
     this.#deferred = 'all';
+    this.#upgradeSeen = new Set();
   }
 
   /**
-   * Upgrade: queues what waits in the inbox for the scopes deferred so far, except those in
-   * `waiting` (their turns still run in the old process), which stay deferred until the
-   * next call. Returns how many items it queued.
+   * Upgrade: queues what waits in the inbox for the scopes deferred so far, and what nobody
+   * queued here, except in `waiting` scopes (their turns still run in the old process),
+   * which stay deferred until the next call. `final` (the old process has stopped): the
+   * hand-over is over. Returns how many items it queued.
    */
-  resumeTurns(waiting: ReadonlySet<string> = new Set()): number {
+  resumeTurns(waiting: ReadonlySet<string> = new Set(), final = false): number {
     const before = this.#deferred;
-    if (before === undefined) return 0;
+    const seen = this.#upgradeSeen;
+    if (!seen) return 0;
     this.#deferred = waiting.size ? waiting : undefined;
-    const items = (this.#entry.local?.recover() ?? []).filter((i) => (before === 'all' || before.has(i.scope)) && !waiting.has(i.scope));
+    const deferred = (scope: string) => before === 'all' || (before?.has(scope) ?? false);
+    const items = (this.#entry.local?.recover() ?? []).filter((i) => !waiting.has(i.scope) && (deferred(i.scope) || !seen.has(i.id)));
     for (const item of items) this.#enqueue(item, []);
+    if (final) this.#upgradeSeen = undefined;
     return items.length;
   }
 

@@ -16,7 +16,7 @@ export interface UpgradeWiring {
    */
   cluster: boolean;
   http: { listeningFd(): number | undefined; stopAccepting(): void };
-  dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>): number };
+  dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number };
 }
 
 /**
@@ -64,7 +64,7 @@ export class Upgrades {
     log.info({ queued, waiting_scopes: busy.length }, 'upgrade: took over from the old process');
     await notifySystemd([`MAINPID=${process.pid}`, 'READY=1'], log);
     await successor.done;
-    const rest = dispatcher.resumeTurns();
+    const rest = dispatcher.resumeTurns(new Set(), true);
     log.info({ queued: rest }, "upgrade: the old process's turns ended; their conversations go on here");
     successor.close();
   }
