@@ -134,27 +134,48 @@ describe('channeld upgrade, real processes', () => {
     scaled(90_000),
   );
 
-  it('a new build that fails to start: the old one still answers and the CLI exits 78 with the reason', async () => {
-    const tg = await withTelegram();
-    const dir = withTempDir('upgrade-fail');
-    const file = writeProcessConfig(dir, `${echoAgent(0)}${telegramChannel(tg)}`);
-    const bad = join(dir, 'broken-build.sh');
-    writeFileSync(bad, '#!/bin/sh\necho "broken build: cannot start" >&2\nexit 1\n');
-    chmodSync(bad, 0o755);
-    const old = withDaemonProcess(file, telegramEnv(tg));
-    const url = await old.url();
-    await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
+  it(
+    'a new build that fails to start, or fails after taking a listener: the old one still answers and the CLI exits 78 with the reason',
+    async () => {
+      const tg = await withTelegram();
+      const dir = withTempDir('upgrade-fail');
+      const file = writeProcessConfig(dir, `${echoAgent(0)}${telegramChannel(tg)}`);
+      const bad = join(dir, 'broken-build.sh');
+      writeFileSync(bad, '#!/bin/sh\necho "broken build: cannot start" >&2\nexit 1\n');
+      chmodSync(bad, 0o755);
+      const old = withDaemonProcess(file, telegramEnv(tg));
+      const url = await old.url();
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
 
-    const result = await channeld(['upgrade', '--exec', bad, '--config', file]);
-    expect(result.code).toBe(78);
-    expect(result.out).toMatch(/upgrade failed.*UPGRADE_FAILED|exited \(status 1\)/s);
-    expect(pidOf(dir)).toBe(old.child.pid);
-    // Telegram polling was handed back to the old process: it still answers.
-    tg.dm('still here');
-    await waitFor(() => tg.texts(42).includes('still here'), 15_000);
-    old.signal('SIGTERM');
-    expect(await old.exited).toBe(0);
-  });
+      const result = await channeld(['upgrade', '--exec', bad, '--config', file]);
+      expect(result.code).toBe(78);
+      expect(result.out).toMatch(/upgrade failed, the running daemon carries on: .*exited \(status 1\) before it was ready/);
+      expect(pidOf(dir)).toBe(old.child.pid);
+      tg.dm('still here');
+      await waitFor(() => tg.texts(42).includes('still here'), 15_000);
+
+      // One that gets as far as taking Telegram's listener over, then fails with a reason of
+      // its own: polling runs in the old process again.
+      const halfway = join(dir, 'halfway-build.mjs');
+      writeFileSync(
+        halfway,
+        `process.on('message', (m) => {
+        if (m.t !== 'taken') return;
+        process.send({ t: 'failed', reason: 'STORAGE_TOO_NEW: a test build that gives up after taking the listener' }, () => process.exit(78));
+      });
+      process.send({ t: 'take', channel: 'tg' });\n`,
+      );
+      const second = await channeld(['upgrade', '--exec', halfway, '--config', file]);
+      expect(second.code).toBe(78);
+      expect(second.out).toContain('STORAGE_TOO_NEW: a test build that gives up after taking the listener');
+      expect(old.lines.some((l) => l.msg === 'upgrade: listener stopped for the new process' && l.channel === 'tg')).toBe(true);
+      tg.dm('and still here');
+      await waitFor(() => tg.texts(42).includes('and still here'), 15_000);
+      old.signal('SIGTERM');
+      expect(await old.exited).toBe(0);
+    },
+    scaled(60_000),
+  );
 
   it('under systemd (Type=notify, NotifyAccess=all): the unit follows the new main pid and stays active', async (ctx) => {
     // The reason shows in the report beside the skipped test.
