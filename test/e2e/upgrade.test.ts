@@ -69,7 +69,7 @@ describe('channeld upgrade, real processes', () => {
       const tg = await withTelegram();
       const dc = await withDiscord();
       const dir = withTempDir('upgrade');
-      const file = writeProcessConfig(dir, `${echoAgent(50)}${telegramChannel(tg)}${discordChannel(dc)}`);
+      const file = writeProcessConfig(dir, `${echoAgent(150)}${telegramChannel(tg)}${discordChannel(dc)}`);
       const env = { ...telegramEnv(tg), ...discordEnv(dc) };
       const old = withDaemonProcess(file, env);
       killRecordedDaemonAtEnd(dir);
@@ -80,14 +80,17 @@ describe('channeld upgrade, real processes', () => {
       expect(oldPid).toBe(old.child.pid);
 
       const health = pollHealth(url);
-      // Six conversations, a message every 333 ms; each answer takes a few words of 50 ms, so
-      // some turns are running whenever the hand-over happens.
+      // Six conversations, a message every 333 ms; each answer takes four words 150 ms apart, so
+      // turns are likely running when the hand-over happens.
       const users = Array.from({ length: 6 }, (_, i) => ({ id: 1000 + i, first_name: `U${i}` }));
       const texts = Array.from({ length: 60 }, (_, i) => `msg-${i} one two three`);
       let upgrade: Promise<{ code: number | null; out: string }> | undefined;
       for (const [i, text] of texts.entries()) {
         tg.dm(text, users[i % users.length]);
-        if (i === 29) upgrade = channeld(['upgrade', '--config', file]);
+        if (i === 10) upgrade = channeld(['upgrade', '--config', file]);
+        // However slow the new process is to start here, the second half arrives after the
+        // old one handed Telegram's polling over, so the hand-over is in the middle.
+        if (i === 29) await waitFor(() => old.lines.some((l) => l.msg === 'upgrade: listener stopped for the new process' && l.channel === 'tg'), 60_000);
         await sleep(333);
       }
       const result = await upgrade!;
