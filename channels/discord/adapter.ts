@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes } from 'discord.js';
+import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
@@ -9,6 +9,7 @@ import { untilAborted } from '../../src/util/abortable.js';
 import { chunkText } from '../../src/util/chunk.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
+import { GatewayHandover, parseHandover, type DiscordHandover } from './handover.js';
 import { markdownForDiscord } from './markdown.js';
 import { normalizeButton, normalizeMessage } from './normalize.js';
 
@@ -81,6 +82,9 @@ export class DiscordAdapter implements ChannelAdapter {
    */
   #enforceNonce = true;
   #enforceNonceStrikes = 0;
+  /** `channeld upgrade`: the sessions the old process handed over (resumed by the next listen), and what this one hands on. */
+  #resumeFrom: DiscordHandover | undefined;
+  #handingOver: DiscordHandover | undefined;
 
   constructor(options: DiscordOptions, token: string) {
     this.#o = options;
@@ -92,6 +96,17 @@ export class DiscordAdapter implements ChannelAdapter {
 
   get id(): string {
     return this.#o.id;
+  }
+
+  resumeFrom(state: unknown): void {
+    this.#resumeFrom = parseHandover(state);
+    if (this.#resumeFrom) this.#self = { id: this.#resumeFrom.user.id, name: this.#resumeFrom.user.username };
+  }
+
+  handoverState(): unknown {
+    const state = this.#handingOver;
+    this.#handingOver = undefined;
+    return state;
   }
   get selfId(): string | undefined {
     return this.#self?.id;
@@ -111,10 +126,13 @@ export class DiscordAdapter implements ChannelAdapter {
   }
 
   async #run(shards: number[], deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+    const handover = new GatewayHandover(this.#resumeFrom);
+    this.#resumeFrom = undefined;
     const client = new Client({
       intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages],
       partials: [Partials.Channel],
       rest: { api: this.#o.restApi },
+      ws: { buildStrategy: (manager) => handover.buildStrategy(manager, (m) => new SimpleShardingStrategy(m)) },
       // An unsharded bot keeps discord.js's defaults (shard 0 of 1), as before shards existed.
       ...((this.#o.shards ?? 1) > 1 ? { shards, shardCount: this.#o.shards } : {}),
     });
@@ -124,7 +142,10 @@ export class DiscordAdapter implements ChannelAdapter {
     const stopped = untilAborted(signal);
     client.on('shardDisconnect', (ev) => fail(classifyClose(ev.code)));
     client.on('shardReconnecting', () => onReconnecting?.('Discord gateway connection lost; discord.js is reconnecting'));
-    client.on('shardResume', () => onConnected());
+    client.on('shardResume', (shardId) => {
+      handover.onResumed(client, shardId);
+      onConnected();
+    });
     client.on('error', (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'discord.js error'));
     client.on('messageCreate', (m) => {
       // discord.js knows the bot from READY on, which can be before login() resolves.
@@ -153,12 +174,19 @@ export class DiscordAdapter implements ChannelAdapter {
     try {
       await Promise.race([client.login(this.#token).catch((err: unknown) => Promise.reject(classifyDiscordError(err, 'login'))), fatal, stopped]);
       if (signal.aborted) return;
-      this.#self = { id: client.user!.id, name: client.user!.username };
+      // A resumed session has no READY of its own: the handed-over one may still be on its way.
+      if (client.user) this.#self = { id: client.user.id, name: client.user.username };
       client.on('shardReady', () => onConnected());
       onConnected();
       await Promise.race([fatal, stopped]);
     } finally {
       client.removeAllListeners();
+      // Stopped for an upgrade: the session is handed on instead of ended.
+      if ((signal.reason as { code?: string } | undefined)?.code === 'UPGRADE_HANDED_OVER')
+        this.#handingOver = await handover.capture(client).catch((err: unknown) => {
+          this.#o.log.warn({ err, channel: this.#o.id }, 'the Discord session could not be handed over; the new process identifies anew');
+          return undefined;
+        });
       await client.destroy();
     }
   }

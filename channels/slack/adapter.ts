@@ -81,6 +81,8 @@ export function slackEmojiName(emoji: string): string {
 /** Slack through Bolt: Socket Mode or HTTP events in, chat.* (and chat streams) out. */
 export class SlackAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities;
+  /** `channeld upgrade`: Slack spreads a bot's events over its open sockets, so the new process connects before this one closes. */
+  readonly upgradeOverlap = true;
   readonly #o: SlackOptions;
   readonly #s: SlackSecrets;
   readonly #web: WebClient;

@@ -25,6 +25,8 @@ export interface ManagementApi {
   quotaTop(limit: number): Promise<Array<{ limit: string; channel: string; sender: string | null; used: number }>>;
   /** The /admin charts: per-minute figures of the last `minutes` minutes (the cluster's in cluster mode). */
   charts(minutes: number): Promise<ChartReport>;
+  /** Starts the new build and hands over to it (`channeld upgrade`); resolves once it took over or failed. */
+  upgrade?(options: { exec?: string }): Promise<{ ok: boolean; pid?: number; error?: string; took_ms: number }>;
 }
 
 /** Who is asking: an operator (HTTP, CLI) or a chat user in one conversation (slash). */

@@ -1,3 +1,4 @@
+import { resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import type { ChannelDescriptor } from '../contracts/channel.js';
 import { ChannelKinds } from '../config/kinds.js';
@@ -34,7 +35,7 @@ function mainHelp(kinds: ChannelKinds): string {
 Usage: channeld <command> [options]
 
 Commands:
-  run           run the daemon in the foreground (systemd: Type=exec)
+  run           run the daemon in the foreground (systemd: Type=notify)
   check         validate the config and its secret references; prints "ok" or every error
   backup FILE   copy the state database to FILE while the daemon runs (SQLite online backup)
 
@@ -58,7 +59,8 @@ const HELP: Record<string, string> = {
 Runs the daemon in the foreground. Logs are JSON on stdout (pretty in a terminal).
 Signals: SIGHUP reloads the config (unchanged channels keep their connections);
 SIGTERM/SIGINT stop taking messages, let running turns finish up to
-daemon.shutdown_grace_ms, then exit 0; a second SIGTERM/SIGINT exits at once with 1.
+daemon.shutdown_grace_ms, then exit 0; a second SIGTERM/SIGINT exits at once with 1;
+SIGUSR2 upgrades to the new build as \`channeld upgrade\` does.
 Any start failure stops the HTTP server and exits: 78 when the operator must fix
 something (invalid config, unbindable [http] listen, unusable state_dir, a database that
 is newer or damaged), 1 otherwise.`,
@@ -90,6 +92,16 @@ exit status is 78 on either path, so \`channeld reload && echo deployed\` is hon
 systemd unit's ExecReload runs this command).
 
 ${REACH}`,
+  upgrade: `Usage: channeld upgrade [--exec PATH] [--config FILE] [--url URL] [--token-file FILE] [--json]
+
+Asks the running daemon (POST /actions/upgrade; SIGUSR2 does the same) to start the new
+build (its own command line resolved anew: dist/bundle points at the newest build) or
+--exec PATH (a .js file runs under the same node, anything else is executed; with the
+daemon's arguments), hand it the HTTP listening socket (the port never closes) and each
+listener (Telegram polling, Discord's gateway session, Slack's socket), wait until it is
+ready and hand over; the old process finishes its running turns and exits 0. If the new
+one fails or is not ready within daemon.upgrade_timeout_ms it is stopped, the old one
+carries on, and the exit status is 78 with its reason. ${REACH}`,
   backup: `Usage: channeld backup FILE [--config FILE]
 
 Copies the state database (daemon.state_dir/channeld.db) to FILE with SQLite's online
@@ -125,6 +137,7 @@ async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): 
       version: { type: 'boolean', short: 'v' },
       json: { type: 'boolean' },
       'against-daemon': { type: 'boolean' },
+      exec: { type: 'string' },
     },
   });
   const command = positionals[0];
@@ -145,6 +158,8 @@ async function main(argv: string[], descriptors: readonly ChannelDescriptor[]): 
       return values['against-daemon'] ? runAction(endpoint(), 'reload', [], { json: values.json ?? false, input: { dry_run: true } }) : runCheck(config, kinds);
     case 'backup':
       return runBackup(config, positionals[1]);
+    case 'upgrade':
+      return runAction(endpoint(), 'upgrade', [], { json: values.json ?? false, input: values.exec ? { exec: resolve(values.exec) } : {} });
     default:
       // Every other command is a management action served by the running daemon.
       return runAction(endpoint(), command, positionals.slice(1), { json: values.json ?? false });

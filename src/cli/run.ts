@@ -1,6 +1,7 @@
 import type { ChannelKinds } from '../config/kinds.js';
 import { Daemon } from '../daemon/daemon.js';
 import { untilSignalled } from '../daemon/signals.js';
+import { reportFailureToOld } from '../daemon/upgrade/successor.js';
 import { prettyDestination, underJournald } from '../observe/logger.js';
 import { ProcessWarnings } from '../observe/warnings.js';
 import { exitCodeFor, reportStartFailure } from './exit.js';
@@ -21,6 +22,8 @@ export async function runDaemon(configFile: string, kinds: ChannelKinds): Promis
     // Start failed; Daemon.start has stopped what was running. Exit now rather than wait for
     // handles an SDK may have left: 78 when the operator must fix something, 1 otherwise.
     reportStartFailure(err);
+    // Started by `channeld upgrade`: the old process tells the operator why.
+    await reportFailureToOld(err);
     process.exit(exitCodeFor(err));
   }
   const log = daemon.log;
@@ -33,7 +36,11 @@ export async function runDaemon(configFile: string, kinds: ChannelKinds): Promis
     .map((c) => daemon.config.kinds.of(c).page)
     .find((p) => p !== undefined);
   if (page) log.info({ url: `http://${host}:${port}/` }, `${page}: http://${host}:${port}/`);
-  void daemon.supervisor.firstAttempts().then(() => log.info({ url: `http://${host}:${port}/readyz` }, 'ready'));
+  void daemon.supervisor.firstAttempts().then(() => {
+    log.info({ url: `http://${host}:${port}/readyz` }, 'ready');
+    // systemd's READY=1, or (started by an upgrade) the old process's cue to hand over.
+    daemon.upgrade.ready().catch((err: unknown) => log.error({ err }, 'upgrade hand-over failed'));
+  });
   const code = await untilSignalled(daemon);
   // Anything still holding the event loop (a platform SDK's keep-alive) must not delay exit.
   process.exit(code);

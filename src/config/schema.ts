@@ -249,6 +249,7 @@ export function configSchemaWith<C extends z.ZodType>(channel: C) {
         state_dir: z.string().min(1).default('./.channeld'),
         log_level: z.enum(['trace', 'debug', 'info', 'warn', 'error']).default('info'),
         shutdown_grace_ms: durationMs.default(10000),
+        upgrade_timeout_ms: durationMs.default(60000),
         inbox_retention_hours: positiveInt.default(72),
         /** Plugin folders (relative to this file) whose index adds modes, tools, hooks and commands (src/contracts/plugin-folder.ts). */
         plugins: z.array(z.string().min(1)).default([]),

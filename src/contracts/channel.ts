@@ -137,6 +137,20 @@ export interface ChannelAdapter {
   /** A native stream for this target, or undefined where the platform has none for it (e.g. groups). */
   openNativeStream?(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined>;
   /**
+   * Upgrade (`channeld upgrade`): what the new process needs to take this listener's session
+   * over (a gateway's session id, sequence and resume URL), read once `listen` returned after
+   * its signal aborted with UPGRADE_HANDED_OVER. Plain JSON, at most a few KiB.
+   */
+  handoverState?(): unknown;
+  /**
+   * Upgrade: this exclusive listener may run in the old and the new process for a moment
+   * (Slack Socket Mode spreads a bot's events over its open sockets), so the new one opens
+   * before the old one closes instead of after.
+   */
+  readonly upgradeOverlap?: boolean;
+  /** Upgrade: the state the old process's adapter handed over, given before the first `listen`. */
+  resumeFrom?(state: unknown): void;
+  /**
    * Releases what the adapter holds for its whole life (a keep-alive connection pool, a
    * client). The daemon calls it once, when the adapter is dropped for good: after its
    * listener stopped, its turns settled and it left the channel table (a reload that removes

@@ -152,6 +152,12 @@ export const catalogue = {
   CHANNEL_BUILD_FAILED: { retryable: false, text: "the channel's adapter could not be built from its config; fix the channel's keys and reload" },
   PLUGIN_UNLOADING: { retryable: false, text: 'a part of the daemon is unloading (a reload or shutdown)' },
   MANAGEMENT_UNBOUND: { retryable: true, text: 'the daemon is not serving management actions yet (starting) or any more (stopping)' },
+  UPGRADE_FAILED: {
+    retryable: false,
+    text: 'the new build did not start or become ready within [daemon] upgrade_timeout_ms; it was stopped and the running daemon carries on (its reason follows)',
+  },
+  UPGRADE_HANDED_OVER: { retryable: true, text: 'this listener was handed over to the new process of an upgrade' },
+  UPGRADE_IN_PROGRESS: { retryable: true, text: 'an upgrade is already under way; wait for its outcome' },
   TURN_INTERRUPTED: { retryable: false, text: 'the turn was interrupted by a newer message in its conversation' },
   TURN_STOPPED: { retryable: false, text: 'the turn was stopped on request (/stop or the operator)' },
   TURN_ENDED: { retryable: false, text: 'the turn ended, so what waited on it (its reply stream, its typing indicator) stopped waiting' },

@@ -41,7 +41,7 @@ export function unbuildable(err: unknown): ChannelError {
 export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
   return definePlugin({
     name: `channel:${channel.id}`,
-    inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology', 'storage', 'tracing'],
+    inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology', 'storage', 'tracing', 'upgrade'],
     start: async (ctx) => {
       const config = ctx.use('config');
       const log = ctx.use('logger').child({ channel: channel.id });
@@ -76,6 +76,10 @@ export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
       });
       const kind = config.loaded.kinds.of(channel);
       adapter = topology.gate({ id: channel.id, exclusive: kind.exclusiveListener(channel), parts: kind.listenerParts?.(channel) ?? 1 }, adapter);
+      // Outermost, so an upgrade hands over the listener as the supervisor runs it.
+      const upgrade = ctx.use('upgrade').wrap(channel.id, adapter, config.loaded.kinds.of(channel).exclusiveListener(channel));
+      adapter = upgrade.adapter;
+      ctx.effect(upgrade.forget);
       channels.set(channel.id, { config: channel, adapter });
       ctx.effect(() => void channels.delete(channel.id));
       supervisor.add({

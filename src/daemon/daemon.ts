@@ -9,6 +9,7 @@ import { channelPlugin } from './channels.js';
 import { corePlugins } from './composition.js';
 import { LiveConfig } from './config-service.js';
 import { pidFilePlugin } from './pidfile.js';
+import { upgradePlugin } from './upgrade/plugin.js';
 import { loadPluginFolders, pluginFolderPlugin } from './plugin-folders.js';
 import { Reloader, type ReloadResult } from './reload.js';
 import { serviceNames, type DaemonPlugin, type Services } from './services.js';
@@ -71,7 +72,7 @@ export class Daemon {
     // Plugin folders are imported before anything starts: a bad one is a config error.
     const folders = await loadPluginFolders(this.#config.loaded);
     await this.#kernel.load(...(await this.#core(options)));
-    await this.#kernel.load(pidFilePlugin, ...folders.map(pluginFolderPlugin));
+    await this.#kernel.load(pidFilePlugin, upgradePlugin, ...folders.map(pluginFolderPlugin));
     const cfg = this.#config.config;
     for (const [name, agent] of Object.entries(cfg.agents)) if (agent.enabled) await this.#kernel.load(workspacePlugin(name, agent));
     const channels = cfg.channels.filter((c) => c.enabled);
@@ -129,6 +130,11 @@ export class Daemon {
   /** The one HTTP server (its routes and their declared webhook authentication). */
   get http() {
     return this.#kernel.get('http');
+  }
+
+  /** Both ends of `channeld upgrade` (src/daemon/upgrade/). */
+  get upgrade() {
+    return this.#kernel.get('upgrade');
   }
 
   /** What management actions see; the same object the HTTP and slash faces call. */

@@ -12,6 +12,14 @@ import { definePlugin, type ManagementBinding } from './services.js';
  */
 export class ManagementSlot implements ManagementBinding {
   #api: ManagementApi | undefined;
+  #upgrade: ManagementApi['upgrade'];
+
+  bindUpgrade(upgrade: NonNullable<ManagementApi['upgrade']>): () => void {
+    this.#upgrade = upgrade;
+    return () => {
+      if (this.#upgrade === upgrade) this.#upgrade = undefined;
+    };
+  }
 
   bind(api: ManagementApi): () => void {
     this.#api = api;
@@ -36,6 +44,10 @@ export class ManagementSlot implements ManagementBinding {
   quotaStanding: ManagementApi['quotaStanding'] = (agent, channelId, senderId) => this.#target.quotaStanding(agent, channelId, senderId);
   quotaTop: ManagementApi['quotaTop'] = (limit) => this.#target.quotaTop(limit);
   charts: ManagementApi['charts'] = (minutes) => this.#target.charts(minutes);
+  upgrade: NonNullable<ManagementApi['upgrade']> = (options) => {
+    if (!this.#upgrade) throw new CodedError('MANAGEMENT_UNBOUND', 'the daemon is not serving upgrades right now');
+    return this.#upgrade(options);
+  };
 }
 
 /** What management actions ask of the daemon, answered from the services. */

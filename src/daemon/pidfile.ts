@@ -1,4 +1,4 @@
-import { rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { localUrl, runFiles } from '../util/run-files.js';
 import { definePlugin } from './services.js';
 
@@ -17,7 +17,12 @@ export const pidFilePlugin = definePlugin({
     writeFileSync(files.pid, `${process.pid}\n`, { mode: 0o600 });
     if (bound) writeFileSync(files.url, `${localUrl(bound.address, bound.port)}\n`, { mode: 0o600 });
     ctx.effect(() => {
-      for (const f of [files.url, files.reload, files.pid]) rmSync(f, { force: true });
+      // After an upgrade the files are the new process's (it wrote them while this one ran): kept.
+      let mine = true;
+      try {
+        mine = readFileSync(files.pid, 'utf8').trim() === String(process.pid);
+      } catch {}
+      if (mine) for (const f of [files.url, files.reload, files.pid]) rmSync(f, { force: true });
     });
   },
 });

@@ -28,6 +28,7 @@ import type { LiveConfig } from './config-service.js';
 import type { Extensions } from './extensions.js';
 import type { MessageTracing } from '../dispatch/tracing.js';
 import type { ChartSource } from '../observe/chart-report.js';
+import type { Upgrades } from './upgrade/service.js';
 
 // The service types below are interfaces (or classes from modules that do not import this
 // one), so the plugin modules that implement them can import `definePlugin` from here
@@ -49,6 +50,8 @@ export interface WorkspaceTable {
 /** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */
 export interface ManagementBinding extends ManagementApi {
   bind(api: ManagementApi): () => void;
+  /** The upgrade plugin binds `upgrade` on its own (it starts after the management plugin). */
+  bindUpgrade(upgrade: NonNullable<ManagementApi['upgrade']>): () => void;
 }
 
 /** The `status` service (src/daemon/status.ts). */
@@ -135,6 +138,8 @@ export interface Services {
   reload: ReloadService;
   /** Traces of each message (`[observe] otlp_endpoint`); pass-through when off. */
   tracing: MessageTracing;
+  /** `channeld upgrade` and SIGUSR2: both ends of a zero-downtime upgrade (src/daemon/upgrade/). */
+  upgrade: Upgrades;
 }
 
 export type ServiceName = keyof Services & string;
@@ -171,6 +176,7 @@ const names = {
   status: true,
   reload: true,
   tracing: true,
+  upgrade: true,
 } satisfies Record<ServiceName, true>;
 export const serviceNames: ReadonlySet<ServiceName> = new Set(Object.keys(names) as ServiceName[]);
 

@@ -34,6 +34,7 @@ export function untilSignalled(daemon: Daemon): Promise<number> {
       process.off('SIGTERM', onStop);
       process.off('SIGINT', onStop);
       process.off('SIGHUP', onHup);
+      process.off('SIGUSR2', onUpgrade);
       resolve(code);
     };
     const onStop = (signal: NodeJS.Signals) => {
@@ -61,8 +62,27 @@ export function untilSignalled(daemon: Daemon): Promise<number> {
       log.info('SIGHUP: reloading the config');
       reloadOnSignal(daemon).catch((err: unknown) => log.error({ err }, 'SIGHUP reload failed'));
     };
+    // SIGUSR2 upgrades as `channeld upgrade` does (its outcome is logged); once the new
+    // process took over, this one stops as on SIGTERM and exits 0.
+    const upgrades = daemon.upgrade.predecessor;
+    const onUpgrade = () => {
+      log.info('SIGUSR2: upgrading to the new build');
+      void upgrades.upgrade();
+    };
+    void upgrades.handedOver.then(() => {
+      if (signals > 0) return;
+      log.info('upgraded: finishing running turns here, new messages go to the new process');
+      daemon.stop().then(
+        () => upgrades.finish().then(() => done(0)),
+        (err: unknown) => {
+          log.error({ err }, 'stop after the upgrade failed');
+          void upgrades.finish().then(() => done(1));
+        },
+      );
+    });
     process.on('SIGTERM', onStop);
     process.on('SIGINT', onStop);
     process.on('SIGHUP', onHup);
+    process.on('SIGUSR2', onUpgrade);
   });
 }

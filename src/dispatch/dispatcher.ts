@@ -47,6 +47,14 @@ export class Dispatcher implements TopologyWork {
   readonly tracker: TaskTracker;
   readonly #ack: AckReactions;
   #accepting = true;
+  /** Upgrade (the new process): scopes whose stored items wait for resumeTurns, or all of them. */
+  #deferred: ReadonlySet<string> | 'all' | undefined;
+  /**
+   * Upgrade: the items queued here since deferTurns, so the last resumeTurns also takes what
+   * the old process stored after it froze (a webhook in flight) and nobody queued. Lives only
+   * for the hand-over (at most shutdown_grace_ms of messages).
+   */
+  #upgradeSeen: Set<number> | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
@@ -182,6 +190,8 @@ export class Dispatcher implements TopologyWork {
     // Stored elsewhere (it runs where its conversation is served), or stored while shutting
     // down (the hold's last write): it stays pending for whoever takes it up.
     if (admission === 'stored' || !this.#accepting) return;
+    // Upgrade: stored (the platform is acknowledged), queued once the old process lets go.
+    if (this.#deferred === 'all' || this.#deferred?.has(admission.run.scope)) return;
     if (this.#enqueue(admission.run, passive)) this.#ack.set(msg, true);
   }
 
@@ -213,6 +223,7 @@ export class Dispatcher implements TopologyWork {
 
   /** Queues an item; false when it was refused (queue full). */
   #enqueue(item: InboxItem, passive: ChannelMessage[]): boolean {
+    this.#upgradeSeen?.add(item.id);
     const channelId = item.message.channelId;
     const mode = resolveQueueMode(this.#o.queueModeOf?.(item.scope, channelId), this.#o.channel(channelId)?.config, this.#o.limits());
     if (this.#lanes.accept(item, mode, passive)) return true;
@@ -231,10 +242,47 @@ export class Dispatcher implements TopologyWork {
 
   /** Re-dispatches what the topology recovers (a crash's unfinished items; their draft is reused). */
   recover(): number {
+    if (this.#deferred === 'all') return 0;
     const items = this.#o.topology.recover();
     for (const item of items) this.#enqueue(item, []);
     if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');
     return items.length;
+  }
+
+  /**
+   * Upgrade (the new process, single node): messages are stored but no turn starts until
+   * the old process stopped starting turns (resumeTurns), so no item runs in both.
+   */
+  deferTurns(): void {
+    this.#deferred = 'all';
+    this.#upgradeSeen = new Set();
+  }
+
+  /**
+   * Upgrade: queues what waits in the inbox for the scopes deferred so far, and what nobody
+   * queued here, except in `waiting` scopes (their turns still run in the old process),
+   * which stay deferred until the next call. `final` (the old process has stopped): the
+   * hand-over is over. Returns how many items it queued.
+   */
+  resumeTurns(waiting: ReadonlySet<string> = new Set(), final = false): number {
+    const before = this.#deferred;
+    const seen = this.#upgradeSeen;
+    if (!seen) return 0;
+    this.#deferred = waiting.size ? waiting : undefined;
+    const deferred = (scope: string) => before === 'all' || (before?.has(scope) ?? false);
+    const items = this.#o.topology.recover().filter((i) => !waiting.has(i.scope) && (deferred(i.scope) || !seen.has(i.id)));
+    for (const item of items) this.#enqueue(item, []);
+    if (final) this.#upgradeSeen = undefined;
+    return items.length;
+  }
+
+  /**
+   * Upgrade (the old process): stops taking messages and starting turns at once (shutdown
+   * follows); returns the scopes whose turns still run here.
+   */
+  freeze(): string[] {
+    this.#accepting = false;
+    return this.#lanes.freeze();
   }
 
   /** Cancels a scope's running turn and drops its queued ones. */

@@ -306,6 +306,17 @@ export class Lanes {
     return { inFlight: this.#inFlight, queued: this.#queued, channels };
   }
 
+  /**
+   * Upgrade (the old process): starts no turn from now on, what is queued stays pending in
+   * the inbox for the new process; returns the scopes whose turns still run here.
+   */
+  freeze(): string[] {
+    this.#draining = true;
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    return [...this.#lanes.values()].filter((l) => l.running).map((l) => l.scope);
+  }
+
   /** Lets running turns finish for `graceMs`, then cancels them; waits for their final text until `signal` aborts. */
   async drain(graceMs: number, signal: AbortSignal): Promise<void> {
     this.#draining = true;

@@ -4,6 +4,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { hostAllowed, originAllowed, sendJson } from '../util/http.js';
+import { takeInheritedListenFd } from '../util/listen-fd.js';
 
 /**
  * The daemon's HTTP server: health, status, metrics, webhooks, web chat and admin all
@@ -117,12 +118,18 @@ export class HttpServer implements HttpRoutes {
     handler(req, socket, head, url);
   }
 
-  /** Starts listening; resolves with the bound address (port 0 picks a free one). */
+  /**
+   * Starts listening; resolves with the bound address (port 0 picks a free one). The new
+   * process of an upgrade listens on the socket the old one handed it instead (the same
+   * address: `[http] listen` needs a restart to change).
+   */
   async listen(host: string, port: number): Promise<AddressInfo> {
+    const inherited = takeInheritedListenFd();
     await new Promise<void>((resolve, reject) => {
       const onError = (err: Error) => reject(err);
       this.#server.once('error', onError);
-      this.#server.listen(port, host, () => {
+      const where = inherited === undefined ? { port, host } : { fd: inherited };
+      this.#server.listen(where, () => {
         this.#server.off('error', onError);
         resolve();
       });
@@ -134,8 +141,26 @@ export class HttpServer implements HttpRoutes {
     return (this.#server.address() as AddressInfo | null) ?? undefined;
   }
 
+  /** The listening socket's descriptor, for an upgrade to hand over (undefined when not listening or not known). */
+  listeningFd(): number | undefined {
+    const fd = (this.#server as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    return typeof fd === 'number' && fd >= 0 ? fd : undefined;
+  }
+
+  /**
+   * Upgrade: this process stops accepting (its successor accepts on the same socket) but
+   * lets requests in progress finish; close() ends what is left.
+   */
+  stopAccepting(): void {
+    if (this.#server.listening) this.#server.close();
+  }
+
   async close(): Promise<void> {
-    if (!this.#server.listening) return;
+    if (!this.#server.listening) {
+      // After stopAccepting the server no longer listens, but its connections still need ending.
+      this.#server.closeAllConnections();
+      return;
+    }
     const closed = new Promise<void>((resolve) => this.#server.close(() => resolve()));
     this.#server.closeAllConnections();
     await closed;

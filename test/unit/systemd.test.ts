@@ -10,7 +10,9 @@ describe('systemd unit', () => {
   it('has the settings the operator relies on', () => {
     const text = readFileSync(unit, 'utf8');
     for (const line of [
-      'Type=exec',
+      // The daemon says READY=1 itself; after `channeld upgrade` the new process sends MAINPID=.
+      'Type=notify',
+      'NotifyAccess=all',
       // The CLI waits for the outcome and exits 78 on a refusal, so `systemctl reload` fails then (kill -HUP always succeeds).
       'ExecReload=/usr/bin/node /opt/channeld/dist/bin/channeld.js reload',
       'Restart=on-failure',

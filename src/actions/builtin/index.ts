@@ -6,6 +6,7 @@ import { sessionsAction } from './sessions.js';
 import { statusAction } from './status.js';
 import { stopTurnAction } from './stop-turn.js';
 import { turnsAction } from './turns.js';
+import { upgradeAction } from './upgrade.js';
 import { usageAction } from './usage.js';
 import { versionAction } from './version.js';
 
@@ -19,5 +20,6 @@ export const builtinActions: Action[] = [
   sessionsAction,
   usageAction,
   chartsAction,
+  upgradeAction,
   versionAction,
 ] as Action[];

@@ -1,0 +1,105 @@
+import type { ChannelAdapter, Deliver } from '../../contracts/channel.js';
+import { CodedError } from '../../contracts/errors.js';
+import { boundedState } from './protocol.js';
+
+type Listen = ChannelAdapter['listen'];
+
+/**
+ * One channel's listener as an upgrade sees it. In the old process `pause()` stops the
+ * platform listener (the supervisor's `listen` call keeps running, parked) and returns what
+ * the adapter hands over; `resume()` (the upgrade failed) runs it again. In the new process
+ * the first `listen` first waits for `before()` (the old one stopped its listener) and gives
+ * the adapter the state it got.
+ */
+export class ListenerGate {
+  readonly adapter: ChannelAdapter;
+  readonly #inner: ChannelAdapter;
+  #pause: AbortController | undefined;
+  #running: Promise<void> | undefined;
+  #paused = false;
+  #wake: (() => void) | undefined;
+  #before: (() => Promise<unknown>) | undefined;
+
+  /**
+   * `before`: the new process of an upgrade asks the old one for this listener first.
+   * `handOver`: whether the old one stops this listener before the new one starts its own
+   * (a polling or gateway listener: two would conflict); otherwise both run for a moment.
+   */
+  constructor(
+    inner: ChannelAdapter,
+    readonly handOver: boolean,
+    before?: () => Promise<unknown>,
+  ) {
+    this.#inner = inner;
+    this.#before = before;
+    const listen: Listen = (deliver, signal, onConnected, onReconnecting, onStandby) => this.#listen(deliver, signal, onConnected, onReconnecting, onStandby);
+    // Everything but listen is the adapter's own, bound to it (its private fields need that).
+    this.adapter = new Proxy(inner, {
+      get: (target, key) => {
+        if (key === 'listen') return listen;
+        const v = Reflect.get(target, key, target) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+  }
+
+  async #listen(...[deliver, signal, onConnected, onReconnecting, onStandby]: Parameters<Listen>): Promise<void> {
+    if (this.#before) {
+      const take = this.#before;
+      this.#before = undefined;
+      const state = await take();
+      if (signal.aborted) return;
+      if (state !== undefined) this.#inner.resumeFrom?.(state);
+    }
+    while (!signal.aborted) {
+      if (this.#paused) {
+        await this.#parked(signal);
+        continue;
+      }
+      const pause = new AbortController();
+      this.#pause = pause;
+      const run = this.#inner.listen(deliver as Deliver, AbortSignal.any([signal, pause.signal]), onConnected, onReconnecting, onStandby);
+      this.#running = run.then(
+        () => {},
+        () => {},
+      );
+      try {
+        await run;
+      } catch (err) {
+        // Stopped for the hand-over: how the platform client ended does not matter.
+        if (!pause.signal.aborted || signal.aborted) throw err;
+      } finally {
+        this.#pause = undefined;
+        this.#running = undefined;
+      }
+      if (!pause.signal.aborted) return;
+    }
+  }
+
+  /** Waits (parked, as far as the supervisor knows still listening) until resume() or the real stop. */
+  #parked(signal: AbortSignal): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const done = () => {
+        signal.removeEventListener('abort', done);
+        this.#wake = undefined;
+        resolve();
+      };
+      this.#wake = done;
+      signal.addEventListener('abort', done, { once: true });
+    });
+  }
+
+  /** Old process: stops the platform listener and waits until it ended; what the adapter hands over. */
+  async pause(): Promise<unknown> {
+    this.#paused = true;
+    this.#pause?.abort(new CodedError('UPGRADE_HANDED_OVER', `channel "${this.#inner.id}" was handed over to the new process`));
+    await this.#running;
+    return boundedState(this.#inner.handoverState?.());
+  }
+
+  /** Old process, after a failed upgrade: the listener runs again. */
+  resume(): void {
+    this.#paused = false;
+    this.#wake?.();
+  }
+}

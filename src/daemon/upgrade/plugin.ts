@@ -1,0 +1,21 @@
+import { definePlugin } from '../services.js';
+import { Upgrades } from './service.js';
+
+/** `channeld upgrade` and SIGUSR2 (docs/OPERATIONS.md "Upgrading"): the `upgrade` service and the management action's binding. */
+export const upgradePlugin = definePlugin({
+  name: 'upgrade',
+  provides: ['upgrade'],
+  inject: ['config', 'logger', 'http', 'dispatcher', 'management'],
+  start: (ctx) => {
+    const config = ctx.use('config');
+    const upgrades = new Upgrades({
+      log: ctx.use('logger'),
+      timeoutMs: () => config.config.daemon.upgrade_timeout_ms,
+      cluster: config.config.cluster !== undefined,
+      http: ctx.use('http'),
+      dispatcher: ctx.use('dispatcher'),
+    });
+    ctx.effect(ctx.use('management').bindUpgrade((options) => upgrades.predecessor.upgrade(options)));
+    ctx.provide('upgrade', upgrades);
+  },
+});

@@ -1,0 +1,159 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { CodedError, errorMessage } from '../../contracts/errors.js';
+import type { Logger } from '../../observe/logger.js';
+import { LISTEN_FD_ENV } from '../../util/listen-fd.js';
+import { successorCommand } from './command.js';
+import type { ListenerGate } from './listeners.js';
+import { parseToOld, type ToNew } from './protocol.js';
+import { SUCCESSOR_ENV } from './successor.js';
+
+export interface UpgradeOutcome {
+  ok: boolean;
+  /** The new process (also when it failed and was stopped). */
+  pid?: number;
+  /** Why it failed: the new process's own reason where it gave one. */
+  error?: string;
+  took_ms: number;
+}
+
+export interface PredecessorOptions {
+  log: Logger;
+  timeoutMs: () => number;
+  http: { listeningFd(): number | undefined; stopAccepting(): void };
+  /** Stops taking messages and starting turns; the scopes whose turns still run. */
+  freeze(): string[];
+}
+
+/** How long a new process that failed gets to exit after SIGTERM before SIGKILL. */
+const KILL_AFTER_MS = 5000;
+
+/**
+ * The old process's end of an upgrade: starts the new build with the HTTP listening socket
+ * (so the port never closes) and an IPC channel, stops each listener when the new process
+ * asks for it (handing over its session), and once the new one is ready stops accepting,
+ * freezes the dispatcher and tells it which conversations' turns still run here. If the new
+ * one fails or is not ready within `upgrade_timeout_ms`, it is stopped and every listener
+ * handed over runs here again.
+ */
+export class Predecessor {
+  readonly gates = new Map<string, ListenerGate>();
+  readonly #o: PredecessorOptions;
+  #current: Promise<UpgradeOutcome> | undefined;
+  #child: ChildProcess | undefined;
+  #handedOver: () => void = () => {};
+  /** Resolves once the new process took over: the caller stops this daemon, then calls finish(). */
+  readonly handedOver: Promise<void>;
+
+  constructor(options: PredecessorOptions) {
+    this.#o = options;
+    this.handedOver = new Promise((resolve) => (this.#handedOver = resolve));
+  }
+
+  /** Starts the new build and hands over; one at a time, and none after one succeeded. */
+  upgrade(options: { exec?: string } = {}): Promise<UpgradeOutcome> {
+    if (this.#current) return Promise.resolve({ ok: false, error: new CodedError('UPGRADE_IN_PROGRESS').message, took_ms: 0 });
+    const run = this.#run(options.exec);
+    this.#current = run;
+    void run.then((r) => {
+      if (!r.ok) this.#current = undefined;
+    });
+    return run;
+  }
+
+  /** This daemon stopped (its turns ended): the new process may run their conversations now. Resolves once told (at most 1 s). */
+  finish(): Promise<void> {
+    const child = this.#child;
+    if (!child?.connected) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 1000);
+      child.send({ t: 'done' } satisfies ToNew, undefined, {}, () => {
+        clearTimeout(timer);
+        if (child.connected) child.disconnect();
+        resolve();
+      });
+    });
+  }
+
+  #run(exec: string | undefined): Promise<UpgradeOutcome> {
+    const started = Date.now();
+    const log = this.#o.log;
+    const failed = (error: string, pid?: number): UpgradeOutcome => {
+      log.error({ pid, reason: error }, 'upgrade failed: the new process was stopped, this one carries on');
+      return { ok: false, error: new CodedError('UPGRADE_FAILED', error).message, took_ms: Date.now() - started, ...(pid ? { pid } : {}) };
+    };
+    const fd = this.#o.http.listeningFd();
+    if (fd === undefined) return Promise.resolve(failed('the HTTP listening socket cannot be handed over'));
+    let cmd: { file: string; args: string[] };
+    try {
+      cmd = successorCommand(exec);
+    } catch (err) {
+      return Promise.resolve(failed(errorMessage(err)));
+    }
+    log.info({ file: cmd.file, args: cmd.args }, 'upgrade: starting the new build');
+    const child = spawn(cmd.file, cmd.args, {
+      // fd 3 in the new process is this listening socket; the IPC channel comes after it.
+      stdio: ['ignore', 'inherit', 'inherit', fd, 'ipc'],
+      env: { ...process.env, [LISTEN_FD_ENV]: '3', [SUCCESSOR_ENV]: String(process.pid) },
+    });
+    this.#child = child;
+    const paused: ListenerGate[] = [];
+    return new Promise<UpgradeOutcome>((resolve) => {
+      let settled = false;
+      let reason: string | undefined;
+      const timeoutMs = this.#o.timeoutMs();
+      const timer = setTimeout(() => fail(`the new process was not ready within upgrade_timeout_ms = ${timeoutMs}`), timeoutMs);
+      const send = (m: ToNew) => {
+        if (child.connected) child.send(m, undefined, {}, () => {});
+      };
+      const fail = (why: string) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        child.off('message', onMessage);
+        if (child.exitCode === null && child.signalCode === null) {
+          child.kill('SIGTERM');
+          const kill = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
+          kill.unref();
+          child.once('exit', () => clearTimeout(kill));
+        }
+        if (child.connected) child.disconnect();
+        for (const gate of paused) gate.resume();
+        resolve(failed(reason ?? why, child.pid));
+      };
+      const ready = () => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        // From here the new process accepts every connection; requests in progress here finish.
+        this.#o.http.stopAccepting();
+        const busy = this.#o.freeze();
+        // Listeners that may overlap (Slack Socket Mode, web chat) were left running until
+        // now: the new process has its own open, so this one's close loses nothing.
+        for (const gate of this.gates.values()) if (!paused.includes(gate)) void gate.pause();
+        send({ t: 'frozen', busy });
+        log.info({ pid: child.pid, busy: busy.length, took_ms: Date.now() - started }, 'upgrade: handed over to the new process');
+        this.#handedOver();
+        resolve({ ok: true, pid: child.pid, took_ms: Date.now() - started });
+      };
+      const onMessage = (raw: unknown) => {
+        const m = parseToOld(raw);
+        if (!m) return;
+        if (m.t === 'failed') reason = m.reason;
+        else if (m.t === 'ready') ready();
+        else {
+          const gate = this.gates.get(m.channel);
+          if (!gate?.handOver || settled) return send({ t: 'taken', channel: m.channel });
+          paused.push(gate);
+          log.info({ channel: m.channel }, 'upgrade: listener stopped for the new process');
+          gate.pause().then(
+            (state) => send({ t: 'taken', channel: m.channel, state }),
+            () => send({ t: 'taken', channel: m.channel }),
+          );
+        }
+      };
+      child.on('message', onMessage);
+      child.once('error', (err) => fail(`cannot start ${cmd.file}: ${errorMessage(err)}`));
+      child.once('exit', (code, signal) => fail(`the new process exited (${signal ?? `status ${code}`}) before it was ready`));
+    });
+  }
+}

@@ -1,0 +1,71 @@
+import type { ChannelAdapter } from '../../contracts/channel.js';
+import type { Logger } from '../../observe/logger.js';
+import { ListenerGate } from './listeners.js';
+import { Predecessor } from './predecessor.js';
+import { Successor } from './successor.js';
+import { notifySystemd } from './systemd.js';
+
+export type { UpgradeOutcome } from './predecessor.js';
+
+export interface UpgradeWiring {
+  log: Logger;
+  timeoutMs: () => number;
+  /**
+   * Cluster mode: listeners are not handed over, their leases move when the old instance
+   * goes away (it releases them as it stops), as partitions do.
+   */
+  cluster: boolean;
+  http: { listeningFd(): number | undefined; stopAccepting(): void };
+  dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number };
+}
+
+/**
+ * The `upgrade` service: both ends of `channeld upgrade` in one process. As the old
+ * process it is `predecessor`; when this process was started by an upgrade it also has a
+ * `successor` link, and turns wait until the old process let go of them.
+ */
+export class Upgrades {
+  readonly predecessor: Predecessor;
+  readonly successor: Successor | undefined;
+  readonly #o: UpgradeWiring;
+
+  constructor(o: UpgradeWiring, successor = Successor.fromProcess()) {
+    this.#o = o;
+    this.successor = successor;
+    this.predecessor = new Predecessor({ log: o.log, timeoutMs: o.timeoutMs, http: o.http, freeze: () => o.dispatcher.freeze() });
+    // Messages are stored from the start; no turn starts until the old process froze.
+    if (successor) o.dispatcher.deferTurns();
+  }
+
+  /**
+   * A channel's adapter as the supervisor and the turns see it: its listener stops when the
+   * new process of an upgrade takes it over (`handOver`: it must stop first) and, in a new
+   * process, starts only once the old one let go of it. Returns the adapter and its removal.
+   */
+  wrap(id: string, adapter: ChannelAdapter, exclusive: boolean): { adapter: ChannelAdapter; forget: () => void } {
+    const successor = this.#o.cluster ? undefined : this.successor;
+    const handOver = !this.#o.cluster && exclusive && !adapter.upgradeOverlap;
+    const gate = new ListenerGate(adapter, handOver, successor ? () => successor.take(id) : undefined);
+    this.predecessor.gates.set(id, gate);
+    return { adapter: gate.adapter, forget: () => void (this.predecessor.gates.get(id) === gate && this.predecessor.gates.delete(id)) };
+  }
+
+  /** The daemon is ready (its first listener attempts are done): tell systemd, or the old process. */
+  async ready(): Promise<void> {
+    const { log, dispatcher } = this.#o;
+    const successor = this.successor;
+    if (!successor) {
+      await notifySystemd(['READY=1'], log);
+      return;
+    }
+    successor.ready();
+    const busy = await successor.frozen;
+    const queued = dispatcher.resumeTurns(new Set(busy));
+    log.info({ queued, waiting_scopes: busy.length }, 'upgrade: took over from the old process');
+    await notifySystemd([`MAINPID=${process.pid}`, 'READY=1'], log);
+    await successor.done;
+    const rest = dispatcher.resumeTurns(new Set(), true);
+    log.info({ queued: rest }, "upgrade: the old process's turns ended; their conversations go on here");
+    successor.close();
+  }
+}

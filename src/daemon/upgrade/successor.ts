@@ -1,0 +1,89 @@
+import { CodedError, errorMessage } from '../../contracts/errors.js';
+import { parseToNew, type ToNew, type ToOld } from './protocol.js';
+
+/** Set by the old process in the environment of the new one it starts. */
+export const SUCCESSOR_ENV = 'CHANNELD_UPGRADE_FROM';
+
+/** A start that failed in the new process of an upgrade: the old one reports why (at most 1 s). */
+export function reportFailureToOld(err: unknown): Promise<void> {
+  if (!process.send || !process.connected) return Promise.resolve();
+  const reason = err instanceof CodedError ? `${err.code}: ${err.message}` : errorMessage(err);
+  return new Promise<void>((resolve) => {
+    const timer = setTimeout(resolve, 1000);
+    process.send!({ t: 'failed', reason } satisfies ToOld, undefined, {}, () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+/**
+ * The new process's end of an upgrade: it asks the old one for each listener before
+ * starting its own, says when it is ready, and learns which conversations' turns still run
+ * there. Everything it waits for also ends when the old process goes away (the channel
+ * closes), so a crashed predecessor never holds this one up.
+ */
+export class Successor {
+  readonly #send: (m: ToOld) => void;
+  readonly #taken = new Map<string, (state: unknown) => void>();
+  #frozen: (busy: string[]) => void = () => {};
+  #done: () => void = () => {};
+  /** The old process took no message and starts no turn any more; these scopes' turns still run there. */
+  readonly frozen: Promise<string[]>;
+  /** The old process's turns ended (or it went away). */
+  readonly done: Promise<void>;
+  #gone = false;
+
+  private constructor(send: (m: ToOld) => void) {
+    this.#send = send;
+    this.frozen = new Promise((resolve) => (this.#frozen = resolve));
+    this.done = new Promise((resolve) => (this.#done = resolve));
+  }
+
+  /** This process's link to the old one, when it was started by an upgrade (the IPC channel is there). */
+  static fromProcess(env: NodeJS.ProcessEnv = process.env): Successor | undefined {
+    if (!env[SUCCESSOR_ENV] || !process.send || !process.channel) return undefined;
+    delete env[SUCCESSOR_ENV];
+    const s = new Successor((m) => {
+      if (process.connected) process.send!(m, undefined, {}, () => {});
+    });
+    process.on('message', (m: unknown) => s.#receive(parseToNew(m)));
+    process.once('disconnect', () => s.#goneAway());
+    return s;
+  }
+
+  #receive(m: ToNew | undefined): void {
+    if (!m) return;
+    if (m.t === 'taken') {
+      this.#taken.get(m.channel)?.(m.state);
+      this.#taken.delete(m.channel);
+    } else if (m.t === 'frozen') this.#frozen(m.busy);
+    else this.#done();
+  }
+
+  #goneAway(): void {
+    this.#gone = true;
+    for (const resolve of this.#taken.values()) resolve(undefined);
+    this.#taken.clear();
+    this.#frozen([]);
+    this.#done();
+  }
+
+  /** Asks the old process to stop `channel`'s listener; resolves with what it handed over. */
+  take(channel: string): Promise<unknown> {
+    if (this.#gone) return Promise.resolve(undefined);
+    return new Promise((resolve) => {
+      this.#taken.set(channel, resolve);
+      this.#send({ t: 'take', channel });
+    });
+  }
+
+  ready(): void {
+    this.#send({ t: 'ready' });
+  }
+
+  /** After the hand-over: the channel is not needed any more and must not keep this process alive. */
+  close(): void {
+    if (process.connected) process.disconnect();
+  }
+}
