@@ -18,6 +18,7 @@ import { partitionOf } from './partition-key.js';
 import { Partitions } from './partitions.js';
 import { PgApprovalStore } from './pg-approvals.js';
 import { PgMemoryStore } from './pg-memories.js';
+import { PgReminderStore } from './pg-reminders.js';
 import { PgConversationStore, PgSessionStore } from './pg-state.js';
 import { PgWriter } from './pg-writer.js';
 import { PgUsageLedger } from './pg-usage.js';
@@ -51,6 +52,7 @@ export interface ClusterWiring {
   'approval-store': PgApprovalStore;
   spend: PgReservations;
   memories: PgMemoryStore;
+  reminders: PgReminderStore;
   topology: ClusterComposition;
 }
 type ClusterPlugin<I extends keyof ClusterWiring, P extends keyof ClusterWiring = never> = Plugin<ClusterWiring, I, P>;
@@ -76,14 +78,14 @@ export class ClusterComposition {
     return this.#s;
   }
 
-  /** Provides inbox, sessions, conversations, usage, approval decisions, spend reservations and memories from NATS and PostgreSQL, and this object as the topology. */
+  /** Provides inbox, sessions, conversations, usage, approval decisions, spend reservations, memories and reminders from NATS and PostgreSQL, and this object as the topology. */
   storePlugin(): ClusterPlugin<
     'config' | 'logger' | 'shutdown',
-    'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'memories' | 'topology'
+    'inbox' | 'sessions' | 'conversations' | 'usage' | 'approval-store' | 'spend' | 'memories' | 'reminders' | 'topology'
   > {
     return {
       name: 'store',
-      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'topology'],
+      provides: ['inbox', 'sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'reminders', 'topology'],
       inject: ['config', 'logger', 'shutdown'],
       startTimeoutMs: 30_000,
       start: async (ctx) => {
@@ -109,6 +111,7 @@ export class ClusterComposition {
         ctx.provide('approval-store', new PgApprovalStore(this.#writer));
         ctx.provide('spend', new PgReservations(this.#writer, log));
         ctx.provide('memories', new PgMemoryStore(this.#writer));
+        ctx.provide('reminders', new PgReminderStore(this.#writer));
         ctx.provide('topology', this);
         log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
       },

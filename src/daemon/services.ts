@@ -13,6 +13,7 @@ import type { Conversations } from '../store/conversations.js';
 import type { GroupCommit } from '../store/group-commit.js';
 import type { Inbox } from '../store/inbox.js';
 import type { Memories } from '../store/memories.js';
+import type { Reminders } from '../store/reminders.js';
 import type { Sessions } from '../store/sessions.js';
 import type { UsageLedger } from '../store/usage.js';
 import type { SpendReservations } from '../store/reservations.js';
@@ -68,6 +69,8 @@ export interface StatusView {
   readonly startedAt: Date;
   /** Set by the lifecycle once every configured channel has been handed to the supervisor. */
   channelsLoaded: boolean;
+  /** Set by the reminders plugin: how many are pending and the next firing, for /status. */
+  reminders?: (() => { pending: number; next_fire_at: string | null }) | undefined;
   ready(): boolean;
   status(): DaemonStatus;
 }
@@ -122,6 +125,8 @@ export interface Services {
   spend: SpendReservations;
   /** Users' memories (`[agent] memory`): SQLite with FTS5 on one node, PostgreSQL in cluster mode. */
   memories: Memories;
+  /** Reminders (`/remind`, `schedule_message`): SQLite on one node, PostgreSQL in cluster mode. */
+  reminders: Reminders;
   http: HttpServer;
   actions: ActionRegistry;
   /** What management actions ask of the daemon; bound by the management plugin. */
@@ -156,6 +161,7 @@ const names = {
   'approval-store': true,
   spend: true,
   memories: true,
+  reminders: true,
   http: true,
   actions: true,
   management: true,

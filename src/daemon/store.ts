@@ -9,6 +9,7 @@ import { StorageHealth } from '../store/health.js';
 import { Inbox } from '../store/inbox.js';
 import { SessionStore } from '../store/sessions.js';
 import { SqliteMemoryStore } from '../store/memories.js';
+import { ReminderStore } from '../store/reminders.js';
 import { SqliteUsageLedger } from '../store/usage.js';
 import { LocalReservations } from '../store/reservations.js';
 
@@ -34,7 +35,7 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
 export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
   return definePlugin({
     name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories'],
+    provides: localOnly ? ['storage'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories', 'reminders'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
       const config = ctx.use('config');
@@ -71,6 +72,7 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       ctx.provide('approval-store', new ApprovalStore(db));
       ctx.provide('spend', new LocalReservations());
       ctx.provide('memories', new SqliteMemoryStore(db));
+      ctx.provide('reminders', new ReminderStore(db));
     },
   });
 }
