@@ -171,6 +171,10 @@ export const agentSchema = z.strictObject({
   max_audio_duration_ms: positiveDurationMs.default(300000),
   /** Echo the transcript of a voice note at the top of the reply. */
   show_transcript: z.boolean().default(false),
+  /** A `[models."NAME"]` served at base_url's /audio/speech: an answer to a voice note is also sent as a voice note. */
+  speech_model: z.string().min(1).optional(),
+  /** The voice `speech_model` speaks with (OpenAI's names: alloy, echo, fable, onyx, nova, shimmer, ...). */
+  speech_voice: z.string().min(1).max(64).default('alloy'),
   /** Fetch up to 3 http(s) links of a message and add their readable text to the turn. */
   read_links: z.boolean().default(false),
 });

@@ -29,6 +29,9 @@ export interface RuntimeOptions {
 }
 
 /** The outcome the dispatcher records. */
+/** An extras key: set (to true) when the user's message was a transcribed voice note, so the answer may be spoken too. */
+export const USER_SPOKE = 'user_spoke';
+
 export interface TurnOutcome {
   ending: 'done' | 'error' | 'cancelled';
   text: string;
@@ -37,6 +40,8 @@ export interface TurnOutcome {
   usage?: Usage;
   /** The error code when the turn ended in an error. */
   errorCode?: string;
+  /** The user's message was a transcribed voice note (`[agent] speech_model` answers it aloud too). */
+  spoke?: boolean;
 }
 
 /**
@@ -94,6 +99,7 @@ export class Runtime {
       ...(ctx.command ? { command: ctx.command } : {}),
       ...(ending.type === 'done' ? { usage: ending.usage } : {}),
       ...(ending.type === 'error' ? { errorCode: ending.code } : {}),
+      ...(ctx.extras.get(USER_SPOKE) === true ? { spoke: true } : {}),
     };
   }
 

@@ -19,6 +19,7 @@ import { Quotas, type QuotaDeps, type QuotaStanding } from './quotas.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
 import { transcriberFor } from '../media/transcriber.js';
+import { type Speaker, speakerFor } from '../media/speak.js';
 import { registerLinks } from '../media/links.js';
 import type { Tool } from '../contracts/tools.js';
 import { registerToolCommands } from '../tools/controls.js';
@@ -113,6 +114,8 @@ export class Workspace {
     };
   }
   readonly cooldowns: ModelCooldowns;
+  /** `[agent] speech_model`: speaks an answer to a voice note; undefined without one. */
+  readonly speaker: Speaker | undefined;
   #lastServed: string | undefined;
   readonly #runner: AgentRunner;
   readonly #info: BuiltinInfo;
@@ -125,6 +128,7 @@ export class Workspace {
     this.name = o.name;
     this.config = o.config;
     this.cooldowns = new ModelCooldowns(() => this.config.cooldown_ms);
+    this.speaker = speakerFor(o.config, o.apiKey, o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024));
     const log = o.log.child({ agent: o.name });
     // One warn line per failed model attempt: why it failed, never the key.
     const attemptFailed = (f: AttemptFailure) =>
