@@ -122,6 +122,11 @@ export const pgMigrations: readonly string[] = [
    );
    CREATE INDEX reminders_due ON reminders (state, fire_at);
    CREATE INDEX reminders_scope ON reminders (scope, state);`,
+  // Memories' embeddings (`memory_embedding_model`), deleted with their memory.
+  `CREATE TABLE memory_vectors (
+     memory_id BIGINT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+     vector JSONB NOT NULL
+   );`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

@@ -165,6 +165,8 @@ export const agentSchema = z.strictObject({
   memory: z.boolean().default(false),
   /** The most characters of the speaker's memories added to a turn's system prompt. */
   memory_max_chars: positiveInt.default(2000),
+  /** A `[models."NAME"]` served at base_url's /embeddings: recall ranks memories by similarity (full-text when it fails). */
+  memory_embedding_model: z.string().min(1).optional(),
   /** A `[models."NAME"]` with input = ["audio"], served at base_url's /audio/transcriptions: voice notes become text. */
   transcription_model: z.string().min(1).optional(),
   /** Voice notes longer than this are not transcribed (the size limit is [limits] max_attachment_bytes). */

@@ -1,7 +1,7 @@
 import type { AgentConfig } from '../config/schema.js';
 import { CodedError } from '../contracts/errors.js';
 import { cutText } from '../util/cut-text.js';
-import { readCapped } from './read-capped.js';
+import { readCapped } from '../util/read-capped.js';
 
 /** Characters of an answer spoken: OpenAI's `/audio/speech` takes at most 4096; a longer answer is cut (its text is sent whole). */
 export const MAX_SPOKEN_CHARS = 4096;

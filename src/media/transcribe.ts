@@ -1,5 +1,5 @@
 import { CodedError } from '../contracts/errors.js';
-import { readCapped } from './read-capped.js';
+import { readCapped } from '../util/read-capped.js';
 
 /** Characters of one transcript kept; more is not a voice note. */
 export const MAX_TRANSCRIPT_CHARS = 20_000;

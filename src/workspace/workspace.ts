@@ -13,6 +13,7 @@ import type { Conversations } from '../store/conversations.js';
 import type { Sessions } from '../store/sessions.js';
 import type { Memories } from '../store/memories.js';
 import { registerMemory } from '../memory/memory.js';
+import { embedderFor } from '../memory/embed.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { Quotas, type QuotaDeps, type QuotaStanding } from './quotas.js';
@@ -187,7 +188,14 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
-    if (o.config.memory && o.memories) registerMemory(this.runtime, { agentName: o.name, agent: () => this.config, memories: o.memories });
+    if (o.config.memory && o.memories)
+      registerMemory(this.runtime, {
+        agentName: o.name,
+        agent: () => this.config,
+        memories: o.memories,
+        embedder: () => embedderFor(this.config, o.apiKey),
+        onEmbedError: (err) => log.warn({ err }, 'memory embedding failed; full-text search stands in'),
+      });
     const models = o.models ?? (() => ({}));
     registerAttachments(this.runtime, {
       agent: () => this.config,

@@ -78,6 +78,11 @@ export class FakeLlm {
   readonly requests: RecordedRequest[] = [];
   readonly transcriptions: RecordedTranscription[] = [];
   readonly speeches: RecordedSpeech[] = [];
+  /** `/embeddings` inputs, in order. */
+  readonly embeddingInputs: string[] = [];
+  /** The vector `/embeddings` gives an exact input; any other gets one from its words (a 16-dimension hash). */
+  readonly vectors = new Map<string, number[]>();
+  #embeddingFaults = 0;
   readonly #speechFaults: number[] = [];
   readonly #transcripts: TranscriptionScript[] = [];
   readonly #queue: Script[] = [];
@@ -114,6 +119,12 @@ export class FakeLlm {
     return this;
   }
 
+  /** The next `n` embeddings requests fail with HTTP 500. */
+  failEmbeddings(n: number): this {
+    this.#embeddingFaults += n;
+    return this;
+  }
+
   /** The next speech requests fail with these HTTP statuses, in order. */
   failSpeech(...statuses: number[]): this {
     this.#speechFaults.push(...statuses);
@@ -129,6 +140,7 @@ export class FakeLlm {
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method === 'POST' && req.url?.endsWith('/audio/transcriptions')) return this.#transcribe(req, res);
     if (req.method === 'POST' && req.url?.endsWith('/audio/speech')) return this.#speak(req, res);
+    if (req.method === 'POST' && req.url?.endsWith('/embeddings')) return this.#embed(req, res);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
       res.writeHead(404).end();
       return;
@@ -219,6 +231,23 @@ export class FakeLlm {
     const script = this.#transcripts.shift() ?? { text: audio.toString('utf8') };
     if ('status' in script) return answer(script.status, { error: { message: `fake status ${script.status}`, type: 'server_error' } });
     answer(200, { text: script.text });
+  }
+
+  async #embed(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let raw = '';
+    for await (const c of req) raw += String(c);
+    const { input } = JSON.parse(raw) as { input: string };
+    this.embeddingInputs.push(input);
+    if (this.#embeddingFaults > 0) {
+      this.#embeddingFaults--;
+      return void res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'fake status 500' } }));
+    }
+    const vector =
+      this.vectors.get(input) ??
+      Array.from({ length: 16 }, (_, i) => (input.toLowerCase().match(/\w+/g) ?? []).filter((w) => w.charCodeAt(0) % 16 === i).length);
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: vector }] }));
   }
 
   async #speak(req: IncomingMessage, res: ServerResponse): Promise<void> {
