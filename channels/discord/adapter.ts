@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
-import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { CodedError, errorMessage } from '../../src/contracts/errors.js';
@@ -214,6 +214,22 @@ export class DiscordAdapter implements ChannelAdapter {
     const post = (b: object, signal: AbortSignal) => this.#rest.post(Routes.channelMessages(channel), { body: b, signal }) as Promise<{ id: string }>;
     const sent = await this.#call('send', options.signal, (signal) =>
       nonce && this.#enforceNonce ? this.#enforcedOr(body, signal, post) : post(body, signal),
+    );
+    return { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
+  }
+
+  /** A message with the file attached (a multipart post); Discord shows an audio file with a player. */
+  async sendFile(target: ReplyTarget, file: OutgoingFile, options: TransportOptions): Promise<MessageRef> {
+    const channel = target.threadId ?? target.chatId;
+    const sent = await this.#call(
+      'send',
+      options.signal,
+      (signal) =>
+        this.#rest.post(Routes.channelMessages(channel), {
+          body: { allowed_mentions: NO_MENTIONS, attachments: [{ id: 0, filename: file.name }] },
+          files: [{ name: file.name, data: file.bytes, contentType: file.mime }],
+          signal,
+        }) as Promise<{ id: string }>,
     );
     return { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }

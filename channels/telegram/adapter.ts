@@ -1,7 +1,7 @@
 import { randomInt } from 'node:crypto';
-import { Api } from 'grammy';
+import { Api, InputFile } from 'grammy';
 import type { ReactionTypeEmoji } from 'grammy/types';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, OutgoingFile, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
@@ -289,6 +289,23 @@ export class TelegramAdapter implements ChannelAdapter {
           )
         : html(signal),
     );
+  }
+
+  /**
+   * A voice note with sendVoice (Telegram plays OGG/Opus inline; other audio goes as a
+   * document, which it does not), any other file with sendDocument; a multipart upload.
+   */
+  async sendFile(target: ReplyTarget, file: OutgoingFile, options: TransportOptions): Promise<MessageRef> {
+    const input = new InputFile(file.bytes, file.name);
+    const extra = this.#threadOf(target);
+    const asVoice = file.voice && file.mime === 'audio/ogg';
+    const sent = await this.#call(
+      asVoice ? 'sendVoice' : 'sendDocument',
+      options.signal,
+      (signal): Promise<{ message_id: number }> =>
+        asVoice ? this.#api.sendVoice(target.chatId, input, extra, sig(signal)) : this.#api.sendDocument(target.chatId, input, extra, sig(signal)),
+    );
+    return { chatId: target.chatId, messageId: String(sent.message_id), ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
 
   async delete(ref: MessageRef, options: TransportOptions): Promise<void> {

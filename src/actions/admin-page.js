@@ -86,6 +86,8 @@
     // Coloured by [http] ready_requires: what /readyz says, not whether the process answers.
     $('meta').className = status.ready ? 'ready' : 'not-ready';
     showReload(status.last_reload);
+    // Sections kept in files of their own (admin-firings.js) draw from the same payload.
+    document.dispatchEvent(new CustomEvent('channeld:status', { detail: status }));
     const cb = $('channels');
     cb.replaceChildren();
     for (const c of channels) {

@@ -10,6 +10,7 @@ import { registerAdminCharts } from './admin-charts.js';
 // `npm run build` copies the page next to the compiled module.
 const page = readFileSync(new URL('./admin.html', import.meta.url), 'utf8');
 const script = readFileSync(new URL('./admin-page.js', import.meta.url), 'utf8');
+const firingsScript = readFileSync(new URL('./admin-firings.js', import.meta.url), 'utf8');
 /** The tab icon: a speech bubble, inline so the build copies nothing more. */
 const favicon =
   '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 32 32"><rect x="3" y="4" width="26" height="19" rx="5" fill="#2563eb"/><path d="M9 23v6l7-6z" fill="#2563eb"/><circle cx="10" cy="13.5" r="2" fill="#fff"/><circle cx="16" cy="13.5" r="2" fill="#fff"/><circle cx="22" cy="13.5" r="2" fill="#fff"/></svg>';
@@ -25,6 +26,7 @@ function digest(s: DaemonStatus): string {
     generation: s.generation,
     reload: s.last_reload?.at,
     mcp: (s.mcp_servers ?? []).map((m) => [m.agent, m.name, m.state, m.connection, m.tools]),
+    firings: [(s.schedules ?? []).map((x) => [x.id, x.next_fire_at]), s.reminders],
   };
   return createHash('sha1').update(JSON.stringify(view)).digest('hex');
 }
@@ -43,6 +45,11 @@ export function registerAdminPage(http: HttpRoutes, adminToken: () => string | u
     res.writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' }).end(script);
   });
   const removeCharts = registerAdminCharts(http);
+  const removeFirings = http.route('GET', '/admin/firings.js', (_req, res) => {
+    res
+      .writeHead(200, { 'content-type': 'text/javascript; charset=utf-8', 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' })
+      .end(firingsScript);
+  });
   const removeIcon = http.route('GET', '/admin/favicon.svg', (_req, res) => {
     res.writeHead(200, { 'content-type': 'image/svg+xml', 'cache-control': 'max-age=86400', 'x-content-type-options': 'nosniff' }).end(favicon);
   });
@@ -76,6 +83,7 @@ export function registerAdminPage(http: HttpRoutes, adminToken: () => string | u
     removeIcon();
     removeCharts();
     removeScript();
+    removeFirings();
     removePage();
     for (const res of streams) res.end();
   };

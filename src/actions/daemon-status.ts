@@ -35,4 +35,6 @@ export interface DaemonStatus {
   webhooks?: Array<{ method: string; path: string; scheme: string; describe: string }>;
   /** `[[schedules]]`: each one's next firing. */
   schedules?: Array<{ id: string; channel: string; next_fire_at: string | null }>;
+  /** Reminders (`/remind`, `schedule_message`): how many are pending, and the next firing of all. */
+  reminders?: { pending: number; next_fire_at: string | null };
 }

@@ -113,6 +113,28 @@ export const pgMigrations: readonly string[] = [
      PRIMARY KEY (instance, minute)
    );
    CREATE INDEX chart_minutes_minute ON chart_minutes (minute);`,
+  // Reminders (src/cluster/pg-reminders.ts): set through any instance, fired by one (claimed_until).
+  `CREATE TABLE reminders (
+     id BIGSERIAL PRIMARY KEY,
+     scope TEXT NOT NULL,
+     channel_id TEXT NOT NULL,
+     chat TEXT NOT NULL,
+     thread_id TEXT,
+     sender TEXT NOT NULL,
+     kind TEXT NOT NULL,
+     fire_at BIGINT NOT NULL,
+     text TEXT NOT NULL,
+     state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending','fired')),
+     claimed_until BIGINT NOT NULL DEFAULT 0,
+     created_at BIGINT NOT NULL
+   );
+   CREATE INDEX reminders_due ON reminders (state, fire_at);
+   CREATE INDEX reminders_scope ON reminders (scope, state);`,
+  // Memories' embeddings (`memory_embedding_model`), deleted with their memory.
+  `CREATE TABLE memory_vectors (
+     memory_id BIGINT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
+     vector JSONB NOT NULL
+   );`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

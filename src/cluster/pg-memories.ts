@@ -56,4 +56,21 @@ export class PgMemoryStore implements Memories {
     const rows = await this.w.read(`DELETE FROM memories WHERE agent = $1 AND user_key = $2 RETURNING id`, [agent, user]);
     return rows.length;
   }
+
+  async setVector(agent: string, user: string, id: number, vector: readonly number[]): Promise<void> {
+    await this.w.read(
+      `INSERT INTO memory_vectors (memory_id, vector) SELECT id, $4 FROM memories WHERE id = $3 AND agent = $1 AND user_key = $2
+       ON CONFLICT (memory_id) DO UPDATE SET vector = EXCLUDED.vector`,
+      [agent, user, id, JSON.stringify(vector)],
+    );
+  }
+
+  async withVectors(agent: string, user: string): Promise<Array<MemoryRow & { vector?: number[] }>> {
+    const rows = await this.w.read<MemoryRow & { vector: number[] | null }>(
+      `SELECT m.id::int AS id, m.text, m.created_at::float8 AS "createdAt", v.vector FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
+       WHERE m.agent = $1 AND m.user_key = $2 ORDER BY m.id`,
+      [agent, user],
+    );
+    return rows.map(({ vector, ...r }) => (vector ? { ...r, vector } : r));
+  }
 }

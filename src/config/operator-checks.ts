@@ -6,7 +6,7 @@ import { agentPath, type ConfigProblem, type Secrets } from './secrets.js';
  * twice in one agent (their tools would clash as `server__tool`), `headers_env` naming a
  * variable that is not set (the server would fail at every connect), and a cluster URL
  * that does not parse (the daemon would exit at start), a `transcription_model` not marked
- * as taking audio in `[models]`.
+ * as taking audio in `[models]`, a `speech_model` or `memory_embedding_model` with no `[models]` entry.
  */
 export function operatorProblems(config: DaemonConfig, env: NodeJS.ProcessEnv, secrets: Secrets): ConfigProblem[] {
   const problems: ConfigProblem[] = [];
@@ -25,6 +25,10 @@ export function operatorProblems(config: DaemonConfig, env: NodeJS.ProcessEnv, s
     const heard = agent.transcription_model;
     if (heard !== undefined && !config.models[heard]?.input.includes('audio'))
       problems.push({ path: agentPath(config, name, 'transcription_model'), message: `add [models."${heard}"] with input = ["audio"]` });
+    for (const key of ['speech_model', 'memory_embedding_model'] as const) {
+      const model = agent[key];
+      if (model !== undefined && !config.models[model]) problems.push({ path: agentPath(config, name, key), message: `add [models."${model}"]` });
+    }
   }
   if (config.cluster) {
     for (const base of ['nats_url', 'postgres_url']) {

@@ -178,12 +178,18 @@ export const agentSchema = z.strictObject({
   memory: z.boolean().default(false),
   /** The most characters of the speaker's memories added to a turn's system prompt. */
   memory_max_chars: positiveInt.default(2000),
+  /** A `[models."NAME"]` served at base_url's /embeddings: recall ranks memories by similarity (full-text when it fails). */
+  memory_embedding_model: z.string().min(1).optional(),
   /** A `[models."NAME"]` with input = ["audio"], served at base_url's /audio/transcriptions: voice notes become text. */
   transcription_model: z.string().min(1).optional(),
   /** Voice notes longer than this are not transcribed (the size limit is [limits] max_attachment_bytes). */
   max_audio_duration_ms: positiveDurationMs.default(300000),
   /** Echo the transcript of a voice note at the top of the reply. */
   show_transcript: z.boolean().default(false),
+  /** A `[models."NAME"]` served at base_url's /audio/speech: an answer to a voice note is also sent as a voice note. */
+  speech_model: z.string().min(1).optional(),
+  /** The voice `speech_model` speaks with (OpenAI's names: alloy, echo, fable, onyx, nova, shimmer, ...). */
+  speech_voice: z.string().min(1).max(64).default('alloy'),
   /** Fetch up to 3 http(s) links of a message and add their readable text to the turn. */
   read_links: z.boolean().default(false),
 });

@@ -54,6 +54,15 @@ export interface TransportOptions {
   buttons?: Button[];
 }
 
+/** A file the bot sends (a spoken answer): its bytes in memory, bounded by the caller. */
+export interface OutgoingFile {
+  name: string;
+  mime: string;
+  bytes: Buffer;
+  /** A voice note: the platform's own voice message where it has one (Telegram `sendVoice`), else a plain file. */
+  voice?: boolean;
+}
+
 /**
  * A platform's own streaming draft (a draft message the platform animates, a chat stream). The
  * stream always passes the whole text so far; an adapter whose platform appends sends
@@ -123,6 +132,11 @@ export interface ChannelAdapter {
    * soon as `maxBytes` is passed otherwise; never writes to disk.
    */
   download?(attachment: Attachment, options: { maxBytes: number; signal: AbortSignal }): Promise<Buffer>;
+  /**
+   * Sends a file into the conversation (a spoken answer as a voice note). Optional: where a
+   * kind has none, the daemon keeps to text and logs that the file was not sent.
+   */
+  sendFile?(target: ReplyTarget, file: OutgoingFile, options: TransportOptions): Promise<MessageRef>;
 
   /**
    * Puts `emoji` on a user's message as the bot's reaction (`on`), or takes it off. `ref` is

@@ -87,6 +87,8 @@ export const catalogue = {
   ATTACHMENT_TIMEOUT: { retryable: false, text: 'the attachment download stalled or took longer than [limits] attachment_timeout_ms, so it was not read' },
   LINK_REFUSED: { retryable: false, text: 'the link was not read: it points to a loopback, private or otherwise local address' },
   LINK_NOT_PAGE: { retryable: false, text: 'the link was not read: it is not a web page or text' },
+  EMBEDDING_FAILED: { retryable: false, text: 'the embedding model (`[agent] memory_embedding_model`) gave no vector; recall used full-text search' },
+  SPEECH_FAILED: { retryable: false, text: 'the speech model (`[agent] speech_model`) did not turn the answer into audio; the text was sent' },
   TRANSCRIPTION_FAILED: { retryable: false, text: 'the transcription model (`[agent] transcription_model`) did not turn the audio into text' },
   PROVIDER_AUTH_FAILED: {
     retryable: false,

@@ -9,7 +9,7 @@ import { sqliteStorePlugin } from './store.js';
  */
 const clusterTopologyPlugin = definePlugin({
   name: 'store',
-  provides: ['sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'minutes', 'topology'],
+  provides: ['sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'minutes', 'reminders', 'topology'],
   inject: ['config', 'logger', 'shutdown'],
   startTimeoutMs: 30_000,
   start: async (ctx) => {
@@ -24,6 +24,7 @@ const clusterTopologyPlugin = definePlugin({
     ctx.provide('spend', stores.spend);
     ctx.provide('memories', stores.memories);
     ctx.provide('minutes', stores.minutes);
+    ctx.provide('reminders', stores.reminders);
     ctx.provide('topology', topology);
   },
 });

@@ -30,31 +30,41 @@ export function parseReminder(args: string, now: number): ParsedReminder {
   const m = /^(\S+)(?:\s+(\S+))?(?:\s+([\s\S]*))?$/.exec(args.trim());
   if (!m) return { ok: false, error: `Usage: /remind ${REMIND_USAGE}` };
   const [, first, second, rest] = m;
-  let fireAt: number | undefined;
-  let text: string;
+  const relative = first === 'in' || first === 'at';
+  if (relative && !second) return { ok: false, error: `Usage: /remind ${REMIND_USAGE}` };
+  const when = parseWhen(relative ? `${first} ${second}` : first!, now);
+  if (!when.ok) return when;
+  return reminderText(relative ? (rest ?? '') : [second, rest].filter(Boolean).join(' '), when.fireAt, now);
+}
+
+/** A reminder's time alone: `in 10m`, `at 09:00` or an ISO date (the `schedule_message` tool's `when`). */
+export function parseWhen(when: string, now: number): { ok: true; fireAt: number } | { ok: false; error: string } {
+  const [first, second, ...more] = when.trim().split(/\s+/);
   if (first === 'in' || first === 'at') {
-    if (!second) return { ok: false, error: `Usage: /remind ${REMIND_USAGE}` };
-    text = rest ?? '';
+    if (!second || more.length) return { ok: false, error: `"${when}" is not a time; write e.g. in 10m, at 09:00 or 2026-12-24T18:00.` };
     if (first === 'in') {
       const ms = parseDuration(second.toLowerCase());
       if (ms === undefined || ms <= 0) return { ok: false, error: `"${second}" is not a duration; write e.g. 30s, 10m, 1h30m or 2d.` };
-      fireAt = now + ms;
-    } else {
-      const hm = /^([01]?\d|2[0-3]):([0-5]\d)$/.exec(second);
-      if (!hm) return { ok: false, error: `"${second}" is not a time of day; write HH:MM, e.g. 09:00 (the daemon's time zone).` };
-      const d = new Date(now);
-      d.setHours(Number(hm[1]), Number(hm[2]), 0, 0);
-      if (d.getTime() <= now) d.setDate(d.getDate() + 1);
-      fireAt = d.getTime();
+      return { ok: true, fireAt: now + ms };
     }
-  } else {
-    if (!/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?$/.test(first!)) return { ok: false, error: `Usage: /remind ${REMIND_USAGE}` };
-    fireAt = new Date(first!).getTime();
-    if (Number.isNaN(fireAt)) return { ok: false, error: `"${first}" is not a valid date.` };
-    text = [second, rest].filter(Boolean).join(' ');
-    if (fireAt <= now) return { ok: false, error: `${first} is in the past.` };
+    const hm = /^([01]?\d|2[0-3]):([0-5]\d)$/.exec(second);
+    if (!hm) return { ok: false, error: `"${second}" is not a time of day; write HH:MM, e.g. 09:00 (the daemon's time zone).` };
+    const d = new Date(now);
+    d.setHours(Number(hm[1]), Number(hm[2]), 0, 0);
+    if (d.getTime() <= now) d.setDate(d.getDate() + 1);
+    return { ok: true, fireAt: d.getTime() };
   }
-  text = text.trim();
+  if (second || !/^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2})?(Z|[+-]\d{2}:\d{2})?$/.test(first ?? ''))
+    return { ok: false, error: `Usage: /remind ${REMIND_USAGE}` };
+  const fireAt = new Date(first!).getTime();
+  if (Number.isNaN(fireAt)) return { ok: false, error: `"${first}" is not a valid date.` };
+  if (fireAt <= now) return { ok: false, error: `${first} is in the past.` };
+  return { ok: true, fireAt };
+}
+
+/** The text of a reminder firing at `fireAt`, checked against the bounds. */
+export function reminderText(raw: string, fireAt: number, now: number): ParsedReminder {
+  const text = raw.trim();
   if (!text) return { ok: false, error: 'Say what to remind you of, e.g. /remind in 10m stand up.' };
   if (text.length > REMINDER_LIMITS.maxTextChars) return { ok: false, error: `A reminder is at most ${REMINDER_LIMITS.maxTextChars} characters.` };
   if (fireAt - now > REMINDER_LIMITS.maxAheadMs) return { ok: false, error: 'A reminder can be set at most a year ahead.' };

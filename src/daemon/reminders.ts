@@ -1,31 +1,29 @@
-import { join } from 'node:path';
-import { HookResult } from '../contracts/hooks.js';
 import type { ChannelMessage } from '../contracts/message.js';
-import type { PluginDefinition } from '../contracts/plugin-folder.js';
-import type { TurnContext } from '../contracts/turn.js';
 import type { Logger } from '../observe/logger.js';
-import { type Reminder, ReminderStore } from '../store/reminders.js';
-import { parseReminder, REMIND_USAGE, REMINDER_LIMITS } from './reminder-parse.js';
+import type { Reminder, Reminders } from '../store/reminders.js';
+import { FIRING_PREFIX, reminderDefinition } from './reminder-commands.js';
 import { definePlugin } from './services.js';
 
 /** The longest single wait: a far reminder is looked at again after this (setTimeout's range is ~24 days). */
 const MAX_WAIT_MS = 60_000;
+/** Cluster mode: how often an instance looks for reminders another instance set (a cheap MIN over an index). */
+const CLUSTER_RESCAN_MS = 3000;
+/** Cluster mode: how long a due reminder an instance took is left to it before another may fire it. */
+const CLAIM_MS = 60_000;
 /** After a firing could not be stored (its channel not running yet, storage busy): first retry, doubling up to MAX_WAIT_MS. */
 const RETRY_MS = 1000;
 /** Firings handled per wake-up; the rest follow at once after. */
 const BATCH = 50;
 
-/** A firing's text starts so: never a slash command, whatever the reminder says. */
-const FIRING_PREFIX = 'Reminder: ';
-
 /** The inbox key of one firing: a reminder fires at most once per fire time, whoever tries. */
 export const firingId = (r: Pick<Reminder, 'id' | 'fireAt'>): string => `reminder:${r.id}:${r.fireAt}`;
 
-const when = (ms: number) =>
-  new Date(ms)
-    .toString()
-    .replace(/ GMT.*$/, '')
-    .replace(/:\d\d$/, '');
+export interface ReminderSchedulerOptions {
+  /** The longest wait between two looks at the store (shorter in cluster mode, where others add). */
+  maxWaitMs?: number;
+  /** Each firing: `fired` once stored, `skipped` when its sender is no longer allowed. */
+  onFiring?: (outcome: 'fired' | 'skipped') => void;
+}
 
 /**
  * Fires due reminders: one timer for the soonest, never one per reminder. A firing is a
@@ -34,28 +32,52 @@ const when = (ms: number) =>
  * only then is the reminder marked fired. The stored item is answered by `reminderHook`.
  */
 export class ReminderScheduler {
-  readonly #store: ReminderStore;
+  readonly #store: Reminders;
   readonly #deliver: (msg: ChannelMessage) => Promise<boolean>;
   readonly #log: Logger;
+  readonly #o: ReminderSchedulerOptions;
   #timer: NodeJS.Timeout | undefined;
   #running = false;
   #closed = false;
   #retryMs = RETRY_MS;
+  #next: number | undefined;
+  #pending = 0;
 
-  constructor(store: ReminderStore, deliver: (msg: ChannelMessage) => Promise<boolean>, log: Logger) {
+  constructor(store: Reminders, deliver: (msg: ChannelMessage) => Promise<boolean>, log: Logger, o: ReminderSchedulerOptions = {}) {
     this.#store = store;
     this.#deliver = deliver;
     this.#log = log;
+    this.#o = o;
   }
 
   /** Re-arms the timer for the soonest reminder (after one was added or cancelled). */
   kick(delayMs?: number): void {
     if (this.#closed) return;
+    void Promise.all([this.#store.nextFireAt(), this.#store.pendingCount()]).then(
+      ([next, pending]) => {
+        this.#next = next;
+        this.#pending = pending;
+        this.#arm(next === undefined ? delayMs : Math.min(delayMs ?? Number.POSITIVE_INFINITY, Math.max(0, next - Date.now())));
+      },
+      (err: unknown) => {
+        this.#log.warn({ err, retry_ms: this.#retryMs }, 'reading the next reminder failed; trying again');
+        this.#arm(this.#retryMs);
+      },
+    );
+  }
+
+  #arm(waitMs: number | undefined): void {
+    if (this.#closed) return;
     clearTimeout(this.#timer);
-    const next = this.#store.nextFireAt();
-    if (next === undefined && delayMs === undefined) return;
-    const wait = Math.min(delayMs ?? Math.max(0, next! - Date.now()), MAX_WAIT_MS);
-    this.#timer = setTimeout(() => void this.#fireDue(), wait);
+    const max = this.#o.maxWaitMs ?? MAX_WAIT_MS;
+    // Without a reminder a single node has nothing to wait for; a cluster still looks for others'.
+    if (waitMs === undefined && max === MAX_WAIT_MS) return;
+    this.#timer = setTimeout(() => void this.#fireDue(), Math.min(waitMs ?? max, max));
+  }
+
+  /** The next firing and how many are pending, as last read (for /status). */
+  status(): { pending: number; next_fire_at: string | null } {
+    return { pending: this.#pending, next_fire_at: this.#next === undefined ? null : new Date(this.#next).toISOString() };
   }
 
   async #fireDue(): Promise<void> {
@@ -63,13 +85,14 @@ export class ReminderScheduler {
     this.#running = true;
     let retry = false;
     try {
-      const due = this.#store.due(Date.now(), BATCH);
+      const due = await this.#store.claimDue(Date.now(), BATCH, CLAIM_MS);
       for (const r of due) {
         if (this.#closed) return;
         try {
           const stored = await this.#deliver(firingMessage(r));
           if (!stored) this.#log.warn({ reminder: r.id, channel: r.channelId }, 'a reminder firing was not taken (its sender is no longer allowed)');
-          this.#store.markFired(r.id);
+          await this.#store.markFired(r.id);
+          this.#o.onFiring?.(stored ? 'fired' : 'skipped');
           this.#log.info({ reminder: r.id, channel: r.channelId, scope: r.scope }, 'reminder fired');
         } catch (err) {
           retry = true;
@@ -114,78 +137,35 @@ function firingMessage(r: Reminder): ChannelMessage {
   };
 }
 
-/** `/remind`, `/reminders` and the hook that answers a firing, as one definition for every agent. */
-export function reminderDefinition(store: ReminderStore, scheduler: ReminderScheduler): PluginDefinition {
-  const remind = (ctx: TurnContext, args: string): string => {
-    const parsed = parseReminder(args, Date.now());
-    if (!parsed.ok) return parsed.error;
-    if (store.pending(ctx.scope).length >= REMINDER_LIMITS.perConversation)
-      return `This conversation already has ${REMINDER_LIMITS.perConversation} reminders; cancel one first (/reminders).`;
-    const m = ctx.message;
-    const id = store.add({
-      scope: ctx.scope,
-      channelId: m.channelId,
-      chat: m.chat,
-      ...(m.threadId ? { threadId: m.threadId } : {}),
-      sender: m.sender,
-      kind: m.kind,
-      fireAt: parsed.fireAt,
-      text: parsed.text,
-    });
-    scheduler.kick();
-    return `Reminder ${id} set for ${when(parsed.fireAt)} (daemon time): ${parsed.text}`;
-  };
-  const reminders = (ctx: TurnContext, args: string): string => {
-    const cancel = /^cancel\s+(\d+)$/i.exec(args.trim());
-    if (cancel) {
-      const ok = store.cancel(ctx.scope, Number(cancel[1]));
-      if (ok) scheduler.kick();
-      return ok ? `Reminder ${cancel[1]} cancelled.` : `This conversation has no pending reminder ${cancel[1]}.`;
-    }
-    if (args.trim()) return 'Usage: /reminders, or /reminders cancel ID';
-    const list = store.pending(ctx.scope);
-    if (!list.length) return 'No reminders in this conversation.';
-    return list.map((r) => `${r.id} · ${when(r.fireAt)} · ${r.text}`).join('\n');
-  };
-  return {
-    name: 'reminders',
-    description: 'chat reminders: /remind, /reminders',
-    commands: [
-      { name: 'remind', category: 'Reminders', usage: REMIND_USAGE, help: 'post a reminder here later (times in the daemon time zone)', handler: remind },
-      { name: 'reminders', category: 'Reminders', usage: '[cancel ID]', help: "this conversation's reminders, or cancel one", handler: reminders },
-    ],
-    hooks: [
-      {
-        phase: 'pre_dispatch',
-        name: 'reminder_firing',
-        priority: 0,
-        run: (ctx) => {
-          const m = ctx.message;
-          if (m.synthetic?.kind !== 'reminder') return;
-          // The firing carries what to post, so whichever instance answers it needs no lookup.
-          return HookResult.shortCircuit(`⏰ @${m.sender.name}: ${m.text.slice(FIRING_PREFIX.length)}`);
-        },
-      },
-    ],
-  };
-}
-
 /**
- * The `reminders` plugin: the table beside the inbox in `state_dir`, one scheduler, and the
- * commands and firing hook added to every agent through the `extensions` service.
+ * The `reminders` plugin: the store (SQLite, or PostgreSQL in cluster mode), one scheduler,
+ * and the commands, the `schedule_message` tool and the firing hook added to every agent
+ * through the `extensions` service.
  */
 export const remindersPlugin = definePlugin({
   name: 'reminders',
-  // `storage` first: the store plugin has created and migrated the database this opens again.
-  inject: ['config', 'logger', 'dispatcher', 'extensions', 'storage'],
+  inject: ['config', 'logger', 'metrics', 'dispatcher', 'extensions', 'reminders', 'status'],
   start: (ctx) => {
     const log = ctx.use('logger');
     const dispatcher = ctx.use('dispatcher');
-    const store = new ReminderStore(join(ctx.use('config').config.daemon.state_dir, 'channeld.db'));
-    ctx.effect(() => store.close());
-    const scheduler = new ReminderScheduler(store, (msg) => dispatcher.deliver(msg), log);
+    const metrics = ctx.use('metrics');
+    const store = ctx.use('reminders');
+    const scheduler = new ReminderScheduler(store, (msg) => dispatcher.deliver(msg), log, {
+      ...(ctx.use('config').config.cluster ? { maxWaitMs: CLUSTER_RESCAN_MS } : {}),
+      onFiring: (outcome) => metrics.firings.inc({ source: 'reminder', outcome }),
+    });
     ctx.effect(() => scheduler.close());
-    ctx.effect(ctx.use('extensions').add('built-in', reminderDefinition(store, scheduler)));
+    ctx.effect(
+      ctx.use('extensions').add(
+        'built-in',
+        reminderDefinition(store, () => scheduler.kick()),
+      ),
+    );
+    const status = ctx.use('status');
+    status.reminders = () => scheduler.status();
+    ctx.effect(() => {
+      status.reminders = undefined;
+    });
     scheduler.kick();
   },
 });

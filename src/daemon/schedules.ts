@@ -30,11 +30,18 @@ export class ScheduleRunner {
   readonly #deliver: (msg: ChannelMessage) => Promise<boolean>;
   readonly #log: Logger;
   readonly #onNext: (id: string, nextMs: number | undefined) => void;
+  readonly #onFiring: (outcome: 'fired' | 'caught_up' | 'skipped') => void;
 
-  constructor(deliver: (msg: ChannelMessage) => Promise<boolean>, log: Logger, onNext: (id: string, nextMs: number | undefined) => void) {
+  constructor(
+    deliver: (msg: ChannelMessage) => Promise<boolean>,
+    log: Logger,
+    onNext: (id: string, nextMs: number | undefined) => void,
+    onFiring: (outcome: 'fired' | 'caught_up' | 'skipped') => void = () => {},
+  ) {
     this.#deliver = deliver;
     this.#log = log;
     this.#onNext = onNext;
+    this.#onFiring = onFiring;
   }
 
   /** Brings the jobs in line with `list`; `catchUpWithinMs` bounds how old a missed firing `catch_up = "last"` may run. */
@@ -68,12 +75,12 @@ export class ScheduleRunner {
       if (s.catch_up === 'last') {
         const last = cron.previousRuns(1, new Date())[0]?.getTime();
         // Stored already when it ran (or was caught up) before: the inbox drops it as a duplicate.
-        if (last !== undefined && Date.now() - last <= catchUpWithinMs) void this.#fire(s, last);
+        if (last !== undefined && Date.now() - last <= catchUpWithinMs) void this.#fire(s, last, true);
       }
     }
   }
 
-  async #fire(s: ScheduleConfig, atMs: number): Promise<void> {
+  async #fire(s: ScheduleConfig, atMs: number, catchUp = false): Promise<void> {
     const msg: ChannelMessage = {
       channelId: s.channel,
       kind: 'schedule',
@@ -88,8 +95,10 @@ export class ScheduleRunner {
     };
     try {
       await this.#deliver(msg);
+      this.#onFiring(catchUp ? 'caught_up' : 'fired');
       this.#log.info({ schedule: s.id, channel: s.channel, fire_at: new Date(atMs).toISOString() }, 'schedule fired');
     } catch (err) {
+      this.#onFiring('skipped');
       this.#log.warn({ err, schedule: s.id, channel: s.channel }, 'a schedule firing could not be stored; it is skipped');
     }
   }
@@ -124,6 +133,7 @@ export const schedulesPlugin = definePlugin({
       (msg) => dispatcher.deliver(msg),
       ctx.use('logger'),
       (id, next) => (next === undefined ? gauge.remove({ schedule: id }) : gauge.set({ schedule: id }, Math.round(next / 1000))),
+      (outcome) => metrics.firings.inc({ source: 'schedule', outcome }),
     );
     ctx.effect(() => runner.close());
     // How old a missed firing catch_up = "last" may run: only while the inbox still drops it

@@ -14,6 +14,7 @@ import type { GroupCommit } from '../store/group-commit.js';
 import type { Inbox } from '../store/inbox.js';
 import type { Memories } from '../store/memories.js';
 import type { MinuteStore } from '../observe/minute-figures.js';
+import type { Reminders } from '../store/reminders.js';
 import type { Sessions } from '../store/sessions.js';
 import type { UsageLedger } from '../store/usage.js';
 import type { SpendReservations } from '../store/reservations.js';
@@ -59,6 +60,8 @@ export interface StatusView {
   readonly startedAt: Date;
   /** Set by the lifecycle once every configured channel has been handed to the supervisor. */
   channelsLoaded: boolean;
+  /** Set by the reminders plugin: how many are pending and the next firing, for /status. */
+  reminders?: (() => { pending: number; next_fire_at: string | null }) | undefined;
   ready(): boolean;
   status(): DaemonStatus;
 }
@@ -117,6 +120,8 @@ export interface Services {
   minutes: MinuteStore;
   /** The /admin charts' figures (src/daemon/charts.ts). */
   charts: ChartSource;
+  /** Reminders (`/remind`, `schedule_message`): SQLite on one node, PostgreSQL in cluster mode. */
+  reminders: Reminders;
   http: HttpServer;
   actions: ActionRegistry;
   /** What management actions ask of the daemon; bound by the management plugin. */
@@ -160,6 +165,7 @@ const names = {
   memories: true,
   minutes: true,
   charts: true,
+  reminders: true,
   http: true,
   actions: true,
   management: true,

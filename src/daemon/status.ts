@@ -12,6 +12,7 @@ export class StatusService implements StatusView {
   readonly startedAt = new Date();
   /** Set by the lifecycle once every configured channel has been handed to the supervisor. */
   channelsLoaded = false;
+  reminders: StatusView['reminders'];
 
   constructor(private readonly s: StatusSources) {}
 
@@ -52,6 +53,7 @@ export class StatusService implements StatusView {
       ...(cluster ? { cluster } : {}),
       webhooks: this.s.http.webhooks(),
       schedules: config.config.schedules.map((s) => ({ id: s.id, channel: s.channel, next_fire_at: nextFireAt(s) })),
+      ...(this.reminders ? { reminders: this.reminders() } : {}),
     };
   }
 }

@@ -9,6 +9,7 @@ import { StorageHealth } from '../store/health.js';
 import { Inbox } from '../store/inbox.js';
 import { SessionStore } from '../store/sessions.js';
 import { SqliteMemoryStore } from '../store/memories.js';
+import { ReminderStore } from '../store/reminders.js';
 import { SqliteUsageLedger } from '../store/usage.js';
 import { LocalReservations } from '../store/reservations.js';
 import { SqliteMinuteStore } from '../store/minutes.js';
@@ -36,7 +37,9 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
 export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
   return definePlugin({
     name: localOnly ? 'local-store' : 'store',
-    provides: localOnly ? ['storage', 'inbox'] : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories', 'minutes'],
+    provides: localOnly
+      ? ['storage', 'inbox']
+      : ['inbox', 'sessions', 'conversations', 'storage', 'usage', 'approval-store', 'spend', 'memories', 'minutes', 'reminders'],
     inject: ['config', 'logger', 'metrics'],
     start: (ctx) => {
       const config = ctx.use('config');
@@ -74,6 +77,7 @@ export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
       ctx.provide('spend', new LocalReservations(new SqliteSettledWindows(db, group)));
       ctx.provide('memories', new SqliteMemoryStore(db));
       ctx.provide('minutes', new SqliteMinuteStore(db, group));
+      ctx.provide('reminders', new ReminderStore(db));
     },
   });
 }

@@ -1,4 +1,5 @@
 import { CodedError } from '../contracts/errors.js';
+import { readCapped } from '../util/read-capped.js';
 
 /** Characters of one transcript kept; more is not a voice note. */
 export const MAX_TRANSCRIPT_CHARS = 20_000;
@@ -15,25 +16,6 @@ export interface TranscribeOptions {
   fileName: string;
   mime?: string;
   signal: AbortSignal;
-}
-
-async function readCapped(res: Response): Promise<string> {
-  if (!res.body) return '';
-  const reader = res.body.getReader();
-  const parts: Uint8Array[] = [];
-  let total = 0;
-  try {
-    for (;;) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      total += value.byteLength;
-      if (total > MAX_ANSWER_BYTES) throw new CodedError('TRANSCRIPTION_FAILED', `the transcription answer passed ${MAX_ANSWER_BYTES} bytes`);
-      parts.push(value);
-    }
-  } finally {
-    await reader.cancel().catch(() => {});
-  }
-  return Buffer.concat(parts).toString('utf8');
 }
 
 /**
@@ -55,7 +37,9 @@ export async function transcribe(o: TranscribeOptions): Promise<string> {
     if (o.signal.aborted) throw o.signal.reason ?? err;
     throw new CodedError('TRANSCRIPTION_FAILED', `${url}: ${(err as Error).message}`, { cause: err });
   }
-  const body = await readCapped(res);
+  const body = (
+    await readCapped(res, MAX_ANSWER_BYTES, () => new CodedError('TRANSCRIPTION_FAILED', `the transcription answer passed ${MAX_ANSWER_BYTES} bytes`))
+  ).toString('utf8');
   if (!res.ok) throw new CodedError('TRANSCRIPTION_FAILED', `${url}: HTTP ${res.status} ${body.slice(0, 200)}`);
   let text: unknown;
   try {

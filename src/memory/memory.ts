@@ -5,6 +5,7 @@ import type { ChannelMessage } from '../contracts/message.js';
 import type { Tool } from '../contracts/tools.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { Memories, MemoryRow } from '../store/memories.js';
+import { cosine, type Embedder } from './embed.js';
 
 /** The built-in mode (src/runtime/builtin-modes/incognito.ts) under which memory is neither read nor written. */
 const INCOGNITO = 'incognito';
@@ -12,12 +13,18 @@ const INCOGNITO = 'incognito';
 const SEARCH_LIMIT = 20;
 /** What a turn gets when nothing its message says matches: the newest few. */
 const RECENT_LIMIT = 5;
+/** Memories without an embedding (kept before `memory_embedding_model` was set) given one per turn. */
+const BACKFILL_PER_TURN = 5;
 
 export interface MemoryDeps {
   agentName: string;
   /** The live agent section (`memory_max_chars`). */
   agent: () => AgentConfig;
   memories: Memories;
+  /** `memory_embedding_model`: recall by similarity; undefined keeps to full-text search. */
+  embedder?: () => Embedder | undefined;
+  /** An embedding that failed (recall then used full-text search; a stored memory has none). */
+  onEmbedError?: (err: unknown) => void;
 }
 
 /**
@@ -51,6 +58,7 @@ export function registerMemory(runtime: Runtime, d: MemoryDeps): void {
       if (ctx.modes.has(INCOGNITO)) return INCOGNITO_REPLY;
       try {
         const row = await memories.add(agentName, memoryOwner(ctx.message), args);
+        await keepVector(d, memoryOwner(ctx.message), row, ctx.signal);
         return `Remembered (#${row.id}). /memory lists what I keep for you.`;
       } catch (err) {
         return refusal(err);
@@ -89,11 +97,59 @@ export function registerMemory(runtime: Runtime, d: MemoryDeps): void {
     contribute: async (ctx) => {
       if (ctx.modes.has(INCOGNITO)) return undefined;
       const owner = memoryOwner(ctx.message);
+      const similar = await bySimilarity(d, owner, ctx.message.text, ctx.signal);
+      if (similar) return recallText(ctx.message.sender.name, similar, d.agent().memory_max_chars);
       let rows = await memories.search(agentName, owner, ctx.message.text, SEARCH_LIMIT);
       if (!rows.length) rows = await memories.recent(agentName, owner, RECENT_LIMIT);
       return recallText(ctx.message.sender.name, rows, d.agent().memory_max_chars);
     },
   });
+}
+
+/** Stores a new memory's embedding; a failure is reported and the memory stays, found by full text. */
+async function keepVector(d: MemoryDeps, owner: string, row: MemoryRow, signal: AbortSignal): Promise<void> {
+  const embedder = d.embedder?.();
+  if (!embedder) return;
+  try {
+    await d.memories.setVector(d.agentName, owner, row.id, await embedder(row.text, signal));
+  } catch (err) {
+    if (signal.aborted) throw err;
+    d.onEmbedError?.(err);
+  }
+}
+
+/**
+ * The speaker's memories ranked by cosine similarity to the message, best first; memories
+ * stored before embeddings were on (no vector) get theirs now. Undefined without an embedding
+ * model, or when the embeddings call fails (reported): recall then uses full-text search.
+ */
+async function bySimilarity(d: MemoryDeps, owner: string, text: string, signal: AbortSignal): Promise<MemoryRow[] | undefined> {
+  const embedder = d.embedder?.();
+  if (!embedder || !text.trim()) return undefined;
+  try {
+    const query = await embedder(text, signal);
+    const rows = await d.memories.withVectors(d.agentName, owner);
+    const scored: Array<{ row: MemoryRow; score: number }> = [];
+    let filled = 0;
+    for (const r of rows) {
+      let vector = r.vector;
+      // At most a few per turn, so a long list without vectors does not hold the turn up.
+      if (!vector && filled < BACKFILL_PER_TURN) {
+        filled++;
+        vector = await embedder(r.text, signal);
+        await d.memories.setVector(d.agentName, owner, r.id, vector);
+      }
+      if (vector) scored.push({ row: { id: r.id, text: r.text, createdAt: r.createdAt }, score: cosine(query, vector) });
+    }
+    return scored
+      .sort((a, b) => b.score - a.score || b.row.id - a.row.id)
+      .slice(0, SEARCH_LIMIT)
+      .map((s) => s.row);
+  } catch (err) {
+    if (signal.aborted) throw err;
+    d.onEmbedError?.(err);
+    return undefined;
+  }
 }
 
 /** The recall section: as many whole memories as fit `maxChars`, best first. */
@@ -122,6 +178,7 @@ function rememberTool(runtime: Runtime, d: MemoryDeps): Tool<{ text: string }> {
       if (runtime.modesOf(ctx.scope).has(INCOGNITO)) return 'Not stored: the conversation is in incognito mode.';
       try {
         const row = await d.memories.add(d.agentName, memoryOwner(ctx.message), input.text);
+        await keepVector(d, memoryOwner(ctx.message), row, ctx.signal);
         return `Stored as memory #${row.id}.`;
       } catch (err) {
         return `Not stored: ${refusal(err)}`;

@@ -180,6 +180,12 @@ export class Metrics {
     buckets: [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1],
     registers: [this.registry],
   });
+  readonly firings = new Counter({
+    name: 'channeld_firings_total',
+    help: 'Reminder and [[schedules]] firings: fired, caught_up (a missed one run at start), skipped (not stored, or its sender no longer allowed)',
+    labelNames: ['source', 'outcome'],
+    registers: [this.registry],
+  });
   readonly reloads = new Counter({ name: 'channeld_reloads_total', help: 'Config reloads', labelNames: ['result'], registers: [this.registry] });
 
   constructor(defaultMetrics = true) {

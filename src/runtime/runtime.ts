@@ -39,6 +39,9 @@ export interface RuntimeOptions {
 }
 
 /** The outcome the dispatcher records. */
+/** An extras key: set (to true) when the user's message was a transcribed voice note, so the answer may be spoken too. */
+export const USER_SPOKE = 'user_spoke';
+
 export interface TurnOutcome {
   ending: 'done' | 'error' | 'cancelled';
   text: string;
@@ -47,6 +50,8 @@ export interface TurnOutcome {
   usage?: Usage;
   /** The error code when the turn ended in an error. */
   errorCode?: string;
+  /** The user's message was a transcribed voice note (`[agent] speech_model` answers it aloud too). */
+  spoke?: boolean;
 }
 
 /**
@@ -110,6 +115,7 @@ export class Runtime {
       ...(ctx.command ? { command: ctx.command } : {}),
       ...(ending.type === 'done' ? { usage: ending.usage } : {}),
       ...(ending.type === 'error' ? { errorCode: ending.code } : {}),
+      ...(ctx.extras.get(USER_SPOKE) === true ? { spoke: true } : {}),
     };
   }
 

@@ -34,7 +34,14 @@ export interface Memories {
   forget(agent: string, user: string, id: number): Promise<boolean>;
   /** Deletes all the user's memories; how many there were. */
   forgetAll(agent: string, user: string): Promise<number>;
+  /** Keeps a memory's embedding (`memory_embedding_model`), if the memory is the user's. */
+  setVector(agent: string, user: string, id: number, vector: readonly number[]): Promise<void>;
+  /** The user's memories with their embeddings (none where it was never computed), oldest first. */
+  withVectors(agent: string, user: string): Promise<Array<MemoryRow & { vector?: number[] }>>;
 }
+
+/** The largest embedding kept: larger than any common model's (3072). */
+export const MAX_VECTOR_DIMENSIONS = 4096;
 
 /** The memory text as stored: trimmed, refused when empty or too long. */
 export function memoryText(text: string): string {
@@ -103,6 +110,10 @@ export class SqliteMemoryStore implements Memories {
     CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5(terms);
     CREATE TRIGGER IF NOT EXISTS memories_ad AFTER DELETE ON memories BEGIN
       DELETE FROM memories_fts WHERE rowid = old.id;
+    END;
+    CREATE TABLE IF NOT EXISTS memory_vectors (memory_id INTEGER PRIMARY KEY, vector TEXT NOT NULL);
+    CREATE TRIGGER IF NOT EXISTS memories_ad_vector AFTER DELETE ON memories BEGIN
+      DELETE FROM memory_vectors WHERE memory_id = old.id;
     END;`);
     this.#insert = db.prepare(`INSERT INTO memories (agent, user_key, text, created_at) VALUES (?, ?, ?, ?) RETURNING ${COLUMNS}`);
     this.#index = db.prepare('INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)');
@@ -159,5 +170,21 @@ export class SqliteMemoryStore implements Memories {
 
   async forgetAll(agent: string, user: string): Promise<number> {
     return this.#forgetAll.run(agent, user).changes;
+  }
+
+  async setVector(agent: string, user: string, id: number, vector: readonly number[]): Promise<void> {
+    this.#db
+      .prepare('INSERT OR REPLACE INTO memory_vectors (memory_id, vector) SELECT id, ? FROM memories WHERE id = ? AND agent = ? AND user_key = ?')
+      .run(JSON.stringify(vector), id, agent, user);
+  }
+
+  async withVectors(agent: string, user: string): Promise<Array<MemoryRow & { vector?: number[] }>> {
+    const rows = this.#db
+      .prepare(
+        `SELECT m.id, m.text, m.created_at AS createdAt, v.vector FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
+         WHERE m.agent = ? AND m.user_key = ? ORDER BY m.id`,
+      )
+      .all(agent, user) as Array<MemoryRow & { vector: string | null }>;
+    return rows.map(({ vector, ...r }) => (vector ? { ...r, vector: JSON.parse(vector) as number[] } : r));
   }
 }

@@ -1,5 +1,5 @@
-import Database from 'better-sqlite3';
 import type { ChannelMessage } from '../contracts/message.js';
+import type { Db } from './db.js';
 
 /** One reminder as stored: where it posts, for whom, when and what. */
 export interface Reminder {
@@ -14,7 +14,37 @@ export interface Reminder {
   text: string;
 }
 
-interface Row {
+/**
+ * Reminders (`/remind`, the `schedule_message` tool): SQLite beside the inbox on one node,
+ * PostgreSQL in cluster mode (src/cluster/pg-reminders.ts), so a reminder set through one
+ * instance is listed, cancelled and fired by any. A reminder is `pending` until its firing is
+ * stored in the inbox, then `fired`; cancelling deletes it.
+ */
+export interface Reminders {
+  /** Stores a reminder; undefined when its conversation already has `maxPending` pending. */
+  add(r: Omit<Reminder, 'id'>, maxPending: number): Promise<number | undefined>;
+  /** The conversation's pending reminders, soonest first. */
+  pending(scope: string): Promise<Reminder[]>;
+  /** Deletes a pending reminder of this conversation; false when it has none by that id. */
+  cancel(scope: string, id: number): Promise<boolean>;
+  /**
+   * Pending reminders due by `now`, oldest first, at most `limit`, taken for this caller for
+   * `claimMs`: another instance asking meanwhile does not get them (it does once the claim
+   * lapses, when the taker died before `markFired`).
+   */
+  claimDue(now: number, limit: number, claimMs: number): Promise<Reminder[]>;
+  /** When the next pending reminder is due, if any. */
+  nextFireAt(): Promise<number | undefined>;
+  /** How many reminders are pending (all conversations). */
+  pendingCount(): Promise<number>;
+  markFired(id: number): Promise<void>;
+}
+
+/** Fired reminders are kept this long (for an operator looking into the database), then deleted. */
+export const FIRED_RETENTION_MS = 7 * 86_400_000;
+
+/** A row as both stores read it (PostgreSQL's BIGINTs come as strings, hence the Number()s). */
+export interface ReminderRow {
   id: number;
   scope: string;
   channel_id: string;
@@ -26,34 +56,28 @@ interface Row {
   text: string;
 }
 
-const toReminder = (r: Row): Reminder => ({
-  id: r.id,
+export const reminderOfRow = (r: ReminderRow): Reminder => ({
+  id: Number(r.id),
   scope: r.scope,
   channelId: r.channel_id,
   chat: JSON.parse(r.chat) as Reminder['chat'],
   ...(r.thread_id ? { threadId: r.thread_id } : {}),
   sender: JSON.parse(r.sender) as Reminder['sender'],
   kind: r.kind,
-  fireAt: r.fire_at,
+  fireAt: Number(r.fire_at),
   text: r.text,
 });
 
-/** A busy state database makes a reminder write wait this long at most (they are rare). */
-const REMINDER_BUSY_TIMEOUT_MS = 250;
-/** Fired reminders are kept this long (for an operator looking into the database), then deleted. */
-const FIRED_RETENTION_MS = 7 * 86_400_000;
-
 /**
- * The reminders table, in the state database beside the inbox (its own connection and its
- * own `CREATE TABLE IF NOT EXISTS`, so the inbox's schema version is not involved). A
- * reminder is `pending` until its firing is stored in the inbox, then `fired`; `/reminders
- * cancel` deletes it.
+ * The reminders table in the state database beside the inbox (its own `CREATE TABLE IF NOT
+ * EXISTS`, so the inbox's schema version is not involved). One process owns the database,
+ * so `claimDue` needs no claim: the scheduler is the only one asking.
  */
-export class ReminderStore {
-  readonly #db: Database.Database;
+export class ReminderStore implements Reminders {
+  readonly #db: Db;
 
-  constructor(file: string) {
-    this.#db = new Database(file, { timeout: REMINDER_BUSY_TIMEOUT_MS });
+  constructor(db: Db) {
+    this.#db = db;
     this.#db.exec(`CREATE TABLE IF NOT EXISTS reminders (
       id INTEGER PRIMARY KEY,
       scope TEXT NOT NULL,
@@ -71,50 +95,55 @@ export class ReminderStore {
     CREATE INDEX IF NOT EXISTS reminders_scope ON reminders (scope, state);`);
   }
 
-  add(r: Omit<Reminder, 'id'>): number {
+  async add(r: Omit<Reminder, 'id'>, maxPending: number): Promise<number | undefined> {
     const row = this.#db
       .prepare(
         `INSERT INTO reminders (scope, channel_id, chat, thread_id, sender, kind, fire_at, text, created_at)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM reminders WHERE scope = ? AND state = 'pending') < ? RETURNING id`,
       )
-      .get(r.scope, r.channelId, JSON.stringify(r.chat), r.threadId ?? null, JSON.stringify(r.sender), r.kind, r.fireAt, r.text, Date.now()) as { id: number };
-    return row.id;
+      .get(
+        r.scope,
+        r.channelId,
+        JSON.stringify(r.chat),
+        r.threadId ?? null,
+        JSON.stringify(r.sender),
+        r.kind,
+        r.fireAt,
+        r.text,
+        Date.now(),
+        r.scope,
+        maxPending,
+      ) as { id: number } | undefined;
+    return row?.id;
   }
 
-  /** The conversation's pending reminders, soonest first. */
-  pending(scope: string): Reminder[] {
-    return (this.#db.prepare(`SELECT * FROM reminders WHERE scope = ? AND state = 'pending' ORDER BY fire_at, id`).all(scope) as Row[]).map(toReminder);
-  }
-
-  /** Deletes a pending reminder of this conversation; false when it has none by that id. */
-  cancel(scope: string, id: number): boolean {
-    return this.#db.prepare(`DELETE FROM reminders WHERE id = ? AND scope = ? AND state = 'pending'`).run(id, scope).changes > 0;
-  }
-
-  /** Pending reminders due by `now`, oldest first, at most `limit`. */
-  due(now: number, limit: number): Reminder[] {
-    return (this.#db.prepare(`SELECT * FROM reminders WHERE state = 'pending' AND fire_at <= ? ORDER BY fire_at, id LIMIT ?`).all(now, limit) as Row[]).map(
-      toReminder,
+  async pending(scope: string): Promise<Reminder[]> {
+    return (this.#db.prepare(`SELECT * FROM reminders WHERE scope = ? AND state = 'pending' ORDER BY fire_at, id`).all(scope) as ReminderRow[]).map(
+      reminderOfRow,
     );
   }
 
-  /** When the next pending reminder is due, if any. */
-  nextFireAt(): number | undefined {
+  async cancel(scope: string, id: number): Promise<boolean> {
+    return this.#db.prepare(`DELETE FROM reminders WHERE id = ? AND scope = ? AND state = 'pending'`).run(id, scope).changes > 0;
+  }
+
+  async claimDue(now: number, limit: number): Promise<Reminder[]> {
+    return (
+      this.#db.prepare(`SELECT * FROM reminders WHERE state = 'pending' AND fire_at <= ? ORDER BY fire_at, id LIMIT ?`).all(now, limit) as ReminderRow[]
+    ).map(reminderOfRow);
+  }
+
+  async nextFireAt(): Promise<number | undefined> {
     const row = this.#db.prepare(`SELECT MIN(fire_at) AS at FROM reminders WHERE state = 'pending'`).get() as { at: number | null };
     return row.at ?? undefined;
   }
 
-  /** How many reminders are pending (all conversations). */
-  pendingCount(): number {
+  async pendingCount(): Promise<number> {
     return (this.#db.prepare(`SELECT COUNT(*) AS n FROM reminders WHERE state = 'pending'`).get() as { n: number }).n;
   }
 
-  markFired(id: number): void {
+  async markFired(id: number): Promise<void> {
     this.#db.prepare(`UPDATE reminders SET state = 'fired' WHERE id = ?`).run(id);
     this.#db.prepare(`DELETE FROM reminders WHERE state = 'fired' AND fire_at < ?`).run(Date.now() - FIRED_RETENTION_MS);
-  }
-
-  close(): void {
-    this.#db.close();
   }
 }

@@ -4,6 +4,7 @@ import type { AgentConfig, ModelConfig } from '../config/schema.js';
 import type { Attachment } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
+import { USER_SPOKE } from '../runtime/runtime.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { raceAbort } from '../util/abortable.js';
 import type { Transcriber } from '../media/transcriber.js';
@@ -179,6 +180,7 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
           }
           const marked = `[transcribed from the user's voice message] ${transcript || '(nothing audible)'}`;
           heard.set(a, marked);
+          ctx.extras.set(USER_SPOKE, true);
           parts.push(marked);
           if (deps.agent().show_transcript) notes.push(`🎙️ “${transcript}”`);
           continue;

@@ -7,6 +7,7 @@ import { startSpan } from '../observe/trace/ambient.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
+import { sendSpokenReply } from './spoken-reply.js';
 import type { Workspace } from './workspace.js';
 
 export interface TurnExecutorDeps {
@@ -68,10 +69,12 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     let outcome: TurnOutcome;
     let model: string | undefined;
     let agent: string | undefined;
+    let speaker: Workspace['speaker'];
     try {
       const ws = deps.workspaceFor(channelId, first.message);
       if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
       agent = ws.name;
+      speaker = ws.speaker;
       outcome = await ws.runtime.run({
         // Collected messages are one turn: their attachments go together too.
         message: { ...job.items.at(-1)!.message, text: job.text, attachments: job.items.flatMap((i) => i.message.attachments ?? []) },
@@ -101,6 +104,17 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     if (!result.delivered) delivery.fail('REPLY_NOT_DELIVERED');
     delivery.end();
     if (result.delivered && stream.text) deps.onSent?.(target, stream.text);
+    // The user spoke: the answer goes as a voice note too, once its text is there.
+    if (result.delivered && outcome.ending === 'done' && outcome.spoke && speaker && stream.text.trim())
+      await sendSpokenReply({
+        adapter: ch.adapter,
+        target,
+        text: stream.text,
+        speaker,
+        signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),
+        log: deps.log,
+        where,
+      });
     deps.metrics.draftEdits.observe(result.requests);
     const durationMs = Math.round(performance.now() - started);
     deps.metrics.turnDuration.observe({ channel: channelId, outcome: outcome.ending }, durationMs / 1000);

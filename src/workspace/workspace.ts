@@ -13,12 +13,14 @@ import type { Conversations } from '../store/conversations.js';
 import type { Sessions } from '../store/sessions.js';
 import type { Memories } from '../store/memories.js';
 import { registerMemory } from '../memory/memory.js';
+import { embedderFor } from '../memory/embed.js';
 import type { ModelConfig } from '../config/schema.js';
 import { budgetState, registerUsage, type UsageDeps } from './usage.js';
 import { Quotas, type QuotaDeps, type QuotaStanding } from './quotas.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';
 import { transcriberFor } from '../media/transcriber.js';
+import { type Speaker, speakerFor } from '../media/speak.js';
 import { registerLinks } from '../media/links.js';
 import type { Tool } from '../contracts/tools.js';
 import type { TurnContext } from '../contracts/turn.js';
@@ -122,6 +124,8 @@ export class Workspace {
     };
   }
   readonly cooldowns: ModelCooldowns;
+  /** `[agent] speech_model`: speaks an answer to a voice note; undefined without one. */
+  readonly speaker: Speaker | undefined;
   #lastServed: string | undefined;
   readonly #runner: AgentRunner;
   readonly #info: BuiltinInfo;
@@ -135,6 +139,7 @@ export class Workspace {
     this.name = o.name;
     this.config = o.config;
     this.cooldowns = new ModelCooldowns(() => this.config.cooldown_ms);
+    this.speaker = speakerFor(o.config, o.apiKey, o.maxAttachmentBytes ?? (() => 10 * 1024 * 1024));
     const log = o.log.child({ agent: o.name });
     // One warn line per failed model attempt: why it failed, never the key.
     const attemptFailed = (f: AttemptFailure) =>
@@ -198,7 +203,14 @@ export class Workspace {
       ...(o.queuedIn ? { queuedIn: o.queuedIn } : {}),
     };
     registerBuiltins(this.runtime, this.#info);
-    if (o.config.memory && o.memories) registerMemory(this.runtime, { agentName: o.name, agent: () => this.config, memories: o.memories });
+    if (o.config.memory && o.memories)
+      registerMemory(this.runtime, {
+        agentName: o.name,
+        agent: () => this.config,
+        memories: o.memories,
+        embedder: () => embedderFor(this.config, o.apiKey),
+        onEmbedError: (err) => log.warn({ err }, 'memory embedding failed; full-text search stands in'),
+      });
     const models = o.models ?? (() => ({}));
     registerAttachments(this.runtime, {
       agent: () => this.config,

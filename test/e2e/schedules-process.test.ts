@@ -50,6 +50,7 @@ describe('[[schedules]] in a real daemon process', () => {
     expect(tick!.id).toBe('tick');
     expect(Date.parse(tick!.next_fire_at!)).toBeGreaterThan(Date.now() - 2000);
     expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^channeld_schedule_next_fire_timestamp_seconds\{schedule="tick"\} \d+$/m);
+    expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^channeld_firings_total\{source="schedule",outcome="fired"\} [1-9]\d*$/m);
 
     writeFileSync(file, base);
     p.signal('SIGHUP');

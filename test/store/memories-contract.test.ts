@@ -38,6 +38,28 @@ function contract(name: string, open: () => Promise<Memories>) {
       expect((await m.list('b', 'tg:42')).length).toBe(1);
     });
 
+    it('keeps an embedding per memory for its owner only, and drops it with the memory', async () => {
+      const m = await open();
+      const teal = await m.add('a', 'u', 'teal');
+      const rex = await m.add('a', 'u', 'Rex');
+      await m.setVector('a', 'u', teal.id, [0.5, -1, 2]);
+      // Another user's (or agent's) id is not theirs to set.
+      await m.setVector('a', 'v', rex.id, [9]);
+      await m.setVector('b', 'u', rex.id, [9]);
+      expect((await m.withVectors('a', 'u')).map((r) => [r.text, r.vector])).toEqual([
+        ['teal', [0.5, -1, 2]],
+        ['Rex', undefined],
+      ]);
+      await m.setVector('a', 'u', teal.id, [1, 1, 1]);
+      expect((await m.withVectors('a', 'u'))[0]!.vector).toEqual([1, 1, 1]);
+      expect(await m.forget('a', 'u', teal.id)).toBe(true);
+      const again = await m.add('a', 'u', 'teal again');
+      expect((await m.withVectors('a', 'u')).map((r) => [r.id, r.vector])).toEqual([
+        [rex.id, undefined],
+        [again.id, undefined],
+      ]);
+    });
+
     it('a message with full-text syntax in it is searched as plain words', async () => {
       const m = await open();
       await m.add('a', 'u', 'the code word is NEAR the "door"');

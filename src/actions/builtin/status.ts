@@ -36,6 +36,7 @@ export function formatStatus(s: DaemonStatus): string {
     ...mcp,
     `turns: ${s.turns.in_flight} running, ${s.turns.queued} queued; ${reload}`,
     ...(s.schedules ?? []).map((x) => `schedule ${x.id} (${x.channel}): next ${x.next_fire_at ?? 'never'}`),
+    ...(s.reminders ? [`reminders: ${s.reminders.pending} pending, next ${s.reminders.next_fire_at ?? 'never'}`] : []),
     ...(s.webhooks ?? []).map((w) => `webhook ${w.method} ${w.path}: ${w.scheme} (${w.describe})`),
     ...(s.cluster ? ['', formatCluster(s.cluster)] : []),
   ].join('\n');

@@ -25,6 +25,7 @@ import { ClusterInbox } from '../../cluster/inbox.js';
 import { leasedAdapter, leasedParts } from '../../cluster/listener-lease.js';
 import { PgApprovalStore } from '../../cluster/pg-approvals.js';
 import { PgMinuteStore } from '../../cluster/pg-minutes.js';
+import { PgReminderStore } from '../../cluster/pg-reminders.js';
 import { PgMemoryStore } from '../../cluster/pg-memories.js';
 import { PgReservations } from '../../cluster/pg-reservations.js';
 import { PgConversationStore, PgSessionStore } from '../../cluster/pg-state.js';
@@ -135,6 +136,7 @@ export class ClusterTopology implements Topology {
       spend: new PgReservations(writer, log),
       memories: new PgMemoryStore(writer),
       minutes: new PgMinuteStore(writer, s.instanceId),
+      reminders: new PgReminderStore(writer),
     };
     this.state = { prepare: (scope, channelId) => this.#prepare(scope, channelId), whenWritable: async () => true };
   }

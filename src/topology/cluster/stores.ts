@@ -3,6 +3,7 @@ import type { Secrets } from '../../config/secrets.js';
 import type { PgApprovalStore } from '../../cluster/pg-approvals.js';
 import type { PgMemoryStore } from '../../cluster/pg-memories.js';
 import type { PgMinuteStore } from '../../cluster/pg-minutes.js';
+import type { PgReminderStore } from '../../cluster/pg-reminders.js';
 import type { PgReservations } from '../../cluster/pg-reservations.js';
 import type { PgConversationStore, PgSessionStore } from '../../cluster/pg-state.js';
 import type { PgUsageLedger } from '../../cluster/pg-usage.js';
@@ -23,4 +24,5 @@ export interface ClusterStores {
   spend: PgReservations;
   memories: PgMemoryStore;
   minutes: PgMinuteStore;
+  reminders: PgReminderStore;
 }

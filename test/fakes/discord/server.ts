@@ -86,6 +86,8 @@ export class FakeDiscord {
   maxConcurrency = 1;
   readonly dmChannel = snowflake();
   readonly rest: RestCall[] = [];
+  /** Files the bot attached to messages (a multipart post), with their bytes. */
+  readonly files: Array<{ channelId: string; messageId: string; name: string; mime: string; bytes: Buffer }> = [];
   readonly messages: StoredMessage[] = [];
   /** The bot's own reactions, by `channelId:messageId`. */
   readonly reactions = new Map<string, string[]>();
@@ -451,9 +453,23 @@ export class FakeDiscord {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const path = (req.url ?? '').split('?')[0]!;
-    let raw = '';
-    for await (const c of req) raw += String(c);
-    const body = raw ? (JSON.parse(raw) as Record<string, any>) : undefined;
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
+    // A message with files is a multipart form: `payload_json` and `files[N]` parts.
+    const uploads: Array<{ name: string; mime: string; bytes: Buffer }> = [];
+    let body: Record<string, any> | undefined;
+    if (String(req.headers['content-type'] ?? '').startsWith('multipart/form-data')) {
+      const form = await new Request('http://fake/', {
+        method: 'POST',
+        headers: { 'content-type': req.headers['content-type']! },
+        body: Buffer.concat(chunks),
+      }).formData();
+      const payload = form.get('payload_json');
+      body = typeof payload === 'string' ? (JSON.parse(payload) as Record<string, any>) : {};
+      for (const [k, v] of form)
+        if (k.startsWith('files[') && typeof v !== 'string') uploads.push({ name: v.name, mime: v.type, bytes: Buffer.from(await v.arrayBuffer()) });
+    } else body = raw ? (JSON.parse(raw) as Record<string, any>) : undefined;
     const method = req.method ?? 'GET';
     this.rest.push({ method, path, body, at: Date.now() });
     const json = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
@@ -518,6 +534,19 @@ export class FakeDiscord {
     const m = /\/channels\/(\d+)\/messages(?:\/(\d+))?$/.exec(path);
     if (!m) return json(404, { message: 'Unknown route', code: 0 });
     const [, channelId, messageId] = m;
+    if (method === 'POST' && !messageId && uploads.length) {
+      const msg: StoredMessage = {
+        id: snowflake(),
+        createdAt: Date.now(),
+        channelId: channelId!,
+        content: body?.content ?? '',
+        allowedMentions: body?.allowed_mentions,
+        deleted: false,
+        edits: 0,
+      };
+      this.files.push(...uploads.map((u) => ({ ...u, channelId: channelId!, messageId: msg.id })));
+      return json(200, this.#apiMessage(msg));
+    }
     if (method === 'POST' && !messageId) {
       if (!body?.content || String(body.content).length > 2000) return json(400, { message: 'Invalid Form Body', code: 50035 });
       // enforce_nonce: the same nonce from the same author within a few minutes returns the first message.

@@ -52,6 +52,14 @@ export interface RecordedTranscription {
   headers: IncomingMessage['headers'];
 }
 
+/** One `/audio/speech` request (OpenAI's JSON body). */
+export interface RecordedSpeech {
+  model: string;
+  input: string;
+  voice: string;
+  response_format?: string;
+}
+
 /** What the fake answers one transcription with: a text, or an HTTP error. */
 export type TranscriptionScript = { text: string } | { status: number };
 
@@ -61,11 +69,21 @@ export type TranscriptionScript = { text: string } | { status: number };
  * HTTP errors, 429 with retry-after, a stall, a disconnect mid-stream. With no script
  * queued it echoes the last user message. `POST /audio/transcriptions` takes OpenAI's multipart
  * form (`file`, `model`) and answers `{ "text" }`: the scripted text, else the audio's bytes
- * read as UTF-8 (a test's "voice note" is its own transcript).
+ * read as UTF-8 (a test's "voice note" is its own transcript). `POST /audio/speech` takes
+ * OpenAI's JSON (`model`, `input`, `voice`, `response_format`) and answers audio bytes:
+ * `OggS` and the input (a test's spoken answer carries its own text), as `audio/ogg` when
+ * Opus was asked for, or a scripted HTTP status.
  */
 export class FakeLlm {
   readonly requests: RecordedRequest[] = [];
   readonly transcriptions: RecordedTranscription[] = [];
+  readonly speeches: RecordedSpeech[] = [];
+  /** `/embeddings` inputs, in order. */
+  readonly embeddingInputs: string[] = [];
+  /** The vector `/embeddings` gives an exact input; any other gets one from its words (a 16-dimension hash). */
+  readonly vectors = new Map<string, number[]>();
+  #embeddingFaults = 0;
+  readonly #speechFaults: number[] = [];
   readonly #transcripts: TranscriptionScript[] = [];
   readonly #queue: Script[] = [];
   readonly #byModel = new Map<string, Script[]>();
@@ -101,6 +119,18 @@ export class FakeLlm {
     return this;
   }
 
+  /** The next `n` embeddings requests fail with HTTP 500. */
+  failEmbeddings(n: number): this {
+    this.#embeddingFaults += n;
+    return this;
+  }
+
+  /** The next speech requests fail with these HTTP statuses, in order. */
+  failSpeech(...statuses: number[]): this {
+    this.#speechFaults.push(...statuses);
+    return this;
+  }
+
   async close(): Promise<void> {
     for (const res of this.#open) res.destroy();
     this.#server.closeAllConnections();
@@ -109,6 +139,8 @@ export class FakeLlm {
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method === 'POST' && req.url?.endsWith('/audio/transcriptions')) return this.#transcribe(req, res);
+    if (req.method === 'POST' && req.url?.endsWith('/audio/speech')) return this.#speak(req, res);
+    if (req.method === 'POST' && req.url?.endsWith('/embeddings')) return this.#embed(req, res);
     if (req.method !== 'POST' || !req.url?.endsWith('/chat/completions')) {
       res.writeHead(404).end();
       return;
@@ -199,6 +231,36 @@ export class FakeLlm {
     const script = this.#transcripts.shift() ?? { text: audio.toString('utf8') };
     if ('status' in script) return answer(script.status, { error: { message: `fake status ${script.status}`, type: 'server_error' } });
     answer(200, { text: script.text });
+  }
+
+  async #embed(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let raw = '';
+    for await (const c of req) raw += String(c);
+    const { input } = JSON.parse(raw) as { input: string };
+    this.embeddingInputs.push(input);
+    if (this.#embeddingFaults > 0) {
+      this.#embeddingFaults--;
+      return void res.writeHead(500, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'fake status 500' } }));
+    }
+    const vector =
+      this.vectors.get(input) ??
+      Array.from({ length: 16 }, (_, i) => (input.toLowerCase().match(/\w+/g) ?? []).filter((w) => w.charCodeAt(0) % 16 === i).length);
+    res
+      .writeHead(200, { 'content-type': 'application/json' })
+      .end(JSON.stringify({ object: 'list', data: [{ object: 'embedding', index: 0, embedding: vector }] }));
+  }
+
+  async #speak(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    let raw = '';
+    for await (const c of req) raw += String(c);
+    const body = JSON.parse(raw) as RecordedSpeech;
+    this.speeches.push(body);
+    const fault = this.#speechFaults.shift();
+    if (fault) return void res.writeHead(fault, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `fake status ${fault}` } }));
+    if (typeof body.input !== 'string' || typeof body.voice !== 'string')
+      return void res.writeHead(400, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'input and voice are required' } }));
+    const audio = Buffer.from(`OggS${body.input}`);
+    res.writeHead(200, { 'content-type': body.response_format === 'opus' ? 'audio/ogg' : 'audio/mpeg', 'content-length': String(audio.length) }).end(audio);
   }
 
   /** The default answer: the last user message, streamed word by word. */

@@ -108,6 +108,8 @@ function richBlockCount(md: string): number {
  */
 export class FakeTelegram {
   readonly calls: Call[] = [];
+  /** Files the bot sent (sendVoice, sendDocument), with their bytes. */
+  readonly files: Array<{ method: string; chatId: number; name: string; bytes: Buffer; messageId: number }> = [];
   readonly messages: StoredMessage[] = [];
   readonly drafts: Array<{ chatId: number; draftId: number; text: string; rich?: boolean }> = [];
   /** Reactions the bot has set, by `chatId:messageId` (an empty list once removed). */
@@ -387,8 +389,9 @@ export class FakeTelegram {
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (req.method === 'GET' && this.#serveFile(req, res)) return;
     const m = /^\/bot([^/]+)\/(\w+)$/.exec(req.url ?? '');
-    let raw = '';
-    for await (const c of req) raw += String(c);
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const raw = Buffer.concat(chunks).toString('utf8');
     const reply = (status: number, payload: unknown) => {
       if (res.destroyed) return;
       res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(payload));
@@ -398,7 +401,9 @@ export class FakeTelegram {
       reply(code, { ok: false, error_code: code, description, ...(parameters ? { parameters } : {}) });
     if (!m) return no(404, 'Not Found');
     const [, token, method] = m;
-    const body = (raw ? JSON.parse(raw) : {}) as Record<string, any>;
+    // A file upload (sendVoice, sendDocument) is a multipart form: its fields, and the file's bytes.
+    const multipart = String(req.headers['content-type'] ?? '').startsWith('multipart/form-data');
+    const body = (multipart ? await formFields(req.headers['content-type']!, Buffer.concat(chunks)) : raw ? JSON.parse(raw) : {}) as Record<string, any>;
     this.calls.push({ method: method!, body, at: Date.now() });
     if (token !== this.token) return no(401, 'Unauthorized');
     const w = this.#limitWindow;
@@ -536,6 +541,15 @@ export class FakeTelegram {
         this.answeredQueries.push(String(body.callback_query_id));
         return ok(true);
       }
+      case 'sendVoice':
+      case 'sendDocument': {
+        const file = (method === 'sendVoice' ? body.voice : body.document) as { name: string; bytes: Buffer } | undefined;
+        if (!file?.bytes) return no(400, `Bad Request: there is no ${method === 'sendVoice' ? 'voice' : 'document'} in the request`);
+        const chatId = Number(body.chat_id);
+        const message_id = this.#newMessageId(chatId);
+        this.files.push({ method: method!, chatId, name: file.name, bytes: file.bytes, messageId: message_id });
+        return ok({ message_id, chat: { id: chatId }, date: Math.floor(Date.now() / 1000) });
+      }
       case 'deleteMessage': {
         const msg = this.messages.find((x) => x.chatId === Number(body.chat_id) && x.messageId === body.message_id && !x.deleted);
         if (!msg) return no(400, 'Bad Request: message to delete not found');
@@ -601,4 +615,14 @@ export class FakeTelegram {
     });
     ok(take());
   }
+}
+
+/** A multipart form's fields (undici parses it as a server would); a file becomes `{ name, bytes }`. */
+async function formFields(contentType: string, body: Buffer): Promise<Record<string, unknown>> {
+  const form = await new Request('http://fake/', { method: 'POST', headers: { 'content-type': contentType }, body }).formData();
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of form) out[k] = typeof v === 'string' ? v : { name: v.name, bytes: Buffer.from(await v.arrayBuffer()) };
+  // The Bot API's `attach://NAME`: the file is the form's part NAME (grammy uploads so).
+  for (const [k, v] of Object.entries(out)) if (typeof v === 'string' && v.startsWith('attach://')) out[k] = out[v.slice('attach://'.length)];
+  return out;
 }
