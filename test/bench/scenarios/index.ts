@@ -1,6 +1,7 @@
 import type { Scenario } from '../report.js';
 import { drafts } from './drafts.js';
 import { overhead } from './overhead.js';
+import { peer } from './peer.js';
 import { throughput } from './throughput.js';
 import { latency } from './latency.js';
 import { memory } from './memory.js';
@@ -11,4 +12,4 @@ import { load } from './load.js';
 import { cluster } from './cluster.js';
 
 /** Every scenario `npm run bench` runs, in order. */
-export const scenarios: Record<string, Scenario> = { throughput, latency, overhead, drafts, streaming, memory, startup, reload, load, cluster };
+export const scenarios: Record<string, Scenario> = { throughput, peer, latency, overhead, drafts, streaming, memory, startup, reload, load, cluster };
