@@ -73,7 +73,7 @@ async function run(kind: Kind, n: number, m: number, warm: number): Promise<Peer
   const t0 = performance.now();
   const bot = await launch(kind);
   try {
-    await waitFor(() => bot.tg.callsOf('getUpdates').length > 0, 60_000, 2);
+    await waitFor(() => bot.tg.callsOf('getUpdates').length > 0, 120_000, 2);
     const startMs = performance.now() - t0;
     const startCpuMs = cpuMs(bot.pid);
     await new Promise((r) => setTimeout(r, 1000));

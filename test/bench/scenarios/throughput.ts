@@ -55,7 +55,7 @@ export async function channeldRun(n: number, m: number, warm: number, unitFlags 
     fleet.write();
     const p = fleet.spawn({ unitFlags, ...(script ? { script } : {}) });
     try {
-      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
+      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
       await drive(fleet.tg, warm, m, 'warm');
       return await timed(p.child.pid!, n, fleet.tg, () => drive(fleet.tg, n, m, 'run'));
     } finally {
