@@ -96,7 +96,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
     fleet.write({ echoDelayMs: delayMs, maxInFlight: 12_000, streamMode: 'partial' });
     const p = fleet.spawn();
     try {
-      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
+      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
       idleRss = rssMb(p.child.pid!);
       let chat = 200_000;
       for (const level of levels) {
