@@ -119,7 +119,8 @@ export class Dispatcher implements TopologyWork {
     if (!this.#accepting) throw new CodedError('DAEMON_SHUTTING_DOWN', `channel "${msg.channelId}" is not taking messages`, { retryable: true });
     const scope = conversationScope(msg, ch.config.scope);
     const verdict = checkAccess(msg, ch.config, ch.adapter.selfId);
-    this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
+    // Per message: the fields are built only when the line is written.
+    if (this.#o.log.isLevelEnabled('debug')) this.#o.log.debug({ channel: msg.channelId, messageId: msg.messageId, scope, verdict }, 'message received');
     if (verdict !== 'self' && !this.#judge?.judged(msg)) this.#o.onReceived?.(msg, verdict === 'ok' ? 'accepted' : verdict);
     if (verdict === 'self' || verdict === 'bot') {
       this.#o.metrics.dropped.inc({ channel: msg.channelId, reason: verdict });

@@ -22,6 +22,8 @@ export interface GroupCommitOptions {
  */
 export class GroupCommit {
   #pending: Array<() => void> = [];
+  /** Callers of `whenWritable` told by the next flush whether the store took a write after they asked. */
+  #waiters: Array<(ok: boolean) => void> = [];
   #scheduled = false;
   #retry: NodeJS.Timeout | undefined;
   #retryMs: number;
@@ -89,9 +91,16 @@ export class GroupCommit {
   /** Commits everything queued; called on the next tick, by the retries, and before the database closes. */
   flush(): void {
     this.#scheduled = false;
-    if (!this.db.open) return;
+    if (!this.db.open) {
+      this.#tell(false);
+      return;
+    }
     const writes = this.#pending;
-    if (!writes.length) return;
+    // Nothing to commit: a waiting `whenWritable` still needs a write to prove the store takes one.
+    if (!writes.length) {
+      this.#tell(this.#waiters.length > 0 && this.#probe());
+      return;
+    }
     this.#pending = [];
     try {
       this.#commit(writes);
@@ -99,6 +108,7 @@ export class GroupCommit {
       if (isStorageFault(err)) {
         this.#pending = [...writes, ...this.#pending];
         this.failed(err);
+        this.#tell(false);
         return;
       }
       // Wrong SQL in one write must not sink the others: commit them one by one.
@@ -106,6 +116,29 @@ export class GroupCommit {
       if (this.#pending.length) this.#scheduleRetry();
     }
     this.#ok();
+    this.#tell(this.health.ok);
+  }
+
+  /** Answers the `whenWritable` callers waiting for this flush. */
+  #tell(ok: boolean): void {
+    if (!this.#waiters.length) return;
+    const waiters = this.#waiters;
+    this.#waiters = [];
+    for (const w of waiters) w(ok);
+  }
+
+  /**
+   * Resolves once a write committed after this call: the group's next flush, shared by every
+   * caller in the same tick and by the turn-closing writes queued for it (a no-op write only
+   * when nothing else is queued). One commit per tick instead of one no-op commit per caller.
+   */
+  #nextCommit(): Promise<boolean> {
+    return new Promise((resolve) => {
+      this.#waiters.push(resolve);
+      if (this.#scheduled) return;
+      this.#scheduled = true;
+      setImmediate(() => this.flush());
+    });
   }
 
   #one(write: () => void): void {
@@ -143,15 +176,16 @@ export class GroupCommit {
   }
 
   /**
-   * Resolves true once the database takes writes now: at once when a no-op write commits,
-   * otherwise when it recovers; false when `signal` aborts first. `onWait` is called once if
-   * it has to wait.
+   * Resolves true once the database takes writes now: at once when the next commit (the
+   * group's own, or a no-op write) succeeds, otherwise when it recovers; false when `signal`
+   * aborts first. `onWait` is called once if it has to wait.
    */
   async whenWritable(signal: AbortSignal, onWait?: () => void): Promise<boolean> {
     let told = false;
     for (;;) {
       if (signal.aborted || !this.db.open) return false;
-      if (this.health.ok && this.#probe()) return true;
+      // While degraded the retry loop owns the queue (no flush is scheduled): probe directly.
+      if (this.health.ok && (this.#retry ? this.#probe() : await this.#nextCommit())) return !signal.aborted;
       if (!told) onWait?.();
       told = true;
       // The retry loop probes with backoff and wakes this on recovery; the bound re-checks.
@@ -184,6 +218,7 @@ export class GroupCommit {
     clearTimeout(this.#retry);
     this.#retry = undefined;
     this.flush();
+    this.#tell(false);
     clearTimeout(this.#retry);
     this.#retry = undefined;
     return this.#pending.length;

@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { isAbsolute, join } from 'node:path';
 import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeSlack } from '../fakes/slack/server.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
@@ -37,7 +37,7 @@ export class Fleet {
       streamMode?: 'partial' | 'final';
       agent?: string;
       maxInFlight?: number;
-      only?: 'webchat';
+      only?: 'webchat' | 'telegram';
       /** More `[limits]` keys, one a line. */
       limits?: string;
     } = {},
@@ -48,24 +48,28 @@ export class Fleet {
       (o.agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${o.echoDelayMs ?? 0}\n`) +
       `\n[[channels]]\nid = "web"\ntype = "webchat"\n\n`;
     // `only: 'webchat'` is the embedded default's shape: no platform SDK is loaded at all.
+    const telegram = `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nnative_drafts = false\n${common}${o.tgExtra ?? ''}\n`;
+    // `only: 'telegram'`: web chat and Telegram, the shape compared with single-platform bots.
     const platforms =
       o.only === 'webchat'
         ? ''
-        : `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nnative_drafts = false\n${common}${o.tgExtra ?? ''}\n` +
-          `[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC"\nrest_api = "${this.dc.restApi}"\n${common}\n` +
-          `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${this.sl.apiUrl}"\nnative_stream = false\n${common}`;
+        : o.only === 'telegram'
+          ? telegram
+          : telegram +
+            `[[channels]]\nid = "dc"\ntype = "discord"\ntoken_env = "DC"\nrest_api = "${this.dc.restApi}"\n${common}\n` +
+            `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${this.sl.apiUrl}"\nnative_stream = false\n${common}`;
     writeFileSync(this.configFile, head + platforms);
   }
 
   /**
    * The daemon as the systemd unit runs it: the same script, node flags and environment.
-   * `nodeArgs` are added to the unit's flags; `script` (relative to the repository) replaces its
+   * `nodeArgs` are added to the unit's flags; `script` (absolute, or relative to the repository) replaces its
    * script, e.g. dist/bin/channeld.js for the unbundled build; `unitFlags: false` leaves out the
    * unit's heap-sizing flags.
    */
   spawn(o: { nodeArgs?: string[]; script?: string; unitFlags?: boolean } = {}): DaemonProcess {
     const unit = serviceLaunch();
-    const script = o.script ? join(import.meta.dirname, '../..', o.script) : unit.script;
+    const script = o.script ? (isAbsolute(o.script) ? o.script : join(import.meta.dirname, '../..', o.script)) : unit.script;
     // unitFlags: false runs without the unit's heap-sizing flags (V8's own sizing), to show
     // what they cost; the rest (--expose-gc, so the memory trimmer) stays as the unit has it.
     const flags = o.unitFlags === false ? unit.nodeArgs.filter((a) => !heapSizing.test(a)) : unit.nodeArgs;

@@ -13,7 +13,10 @@ async function main(): Promise<void> {
   for (const [name, run] of Object.entries(scenarios) as [string, Scenario][]) {
     if (only.length && !only.includes(name)) continue;
     process.stderr.write(`bench: ${name}…\n`);
-    rows.push(...(await run({ smoke: false })));
+    const got = await run({ smoke: false });
+    rows.push(...got);
+    // Each scenario's figures as soon as it ends: a later scenario that fails loses none of them.
+    process.stderr.write(`${formatTable(got)}\n`);
   }
   const file = join(tmpdir(), `channeld-bench-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
   writeFileSync(file, JSON.stringify({ node: process.version, cpus: (await import('node:os')).cpus().length, at: new Date().toISOString(), rows }, null, 2));

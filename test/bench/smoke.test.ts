@@ -13,7 +13,7 @@ describe('bench harness smoke', () => {
         expect(rows.length).toBeGreaterThan(0);
         for (const r of rows) expect(Number.isFinite(r.value)).toBe(true);
       },
-      name === 'cluster' ? scaled(300_000) : scaled(120_000),
+      name.startsWith('cluster') ? scaled(300_000) : scaled(120_000),
     ); // the cluster scenario starts real processes on NATS and PostgreSQL
   }
 });

@@ -23,28 +23,8 @@ export async function cluster(o: ScenarioOptions): Promise<Row[]> {
     const c = new ProcessCluster({ echoDelayMs: 20, maxInFlight: 128, streamMode: 'final' });
     try {
       await c.start(n);
-      const load = new Load(c, convs, per);
-      const sentAt = new Map<string, number>();
-      const latencies: number[] = [];
       const before = await sumOps(c);
-      const t0 = performance.now();
-      for (let k = 0; k < per; k++) {
-        for (let i = 0; i < convs; i++) sentAt.set(load.text(i, k), performance.now());
-        await load.round(k);
-      }
-      // Each message's final answer, seen by polling the fakes.
-      const pending = new Set(sentAt.keys());
-      const deadline = Date.now() + 180_000;
-      while (pending.size && Date.now() < deadline) {
-        for (const key of load.sent.keys()) {
-          for (const text of load.answers(key)) {
-            if (!pending.delete(text)) continue;
-            latencies.push(performance.now() - sentAt.get(text)!);
-          }
-        }
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      const seconds = (performance.now() - t0) / 1000;
+      const { latencies, seconds } = await runLoad(c, convs, per);
       // What the load cost: the counters' growth from its first message to its last answer.
       const after = await sumOps(c);
       const ops: Record<string, number> = {};
@@ -73,6 +53,35 @@ export async function cluster(o: ScenarioOptions): Promise<Row[]> {
     }
   }
   return rows;
+}
+
+/**
+ * Sends `per` rounds of one message in each of `convs` conversations (Telegram and Slack
+ * alternating) at once and waits for every final answer, seen by polling the fakes: each
+ * message's latency from sending to its answer, and the seconds from the first message to the
+ * last answer (at most 180 s).
+ */
+export async function runLoad(c: ProcessCluster, convs: number, per: number): Promise<{ latencies: number[]; seconds: number }> {
+  const load = new Load(c, convs, per);
+  const sentAt = new Map<string, number>();
+  const latencies: number[] = [];
+  const t0 = performance.now();
+  for (let k = 0; k < per; k++) {
+    for (let i = 0; i < convs; i++) sentAt.set(load.text(i, k), performance.now());
+    await load.round(k);
+  }
+  const pending = new Set(sentAt.keys());
+  const deadline = Date.now() + 180_000;
+  while (pending.size && Date.now() < deadline) {
+    for (const key of load.sent.keys()) {
+      for (const text of load.answers(key)) {
+        if (!pending.delete(text)) continue;
+        latencies.push(performance.now() - sentAt.get(text)!);
+      }
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return { latencies, seconds: (performance.now() - t0) / 1000 };
 }
 
 /** The operation counters of every live instance, added up. */

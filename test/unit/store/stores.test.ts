@@ -413,4 +413,26 @@ describe('Inbox', () => {
     expect(await group.whenWritable(aborted.signal)).toBe(false);
     group.close();
   });
+
+  it('whenWritable callers of one tick share one commit: the queued turn writes when there are some, one no-op write when there are none', async () => {
+    const { db } = onDisk();
+    const group = new GroupCommit(db);
+    const sessions = new SessionStore(db, group);
+    let noOps = 0;
+    const pragma = db.pragma.bind(db);
+    db.pragma = ((source: string, options?: { simple?: boolean }) => {
+      if (source.startsWith('user_version =')) noOps++;
+      return pragma(source, options);
+    }) as typeof db.pragma;
+    const signal = new AbortController().signal;
+    expect(await Promise.all([1, 2, 3, 4, 5].map(() => group.whenWritable(signal)))).toEqual([true, true, true, true, true]);
+    expect(noOps).toBe(1);
+    // A turn's closing writes are queued: they are the commit that answers, no no-op write.
+    const s = sessions.active('a', 'x');
+    sessions.append(s.id, { userText: 'q', assistantText: 'a', reasoning: '', toolCalls: [], ending: 'done', model: null });
+    expect(await Promise.all([group.whenWritable(signal), group.whenWritable(signal)])).toEqual([true, true]);
+    expect(noOps).toBe(1);
+    expect(sessions.recent(s.id)).toHaveLength(1);
+    group.close();
+  });
 });
