@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isValidSlackRequest, type App, type Receiver } from '@slack/bolt';
 import { SocketModeClient } from '@slack/socket-mode';
-import { readBody, sendJson } from '../../src/util/http.js';
+import { readBody, sendJson } from '../../src/util/http-helpers.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 

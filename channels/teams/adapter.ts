@@ -6,7 +6,7 @@ import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { untilAborted } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
-import { readBody } from '../../src/util/http.js';
+import { readBody } from '../../src/util/http-helpers.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { connectorVerifier, fetchOpenIdMetadata, sameServiceUrl, TokenRefused } from './auth.js';
 import { buttonsCard, neutraliseMentions } from './cards.js';

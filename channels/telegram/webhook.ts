@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Update } from 'grammy/types';
 import type { Deliver } from '../../src/contracts/channel.js';
-import { readBody, secretEquals } from '../../src/util/http.js';
+import { readBody, secretEquals } from '../../src/util/http-helpers.js';
 import type { Logger } from 'pino';
 import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 

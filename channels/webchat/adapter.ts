@@ -7,7 +7,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, StorageReporter, TransportOptions } from '../../src/contracts/channel.js';
 import { dirname, join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { isLoopbackClient, pageHeaders, secretEquals, sendJson } from '../../src/util/http.js';
+import { isLoopbackClient, pageHeaders, secretEquals, sendJson } from '../../src/util/http-helpers.js';
 import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { checkSize } from '../../src/util/download.js';
 import type { Attachment } from '../../src/contracts/message.js';
 import { CodedError } from '../../src/contracts/errors.js';
-import { readBody, sendJson } from '../../src/util/http.js';
+import { readBody, sendJson } from '../../src/util/http-helpers.js';
 import type { UploadRef } from './protocol.js';
 import type { StorageReporter } from '../../src/contracts/channel.js';
 

@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Deliver } from '../../src/contracts/channel.js';
-import { readBody, secretEquals } from '../../src/util/http.js';
+import { readBody, secretEquals } from '../../src/util/http-helpers.js';
 import { OUTSIDE_WINDOW_CODE } from './errors.js';
 import { failedStatusesOf, messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
 

@@ -1,5 +1,5 @@
 import type { IncomingMessage } from 'node:http';
-import { isLoopbackClient, secretEquals } from '../util/http.js';
+import { isLoopbackClient, secretEquals } from '../util/http-helpers.js';
 
 /**
  * Management routes answer loopback clients only (a request relayed by a proxy is not

@@ -1,7 +1,7 @@
 import type { z } from 'zod';
 import type { TrackedTask } from '../dispatch/tracker.js';
 import type { DaemonStatus } from './daemon-status.js';
-import type { UsageFilter, UsageRow, UsageTotals } from '../store/usage.js';
+import type { UsageFilter, UsageRow, UsageTotals } from '../store/usage-ledger.js';
 import type { ChartReport } from '../observe/chart-report.js';
 
 /** What actions may ask of the running daemon. */

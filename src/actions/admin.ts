@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { HttpRoutes } from '../contracts/http.js';
-import { pageHeaders, sendJson } from '../util/http.js';
+import { pageHeaders, sendJson } from '../util/http-helpers.js';
 import type { DaemonStatus } from './daemon-status.js';
 import { checkAdmin } from './access.js';
 import { registerAdminCharts } from './admin-charts.js';

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import { readBody, sameOriginJson, sendJson } from '../util/http.js';
+import { readBody, sameOriginJson, sendJson } from '../util/http-helpers.js';
 import type { HttpRoutes } from '../contracts/http.js';
 import type { CommandRegistry } from '../runtime/commands.js';
 import { checkAdmin } from './access.js';

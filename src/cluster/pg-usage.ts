@@ -1,4 +1,4 @@
-import type { UsageFilter, UsageLedger, UsageRecord, UsageRow, UsageTotals } from '../store/usage.js';
+import type { UsageFilter, UsageLedger, UsageRecord, UsageRow, UsageTotals } from '../store/usage-ledger.js';
 import type { PgWriter } from './pg-writer.js';
 
 const SUMS = `COUNT(*)::int AS turns, COALESCE(SUM(input_tokens), 0)::float8 AS input_tokens, COALESCE(SUM(output_tokens), 0)::float8 AS output_tokens,

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { parse } from 'smol-toml';
-import { parseListen } from '../util/http.js';
+import { parseListen } from '../util/http-helpers.js';
 import { localUrl, stateDirOf } from '../util/run-files.js';
 
 /**

@@ -1,3 +1,4 @@
+import type { ChannelMessage } from './message.js';
 import type { TurnContext } from './turn.js';
 
 /** A slash command; `handler`'s return is the reply. */
@@ -24,4 +25,19 @@ export function parseCommand(text: string, botName?: string): ParsedCommand | un
   if (!m) return undefined;
   if (m[2] && (!botName || m[2].toLowerCase() !== botName.toLowerCase())) return undefined;
   return { name: m[1]!.toLowerCase(), args: (m[3] ?? '').trim() };
+}
+
+/** Each message's parse, made once: the dispatcher reads it for the controls, the runtime for the turn. */
+const parsed = new WeakMap<ChannelMessage, { botName: string | undefined; command: ParsedCommand | undefined }>();
+
+/**
+ * The message's command, parsed once per message object and bot name (the dispatcher and the
+ * runtime both ask; a message read back from the inbox is parsed again, once).
+ */
+export function commandOf(msg: ChannelMessage, botName?: string): ParsedCommand | undefined {
+  const known = parsed.get(msg);
+  if (known && known.botName === botName) return known.command;
+  const command = parseCommand(msg.text, botName);
+  parsed.set(msg, { botName, command });
+  return command;
 }

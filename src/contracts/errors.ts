@@ -162,6 +162,7 @@ export const catalogue = {
   UPGRADE_IN_PROGRESS: { retryable: true, text: 'an upgrade is already under way; wait for its outcome' },
   TURN_INTERRUPTED: { retryable: false, text: 'the turn was interrupted by a newer message in its conversation' },
   TURN_STOPPED: { retryable: false, text: 'the turn was stopped on request (/stop or the operator)' },
+  TOOL_CALL_CANCELLED: { retryable: false, text: 'the tool call was cancelled by the user (/stop tool); the turn goes on without its result' },
   TURN_ENDED: { retryable: false, text: 'the turn ended, so what waited on it (its reply stream, its typing indicator) stopped waiting' },
   CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
   CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },

@@ -10,7 +10,7 @@ import { Inbox } from '../store/inbox.js';
 import { SessionStore } from '../store/sessions.js';
 import { SqliteMemoryStore } from '../store/memories.js';
 import { ReminderStore } from '../store/reminders.js';
-import { SqliteUsageLedger } from '../store/usage.js';
+import { SqliteUsageLedger } from '../store/usage-ledger.js';
 import { LocalReservations } from '../store/reservations.js';
 import { SqliteMinuteStore } from '../store/minutes.js';
 import { SqliteSettledWindows } from '../store/spend-windows.js';

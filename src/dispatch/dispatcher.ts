@@ -1,6 +1,6 @@
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { ParsedCommand } from '../contracts/commands.js';
-import { parseCommand } from '../contracts/commands.js';
+import { commandOf } from '../contracts/commands.js';
 import { conversationScope, type ChannelMessage } from '../contracts/message.js';
 import type { Admission, Incoming, TopologyWork } from '../contracts/topology.js';
 import type { InboxItem } from '../inbox/item.js';
@@ -137,7 +137,7 @@ export class Dispatcher implements TopologyWork {
       }
       return false;
     }
-    const command = parseCommand(msg.text, ch.adapter.selfName);
+    const command = commandOf(msg, ch.adapter.selfName);
     if (verdict === 'unaddressed') {
       // A bare "/stop" in a group from someone whose turn runs here is for us: it stops that
       // turn and is not kept as context for the model.

@@ -5,10 +5,13 @@ import type { Tool } from '../contracts/tools.js';
 import type { McpServer, McpServerStatus } from './server.js';
 
 /** The MCP SDK and the AI SDK take seconds to import on a busy machine: loaded only once a server is configured. */
-type McpModules = { McpServer: typeof McpServer; mcpTools: typeof import('./tools.js').mcpTools };
+type McpModules = { McpServer: typeof McpServer; mcpTools: typeof import('./mcp-tools.js').mcpTools };
 let modules: Promise<McpModules> | undefined;
 function loadModules(): Promise<McpModules> {
-  modules ??= Promise.all([import('./server.js'), import('./tools.js')]).then(([server, tools]) => ({ McpServer: server.McpServer, mcpTools: tools.mcpTools }));
+  modules ??= Promise.all([import('./server.js'), import('./mcp-tools.js')]).then(([server, tools]) => ({
+    McpServer: server.McpServer,
+    mcpTools: tools.mcpTools,
+  }));
   return modules;
 }
 

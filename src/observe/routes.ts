@@ -1,5 +1,5 @@
 import type { HttpRoutes } from '../contracts/http.js';
-import { sendJson } from '../util/http.js';
+import { sendJson } from '../util/http-helpers.js';
 import type { Metrics } from './metrics.js';
 
 /** What /readyz needs of the daemon's status (the whole payload is the status action's). */

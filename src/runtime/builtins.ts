@@ -3,7 +3,7 @@ import type { Conversations } from '../store/conversations.js';
 import type { Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 import { builtinModes } from './builtin-modes/index.js';
-import { currentTimeTool } from './tools.js';
+import { currentTimeTool } from './tool-registry.js';
 import { registerConfigCommand } from './config-command.js';
 import { registerToolsCommand } from './tools-command.js';
 

@@ -1,7 +1,9 @@
-/** The reason a call stopped by `/stop tool` carries; the model reads "cancelled by the user". */
-export class CancelledByUser extends Error {
+import { CodedError } from '../contracts/errors.js';
+
+/** The reason a call stopped by `/stop tool` carries (TOOL_CALL_CANCELLED); the model reads "cancelled by the user". */
+export class CancelledByUser extends CodedError {
   constructor() {
-    super('cancelled by the user');
+    super('TOOL_CALL_CANCELLED');
     this.name = 'CancelledByUser';
   }
 }

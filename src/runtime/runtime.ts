@@ -2,14 +2,14 @@ import type { AgentEvent, Usage } from '../contracts/agent-events.js';
 import type { AgentRunner } from '../contracts/agent-runner.js';
 import { CodedError, userText, type ErrorCode } from '../contracts/errors.js';
 import { CommandRegistry } from './commands.js';
-import { parseCommand } from '../contracts/commands.js';
+import { commandOf } from '../contracts/commands.js';
 import type { TurnContext, TurnRequest } from '../contracts/turn.js';
 import { Turn } from './context.js';
 import { HookRegistry } from './hooks.js';
 import { HookResult, type Phase } from '../contracts/hooks.js';
 import { ModeRegistry } from './modes.js';
 import { PromptManager } from './prompt.js';
-import { boundedTool, ToolRegistry } from './tools.js';
+import { boundedTool, ToolRegistry } from './tool-registry.js';
 import type { Tool, ToolSelection } from '../contracts/tools.js';
 
 export interface RuntimeOptions {
@@ -155,7 +155,7 @@ export class Runtime {
   }
 
   async #dispatchCommand(ctx: TurnContext): Promise<boolean> {
-    const parsed = parseCommand(ctx.message.text, ctx.request.botName);
+    const parsed = commandOf(ctx.message, ctx.request.botName);
     if (!parsed) return false;
     const cmd = this.commands.find(parsed.name, ctx.modes);
     if (!cmd) {

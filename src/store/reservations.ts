@@ -3,7 +3,7 @@
  * it spends (a model call's estimate), and settles with what it did spend after. A
  * reservation that would take a limit's window past its limit is refused, so turns running
  * at the same time cannot each see room that only one of them has. The daily budget uses it
- * (src/workspace/usage.ts); per-user or per-channel quotas are further keys on the same
+ * (src/workspace/usage-hooks.ts); per-user or per-channel quotas are further keys on the same
  * mechanism. One node keeps the holds in memory (one process runs every turn) and what each
  * window settled in SQLite too (src/store/spend-windows.ts), so a sender's count survives a
  * restart; cluster mode keeps both in PostgreSQL, reserved atomically

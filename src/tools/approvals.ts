@@ -3,7 +3,7 @@ import type { Button } from '../contracts/channel.js';
 import { channelOfScope, replyTargetOf, type ChannelMessage, type MessageRef, type ReplyTarget } from '../contracts/message.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
-import type { ToolGate } from '../mcp/tools.js';
+import type { ToolGate } from '../mcp/mcp-tools.js';
 import type { ApprovalOffer, ApprovalRow, Approvals } from '../store/approvals.js';
 
 export interface ApprovalOptions {

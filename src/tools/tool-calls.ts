@@ -2,7 +2,7 @@ import type { AgentConfig } from '../config/schema.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { ChannelMessage } from '../contracts/message.js';
 import { BACKGROUND_REPLY, type Tool, type ToolContext } from '../contracts/tools.js';
-import type { ToolGate } from '../mcp/tools.js';
+import type { ToolGate } from '../mcp/mcp-tools.js';
 import type { Logger } from '../observe/logger.js';
 import { CancelledByUser, RunningCalls } from '../runtime/running-calls.js';
 import { needsApproval } from '../runtime/tool-policy.js';

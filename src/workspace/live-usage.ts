@@ -1,7 +1,7 @@
 import type { ModelConfig } from '../config/schema.js';
 import type { TurnContext } from '../contracts/turn.js';
-import type { UsageFilter, UsageRow, UsageTotals } from '../store/usage.js';
-import { costOf } from './usage.js';
+import type { UsageFilter, UsageRow, UsageTotals } from '../store/usage-ledger.js';
+import { costOf } from './usage-hooks.js';
 
 /** What a running turn is counted under until its usage is stored. */
 export interface RunningTurn {

@@ -5,9 +5,9 @@ import { quotaRules, type QuotaKeys, type QuotaName, type QuotaRule } from '../q
 import { formatReset, windowOf, type QuotaWindow } from '../quotas/windows.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { SpendHold, SpendReservations } from '../store/reservations.js';
-import type { UsageLedger, UsageRecord } from '../store/usage.js';
+import type { UsageLedger, UsageRecord } from '../store/usage-ledger.js';
 import { formatAmount } from '../util/money.js';
-import { markRefused, turnEstimate, USAGE_RECORD } from './usage.js';
+import { markRefused, turnEstimate, USAGE_RECORD } from './usage-hooks.js';
 
 /** What the quotas of one channel are, as configured (`[limits]`, agent, channel: most specific wins). */
 export interface ChannelQuotas {

@@ -15,7 +15,7 @@ import type { Memories } from '../store/memories.js';
 import { registerMemory } from '../memory/memory.js';
 import { embedderFor } from '../memory/embed.js';
 import type { ModelConfig } from '../config/schema.js';
-import { budgetState, registerUsage, type UsageDeps } from './usage.js';
+import { budgetState, registerUsage, type UsageDeps } from './usage-hooks.js';
 import { Quotas, type QuotaDeps, type QuotaStanding } from './quotas.js';
 import { PromptFiles } from './prompt-files.js';
 import { registerAttachments } from './attachments.js';

@@ -3,7 +3,7 @@ import { SlackAdapter } from '../../channels/slack/adapter.js';
 import { parseConfig } from '../../src/config/load.js';
 import { Dispatcher, type DispatchChannel } from '../../src/dispatch/dispatcher.js';
 import { LocalTopology } from '../../src/topology/local/local-topology.js';
-import { HttpServer } from '../../src/observe/http.js';
+import { HttpServer } from '../../src/observe/http-server.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
 import { ConversationStore } from '../../src/store/conversations.js';

@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { SlackAdapter } from '../../channels/slack/adapter.js';
-import { HttpServer } from '../../src/observe/http.js';
+import { HttpServer } from '../../src/observe/http-server.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { FakeSlack } from '../fakes/slack/server.js';
 import { LogSink } from '../helpers/daemon.js';

@@ -11,7 +11,7 @@ import { openDb } from '../../src/store/db.js';
 import { GroupCommit } from '../../src/store/group-commit.js';
 import { SqliteSettledWindows } from '../../src/store/spend-windows.js';
 import { SessionStore, type Sessions } from '../../src/store/sessions.js';
-import { SqliteUsageLedger, startOfUtcDay, type UsageLedger, type UsageRecord } from '../../src/store/usage.js';
+import { SqliteUsageLedger, startOfUtcDay, type UsageLedger, type UsageRecord } from '../../src/store/usage-ledger.js';
 import { clusterSkipReason, quietLogger } from '../helpers/cluster.js';
 import { migratedPools } from '../helpers/pg-schemas.js';
 

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { startOfUtcDay } from '../../store/usage.js';
+import { startOfUtcDay } from '../../store/usage-ledger.js';
 import { defineAction } from '../action.js';
 import { CodedError } from '../../contracts/errors.js';
 import { table } from '../table.js';

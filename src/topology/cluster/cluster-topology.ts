@@ -19,7 +19,7 @@ import {
 } from '../../contracts/topology.js';
 import { agentOf } from '../../config/load.js';
 import type { Logger } from '../../observe/logger.js';
-import { startOfUtcDay } from '../../store/usage.js';
+import { startOfUtcDay } from '../../store/usage-ledger.js';
 import { openCluster, type ClusterServices } from '../../cluster/connect.js';
 import { ClusterInbox } from '../../cluster/inbox.js';
 import { leasedAdapter, leasedParts } from '../../cluster/listener-lease.js';

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { WebchatAdapter } from '../../../channels/webchat/adapter.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
-import { HttpServer } from '../../../src/observe/http.js';
+import { HttpServer } from '../../../src/observe/http-server.js';
 import { waitFor } from '../../helpers/daemon.js';
 
 /** The files in a folder; none when it does not exist. */

@@ -1,8 +1,8 @@
 import { request } from 'node:http';
 import { connect } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { hostAllowed, hostName, isLoopbackClient, readBody, sameOriginJson, sendJson } from '../../../src/util/http.js';
-import { HttpServer } from '../../../src/observe/http.js';
+import { hostAllowed, hostName, isLoopbackClient, readBody, sameOriginJson, sendJson } from '../../../src/util/http-helpers.js';
+import { HttpServer } from '../../../src/observe/http-server.js';
 import { Metrics } from '../../../src/observe/metrics.js';
 import { registerStatusRoutes } from '../../../src/observe/routes.js';
 import type { DaemonStatus } from '../../../src/actions/daemon-status.js';

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createLogger, scrub } from '../../../src/observe/logger.js';
-import { isLoopback } from '../../../src/util/http.js';
+import { isLoopback } from '../../../src/util/http-helpers.js';
 import { LogSink } from '../../helpers/daemon.js';
 
 describe('log redaction', () => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { CodedError } from '../../../src/contracts/errors.js';
 import type { RouteAuth } from '../../../src/contracts/http.js';
-import { HttpServer } from '../../../src/observe/http.js';
+import { HttpServer } from '../../../src/observe/http-server.js';
 
 // The webhook-auth registry: a route under /webhooks/ answers the internet, so it must say
 // how it authenticates when it is registered. No socket is needed: registration is the check.

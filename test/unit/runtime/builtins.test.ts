@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { Tool } from '../../../src/contracts/tools.js';
-import { currentTimeTool } from '../../../src/runtime/tools.js';
+import { currentTimeTool } from '../../../src/runtime/tool-registry.js';
 import { translatorMode } from '../../fixtures/modes/translator/index.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { withPipeline, type Pipeline } from '../../helpers/pipeline.js';

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Tool, ToolSelection } from '../../../src/contracts/tools.js';
 import { needsApproval, notOfferedBecause } from '../../../src/runtime/tool-policy.js';
-import { ToolRegistry } from '../../../src/runtime/tools.js';
+import { ToolRegistry } from '../../../src/runtime/tool-registry.js';
 
 const tool = (name: string, extra: Partial<Tool> = {}): Tool => ({ name, description: name, input: z.object({}), run: () => 'ok', ...extra });
 const sel = (extra: Partial<ToolSelection> = {}): ToolSelection => ({ modes: new Set(), features: new Set(), ...extra });

@@ -10,7 +10,7 @@ import { GroupCommit } from '../../../src/store/group-commit.js';
 import { StorageHealth } from '../../../src/store/health.js';
 import { Inbox } from '../../../src/store/inbox.js';
 import { SessionStore } from '../../../src/store/sessions.js';
-import { SqliteUsageLedger, startOfUtcDay, type UsageRecord } from '../../../src/store/usage.js';
+import { SqliteUsageLedger, startOfUtcDay, type UsageRecord } from '../../../src/store/usage-ledger.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 

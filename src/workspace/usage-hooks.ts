@@ -1,10 +1,9 @@
 import { estimateTokens, type Usage } from '../contracts/agent-events.js';
 import type { AgentConfig, ModelConfig } from '../config/schema.js';
-import { channelOfScope } from '../contracts/message.js';
 import { HookResult } from '../contracts/hooks.js';
 import type { Runtime } from '../runtime/runtime.js';
 import type { TurnContext } from '../contracts/turn.js';
-import { startOfUtcDay, type UsageLedger, type UsageRecord } from '../store/usage.js';
+import { startOfUtcDay, type UsageLedger, type UsageRecord } from '../store/usage-ledger.js';
 import type { SpendHold, SpendReservations } from '../store/reservations.js';
 import type { AgentInput } from '../contracts/agent-runner.js';
 import { formatAmount } from '../util/money.js';
@@ -146,7 +145,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
     priority: 1,
     run: (ctx) => {
       const agent = deps.agent();
-      deps.live?.add(ctx, { agent: deps.agentName, model: modelOf(ctx, agent), channel: channelOfScope(ctx.scope), scope: ctx.scope });
+      deps.live?.add(ctx, { agent: deps.agentName, model: modelOf(ctx, agent), channel: ctx.message.channelId, scope: ctx.scope });
     },
   });
   // A turn that ended before its usage was recorded (a failing hook) releases what it held.
@@ -172,7 +171,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
         at: Date.now(),
         agent: deps.agentName,
         model,
-        channel: channelOfScope(ctx.scope),
+        channel: ctx.message.channelId,
         scope: ctx.scope,
         inputTokens: u.inputTokens,
         outputTokens: u.outputTokens,

@@ -3,7 +3,7 @@ import { CodedError } from '../contracts/errors.js';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
-import { hostAllowed, originAllowed, sendJson } from '../util/http.js';
+import { hostAllowed, originAllowed, sendJson } from '../util/http-helpers.js';
 import { takeInheritedListenFd } from '../util/listen-fd.js';
 
 /**
