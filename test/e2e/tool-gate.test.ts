@@ -86,6 +86,8 @@ describe('every tool gated and stoppable: plugin-folder and built-in tools (fake
         '',
         'Not offered:',
         '• hold: not in the [agent] tools allowlist',
+        // The reminders' built-in tool, registered for every agent.
+        '• schedule_message: not in the [agent] tools allowlist',
         '• shell: needs a sandbox ([agent] sandbox = true)',
       ].join('\n'),
     );
