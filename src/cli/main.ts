@@ -98,7 +98,8 @@ Asks the running daemon (POST /actions/upgrade; SIGUSR2 does the same) to start 
 build (its own command line resolved anew: dist/bundle points at the newest build) or
 --exec PATH (a .js file runs under the same node, anything else is executed; with the
 daemon's arguments), hand it the HTTP listening socket (the port never closes) and each
-listener (Telegram polling, Discord's gateway session, Slack's socket), wait until it is
+listener in its platform's way (polling from the stored offset, a resumed gateway session,
+a second socket before the first closes), wait until it is
 ready and hand over; the old process finishes its running turns and exits 0. If the new
 one fails or is not ready within daemon.upgrade_timeout_ms it is stopped, the old one
 carries on, and the exit status is 78 with its reason. ${REACH}`,

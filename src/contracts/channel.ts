@@ -59,7 +59,7 @@ export interface OutgoingFile {
   name: string;
   mime: string;
   bytes: Buffer;
-  /** A voice note: the platform's own voice message where it has one (Telegram `sendVoice`), else a plain file. */
+  /** A voice note: the platform's own voice message where it has one (a Bot API's `sendVoice`), else a plain file. */
   voice?: boolean;
 }
 
@@ -158,7 +158,7 @@ export interface ChannelAdapter {
   handoverState?(): unknown;
   /**
    * Upgrade: this exclusive listener may run in the old and the new process for a moment
-   * (Slack Socket Mode spreads a bot's events over its open sockets), so the new one opens
+   * (a socket-mode platform spreads a bot's events over its open sockets), so the new one opens
    * before the old one closes instead of after.
    */
   readonly upgradeOverlap?: boolean;

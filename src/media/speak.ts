@@ -16,7 +16,7 @@ export interface SpokenAnswer {
 /** Turns an answer into audio; the signal is the turn's (the daemon's hard stop after it ended). */
 export type Speaker = (text: string, signal: AbortSignal) => Promise<SpokenAnswer>;
 
-/** What the server's Content-Type says, as a file: Opus in OGG (what Telegram plays as a voice note) unless it says otherwise. */
+/** What the server's Content-Type says, as a file: Opus in OGG (what chat apps play as a voice note) unless it says otherwise. */
 function fileOf(contentType: string | null): { mime: string; name: string } {
   const mime = contentType?.split(';')[0]?.trim().toLowerCase() || 'audio/ogg';
   if (mime === 'audio/mpeg' || mime === 'audio/mp3') return { mime: 'audio/mpeg', name: 'answer.mp3' };

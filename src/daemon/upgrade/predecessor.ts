@@ -127,7 +127,7 @@ export class Predecessor {
         // From here the new process accepts every connection; requests in progress here finish.
         this.#o.http.stopAccepting();
         const busy = this.#o.freeze();
-        // Listeners that may overlap (Slack Socket Mode, web chat) were left running until
+        // Listeners that may overlap (socket mode, web chat) were left running until
         // now: the new process has its own open, so this one's close loses nothing.
         for (const gate of this.gates.values()) if (!paused.includes(gate)) void gate.pause();
         send({ t: 'frozen', busy });

@@ -2,7 +2,7 @@ import { errorType, type SpanHandle } from './ambient.js';
 
 /**
  * The HTTP status a platform answered, where the SDK's error (or one it wraps) carries it:
- * `status`, `statusCode`, Telegram's `error_code`, a `response.status`.
+ * `status`, `statusCode`, a Bot API's `error_code`, a `response.status`.
  */
 export function statusOf(err: unknown): number | undefined {
   let e: unknown = err;
