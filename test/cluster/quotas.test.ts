@@ -101,7 +101,12 @@ describe.skipIf(skip !== undefined)(`per-sender quotas across instances${skip ? 
       for (const chat of chats) tg.group('at once', { chatId: chat, from: SENDER, mention: true });
       const refused = () => chats.filter((c) => tg.texts(c).some((t) => /user_turns_per_hour/.test(t))).length;
       // Each turn reached the model (and waits there), was told the refusal, or was refused silently (told once).
-      await waitFor(() => llm.requests.length === 2 && refused() === 1, 30_000);
+      await waitFor(() => llm.requests.length === 2 && refused() === 1, 30_000).catch((err: unknown) => {
+        // Say which half did not come (an overrun, a second refusal, or a message not yet taken).
+        throw new Error(
+          `${String(err)}: ${llm.requests.length} model requests, ${refused()} refusals, replies ${JSON.stringify(chats.map((c) => tg.texts(c)))}`,
+        );
+      });
       release();
       await waitFor(() => chats.filter((c) => tg.texts(c).length > 0).length === 3, 30_000);
       expect(llm.requests.length).toBe(2);
