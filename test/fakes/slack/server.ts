@@ -104,6 +104,8 @@ export class FakeSlack {
   readonly #open = new Map<WebSocket, number>();
   url = '';
   #unacked = new Map<string, Envelope>();
+  /** Every envelope pushed, for redeliver(). */
+  readonly #envelopes = new Map<string, Envelope>();
   #seq = 0;
   readonly #faults = new Map<string, SlackFault[]>();
   readonly #http: Server;
@@ -255,8 +257,19 @@ export class FakeSlack {
       payload,
     };
     this.#unacked.set(envelope.envelope_id, envelope);
+    this.#envelopes.set(envelope.envelope_id, envelope);
     this.#spread(envelope);
     return envelope.envelope_id;
+  }
+
+  /** Sends an envelope again, acked or not, as Slack does when it did not get the ack in time (retry_attempt raised). */
+  redeliver(id: string): void {
+    const env = this.#envelopes.get(id);
+    if (!env) throw new Error(`no envelope ${id}`);
+    const again = { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' };
+    this.#envelopes.set(id, again);
+    this.#unacked.set(id, again);
+    this.#spread(again);
   }
 
   #spread(envelope: Envelope): void {
@@ -284,6 +297,7 @@ export class FakeSlack {
       payload,
     };
     this.#unacked.set(envelope.envelope_id, envelope);
+    this.#envelopes.set(envelope.envelope_id, envelope);
     this.#spread(envelope);
     return envelope.envelope_id;
   }
