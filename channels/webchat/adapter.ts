@@ -12,6 +12,7 @@ import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
+import { handedTabs, tabsToHandOver, type BacklogEntry } from './handover.js';
 import { Uploads } from './uploads.js';
 
 // `npm run build` copies the page, its script and style next to the compiled module.
@@ -29,10 +30,6 @@ const BACKLOG = 100;
 const MAX_TEXT = 16_000;
 /** Frames of one socket waiting for the one before them to be stored. */
 const MAX_WAITING_FRAMES = 64;
-
-type BacklogEntry =
-  | { from: 'user'; id: string; text: string }
-  | { from: 'bot'; text: string; final: boolean; buttons?: Array<{ label: string; data: string }> };
 
 interface Tab {
   sockets: Set<WebSocket>;
@@ -324,6 +321,26 @@ export class WebchatAdapter implements ChannelAdapter {
 
   async typing(target: ReplyTarget): Promise<void> {
     this.#broadcast(target.chatId, { type: 'typing' });
+  }
+
+  /**
+   * Upgrade: the tabs' backlogs, read by the old process just before it closes their
+   * sockets (web chat runs in both processes for a moment), so a tab that reconnects to the
+   * new process finds its conversation there (channels/webchat/handover.ts bounds it).
+   */
+  handoverState(): unknown {
+    return tabsToHandOver([...this.#tabs]);
+  }
+
+  /** Upgrade, in the new process: the old one's backlogs, in front of anything a tab already has here. */
+  resumeFrom(state: unknown): void {
+    for (const handed of handedTabs(state)) {
+      const tab = this.#tabs.get(handed.id) ?? { sockets: new Set(), backlog: new Map(), lastSeenMs: handed.lastSeenMs };
+      const here = [...tab.backlog];
+      for (const [key] of here) this.#forgetReply(tab, key);
+      for (const [key, entry] of [...handed.backlog, ...here]) this.#keep(tab, key, entry);
+      this.#tabs.set(handed.id, tab);
+    }
   }
 
   /** Tabs and approximate backlog bytes held now. */

@@ -153,7 +153,9 @@ export interface ChannelAdapter {
   /**
    * Upgrade (`channeld upgrade`): what the new process needs to take this listener's session
    * over (a gateway's session id, sequence and resume URL), read once `listen` returned after
-   * its signal aborted with UPGRADE_HANDED_OVER. Plain JSON, at most a few KiB.
+   * its signal aborted with UPGRADE_HANDED_OVER. Plain JSON, at most a few KiB. A listener
+   * that runs in both processes for a moment (not exclusive, or `upgradeOverlap`) is asked
+   * while it still runs, just before the old process stops it (web chat's tab backlogs).
    */
   handoverState?(): unknown;
   /**
@@ -162,7 +164,7 @@ export interface ChannelAdapter {
    * before the old one closes instead of after.
    */
   readonly upgradeOverlap?: boolean;
-  /** Upgrade: the state the old process's adapter handed over, given before the first `listen`. */
+  /** Upgrade: the state the old process's adapter handed over, given before the first `listen` (while it runs, for a listener both processes ran). */
   resumeFrom?(state: unknown): void;
   /**
    * Releases what the adapter holds for its whole life (a keep-alive connection pool, a

@@ -53,6 +53,8 @@ export class ProcessCluster {
       streamMode?: 'partial' | 'final';
       /** The `[agent]` table (and its `[[agent.mcp]]` servers) instead of the echo agent. */
       agentToml?: string;
+      /** No `instance_id`: each process gets the default (host and pid), as `channeld upgrade` needs. */
+      defaultInstanceIds?: boolean;
     },
   ) {}
 
@@ -68,7 +70,7 @@ export class ProcessCluster {
     writeFileSync(
       file,
       `[daemon]\nstate_dir = "${join(this.dir, id)}"\nshutdown_grace_ms = 15000\n[http]\nlisten = "127.0.0.1:0"\n[limits]\nmax_in_flight = ${this.o.maxInFlight ?? 64}\nmax_queued = 2000\n` +
-        clusterToml(this.ns, `instance_id = "${id}"\nlease_ttl_ms = ${this.o.leaseTtlMs ?? 4000}\n`) +
+        clusterToml(this.ns, `${this.o.defaultInstanceIds ? '' : `instance_id = "${id}"\n`}lease_ttl_ms = ${this.o.leaseTtlMs ?? 4000}\n`) +
         (this.o.agentToml ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${this.o.echoDelayMs}\n\n`) +
         `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n\n` +
         `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n`,

@@ -1,5 +1,5 @@
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
@@ -8,6 +8,7 @@ import { withTempDir } from '../helpers/fixtures.js';
 import { discordChannel, discordEnv, telegramChannel, telegramEnv, withDiscord, withTelegram } from '../helpers/platforms.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { scaled } from '../helpers/timing.js';
+import { killRecordedDaemonAtEnd, pidOf, pollHealth } from '../helpers/upgrade.js';
 import { echoAgent } from '../helpers/toml.js';
 
 const cli = join(import.meta.dirname, '../../dist/bin/channeld.js');
@@ -21,45 +22,6 @@ function channeld(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: 
     child.stderr.on('data', (d: Buffer) => (out += String(d)));
     child.once('exit', (code) => resolve({ code, out }));
   });
-}
-
-/** The pid the running daemon recorded in its state_dir. */
-const pidOf = (dir: string): number => Number(readFileSync(join(dir, 'state', 'channeld.pid'), 'utf8').trim());
-
-/** Kills whatever daemon the state_dir names when the test ends (the new process is not the test's child). */
-function killRecordedDaemonAtEnd(dir: string): void {
-  onTestFinished(() => {
-    try {
-      process.kill(pidOf(dir), 'SIGKILL');
-    } catch {}
-  });
-}
-
-/** GETs `url` every 50 ms until stopped; counts the requests that were refused or failed. */
-function pollHealth(url: string): { stop: () => Promise<{ polls: number; failed: string[] }> } {
-  let running = true;
-  let polls = 0;
-  const failed: string[] = [];
-  const loop = (async () => {
-    while (running) {
-      polls++;
-      try {
-        const res = await fetch(`${url}/healthz`, { signal: AbortSignal.timeout(scaled(5000)) });
-        if (res.status !== 200) failed.push(`status ${res.status}`);
-        await res.arrayBuffer();
-      } catch (err) {
-        failed.push(String((err as Error).cause ?? err));
-      }
-      await sleep(50);
-    }
-  })();
-  return {
-    stop: async () => {
-      running = false;
-      await loop;
-      return { polls, failed };
-    },
-  };
 }
 
 describe('channeld upgrade, real processes', () => {

@@ -16,12 +16,15 @@ export class ChatClient {
   readonly frames: Frame[] = [];
   readonly #ws: WebSocket;
   readonly opened: Promise<void>;
+  /** Resolves with the close code once the server (or close()) closed the socket. */
+  readonly closed: Promise<number>;
   #seq = 0;
 
   constructor(url: string, tab: string, token?: string, path = '/chat') {
     const q = new URLSearchParams({ tab, ...(token ? { token } : {}) });
     this.#ws = new WebSocket(`${url.replace(/^http/, 'ws')}${path}?${q}`);
     this.#ws.on('message', (d) => this.frames.push(JSON.parse(String(d)) as Frame));
+    this.closed = new Promise((resolve) => this.#ws.once('close', (code) => resolve(code)));
     this.opened = new Promise((resolve, reject) => {
       this.#ws.once('open', () => resolve());
       this.#ws.once('error', reject);

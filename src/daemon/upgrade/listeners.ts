@@ -97,6 +97,16 @@ export class ListenerGate {
     return boundedState(this.#inner.handoverState?.());
   }
 
+  /** Old process, a listener that ran in both (not `handOver`): its state while it still runs, just before pause(). */
+  overlapState(): unknown {
+    return this.handOver ? undefined : boundedState(this.#inner.handoverState?.());
+  }
+
+  /** New process: the old one's state of a listener that ran in both, given while this one runs. */
+  restore(state: unknown): void {
+    this.#inner.resumeFrom?.(state);
+  }
+
   /** Old process, after a failed upgrade: the listener runs again. */
   resume(): void {
     this.#paused = false;

@@ -128,8 +128,15 @@ export class Predecessor {
         this.#o.http.stopAccepting();
         const busy = this.#o.freeze();
         // Listeners that may overlap (socket mode, web chat) were left running until
-        // now: the new process has its own open, so this one's close loses nothing.
-        for (const gate of this.gates.values()) if (!paused.includes(gate)) void gate.pause();
+        // now: the new process has its own open, so this one's close loses nothing. What
+        // they hold (web chat's tabs) goes over first, so a tab that reconnects on the close
+        // finds its conversation in the new process.
+        for (const [channel, gate] of this.gates) {
+          if (paused.includes(gate)) continue;
+          const state = gate.overlapState();
+          if (state !== undefined) send({ t: 'restore', channel, state });
+          void gate.pause();
+        }
         send({ t: 'frozen', busy });
         log.info({ pid: child.pid, busy: busy.length, took_ms: Date.now() - started }, 'upgrade: handed over to the new process');
         this.#handedOver();

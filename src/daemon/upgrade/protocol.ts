@@ -7,10 +7,15 @@
  * session), `ready` (started; take over), `failed` (the start failed, and why).
  * old → new: `taken` (the listener stopped, its state), `frozen` (the old one takes no
  * message and starts no turn any more; `busy` are the scopes whose turns still run there),
- * `done` (those turns ended).
+ * `restore` (the state of a listener that ran in both, sent just before the old one stops
+ * it: web chat's tabs), `done` (those turns ended).
  */
 export type ToOld = { t: 'take'; channel: string } | { t: 'ready' } | { t: 'failed'; reason: string };
-export type ToNew = { t: 'taken'; channel: string; state?: unknown } | { t: 'frozen'; busy: string[] } | { t: 'done' };
+export type ToNew =
+  | { t: 'taken'; channel: string; state?: unknown }
+  | { t: 'frozen'; busy: string[] }
+  | { t: 'restore'; channel: string; state: unknown }
+  | { t: 'done' };
 
 /** A channel's handed-over state is a few KiB (a gateway session per shard); anything larger is dropped. */
 export const MAX_STATE_BYTES = 64 * 1024;
@@ -43,6 +48,10 @@ export function parseToNew(m: unknown): ToNew | undefined {
   if (v.t === 'taken' && isString(v.channel, 200)) return { t: 'taken', channel: v.channel, state: boundedState(v.state) };
   if (v.t === 'frozen' && Array.isArray(v.busy) && v.busy.length <= MAX_BUSY_SCOPES && v.busy.every((s) => isString(s, 1000)))
     return { t: 'frozen', busy: v.busy as string[] };
+  if (v.t === 'restore' && isString(v.channel, 200)) {
+    const state = boundedState(v.state);
+    return state === undefined ? undefined : { t: 'restore', channel: v.channel, state };
+  }
   if (v.t === 'done') return { t: 'done' };
   return undefined;
 }

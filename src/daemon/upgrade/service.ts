@@ -46,6 +46,7 @@ export class Upgrades {
     const successor = this.#o.cluster ? undefined : this.successor;
     const handOver = !this.#o.cluster && exclusive && !adapter.upgradeOverlap;
     const gate = new ListenerGate(adapter, handOver, successor ? () => successor.take(id) : undefined);
+    successor?.onRestore(id, (state) => gate.restore(state));
     this.predecessor.gates.set(id, gate);
     return { adapter: gate.adapter, forget: () => void (this.predecessor.gates.get(id) === gate && this.predecessor.gates.delete(id)) };
   }

@@ -26,6 +26,7 @@ export function reportFailureToOld(err: unknown): Promise<void> {
 export class Successor {
   readonly #send: (m: ToOld) => void;
   readonly #taken = new Map<string, (state: unknown) => void>();
+  readonly #restore = new Map<string, (state: unknown) => void>();
   #frozen: (busy: string[]) => void = () => {};
   #done: () => void = () => {};
   /** The old process took no message and starts no turn any more; these scopes' turns still run there. */
@@ -57,7 +58,8 @@ export class Successor {
     if (m.t === 'taken') {
       this.#taken.get(m.channel)?.(m.state);
       this.#taken.delete(m.channel);
-    } else if (m.t === 'frozen') this.#frozen(m.busy);
+    } else if (m.t === 'restore') this.#restore.get(m.channel)?.(m.state);
+    else if (m.t === 'frozen') this.#frozen(m.busy);
     else this.#done();
   }
 
@@ -76,6 +78,11 @@ export class Successor {
       this.#taken.set(channel, resolve);
       this.#send({ t: 'take', channel });
     });
+  }
+
+  /** What to do with the state the old process sends for `channel`, a listener both ran, as it stops its own. */
+  onRestore(channel: string, restore: (state: unknown) => void): void {
+    this.#restore.set(channel, restore);
   }
 
   ready(): void {

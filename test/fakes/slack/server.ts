@@ -89,10 +89,23 @@ export class FakeSlack {
   /** The bot's reactions, by `channel:ts` of the reacted message. */
   readonly reactions = new Map<string, string[]>();
   readonly acks = new Map<string, number>();
-  readonly sentEnvelopes: Array<{ id: string; at: number }> = [];
+  readonly sentEnvelopes: Array<{ id: string; at: number; socket: number }> = [];
+  /** Every ack, in order: an envelope acked twice shows twice. */
+  readonly ackLog: Array<{ id: string; socket: number; at: number }> = [];
+  /** Socket Mode connections opening and closing, numbered from 1 in the order they opened. */
+  readonly socketLog: Array<{ socket: number; event: 'open' | 'close'; at: number }> = [];
+  /**
+   * How envelopes are spread over open sockets: `all` (default) sends each to every one;
+   * `one` sends each to one socket (the oldest open, as a long-lived connection would get
+   * it) and, when a socket closes, what it left unacked goes to an open one (Slack's retry).
+   */
+  spread: 'all' | 'one' = 'all';
   connections = 0;
+  readonly #open = new Map<WebSocket, number>();
   url = '';
   #unacked = new Map<string, Envelope>();
+  /** Every envelope pushed, for redeliver(). */
+  readonly #envelopes = new Map<string, Envelope>();
   #seq = 0;
   readonly #faults = new Map<string, SlackFault[]>();
   readonly #http: Server;
@@ -244,12 +257,28 @@ export class FakeSlack {
       payload,
     };
     this.#unacked.set(envelope.envelope_id, envelope);
-    for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
+    this.#envelopes.set(envelope.envelope_id, envelope);
+    this.#spread(envelope);
     return envelope.envelope_id;
   }
 
+  /** Sends an envelope again, acked or not, as Slack does when it did not get the ack in time (retry_attempt raised). */
+  redeliver(id: string): void {
+    const env = this.#envelopes.get(id);
+    if (!env) throw new Error(`no envelope ${id}`);
+    const again = { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' };
+    this.#envelopes.set(id, again);
+    this.#unacked.set(id, again);
+    this.#spread(again);
+  }
+
+  #spread(envelope: Envelope): void {
+    const open = [...this.#open.keys()].filter((ws) => ws.readyState === 1);
+    for (const ws of this.spread === 'one' ? open.slice(0, 1) : open) this.#send(ws, envelope);
+  }
+
   #send(ws: WebSocket, envelope: Envelope): void {
-    this.sentEnvelopes.push({ id: envelope.envelope_id, at: Date.now() });
+    this.sentEnvelopes.push({ id: envelope.envelope_id, at: Date.now(), socket: this.#open.get(ws) ?? 0 });
     ws.send(JSON.stringify(envelope));
   }
 
@@ -268,7 +297,8 @@ export class FakeSlack {
       payload,
     };
     this.#unacked.set(envelope.envelope_id, envelope);
-    for (const ws of this.#wss.clients) if (ws.readyState === 1) this.#send(ws, envelope);
+    this.#envelopes.set(envelope.envelope_id, envelope);
+    this.#spread(envelope);
     return envelope.envelope_id;
   }
 
@@ -319,7 +349,9 @@ export class FakeSlack {
   }
 
   #connection(ws: WebSocket): void {
-    this.connections++;
+    const socket = ++this.connections;
+    this.#open.set(ws, socket);
+    this.socketLog.push({ socket, event: 'open', at: Date.now() });
     ws.send(
       JSON.stringify({
         type: 'hello',
@@ -331,10 +363,18 @@ export class FakeSlack {
     // Slack sends again what was never acked, with retry_attempt raised.
     for (const env of this.#unacked.values()) this.#send(ws, { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
     const ping = setInterval(() => ws.ping(), 5000);
-    ws.on('close', () => clearInterval(ping));
+    ws.on('close', () => {
+      clearInterval(ping);
+      this.#open.delete(ws);
+      this.socketLog.push({ socket, event: 'close', at: Date.now() });
+      // Slack retries what a closed socket left unacked on another open one.
+      if (this.spread === 'one')
+        for (const env of this.#unacked.values()) this.#spread({ ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
+    });
     ws.on('message', (raw) => {
       const m = JSON.parse(String(raw)) as { envelope_id?: string };
       if (m.envelope_id) {
+        this.ackLog.push({ id: m.envelope_id, socket, at: Date.now() });
         this.acks.set(m.envelope_id, Date.now());
         this.#unacked.delete(m.envelope_id);
       }

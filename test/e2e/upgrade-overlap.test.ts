@@ -1,0 +1,98 @@
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/daemon.js';
+import { withTempDir } from '../helpers/fixtures.js';
+import { slackChannel, slackEnv, withSlack } from '../helpers/platforms.js';
+import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
+import { scaled } from '../helpers/timing.js';
+import { echoAgent, webchatChannel } from '../helpers/toml.js';
+import { ChatClient } from '../helpers/webchat-client.js';
+import { killRecordedDaemonAtEnd, pidOf, stopPid } from '../helpers/upgrade.js';
+
+/** The listeners that overlap during an upgrade instead of being handed over (docs/OPERATIONS.md "Upgrading"). */
+describe('upgrade: Slack Socket Mode and web chat, real processes', () => {
+  it(
+    'Slack: the new socket opens before the old one closes; events sent at the hand-over are acked once each and answered once',
+    async () => {
+      const sl = await withSlack();
+      // As Slack does: each envelope goes to one open socket (the old process's, while it is
+      // open), and what a closing socket left unacked is sent again on another.
+      sl.spread = 'one';
+      const dir = withTempDir('upgrade-slack');
+      const file = writeProcessConfig(dir, `${echoAgent(0)}${slackChannel(sl)}`);
+      const old = withDaemonProcess(file, slackEnv(sl));
+      killRecordedDaemonAtEnd(dir);
+      const url = await old.url();
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
+      const say = (text: string) => sl.push(sl.dmEvent(text));
+      say('before');
+      await waitFor(() => sl.texts('D0DM0001').includes('before'), 15_000);
+
+      old.signal('SIGUSR2');
+      // The moment the new process's socket is open: the old one still has its own, and gets this.
+      await waitFor(() => sl.connections === 2, 30_000);
+      const atHandOver = say('at the hand-over');
+      await waitFor(() => sl.socketLog.some((e) => e.socket === 1 && e.event === 'close'), 30_000);
+      say('just after');
+      expect(await old.exited).toBe(0);
+      say('after');
+
+      const texts = ['before', 'at the hand-over', 'just after', 'after'];
+      await waitFor(() => texts.every((t) => sl.texts('D0DM0001').includes(t)), 15_000);
+      // Slack sends an envelope again when its ack came late: whichever process took it first,
+      // the new one acks the copy and the dedup key (channel, message id) keeps it one message.
+      sl.redeliver(atHandOver);
+      await waitFor(() => sl.unacked === 0 && sl.ackLog.filter((a) => a.id === atHandOver).length === 2, 15_000);
+      await waitFor(async () => ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0);
+      const newPid = pidOf(dir);
+      await stopPid(newPid);
+
+      const opened2 = sl.socketLog.find((e) => e.socket === 2 && e.event === 'open')!;
+      const closed1 = sl.socketLog.find((e) => e.socket === 1 && e.event === 'close')!;
+      expect(sl.socketLog.indexOf(opened2)).toBeLessThan(sl.socketLog.indexOf(closed1));
+      // Each delivery of an envelope acked exactly once, by whichever process got it.
+      const count = (list: Array<{ id: string }>) =>
+        Object.fromEntries([...new Set(list.map((e) => e.id))].map((id) => [id, list.filter((e) => e.id === id).length]));
+      expect(count(sl.ackLog)).toEqual(count(sl.sentEnvelopes));
+      expect(Object.keys(count(sl.ackLog))).toHaveLength(4);
+      expect(sl.messages).toHaveLength(4);
+      expect([...sl.texts('D0DM0001')].sort()).toEqual([...texts].sort());
+    },
+    scaled(60_000),
+  );
+
+  it(
+    'web chat: a tab connected before the upgrade reconnects to the new process, its conversation is restored, and a new message is answered once',
+    async () => {
+      const dir = withTempDir('upgrade-webchat');
+      const file = writeProcessConfig(dir, `${echoAgent(0)}${webchatChannel()}`);
+      const old = withDaemonProcess(file);
+      killRecordedDaemonAtEnd(dir);
+      const url = await old.url();
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
+      const tab = new ChatClient(url, 'tab-upgrade');
+      await tab.opened;
+      tab.send('first words', 'u1');
+      expect((await tab.finals(1)).map((f) => f.text)).toEqual(['first words']);
+
+      old.signal('SIGUSR2');
+      // The old process closes the tab's socket once the new one took over (the page then reconnects).
+      await tab.closed;
+      expect(await old.exited).toBe(0);
+      const again = new ChatClient(url, 'tab-upgrade');
+      await again.opened;
+      // The conversation as the tab had it: the user's message, then the reply.
+      await waitFor(() => again.frames.some((f) => f.type === 'reply' && f.final), 10_000);
+      expect(again.frames.map((f) => [f.type, f.text])).toEqual([
+        ['message', 'first words'],
+        ['reply', 'first words'],
+      ]);
+      again.send('second words', 'u2');
+      const finals = await again.finals(2);
+      expect(finals.map((f) => f.text)).toEqual(['first words', 'second words']);
+      again.close();
+      await stopPid(pidOf(dir));
+      expect(again.replies().filter((f) => f.text === 'second words' && f.final)).toHaveLength(1);
+    },
+    scaled(60_000),
+  );
+});
