@@ -3,6 +3,13 @@ import type { ParsedCommand } from './commands.js';
 import type { ChannelMessage, MessageRef } from './message.js';
 
 /**
+ * The fence of a topology where nothing can take a conversation away (one node): never aborts.
+ * Callers compare against it to skip combining it with their own signal (`AbortSignal.any`
+ * per turn costs CPU and keeps a composite signal registered for nothing).
+ */
+export const NEVER_FENCED: AbortSignal = new AbortController().signal;
+
+/**
  * The states of an inbox item as they are persisted (the SQLite `inbox.state` column, the
  * cluster's `items.state`):
  *

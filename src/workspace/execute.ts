@@ -1,5 +1,6 @@
 import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
 import { type ChannelMessage, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
+import { NEVER_FENCED } from '../contracts/topology.js';
 import { userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
@@ -33,7 +34,9 @@ export interface TurnExecutorDeps {
 
 const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
 
-const fenced = (hardStop: AbortSignal, fence: AbortSignal | undefined) => (fence ? AbortSignal.any([hardStop, fence]) : hardStop);
+/** The turn's signal: hard stop, and the fence when one can abort (one node: hard stop alone, no composite per turn). */
+export const fenced = (hardStop: AbortSignal, fence: AbortSignal | undefined) =>
+  fence && fence !== NEVER_FENCED ? AbortSignal.any([hardStop, fence]) : hardStop;
 
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {

@@ -14,10 +14,8 @@ import type {
   TopologyIntake,
   TopologyWork,
 } from '../../contracts/topology.js';
+import { NEVER_FENCED } from '../../contracts/topology.js';
 import { LocalIntake, type LocalItemStore } from '../../inbox/lifecycle.js';
-
-/** Nothing fences a reply on one node: no other instance can take its conversation. */
-const NEVER_FENCED: AbortSignal = new AbortController().signal;
 
 /** The SQLite inbox as the intake: messages are stored, then run here. */
 class SqliteIntake implements TopologyIntake {
@@ -114,6 +112,7 @@ export class LocalTopology implements Topology {
     return async () => {};
   }
 
+  /** Nothing fences a reply on one node: no other instance can take its conversation. */
   fenceOf(_scope: string): AbortSignal {
     return NEVER_FENCED;
   }

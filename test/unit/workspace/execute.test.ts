@@ -2,7 +2,8 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { unbuildable } from '../../../src/daemon/channels.js';
 import { ChannelError, CodedError } from '../../../src/contracts/errors.js';
 import { createLogger } from '../../../src/observe/logger.js';
-import { createTurnExecutor } from '../../../src/workspace/execute.js';
+import { createTurnExecutor, fenced } from '../../../src/workspace/execute.js';
+import { NEVER_FENCED } from '../../../src/contracts/topology.js';
 import type { InboxItem } from '../../../src/inbox/item.js';
 import { ItemLifecycle } from '../../../src/inbox/lifecycle.js';
 import { pipeline } from '../../helpers/pipeline.js';
@@ -69,5 +70,22 @@ describe('a channel whose adapter cannot be built', () => {
     expect(kept.message.match(/\(/g)).toHaveLength(1); // one hint, not two
     const plain = unbuildable(new TypeError('boom'));
     expect(plain).toMatchObject({ code: 'CHANNEL_BUILD_FAILED', retryable: false });
+  });
+});
+
+describe('fenced: the signal a turn runs under', () => {
+  it('is the hard stop itself on one node (no composite signal per turn)', () => {
+    const hardStop = new AbortController().signal;
+    expect(fenced(hardStop, NEVER_FENCED)).toBe(hardStop);
+    expect(fenced(hardStop, undefined)).toBe(hardStop);
+  });
+
+  it('aborts with a fence that can abort (cluster: the lease was lost)', () => {
+    const hardStop = new AbortController();
+    const fence = new AbortController();
+    const signal = fenced(hardStop.signal, fence.signal);
+    expect(signal.aborted).toBe(false);
+    fence.abort();
+    expect(signal.aborted).toBe(true);
   });
 });
