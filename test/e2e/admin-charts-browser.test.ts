@@ -4,6 +4,7 @@ import { FakeLlm } from '../fakes/llm/server.js';
 import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { ChatClient } from '../helpers/webchat-client.js';
+import { midHourMs, shiftClockTo } from '../fixtures/clock-mid-hour.mjs';
 
 interface Charts {
   t: number[];
@@ -21,6 +22,13 @@ describe.runIf(hasChromium)('/admin charts in headless Chromium (skipped where /
   let d: TestDaemon;
   let llm: FakeLlm;
   let browser: Browser;
+  // Half past the hour in this process (the daemon runs in it): the hourly window cannot roll over mid-test.
+  let restoreClock: () => void = () => {};
+  beforeAll(() => {
+    restoreClock = shiftClockTo(midHourMs());
+  });
+  afterAll(() => restoreClock());
+
   beforeAll(async () => {
     llm = new FakeLlm();
     await llm.start();

@@ -5,7 +5,7 @@ import { describe, expect, it, onTestFinished } from 'vitest';
 import type { PostboxReply } from '../fixtures/channels/postbox/adapter.js';
 import type { Script } from '../fakes/llm/server.js';
 import { waitFor } from '../helpers/daemon.js';
-import { FIXTURE_ENTRY, TSX_NODE_ARGS } from '../helpers/fixture-entry.js';
+import { FIXTURE_ENTRY, midHourClock, TSX_NODE_ARGS } from '../helpers/fixture-entry.js';
 import { withLlm } from '../helpers/fixtures.js';
 import { DaemonProcess } from '../helpers/process.js';
 import { scaled } from '../helpers/timing.js';
@@ -24,7 +24,9 @@ async function start(
   onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
   const file = join(dir, 'daemon.config.toml');
   writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n\n[http]\nlisten = "127.0.0.1:0"\n\n${config}`);
-  const p = new DaemonProcess(file, { LB_KEY: KEY }, TSX_NODE_ARGS, FIXTURE_ENTRY);
+  // Half past the hour: the hourly window cannot roll over while the test counts on it.
+  const clock = midHourClock();
+  const p = new DaemonProcess(file, { LB_KEY: KEY, ...clock.env }, [...TSX_NODE_ARGS, ...clock.nodeArgs], FIXTURE_ENTRY);
   onTestFinished(async () => {
     p.signal('SIGTERM');
     await p.exited;

@@ -1,10 +1,11 @@
 import { rmSync } from 'node:fs';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Daemon } from '../../src/daemon/daemon.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { kinds } from '../helpers/kinds.js';
 import { ChatClient } from '../helpers/webchat-client.js';
+import { midHourMs, shiftClockTo } from '../fixtures/clock-mid-hour.mjs';
 
 const sum = (a: number[]) => a.reduce((x, y) => x + y, 0);
 
@@ -12,7 +13,13 @@ describe('what a restart keeps: the charts minutes and the per-sender quota coun
   let llm: FakeLlm;
   let first: TestDaemon;
   let second: Daemon | undefined;
+  // Half past the hour in this process (the daemon runs in it): the hourly window cannot roll over mid-test.
+  let restoreClock: () => void = () => {};
+  beforeAll(() => {
+    restoreClock = shiftClockTo(midHourMs());
+  });
   afterAll(async () => {
+    restoreClock();
     await second?.stop();
     await llm?.close();
     if (first) rmSync(first.dir, { recursive: true, force: true });
