@@ -617,11 +617,35 @@ export class FakeTelegram {
   }
 }
 
-/** A multipart form's fields (undici parses it as a server would); a file becomes `{ name, bytes }`. */
+/**
+ * A multipart/form-data body's fields (RFC 7578), parsed here rather than by undici's
+ * `Request.formData()`: Node 22's parser refuses grammy's uploads ("Failed to parse body as
+ * FormData") where later Nodes take them, and a server parses what a client sends. A part
+ * with a filename becomes `{ name, bytes }`, any other its text.
+ */
 async function formFields(contentType: string, body: Buffer): Promise<Record<string, unknown>> {
-  const form = await new Request('http://fake/', { method: 'POST', headers: { 'content-type': contentType }, body }).formData();
+  const boundary = /boundary=(?:"([^"]+)"|([^;\s]+))/i.exec(contentType);
+  if (!boundary) throw new Error(`multipart without a boundary: ${contentType}`);
+  const delimiter = Buffer.from(`--${boundary[1] ?? boundary[2]}`);
   const out: Record<string, unknown> = {};
-  for (const [k, v] of form) out[k] = typeof v === 'string' ? v : { name: v.name, bytes: Buffer.from(await v.arrayBuffer()) };
+  let at = body.indexOf(delimiter);
+  while (at !== -1) {
+    const start = at + delimiter.length;
+    // "--" after a delimiter closes the body.
+    if (body.subarray(start, start + 2).toString() === '--') break;
+    const next = body.indexOf(delimiter, start);
+    if (next === -1) break;
+    // The part sits between the delimiter's line break and the CRLF before the next one.
+    const part = body.subarray(body.indexOf('\r\n', start) + 2, next - 2);
+    const split = part.indexOf('\r\n\r\n');
+    const head = part.subarray(0, split).toString('utf8');
+    const content = part.subarray(split + 4);
+    const disposition = /content-disposition:[^\r\n]*/i.exec(head)?.[0] ?? '';
+    const name = /\bname="([^"]*)"/i.exec(disposition)?.[1];
+    const filename = /\bfilename="([^"]*)"/i.exec(disposition)?.[1];
+    if (name !== undefined) out[name] = filename === undefined ? content.toString('utf8') : { name: filename, bytes: Buffer.from(content) };
+    at = next;
+  }
   // The Bot API's `attach://NAME`: the file is the form's part NAME (grammy uploads so).
   for (const [k, v] of Object.entries(out)) if (typeof v === 'string' && v.startsWith('attach://')) out[k] = out[v.slice('attach://'.length)];
   return out;
