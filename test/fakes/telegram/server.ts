@@ -620,7 +620,7 @@ export class FakeTelegram {
 /**
  * A multipart/form-data body's fields (RFC 7578), parsed here rather than by undici's
  * `Request.formData()`: Node 22's parser refuses grammy's uploads ("Failed to parse body as
- * FormData") where later Nodes take them, and a server parses what a client sends. A part
+ * FormData": grammy writes the filename unquoted) where later Nodes take them. A part
  * with a filename becomes `{ name, bytes }`, any other its text.
  */
 async function formFields(contentType: string, body: Buffer): Promise<Record<string, unknown>> {
@@ -641,8 +641,13 @@ async function formFields(contentType: string, body: Buffer): Promise<Record<str
     const head = part.subarray(0, split).toString('utf8');
     const content = part.subarray(split + 4);
     const disposition = /content-disposition:[^\r\n]*/i.exec(head)?.[0] ?? '';
-    const name = /\bname="([^"]*)"/i.exec(disposition)?.[1];
-    const filename = /\bfilename="([^"]*)"/i.exec(disposition)?.[1];
+    // Quoted or not: grammy writes `filename=answer.ogg` bare (which Node 22's parser refuses).
+    const param = (key: string) => {
+      const m = new RegExp(`\\b${key}=(?:"([^"]*)"|([^;\\s]*))`, 'i').exec(disposition);
+      return m ? (m[1] ?? m[2]) : undefined;
+    };
+    const name = param('name');
+    const filename = param('filename');
     if (name !== undefined) out[name] = filename === undefined ? content.toString('utf8') : { name: filename, bytes: Buffer.from(content) };
     at = next;
   }
