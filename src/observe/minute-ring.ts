@@ -2,16 +2,8 @@ import type { Histogram, Counter } from 'prom-client';
 import { FIRST_VISIBLE_BUCKETS_S, type Metrics, TURN_DURATION_BUCKETS_S } from './metrics.js';
 import { addFigures, emptyFigures, type MinuteFigures, type MinuteRow, minuteOf, RING_MINUTES } from './minute-figures.js';
 
-/** The counters' totals at one sample: the next sample's figures are the difference. */
-interface Totals {
-  messages: number;
-  turns: number;
-  turnLatency: number[];
-  firstVisible: number[];
-  tokens: Record<string, number>;
-  cost: Record<string, number>;
-  refusals: Record<string, number>;
-}
+/** The counters' totals at one sample, in a minute's shape: the next sample's figures are the difference. */
+type Totals = MinuteFigures;
 
 /**
  * The daemon's own per-minute figures for the /admin charts: a ring of at most 1,440
