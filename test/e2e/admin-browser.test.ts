@@ -95,7 +95,7 @@ describe.runIf(hasChromium)('operator page /admin in headless Chromium (skipped 
   });
 });
 
-describe.runIf(hasChromium)('operator page with an admin token', () => {
+describe.runIf(hasChromium)('operator page with an admin token (skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon;
   let browser: Browser;
   beforeAll(async () => {

@@ -3,7 +3,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
-describe.runIf(hasChromium)('web chat page: attach button and drag-and-drop (headless Chromium)', () => {
+describe.runIf(hasChromium)('web chat page: attach button and drag-and-drop (headless Chromium; skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon;
   let browser: Browser;
   beforeAll(async () => {

@@ -5,7 +5,7 @@ import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 
 const body = (extra = '') => `[agent]\nprovider = "echo"\necho_delay_ms = 20\n\n[[channels]]\nid = "web"\ntype = "webchat"\n${extra}`;
 
-describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Markdown (headless Chromium)', () => {
+describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Markdown (headless Chromium; skipped where /usr/bin/chromium is missing)', () => {
   let d: TestDaemon | undefined;
   let browser: Browser;
   const pages: Page[] = [];
