@@ -3,7 +3,7 @@ import { cpuMs, Fleet, spawnBareSdkBot } from '../fleet.js';
 import { median, type Row, type ScenarioOptions } from '../report.js';
 
 /** Wall time from spawn to /readyz 200, and the CPU the process used until then (steady on a busy machine). */
-interface Ready {
+export interface Ready {
   wallMs: number;
   cpuMs: number;
 }
@@ -12,7 +12,7 @@ interface Ready {
  * Spawn → /readyz 200. Each process listens on port 0 and tells its port (a log line, a line
  * on stdout) as soon as it listens, well before it is ready: no port is picked in advance.
  */
-async function readyAfterMs(start: () => { pid: number; kill(): void; exited: Promise<unknown>; port: Promise<number> }): Promise<Ready> {
+export async function readyAfterMs(start: () => { pid: number; kill(): void; exited: Promise<unknown>; port: Promise<number> }): Promise<Ready> {
   const t0 = performance.now();
   const proc = start();
   try {
