@@ -3,7 +3,7 @@ import type { AgentConfig } from '../config/schema.js';
 import type { Topology } from '../contracts/topology.js';
 import type { Dispatcher, DispatchChannel } from '../dispatch/dispatcher.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
-import type { Plugin } from '../kernel/plugin.js';
+import type { Component } from '../kernel/component.js';
 import type { McpHub } from '../mcp/hub.js';
 import type { HttpServer } from '../observe/http-server.js';
 import type { Logger } from '../observe/logger.js';
@@ -187,13 +187,13 @@ const names = {
 export const serviceNames: ReadonlySet<ServiceName> = new Set(Object.keys(names) as ServiceName[]);
 
 /** A plugin of the daemon's kernel. */
-export type DaemonPlugin = Plugin<Services>;
+export type DaemonPlugin = Component<Services>;
 
 /**
  * Declares a daemon plugin with its `inject` and `provides` lists as literal types, so its
  * context allows exactly those: `ctx.use('db')` without `'db'` in `inject` does not compile
  * (and the kernel refuses it at run time as well).
  */
-export function definePlugin<const I extends ServiceName = never, const P extends ServiceName = never>(plugin: Plugin<Services, I, P>): DaemonPlugin {
+export function definePlugin<const I extends ServiceName = never, const P extends ServiceName = never>(plugin: Component<Services, I, P>): DaemonPlugin {
   return plugin;
 }

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { planStart } from '../../../src/kernel/plan.js';
-import type { Plugin } from '../../../src/kernel/plugin.js';
+import type { Component } from '../../../src/kernel/component.js';
 import { corePlugins, singleNodePlugins } from '../../../src/daemon/composition.js';
 import { pidFilePlugin } from '../../../src/daemon/pidfile.js';
 import { definePlugin, serviceNames, type DaemonPlugin, type Services } from '../../../src/daemon/services.js';
@@ -20,15 +20,15 @@ const core: DaemonPlugin[] = [
 
 describe('the daemon composition', () => {
   it('plans: every injected service is declared and provided, with no cycle', () => {
-    const order = planStart(core as Plugin[], { known: serviceNames }).map((p) => p.name);
+    const order = planStart(core as Component[], { known: serviceNames }).map((p) => p.name);
     expect(order.indexOf('config')).toBeLessThan(order.indexOf('logger'));
     expect(order.indexOf('store')).toBeLessThan(order.indexOf('pidfile'));
     expect(order.indexOf('dispatcher')).toBeLessThan(order.indexOf('management-api'));
   });
 
   it('fails the plan when a service it needs is left out', () => {
-    expect(() => planStart(core.filter((p) => p.name !== 'single-node') as Plugin[], { known: serviceNames })).toThrow(
-      /"dispatcher" injects "topology", which no plugin provides/,
+    expect(() => planStart(core.filter((p) => p.name !== 'single-node') as Component[], { known: serviceNames })).toThrow(
+      /component "dispatcher" injects "topology", which no component provides/,
     );
   });
 
