@@ -22,7 +22,7 @@ export interface RouteAuth {
 /** Routes under this prefix are reached by platforms from outside and must declare a RouteAuth. */
 export const WEBHOOK_PREFIX = '/webhooks/';
 
-/** The one HTTP server's routing surface, handed to plugins and channels. */
+/** The one HTTP server's routing surface, handed to components and channels. */
 export interface HttpRoutes {
   /**
    * Adds a route; the returned function removes it. `path` ending in `/*` matches a prefix.

@@ -1,7 +1,7 @@
 import type { ChannelConfig } from '../config/schema.js';
 import type { ChannelAdapter } from '../contracts/channel.js';
 import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
-import { definePlugin, type DaemonPlugin } from './services.js';
+import { defineComponent, type DaemonComponent } from './services.js';
 import { fileFaultReporter } from '../store/file-faults.js';
 
 /** Stands in for an adapter that could not be built: every call fails with why. */
@@ -37,9 +37,9 @@ export function unbuildable(err: unknown): ChannelError {
   return new ChannelError('CHANNEL_BUILD_FAILED', errorMessage(err), { cause: err });
 }
 
-/** One channel as a plugin: its adapter joins the channel table and the supervisor. */
-export function channelPlugin(channel: ChannelConfig): DaemonPlugin {
-  return definePlugin({
+/** One channel as a component: its adapter joins the channel table and the supervisor. */
+export function channelComponent(channel: ChannelConfig): DaemonComponent {
+  return defineComponent({
     name: `channel:${channel.id}`,
     inject: ['config', 'logger', 'http', 'dispatcher', 'supervisor', 'channels', 'metrics', 'topology', 'storage', 'tracing', 'upgrade'],
     start: async (ctx) => {

@@ -1,7 +1,7 @@
 import { chartReport, type ChartSource } from '../observe/chart-report.js';
 import { MINUTE_MS, minuteOf, RING_MINUTES } from '../observe/minute-figures.js';
 import { MinuteRing } from '../observe/minute-ring.js';
-import { definePlugin } from './services.js';
+import { defineComponent } from './services.js';
 
 /** The timer's sample is taken this long before a minute ends, so what the minute counted stays in it. */
 const BEFORE_MINUTE_END_MS = 5;
@@ -11,7 +11,7 @@ const BEFORE_MINUTE_END_MS = 5;
  * minutes to the store (SQLite, or PostgreSQL in cluster mode), so the charts survive a
  * restart; a read samples first, so the current minute is up to date.
  */
-export const chartsPlugin = definePlugin({
+export const chartsComponent = defineComponent({
   name: 'charts',
   provides: ['charts'],
   inject: ['metrics', 'minutes', 'logger'],

@@ -1,13 +1,13 @@
 import { ClusterTopology } from '../topology/cluster/cluster-topology.js';
-import { definePlugin, type DaemonPlugin } from './services.js';
-import { sqliteStorePlugin } from './store.js';
+import { defineComponent, type DaemonComponent } from './services.js';
+import { sqliteStoreComponent } from './store.js';
 
 /**
  * Cluster mode (src/topology/cluster): the topology over NATS JetStream and PostgreSQL, and
  * the conversations' state stores it shares, as the daemon's services. Its work (partitions,
- * heartbeat, control subjects) starts with `topologyWorkPlugin` once channels run.
+ * heartbeat, control subjects) starts with `topologyWorkComponent` once channels run.
  */
-const clusterTopologyPlugin = definePlugin({
+const clusterTopologyComponent = defineComponent({
   name: 'store',
   provides: ['sessions', 'conversations', 'usage', 'approval-store', 'spend', 'memories', 'minutes', 'reminders', 'topology'],
   inject: ['config', 'logger', 'shutdown'],
@@ -30,6 +30,6 @@ const clusterTopologyPlugin = definePlugin({
 });
 
 /** The cluster topology with its stores, and the local SQLite database that backs this instance's storage health. */
-export function clusterPlugins(): DaemonPlugin[] {
-  return [clusterTopologyPlugin, sqliteStorePlugin(true)];
+export function clusterComponents(): DaemonComponent[] {
+  return [clusterTopologyComponent, sqliteStoreComponent(true)];
 }

@@ -1,63 +1,63 @@
 import type { LoggerOptions } from '../observe/logger.js';
 import type { LiveConfig } from './config-service.js';
 import {
-  actionsPlugin,
-  approvalsPlugin,
-  channelTablePlugin,
-  extensionsPlugin,
-  httpPlugin,
-  loggerPlugin,
-  mcpPlugin,
-  memoryTrimPlugin,
-  metricsPlugin,
-  rootPlugins,
-  supervisorPlugin,
-  toolCallsPlugin,
-  trackerPlugin,
+  actionsComponent,
+  approvalsComponent,
+  channelTableComponent,
+  extensionsComponent,
+  httpComponent,
+  loggerComponent,
+  mcpComponent,
+  memoryTrimComponent,
+  metricsComponent,
+  rootComponents,
+  supervisorComponent,
+  toolCallsComponent,
+  trackerComponent,
 } from './core.js';
-import { chartsPlugin } from './charts.js';
-import { dispatcherPlugin } from './dispatch-wiring.js';
-import { managementPlugin } from './management.js';
-import { remindersPlugin } from './reminders.js';
-import { schedulesPlugin } from './schedules.js';
-import { definePlugin, type DaemonPlugin, type Services } from './services.js';
-import { statusPlugin } from './status.js';
-import { workspacesPlugin } from './workspaces.js';
-import { tracingPlugin } from './tracing.js';
+import { chartsComponent } from './charts.js';
+import { dispatcherComponent } from './dispatch-wiring.js';
+import { managementComponent } from './management.js';
+import { remindersComponent } from './reminders.js';
+import { schedulesComponent } from './schedules.js';
+import { defineComponent, type DaemonComponent, type Services } from './services.js';
+import { statusComponent } from './status.js';
+import { workspacesComponent } from './workspaces.js';
+import { tracingComponent } from './tracing.js';
 
 /**
- * The plugins every daemon runs, whatever its mode: the one list the daemon loads and the
+ * The components every daemon runs, whatever its mode: the one list the daemon loads and the
  * composition test plans, so the test checks the graph that really runs.
  */
-export function corePlugins(
+export function coreComponents(
   live: LiveConfig,
   options: { hardStop: AbortSignal; reloader: Services['reload']; logger?: Partial<LoggerOptions> },
-): DaemonPlugin[] {
+): DaemonComponent[] {
   const { reloader } = options;
   return [
-    ...rootPlugins(live, { signal: options.hardStop }),
-    definePlugin({ name: 'reloader', provides: ['reload'], start: (ctx) => ctx.provide('reload', reloader) }),
-    loggerPlugin(options.logger),
-    tracingPlugin,
-    metricsPlugin,
-    httpPlugin,
-    actionsPlugin,
-    channelTablePlugin,
-    mcpPlugin,
-    toolCallsPlugin,
-    approvalsPlugin,
-    workspacesPlugin,
-    trackerPlugin,
-    memoryTrimPlugin,
-    chartsPlugin,
-    supervisorPlugin,
-    dispatcherPlugin,
-    extensionsPlugin,
-    statusPlugin,
-    managementPlugin,
-    remindersPlugin,
-    schedulesPlugin,
+    ...rootComponents(live, { signal: options.hardStop }),
+    defineComponent({ name: 'reloader', provides: ['reload'], start: (ctx) => ctx.provide('reload', reloader) }),
+    loggerComponent(options.logger),
+    tracingComponent,
+    metricsComponent,
+    httpComponent,
+    actionsComponent,
+    channelTableComponent,
+    mcpComponent,
+    toolCallsComponent,
+    approvalsComponent,
+    workspacesComponent,
+    trackerComponent,
+    memoryTrimComponent,
+    chartsComponent,
+    supervisorComponent,
+    dispatcherComponent,
+    extensionsComponent,
+    statusComponent,
+    managementComponent,
+    remindersComponent,
+    schedulesComponent,
   ];
 }
 
-export { singleNodePlugins } from './topology.js';
+export { singleNodeComponents } from './topology.js';

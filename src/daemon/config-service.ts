@@ -11,7 +11,7 @@ export interface ReloadRecord {
 
 /**
  * The `config` service: the validated config in force, replaced as a whole by a reload.
- * Plugins keep this object and read `config`/`secrets` when they need a value, so what
+ * Components keep this object and read `config`/`secrets` when they need a value, so what
  * they see is always the current generation.
  */
 export class LiveConfig {

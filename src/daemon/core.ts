@@ -15,19 +15,19 @@ import { ToolCalls } from '../tools/tool-calls.js';
 import type { LiveConfig } from './config-service.js';
 import { Extensions, type PluginFailure } from './extensions.js';
 import { ManagementSlot } from './management.js';
-import { ChannelTable, definePlugin, type DaemonPlugin, type HardStop } from './services.js';
+import { ChannelTable, defineComponent, type DaemonComponent, type HardStop } from './services.js';
 
 /** The values the composition root itself owns, published as services. */
-export function rootPlugins(config: LiveConfig, shutdown: HardStop): DaemonPlugin[] {
+export function rootComponents(config: LiveConfig, shutdown: HardStop): DaemonComponent[] {
   return [
-    definePlugin({ name: 'config', provides: ['config'], start: (ctx) => ctx.provide('config', config) }),
-    definePlugin({ name: 'shutdown', provides: ['shutdown'], start: (ctx) => ctx.provide('shutdown', shutdown) }),
+    defineComponent({ name: 'config', provides: ['config'], start: (ctx) => ctx.provide('config', config) }),
+    defineComponent({ name: 'shutdown', provides: ['shutdown'], start: (ctx) => ctx.provide('shutdown', shutdown) }),
   ];
 }
 
 /** The logger at `[daemon] log_level`; secrets in force are redacted from every line. */
-export function loggerPlugin(options: Partial<LoggerOptions> = {}): DaemonPlugin {
-  return definePlugin({
+export function loggerComponent(options: Partial<LoggerOptions> = {}): DaemonComponent {
+  return defineComponent({
     name: 'logger',
     provides: ['logger'],
     inject: ['config'],
@@ -40,9 +40,9 @@ export function loggerPlugin(options: Partial<LoggerOptions> = {}): DaemonPlugin
   });
 }
 
-export const metricsPlugin = definePlugin({ name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) });
+export const metricsComponent = defineComponent({ name: 'metrics', provides: ['metrics'], start: (ctx) => ctx.provide('metrics', new Metrics()) });
 
-export const httpPlugin = definePlugin({
+export const httpComponent = defineComponent({
   name: 'http',
   provides: ['http'],
   inject: ['config', 'logger'],
@@ -70,10 +70,10 @@ export const httpPlugin = definePlugin({
 
 /**
  * The management actions and their HTTP faces. The registry runs actions against the
- * `management` slot, which the management plugin binds once the services it reads run
+ * `management` slot, which the management component binds once the services it reads run
  * (they include the workspaces, which in turn take the actions' slash faces).
  */
-export const actionsPlugin = definePlugin({
+export const actionsComponent = defineComponent({
   name: 'actions',
   provides: ['actions', 'management'],
   inject: ['http', 'config'],
@@ -88,9 +88,13 @@ export const actionsPlugin = definePlugin({
   },
 });
 
-export const channelTablePlugin = definePlugin({ name: 'channel-table', provides: ['channels'], start: (ctx) => ctx.provide('channels', new ChannelTable()) });
+export const channelTableComponent = defineComponent({
+  name: 'channel-table',
+  provides: ['channels'],
+  start: (ctx) => ctx.provide('channels', new ChannelTable()),
+});
 
-export const mcpPlugin = definePlugin({
+export const mcpComponent = defineComponent({
   name: 'mcp',
   provides: ['mcp'],
   inject: ['config', 'logger'],
@@ -103,7 +107,7 @@ export const mcpPlugin = definePlugin({
   },
 });
 
-export const toolCallsPlugin = definePlugin({
+export const toolCallsComponent = defineComponent({
   name: 'tool-calls',
   provides: ['tool-calls'],
   inject: ['config', 'logger'],
@@ -116,7 +120,7 @@ export const toolCallsPlugin = definePlugin({
   },
 });
 
-export const approvalsPlugin = definePlugin({
+export const approvalsComponent = defineComponent({
   name: 'approvals',
   provides: ['approvals'],
   inject: ['config', 'logger', 'channels', 'tool-calls', 'approval-store', 'shutdown'],
@@ -146,7 +150,7 @@ export const approvalsPlugin = definePlugin({
   },
 });
 
-export const trackerPlugin = definePlugin({
+export const trackerComponent = defineComponent({
   name: 'tracker',
   provides: ['tracker'],
   inject: ['config'],
@@ -156,7 +160,7 @@ export const trackerPlugin = definePlugin({
   },
 });
 
-export const supervisorPlugin = definePlugin({
+export const supervisorComponent = defineComponent({
   name: 'supervisor',
   provides: ['supervisor'],
   inject: ['logger', 'metrics', 'config'],
@@ -168,7 +172,7 @@ export const supervisorPlugin = definePlugin({
   },
 });
 
-export const extensionsPlugin = definePlugin({
+export const extensionsComponent = defineComponent({
   name: 'extensions',
   provides: ['extensions'],
   inject: ['logger', 'metrics'],
@@ -188,7 +192,7 @@ export const extensionsPlugin = definePlugin({
 });
 
 /** Gives freed memory back to the system after bursts (src/observe/memory-trim.ts); off without node's --expose-gc. */
-export const memoryTrimPlugin = definePlugin({
+export const memoryTrimComponent = defineComponent({
   name: 'memory-trim',
   inject: ['logger', 'metrics', 'tracker'],
   start: (ctx) => {

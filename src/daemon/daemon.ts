@@ -5,16 +5,16 @@ import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { errorMessage } from '../contracts/errors.js';
 import { Kernel } from '../kernel/kernel.js';
 import type { LoggerOptions } from '../observe/logger.js';
-import { channelPlugin } from './channels.js';
-import { corePlugins } from './composition.js';
+import { channelComponent } from './channels.js';
+import { coreComponents } from './composition.js';
 import { LiveConfig } from './config-service.js';
-import { pidFilePlugin } from './pidfile.js';
-import { upgradePlugin } from './upgrade/plugin.js';
-import { loadPluginFolders, pluginFolderPlugin } from './plugin-folders.js';
+import { pidFileComponent } from './pidfile.js';
+import { upgradeComponent } from './upgrade/component.js';
+import { loadPluginFolders, pluginFolderComponent } from './plugin-folders.js';
 import { Reloader, type ReloadResult } from './reload.js';
-import { serviceNames, type DaemonPlugin, type Services } from './services.js';
-import { topologyPlugins, topologyWorkPlugin } from './topology.js';
-import { workspacePlugin } from './workspaces.js';
+import { serviceNames, type DaemonComponent, type Services } from './services.js';
+import { topologyComponents, topologyWorkComponent } from './topology.js';
+import { workspaceComponent } from './workspaces.js';
 
 export type { ReloadResult } from './reload.js';
 
@@ -29,8 +29,8 @@ export interface DaemonOptions {
 }
 
 /**
- * The running daemon's lifecycle: it composes the kernel (core plugins, plugin folders, one
- * plugin per agent and per channel), starts it, and stops it gracefully. Everything else is
+ * The running daemon's lifecycle: it composes the kernel (core components, one component per
+ * plugin folder, per agent and per channel), starts it, and stops it gracefully. Everything else is
  * a service: reload, status, the management API. The getters are for the command line and
  * tests.
  */
@@ -44,7 +44,7 @@ export class Daemon {
 
   private constructor(loaded: LoadedConfig, env: NodeJS.ProcessEnv) {
     this.#config = new LiveConfig(loaded, env);
-    this.#kernel = new Kernel<Services>({ services: serviceNames, onDisposeError: (plugin, err) => this.#logOrPrint(plugin, err) });
+    this.#kernel = new Kernel<Services>({ services: serviceNames, onDisposeError: (component, err) => this.#logOrPrint(component, err) });
     this.#reloader = new Reloader(this.#kernel);
   }
 
@@ -63,24 +63,24 @@ export class Daemon {
     return daemon;
   }
 
-  async #core(options: DaemonOptions): Promise<DaemonPlugin[]> {
-    const common = corePlugins(this.#config, { hardStop: this.#hardStop.signal, reloader: this.#reloader, logger: options.logger });
-    return [...common, ...(await topologyPlugins(this.#config.config))];
+  async #core(options: DaemonOptions): Promise<DaemonComponent[]> {
+    const common = coreComponents(this.#config, { hardStop: this.#hardStop.signal, reloader: this.#reloader, logger: options.logger });
+    return [...common, ...(await topologyComponents(this.#config.config))];
   }
 
   async #start(options: DaemonOptions): Promise<void> {
     // Plugin folders are imported before anything starts: a bad one is a config error.
     const folders = await loadPluginFolders(this.#config.loaded);
     await this.#kernel.load(...(await this.#core(options)));
-    await this.#kernel.load(pidFilePlugin, upgradePlugin, ...folders.map(pluginFolderPlugin));
+    await this.#kernel.load(pidFileComponent, upgradeComponent, ...folders.map(pluginFolderComponent));
     const cfg = this.#config.config;
-    for (const [name, agent] of Object.entries(cfg.agents)) if (agent.enabled) await this.#kernel.load(workspacePlugin(name, agent));
+    for (const [name, agent] of Object.entries(cfg.agents)) if (agent.enabled) await this.#kernel.load(workspaceComponent(name, agent));
     const channels = cfg.channels.filter((c) => c.enabled);
     // Channels start concurrently: a slow one never holds back the others.
-    await Promise.all(channels.map((c) => this.#kernel.load(channelPlugin(c))));
+    await Promise.all(channels.map((c) => this.#kernel.load(channelComponent(c))));
     this.#kernel.get('status').channelsLoaded = true;
     // Recovered and shared work is taken up once every channel can send replies.
-    await this.#kernel.load(topologyWorkPlugin);
+    await this.#kernel.load(topologyWorkComponent);
     this.address = this.#kernel.get('http').address!;
     this.log.info(
       { version: VERSION, channels: channels.map((c) => c.id), plugins: folders.map((f) => f.definition.name), generation: this.#config.generation },
@@ -88,11 +88,11 @@ export class Daemon {
     );
   }
 
-  #logOrPrint(plugin: string, err: unknown): void {
+  #logOrPrint(component: string, err: unknown): void {
     try {
-      this.log.error({ err, plugin }, 'disposer failed; teardown went on');
+      this.log.error({ err, component }, 'disposer failed; teardown went on');
     } catch {
-      console.error(`channeld: ${plugin}: disposer failed: ${errorMessage(err)}`);
+      console.error(`channeld: ${component}: disposer failed: ${errorMessage(err)}`);
     }
   }
 

@@ -4,10 +4,10 @@ import { Dispatcher, type ExecuteTurn } from '../dispatch/dispatcher.js';
 import { toolControls } from '../tools/controls.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { intentClassifier } from './intent-classifier.js';
-import { definePlugin } from './services.js';
+import { defineComponent } from './services.js';
 
 /** The dispatcher: admission, lanes and the turn executor, over the topology chosen at composition. */
-export const dispatcherPlugin = definePlugin({
+export const dispatcherComponent = defineComponent({
   name: 'dispatcher',
   provides: ['dispatcher'],
   inject: [

@@ -3,11 +3,11 @@ import type { ManagementApi } from '../actions/action.js';
 import { agentOf } from '../config/load.js';
 import { withRunning } from '../workspace/live-usage.js';
 import { CodedError } from '../contracts/errors.js';
-import { definePlugin, type ManagementBinding } from './services.js';
+import { defineComponent, type ManagementBinding } from './services.js';
 
 /**
  * The `management` service: the ManagementApi the action registry runs against. It
- * forwards to the implementation the management plugin binds; before that (or after it
+ * forwards to the implementation the management component binds; before that (or after it
  * unloads) a call fails with MANAGEMENT_UNBOUND rather than reaching half a daemon.
  */
 export class ManagementSlot implements ManagementBinding {
@@ -51,7 +51,7 @@ export class ManagementSlot implements ManagementBinding {
 }
 
 /** What management actions ask of the daemon, answered from the services. */
-export const managementPlugin = definePlugin({
+export const managementComponent = defineComponent({
   name: 'management-api',
   inject: ['management', 'status', 'reload', 'tracker', 'dispatcher', 'sessions', 'workspaces', 'usage', 'config', 'topology', 'mcp', 'spend', 'charts'],
   start: (ctx) => {

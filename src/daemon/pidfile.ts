@@ -1,13 +1,13 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { localUrl, runFiles } from '../util/run-files.js';
-import { definePlugin } from './services.js';
+import { defineComponent } from './services.js';
 
 /**
  * `<state_dir>/channeld.pid` and `channeld.url` while the daemon runs (see runFiles): the CLI
  * finds the daemon through them, and `channeld reload` signals through the pid when the HTTP
  * server does not answer. Removed when the daemon stops.
  */
-export const pidFilePlugin = definePlugin({
+export const pidFileComponent = defineComponent({
   name: 'pidfile',
   // After the store: opening the database is what creates state_dir. After http: its bound address.
   inject: ['config', 'storage', 'http'],

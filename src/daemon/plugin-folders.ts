@@ -8,7 +8,7 @@ import { phases } from '../contracts/hooks.js';
 import { MESSAGE_HOOK_MAX_TIMEOUT_MS, messagePhases } from '../contracts/message-hooks.js';
 import type { PluginDefinition } from '../contracts/plugin-folder.js';
 import { pluginClashes } from './plugin-clashes.js';
-import { definePlugin, type DaemonPlugin } from './services.js';
+import { defineComponent, type DaemonComponent } from './services.js';
 
 /**
  * A plugin folder's entry, first found wins. JavaScript always; `index.ts` only where this
@@ -166,9 +166,9 @@ export async function loadPluginFolders(loaded: LoadedConfig): Promise<PluginFol
   return results as PluginFolder[];
 }
 
-/** A loaded plugin folder as a kernel plugin: its definition joins the `extensions` service. */
-export function pluginFolderPlugin(folder: PluginFolder): DaemonPlugin {
-  return definePlugin({
+/** A loaded plugin folder as a kernel component (named `plugin:NAME`): its definition joins the `extensions` service. */
+export function pluginFolderComponent(folder: PluginFolder): DaemonComponent {
+  return defineComponent({
     name: `plugin:${folder.definition.name}`,
     inject: ['extensions'],
     start: (ctx) => void ctx.effect(ctx.use('extensions').add(folder.configured, folder.definition)),

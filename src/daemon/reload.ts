@@ -2,9 +2,9 @@ import { diffChannels } from '../config/diff.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
 import { ConfigError, errorMessage } from '../contracts/errors.js';
 import type { Kernel } from '../kernel/kernel.js';
-import { channelPlugin } from './channels.js';
+import { channelComponent } from './channels.js';
 import type { ReloadResult, ReloadService, Services } from './services.js';
-import { workspacePlugin } from './workspaces.js';
+import { workspaceComponent } from './workspaces.js';
 
 export type { ReloadResult } from './services.js';
 
@@ -136,7 +136,7 @@ export class Reloader implements ReloadService {
     for (const ch of diff.removed) channels.removing.add(ch.id);
     await Promise.all([...diff.removed, ...diff.changed].map((ch) => this.kernel.unload(`channel:${ch.id}`)));
     for (const ch of diff.removed) channels.removing.delete(ch.id);
-    await Promise.all([...diff.added, ...diff.changed].map((ch) => this.kernel.load(channelPlugin(ch))));
+    await Promise.all([...diff.added, ...diff.changed].map((ch) => this.kernel.load(channelComponent(ch))));
     live.lastReload = { ok: true, at, errors: [] };
     metrics.reloads.inc({ result: 'applied' });
     const result = {
@@ -153,7 +153,7 @@ export class Reloader implements ReloadService {
   }
 
   /**
-   * Agents whose section (or API key) changed are reloaded as a unit: their workspace plugin
+   * Agents whose section (or API key) changed are reloaded as a unit: their workspace component
    * is unloaded and loaded anew. No listener is touched; running turns keep the old one.
    */
   async #reloadWorkspaces(before: LoadedConfig, after: LoadedConfig): Promise<string[]> {
@@ -181,7 +181,7 @@ export class Reloader implements ReloadService {
       changed.push(name);
       await this.kernel.unload(`workspace:${name}`);
       const agent = after.config.agents[name];
-      if (agent?.enabled) await this.kernel.load(workspacePlugin(name, agent));
+      if (agent?.enabled) await this.kernel.load(workspaceComponent(name, agent));
       else await this.kernel.get('mcp').sync(name, []);
     }
     return changed;

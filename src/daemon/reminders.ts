@@ -2,7 +2,7 @@ import type { ChannelMessage } from '../contracts/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { Reminder, Reminders } from '../store/reminders.js';
 import { FIRING_PREFIX, reminderDefinition } from './reminder-commands.js';
-import { definePlugin } from './services.js';
+import { defineComponent } from './services.js';
 
 /** The longest single wait: a far reminder is looked at again after this (setTimeout's range is ~24 days). */
 const MAX_WAIT_MS = 60_000;
@@ -138,11 +138,11 @@ function firingMessage(r: Reminder): ChannelMessage {
 }
 
 /**
- * The `reminders` plugin: the store (SQLite, or PostgreSQL in cluster mode), one scheduler,
+ * The `reminders` component: the store (SQLite, or PostgreSQL in cluster mode), one scheduler,
  * and the commands, the `schedule_message` tool and the firing hook added to every agent
  * through the `extensions` service.
  */
-export const remindersPlugin = definePlugin({
+export const remindersComponent = defineComponent({
   name: 'reminders',
   inject: ['config', 'logger', 'metrics', 'dispatcher', 'extensions', 'reminders', 'status'],
   start: (ctx) => {

@@ -3,9 +3,9 @@ import { Gauge } from 'prom-client';
 import { CRON_MODE, type ScheduleConfig } from '../config/schedules.js';
 import type { ChannelMessage } from '../contracts/message.js';
 import type { Logger } from '../observe/logger.js';
-import { definePlugin } from './services.js';
+import { defineComponent } from './services.js';
 
-/** How often the plugin looks for a reloaded config (the live config's generation). */
+/** How often the component looks for a reloaded config (the live config's generation). */
 const RELOAD_POLL_MS = 1000;
 
 /** The inbox key of one firing: the same on every instance, so the inbox keeps it once. */
@@ -114,8 +114,8 @@ export class ScheduleRunner {
   }
 }
 
-/** The `schedules` plugin: `[[schedules]]` as croner jobs, re-applied when a reload changes the config. */
-export const schedulesPlugin = definePlugin({
+/** The `schedules` component: `[[schedules]]` as croner jobs, re-applied when a reload changes the config. */
+export const schedulesComponent = defineComponent({
   name: 'schedules',
   inject: ['config', 'logger', 'metrics', 'dispatcher', 'topology'],
   start: (ctx) => {

@@ -3,7 +3,7 @@ import type { AgentConfig } from '../config/schema.js';
 import type { Topology } from '../contracts/topology.js';
 import type { Dispatcher, DispatchChannel } from '../dispatch/dispatcher.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
-import type { Plugin } from '../kernel/plugin.js';
+import type { Component } from '../kernel/component.js';
 import type { McpHub } from '../mcp/hub.js';
 import type { HttpServer } from '../observe/http-server.js';
 import type { Logger } from '../observe/logger.js';
@@ -32,7 +32,7 @@ import type { ChartSource } from '../observe/chart-report.js';
 import type { Upgrades } from './upgrade/service.js';
 
 // The service types below are interfaces (or classes from modules that do not import this
-// one), so the plugin modules that implement them can import `definePlugin` from here
+// one), so the component modules that implement them can import `defineComponent` from here
 // without an import cycle.
 
 /** The channels running now, by id; `removing` marks those whose unload is a removal (turns cancelled). */
@@ -51,7 +51,7 @@ export interface WorkspaceTable {
 /** The `management` service: the ManagementApi actions run against, bound once the daemon serves it (src/daemon/management.ts). */
 export interface ManagementBinding extends ManagementApi {
   bind(api: ManagementApi): () => void;
-  /** The upgrade plugin binds `upgrade` on its own (it starts after the management plugin). */
+  /** The upgrade component binds `upgrade` on its own (it starts after the management component). */
   bindUpgrade(upgrade: NonNullable<ManagementApi['upgrade']>): () => void;
 }
 
@@ -60,7 +60,7 @@ export interface StatusView {
   readonly startedAt: Date;
   /** Set by the lifecycle once every configured channel has been handed to the supervisor. */
   channelsLoaded: boolean;
-  /** Set by the reminders plugin: how many are pending and the next firing, for /status. */
+  /** Set by the reminders component: how many are pending and the next firing, for /status. */
   reminders?: (() => { pending: number; next_fire_at: string | null }) | undefined;
   ready(): boolean;
   status(): DaemonStatus;
@@ -92,7 +92,7 @@ export interface HardStop {
 }
 
 /**
- * Every service of the daemon, by name: the one place a name maps to its type. A plugin's
+ * Every service of the daemon, by name: the one place a name maps to its type. A component's
  * `ctx.use('x')` has the type of `Services['x']`, and only for the names in its `inject`.
  * A new service is added here and to `names` below (the run-time list the plan is checked
  * against), in this file: the `satisfies` check on `names` keeps the two the same, so a
@@ -124,7 +124,7 @@ export interface Services {
   reminders: Reminders;
   http: HttpServer;
   actions: ActionRegistry;
-  /** What management actions ask of the daemon; bound by the management plugin. */
+  /** What management actions ask of the daemon; bound by the management component. */
   management: ManagementBinding;
   channels: ChannelTable;
   mcp: McpHub;
@@ -186,14 +186,16 @@ const names = {
 } satisfies Record<ServiceName, true>;
 export const serviceNames: ReadonlySet<ServiceName> = new Set(Object.keys(names) as ServiceName[]);
 
-/** A plugin of the daemon's kernel. */
-export type DaemonPlugin = Plugin<Services>;
+/** A component of the daemon's kernel. */
+export type DaemonComponent = Component<Services>;
 
 /**
- * Declares a daemon plugin with its `inject` and `provides` lists as literal types, so its
+ * Declares a daemon component with its `inject` and `provides` lists as literal types, so its
  * context allows exactly those: `ctx.use('db')` without `'db'` in `inject` does not compile
  * (and the kernel refuses it at run time as well).
  */
-export function definePlugin<const I extends ServiceName = never, const P extends ServiceName = never>(plugin: Plugin<Services, I, P>): DaemonPlugin {
-  return plugin;
+export function defineComponent<const I extends ServiceName = never, const P extends ServiceName = never>(
+  component: Component<Services, I, P>,
+): DaemonComponent {
+  return component;
 }

@@ -3,7 +3,7 @@ import { registerAdminPage } from '../actions/admin.js';
 import { VERSION } from '../util/version.js';
 import { registerStatusRoutes } from '../observe/routes.js';
 import type { DaemonStatus } from '../actions/daemon-status.js';
-import { definePlugin, type Services, type StatusView } from './services.js';
+import { defineComponent, type Services, type StatusView } from './services.js';
 
 type StatusSources = Pick<Services, 'config' | 'dispatcher' | 'supervisor' | 'tracker' | 'workspaces' | 'mcp' | 'storage' | 'topology' | 'http'>;
 
@@ -59,7 +59,7 @@ export class StatusService implements StatusView {
 }
 
 /** Provides `status` and serves /healthz, /readyz, /metrics and the /admin page from it. */
-export const statusPlugin = definePlugin({
+export const statusComponent = defineComponent({
   name: 'status',
   provides: ['status'],
   inject: ['http', 'metrics', 'config', 'dispatcher', 'supervisor', 'tracker', 'workspaces', 'mcp', 'storage', 'topology'],

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import { definePlugin, type DaemonPlugin } from './services.js';
+import { defineComponent, type DaemonComponent } from './services.js';
 import { ApprovalStore } from '../store/approvals.js';
 import { ConversationStore } from '../store/conversations.js';
 import { openDb } from '../store/db.js';
@@ -34,8 +34,8 @@ function openStateDb(dir: string): ReturnType<typeof openDb> {
  * the shared inbox and all state (usage and approval decisions too) live in NATS and
  * PostgreSQL, and this database only backs the instance's storage health.
  */
-export function sqliteStorePlugin(localOnly = false): DaemonPlugin {
-  return definePlugin({
+export function sqliteStoreComponent(localOnly = false): DaemonComponent {
+  return defineComponent({
     name: localOnly ? 'local-store' : 'store',
     provides: localOnly
       ? ['storage', 'inbox']

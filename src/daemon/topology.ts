@@ -1,14 +1,14 @@
 import type { DaemonConfig } from '../config/schema.js';
 import { LocalTopology } from '../topology/local/local-topology.js';
-import { definePlugin, type DaemonPlugin } from './services.js';
-import { sqliteStorePlugin } from './store.js';
+import { defineComponent, type DaemonComponent } from './services.js';
+import { sqliteStoreComponent } from './store.js';
 
 /**
  * One instance on its own (src/topology/local): the SQLite inbox is the intake, controls run
  * here, nothing fences a reply, every listener runs here. A new reply message is sent only
  * while its id can be stored.
  */
-export const localTopologyPlugin = definePlugin({
+export const localTopologyComponent = defineComponent({
   name: 'single-node',
   provides: ['topology'],
   inject: ['config', 'inbox', 'storage', 'logger'],
@@ -24,18 +24,18 @@ export const localTopologyPlugin = definePlugin({
 });
 
 /** What a single-node daemon adds to the core: the SQLite store and the local topology. */
-export function singleNodePlugins(): DaemonPlugin[] {
-  return [sqliteStorePlugin(), localTopologyPlugin];
+export function singleNodeComponents(): DaemonComponent[] {
+  return [sqliteStoreComponent(), localTopologyComponent];
 }
 
 /**
- * The one place the mode is chosen: the plugins that provide the topology and the state
+ * The one place the mode is chosen: the components that provide the topology and the state
  * stores. Cluster mode's code is loaded only when the config has [cluster].
  */
-export async function topologyPlugins(config: DaemonConfig): Promise<DaemonPlugin[]> {
-  if (!config.cluster) return singleNodePlugins();
-  const { clusterPlugins } = await import('./cluster-topology.js');
-  return clusterPlugins();
+export async function topologyComponents(config: DaemonConfig): Promise<DaemonComponent[]> {
+  if (!config.cluster) return singleNodeComponents();
+  const { clusterComponents } = await import('./cluster-topology.js');
+  return clusterComponents();
 }
 
 /**
@@ -43,7 +43,7 @@ export async function topologyPlugins(config: DaemonConfig): Promise<DaemonPlugi
  * recovers (a crash's unfinished items), and the topology starts serving this instance's
  * share of the work (cluster: heartbeat, partitions, /stop and control requests).
  */
-export const topologyWorkPlugin = definePlugin({
+export const topologyWorkComponent = defineComponent({
   name: 'topology-work',
   inject: ['topology', 'dispatcher'],
   start: async (ctx) => {

@@ -1,7 +1,7 @@
 import { messageTracing, UNTRACED } from '../dispatch/tracing.js';
 import { errorMessage } from '../contracts/errors.js';
 import { VERSION } from '../util/version.js';
-import { definePlugin } from './services.js';
+import { defineComponent } from './services.js';
 
 /** At shutdown, buffered spans get this long to reach the collector; then they are dropped. */
 export const TRACE_FLUSH_TIMEOUT_MS = 5_000;
@@ -14,7 +14,7 @@ const EXPORT_FAILURE_LOG_EVERY_MS = 60_000;
  * daemon without an endpoint never loads them (test/e2e/tracing-off.test.ts checks it; the
  * bare @opentelemetry/api is loaded anyway, by prom-client).
  */
-export const tracingPlugin = definePlugin({
+export const tracingComponent = defineComponent({
   name: 'tracing',
   provides: ['tracing'],
   inject: ['config', 'logger'],

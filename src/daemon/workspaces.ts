@@ -5,13 +5,13 @@ import { Workspace } from '../workspace/workspace.js';
 import { resolveQueueMode } from '../dispatch/queue-mode.js';
 import { resolveQuotas } from '../quotas/limits.js';
 import { LiveUsage } from '../workspace/live-usage.js';
-import { definePlugin, type DaemonPlugin, type WorkspaceTable } from './services.js';
+import { defineComponent, type DaemonComponent, type WorkspaceTable } from './services.js';
 
 /** How long a turn waits for its agent's MCP servers' first connection attempt. */
 const MCP_READY_WAIT_MS = 30_000;
 
 /** The workspace table, and how a workspace is built from the live config and the services. */
-export const workspacesPlugin = definePlugin({
+export const workspacesComponent = defineComponent({
   name: 'workspaces',
   provides: ['workspaces'],
   inject: ['config', 'logger', 'sessions', 'conversations', 'metrics', 'actions', 'tracker', 'usage', 'spend', 'memories', 'mcp', 'tool-calls'],
@@ -88,12 +88,12 @@ export const workspacesPlugin = definePlugin({
 });
 
 /**
- * One agent's workspace as a plugin: it starts, stops and reloads as a unit. Turns already
+ * One agent's workspace as a component: it starts, stops and reloads as a unit. Turns already
  * running keep the workspace they started with; new turns find the new one. Plugin folders'
  * modes, tools, hooks and commands are applied to its runtime for as long as it runs.
  */
-export function workspacePlugin(name: string, agent: AgentConfig): DaemonPlugin {
-  return definePlugin({
+export function workspaceComponent(name: string, agent: AgentConfig): DaemonComponent {
+  return defineComponent({
     name: `workspace:${name}`,
     inject: ['workspaces', 'mcp', 'extensions'],
     start: async (ctx) => {

@@ -1,40 +1,40 @@
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { planStart } from './plan.js';
-import type { Disposer, Plugin, PluginContext, PluginState, ServiceMap } from './plugin.js';
+import type { Disposer, Component, ComponentContext, ComponentState, ServiceMap } from './component.js';
 
 export interface KernelOptions<S extends object = ServiceMap> {
   /**
    * Every service name the composition declares (the keys of `S`, at run time). Given, a
-   * plugin naming any other service fails the plan check before anything starts.
+   * component naming any other service fails the plan check before anything starts.
    */
   services?: ReadonlySet<keyof S & string>;
-  /** Default per-plugin start timeout. */
+  /** Default per-component start timeout. */
   startTimeoutMs?: number;
   /** Told about every disposer that fails; teardown keeps going. */
-  onDisposeError?: (plugin: string, err: unknown) => void;
+  onDisposeError?: (component: string, err: unknown) => void;
 }
 
 interface Slot<S extends object> {
-  plugin: Plugin<S>;
-  state: PluginState;
+  component: Component<S>;
+  state: ComponentState;
   effects: Disposer[];
   controller: AbortController;
   services: string[];
 }
 
 /**
- * The plugin kernel: computes a start plan, starts plugins in order, records each
- * plugin's effects, and unloads in reverse. A failed start rolls back the failing plugin's
- * effects and then every plugin started in that call, newest first.
+ * The component kernel: computes a start plan, starts components in order, records each
+ * component's effects, and unloads in reverse. A failed start rolls back the failing component's
+ * effects and then every component started in that call, newest first.
  */
 export class Kernel<S extends object = ServiceMap> {
   readonly #slots = new Map<string, Slot<S>>();
   readonly #services = new Map<string, unknown>();
   readonly #providers = new Map<string, string>();
-  /** Active plugins in start order. */
+  /** Active components in start order. */
   readonly #started: string[] = [];
   readonly #startTimeoutMs: number;
-  readonly #onDisposeError: (plugin: string, err: unknown) => void;
+  readonly #onDisposeError: (component: string, err: unknown) => void;
   readonly #known: ReadonlySet<string> | undefined;
 
   constructor(options: KernelOptions<S> = {}) {
@@ -43,16 +43,16 @@ export class Kernel<S extends object = ServiceMap> {
     this.#onDisposeError = options.onDisposeError ?? (() => {});
   }
 
-  state(name: string): PluginState | undefined {
+  state(name: string): ComponentState | undefined {
     return this.#slots.get(name)?.state;
   }
 
-  /** Names of active plugins in start order. */
+  /** Names of active components in start order. */
   get started(): readonly string[] {
     return [...this.#started];
   }
 
-  /** A running service, for the composition root (plugins get theirs through `use`). */
+  /** A running service, for the composition root (components get theirs through `use`). */
   get<K extends keyof S & string>(service: K): S[K] {
     return this.#get(service);
   }
@@ -65,18 +65,18 @@ export class Kernel<S extends object = ServiceMap> {
   }
 
   /**
-   * Plans and starts `plugins`; services of already active plugins may be injected.
+   * Plans and starts `components`; services of already active components may be injected.
    * On failure everything this call started is rolled back, and the error is rethrown.
    */
-  async load(...plugins: Plugin<S>[]): Promise<void> {
+  async load(...components: Component<S>[]): Promise<void> {
     const available = new Map([...this.#providers].filter(([, p]) => this.#slots.get(p)?.state === 'active'));
-    const fresh = plugins.filter((p) => this.#slots.get(p.name)?.state !== 'active');
-    const order = planStart(fresh as readonly Plugin[], { available, ...(this.#known ? { known: this.#known } : {}) }) as unknown as Plugin<S>[];
+    const fresh = components.filter((p) => this.#slots.get(p.name)?.state !== 'active');
+    const order = planStart(fresh as readonly Component[], { available, ...(this.#known ? { known: this.#known } : {}) }) as unknown as Component<S>[];
     const startedNow: string[] = [];
-    for (const plugin of order) {
+    for (const component of order) {
       try {
-        await this.#startOne(plugin);
-        startedNow.push(plugin.name);
+        await this.#startOne(component);
+        startedNow.push(component.name);
       } catch (err) {
         for (const name of startedNow.reverse()) await this.#dispose(name);
         throw err;
@@ -84,27 +84,28 @@ export class Kernel<S extends object = ServiceMap> {
     }
   }
 
-  async #startOne(plugin: Plugin<S>): Promise<void> {
-    const slot: Slot<S> = { plugin, state: 'loading', effects: [], controller: new AbortController(), services: [] };
-    this.#slots.set(plugin.name, slot);
+  async #startOne(component: Component<S>): Promise<void> {
+    const slot: Slot<S> = { component, state: 'loading', effects: [], controller: new AbortController(), services: [] };
+    this.#slots.set(component.name, slot);
     // The type of `ctx` already limits use/provide to the declared names; these checks
-    // hold the same line for plugins written in JavaScript or cast past the types.
-    const ctx: PluginContext<S> = {
-      name: plugin.name,
+    // hold the same line for components written in JavaScript or cast past the types.
+    const ctx: ComponentContext<S> = {
+      name: component.name,
       signal: slot.controller.signal,
       use: (service) => {
-        if (!plugin.inject?.includes(service))
-          throw new CodedError('KERNEL_UNDECLARED_USE', `plugin "${plugin.name}" uses "${String(service)}" without injecting it; add it to inject`);
+        if (!component.inject?.includes(service))
+          throw new CodedError('KERNEL_UNDECLARED_USE', `component "${component.name}" uses "${String(service)}" without injecting it; add it to inject`);
         return this.#get(service);
       },
       provide: (service, value) => {
         const name = service as string;
-        if (!plugin.provides?.includes(service))
-          throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `plugin "${plugin.name}" provides "${name}" without declaring it; add it to provides`);
+        if (!component.provides?.includes(service))
+          throw new CodedError('KERNEL_UNDECLARED_PROVIDE', `component "${component.name}" provides "${name}" without declaring it; add it to provides`);
         // A second provide would silently replace the value its dependents may already hold.
-        if (slot.services.includes(name)) throw new CodedError('KERNEL_PROVIDED_TWICE', `plugin "${plugin.name}" provides "${name}" twice; provide it once`);
+        if (slot.services.includes(name))
+          throw new CodedError('KERNEL_PROVIDED_TWICE', `component "${component.name}" provides "${name}" twice; provide it once`);
         this.#services.set(name, value);
-        this.#providers.set(name, plugin.name);
+        this.#providers.set(name, component.name);
         slot.services.push(name);
       },
       effect: (dispose) => {
@@ -121,37 +122,40 @@ export class Kernel<S extends object = ServiceMap> {
         };
       },
     };
-    const timeoutMs = plugin.startTimeoutMs ?? this.#startTimeoutMs;
+    const timeoutMs = component.startTimeoutMs ?? this.#startTimeoutMs;
     let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
-        plugin.start(ctx),
+        component.start(ctx),
         new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new CodedError('KERNEL_START_TIMEOUT', `plugin "${plugin.name}" did not start within ${timeoutMs} ms`)), timeoutMs);
+          timer = setTimeout(
+            () => reject(new CodedError('KERNEL_START_TIMEOUT', `component "${component.name}" did not start within ${timeoutMs} ms`)),
+            timeoutMs,
+          );
         }),
       ]);
-      const missing = (plugin.provides ?? []).filter((s) => !slot.services.includes(s as string));
-      if (missing.length) throw new CodedError('KERNEL_MISSING_SERVICE', `plugin "${plugin.name}" declared but did not provide ${missing.join(', ')}`);
+      const missing = (component.provides ?? []).filter((s) => !slot.services.includes(s as string));
+      if (missing.length) throw new CodedError('KERNEL_MISSING_SERVICE', `component "${component.name}" declared but did not provide ${missing.join(', ')}`);
     } catch (err) {
       await this.#rollback(slot);
       slot.state = 'failed';
       if (err instanceof CodedError && err.code === 'KERNEL_START_TIMEOUT') throw err;
-      throw new CodedError('KERNEL_START_FAILED', `plugin "${plugin.name}" failed to start: ${errorMessage(err)}`, { cause: err });
+      throw new CodedError('KERNEL_START_FAILED', `component "${component.name}" failed to start: ${errorMessage(err)}`, { cause: err });
     } finally {
       clearTimeout(timer);
     }
     slot.state = 'active';
-    this.#started.push(plugin.name);
+    this.#started.push(component.name);
   }
 
   async #rollback(slot: Slot<S>): Promise<void> {
-    slot.controller.abort(new CodedError('PLUGIN_UNLOADING', `plugin "${slot.plugin.name}" is unloading`));
+    slot.controller.abort(new CodedError('COMPONENT_UNLOADING', `component "${slot.component.name}" is unloading`));
     const effects = slot.effects.splice(0).reverse();
     for (const dispose of effects) {
       try {
         await dispose();
       } catch (err) {
-        this.#onDisposeError(slot.plugin.name, err);
+        this.#onDisposeError(slot.component.name, err);
       }
     }
     for (const s of slot.services.splice(0)) {
@@ -168,7 +172,7 @@ export class Kernel<S extends object = ServiceMap> {
     await this.#rollback(slot);
   }
 
-  /** Plugins that inject a service of `name`, transitively, including `name`. */
+  /** Components that inject a service of `name`, transitively, including `name`. */
   dependentsOf(name: string): string[] {
     const out = new Set([name]);
     let grew = true;
@@ -176,7 +180,7 @@ export class Kernel<S extends object = ServiceMap> {
       grew = false;
       for (const n of this.#started) {
         if (out.has(n)) continue;
-        const inj = (this.#slots.get(n)!.plugin.inject ?? []) as readonly string[];
+        const inj = (this.#slots.get(n)!.component.inject ?? []) as readonly string[];
         if (inj.some((s) => out.has(this.#providers.get(s) ?? ''))) {
           out.add(n);
           grew = true;
@@ -186,7 +190,7 @@ export class Kernel<S extends object = ServiceMap> {
     return [...out];
   }
 
-  /** Unloads `name` and exactly the plugins that depend on it, newest first. Returns their names. */
+  /** Unloads `name` and exactly the components that depend on it, newest first. Returns their names. */
   async unload(name: string): Promise<string[]> {
     const doomed = new Set(this.dependentsOf(name));
     const order = this.#started.filter((n) => doomed.has(n)).reverse();

@@ -1,35 +1,35 @@
 import { CodedError } from '../contracts/errors.js';
-import type { Plugin } from './plugin.js';
+import type { Component } from './component.js';
 
-/** What the plan is checked against besides the plugins themselves. */
+/** What the plan is checked against besides the components themselves. */
 export interface PlanContext {
-  /** Services already provided (by running plugins) when planning an addition: service → plugin. */
+  /** Services already provided (by running components) when planning an addition: service → component. */
   available?: ReadonlyMap<string, string>;
   /**
    * Every service name the composition declares (the keys of its service map). When given,
-   * a plugin that injects or provides any other name is refused before anything starts.
+   * a component that injects or provides any other name is refused before anything starts.
    */
   known?: ReadonlySet<string>;
 }
 
 /**
- * Orders plugins so every provider starts before the plugins that inject its services.
+ * Orders components so every provider starts before the components that inject its services.
  * Checked before anything starts: an unknown service name, a missing service, a duplicate
- * provider or a cycle is a coded error naming the plugins.
+ * provider or a cycle is a coded error naming the components.
  */
-export function planStart(plugins: readonly Plugin[], context: PlanContext = {}): Plugin[] {
+export function planStart(components: readonly Component[], context: PlanContext = {}): Component[] {
   const providers = new Map<string, string>(context.available);
-  const byName = new Map<string, Plugin>();
+  const byName = new Map<string, Component>();
   const { known } = context;
-  for (const p of plugins) {
-    if (byName.has(p.name)) throw new CodedError('KERNEL_DUPLICATE_PLUGIN', `two plugins are named "${p.name}"`);
+  for (const p of components) {
+    if (byName.has(p.name)) throw new CodedError('KERNEL_DUPLICATE_COMPONENT', `two components are named "${p.name}"`);
     byName.set(p.name, p);
     if (known) {
       for (const s of [...(p.inject ?? []), ...(p.provides ?? [])]) {
         if (!known.has(s))
           throw new CodedError(
             'KERNEL_UNKNOWN_SERVICE',
-            `plugin "${p.name}" names "${s}", which is not a declared service (declared: ${[...known].join(', ')})`,
+            `component "${p.name}" names "${s}", which is not a declared service (declared: ${[...known].join(', ')})`,
           );
       }
     }
@@ -39,19 +39,19 @@ export function planStart(plugins: readonly Plugin[], context: PlanContext = {})
       providers.set(s, p.name);
     }
   }
-  for (const p of plugins) {
+  for (const p of components) {
     for (const s of p.inject ?? []) {
-      if (!providers.has(s)) throw new CodedError('KERNEL_MISSING_SERVICE', `plugin "${p.name}" injects "${s}", which no plugin provides`);
+      if (!providers.has(s)) throw new CodedError('KERNEL_MISSING_SERVICE', `component "${p.name}" injects "${s}", which no component provides`);
     }
   }
-  const order: Plugin[] = [];
+  const order: Component[] = [];
   const mark = new Map<string, 'visiting' | 'done'>();
-  const visit = (p: Plugin, trail: string[]) => {
+  const visit = (p: Component, trail: string[]) => {
     const m = mark.get(p.name);
     if (m === 'done') return;
     if (m === 'visiting') {
       const cycle = [...trail.slice(trail.indexOf(p.name)), p.name];
-      throw new CodedError('KERNEL_CYCLE', `plugins depend on each other: ${cycle.join(' → ')}`);
+      throw new CodedError('KERNEL_CYCLE', `components depend on each other: ${cycle.join(' → ')}`);
     }
     mark.set(p.name, 'visiting');
     for (const s of p.inject ?? []) {
@@ -61,6 +61,6 @@ export function planStart(plugins: readonly Plugin[], context: PlanContext = {})
     mark.set(p.name, 'done');
     order.push(p);
   };
-  for (const p of plugins) visit(p, []);
+  for (const p of components) visit(p, []);
   return order;
 }

@@ -35,7 +35,7 @@ describe('the error catalogue', () => {
     expect(unused).toEqual([]);
   });
 
-  it('failures that once shared a code have their own: tools, modes, actions, plugins', async () => {
+  it('failures that once shared a code have their own: tools, modes, actions, components', async () => {
     const { Runtime } = await import('../../../src/runtime/runtime.js');
     const rt = new Runtime({ runnerFor: () => ({ name: 'none', run: async function* () {} }) });
     const tool = { name: 't', description: '', input: z.object({}), run: () => '' };
@@ -58,7 +58,7 @@ describe('the error catalogue', () => {
           { name: 'p', start() {} },
         ]),
       ),
-    ).toBe('KERNEL_DUPLICATE_PLUGIN');
+    ).toBe('KERNEL_DUPLICATE_COMPONENT');
     expect(
       codeOf(() =>
         planStart([
@@ -68,7 +68,7 @@ describe('the error catalogue', () => {
       ),
     ).toBe('KERNEL_DUPLICATE_PROVIDER');
     const k = new Kernel();
-    // A plugin that fails to start is KERNEL_START_FAILED; why is its cause.
+    // A component that fails to start is KERNEL_START_FAILED; why is its cause.
     await expect(k.load({ name: 'sneaky', start: (ctx) => ctx.provide('db', {}) })).rejects.toMatchObject({
       code: 'KERNEL_START_FAILED',
       cause: { code: 'KERNEL_UNDECLARED_PROVIDE' },

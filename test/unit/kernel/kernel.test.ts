@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { Kernel } from '../../../src/kernel/kernel.js';
 import { planStart } from '../../../src/kernel/plan.js';
-import type { Plugin } from '../../../src/kernel/plugin.js';
+import type { Component } from '../../../src/kernel/component.js';
 import type { CodedError } from '../../../src/contracts/errors.js';
 
-/** A plugin that records its start and its disposal into `log`. */
-function recorder(log: string[], name: string, extra: Partial<Plugin> = {}): Plugin {
+/** A component that records its start and its disposal into `log`. */
+function recorder(log: string[], name: string, extra: Partial<Component> = {}): Component {
   return {
     name,
     ...extra,
@@ -28,7 +28,7 @@ function codeOf(fn: () => unknown): string | undefined {
 }
 
 describe('start plan', () => {
-  it('starts providers before the plugins that inject them, whatever the input order', () => {
+  it('starts providers before the components that inject them, whatever the input order', () => {
     const order = planStart([
       { name: 'c', inject: ['b'], start() {} },
       { name: 'b', inject: ['a'], provides: ['b'], start() {} },
@@ -37,7 +37,7 @@ describe('start plan', () => {
     expect(order).toEqual(['a', 'b', 'c']);
   });
 
-  it('starts independent plugins in the order they are listed, not sorted by name', () => {
+  it('starts independent components in the order they are listed, not sorted by name', () => {
     const order = planStart([
       { name: 'zeta', start() {} },
       { name: 'alpha', start() {} },
@@ -47,24 +47,26 @@ describe('start plan', () => {
     expect(order).toEqual(['zeta', 'alpha', 'beta', 'mid']);
   });
 
-  it('rejects a missing service, naming the plugin and the service', () => {
+  it('rejects a missing service, naming the component and the service', () => {
     expect(codeOf(() => planStart([{ name: 'x', inject: ['db'], start() {} }]))).toBe('KERNEL_MISSING_SERVICE');
-    expect(() => planStart([{ name: 'x', inject: ['db'], start() {} }])).toThrow(/"x" injects "db"/);
+    expect(() => planStart([{ name: 'x', inject: ['db'], start() {} }])).toThrow(/component "x" injects "db", which no component provides/);
   });
 
   it('rejects two providers of one service', () => {
-    const plugins = [
+    const components = [
       { name: 'a', provides: ['db'], start() {} },
       { name: 'b', provides: ['db'], start() {} },
     ];
-    expect(codeOf(() => planStart(plugins))).toBe('KERNEL_DUPLICATE_PROVIDER');
-    expect(() => planStart(plugins)).toThrow(/"a" and "b"/);
+    expect(codeOf(() => planStart(components))).toBe('KERNEL_DUPLICATE_PROVIDER');
+    expect(() => planStart(components)).toThrow(/"a" and "b"/);
   });
 
   it('rejects a name that is not a declared service, before anything starts', () => {
     const known = new Set(['db', 'log']);
     expect(codeOf(() => planStart([{ name: 'x', inject: ['dbb'], start() {} }], { known }))).toBe('KERNEL_UNKNOWN_SERVICE');
-    expect(() => planStart([{ name: 'y', provides: ['cache'], start() {} }], { known })).toThrow(/"y" names "cache", which is not a declared service/);
+    expect(() => planStart([{ name: 'y', provides: ['cache'], start() {} }], { known })).toThrow(
+      /component "y" names "cache", which is not a declared service/,
+    );
     expect(
       planStart(
         [
@@ -77,12 +79,12 @@ describe('start plan', () => {
   });
 
   it('rejects a cycle, naming it', () => {
-    const plugins = [
+    const components = [
       { name: 'a', provides: ['a'], inject: ['b'], start() {} },
       { name: 'b', provides: ['b'], inject: ['a'], start() {} },
     ];
-    expect(codeOf(() => planStart(plugins))).toBe('KERNEL_CYCLE');
-    expect(() => planStart(plugins)).toThrow(/a → b → a/);
+    expect(codeOf(() => planStart(components))).toBe('KERNEL_CYCLE');
+    expect(() => planStart(components)).toThrow(/components depend on each other: a → b → a/);
   });
 });
 
@@ -96,10 +98,10 @@ describe('Kernel', () => {
     expect(log).toEqual([]);
   });
 
-  it('rolls back the failing plugin effects, then every started plugin in reverse order', async () => {
+  it('rolls back the failing component effects, then every started component in reverse order', async () => {
     const log: string[] = [];
     const k = new Kernel();
-    const failing: Plugin = {
+    const failing: Component = {
       name: 'c',
       inject: ['b'],
       start: (ctx) => {
@@ -111,7 +113,7 @@ describe('Kernel', () => {
     };
     await expect(k.load(recorder(log, 'a', { provides: ['a'] }), recorder(log, 'b', { provides: ['b'], inject: ['a'] }), failing)).rejects.toMatchObject({
       code: 'KERNEL_START_FAILED',
-      message: expect.stringContaining('"c" failed to start: boom'),
+      message: expect.stringContaining('component "c" failed to start: boom'),
     });
     expect(log).toEqual(['start a', 'start b', 'start c', 'dispose c.2', 'dispose c.1', 'dispose b', 'dispose a']);
     expect(k.state('c')).toBe('failed');
@@ -174,15 +176,15 @@ describe('Kernel', () => {
     expect(runs).toBe(1);
   });
 
-  it('times out a start that never settles, naming the plugin', async () => {
+  it('times out a start that never settles, naming the component', async () => {
     const k = new Kernel({ startTimeoutMs: 20 });
     await expect(k.load({ name: 'slow', start: () => new Promise(() => {}) })).rejects.toMatchObject({
       code: 'KERNEL_START_TIMEOUT',
-      message: expect.stringContaining('"slow"'),
+      message: expect.stringContaining('component "slow" did not start within'),
     });
   });
 
-  it('a plugin added later may inject services of running plugins', async () => {
+  it('a component added later may inject services of running components', async () => {
     const k = new Kernel();
     await k.load({ name: 'a', provides: ['a'], start: (ctx) => ctx.provide('a', 42) });
     let seen: unknown;
@@ -190,11 +192,11 @@ describe('Kernel', () => {
     expect(seen).toBe(42);
   });
 
-  it('refuses use() of a service the plugin did not inject, and rolls back what it did', async () => {
+  it('refuses use() of a service the component did not inject, and rolls back what it did', async () => {
     const k = new Kernel();
     const log: string[] = [];
     await k.load({ name: 'a', provides: ['a'], start: (ctx) => ctx.provide('a', 1) });
-    const sneaky: Plugin = {
+    const sneaky: Component = {
       name: 'sneaky',
       start: (ctx) => {
         ctx.effect(() => void log.push('disposed'));
@@ -203,39 +205,39 @@ describe('Kernel', () => {
     };
     await expect(k.load(sneaky)).rejects.toMatchObject({
       code: 'KERNEL_START_FAILED',
-      cause: { code: 'KERNEL_UNDECLARED_USE', message: expect.stringContaining('"sneaky" uses "a" without injecting it') },
+      cause: { code: 'KERNEL_UNDECLARED_USE', message: expect.stringContaining('component "sneaky" uses "a" without injecting it') },
     });
     expect(log).toEqual(['disposed']);
     expect(k.state('sneaky')).toBe('failed');
   });
 
-  it('refuses a plugin that provides the same service twice, keeping nothing of it', async () => {
+  it('refuses a component that provides the same service twice, keeping nothing of it', async () => {
     const k = new Kernel();
     await expect(k.load({ name: 'p', provides: ['x'], start: (ctx) => (ctx.provide('x', 1), ctx.provide('x', 2)) })).rejects.toMatchObject({
       code: 'KERNEL_START_FAILED',
-      cause: { code: 'KERNEL_PROVIDED_TWICE', message: expect.stringContaining('"p" provides "x" twice') },
+      cause: { code: 'KERNEL_PROVIDED_TWICE', message: expect.stringContaining('component "p" provides "x" twice') },
     });
     expect(() => k.get('x')).toThrow(expect.objectContaining({ code: 'KERNEL_MISSING_SERVICE' }));
   });
 
-  it('a plugin that declares a service but does not provide it fails its start and is rolled back', async () => {
+  it('a component that declares a service but does not provide it fails its start and is rolled back', async () => {
     const k = new Kernel();
     const log: string[] = [];
-    const lazy: Plugin = { name: 'lazy', provides: ['db', 'cache'], start: (ctx) => (ctx.effect(() => void log.push('disposed')), ctx.provide('db', 1)) };
+    const lazy: Component = { name: 'lazy', provides: ['db', 'cache'], start: (ctx) => (ctx.effect(() => void log.push('disposed')), ctx.provide('db', 1)) };
     await expect(k.load(lazy)).rejects.toMatchObject({
       code: 'KERNEL_START_FAILED',
-      cause: { code: 'KERNEL_MISSING_SERVICE', message: expect.stringContaining('"lazy" declared but did not provide cache') },
+      cause: { code: 'KERNEL_MISSING_SERVICE', message: expect.stringContaining('component "lazy" declared but did not provide cache') },
     });
     expect(log).toEqual(['disposed']);
     expect(k.state('lazy')).toBe('failed');
     expect(() => k.get('db')).toThrow(expect.objectContaining({ code: 'KERNEL_MISSING_SERVICE' }));
   });
 
-  it('refuses provide() of a service the plugin did not declare', async () => {
+  it('refuses provide() of a service the component did not declare', async () => {
     const k = new Kernel();
     await expect(k.load({ name: 'p', start: (ctx) => ctx.provide('x', 1) })).rejects.toMatchObject({
       code: 'KERNEL_START_FAILED',
-      cause: { code: 'KERNEL_UNDECLARED_PROVIDE', message: expect.stringContaining('"p" provides "x" without declaring it') },
+      cause: { code: 'KERNEL_UNDECLARED_PROVIDE', message: expect.stringContaining('component "p" provides "x" without declaring it') },
     });
   });
 });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { Kernel } from '../../../src/kernel/kernel.js';
-import type { Plugin } from '../../../src/kernel/plugin.js';
+import type { Component } from '../../../src/kernel/component.js';
 
 /** A small service map, as a composition declares one. */
 interface Shop {
@@ -9,8 +9,8 @@ interface Shop {
 }
 const shopNames = new Set<keyof Shop>(['prices', 'till']);
 
-const prices: Plugin<Shop, never, 'prices'> = { name: 'prices', provides: ['prices'], start: (ctx) => ctx.provide('prices', new Map([['tea', 2]])) };
-const till: Plugin<Shop, 'prices', 'till'> = {
+const prices: Component<Shop, never, 'prices'> = { name: 'prices', provides: ['prices'], start: (ctx) => ctx.provide('prices', new Map([['tea', 2]])) };
+const till: Component<Shop, 'prices', 'till'> = {
   name: 'till',
   inject: ['prices'],
   provides: ['till'],
@@ -29,16 +29,16 @@ describe('a kernel over a typed service map', () => {
     await k.stop();
   });
 
-  it('refuses at plan time a plugin naming a service the map does not declare', async () => {
+  it('refuses at plan time a component naming a service the map does not declare', async () => {
     const k = new Kernel<Shop>({ services: shopNames });
-    const stray = { name: 'stray', inject: ['cash'], start() {} } as unknown as Plugin<Shop>;
+    const stray = { name: 'stray', inject: ['cash'], start() {} } as unknown as Component<Shop>;
     await expect(k.load(prices, stray)).rejects.toMatchObject({ code: 'KERNEL_UNKNOWN_SERVICE' });
     expect(k.started).toEqual([]);
   });
 
   it('limits use() and provide() to the declared names at the type level', () => {
     // Compiled by `npm run typecheck`: each line below must be a type error.
-    const sneaky: Plugin<Shop, 'prices'> = {
+    const sneaky: Component<Shop, 'prices'> = {
       name: 'sneaky',
       inject: ['prices'],
       start: (ctx) => {

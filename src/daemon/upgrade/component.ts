@@ -1,8 +1,8 @@
-import { definePlugin } from '../services.js';
+import { defineComponent } from '../services.js';
 import { Upgrades } from './service.js';
 
 /** `channeld upgrade` and SIGUSR2 (docs/OPERATIONS.md "Upgrading"): the `upgrade` service and the management action's binding. */
-export const upgradePlugin = definePlugin({
+export const upgradeComponent = defineComponent({
   name: 'upgrade',
   provides: ['upgrade'],
   inject: ['config', 'logger', 'http', 'dispatcher', 'management'],
