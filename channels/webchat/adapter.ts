@@ -12,7 +12,7 @@ import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { parseClientFrame, type ServerFrame } from './protocol.js';
-import { handedTabs, tabsToHandOver, type BacklogEntry } from './handover.js';
+import { handedTabs, mergeBacklog, tabsToHandOver, type BacklogEntry, type TabBacklog } from './handover.js';
 import { Uploads } from './uploads.js';
 
 // `npm run build` copies the page, its script and style next to the compiled module.
@@ -80,6 +80,11 @@ export class WebchatAdapter implements ChannelAdapter {
   #backlogBytes = 0;
   /** Keys the sender ids: the access token when set, else a key kept in the state dir, so an id outlives a restart. */
   readonly #idKey: string;
+  /**
+   * Upgrade, the old process: set once the tabs were handed over; the tabs that turns still
+   * running here answered since, each with the reply keys they deleted.
+   */
+  #late: Map<string, Set<string>> | undefined;
 
   constructor(options: WebchatOptions) {
     this.#o = options;
@@ -152,6 +157,9 @@ export class WebchatAdapter implements ChannelAdapter {
     for (const dispose of disposers.reverse()) dispose();
     for (const ws of wss.clients) ws.close(1001, 'channel stopping');
     await new Promise<void>((resolve) => wss.close(() => resolve()));
+    // Handed over: the tabs stay, so what turns still running here answer is kept with its
+    // conversation and goes to the new process once they ended (lateHandoverState).
+    if (this.#late) return;
     this.#tabs.clear();
     this.#backlogBytes = 0;
   }
@@ -161,13 +169,7 @@ export class WebchatAdapter implements ChannelAdapter {
     this.#touch(tabId, tab);
     tab.sockets.add(ws);
     this.#enforceBounds();
-    for (const [key, e] of tab.backlog) {
-      const frame: ServerFrame =
-        e.from === 'user'
-          ? { type: 'message', id: e.id, text: e.text }
-          : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final, ...(e.buttons ? { buttons: e.buttons } : {}) };
-      ws.send(JSON.stringify(frame));
-    }
+    for (const [key, e] of tab.backlog) ws.send(JSON.stringify(backlogFrame(key, e)));
     // One message at a time per socket: an upload lookup must not let a later message pass.
     // A message waits until it is stored (minutes while storage is down), so what may wait
     // behind it is bounded.
@@ -282,6 +284,12 @@ export class WebchatAdapter implements ChannelAdapter {
     if (frame.type === 'reply')
       this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final, ...(frame.buttons ? { buttons: frame.buttons } : {}) });
     if (frame.type === 'delete') this.#forgetReply(tab, `bot:${frame.ref}`);
+    if (this.#late && (frame.type === 'reply' || frame.type === 'delete')) {
+      const deleted = this.#late.get(chatId) ?? new Set<string>();
+      if (frame.type === 'delete') deleted.add(`bot:${frame.ref}`);
+      else deleted.delete(`bot:${frame.ref}`);
+      this.#late.set(chatId, deleted);
+    }
     const data = JSON.stringify(frame);
     for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
   }
@@ -329,17 +337,43 @@ export class WebchatAdapter implements ChannelAdapter {
    * new process finds its conversation there (channels/webchat/handover.ts bounds it).
    */
   handoverState(): unknown {
+    this.#late ??= new Map();
     return tabsToHandOver([...this.#tabs]);
   }
 
-  /** Upgrade, in the new process: the old one's backlogs, in front of anything a tab already has here. */
+  /** Upgrade, the old process once its turns ended: the tabs they answered after the hand-over, whole, with the replies they deleted. */
+  lateHandoverState(): unknown {
+    const late: Array<[string, TabBacklog]> = [];
+    for (const [id, tab] of this.#tabs) {
+      const deleted = this.#late?.get(id);
+      if (deleted) late.push([id, { lastSeenMs: tab.lastSeenMs, backlog: tab.backlog, deleted }]);
+    }
+    return late.length ? tabsToHandOver(late) : undefined;
+  }
+
+  /**
+   * Upgrade, in the new process: the old one's backlogs, merged into what a tab has here
+   * (channels/webchat/handover.ts). What is new or changed also goes to the tab's open
+   * sockets: an answer the old process finished after the tab reconnected here arrives once,
+   * and a tab that already shows an entry is not sent it again.
+   */
   resumeFrom(state: unknown): void {
     for (const handed of handedTabs(state)) {
       const tab = this.#tabs.get(handed.id) ?? { sockets: new Set(), backlog: new Map(), lastSeenMs: handed.lastSeenMs };
-      const here = [...tab.backlog];
-      for (const [key] of here) this.#forgetReply(tab, key);
-      for (const [key, entry] of [...handed.backlog, ...here]) this.#keep(tab, key, entry);
       this.#tabs.set(handed.id, tab);
+      const { merged, changed } = mergeBacklog(tab.backlog, handed.backlog);
+      for (const key of [...tab.backlog.keys()]) this.#forgetReply(tab, key);
+      for (const [key, entry] of merged) this.#keep(tab, key, entry);
+      const frames = changed.map(([key, entry]) => backlogFrame(key, entry));
+      for (const key of handed.deleted ?? []) {
+        if (!tab.backlog.has(key)) continue;
+        this.#forgetReply(tab, key);
+        frames.push({ type: 'delete', ref: key.slice(4) });
+      }
+      for (const frame of frames) {
+        const data = JSON.stringify(frame);
+        for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
+      }
     }
   }
 
@@ -347,6 +381,13 @@ export class WebchatAdapter implements ChannelAdapter {
   get memory(): { tabs: number; backlogBytes: number } {
     return { tabs: this.#tabs.size, backlogBytes: this.#backlogBytes };
   }
+}
+
+/** How a backlog entry is replayed to a tab. */
+function backlogFrame(key: string, e: BacklogEntry): ServerFrame {
+  return e.from === 'user'
+    ? { type: 'message', id: e.id, text: e.text }
+    : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final, ...(e.buttons ? { buttons: e.buttons } : {}) };
 }
 
 /** A random key kept in `file` (0600), made on first use; in memory only where the file cannot be written. */

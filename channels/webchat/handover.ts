@@ -1,9 +1,12 @@
 /**
  * `channeld upgrade`: the web chat's tabs (each a backlog of both sides of its conversation)
  * go from the old process to the new one, so a tab that reconnects there is restored. The
- * old process reads them just before it closes the tabs' sockets; the handed-over state is
- * bounded (the upgrade channel takes at most 64 KiB), so the most recently used tabs go
- * first and a tab's oldest entries are left out where the rest would not fit.
+ * old process reads them just before it closes the tabs' sockets, and once more when the
+ * turns still running there ended: then only the tabs those turns answered (or deleted a
+ * draft of) since. The new process merges each into what it has, in conversation order, and
+ * sends a tab's open sockets only what is new or changed. The handed-over state is bounded
+ * (the upgrade channel takes at most 64 KiB), so the most recently used tabs go first and a
+ * tab's oldest entries are left out where the rest would not fit.
  */
 export type BacklogEntry =
   | { from: 'user'; id: string; text: string }
@@ -14,6 +17,15 @@ export interface HandedTab {
   lastSeenMs: number;
   /** `[key, entry]` in conversation order; keys are `user:<id>` or `bot:<ref>`. */
   backlog: Array<[string, BacklogEntry]>;
+  /** `bot:<ref>` keys of replies deleted since the hand-over (a draft's extra part). */
+  deleted?: string[];
+}
+
+/** What a tab holds, as handed over. */
+export interface TabBacklog {
+  lastSeenMs: number;
+  backlog: ReadonlyMap<string, BacklogEntry>;
+  deleted?: ReadonlySet<string>;
 }
 
 /** Below the upgrade channel's 64 KiB, with room for the envelope around it. */
@@ -23,13 +35,15 @@ const MAX_ENTRIES = 100;
 const MAX_TEXT = 16_000;
 
 /** The tabs to hand over, most recently used first, within MAX_HANDOVER_BYTES. */
-export function tabsToHandOver(tabs: ReadonlyArray<[string, { lastSeenMs: number; backlog: ReadonlyMap<string, BacklogEntry> }]>): { tabs: HandedTab[] } {
+export function tabsToHandOver(tabs: ReadonlyArray<[string, TabBacklog]>): { tabs: HandedTab[] } {
   const out: HandedTab[] = [];
   let bytes = 0;
   for (const [id, tab] of [...tabs].reverse()) {
     if (out.length >= MAX_TABS) break;
+    const deleted = [...(tab.deleted ?? [])].slice(-MAX_ENTRIES);
     const kept: Array<[string, BacklogEntry]> = [];
-    bytes += id.length + 64;
+    bytes += id.length + 64 + Buffer.byteLength(JSON.stringify(deleted));
+    if (bytes > MAX_HANDOVER_BYTES) break;
     // Newest entries first, so what is left out is the start of the conversation.
     for (const [key, entry] of [...tab.backlog].reverse()) {
       const size = Buffer.byteLength(JSON.stringify([key, entry])) + 1;
@@ -37,10 +51,41 @@ export function tabsToHandOver(tabs: ReadonlyArray<[string, { lastSeenMs: number
       bytes += size;
       kept.unshift([key, entry]);
     }
-    if (!kept.length) break;
-    out.push({ id, lastSeenMs: tab.lastSeenMs, backlog: kept });
+    if (!kept.length && !deleted.length) break;
+    out.push({ id, lastSeenMs: tab.lastSeenMs, backlog: kept, ...(deleted.length ? { deleted } : {}) });
   }
   return { tabs: out.reverse() };
+}
+
+/**
+ * `handed` merged into a tab's backlog `here`: an entry both have keeps its place here and
+ * takes the handed content; one only handed goes right after the handed entry before it (the
+ * reply after its question), or in front. `changed` are the entries that are new or differ:
+ * what the tab's open sockets have not seen from this process.
+ */
+export function mergeBacklog(
+  here: ReadonlyMap<string, BacklogEntry>,
+  handed: ReadonlyArray<[string, BacklogEntry]>,
+): { merged: Array<[string, BacklogEntry]>; changed: Array<[string, BacklogEntry]> } {
+  const order = [...here.keys()];
+  const entries = new Map(here);
+  const changed: Array<[string, BacklogEntry]> = [];
+  let at = 0;
+  for (const [key, entry] of handed) {
+    const i = order.indexOf(key);
+    if (i >= 0) at = i + 1;
+    else order.splice(at++, 0, key);
+    const before = entries.get(key);
+    if (before && sameEntry(before, entry)) continue;
+    entries.set(key, entry);
+    changed.push([key, entry]);
+  }
+  return { merged: order.map((key) => [key, entries.get(key)!]), changed };
+}
+
+function sameEntry(a: BacklogEntry, b: BacklogEntry): boolean {
+  if (a.from === 'user' || b.from === 'user') return a.from === b.from && a.text === b.text;
+  return a.text === b.text && a.final === b.final && JSON.stringify(a.buttons ?? []) === JSON.stringify(b.buttons ?? []);
 }
 
 const str = (v: unknown, max: number): v is string => typeof v === 'string' && v.length <= max;
@@ -69,7 +114,8 @@ export function handedTabs(state: unknown): HandedTab[] {
       const entry = entryOf(raw);
       if (str(key, 200) && /^(user|bot):/.test(key) && entry) backlog.push([key, entry]);
     }
-    out.push({ id: t.id, lastSeenMs: t.lastSeenMs, backlog });
+    const deleted = Array.isArray(t.deleted) ? t.deleted.slice(-MAX_ENTRIES).filter((k): k is string => str(k, 200) && k.startsWith('bot:')) : [];
+    out.push({ id: t.id, lastSeenMs: t.lastSeenMs, backlog, ...(deleted.length ? { deleted } : {}) });
   }
   return out;
 }

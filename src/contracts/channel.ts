@@ -164,7 +164,18 @@ export interface ChannelAdapter {
    * before the old one closes instead of after.
    */
   readonly upgradeOverlap?: boolean;
-  /** Upgrade: the state the old process's adapter handed over, given before the first `listen` (while it runs, for a listener both processes ran). */
+  /**
+   * Upgrade, a listener that ran in both processes: what the turns still running in the old
+   * process added to its state after `handoverState` was read (replies sent where no user
+   * listens any more), read once they all ended, before the adapter is closed; undefined when
+   * nothing. The new process gets it through `resumeFrom`, while its own listener runs.
+   */
+  lateHandoverState?(): unknown;
+  /**
+   * Upgrade: the state the old process's adapter handed over, given before the first `listen`
+   * (for a listener both processes ran: while it runs, once as the old one stops its listener
+   * and once more with `lateHandoverState`).
+   */
   resumeFrom?(state: unknown): void;
   /**
    * Releases what the adapter holds for its whole life (a keep-alive connection pool, a

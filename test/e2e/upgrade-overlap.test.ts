@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
-import { withTempDir } from '../helpers/fixtures.js';
+import { withLlm, withTempDir } from '../helpers/fixtures.js';
 import { slackChannel, slackEnv, withSlack } from '../helpers/platforms.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { scaled } from '../helpers/timing.js';
-import { echoAgent, webchatChannel } from '../helpers/toml.js';
-import { ChatClient } from '../helpers/webchat-client.js';
+import { echoAgent, llmAgent, webchatChannel } from '../helpers/toml.js';
+import { ChatClient, type Frame } from '../helpers/webchat-client.js';
 import { killRecordedDaemonAtEnd, pidOf, stopPid } from '../helpers/upgrade.js';
 
 /** The listeners that overlap during an upgrade instead of being handed over (docs/OPERATIONS.md "Upgrading"). */
@@ -95,4 +95,83 @@ describe('upgrade: Slack Socket Mode and web chat, real processes', () => {
     },
     scaled(60_000),
   );
+
+  it(
+    'web chat: answers of turns still running in the old process reach the reconnected tabs once, and tabs opened later restore them',
+    async () => {
+      const llm = await withLlm();
+      // Both answers are held until the test lets them go: the turns run through the hand-over.
+      let release!: () => void;
+      const released = new Promise<void>((resolve) => (release = resolve));
+      llm.script(
+        { kind: 'stream', chunks: [{ content: 'partial ' }, { content: 'answer for A', after: released }] },
+        { kind: 'stream', chunks: [{ content: 'answer for B', after: released }] },
+      );
+      const dir = withTempDir('upgrade-webchat-late');
+      // Grace enough for a loaded machine: the turns must end in the old process, not be cut.
+      const file = writeProcessConfig(dir, `${llmAgent(llm.url)}${webchatChannel()}`, 'shutdown_grace_ms = 120000\n');
+      const old = withDaemonProcess(file);
+      killRecordedDaemonAtEnd(dir);
+      const url = await old.url();
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
+      // Tab A has a draft of its answer when the upgrade starts; tab B nothing yet.
+      const a = new ChatClient(url, 'tab-a');
+      const b = new ChatClient(url, 'tab-b');
+      await Promise.all([a.opened, b.opened]);
+      a.send('question A', 'a1');
+      await waitFor(() => a.replies().some((f) => f.text?.startsWith('partial')), 15_000);
+      b.send('question B', 'b1');
+      await waitFor(() => llm.requests.length === 2, 15_000);
+
+      old.signal('SIGUSR2');
+      await Promise.all([a.closed, b.closed]);
+      const a2 = new ChatClient(url, 'tab-a');
+      const b2 = new ChatClient(url, 'tab-b');
+      await Promise.all([a2.opened, b2.opened]);
+      // Restored from what the old process handed over: the question, and A's draft.
+      await waitFor(() => a2.replies().length === 1 && b2.frames.length === 1, 10_000);
+      expect(seen(a2.frames)).toEqual([
+        ['message', 'question A'],
+        ['reply', 'partial', false],
+      ]);
+      expect(seen(b2.frames)).toEqual([['message', 'question B']]);
+
+      // The old process's turns end now, after the tabs moved to the new one.
+      release();
+      expect(await old.exited).toBe(0);
+      expect((await a2.finals(1)).map((f) => f.text)).toEqual(['partial answer for A']);
+      expect((await b2.finals(1)).map((f) => f.text)).toEqual(['answer for B']);
+      // The conversation goes on in the new process (it waited for the old turn); by the time
+      // its answer is here, anything the hand-over would send twice would be here too.
+      a2.send('follow up', 'a2');
+      expect((await a2.finals(2)).map((f) => f.text)).toEqual(['partial answer for A', 'follow up']);
+      const finalsOf = (c: ChatClient, text: string) => c.replies().filter((f) => f.final && f.text === text);
+      expect(finalsOf(a2, 'partial answer for A')).toHaveLength(1);
+      expect(finalsOf(b2, 'answer for B')).toHaveLength(1);
+      // Each question was answered by one model call, in the process that owned its turn.
+      expect(llm.requests).toHaveLength(3);
+
+      // Tabs opened later restore the whole conversation from the new process.
+      const a3 = new ChatClient(url, 'tab-a');
+      const b3 = new ChatClient(url, 'tab-b');
+      await waitFor(() => a3.frames.length === 4 && b3.frames.length === 2, 10_000);
+      expect(seen(a3.frames)).toEqual([
+        ['message', 'question A'],
+        ['reply', 'partial answer for A', true],
+        ['message', 'follow up'],
+        ['reply', 'follow up', true],
+      ]);
+      expect(seen(b3.frames)).toEqual([
+        ['message', 'question B'],
+        ['reply', 'answer for B', true],
+      ]);
+      for (const c of [a2, b2, a3, b3]) c.close();
+      await stopPid(pidOf(dir));
+    },
+    scaled(90_000),
+  );
 });
+
+/** What a tab shows: its frames as [type, text(, final)] (typing frames left out). */
+const seen = (frames: Frame[]) =>
+  frames.filter((f) => f.type !== 'typing').map((f) => (f.type === 'reply' ? [f.type, f.text?.trimEnd(), f.final] : [f.type, f.text]));

@@ -60,9 +60,12 @@ export function withDaemonProcess(...args: ConstructorParameters<typeof DaemonPr
   return p;
 }
 
-/** Writes `<dir>/daemon.config.toml` for a daemon process: its state in `<dir>/state`, a free port, then `body`. Returns the file. */
-export function writeProcessConfig(dir: string, body: string): string {
+/**
+ * Writes `<dir>/daemon.config.toml` for a daemon process: its state in `<dir>/state`, `daemon`
+ * (more `[daemon]` keys), a free port, then `body`. Returns the file.
+ */
+export function writeProcessConfig(dir: string, body: string, daemon = ''): string {
   const file = join(dir, 'daemon.config.toml');
-  writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\n[http]\nlisten = "127.0.0.1:0"\n${body}`);
+  writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\n${daemon}[http]\nlisten = "127.0.0.1:0"\n${body}`);
   return file;
 }

@@ -89,17 +89,22 @@ export class ListenerGate {
     });
   }
 
-  /** Old process: stops the platform listener and waits until it ended; what the adapter hands over. */
+  /** Old process: stops the platform listener and waits until it ended; what the adapter hands over (`handOver`: a listener both ran gave it before, overlapState). */
   async pause(): Promise<unknown> {
     this.#paused = true;
     this.#pause?.abort(new CodedError('UPGRADE_HANDED_OVER', `channel "${this.#inner.id}" was handed over to the new process`));
     await this.#running;
-    return boundedState(this.#inner.handoverState?.());
+    return this.handOver ? boundedState(this.#inner.handoverState?.()) : undefined;
   }
 
   /** Old process, a listener that ran in both (not `handOver`): its state while it still runs, just before pause(). */
   overlapState(): unknown {
     return this.handOver ? undefined : boundedState(this.#inner.handoverState?.());
+  }
+
+  /** Old process, a listener that ran in both, once the turns still running at the hand-over ended: what they added since overlapState(). */
+  lateState(): unknown {
+    return this.handOver ? undefined : boundedState(this.#inner.lateHandoverState?.());
   }
 
   /** New process: the old one's state of a listener that ran in both, given while this one runs. */

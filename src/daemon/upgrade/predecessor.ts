@@ -40,6 +40,8 @@ export class Predecessor {
   readonly #o: PredecessorOptions;
   #current: Promise<UpgradeOutcome> | undefined;
   #child: ChildProcess | undefined;
+  /** Listeners that ran in both processes until the hand-over: their late state goes over as they are dropped. */
+  readonly #overlapped = new Map<string, ListenerGate>();
   #handedOver: () => void = () => {};
   /** Resolves once the new process took over: the caller stops this daemon, then calls finish(). */
   readonly handedOver: Promise<void>;
@@ -58,6 +60,22 @@ export class Predecessor {
       if (!r.ok) this.#current = undefined;
     });
     return run;
+  }
+
+  /**
+   * A channel's gate is dropped (its plugin unloads). After the hand-over that is this daemon
+   * stopping, past the end of its turns and before the adapter is closed: what those turns
+   * added to a listener both processes ran (web chat's late answers) goes to the new process
+   * now, ahead of `done` on the same channel, so it has them before it runs those
+   * conversations' next messages.
+   */
+  release(channel: string, gate: ListenerGate): void {
+    if (this.gates.get(channel) === gate) this.gates.delete(channel);
+    if (this.#overlapped.get(channel) !== gate) return;
+    this.#overlapped.delete(channel);
+    const state = gate.lateState();
+    const child = this.#child;
+    if (state !== undefined && child?.connected) child.send({ t: 'restore', channel, state } satisfies ToNew, undefined, {}, () => {});
   }
 
   /** This daemon stopped (its turns ended): the new process may run their conversations now. Resolves once told (at most 1 s). */
@@ -133,6 +151,7 @@ export class Predecessor {
         // finds its conversation in the new process.
         for (const [channel, gate] of this.gates) {
           if (paused.includes(gate)) continue;
+          this.#overlapped.set(channel, gate);
           const state = gate.overlapState();
           if (state !== undefined) send({ t: 'restore', channel, state });
           void gate.pause();

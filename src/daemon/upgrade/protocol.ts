@@ -8,7 +8,8 @@
  * old → new: `taken` (the listener stopped, its state), `frozen` (the old one takes no
  * message and starts no turn any more; `busy` are the scopes whose turns still run there),
  * `restore` (the state of a listener that ran in both, sent just before the old one stops
- * it: web chat's tabs), `done` (those turns ended).
+ * it: web chat's tabs; and once more, before `done`, with what the turns still running there
+ * added to it since), `done` (those turns ended).
  */
 export type ToOld = { t: 'take'; channel: string } | { t: 'ready' } | { t: 'failed'; reason: string };
 export type ToNew =

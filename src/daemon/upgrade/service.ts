@@ -48,7 +48,7 @@ export class Upgrades {
     const gate = new ListenerGate(adapter, handOver, successor ? () => successor.take(id) : undefined);
     successor?.onRestore(id, (state) => gate.restore(state));
     this.predecessor.gates.set(id, gate);
-    return { adapter: gate.adapter, forget: () => void (this.predecessor.gates.get(id) === gate && this.predecessor.gates.delete(id)) };
+    return { adapter: gate.adapter, forget: () => this.predecessor.release(id, gate) };
   }
 
   /** The daemon is ready (its first listener attempts are done): tell systemd, or the old process. */
