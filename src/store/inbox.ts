@@ -30,6 +30,15 @@ const toItem = (r: Row): InboxItem => ({
   replyRefs: JSON.parse(r.reply_refs) as MessageRef[],
 });
 
+/** A new message waiting for its batch's insert. */
+interface Pending {
+  msg: ChannelMessage;
+  scope: string;
+  state: InboxState;
+  resolve(id: number | undefined): void;
+  reject(err: unknown): void;
+}
+
 /**
  * The durable inbox: a message is answered only after it is committed here, and a second
  * delivery of the same (channel, message id) is recognised and dropped. It persists what
@@ -43,13 +52,14 @@ export class Inbox implements LocalItemStore {
   readonly #prune;
 
   readonly #group: GroupCommit | undefined;
-  readonly #db: Db;
+  /** One transaction function for every batch: better-sqlite3 builds five closures per `transaction()`. */
+  readonly #insertBatch: (batch: Pending[]) => Array<number | undefined>;
   /** Inserts asked for in this microtask, committed together (see `store`). */
-  #batch: Array<{ msg: ChannelMessage; scope: string; state: InboxState; resolve(id: number | undefined): void; reject(err: unknown): void }> = [];
+  #batch: Pending[] = [];
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
-    this.#db = db;
+    this.#insertBatch = db.transaction((batch: Pending[]) => batch.map((b) => this.add(b.msg, b.scope, b.state)));
     this.#insert = db.prepare(
       `INSERT INTO inbox (channel_id, message_id, scope, payload, state, received_at, updated_at)
        VALUES (@channelId, @messageId, @scope, @payload, @state, @now, @now)
@@ -87,7 +97,7 @@ export class Inbox implements LocalItemStore {
     this.#batch = [];
     let ids: Array<number | undefined>;
     try {
-      ids = this.#db.transaction(() => batch.map((b) => this.add(b.msg, b.scope, b.state)))();
+      ids = this.#insertBatch(batch);
     } catch (err) {
       for (const b of batch) b.reject(err);
       return;
