@@ -30,6 +30,15 @@ const toItem = (r: Row): InboxItem => ({
   replyRefs: JSON.parse(r.reply_refs) as MessageRef[],
 });
 
+/** A new message waiting for its batch's insert. */
+interface Pending {
+  msg: ChannelMessage;
+  scope: string;
+  state: InboxState;
+  resolve(id: number | undefined): void;
+  reject(err: unknown): void;
+}
+
 /**
  * The durable inbox: a message is answered only after it is committed here, and a second
  * delivery of the same (channel, message id) is recognised and dropped. It persists what
@@ -39,17 +48,26 @@ export class Inbox implements LocalItemStore {
   readonly #insert;
   readonly #setState;
   readonly #setRefs;
+  readonly #setRefsAndState;
   readonly #unfinished;
   readonly #prune;
 
   readonly #group: GroupCommit | undefined;
-  readonly #db: Db;
+  /**
+   * Reply refs queued in the group commit and not yet written, by item. A final state (or
+   * newer refs) asked for before they are written joins the same UPDATE: they would have
+   * committed in the same transaction anyway, and a short reply's refs and its end are one
+   * row write instead of two.
+   */
+  readonly #queuedRefs = new Map<number, { refs: readonly MessageRef[]; end?: { state: InboxState; error: string | null } }>();
+  /** One transaction function for every batch: better-sqlite3 builds five closures per `transaction()`. */
+  readonly #insertBatch: (batch: Pending[]) => Array<number | undefined>;
   /** Inserts asked for in this microtask, committed together (see `store`). */
-  #batch: Array<{ msg: ChannelMessage; scope: string; state: InboxState; resolve(id: number | undefined): void; reject(err: unknown): void }> = [];
+  #batch: Pending[] = [];
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
-    this.#db = db;
+    this.#insertBatch = db.transaction((batch: Pending[]) => batch.map((b) => this.add(b.msg, b.scope, b.state)));
     this.#insert = db.prepare(
       `INSERT INTO inbox (channel_id, message_id, scope, payload, state, received_at, updated_at)
        VALUES (@channelId, @messageId, @scope, @payload, @state, @now, @now)
@@ -59,6 +77,7 @@ export class Inbox implements LocalItemStore {
     // The lifecycle writes refs only while the item runs: the first message sent is when its
     // row turns "running", one commit for both.
     this.#setRefs = db.prepare(`UPDATE inbox SET reply_refs = ?, state = 'running', updated_at = ? WHERE id = ?`);
+    this.#setRefsAndState = db.prepare(`UPDATE inbox SET reply_refs = ?, state = ?, error = ?, updated_at = ? WHERE id = ?`);
     this.#unfinished = db.prepare(`SELECT id, scope, payload, state, reply_refs FROM inbox WHERE state IN (${sqlList(RESUMABLE_STATES)}) ORDER BY id`);
     this.#prune = db.prepare(`DELETE FROM inbox WHERE state IN (${sqlList(FINAL_STATES)}) AND updated_at < ?`);
   }
@@ -87,7 +106,7 @@ export class Inbox implements LocalItemStore {
     this.#batch = [];
     let ids: Array<number | undefined>;
     try {
-      ids = this.#db.transaction(() => batch.map((b) => this.add(b.msg, b.scope, b.state)))();
+      ids = this.#insertBatch(batch);
     } catch (err) {
       for (const b of batch) b.reject(err);
       return;
@@ -146,19 +165,37 @@ export class Inbox implements LocalItemStore {
     const write = () => this.#setState.run(state, error ?? null, Date.now(), id);
     // A final state can ride the group commit: if the process dies first, the item is
     // re-run into the draft it already has, so nothing is lost or sent twice.
-    if (this.#group && (state === 'done' || state === 'failed')) this.#group.add(write);
-    else if (this.#group) this.#group.now(write);
+    const queued = this.#queuedRefs.get(id);
+    if (this.#group && (state === 'done' || state === 'failed')) {
+      if (queued) queued.end = { state, error: error ?? null };
+      else this.#group.add(write);
+    } else if (this.#group) this.#group.now(write);
     else write();
   }
 
   /** Records the messages answering this item (so a re-run edits them instead of sending new ones) and that it runs. */
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
-    const write = () => this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
     // Refs written in the same event-loop turn share one commit on the next tick: the window in
     // which a kill -9 can make a re-run send instead of edit grows from one write to one tick.
     // While the store refuses writes they wait in its retry queue and the turn goes on.
-    if (this.#group) this.#group.add(write);
-    else write();
+    if (!this.#group) {
+      this.#setRefs.run(JSON.stringify(refs), Date.now(), id);
+      return;
+    }
+    const queued = this.#queuedRefs.get(id);
+    if (queued) {
+      queued.refs = refs;
+      return;
+    }
+    const entry: { refs: readonly MessageRef[]; end?: { state: InboxState; error: string | null } } = { refs };
+    this.#queuedRefs.set(id, entry);
+    this.#group.add(() => {
+      // Run again after a storage fault, it writes the same entry; what is asked after this first run queues its own write.
+      if (this.#queuedRefs.get(id) === entry) this.#queuedRefs.delete(id);
+      const json = JSON.stringify(entry.refs);
+      if (entry.end) this.#setRefsAndState.run(json, entry.end.state, entry.end.error, Date.now(), id);
+      else this.#setRefs.run(json, Date.now(), id);
+    });
   }
 
   /** Deletes finished items older than `retentionHours`; returns how many (0 when the store refuses writes). */

@@ -351,6 +351,33 @@ describe('Inbox', () => {
     group.close();
   });
 
+  it('refs and the end of a reply asked in one tick commit as one: refs, final state and error together', () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const inbox = new Inbox(db, group);
+    const [a, b] = ['a', 'b'].map((t) => inbox.add(userMessage('t', t), 't:c')!);
+    inbox.setReplyRefs(a!, [{ chatId: 'c', messageId: 'm1' }]);
+    inbox.setReplyRefs(a!, [
+      { chatId: 'c', messageId: 'm1' },
+      { chatId: 'c', messageId: 'm2' },
+    ]);
+    inbox.setState(a!, 'done');
+    inbox.setReplyRefs(b!, [{ chatId: 'c', messageId: 'm3' }]);
+    inbox.setState(b!, 'failed', 'boom');
+    expect(stored(db, a!)!.state).toBe('pending');
+    group.flush();
+    expect(stored(db, a!)).toMatchObject({ state: 'done', replyRefs: [{ messageId: 'm1' }, { messageId: 'm2' }] });
+    expect(stored(db, b!)).toMatchObject({ state: 'failed', replyRefs: [{ messageId: 'm3' }] });
+    expect((db.prepare('SELECT error FROM inbox WHERE id = ?').get(b!) as { error: string }).error).toBe('boom');
+    // Once the refs are written, a later end is its own write.
+    inbox.setReplyRefs(a!, [{ chatId: 'c', messageId: 'm4' }]);
+    group.flush();
+    inbox.setState(a!, 'done');
+    group.flush();
+    expect(stored(db, a!)).toMatchObject({ state: 'done', replyRefs: [{ messageId: 'm4' }] });
+    group.close();
+  });
+
   it('unfinished() lists pending and running items oldest first; prune() deletes only finished ones past retention', () => {
     const db = memory();
     const inbox = new Inbox(db);
