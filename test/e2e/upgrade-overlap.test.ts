@@ -5,7 +5,7 @@ import { slackChannel, slackEnv, withSlack } from '../helpers/platforms.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { scaled } from '../helpers/timing.js';
 import { echoAgent, llmAgent, webchatChannel } from '../helpers/toml.js';
-import { ChatClient, type Frame } from '../helpers/webchat-client.js';
+import { ChatClient, seen } from '../helpers/webchat-client.js';
 import { killRecordedDaemonAtEnd, pidOf, stopPid } from '../helpers/upgrade.js';
 
 /** The listeners that overlap during an upgrade instead of being handed over (docs/OPERATIONS.md "Upgrading"). */
@@ -171,7 +171,3 @@ describe('upgrade: Slack Socket Mode and web chat, real processes', () => {
     scaled(90_000),
   );
 });
-
-/** What a tab shows: its frames as [type, text(, final)] (typing frames left out). */
-const seen = (frames: Frame[]) =>
-  frames.filter((f) => f.type !== 'typing').map((f) => (f.type === 'reply' ? [f.type, f.text?.trimEnd(), f.final] : [f.type, f.text]));

@@ -59,3 +59,7 @@ export class ChatClient {
     this.#ws.close();
   }
 }
+
+/** What a tab shows: its frames as [type, text(, final)] (typing frames left out). */
+export const seen = (frames: Frame[]) =>
+  frames.filter((f) => f.type !== 'typing').map((f) => (f.type === 'reply' ? [f.type, f.text?.trimEnd(), f.final] : [f.type, f.text]));

@@ -5,6 +5,15 @@ import { boundedState } from './protocol.js';
 type Listen = ChannelAdapter['listen'];
 
 /**
+ * How an upgrade moves a channel's listener. `handOver`: the old process stops it before the
+ * new one starts its own (a polling or gateway listener: two would conflict) and passes its
+ * session. `overlap`: both run for a moment, and what it holds goes over as the old one stops
+ * it (socket mode, webhooks, web chat's tabs). `leased` (cluster mode, an exclusive listener):
+ * nothing goes over, its lease moves when the old instance lets go of it.
+ */
+export type ListenerMove = 'handOver' | 'overlap' | 'leased';
+
+/**
  * One channel's listener as an upgrade sees it. In the old process `pause()` stops the
  * platform listener (the supervisor's `listen` call keeps running, parked) and returns what
  * the adapter hands over; `resume()` (the upgrade failed) runs it again. In the new process
@@ -20,14 +29,10 @@ export class ListenerGate {
   #wake: (() => void) | undefined;
   #before: (() => Promise<unknown>) | undefined;
 
-  /**
-   * `before`: the new process of an upgrade asks the old one for this listener first.
-   * `handOver`: whether the old one stops this listener before the new one starts its own
-   * (a polling or gateway listener: two would conflict); otherwise both run for a moment.
-   */
+  /** `before`: the new process of an upgrade asks the old one for this listener first. */
   constructor(
     inner: ChannelAdapter,
-    readonly handOver: boolean,
+    readonly move: ListenerMove,
     before?: () => Promise<unknown>,
   ) {
     this.#inner = inner;
@@ -89,27 +94,27 @@ export class ListenerGate {
     });
   }
 
-  /** Old process: stops the platform listener and waits until it ended; what the adapter hands over (`handOver`: a listener both ran gave it before, overlapState). */
+  /** Old process: stops the platform listener and waits until it ended; what the adapter hands over (`handOver` only: an `overlap` one gave it before, overlapState). */
   async pause(): Promise<unknown> {
     this.#paused = true;
     this.#pause?.abort(new CodedError('UPGRADE_HANDED_OVER', `channel "${this.#inner.id}" was handed over to the new process`));
     await this.#running;
-    return this.handOver ? boundedState(this.#inner.handoverState?.()) : undefined;
+    return this.move === 'handOver' ? boundedState(this.#inner.handoverState?.()) : undefined;
   }
 
-  /** Old process, a listener that ran in both (not `handOver`): its state while it still runs, just before pause(). */
+  /** Old process, an `overlap` listener: its state while it still runs, just before pause(). */
   overlapState(): unknown {
-    return this.handOver ? undefined : boundedState(this.#inner.handoverState?.());
+    return this.move === 'overlap' ? boundedState(this.#inner.handoverState?.()) : undefined;
   }
 
-  /** Old process, a listener that ran in both, once the turns still running at the hand-over ended: what they added since overlapState(). */
+  /** Old process, an `overlap` listener, once the turns still running at the hand-over ended: what they added since overlapState(). */
   lateState(): unknown {
-    return this.handOver ? undefined : boundedState(this.#inner.lateHandoverState?.());
+    return this.move === 'overlap' ? boundedState(this.#inner.lateHandoverState?.()) : undefined;
   }
 
-  /** New process: the old one's state of a listener that ran in both, given while this one runs. */
+  /** New process: the old one's state of an `overlap` listener, given while this one runs. */
   restore(state: unknown): void {
-    this.#inner.resumeFrom?.(state);
+    if (this.move === 'overlap') this.#inner.resumeFrom?.(state);
   }
 
   /** Old process, after a failed upgrade: the listener runs again. */

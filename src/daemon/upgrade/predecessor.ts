@@ -148,10 +148,11 @@ export class Predecessor {
         // Listeners that may overlap (socket mode, web chat) were left running until
         // now: the new process has its own open, so this one's close loses nothing. What
         // they hold (web chat's tabs) goes over first, so a tab that reconnects on the close
-        // finds its conversation in the new process.
+        // finds its conversation in the new process. A leased one (cluster mode) stops here
+        // too, and its lease is free for whichever instance takes it next.
         for (const [channel, gate] of this.gates) {
           if (paused.includes(gate)) continue;
-          this.#overlapped.set(channel, gate);
+          if (gate.move === 'overlap') this.#overlapped.set(channel, gate);
           const state = gate.overlapState();
           if (state !== undefined) send({ t: 'restore', channel, state });
           void gate.pause();
@@ -168,7 +169,7 @@ export class Predecessor {
         else if (m.t === 'ready') ready();
         else {
           const gate = this.gates.get(m.channel);
-          if (!gate?.handOver || settled) return send({ t: 'taken', channel: m.channel });
+          if (gate?.move !== 'handOver' || settled) return send({ t: 'taken', channel: m.channel });
           paused.push(gate);
           log.info({ channel: m.channel }, 'upgrade: listener stopped for the new process');
           gate.pause().then(

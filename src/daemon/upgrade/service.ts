@@ -1,6 +1,6 @@
 import type { ChannelAdapter } from '../../contracts/channel.js';
 import type { Logger } from '../../observe/logger.js';
-import { ListenerGate } from './listeners.js';
+import { ListenerGate, type ListenerMove } from './listeners.js';
 import { Predecessor } from './predecessor.js';
 import { Successor } from './successor.js';
 import { notifySystemd } from './systemd.js';
@@ -11,8 +11,9 @@ export interface UpgradeWiring {
   log: Logger;
   timeoutMs: () => number;
   /**
-   * Cluster mode: listeners are not handed over, their leases move when the old instance
-   * goes away (it releases them as it stops), as partitions do.
+   * Cluster mode: exclusive listeners are not handed over, their leases move when the old
+   * instance goes away (it releases them as it stops), as partitions do. Listeners every
+   * instance runs (webhooks, web chat) overlap as on one node, their state restored.
    */
   cluster: boolean;
   http: { listeningFd(): number | undefined; stopAccepting(): void };
@@ -38,15 +39,18 @@ export class Upgrades {
   }
 
   /**
-   * A channel's adapter as the supervisor and the turns see it: its listener stops when the
-   * new process of an upgrade takes it over (`handOver`: it must stop first) and, in a new
-   * process, starts only once the old one let go of it. Returns the adapter and its removal.
+   * A channel's adapter as the supervisor and the turns see it, its listener moved by an
+   * upgrade as ListenerMove says: it stops when the new process takes it over and, in a new
+   * process on one node, starts only once the old one let go of it. Returns the adapter and
+   * its removal.
    */
   wrap(id: string, adapter: ChannelAdapter, exclusive: boolean): { adapter: ChannelAdapter; forget: () => void } {
-    const successor = this.#o.cluster ? undefined : this.successor;
-    const handOver = !this.#o.cluster && exclusive && !adapter.upgradeOverlap;
-    const gate = new ListenerGate(adapter, handOver, successor ? () => successor.take(id) : undefined);
-    successor?.onRestore(id, (state) => gate.restore(state));
+    const cluster = this.#o.cluster;
+    const move: ListenerMove = exclusive ? (cluster ? 'leased' : adapter.upgradeOverlap ? 'overlap' : 'handOver') : 'overlap';
+    const successor = this.successor;
+    // In cluster mode no listener is asked for: an exclusive one waits for its lease instead.
+    const gate = new ListenerGate(adapter, move, successor && !cluster ? () => successor.take(id) : undefined);
+    if (move === 'overlap') successor?.onRestore(id, (state) => gate.restore(state));
     this.predecessor.gates.set(id, gate);
     return { adapter: gate.adapter, forget: () => this.predecessor.release(id, gate) };
   }

@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ChannelAdapter, Deliver } from '../../../src/contracts/channel.js';
 import { ListenerGate } from '../../../src/daemon/upgrade/listeners.js';
+import { Upgrades } from '../../../src/daemon/upgrade/service.js';
+import { createLogger } from '../../../src/observe/logger.js';
 import { MAX_STATE_BYTES, parseToNew, parseToOld } from '../../../src/daemon/upgrade/protocol.js';
 import { successorCommand } from '../../../src/daemon/upgrade/command.js';
 import { untilAborted } from '../../../src/util/abortable.js';
@@ -33,7 +35,7 @@ const deliver: Deliver = async () => true;
 describe('ListenerGate (channeld upgrade)', () => {
   it('old process: pause stops the platform listener and hands over its state; resume runs it again; the supervisor saw one listen throughout', async () => {
     const { adapter, runs } = listener({ session: 's1' });
-    const gate = new ListenerGate(adapter, true);
+    const gate = new ListenerGate(adapter, 'handOver');
     const stop = new AbortController();
     let ended = false;
     const listening = gate.adapter.listen(deliver, stop.signal, () => {}).then(() => (ended = true));
@@ -53,7 +55,7 @@ describe('ListenerGate (channeld upgrade)', () => {
   it('new process: the first listen waits for the old one to let go and gives the adapter its state; other calls reach the adapter itself', async () => {
     const { adapter, runs, resumed } = listener(undefined);
     let release!: (s: unknown) => void;
-    const gate = new ListenerGate(adapter, true, () => new Promise((r) => (release = r)));
+    const gate = new ListenerGate(adapter, 'handOver', () => new Promise((r) => (release = r)));
     const stop = new AbortController();
     const listening = gate.adapter.listen(deliver, stop.signal, () => {});
     await waitFor(() => release !== undefined);
@@ -69,7 +71,7 @@ describe('ListenerGate (channeld upgrade)', () => {
 
   it('a state over the bound is not handed over', async () => {
     const { adapter, runs } = listener({ big: 'x'.repeat(MAX_STATE_BYTES) });
-    const gate = new ListenerGate(adapter, true);
+    const gate = new ListenerGate(adapter, 'handOver');
     const stop = new AbortController();
     const listening = gate.adapter.listen(deliver, stop.signal, () => {});
     await waitFor(() => runs.length === 1);
@@ -106,5 +108,60 @@ describe('upgrade protocol and command', () => {
     });
     expect(successorCommand('/srv/new/start.sh', proc)).toEqual({ file: '/srv/new/start.sh', args: ['run', '--config', 'c.toml'] });
     expect(() => successorCommand('relative.sh', proc)).toThrow(/absolute path/);
+  });
+});
+
+describe('Upgrades.wrap: how each listener moves', () => {
+  const upgrades = (cluster: boolean) =>
+    new Upgrades(
+      {
+        log: createLogger({ level: 'silent' }),
+        timeoutMs: () => 1000,
+        cluster,
+        http: { listeningFd: () => undefined, stopAccepting: () => {} },
+        dispatcher: { freeze: () => [], deferTurns: () => {}, resumeTurns: () => 0 },
+      },
+      undefined,
+    );
+  /** A listener with a session to hand over that counts how often it was asked for it. */
+  const counted = (name: string, extra: Partial<ChannelAdapter> = {}) => {
+    const l = listener({ session: name });
+    let asked = 0;
+    const adapter: ChannelAdapter = { ...l.adapter, id: name, handoverState: () => (asked++, { session: name }), ...extra };
+    return { adapter, resumed: l.resumed, asked: () => asked };
+  };
+
+  it('cluster mode: an exclusive listener moves by its lease only (its state is never read nor restored); one every instance runs overlaps and is restored', () => {
+    const u = upgrades(true);
+    const gateway = counted('gw');
+    const socket = counted('sock', { upgradeOverlap: true });
+    const page = counted('page');
+    for (const [c, exclusive] of [
+      [gateway, true],
+      [socket, true],
+      [page, false],
+    ] as const)
+      u.wrap(c.adapter.id, c.adapter, exclusive);
+    const gate = (id: string) => u.predecessor.gates.get(id)!;
+    expect([gate('gw').move, gate('sock').move, gate('page').move]).toEqual(['leased', 'leased', 'overlap']);
+    for (const id of ['gw', 'sock']) {
+      expect(gate(id).overlapState()).toBeUndefined();
+      gate(id).restore({ session: 'from the old process' });
+    }
+    expect([gateway.asked(), socket.asked(), gateway.resumed, socket.resumed]).toEqual([0, 0, [], []]);
+    expect(gate('page').overlapState()).toEqual({ session: 'page' });
+    gate('page').restore({ session: 'from the old process' });
+    expect(page.resumed).toEqual([{ session: 'from the old process' }]);
+  });
+
+  it('one node: an exclusive listener is handed over unless it may overlap', () => {
+    const u = upgrades(false);
+    for (const [id, exclusive, extra] of [
+      ['gw', true, {}],
+      ['sock', true, { upgradeOverlap: true }],
+      ['page', false, {}],
+    ] as const)
+      u.wrap(id, counted(id, extra).adapter, exclusive);
+    expect(['gw', 'sock', 'page'].map((id) => u.predecessor.gates.get(id)!.move)).toEqual(['handOver', 'overlap', 'overlap']);
   });
 });
