@@ -12,7 +12,9 @@ import { runLoad } from './cluster.js';
  * 3 instances: the rate at which they are answered and the p99 from message to answer. Target:
  * 2 instances answer ≥ 1.8× the rate of 1. Per instance it reports the answers, the mean
  * slots busy, free slots while another instance had a queue (an uneven split) and CPU (that the
- * processes are not CPU-bound). `CHANNELD_BENCH_PARTITIONS` sets `[cluster] partitions` (16).
+ * processes are not CPU-bound). `CHANNELD_BENCH_PARTITIONS` sets `[cluster] partitions` (16),
+ * `CHANNELD_BENCH_MESSAGES` the messages per conversation (2; more weighs the start and the
+ * last round less).
  */
 /**
  * Samples every instance's /status every 250 ms while the load runs: its running turns, and
@@ -88,7 +90,7 @@ class Occupancy {
 export async function clusterModel(o: ScenarioOptions): Promise<Row[]> {
   const skip = await clusterSkipReason();
   if (skip) return [{ scenario: 'cluster-model', metric: `skipped: ${skip}`, value: 0, unit: '' }];
-  const [convs, per] = o.smoke ? [4, 1] : [48, 2];
+  const [convs, per] = o.smoke ? [4, 1] : [48, Number(process.env.CHANNELD_BENCH_MESSAGES ?? 2)];
   const inFlight = o.smoke ? 2 : 8;
   const delayMs = o.smoke ? 20 : 500;
   const rows: Row[] = [];
