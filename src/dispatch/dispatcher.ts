@@ -310,7 +310,8 @@ export class Dispatcher implements TopologyWork {
   }
 
   /** What this instance runs now (the cluster heartbeat tells the others). */
-  load(): { inFlight: number; queued: number } {
+  load(match?: (scope: string) => boolean): { inFlight: number; queued: number } {
+    if (match) return this.#lanes.loadOf(match);
     const { inFlight, queued } = this.#lanes.snapshot();
     return { inFlight, queued };
   }

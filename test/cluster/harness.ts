@@ -25,7 +25,7 @@ export interface ClusterStatusJson {
     instances: Array<{ id: string; alive: boolean; in_flight?: number }>;
     ops: Record<string, number>;
   };
-  turns: { in_flight: number };
+  turns: { in_flight: number; queued: number };
   channels: Array<{ id: string; state: string }>;
 }
 
@@ -49,6 +49,8 @@ export class ProcessCluster {
       echoDelayMs: number;
       leaseTtlMs?: number;
       maxInFlight?: number;
+      /** `[cluster] partitions` (16 by default). */
+      partitions?: number;
       nodeArgs?: string[];
       streamMode?: 'partial' | 'final';
       /** The `[agent]` table (and its `[[agent.mcp]]` servers) instead of the echo agent. */
@@ -57,6 +59,10 @@ export class ProcessCluster {
       defaultInstanceIds?: boolean;
     },
   ) {}
+
+  get partitions(): number {
+    return this.o.partitions ?? 16;
+  }
 
   async start(n: number): Promise<this> {
     await Promise.all([this.tg.start(), this.sl.start()]);
@@ -70,7 +76,10 @@ export class ProcessCluster {
     writeFileSync(
       file,
       `[daemon]\nstate_dir = "${join(this.dir, id)}"\nshutdown_grace_ms = 15000\n[http]\nlisten = "127.0.0.1:0"\n[limits]\nmax_in_flight = ${this.o.maxInFlight ?? 64}\nmax_queued = 2000\n` +
-        clusterToml(this.ns, `${this.o.defaultInstanceIds ? '' : `instance_id = "${id}"\n`}lease_ttl_ms = ${this.o.leaseTtlMs ?? 4000}\n`) +
+        clusterToml(
+          this.ns,
+          `${this.o.defaultInstanceIds ? '' : `instance_id = "${id}"\n`}lease_ttl_ms = ${this.o.leaseTtlMs ?? 4000}\npartitions = ${this.partitions}\n`,
+        ) +
         (this.o.agentToml ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${this.o.echoDelayMs}\n\n`) +
         `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n\n` +
         `[[channels]]\nid = "sl"\ntype = "slack"\nmode = "http"\nbot_token_env = "SL_BOT"\nsigning_secret_env = "SL_SIGN"\napi_url = "${this.sl.apiUrl}"\nallow_from = ["*"]\nreply_in_thread = false\nnative_stream = false\nstream_mode = "${this.o.streamMode ?? 'partial'}"\n`,
@@ -112,8 +121,14 @@ export class ProcessCluster {
         const all = await Promise.all(this.live().map((m) => this.status(m).catch(() => undefined)));
         if (all.some((s) => !s)) return false;
         const owned = all.flatMap((s) => s!.cluster.partitions.owned);
-        const even = all.every((s) => s!.cluster.partitions.owned.length >= Math.floor(16 / n));
-        return all.length === n && even && new Set(owned).size === 16 && owned.length === 16 && all[0]!.cluster.instances.filter((i) => i.alive).length === n;
+        const even = all.every((s) => s!.cluster.partitions.owned.length >= Math.floor(this.partitions / n));
+        return (
+          all.length === n &&
+          even &&
+          new Set(owned).size === this.partitions &&
+          owned.length === this.partitions &&
+          all[0]!.cluster.instances.filter((i) => i.alive).length === n
+        );
       },
       timeoutMs,
       100,

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { clusterSkipReason } from '../../helpers/cluster.js';
 import { ProcessCluster } from '../../cluster/harness.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
@@ -9,22 +10,104 @@ import { runLoad } from './cluster.js';
  * 500 ms apart), so one instance sustains about 8 conversations at a time. The same backlog
  * (48 conversations × 2 messages, Telegram and Slack alternating, all sent at once) on 1, 2 and
  * 3 instances: the rate at which they are answered and the p99 from message to answer. Target:
- * 2 instances answer ≥ 1.8× the rate of 1.
+ * 2 instances answer ≥ 1.8× the rate of 1. Per instance it reports the answers, the mean
+ * slots busy, free slots while another instance had a queue (an uneven split) and CPU (that the
+ * processes are not CPU-bound). `CHANNELD_BENCH_PARTITIONS` sets `[cluster] partitions` (16),
+ * `CHANNELD_BENCH_MESSAGES` the messages per conversation (2; more weighs the start and the
+ * last round less).
  */
+/**
+ * Samples every instance's /status every 250 ms while the load runs: its running turns, and
+ * whether its slots sit free while another instance has turns queued (work unevenly split).
+ * Answers per instance are its stream acks over the run.
+ */
+class Occupancy {
+  readonly #busy: number[][] = [];
+  #idleWhileQueued = 0;
+  #samples = 0;
+  readonly #acks0: Promise<number[]>;
+  readonly #cpu0: number[];
+  readonly #t0 = performance.now();
+  readonly #done: Promise<void>;
+  #stopped = false;
+
+  constructor(
+    private readonly c: ProcessCluster,
+    private readonly slots: number,
+  ) {
+    this.#acks0 = this.#acks();
+    this.#cpu0 = this.#cpu();
+    this.#done = this.#run();
+  }
+
+  async #acks(): Promise<number[]> {
+    return Promise.all(this.c.live().map(async (m) => (await this.c.status(m)).cluster.ops.natsAcks ?? 0));
+  }
+
+  /** CPU seconds (user + system) each instance's process has used, from /proc (Linux). */
+  #cpu(): number[] {
+    return this.c.live().map((m) => {
+      try {
+        const f = readFileSync(`/proc/${m.proc.child.pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+        return (Number(f[11]) + Number(f[12])) / 100;
+      } catch {
+        return Number.NaN;
+      }
+    });
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#stopped) {
+      const all = await Promise.all(this.c.live().map((m) => this.c.status(m).catch(() => undefined)));
+      if (all.every((s) => s)) {
+        const turns = all.map((s) => s!.turns);
+        this.#samples++;
+        // Free slots here while another instance has a queue: the split, not the limit, decides.
+        for (const [i, t] of turns.entries()) {
+          (this.#busy[i] ??= []).push(t.in_flight);
+          if (turns.some((o, j) => j !== i && o.queued > 0)) this.#idleWhileQueued += Math.max(0, this.slots - t.in_flight);
+        }
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  }
+
+  async stop(): Promise<{ answered: number[]; busy: number[]; idleWhileQueued: number; cpu: number[] }> {
+    this.#stopped = true;
+    await this.#done;
+    const seconds = (performance.now() - this.#t0) / 1000;
+    const cpu = this.#cpu().map((c, i) => (c - (this.#cpu0[i] ?? 0)) / seconds);
+    const [a0, a1] = [await this.#acks0, await this.#acks()];
+    return {
+      answered: a1.map((a, i) => a - (a0[i] ?? 0)),
+      busy: this.#busy.map((xs) => xs.reduce((x, y) => x + y, 0) / xs.length),
+      idleWhileQueued: this.#idleWhileQueued / Math.max(1, this.#samples),
+      cpu,
+    };
+  }
+}
+
 export async function clusterModel(o: ScenarioOptions): Promise<Row[]> {
   const skip = await clusterSkipReason();
   if (skip) return [{ scenario: 'cluster-model', metric: `skipped: ${skip}`, value: 0, unit: '' }];
-  const [convs, per] = o.smoke ? [4, 1] : [48, 2];
+  const [convs, per] = o.smoke ? [4, 1] : [48, Number(process.env.CHANNELD_BENCH_MESSAGES ?? 2)];
   const inFlight = o.smoke ? 2 : 8;
   const delayMs = o.smoke ? 20 : 500;
   const rows: Row[] = [];
   const rates = new Map<number, number>();
   for (const n of o.smoke ? [1] : [1, 2, 3]) {
-    const c = new ProcessCluster({ echoDelayMs: delayMs, maxInFlight: inFlight, streamMode: 'final' });
+    const c = new ProcessCluster({
+      echoDelayMs: delayMs,
+      maxInFlight: inFlight,
+      streamMode: 'final',
+      partitions: Number(process.env.CHANNELD_BENCH_PARTITIONS ?? 16),
+    });
     try {
       // A loaded machine may need longer than start()'s 30 s for the partitions to settle.
       await c.start(n).catch(() => c.settled(n, 120_000));
+      const sampler = new Occupancy(c, inFlight);
       const { latencies, seconds } = await runLoad(c, convs, per);
+      const occ = await sampler.stop();
       const rate = latencies.length / seconds;
       rates.set(n, rate);
       rows.push(
@@ -42,6 +125,25 @@ export async function clusterModel(o: ScenarioOptions): Promise<Row[]> {
           unit: 'convs',
         },
         { scenario: 'cluster-model', metric: `${n} instance(s): p99 message → answer`, value: percentile(latencies, 99), unit: 'ms' },
+        { scenario: 'cluster-model', metric: `${n} instance(s): answers per instance`, value: 0, unit: occ.answered.join(' / ') },
+        {
+          scenario: 'cluster-model',
+          metric: `${n} instance(s): slots busy per instance (mean over the run)`,
+          value: 0,
+          unit: occ.busy.map((b) => `${Math.round((100 * b) / inFlight)} %`).join(' / '),
+        },
+        {
+          scenario: 'cluster-model',
+          metric: `${n} instance(s): free slots while another instance had turns queued (share of all slot time)`,
+          value: (100 * occ.idleWhileQueued) / (n * inFlight),
+          unit: '%',
+        },
+        {
+          scenario: 'cluster-model',
+          metric: `${n} instance(s): CPU per instance process (share of one core over the run)`,
+          value: 0,
+          unit: occ.cpu.map((x) => `${Math.round(100 * x)} %`).join(' / '),
+        },
       );
     } finally {
       await c.close();
