@@ -231,11 +231,13 @@ export class ReplyStream {
   /**
    * A draft that would edit what the user already sees waits while another reply of the
    * daemon has nothing shown yet (or until this turn ends: the final text never waits).
+   * True when it waited.
    */
-  async #firstVisibleOfOthers(): Promise<void> {
+  async #firstVisibleOfOthers(): Promise<boolean> {
     const gate = this.#o.firstVisible;
-    if (!gate || !this.#visible) return;
+    if (!gate || !this.#visible || gate.waiting === 0) return false;
     while (gate.waiting > 0 && !this.#draftWait.aborted) await gate.clear(this.#draftWait);
+    return true;
   }
 
   /**
@@ -369,7 +371,13 @@ export class ReplyStream {
       this.#dirty = false;
       if (this.#ending || !this.#draftsEnabled) continue;
       await sleepUntil(this.#pacing.nextAtMs, this.#draftWait);
-      await this.#firstVisibleOfOthers();
+      if (await this.#firstVisibleOfOthers()) {
+        // Held back: the draft goes one interval later, so a turn that ends meanwhile sends
+        // its final text at once, not a draft that would push the final edit a floor later.
+        this.#pacing.nextAtMs = Date.now() + this.#pacing.intervalMs;
+        this.#dirty = true;
+        continue;
+      }
       if (this.#ending || this.#signal.aborted) continue;
       try {
         if (await this.#step(this.#desired(false), false)) this.#dirty = true;

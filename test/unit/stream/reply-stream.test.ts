@@ -408,7 +408,10 @@ describe('ReplyStream', () => {
     // The other reply's first message goes before this one's refresh.
     expect(requests(a).map((c) => c.op)).toEqual(['send']);
     held.release();
+    // Held back, the draft goes one interval later: a turn ending meanwhile sends its final at once.
     await vi.advanceTimersByTimeAsync(10);
+    expect(requests(a)).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1000);
     expect(requests(a).map((c) => [c.op, c.text])).toEqual([
       ['send', 'one '],
       ['edit', 'one two '],
@@ -424,6 +427,7 @@ describe('ReplyStream', () => {
     await vi.advanceTimersByTimeAsync(2000);
     expect((await shown.finished()).delivered).toBe(true);
     expect(a.visible('c')).toEqual(['one two three']);
+    expect(requests(a)).toHaveLength(3);
     held2.release();
     for (const s of [waiting, third]) s.push({ type: 'done', usage });
     await vi.runAllTimersAsync();
