@@ -166,6 +166,9 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
     if (before) sides.push(await channeldSide('before', delayMs, before));
     sides.push(await floorSide(modelMs));
     let chat = 200_000;
+    // One answer each before the first level, not counted: a level that comes first (no level 1)
+    // would otherwise pay for what a bot learns once (the server refusing rich messages).
+    for (const side of sides) await measure(side.target, 1, chat++, 30_000);
     for (const [li, level] of levels.entries()) {
       // A single conversation is sampled several times, one after the other, for a steady floor.
       const rounds = level === 1 ? 5 : 1;
