@@ -13,6 +13,12 @@ export const STOP_MARKER = '⏹ Stopped.';
  * `abort()` without a reason builds a DOMException with a stack for every turn.
  */
 const TURN_ENDED = new CodedError('TURN_ENDED');
+/**
+ * A draft held this long for other replies' first messages was held by a burst: it then goes
+ * one interval later (see #run). A shorter hold (another reply's first request in flight, in
+ * normal running) lets it go at once, so drafts keep their pace when the daemon is not busy.
+ */
+const HELD_LONG_MS = 100;
 /** How long a turn may take to show text before the typing indicator goes up. */
 export const TYPING_GRACE_MS = 300;
 
@@ -231,13 +237,14 @@ export class ReplyStream {
   /**
    * A draft that would edit what the user already sees waits while another reply of the
    * daemon has nothing shown yet (or until this turn ends: the final text never waits).
-   * True when it waited.
+   * True when it waited long enough to be a burst (HELD_LONG_MS), not one request in flight.
    */
   async #firstVisibleOfOthers(): Promise<boolean> {
     const gate = this.#o.firstVisible;
     if (!gate || !this.#visible || gate.waiting === 0) return false;
+    const from = Date.now();
     while (gate.waiting > 0 && !this.#draftWait.aborted) await gate.clear(this.#draftWait);
-    return true;
+    return Date.now() - from >= HELD_LONG_MS;
   }
 
   /**
@@ -372,8 +379,9 @@ export class ReplyStream {
       if (this.#ending || !this.#draftsEnabled) continue;
       await sleepUntil(this.#pacing.nextAtMs, this.#draftWait);
       if (await this.#firstVisibleOfOthers()) {
-        // Held back: the draft goes one interval later, so a turn that ends meanwhile sends
-        // its final text at once, not a draft that would push the final edit a floor later.
+        // Held back by a burst: the draft goes one interval later, so a turn that ends
+        // meanwhile sends its final text at once, not a draft that would push the final edit
+        // a floor later.
         this.#pacing.nextAtMs = Date.now() + this.#pacing.intervalMs;
         this.#dirty = true;
         continue;

@@ -435,6 +435,32 @@ describe('ReplyStream', () => {
     expect(gate.waiting).toBe(0);
   });
 
+  it("a draft held only briefly for another reply's first message (normal running) goes at once when it lands", async () => {
+    const gate = new FirstVisibleFirst();
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const shown = stream(a, { firstVisible: gate });
+    shown.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(500);
+    const b = new RecordingAdapter('t');
+    const held = b.hold((c) => c.op === 'send');
+    const other = stream(b, { firstVisible: gate });
+    other.push({ type: 'text_delta', text: 'first' });
+    await held.reached;
+    shown.push({ type: 'text_delta', text: 'two' });
+    // The draft's pace slot comes at 1 s; the other reply's first request is still in flight.
+    await vi.advanceTimersByTimeAsync(520);
+    expect(requests(a)).toHaveLength(1);
+    held.release();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(requests(a).map((c) => [c.op, c.text])).toEqual([
+      ['send', 'one '],
+      ['edit', 'one two'],
+    ]);
+    for (const s of [shown, other]) s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    for (const s of [shown, other]) expect((await s.finished()).delivered).toBe(true);
+  });
+
   it('stream_mode final sends one message at the end, with typing meanwhile', async () => {
     const a = new RecordingAdapter('t', { typing: true, typingRefreshMs: 4000 });
     const s = stream(a, { streamMode: 'final' });
