@@ -190,9 +190,13 @@ export class ReplyStream {
     this.#typingTimer = setTimeout(tick, TYPING_GRACE_MS);
   }
 
-  /** Drafts on and text to show: the reply's first message is on its way. */
+  /**
+   * Drafts on, the platform shows drafts as they grow, and there is text: the reply's first
+   * message is on its way. On a platform without edits text shows only chunk by chunk, so
+   * typing is still what the user sees until then.
+   */
   #textPending(): boolean {
-    return this.#draftsEnabled && this.#text.trim() !== '';
+    return this.#draftsEnabled && this.#o.capabilities.editsDrafts && this.#text.trim() !== '';
   }
 
   #stopTyping(): void {

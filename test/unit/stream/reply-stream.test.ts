@@ -372,6 +372,16 @@ describe('ReplyStream', () => {
     s2.push({ type: 'done', usage });
     await vi.runAllTimersAsync();
     await s2.finished();
+
+    // A platform without edits shows nothing until a chunk is whole: typing shows meanwhile.
+    const c = new RecordingAdapter('t', { typing: true, typingRefreshMs: 5000, editsDrafts: false });
+    const s3 = stream(c);
+    s3.push({ type: 'text_delta', text: 'here' });
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(c.calls.filter((x) => x.op === 'typing')).toHaveLength(2);
+    s3.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    expect(c.visible('c')).toEqual(['here']);
   });
 
   it('adds no listener to the shared hard stop per request: many replies in flight listen on their own signals, and the hard stop still cuts them', async () => {
