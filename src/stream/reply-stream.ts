@@ -5,6 +5,7 @@ import { ChannelError, CodedError, errorMessage, isRetryable } from '../contract
 import { chunkText } from '../util/chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 import { isBackgroundReply } from '../contracts/tools.js';
+import type { FirstVisibleFirst } from './first-visible.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
 /**
@@ -12,6 +13,12 @@ export const STOP_MARKER = '⏹ Stopped.';
  * `abort()` without a reason builds a DOMException with a stack for every turn.
  */
 const TURN_ENDED = new CodedError('TURN_ENDED');
+/**
+ * A draft held this long for other replies' first messages was held by a burst: it then goes
+ * one interval later (see #run). A shorter hold (another reply's first request in flight, in
+ * normal running) lets it go at once, so drafts keep their pace when the daemon is not busy.
+ */
+const HELD_LONG_MS = 100;
 /** How long a turn may take to show text before the typing indicator goes up. */
 export const TYPING_GRACE_MS = 300;
 
@@ -50,6 +57,8 @@ export interface ReplyStreamOptions {
   onError?: (err: unknown, phase: 'draft' | 'final') => void;
   /** Told once, when the user first sees any text of the reply (the first-visible latency). */
   onVisible?: () => void;
+  /** Shared by the daemon's replies: mid-answer draft edits wait while another reply has nothing shown yet. */
+  firstVisible?: FirstVisibleFirst;
 }
 
 export interface ReplyResult {
@@ -84,8 +93,19 @@ export class ReplyStream {
   #typingTimer: NodeJS.Timeout | undefined;
   /** Aborted when the turn ends, so a draft waiting out its interval moves on to the final text. */
   readonly #ended = new AbortController();
+  /**
+   * The hard stop as this reply's own signal: every wait and platform request of the reply
+   * listens here, not on the one signal all turns share. Adding a listener walks the signal's
+   * whole list, so a thousand replies at once listening on the shared one cost a thousand
+   * times more per request; a dependent signal joins its source in O(1).
+   */
+  readonly #signal: AbortSignal;
+  /** The hard stop or the turn's end: what a draft waiting out its interval listens to. */
+  readonly #draftWait: AbortSignal;
   /** Whether the user sees any text yet; typing stops then. */
   #visible = false;
+  /** Ends this reply's wait in `firstVisible` (set while it has text and nothing shown). */
+  #releaseFirst: (() => void) | undefined;
   /** Native streaming: 'unopened' until the first text, 'off' when unused, done, or failed. */
   #nativeState: 'unopened' | 'active' | 'off';
   #native: NativeStream | undefined;
@@ -94,6 +114,8 @@ export class ReplyStream {
 
   constructor(options: ReplyStreamOptions) {
     this.#o = options;
+    this.#signal = AbortSignal.any([options.signal]);
+    this.#draftWait = AbortSignal.any([this.#signal, this.#ended.signal]);
     const floor = options.capabilities.minEditIntervalMs;
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor), floor);
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
@@ -113,6 +135,7 @@ export class ReplyStream {
     switch (event.type) {
       case 'text_delta':
         this.#text += event.text;
+        if (!this.#visible && !this.#releaseFirst && this.#textPending()) this.#releaseFirst = this.#o.firstVisible?.enter();
         break;
       case 'tool_start':
         this.#tool = event.name;
@@ -156,13 +179,24 @@ export class ReplyStream {
   #typing(): void {
     const refresh = this.#o.capabilities.typingRefreshMs ?? 5000;
     const tick = () => {
-      if (this.#ending || this.#visible || this.#o.signal.aborted) return;
-      this.#o.transport.typing(this.#o.target, { signal: this.#o.signal }).catch(() => {});
+      if (this.#ending || this.#visible || this.#signal.aborted) return;
+      // Text waiting for its first message (a busy daemon, a 429's hold): that message is
+      // what the user needs, and a typing request would only queue in front of it.
+      if (!this.#textPending()) this.#o.transport.typing(this.#o.target, { signal: this.#signal }).catch(() => {});
       this.#typingTimer = setTimeout(tick, refresh);
     };
     // An answer that shows up at once needs no typing indicator: that would be one platform
     // request per reply spent on nothing the user could see.
     this.#typingTimer = setTimeout(tick, TYPING_GRACE_MS);
+  }
+
+  /**
+   * Drafts on, the platform shows drafts as they grow, and there is text: the reply's first
+   * message is on its way. On a platform without edits text shows only chunk by chunk, so
+   * typing is still what the user sees until then.
+   */
+  #textPending(): boolean {
+    return this.#draftsEnabled && this.#o.capabilities.editsDrafts && this.#text.trim() !== '';
   }
 
   #stopTyping(): void {
@@ -200,7 +234,21 @@ export class ReplyStream {
   #shownText(): void {
     if (!this.#visible) this.#o.onVisible?.();
     this.#visible = true;
+    this.#releaseFirst?.();
     this.#stopTyping();
+  }
+
+  /**
+   * A draft that would edit what the user already sees waits while another reply of the
+   * daemon has nothing shown yet (or until this turn ends: the final text never waits).
+   * True when it waited long enough to be a burst (HELD_LONG_MS), not one request in flight.
+   */
+  async #firstVisibleOfOthers(): Promise<boolean> {
+    const gate = this.#o.firstVisible;
+    if (!gate || !this.#visible || gate.waiting === 0) return false;
+    const from = Date.now();
+    while (gate.waiting > 0 && !this.#draftWait.aborted) await gate.clear(this.#draftWait);
+    return Date.now() - from >= HELD_LONG_MS;
   }
 
   /**
@@ -212,7 +260,8 @@ export class ReplyStream {
   async #nativeStep(desired: string[], final: boolean): Promise<boolean | undefined> {
     if (this.#nativeState === 'off' || this.#shown.length > 0) return undefined;
     if (desired.length === 0) return false;
-    const { transport, target, signal } = this.#o;
+    const { transport, target } = this.#o;
+    const signal = this.#signal;
     try {
       if (this.#nativeState === 'unopened') {
         this.#requests++;
@@ -254,7 +303,8 @@ export class ReplyStream {
   async #step(desired: string[], final: boolean): Promise<boolean> {
     const native = await this.#nativeStep(desired, final);
     if (native !== undefined) return native;
-    const { transport, target, signal } = this.#o;
+    const { transport, target } = this.#o;
+    const signal = this.#signal;
     const isLast = (i: number) => final && i === desired.length - 1;
     for (let i = 0; i < desired.length; i++) {
       const shown = this.#shown[i];
@@ -271,6 +321,8 @@ export class ReplyStream {
           return true;
         }
         shown.text = desired[i];
+        // A reply resumed after a restart edits the messages it had: its user sees text again.
+        this.#releaseFirst?.();
       } else {
         const key = this.#o.replyKey ? { idempotencyKey: `${this.#o.replyKey}:${i}` } : {};
         await this.#o.beforeSend?.(signal);
@@ -329,8 +381,16 @@ export class ReplyStream {
       this.#wake = undefined;
       this.#dirty = false;
       if (this.#ending || !this.#draftsEnabled) continue;
-      await sleepUntil(this.#pacing.nextAtMs, AbortSignal.any([this.#o.signal, this.#ended.signal]));
-      if (this.#ending || this.#o.signal.aborted) continue;
+      await sleepUntil(this.#pacing.nextAtMs, this.#draftWait);
+      if (await this.#firstVisibleOfOthers()) {
+        // Held back by a burst: the draft goes one interval later, so a turn that ends
+        // meanwhile sends its final text at once, not a draft that would push the final edit
+        // a floor later.
+        this.#pacing.nextAtMs = Date.now() + this.#pacing.intervalMs;
+        this.#dirty = true;
+        continue;
+      }
+      if (this.#ending || this.#signal.aborted) continue;
       try {
         if (await this.#step(this.#desired(false), false)) this.#dirty = true;
         pace(this.#pacing, undefined, Date.now());
@@ -339,7 +399,10 @@ export class ReplyStream {
         if (outcome === 'rate_limited') this.#o.onRateLimited?.();
         else if (outcome !== 'replan') this.#o.onError?.(err, 'draft');
         // After three failed drafts in a row only the final text is attempted.
-        if (this.#pacing.consecutiveFailures >= 3) this.#draftsEnabled = false;
+        if (this.#pacing.consecutiveFailures >= 3) {
+          this.#draftsEnabled = false;
+          this.#releaseFirst?.();
+        }
         this.#dirty = true;
       }
     }
@@ -348,10 +411,12 @@ export class ReplyStream {
 
   async #final(): Promise<ReplyResult> {
     this.#stopTyping();
+    // From here on only the final text goes, and it waits for no other reply.
+    this.#releaseFirst?.();
     const deadline = Date.now() + this.#o.finalDeadlineMs;
     let delivered = true;
     for (;;) {
-      if (this.#o.signal.aborted) {
+      if (this.#signal.aborted) {
         delivered = false;
         break;
       }
@@ -363,7 +428,7 @@ export class ReplyStream {
       // failure's backoff) asked; a final edit waits for the platform's floor, never for the
       // channel's wider interval or one a 429 widened.
       const readyAtMs = this.#nextIsNewMessage(desired) ? this.#pacing.holdAtMs : this.#pacing.floorAtMs;
-      if (readyAtMs > Date.now()) await sleepUntil(Math.min(readyAtMs, deadline), this.#o.signal);
+      if (readyAtMs > Date.now()) await sleepUntil(Math.min(readyAtMs, deadline), this.#signal);
       try {
         if (!(await this.#step(desired, true))) break;
         pace(this.#pacing, undefined, Date.now());
@@ -381,7 +446,7 @@ export class ReplyStream {
     }
     const refs = this.#refs();
     if (delivered && refs.length && this.#o.transport.finalize) {
-      await this.#o.transport.finalize(refs, { signal: this.#o.signal }).catch((err) => this.#o.onError?.(err, 'final'));
+      await this.#o.transport.finalize(refs, { signal: this.#signal }).catch((err) => this.#o.onError?.(err, 'final'));
     }
     return { refs, requests: this.#requests, delivered };
   }

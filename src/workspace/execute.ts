@@ -6,6 +6,7 @@ import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { startSpan } from '../observe/trace/ambient.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
+import { FirstVisibleFirst } from '../stream/first-visible.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
 import { sendSpokenReply } from './spoken-reply.js';
@@ -40,6 +41,8 @@ export const fenced = (hardStop: AbortSignal, fence: AbortSignal | undefined) =>
 
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
+  // One per daemon (per instance in a cluster): draft edits yield to replies not yet visible.
+  const firstVisible = new FirstVisibleFirst();
   return async (job, signal) => {
     const first = job.items[0]!;
     const channelId = first.message.channelId;
@@ -67,6 +70,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
       onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
       onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),
+      firstVisible,
       onVisible: () => deps.metrics.firstVisible.observe({ channel: channelId }, (performance.now() - started) / 1000),
     });
     let outcome: TurnOutcome;

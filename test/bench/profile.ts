@@ -11,7 +11,8 @@ import { Fleet } from './fleet.js';
  * out (V8's profile clock and the parent's process.hrtime are both CLOCK_MONOTONIC on Linux).
  * What the bare grammy bot does too (the HTTP client) is the floor; everything else is what
  * channeld's guarantees and features cost. `--keep` keeps the .cpuprofile (open it in Chrome
- * DevTools) and prints its path.
+ * DevTools) and prints its path. `--load` profiles the load curve's workload instead: N fresh
+ * chats each send one message at once, 2 s streamed answers (drafts on), until every final lands.
  */
 export interface CpuProfile {
   nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }>;
@@ -113,21 +114,32 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const n = Number(args.find((a) => !a.startsWith('-')) ?? 6000);
   const keep = args.includes('--keep');
+  const burst = args.includes('--load');
   const warm = 500;
   const dir = mkdtempSync(join(tmpdir(), 'channeld-prof-'));
   const fleet = await new Fleet().start();
   try {
-    fleet.write();
+    fleet.write(burst ? { echoDelayMs: 1000, maxInFlight: 12_000, streamMode: 'partial' } : {});
     // The unbundled build, so frames keep their module's path (the bundle's chunks would not
     // tell the store from the SDK); same node flags as the systemd unit.
     const p = fleet.spawn({ nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`], script: 'dist/bin/channeld.js' });
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
+    let chat = 1000;
     const push = async (count: number, label: string) => {
       const before = fleet.tg.messages.length;
+      // --load: one message in each of `count` fresh chats, three words 1 s apart; each
+      // answer ends with its final edit.
+      if (burst) {
+        const calls0 = fleet.tg.calls.length;
+        const isFinal = (c: { method: string; body: unknown }) =>
+          c.method === 'editMessageText' && String((c.body as { text?: unknown }).text).endsWith('load answer');
+        for (let i = 0; i < count; i++) fleet.tg.dm(`${label} load answer`, { id: chat++, first_name: 'u' });
+        return waitFor(() => fleet.tg.calls.slice(calls0).filter(isFinal).length >= count, 600_000, 100);
+      }
       for (let i = 0; i < count; i++) fleet.tg.dm(`${label} message ${i}`, { id: 1000 + (i % 50), first_name: `user${i % 50}` });
       await waitFor(() => fleet.tg.messages.length - before >= count, 600_000, 5);
     };
-    await push(warm, 'warm');
+    await push(burst ? 50 : warm, 'warm');
     const calls0 = fleet.tg.calls.length;
     const from = nowUs();
     await push(n, 'profile');

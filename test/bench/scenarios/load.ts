@@ -1,5 +1,7 @@
+import { spawn } from 'node:child_process';
+import { join } from 'node:path';
+import { FakeTelegram } from '../../fakes/telegram/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import type { DaemonProcess } from '../../helpers/process.js';
 import { Fleet, rssMb } from '../fleet.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
@@ -22,20 +24,27 @@ export interface Level {
   rssMb: number;
 }
 
+/** What `measure` reads: the fake the bot polls, the bot's process, and its error lines so far. */
+interface Target {
+  tg: FakeTelegram;
+  pid: number;
+  errorLines: () => number;
+}
+
 /**
  * Sends one message in each of `level` fresh Telegram chats at the same moment and measures,
  * for each, message → first visible update and message → final text, from the fake's own
  * timestamps of the calls. The fake's call log is read from a cursor, so a 10,000-conversation
  * level costs the harness one pass over its calls, not one per poll.
  */
-async function measure(fleet: Fleet, daemon: DaemonProcess, level: number, firstChat: number, timeoutMs: number): Promise<Omit<Level, 'level'>> {
-  const pid = daemon.child.pid!;
-  let cursor = fleet.tg.calls.length;
-  const errorsBefore = daemon.lines.filter((l) => Number(l.level) >= 50).length;
+async function measure(target: Target, level: number, firstChat: number, timeoutMs: number): Promise<Omit<Level, 'level'>> {
+  const { tg, pid } = target;
+  let cursor = tg.calls.length;
+  const errorsBefore = target.errorLines();
   const sentAt = new Map<number, number>();
   for (let i = 0; i < level; i++) {
     sentAt.set(firstChat + i, Date.now());
-    fleet.tg.dm(TEXT, { id: firstChat + i, first_name: 'u' });
+    tg.dm(TEXT, { id: firstChat + i, first_name: 'u' });
   }
   const first = new Map<number, number>();
   const final = new Map<number, number>();
@@ -45,7 +54,7 @@ async function measure(fleet: Fleet, daemon: DaemonProcess, level: number, first
     await waitFor(
       () => {
         if (polls++ % 20 === 0) peak = Math.max(peak, rssMb(pid));
-        const calls = fleet.tg.calls;
+        const calls = tg.calls;
         for (; cursor < calls.length; cursor++) {
           const c = calls[cursor]!;
           if (c.method !== 'sendMessage' && c.method !== 'editMessageText' && c.method !== 'sendMessageDraft') continue;
@@ -72,9 +81,61 @@ async function measure(fleet: Fleet, daemon: DaemonProcess, level: number, first
     p50: percentile(t, 50),
     p99: percentile(t, 99),
     missing: level - final.size,
-    errors: daemon.lines.filter((l) => Number(l.level) >= 50).length - errorsBefore,
+    errors: target.errorLines() - errorsBefore,
     rssMb: peak,
   };
+}
+
+/** One side of the curve, started once and measured at every level. */
+interface Side {
+  name: string;
+  target: Target;
+  idleRss: number;
+  close: () => Promise<void>;
+}
+
+/** channeld on its own fakes, as the unit runs it (`script`: another build, for a before/after run). */
+async function channeldSide(name: string, delayMs: number, script?: string): Promise<Side> {
+  const fleet = await new Fleet().start();
+  // In-flight limits above the largest level: the curve shows the daemon, not a configured cap.
+  fleet.write({ echoDelayMs: delayMs, maxInFlight: 12_000, streamMode: 'partial' });
+  const p = fleet.spawn(script ? { script } : {});
+  const close = async () => {
+    p.signal('SIGTERM');
+    await p.exited;
+    await fleet.close();
+  };
+  try {
+    await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
+  } catch (e) {
+    await close();
+    throw e;
+  }
+  const errorLines = () => p.lines.filter((l) => Number(l.level) >= 50).length;
+  return { name, target: { tg: fleet.tg, pid: p.child.pid!, errorLines }, idleRss: rssMb(p.child.pid!), close };
+}
+
+/** The floor: a minimal grammy bot handling every update at once, on its own fake Bot API. */
+async function floorSide(modelMs: number): Promise<Side> {
+  const tg = new FakeTelegram();
+  await tg.start();
+  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/grammy-load.mjs')], {
+    env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url, MODEL_MS: String(modelMs) },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const exited = new Promise((r) => child.once('exit', r));
+  let errors = 0;
+  child.stderr!.on('data', (d: Buffer) => (errors += String(d).split('\n').filter(Boolean).length));
+  await new Promise<void>((resolve, reject) => {
+    child.stdout!.once('data', () => resolve());
+    void exited.then(() => reject(new Error('the floor bot exited before it was ready')));
+  });
+  const close = async () => {
+    child.kill('SIGTERM');
+    await exited;
+    await tg.close();
+  };
+  return { name: 'floor', target: { tg, pid: child.pid!, errorLines: () => errors }, idleRss: rssMb(child.pid!), close };
 }
 
 /**
@@ -83,6 +144,11 @@ async function measure(fleet: Fleet, daemon: DaemonProcess, level: number, first
  * First visible update and turn latency (message → final text) p50/p99 against the model's own
  * 2 s, the daemon's peak RSS, missing answers and error lines. Targets: at 1,000, first visible
  * p99 ≤ 300 ms and turn p99 ≤ 1.1× the model's time; at 10,000, no error.
+ *
+ * Side by side at each level, one after the other on the same kind of fake: the floor, a
+ * minimal grammy bot that handles every update at once and answers with the same first word
+ * and final text (what Node and the SDK alone cost on this machine), and with LOAD_BEFORE=script
+ * a second build of channeld (e.g. a copy of dist/ before a change).
  */
 export async function load(o: ScenarioOptions): Promise<Row[]> {
   // LOAD_LEVELS=100,1000 runs only those levels (a re-measure that has no time for 10,000).
@@ -92,23 +158,27 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   const levels = o.smoke ? [1, 5] : chosen?.length ? chosen : [1, 10, 100, 1000, 3000, 10_000];
   const delayMs = o.smoke ? 20 : 1000;
   const modelMs = 2 * delayMs;
-  const fleet = await new Fleet().start();
-  const results: Level[] = [];
-  let idleRss = 0;
+  const before = process.env.LOAD_BEFORE;
+  const sides: Side[] = [];
+  const results = new Map<string, Level[]>();
   try {
-    // In-flight limits above the largest level: the curve shows the daemon, not a configured cap.
-    fleet.write({ echoDelayMs: delayMs, maxInFlight: 12_000, streamMode: 'partial' });
-    const p = fleet.spawn();
-    try {
-      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
-      idleRss = rssMb(p.child.pid!);
-      let chat = 200_000;
-      for (const level of levels) {
-        // A single conversation is sampled several times, one after the other, for a steady floor.
-        const rounds = level === 1 ? 5 : 1;
+    sides.push(await channeldSide('channeld', delayMs));
+    if (before) sides.push(await channeldSide('before', delayMs, before));
+    sides.push(await floorSide(modelMs));
+    let chat = 200_000;
+    // One answer each before the first level, not counted: a level that comes first (no level 1)
+    // would otherwise pay for what a bot learns once (the server refusing rich messages).
+    for (const side of sides) await measure(side.target, 1, chat++, 30_000);
+    for (const [li, level] of levels.entries()) {
+      // A single conversation is sampled several times, one after the other, for a steady floor.
+      const rounds = level === 1 ? 5 : 1;
+      // The sides take turns going first (LOAD_ROTATE shifts the start between runs), so a
+      // machine getting busier or quieter during a level does not always favour one side.
+      const rot = (li + Number(process.env.LOAD_ROTATE ?? 0)) % sides.length;
+      for (const side of [...sides.slice(rot), ...sides.slice(0, rot)]) {
         const all: Array<Omit<Level, 'level'>> = [];
         for (let r = 0; r < rounds; r++) {
-          all.push(await measure(fleet, p, level, chat, 120_000 + level * 30));
+          all.push(await measure(side.target, level, chat, 120_000 + level * 30));
           chat += level;
         }
         const pick = (k: keyof Omit<Level, 'level'>) =>
@@ -118,7 +188,8 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
                 all.map((a) => a[k]),
                 50,
               );
-        results.push({
+        const got = results.get(side.name) ?? [];
+        got.push({
           level,
           firstP50: pick('firstP50'),
           firstP99: pick('firstP99'),
@@ -128,15 +199,40 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
           errors: all.reduce((a, b) => a + b.errors, 0),
           rssMb: Math.max(...all.map((a) => a.rssMb)),
         });
+        results.set(side.name, got);
       }
-    } finally {
-      p.signal('SIGTERM');
-      await p.exited;
     }
   } finally {
-    await fleet.close();
+    for (const side of sides) await side.close();
   }
-  return loadRows(results, modelMs, idleRss, levels.at(-1)!);
+  const idle = (name: string) => sides.find((s) => s.name === name)?.idleRss ?? 0;
+  const rows = loadRows(results.get('channeld')!, modelMs, idle('channeld'), levels.at(-1)!);
+  if (results.has('before')) rows.push(...sideRows('before', results.get('before')!));
+  rows.push(...sideRows('floor', results.get('floor')!), ...ratioRows(results.get('channeld')!, results.get('floor')!));
+  return rows;
+}
+
+/** Another side's first visible and turn p50/p99 at each level, under its own name. */
+function sideRows(name: string, results: Level[]): Row[] {
+  const label = name === 'floor' ? 'floor (bare grammy, every update at once)' : `${name} (LOAD_BEFORE build)`;
+  return results.flatMap((r) => [
+    { scenario: 'load', metric: `${label}, ${r.level} conversations, first visible p50`, value: r.firstP50, unit: 'ms' },
+    { scenario: 'load', metric: `${label}, ${r.level} conversations, first visible p99`, value: r.firstP99, unit: 'ms' },
+    { scenario: 'load', metric: `${label}, ${r.level} conversations, final p50`, value: r.p50, unit: 'ms' },
+    { scenario: 'load', metric: `${label}, ${r.level} conversations, final p99`, value: r.p99, unit: 'ms' },
+    { scenario: 'load', metric: `${label}, ${r.level} conversations, missing + error lines`, value: r.missing + r.errors, unit: '' },
+  ]);
+}
+
+/** channeld's first visible and turn p99 over the floor's, at each level: the part channeld adds. */
+function ratioRows(channeld: Level[], floor: Level[]): Row[] {
+  return channeld.flatMap((c, i) => {
+    const f = floor[i]!;
+    return [
+      { scenario: 'load', metric: `${c.level} conversations, first visible p99 channeld / floor`, value: c.firstP99 / f.firstP99, unit: '×' },
+      { scenario: 'load', metric: `${c.level} conversations, final p99 channeld / floor`, value: c.p99 / f.p99, unit: '×' },
+    ];
+  });
 }
 
 /** The rows of the load curve, with the targets at 1,000 and at the top level. */

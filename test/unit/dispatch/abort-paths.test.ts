@@ -88,15 +88,12 @@ describe('abort paths through the turn pipeline', () => {
 
   it('a typing indicator that hangs does not hold the answer: it is cut by the hard stop at shutdown', async () => {
     const adapter = new RecordingAdapter('t', { typing: true, typingRefreshMs: 20 });
-    // Slow enough that the turn is still running when typing starts (after TYPING_GRACE_MS).
-    p = withPipeline(`[agent]\nprovider = "echo"\necho_delay_ms = 200\n`, '', { adapter });
+    // Slow enough that the turn is still running when typing starts (after TYPING_GRACE_MS),
+    // and the answer shown only at the end (stream_mode final), so typing is what shows meanwhile.
+    p = withPipeline(`[agent]\nprovider = "echo"\necho_delay_ms = 200\n`, 'stream_mode = "final"\n', { adapter });
     const typing = adapter.hold((c) => c.op === 'typing');
-    const send = adapter.hold((c) => c.op === 'send');
     await p.dispatcher.deliver(userMessage('t', words, dm('c1')));
-    // Nothing is visible while the first send is held, so the typing indicator starts.
-    await send.reached;
     await typing.reached;
-    send.release();
     // The answer goes out while the typing call is still hanging.
     await waitFor(() => adapter.visible('c1')[0] === words, 10_000);
     await p.close(50);

@@ -1,6 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { getEventListeners } from 'node:events';
 import type { NativeStream } from '../../../src/contracts/channel.js';
 import { ChannelError } from '../../../src/contracts/errors.js';
+import { FirstVisibleFirst } from '../../../src/stream/first-visible.js';
 import { ReplyStream, STOP_MARKER, type ReplyStreamOptions } from '../../../src/stream/reply-stream.js';
 import { openFenceAt } from '../../../src/util/chunk.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
@@ -340,6 +342,133 @@ describe('ReplyStream', () => {
     s.push({ type: 'done', usage });
     await vi.runAllTimersAsync();
     await s.finished();
+  });
+
+  it('sends no typing while text waits for its first message (a busy daemon), and types again once drafts give up', async () => {
+    const a = new RecordingAdapter('t', { typing: true, typingRefreshMs: 5000 });
+    const held = a.hold((c) => c.op === 'send');
+    const s = stream(a);
+    s.push({ type: 'text_delta', text: 'here' });
+    await held.reached;
+    await vi.advanceTimersByTimeAsync(12_000);
+    // The first message is on its way: a typing request would only queue in front of it.
+    expect(a.calls.filter((c) => c.op === 'typing')).toEqual([]);
+    held.release();
+    s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(a.visible('c')).toEqual(['here']);
+
+    // Drafts that keep failing stop (only the final text is tried): typing then comes back.
+    const b = new RecordingAdapter('t', { typing: true, typingRefreshMs: 5000 });
+    b.fault = (c) => {
+      if (c.op === 'send') throw new ChannelError('CHANNEL_UNAVAILABLE', 'down');
+    };
+    const s2 = stream(b);
+    s2.push({ type: 'text_delta', text: 'here' });
+    await vi.advanceTimersByTimeAsync(30_000);
+    expect(b.calls.filter((c) => c.op === 'typing').length).toBeGreaterThan(0);
+    b.fault = undefined;
+    s2.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    await s2.finished();
+
+    // A platform without edits shows nothing until a chunk is whole: typing shows meanwhile.
+    const c = new RecordingAdapter('t', { typing: true, typingRefreshMs: 5000, editsDrafts: false });
+    const s3 = stream(c);
+    s3.push({ type: 'text_delta', text: 'here' });
+    await vi.advanceTimersByTimeAsync(6000);
+    expect(c.calls.filter((x) => x.op === 'typing')).toHaveLength(2);
+    s3.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    expect(c.visible('c')).toEqual(['here']);
+  });
+
+  it('adds no listener to the shared hard stop per request: many replies in flight listen on their own signals, and the hard stop still cuts them', async () => {
+    const a = new RecordingAdapter('t', { typing: true });
+    const held = a.hold((c) => c.op === 'send');
+    const hard = new AbortController();
+    const streams = Array.from({ length: 50 }, () => stream(a, { signal: hard.signal }));
+    for (const s of streams) s.push({ type: 'text_delta', text: 'here' });
+    await held.reached;
+    await vi.advanceTimersByTimeAsync(1000);
+    // Adding a listener walks the signal's whole list: 50 replies on one list cost 50× per add.
+    expect(getEventListeners(hard.signal, 'abort')).toHaveLength(0);
+    for (const s of streams) s.push({ type: 'done', usage });
+    hard.abort(new Error('hard stop'));
+    await vi.runAllTimersAsync();
+    for (const s of streams) expect((await s.finished()).delivered).toBe(false);
+    expect(a.aborted.filter((c) => c.op === 'send')).toHaveLength(50);
+  });
+
+  it("holds a visible reply's draft edits while another reply has nothing shown yet; its final text never waits", async () => {
+    const gate = new FirstVisibleFirst();
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const shown = stream(a, { firstVisible: gate });
+    shown.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(10);
+    expect(a.visible('c')).toEqual(['one ']);
+    const b = new RecordingAdapter('t');
+    const held = b.hold((c) => c.op === 'send');
+    const waiting = stream(b, { firstVisible: gate });
+    waiting.push({ type: 'text_delta', text: 'first' });
+    await held.reached;
+    shown.push({ type: 'text_delta', text: 'two ' });
+    await vi.advanceTimersByTimeAsync(5000);
+    // The other reply's first message goes before this one's refresh.
+    expect(requests(a).map((c) => c.op)).toEqual(['send']);
+    held.release();
+    // Held back, the draft goes one interval later: a turn ending meanwhile sends its final at once.
+    await vi.advanceTimersByTimeAsync(10);
+    expect(requests(a)).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(1000);
+    expect(requests(a).map((c) => [c.op, c.text])).toEqual([
+      ['send', 'one '],
+      ['edit', 'one two '],
+    ]);
+    // Held again by a third reply: the final text goes anyway.
+    const c = new RecordingAdapter('t');
+    const held2 = c.hold((x) => x.op === 'send');
+    const third = stream(c, { firstVisible: gate });
+    third.push({ type: 'text_delta', text: 'x' });
+    await held2.reached;
+    shown.push({ type: 'text_delta', text: 'three' });
+    shown.push({ type: 'done', usage });
+    await vi.advanceTimersByTimeAsync(2000);
+    expect((await shown.finished()).delivered).toBe(true);
+    expect(a.visible('c')).toEqual(['one two three']);
+    expect(requests(a)).toHaveLength(3);
+    held2.release();
+    for (const s of [waiting, third]) s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    for (const s of [waiting, third]) expect((await s.finished()).delivered).toBe(true);
+    expect(gate.waiting).toBe(0);
+  });
+
+  it("a draft held only briefly for another reply's first message (normal running) goes at once when it lands", async () => {
+    const gate = new FirstVisibleFirst();
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const shown = stream(a, { firstVisible: gate });
+    shown.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(500);
+    const b = new RecordingAdapter('t');
+    const held = b.hold((c) => c.op === 'send');
+    const other = stream(b, { firstVisible: gate });
+    other.push({ type: 'text_delta', text: 'first' });
+    await held.reached;
+    shown.push({ type: 'text_delta', text: 'two' });
+    // The draft's pace slot comes at 1 s; the other reply's first request is still in flight.
+    await vi.advanceTimersByTimeAsync(520);
+    expect(requests(a)).toHaveLength(1);
+    held.release();
+    await vi.advanceTimersByTimeAsync(1);
+    expect(requests(a).map((c) => [c.op, c.text])).toEqual([
+      ['send', 'one '],
+      ['edit', 'one two'],
+    ]);
+    for (const s of [shown, other]) s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    for (const s of [shown, other]) expect((await s.finished()).delivered).toBe(true);
   });
 
   it('stream_mode final sends one message at the end, with typing meanwhile', async () => {

@@ -1,0 +1,42 @@
+/**
+ * Replies across the daemon that have text but nothing shown yet. While any waits, the
+ * mid-answer draft edits of replies already visible wait too (their final text never does):
+ * under a burst, what users feel first is whether anything shows at all, and a draft edit
+ * only refreshes what its user already sees. Nothing is lost: a deferred edit carries the
+ * newest text when it goes, or the final text replaces it.
+ */
+export class FirstVisibleFirst {
+  #waiting = 0;
+  readonly #onClear = new Set<() => void>();
+
+  /** Replies waiting for their first message now. */
+  get waiting(): number {
+    return this.#waiting;
+  }
+
+  /** One reply has text and nothing shown; the returned release (idempotent) ends its wait. */
+  enter(): () => void {
+    this.#waiting++;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      if (--this.#waiting > 0) return;
+      for (const wake of [...this.#onClear]) wake();
+    };
+  }
+
+  /** Resolves once no reply waits for its first message, or when `signal` aborts. */
+  clear(signal: AbortSignal): Promise<void> {
+    if (this.#waiting === 0 || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const wake = () => {
+        this.#onClear.delete(wake);
+        signal.removeEventListener('abort', wake);
+        resolve();
+      };
+      this.#onClear.add(wake);
+      signal.addEventListener('abort', wake, { once: true });
+    });
+  }
+}
