@@ -14,7 +14,6 @@ export function clusterNames(ns: string) {
   return {
     stream: `${ns}_inbox`,
     inboxSubject: (partition: number) => `${ns}.inbox.${partition}`,
-    inboxWildcard: `${ns}.inbox.*`,
     leaseBucket: `${ns}_leases`,
     stopBucket: `${ns}_stops`,
     stopSubject: (token: string) => `${ns}.stop.${token}`,

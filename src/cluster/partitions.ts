@@ -10,7 +10,6 @@ import type { HeldLease } from './leases.js';
 import { partitionOf } from './partition-key.js';
 import { rememberCarrier } from '../observe/trace/ambient.js';
 import { carrierOf } from './trace-headers.js';
-import { partitionToShed, peerLoads } from './work-balance.js';
 
 interface Owned {
   partition: number;
@@ -38,22 +37,12 @@ export interface PartitionHooks {
  * partitions among the live instances: it takes free ones up to that and hands surplus ones
  * back after their running turns end, so a joining instance gets its share and a dead one's
  * share is taken within the lease TTL plus one balancing step.
- *
- * The share counts partitions, but the conversations in them are not even (a hash splits 48
- * conversations 27/21 as readily as 24/24), and where the in-flight limit is the bottleneck the
- * busier instance then sets the end while the other idles. So the work in hand is balanced
- * too: an instance with a queue hands a partition that has only queued items to the least
- * loaded instance (by heartbeat), and the least loaded instance takes a free partition whose
- * items wait in the stream, beyond its share; the count evens out again by handing back the
- * partitions with the least work.
  */
 export class Partitions {
   readonly #owned = new Map<number, Owned>();
   readonly #stop = new AbortController();
   #timer: NodeJS.Timeout | undefined;
   #balancing = false;
-  /** Partitions handed away for load, with when this instance may take them again (ms). */
-  readonly #shed = new Map<number, number>();
 
   constructor(
     private readonly s: ClusterServices,
@@ -114,18 +103,13 @@ export class Partitions {
     this.#balancing = true;
     try {
       const target = this.#target();
-      // Least work first: a partition taken for its waiting items is not the one handed back.
-      const mine = [...this.#owned.values()]
-        .filter((o) => !o.leaving)
-        .map((o) => ({ o, work: this.#workOf(o.partition) }))
-        .sort((a, b) => a.work.inFlight + a.work.queued - (b.work.inFlight + b.work.queued))
-        .map(({ o }) => o);
+      const mine = [...this.#owned.values()].filter((o) => !o.leaving);
       if (mine.length > target) {
         // Every surplus partition at once, each handed back when its running turns end; the
         // balancing goes on meanwhile. (One per step, waiting for each, kept the first
         // instance of a cluster consuming most partitions for many seconds after the others
         // had joined: a kill of it then stalled most conversations.)
-        for (const o of mine.slice(0, mine.length - target))
+        for (const o of mine.slice(target))
           this.#leave(o, 'rebalancing').catch((err: unknown) => this.log.error({ err, partition: o.partition }, 'partition hand-back failed'));
         return;
       }
@@ -135,69 +119,23 @@ export class Partitions {
       const free: number[] = [];
       for (let i = 0; i < n && this.#owned.size + free.length < target; i++) {
         const p = (offset + i) % n;
-        if (this.#isFree(p)) free.push(p);
+        if (!this.#owned.has(p) && !this.s.leases.ownerOf(`part.${p}`)) free.push(p);
       }
-      if (!free.length) return await this.#balanceWork(mine);
       // Taken together: a takeover of a dead instance's share is one round of NATS requests, not one per partition.
-      await Promise.all(free.map((p) => this.#take(p)));
+      await Promise.all(
+        free.map(async (p) => {
+          const lease = await this.s.leases.tryAcquire(`part.${p}`).catch((err: unknown) => {
+            this.log.warn({ err, partition: p }, 'partition lease attempt failed');
+            return undefined;
+          });
+          if (!lease) return;
+          if (this.#stop.signal.aborted) return void (await lease.release());
+          await this.#own(p, lease);
+        }),
+      );
     } finally {
       this.#balancing = false;
     }
-  }
-
-  #isFree(p: number): boolean {
-    if ((this.#shed.get(p) ?? 0) > Date.now()) return false;
-    this.#shed.delete(p);
-    return !this.#owned.has(p) && !this.s.leases.ownerOf(`part.${p}`);
-  }
-
-  #workOf(partition: number): { inFlight: number; queued: number } {
-    return this.dispatcher.load((scope) => partitionOf(scope, this.s.config.partitions) === partition);
-  }
-
-  async #take(p: number): Promise<void> {
-    const lease = await this.s.leases.tryAcquire(`part.${p}`).catch((err: unknown) => {
-      this.log.warn({ err, partition: p }, 'partition lease attempt failed');
-      return undefined;
-    });
-    if (!lease) return;
-    if (this.#stop.signal.aborted) return void (await lease.release());
-    await this.#own(p, lease);
-  }
-
-  /**
-   * With the share settled: hands one partition of queued-only work to the least loaded
-   * instance when that brings the two closer, or, being the least loaded, takes one free
-   * partition whose items wait in the stream. One move per step: the heartbeats that tell the
-   * loads are renewed about as often.
-   */
-  async #balanceWork(mine: Owned[]): Promise<void> {
-    const peers = peerLoads(this.s.leases.table('inst.'), this.s.instanceId);
-    if (!peers.length) return;
-    const here = this.dispatcher.load();
-    const load = here.inFlight + here.queued;
-    const lightest = Math.min(...peers.map((p) => p.load));
-    if (here.queued > 0 && load > lightest) {
-      const shed = partitionToShed(
-        mine.map((o) => ({ partition: o.partition, ...this.#workOf(o.partition) })),
-        load,
-        lightest,
-      );
-      const o = shed === undefined ? undefined : this.#owned.get(shed);
-      if (!o) return;
-      // Not taken back here for a lease TTL: the lighter instance takes it in its next step.
-      this.#shed.set(o.partition, Date.now() + this.s.config.lease_ttl_ms);
-      this.#leave(o, 'load: another instance has less work').catch((err: unknown) =>
-        this.log.error({ err, partition: o.partition }, 'partition hand-back failed'),
-      );
-      return;
-    }
-    if (load > lightest) return;
-    const free = [...Array(this.s.config.partitions).keys()].filter((p) => this.#isFree(p));
-    if (!free.length) return;
-    const { state } = await this.s.jsm.streams.info(this.s.names.stream, { subjects_filter: this.s.names.inboxWildcard });
-    const waiting = free.find((p) => (state.subjects?.[this.s.names.inboxSubject(p)] ?? 0) > 0);
-    if (waiting !== undefined) await this.#take(waiting);
   }
 
   async #own(partition: number, lease: HeldLease): Promise<void> {

@@ -114,8 +114,8 @@ export interface TopologyWork {
   stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
   /** Runs a control command here; undefined when it is not one. */
   runControl(msg: ChannelMessage, scope: string, cmd: ParsedCommand): Promise<string | undefined> | undefined;
-  /** What this instance runs now (heartbeats tell the others); with `match`, only the matching scopes'. */
-  load(match?: (scope: string) => boolean): { inFlight: number; queued: number };
+  /** What this instance runs now (heartbeats tell the others). */
+  load(): { inFlight: number; queued: number };
 }
 
 /** A channel's listener as the topology sees it, to decide where it may run. */

@@ -310,8 +310,7 @@ export class Dispatcher implements TopologyWork {
   }
 
   /** What this instance runs now (the cluster heartbeat tells the others). */
-  load(match?: (scope: string) => boolean): { inFlight: number; queued: number } {
-    if (match) return this.#lanes.loadOf(match);
+  load(): { inFlight: number; queued: number } {
     const { inFlight, queued } = this.#lanes.snapshot();
     return { inFlight, queued };
   }

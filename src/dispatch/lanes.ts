@@ -296,18 +296,6 @@ export class Lanes {
     return undefined;
   }
 
-  /** Running turns and queued items of the matching scopes (a cluster partition's, to balance by). */
-  loadOf(match: (scope: string) => boolean): { inFlight: number; queued: number } {
-    let inFlight = 0;
-    let queued = 0;
-    for (const lane of this.#lanes.values()) {
-      if (!match(lane.scope)) continue;
-      queued += lane.queue.length;
-      if (lane.running) inFlight++;
-    }
-    return { inFlight, queued };
-  }
-
   snapshot(): { inFlight: number; queued: number; channels: Record<string, { inFlight: number; queued: number }> } {
     const channels: Record<string, { inFlight: number; queued: number }> = {};
     for (const lane of this.#lanes.values()) {
