@@ -4,7 +4,7 @@ import { createHmac, randomBytes, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, StorageReporter, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, RelayedReply, StorageReporter, TransportOptions } from '../../src/contracts/channel.js';
 import { dirname, join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { isLoopbackClient, pageHeaders, secretEquals, sendJson } from '../../src/util/http-helpers.js';
@@ -307,8 +307,7 @@ export class WebchatAdapter implements ChannelAdapter {
   // The transport calls below only write to local sockets: nothing waits, so nothing to cut.
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const ref = randomUUID();
-    const buttons = options.buttons?.map((b) => ({ label: b.label, data: b.data }));
-    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options.final ?? false, ...(buttons?.length ? { buttons } : {}) });
+    this.#broadcast(target.chatId, { type: 'reply', ref, text, final: options.final ?? false, ...buttonsFrame(options.buttons) });
     return { chatId: target.chatId, messageId: ref };
   }
 
@@ -317,6 +316,10 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
   async finalize(refs: readonly MessageRef[]): Promise<void> {
+    this.#finalize(refs);
+  }
+
+  #finalize(refs: readonly MessageRef[]): void {
     for (const ref of refs) {
       const r = this.#tabs.get(ref.chatId)?.backlog.get(`bot:${ref.messageId}`);
       if (r?.from === 'bot' && !r.final) this.#broadcast(ref.chatId, { type: 'reply', ref: ref.messageId, text: r.text, final: true });
@@ -329,6 +332,21 @@ export class WebchatAdapter implements ChannelAdapter {
 
   async typing(target: ReplyTarget): Promise<void> {
     this.#broadcast(target.chatId, { type: 'typing' });
+  }
+
+  /**
+   * Each tab's sockets are held by the instance the browser reached, while its turn runs
+   * where its conversation is served: what that instance wrote (with the message ids it
+   * made) comes here and goes to this instance's sockets and backlogs as if written here.
+   */
+  applyRelayed(reply: RelayedReply): void {
+    // Synchronous, as the calls below are: a failure reaches the relay, which logs it.
+    if (reply.op === 'send')
+      this.#broadcast(reply.target.chatId, { type: 'reply', ref: reply.messageId, text: reply.text, final: reply.final, ...buttonsFrame(reply.buttons) });
+    else if (reply.op === 'edit') this.#broadcast(reply.ref.chatId, { type: 'reply', ref: reply.ref.messageId, text: reply.text, final: reply.final });
+    else if (reply.op === 'delete') this.#broadcast(reply.ref.chatId, { type: 'delete', ref: reply.ref.messageId });
+    else if (reply.op === 'typing') this.#broadcast(reply.target.chatId, { type: 'typing' });
+    else this.#finalize(reply.refs);
   }
 
   /**
@@ -381,6 +399,11 @@ export class WebchatAdapter implements ChannelAdapter {
   get memory(): { tabs: number; backlogBytes: number } {
     return { tabs: this.#tabs.size, backlogBytes: this.#backlogBytes };
   }
+}
+
+/** A reply's buttons as the page gets them (none: no key). */
+function buttonsFrame(buttons: ReadonlyArray<{ label: string; data: string }> | undefined): { buttons?: Array<{ label: string; data: string }> } {
+  return buttons?.length ? { buttons: buttons.map((b) => ({ label: b.label, data: b.data })) } : {};
 }
 
 /** How a backlog entry is replayed to a tab. */

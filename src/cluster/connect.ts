@@ -20,6 +20,8 @@ export function clusterNames(ns: string) {
     stopWildcard: `${ns}.stop.>`,
     controlSubject: (token: string) => `${ns}.control.${token}`,
     controlWildcard: `${ns}.control.>`,
+    /** Reply operations of a channel with instance-local connections, to every instance (src/cluster/reply-relay.ts). */
+    relaySubject: (token: string) => `${ns}.relay.${token}`,
   };
 }
 export type ClusterNames = ReturnType<typeof clusterNames>;

@@ -80,6 +80,19 @@ export interface NativeStream {
 }
 
 /**
+ * A reply operation on a channel whose users are connected to one instance each (its
+ * connections are instance-local): what the instance running the turn did, as the other
+ * instances apply it to their own connections (cluster mode). `messageId` was made where the
+ * turn runs, so the later edits of a message find it everywhere.
+ */
+export type RelayedReply =
+  | { op: 'send'; target: ReplyTarget; messageId: string; text: string; final: boolean; buttons?: Button[] }
+  | { op: 'edit'; ref: MessageRef; text: string; final: boolean; buttons?: Button[] }
+  | { op: 'delete'; ref: MessageRef }
+  | { op: 'typing'; target: ReplyTarget }
+  | { op: 'finalize'; refs: MessageRef[] };
+
+/**
  * Resolves once `msg` is durably in the inbox. Only then may the adapter ack the platform.
  * Resolves `false` when the message was refused before storage (self, bots, filters).
  * While the store cannot take writes the message is held and this resolves once it is
@@ -177,6 +190,15 @@ export interface ChannelAdapter {
    * and once more with `lateHandoverState`).
    */
   resumeFrom?(state: unknown): void;
+  /**
+   * Declares the channel's connections instance-local (a page's sockets, each held by the
+   * instance the user reached): a turn may run on another instance, so the topology relays
+   * its reply operations (send, edit, delete, typing, finalize) to every instance, and each
+   * applies them here to its own connections and what it keeps for them. Called only with
+   * another instance's operations (this instance's own calls reach the adapter directly);
+   * writes locally and never waits. Absent: the platform delivers replies from anywhere.
+   */
+  applyRelayed?(reply: RelayedReply): void;
   /**
    * Releases what the adapter holds for its whole life (a keep-alive connection pool, a
    * client). The daemon calls it once, when the adapter is dropped for good: after its

@@ -23,6 +23,7 @@ import { startOfUtcDay } from '../../store/usage-ledger.js';
 import { openCluster, type ClusterServices } from '../../cluster/connect.js';
 import { ClusterInbox } from '../../cluster/inbox.js';
 import { leasedAdapter, leasedParts } from '../../cluster/listener-lease.js';
+import { relayedAdapter } from '../../cluster/reply-relay.js';
 import { PgApprovalStore } from '../../cluster/pg-approvals.js';
 import { PgMinuteStore } from '../../cluster/pg-minutes.js';
 import { PgReminderStore } from '../../cluster/pg-reminders.js';
@@ -210,12 +211,16 @@ export class ClusterTopology implements Topology {
   /**
    * A listener its kind calls exclusive (polling, gateways, sockets) runs where its lease is;
    * the others (webhooks, pages) everywhere. One split into parts (gateway shards) has a
-   * lease per part, `listener.<id>.<part>`.
+   * lease per part, `listener.<id>.<part>`. A channel whose connections are instance-local
+   * (`applyRelayed`) has its reply operations relayed to every instance
+   * (src/cluster/reply-relay.ts), for a turn runs where its partition is owned, not where
+   * its user is connected.
    */
   gate(listener: ListenerSpec, adapter: ChannelAdapter): ChannelAdapter {
-    if (!listener.exclusive) return adapter;
+    const relayed = relayedAdapter(adapter, listener.id, this.#s, this.#log);
+    if (!listener.exclusive) return relayed;
     const key = `listener.${listener.id}`;
-    return listener.parts > 1 && adapter.listenPart ? leasedParts(adapter, key, listener.parts, this.#s.leases) : leasedAdapter(adapter, key, this.#s.leases);
+    return listener.parts > 1 && relayed.listenPart ? leasedParts(relayed, key, listener.parts, this.#s.leases) : leasedAdapter(relayed, key, this.#s.leases);
   }
 
   status(): ClusterStatus {
