@@ -128,11 +128,16 @@ export class Runtime {
     ctx.emit({ type: 'error', code, message: ctx.errorReply ?? userText('TURN_FAILED') });
   }
 
-  /** Runs a phase's hooks in order; true when the rest up to post_response is skipped. */
+  /**
+   * Runs a phase's hooks in order; true when the rest up to post_response is skipped. Only a
+   * hook that returns a promise is awaited: most hooks of a plain turn answer at once, and an
+   * await per hook was a microtask each, a dozen per turn.
+   */
   async #phase(phase: Phase, ctx: TurnContext): Promise<boolean> {
     for (const hook of this.hooks.ordered(phase)) {
       if (hook.mode && !ctx.modes.has(hook.mode)) continue;
-      const result = (await hook.run(ctx)) ?? HookResult.continue;
+      const ran = hook.run(ctx);
+      const result = (ran instanceof Promise ? await ran : ran) ?? HookResult.continue;
       if (result.kind === 'short_circuit') {
         ctx.replyText(result.reply);
         return true;
@@ -147,7 +152,8 @@ export class Runtime {
     for (const hook of this.hooks.ordered(phase)) {
       if (hook.mode && !ctx.modes.has(hook.mode)) continue;
       try {
-        await hook.run(ctx);
+        const ran = hook.run(ctx);
+        if (ran instanceof Promise) await ran;
       } catch (err) {
         this.#o.onHookError?.(phase, hook.name, err);
       }

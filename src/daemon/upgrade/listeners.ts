@@ -39,11 +39,21 @@ export class ListenerGate {
     this.#before = before;
     const listen: Listen = (deliver, signal, onConnected, onReconnecting, onStandby) => this.#listen(deliver, signal, onConnected, onReconnecting, onStandby);
     // Everything but listen is the adapter's own, bound to it (its private fields need that).
+    // Each method is bound once and reused while the adapter holds the same function: a turn
+    // reads the adapter's methods several times, and a fresh bound function per read was
+    // measurable per message.
+    const bound = new Map<PropertyKey, { fn: (...a: unknown[]) => unknown; bound: (...a: unknown[]) => unknown }>();
     this.adapter = new Proxy(inner, {
       get: (target, key) => {
         if (key === 'listen') return listen;
         const v = Reflect.get(target, key, target) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        if (typeof v !== 'function') return v;
+        const hit = bound.get(key);
+        if (hit?.fn === v) return hit.bound;
+        const fn = v as (...a: unknown[]) => unknown;
+        const b = fn.bind(target);
+        bound.set(key, { fn, bound: b });
+        return b;
       },
     });
   }

@@ -69,6 +69,27 @@ describe('ListenerGate (channeld upgrade)', () => {
     await listening;
   });
 
+  it("the gate's adapter binds each method to the adapter once, and sees a replaced method", () => {
+    class Counter {
+      readonly id = 'x';
+      #n = 0;
+      next(): number {
+        return ++this.#n;
+      }
+      listen(): Promise<void> {
+        return Promise.resolve();
+      }
+    }
+    const inner = new Counter();
+    const gate = new ListenerGate(inner as unknown as ChannelAdapter, false);
+    const adapter = gate.adapter as unknown as Counter;
+    const next = adapter.next;
+    expect(next()).toBe(1);
+    expect(adapter.next).toBe(next);
+    inner.next = () => 42;
+    expect(adapter.next()).toBe(42);
+  });
+
   it('a state over the bound is not handed over', async () => {
     const { adapter, runs } = listener({ big: 'x'.repeat(MAX_STATE_BYTES) });
     const gate = new ListenerGate(adapter, 'handOver');
