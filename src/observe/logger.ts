@@ -98,22 +98,15 @@ export async function prettyDestination(): Promise<DestinationStream> {
   return pretty({ colorize: true, sync: true });
 }
 
-/** Log lines are written to stdout once this many bytes wait (about 25 turn lines)… */
-const LOG_BUFFER_BYTES = 8192;
-/** …or after this long, whichever comes first: how late a line can reach journald. */
-const LOG_FLUSH_MS = 100;
-
 /** pino JSON to stdout (journald reads it, with priorities when `journald`), pretty in a TTY, with tokens redacted twice over. */
 export function createLogger(options: LoggerOptions): Logger {
   const secrets = options.secrets ?? (() => []);
-  // Asynchronous and buffered: lines go out LOG_BUFFER_BYTES at a time, or every
-  // LOG_FLUSH_MS, off the event loop. A write per line, even asynchronous, cost a thread-pool
-  // round trip per turn (about 7 % of the CPU per message under load; a synchronous write was
-  // 6 %). pino flushes the buffer synchronously on exit; only a kill -9 can lose the last
-  // LOG_FLUSH_MS of lines. A stdout that stops reading (a stalled pipe) never blocks the
-  // daemon: lines wait in memory, up to 16 MiB, and past that are dropped.
-  const destination =
-    options.destination ?? pino.destination({ dest: 1, sync: false, minLength: LOG_BUFFER_BYTES, periodicFlush: LOG_FLUSH_MS, maxLength: 16 * 2 ** 20 });
+  // Asynchronous: lines written while a write is in flight go out together in the next one,
+  // off the event loop (a synchronous write per line was 6 % of the CPU per message). pino
+  // flushes it synchronously on exit; only a kill -9 can lose the last few milliseconds. A
+  // stdout that stops reading (a stalled pipe) no longer blocks the daemon: lines wait in
+  // memory, up to 16 MiB, and past that are dropped rather than growing without bound.
+  const destination = options.destination ?? pino.destination({ dest: 1, sync: false, maxLength: 16 * 2 ** 20 });
   return pino(
     {
       level: options.level,
