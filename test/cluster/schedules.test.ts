@@ -33,7 +33,10 @@ describe.skipIf(skip !== undefined)(`[[schedules]] in cluster mode, two real pro
     // Nothing else runs or waits anywhere: the one reply is all there is.
     await waitFor(async () => (await Promise.all(c!.live().map((m) => c!.status(m)))).every((s) => s.turns.in_flight === 0), 30_000, 50);
     expect(c.tg.messages.filter((m) => m.chatId === 4242)).toHaveLength(1);
-    const turns = c.live().flatMap((m) => m.proc.lines.filter((l) => l.msg === 'turn finished' && l.scope === 'tg:4242'));
-    expect(turns).toHaveLength(1);
+    // Log lines reach stdout up to 100 ms after they are written (the logger buffers its writes):
+    // wait for the turn's line, then every instance has settled and there is only the one.
+    const turns = () => c!.live().flatMap((m) => m.proc.lines.filter((l) => l.msg === 'turn finished' && l.scope === 'tg:4242'));
+    await waitFor(() => turns().length > 0, 10_000, 50);
+    expect(turns()).toHaveLength(1);
   });
 });
