@@ -81,7 +81,7 @@ describe('ListenerGate (channeld upgrade)', () => {
       }
     }
     const inner = new Counter();
-    const gate = new ListenerGate(inner as unknown as ChannelAdapter, false);
+    const gate = new ListenerGate(inner as unknown as ChannelAdapter, 'overlap');
     const adapter = gate.adapter as unknown as Counter;
     const next = adapter.next;
     expect(next()).toBe(1);
