@@ -1,29 +1,19 @@
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
-import { createHmac, randomBytes, randomUUID } from 'node:crypto';
+import { createHmac, randomUUID } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, RelayedReply, StorageReporter, TransportOptions } from '../../src/contracts/channel.js';
-import { dirname, join } from 'node:path';
+import { join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { isLoopbackClient, pageHeaders, secretEquals, sendJson } from '../../src/util/http-helpers.js';
+import { isLoopbackClient, secretEquals, sendJson } from '../../src/util/http-helpers.js';
 import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
-import { parseClientFrame, type ServerFrame } from './protocol.js';
-import { handedTabs, mergeBacklog, tabsToHandOver, type BacklogEntry, type TabBacklog } from './handover.js';
+import { buttonsFrame, parseClientFrame, type ServerFrame } from './protocol.js';
+import { backlogFrame, handedTabs, mergeBacklog, tabsToHandOver, type BacklogEntry, type TabBacklog } from './handover.js';
+import { storedKey } from './id-key.js';
+import { assets, servePage } from './page-route.js';
 import { Uploads } from './uploads.js';
-
-// `npm run build` copies the page, its script and style next to the compiled module.
-const page = readFileSync(new URL('./page.html', import.meta.url), 'utf8');
-/** Served under /webchat/<id>/assets/: separate files, so the page needs no inline script. */
-const assets: Record<string, { type: string; body: string | Buffer }> = {
-  'page.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(new URL('./page.js', import.meta.url), 'utf8') },
-  'page.css': { type: 'text/css; charset=utf-8', body: readFileSync(new URL('./page.css', import.meta.url), 'utf8') },
-  // markdown-it's own browser build, straight from node_modules: no bundler, no copy in the repo.
-  'markdown-it.js': { type: 'text/javascript; charset=utf-8', body: readFileSync(createRequire(import.meta.url).resolve('markdown-it/browser')) },
-};
 
 /** Messages and replies kept per tab, in order, so a reloaded tab sees both sides of the conversation. */
 const BACKLOG = 100;
@@ -290,8 +280,7 @@ export class WebchatAdapter implements ChannelAdapter {
       else deleted.delete(`bot:${frame.ref}`);
       this.#late.set(chatId, deleted);
     }
-    const data = JSON.stringify(frame);
-    for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
+    sendToTab(tab, frame);
   }
 
   /** Adds or updates a backlog entry; an update keeps the entry's place, the oldest go past BACKLOG. */
@@ -388,10 +377,7 @@ export class WebchatAdapter implements ChannelAdapter {
         this.#forgetReply(tab, key);
         frames.push({ type: 'delete', ref: key.slice(4) });
       }
-      for (const frame of frames) {
-        const data = JSON.stringify(frame);
-        for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
-      }
+      for (const frame of frames) sendToTab(tab, frame);
     }
   }
 
@@ -401,41 +387,8 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 }
 
-/** A reply's buttons as the page gets them (none: no key). */
-function buttonsFrame(buttons: ReadonlyArray<{ label: string; data: string }> | undefined): { buttons?: Array<{ label: string; data: string }> } {
-  return buttons?.length ? { buttons: buttons.map((b) => ({ label: b.label, data: b.data })) } : {};
-}
-
-/** How a backlog entry is replayed to a tab. */
-function backlogFrame(key: string, e: BacklogEntry): ServerFrame {
-  return e.from === 'user'
-    ? { type: 'message', id: e.id, text: e.text }
-    : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final, ...(e.buttons ? { buttons: e.buttons } : {}) };
-}
-
-/** A random key kept in `file` (0600), made on first use; in memory only where the file cannot be written. */
-function storedKey(file: string): string {
-  try {
-    const kept = readFileSync(file, 'utf8').trim();
-    if (kept) return kept;
-  } catch {
-    // Not made yet.
-  }
-  const key = randomBytes(32).toString('hex');
-  try {
-    mkdirSync(dirname(file), { recursive: true, mode: 0o700 });
-    writeFileSync(file, key, { mode: 0o600 });
-  } catch {
-    // A read-only state dir: ids then change on restart, which only costs a pending approval its starter.
-  }
-  return key;
-}
-
-function servePage(res: import('node:http').ServerResponse, channelId: string, needsToken: boolean): void {
-  const html = page
-    .replaceAll('__ASSETS__', `/webchat/${encodeURIComponent(channelId)}/assets`)
-    .replace('__CHANNEL_ID__', channelId)
-    .replace('__AUTH__', needsToken ? 'token' : 'none');
-  res.writeHead(200, pageHeaders("default-src 'self'; style-src 'self'; script-src 'self'; img-src 'self'; connect-src 'self' ws: wss:"));
-  res.end(html);
+/** A frame to every open socket of a tab. */
+function sendToTab(tab: Tab, frame: ServerFrame): void {
+  const data = JSON.stringify(frame);
+  for (const ws of tab.sockets) if (ws.readyState === ws.OPEN) ws.send(data);
 }

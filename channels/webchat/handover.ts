@@ -1,3 +1,5 @@
+import type { ServerFrame } from './protocol.js';
+
 /**
  * `channeld upgrade`: the web chat's tabs (each a backlog of both sides of its conversation)
  * go from the old process to the new one, so a tab that reconnects there is restored. The
@@ -118,4 +120,11 @@ export function handedTabs(state: unknown): HandedTab[] {
     out.push({ id: t.id, lastSeenMs: t.lastSeenMs, backlog, ...(deleted.length ? { deleted } : {}) });
   }
   return out;
+}
+
+/** How a backlog entry is replayed to a tab. */
+export function backlogFrame(key: string, e: BacklogEntry): ServerFrame {
+  return e.from === 'user'
+    ? { type: 'message', id: e.id, text: e.text }
+    : { type: 'reply', ref: key.slice(4), text: e.text, final: e.final, ...(e.buttons ? { buttons: e.buttons } : {}) };
 }

@@ -51,3 +51,8 @@ export function parseClientFrame(data: string): ClientFrame | undefined {
   }
   return undefined;
 }
+
+/** A reply's buttons as the page gets them (none: no key). */
+export function buttonsFrame(buttons: ReadonlyArray<{ label: string; data: string }> | undefined): { buttons?: Array<{ label: string; data: string }> } {
+  return buttons?.length ? { buttons: buttons.map((b) => ({ label: b.label, data: b.data })) } : {};
+}

@@ -2,6 +2,7 @@ import type { ChannelAdapter, Deliver } from '../contracts/channel.js';
 import { ChannelError } from '../contracts/errors.js';
 import { sleep } from '../util/abortable.js';
 import type { Leases } from './leases.js';
+import { boundView } from '../util/bound-view.js';
 
 /**
  * The adapter with `listen` run under a lease: it waits (showing `standby` and the owner)
@@ -21,13 +22,7 @@ export function leasedAdapter(adapter: ChannelAdapter, key: string, leases: Leas
     }
     if (held.signal.aborted && !signal.aborted) throw held.signal.reason;
   };
-  return new Proxy(adapter, {
-    get(target, prop) {
-      if (prop === 'listen') return listen;
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  return boundView(adapter, { listen });
 }
 
 /**
@@ -99,11 +94,5 @@ export function leasedParts(adapter: ChannelAdapter, key: string, parts: number,
     );
     if (first !== undefined && !signal.aborted) throw first;
   };
-  return new Proxy(adapter, {
-    get(target, prop) {
-      if (prop === 'listen') return listen;
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  return boundView(adapter, { listen });
 }

@@ -3,6 +3,7 @@ import type { MessageRef, ReplyTarget } from '../contracts/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { ClusterServices } from './connect.js';
 import { scopeToken } from './partition-key.js';
+import { boundView } from '../util/bound-view.js';
 
 /**
  * The largest relayed operation: a reply is bounded by its platform's message length, so
@@ -87,13 +88,7 @@ export function relayedAdapter(adapter: ChannelAdapter, channelId: string, s: Cl
         }
       : {}),
   };
-  return new Proxy(adapter, {
-    get(target, prop) {
-      if (Object.hasOwn(relayed, prop)) return relayed[prop as keyof ChannelAdapter];
-      const v = Reflect.get(target, prop, target) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-    },
-  });
+  return boundView(adapter, relayed);
 }
 
 const buttonsOf = (o: TransportOptions): { buttons?: Button[] } => (o.buttons ? { buttons: o.buttons } : {});

@@ -1,6 +1,7 @@
 import type { ChannelAdapter, Deliver } from '../../contracts/channel.js';
 import { CodedError } from '../../contracts/errors.js';
 import { boundedState } from './protocol.js';
+import { boundView } from '../../util/bound-view.js';
 
 type Listen = ChannelAdapter['listen'];
 
@@ -38,24 +39,8 @@ export class ListenerGate {
     this.#inner = inner;
     this.#before = before;
     const listen: Listen = (deliver, signal, onConnected, onReconnecting, onStandby) => this.#listen(deliver, signal, onConnected, onReconnecting, onStandby);
-    // Everything but listen is the adapter's own, bound to it (its private fields need that).
-    // Each method is bound once and reused while the adapter holds the same function: a turn
-    // reads the adapter's methods several times, and a fresh bound function per read was
-    // measurable per message.
-    const bound = new Map<PropertyKey, { fn: (...a: unknown[]) => unknown; bound: (...a: unknown[]) => unknown }>();
-    this.adapter = new Proxy(inner, {
-      get: (target, key) => {
-        if (key === 'listen') return listen;
-        const v = Reflect.get(target, key, target) as unknown;
-        if (typeof v !== 'function') return v;
-        const hit = bound.get(key);
-        if (hit?.fn === v) return hit.bound;
-        const fn = v as (...a: unknown[]) => unknown;
-        const b = fn.bind(target);
-        bound.set(key, { fn, bound: b });
-        return b;
-      },
-    });
+    // Everything but listen is the adapter's own, bound to it once (src/util/bound-view.ts).
+    this.adapter = boundView(inner, { listen });
   }
 
   async #listen(...[deliver, signal, onConnected, onReconnecting, onStandby]: Parameters<Listen>): Promise<void> {
