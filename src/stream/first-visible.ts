@@ -39,4 +39,12 @@ export class FirstVisibleFirst {
       signal.addEventListener('abort', wake, { once: true });
     });
   }
+
+  /** Waits while any reply has nothing shown (until `signal` aborts); how long it waited, 0 when none did. */
+  async heldMs(signal: AbortSignal): Promise<number> {
+    if (this.#waiting === 0) return 0;
+    const from = Date.now();
+    while (this.#waiting > 0 && !signal.aborted) await this.clear(signal);
+    return Date.now() - from;
+  }
 }

@@ -1,11 +1,12 @@
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
-import type { ChannelAdapter, ChannelCapabilities, NativeStream } from '../contracts/channel.js';
-import type { MessageRef, ReplyTarget } from '../contracts/message.js';
+import type { NativeStream } from '../contracts/channel.js';
+import type { MessageRef } from '../contracts/message.js';
 import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
 import { chunkText } from '../util/chunk.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 import { isBackgroundReply } from '../contracts/tools.js';
-import type { FirstVisibleFirst } from './first-visible.js';
+import type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
+import { TypingIndicator } from './typing.js';
 
 export const STOP_MARKER = '⏹ Stopped.';
 /**
@@ -19,54 +20,9 @@ const TURN_ENDED = new CodedError('TURN_ENDED');
  * normal running) lets it go at once, so drafts keep their pace when the daemon is not busy.
  */
 const HELD_LONG_MS = 100;
-/** How long a turn may take to show text before the typing indicator goes up. */
-export const TYPING_GRACE_MS = 300;
 
-type Transport = Pick<ChannelAdapter, 'send' | 'edit' | 'delete' | 'typing'> & Partial<Pick<ChannelAdapter, 'finalize' | 'openNativeStream'>>;
-
-export interface ReplyStreamOptions {
-  transport: Transport;
-  capabilities: ChannelCapabilities;
-  target: ReplyTarget;
-  /** The channel's `edit_interval_ms`; never below the platform floor. */
-  editIntervalMs?: number;
-  streamMode: 'partial' | 'final';
-  showToolProgress: boolean;
-  /** Stable per reply (the user's message id): with the chunk index it keys idempotent sends. */
-  replyKey?: string;
-  /** Messages a previous run of this turn already sent (crash recovery): they are edited, not re-sent. */
-  existingRefs?: readonly MessageRef[];
-  /** Told whenever the set of messages holding the reply changes, so it can be persisted. */
-  onRefs?: (refs: MessageRef[]) => void;
-  /**
-   * Waited for before each new platform message: resolves once its id can be persisted
-   * (the store takes writes). A message sent while it cannot would be unknown to a process
-   * restarted before the store recovers, which would send its answer again.
-   */
-  beforeSend?: (signal: AbortSignal) => Promise<unknown>;
-  /** How long the final text keeps being retried after the turn ends. */
-  finalDeadlineMs: number;
-  /**
-   * Hard stop (shutdown past its grace, a lost cluster lease): even the final text stops
-   * retrying, and every platform call in flight is cut.
-   */
-  signal: AbortSignal;
-  onRateLimited?: () => void;
-  /** A native stream failed and the turn went on with send + edit. */
-  onFallback?: () => void;
-  onError?: (err: unknown, phase: 'draft' | 'final') => void;
-  /** Told once, when the user first sees any text of the reply (the first-visible latency). */
-  onVisible?: () => void;
-  /** Shared by the daemon's replies: mid-answer draft edits wait while another reply has nothing shown yet. */
-  firstVisible?: FirstVisibleFirst;
-}
-
-export interface ReplyResult {
-  refs: MessageRef[];
-  /** Platform requests this reply made (sends, edits, deletes; typing excluded). */
-  requests: number;
-  delivered: boolean;
-}
+export type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
+export { TYPING_GRACE_MS } from './typing.js';
 
 interface Shown {
   ref: MessageRef | undefined;
@@ -90,7 +46,8 @@ export class ReplyStream {
   #requests = 0;
   #wake: (() => void) | undefined;
   #dirty = false;
-  #typingTimer: NodeJS.Timeout | undefined;
+  /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
+  #typingIndicator: TypingIndicator | undefined;
   /** Aborted when the turn ends, so a draft waiting out its interval moves on to the final text. */
   readonly #ended = new AbortController();
   /**
@@ -122,7 +79,14 @@ export class ReplyStream {
     this.#draftsEnabled = options.streamMode === 'partial';
     const nativeWanted = options.capabilities.nativeStream && options.transport.openNativeStream !== undefined;
     this.#nativeState = nativeWanted && this.#draftsEnabled && this.#shown.length === 0 ? 'unopened' : 'off';
-    if (options.capabilities.typing) this.#typing();
+    if (options.capabilities.typing)
+      this.#typingIndicator = new TypingIndicator(options.capabilities.typingRefreshMs ?? 5000, () => {
+        if (this.#ending || this.#visible || this.#signal.aborted) return false;
+        // Text waiting for its first message (a busy daemon, a 429's hold): that message is
+        // what the user needs, and a typing request would only queue in front of it.
+        if (!this.#textPending()) this.#o.transport.typing(this.#o.target, { signal: this.#signal }).catch(() => {});
+        return true;
+      });
     this.#done = this.#run();
   }
 
@@ -157,7 +121,7 @@ export class ReplyStream {
       case 'error':
       case 'cancelled':
         this.#ending = event;
-        this.#stopTyping();
+        this.#typingIndicator?.stop();
         this.#ended.abort(TURN_ENDED);
         break;
       default:
@@ -176,20 +140,6 @@ export class ReplyStream {
     return this.#text;
   }
 
-  #typing(): void {
-    const refresh = this.#o.capabilities.typingRefreshMs ?? 5000;
-    const tick = () => {
-      if (this.#ending || this.#visible || this.#signal.aborted) return;
-      // Text waiting for its first message (a busy daemon, a 429's hold): that message is
-      // what the user needs, and a typing request would only queue in front of it.
-      if (!this.#textPending()) this.#o.transport.typing(this.#o.target, { signal: this.#signal }).catch(() => {});
-      this.#typingTimer = setTimeout(tick, refresh);
-    };
-    // An answer that shows up at once needs no typing indicator: that would be one platform
-    // request per reply spent on nothing the user could see.
-    this.#typingTimer = setTimeout(tick, TYPING_GRACE_MS);
-  }
-
   /**
    * Drafts on, the platform shows drafts as they grow, and there is text: the reply's first
    * message is on its way. On a platform without edits text shows only chunk by chunk, so
@@ -197,11 +147,6 @@ export class ReplyStream {
    */
   #textPending(): boolean {
     return this.#draftsEnabled && this.#o.capabilities.editsDrafts && this.#text.trim() !== '';
-  }
-
-  #stopTyping(): void {
-    clearTimeout(this.#typingTimer);
-    this.#typingTimer = undefined;
   }
 
   #finalText(): string {
@@ -235,7 +180,7 @@ export class ReplyStream {
     if (!this.#visible) this.#o.onVisible?.();
     this.#visible = true;
     this.#releaseFirst?.();
-    this.#stopTyping();
+    this.#typingIndicator?.stop();
   }
 
   /**
@@ -245,10 +190,7 @@ export class ReplyStream {
    */
   async #firstVisibleOfOthers(): Promise<boolean> {
     const gate = this.#o.firstVisible;
-    if (!gate || !this.#visible || gate.waiting === 0) return false;
-    const from = Date.now();
-    while (gate.waiting > 0 && !this.#draftWait.aborted) await gate.clear(this.#draftWait);
-    return Date.now() - from >= HELD_LONG_MS;
+    return gate !== undefined && this.#visible && (await gate.heldMs(this.#draftWait)) >= HELD_LONG_MS;
   }
 
   /**
@@ -410,7 +352,7 @@ export class ReplyStream {
   }
 
   async #final(): Promise<ReplyResult> {
-    this.#stopTyping();
+    this.#typingIndicator?.stop();
     // From here on only the final text goes, and it waits for no other reply.
     this.#releaseFirst?.();
     const deadline = Date.now() + this.#o.finalDeadlineMs;
