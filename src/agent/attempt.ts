@@ -39,6 +39,7 @@ export class Attempt {
   }
 
   #release(e: AgentEvent): AgentEvent[] {
+    if (this.#held.length === 0) return [e];
     const out = [...this.#held, e];
     this.#held = [];
     return out;

@@ -83,13 +83,15 @@ export class FailoverRunner implements AgentRunner {
             break;
           }
         }
+        // A loop, not yield* over the array: yield* on a sync iterable in an async generator
+        // wraps it in an async iterator, a promise and a microtask per event.
         if (e.type === 'done') {
           this.cooldowns.succeeded(c.key);
           this.on.served?.(c.key);
-          yield* shown.take({ ...e, model: c.key });
+          for (const out of shown.take({ ...e, model: c.key })) yield out;
           return;
         }
-        yield* shown.take(e);
+        for (const out of shown.take(e)) yield out;
         if (e.type === 'error' || e.type === 'cancelled') return;
       }
       if (!failedBeforeText) return;

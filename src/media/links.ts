@@ -83,39 +83,42 @@ export function registerLinks(runtime: Runtime, deps: LinkDeps): void {
   runtime.hooks.register({
     phase: 'post_agent_build',
     name: 'links',
-    run: async (ctx) => {
+    // Synchronous for a message without links (most): an async hook makes the rest of its phase wait.
+    run: (ctx) => {
       const input = ctx.input;
       if (!input || !deps.agent().read_links) return;
       const urls = linksIn(ctx.message.text);
       if (!urls.length) return;
-      const maxBytes = Math.min(LINK_MAX_BYTES, deps.maxBytes());
-      const timeoutMs = deps.timeoutMs();
-      const read = await Promise.allSettled(
-        urls.map((url) => {
-          const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]);
-          // The host lookup takes no signal: the race keeps a hung resolver from holding the turn.
-          return raceAbort(readLink(url, maxBytes, signal), signal);
-        }),
-      );
-      if (ctx.signal.aborted) throw ctx.signal.reason;
-      const parts: string[] = [];
-      const notes: string[] = [];
-      read.forEach((r, i) => {
-        const url = urls[i]!;
-        if (r.status === 'rejected') {
-          const why = reasonOf(url, r.reason, { timeoutMs, maxBytes });
-          deps.onError?.(url, r.reason);
-          parts.push(`[link ${url} not read: ${why}]`);
-          notes.push(`I could not read ${url}: ${why}.`);
-          return;
-        }
-        const { title, text } = r.value;
-        const kept = text.slice(0, LINK_TEXT_CHARS);
-        const cut = kept.length < text.length ? `\n[cut: ${text.length - kept.length} more characters]` : '';
-        parts.push(`<link url="${attr(url)}"${title ? ` title="${attr(title)}"` : ''}>\n${kept}${cut}\n</link>`);
-      });
-      input.text = [input.text, 'Pages the user linked to, as fetched just now:', ...parts].filter(Boolean).join('\n\n');
-      for (const note of notes) ctx.emit({ type: 'text_delta', text: `ℹ️ ${note}\n\n` });
+      return (async () => {
+        const maxBytes = Math.min(LINK_MAX_BYTES, deps.maxBytes());
+        const timeoutMs = deps.timeoutMs();
+        const read = await Promise.allSettled(
+          urls.map((url) => {
+            const signal = AbortSignal.any([ctx.signal, AbortSignal.timeout(timeoutMs)]);
+            // The host lookup takes no signal: the race keeps a hung resolver from holding the turn.
+            return raceAbort(readLink(url, maxBytes, signal), signal);
+          }),
+        );
+        if (ctx.signal.aborted) throw ctx.signal.reason;
+        const parts: string[] = [];
+        const notes: string[] = [];
+        read.forEach((r, i) => {
+          const url = urls[i]!;
+          if (r.status === 'rejected') {
+            const why = reasonOf(url, r.reason, { timeoutMs, maxBytes });
+            deps.onError?.(url, r.reason);
+            parts.push(`[link ${url} not read: ${why}]`);
+            notes.push(`I could not read ${url}: ${why}.`);
+            return;
+          }
+          const { title, text } = r.value;
+          const kept = text.slice(0, LINK_TEXT_CHARS);
+          const cut = kept.length < text.length ? `\n[cut: ${text.length - kept.length} more characters]` : '';
+          parts.push(`<link url="${attr(url)}"${title ? ` title="${attr(title)}"` : ''}>\n${kept}${cut}\n</link>`);
+        });
+        input.text = [input.text, 'Pages the user linked to, as fetched just now:', ...parts].filter(Boolean).join('\n\n');
+        for (const note of notes) ctx.emit({ type: 'text_delta', text: `ℹ️ ${note}\n\n` });
+      })();
     },
   });
 }

@@ -100,14 +100,19 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     phase: 'finally',
     name: 'cleanup',
     priority: 0,
-    run: async (ctx) => {
-      for (const fn of ctx.takeCleanups()) {
-        try {
-          await fn();
-        } catch {
-          // One failed cleanup must not keep the others from running.
+    // Synchronous when there is nothing to clean up: an async hook makes the rest of its phase wait a microtask.
+    run: (ctx) => {
+      const fns = ctx.takeCleanups();
+      if (!fns.length) return;
+      return (async () => {
+        for (const fn of fns) {
+          try {
+            await fn();
+          } catch {
+            // One failed cleanup must not keep the others from running.
+          }
         }
-      }
+      })();
     },
   });
   runtime.hooks.register({

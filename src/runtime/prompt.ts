@@ -14,17 +14,42 @@ export class PromptManager {
     return () => void this.#contributors.splice(this.#contributors.indexOf(c) >>> 0, 1);
   }
 
-  async build(ctx: TurnContext): Promise<string> {
-    const parts: string[] = [];
-    for (const c of this.#contributors) {
+  /**
+   * The system prompt; a promise only from the first contributor that answers with one (most
+   * answer at once, and an await each was a promise and a microtask per contributor per turn).
+   */
+  build(ctx: TurnContext): string | Promise<string> {
+    return this.#from(ctx, 0, []);
+  }
+
+  #from(ctx: TurnContext, from: number, parts: string[]): string | Promise<string> {
+    const all = this.#contributors;
+    for (let i = from; i < all.length; i++) {
+      const c = all[i]!;
       if (c.mode && !ctx.modes.has(c.mode)) continue;
+      let text: string | undefined | Promise<string | undefined>;
       try {
-        const text = await c.contribute(ctx);
-        if (text?.trim()) parts.push(text.trim());
+        text = c.contribute(ctx);
       } catch (err) {
         this.onError(c.name, err);
+        continue;
       }
+      if (text instanceof Promise) {
+        return text.then(
+          (t) => this.#from(ctx, i + 1, add(parts, t)),
+          (err: unknown) => {
+            this.onError(c.name, err);
+            return this.#from(ctx, i + 1, parts);
+          },
+        );
+      }
+      add(parts, text);
     }
     return parts.join('\n\n');
   }
+}
+
+function add(parts: string[], text: string | undefined): string[] {
+  if (text?.trim()) parts.push(text.trim());
+  return parts;
 }

@@ -6,7 +6,7 @@ import { commandOf } from '../contracts/commands.js';
 import type { TurnContext, TurnRequest } from '../contracts/turn.js';
 import { Turn } from './context.js';
 import { HookRegistry } from './hooks.js';
-import { HookResult, type Phase } from '../contracts/hooks.js';
+import { type Hook, HookResult, type Phase } from '../contracts/hooks.js';
 import { ModeRegistry } from './modes.js';
 import { PromptManager } from './prompt.js';
 import { boundedTool, ToolRegistry } from './tool-registry.js';
@@ -85,27 +85,29 @@ export class Runtime {
 
   async run(request: TurnRequest): Promise<TurnOutcome> {
     const ctx = new Turn(request, this.modesOf(request.scope));
+    // A phase is awaited only when one of its hooks returned a promise (see #phase).
+    let p: boolean | Promise<boolean> | void | Promise<void>;
     try {
-      let skip = await this.#phase('pre_dispatch', ctx);
-      if (!skip) skip = await this.#dispatchCommand(ctx);
-      if (!skip) skip = await this.#phase('post_dispatch', ctx);
-      if (!skip) skip = await this.#phase('pre_agent_build', ctx);
+      let skip = (p = this.#phase('pre_dispatch', ctx)) instanceof Promise ? await p : p;
+      if (!skip) skip = (p = this.#dispatchCommand(ctx)) instanceof Promise ? await p : p;
+      if (!skip) skip = (p = this.#phase('post_dispatch', ctx)) instanceof Promise ? await p : p;
+      if (!skip) skip = (p = this.#phase('pre_agent_build', ctx)) instanceof Promise ? await p : p;
       if (!skip) {
         await this.#build(ctx);
-        skip = await this.#phase('post_agent_build', ctx);
+        skip = (p = this.#phase('post_agent_build', ctx)) instanceof Promise ? await p : p;
       }
-      if (!skip) skip = await this.#phase('pre_execute', ctx);
+      if (!skip) skip = (p = this.#phase('pre_execute', ctx)) instanceof Promise ? await p : p;
       if (!skip) await this.#execute(ctx);
     } catch (err) {
       await this.#fail(ctx, err);
     }
     // post_response runs after commands, skip_agent and errors alike; finally always.
     try {
-      await this.#phase('post_response', ctx);
+      if ((p = this.#phase('post_response', ctx)) instanceof Promise) await p;
     } catch (err) {
       await this.#fail(ctx, err);
     }
-    await this.#isolated('finally', ctx);
+    if ((p = this.#isolated('finally', ctx)) instanceof Promise) await p;
     // A turn that ended without an ending (a hook skipped the agent and said nothing) still finishes.
     if (!ctx.ending) ctx.emit({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
     const ending = ctx.ending!;
@@ -121,7 +123,8 @@ export class Runtime {
 
   async #fail(ctx: TurnContext, err: unknown): Promise<void> {
     ctx.error = err;
-    await this.#isolated('on_error', ctx);
+    const p = this.#isolated('on_error', ctx);
+    if (p instanceof Promise) await p;
     if (ctx.ending) return;
     if (ctx.signal.aborted) return ctx.emit({ type: 'cancelled' });
     const code: ErrorCode = err instanceof CodedError ? err.code : 'TURN_FAILED';
@@ -130,37 +133,58 @@ export class Runtime {
 
   /**
    * Runs a phase's hooks in order; true when the rest up to post_response is skipped. Only a
-   * hook that returns a promise is awaited: most hooks of a plain turn answer at once, and an
-   * await per hook was a microtask each, a dozen per turn.
+   * hook that returns a promise is awaited, and the phase itself returns a promise only from
+   * the first such hook on: most hooks of a plain turn answer at once, and an async function
+   * per phase was a promise and a microtask each, seven per turn.
    */
-  async #phase(phase: Phase, ctx: TurnContext): Promise<boolean> {
-    for (const hook of this.hooks.ordered(phase)) {
+  #phase(phase: Phase, ctx: TurnContext, from = 0): boolean | Promise<boolean> {
+    const hooks = this.hooks.ordered(phase);
+    for (let i = from; i < hooks.length; i++) {
+      const hook = hooks[i]!;
       if (hook.mode && !ctx.modes.has(hook.mode)) continue;
       const ran = hook.run(ctx);
-      const result = (ran instanceof Promise ? await ran : ran) ?? HookResult.continue;
-      if (result.kind === 'short_circuit') {
-        ctx.replyText(result.reply);
-        return true;
-      }
-      if (result.kind === 'skip_agent') return true;
+      if (ran instanceof Promise) return ran.then((r) => this.#result(r, ctx) || this.#phase(phase, ctx, i + 1));
+      if (this.#result(ran, ctx)) return true;
     }
     return false;
   }
 
-  /** on_error and finally: every hook runs even when one throws. */
-  async #isolated(phase: Phase, ctx: TurnContext): Promise<void> {
-    for (const hook of this.hooks.ordered(phase)) {
+  /** Whether a hook's result skips the rest of the turn (a short circuit replies first). */
+  #result(r: ReturnType<Hook['run']>, ctx: TurnContext): boolean {
+    const result = (r as HookResult | undefined) ?? HookResult.continue;
+    if (result.kind === 'short_circuit') {
+      ctx.replyText(result.reply);
+      return true;
+    }
+    return result.kind === 'skip_agent';
+  }
+
+  /** on_error and finally: every hook runs even when one throws. Synchronous while its hooks are. */
+  #isolated(phase: Phase, ctx: TurnContext, from = 0): void | Promise<void> {
+    const hooks = this.hooks.ordered(phase);
+    for (let i = from; i < hooks.length; i++) {
+      const hook = hooks[i]!;
       if (hook.mode && !ctx.modes.has(hook.mode)) continue;
+      let ran: unknown;
       try {
-        const ran = hook.run(ctx);
-        if (ran instanceof Promise) await ran;
+        ran = hook.run(ctx);
       } catch (err) {
         this.#o.onHookError?.(phase, hook.name, err);
+        continue;
       }
+      if (ran instanceof Promise)
+        return ran.then(
+          () => this.#isolated(phase, ctx, i + 1),
+          (err: unknown) => {
+            this.#o.onHookError?.(phase, hook.name, err);
+            return this.#isolated(phase, ctx, i + 1);
+          },
+        );
     }
   }
 
-  async #dispatchCommand(ctx: TurnContext): Promise<boolean> {
+  /** True when the message was a command (answered here); a promise only while a command runs. */
+  #dispatchCommand(ctx: TurnContext): boolean | Promise<boolean> {
     const parsed = commandOf(ctx.message, ctx.request.botName);
     if (!parsed) return false;
     const cmd = this.commands.find(parsed.name, ctx.modes);
@@ -170,8 +194,10 @@ export class Runtime {
       return true;
     }
     ctx.command = cmd.name;
-    ctx.replyText(await cmd.handler(ctx, parsed.args));
-    return true;
+    return (async () => {
+      ctx.replyText(await cmd.handler(ctx, parsed.args));
+      return true;
+    })();
   }
 
   async #build(ctx: TurnContext): Promise<void> {
@@ -189,8 +215,9 @@ export class Runtime {
         ? () => tools.filter((t) => (t.requires_skills ?? []).every((k) => skills.loaded.has(k))).map((t) => t.name)
         : undefined;
     const model = this.#o.modelOf?.(ctx.scope);
+    const prompt = this.prompt.build(ctx);
     ctx.input = {
-      system: await this.prompt.build(ctx),
+      system: prompt instanceof Promise ? await prompt : prompt,
       history: ctx.history,
       text: ctx.message.text,
       tools,

@@ -57,8 +57,11 @@ export class ReplyStream {
    * times more per request; a dependent signal joins its source in O(1).
    */
   readonly #signal: AbortSignal;
-  /** The hard stop or the turn's end: what a draft waiting out its interval listens to. */
-  readonly #draftWait: AbortSignal;
+  /**
+   * The hard stop or the turn's end: what a draft waiting out its interval listens to. Made
+   * when a draft first waits: an answer that goes out at once never needs it.
+   */
+  #draftWaitSignal: AbortSignal | undefined;
   /** Whether the user sees any text yet; typing stops then. */
   #visible = false;
   /** Ends this reply's wait in `firstVisible` (set while it has text and nothing shown). */
@@ -72,7 +75,6 @@ export class ReplyStream {
   constructor(options: ReplyStreamOptions) {
     this.#o = options;
     this.#signal = AbortSignal.any([options.signal]);
-    this.#draftWait = AbortSignal.any([this.#signal, this.#ended.signal]);
     const floor = options.capabilities.minEditIntervalMs;
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor), floor);
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
@@ -88,6 +90,10 @@ export class ReplyStream {
         return true;
       });
     this.#done = this.#run();
+  }
+
+  get #draftWait(): AbortSignal {
+    return (this.#draftWaitSignal ??= AbortSignal.any([this.#signal, this.#ended.signal]));
   }
 
   /** The tool running now, for the progress line. */

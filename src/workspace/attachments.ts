@@ -82,130 +82,133 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
   runtime.hooks.register({
     phase: 'post_agent_build',
     name: 'attachments',
-    run: async (ctx) => {
+    // Synchronous for a message without attachments (most): an async hook makes the rest of its phase wait.
+    run: (ctx) => {
       const input = ctx.input;
       const attachments = ctx.message.attachments;
       if (!input || !attachments.length) return;
-      const model = input.model ?? deps.agent().model ?? deps.agent().provider;
-      const seesImages = (deps.models()[model]?.input ?? ['text']).includes('image');
-      const maxBytes = deps.maxBytes();
-      const download = ctx.request.download;
-      const parts: string[] = [];
-      const images: ImageInput[] = [];
-      const notes: string[] = [];
-      const heard = new Map<Attachment, string>();
-      let textLeft = ATTACHMENT_TEXT_BUDGET_CHARS;
-      for (const a of attachments) {
-        const kind = kindOf(a);
-        if (kind === 'other') {
-          parts.push(describe(a));
-          continue;
-        }
-        const transcriber = kind === 'audio' ? deps.transcriber?.() : undefined;
-        if (kind === 'audio' && !transcriber) {
-          parts.push(describe(a, 'not heard: no transcription model'));
-          // Told once per conversation: a chat full of voice notes is not answered by the same notice each time.
-          if (!toldNoVoice.has(ctx.scope)) {
-            toldNoVoice.add(ctx.scope);
-            if (toldNoVoice.size > TOLD_NO_VOICE_MAX) toldNoVoice.delete(toldNoVoice.values().next().value!);
-            notes.push('Voice messages are not understood here, so I could not hear yours; please write instead.');
-          }
-          continue;
-        }
-        const maxDurationMs = deps.agent().max_audio_duration_ms;
-        if (kind === 'audio' && a.durationMs !== undefined && a.durationMs > maxDurationMs) {
-          parts.push(describe(a, 'too long to transcribe'));
-          notes.push(
-            `${nameOf(a)} is ${Math.round(a.durationMs / 1000)} s long, more than the ${Math.round(maxDurationMs / 1000)} s limit, so it was not transcribed.`,
-          );
-          continue;
-        }
-        if (kind === 'image' && !seesImages) {
-          parts.push(describe(a, 'not shown: this model reads text only'));
-          notes.push(`${model} reads text only, so it did not see ${nameOf(a)}.`);
-          continue;
-        }
-        if (a.size !== undefined && a.size > maxBytes) {
-          parts.push(describe(a, 'too large to read'));
-          notes.push(`${nameOf(a)} (${sizeText(a.size)}) is larger than the ${sizeText(maxBytes)} limit, so it was not read.`);
-          continue;
-        }
-        if (!download || (kind === 'text' && textLeft <= 0)) {
-          parts.push(describe(a));
-          continue;
-        }
-        let bytes: Buffer;
-        const timeoutMs = deps.timeoutMs();
-        const timedOut = new AbortController();
-        const timer = setTimeout(() => timedOut.abort(new CodedError('ATTACHMENT_TIMEOUT', `${nameOf(a)} did not arrive within ${timeoutMs} ms`)), timeoutMs);
-        try {
-          // An adapter that ignores the signal must not hold the turn either: the race ends the wait.
-          bytes = await raceAbort(download(a, { maxBytes, signal: AbortSignal.any([ctx.signal, timedOut.signal]) }), timedOut.signal);
-        } catch (err) {
-          if (ctx.signal.aborted) throw err;
-          const why = timedOut.signal.aborted ? (timedOut.signal.reason as CodedError) : err;
-          const code = why instanceof CodedError ? why.code : undefined;
-          if (code !== 'ATTACHMENT_TOO_LARGE') deps.onError?.(a, why);
-          parts.push(
-            describe(
-              a,
-              code === 'ATTACHMENT_TOO_LARGE'
-                ? 'too large to read'
-                : code === 'ATTACHMENT_TIMEOUT'
-                  ? 'not read: the download timed out'
-                  : 'could not be downloaded',
-            ),
-          );
-          notes.push(
-            code === 'ATTACHMENT_TOO_LARGE'
-              ? `${nameOf(a)} is larger than the ${sizeText(maxBytes)} limit, so it was not read.`
-              : code === 'ATTACHMENT_TIMEOUT'
-                ? `${nameOf(a)} was not read: the download stalled or took longer than ${timeoutMs} ms.`
-                : `${nameOf(a)} could not be downloaded (${errorMessage(why)}).`,
-          );
-          continue;
-        } finally {
-          clearTimeout(timer);
-        }
-        if (transcriber) {
-          let transcript: string;
-          try {
-            transcript = await transcriber(bytes, a, ctx.signal);
-          } catch (err) {
-            if (ctx.signal.aborted) throw err;
-            deps.onError?.(a, err);
-            parts.push(describe(a, 'could not be transcribed'));
-            notes.push(`${nameOf(a)} could not be transcribed (${errorMessage(err)}).`);
+      return (async () => {
+        const model = input.model ?? deps.agent().model ?? deps.agent().provider;
+        const seesImages = (deps.models()[model]?.input ?? ['text']).includes('image');
+        const maxBytes = deps.maxBytes();
+        const download = ctx.request.download;
+        const parts: string[] = [];
+        const images: ImageInput[] = [];
+        const notes: string[] = [];
+        const heard = new Map<Attachment, string>();
+        let textLeft = ATTACHMENT_TEXT_BUDGET_CHARS;
+        for (const a of attachments) {
+          const kind = kindOf(a);
+          if (kind === 'other') {
+            parts.push(describe(a));
             continue;
           }
-          const marked = `[transcribed from the user's voice message] ${transcript || '(nothing audible)'}`;
-          heard.set(a, marked);
-          ctx.extras.set(USER_SPOKE, true);
-          parts.push(marked);
-          if (deps.agent().show_transcript) notes.push(`🎙️ “${transcript}”`);
-          continue;
+          const transcriber = kind === 'audio' ? deps.transcriber?.() : undefined;
+          if (kind === 'audio' && !transcriber) {
+            parts.push(describe(a, 'not heard: no transcription model'));
+            // Told once per conversation: a chat full of voice notes is not answered by the same notice each time.
+            if (!toldNoVoice.has(ctx.scope)) {
+              toldNoVoice.add(ctx.scope);
+              if (toldNoVoice.size > TOLD_NO_VOICE_MAX) toldNoVoice.delete(toldNoVoice.values().next().value!);
+              notes.push('Voice messages are not understood here, so I could not hear yours; please write instead.');
+            }
+            continue;
+          }
+          const maxDurationMs = deps.agent().max_audio_duration_ms;
+          if (kind === 'audio' && a.durationMs !== undefined && a.durationMs > maxDurationMs) {
+            parts.push(describe(a, 'too long to transcribe'));
+            notes.push(
+              `${nameOf(a)} is ${Math.round(a.durationMs / 1000)} s long, more than the ${Math.round(maxDurationMs / 1000)} s limit, so it was not transcribed.`,
+            );
+            continue;
+          }
+          if (kind === 'image' && !seesImages) {
+            parts.push(describe(a, 'not shown: this model reads text only'));
+            notes.push(`${model} reads text only, so it did not see ${nameOf(a)}.`);
+            continue;
+          }
+          if (a.size !== undefined && a.size > maxBytes) {
+            parts.push(describe(a, 'too large to read'));
+            notes.push(`${nameOf(a)} (${sizeText(a.size)}) is larger than the ${sizeText(maxBytes)} limit, so it was not read.`);
+            continue;
+          }
+          if (!download || (kind === 'text' && textLeft <= 0)) {
+            parts.push(describe(a));
+            continue;
+          }
+          let bytes: Buffer;
+          const timeoutMs = deps.timeoutMs();
+          const timedOut = new AbortController();
+          const timer = setTimeout(() => timedOut.abort(new CodedError('ATTACHMENT_TIMEOUT', `${nameOf(a)} did not arrive within ${timeoutMs} ms`)), timeoutMs);
+          try {
+            // An adapter that ignores the signal must not hold the turn either: the race ends the wait.
+            bytes = await raceAbort(download(a, { maxBytes, signal: AbortSignal.any([ctx.signal, timedOut.signal]) }), timedOut.signal);
+          } catch (err) {
+            if (ctx.signal.aborted) throw err;
+            const why = timedOut.signal.aborted ? (timedOut.signal.reason as CodedError) : err;
+            const code = why instanceof CodedError ? why.code : undefined;
+            if (code !== 'ATTACHMENT_TOO_LARGE') deps.onError?.(a, why);
+            parts.push(
+              describe(
+                a,
+                code === 'ATTACHMENT_TOO_LARGE'
+                  ? 'too large to read'
+                  : code === 'ATTACHMENT_TIMEOUT'
+                    ? 'not read: the download timed out'
+                    : 'could not be downloaded',
+              ),
+            );
+            notes.push(
+              code === 'ATTACHMENT_TOO_LARGE'
+                ? `${nameOf(a)} is larger than the ${sizeText(maxBytes)} limit, so it was not read.`
+                : code === 'ATTACHMENT_TIMEOUT'
+                  ? `${nameOf(a)} was not read: the download stalled or took longer than ${timeoutMs} ms.`
+                  : `${nameOf(a)} could not be downloaded (${errorMessage(why)}).`,
+            );
+            continue;
+          } finally {
+            clearTimeout(timer);
+          }
+          if (transcriber) {
+            let transcript: string;
+            try {
+              transcript = await transcriber(bytes, a, ctx.signal);
+            } catch (err) {
+              if (ctx.signal.aborted) throw err;
+              deps.onError?.(a, err);
+              parts.push(describe(a, 'could not be transcribed'));
+              notes.push(`${nameOf(a)} could not be transcribed (${errorMessage(err)}).`);
+              continue;
+            }
+            const marked = `[transcribed from the user's voice message] ${transcript || '(nothing audible)'}`;
+            heard.set(a, marked);
+            ctx.extras.set(USER_SPOKE, true);
+            parts.push(marked);
+            if (deps.agent().show_transcript) notes.push(`🎙️ “${transcript}”`);
+            continue;
+          }
+          if (kind === 'image') {
+            images.push({ data: bytes, mediaType: a.mime && IMAGE_MIMES.has(a.mime) ? a.mime : 'image/jpeg', name: nameOf(a) });
+            parts.push(`[image: ${nameOf(a)}]`);
+            continue;
+          }
+          const text = asText(bytes);
+          if (text === undefined) {
+            parts.push(describe(a, 'not text'));
+            continue;
+          }
+          const kept = text.slice(0, textLeft);
+          textLeft -= kept.length;
+          parts.push(`<file name="${nameOf(a)}">\n${kept}${kept.length < text.length ? `\n[cut: ${text.length - kept.length} more characters]` : ''}\n</file>`);
         }
-        if (kind === 'image') {
-          images.push({ data: bytes, mediaType: a.mime && IMAGE_MIMES.has(a.mime) ? a.mime : 'image/jpeg', name: nameOf(a) });
-          parts.push(`[image: ${nameOf(a)}]`);
-          continue;
-        }
-        const text = asText(bytes);
-        if (text === undefined) {
-          parts.push(describe(a, 'not text'));
-          continue;
-        }
-        const kept = text.slice(0, textLeft);
-        textLeft -= kept.length;
-        parts.push(`<file name="${nameOf(a)}">\n${kept}${kept.length < text.length ? `\n[cut: ${text.length - kept.length} more characters]` : ''}\n</file>`);
-      }
-      const caption = input.text.trim();
-      // The session keeps the caption and what was attached, not the files' contents.
-      // A voice note's words are what the user said, so the session keeps its transcript.
-      ctx.extras.set(SESSION_USER_TEXT, [caption, ...attachments.map((a) => heard.get(a) ?? describe(a))].filter(Boolean).join('\n'));
-      input.text = [caption || (images.length ? 'The user sent this without a caption.' : ''), ...parts].filter(Boolean).join('\n\n');
-      if (images.length) input.images = images;
-      for (const note of notes) ctx.emit({ type: 'text_delta', text: note.startsWith('🎙️') ? `${note}\n\n` : `ℹ️ ${note}\n\n` });
+        const caption = input.text.trim();
+        // The session keeps the caption and what was attached, not the files' contents.
+        // A voice note's words are what the user said, so the session keeps its transcript.
+        ctx.extras.set(SESSION_USER_TEXT, [caption, ...attachments.map((a) => heard.get(a) ?? describe(a))].filter(Boolean).join('\n'));
+        input.text = [caption || (images.length ? 'The user sent this without a caption.' : ''), ...parts].filter(Boolean).join('\n\n');
+        if (images.length) input.images = images;
+        for (const note of notes) ctx.emit({ type: 'text_delta', text: note.startsWith('🎙️') ? `${note}\n\n` : `ℹ️ ${note}\n\n` });
+      })();
     },
   });
 }

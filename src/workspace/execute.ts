@@ -39,6 +39,21 @@ const FINAL_TEXT_DEADLINE_MS = 5 * 60_000;
 export const fenced = (hardStop: AbortSignal, fence: AbortSignal | undefined) =>
   fence && fence !== NEVER_FENCED ? AbortSignal.any([hardStop, fence]) : hardStop;
 
+/** The turn's message: collected messages are one turn, their attachments go together too (one message as it is). */
+function turnMessage(job: Parameters<ExecuteTurn>[0]): ChannelMessage {
+  const last = job.items.at(-1)!.message;
+  if (job.items.length === 1 && last.text === job.text && last.attachments) return last;
+  return { ...last, text: job.text, attachments: job.items.flatMap((i) => i.message.attachments ?? []) };
+}
+
+/** Each adapter's download method bound once, not once per turn. */
+const downloaders = new WeakMap<object, NonNullable<DispatchChannel['adapter']['download']>>();
+function downloaderOf(adapter: DispatchChannel['adapter']): NonNullable<DispatchChannel['adapter']['download']> {
+  let bound = downloaders.get(adapter);
+  if (!bound) downloaders.set(adapter, (bound = adapter.download!.bind(adapter)));
+  return bound;
+}
+
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
   // One per daemon (per instance in a cluster): draft edits yield to replies not yet visible.
@@ -83,9 +98,8 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       agent = ws.name;
       speaker = ws.speaker;
       outcome = await ws.runtime.run({
-        // Collected messages are one turn: their attachments go together too.
-        message: { ...job.items.at(-1)!.message, text: job.text, attachments: job.items.flatMap((i) => i.message.attachments ?? []) },
-        ...(ch.adapter.download ? { download: ch.adapter.download.bind(ch.adapter) } : {}),
+        message: turnMessage(job),
+        ...(ch.adapter.download ? { download: downloaderOf(ch.adapter) } : {}),
         scope: job.scope,
         ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
         signal,

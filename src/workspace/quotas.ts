@@ -1,6 +1,7 @@
 import type { AgentConfig, ModelConfig } from '../config/schema.js';
 import { HookResult } from '../contracts/hooks.js';
 import type { TurnContext } from '../contracts/turn.js';
+import type { AgentInput } from '../contracts/agent-runner.js';
 import { quotaRules, type QuotaKeys, type QuotaName, type QuotaRule } from '../quotas/limits.js';
 import { formatReset, windowOf, type QuotaWindow } from '../quotas/windows.js';
 import type { Runtime } from '../runtime/runtime.js';
@@ -53,9 +54,9 @@ export class Quotas {
       phase: 'post_response',
       name: 'quotas_settle',
       priority: 21,
-      run: async (ctx) => {
+      run: (ctx) => {
         const record = ctx.extras.get(USAGE_RECORD) as UsageRecord | undefined;
-        if (record) await this.#settle(ctx, (rule) => (rule.counts === 'turns' ? 1 : (record.cost ?? 0)));
+        if (record) return this.#settle(ctx, (rule) => (rule.counts === 'turns' ? 1 : (record.cost ?? 0)));
       },
     });
     // A turn that never reached its record (refused later, failed) spent nothing.
@@ -76,15 +77,19 @@ export class Quotas {
     );
   }
 
-  async #reserve(ctx: TurnContext): Promise<HookResult | undefined> {
+  /** Synchronous where no quota applies (most turns): a promise would make the rest of its phase wait. */
+  #reserve(ctx: TurnContext): Promise<HookResult | undefined> | undefined {
     if (!ctx.input) return;
     const { channelId, sender } = ctx.message;
     const { quotas, admins } = this.deps.channel(channelId);
     if (admins.includes(sender.id)) return;
     const rules = quotaRules(quotas, channelId, sender.id);
     if (!rules.length) return;
+    return this.#reserveRules(ctx, rules, channelId, ctx.input);
+  }
+
+  async #reserveRules(ctx: TurnContext, rules: QuotaRule[], channelId: string, input: AgentInput): Promise<HookResult | undefined> {
     const nowMs = Date.now();
-    const input = ctx.input;
     const estimate = () => turnEstimate(this.deps.agent(), this.deps.models(), input);
     const granted: Array<{ rule: QuotaRule; hold: SpendHold }> = [];
     this.#holds.set(ctx, granted);
@@ -125,10 +130,12 @@ export class Quotas {
     return true;
   }
 
-  async #settle(ctx: TurnContext, actual: (rule: QuotaRule) => number): Promise<void> {
+  /** A promise only when the turn held something: a hook that waits for nothing keeps its phase synchronous. */
+  #settle(ctx: TurnContext, actual: (rule: QuotaRule) => number): Promise<void> | undefined {
     const holds = this.#holds.get(ctx);
+    if (!holds) return undefined;
     this.#holds.delete(ctx);
-    if (holds) await Promise.all(holds.map(({ rule, hold }) => hold.settle(actual(rule))));
+    return Promise.all(holds.map(({ rule, hold }) => hold.settle(actual(rule)))).then(() => undefined);
   }
 
   /**

@@ -93,10 +93,12 @@ function usageOf(ctx: TurnContext): Usage {
 export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
   /** Each turn's reservation until it is settled. */
   const holds = new WeakMap<TurnContext, SpendHold>();
-  const settle = async (ctx: TurnContext, actual: number) => {
+  // A promise only when the turn held part of the budget: no hold, nothing to wait for.
+  const settle = (ctx: TurnContext, actual: number): Promise<void> | undefined => {
     const hold = holds.get(ctx);
+    if (!hold) return undefined;
     holds.delete(ctx);
-    await hold?.settle(actual);
+    return hold.settle(actual);
   };
   runtime.hooks.register({
     phase: 'post_dispatch',
@@ -114,30 +116,35 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
     phase: 'pre_execute',
     name: 'daily_budget_reserve',
     priority: 0,
-    run: async (ctx) => {
+    // Synchronous without a daily budget (most agents): an async hook makes the rest of its phase wait.
+    run: (ctx) => {
       const agent = deps.agent();
       const daily = agent.daily_budget;
-      if (daily === undefined || !deps.spend || !ctx.input) return;
+      const spend = deps.spend;
+      if (daily === undefined || !spend || !ctx.input) return;
       const estimate = turnEstimate(agent, deps.models(), ctx.input);
       if (!estimate) return; // an unpriced model costs nothing
-      const sinceMs = startOfUtcDay();
-      const r = await deps.spend.reserve(
-        {
-          key: `daily:${deps.agentName}`,
-          windowStartMs: sinceMs,
-          limit: daily,
-          recorded: async () => (await deps.ledger.totals({ agent: deps.agentName, sinceMs })).cost,
-        },
-        estimate,
-      );
-      if (r.granted) return void holds.set(ctx, r.hold);
-      markRefused(ctx);
-      if (r.held === 0) return HookResult.shortCircuit(spentReply(r.settled, daily));
-      return HookResult.shortCircuit(
-        `This assistant's daily budget has too little left for another answer right now (${formatAmount(r.settled)} of ${formatAmount(daily)} spent, ${formatAmount(r.held)} held by answers in progress; one answer may cost up to ${formatAmount(estimate)}). Try again shortly; /usage shows what was spent.`,
-      );
+      return reserve(ctx, spend, daily, estimate);
     },
   });
+  async function reserve(ctx: TurnContext, spend: NonNullable<typeof deps.spend>, daily: number, estimate: number): Promise<HookResult | undefined> {
+    const sinceMs = startOfUtcDay();
+    const r = await spend.reserve(
+      {
+        key: `daily:${deps.agentName}`,
+        windowStartMs: sinceMs,
+        limit: daily,
+        recorded: async () => (await deps.ledger.totals({ agent: deps.agentName, sinceMs })).cost,
+      },
+      estimate,
+    );
+    if (r.granted) return void holds.set(ctx, r.hold);
+    markRefused(ctx);
+    if (r.held === 0) return HookResult.shortCircuit(spentReply(r.settled, daily));
+    return HookResult.shortCircuit(
+      `This assistant's daily budget has too little left for another answer right now (${formatAmount(r.settled)} of ${formatAmount(daily)} spent, ${formatAmount(r.held)} held by answers in progress; one answer may cost up to ${formatAmount(estimate)}). Try again shortly; /usage shows what was spent.`,
+    );
+  }
   // From here the turn's model steps count in /usage as they are reported, until usage_record stores the turn.
   runtime.hooks.register({
     phase: 'pre_execute',
@@ -161,7 +168,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
     phase: 'post_response',
     name: 'usage_record',
     priority: 20,
-    run: async (ctx) => {
+    run: (ctx) => {
       // Commands and short circuits never reached a model: nothing was spent.
       if (!ctx.runner || ctx.command || refusedTurns.has(ctx)) return;
       const agent = deps.agent();
@@ -185,7 +192,7 @@ export function registerUsage(runtime: Runtime, deps: UsageDeps): void {
       deps.live?.remove(ctx);
       deps.onRecorded?.(record);
       ctx.extras.set(USAGE_RECORD, record);
-      await settle(ctx, record.cost ?? 0);
+      return settle(ctx, record.cost ?? 0);
     },
   });
 }

@@ -254,7 +254,14 @@ export class Workspace {
     if (o.extraTools) this.runtime.tools.addSource(o.extraTools);
     const toolsReady = o.toolsReady;
     // A turn right after start-up (a recovered one) waits for servers still starting.
-    if (toolsReady) this.runtime.hooks.register({ phase: 'pre_agent_build', name: 'tools_ready', run: (ctx) => toolsReady(ctx.signal) });
+    // Once they had it, the hook answers at once: a promise would make the rest of its phase wait.
+    let toolsWereReady = false;
+    if (toolsReady)
+      this.runtime.hooks.register({
+        phase: 'pre_agent_build',
+        name: 'tools_ready',
+        run: (ctx) => (toolsWereReady ? undefined : toolsReady(ctx.signal).then(() => void (toolsWereReady = true))),
+      });
     registerToolCommands(this.runtime);
     this.#detach = o.actions?.attachSlash(this.runtime.commands, o.name);
     registerBuiltinHooks(this.runtime, {
