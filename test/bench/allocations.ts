@@ -1,0 +1,123 @@
+import { spawn } from 'node:child_process';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { waitFor } from '../helpers/daemon.js';
+import { FakeTelegram } from '../fakes/telegram/server.js';
+import { Fleet } from './fleet.js';
+import { median } from './report.js';
+import { drive } from './scenarios/throughput.js';
+
+/**
+ * `npm run bench:alloc [N] [ROUNDS] [--unbundled]`: bytes allocated per message in the
+ * throughput workload (N DMs over 50 chats after 300 of warm-up), channeld (as the unit runs
+ * it) and the bare grammy echo bot side by side, interleaved, from V8's sampling heap profiler
+ * (every 4 KiB on average, collected objects included). Allocation is what the garbage
+ * collector works through, on the main thread and its helper threads, and unlike CPU time it
+ * barely moves with the machine's load, so a cut shows here even when the CPU figures are
+ * noisy. Then channeld's allocations by the nearest frame of its own code (`--unbundled` runs
+ * dist/bin/channeld.js, so frames name their source files instead of the bundle's chunks).
+ */
+interface Frame {
+  callFrame: { functionName: string; url: string; lineNumber: number };
+  selfSize: number;
+  children: Frame[];
+}
+
+const sampler = join(import.meta.dirname, 'alloc-sampler.mjs');
+
+/** Starts the sampler (the warm-up done), drives the timed messages, stops it; returns the profile's root. */
+async function sampled(pid: number, tg: FakeTelegram, n: number, m: number): Promise<Frame> {
+  const out = join(tmpdir(), `channeld-alloc-${pid}.json`);
+  rmSync(out, { force: true });
+  await drive(tg, 300, m, 'warm');
+  process.kill(pid, 'SIGURG');
+  // The signal is handled on the target's event loop: give it a moment to start sampling.
+  await new Promise((r) => setTimeout(r, 200));
+  await drive(tg, n, m, 'run');
+  process.kill(pid, 'SIGWINCH');
+  await waitFor(() => existsSync(out), 30_000);
+  await new Promise((r) => setTimeout(r, 200)); // written in one call, but let it finish
+  const profile = JSON.parse(readFileSync(out, 'utf8')) as { head: Frame };
+  rmSync(out, { force: true });
+  return profile.head;
+}
+
+async function channeld(n: number, m: number, unbundled: boolean): Promise<Frame> {
+  const fleet = await new Fleet().start();
+  try {
+    fleet.write();
+    const p = fleet.spawn({ nodeArgs: ['--import', sampler], ...(unbundled ? { script: 'dist/bin/channeld.js' } : {}) });
+    try {
+      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
+      return await sampled(p.child.pid!, fleet.tg, n, m);
+    } finally {
+      p.signal('SIGTERM');
+      await p.exited;
+    }
+  } finally {
+    await fleet.close();
+  }
+}
+
+async function bare(n: number, m: number): Promise<Frame> {
+  const tg = new FakeTelegram();
+  await tg.start();
+  const child = spawn(process.execPath, ['--import', sampler, join(import.meta.dirname, 'bare/grammy-echo.mjs')], {
+    env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  try {
+    await new Promise<void>((r) => child.stdout!.once('data', () => r()));
+    return await sampled(child.pid!, tg, n, m);
+  } finally {
+    child.kill('SIGTERM');
+    await new Promise((r) => child.once('exit', r));
+    await tg.close();
+  }
+}
+
+function total(f: Frame): number {
+  return f.selfSize + f.children.reduce((a, c) => a + total(c), 0);
+}
+
+/** Bytes by the nearest frame of channeld's own code (dist/src, dist/channels, or the bundle's entry chunk) from the allocation up. */
+function byOwnFrame(root: Frame): Array<[string, number]> {
+  const out = new Map<string, number>();
+  const walk = (f: Frame, own: string | undefined) => {
+    const url = f.callFrame.url;
+    const here = /dist\/(src|channels)\/|dist\/(bundle|builds)\/[^/]+\/(main|channeld)-/.test(url)
+      ? `${f.callFrame.functionName || '(anonymous)'} ${url.replace(/^.*?\/dist\//, 'dist/')}:${f.callFrame.lineNumber + 1}`
+      : own;
+    if (f.selfSize) {
+      const key = here ?? '(outside channeld: SDKs, Node)';
+      out.set(key, (out.get(key) ?? 0) + f.selfSize);
+    }
+    for (const c of f.children) walk(c, here);
+  };
+  walk(root, undefined);
+  return [...out].sort((a, b) => b[1] - a[1]);
+}
+
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const unbundled = args.includes('--unbundled');
+  const [count = '3000', rounds = '2'] = args.filter((a) => !a.startsWith('--'));
+  const n = Number(count);
+  const m = 50;
+  const kb = (bytes: number) => (bytes / n / 1024).toFixed(1);
+  const sides = { channeld: [] as number[], bare: [] as number[] };
+  let last: Frame | undefined;
+  for (let r = 0; r < Number(rounds); r++) {
+    last = await channeld(n, m, unbundled);
+    sides.channeld.push(total(last));
+    sides.bare.push(total(await bare(n, m)));
+    console.log(`round ${r + 1}: channeld ${kb(sides.channeld.at(-1)!)} KB per message, bare bot ${kb(sides.bare.at(-1)!)} KB`);
+  }
+  const [c, b] = [median(sides.channeld), median(sides.bare)];
+  console.log(`medians: channeld ${kb(c)} KB per message, bare grammy bot ${kb(b)} KB, ratio ${(c / b).toFixed(2)}×`);
+  console.log('\nchanneld, last round, by the nearest frame of its own code (KB per message):');
+  for (const [frame, bytes] of byOwnFrame(last!).slice(0, 25)) console.log(`${kb(bytes).padStart(7)}  ${frame}`);
+}
+
+await main();
