@@ -6,20 +6,17 @@ export interface BotIdentity {
   username: string;
 }
 
+type TelegramFile = { file_id: string; file_size?: number; mime_type?: string; file_name?: string; duration?: number };
+
+/** The message fields that carry a file, in the order their attachments are listed (a constant: a text message allocates nothing for them). */
+const FILE_FIELDS = ['document', 'audio', 'video', 'voice', 'animation', 'video_note', 'sticker'] as const;
+
 function attachmentsOf(m: Message): Attachment[] {
   const out: Attachment[] = [];
   const photo = m.photo?.at(-1); // the largest size
   if (photo) out.push({ id: photo.file_id, type: 'photo', ...(photo.file_size ? { size: photo.file_size } : {}) });
-  const files: Array<[string, { file_id: string; file_size?: number; mime_type?: string; file_name?: string; duration?: number } | undefined]> = [
-    ['document', m.document],
-    ['audio', m.audio],
-    ['video', m.video],
-    ['voice', m.voice],
-    ['animation', m.animation],
-    ['video_note', m.video_note],
-    ['sticker', m.sticker],
-  ];
-  for (const [type, f] of files) {
+  for (const type of FILE_FIELDS) {
+    const f = m[type] as TelegramFile | undefined;
     if (!f) continue;
     out.push({
       id: f.file_id,

@@ -58,14 +58,15 @@ export class FailoverRunner implements AgentRunner {
   readonly name = 'failover';
 
   constructor(
-    private readonly candidates: (input: AgentInput) => Candidate[],
+    private readonly candidates: (input: AgentInput) => readonly Candidate[],
     readonly cooldowns: ModelCooldowns,
     private readonly on: { served?(key: string): void; failedOver?(from: string): void } = {},
   ) {}
 
   async *run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
     const all = this.candidates(input);
-    const ready = all.filter((c) => !this.cooldowns.cooling(c.key));
+    // One model is tried whether it cools down or not.
+    const ready = all.length === 1 ? all : all.filter((c) => !this.cooldowns.cooling(c.key));
     const order = ready.length ? ready : all.slice(0, 1);
     for (const [i, c] of order.entries()) {
       const last = i === order.length - 1;

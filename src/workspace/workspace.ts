@@ -285,11 +285,21 @@ export function candidatesFor(
   apiKey?: string,
   onAttemptFailed?: (f: AttemptFailure) => void,
   onToolCallInvalid?: (tool: string, repaired: boolean) => void,
-): (input: AgentInput) => Candidate[] {
+): (input: AgentInput) => readonly Candidate[] {
   const deps = { config, ...(apiKey ? { apiKey } : {}), ...(onAttemptFailed ? { onAttemptFailed } : {}), ...(onToolCallInvalid ? { onToolCallInvalid } : {}) };
   const fallbacks = config.fallback_models.map((f) => ({ provider: f.slice(0, f.indexOf(':')), model: f.slice(f.indexOf(':') + 1) }));
   const runners = new Map<string, RunnerFor>();
   for (const provider of [config.provider, ...fallbacks.map((f) => f.provider)]) if (!runners.has(provider)) runners.set(provider, runnersOf(provider, deps));
   const candidate = (provider: string, model: string): Candidate => ({ key: `${provider}:${model}`, model, runner: runners.get(provider) as RunnerFor });
-  return (input) => [candidate(config.provider, input.model ?? config.model ?? config.provider), ...fallbacks.map((f) => candidate(f.provider, f.model))];
+  // The same list for the same model, built once: a turn only reads it.
+  const lists = new Map<string, readonly Candidate[]>();
+  return (input) => {
+    const model = input.model ?? config.model ?? config.provider;
+    let list = lists.get(model);
+    if (!list) {
+      list = [candidate(config.provider, model), ...fallbacks.map((f) => candidate(f.provider, f.model))];
+      if (lists.size < 64) lists.set(model, list); // /model may name many: bounded
+    }
+    return list;
+  };
 }
