@@ -54,7 +54,7 @@ await build({
   target: 'node22',
   // Packages check classes by name (node-fetch takes a signal only if its constructor is
   // named "AbortSignal"; grammy hands it the abort-controller package's): keep the names that
-  // bundling would otherwise change to avoid collisions.
+  // bundling would otherwise change to avoid collisions (see cheaperNames below).
   keepNames: true,
   // A native addon (found through its package at run time), optional native speed-ups the
   // SDKs try to require and run without, and the pretty printer only a terminal loads.
@@ -67,6 +67,25 @@ await build({
   plugins: [moduleUrls],
   logLevel: 'warning',
 });
+
+// keepNames wraps every named function the bundle creates in esbuild's __name helper, which
+// defines its "name" property: closures made per message included, a defineProperty and a
+// descriptor each (about 5 % of the daemon's CPU per message). What packages check by name are
+// constructors (classes and plain functions, which have a prototype); arrow functions, async
+// functions and methods have none and now keep the name JavaScript gave them, which a
+// renamed one only loses in a stack trace. The build stops if esbuild's helper changes.
+const nameHelper = 'var __name = (target, value) => __defProp(target, "name", { value, configurable: true });';
+const cheaperNames =
+  'var __name = (target, value) => (typeof target === "function" && target.prototype === void 0 ? target : __defProp(target, "name", { value, configurable: true }));';
+let helpers = 0;
+for (const file of await readdir(outdir)) {
+  if (!file.endsWith('.js')) continue;
+  const text = await readFile(join(outdir, file), 'utf8');
+  if (!text.includes(nameHelper)) continue;
+  helpers++;
+  await writeFile(join(outdir, file), text.replace(nameHelper, cheaperNames));
+}
+if (helpers === 0) throw new Error(`esbuild's __name helper was not found in ${outdir}: scripts/bundle.mjs must be updated to its new form`);
 
 // The switch: a new link renamed over the old one, so dist/bundle is always one whole build.
 const link = join(dist, 'bundle');
