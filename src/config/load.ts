@@ -317,7 +317,9 @@ export function loadConfig(file: string, kinds: ChannelKinds, env: NodeJS.Proces
 export function agentOf(config: DaemonConfig, channelId: string): string {
   const ch = config.channels.find((c) => c.id === channelId);
   if (ch?.agent) return ch.agent;
-  return Object.entries(config.agents).find(([, a]) => a.enabled)?.[0] ?? 'default';
+  // Asked once per message: a loop over the keys, not an array of entries each time.
+  for (const name in config.agents) if (Object.hasOwn(config.agents, name) && config.agents[name]!.enabled) return name;
+  return 'default';
 }
 
 /** An agent's own folder: `workspace_dir`, or `<state_dir>/agents/<name>`. */
