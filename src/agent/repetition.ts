@@ -98,25 +98,80 @@ export class RepetitionGuardedRunner implements AgentRunner {
     return this.inner.name;
   }
 
-  async *run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
+  /**
+   * The inner runner's events, passed on as they come, through an iterator of its own rather
+   * than an async generator: a generator layer costs a promise and a resumption per event on
+   * top of the inner one's, and every answer's every token goes through here.
+   */
+  run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
     const guard = new RepetitionGuard(this.options);
     const stop = new AbortController();
     const onAbort = () => stop.abort(signal.reason);
-    if (signal.aborted) onAbort();
-    else signal.addEventListener('abort', onAbort, { once: true });
-    try {
-      for await (const e of this.inner.run(input, ctx, stop.signal)) {
-        yield e;
-        if (e.type !== 'text_delta') continue;
-        const loop = guard.push(e.text);
-        if (loop) {
-          stop.abort(new CodedError('ANSWER_REPEATING', 'the answer is repeating itself'));
-          yield { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
-          return;
+    let listening = false;
+    let inner: AsyncIterator<AgentEvent> | undefined;
+    /** The loop's error event, passed on after the event that showed the loop. */
+    let loopError: AgentEvent | undefined;
+    let finished = false;
+    const finish = (): void => {
+      finished = true;
+      if (listening) signal.removeEventListener('abort', onAbort);
+      listening = false;
+    };
+    const done: IteratorReturnResult<undefined> = { value: undefined, done: true };
+    /** Ends the inner runner (its finally blocks run) once this iterator is done with it. */
+    const closeInner = async (): Promise<IteratorReturnResult<undefined>> => {
+      const it = inner;
+      inner = undefined;
+      await it?.return?.();
+      return done;
+    };
+    const iterator: AsyncIterator<AgentEvent, undefined> = {
+      next: async () => {
+        if (loopError) {
+          // The error goes out first; the inner runner is closed on the next call (or return()).
+          const value = loopError;
+          loopError = undefined;
+          finish();
+          return { value, done: false };
         }
-      }
-    } finally {
-      signal.removeEventListener('abort', onAbort);
-    }
+        if (finished) return closeInner();
+        if (!inner) {
+          if (signal.aborted) onAbort();
+          else {
+            signal.addEventListener('abort', onAbort, { once: true });
+            listening = true;
+          }
+          inner = this.inner.run(input, ctx, stop.signal)[Symbol.asyncIterator]();
+        }
+        let r: IteratorResult<AgentEvent>;
+        try {
+          r = await inner.next();
+        } catch (err) {
+          finish();
+          inner = undefined;
+          throw err;
+        }
+        if (r.done) {
+          finish();
+          inner = undefined;
+          return done;
+        }
+        const e = r.value;
+        if (e.type === 'text_delta') {
+          const loop = guard.push(e.text);
+          if (loop) {
+            stop.abort(new CodedError('ANSWER_REPEATING', 'the answer is repeating itself'));
+            loopError = { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
+          }
+        }
+        return { value: e, done: false };
+      },
+      return: async () => {
+        loopError = undefined;
+        finish();
+        return closeInner();
+      },
+    };
+    return { [Symbol.asyncIterator]: () => iterator };
   }
 }

@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import { REPEATING_NOTE, RepetitionGuardedRunner } from '../../../src/agent/repetition.js';
 import type { AgentRunner } from '../../../src/contracts/agent-runner.js';
@@ -121,5 +121,83 @@ describe('the guard wraps every runner of a workspace', () => {
     expect(stored!.assistantText.startsWith(PROSE)).toBe(true);
     expect(stored!.assistantText.length).toBeLessThanOrEqual(PROSE.length + unit.length);
     await p.close();
+  });
+});
+
+describe('the guard passes the runner on as an iterator of its own', () => {
+  const input = { system: '', history: [], text: 'x' };
+  /** Yields `texts`, then done; records whether its finally ran. */
+  function closable(texts: string[], fail?: Error) {
+    const state = { closed: false };
+    const runner: AgentRunner = {
+      name: 'closable',
+      async *run() {
+        try {
+          for (const text of texts) yield { type: 'text_delta', text };
+          if (fail) throw fail;
+          yield { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
+        } finally {
+          state.closed = true;
+        }
+      },
+    };
+    return { runner, state };
+  }
+
+  it('a consumer that stops early closes the runner and stops listening to the turn', async () => {
+    const { runner, state } = closable(['a', 'b', 'c']);
+    const turn = new AbortController();
+    const removed = vi.spyOn(turn.signal, 'removeEventListener');
+    const seen: AgentEvent[] = [];
+    for await (const e of new RepetitionGuardedRunner(runner).run(input, { scope: 's', channelId: 'c', signal: turn.signal }, turn.signal)) {
+      seen.push(e);
+      break;
+    }
+    expect(seen).toEqual([{ type: 'text_delta', text: 'a' }]);
+    expect(state.closed).toBe(true);
+    expect(removed).toHaveBeenCalledWith('abort', expect.any(Function));
+  });
+
+  it("the runner's failure reaches the consumer, and the turn is no longer listened to", async () => {
+    const { runner, state } = closable(['a'], new Error('provider down'));
+    const turn = new AbortController();
+    const removed = vi.spyOn(turn.signal, 'removeEventListener');
+    const seen: AgentEvent[] = [];
+    await expect(
+      (async () => {
+        for await (const e of new RepetitionGuardedRunner(runner).run(input, { scope: 's', channelId: 'c', signal: turn.signal }, turn.signal)) seen.push(e);
+      })(),
+    ).rejects.toThrow('provider down');
+    expect(seen).toHaveLength(1);
+    expect(state.closed).toBe(true);
+    expect(removed).toHaveBeenCalled();
+  });
+
+  it('a loop: the error comes right after the text that showed it, then the runner is closed and ends', async () => {
+    const unit = 'I will check the logs again and report back shortly. ';
+    const { runner, state } = closable([PROSE, ...Array.from({ length: 60 }, () => unit)]);
+    const turn = new AbortController();
+    const events: AgentEvent[] = [];
+    for await (const e of new RepetitionGuardedRunner(runner).run(input, { scope: 's', channelId: 'c', signal: turn.signal }, turn.signal)) events.push(e);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'ANSWER_REPEATING' });
+    expect(events.filter((e) => e.type === 'text_delta').length).toBeLessThan(60);
+    expect(state.closed).toBe(true);
+  });
+
+  it('the turn aborted before the first event: the runner starts with its signal already aborted', async () => {
+    const turn = new AbortController();
+    turn.abort(new Error('stop'));
+    let sawAborted: boolean | undefined;
+    const runner: AgentRunner = {
+      name: 'watch',
+      async *run(_i, _c, signal) {
+        sawAborted = signal.aborted;
+        yield { type: 'cancelled' };
+      },
+    };
+    const events: AgentEvent[] = [];
+    for await (const e of new RepetitionGuardedRunner(runner).run(input, { scope: 's', channelId: 'c', signal: turn.signal }, turn.signal)) events.push(e);
+    expect(sawAborted).toBe(true);
+    expect(events).toEqual([{ type: 'cancelled' }]);
   });
 });
