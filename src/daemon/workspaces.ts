@@ -54,14 +54,7 @@ export const workspacesComponent = defineComponent({
           ledger: deps.ledger,
           spend: ctx.use('spend'),
           live,
-          onRecorded: (r) => {
-            const labels = { agent: r.agent, model: r.model, channel: r.channel };
-            metrics.tokens.inc({ ...labels, type: 'input' }, r.inputTokens);
-            metrics.tokens.inc({ ...labels, type: 'output' }, r.outputTokens);
-            metrics.tokens.inc({ ...labels, type: 'reasoning' }, r.reasoningTokens);
-            metrics.tokens.inc({ ...labels, type: 'cached' }, r.cachedTokens);
-            if (r.cost !== null) metrics.cost.inc(labels, r.cost);
-          },
+          onRecorded: (r) => metrics.recordUsage(r),
         },
         quotas: {
           channel: (channelId) => {

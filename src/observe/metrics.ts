@@ -11,6 +11,12 @@ export const FIRST_VISIBLE_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 0.75, 1, 1.5, 2, 3
  */
 export class Metrics {
   readonly registry = new Registry();
+  /**
+   * Token and cost usage per (agent, model, channel), added up between scrapes: a turn's usage
+   * is one map update instead of five labelled increments (each hashes its labels). Folded
+   * into channeld_tokens_total and channeld_cost_total whenever either is read.
+   */
+  readonly #usage = new Map<string, UsageSums>();
   readonly received = new Counter({
     name: 'channeld_messages_received_total',
     help: 'Messages stored in the inbox',
@@ -135,12 +141,14 @@ export class Metrics {
     help: 'Model tokens per turn, by agent, model, channel and type (input, output, reasoning, cached)',
     labelNames: ['agent', 'model', 'channel', 'type'],
     registers: [this.registry],
+    collect: () => this.#foldUsage(),
   });
   readonly cost = new Counter({
     name: 'channeld_cost_total',
     help: 'Spend from the [models] price table, by agent, model and channel',
     labelNames: ['agent', 'model', 'channel'],
     registers: [this.registry],
+    collect: () => this.#foldUsage(),
   });
   readonly pluginErrors = new Counter({
     name: 'channeld_plugin_errors_total',
@@ -191,4 +199,52 @@ export class Metrics {
   constructor(defaultMetrics = true) {
     if (defaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'channeld_' });
   }
+
+  /** Counts a stored turn's tokens and cost (shown in channeld_tokens_total and channeld_cost_total from the next read). */
+  recordUsage(r: UsageCounts): void {
+    const key = `${r.agent}\u0000${r.model}\u0000${r.channel}`;
+    let u = this.#usage.get(key);
+    if (!u) {
+      u = { labels: { agent: r.agent, model: r.model, channel: r.channel }, input: 0, output: 0, reasoning: 0, cached: 0, cost: null };
+      this.#usage.set(key, u);
+    }
+    u.input += r.inputTokens;
+    u.output += r.outputTokens;
+    u.reasoning += r.reasoningTokens;
+    u.cached += r.cachedTokens;
+    if (r.cost !== null) u.cost = (u.cost ?? 0) + r.cost;
+  }
+
+  #foldUsage(): void {
+    for (const u of this.#usage.values()) {
+      this.tokens.inc({ ...u.labels, type: 'input' }, u.input);
+      this.tokens.inc({ ...u.labels, type: 'output' }, u.output);
+      this.tokens.inc({ ...u.labels, type: 'reasoning' }, u.reasoning);
+      this.tokens.inc({ ...u.labels, type: 'cached' }, u.cached);
+      if (u.cost !== null) this.cost.inc(u.labels, u.cost);
+    }
+    this.#usage.clear();
+  }
+}
+
+/** What recordUsage counts of a turn. */
+export interface UsageCounts {
+  agent: string;
+  model: string;
+  channel: string;
+  inputTokens: number;
+  outputTokens: number;
+  reasoningTokens: number;
+  cachedTokens: number;
+  /** Null when the model has no price: no cost series is made for it. */
+  cost: number | null;
+}
+
+interface UsageSums {
+  labels: { agent: string; model: string; channel: string };
+  input: number;
+  output: number;
+  reasoning: number;
+  cached: number;
+  cost: number | null;
 }
