@@ -19,10 +19,12 @@ import { Occupancy, withModelBoundCluster } from './cluster-model.js';
  * that passed. Per instance count it reports that rate, its p99, the answers per instance in
  * the window (the split) and each process's CPU. Target: 2 instances sustain ≥ 1.8× the rate
  * of 1. `CHANNELD_BENCH_STEP_S` sets the measured window, `CHANNELD_BENCH_STEPS` the steps,
- * `CHANNELD_BENCH_PARTITIONS` `[cluster] partitions` (16); `CHANNELD_BENCH_ARRIVALS=poisson` sends at
- * random (Poisson, seeded: the same pattern at each step) instead of evenly spaced times: with
- * even spacing one instance sees a perfectly smooth stream while each of several sees its share
- * in clumps (the conversations' partitions decide where each message goes), which favours 1.
+ * `CHANNELD_BENCH_PARTITIONS` `[cluster] partitions` (16), `CHANNELD_BENCH_CONVERSATIONS_FROM`
+ * the first conversation's number (0; another set of conversations falls on the partitions
+ * otherwise). `CHANNELD_BENCH_ARRIVALS=poisson` sends at random (Poisson, seeded: the same
+ * pattern at each step) instead of evenly spaced times: with even spacing one instance sees a
+ * perfectly smooth stream while each of several sees its share in clumps (the conversations'
+ * partitions decide where each message goes), which favours 1.
  */
 export async function clusterSustained(o: ScenarioOptions): Promise<Row[]> {
   const skip = await clusterSkipReason();
@@ -217,7 +219,8 @@ class SteadyLoad {
   /** Sends the next message; returns its text (unique, five words: the model's 2 s). */
   send(): string {
     const seq = this.#seq++;
-    const i = seq % this.scopes;
+    // Which conversations (and so which partitions, by the hash of each one's scope) take the load.
+    const i = (seq % this.scopes) + Number(process.env.CHANNELD_BENCH_CONVERSATIONS_FROM ?? 0);
     const text = `c${i} m${seq} alpha beta gamma`;
     this.#pending.set(text, performance.now());
     if (i % 2 === 0) this.c.tg.dm(text, { id: 60_000 + i, first_name: `u${i}` });
