@@ -21,7 +21,7 @@ import { runLoad } from './cluster.js';
  * whether its slots sit free while another instance has turns queued (work unevenly split).
  * Answers per instance are its stream acks over the run.
  */
-class Occupancy {
+export class Occupancy {
   readonly #busy: number[][] = [];
   #idleWhileQueued = 0;
   #samples = 0;
@@ -87,6 +87,27 @@ class Occupancy {
   }
 }
 
+/**
+ * `n` instances at the model-bound setup (at most `inFlight` turns each, echo answers of five
+ * words `delayMs` apart, final-text replies, `CHANNELD_BENCH_PARTITIONS` partitions, 16 by
+ * default), started and settled for `run`, closed after it.
+ */
+export async function withModelBoundCluster<T>(n: number, inFlight: number, delayMs: number, run: (c: ProcessCluster) => Promise<T>): Promise<T> {
+  const c = new ProcessCluster({
+    echoDelayMs: delayMs,
+    maxInFlight: inFlight,
+    streamMode: 'final',
+    partitions: Number(process.env.CHANNELD_BENCH_PARTITIONS ?? 16),
+  });
+  try {
+    // A loaded machine may need longer than start()'s 30 s for the partitions to settle.
+    await c.start(n).catch(() => c.settled(n, 120_000));
+    return await run(c);
+  } finally {
+    await c.close();
+  }
+}
+
 export async function clusterModel(o: ScenarioOptions): Promise<Row[]> {
   const skip = await clusterSkipReason();
   if (skip) return [{ scenario: 'cluster-model', metric: `skipped: ${skip}`, value: 0, unit: '' }];
@@ -96,15 +117,7 @@ export async function clusterModel(o: ScenarioOptions): Promise<Row[]> {
   const rows: Row[] = [];
   const rates = new Map<number, number>();
   for (const n of o.smoke ? [1] : [1, 2, 3]) {
-    const c = new ProcessCluster({
-      echoDelayMs: delayMs,
-      maxInFlight: inFlight,
-      streamMode: 'final',
-      partitions: Number(process.env.CHANNELD_BENCH_PARTITIONS ?? 16),
-    });
-    try {
-      // A loaded machine may need longer than start()'s 30 s for the partitions to settle.
-      await c.start(n).catch(() => c.settled(n, 120_000));
+    await withModelBoundCluster(n, inFlight, delayMs, async (c) => {
       const sampler = new Occupancy(c, inFlight);
       const { latencies, seconds } = await runLoad(c, convs, per);
       const occ = await sampler.stop();
@@ -145,9 +158,7 @@ export async function clusterModel(o: ScenarioOptions): Promise<Row[]> {
           unit: occ.cpu.map((x) => `${Math.round(100 * x)} %`).join(' / '),
         },
       );
-    } finally {
-      await c.close();
-    }
+    });
   }
   for (const n of [2, 3]) {
     const r = rates.get(n);

@@ -11,6 +11,7 @@ import { streaming } from './streaming.js';
 import { load } from './load.js';
 import { cluster } from './cluster.js';
 import { clusterModel } from './cluster-model.js';
+import { clusterSustained } from './cluster-sustained.js';
 
 /** Every scenario `npm run bench` runs, in order. */
 export const scenarios: Record<string, Scenario> = {
@@ -26,4 +27,5 @@ export const scenarios: Record<string, Scenario> = {
   load,
   cluster,
   'cluster-model': clusterModel,
+  'cluster-sustained': clusterSustained,
 };
