@@ -1,12 +1,10 @@
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/daemon.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
-import { Fleet } from './fleet.js';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
 import { median } from './report.js';
-import { drive } from './scenarios/throughput.js';
+import { drive, withBareBot, withChanneld } from './scenarios/throughput.js';
 
 /**
  * `npm run bench:alloc [N] [ROUNDS] [--unbundled]`: bytes allocated per message in the
@@ -43,38 +41,12 @@ async function sampled(pid: number, tg: FakeTelegram, n: number, m: number): Pro
   return profile.head;
 }
 
-async function channeld(n: number, m: number, unbundled: boolean): Promise<Frame> {
-  const fleet = await new Fleet().start();
-  try {
-    fleet.write();
-    const p = fleet.spawn({ nodeArgs: ['--import', sampler], ...(unbundled ? { script: 'dist/bin/channeld.js' } : {}) });
-    try {
-      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
-      return await sampled(p.child.pid!, fleet.tg, n, m);
-    } finally {
-      p.signal('SIGTERM');
-      await p.exited;
-    }
-  } finally {
-    await fleet.close();
-  }
+function channeld(n: number, m: number, unbundled: boolean): Promise<Frame> {
+  return withChanneld({ nodeArgs: ['--import', sampler], ...(unbundled ? { script: 'dist/bin/channeld.js' } : {}) }, (pid, tg) => sampled(pid, tg, n, m));
 }
 
-async function bare(n: number, m: number): Promise<Frame> {
-  const tg = new FakeTelegram();
-  await tg.start();
-  const child = spawn(process.execPath, ['--import', sampler, join(import.meta.dirname, 'bare/grammy-echo.mjs')], {
-    env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  try {
-    await new Promise<void>((r) => child.stdout!.once('data', () => r()));
-    return await sampled(child.pid!, tg, n, m);
-  } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    await tg.close();
-  }
+function bare(n: number, m: number): Promise<Frame> {
+  return withBareBot(['--import', sampler], (pid, tg) => sampled(pid, tg, n, m));
 }
 
 function total(f: Frame): number {

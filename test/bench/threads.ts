@@ -1,11 +1,7 @@
-import { spawn } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
-import { waitFor } from '../helpers/daemon.js';
-import { FakeTelegram } from '../fakes/telegram/server.js';
-import { Fleet } from './fleet.js';
+import type { FakeTelegram } from '../fakes/telegram/server.js';
 import { median } from './report.js';
-import { drive } from './scenarios/throughput.js';
+import { drive, withBareBot, withChanneld } from './scenarios/throughput.js';
 
 /**
  * `npx tsx test/bench/threads.ts [ROUNDS] [N]` (after `npm run build`): where a process's CPU
@@ -62,38 +58,12 @@ async function measure(pid: number, tg: FakeTelegram, n: number, m: number): Pro
   return { rate, perThread, totalMs: [...perThread.values()].reduce((a, b) => a + b, 0), peakMb: peakRssMb(pid) };
 }
 
-async function channeld([, unitFlags, nodeArgs]: Variant, n: number, m: number): Promise<Sample> {
-  const fleet = await new Fleet().start();
-  try {
-    fleet.write();
-    const p = fleet.spawn({ unitFlags, nodeArgs });
-    try {
-      await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
-      return await measure(p.child.pid!, fleet.tg, n, m);
-    } finally {
-      p.signal('SIGTERM');
-      await p.exited;
-    }
-  } finally {
-    await fleet.close();
-  }
+function channeld([, unitFlags, nodeArgs]: Variant, n: number, m: number): Promise<Sample> {
+  return withChanneld({ unitFlags, nodeArgs }, (pid, tg) => measure(pid, tg, n, m));
 }
 
-async function bare(n: number, m: number): Promise<Sample> {
-  const tg = new FakeTelegram();
-  await tg.start();
-  const child = spawn(process.execPath, [join(import.meta.dirname, 'bare/grammy-echo.mjs')], {
-    env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  try {
-    await new Promise<void>((r) => child.stdout!.once('data', () => r()));
-    return await measure(child.pid!, tg, n, m);
-  } finally {
-    child.kill('SIGTERM');
-    await new Promise((r) => child.once('exit', r));
-    await tg.close();
-  }
+function bare(n: number, m: number): Promise<Sample> {
+  return withBareBot([], (pid, tg) => measure(pid, tg, n, m));
 }
 
 const line = (label: string, s: Sample) =>

@@ -48,16 +48,22 @@ export async function drive(tg: FakeTelegram, n: number, m: number, label: strin
   return n / ((performance.now() - t0) / 1000);
 }
 
-/** One channeld run: a fresh daemon with four channels on fresh fakes, warmed up, then timed; `script` replaces the unit's (another build, for A/B runs). */
-export async function channeldRun(n: number, m: number, warm: number, unitFlags = true, script?: string): Promise<Run> {
+/**
+ * A fresh daemon with four channels on fresh fakes, run as the unit runs it (`unitFlags`,
+ * `script` and `nodeArgs` as Fleet.spawn takes them), connected, for as long as `use` runs;
+ * `use` gets the daemon's pid and the fake Bot API.
+ */
+export async function withChanneld<T>(
+  o: { unitFlags?: boolean; script?: string | undefined; nodeArgs?: string[] },
+  use: (pid: number, tg: FakeTelegram) => Promise<T>,
+): Promise<T> {
   const fleet = await new Fleet().start();
   try {
     fleet.write();
-    const p = fleet.spawn({ unitFlags, ...(script ? { script } : {}) });
+    const p = fleet.spawn({ unitFlags: o.unitFlags !== false, ...(o.script ? { script: o.script } : {}), nodeArgs: o.nodeArgs ?? [] });
     try {
       await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 120_000);
-      await drive(fleet.tg, warm, m, 'warm');
-      return await timed(p.child.pid!, n, fleet.tg, () => drive(fleet.tg, n, m, 'run'));
+      return await use(p.child.pid!, fleet.tg);
     } finally {
       p.signal('SIGTERM');
       await p.exited;
@@ -67,23 +73,38 @@ export async function channeldRun(n: number, m: number, warm: number, unitFlags 
   }
 }
 
-/** One baseline run: a bare grammy echo bot on a fresh fake, warmed up, then timed. */
-export async function bareRun(n: number, m: number, warm: number): Promise<Run> {
+/** A bare grammy echo bot (node with `nodeArgs`) on a fresh fake, ready, for as long as `use` runs. */
+export async function withBareBot<T>(nodeArgs: string[], use: (pid: number, tg: FakeTelegram) => Promise<T>): Promise<T> {
   const tg = new FakeTelegram();
   await tg.start();
-  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/grammy-echo.mjs')], {
+  const child = spawn(process.execPath, [...nodeArgs, join(import.meta.dirname, '../bare/grammy-echo.mjs')], {
     env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url },
     stdio: ['ignore', 'pipe', 'inherit'],
   });
   try {
     await new Promise<void>((r) => child.stdout!.once('data', () => r()));
-    await drive(tg, warm, m, 'warm');
-    return await timed(child.pid!, n, tg, () => drive(tg, n, m, 'run'));
+    return await use(child.pid!, tg);
   } finally {
     child.kill('SIGTERM');
     await new Promise((r) => child.once('exit', r));
     await tg.close();
   }
+}
+
+/** Warms up with `warm` messages, then times `n` over `m` chats. */
+async function warmedAndTimed(pid: number, tg: FakeTelegram, n: number, m: number, warm: number): Promise<Run> {
+  await drive(tg, warm, m, 'warm');
+  return timed(pid, n, tg, () => drive(tg, n, m, 'run'));
+}
+
+/** One channeld run: a fresh daemon with four channels on fresh fakes, warmed up, then timed; `script` replaces the unit's (another build, for A/B runs). */
+export function channeldRun(n: number, m: number, warm: number, unitFlags = true, script?: string): Promise<Run> {
+  return withChanneld({ unitFlags, script }, (pid, tg) => warmedAndTimed(pid, tg, n, m, warm));
+}
+
+/** One baseline run: a bare grammy echo bot on a fresh fake, warmed up, then timed. */
+export function bareRun(n: number, m: number, warm: number): Promise<Run> {
+  return withBareBot([], (pid, tg) => warmedAndTimed(pid, tg, n, m, warm));
 }
 
 /**
