@@ -107,15 +107,14 @@ export class RepetitionGuardedRunner implements AgentRunner {
     const guard = new RepetitionGuard(this.options);
     const stop = new AbortController();
     const onAbort = () => stop.abort(signal.reason);
-    let listening = false;
     let inner: AsyncIterator<AgentEvent> | undefined;
     /** The loop's error event, passed on after the event that showed the loop. */
     let loopError: AgentEvent | undefined;
     let finished = false;
+    // Removing a listener that was never added (an aborted start) or already removed is a no-op.
     const finish = (): void => {
       finished = true;
-      if (listening) signal.removeEventListener('abort', onAbort);
-      listening = false;
+      signal.removeEventListener('abort', onAbort);
     };
     const done: IteratorReturnResult<undefined> = { value: undefined, done: true };
     /** Ends the inner runner (its finally blocks run) once this iterator is done with it. */
@@ -137,10 +136,7 @@ export class RepetitionGuardedRunner implements AgentRunner {
         if (finished) return closeInner();
         if (!inner) {
           if (signal.aborted) onAbort();
-          else {
-            signal.addEventListener('abort', onAbort, { once: true });
-            listening = true;
-          }
+          else signal.addEventListener('abort', onAbort, { once: true });
           inner = this.inner.run(input, ctx, stop.signal)[Symbol.asyncIterator]();
         }
         let r: IteratorResult<AgentEvent>;

@@ -57,10 +57,7 @@ export class ReplyStream {
    * times more per request; a dependent signal joins its source in O(1).
    */
   readonly #signal: AbortSignal;
-  /**
-   * The hard stop or the turn's end: what a draft waiting out its interval listens to. Made
-   * when a draft first waits: an answer that goes out at once never needs it.
-   */
+  /** The hard stop or the turn's end, for a draft waiting out its interval; made when one first waits. */
   #draftWaitSignal: AbortSignal | undefined;
   /** Whether the user sees any text yet; typing stops then. */
   #visible = false;

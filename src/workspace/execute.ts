@@ -46,14 +46,6 @@ function turnMessage(job: Parameters<ExecuteTurn>[0]): ChannelMessage {
   return { ...last, text: job.text, attachments: job.items.flatMap((i) => i.message.attachments ?? []) };
 }
 
-/** Each adapter's download method bound once, not once per turn. */
-const downloaders = new WeakMap<object, NonNullable<DispatchChannel['adapter']['download']>>();
-function downloaderOf(adapter: DispatchChannel['adapter']): NonNullable<DispatchChannel['adapter']['download']> {
-  let bound = downloaders.get(adapter);
-  if (!bound) downloaders.set(adapter, (bound = adapter.download!.bind(adapter)));
-  return bound;
-}
-
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
   // One per daemon (per instance in a cluster): draft edits yield to replies not yet visible.
@@ -99,7 +91,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       speaker = ws.speaker;
       outcome = await ws.runtime.run({
         message: turnMessage(job),
-        ...(ch.adapter.download ? { download: downloaderOf(ch.adapter) } : {}),
+        ...(ch.adapter.download ? { download: ch.adapter.download.bind(ch.adapter) } : {}),
         scope: job.scope,
         ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
         signal,
