@@ -2,10 +2,17 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { isValidSlackRequest, type App, type Receiver } from '@slack/bolt';
 import { SocketModeClient } from '@slack/socket-mode';
 import { readBody, sendJson } from '../../src/util/http-helpers.js';
+import { settleWithin } from '../../src/util/abortable.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 
 const MAX_BODY_BYTES = 1024 * 1024;
+/**
+ * At stop, how long envelopes still being stored may take to be acked before the socket
+ * closes: an envelope received just before the stop is then acked on the socket it came on,
+ * not sent again by Slack (which the inbox would drop as a duplicate).
+ */
+const STOP_DRAIN_MS = 2000;
 /** Slack's replay window, both ways: a request stamped further from now is refused. */
 const MAX_CLOCK_SKEW_S = 5 * 60;
 
@@ -71,6 +78,8 @@ export interface SocketReceiverOptions {
 export class DeferredAckSocketReceiver implements Receiver {
   readonly client: SocketModeClient;
   #app: App | undefined;
+  /** Envelopes being stored, to be acked before the socket closes at stop. */
+  readonly #inFlight = new Set<Promise<void>>();
 
   constructor(readonly o: SocketReceiverOptions) {
     const client = new GuardedSocketModeClient({ appToken: o.appToken, clientOptions: { slackApiUrl: o.slackApiUrl }, logLevel: 'error' as never });
@@ -84,11 +93,12 @@ export class DeferredAckSocketReceiver implements Receiver {
         await ack().catch(() => {});
         return;
       }
-      try {
-        await processThenAck(this.#app, body, ack, retry_num);
-      } catch (err) {
+      const handled = processThenAck(this.#app, body, ack, retry_num).catch((err: unknown) => {
         o.log.warn({ err }, 'Slack event not stored; not acked, Slack will send it again');
-      }
+      });
+      this.#inFlight.add(handled);
+      await handled;
+      this.#inFlight.delete(handled);
     });
     this.client.on('connected', () => o.onConnected());
     this.client.on('reconnecting', () => o.onReconnecting('Slack Socket Mode connection lost; reconnecting'));
@@ -101,6 +111,7 @@ export class DeferredAckSocketReceiver implements Receiver {
     return this.client.start();
   }
   async stop(): Promise<unknown> {
+    await settleWithin(Promise.all(this.#inFlight), STOP_DRAIN_MS);
     return this.client.disconnect();
   }
 }
