@@ -99,47 +99,58 @@ export class Leases {
     return JSON.stringify({ owner: this.instanceId, renewedAt: Date.now(), ...(info ? { info: info() } : {}) } satisfies LeaseValue);
   }
 
-  /** One attempt to take `key`; the held lease, or undefined when someone else holds it. */
+  /**
+   * One attempt to take `key`; the held lease, or undefined when someone else holds it. A
+   * key that turns out free while it is being taken (its holder released it, or the
+   * bucket's max age removed it, between the refused write and the read) is tried again, a
+   * few times: undefined means a holder was seen, never that the key was merely in motion.
+   */
   async tryAcquire(key: string, info?: () => Record<string, unknown>): Promise<HeldLease | undefined> {
-    let seen = this.#seen.get(key);
     const sent = Date.now();
     try {
-      if (!seen) {
-        try {
-          return new HeldLease(this, key, await this.#count().create(key, this.value(info)), sent, info);
-        } catch (err) {
-          if (!isWrongRevision(err)) throw err;
-        }
-        // The key exists but the watch has not shown it yet (this process just started):
-        // read it, so a lease left by this instance id's previous run (a kill -9, then a
-        // restart within the TTL) is taken back at once instead of refused.
-        const now = await this.#count().get(key);
-        if (now?.operation !== 'PUT') return undefined;
-        seen = { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() };
-        if (!this.#seen.has(key)) this.#seen.set(key, seen);
-        if (seen.value.owner !== this.instanceId) return undefined;
-      }
-      if (seen.value.owner === this.instanceId || Date.now() - seen.seenAt > this.ttlMs) {
-        // Not renewed for a whole TTL (or our own, left by a previous run of this instance id).
-        try {
-          return new HeldLease(this, key, await this.#count().update(key, this.value(info), seen.revision), sent, info);
-        } catch (err) {
-          if (!isWrongRevision(err)) throw err;
-          // Expired by the bucket's max age (the watch is not told) or renewed after all.
-          const now = await this.#count().get(key);
-          if (now && now.operation === 'PUT') {
-            if (now.revision !== seen.revision) this.#seen.set(key, { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() });
-            return undefined;
-          }
-          this.#seen.delete(key);
-          return new HeldLease(this, key, await this.#count().create(key, this.value(info)), sent, info);
-        }
+      for (let attempt = 0; attempt < FREE_KEY_ATTEMPTS; attempt++) {
+        const held = await this.#attempt(key, sent, info);
+        if (held !== MOVED) return held;
       }
       return undefined;
     } catch (err) {
       if (isWrongRevision(err)) return undefined;
       throw new CodedError('CLUSTER_UNAVAILABLE', `lease ${key}: ${errorMessage(err)}`, { cause: err });
     }
+  }
+
+  async #attempt(key: string, sent: number, info?: () => Record<string, unknown>): Promise<HeldLease | undefined | typeof MOVED> {
+    let seen = this.#seen.get(key);
+    if (!seen) {
+      try {
+        return new HeldLease(this, key, await this.#count().create(key, this.value(info)), sent, info);
+      } catch (err) {
+        if (!isWrongRevision(err)) throw err;
+      }
+      // The key exists but the watch has not shown it yet (this process just started):
+      // read it, so a lease left by this instance id's previous run (a kill -9, then a
+      // restart within the TTL) is taken back at once instead of refused.
+      const now = await this.#count().get(key);
+      if (now?.operation !== 'PUT') return MOVED;
+      seen = { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() };
+      if (!this.#seen.has(key)) this.#seen.set(key, seen);
+      if (seen.value.owner !== this.instanceId) return undefined;
+    }
+    if (seen.value.owner !== this.instanceId && Date.now() - seen.seenAt <= this.ttlMs) return undefined;
+    // Not renewed for a whole TTL (or our own, left by a previous run of this instance id).
+    try {
+      return new HeldLease(this, key, await this.#count().update(key, this.value(info), seen.revision), sent, info);
+    } catch (err) {
+      if (!isWrongRevision(err)) throw err;
+    }
+    // Expired by the bucket's max age (the watch is not told) or renewed after all.
+    const now = await this.#count().get(key);
+    if (now && now.operation === 'PUT') {
+      if (now.revision !== seen.revision) this.#seen.set(key, { value: now.json<LeaseValue>(), revision: now.revision, seenAt: Date.now() });
+      return undefined;
+    }
+    this.#seen.delete(key);
+    return MOVED;
   }
 
   /** Waits until `key` is ours (or `signal` aborts: then undefined). `onWaiting` is told who holds it. */
@@ -167,6 +178,11 @@ export class Leases {
     return undefined;
   }
 }
+
+/** How often a key found free while being taken is tried again before it counts as held. */
+const FREE_KEY_ATTEMPTS = 3;
+/** The key changed state under the attempt (freed or expired): try again. */
+const MOVED = Symbol('moved');
 
 function isWrongRevision(err: unknown): boolean {
   return /wrong last sequence|key exists/i.test(errorMessage(err));

@@ -94,7 +94,9 @@ export class ProcessCluster {
     const url = await Promise.race([
       proc.url(90_000),
       proc.exited.then((code) => {
-        throw new Error(`instance ${id} exited with ${code} before it served: ${JSON.stringify(proc.lines.slice(-3))}`);
+        // What the process printed for a person (its reason, on stderr) first: CI summaries cut long messages.
+        const said = proc.lines.filter((l) => !('level' in l)).map((l) => l.msg);
+        throw new Error(`instance ${id} exited with ${code} before it served: ${JSON.stringify(said)} ${JSON.stringify(proc.lines.slice(-3))}`);
       }),
     ]);
     const m: Member = { id, proc, url, alive: true };

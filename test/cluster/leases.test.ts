@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCluster, type ClusterServices } from '../../src/cluster/connect.js';
+import { Leases } from '../../src/cluster/leases.js';
 import { clusterSchema } from '../../src/config/schema.js';
 import { waitFor } from '../helpers/daemon.js';
 import { scaled } from '../helpers/timing.js';
@@ -70,5 +71,34 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
     const late = await instance('r2');
     expect(await late.leases.tryAcquire('listener.x')).toBeUndefined();
     await Promise.all([back!.release(), theirs!.release()]);
+  });
+  it('a key freed while it is being taken (released between the refused create and the read) is taken, not counted as held', async () => {
+    const holder = await instance('h');
+    const held = await holder.leases.tryAcquire('inst.freed');
+    expect(held).toBeDefined();
+    const contender = await instance('k');
+    // The real bucket, with the holder's release placed exactly in the contender's window:
+    // its create was refused (the key was held), and the key is free by the time it reads.
+    // A restart under load meets the same when the previous run's delete marker reaches
+    // the bucket's max age there; it was refused as "instance id in use".
+    let released = false;
+    const kv = new Proxy(contender.leases.kv, {
+      get(target, prop, receiver) {
+        const real = Reflect.get(target, prop, receiver) as unknown;
+        if (prop !== 'get' || typeof real !== 'function') return typeof real === 'function' ? real.bind(target) : real;
+        return async (key: string) => {
+          if (!released) {
+            released = true;
+            await held!.release();
+          }
+          return (real as (k: string) => Promise<unknown>).call(target, key);
+        };
+      },
+    });
+    const fresh = new Leases(kv, 'k', 1500, quietLogger().log);
+    const taken = await fresh.tryAcquire('inst.freed');
+    expect(released).toBe(true);
+    expect(taken).toBeDefined();
+    await taken!.release();
   });
 });

@@ -1,4 +1,5 @@
 import { CodedError } from '../../contracts/errors.js';
+import { sleep } from '../../util/abortable.js';
 import type { TopologyWork } from '../../contracts/topology.js';
 import { agentOf } from '../../config/load.js';
 import type { Logger } from '../../observe/logger.js';
@@ -37,7 +38,7 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
     const load = work.load();
     return { generation: live.generation, pid: process.pid, in_flight: load.inFlight, queued: load.queued, started_at: startedAt };
   };
-  let heartbeat: HeldLease | undefined = await s.leases.tryAcquire(key, info);
+  let heartbeat: HeldLease | undefined = await firstHeartbeat(s, key, info, stopping.signal, log);
   if (!heartbeat)
     throw new CodedError(
       'CLUSTER_UNAVAILABLE',
@@ -97,3 +98,24 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
     },
   };
 }
+
+/** Tries for the heartbeat at start: a NATS request lost to a busy moment is tried again, not a refused start. */
+async function firstHeartbeat(
+  s: ClusterServices,
+  key: string,
+  info: () => Record<string, unknown>,
+  signal: AbortSignal,
+  log: Logger,
+): Promise<HeldLease | undefined> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await s.leases.tryAcquire(key, info);
+    } catch (err) {
+      if (attempt >= HEARTBEAT_ATTEMPTS) throw err;
+      log.warn({ err, lease: key, attempt }, 'heartbeat attempt failed; trying again');
+      await sleep(HEARTBEAT_RETRY_MS * attempt, signal);
+    }
+  }
+}
+const HEARTBEAT_ATTEMPTS = 3;
+const HEARTBEAT_RETRY_MS = 250;
