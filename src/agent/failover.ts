@@ -60,13 +60,22 @@ export class FailoverRunner implements AgentRunner {
   constructor(
     private readonly candidates: (input: AgentInput) => readonly Candidate[],
     readonly cooldowns: ModelCooldowns,
-    private readonly on: { served?(key: string): void; failedOver?(from: string): void } = {},
+    private readonly on: FailoverHooks = {},
   ) {}
 
-  async *run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
+  run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
     const all = this.candidates(input);
-    // One model is tried whether it cools down or not.
-    const ready = all.length === 1 ? all : all.filter((c) => !this.cooldowns.cooling(c.key));
+    // One model is tried whether it cools down or not; with nothing to fail over to, its
+    // events go through an iterator of its own (no generator layer: a promise per event).
+    if (all.length === 1) {
+      const only = all[0]!;
+      return { [Symbol.asyncIterator]: () => new OnlyModelRun(only, this.cooldowns, this.on, input, ctx, signal) };
+    }
+    return this.#tryInTurn(all, input, ctx, signal);
+  }
+
+  async *#tryInTurn(all: readonly Candidate[], input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
+    const ready = all.filter((c) => !this.cooldowns.cooling(c.key));
     const order = ready.length ? ready : all.slice(0, 1);
     for (const [i, c] of order.entries()) {
       const last = i === order.length - 1;
@@ -97,5 +106,79 @@ export class FailoverRunner implements AgentRunner {
       }
       if (!failedBeforeText) return;
     }
+  }
+}
+
+type FailoverHooks = { served?(key: string): void; failedOver?(from: string): void };
+
+/**
+ * The one model of a turn without fallbacks, as `FailoverRunner` runs its last candidate:
+ * the model told first, a failure before any text cools it down, invisible events held until
+ * text shows (and dropped with a failure), `done` names the model. The inner runner is
+ * closed when the turn's terminal event has been passed on, or when the consumer stops.
+ */
+class OnlyModelRun implements AsyncIterator<AgentEvent, undefined> {
+  readonly #shown = new Attempt();
+  #inner: AsyncIterator<AgentEvent> | undefined;
+  /** Events `Attempt` released together, passed on one per call. */
+  #queue: AgentEvent[] = [];
+  #ended = false;
+
+  constructor(
+    private readonly c: Candidate,
+    private readonly cooldowns: ModelCooldowns,
+    private readonly on: FailoverHooks,
+    private readonly input: AgentInput,
+    private readonly ctx: AgentContext,
+    private readonly signal: AbortSignal,
+  ) {}
+
+  async next(): Promise<IteratorResult<AgentEvent, undefined>> {
+    for (;;) {
+      const queued = this.#queue.shift();
+      if (queued) return { value: queued, done: false };
+      if (this.#ended) return this.return();
+      if (!this.#inner) {
+        // The bare model name, as /model, /status and /admin show it; cooldowns keep the provider too.
+        this.ctx.onModel?.(this.c.model);
+        this.#inner = this.c
+          .runner(true)
+          .run({ ...this.input, model: this.c.model }, this.ctx, this.signal)
+          [Symbol.asyncIterator]();
+      }
+      let r: IteratorResult<AgentEvent>;
+      try {
+        r = await this.#inner.next();
+      } catch (err) {
+        this.#ended = true;
+        this.#inner = undefined;
+        throw err;
+      }
+      if (r.done) {
+        this.#ended = true;
+        this.#inner = undefined;
+        continue;
+      }
+      const e = r.value;
+      if (e.type === 'error' && FAILOVER.has(e.code) && !this.#shown.visible) this.cooldowns.failed(this.c.key);
+      if (e.type === 'done') {
+        this.cooldowns.succeeded(this.c.key);
+        this.on.served?.(this.c.key);
+        this.#ended = true;
+        this.#queue = this.#shown.take({ ...e, model: this.c.key });
+      } else {
+        if (e.type === 'error' || e.type === 'cancelled') this.#ended = true;
+        this.#queue = this.#shown.take(e);
+      }
+    }
+  }
+
+  async return(): Promise<IteratorReturnResult<undefined>> {
+    this.#ended = true;
+    this.#queue = [];
+    const inner = this.#inner;
+    this.#inner = undefined;
+    await inner?.return?.();
+    return { value: undefined, done: true };
   }
 }
