@@ -79,30 +79,19 @@ export class FailoverRunner implements AgentRunner {
     const order = ready.length ? ready : all.slice(0, 1);
     for (const [i, c] of order.entries()) {
       const last = i === order.length - 1;
-      // The bare model name, as /model, /status and /admin show it; cooldowns keep the provider too.
-      ctx.onModel?.(c.model);
       // Text and tool calls are visible progress: after them, no failover (tools would run twice).
       const shown = new Attempt();
       let failedBeforeText = false;
-      for await (const e of c.runner(last).run({ ...input, model: c.model }, ctx, signal)) {
-        if (e.type === 'error' && FAILOVER.has(e.code) && !shown.visible) {
-          this.cooldowns.failed(c.key);
-          if (!last) {
-            failedBeforeText = true;
-            this.on.failedOver?.(c.key);
-            break;
-          }
+      for await (const e of startAttempt(c, last, input, ctx, signal)) {
+        if (failedEarly(c, shown, e, this.cooldowns) && !last) {
+          failedBeforeText = true;
+          this.on.failedOver?.(c.key);
+          break;
         }
         // A loop, not yield* over the array: yield* on a sync iterable in an async generator
         // wraps it in an async iterator, a promise and a microtask per event.
-        if (e.type === 'done') {
-          this.cooldowns.succeeded(c.key);
-          this.on.served?.(c.key);
-          for (const out of shown.take({ ...e, model: c.key })) yield out;
-          return;
-        }
-        for (const out of shown.take(e)) yield out;
-        if (e.type === 'error' || e.type === 'cancelled') return;
+        for (const out of passOn(c, shown, e, this.cooldowns, this.on)) yield out;
+        if (e.type === 'done' || e.type === 'error' || e.type === 'cancelled') return;
       }
       if (!failedBeforeText) return;
     }
@@ -110,6 +99,28 @@ export class FailoverRunner implements AgentRunner {
 }
 
 type FailoverHooks = { served?(key: string): void; failedOver?(from: string): void };
+
+/** Starts candidate `c`'s attempt, telling the turn which model it is. */
+function startAttempt(c: Candidate, last: boolean, input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
+  // The bare model name, as /model, /status and /admin show it; cooldowns keep the provider too.
+  ctx.onModel?.(c.model);
+  return c.runner(last).run({ ...input, model: c.model }, ctx, signal);
+}
+
+/** A failure worth failing over for, before the attempt showed anything: the model cools down. */
+function failedEarly(c: Candidate, shown: Attempt, e: AgentEvent, cooldowns: ModelCooldowns): boolean {
+  if (e.type !== 'error' || !FAILOVER.has(e.code) || shown.visible) return false;
+  cooldowns.failed(c.key);
+  return true;
+}
+
+/** What the attempt passes on for `e`; a `done` marks the model served and names it. */
+function passOn(c: Candidate, shown: Attempt, e: AgentEvent, cooldowns: ModelCooldowns, on: FailoverHooks): AgentEvent[] {
+  if (e.type !== 'done') return shown.take(e);
+  cooldowns.succeeded(c.key);
+  on.served?.(c.key);
+  return shown.take({ ...e, model: c.key });
+}
 
 /**
  * The one model of a turn without fallbacks, as `FailoverRunner` runs its last candidate:
@@ -138,14 +149,7 @@ class OnlyModelRun implements AsyncIterator<AgentEvent, undefined> {
       const queued = this.#queue.shift();
       if (queued) return { value: queued, done: false };
       if (this.#ended) return this.return();
-      if (!this.#inner) {
-        // The bare model name, as /model, /status and /admin show it; cooldowns keep the provider too.
-        this.ctx.onModel?.(this.c.model);
-        this.#inner = this.c
-          .runner(true)
-          .run({ ...this.input, model: this.c.model }, this.ctx, this.signal)
-          [Symbol.asyncIterator]();
-      }
+      this.#inner ??= startAttempt(this.c, true, this.input, this.ctx, this.signal)[Symbol.asyncIterator]();
       let r: IteratorResult<AgentEvent>;
       try {
         r = await this.#inner.next();
@@ -160,16 +164,9 @@ class OnlyModelRun implements AsyncIterator<AgentEvent, undefined> {
         continue;
       }
       const e = r.value;
-      if (e.type === 'error' && FAILOVER.has(e.code) && !this.#shown.visible) this.cooldowns.failed(this.c.key);
-      if (e.type === 'done') {
-        this.cooldowns.succeeded(this.c.key);
-        this.on.served?.(this.c.key);
-        this.#ended = true;
-        this.#queue = this.#shown.take({ ...e, model: this.c.key });
-      } else {
-        if (e.type === 'error' || e.type === 'cancelled') this.#ended = true;
-        this.#queue = this.#shown.take(e);
-      }
+      failedEarly(this.c, this.#shown, e, this.cooldowns);
+      if (e.type === 'done' || e.type === 'error' || e.type === 'cancelled') this.#ended = true;
+      this.#queue = passOn(this.c, this.#shown, e, this.cooldowns, this.on);
     }
   }
 
