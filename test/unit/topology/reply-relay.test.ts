@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { envelopeOf } from '../../../src/cluster/reply-relay.js';
 import { parseConfig } from '../../../src/config/load.js';
@@ -11,7 +12,7 @@ import { openDb } from '../../../src/store/db.js';
 import { Inbox } from '../../../src/store/inbox.js';
 import { ClusterTopology } from '../../../src/topology/cluster/cluster-topology.js';
 import { LocalTopology } from '../../../src/topology/local/local-topology.js';
-import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, quietLogger, uniqueNamespace } from '../../helpers/cluster.js';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, NATS_URL, quietLogger, uniqueNamespace } from '../../helpers/cluster.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { kinds } from '../../helpers/kinds.js';
 
@@ -142,7 +143,16 @@ describe.skipIf(skip !== undefined)(`reply relay between two cluster instances${
     // b's listener stops: its subscription goes with it.
     listening[1]!.stop.abort();
     await listening[1]!.done;
+    // A publish leaves a's connection some time after send() returns: an observer of the
+    // relay subject shows when the server has it, so b's next subscription comes after it
+    // (otherwise b's new subscription may reach the server first and rightly receive it).
+    const observer = await connect({ servers: NATS_URL });
+    closers.push(() => observer.close());
+    const seen: string[] = [];
+    observer.subscribe(`${ns}.relay.>`, { callback: (_err, msg) => void seen.push(msg.string()) });
+    await observer.flush();
     await ga.send(target, 'while b is stopped', { signal });
+    await waitFor(() => seen.some((m) => m.includes('while b is stopped')), 10_000, 10);
     const again = new AbortController();
     const relisten = gb.listen(
       async () => true,
