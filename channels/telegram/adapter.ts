@@ -7,7 +7,6 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep, untilAborted } from '../../src/util/abortable.js';
 import { platformCaller } from '../../src/util/platform-call.js';
-import { pooledFetch } from '../../src/util/pooled-fetch.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
@@ -16,6 +15,7 @@ import { forTelegramHtml, markdownToTelegramHtml } from './markdown.js';
 import { chunkRich, RICH_MAX_CHARS, TEXT_MAX_CHARS, toRichMarkdown } from './rich.js';
 import { callbackQueryId, malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 import { NEWER_METHOD_STRIKES, RichFallback } from './rich-fallback.js';
+import { HotBotApi } from './hot-api.js';
 import { webhookHandler } from './webhook.js';
 
 export interface TelegramOptions {
@@ -44,13 +44,12 @@ export class TelegramAdapter implements ChannelAdapter {
   readonly #o: TelegramOptions;
   readonly #api: Api;
   /**
-   * The same Bot API client for the calls made per message (sends, edits, drafts, typing,
-   * reactions), over one keep-alive undici pool: node-fetch's per-call Request and stream
-   * cost about as much client CPU as the rest of a message. Types, errors and timeouts are grammy's.
+   * The calls made per message (sends, edits, drafts, typing, reactions) over one keep-alive
+   * undici pool, with grammy's signatures and error classes (hot-api.ts): node-fetch's
+   * per-call Request and stream, and grammy's per-call timer and races, cost about as much
+   * client CPU as the rest of a message. The adapter made it, so `close` releases it.
    */
-  readonly #hot: Api;
-  /** Closes #hot's pool: the adapter acquired it, so `close` releases it. */
-  readonly #closePool: () => Promise<void>;
+  readonly #hot: HotBotApi;
   readonly #webhookSecret: string | undefined;
   readonly #token: string;
   #bot: BotIdentity | undefined;
@@ -65,9 +64,7 @@ export class TelegramAdapter implements ChannelAdapter {
   constructor(options: TelegramOptions, token: string, webhookSecret?: string) {
     this.#o = options;
     this.#api = new Api(token, { apiRoot: options.apiRoot });
-    const pool = pooledFetch(options.apiRoot);
-    this.#hot = new Api(token, { apiRoot: options.apiRoot, fetch: pool.fetch });
-    this.#closePool = pool.close;
+    this.#hot = new HotBotApi(token, options.apiRoot);
     this.#token = token;
     this.#webhookSecret = webhookSecret;
     this.#rich = new RichFallback(options.richMessages, options.id, options.log);
@@ -100,7 +97,7 @@ export class TelegramAdapter implements ChannelAdapter {
 
   /** Closes the keep-alive pool of the hot calls (the daemon calls this once no send can follow). */
   close(): Promise<void> {
-    return this.#closePool();
+    return this.#hot.close();
   }
 
   /** getFile, then the file from `<api_root>/file/bot<token>/<file_path>`; sizes are checked before each step. */

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { Api } from 'grammy';
 import { Pool } from 'undici';
-import { pooledFetch } from '../../src/util/pooled-fetch.js';
+import { HotBotApi } from '../../channels/telegram/hot-api.js';
 
 /**
  * Client CPU of one Bot API `sendMessage` on each HTTP path, in isolation: N sequential calls
@@ -28,12 +28,11 @@ async function main(): Promise<void> {
     const token = '1:bench';
     const payload = { chat_id: 1, text: 'hello there', parse_mode: 'HTML' };
     const grammyDefault = new Api(token, { apiRoot: root });
-    const pooled = pooledFetch(root);
-    const grammyPooled = new Api(token, { apiRoot: root, fetch: pooled.fetch });
+    const hot = new HotBotApi(token, root);
     const pool = new Pool(root, { connections: 8 });
     const paths: Record<string, () => Promise<unknown>> = {
       'grammy (node-fetch, its default)': () => grammyDefault.sendMessage(1, 'hello there', { parse_mode: 'HTML' }),
-      'grammy + pooledFetch (channeld now)': () => grammyPooled.sendMessage(1, 'hello there', { parse_mode: 'HTML' }),
+      'HotBotApi (channeld now)': () => hot.sendMessage(1, 'hello there', { parse_mode: 'HTML' }),
       'global fetch': async () => {
         const res = await fetch(`${root}/bot${token}/sendMessage`, {
           method: 'POST',
@@ -67,7 +66,7 @@ async function main(): Promise<void> {
     }
     for (const [name, ms] of Object.entries(results)) console.log(`${name.padEnd(38)} ${ms.map((m) => m.toFixed(3)).join(' / ')} ms CPU per call`);
     await pool.close();
-    await pooled.close();
+    await hot.close();
   } finally {
     server.kill();
   }

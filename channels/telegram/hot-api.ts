@@ -1,0 +1,94 @@
+import { type Api, GrammyError, HttpError } from 'grammy';
+import { Pool } from 'undici';
+
+/** The biggest answer a hot call may bring: a sent message is a few KiB; anything larger is refused, not buffered. */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
+/** What the Bot API answers: its result, or why it refused. */
+type Answer = { ok: true; result: unknown } | { ok: false; error_code: number; description: string; parameters?: object };
+
+/**
+ * The Bot API methods a reply makes per message (send, edit, drafts, typing, reactions),
+ * with grammy `Api`'s signatures, payloads and error classes, over one undici keep-alive
+ * pool. grammy's own client, even with a pooled `fetch`, builds per call an AbortController,
+ * a 500 s timer and three promises to race, walks the payload for files and serializes it
+ * through a replacer: a third of a small call's client CPU (`test/bench/http-client.ts`).
+ * Here a call is a JSON body and `Pool.request` with the caller's signal, which
+ * `platformCaller` already bounds in time. What the Bot API refuses is a `GrammyError` (its
+ * `error_code`, `description`, `parameters`), what fails on the way an `HttpError`, as grammy
+ * throws them, so the adapter's error handling is the same for both clients.
+ *
+ * Payloads are plain JSON: these methods never upload a file, and the adapter builds them
+ * without nulls (grammy drops nulls; `JSON.stringify` already drops undefined).
+ * Idle sockets are unreferenced by undici, so the pool never holds the process open.
+ */
+export class HotBotApi {
+  readonly #pool: Pool;
+  /** `/bot<token>/` under the API root's own path (a Bot API server behind a path prefix). */
+  readonly #prefix: string;
+
+  constructor(token: string, apiRoot: string, options: { connections?: number; keepAliveTimeoutMs?: number } = {}) {
+    const root = new URL(apiRoot);
+    this.#pool = new Pool(root.origin, {
+      connections: options.connections ?? 8,
+      keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
+      maxResponseSize: MAX_ANSWER_BYTES,
+    });
+    this.#prefix = `${root.pathname.replace(/\/+$/, '')}/bot${token}/`;
+  }
+
+  /** One Bot API call: its `result`, a `GrammyError` when the Bot API refused it, an `HttpError` when it did not get there or back. */
+  async call(method: string, payload: object, signal?: AbortSignal): Promise<unknown> {
+    let answer: Answer;
+    try {
+      const res = await this.#pool.request({
+        path: this.#prefix + method,
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify(payload),
+        ...(signal ? { signal } : {}),
+      });
+      answer = (await res.body.json()) as Answer;
+    } catch (err) {
+      throw new HttpError(`Network request for '${method}' failed!`, err);
+    }
+    if (typeof answer !== 'object' || answer === null)
+      throw new HttpError(`Network request for '${method}' failed!`, new Error(`the Bot API answered ${JSON.stringify(answer)}, not an object`));
+    if (answer.ok) return answer.result;
+    throw new GrammyError(`Call to '${method}' failed!`, answer, method, payload as Record<string, unknown>);
+  }
+
+  readonly sendMessage: Api['sendMessage'] = (chat_id, text, other, signal) =>
+    this.call('sendMessage', { chat_id, text, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendMessage']>;
+
+  readonly sendRichMessage: Api['sendRichMessage'] = (chat_id, rich_message, other, signal) =>
+    this.call('sendRichMessage', { chat_id, rich_message, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendRichMessage']>;
+
+  readonly editMessageText: Api['editMessageText'] = (chat_id, message_id, text_or_rich_message, other, signal) =>
+    this.call(
+      'editMessageText',
+      typeof text_or_rich_message === 'string'
+        ? { chat_id, message_id, text: text_or_rich_message, ...other }
+        : { chat_id, message_id, rich_message: text_or_rich_message, ...other },
+      signal as AbortSignal | undefined,
+    ) as ReturnType<Api['editMessageText']>;
+
+  readonly sendMessageDraft: Api['sendMessageDraft'] = (chat_id, draft_id, text, other, signal) =>
+    this.call('sendMessageDraft', { chat_id, draft_id, text, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendMessageDraft']>;
+
+  readonly sendRichMessageDraft: Api['sendRichMessageDraft'] = (chat_id, draft_id, rich_message, other, signal) =>
+    this.call('sendRichMessageDraft', { chat_id, draft_id, rich_message, ...other }, signal as AbortSignal | undefined) as ReturnType<
+      Api['sendRichMessageDraft']
+    >;
+
+  readonly setMessageReaction: Api['setMessageReaction'] = (chat_id, message_id, reaction, other, signal) =>
+    this.call('setMessageReaction', { chat_id, message_id, reaction, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['setMessageReaction']>;
+
+  readonly sendChatAction: Api['sendChatAction'] = (chat_id, action, other, signal) =>
+    this.call('sendChatAction', { chat_id, action, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendChatAction']>;
+
+  /** Closes the pool's sockets: whoever made this client releases it. */
+  close(): Promise<void> {
+    return this.#pool.close();
+  }
+}
