@@ -24,10 +24,12 @@ export class AckReactions {
 
   /** Puts the reaction on (`on`) or takes it off; does nothing where the channel has none. */
   set(msg: ChannelMessage, on: boolean): void {
+    if (msg.synthetic) return;
     const ch = this.channel(msg.channelId);
     const emoji = ch?.config.ack_reaction;
-    const react = ch?.adapter.setReaction?.bind(ch.adapter);
-    if (!emoji || !react || msg.synthetic) return;
+    // Bound only where there is a reaction to set: most channels have none, and this runs twice per message.
+    if (!emoji || !ch.adapter.setReaction) return;
+    const react = ch.adapter.setReaction.bind(ch.adapter);
     const key = `${msg.channelId}\u0000${msg.messageId}`;
     const ref: MessageRef = { chatId: msg.chat.id, messageId: msg.messageId, ...(msg.threadId ? { threadId: msg.threadId } : {}) };
     const before = this.#pending.get(key) ?? Promise.resolve();

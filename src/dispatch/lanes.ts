@@ -117,7 +117,11 @@ export class Lanes {
     this.#timer = undefined;
     if (this.#draining) return;
     let wakeAt = Infinity;
+    const maxInFlight = this.#o.limits().max_in_flight;
     for (let i = 0; i < this.#ready.length; ) {
+      // Every slot taken: nothing more can start, and the turn that frees one pumps again. Going
+      // on would visit every waiting lane per message (10,000 conversations: 10,000 per call).
+      if (this.#inFlight >= maxInFlight) break;
       const lane = this.#lanes.get(this.#ready[i]!);
       if (!lane || lane.running || lane.queue.length === 0) {
         this.#ready.splice(i, 1);

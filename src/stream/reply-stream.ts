@@ -131,7 +131,8 @@ export class ReplyStream {
         return;
     }
     this.#dirty = true;
-    this.#wake?.();
+    // Without drafts only the ending moves the loop: a wake per token would turn it for nothing.
+    if (this.#draftsEnabled || this.#ending) this.#wake?.();
   }
 
   /** Resolves when the final text has landed (or could not by the deadline). */
