@@ -30,7 +30,10 @@ export class HotBotApi {
   constructor(token: string, apiRoot: string, options: { connections?: number; keepAliveTimeoutMs?: number } = {}) {
     const root = new URL(apiRoot);
     this.#pool = new Pool(root.origin, {
-      connections: options.connections ?? 8,
+      // Opened only as a burst needs them: 1,000 conversations answered at once reached their
+      // first message sooner with 64 than with 8 (first visible p99 median 507 against 669 ms,
+      // six rounds each side by side, the load curve's 1,000 level, 2 Dec 2026).
+      connections: options.connections ?? 64,
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
       maxResponseSize: MAX_ANSWER_BYTES,
     });
