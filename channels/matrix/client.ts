@@ -1,4 +1,5 @@
 import { ChannelError } from '../../src/contracts/errors.js';
+import { httpJson } from '../../src/util/http-json.js';
 
 /** A Matrix error answer (`{"errcode": "M_...", "error": "..."}`) as thrown by MatrixClient. */
 export class MatrixHttpError extends Error {
@@ -17,7 +18,7 @@ export class MatrixHttpError extends Error {
 const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /**
- * The client-server API by plain HTTP (fetch): the few endpoints a bot needs. Every call
+ * The client-server API by plain HTTP (src/util/http-json.ts): the few endpoints a bot needs. Every call
  * sends the access token as a bearer header, never in the query string (it would reach logs).
  */
 export class MatrixClient {
@@ -34,29 +35,21 @@ export class MatrixClient {
 
   /** One request; a non-2xx answer rejects with MatrixHttpError (its errcode and retry-after). */
   async request<T>(method: string, path: string, o: { body?: unknown; query?: Record<string, string | undefined>; signal: AbortSignal }): Promise<T> {
-    const res = await fetch(this.url(path, o.query), {
+    const res = await httpJson(this.url(path, o.query), {
       method,
       headers: { authorization: `Bearer ${this.token}`, ...(o.body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(o.body !== undefined ? { body: JSON.stringify(o.body) } : {}),
       signal: o.signal,
+      maxAnswerBytes: MAX_ANSWER_BYTES,
     });
-    const declared = Number(res.headers.get('content-length') ?? NaN);
-    if (Number.isFinite(declared) && declared > MAX_ANSWER_BYTES) {
-      await res.body?.cancel().catch(() => {});
-      throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: answer of ${declared} bytes is too large`);
-    }
-    const text = await res.text();
-    if (text.length > MAX_ANSWER_BYTES) throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: answer too large`);
-    let json: Record<string, unknown> = {};
-    try {
-      json = text ? (JSON.parse(text) as Record<string, unknown>) : {};
-    } catch {
-      if (res.ok) throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: the answer is not JSON`);
-    }
+    if (res.tooLarge) throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: answer larger than ${MAX_ANSWER_BYTES} bytes`);
+    const text = res.text;
+    if (res.json === undefined && res.ok) throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: the answer is not JSON`);
+    const json = (typeof res.json === 'object' && res.json !== null ? res.json : {}) as Record<string, unknown>;
     if (res.ok) return json as T;
     const errcode = typeof json.errcode === 'string' ? json.errcode : undefined;
     // Matrix gives retry_after_ms in the body (older servers) and Retry-After in seconds (v1.10+).
-    const header = Number(res.headers.get('retry-after') ?? NaN);
+    const header = Number(res.header('retry-after') ?? NaN);
     const retryAfterMs =
       typeof json.retry_after_ms === 'number' ? json.retry_after_ms : Number.isFinite(header) ? header * 1000 : res.status === 429 ? 1000 : undefined;
     const why = typeof json.error === 'string' ? json.error.slice(0, 300) : text.slice(0, 200);

@@ -1,14 +1,15 @@
-import { readJsonAnswer } from '../../src/util/json-answer.js';
+import { type HttpAnswer, httpJson } from '../../src/util/http-json.js';
 import { MattermostApiError } from './errors.js';
 
 /** The most of a REST answer we read: a page of posts is the largest. */
 const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /** How long a 429 asks us to wait: Retry-After, else X-Ratelimit-Reset (seconds), else undefined. */
-function waitOf(headers: Headers): number | undefined {
+function waitOf(answer: HttpAnswer): number | undefined {
   for (const name of ['retry-after', 'x-ratelimit-reset']) {
-    const v = Number(headers.get(name));
-    if (headers.get(name) !== null && Number.isFinite(v) && v >= 0) return Math.ceil(v * 1000);
+    const header = answer.header(name);
+    const v = Number(header);
+    if (header !== undefined && Number.isFinite(v) && v >= 0) return Math.ceil(v * 1000);
   }
   return undefined;
 }
@@ -21,7 +22,7 @@ export async function mattermostRequest<T>(
   body: unknown,
   signal: AbortSignal,
 ): Promise<{ data: T; serverTimeMs: number | undefined }> {
-  const res = await fetch(`${o.url}/api/v4/${path}`, {
+  const answer = await httpJson(`${o.url}/api/v4/${path}`, {
     method,
     headers: {
       authorization: `Bearer ${o.token}`,
@@ -31,16 +32,15 @@ export async function mattermostRequest<T>(
     },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     signal,
-    redirect: 'error',
+    maxAnswerBytes: MAX_ANSWER_BYTES,
   });
-  const answer = await readJsonAnswer(res, MAX_ANSWER_BYTES);
-  if (answer === 'too_large') throw new MattermostApiError(res.status, undefined, `answer larger than ${MAX_ANSWER_BYTES} bytes`, undefined);
-  const { text, json } = answer;
-  if (!res.ok) {
+  const { status, text, json } = answer;
+  if (answer.tooLarge) throw new MattermostApiError(status, undefined, `answer larger than ${MAX_ANSWER_BYTES} bytes`, undefined);
+  if (!answer.ok) {
     const e = (json ?? {}) as { id?: string; message?: string };
-    throw new MattermostApiError(res.status, e.id, e.message ?? (text.slice(0, 200) || res.statusText), waitOf(res.headers));
+    throw new MattermostApiError(status, e.id, e.message ?? (text.slice(0, 200) || `HTTP ${status}`), waitOf(answer));
   }
-  if (json === undefined) throw new MattermostApiError(res.status, undefined, 'the answer is not JSON', undefined);
-  const date = Date.parse(res.headers.get('date') ?? '');
+  if (json === undefined) throw new MattermostApiError(status, undefined, 'the answer is not JSON', undefined);
+  const date = Date.parse(answer.header('date') ?? '');
   return { data: json as T, serverTimeMs: Number.isFinite(date) ? date : undefined };
 }

@@ -1,4 +1,5 @@
 import { ChannelError } from '../../src/contracts/errors.js';
+import { httpJson } from '../../src/util/http-json.js';
 import type { BotToken } from './token.js';
 
 /** A refusal by the Connector, with its status, error code and retry-after. */
@@ -14,6 +15,9 @@ export class ConnectorError extends Error {
   }
 }
 
+/** The most of a Connector answer read: resource ids and error objects are small. */
+const MAX_ANSWER_BYTES = 1024 * 1024;
+
 /** The Bot Connector REST API (v3) at an activity's serviceUrl, with the bot's token. */
 export async function connectorCall<T>(
   token: BotToken,
@@ -25,28 +29,25 @@ export async function connectorCall<T>(
 ): Promise<T> {
   const url = `${serviceUrl.replace(/\/+$/, '')}${path}`;
   const send = async () =>
-    fetch(url, {
+    httpJson(url, {
       method,
       headers: { authorization: `Bearer ${await token.get(signal)}`, ...(body !== undefined ? { 'content-type': 'application/json' } : {}) },
       ...(body !== undefined ? { body: JSON.stringify(body) } : {}),
       signal,
+      maxAnswerBytes: MAX_ANSWER_BYTES,
     });
   let res = await send();
   if (res.status === 401) {
     // A token revoked or rotated early: one fresh token, once.
-    await res.body?.cancel().catch(() => {});
     token.reset();
     res = await send();
   }
-  const text = await res.text();
-  let json: { error?: { code?: unknown; message?: unknown } } = {};
-  try {
-    json = text ? (JSON.parse(text) as typeof json) : {};
-  } catch {
-    /* an empty or non-JSON answer: fine for a 2xx, described by status otherwise */
-  }
+  if (res.tooLarge) throw new ConnectorError(res.status, undefined, undefined, `${method} ${path}: answer larger than ${MAX_ANSWER_BYTES} bytes`);
+  const text = res.text;
+  // An empty or non-JSON answer: fine for a 2xx, described by status otherwise.
+  const json = (typeof res.json === 'object' && res.json !== null ? res.json : {}) as { error?: { code?: unknown; message?: unknown } };
   if (res.ok) return json as unknown as T;
-  const header = Number(res.headers.get('retry-after') ?? NaN);
+  const header = Number(res.header('retry-after') ?? NaN);
   const code = typeof json.error?.code === 'string' ? json.error.code : undefined;
   const why = typeof json.error?.message === 'string' ? json.error.message.slice(0, 300) : text.slice(0, 200);
   throw new ConnectorError(

@@ -1,11 +1,11 @@
-import { readJsonAnswer } from '../../src/util/json-answer.js';
+import { httpJson } from '../../src/util/http-json.js';
 import { GraphError, type GraphErrorBody } from './errors.js';
 
 /** The most of a Graph API answer we read: its JSON is small (ids, a media URL). */
 const MAX_ANSWER_BYTES = 256 * 1024;
 
 /** Retry-After in seconds (or an HTTP date) as milliseconds; undefined when absent or unreadable. */
-function retryAfterMs(header: string | null): number | undefined {
+function retryAfterMs(header: string | undefined): number | undefined {
   if (!header) return undefined;
   const seconds = Number(header);
   if (Number.isFinite(seconds) && seconds >= 0) return Math.ceil(seconds * 1000);
@@ -24,20 +24,19 @@ export async function graphRequest<T>(
   body: unknown,
   signal: AbortSignal,
 ): Promise<T> {
-  const res = await fetch(`${o.apiRoot}/${path}`, {
+  const answer = await httpJson(`${o.apiRoot}/${path}`, {
     method,
     headers: { authorization: `Bearer ${o.token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
     ...(body === undefined ? {} : { body: JSON.stringify(body) }),
     signal,
-    redirect: 'error',
+    maxAnswerBytes: MAX_ANSWER_BYTES,
   });
-  const answer = await readJsonAnswer(res, MAX_ANSWER_BYTES);
-  if (answer === 'too_large') throw new GraphError(res.status, { message: `answer larger than ${MAX_ANSWER_BYTES} bytes` }, undefined);
-  const { text, json } = answer;
-  if (!res.ok) {
-    const error = (json as { error?: GraphErrorBody } | undefined)?.error ?? { message: text.slice(0, 200) || res.statusText };
-    throw new GraphError(res.status, error, retryAfterMs(res.headers.get('retry-after')));
+  const { status, text, json } = answer;
+  if (answer.tooLarge) throw new GraphError(status, { message: `answer larger than ${MAX_ANSWER_BYTES} bytes` }, undefined);
+  if (!answer.ok) {
+    const error = (json as { error?: GraphErrorBody } | undefined)?.error ?? { message: text.slice(0, 200) || `HTTP ${status}` };
+    throw new GraphError(status, error, retryAfterMs(answer.header('retry-after')));
   }
-  if (json === undefined) throw new GraphError(res.status, { message: 'the answer is not JSON' }, undefined);
+  if (json === undefined) throw new GraphError(status, { message: 'the answer is not JSON' }, undefined);
   return json as T;
 }
