@@ -14,6 +14,7 @@ import { markdownToMrkdwn } from './mrkdwn.js';
 import { BUTTON_ACTION, BUTTON_ACTION_PREFIX, normalizeAction, normalizeEvent, type SlackBlockActions, type SlackEvent } from './normalize.js';
 import { markdownForSlack, MARKDOWN_REFUSALS } from './markdown.js';
 import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
+import { agentFetch } from '../../src/util/agent-fetch.js';
 
 /**
  * Newer-method failures (markdown_text, native streams) without a Slack answer saying why,
@@ -113,6 +114,8 @@ export class SlackAdapter implements ChannelAdapter {
       retryConfig: { retries: 0 },
       logLevel: LogLevel.ERROR,
       timeout: timeoutMs + 1000,
+      // Keep-alive undici instead of global fetch: a third of the client CPU per call.
+      fetch: agentFetch,
     });
     this.capabilities = {
       maxMessageLength: 4000,
