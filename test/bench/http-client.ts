@@ -3,6 +3,8 @@ import { once } from 'node:events';
 import { Api } from 'grammy';
 import { Pool } from 'undici';
 import { HotBotApi } from '../../channels/telegram/hot-api.js';
+import { agentFetch } from '../../src/util/agent-fetch.js';
+import { httpJson } from '../../src/util/http-json.js';
 
 /**
  * Client CPU of one Bot API `sendMessage` on each HTTP path, in isolation: N sequential calls
@@ -38,6 +40,26 @@ async function main(): Promise<void> {
           method: 'POST',
           headers: { 'content-type': 'application/json' },
           body: JSON.stringify(payload),
+          signal: AbortSignal.timeout(30_000),
+        });
+        return res.json();
+      },
+      // The path of Mattermost's, Matrix's, Teams' and WhatsApp's REST calls (global fetch before).
+      'httpJson (the other REST platforms)': () =>
+        httpJson(`${root}/bot${token}/sendMessage`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(payload),
+          signal: AbortSignal.timeout(30_000),
+          maxAnswerBytes: 1024 * 1024,
+        }),
+      // What Slack's WebClient is given as its fetch.
+      'agentFetch (the Slack client)': async () => {
+        const res = await agentFetch(`${root}/bot${token}/sendMessage`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify(payload),
+          redirect: 'error',
           signal: AbortSignal.timeout(30_000),
         });
         return res.json();
