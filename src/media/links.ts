@@ -4,7 +4,17 @@ import type { Runtime } from '../runtime/runtime.js';
 import { raceAbort } from '../util/abortable.js';
 import { addressesOf, isLocalAddress } from '../util/address-policy.js';
 import { fetchLimited } from '../util/download.js';
-import { looksLikeHtml, readablePage } from './read-page.js';
+
+/** Whether bytes look like an HTML document rather than plain text. */
+export function looksLikeHtml(text: string): boolean {
+  return /^\s*(<!doctype html|<html|<head|<body|<!--)|<(html|body|p|div|title)[\s>]/i.test(text.slice(0, 2048));
+}
+
+/**
+ * The page reader (Readability over linkedom) is loaded with the first HTML page read, not at
+ * start-up: importing it costs about 130 ms of CPU, and most daemons never read a link.
+ */
+let pageReader: Promise<typeof import('./read-page.js')> | undefined;
 
 /** Links of one message read; more are left as they are. */
 export const MAX_LINKS = 3;
@@ -51,7 +61,14 @@ async function readLink(url: string, maxBytes: number, signal: AbortSignal): Pro
   const bytes = await fetchLimited(url, { maxBytes, signal, name: url, isLocal });
   const raw = new TextDecoder('utf-8').decode(bytes);
   if (raw.includes('\u0000')) throw new CodedError('LINK_NOT_PAGE', url);
-  return looksLikeHtml(raw) ? readablePage(raw) : { title: undefined, text: raw.trim() };
+  if (!looksLikeHtml(raw)) return { title: undefined, text: raw.trim() };
+  // A failed load is not kept: the next page tries again.
+  pageReader ??= import('./read-page.js').catch((err: unknown) => {
+    pageReader = undefined;
+    throw err;
+  });
+  const { readablePage } = await pageReader;
+  return readablePage(raw);
 }
 
 /** Why a link was not read, in words for the user and the model (the download's codes speak of attachments). */

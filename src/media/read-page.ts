@@ -31,8 +31,3 @@ export function readablePage(html: string): { title: string | undefined; text: s
   if (article?.content) return { title: article.title?.trim() || title, text: textOf(article.content) };
   return { title, text: textOf(document.body?.innerHTML ?? html) };
 }
-
-/** Whether bytes look like an HTML document rather than plain text. */
-export function looksLikeHtml(text: string): boolean {
-  return /^\s*(<!doctype html|<html|<head|<body|<!--)|<(html|body|p|div|title)[\s>]/i.test(text.slice(0, 2048));
-}

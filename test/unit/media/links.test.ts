@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { linksIn } from '../../../src/media/links.js';
-import { looksLikeHtml, readablePage } from '../../../src/media/read-page.js';
+import { linksIn, looksLikeHtml } from '../../../src/media/links.js';
+import { readablePage } from '../../../src/media/read-page.js';
 
 describe('links in a message', () => {
   it('finds distinct http(s) URLs without sentence punctuation, at most 3', () => {
