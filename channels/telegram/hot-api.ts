@@ -40,8 +40,13 @@ export class HotBotApi {
     this.#prefix = `${root.pathname.replace(/\/+$/, '')}/bot${token}/`;
   }
 
-  /** One Bot API call: its `result`, a `GrammyError` when the Bot API refused it, an `HttpError` when it did not get there or back. */
-  async call(method: string, payload: object, signal?: AbortSignal): Promise<unknown> {
+  /**
+   * One Bot API call: its `result`, a `GrammyError` when the Bot API refused it, an `HttpError`
+   * when it did not get there or back. `signal` is typed as grammy's methods take it (its own
+   * AbortSignal type); it is the platform's AbortSignal.
+   */
+  async call(method: string, payload: object, grammySignal?: unknown): Promise<unknown> {
+    const signal = grammySignal as AbortSignal | undefined;
     let answer: Answer;
     try {
       const res = await this.#pool.request({
@@ -62,10 +67,10 @@ export class HotBotApi {
   }
 
   readonly sendMessage: Api['sendMessage'] = (chat_id, text, other, signal) =>
-    this.call('sendMessage', { chat_id, text, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendMessage']>;
+    this.call('sendMessage', { chat_id, text, ...other }, signal) as ReturnType<Api['sendMessage']>;
 
   readonly sendRichMessage: Api['sendRichMessage'] = (chat_id, rich_message, other, signal) =>
-    this.call('sendRichMessage', { chat_id, rich_message, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendRichMessage']>;
+    this.call('sendRichMessage', { chat_id, rich_message, ...other }, signal) as ReturnType<Api['sendRichMessage']>;
 
   readonly editMessageText: Api['editMessageText'] = (chat_id, message_id, text_or_rich_message, other, signal) =>
     this.call(
@@ -73,22 +78,20 @@ export class HotBotApi {
       typeof text_or_rich_message === 'string'
         ? { chat_id, message_id, text: text_or_rich_message, ...other }
         : { chat_id, message_id, rich_message: text_or_rich_message, ...other },
-      signal as AbortSignal | undefined,
+      signal,
     ) as ReturnType<Api['editMessageText']>;
 
   readonly sendMessageDraft: Api['sendMessageDraft'] = (chat_id, draft_id, text, other, signal) =>
-    this.call('sendMessageDraft', { chat_id, draft_id, text, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendMessageDraft']>;
+    this.call('sendMessageDraft', { chat_id, draft_id, text, ...other }, signal) as ReturnType<Api['sendMessageDraft']>;
 
   readonly sendRichMessageDraft: Api['sendRichMessageDraft'] = (chat_id, draft_id, rich_message, other, signal) =>
-    this.call('sendRichMessageDraft', { chat_id, draft_id, rich_message, ...other }, signal as AbortSignal | undefined) as ReturnType<
-      Api['sendRichMessageDraft']
-    >;
+    this.call('sendRichMessageDraft', { chat_id, draft_id, rich_message, ...other }, signal) as ReturnType<Api['sendRichMessageDraft']>;
 
   readonly setMessageReaction: Api['setMessageReaction'] = (chat_id, message_id, reaction, other, signal) =>
-    this.call('setMessageReaction', { chat_id, message_id, reaction, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['setMessageReaction']>;
+    this.call('setMessageReaction', { chat_id, message_id, reaction, ...other }, signal) as ReturnType<Api['setMessageReaction']>;
 
   readonly sendChatAction: Api['sendChatAction'] = (chat_id, action, other, signal) =>
-    this.call('sendChatAction', { chat_id, action, ...other }, signal as AbortSignal | undefined) as ReturnType<Api['sendChatAction']>;
+    this.call('sendChatAction', { chat_id, action, ...other }, signal) as ReturnType<Api['sendChatAction']>;
 
   /** Closes the pool's sockets: whoever made this client releases it. */
   close(): Promise<void> {
