@@ -77,6 +77,16 @@ export class SqliteUsageLedger implements UsageLedger {
   readonly #db: Db;
   readonly #flush: (() => void) | undefined;
   readonly #add: (write: () => void) => void;
+  /** `PRAGMA data_version`: it changes when another connection (another process) commits to the file. */
+  readonly #dataVersion;
+  #seenVersion = -1;
+  /**
+   * Each agent's cost since the start of its budget day, summed from the table at the first read
+   * of that day and kept up to date by `record`: the budget gate reads it on every turn, and
+   * summing the day's rows each time (after forcing the group commit) grew with the day's turns.
+   * Dropped when another connection commits (data_version moves), so the read stays exact.
+   */
+  readonly #spent = new Map<string, { sinceMs: number; cost: number }>();
 
   constructor(db: Db, group?: { add(write: () => void): void; flush(): void }) {
     this.#db = db;
@@ -100,6 +110,7 @@ export class SqliteUsageLedger implements UsageLedger {
       `INSERT INTO usage (at, agent, model, channel, scope, input_tokens, output_tokens, reasoning_tokens, cached_tokens, estimated, cost)
        VALUES (@at, @agent, @model, @channel, @scope, @inputTokens, @outputTokens, @reasoningTokens, @cachedTokens, @estimated, @cost)`,
     );
+    this.#dataVersion = db.prepare('PRAGMA data_version').pluck();
     this.#flush = group ? () => group.flush() : undefined;
     this.#add = group ? (w) => group.add(w) : (w) => w();
   }
@@ -107,6 +118,8 @@ export class SqliteUsageLedger implements UsageLedger {
   record(r: UsageRecord): void {
     const row = { ...r, estimated: r.estimated ? 1 : 0 };
     this.#add(() => this.#insert.run(row));
+    const spent = this.#spent.get(r.agent);
+    if (spent && r.at >= spent.sinceMs) spent.cost += r.cost ?? 0;
   }
 
   #totals(filter: UsageFilter): UsageTotals {
@@ -130,7 +143,16 @@ export class SqliteUsageLedger implements UsageLedger {
   }
 
   costSince(agent: string, sinceMs: number): number {
-    return this.#totals({ agent, sinceMs }).cost;
+    const version = this.#dataVersion.get() as number;
+    if (version !== this.#seenVersion) {
+      this.#spent.clear();
+      this.#seenVersion = version;
+    }
+    const known = this.#spent.get(agent);
+    if (known?.sinceMs === sinceMs) return known.cost;
+    const cost = this.#totals({ agent, sinceMs }).cost;
+    this.#spent.set(agent, { sinceMs, cost });
+    return cost;
   }
 }
 

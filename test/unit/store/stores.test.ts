@@ -208,6 +208,37 @@ describe('SqliteUsageLedger', () => {
     group.close();
   });
 
+  it('the daily budget read is kept from the first one on: it neither forces the group commit nor sums the day again each turn', () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const u = new SqliteUsageLedger(db, group);
+    const day = 1_000_000;
+    u.record(rec({ at: day + 1, cost: 0.5 }));
+    u.record(rec({ at: day - 1, cost: 9 })); // the day before
+    expect(u.costSince('a', day)).toBeCloseTo(0.5);
+    // A turn's usage waits with its other closing writes; the budget read counts it at once.
+    u.record(rec({ at: day + 2, cost: 0.25 }));
+    u.record(rec({ at: day + 3, cost: null }));
+    u.record(rec({ at: day + 4, agent: 'b', cost: 4 }));
+    expect(u.costSince('a', day)).toBeCloseTo(0.75);
+    expect(group.status().pending_writes).toBe(3);
+    expect(u.costSince('b', day)).toBeCloseTo(4);
+    // A new day is summed from the table (once).
+    expect(u.costSince('a', day + 3)).toBe(0);
+    expect(u.costSince('a', day - 10)).toBeCloseTo(9.75);
+    group.close();
+  });
+
+  it('the daily budget read sees turns another process committed to the same file', () => {
+    const { db, file } = onDisk();
+    const u = new SqliteUsageLedger(db, new GroupCommit(db));
+    expect(u.costSince('a', 0)).toBe(0);
+    const other = openDb(file);
+    new SqliteUsageLedger(other).record(rec({ cost: 2 }));
+    expect(u.costSince('a', 0)).toBeCloseTo(2);
+    other.close();
+  });
+
   it('startOfUtcDay is midnight UTC of the day the time falls in', () => {
     const at = Date.UTC(2026, 2, 14, 23, 59, 59);
     expect(startOfUtcDay(at)).toBe(Date.UTC(2026, 2, 14));
