@@ -53,8 +53,8 @@ describe('upgrade: Slack Socket Mode and web chat, real processes', () => {
       // Slack: a delivery reaching the old socket while it closes may go unacked (the ack cannot
       // go out on a closed socket); Slack then sends it again on the open one, where it is acked.
       const on = (list: Array<{ id: string; socket: number }>, id: string, socket: number) => list.filter((e) => e.id === id && e.socket === socket).length;
-      for (const key of new Set(sl.sentEnvelopes.map((e) => `${e.id} ${e.socket}`))) {
-        const [id, socket] = [key.split(' ')[0]!, Number(key.split(' ')[1])];
+      const deliveredOn = new Map(sl.sentEnvelopes.map((e) => [`${e.id} ${e.socket}`, e]));
+      for (const { id, socket } of deliveredOn.values()) {
         const sent = on(sl.sentEnvelopes, id, socket);
         const acked = on(sl.ackLog, id, socket);
         if (socket === 1 && acked < sent)
