@@ -1,6 +1,6 @@
 import { buildHistory } from '../agent/history.js';
 import { userMessage } from '../contracts/errors.js';
-import type { Sessions } from '../store/sessions.js';
+import { whenSessionsWritable, type Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 
 export interface BuiltinHookDeps {
@@ -61,14 +61,16 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     phase: 'pre_agent_build',
     name: 'session_load',
     priority: 10,
-    run: (ctx) => {
-      const session = deps.sessions.active(deps.agentName, ctx.scope);
-      ctx.extras.set(SESSION, session);
-      if (deps.needsHistory?.() === false) return;
-      // Every turn costs at least a few characters, so more rows than the budget never fit.
-      const budget = deps.historyBudgetChars();
-      ctx.history = buildHistory(deps.sessions.recent(session.id, Math.min(200, Math.ceil(budget / 8))), budget);
-    },
+    // A new conversation's session may have to wait for the store (another process's lock).
+    run: (ctx) =>
+      whenSessionsWritable(deps.sessions, ctx.signal, () => {
+        const session = deps.sessions.active(deps.agentName, ctx.scope);
+        ctx.extras.set(SESSION, session);
+        if (deps.needsHistory?.() === false) return;
+        // Every turn costs at least a few characters, so more rows than the budget never fit.
+        const budget = deps.historyBudgetChars();
+        ctx.history = buildHistory(deps.sessions.recent(session.id, Math.min(200, Math.ceil(budget / 8))), budget);
+      }),
   });
   runtime.hooks.register({
     phase: 'post_response',

@@ -1,6 +1,6 @@
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Conversations } from '../store/conversations.js';
-import type { Sessions } from '../store/sessions.js';
+import { isRefusedForNow, whenSessionsWritable, type SessionInfo, type Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 import { builtinModes } from './builtin-modes/index.js';
 import { currentTimeTool } from './tool-registry.js';
@@ -24,12 +24,18 @@ export interface BuiltinInfo {
 export function conversationStatus(info: BuiltinInfo, scope: string, modes: ReadonlySet<string>): Record<string, string | number> {
   const a = info.agent();
   const prefs = info.conversations.get(info.agentName, scope);
-  const session = info.sessions.active(info.agentName, scope);
+  let session: SessionInfo | undefined;
+  try {
+    session = info.sessions.active(info.agentName, scope);
+  } catch (err) {
+    // A status must answer while the store refuses the write that would create the session.
+    if (!isRefusedForNow(err)) throw err;
+  }
   return {
     Agent: `${info.agentName} (${a.provider})`,
     Model: prefs.model ?? a.model ?? a.provider,
     'Queue mode': prefs.queueMode ?? info.defaultQueueMode(scope),
-    Session: `${session.turns} turn(s) since ${new Date(session.createdAt).toISOString()}`,
+    Session: session ? `${session.turns} turn(s) since ${new Date(session.createdAt).toISOString()}` : 'none stored yet (storage refuses writes)',
     Modes: [...modes].join(', ') || 'none',
     'Waiting after this': info.queuedIn?.(scope) ?? 0,
   };
@@ -72,8 +78,9 @@ export function registerBuiltins(runtime: Runtime, info: BuiltinInfo): void {
     name: 'new',
     aliases: ['reset'],
     help: 'start a fresh session (the old one is kept)',
-    handler: (ctx) => {
-      sessions.start(agentName, ctx.scope);
+    handler: async (ctx) => {
+      // The store may refuse the new session for now (another process's lock): wait, as a turn does.
+      await whenSessionsWritable(sessions, ctx.signal, () => sessions.start(agentName, ctx.scope));
       return 'Started a new session.';
     },
   });

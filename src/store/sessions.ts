@@ -1,5 +1,8 @@
+import { CodedError } from '../contracts/errors.js';
+import { sleep } from '../util/abortable.js';
 import type { Db } from './db.js';
 import type { GroupCommit } from './group-commit.js';
+import { isStorageFault } from './health.js';
 
 import type { TurnEndingKind } from '../contracts/agent-events.js';
 
@@ -32,8 +35,15 @@ export type SessionSummaryRow = { scope: string; sessions: number; lastActiveAt:
  * them from what it loaded before the turn and writes behind.
  */
 export interface Sessions {
+  /** Creates the session when the scope has none; may reject STORAGE_UNAVAILABLE, as `start`. */
   active(agent: string, scope: string): SessionInfo;
+  /**
+   * Throws STORAGE_UNAVAILABLE (retryable) when the store refuses the write that creates it
+   * (another process's lock, a full disk); `whenWritable` tells when to try again.
+   */
   start(agent: string, scope: string): SessionInfo;
+  /** Resolves true once the store takes writes again; false when `signal` aborts first. */
+  whenWritable?(signal: AbortSignal): Promise<boolean>;
   append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void;
   recent(sessionId: number, limit?: number): StoredTurn[];
   summary(agent: string, scopePrefix: string): SessionSummaryRow[] | Promise<SessionSummaryRow[]>;
@@ -101,10 +111,25 @@ export class SessionStore implements Sessions {
   /** Starts a fresh session for a scope; earlier ones stay stored. */
   start(agent: string, scope: string): SessionInfo {
     const now = Date.now();
-    const { id } = this.#create.get(agent, scope, now, now) as { id: number };
+    let id: number;
+    try {
+      ({ id } = this.#create.get(agent, scope, now, now) as { id: number });
+    } catch (err) {
+      if (!isStorageFault(err)) throw err;
+      // Degraded: the group's retry loop probes until writes work, which wakes `whenWritable`.
+      this.#group?.failed(err);
+      throw new CodedError('STORAGE_UNAVAILABLE', `a new session could not be stored (${err.code})`, { retryable: true, cause: err });
+    }
     const info = { id, createdAt: now, lastActiveAt: now, turns: 0 };
     this.#remember(agent, scope, info);
     return { ...info };
+  }
+
+  async whenWritable(signal: AbortSignal): Promise<boolean> {
+    if (this.#group) return this.#group.whenWritable(signal);
+    // No group commit (a bare store in tests): nothing probes, so try again after a pause.
+    await sleep(100, signal);
+    return !signal.aborted;
   }
 
   /** Adds a finished turn; it rides the group commit when there is one. */
@@ -163,4 +188,37 @@ export class SessionStore implements Sessions {
 /** A LIKE pattern matching `prefix` literally: channel ids may hold `_` and `%`, which LIKE treats as wildcards. */
 function likePrefix(prefix: string): string {
   return prefix.replace(/[\\%_]/g, '\\$&');
+}
+
+/** Whether `err` is a session write the store refused for now (see `Sessions.start`). */
+export function isRefusedForNow(err: unknown): boolean {
+  return err instanceof CodedError && err.code === 'STORAGE_UNAVAILABLE';
+}
+
+/**
+ * Runs `act` (which may create a session) and, while the store refuses that write, waits
+ * until it takes writes and runs it again: a turn waits for storage, as its reply's first
+ * message would, instead of failing. Synchronous when `act` succeeds at once (the common
+ * case, so a hook stays synchronous); rejects with the abort reason when `signal` aborts.
+ */
+export function whenSessionsWritable<T>(sessions: Sessions, signal: AbortSignal, act: () => T): T | Promise<T> {
+  try {
+    return act();
+  } catch (err) {
+    if (!isRefusedForNow(err) || !sessions.whenWritable) throw err;
+    return retryWhenWritable(sessions, signal, act, err);
+  }
+}
+
+async function retryWhenWritable<T>(sessions: Sessions, signal: AbortSignal, act: () => T, first: unknown): Promise<T> {
+  let last = first;
+  for (;;) {
+    if (!(await sessions.whenWritable!(signal))) throw signal.aborted ? signal.reason : last;
+    try {
+      return act();
+    } catch (err) {
+      if (!isRefusedForNow(err)) throw err;
+      last = err;
+    }
+  }
 }

@@ -81,7 +81,13 @@ describe('Telegram under repeated foreign write locks', () => {
         expect(tg.texts(9000 + c).filter((t) => t === HELD_REPLY).length).toBeLessThanOrEqual(EPISODES);
         expect(tg.texts(9000 + c)).not.toContain(NOT_KEPT_REPLY);
       }
-      console.log(`lock episodes: ${EPISODES}, sent ${sent.length}, sendMessage ${tg.callsOf('sendMessage').length}, problems ${problems.length}`);
+      console.log(
+        `lock episodes: ${EPISODES}, sent ${sent.length}, sendMessage ${tg.callsOf('sendMessage').length}, problems ${problems.length}${problems.length ? `: ${problems.join('; ')}` : ''}`,
+      );
+      if (problems.length) {
+        const warned = p.lines.filter((l) => typeof l.level === 'number' && l.level >= 40).map((l) => JSON.stringify(l).slice(0, 400));
+        console.log(`daemon warnings and errors:\n${warned.join('\n')}`);
+      }
       expect(problems).toEqual([]);
       onTestFinished(() => p.signal('SIGKILL'));
     },

@@ -43,6 +43,8 @@ export function pipeline(
   channelKeys = '',
   options: {
     db?: Db;
+    /** The daemon's store shape (a group commit behind it) instead of a bare one on `db`. */
+    sessions?: SessionStore;
     adapter?: RecordingAdapter;
     workspace?: Partial<WorkspaceOptions>;
     executor?: Pick<TurnExecutorDeps, 'fenceOf' | 'onSent'>;
@@ -59,7 +61,7 @@ export function pipeline(
   const ch: DispatchChannel = { config: config.channels[0]!, adapter };
   const channel = (id: string) => (id === 't' ? ch : undefined);
   const conversations = new ConversationStore(db);
-  const sessions = new SessionStore(db);
+  const sessions = options.sessions ?? new SessionStore(db);
   const workspace = new Workspace({
     name: 'default',
     config: config.agents.default!,
