@@ -1,5 +1,5 @@
-import { App, LogLevel } from '@slack/bolt';
-import { WebClient } from '@slack/web-api';
+import boltApp from '@slack/bolt/dist/App.js';
+import { LogLevel, WebClient } from '@slack/web-api';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
@@ -15,6 +15,16 @@ import { BUTTON_ACTION, BUTTON_ACTION_PREFIX, normalizeAction, normalizeEvent, t
 import { markdownForSlack, MARKDOWN_REFUSALS } from './markdown.js';
 import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
 import { agentFetch } from '../../src/util/agent-fetch.js';
+
+/**
+ * Bolt's App from its own module. The package's index also loads the Express and AWS Lambda
+ * receivers (express, body-parser, mime-db and the rest), which channeld never uses: about a
+ * third of what loading Bolt costs, on every start with a Slack channel (docs/PERFORMANCE.md).
+ * Node and the bundle give a CommonJS module's `module.exports` as its default import (the
+ * class is its `default`); vitest gives the class itself.
+ */
+type BoltApp = typeof boltApp.default;
+const App: BoltApp = (boltApp as { default?: BoltApp }).default ?? (boltApp as unknown as BoltApp);
 
 /**
  * Newer-method failures (markdown_text, native streams) without a Slack answer saying why,

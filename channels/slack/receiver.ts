@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { isValidSlackRequest, type App, type Receiver } from '@slack/bolt';
+import type { App, Receiver } from '@slack/bolt';
+// Not from the package's index, which loads receivers channeld never uses (see adapter.ts).
+import { isValidSlackRequest } from '@slack/bolt/dist/receivers/verify-request.js';
 import { SocketModeClient } from '@slack/socket-mode';
 import { readBody, sendJson } from '../../src/util/http-helpers.js';
 import { settleWithin } from '../../src/util/abortable.js';

@@ -42,4 +42,10 @@ describe('what the bundle loads at start-up', () => {
     const carrying = loaded.filter((f) => /node_modules\/(linkedom|@mozilla\/readability)\//.test(readFileSync(join(bundle, f), 'utf8')));
     expect(carrying).toEqual([]);
   });
+
+  it("Bolt's Express receiver (express, body-parser, mime-db) is in no chunk: the Slack channel takes Bolt's App from its own module", () => {
+    const chunks = readdirSync(bundle).filter((f) => f.endsWith('.js'));
+    const carrying = chunks.filter((f) => /node_modules\/(express|body-parser)\//.test(readFileSync(join(bundle, f), 'utf8')));
+    expect(carrying).toEqual([]);
+  });
 });
