@@ -1,7 +1,7 @@
-import Database from 'better-sqlite3';
 import { join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { HELD_REPLY, NOT_KEPT_REPLY } from '../../src/dispatch/dispatcher.js';
+import { foreignLock } from '../helpers/foreign-lock.js';
 import { waitFor } from '../helpers/daemon.js';
 import { scaled } from '../helpers/timing.js';
 import { withChannelDaemon, withChat, withDaemon, withTempDir } from '../helpers/fixtures.js';
@@ -41,20 +41,8 @@ interface Status {
 const status = async (url: string) => (await (await fetch(`${url}/status`)).json()) as Status;
 const heldIn = async (url: string, id: string) => (await status(url)).channels.find((c) => c.id === id)?.held ?? 0;
 
-/** Another process's `BEGIN IMMEDIATE` on the daemon's database, as an operator's tool would take it. */
-function foreignLock(dir: string): { startedMs: number; release(): void } {
-  const other = new Database(join(dir, 'state', 'channeld.db'));
-  other.exec('BEGIN IMMEDIATE');
-  let open = true;
-  const release = () => {
-    if (!open) return;
-    open = false;
-    other.exec('ROLLBACK');
-    other.close();
-  };
-  onTestFinished(release);
-  return { startedMs: Date.now(), release };
-}
+/** The daemon's database under its state dir, where another process takes the write lock. */
+const stateDb = (dir: string) => join(dir, 'state', 'channeld.db');
 
 /** The daemon process on the fake Discord and a web chat, both connected and warmed up (the database exists). */
 async function start(extra = '') {
@@ -83,7 +71,7 @@ describe('storage fault: what a listener received is held in memory and answered
     async () => {
       const { dc, dir, url } = await start();
       const web = await withChat({ url }, 'tab-1');
-      const lock = foreignLock(dir);
+      const lock = foreignLock(stateDb(dir));
       const dms = [1, 2, 3, 4, 5].map((i) => `held ${i}`);
       for (const text of dms) dc.dm(text);
       web.send('held web', 'w1');
@@ -118,7 +106,7 @@ describe('storage fault: what a listener received is held in memory and answered
     async () => {
       const { dc, dir, url } = await start('[limits]\ndegraded_hold_messages = 2\n');
       const tabs = await Promise.all(['t1', 't2', 't3'].map((t) => withChat({ url }, t)));
-      const lock = foreignLock(dir);
+      const lock = foreignLock(stateDb(dir));
       dc.dm('bound 1');
       dc.dm('bound 2');
       await waitFor(async () => (await heldIn(url, 'dc')) === 2, 15_000);
@@ -157,7 +145,7 @@ describe('storage fault: what a listener received is held in memory and answered
       const p1 = withDaemonProcess(file, env);
       const url1 = await p1.url();
       await waitFor(async () => (await status(url1)).ready, 15_000);
-      const lock = foreignLock(dir);
+      const lock = foreignLock(stateDb(dir));
       tg.dm('tg held');
       sl.push(sl.dmEvent('slack held'));
       await waitFor(async () => (await heldIn(url1, 'tg')) === 1 && (await heldIn(url1, 'sl')) === 1, 15_000);
@@ -188,7 +176,7 @@ describe('storage fault: what a listener received is held in memory and answered
       const d = await withChannelDaemon(body(''), { ...telegramEnv(tg), ...discordEnv(dc) });
       const held = (id: string) => d.daemon.status().channels.find((c) => c.id === id)?.held;
       await waitFor(() => dc.connected, 10_000);
-      const lock = foreignLock(d.dir);
+      const lock = foreignLock(stateDb(d.dir));
       tg.dm('tg across reload');
       dc.dm('dc across reload');
       await waitFor(() => held('tg') === 1 && held('dc') === 1, 15_000);
@@ -215,7 +203,7 @@ describe('storage fault: what a listener received is held in memory and answered
       const tab = await withChat(d, 'busy');
       tab.send('warm', 'w0');
       await waitFor(() => tab.frames.some((f) => f.type === 'ack' && f.id === 'w0'), 10_000);
-      const lock = foreignLock(d.dir);
+      const lock = foreignLock(stateDb(d.dir));
       for (let i = 1; i <= 70; i++) tab.send(`q${i}`, `q${i}`);
       const refusals = () => tab.frames.filter((f) => f.type === 'error' && /too many messages are waiting/.test(String(f.message))).length;
       await waitFor(() => refusals() === 6, 10_000);

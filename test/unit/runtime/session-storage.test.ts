@@ -1,4 +1,3 @@
-import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,6 +6,7 @@ import { openDb } from '../../../src/store/db.js';
 import { GroupCommit } from '../../../src/store/group-commit.js';
 import { SessionStore, whenSessionsWritable } from '../../../src/store/sessions.js';
 import { waitFor } from '../../helpers/daemon.js';
+import { foreignLock } from '../../helpers/foreign-lock.js';
 import { withPipeline, type Pipeline } from '../../helpers/pipeline.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
@@ -33,10 +33,8 @@ function onDisk(): { p: Pipeline; sessions: SessionStore; file: string } {
  * stored), and lets it go after `ms`: the session a new conversation needs cannot be created
  * meanwhile.
  */
-function lockWhenTheTurnStarts(p: Pipeline, file: string, ms: number): { released: Promise<void> } {
+function lockWhenTheTurnStarts(p: Pipeline, file: string, ms: number): void {
   let taken = false;
-  let release!: () => void;
-  const released = new Promise<void>((r) => (release = r));
   p.workspace.runtime.hooks.register({
     phase: 'pre_dispatch',
     name: 'foreign_lock',
@@ -44,23 +42,11 @@ function lockWhenTheTurnStarts(p: Pipeline, file: string, ms: number): { release
     run: () => {
       if (taken) return;
       taken = true;
-      const other = new Database(file);
-      other.exec('BEGIN IMMEDIATE');
-      const timer = setTimeout(() => {
-        other.exec('ROLLBACK');
-        other.close();
-        release();
-      }, ms);
-      onTestFinished(() => {
-        clearTimeout(timer);
-        if (other.open) {
-          other.exec('ROLLBACK');
-          other.close();
-        }
-      });
+      const { release } = foreignLock(file);
+      const timer = setTimeout(release, ms);
+      onTestFinished(() => clearTimeout(timer));
     },
   });
-  return { released };
 }
 
 async function say(p: Pipeline, text: string, chat: string): Promise<string[]> {
@@ -73,9 +59,8 @@ async function say(p: Pipeline, text: string, chat: string): Promise<string[]> {
 describe('a session the store cannot create yet (another process holds the write lock)', () => {
   it('the first turn of a new conversation waits for the store and is answered, not failed', async () => {
     const { p, sessions, file } = onDisk();
-    const { released } = lockWhenTheTurnStarts(p, file, 300);
+    lockWhenTheTurnStarts(p, file, 300);
     expect(await say(p, 'hello while locked', 'c1')).toEqual(['hello while locked']);
-    await released;
     expect(sessions.active('default', 't:c1').turns).toBe(1);
     expect(p.logs.entries().filter((l) => (l.level as number) >= 50)).toEqual([]);
   });
@@ -98,12 +83,7 @@ describe('a session the store cannot create yet (another process holds the write
 
   it('a wait for the store ends with the abort reason when the turn is cancelled', async () => {
     const { sessions, file } = onDisk();
-    const other = new Database(file);
-    other.exec('BEGIN IMMEDIATE');
-    onTestFinished(() => {
-      other.exec('ROLLBACK');
-      other.close();
-    });
+    foreignLock(file);
     expect(() => sessions.start('default', 't:c4')).toThrow(expect.objectContaining({ code: 'STORAGE_UNAVAILABLE', retryable: true }));
     const stop = new AbortController();
     const waiting = whenSessionsWritable(sessions, stop.signal, () => sessions.active('default', 't:c4'));

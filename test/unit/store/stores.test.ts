@@ -1,4 +1,3 @@
-import Database from 'better-sqlite3';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -11,6 +10,7 @@ import { StorageHealth } from '../../../src/store/health.js';
 import { Inbox } from '../../../src/store/inbox.js';
 import { SessionStore } from '../../../src/store/sessions.js';
 import { SqliteUsageLedger, startOfUtcDay, type UsageRecord } from '../../../src/store/usage-ledger.js';
+import { foreignLock } from '../../helpers/foreign-lock.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
@@ -35,15 +35,6 @@ function onDisk(): { db: Db; file: string } {
   const db = openDb(file);
   dbs.push(db);
   return { db, file };
-}
-/** Another process's connection holding the write lock until released. */
-function foreignLock(file: string): () => void {
-  const other = new Database(file);
-  other.exec('BEGIN IMMEDIATE');
-  return () => {
-    other.exec('ROLLBACK');
-    other.close();
-  };
 }
 const turn = (n: number) => ({ userText: `q${n}`, assistantText: `a${n}`, reasoning: '', toolCalls: [{ call: n }], ending: 'done' as const, model: 'm' });
 const count = (db: Db, table: string) => (db.prepare(`SELECT COUNT(*) AS n FROM ${table}`).get() as { n: number }).n;
@@ -139,7 +130,7 @@ describe('ConversationStore', () => {
     const { db, file } = onDisk();
     const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
     const c = new ConversationStore(db, group);
-    const release = foreignLock(file);
+    const { release } = foreignLock(file);
     c.update('default', 'tg:1', { model: 'small' });
     expect(c.get('default', 'tg:1')).toEqual({ model: 'small' });
     expect(group.status()).toMatchObject({ state: 'degraded', code: 'SQLITE_BUSY', pending_writes: 1 });
@@ -306,7 +297,7 @@ describe('GroupCommit', () => {
     const { db, file } = onDisk();
     const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
     const order = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES ('a', ?, 1, 1)`);
-    const release = foreignLock(file);
+    const { release } = foreignLock(file);
     group.add(() => order.run('first'));
     group.flush();
     expect(group.status()).toMatchObject({ state: 'degraded', code: 'SQLITE_BUSY', pending_writes: 1 });
@@ -323,7 +314,7 @@ describe('GroupCommit', () => {
   it('close() makes a last attempt and says how many writes could not be committed', () => {
     const { db, file } = onDisk();
     const group = new GroupCommit(db, { retryMs: 60_000 });
-    const release = foreignLock(file);
+    const { release } = foreignLock(file);
     group.add(() => db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES ('a', 'x', 1, 1)`).run());
     group.flush();
     expect(group.close()).toBe(1);
@@ -444,7 +435,7 @@ describe('Inbox', () => {
     const { db, file } = onDisk();
     const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
     const inbox = new Inbox(db, group);
-    const release = foreignLock(file);
+    const { release } = foreignLock(file);
     const stored = inbox.addDurable(userMessage('t', 'patient'), 't:c');
     await waitFor(() => !group.health.ok);
     release();
@@ -458,7 +449,7 @@ describe('Inbox', () => {
     const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
     const inbox = new Inbox(db, group);
     expect(await group.whenWritable(new AbortController().signal)).toBe(true);
-    const release = foreignLock(file);
+    const { release } = foreignLock(file);
     await expect(inbox.tryAdd(userMessage('t', 'now'), 't:c')).rejects.toMatchObject({ code: 'STORAGE_UNAVAILABLE', retryable: true });
     let waits = 0;
     const writable = group.whenWritable(new AbortController().signal, () => waits++);
