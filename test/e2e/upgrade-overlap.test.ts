@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, onTestFailed } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
 import { withLlm, withTempDir } from '../helpers/fixtures.js';
 import { slackChannel, slackEnv, withSlack } from '../helpers/platforms.js';
@@ -21,6 +21,11 @@ describe('upgrade: Slack Socket Mode and web chat, real processes', () => {
       const file = writeProcessConfig(dir, `${echoAgent(0)}${slackChannel(sl)}`);
       const old = withDaemonProcess(file, slackEnv(sl));
       killRecordedDaemonAtEnd(dir);
+      // What Slack saw and both processes logged (the new one writes to the old one's output).
+      onTestFailed(() => {
+        console.log(JSON.stringify({ socketLog: sl.socketLog, sent: sl.sentEnvelopes, acks: sl.ackLog, unacked: sl.unacked }));
+        for (const line of old.lines) console.log(JSON.stringify(line));
+      });
       const url = await old.url();
       await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
       const say = (text: string) => sl.push(sl.dmEvent(text));

@@ -104,6 +104,8 @@ export class FakeSlack {
   readonly #open = new Map<WebSocket, number>();
   url = '';
   #unacked = new Map<string, Envelope>();
+  /** The socket each envelope went out on last: Slack retries on another socket only what the closed one was given. */
+  readonly #sentOn = new Map<string, WebSocket>();
   /** Every envelope pushed, for redeliver(). */
   readonly #envelopes = new Map<string, Envelope>();
   #seq = 0;
@@ -157,6 +159,11 @@ export class FakeSlack {
 
   get socketOpen(): boolean {
     return [...this.#wss.clients].some((c) => c.readyState === 1);
+  }
+
+  /** The numbers of the Socket Mode connections open now (not closing). */
+  get openSockets(): number[] {
+    return [...this.#open].filter(([ws]) => ws.readyState === 1).map(([, n]) => n);
   }
 
   #ts(): string {
@@ -278,6 +285,7 @@ export class FakeSlack {
   }
 
   #send(ws: WebSocket, envelope: Envelope): void {
+    this.#sentOn.set(envelope.envelope_id, ws);
     this.sentEnvelopes.push({ id: envelope.envelope_id, at: Date.now(), socket: this.#open.get(ws) ?? 0 });
     ws.send(JSON.stringify(envelope));
   }
@@ -360,16 +368,20 @@ export class FakeSlack {
         connection_info: { app_id: 'A0001' },
       }),
     );
-    // Slack sends again what was never acked, with retry_attempt raised.
-    for (const env of this.#unacked.values()) this.#send(ws, { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
+    // Slack sends again what was never acked, with retry_attempt raised; spreading to one
+    // socket, not what is out on another open socket (that one may still ack it).
+    const inFlight = (env: Envelope) => this.spread === 'one' && this.#sentOn.get(env.envelope_id)?.readyState === 1;
+    for (const env of this.#unacked.values()) if (!inFlight(env)) this.#send(ws, { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
     const ping = setInterval(() => ws.ping(), 5000);
     ws.on('close', () => {
       clearInterval(ping);
       this.#open.delete(ws);
       this.socketLog.push({ socket, event: 'close', at: Date.now() });
-      // Slack retries what a closed socket left unacked on another open one.
+      // Slack retries what a closed socket left unacked on another open one: what it was
+      // given, not an envelope that went to another socket while this one was closing.
       if (this.spread === 'one')
-        for (const env of this.#unacked.values()) this.#spread({ ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
+        for (const env of this.#unacked.values())
+          if (this.#sentOn.get(env.envelope_id) === ws) this.#spread({ ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
     });
     ws.on('message', (raw) => {
       const m = JSON.parse(String(raw)) as { envelope_id?: string };
