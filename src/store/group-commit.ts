@@ -22,6 +22,8 @@ export interface GroupCommitOptions {
  */
 export class GroupCommit {
   #pending: Array<() => void> = [];
+  /** What to tell once a queued write committed (few writes ask), by the write. */
+  readonly #onCommit = new Map<() => void, () => void>();
   /** Callers of `whenWritable` told by the next flush whether the store took a write after they asked. */
   #waiters: Array<(ok: boolean) => void> = [];
   #scheduled = false;
@@ -49,8 +51,10 @@ export class GroupCommit {
     });
   }
 
-  add(write: () => void): void {
+  /** Queues `write` for the next commit; `committed` is called once it is in a committed transaction. */
+  add(write: () => void, committed?: () => void): void {
     this.#pending.push(write);
+    if (committed) this.#onCommit.set(write, committed);
     if (this.#scheduled || this.#retry) return;
     this.#scheduled = true;
     setImmediate(() => this.flush());
@@ -104,6 +108,7 @@ export class GroupCommit {
     this.#pending = [];
     try {
       this.#commit(writes);
+      if (this.#onCommit.size) for (const w of writes) this.#committed(w);
     } catch (err) {
       if (isStorageFault(err)) {
         this.#pending = [...writes, ...this.#pending];
@@ -144,10 +149,21 @@ export class GroupCommit {
   #one(write: () => void): void {
     try {
       write();
+      this.#committed(write);
     } catch (err) {
       if (isStorageFault(err)) this.#pending.push(write);
-      else this.#o.onDropped?.(err);
+      else {
+        this.#onCommit.delete(write);
+        this.#o.onDropped?.(err);
+      }
     }
+  }
+
+  #committed(write: () => void): void {
+    const told = this.#onCommit.get(write);
+    if (!told) return;
+    this.#onCommit.delete(write);
+    told();
   }
 
   #ok(): void {

@@ -38,8 +38,10 @@ export interface Sessions {
   /** Creates the session when the scope has none; may reject STORAGE_UNAVAILABLE, as `start`. */
   active(agent: string, scope: string): SessionInfo;
   /**
-   * Throws STORAGE_UNAVAILABLE (retryable) when the store refuses the write that creates it
-   * (another process's lock, a full disk); `whenWritable` tells when to try again.
+   * Throws STORAGE_UNAVAILABLE (retryable) when the store refuses a write it needs at once
+   * (another process's lock, a full disk): SQLite's a claim of session ids (once every
+   * SESSION_ID_BLOCK new sessions; the row itself rides the group commit), PostgreSQL's none.
+   * `whenWritable` tells when to try again.
    */
   start(agent: string, scope: string): SessionInfo;
   /** Resolves true once the store takes writes again; false when `signal` aborts first. */
@@ -50,12 +52,34 @@ export interface Sessions {
 }
 
 /**
+ * How many session ids one claim takes (see SessionStore's `#takeId`). A claim is one
+ * synchronous write; each new session after it is one write in the group commit.
+ */
+export const SESSION_ID_BLOCK = 1000;
+/** The scope of the row that marks the top of a claimed block of ids (its agent is ''). */
+const BLOCK_SCOPE = '\u0000session id block';
+
+/**
  * Sessions per (agent, conversation scope). `/new` starts a new one; old ones are kept.
  * The newest session of a scope is the active one.
+ *
+ * With a group commit, a new session's row rides it instead of costing a commit of its own
+ * on the turn's start (the first message of every new conversation). Its id must be known
+ * at once, so ids come from blocks: a claim writes a marker row at MAX(id) + SESSION_ID_BLOCK
+ * and the ids below it are this store's. Another process on the same file (the old one
+ * during `channeld upgrade`, which may be an older build inserting with SQLite's own
+ * MAX(rowid) + 1) always gets ids above every marker, so no two processes take one id.
  */
 export class SessionStore implements Sessions {
   readonly #active;
   readonly #create;
+  readonly #createWithId;
+  readonly #claim;
+  /** The ids this store may hand out: [#nextId, #endId). */
+  #nextId = 0;
+  #endId = 0;
+  /** Sessions whose row still waits in the group commit, by cache key: they stay cached until it committed. */
+  readonly #unstored = new Map<string, SessionInfo>();
   readonly #touch;
   readonly #addTurn;
   readonly #turns;
@@ -71,6 +95,11 @@ export class SessionStore implements Sessions {
     this.#group = group;
     this.#active = db.prepare(`SELECT id, created_at, last_active_at FROM sessions WHERE agent = ? AND scope = ? ORDER BY id DESC LIMIT 1`);
     this.#create = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES (?, ?, ?, ?) RETURNING id`);
+    this.#createWithId = db.prepare(`INSERT INTO sessions (id, agent, scope, created_at, last_active_at) VALUES (?, ?, ?, ?, ?)`);
+    // One statement, so MAX(id) is read under the write lock that inserts the marker.
+    this.#claim = db.prepare(
+      `INSERT INTO sessions (id, agent, scope, created_at, last_active_at) SELECT COALESCE(MAX(id), 0) + ${SESSION_ID_BLOCK}, '', ?, ?, ? FROM sessions RETURNING id`,
+    );
     this.#touch = db.prepare(`UPDATE sessions SET last_active_at = ? WHERE id = ?`);
     this.#addTurn = db.prepare(
       `INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at) VALUES (@sessionId, @userText, @assistantText, @reasoning, @toolCalls, @ending, @model, @createdAt)`,
@@ -101,6 +130,11 @@ export class SessionStore implements Sessions {
     if (this.#activeCache.size > 10_000) {
       this.#activeCache.clear();
       this.#bySession.clear();
+      // Not in the database yet: a lookup there would miss them and start a second session.
+      for (const [k, unstored] of this.#unstored) {
+        this.#activeCache.set(k, unstored);
+        this.#bySession.set(unstored.id, unstored);
+      }
     }
     const before = this.#activeCache.get(key);
     if (before) this.#bySession.delete(before.id);
@@ -111,18 +145,43 @@ export class SessionStore implements Sessions {
   /** Starts a fresh session for a scope; earlier ones stay stored. */
   start(agent: string, scope: string): SessionInfo {
     const now = Date.now();
-    let id: number;
+    const group = this.#group;
+    const id = group ? this.#takeId(now) : this.#write(() => (this.#create.get(agent, scope, now, now) as { id: number }).id);
+    const info = { id, createdAt: now, lastActiveAt: now, turns: 0 };
+    this.#remember(agent, scope, info);
+    if (group) {
+      const key = `${agent}\u0000${scope}`;
+      this.#unstored.set(key, info);
+      group.add(
+        () => this.#createWithId.run(id, agent, scope, now, now),
+        () => {
+          if (this.#unstored.get(key) === info) this.#unstored.delete(key);
+        },
+      );
+    }
+    return { ...info };
+  }
+
+  /** The next id of this store's block, claiming a new block (one synchronous write) when it is used up. */
+  #takeId(now: number): number {
+    if (this.#nextId >= this.#endId) {
+      const top = this.#write(() => (this.#claim.get(BLOCK_SCOPE, now, now) as { id: number }).id);
+      this.#nextId = top - SESSION_ID_BLOCK + 1;
+      this.#endId = top;
+    }
+    return this.#nextId++;
+  }
+
+  /** A synchronous session write; a storage fault becomes STORAGE_UNAVAILABLE (retryable). */
+  #write<T>(write: () => T): T {
     try {
-      ({ id } = this.#create.get(agent, scope, now, now) as { id: number });
+      return write();
     } catch (err) {
       if (!isStorageFault(err)) throw err;
       // Degraded: the group's retry loop probes until writes work, which wakes `whenWritable`.
       this.#group?.failed(err);
       throw new CodedError('STORAGE_UNAVAILABLE', `a new session could not be stored (${err.code})`, { retryable: true, cause: err });
     }
-    const info = { id, createdAt: now, lastActiveAt: now, turns: 0 };
-    this.#remember(agent, scope, info);
-    return { ...info };
   }
 
   async whenWritable(signal: AbortSignal): Promise<boolean> {
@@ -151,6 +210,9 @@ export class SessionStore implements Sessions {
 
   /** The newest `limit` turns, oldest first (tool calls are parsed only when asked for). */
   recent(sessionId: number, limit = 200): StoredTurn[] {
+    // A session with no turn yet (every new conversation's first): nothing to read, and no
+    // reason to commit the group now.
+    if (this.#bySession.get(sessionId)?.turns === 0) return [];
     // The previous turn of this conversation may still be waiting in the group commit.
     this.#group?.flush();
     const rows = this.#turns.all(sessionId, limit) as Array<{
@@ -177,6 +239,8 @@ export class SessionStore implements Sessions {
 
   /** Per scope under a prefix (e.g. a channel's `id:`): how many sessions and the last activity. */
   summary(agent: string, scopePrefix: string): Array<{ scope: string; sessions: number; lastActiveAt: number }> {
+    // New sessions and their last turns may still be waiting in the group commit.
+    this.#group?.flush();
     return (this.#summary.all(agent, `${likePrefix(scopePrefix)}%`) as Array<{ scope: string; sessions: number; last_active_at: number }>).map((r) => ({
       scope: r.scope,
       sessions: r.sessions,

@@ -8,7 +8,7 @@ import { openDb, type Db } from '../../../src/store/db.js';
 import { GroupCommit } from '../../../src/store/group-commit.js';
 import { StorageHealth } from '../../../src/store/health.js';
 import { Inbox } from '../../../src/store/inbox.js';
-import { SessionStore } from '../../../src/store/sessions.js';
+import { SESSION_ID_BLOCK, SessionStore } from '../../../src/store/sessions.js';
 import { SqliteUsageLedger, startOfUtcDay, type UsageRecord } from '../../../src/store/usage-ledger.js';
 import { foreignLock } from '../../helpers/foreign-lock.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -110,6 +110,98 @@ describe('SessionStore', () => {
       ['tg:2', 1],
     ]);
     expect(rows[0]!.lastActiveAt).toBeGreaterThanOrEqual(rows[1]!.lastActiveAt);
+  });
+});
+
+describe('SessionStore with a group commit: new sessions ride it, ids from claimed blocks', () => {
+  const sessionRows = (db: Db) =>
+    db.prepare(`SELECT id, agent, scope FROM sessions WHERE agent <> '' ORDER BY id`).all() as Array<{ id: number; agent: string; scope: string }>;
+
+  it("a new conversation's session costs no commit of its own: its row waits for the group, and recent() does not force it", () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const s = new SessionStore(db, group);
+    s.active('default', 'first'); // claims a block
+    const before = count(db, 'sessions');
+    const { id } = s.active('default', 'tg:1');
+    expect(s.recent(id)).toEqual([]);
+    expect(count(db, 'sessions')).toBe(before);
+    group.flush();
+    expect(sessionRows(db).map((r) => r.scope)).toEqual(['first', 'tg:1']);
+    // A restart finds it, and ids go on above every claimed block.
+    const again = new SessionStore(db, group);
+    expect(again.active('default', 'tg:1').id).toBe(id);
+    expect(again.active('default', 'tg:2').id).toBeGreaterThan(id);
+    group.close();
+  });
+
+  it("while another process holds the write lock, a new conversation's session starts at once and is stored once the lock is gone", async () => {
+    const { db, file } = onDisk();
+    const group = new GroupCommit(db, { retryMs: 5, maxRetryMs: 20 });
+    const s = new SessionStore(db, group);
+    s.active('default', 'first');
+    group.flush();
+    const { release } = foreignLock(file);
+    // Before, this INSERT ran on its own and failed with SQLITE_BUSY (the turn then waited).
+    const info = s.active('default', 'tg:1');
+    expect(info.turns).toBe(0);
+    s.append(info.id, turn(1));
+    group.flush();
+    expect(group.status()).toMatchObject({ state: 'degraded', code: 'SQLITE_BUSY' });
+    release();
+    await waitFor(() => group.health.ok);
+    expect(new SessionStore(db).active('default', 'tg:1')).toMatchObject({ id: info.id, turns: 1 });
+    group.close();
+  });
+
+  it('two processes on one file, and an older build inserting with SQLite ids, never take one id twice', () => {
+    const { db, file } = onDisk();
+    const other = openDb(file);
+    dbs.push(other);
+    const groupA = new GroupCommit(db);
+    const groupB = new GroupCommit(other);
+    const a = new SessionStore(db, groupA);
+    const b = new SessionStore(other, groupB);
+    // An older build: the row and its id in one INSERT.
+    const older = other.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES ('default', ?, 0, 0) RETURNING id`);
+    const ids: number[] = [];
+    for (let i = 0; i < 1500; i++) {
+      ids.push(a.active('default', `a:${i}`).id, b.active('default', `b:${i}`).id);
+      if (i % 100 === 0) ids.push((older.get(`old:${i}`) as { id: number }).id);
+      if (i % 7 === 0) {
+        groupA.flush();
+        groupB.flush();
+      }
+    }
+    groupA.flush();
+    groupB.flush();
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(sessionRows(db)).toHaveLength(ids.length);
+    groupA.close();
+    groupB.close();
+  });
+
+  it('sessions not stored yet stay known when the cache is emptied at its bound: no second session for their conversation', () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const s = new SessionStore(db, group);
+    const first = s.active('default', 'c:0').id;
+    // All in one tick: nothing is committed while the cache passes its 10,000 entries.
+    for (let i = 1; i <= 10_001; i++) s.active('default', `c:${i}`);
+    expect(s.active('default', 'c:0').id).toBe(first);
+    group.flush();
+    expect(count(db, 'sessions')).toBe(10_002 + Math.ceil(10_002 / SESSION_ID_BLOCK));
+    group.close();
+  });
+
+  it('summary counts sessions whose row still waits in the group', () => {
+    const db = memory();
+    const group = new GroupCommit(db);
+    const s = new SessionStore(db, group);
+    s.active('x', 'tg:1');
+    s.start('x', 'tg:1');
+    expect(s.summary('x', 'tg:').map((r) => [r.scope, r.sessions])).toEqual([['tg:1', 2]]);
+    group.close();
   });
 });
 
