@@ -115,7 +115,7 @@ export class SessionStore implements Sessions {
 
   /** The active session of a scope, created on first use. */
   active(agent: string, scope: string): SessionInfo {
-    const cached = this.#activeCache.get(`${agent}\u0000${scope}`);
+    const cached = this.#activeCache.get(cacheKey(agent, scope));
     if (cached) return { ...cached };
     const row = this.#active.get(agent, scope) as { id: number; created_at: number; last_active_at: number } | undefined;
     const info = row
@@ -126,7 +126,7 @@ export class SessionStore implements Sessions {
   }
 
   #remember(agent: string, scope: string, info: SessionInfo): void {
-    const key = `${agent}\u0000${scope}`;
+    const key = cacheKey(agent, scope);
     if (this.#activeCache.size > 10_000) {
       this.#activeCache.clear();
       this.#bySession.clear();
@@ -150,7 +150,7 @@ export class SessionStore implements Sessions {
     const info = { id, createdAt: now, lastActiveAt: now, turns: 0 };
     this.#remember(agent, scope, info);
     if (group) {
-      const key = `${agent}\u0000${scope}`;
+      const key = cacheKey(agent, scope);
       this.#unstored.set(key, info);
       group.add(
         () => this.#createWithId.run(id, agent, scope, now, now),
@@ -247,6 +247,11 @@ export class SessionStore implements Sessions {
       lastActiveAt: r.last_active_at,
     }));
   }
+}
+
+/** The key of a (agent, scope) in the store's caches. */
+function cacheKey(agent: string, scope: string): string {
+  return `${agent}\u0000${scope}`;
 }
 
 /** A LIKE pattern matching `prefix` literally: channel ids may hold `_` and `%`, which LIKE treats as wildcards. */
