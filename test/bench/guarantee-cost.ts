@@ -28,23 +28,27 @@ const variantsDir = join(root, '.channeld/guarantee-cost');
 /** [what to find, what to put instead]: applied to the one bundle file that contains it. */
 type Patch = [string, string];
 
-const noSync: Patch[] = [
+export const noSync: Patch[] = [
   ['db.pragma("journal_mode = WAL");', 'db.pragma("journal_mode = MEMORY");'],
   ['db.pragma("synchronous = NORMAL");', 'db.pragma("synchronous = OFF");'],
 ];
 
-const noSqlite: Patch[] = [
+export const noSqlite: Patch[] = [
   ...noSync,
-  // GroupCommit: queued and immediate writes are dropped; the writability probe says yes.
-  ['  add(write) {\n', '  add(write) {\n    return;\n'],
+  // GroupCommit: queued and immediate writes are dropped (a queued write still reports itself
+  // committed, so nothing waits on it); the writability probe says yes.
+  ['  add(write, committed) {\n', '  add(write, committed) {\n    committed?.();\n    return;\n'],
   ['  now(write) {\n', '  now(write) {\n    return;\n'],
   ['  #probe() {\n', '  #probe() {\n    return true;\n'],
   // Inbox: the batch insert hands out ids without a statement.
   ['ids = this.#insertBatch(batch);', 'ids = batch.map(() => (globalThis.__benchInboxId = (globalThis.__benchInboxId ?? 0) + 1));'],
 ];
 
-/** Copies dist/ to `name` with `patches` applied to its bundle; returns the copy's entry script. */
-function variant(name: string, patches: Patch[]): string {
+/**
+ * Copies dist/ to `name` with `patches` applied to its bundle; returns the copy's entry script.
+ * Throws when a patch does not match exactly once (the bench smoke test applies both sets).
+ */
+export function variant(name: string, patches: Patch[]): string {
   const dir = join(variantsDir, name);
   rmSync(dir, { recursive: true, force: true });
   cpSync(join(root, 'dist'), dir, { recursive: true, verbatimSymlinks: true });
@@ -105,4 +109,4 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (process.argv[1]?.endsWith('guarantee-cost.ts')) await main();

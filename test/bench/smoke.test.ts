@@ -1,3 +1,5 @@
+import { existsSync, rmSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { scaled } from '../helpers/timing.js';
 import { scenarios } from './scenarios/index.js';
@@ -16,6 +18,20 @@ describe('bench harness smoke', () => {
       name.startsWith('cluster') ? scaled(300_000) : scaled(120_000),
     ); // the cluster scenario starts real processes on NATS and PostgreSQL
   }
+});
+
+describe('guarantee-cost variants', () => {
+  // A refactor that moves the patched code makes the bench throw instead of measuring an
+  // unpatched build; this says so at once rather than when someone next runs the bench.
+  it('each bench-only patch applies exactly once to the built bundle', async () => {
+    const { noSqlite, variant } = await import('./guarantee-cost.js');
+    const script = variant('smoke-no-sqlite', noSqlite);
+    try {
+      expect(existsSync(script)).toBe(true);
+    } finally {
+      rmSync(dirname(dirname(script)), { recursive: true, force: true });
+    }
+  });
 });
 
 describe('soak harness smoke', () => {
