@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
 import { FakeTelegram } from '../../fakes/telegram/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { Fleet, rssMb } from '../fleet.js';
@@ -22,6 +23,11 @@ export interface Level {
   errors: number;
   /** The daemon's peak RSS while the level ran. */
   rssMb: number;
+  /**
+   * How busy the fake Bot API (this process's event loop) was from the burst until the last
+   * first visible update: near 1, the fake and not the bot set the pace of the first updates.
+   */
+  fakeBusy: number;
 }
 
 /** What `measure` reads: the fake the bot polls, the bot's process, and its error lines so far. */
@@ -41,6 +47,8 @@ async function measure(target: Target, level: number, firstChat: number, timeout
   const { tg, pid } = target;
   let cursor = tg.calls.length;
   const errorsBefore = target.errorLines();
+  const elu0 = performance.eventLoopUtilization();
+  let fakeBusy = Number.NaN;
   const sentAt = new Map<number, number>();
   for (let i = 0; i < level; i++) {
     sentAt.set(firstChat + i, Date.now());
@@ -61,7 +69,10 @@ async function measure(target: Target, level: number, firstChat: number, timeout
           const chat = Number((c.body as { chat_id?: unknown }).chat_id);
           const at = sentAt.get(chat);
           if (at === undefined) continue;
-          if (!first.has(chat)) first.set(chat, c.at - at);
+          if (!first.has(chat)) {
+            first.set(chat, c.at - at);
+            if (first.size === level) fakeBusy = performance.eventLoopUtilization(elu0).utilization;
+          }
           if (c.method !== 'sendMessageDraft' && String((c.body as { text?: unknown }).text).trim() === TEXT && !final.has(chat)) final.set(chat, c.at - at);
         }
         return final.size >= level;
@@ -83,6 +94,7 @@ async function measure(target: Target, level: number, firstChat: number, timeout
     missing: level - final.size,
     errors: target.errorLines() - errorsBefore,
     rssMb: peak,
+    fakeBusy,
   };
 }
 
@@ -115,11 +127,20 @@ async function channeldSide(name: string, delayMs: number, script?: string): Pro
   return { name, target: { tg: fleet.tg, pid: p.child.pid!, errorLines }, idleRss: rssMb(p.child.pid!), close };
 }
 
-/** The floor: a minimal grammy bot handling every update at once, on its own fake Bot API. */
-async function floorSide(modelMs: number): Promise<Side> {
+/** The floors' names, as the rows show them, and the bot each one runs. */
+const floors = {
+  floor: { label: 'floor (bare grammy, every update at once)', script: 'grammy-load.mjs' },
+  'floor-http': { label: 'floor without an SDK (undici, every update at once)', script: 'http-load.mjs' },
+} as const;
+
+/**
+ * A floor: a minimal bot handling every update at once, on its own fake Bot API; `floor` is a
+ * grammy bot, `floor-http` the same bot with no SDK (straight undici calls).
+ */
+async function floorSide(name: keyof typeof floors, modelMs: number): Promise<Side> {
   const tg = new FakeTelegram();
   await tg.start();
-  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare/grammy-load.mjs')], {
+  const child = spawn(process.execPath, [join(import.meta.dirname, '../bare', floors[name].script)], {
     env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url, MODEL_MS: String(modelMs) },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -128,14 +149,14 @@ async function floorSide(modelMs: number): Promise<Side> {
   child.stderr!.on('data', (d: Buffer) => (errors += String(d).split('\n').filter(Boolean).length));
   await new Promise<void>((resolve, reject) => {
     child.stdout!.once('data', () => resolve());
-    void exited.then(() => reject(new Error('the floor bot exited before it was ready')));
+    void exited.then(() => reject(new Error(`the ${name} bot exited before it was ready`)));
   });
   const close = async () => {
     child.kill('SIGTERM');
     await exited;
     await tg.close();
   };
-  return { name: 'floor', target: { tg, pid: child.pid!, errorLines: () => errors }, idleRss: rssMb(child.pid!), close };
+  return { name, target: { tg, pid: child.pid!, errorLines: () => errors }, idleRss: rssMb(child.pid!), close };
 }
 
 /**
@@ -147,8 +168,13 @@ async function floorSide(modelMs: number): Promise<Side> {
  *
  * Side by side at each level, one after the other on the same kind of fake: the floor, a
  * minimal grammy bot that handles every update at once and answers with the same first word
- * and final text (what Node and the SDK alone cost on this machine), and with LOAD_BEFORE=script
- * a second build of channeld (e.g. a copy of dist/ before a change).
+ * and final text (what Node and the SDK alone cost on this machine); the floor without an SDK,
+ * the same bot on straight undici calls (what Node alone costs: a target it misses cannot be
+ * met by any Node daemon on this machine and this fake); and with LOAD_BEFORE=script a second
+ * build of channeld (e.g. a copy of dist/ before a change). Each level also reports how busy
+ * the fake Bot API, which runs in this process, was until the last first update went out.
+ * Every side answers one burst of min(1,000, top level) conversations before the levels: its
+ * figures are reported as the cold ones and the levels measure a warmed-up process.
  */
 export async function load(o: ScenarioOptions): Promise<Row[]> {
   // LOAD_LEVELS=100,1000 runs only those levels (a re-measure that has no time for 10,000).
@@ -159,16 +185,29 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   const delayMs = o.smoke ? 20 : 1000;
   const modelMs = 2 * delayMs;
   const before = process.env.LOAD_BEFORE;
+  const warm = o.smoke ? 0 : Math.min(1000, Math.max(...levels));
   const sides: Side[] = [];
   const results = new Map<string, Level[]>();
+  const cold = new Map<string, Omit<Level, 'level'>>();
   try {
     sides.push(await channeldSide('channeld', delayMs));
     if (before) sides.push(await channeldSide('before', delayMs, before));
-    sides.push(await floorSide(modelMs));
+    sides.push(await floorSide('floor', modelMs), await floorSide('floor-http', modelMs));
     let chat = 200_000;
     // One answer each before the first level, not counted: a level that comes first (no level 1)
-    // would otherwise pay for what a bot learns once (the server refusing rich messages).
-    for (const side of sides) await measure(side.target, 1, chat++, 30_000);
+    // would otherwise pay for what a bot learns once (the server refusing rich messages). Then
+    // one burst of up to 1,000 conversations, reported apart as the cold figure and left out of
+    // the curve: the first burst after start-up runs code V8 has not optimized yet, which a
+    // long-running daemon pays once, not at every burst (channeld until its last first update
+    // of 1,000: main thread 300-360 ms and V8's compiler and collector threads 300-450 ms in
+    // the first burst, 190-210 and 150-240 ms in the next ones).
+    for (const side of sides) {
+      await measure(side.target, 1, chat++, 30_000);
+      if (warm > 1) {
+        cold.set(side.name, await measure(side.target, warm, chat, 120_000 + warm * 30));
+        chat += warm;
+      }
+    }
     for (const [li, level] of levels.entries()) {
       // A single conversation is sampled several times, one after the other, for a steady floor.
       const rounds = level === 1 ? 5 : 1;
@@ -198,6 +237,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
           missing: all.reduce((a, b) => a + b.missing, 0),
           errors: all.reduce((a, b) => a + b.errors, 0),
           rssMb: Math.max(...all.map((a) => a.rssMb)),
+          fakeBusy: pick('fakeBusy'),
         });
         results.set(side.name, got);
       }
@@ -207,30 +247,44 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   }
   const idle = (name: string) => sides.find((s) => s.name === name)?.idleRss ?? 0;
   const rows = loadRows(results.get('channeld')!, modelMs, idle('channeld'), levels.at(-1)!);
+  for (const [name, c] of cold) rows.push(...coldRows(name, warm, c));
   if (results.has('before')) rows.push(...sideRows('before', results.get('before')!));
-  rows.push(...sideRows('floor', results.get('floor')!), ...ratioRows(results.get('channeld')!, results.get('floor')!));
+  for (const name of Object.keys(floors) as Array<keyof typeof floors>) {
+    rows.push(...sideRows(name, results.get(name)!), ...ratioRows(name, results.get('channeld')!, results.get(name)!));
+  }
   return rows;
 }
 
 /** Another side's first visible and turn p50/p99 at each level, under its own name. */
 function sideRows(name: string, results: Level[]): Row[] {
-  const label = name === 'floor' ? 'floor (bare grammy, every update at once)' : `${name} (LOAD_BEFORE build)`;
+  const label = name in floors ? floors[name as keyof typeof floors].label : `${name} (LOAD_BEFORE build)`;
   return results.flatMap((r) => [
     { scenario: 'load', metric: `${label}, ${r.level} conversations, first visible p50`, value: r.firstP50, unit: 'ms' },
     { scenario: 'load', metric: `${label}, ${r.level} conversations, first visible p99`, value: r.firstP99, unit: 'ms' },
     { scenario: 'load', metric: `${label}, ${r.level} conversations, final p50`, value: r.p50, unit: 'ms' },
     { scenario: 'load', metric: `${label}, ${r.level} conversations, final p99`, value: r.p99, unit: 'ms' },
     { scenario: 'load', metric: `${label}, ${r.level} conversations, missing + error lines`, value: r.missing + r.errors, unit: '' },
+    { scenario: 'load', metric: `${label}, ${r.level} conversations, fake Bot API busy until the first updates`, value: r.fakeBusy, unit: '' },
   ]);
 }
 
-/** channeld's first visible and turn p99 over the floor's, at each level: the part channeld adds. */
-function ratioRows(channeld: Level[], floor: Level[]): Row[] {
+/** A side's first burst after start-up (V8 not warmed up yet), kept out of the curve. */
+function coldRows(name: string, level: number, c: Omit<Level, 'level'>): Row[] {
+  const label = `${name in floors ? floors[name as keyof typeof floors].label : name}, the first ${level} conversations after start-up (cold)`;
+  return [
+    { scenario: 'load', metric: `${label}, first visible p99`, value: c.firstP99, unit: 'ms' },
+    { scenario: 'load', metric: `${label}, final p99`, value: c.p99, unit: 'ms' },
+    { scenario: 'load', metric: `${label}, missing + error lines`, value: c.missing + c.errors, unit: '' },
+  ];
+}
+
+/** channeld's first visible and turn p99 over a floor's, at each level: the part channeld adds. */
+function ratioRows(name: string, channeld: Level[], floor: Level[]): Row[] {
   return channeld.flatMap((c, i) => {
     const f = floor[i]!;
     return [
-      { scenario: 'load', metric: `${c.level} conversations, first visible p99 channeld / floor`, value: c.firstP99 / f.firstP99, unit: '×' },
-      { scenario: 'load', metric: `${c.level} conversations, final p99 channeld / floor`, value: c.p99 / f.p99, unit: '×' },
+      { scenario: 'load', metric: `${c.level} conversations, first visible p99 channeld / ${name}`, value: c.firstP99 / f.firstP99, unit: '×' },
+      { scenario: 'load', metric: `${c.level} conversations, final p99 channeld / ${name}`, value: c.p99 / f.p99, unit: '×' },
     ];
   });
 }
@@ -261,6 +315,7 @@ export function loadRows(results: Level[], modelMs: number, idleRss: number, top
       },
       { scenario: 'load', metric: `${tag}, turn p99 / model time`, value: r.p99 / modelMs, unit: '×' },
       { scenario: 'load', metric: `${tag}, peak RSS`, value: r.rssMb, unit: 'MB' },
+      { scenario: 'load', metric: `${tag}, fake Bot API busy until the first updates`, value: r.fakeBusy, unit: '' },
       {
         scenario: 'load',
         metric: `${tag}, answers missing + error lines`,
