@@ -84,6 +84,8 @@ async function measure(target: Target, level: number, firstChat: number, timeout
     // Reported as missing answers, not thrown: the level's other figures still count.
   }
   peak = Math.max(peak, rssMb(pid));
+  // Some chat never showed a first update (it is counted as missing): the whole wait, then.
+  if (Number.isNaN(fakeBusy)) fakeBusy = performance.eventLoopUtilization(elu0).utilization;
   const f = [...first.values()];
   const t = [...final.values()];
   return {
