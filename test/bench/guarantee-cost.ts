@@ -28,7 +28,7 @@ const variantsDir = join(root, '.channeld/guarantee-cost');
 /** [what to find, what to put instead]: applied to the one bundle file that contains it. */
 type Patch = [string, string];
 
-export const noSync: Patch[] = [
+const noSync: Patch[] = [
   ['db.pragma("journal_mode = WAL");', 'db.pragma("journal_mode = MEMORY");'],
   ['db.pragma("synchronous = NORMAL");', 'db.pragma("synchronous = OFF");'],
 ];
@@ -46,7 +46,7 @@ export const noSqlite: Patch[] = [
 
 /**
  * Copies dist/ to `name` with `patches` applied to its bundle; returns the copy's entry script.
- * Throws when a patch does not match exactly once (the bench smoke test applies both sets).
+ * Throws when a patch does not match exactly once (the bench smoke test applies `noSqlite`, which holds `noSync`).
  */
 export function variant(name: string, patches: Patch[]): string {
   const dir = join(variantsDir, name);

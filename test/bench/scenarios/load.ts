@@ -202,7 +202,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
     // the curve: the first burst after start-up runs code V8 has not optimized yet, which a
     // long-running daemon pays once, not at every burst (channeld until its last first update
     // of 1,000: main thread 300-360 ms and V8's compiler and collector threads 300-450 ms in
-    // the first burst, 190-210 and 150-240 ms in the next ones).
+    // the first burst, 190-380 and 150-380 ms in the next ones).
     for (const side of sides) {
       await measure(side.target, 1, chat++, 30_000);
       if (warm > 1) {
@@ -257,9 +257,15 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   return rows;
 }
 
+/** How the rows name a side: a floor by what it runs, another build as LOAD_BEFORE's. */
+function labelOf(name: string): string {
+  if (name in floors) return floors[name as keyof typeof floors].label;
+  return name === 'channeld' ? name : `${name} (LOAD_BEFORE build)`;
+}
+
 /** Another side's first visible and turn p50/p99 at each level, under its own name. */
 function sideRows(name: string, results: Level[]): Row[] {
-  const label = name in floors ? floors[name as keyof typeof floors].label : `${name} (LOAD_BEFORE build)`;
+  const label = labelOf(name);
   return results.flatMap((r) => [
     { scenario: 'load', metric: `${label}, ${r.level} conversations, first visible p50`, value: r.firstP50, unit: 'ms' },
     { scenario: 'load', metric: `${label}, ${r.level} conversations, first visible p99`, value: r.firstP99, unit: 'ms' },
@@ -272,7 +278,7 @@ function sideRows(name: string, results: Level[]): Row[] {
 
 /** A side's first burst after start-up (V8 not warmed up yet), kept out of the curve. */
 function coldRows(name: string, level: number, c: Omit<Level, 'level'>): Row[] {
-  const label = `${name in floors ? floors[name as keyof typeof floors].label : name}, the first ${level} conversations after start-up (cold)`;
+  const label = `${labelOf(name)}, the first ${level} conversations after start-up (cold)`;
   return [
     { scenario: 'load', metric: `${label}, first visible p99`, value: c.firstP99, unit: 'ms' },
     { scenario: 'load', metric: `${label}, final p99`, value: c.p99, unit: 'ms' },
