@@ -6,8 +6,13 @@ import { Fleet, rssMb } from './fleet.js';
 
 /**
  * `npm run bench:heap [N]`: what the daemon's heap holds at idle, after a 5,000-message warm-up
- * and after N more (50,000 by default), from V8 heap snapshots (SIGUSR2 with
- * --heapsnapshot-signal), and what grew between the last two. Also the memory figures the
+ * and after N more (50,000 by default), from V8 heap snapshots (SIGWINCH with
+ * --heapsnapshot-signal: SIGUSR2 would also start an upgrade), and what grew between the last two.
+ * `npm run bench:heap -- --turns N`: what one running turn keeps instead. N conversations (1,000
+ * by default) each send a message to an echo agent that answers its first word and then waits
+ * 60 s; the heap once every reply is visible, less the heap at idle after a warm-up burst of the
+ * same size, divided by N, is what each turn in flight holds (what a burst promotes and the
+ * collector then marks). Also the memory figures the
  * process reports on /metrics at each point, so V8's committed heap, external memory and the
  * rest of RSS (native: SQLite's page cache, malloc arenas, the SDKs' buffers) can be told
  * apart. A snapshot forces a full GC and costs memory itself: read RSS from `npm run bench`.
@@ -49,13 +54,48 @@ async function metricsOf(url: string): Promise<Record<string, number>> {
   return out;
 }
 
-async function main(): Promise<void> {
-  const n = Number(process.argv.slice(2).find((a) => !a.startsWith('-')) ?? 50_000);
+type Summary = Map<string, { bytes: number; count: number }>;
+
+/**
+ * The signal that makes the daemon write a heap snapshot (node's --heapsnapshot-signal): one
+ * channeld does not handle itself. SIGUSR2 upgrades it and SIGHUP reloads it.
+ */
+export const SNAPSHOT_SIGNAL = 'SIGWINCH';
+
+/** Throws unless the daemon is still the process it was, having done nothing but snapshots. */
+function stillRunning(p: ReturnType<Fleet['spawn']>): void {
+  const odd = p.lines.find((l) => /upgrad|reload|stopping/i.test(String(l.msg)));
+  if (odd || p.child.exitCode !== null) throw new Error(`the daemon did more than take snapshots: ${odd ? String(odd.msg) : `exited ${p.child.exitCode}`}`);
+}
+
+/** The largest growths from one summary to the next, each with its count (per `per` items); returns the total per item. */
+function printGrowth(from: Summary, to: Summary, per: number, rows: number): number {
+  const diff = [...to].map(([k, e]) => [k, e.bytes - (from.get(k)?.bytes ?? 0), e.count - (from.get(k)?.count ?? 0)] as const);
+  const fmt = (bytes: number) => (per === 1 ? `${mb(bytes).padStart(7)} MB` : `${(bytes / per).toFixed(0).padStart(7)} B `);
+  // Compiled code comes and goes with V8's optimizer, not with what the daemon holds.
+  const total = diff.reduce((a, [k, d]) => (k === 'code' ? a : a + d), 0);
+  console.log(`  ${fmt(total)}  in all (compiled code left out)`);
+  for (const [k, d, c] of diff.sort((a, b) => b[1] - a[1]).slice(0, rows))
+    console.log(`  ${fmt(d)}  ${(c / per).toFixed(per === 1 ? 0 : 1).padStart(8)}  ${k}`);
+  return total / per;
+}
+
+/**
+ * Runs the measure `args` ask for (as the command line gives them) and prints it; with
+ * `--turns`, returns the bytes kept per running turn. Throws when the daemon did anything
+ * but take its snapshots (an upgrade, an exit).
+ */
+export async function main(args: string[]): Promise<number | undefined> {
+  const turns = args.includes('--turns');
+  const n = Number(args.find((a) => !a.startsWith('-')) ?? (turns ? 1000 : 50_000));
   const dir = mkdtempSync(join(tmpdir(), 'channeld-heap-'));
   const fleet = await new Fleet().start();
   try {
-    fleet.write();
-    const p = fleet.spawn({ nodeArgs: ['--heapsnapshot-signal=SIGUSR2', `--diagnostic-dir=${dir}`] });
+    // --turns: each answer's second word comes this long after its first, long enough for a
+    // snapshot of all the turns with the first shown.
+    const holdMs = Math.max(5_000, 60 * n);
+    fleet.write(turns ? { echoDelayMs: holdMs, maxInFlight: 2 * n + 100, streamMode: 'partial' } : {});
+    const p = fleet.spawn({ nodeArgs: [`--heapsnapshot-signal=${SNAPSHOT_SIGNAL}`, `--diagnostic-dir=${dir}`] });
     const url = await p.url(30_000);
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
     const snap = async (label: string): Promise<Map<string, { bytes: number; count: number }>> => {
@@ -66,7 +106,7 @@ async function main(): Promise<void> {
           .join(', ')}`,
       );
       const before = new Set(readdirSync(dir));
-      p.signal('SIGUSR2');
+      p.signal(SNAPSHOT_SIGNAL);
       let file = '';
       await waitFor(
         () => {
@@ -104,14 +144,45 @@ async function main(): Promise<void> {
         await waitFor(() => fleet.tg.messages.length - before >= sent, 120_000, 2);
       }
     };
+    if (turns) {
+      // Each burst in fresh chats; the first only warms the code up and is answered (and ended) before the baseline.
+      const burst = async (first: number): Promise<void> => {
+        for (let i = 0; i < n; i++) fleet.tg.dm('kept per turn', { id: first + i, first_name: 'u' });
+        const shown = new Set<number>();
+        let cursor = 0;
+        await waitFor(
+          () => {
+            for (const calls = fleet.tg.calls; cursor < calls.length; cursor++) {
+              const chat = Number((calls[cursor]!.body as { chat_id?: unknown }).chat_id);
+              if (calls[cursor]!.method === 'sendMessage' && chat >= first && chat < first + n) shown.add(chat);
+            }
+            return shown.size >= n;
+          },
+          180_000,
+          20,
+        );
+      };
+      await burst(1_000_000);
+      // The warm-up's turns wait out their hold, then end: the baseline is taken with none running.
+      await waitFor(async () => (await (await fetch(`${url}/metrics`)).text()).match(/^channeld_turns_in_flight (\S+)$/m)?.[1] === '0', 180_000, 500);
+      const idle = await snap('idle, after a warm-up burst');
+      await burst(2_000_000);
+      const running = await snap(`${n} turns running, each reply visible`);
+      console.log(`\nkept per running turn (bytes, count, largest first):`);
+      const kept = printGrowth(idle, running, n, 25);
+      stillRunning(p);
+      p.signal('SIGTERM');
+      await p.exited;
+      return kept;
+    }
     await snap('idle');
     await push(5000, 'warm');
     const warm = await snap('after 5000 warm-up messages');
     await push(n, 'run');
     const end = await snap(`after ${n} more`);
     console.log('\ngrowth between the last two snapshots (largest first):');
-    const diff = [...end].map(([k, e]) => [k, e.bytes - (warm.get(k)?.bytes ?? 0), e.count - (warm.get(k)?.count ?? 0)] as const);
-    for (const [k, d, c] of diff.sort((a, b) => b[1] - a[1]).slice(0, 15)) console.log(`  ${mb(d).padStart(7)} MB  ${String(c).padStart(8)}  ${k}`);
+    printGrowth(warm, end, 1, 15);
+    stillRunning(p);
     p.signal('SIGTERM');
     await p.exited;
   } finally {
@@ -120,4 +191,4 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[1]?.endsWith('heap.ts')) await main();
+if (process.argv[1]?.endsWith('heap.ts')) await main(process.argv.slice(2));

@@ -128,6 +128,20 @@ describe('profile breakdown', () => {
   });
 });
 
+describe('heap per running turn', () => {
+  // The snapshot signal was SIGUSR2, which is also channeld's upgrade signal: every snapshot
+  // started an upgrade of the daemon being measured.
+  it(
+    'measures what each running turn keeps, with the daemon taking snapshots and nothing else',
+    async () => {
+      const { main } = await import('./heap.js');
+      const kept = await main(['--turns', '20']);
+      expect(kept).toBeGreaterThan(0);
+    },
+    scaled(120_000),
+  );
+});
+
 describe('heap snapshot summary', () => {
   it('sums self sizes by constructor for objects and by kind for the rest', async () => {
     const { summarize } = await import('./heap.js');
