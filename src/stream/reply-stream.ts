@@ -3,6 +3,7 @@ import type { NativeStream } from '../contracts/channel.js';
 import type { MessageRef } from '../contracts/message.js';
 import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
 import { chunkText } from '../util/chunk.js';
+import { linkAbort, unlinkAbort } from '../util/linked-abort.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 import { isBackgroundReply } from '../contracts/tools.js';
 import type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
@@ -48,17 +49,19 @@ export class ReplyStream {
   #dirty = false;
   /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
   #typingIndicator: TypingIndicator | undefined;
-  /** Aborted when the turn ends, so a draft waiting out its interval moves on to the final text. */
+  /**
+   * Aborted when the turn ends or the hard stop comes, so a draft waiting out its interval
+   * moves on to the final text (or gives up).
+   */
   readonly #ended = new AbortController();
   /**
    * The hard stop as this reply's own signal: every wait and platform request of the reply
    * listens here, not on the one signal all turns share. Adding a listener walks the signal's
    * whole list, so a thousand replies at once listening on the shared one cost a thousand
-   * times more per request; a dependent signal joins its source in O(1).
+   * times more per request; a linked controller (src/util/linked-abort.ts) joins it in O(1).
    */
-  readonly #signal: AbortSignal;
-  /** The hard stop or the turn's end, for a draft waiting out its interval; made when one first waits. */
-  #draftWaitSignal: AbortSignal | undefined;
+  readonly #stop = new AbortController();
+  readonly #signal = this.#stop.signal;
   /** Whether the user sees any text yet; typing stops then. */
   #visible = false;
   /** Ends this reply's wait in `firstVisible` (set while it has text and nothing shown). */
@@ -71,7 +74,9 @@ export class ReplyStream {
 
   constructor(options: ReplyStreamOptions) {
     this.#o = options;
-    this.#signal = AbortSignal.any([options.signal]);
+    // Unlinked when the reply is done (#run).
+    linkAbort(options.signal, this.#stop);
+    linkAbort(options.signal, this.#ended);
     const floor = options.capabilities.minEditIntervalMs;
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor), floor);
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
@@ -87,10 +92,6 @@ export class ReplyStream {
         return true;
       });
     this.#done = this.#run();
-  }
-
-  get #draftWait(): AbortSignal {
-    return (this.#draftWaitSignal ??= AbortSignal.any([this.#signal, this.#ended.signal]));
   }
 
   /** The tool running now, for the progress line. */
@@ -194,7 +195,7 @@ export class ReplyStream {
    */
   async #firstVisibleOfOthers(): Promise<boolean> {
     const gate = this.#o.firstVisible;
-    return gate !== undefined && this.#visible && (await gate.heldMs(this.#draftWait)) >= HELD_LONG_MS;
+    return gate !== undefined && this.#visible && (await gate.heldMs(this.#ended.signal)) >= HELD_LONG_MS;
   }
 
   /**
@@ -322,37 +323,46 @@ export class ReplyStream {
   }
 
   async #run(): Promise<ReplyResult> {
-    while (!this.#ending) {
-      await this.#changed();
-      this.#wake = undefined;
-      this.#dirty = false;
-      if (this.#ending || !this.#draftsEnabled) continue;
-      await sleepUntil(this.#pacing.nextAtMs, this.#draftWait);
-      if (await this.#firstVisibleOfOthers()) {
-        // Held back by a burst: the draft goes one interval later, so a turn that ends
-        // meanwhile sends its final text at once, not a draft that would push the final edit
-        // a floor later.
-        this.#pacing.nextAtMs = Date.now() + this.#pacing.intervalMs;
-        this.#dirty = true;
-        continue;
-      }
-      if (this.#ending || this.#signal.aborted) continue;
-      try {
-        if (await this.#step(this.#desired(false), false)) this.#dirty = true;
-        pace(this.#pacing, undefined, Date.now());
-      } catch (err) {
-        const outcome = pace(this.#pacing, err, Date.now());
-        if (outcome === 'rate_limited') this.#o.onRateLimited?.();
-        else if (outcome !== 'replan') this.#o.onError?.(err, 'draft');
-        // After three failed drafts in a row only the final text is attempted.
-        if (this.#pacing.consecutiveFailures >= 3) {
-          this.#draftsEnabled = false;
-          this.#releaseFirst?.();
+    try {
+      while (!this.#ending) {
+        await this.#changed();
+        this.#wake = undefined;
+        this.#dirty = false;
+        if (this.#ending || !this.#draftsEnabled) continue;
+        await sleepUntil(this.#pacing.nextAtMs, this.#ended.signal);
+        if (await this.#firstVisibleOfOthers()) {
+          // Held back by a burst: the draft goes one interval later, so a turn that ends
+          // meanwhile sends its final text at once, not a draft that would push the final edit
+          // a floor later.
+          this.#pacing.nextAtMs = Date.now() + this.#pacing.intervalMs;
+          this.#dirty = true;
+          continue;
         }
-        this.#dirty = true;
+        if (this.#ending || this.#signal.aborted) continue;
+        try {
+          if (await this.#step(this.#desired(false), false)) this.#dirty = true;
+          pace(this.#pacing, undefined, Date.now());
+        } catch (err) {
+          const outcome = pace(this.#pacing, err, Date.now());
+          if (outcome === 'rate_limited') this.#o.onRateLimited?.();
+          else if (outcome !== 'replan') this.#o.onError?.(err, 'draft');
+          // After three failed drafts in a row only the final text is attempted.
+          if (this.#pacing.consecutiveFailures >= 3) {
+            this.#draftsEnabled = false;
+            this.#releaseFirst?.();
+          }
+          this.#dirty = true;
+        }
       }
+      return await this.#final();
+    } finally {
+      // What the reply left in flight (a typing request never awaited) is of no use now and
+      // goes with it; then nothing of the reply waits on the hard stop any more.
+      this.#stop.abort(TURN_ENDED);
+      this.#ended.abort(TURN_ENDED);
+      unlinkAbort(this.#o.signal, this.#stop);
+      unlinkAbort(this.#o.signal, this.#ended);
     }
-    return this.#final();
   }
 
   async #final(): Promise<ReplyResult> {

@@ -5,6 +5,7 @@ import { ChannelError } from '../../../src/contracts/errors.js';
 import { FirstVisibleFirst } from '../../../src/stream/first-visible.js';
 import { ReplyStream, STOP_MARKER, type ReplyStreamOptions } from '../../../src/stream/reply-stream.js';
 import { openFenceAt } from '../../../src/util/chunk.js';
+import { linkedTo } from '../../../src/util/linked-abort.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
 
 const target = { channelId: 't', chatId: 'c', chatType: 'dm' as const };
@@ -384,7 +385,7 @@ describe('ReplyStream', () => {
     expect(c.visible('c')).toEqual(['here']);
   });
 
-  it('adds no listener to the shared hard stop per request: many replies in flight listen on their own signals, and the hard stop still cuts them', async () => {
+  it('adds one listener to the shared hard stop however many replies and requests: they listen on their own signals, and the hard stop still cuts them', async () => {
     const a = new RecordingAdapter('t', { typing: true });
     const held = a.hold((c) => c.op === 'send');
     const hard = new AbortController();
@@ -393,12 +394,33 @@ describe('ReplyStream', () => {
     await held.reached;
     await vi.advanceTimersByTimeAsync(1000);
     // Adding a listener walks the signal's whole list: 50 replies on one list cost 50× per add.
-    expect(getEventListeners(hard.signal, 'abort')).toHaveLength(0);
+    expect(getEventListeners(hard.signal, 'abort')).toHaveLength(1);
     for (const s of streams) s.push({ type: 'done', usage });
     hard.abort(new Error('hard stop'));
     await vi.runAllTimersAsync();
     for (const s of streams) expect((await s.finished()).delivered).toBe(false);
     expect(a.aborted.filter((c) => c.op === 'send')).toHaveLength(50);
+  });
+
+  it('lets go of the hard stop once finished, and ends what it left in flight (a hanging typing request)', async () => {
+    const a = new RecordingAdapter('t', { typing: true });
+    const typing = a.hold((c) => c.op === 'typing');
+    const hard = new AbortController();
+    const streams = Array.from({ length: 20 }, () => stream(a, { signal: hard.signal, streamMode: 'final' }));
+    await vi.advanceTimersByTimeAsync(2000);
+    await typing.reached;
+    // Each reply waits on the hard stop while it runs: its requests and its draft wait.
+    expect(linkedTo(hard.signal)).toBe(40);
+    for (const s of streams) {
+      s.push({ type: 'text_delta', text: 'done already' });
+      s.push({ type: 'done', usage });
+    }
+    await vi.runAllTimersAsync();
+    for (const s of streams) expect((await s.finished()).delivered).toBe(true);
+    // Still linked, each finished reply would be kept alive by the hard stop until shutdown.
+    expect(linkedTo(hard.signal)).toBe(0);
+    expect(a.aborted.filter((c) => c.op === 'typing').length).toBeGreaterThan(0);
+    expect(hard.signal.aborted).toBe(false);
   });
 
   it("holds a visible reply's draft edits while another reply has nothing shown yet; its final text never waits", async () => {
