@@ -127,6 +127,11 @@ function passOn(c: Candidate, shown: Attempt, e: AgentEvent, cooldowns: ModelCoo
  * the model told first, a failure before any text cools it down, invisible events held until
  * text shows (and dropped with a failure), `done` names the model. The inner runner is
  * closed when the turn's terminal event has been passed on, or when the consumer stops.
+ *
+ * `next` is not an async function: a turn spends its whole answer waiting in it, and a
+ * suspended async frame (its generator, registers, promise and the two closures of its
+ * await) is kept by every running turn, where a pending `then` with this object's two
+ * handlers keeps one reaction and one promise.
  */
 class OnlyModelRun implements AsyncIterator<AgentEvent, undefined> {
   readonly #shown = new Attempt();
@@ -144,30 +149,49 @@ class OnlyModelRun implements AsyncIterator<AgentEvent, undefined> {
     private readonly signal: AbortSignal,
   ) {}
 
-  async next(): Promise<IteratorResult<AgentEvent, undefined>> {
-    for (;;) {
-      const queued = this.#queue.shift();
-      if (queued) return { value: queued, done: false };
-      if (this.#ended) return this.return();
+  next(): Promise<IteratorResult<AgentEvent, undefined>> {
+    const queued = this.#queue.shift();
+    if (queued) return Promise.resolve({ value: queued, done: false });
+    if (this.#ended) return this.return();
+    let pending: Promise<IteratorResult<AgentEvent>>;
+    try {
       this.#inner ??= startAttempt(this.c, true, this.input, this.ctx, this.signal)[Symbol.asyncIterator]();
-      let r: IteratorResult<AgentEvent>;
-      try {
-        r = await this.#inner.next();
-      } catch (err) {
-        this.#ended = true;
-        this.#inner = undefined;
-        throw err;
-      }
-      if (r.done) {
-        this.#ended = true;
-        this.#inner = undefined;
-        continue;
-      }
-      const e = r.value;
-      failedEarly(this.c, this.#shown, e, this.cooldowns);
-      if (e.type === 'done' || e.type === 'error' || e.type === 'cancelled') this.#ended = true;
-      this.#queue = passOn(this.c, this.#shown, e, this.cooldowns, this.on);
+      pending = this.#inner.next();
+    } catch (err) {
+      return this.#failed(err);
     }
+    return pending.then(this.#onResult, this.#onFailure);
+  }
+
+  /** One event of the inner runner: passed on (what `Attempt` releases), or the next asked for. */
+  readonly #onResult = (r: IteratorResult<AgentEvent>): IteratorResult<AgentEvent, undefined> | Promise<IteratorResult<AgentEvent, undefined>> => {
+    if (r.done) {
+      this.#drop();
+      return this.next();
+    }
+    const e = r.value;
+    failedEarly(this.c, this.#shown, e, this.cooldowns);
+    if (e.type === 'done' || e.type === 'error' || e.type === 'cancelled') this.#ended = true;
+    this.#queue = passOn(this.c, this.#shown, e, this.cooldowns, this.on);
+    const out = this.#queue.shift();
+    return out ? { value: out, done: false } : this.next();
+  };
+
+  readonly #onFailure = (err: unknown): never => {
+    this.#drop();
+    throw err;
+  };
+
+  /** A failure starting or asking the inner runner: the rejection an async `next` would give. */
+  #failed(err: unknown): Promise<never> {
+    this.#drop();
+    return Promise.reject(err as Error);
+  }
+
+  /** The inner runner is done (it ended or failed): nothing more comes from it. */
+  #drop(): void {
+    this.#ended = true;
+    this.#inner = undefined;
   }
 
   async return(): Promise<IteratorReturnResult<undefined>> {

@@ -104,70 +104,111 @@ export class RepetitionGuardedRunner implements AgentRunner {
    * top of the inner one's, and every answer's every token goes through here.
    */
   run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
-    const guard = new RepetitionGuard(this.options);
-    const stop = new AbortController();
-    const onAbort = () => stop.abort(signal.reason);
-    let inner: AsyncIterator<AgentEvent> | undefined;
-    /** The loop's error event, passed on after the event that showed the loop. */
-    let loopError: AgentEvent | undefined;
-    let finished = false;
-    // Removing a listener that was never added (an aborted start) or already removed is a no-op.
-    const finish = (): void => {
-      finished = true;
-      signal.removeEventListener('abort', onAbort);
-    };
-    const done: IteratorReturnResult<undefined> = { value: undefined, done: true };
-    /** Ends the inner runner (its finally blocks run) once this iterator is done with it. */
-    const closeInner = async (): Promise<IteratorReturnResult<undefined>> => {
-      const it = inner;
-      inner = undefined;
-      await it?.return?.();
-      return done;
-    };
-    const iterator: AsyncIterator<AgentEvent, undefined> = {
-      next: async () => {
-        if (loopError) {
-          // The error goes out first; the inner runner is closed on the next call (or return()).
-          const value = loopError;
-          loopError = undefined;
-          finish();
-          return { value, done: false };
-        }
-        if (finished) return closeInner();
-        if (!inner) {
-          if (signal.aborted) onAbort();
-          else signal.addEventListener('abort', onAbort, { once: true });
-          inner = this.inner.run(input, ctx, stop.signal)[Symbol.asyncIterator]();
-        }
-        let r: IteratorResult<AgentEvent>;
-        try {
-          r = await inner.next();
-        } catch (err) {
-          finish();
-          inner = undefined;
-          throw err;
-        }
-        if (r.done) {
-          finish();
-          inner = undefined;
-          return done;
-        }
-        const e = r.value;
-        if (e.type === 'text_delta') {
-          const loop = guard.push(e.text);
-          if (loop) {
-            stop.abort(new CodedError('ANSWER_REPEATING', 'the answer is repeating itself'));
-            loopError = { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
-          }
-        }
-        return { value: e, done: false };
-      },
-      return: async () => {
-        loopError = undefined;
-        finish();
-        return closeInner();
-      },
-    };
-    return { [Symbol.asyncIterator]: () => iterator };
+    return new GuardedRun(this.inner, new RepetitionGuard(this.options), input, ctx, signal);
   }
 }
+
+/**
+ * One turn through the guard. A class, not closures over the turn, and `next` is not an async
+ * function: a turn spends its whole answer waiting in `next`, and a suspended async frame (its
+ * generator, registers, promise and the two closures of its await) is kept by every running
+ * turn, where a pending `then` with this object's two handlers keeps one reaction and one promise.
+ */
+class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<AgentEvent> {
+  /** The inner runner's own signal: the turn's, or the guard's stop when the answer loops. */
+  readonly #stop = new AbortController();
+  #inner: AsyncIterator<AgentEvent> | undefined;
+  /** The loop's error event, passed on after the event that showed the loop. */
+  #loopError: AgentEvent | undefined;
+  #finished = false;
+
+  constructor(
+    private readonly runner: AgentRunner,
+    private readonly guard: RepetitionGuard,
+    private readonly input: AgentInput,
+    private readonly ctx: AgentContext,
+    private readonly signal: AbortSignal,
+  ) {}
+
+  [Symbol.asyncIterator](): AsyncIterator<AgentEvent, undefined> {
+    return this;
+  }
+
+  /** The turn's signal aborted (this object is its listener: no closure per turn). */
+  handleEvent(): void {
+    this.#stop.abort(this.signal.reason);
+  }
+
+  next(): Promise<IteratorResult<AgentEvent, undefined>> {
+    if (this.#loopError) {
+      // The error goes out first; the inner runner is closed on the next call (or return()).
+      const value = this.#loopError;
+      this.#loopError = undefined;
+      this.#finish();
+      return Promise.resolve({ value, done: false });
+    }
+    if (this.#finished) return this.#closeInner();
+    let pending: Promise<IteratorResult<AgentEvent>>;
+    try {
+      if (!this.#inner) {
+        if (this.signal.aborted) this.handleEvent();
+        else this.signal.addEventListener('abort', this, { once: true });
+        this.#inner = this.runner.run(this.input, this.ctx, this.#stop.signal)[Symbol.asyncIterator]();
+      }
+      pending = this.#inner.next();
+    } catch (err) {
+      this.#drop();
+      return Promise.reject(err as Error);
+    }
+    return pending.then(this.#onResult, this.#onFailure);
+  }
+
+  readonly #onResult = (r: IteratorResult<AgentEvent>): IteratorResult<AgentEvent, undefined> => {
+    if (r.done) {
+      this.#drop();
+      return DONE;
+    }
+    const e = r.value;
+    if (e.type === 'text_delta') {
+      const loop = this.guard.push(e.text);
+      if (loop) {
+        this.#stop.abort(new CodedError('ANSWER_REPEATING', 'the answer is repeating itself'));
+        this.#loopError = { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
+      }
+    }
+    return { value: e, done: false };
+  };
+
+  readonly #onFailure = (err: unknown): never => {
+    this.#drop();
+    throw err;
+  };
+
+  return(): Promise<IteratorReturnResult<undefined>> {
+    this.#loopError = undefined;
+    this.#finish();
+    return this.#closeInner();
+  }
+
+  /** The inner runner ended or failed: nothing more comes from it, nothing to close. */
+  #drop(): void {
+    this.#finish();
+    this.#inner = undefined;
+  }
+
+  // Removing a listener that was never added (an aborted start) or already removed is a no-op.
+  #finish(): void {
+    this.#finished = true;
+    this.signal.removeEventListener('abort', this);
+  }
+
+  /** Ends the inner runner (its finally blocks run) once this iterator is done with it. */
+  async #closeInner(): Promise<IteratorReturnResult<undefined>> {
+    const it = this.#inner;
+    this.#inner = undefined;
+    await it?.return?.();
+    return DONE;
+  }
+}
+
+const DONE: IteratorReturnResult<undefined> = { value: undefined, done: true };

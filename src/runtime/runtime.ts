@@ -1,5 +1,5 @@
 import type { AgentEvent, Usage } from '../contracts/agent-events.js';
-import type { AgentRunner } from '../contracts/agent-runner.js';
+import type { AgentContext, AgentRunner } from '../contracts/agent-runner.js';
 import { CodedError, userText, type ErrorCode } from '../contracts/errors.js';
 import { CommandRegistry } from './commands.js';
 import { commandOf } from '../contracts/commands.js';
@@ -97,7 +97,17 @@ export class Runtime {
         skip = (p = this.#phase('post_agent_build', ctx)) instanceof Promise ? await p : p;
       }
       if (!skip) skip = (p = this.#phase('pre_execute', ctx)) instanceof Promise ? await p : p;
-      if (!skip) await this.#execute(ctx);
+      // The agent's events, inline rather than in a method of their own: the turn waits here
+      // for its whole answer, and an async method would keep a second suspended frame (its
+      // generator, registers, promise and await closures) per running turn.
+      if (!skip) {
+        for await (const event of ctx.runner!.run(ctx.input!, this.#agentContext(ctx), ctx.signal)) {
+          ctx.emit(event);
+          if (ctx.ending) break;
+        }
+        if (!ctx.ending)
+          ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'AGENT_NO_ENDING', message: userText('AGENT_NO_ENDING') });
+      }
     } catch (err) {
       await this.#fail(ctx, err);
     }
@@ -226,8 +236,9 @@ export class Runtime {
     };
   }
 
-  async #execute(ctx: TurnContext): Promise<void> {
-    const agentCtx = {
+  /** What the agent runner sees of the turn. */
+  #agentContext(ctx: TurnContext): AgentContext {
+    return {
       scope: ctx.scope,
       channelId: ctx.message.channelId,
       signal: ctx.signal,
@@ -235,10 +246,5 @@ export class Runtime {
       emit: (e: AgentEvent) => ctx.emit(e),
       ...(ctx.request.onModel ? { onModel: ctx.request.onModel } : {}),
     };
-    for await (const event of ctx.runner!.run(ctx.input!, agentCtx, ctx.signal)) {
-      ctx.emit(event);
-      if (ctx.ending) break;
-    }
-    if (!ctx.ending) ctx.emit(ctx.signal.aborted ? { type: 'cancelled' } : { type: 'error', code: 'AGENT_NO_ENDING', message: userText('AGENT_NO_ENDING') });
   }
 }
