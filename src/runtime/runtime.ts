@@ -217,9 +217,7 @@ export class Runtime {
     const sel = this.toolSelection(ctx.modes);
     // Tools that wait for a skill go to the model too, but each step offers them only once loaded.
     const selected = this.tools.select(skills ? { ...sel, skills: skills.known } : sel);
-    const bounded = max === undefined ? selected : selected.map((t) => boundedTool(t, max));
-    const wrap = this.#o.wrapTool;
-    const tools = wrap ? bounded.map((t) => wrap(t)) : bounded;
+    const tools = selected.map((t) => this.#offer(t, max));
     const activeTools =
       skills && tools.some((t) => t.requires_skills?.length)
         ? () => tools.filter((t) => (t.requires_skills ?? []).every((k) => skills.loaded.has(k))).map((t) => t.name)
@@ -234,6 +232,23 @@ export class Runtime {
       ...(activeTools ? { activeTools } : {}),
       ...(model ? { model } : {}),
     };
+  }
+
+  /**
+   * Each selected tool as the model is offered it (its result bounded, then wrapped), made
+   * once per tool and bound rather than once per turn: both depend on nothing of the turn,
+   * and with a tool server's dozens of tools the copies were most of what building a turn
+   * allocated. A tool registered anew (a reload, a tool server's changed list) is a new key.
+   */
+  readonly #offered = new WeakMap<Tool, { max: number | undefined; tool: Tool }>();
+
+  #offer(t: Tool, max: number | undefined): Tool {
+    const made = this.#offered.get(t);
+    if (made && made.max === max) return made.tool;
+    const bounded = max === undefined ? t : boundedTool(t, max);
+    const tool = this.#o.wrapTool ? this.#o.wrapTool(bounded) : bounded;
+    this.#offered.set(t, { max, tool });
+    return tool;
   }
 
   /** What the agent runner sees of the turn. */

@@ -235,4 +235,32 @@ describe('Runtime.run', () => {
     expect(await runtime.run(request('hi', out))).toMatchObject({ ending: 'error', errorCode: 'AGENT_NO_ENDING' });
     expect(out.events.at(-1)).toEqual({ type: 'error', code: 'AGENT_NO_ENDING', message: 'The agent ended without an answer.' });
   });
+
+  it('offers each tool bounded and wrapped once, not once per turn; a new result bound makes them anew, and the bound and the wrap still apply', async () => {
+    let max = 10;
+    let wraps = 0;
+    const { runtime, runner } = bareRuntime(undefined, {
+      maxToolResultChars: () => max,
+      wrapTool: (t) => {
+        wraps++;
+        return { ...t, description: `wrapped: ${t.description}` };
+      },
+    });
+    runtime.tools.register({ name: 'long', description: 'answers at length', input: z.object({}), run: () => 'x'.repeat(100) });
+    for (let i = 0; i < 3; i++) await runtime.run(request(`turn ${i}`));
+    const [a, b, c] = runner.inputs.map((input) => input.tools?.find((t) => t.name === 'long'));
+    expect(a).toBeDefined();
+    expect(b).toBe(a);
+    expect(c).toBe(a);
+    expect(wraps).toBe(1);
+    expect(a!.description.startsWith('wrapped: answers at')).toBe(true);
+    const cut = String(await a!.run({}, {} as never));
+    expect(cut).not.toBe('x'.repeat(100));
+    max = 50;
+    await runtime.run(request('after a reload'));
+    const d = runner.inputs[3]!.tools!.find((t) => t.name === 'long')!;
+    expect(d).not.toBe(a);
+    expect(wraps).toBe(2);
+    expect(String(await d.run({}, {} as never)).length).toBeGreaterThan(cut.length);
+  });
 });
