@@ -9,6 +9,7 @@ import type { TaskTracker } from '../dispatch/tracker.js';
 import { FirstVisibleFirst } from '../stream/first-visible.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
+import type { TurnRequest } from '../contracts/turn.js';
 import { sendSpokenReply } from './spoken-reply.js';
 import type { Workspace } from './workspace.js';
 
@@ -50,6 +51,13 @@ function turnMessage(job: Parameters<ExecuteTurn>[0]): ChannelMessage {
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
   // One per daemon (per instance in a cluster): draft edits yield to replies not yet visible.
   const firstVisible = new FirstVisibleFirst();
+  // Each adapter's download, bound once rather than per turn (every running turn kept its copy).
+  const downloads = new WeakMap<DispatchChannel['adapter'], TurnRequest['download']>();
+  const downloadOf = (adapter: DispatchChannel['adapter']): TurnRequest['download'] => {
+    let bound = downloads.get(adapter);
+    if (!bound) downloads.set(adapter, (bound = adapter.download?.bind(adapter)));
+    return bound;
+  };
   return async (job, signal) => {
     const first = job.items[0]!;
     const channelId = first.message.channelId;
@@ -91,7 +99,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       speaker = ws.speaker;
       outcome = await ws.runtime.run({
         message: turnMessage(job),
-        ...(ch.adapter.download ? { download: ch.adapter.download.bind(ch.adapter) } : {}),
+        ...(ch.adapter.download ? { download: downloadOf(ch.adapter) } : {}),
         scope: job.scope,
         ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
         signal,
