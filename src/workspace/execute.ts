@@ -1,5 +1,5 @@
-import type { DispatchChannel, ExecuteTurn } from '../dispatch/dispatcher.js';
-import { type ChannelMessage, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
+import type { DispatchChannel, ExecuteTurn, TurnJob } from '../dispatch/dispatcher.js';
+import { type ChannelMessage, type MessageRef, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { NEVER_FENCED } from '../contracts/topology.js';
 import { userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
@@ -8,6 +8,7 @@ import { startSpan } from '../observe/trace/ambient.js';
 import type { TaskTracker } from '../dispatch/tracker.js';
 import { FirstVisibleFirst } from '../stream/first-visible.js';
 import { ReplyStream } from '../stream/reply-stream.js';
+import type { ReplyStreamOptions } from '../stream/reply-options.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
 import type { TurnRequest } from '../contracts/turn.js';
 import { sendSpokenReply } from './spoken-reply.js';
@@ -47,6 +48,67 @@ function turnMessage(job: Parameters<ExecuteTurn>[0]): ChannelMessage {
   return { ...last, text: job.text, attachments: job.items.flatMap((i) => i.message.attachments ?? []) };
 }
 
+/**
+ * One turn's reply options, its callbacks methods of this one object (the stream calls them
+ * on it): a turn holds its options for its whole answer, and a closure over the turn per
+ * callback, with their context, was kept by every running turn where this is one object.
+ */
+class TurnReply implements ReplyStreamOptions {
+  readonly transport: ReplyStreamOptions['transport'];
+  readonly capabilities: ReplyStreamOptions['capabilities'];
+  readonly editIntervalMs?: number;
+  readonly streamMode: ReplyStreamOptions['streamMode'];
+  readonly showToolProgress: boolean;
+  readonly existingRefs: ReplyStreamOptions['existingRefs'];
+  readonly replyKey: string;
+  readonly beforeSend?: ReplyStreamOptions['beforeSend'];
+  // In normal running the final text is retried for minutes; at shutdown hardStop bounds it.
+  readonly finalDeadlineMs = FINAL_TEXT_DEADLINE_MS;
+  readonly signal: AbortSignal;
+
+  constructor(
+    private readonly deps: TurnExecutorDeps,
+    private readonly job: TurnJob,
+    ch: DispatchChannel,
+    readonly target: ReplyTarget,
+    private readonly where: { channel: string; scope: string },
+    private readonly startedMs: number,
+    readonly firstVisible: FirstVisibleFirst,
+  ) {
+    const first = job.items[0]!;
+    this.transport = ch.adapter;
+    this.capabilities = ch.adapter.capabilities;
+    if (ch.config.edit_interval_ms !== undefined) this.editIntervalMs = ch.config.edit_interval_ms;
+    this.streamMode = ch.config.stream_mode;
+    this.showToolProgress = ch.config.show_tool_progress;
+    this.existingRefs = first.replyRefs;
+    this.replyKey = first.message.messageId;
+    if (deps.beforeSend) this.beforeSend = deps.beforeSend;
+    this.signal = fenced(deps.hardStop, deps.fenceOf?.(job.scope));
+  }
+
+  /** The item lifecycle records them: a re-run edits these messages instead of sending new ones. */
+  onRefs(refs: MessageRef[]): void {
+    this.job.replied(refs);
+  }
+
+  onRateLimited(): void {
+    this.deps.metrics.rateLimited.inc({ channel: this.where.channel });
+  }
+
+  onFallback(): void {
+    this.deps.metrics.streamFallbacks.inc({ channel: this.where.channel });
+  }
+
+  onError(err: unknown, phase: 'draft' | 'final'): void {
+    this.deps.log.warn({ ...this.where, err, phase }, 'reply request failed');
+  }
+
+  onVisible(): void {
+    this.deps.metrics.firstVisible.observe({ channel: this.where.channel }, (performance.now() - this.startedMs) / 1000);
+  }
+}
+
 /** Runs one dispatched turn: the workspace's runtime, streamed through a ReplyStream to the channel. */
 export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
   // One per daemon (per instance in a cluster): draft edits yield to replies not yet visible.
@@ -67,27 +129,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     // A pino child per turn costs more than the turn's dispatch; bindings are passed per line instead.
     const where = { channel: channelId, scope: job.scope };
     const target = replyTargetOf(job.items.at(-1)!.message);
-    const stream = new ReplyStream({
-      transport: ch.adapter,
-      capabilities: ch.adapter.capabilities,
-      target,
-      ...(ch.config.edit_interval_ms !== undefined ? { editIntervalMs: ch.config.edit_interval_ms } : {}),
-      streamMode: ch.config.stream_mode,
-      showToolProgress: ch.config.show_tool_progress,
-      existingRefs: first.replyRefs,
-      replyKey: first.message.messageId,
-      // The item lifecycle records them: a re-run edits these messages instead of sending new ones.
-      onRefs: (refs) => job.replied(refs),
-      ...(deps.beforeSend ? { beforeSend: deps.beforeSend } : {}),
-      // In normal running the final text is retried for minutes; at shutdown hardStop bounds it.
-      finalDeadlineMs: FINAL_TEXT_DEADLINE_MS,
-      signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),
-      onRateLimited: () => deps.metrics.rateLimited.inc({ channel: channelId }),
-      onFallback: () => deps.metrics.streamFallbacks.inc({ channel: channelId }),
-      onError: (err, phase) => deps.log.warn({ ...where, err, phase }, 'reply request failed'),
-      firstVisible,
-      onVisible: () => deps.metrics.firstVisible.observe({ channel: channelId }, (performance.now() - started) / 1000),
-    });
+    const stream = new ReplyStream(new TurnReply(deps, job, ch, target, where, started, firstVisible));
     let outcome: TurnOutcome;
     let model: string | undefined;
     let agent: string | undefined;
