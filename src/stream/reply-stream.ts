@@ -49,6 +49,8 @@ export class ReplyStream {
   #dirty = false;
   /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
   #typingIndicator: TypingIndicator | undefined;
+  /** Typing requests not settled yet: never awaited, so the reply's end cuts them. */
+  #typingInFlight = 0;
   /**
    * Aborted when the turn ends or the hard stop comes, so a draft waiting out its interval
    * moves on to the final text (or gives up).
@@ -88,7 +90,13 @@ export class ReplyStream {
         if (this.#ending || this.#visible || this.#signal.aborted) return false;
         // Text waiting for its first message (a busy daemon, a 429's hold): that message is
         // what the user needs, and a typing request would only queue in front of it.
-        if (!this.#textPending()) this.#o.transport.typing(this.#o.target, { signal: this.#signal }).catch(() => {});
+        if (!this.#textPending()) {
+          this.#typingInFlight++;
+          this.#o.transport
+            .typing(this.#o.target, { signal: this.#signal })
+            .catch(() => {})
+            .finally(() => this.#typingInFlight--);
+        }
         return true;
       });
     this.#done = this.#run();
@@ -357,8 +365,9 @@ export class ReplyStream {
       return await this.#final();
     } finally {
       // What the reply left in flight (a typing request never awaited) is of no use now and
-      // goes with it; then nothing of the reply waits on the hard stop any more.
-      this.#stop.abort(TURN_ENDED);
+      // goes with it; then nothing of the reply waits on the hard stop any more. (Only then:
+      // an abort is an event dispatched, and most replies leave nothing behind.)
+      if (this.#typingInFlight > 0) this.#stop.abort(TURN_ENDED);
       this.#ended.abort(TURN_ENDED);
       unlinkAbort(this.#o.signal, this.#stop);
       unlinkAbort(this.#o.signal, this.#ended);
