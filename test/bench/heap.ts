@@ -55,6 +55,7 @@ async function metricsOf(url: string): Promise<Record<string, number>> {
 }
 
 type Summary = Map<string, { bytes: number; count: number }>;
+type Log = (line: string) => void;
 
 /**
  * The signal that makes the daemon write a heap snapshot (node's --heapsnapshot-signal): one
@@ -69,23 +70,22 @@ function stillRunning(p: ReturnType<Fleet['spawn']>): void {
 }
 
 /** The largest growths from one summary to the next, each with its count (per `per` items); returns the total per item. */
-function printGrowth(from: Summary, to: Summary, per: number, rows: number): number {
+function printGrowth(from: Summary, to: Summary, per: number, rows: number, log: Log): number {
   const diff = [...to].map(([k, e]) => [k, e.bytes - (from.get(k)?.bytes ?? 0), e.count - (from.get(k)?.count ?? 0)] as const);
   const fmt = (bytes: number) => (per === 1 ? `${mb(bytes).padStart(7)} MB` : `${(bytes / per).toFixed(0).padStart(7)} B `);
   // Compiled code comes and goes with V8's optimizer, not with what the daemon holds.
   const total = diff.reduce((a, [k, d]) => (k === 'code' ? a : a + d), 0);
-  console.log(`  ${fmt(total)}  in all (compiled code left out)`);
-  for (const [k, d, c] of diff.sort((a, b) => b[1] - a[1]).slice(0, rows))
-    console.log(`  ${fmt(d)}  ${(c / per).toFixed(per === 1 ? 0 : 1).padStart(8)}  ${k}`);
+  log(`  ${fmt(total)}  in all (compiled code left out)`);
+  for (const [k, d, c] of diff.sort((a, b) => b[1] - a[1]).slice(0, rows)) log(`  ${fmt(d)}  ${(c / per).toFixed(per === 1 ? 0 : 1).padStart(8)}  ${k}`);
   return total / per;
 }
 
 /**
- * Runs the measure `args` ask for (as the command line gives them) and prints it; with
+ * Runs the measure `args` ask for (as the command line gives them) and prints it with `log`; with
  * `--turns`, returns the bytes kept per running turn. Throws when the daemon did anything
  * but take its snapshots (an upgrade, an exit).
  */
-export async function main(args: string[]): Promise<number | undefined> {
+export async function main(args: string[], log: Log = console.log): Promise<number | undefined> {
   const turns = args.includes('--turns');
   const n = Number(args.find((a) => !a.startsWith('-')) ?? (turns ? 1000 : 50_000));
   const dir = mkdtempSync(join(tmpdir(), 'channeld-heap-'));
@@ -100,7 +100,7 @@ export async function main(args: string[]): Promise<number | undefined> {
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
     const snap = async (label: string): Promise<Map<string, { bytes: number; count: number }>> => {
       await new Promise((r) => setTimeout(r, 2000));
-      console.log(
+      log(
         `${label}: RSS ${rssMb(p.child.pid!).toFixed(1)} MB; ${Object.entries(await metricsOf(url))
           .map(([k, v]) => `${k} ${mb(v)}`)
           .join(', ')}`,
@@ -131,9 +131,9 @@ export async function main(args: string[]): Promise<number | undefined> {
       const sum = summarize(JSON.parse(readFileSync(join(dir, file), 'utf8')) as Snapshot);
       rmSync(join(dir, file));
       const total = [...sum.values()].reduce((a, e) => a + e.bytes, 0);
-      console.log(`  live heap in the snapshot: ${mb(total)} MB; largest:`);
+      log(`  live heap in the snapshot: ${mb(total)} MB; largest:`);
       for (const [k, e] of [...sum].sort((a, b) => b[1].bytes - a[1].bytes).slice(0, 15))
-        console.log(`    ${mb(e.bytes).padStart(7)} MB  ${String(e.count).padStart(8)}  ${k}`);
+        log(`    ${mb(e.bytes).padStart(7)} MB  ${String(e.count).padStart(8)}  ${k}`);
       return sum;
     };
     const push = async (count: number, label: string) => {
@@ -168,8 +168,8 @@ export async function main(args: string[]): Promise<number | undefined> {
       const idle = await snap('idle, after a warm-up burst');
       await burst(2_000_000);
       const running = await snap(`${n} turns running, each reply visible`);
-      console.log(`\nkept per running turn (bytes, count, largest first):`);
-      const kept = printGrowth(idle, running, n, 25);
+      log(`\nkept per running turn (bytes, count, largest first):`);
+      const kept = printGrowth(idle, running, n, 25, log);
       stillRunning(p);
       p.signal('SIGTERM');
       await p.exited;
@@ -180,8 +180,8 @@ export async function main(args: string[]): Promise<number | undefined> {
     const warm = await snap('after 5000 warm-up messages');
     await push(n, 'run');
     const end = await snap(`after ${n} more`);
-    console.log('\ngrowth between the last two snapshots (largest first):');
-    printGrowth(warm, end, 1, 15);
+    log('\ngrowth between the last two snapshots (largest first):');
+    printGrowth(warm, end, 1, 15, log);
     stillRunning(p);
     p.signal('SIGTERM');
     await p.exited;

@@ -135,7 +135,9 @@ describe('heap per running turn', () => {
     'measures what each running turn keeps, with the daemon taking snapshots and nothing else',
     async () => {
       const { main } = await import('./heap.js');
-      const kept = await main(['--turns', '20']);
+      const lines: string[] = [];
+      const kept = await main(['--turns', '20'], (line) => void lines.push(line));
+      expect(lines.some((l) => l.includes('kept per running turn'))).toBe(true);
       expect(kept).toBeGreaterThan(0);
     },
     scaled(120_000),
