@@ -237,8 +237,9 @@ export class Runtime {
   /**
    * Each selected tool as the model is offered it (its result bounded, then wrapped), made
    * once per tool and bound rather than once per turn: both depend on nothing of the turn,
-   * and with a tool server's dozens of tools the copies were most of what building a turn
-   * allocated. A tool registered anew (a reload, a tool server's changed list) is a new key.
+   * every running turn kept its copies, and they grow with the number of tools (a tool
+   * server offers dozens). A tool registered anew (a reload, a tool server's changed list)
+   * is a new key.
    */
   readonly #offered = new WeakMap<Tool, { max: number | undefined; tool: Tool }>();
 
