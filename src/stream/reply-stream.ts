@@ -2,14 +2,14 @@ import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import type { NativeStream } from '../contracts/channel.js';
 import type { MessageRef } from '../contracts/message.js';
 import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
-import { chunkText } from '../util/chunk.js';
 import { linkAbort, unlinkAbort } from '../util/linked-abort.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 import { isBackgroundReply } from '../contracts/tools.js';
 import type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
+import { draftChunks, finalChunks } from './reply-text.js';
 import { TypingIndicator } from './typing.js';
 
-export const STOP_MARKER = '⏹ Stopped.';
+export { STOP_MARKER } from './reply-text.js';
 /**
  * The reason the end-of-turn signal carries: one shared coded error, made once, because
  * `abort()` without a reason builds a DOMException with a stack for every turn.
@@ -49,8 +49,6 @@ export class ReplyStream {
   #dirty = false;
   /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
   #typingIndicator: TypingIndicator | undefined;
-  /** Typing requests not settled yet: never awaited, so the reply's end cuts them. */
-  #typingInFlight = 0;
   /**
    * Aborted when the turn ends or the hard stop comes, so a draft waiting out its interval
    * moves on to the final text (or gives up).
@@ -90,13 +88,7 @@ export class ReplyStream {
         if (this.#ending || this.#visible || this.#signal.aborted) return false;
         // Text waiting for its first message (a busy daemon, a 429's hold): that message is
         // what the user needs, and a typing request would only queue in front of it.
-        if (!this.#textPending()) {
-          this.#typingInFlight++;
-          this.#o.transport
-            .typing(this.#o.target, { signal: this.#signal })
-            .catch(() => {})
-            .finally(() => this.#typingInFlight--);
-        }
+        if (!this.#textPending()) this.#typingIndicator?.track(this.#o.transport.typing(this.#o.target, { signal: this.#signal }));
         return true;
       });
     this.#done = this.#run();
@@ -162,31 +154,10 @@ export class ReplyStream {
     return this.#draftsEnabled && this.#o.capabilities.editsDrafts && this.#text.trim() !== '';
   }
 
-  #finalText(): string {
-    const e = this.#ending!;
-    if (e.type === 'cancelled') return this.#text.trim() ? `${this.#text.trimEnd()}\n\n${STOP_MARKER}` : STOP_MARKER;
-    if (e.type === 'error') return `${this.#text.trimEnd()}${this.#text.trim() ? '\n\n' : ''}⚠️ ${e.message}`;
-    return this.#text.trim() ? this.#text : '';
-  }
-
-  /** What the messages should show now; drafts show the growing text plus a progress line. */
+  /** What the messages should show now (src/stream/reply-text.ts). */
   #desired(final: boolean): string[] {
     const caps = this.#o.capabilities;
-    const max = caps.maxMessageLength;
-    const split = (text: string) => (caps.split ? caps.split(text) : chunkText(text, max));
-    if (final) {
-      const text = this.#finalText();
-      return text ? split(text) : [];
-    }
-    const chunks = this.#text ? split(this.#text) : [];
-    if (this.#progress) {
-      const last = chunks.length ? chunks.pop()! : '';
-      const withProgress = last ? `${last}\n\n${this.#progress}` : this.#progress;
-      chunks.push(withProgress.length <= max ? withProgress : last);
-    }
-    // Without edits, only chunks that will not change any more are sent early.
-    if (!this.#o.capabilities.editsDrafts) chunks.pop();
-    return chunks.filter((c) => c.trim() !== '');
+    return final ? finalChunks(caps, this.#text, this.#ending!) : draftChunks(caps, this.#text, this.#progress);
   }
 
   #shownText(): void {
@@ -367,7 +338,7 @@ export class ReplyStream {
       // What the reply left in flight (a typing request never awaited) is of no use now and
       // goes with it; then nothing of the reply waits on the hard stop any more. (Only then:
       // an abort is an event dispatched, and most replies leave nothing behind.)
-      if (this.#typingInFlight > 0) this.#stop.abort(TURN_ENDED);
+      if (this.#typingIndicator?.inFlight) this.#stop.abort(TURN_ENDED);
       this.#ended.abort(TURN_ENDED);
       unlinkAbort(this.#o.signal, this.#stop);
       unlinkAbort(this.#o.signal, this.#ended);

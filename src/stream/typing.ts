@@ -20,4 +20,20 @@ export class TypingIndicator {
     clearTimeout(this.#timer);
     this.#timer = undefined;
   }
+
+  #inFlight = 0;
+
+  /**
+   * Counts a typing request until it settles. Nobody awaits it and its failure changes
+   * nothing, so it is absorbed here; the reply cuts what is still in flight when it ends.
+   */
+  track(request: Promise<unknown>): void {
+    this.#inFlight++;
+    request.catch(() => {}).finally(() => this.#inFlight--);
+  }
+
+  /** Typing requests sent and not settled yet. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
 }
