@@ -9,8 +9,8 @@ import { Fleet, rssMb } from './fleet.js';
  * and after N more (50,000 by default), from V8 heap snapshots (SIGWINCH with
  * --heapsnapshot-signal: SIGUSR2 would also start an upgrade), and what grew between the last two.
  * `npm run bench:heap -- --turns N`: what one running turn keeps instead. N conversations (1,000
- * by default) each send a message to an echo agent that answers its first word and then waits
- * 60 s; the heap once every reply is visible, less the heap at idle after a warm-up burst of the
+ * by default) each send a message to an echo agent that answers its first word and then holds
+ * the turn (60 ms per conversation, at least 5 s); the heap once every reply is visible, less the heap at idle after a warm-up burst of the
  * same size, divided by N, is what each turn in flight holds (what a burst promotes and the
  * collector then marks). Also the memory figures the
  * process reports on /metrics at each point, so V8's committed heap, external memory and the
@@ -48,7 +48,7 @@ async function metricsOf(url: string): Promise<Record<string, number>> {
   const text = await (await fetch(`${url}/metrics`)).text();
   const out: Record<string, number> = {};
   for (const m of text.matchAll(
-    /^channeld_(process_resident_memory_bytes|nodejs_heap_size_total_bytes|nodejs_heap_size_used_bytes|nodejs_external_memory_bytes|nodejs_heap_space_size_total_bytes\{space="\w+"\}) (\S+)$/gm,
+    /^channeld_(turns_in_flight|process_resident_memory_bytes|nodejs_heap_size_total_bytes|nodejs_heap_size_used_bytes|nodejs_external_memory_bytes|nodejs_heap_space_size_total_bytes\{space="\w+"\}) (\S+)$/gm,
   ))
     out[m[1]!] = Number(m[2]);
   return out;
@@ -98,11 +98,11 @@ export async function main(args: string[], log: Log = console.log): Promise<numb
     const p = fleet.spawn({ nodeArgs: [`--heapsnapshot-signal=${SNAPSHOT_SIGNAL}`, `--diagnostic-dir=${dir}`] });
     const url = await p.url(30_000);
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
-    const snap = async (label: string): Promise<Map<string, { bytes: number; count: number }>> => {
+    const snap = async (label: string): Promise<Summary> => {
       await new Promise((r) => setTimeout(r, 2000));
       log(
         `${label}: RSS ${rssMb(p.child.pid!).toFixed(1)} MB; ${Object.entries(await metricsOf(url))
-          .map(([k, v]) => `${k} ${mb(v)}`)
+          .map(([k, v]) => (k.includes('bytes') ? `${k} ${mb(v)}` : `${k} ${v}`))
           .join(', ')}`,
       );
       const before = new Set(readdirSync(dir));
@@ -144,6 +144,7 @@ export async function main(args: string[], log: Log = console.log): Promise<numb
         await waitFor(() => fleet.tg.messages.length - before >= sent, 120_000, 2);
       }
     };
+    let kept: number | undefined;
     if (turns) {
       // Each burst in fresh chats; the first only warms the code up and is answered (and ended) before the baseline.
       const burst = async (first: number): Promise<void> => {
@@ -164,27 +165,25 @@ export async function main(args: string[], log: Log = console.log): Promise<numb
       };
       await burst(1_000_000);
       // The warm-up's turns wait out their hold, then end: the baseline is taken with none running.
-      await waitFor(async () => (await (await fetch(`${url}/metrics`)).text()).match(/^channeld_turns_in_flight (\S+)$/m)?.[1] === '0', 180_000, 500);
+      await waitFor(async () => (await metricsOf(url)).turns_in_flight === 0, 180_000, 500);
       const idle = await snap('idle, after a warm-up burst');
       await burst(2_000_000);
       const running = await snap(`${n} turns running, each reply visible`);
       log(`\nkept per running turn (bytes, count, largest first):`);
-      const kept = printGrowth(idle, running, n, 25, log);
-      stillRunning(p);
-      p.signal('SIGTERM');
-      await p.exited;
-      return kept;
+      kept = printGrowth(idle, running, n, 25, log);
+    } else {
+      await snap('idle');
+      await push(5000, 'warm');
+      const warm = await snap('after 5000 warm-up messages');
+      await push(n, 'run');
+      const end = await snap(`after ${n} more`);
+      log('\ngrowth between the last two snapshots (largest first):');
+      printGrowth(warm, end, 1, 15, log);
     }
-    await snap('idle');
-    await push(5000, 'warm');
-    const warm = await snap('after 5000 warm-up messages');
-    await push(n, 'run');
-    const end = await snap(`after ${n} more`);
-    log('\ngrowth between the last two snapshots (largest first):');
-    printGrowth(warm, end, 1, 15, log);
     stillRunning(p);
     p.signal('SIGTERM');
     await p.exited;
+    return kept;
   } finally {
     await fleet.close();
     rmSync(dir, { recursive: true, force: true });
