@@ -158,7 +158,8 @@ export class Daemon {
 
   /**
    * Graceful stop: stop taking messages, let running turns finish for `shutdown_grace_ms`
-   * (then cancel them with the stop marker), then unload everything in reverse order.
+   * (then cancel them with the stop marker), after an upgrade let the HTTP connections
+   * drain, then unload everything in reverse order.
    */
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
@@ -173,6 +174,10 @@ export class Daemon {
         clearTimeout(hard);
         this.#hardStop.abort();
       }
+      // After an upgrade this process's routes answer the HTTP connections it still has
+      // until each moved to the new process (src/observe/http-drain.ts); the drain began at
+      // the hand-over, alongside the turns.
+      await this.upgrade.predecessor.drained();
       await this.#kernel.stop();
     })();
     return this.#stopping;

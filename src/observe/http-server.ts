@@ -5,6 +5,7 @@ import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
 import { hostAllowed, originAllowed, sendJson } from '../util/http-helpers.js';
 import { takeInheritedListenFd } from '../util/listen-fd.js';
+import { ConnectionDrain } from './http-drain.js';
 
 /**
  * node:http as Node's own CommonJS module, not an ESM import: importing it as ESM makes Node
@@ -12,6 +13,16 @@ import { takeInheritedListenFd } from '../util/listen-fd.js';
  * Node's bundled undici and http2 at start-up, 45-60 ms of CPU the daemon never uses.
  */
 const { createServer } = process.getBuiltinModule('node:http');
+/** Idle keep-alive connections are closed after this; clients are told (`Keep-Alive: timeout=5`) and close theirs first. */
+export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
+/**
+ * How long an upgrade's old process waits for its HTTP connections to end: by then the
+ * keep-alive timeout closed every idle one, and what is left is a long answer (an event
+ * stream), which is cut.
+ */
+export const HTTP_DRAIN_MS = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+/** net.Server's own close: stops accepting and leaves every connection open (see stopAccepting). */
+const closeListener = process.getBuiltinModule('node:net').Server.prototype.close;
 
 /**
  * The daemon's HTTP server: health, status, metrics, webhooks, web chat and admin all
@@ -26,6 +37,9 @@ export class HttpServer implements HttpRoutes {
   readonly #server: Server;
   readonly #onError: (err: unknown) => void;
   readonly #allowedHosts: () => readonly string[];
+  readonly #connections = new ConnectionDrain();
+  /** An upgrade's old process stopped accepting: each answer closes its connection. */
+  #draining = false;
 
   /**
    * `allowedHosts` are the names (besides loopback ones) a request's `Host` may carry; it
@@ -36,9 +50,10 @@ export class HttpServer implements HttpRoutes {
     this.#onError = onError;
     this.#allowedHosts = allowedHosts;
     this.#server = createServer((req, res) => void this.#handle(req, res));
+    this.#server.on('connection', (socket) => this.#connections.track(socket));
     this.#server.on('upgrade', (req, socket, head) => this.#handleUpgrade(req, socket, head));
     // Keep-alive sockets must not hold shutdown hostage.
-    this.#server.keepAliveTimeout = 5_000;
+    this.#server.keepAliveTimeout = KEEP_ALIVE_TIMEOUT_MS;
   }
 
   route(method: string, path: string, handler: RouteHandler, auth?: RouteAuth): () => void {
@@ -86,6 +101,8 @@ export class HttpServer implements HttpRoutes {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    // The client's next request opens a new connection, which the new process accepts.
+    if (this.#draining) res.setHeader('Connection', 'close');
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (!url.pathname.startsWith('/webhooks/') && !hostAllowed(req.headers.host, this.#allowedHosts())) {
       req.resume();
@@ -96,6 +113,12 @@ export class HttpServer implements HttpRoutes {
     const handler =
       this.#routes.get(`${method} ${url.pathname}`) ?? this.#prefixes.find((p) => p.method === method && url.pathname.startsWith(p.prefix))?.handler;
     if (!handler) {
+      if (this.#draining) {
+        // The channel's route went with the hand-over: the new process has it.
+        res.setHeader('Retry-After', '1');
+        sendJson(res, 503, { error: 'this process handed over to a new one: retry' });
+        return;
+      }
       const other = [...this.#routes.keys()].some((k) => k.endsWith(` ${url.pathname}`)) || this.#prefixes.some((p) => url.pathname.startsWith(p.prefix));
       sendJson(res, other ? 405 : 404, { error: other ? 'method not allowed' : 'not found' });
       return;
@@ -110,6 +133,8 @@ export class HttpServer implements HttpRoutes {
   }
 
   #handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    // Not plain HTTP any more: whoever takes it (or the refusal below) ends it.
+    this.#connections.forget(req.socket);
     const url = new URL(req.url ?? '/', 'http://localhost');
     // A browser always sends Origin on a WebSocket: a page of another site must not talk
     // to the agent and read its answers. Non-browser clients send none.
@@ -155,16 +180,28 @@ export class HttpServer implements HttpRoutes {
   }
 
   /**
-   * Upgrade: this process stops accepting (its successor accepts on the same socket) but
-   * lets requests in progress finish; close() ends what is left.
+   * Upgrade: this process stops accepting (its successor accepts on the same socket) and
+   * keeps serving the connections it has, each answer closing its connection; drained()
+   * tells when they ended, close() ends what is left. http.Server's close would also
+   * close idle keep-alive connections at once, and a request a client sent on one at that
+   * moment would fail (src/observe/http-drain.ts): net.Server's close leaves them.
    */
   stopAccepting(): void {
-    if (this.#server.listening) this.#server.close();
+    if (!this.#server.listening) return;
+    this.#draining = true;
+    closeListener.call(this.#server);
+  }
+
+  /** Resolves once every plain HTTP connection ended (after stopAccepting: each moved to the new process), or when `signal` aborts. */
+  drained(signal: AbortSignal): Promise<void> {
+    return this.#connections.drained(signal);
   }
 
   async close(): Promise<void> {
     if (!this.#server.listening) {
-      // After stopAccepting the server no longer listens, but its connections still need ending.
+      // After stopAccepting the server no longer listens, but its connections still need
+      // ending, and http.Server's close stops its request-timeout checks.
+      this.#server.close();
       this.#server.closeAllConnections();
       return;
     }

@@ -33,12 +33,16 @@ export async function stopPid(pid: number): Promise<void> {
   await waitFor(() => gone(pid), 15_000);
 }
 
-/** GETs `url` every 50 ms until stopped; counts the requests that were refused or failed. */
-export function pollHealth(url: string): { stop: () => Promise<{ polls: number; failed: string[] }> } {
+/**
+ * GETs `url`/healthz every `intervalMs` (50: the interval the issue names, not a wait for a
+ * condition; 0: back to back, so a kept-alive connection is almost never idle) from `loops`
+ * loops at once, until stopped; counts the requests that were refused or failed.
+ */
+export function pollHealth(url: string, o: { intervalMs?: number; loops?: number } = {}): { stop: () => Promise<{ polls: number; failed: string[] }> } {
   let running = true;
   let polls = 0;
   const failed: string[] = [];
-  const loop = (async () => {
+  const loop = async () => {
     while (running) {
       polls++;
       try {
@@ -48,14 +52,14 @@ export function pollHealth(url: string): { stop: () => Promise<{ polls: number; 
       } catch (err) {
         failed.push(String((err as Error).cause ?? err));
       }
-      // The polling interval the issue names, not a wait for a condition.
-      await sleep(50);
+      await sleep(o.intervalMs ?? 50);
     }
-  })();
+  };
+  const loops = Promise.all(Array.from({ length: o.loops ?? 1 }, loop));
   return {
     stop: async () => {
       running = false;
-      await loop;
+      await loops;
       return { polls, failed };
     },
   };

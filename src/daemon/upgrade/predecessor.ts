@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { CodedError, errorMessage } from '../../contracts/errors.js';
+import { HTTP_DRAIN_MS } from '../../observe/http-server.js';
 import type { Logger } from '../../observe/logger.js';
 import { LISTEN_FD_ENV } from '../../util/listen-fd.js';
 import { successorCommand } from './command.js';
@@ -16,10 +17,17 @@ export interface UpgradeOutcome {
   took_ms: number;
 }
 
+/** The HTTP server as an upgrade sees it (src/observe/http-server.ts). */
+export interface UpgradeHttp {
+  listeningFd(): number | undefined;
+  stopAccepting(): void;
+  drained(signal: AbortSignal): Promise<void>;
+}
+
 export interface PredecessorOptions {
   log: Logger;
   timeoutMs: () => number;
-  http: { listeningFd(): number | undefined; stopAccepting(): void };
+  http: UpgradeHttp;
   /** Stops taking messages and starting turns; the scopes whose turns still run. */
   freeze(): string[];
 }
@@ -43,7 +51,9 @@ export class Predecessor {
   /** Listeners that ran in both processes until the hand-over: their late state goes over as they are dropped. */
   readonly #overlapped = new Map<string, ListenerGate>();
   #handedOver: () => void = () => {};
-  /** Resolves once the new process took over: the caller stops this daemon, then calls finish(). */
+  /** After the hand-over: this process's HTTP connections ended (each moved to the new process), or HTTP_DRAIN_MS passed. */
+  #drained: Promise<void> | undefined;
+  /** Resolves once the new process took over: the caller stops this daemon (its stop waits for drained()), then calls finish(). */
   readonly handedOver: Promise<void>;
 
   constructor(options: PredecessorOptions) {
@@ -78,7 +88,19 @@ export class Predecessor {
     if (state !== undefined && child?.connected) child.send({ t: 'restore', channel, state } satisfies ToNew, undefined, {}, () => {});
   }
 
-  /** This daemon stopped (its turns ended): the new process may run their conversations now. Resolves once told (at most 1 s). */
+  /**
+   * Resolves once the HTTP connections this process still had at the hand-over ended, at
+   * most HTTP_DRAIN_MS after it (at once without a hand-over). Its routes answer until
+   * then: a stop waits for this before it unloads them.
+   */
+  drained(): Promise<void> {
+    return this.#drained ?? Promise.resolve();
+  }
+
+  /**
+   * This daemon stopped (its turns ended, what they wrote is stored, its connections
+   * drained): the new process may run their conversations now. Resolves once told (at most 1 s).
+   */
   finish(): Promise<void> {
     const child = this.#child;
     if (!child?.connected) return Promise.resolve();
@@ -142,8 +164,10 @@ export class Predecessor {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        // From here the new process accepts every connection; requests in progress here finish.
+        // From here the new process accepts every connection; the ones this process has are
+        // answered here, each answer closing its connection, until they are gone (drained()).
         this.#o.http.stopAccepting();
+        this.#drained = this.#o.http.drained(AbortSignal.timeout(HTTP_DRAIN_MS));
         const busy = this.#o.freeze();
         // Listeners that may overlap (socket mode, web chat) were left running until
         // now: the new process has its own open, so this one's close loses nothing. What

@@ -1,7 +1,7 @@
 import type { ChannelAdapter } from '../../contracts/channel.js';
 import type { Logger } from '../../observe/logger.js';
 import { ListenerGate, type ListenerMove } from './listeners.js';
-import { Predecessor } from './predecessor.js';
+import { Predecessor, type UpgradeHttp } from './predecessor.js';
 import { Successor } from './successor.js';
 import { notifySystemd } from './systemd.js';
 
@@ -16,7 +16,7 @@ export interface UpgradeWiring {
    * instance runs (webhooks, web chat) overlap as on one node, their state restored.
    */
   cluster: boolean;
-  http: { listeningFd(): number | undefined; stopAccepting(): void };
+  http: UpgradeHttp;
   dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number };
 }
 

@@ -139,7 +139,7 @@ describe('Upgrades.wrap: how each listener moves', () => {
         log: createLogger({ level: 'silent' }),
         timeoutMs: () => 1000,
         cluster,
-        http: { listeningFd: () => undefined, stopAccepting: () => {} },
+        http: { listeningFd: () => undefined, stopAccepting: () => {}, drained: async () => {} },
         dispatcher: { freeze: () => [], deferTurns: () => {}, resumeTurns: () => 0 },
       },
       undefined,
