@@ -35,6 +35,8 @@ export class Fleet {
       echoDelayMs?: number;
       tgExtra?: string;
       streamMode?: 'partial' | 'final';
+      /** Telegram's native drafts (sendMessageDraft in private chats, the final a new message); off unless asked, as the floors edit. */
+      nativeDrafts?: boolean;
       agent?: string;
       maxInFlight?: number;
       only?: 'webchat' | 'telegram';
@@ -48,7 +50,7 @@ export class Fleet {
       (o.agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${o.echoDelayMs ?? 0}\n`) +
       `\n[[channels]]\nid = "web"\ntype = "webchat"\n\n`;
     // `only: 'webchat'` is the embedded default's shape: no platform SDK is loaded at all.
-    const telegram = `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nnative_drafts = false\n${common}${o.tgExtra ?? ''}\n`;
+    const telegram = `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG"\napi_root = "${this.tg.url}"\nnative_drafts = ${o.nativeDrafts ?? false}\n${common}${o.tgExtra ?? ''}\n`;
     // `only: 'telegram'`: web chat and Telegram, the shape compared with single-platform bots.
     const platforms =
       o.only === 'webchat'

@@ -108,11 +108,16 @@ interface Side {
   close: () => Promise<void>;
 }
 
-/** channeld on its own fakes, as the unit runs it (`script`: another build, for a before/after run). */
-async function channeldSide(name: string, delayMs: number, script?: string): Promise<Side> {
+/**
+ * channeld on its own fakes, as the unit runs it (`script`: another build, for a before/after
+ * run). Its drafts are edits, as the floors' are, unless `nativeDrafts` (Telegram's default in
+ * private chats: sendMessageDraft, then the final text as a new message).
+ */
+async function channeldSide(name: string, delayMs: number, o: { script?: string; nativeDrafts?: boolean } = {}): Promise<Side> {
+  const { script, nativeDrafts } = o;
   const fleet = await new Fleet().start();
   // In-flight limits above the largest level: the curve shows the daemon, not a configured cap.
-  fleet.write({ echoDelayMs: delayMs, maxInFlight: 12_000, streamMode: 'partial' });
+  fleet.write({ echoDelayMs: delayMs, maxInFlight: 12_000, streamMode: 'partial', nativeDrafts });
   const p = fleet.spawn(script ? { script } : {});
   const close = async () => {
     p.signal('SIGTERM');
@@ -173,7 +178,9 @@ async function floorSide(name: keyof typeof floors, modelMs: number): Promise<Si
  * and final text (what Node and the SDK alone cost on this machine); the floor without an SDK,
  * the same bot on straight undici calls (what Node alone costs: a target it misses cannot be
  * met by any Node daemon on this machine and this fake); and with LOAD_BEFORE=script a second
- * build of channeld (e.g. a copy of dist/ before a change). Each level also reports how busy
+ * build of channeld (e.g. a copy of dist/ before a change); with LOAD_DRAFTS=1 channeld once more
+with Telegram's native drafts, its default in private chats (the final text a new message,
+sent at once, instead of an edit paced 1 s after the previous one). Each level also reports how busy
  * the fake Bot API, which runs in this process, was until the last first update went out.
  * Every side answers one burst of min(1,000, top level) conversations before the levels: its
  * figures are reported as the cold ones and the levels measure a warmed-up process.
@@ -187,13 +194,17 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   const delayMs = o.smoke ? 20 : 1000;
   const modelMs = 2 * delayMs;
   const before = process.env.LOAD_BEFORE;
+  // LOAD_DRAFTS=1 adds channeld with Telegram's native drafts on (its default in private
+  // chats); the smoke run always has it, so that side cannot rot.
+  const drafts = process.env.LOAD_DRAFTS === '1' || o.smoke === true;
   const warm = o.smoke ? 0 : Math.min(1000, Math.max(...levels));
   const sides: Side[] = [];
   const results = new Map<string, Level[]>();
   const cold = new Map<string, Omit<Level, 'level'>>();
   try {
     sides.push(await channeldSide('channeld', delayMs));
-    if (before) sides.push(await channeldSide('before', delayMs, before));
+    if (before) sides.push(await channeldSide('before', delayMs, { script: before }));
+    if (drafts) sides.push(await channeldSide('drafts', delayMs, { nativeDrafts: true }));
     sides.push(await floorSide('floor', modelMs), await floorSide('floor-http', modelMs));
     let chat = 200_000;
     // One answer each before the first level, not counted: a level that comes first (no level 1)
@@ -251,6 +262,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   const rows = loadRows(results.get('channeld')!, modelMs, idle('channeld'), levels.at(-1)!);
   for (const [name, c] of cold) rows.push(...coldRows(name, warm, c));
   if (results.has('before')) rows.push(...sideRows('before', results.get('before')!));
+  if (results.has('drafts')) rows.push(...sideRows('drafts', results.get('drafts')!));
   for (const name of Object.keys(floors) as Array<keyof typeof floors>) {
     rows.push(...sideRows(name, results.get(name)!), ...ratioRows(name, results.get('channeld')!, results.get(name)!));
   }
@@ -260,6 +272,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
 /** How the rows name a side: a floor by what it runs, another build as LOAD_BEFORE's. */
 function labelOf(name: string): string {
   if (name in floors) return floors[name as keyof typeof floors].label;
+  if (name === 'drafts') return 'channeld with native drafts (LOAD_DRAFTS)';
   return name === 'channeld' ? name : `${name} (LOAD_BEFORE build)`;
 }
 
