@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { ServerResponse } from 'node:http';
 import type { HttpRoutes } from '../contracts/http.js';
-import { pageHeaders, sendJson } from '../util/http-helpers.js';
+import { openEventStream, pageHeaders, sendJson } from '../util/http-helpers.js';
 import type { DaemonStatus } from './daemon-status.js';
 import { checkAdmin } from './access.js';
 import { registerAdminCharts } from './admin-charts.js';
@@ -56,7 +56,7 @@ export function registerAdminPage(http: HttpRoutes, adminToken: () => string | u
   const removeEvents = http.route('GET', '/admin/events', (req, res, url) => {
     const verdict = checkAdmin(req, url, adminToken());
     if (verdict !== 'ok') return sendJson(res, verdict === 'forbidden' ? 403 : 401, { error: verdict });
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-store', connection: 'keep-alive' });
+    openEventStream(res, { 'cache-control': 'no-store' });
     let last = '';
     let idle = 0;
     const tick = () => {

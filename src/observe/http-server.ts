@@ -3,7 +3,7 @@ import { CodedError } from '../contracts/errors.js';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
-import { hostAllowed, originAllowed, sendJson } from '../util/http-helpers.js';
+import { hostAllowed, isEventStream, originAllowed, sendJson } from '../util/http-helpers.js';
 import { takeInheritedListenFd } from '../util/listen-fd.js';
 import { ConnectionDrain } from './http-drain.js';
 
@@ -16,11 +16,13 @@ const { createServer } = process.getBuiltinModule('node:http');
 /** Idle keep-alive connections are closed after this; clients are told (`Keep-Alive: timeout=5`) and close theirs first. */
 export const KEEP_ALIVE_TIMEOUT_MS = 5_000;
 /**
- * How long an upgrade's old process waits for its HTTP connections to end: by then the
- * keep-alive timeout closed every idle one, and what is left is a long answer (an event
- * stream), which is cut.
+ * How long an upgrade's old process waits for its HTTP connections to end. Node closes a
+ * connection idle for the keep-alive timeout and a second more, and every answer whose head
+ * goes out after the hand-over says `Connection: close`: by then only a connection whose
+ * answer had its head out at the hand-over and ended over a second later can be open, and it
+ * is cut.
  */
-export const HTTP_DRAIN_MS = KEEP_ALIVE_TIMEOUT_MS + 1_000;
+export const HTTP_DRAIN_MS = KEEP_ALIVE_TIMEOUT_MS + 2_000;
 /** net.Server's own close: stops accepting and leaves every connection open (see stopAccepting). */
 const closeListener = process.getBuiltinModule('node:net').Server.prototype.close;
 
@@ -38,6 +40,8 @@ export class HttpServer implements HttpRoutes {
   readonly #onError: (err: unknown) => void;
   readonly #allowedHosts: () => readonly string[];
   readonly #connections = new ConnectionDrain();
+  /** Answers under way: at the hand-over each one not begun yet closes its connection. */
+  readonly #responses = new Set<ServerResponse>();
   /** An upgrade's old process stopped accepting: each answer closes its connection. */
   #draining = false;
 
@@ -103,6 +107,8 @@ export class HttpServer implements HttpRoutes {
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     // The client's next request opens a new connection, which the new process accepts.
     if (this.#draining) res.setHeader('Connection', 'close');
+    this.#responses.add(res);
+    res.once('close', () => this.#responses.delete(res));
     const url = new URL(req.url ?? '/', 'http://localhost');
     if (!url.pathname.startsWith('/webhooks/') && !hostAllowed(req.headers.host, this.#allowedHosts())) {
       req.resume();
@@ -125,6 +131,8 @@ export class HttpServer implements HttpRoutes {
     }
     try {
       await handler(req, res, url);
+      // An event stream would hold the drain to its end: its client reconnects, to the new process.
+      if (this.#draining && isEventStream(res)) res.destroy();
     } catch (err) {
       this.#onError(err);
       if (!res.headersSent) sendJson(res, 500, { error: 'internal error' });
@@ -190,6 +198,12 @@ export class HttpServer implements HttpRoutes {
     if (!this.#server.listening) return;
     this.#draining = true;
     closeListener.call(this.#server);
+    for (const res of this.#responses) {
+      // Cut rather than ended: a client sends nothing else on a connection whose answer is
+      // under way, so nothing is lost, and it reconnects to the new process.
+      if (isEventStream(res)) res.destroy();
+      else if (!res.headersSent) res.setHeader('Connection', 'close');
+    }
   }
 
   /** Resolves once every plain HTTP connection ended (after stopAccepting: each moved to the new process), or when `signal` aborts. */

@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
 
 /** HTTP helpers shared by the daemon's server, the management API and channels' webhooks. */
 
@@ -125,3 +125,18 @@ export function parseListen(listen: string): { host: string; port: number } {
   const i = listen.lastIndexOf(':');
   return { host: listen.slice(0, i).replace(/^\[|\]$/g, ''), port: Number(listen.slice(i + 1)) };
 }
+
+const eventStreams = new WeakSet<ServerResponse>();
+
+/**
+ * Starts a server-sent event stream on `res`: a 200 with `headers` and the event-stream type.
+ * At an upgrade's hand-over the HTTP server cuts the streams it still serves (an event
+ * stream never ends on its own, and its client reconnects, to the new process).
+ */
+export function openEventStream(res: ServerResponse, headers: OutgoingHttpHeaders = {}): void {
+  eventStreams.add(res);
+  res.writeHead(200, { ...headers, 'content-type': 'text/event-stream' });
+}
+
+/** Whether `res` is an event stream openEventStream started. */
+export const isEventStream = (res: ServerResponse): boolean => eventStreams.has(res);
