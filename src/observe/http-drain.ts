@@ -1,4 +1,5 @@
 import type { Socket } from 'node:net';
+import { settleWithin } from '../util/abortable.js';
 
 /**
  * The plain HTTP connections a server holds, for an upgrade's old process to wait until they
@@ -14,7 +15,8 @@ import type { Socket } from 'node:net';
  */
 export class ConnectionDrain {
   readonly #open = new Set<Socket>();
-  readonly #waiters = new Set<() => void>();
+  /** Settles when the last open connection ends; made by the first drained() that waits. */
+  #empty: { promise: Promise<void>; resolve: () => void } | undefined;
 
   /** A new connection: counted until it closes. */
   track(socket: Socket): void {
@@ -25,24 +27,18 @@ export class ConnectionDrain {
   /** The connection ended, or was upgraded and is not HTTP any more. */
   forget(socket: Socket): void {
     if (!this.#open.delete(socket) || this.#open.size > 0) return;
-    for (const wake of [...this.#waiters]) wake();
-  }
-
-  get size(): number {
-    return this.#open.size;
+    this.#empty?.resolve();
+    this.#empty = undefined;
   }
 
   /** Resolves once no plain HTTP connection is open, or when `signal` aborts. */
-  drained(signal: AbortSignal): Promise<void> {
-    if (this.#open.size === 0 || signal.aborted) return Promise.resolve();
-    return new Promise<void>((resolve) => {
-      const wake = () => {
-        this.#waiters.delete(wake);
-        signal.removeEventListener('abort', wake);
-        resolve();
-      };
-      this.#waiters.add(wake);
-      signal.addEventListener('abort', wake, { once: true });
-    });
+  async drained(signal: AbortSignal): Promise<void> {
+    if (this.#open.size === 0) return;
+    if (!this.#empty) {
+      let resolve!: () => void;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.#empty = { promise, resolve };
+    }
+    await settleWithin(this.#empty.promise, Infinity, signal);
   }
 }
