@@ -63,6 +63,18 @@ const migrations: readonly string[] = [
 
 export type Db = Database.Database;
 
+/**
+ * Parameters for hot statements whose plan involves ORDER BY, MIN/MAX, LIKE or `LIMIT ?`.
+ * Given a bare `?` there, SQLite's planner reads the bound value while planning and marks the
+ * statement to be compiled again whenever it is bound anew (`sqlite3VdbeSetVarmask`): each
+ * run then parses and plans the SQL again (an index lookup took 4-6 µs instead of under 1 µs,
+ * a session's history 7.7 µs instead of 3.2). A CAST is not a bare variable, so the compiled
+ * statement is reused; for a column of that type and a value of that type the result is the
+ * same.
+ */
+export const TEXT_PARAM = 'CAST(? AS TEXT)';
+export const INTEGER_PARAM = 'CAST(? AS INTEGER)';
+
 /** The schema version this build writes (`PRAGMA user_version`). */
 export const SCHEMA_VERSION = migrations.length;
 

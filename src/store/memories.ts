@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { CodedError } from '../contracts/errors.js';
-import type { Db } from './db.js';
+import { type Db, INTEGER_PARAM, TEXT_PARAM } from './db.js';
 
 /** Memories one user may keep with one agent; past it /remember asks them to forget some. */
 export const MAX_MEMORIES_PER_USER = 200;
@@ -118,16 +118,18 @@ export class SqliteMemoryStore implements Memories {
     this.#insert = db.prepare(`INSERT INTO memories (agent, user_key, text, created_at) VALUES (?, ?, ?, ?) RETURNING ${COLUMNS}`);
     this.#index = db.prepare('INSERT INTO memories_fts (rowid, terms) VALUES (?, ?)');
     this.#count = db.prepare('SELECT count(*) AS n FROM memories WHERE agent = ? AND user_key = ?').pluck();
-    this.#list = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE agent = ? AND user_key = ? ORDER BY id`);
+    this.#list = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE agent = ${TEXT_PARAM} AND user_key = ${TEXT_PARAM} ORDER BY id`);
     this.#search = db.prepare(
       // The index is searched first (in the subquery), then the rows are read and their owner
       // checked again: a join SQLite plans from the memories side runs the MATCH once per row.
       // bm25's document frequencies are this user's own: each term is one user's word.
       `SELECT m.id, m.text, m.created_at AS createdAt
-       FROM (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ?) f
-       JOIN memories m ON m.id = f.id WHERE m.agent = ? AND m.user_key = ? ORDER BY f.score, m.id DESC`,
+       FROM (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ${INTEGER_PARAM}) f
+       JOIN memories m ON m.id = f.id WHERE m.agent = ${TEXT_PARAM} AND m.user_key = ${TEXT_PARAM} ORDER BY f.score, m.id DESC`,
     );
-    this.#recent = db.prepare(`SELECT ${COLUMNS} FROM memories WHERE agent = ? AND user_key = ? ORDER BY id DESC LIMIT ?`);
+    this.#recent = db.prepare(
+      `SELECT ${COLUMNS} FROM memories WHERE agent = ${TEXT_PARAM} AND user_key = ${TEXT_PARAM} ORDER BY id DESC LIMIT ${INTEGER_PARAM}`,
+    );
     this.#forget = db.prepare('DELETE FROM memories WHERE agent = ? AND user_key = ? AND id = ?');
     this.#forgetAll = db.prepare('DELETE FROM memories WHERE agent = ? AND user_key = ?');
   }

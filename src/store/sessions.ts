@@ -1,6 +1,6 @@
 import { CodedError } from '../contracts/errors.js';
 import { sleep } from '../util/abortable.js';
-import type { Db } from './db.js';
+import { type Db, INTEGER_PARAM, TEXT_PARAM } from './db.js';
 import type { GroupCommit } from './group-commit.js';
 import { isStorageFault } from './health.js';
 
@@ -93,7 +93,9 @@ export class SessionStore implements Sessions {
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
-    this.#active = db.prepare(`SELECT id, created_at, last_active_at FROM sessions WHERE agent = ? AND scope = ? ORDER BY id DESC LIMIT 1`);
+    this.#active = db.prepare(
+      `SELECT id, created_at, last_active_at FROM sessions WHERE agent = ${TEXT_PARAM} AND scope = ${TEXT_PARAM} ORDER BY id DESC LIMIT 1`,
+    );
     this.#create = db.prepare(`INSERT INTO sessions (agent, scope, created_at, last_active_at) VALUES (?, ?, ?, ?) RETURNING id`);
     this.#createWithId = db.prepare(`INSERT INTO sessions (id, agent, scope, created_at, last_active_at) VALUES (?, ?, ?, ?, ?)`);
     // One statement, so MAX(id) is read under the write lock that inserts the marker.
@@ -105,7 +107,7 @@ export class SessionStore implements Sessions {
       `INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at) VALUES (@sessionId, @userText, @assistantText, @reasoning, @toolCalls, @ending, @model, @createdAt)`,
     );
     this.#turns = db.prepare(
-      `SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = ? ORDER BY id DESC LIMIT ?`,
+      `SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = ${INTEGER_PARAM} ORDER BY id DESC LIMIT ${INTEGER_PARAM}`,
     );
     this.#count = db.prepare(`SELECT COUNT(*) AS n FROM turns WHERE session_id = ?`);
     this.#summary = db.prepare(
