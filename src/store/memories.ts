@@ -89,6 +89,8 @@ export class SqliteMemoryStore implements Memories {
   readonly #list;
   readonly #search;
   readonly #recent;
+  /** Read on every turn when `memory_embedding_model` is set: prepared once. */
+  readonly #withVectors;
   readonly #forget;
   readonly #forgetAll;
 
@@ -126,6 +128,10 @@ export class SqliteMemoryStore implements Memories {
       `SELECT m.id, m.text, m.created_at AS createdAt
        FROM (SELECT rowid AS id, bm25(memories_fts) AS score FROM memories_fts WHERE memories_fts MATCH ? ORDER BY score LIMIT ${INTEGER_PARAM}) f
        JOIN memories m ON m.id = f.id WHERE m.agent = ${TEXT_PARAM} AND m.user_key = ${TEXT_PARAM} ORDER BY f.score, m.id DESC`,
+    );
+    this.#withVectors = db.prepare(
+      `SELECT m.id, m.text, m.created_at AS createdAt, v.vector FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
+       WHERE m.agent = ${TEXT_PARAM} AND m.user_key = ${TEXT_PARAM} ORDER BY m.id`,
     );
     this.#recent = db.prepare(
       `SELECT ${COLUMNS} FROM memories WHERE agent = ${TEXT_PARAM} AND user_key = ${TEXT_PARAM} ORDER BY id DESC LIMIT ${INTEGER_PARAM}`,
@@ -181,12 +187,7 @@ export class SqliteMemoryStore implements Memories {
   }
 
   async withVectors(agent: string, user: string): Promise<Array<MemoryRow & { vector?: number[] }>> {
-    const rows = this.#db
-      .prepare(
-        `SELECT m.id, m.text, m.created_at AS createdAt, v.vector FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.id
-         WHERE m.agent = ? AND m.user_key = ? ORDER BY m.id`,
-      )
-      .all(agent, user) as Array<MemoryRow & { vector: string | null }>;
+    const rows = this.#withVectors.all(agent, user) as Array<MemoryRow & { vector: string | null }>;
     return rows.map(({ vector, ...r }) => (vector ? { ...r, vector: JSON.parse(vector) as number[] } : r));
   }
 }
