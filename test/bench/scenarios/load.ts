@@ -135,20 +135,27 @@ async function channeldSide(name: string, delayMs: number, o: { script?: string;
 }
 
 /** The floors' names, as the rows show them, and the bot each one runs. */
-const floors = {
+const floors: Record<'floor' | 'floor-http' | 'floor-paced', { label: string; script: string; env?: Record<string, string> }> = {
   floor: { label: 'floor (bare grammy, every update at once)', script: 'grammy-load.mjs' },
   'floor-http': { label: 'floor without an SDK (undici, every update at once)', script: 'http-load.mjs' },
-} as const;
+  'floor-paced': {
+    label: 'floor without an SDK, paced as channeld (LOAD_PACED: three updates, each edit 1 s after the last answer)',
+    script: 'http-load.mjs',
+    env: { PACED: '1' },
+  },
+};
 
 /**
  * A floor: a minimal bot handling every update at once, on its own fake Bot API; `floor` is a
- * grammy bot, `floor-http` the same bot with no SDK (straight undici calls).
+ * grammy bot, `floor-http` the same bot with no SDK (straight undici calls), `floor-paced` that
+ * bot streaming each answer as channeld does with edits (every word as it comes, each edit
+ * paced 1 s from the previous answer), where the floors above send one edit, unpaced.
  */
 async function floorSide(name: keyof typeof floors, modelMs: number): Promise<Side> {
   const tg = new FakeTelegram();
   await tg.start();
   const child = spawn(process.execPath, [join(import.meta.dirname, '../bare', floors[name].script)], {
-    env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url, MODEL_MS: String(modelMs) },
+    env: { PATH: process.env.PATH, TG: tg.token, API_ROOT: tg.url, MODEL_MS: String(modelMs), ...floors[name].env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   const exited = new Promise((r) => child.once('exit', r));
@@ -179,8 +186,11 @@ async function floorSide(name: keyof typeof floors, modelMs: number): Promise<Si
  * the same bot on straight undici calls (what Node alone costs: a target it misses cannot be
  * met by any Node daemon on this machine and this fake); and with LOAD_BEFORE=script a second
  * build of channeld (e.g. a copy of dist/ before a change); with LOAD_DRAFTS=1 channeld once more
-with Telegram's native drafts, its default in private chats (the final text a new message,
-sent at once, instead of an edit paced 1 s after the previous one). Each level also reports how busy
+ * with Telegram's native drafts, its default in private chats (the final text a new message,
+ * sent at once, instead of an edit paced 1 s after the previous one); with LOAD_PACED=1 the
+ * floor without an SDK streaming as channeld does with edits (each word as it comes, each edit
+ * 1 s after the previous answer), where the other floors send one unpaced edit after 2 s: what
+ * the turn target costs any bot that keeps Telegram's pace. Each level also reports how busy
  * the fake Bot API, which runs in this process, was until the last first update went out.
  * Every side answers one burst of min(1,000, top level) conversations before the levels: its
  * figures are reported as the cold ones and the levels measure a warmed-up process.
@@ -197,6 +207,9 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   // LOAD_DRAFTS=1 adds channeld with Telegram's native drafts on (its default in private
   // chats); the smoke run always has it, so that side cannot rot.
   const drafts = process.env.LOAD_DRAFTS === '1' || o.smoke === true;
+  // LOAD_PACED=1 adds the floor without an SDK paced as channeld: whether a target missed with
+  // edits is out of reach of any Node bot that keeps Telegram's pace. The smoke run has it too.
+  const paced = process.env.LOAD_PACED === '1' || o.smoke === true;
   const warm = o.smoke ? 0 : Math.min(1000, Math.max(...levels));
   const sides: Side[] = [];
   const results = new Map<string, Level[]>();
@@ -206,6 +219,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
     if (before) sides.push(await channeldSide('before', delayMs, { script: before }));
     if (drafts) sides.push(await channeldSide('drafts', delayMs, { nativeDrafts: true }));
     sides.push(await floorSide('floor', modelMs), await floorSide('floor-http', modelMs));
+    if (paced) sides.push(await floorSide('floor-paced', modelMs));
     let chat = 200_000;
     // One answer each before the first level, not counted: a level that comes first (no level 1)
     // would otherwise pay for what a bot learns once (the server refusing rich messages). Then
@@ -264,6 +278,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   if (results.has('before')) rows.push(...sideRows('before', results.get('before')!));
   if (results.has('drafts')) rows.push(...sideRows('drafts', results.get('drafts')!));
   for (const name of Object.keys(floors) as Array<keyof typeof floors>) {
+    if (!results.has(name)) continue;
     rows.push(...sideRows(name, results.get(name)!), ...ratioRows(name, results.get('channeld')!, results.get(name)!));
   }
   return rows;
