@@ -70,6 +70,16 @@ describe('Dispatcher', () => {
     expect(p.adapter.visible('chat-1')).toEqual(['Nothing to stop.']);
   });
 
+  it('a /stop right behind its message in the same batch still finds the turn to stop', async () => {
+    p = pipeline(slow);
+    const batch = [words, '/stop'].map((text) => p!.dispatcher.deliver(userMessage('t', text, { chat: { id: 'c', type: 'dm' } })));
+    await Promise.all(batch);
+    await waitFor(() => states(p!)[0] === 'failed' || states(p!)[0] === 'done', 5000);
+    const shown = p.adapter.visible('c').join(' ');
+    expect(shown).not.toContain('Nothing to stop');
+    expect(shown).not.toContain('ten');
+  });
+
   it('past max_queued the sender gets one busy reply and the item is recorded as refused', async () => {
     p = pipeline(`${slow}\n[limits]\nmax_in_flight = 1\nmax_queued = 2\n`);
     for (const chat of ['a', 'b', 'c', 'd']) await p.dispatcher.deliver(userMessage('t', `hi ${chat}`, { chat: { id: chat, type: 'dm' } }));
