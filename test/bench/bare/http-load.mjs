@@ -1,15 +1,17 @@
 // The load curve's second floor: the same bot as grammy-load.mjs with no SDK at all. Bot API
 // calls go straight through one undici Pool (the client channeld's hot path uses), each update
 // of a batch is handled at once, and nothing else happens: no context objects, no middleware,
-// no inbox, no pacing. It is the least a Node process can do per message and still answer
-// the way channeld does (first word at once, the whole answer as an edit after MODEL_MS), so
-// what it cannot reach on a machine, no Node daemon reaches there.
+// no inbox, and by default no pacing. It is the least a Node process can do per message and
+// still answer the way channeld does (first word at once, the whole answer as an edit after
+// MODEL_MS), so what it cannot reach on a machine, no Node daemon reaches there.
 //
 // PACED=1 streams the answer as channeld streams it with edits: the words arrive MODEL_MS
 // apart in all (the echo agent's three words 1 s apart), each edit shows every word arrived
 // so far, and an edit goes no sooner than FLOOR_MS after the previous request's answer
-// (Telegram's floor as channeld keeps it). What that bot cannot reach, no Node daemon that
-// streams drafts at Telegram's pace reaches there.
+// (Telegram's floor as channeld keeps it). Slightly stricter than channeld, which may hold a
+// draft edit back while a burst's first messages are still going out (src/stream/reply-stream.ts)
+// and never retries here. What that bot cannot reach, no Node daemon that streams drafts at
+// Telegram's pace reaches there.
 import { Pool } from 'undici';
 
 const modelMs = Number(process.env.MODEL_MS ?? 2000);

@@ -139,7 +139,7 @@ const floors: Record<'floor' | 'floor-http' | 'floor-paced', { label: string; sc
   floor: { label: 'floor (bare grammy, every update at once)', script: 'grammy-load.mjs' },
   'floor-http': { label: 'floor without an SDK (undici, every update at once)', script: 'http-load.mjs' },
   'floor-paced': {
-    label: 'floor without an SDK, paced as channeld (LOAD_PACED: three updates, each edit 1 s after the last answer)',
+    label: 'floor without an SDK, paced as channeld (LOAD_PACED: every word as it comes, each edit 1 s after the last answer)',
     script: 'http-load.mjs',
     env: { PACED: '1' },
   },

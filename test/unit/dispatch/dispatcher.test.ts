@@ -78,6 +78,9 @@ describe('Dispatcher', () => {
     const shown = p.adapter.visible('c').join(' ');
     expect(shown).not.toContain('Nothing to stop');
     expect(shown).not.toContain('ten');
+    // Stopped, not failed some other way: the inbox says cancelled and the chat shows the marker.
+    expect(states(p)[0]).toBe('failed');
+    expect(shown.endsWith(STOP_MARKER)).toBe(true);
   });
 
   it('past max_queued the sender gets one busy reply and the item is recorded as refused', async () => {
