@@ -31,7 +31,7 @@ export interface Level {
 }
 
 /** What `measure` reads: the fake the bot polls, the bot's process, and its error lines so far. */
-interface Target {
+export interface Target {
   tg: FakeTelegram;
   pid: number;
   errorLines: () => number;
@@ -43,7 +43,7 @@ interface Target {
  * timestamps of the calls. The fake's call log is read from a cursor, so a 10,000-conversation
  * level costs the harness one pass over its calls, not one per poll.
  */
-async function measure(target: Target, level: number, firstChat: number, timeoutMs: number): Promise<Omit<Level, 'level'>> {
+export async function measure(target: Target, level: number, firstChat: number, timeoutMs: number): Promise<Omit<Level, 'level'>> {
   const { tg, pid } = target;
   let cursor = tg.calls.length;
   const errorsBefore = target.errorLines();
@@ -101,7 +101,7 @@ async function measure(target: Target, level: number, firstChat: number, timeout
 }
 
 /** One side of the curve, started once and measured at every level. */
-interface Side {
+export interface Side {
   name: string;
   target: Target;
   idleRss: number;
@@ -113,7 +113,7 @@ interface Side {
  * run). Its drafts are edits, as the floors' are, unless `nativeDrafts` (Telegram's default in
  * private chats: sendMessageDraft, then the final text as a new message).
  */
-async function channeldSide(name: string, delayMs: number, o: { script?: string; nativeDrafts?: boolean } = {}): Promise<Side> {
+export async function channeldSide(name: string, delayMs: number, o: { script?: string; nativeDrafts?: boolean } = {}): Promise<Side> {
   const { script, nativeDrafts } = o;
   const fleet = await new Fleet().start();
   // In-flight limits above the largest level: the curve shows the daemon, not a configured cap.
