@@ -152,7 +152,9 @@ describe('channeld upgrade, real processes', () => {
     scaled(60_000),
   );
 
-  // The reason this machine lacks is in the test's name, so every report shows it.
+  // The reason this machine lacks is in the test's name, so every report shows it, and on
+  // stderr, so `npm test`'s own output (which lists files, not skipped tests) shows it too.
+  if (systemdWhy) console.warn(`skipped: channeld upgrade under systemd: ${systemdWhy}`);
   it.skipIf(systemdWhy !== undefined)(
     `under systemd (Type=notify, NotifyAccess=all): the unit follows the new main pid and stays active${systemdWhy ? ` (skipped: ${systemdWhy})` : ''}`,
     async () => {
