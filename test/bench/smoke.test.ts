@@ -165,3 +165,51 @@ describe('heap snapshot summary', () => {
     });
   });
 });
+
+describe('burst timeline', () => {
+  it('splits first messages into batches in the order the chats wrote, and leaves out a batch a chat is missing from', async () => {
+    const { firstSendSpans } = await import('./burst-timeline.js');
+    const send = (chat: number, at: number) => ({ method: 'sendMessage', body: { chat_id: chat }, at });
+    const calls = [
+      send(10, 1005),
+      { method: 'getUpdates', body: {}, at: 1006 },
+      send(11, 1020),
+      send(10, 1030), // an edit's successor, not the first message
+      send(12, 1040),
+      send(99, 1001), // another burst's chat
+    ];
+    expect(firstSendSpans(calls, 10, 3, 1000, 2)).toEqual([
+      [5, 20],
+      [40, 40],
+    ]);
+    expect(firstSendSpans(calls, 10, 4, 1000, 2)).toEqual([[5, 20], undefined]);
+  });
+
+  it('reads the collector pauses the daemon wrote and sums those inside the window by kind', async () => {
+    const { parseGcLog, pausesIn } = await import('./burst-timeline.js');
+    const pauses = parseGcLog('100.5 scavenge 2.00\n150 mark-compact 9.50\n160 scavenge 3.25\n300 scavenge 1.00\n310 mark-co');
+    expect(pauses).toHaveLength(4);
+    expect(Object.fromEntries(pausesIn(pauses, 100, 300))).toEqual({ scavenge: { count: 2, ms: 5.25 }, 'mark-compact': { count: 1, ms: 9.5 } });
+  });
+
+  it('records the pauses of a process it is imported into', async () => {
+    const { spawnSync } = await import('node:child_process');
+    const { readFileSync, rmSync } = await import('node:fs');
+    const { tmpdir } = await import('node:os');
+    const { join } = await import('node:path');
+    const { pathToFileURL } = await import('node:url');
+    const { parseGcLog } = await import('./burst-timeline.js');
+    const observer = pathToFileURL(join(import.meta.dirname, 'gc-pauses.mjs')).href;
+    // Two full collections, then one more tick so the observer's batch is delivered.
+    const child = spawnSync(process.execPath, ['--expose-gc', `--import=${observer}`, '-e', 'gc(); gc(); setTimeout(() => console.log(process.pid), 50)'], {
+      encoding: 'utf8',
+    });
+    expect(child.status).toBe(0);
+    const file = join(tmpdir(), `channeld-gc-${child.stdout.trim()}.log`);
+    try {
+      expect(parseGcLog(readFileSync(file, 'utf8')).filter((p) => p.kind === 'mark-compact').length).toBeGreaterThanOrEqual(2);
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
+});

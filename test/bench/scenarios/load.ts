@@ -110,15 +110,16 @@ export interface Side {
 
 /**
  * channeld on its own fakes, as the unit runs it (`script`: another build, for a before/after
- * run). Its drafts are edits, as the floors' are, unless `nativeDrafts` (Telegram's default in
- * private chats: sendMessageDraft, then the final text as a new message).
+ * run; `nodeArgs`: node flags added to the unit's). Its drafts are edits, as the floors' are,
+ * unless `nativeDrafts` (Telegram's default in private chats: sendMessageDraft, then the final
+ * text as a new message).
  */
-export async function channeldSide(name: string, delayMs: number, o: { script?: string; nativeDrafts?: boolean } = {}): Promise<Side> {
-  const { script, nativeDrafts } = o;
+export async function channeldSide(name: string, delayMs: number, o: { script?: string; nativeDrafts?: boolean; nodeArgs?: string[] } = {}): Promise<Side> {
+  const { script, nativeDrafts, nodeArgs } = o;
   const fleet = await new Fleet().start();
   // In-flight limits above the largest level: the curve shows the daemon, not a configured cap.
   fleet.write({ echoDelayMs: delayMs, maxInFlight: 12_000, streamMode: 'partial', nativeDrafts });
-  const p = fleet.spawn(script ? { script } : {});
+  const p = fleet.spawn({ ...(script ? { script } : {}), ...(nodeArgs ? { nodeArgs } : {}) });
   const close = async () => {
     p.signal('SIGTERM');
     await p.exited;
