@@ -1,4 +1,5 @@
-import { platformAgent, readBounded } from './http-json.js';
+import { dispatchAnswer } from './dispatch-answer.js';
+import { platformAgent } from './http-json.js';
 
 /** The most of an answer an SDK reads through agentFetch (a page of history is the largest). */
 const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
@@ -10,8 +11,8 @@ const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
  * URLSearchParams body goes this way; any other body (FormData, a stream: file uploads) and any
  * redirect mode but 'error' and 'manual' go through global `fetch`, as before. The answer has
  * what such SDKs read (`ok`, `status`, `statusText`, `headers`, `url`, `text()`, `json()`,
- * `arrayBuffer()`), its body read within MAX_ANSWER_BYTES; a redirect is returned, not followed.
- * The SDK must read the body: the connection is held until it does. (node:http is taken with
+ * `arrayBuffer()`), its body read whole within MAX_ANSWER_BYTES before it is returned; a
+ * redirect is returned, not followed. (node:http is taken with
  * process.getBuiltinModule: see src/observe/http-server.ts.)
  */
 export async function agentFetch(input: string | URL | Request, init: RequestInit = {}): Promise<Response> {
@@ -22,26 +23,30 @@ export async function agentFetch(input: string | URL | Request, init: RequestIni
   const url = new URL(input);
   const headers = new Headers(init.headers);
   if (body instanceof URLSearchParams && !headers.has('content-type')) headers.set('content-type', 'application/x-www-form-urlencoded;charset=UTF-8');
-  const res = await platformAgent().request({
-    origin: url.origin,
-    path: `${url.pathname}${url.search}`,
-    method: (init.method ?? 'GET') as 'GET',
-    headers: Object.fromEntries(headers),
-    ...(body !== undefined && body !== null ? { body: String(body) } : {}),
-    ...(init.signal ? { signal: init.signal } : {}),
-  });
+  // Read whole before the SDK sees the answer (within MAX_ANSWER_BYTES): the connection goes
+  // back to the agent at once, and a too-large answer is refused when the SDK reads it.
+  const res = await dispatchAnswer(
+    platformAgent(),
+    {
+      origin: url.origin,
+      path: `${url.pathname}${url.search}`,
+      method: (init.method ?? 'GET') as 'GET',
+      headers: Object.fromEntries(headers),
+      ...(body !== undefined && body !== null ? { body: String(body) } : {}),
+    },
+    init.signal ?? undefined,
+    MAX_ANSWER_BYTES,
+  );
   const answerHeaders = new Headers();
   for (const [k, v] of Object.entries(res.headers)) {
     if (Array.isArray(v)) for (const one of v) answerHeaders.append(k, one);
     else if (v !== undefined) answerHeaders.set(k, v);
   }
-  let read: Promise<Buffer> | undefined;
-  const bytes = () =>
-    (read ??= readBounded(res.body, res.headers['content-length'], MAX_ANSWER_BYTES).then((b) => {
-      if (!b) throw new RangeError(`the answer from ${url.origin} is larger than ${MAX_ANSWER_BYTES} bytes`);
-      return b;
-    }));
-  const status = res.statusCode;
+  const bytes = async () => {
+    if (!res.body) throw new RangeError(`the answer from ${url.origin} is larger than ${MAX_ANSWER_BYTES} bytes`);
+    return res.body;
+  };
+  const status = res.status;
   return {
     ok: status >= 200 && status < 300,
     status,

@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { GrammyError, HttpError } from 'grammy';
@@ -98,5 +99,27 @@ describe('the Telegram hot calls (HotBotApi)', () => {
     await expect.poll(() => hanging.size).toBeGreaterThan(0);
     ac.abort();
     expect(await call).toBeInstanceOf(HttpError);
+  });
+});
+
+describe('the hot calls and the caller signal', () => {
+  it('a signal aborted before the call sends nothing and fails as a network failure', async () => {
+    const ac = new AbortController();
+    ac.abort(new Error('turn ended'));
+    const before = paths.length;
+    const err = await api()
+      .sendMessage(42, 'hi', {}, ac.signal as never)
+      .catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(HttpError);
+    expect(paths.length).toBe(before);
+  });
+
+  it('stops listening to the signal once each call ends, answered or refused', async () => {
+    const ac = new AbortController();
+    const client = api();
+    for (let i = 0; i < 20; i++) await client.sendMessage(42, 'hi', {}, ac.signal as never);
+    await client.sendMessage(429, 'hi', {}, ac.signal as never).catch(() => undefined);
+    await client.sendMessage(502, 'hi', {}, ac.signal as never).catch(() => undefined);
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
   });
 });

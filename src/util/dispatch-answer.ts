@@ -1,0 +1,127 @@
+import type { Dispatcher } from 'undici';
+
+/** An answer read whole, within a byte limit, off an undici dispatcher (a Pool or an Agent). */
+export interface RawAnswer {
+  status: number;
+  /** The response headers by lower-case name, as undici parsed them. */
+  headers: Record<string, string | string[] | undefined>;
+  /** The body; undefined when it was larger than the limit (a declared length over it, or a body growing past it: not read further). */
+  body: Buffer | undefined;
+}
+
+/**
+ * One request and its whole answer, straight off undici's `dispatch` (its documented handler
+ * API) rather than `request`: `request` builds a readable stream, a consume promise and a
+ * handler of its own for every answer, which for the platforms' small JSON calls was about a
+ * third of the client CPU of a call (`test/bench/http-client.ts`; docs/PERFORMANCE.md,
+ * fifteenth round). The body is collected as it comes and given whole when it ends, whatever
+ * the status. Larger than `maxBytes` (declared or as it grows), the request is cut at once and
+ * the answer has no body. The caller's `signal` cuts the request at any point and the promise
+ * rejects with its reason; a signal already aborted sends nothing. No redirect is followed (no
+ * interceptor is involved): a 3xx is an answer like any other.
+ */
+export function dispatchAnswer(
+  dispatcher: Dispatcher,
+  options: Dispatcher.DispatchOptions,
+  signal: AbortSignal | undefined,
+  maxBytes: number,
+): Promise<RawAnswer> {
+  return new Promise<RawAnswer>((resolve, reject) => {
+    if (signal?.aborted) {
+      reject(signal.reason);
+      return;
+    }
+    const handler = new BoundedAnswer(resolve, reject, signal, maxBytes);
+    try {
+      dispatcher.dispatch(options, handler);
+    } catch (err) {
+      handler.onResponseError(undefined, err as Error);
+    }
+  });
+}
+
+/** What undici hands a dispatch handler to stop its request. */
+interface Controller {
+  abort(reason: Error): void;
+}
+
+/** The reason a request is cut when its answer is too large (the caller sees `body: undefined`, not this). */
+const TOO_LARGE = new Error('the answer is larger than the caller reads');
+
+/**
+ * Collects one answer. It listens to the caller's signal as an object (no closure per call)
+ * and stops listening as soon as the call is settled, whichever way.
+ */
+class BoundedAnswer {
+  readonly #chunks: Buffer[] = [];
+  #bytes = 0;
+  #status = 0;
+  #headers: RawAnswer['headers'] = {};
+  #controller: Controller | undefined;
+  #settled = false;
+
+  constructor(
+    private readonly resolve: (answer: RawAnswer) => void,
+    private readonly reject: (err: unknown) => void,
+    private readonly signal: AbortSignal | undefined,
+    private readonly maxBytes: number,
+  ) {
+    signal?.addEventListener('abort', this);
+  }
+
+  /** The caller's signal aborted: settle now and cut the request (at once, or when undici starts it). */
+  handleEvent(): void {
+    const reason = this.signal!.reason as Error;
+    this.#fail(reason);
+    this.#controller?.abort(reason);
+  }
+
+  onRequestStart(controller: Controller): void {
+    this.#controller = controller;
+    if (this.signal?.aborted) controller.abort(this.signal.reason as Error);
+  }
+
+  onResponseStart(controller: Controller, status: number, headers: RawAnswer['headers']): void {
+    this.#status = status;
+    this.#headers = headers;
+    if (Number(headers['content-length'] ?? 0) > this.maxBytes) this.#tooLarge(controller);
+  }
+
+  onResponseData(controller: Controller, chunk: Buffer): void {
+    if (this.#settled) return;
+    this.#bytes += chunk.byteLength;
+    if (this.#bytes > this.maxBytes) this.#tooLarge(controller);
+    else this.#chunks.push(chunk);
+  }
+
+  onResponseEnd(): void {
+    const chunks = this.#chunks;
+    this.#done({ status: this.#status, headers: this.#headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.#bytes) });
+  }
+
+  onResponseError(_controller: unknown, err: Error): void {
+    this.#fail(err);
+  }
+
+  #tooLarge(controller: Controller): void {
+    this.#done({ status: this.#status, headers: this.#headers, body: undefined });
+    controller.abort(TOO_LARGE);
+  }
+
+  #done(answer: RawAnswer): void {
+    if (this.#settle()) this.resolve(answer);
+  }
+
+  #fail(err: unknown): void {
+    if (this.#settle()) this.reject(err);
+  }
+
+  /** True the first time: the call ends here, and the signal is no longer listened to. */
+  #settle(): boolean {
+    if (this.#settled) return false;
+    this.#settled = true;
+    this.#chunks.length = 0;
+    this.signal?.removeEventListener('abort', this);
+    return true;
+  }
+}

@@ -1,0 +1,127 @@
+import { getEventListeners } from 'node:events';
+import { createServer, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Pool } from 'undici';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { dispatchAnswer } from '../../../src/util/dispatch-answer.js';
+
+// A real HTTP server; the path picks the answer.
+let server: Server;
+let origin: string;
+const seen: string[] = [];
+const open = new Set<ServerResponse>();
+const pools: Pool[] = [];
+
+beforeAll(async () => {
+  server = createServer((req, res) => {
+    seen.push(req.url!);
+    req.resume();
+    req.on('end', () => {
+      switch (req.url) {
+        case '/json':
+          return res.writeHead(200, { 'content-type': 'application/json', 'x-a': 'b' }).end('{"ok":true}');
+        case '/refused':
+          return res.writeHead(403, { 'content-type': 'text/plain' }).end('no');
+        case '/empty':
+          return res.writeHead(204).end();
+        case '/declared-large':
+          return res.writeHead(200, { 'content-length': '5000' }).end('x'.repeat(5000));
+        case '/growing':
+          // Chunked, no declared length: 3 × 600 bytes against a limit of 1,000.
+          res.writeHead(200, { 'content-type': 'text/plain' });
+          res.write('a'.repeat(600));
+          setTimeout(() => res.write('b'.repeat(600)), 5);
+          setTimeout(() => res.end('c'.repeat(600)), 10);
+          return;
+        case '/hangs-mid-body':
+          open.add(res);
+          res.writeHead(200, { 'content-type': 'application/json' });
+          res.write('{"ok":');
+          return;
+        case '/redirect':
+          return res.writeHead(302, { location: 'http://127.0.0.2/elsewhere' }).end();
+        default:
+          return res.writeHead(404).end();
+      }
+    });
+  });
+  server.listen(0, '127.0.0.1');
+  await new Promise((r) => server.once('listening', r));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+
+afterAll(async () => {
+  for (const res of open) res.destroy();
+  await Promise.all(pools.map((p) => p.close()));
+  server.close();
+});
+
+function pool(): Pool {
+  const p = new Pool(origin, { connections: 4 });
+  pools.push(p);
+  return p;
+}
+
+const get = (path: string) => ({ path, method: 'GET' as const });
+
+describe('dispatchAnswer', () => {
+  it('gives the status, headers and whole body of any answer, a refusal and an empty one included', async () => {
+    const p = pool();
+    const ok = await dispatchAnswer(p, get('/json'), undefined, 1000);
+    expect(ok.status).toBe(200);
+    expect(ok.headers['x-a']).toBe('b');
+    expect(ok.body?.toString()).toBe('{"ok":true}');
+    const refused = await dispatchAnswer(p, get('/refused'), undefined, 1000);
+    expect([refused.status, refused.body?.toString()]).toEqual([403, 'no']);
+    const empty = await dispatchAnswer(p, get('/empty'), undefined, 1000);
+    expect([empty.status, empty.body?.length]).toEqual([204, 0]);
+  });
+
+  it('gives no body for a declared length over the limit, nor for a body that grows past it', async () => {
+    const p = pool();
+    const declared = await dispatchAnswer(p, get('/declared-large'), undefined, 1000);
+    expect([declared.status, declared.body]).toEqual([200, undefined]);
+    const growing = await dispatchAnswer(p, get('/growing'), undefined, 1000);
+    expect([growing.status, growing.body]).toEqual([200, undefined]);
+    // The pool still serves after the cut requests.
+    expect((await dispatchAnswer(p, get('/json'), undefined, 1000)).status).toBe(200);
+  });
+
+  it('never follows a redirect', async () => {
+    const answer = await dispatchAnswer(pool(), get('/redirect'), undefined, 1000);
+    expect([answer.status, answer.headers.location]).toEqual([302, 'http://127.0.0.2/elsewhere']);
+  });
+
+  it("the caller's signal cuts an answer that stops coming, with the signal's reason", async () => {
+    const ac = new AbortController();
+    const call = dispatchAnswer(pool(), get('/hangs-mid-body'), ac.signal, 1000).catch((e: unknown) => e);
+    await expect.poll(() => open.size).toBe(1);
+    const reason = new Error('turn ended');
+    ac.abort(reason);
+    expect(await call).toBe(reason);
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('a signal already aborted sends nothing', async () => {
+    const ac = new AbortController();
+    ac.abort(new Error('gone'));
+    const before = seen.length;
+    await expect(dispatchAnswer(pool(), get('/json'), ac.signal, 1000)).rejects.toThrow('gone');
+    expect(seen.length).toBe(before);
+  });
+
+  it('stops listening to the signal when each call ends, whichever way', async () => {
+    const ac = new AbortController();
+    const p = pool();
+    for (let i = 0; i < 10; i++) await dispatchAnswer(p, get('/json'), ac.signal, 1000);
+    await dispatchAnswer(p, get('/growing'), ac.signal, 1000);
+    await dispatchAnswer(p, get('/declared-large'), ac.signal, 1000);
+    expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('a dispatcher that cannot take the request rejects instead of leaving the call waiting', async () => {
+    const p = new Pool(origin);
+    await p.close();
+    await expect(dispatchAnswer(p, get('/json'), undefined, 1000)).rejects.toThrow();
+  });
+});
