@@ -13,6 +13,12 @@ import { channeldSide, measure, type Side } from './scenarios/load.js';
  * them, share the 2 cores), which cost it about 140-200 ms of first visible p99
  * (docs/PERFORMANCE.md, fourteenth round), more than most changes are worth. "after" is this
  * tree's build as the unit runs it. A single `load` run cannot tell such a change from the noise.
+ * Each burst's CPU time (the daemon's, all threads, from the burst until its last final text)
+ * is reported too, with its median per side. The latencies here are far noisier than they look:
+ * two A/A runs (the same build on both sides, fifteenth round) gave first visible p99 medians
+ * 40 and 97 ms apart, and one change measured twice came out 136 ms better and 121 ms worse.
+ * The CPU medians of the second A/A run were 3 % apart (single bursts 760-1,840 ms, as major
+ * collections fall): a change must move them by clearly more before it counts.
  */
 async function main(): Promise<void> {
   const [before, rounds = '10', count = '1000'] = process.argv.slice(2);
@@ -20,7 +26,7 @@ async function main(): Promise<void> {
   if (!before || Number(rounds) < 2 || Number(rounds) % 2) throw new Error('usage: burst-ab.ts BEFORE_SCRIPT [ROUNDS, even, at least 2] [N]');
   const n = Number(count);
   const sides: Side[] = [];
-  const bursts = new Map<string, Array<{ firstP99: number; turnP99: number; wentFirst: boolean }>>();
+  const bursts = new Map<string, Array<{ firstP99: number; turnP99: number; cpuMs: number; wentFirst: boolean }>>();
   try {
     sides.push(await channeldSide('before', 1000, { script: before }));
     sides.push(await channeldSide('after', 1000));
@@ -31,7 +37,7 @@ async function main(): Promise<void> {
         const b = await measure(side.target, n, chat, 120_000);
         chat += n;
         if (r >= 0) {
-          bursts.set(side.name, [...(bursts.get(side.name) ?? []), { firstP99: b.firstP99, turnP99: b.p99, wentFirst: i === 0 }]);
+          bursts.set(side.name, [...(bursts.get(side.name) ?? []), { firstP99: b.firstP99, turnP99: b.p99, cpuMs: b.cpuMs, wentFirst: i === 0 }]);
           console.log(
             `round ${r + 1} ${side.name}${i === 0 ? ' (first)' : ''}: first visible p99 ${b.firstP99} ms, turn p99 ${b.p99} ms` +
               (b.missing + b.errors ? `, ${b.missing} answers missing, ${b.errors} error lines` : ''),
@@ -49,7 +55,8 @@ async function main(): Promise<void> {
     const of = (wentFirst: boolean, k: 'firstP99' | 'turnP99') => median(all.filter((b) => b.wentFirst === wentFirst).map((b) => b[k]));
     console.log(
       `${name}: first visible p99 median ${median(all.map((b) => b.firstP99))} ms (going first ${of(true, 'firstP99')}, second ${of(false, 'firstP99')}), ` +
-        `turn p99 median ${median(all.map((b) => b.turnP99))} ms (going first ${of(true, 'turnP99')}, second ${of(false, 'turnP99')})`,
+        `turn p99 median ${median(all.map((b) => b.turnP99))} ms (going first ${of(true, 'turnP99')}, second ${of(false, 'turnP99')}), ` +
+        `CPU per burst median ${median(all.map((b) => b.cpuMs))} ms (${all.map((b) => b.cpuMs).join(' ')})`,
     );
   }
 }

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { FakeTelegram } from '../../fakes/telegram/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { Fleet, rssMb } from '../fleet.js';
+import { cpuMs, Fleet, rssMb } from '../fleet.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 /** The message each conversation sends; the echo agent streams it back word by word. */
@@ -23,6 +23,8 @@ export interface Level {
   errors: number;
   /** The daemon's peak RSS while the level ran. */
   rssMb: number;
+  /** The bot's CPU time (all its threads, user and system) from the burst until the last final text, in ms. */
+  cpuMs: number;
   /**
    * How busy the fake Bot API (this process's event loop) was from the burst until the last
    * first visible update: near 1, the fake and not the bot set the pace of the first updates.
@@ -48,6 +50,7 @@ export async function measure(target: Target, level: number, firstChat: number, 
   let cursor = tg.calls.length;
   const errorsBefore = target.errorLines();
   const elu0 = performance.eventLoopUtilization();
+  const cpu0 = cpuMs(pid);
   let fakeBusy = Number.NaN;
   const sentAt = new Map<number, number>();
   for (let i = 0; i < level; i++) {
@@ -84,6 +87,7 @@ export async function measure(target: Target, level: number, firstChat: number, 
     // Reported as missing answers, not thrown: the level's other figures still count.
   }
   peak = Math.max(peak, rssMb(pid));
+  const cpu = cpuMs(pid) - cpu0;
   // Some chat never showed a first update (it is counted as missing): the whole wait, then.
   if (Number.isNaN(fakeBusy)) fakeBusy = performance.eventLoopUtilization(elu0).utilization;
   const f = [...first.values()];
@@ -96,6 +100,7 @@ export async function measure(target: Target, level: number, firstChat: number, 
     missing: level - final.size,
     errors: target.errorLines() - errorsBefore,
     rssMb: peak,
+    cpuMs: cpu,
     fakeBusy,
   };
 }
@@ -262,6 +267,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
           firstP99: pick('firstP99'),
           p50: pick('p50'),
           p99: pick('p99'),
+          cpuMs: pick('cpuMs'),
           missing: all.reduce((a, b) => a + b.missing, 0),
           errors: all.reduce((a, b) => a + b.errors, 0),
           rssMb: Math.max(...all.map((a) => a.rssMb)),
