@@ -60,6 +60,8 @@ export class HotBotApi {
         signal,
         MAX_ANSWER_BYTES,
       );
+      // A declared length over the limit ends here; a body growing past it is cut sooner by the
+      // pool's maxResponseSize. Either way it is an HttpError below.
       if (!body) throw new Error(`the answer is larger than ${MAX_ANSWER_BYTES} bytes`);
       answer = JSON.parse(body.toString('utf8')) as Answer;
     } catch (err) {

@@ -12,7 +12,7 @@ export interface RawAnswer {
 /**
  * One request and its whole answer, straight off undici's `dispatch` (its documented handler
  * API) rather than `request`: `request` builds a readable stream, a consume promise and a
- * handler of its own for every answer, which for the platforms' small JSON calls was about a
+ * handler of its own for every answer on top of what dispatch does, which for the platforms' small JSON calls was about a
  * third of the client CPU of a call (`test/bench/http-client.ts`; docs/PERFORMANCE.md,
  * fifteenth round). The body is collected as it comes and given whole when it ends, whatever
  * the status. Larger than `maxBytes` (declared or as it grows), the request is cut at once and
@@ -31,7 +31,12 @@ export function dispatchAnswer(
       reject(signal.reason);
       return;
     }
-    const handler = new BoundedAnswer(resolve, reject, signal, maxBytes);
+    // A tunnel answers with a socket, not a body: it would never end here.
+    if (options.method === 'CONNECT' || options.upgrade) {
+      reject(new TypeError(`dispatchAnswer reads answers with a body, not a tunnel (${options.method} ${options.upgrade ?? ''})`));
+      return;
+    }
+    const handler = new BoundedAnswer(resolve, reject, signal, maxBytes, options.method === 'HEAD');
     try {
       dispatcher.dispatch(options, handler);
     } catch (err) {
@@ -44,9 +49,6 @@ export function dispatchAnswer(
 interface Controller {
   abort(reason: Error): void;
 }
-
-/** The reason a request is cut when its answer is too large (the caller sees `body: undefined`, not this). */
-const TOO_LARGE = new Error('the answer is larger than the caller reads');
 
 /**
  * Collects one answer. It listens to the caller's signal as an object (no closure per call)
@@ -65,6 +67,8 @@ class BoundedAnswer {
     private readonly reject: (err: unknown) => void,
     private readonly signal: AbortSignal | undefined,
     private readonly maxBytes: number,
+    /** HEAD declares the length of a body it does not carry. */
+    private readonly head: boolean,
   ) {
     signal?.addEventListener('abort', this);
   }
@@ -82,9 +86,13 @@ class BoundedAnswer {
   }
 
   onResponseStart(controller: Controller, status: number, headers: RawAnswer['headers']): void {
+    // undici hands informational answers (1xx) here too: the real one follows.
+    if (status < 200) return;
     this.#status = status;
     this.#headers = headers;
-    if (Number(headers['content-length'] ?? 0) > this.maxBytes) this.#tooLarge(controller);
+    // 204, 304 and a HEAD's answer carry no body whatever length they declare.
+    const bodiless = this.head || status === 204 || status === 304;
+    if (!bodiless && Number(headers['content-length'] ?? 0) > this.maxBytes) this.#tooLarge(controller);
   }
 
   onResponseData(controller: Controller, chunk: Buffer): void {
@@ -95,8 +103,9 @@ class BoundedAnswer {
   }
 
   onResponseEnd(): void {
-    const chunks = this.#chunks;
-    this.#done({ status: this.#status, headers: this.#headers, body: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, this.#bytes) });
+    // Always a copy: one chunk alone is a view of the socket's read buffer, which a caller that
+    // holds the answer (an SDK reading it later) would keep alive.
+    this.#done({ status: this.#status, headers: this.#headers, body: Buffer.concat(this.#chunks, this.#bytes) });
   }
 
   onResponseError(_controller: unknown, err: Error): void {
@@ -105,7 +114,8 @@ class BoundedAnswer {
 
   #tooLarge(controller: Controller): void {
     this.#done({ status: this.#status, headers: this.#headers, body: undefined });
-    controller.abort(TOO_LARGE);
+    // Made here, not shared: the reason also goes out on undici's diagnostics channel, with its stack.
+    controller.abort(new RangeError(`the answer is larger than the ${this.maxBytes} bytes the caller reads`));
   }
 
   #done(answer: RawAnswer): void {

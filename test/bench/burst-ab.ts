@@ -18,7 +18,9 @@ import { channeldSide, measure, type Side } from './scenarios/load.js';
  * two A/A runs (the same build on both sides, fifteenth round) gave first visible p99 medians
  * 40 and 97 ms apart, and one change measured twice came out 136 ms better and 121 ms worse.
  * The CPU medians of the second A/A run were 3 % apart (single bursts 760-1,840 ms, as major
- * collections fall): a change must move them by clearly more before it counts.
+ * collections fall): a change must move them by clearly more before it counts. The CPU figure
+ * is read in 10 ms clock ticks, holds what the previous burst left to collect (bursts are
+ * 1.5 s apart), and spans the whole wait when an answer never came.
  */
 async function main(): Promise<void> {
   const [before, rounds = '10', count = '1000'] = process.argv.slice(2);

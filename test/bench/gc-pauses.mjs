@@ -1,8 +1,9 @@
 // Loaded into a daemon with `--import` by test/bench/burst-timeline.ts: appends each pause of
 // V8's collector to `channeld-gc-<pid>.log` in the OS temp dir, one line each:
-// "<start, ms since the epoch> <kind> <duration ms>". Node reports the pauses on the main
-// thread (a scavenge, the end of a mark-compact, an incremental marking step); the helper
-// threads' concurrent work is not in them. Bench-only: never loaded by the daemon itself.
+// "<start, ms since the epoch> <kind> <duration ms>". Node reports pauses on the main thread
+// (a scavenge, the end of a mark-compact, the start of incremental marking): neither the
+// helper threads' concurrent work nor later marking steps are in them, so their sum is a
+// lower bound. Bench-only: never loaded by the daemon itself.
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

@@ -308,6 +308,7 @@ function sideRows(name: string, results: Level[]): Row[] {
     { scenario: 'load', metric: `${label}, ${r.level} conversations, final p99`, value: r.p99, unit: 'ms' },
     { scenario: 'load', metric: `${label}, ${r.level} conversations, missing + error lines`, value: r.missing + r.errors, unit: '' },
     { scenario: 'load', metric: `${label}, ${r.level} conversations, fake Bot API busy until the first updates`, value: r.fakeBusy, unit: '' },
+    { scenario: 'load', metric: `${label}, ${r.level} conversations, CPU per conversation`, value: r.cpuMs / r.level, unit: 'ms' },
   ]);
 }
 
@@ -359,6 +360,7 @@ export function loadRows(results: Level[], modelMs: number, idleRss: number, top
       { scenario: 'load', metric: `${tag}, turn p99 / model time`, value: r.p99 / modelMs, unit: '×' },
       { scenario: 'load', metric: `${tag}, peak RSS`, value: r.rssMb, unit: 'MB' },
       { scenario: 'load', metric: `${tag}, fake Bot API busy until the first updates`, value: r.fakeBusy, unit: '' },
+      { scenario: 'load', metric: `${tag}, CPU per conversation (the daemon, until the last final text)`, value: r.cpuMs / r.level, unit: 'ms' },
       {
         scenario: 'load',
         metric: `${tag}, answers missing + error lines`,

@@ -103,17 +103,7 @@ describe('the Telegram hot calls (HotBotApi)', () => {
 });
 
 describe('the hot calls and the caller signal', () => {
-  it('a signal aborted before the call sends nothing and fails as a network failure', async () => {
-    const ac = new AbortController();
-    ac.abort(new Error('turn ended'));
-    const before = paths.length;
-    const err = await api()
-      .sendMessage(42, 'hi', {}, ac.signal as never)
-      .catch((e: unknown) => e);
-    expect(err).toBeInstanceOf(HttpError);
-    expect(paths.length).toBe(before);
-  });
-
+  // A signal aborted before the call is src/util/dispatch-answer.ts's (test/unit/util/dispatch-answer.test.ts).
   it('stops listening to the signal once each call ends, answered or refused', async () => {
     const ac = new AbortController();
     const client = api();

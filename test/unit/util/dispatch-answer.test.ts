@@ -1,8 +1,9 @@
+import { subscribe, unsubscribe } from 'node:diagnostics_channel';
 import { getEventListeners } from 'node:events';
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { Pool } from 'undici';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Dispatcher, Pool } from 'undici';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { dispatchAnswer } from '../../../src/util/dispatch-answer.js';
 
 // A real HTTP server; the path picks the answer.
@@ -38,6 +39,12 @@ beforeAll(async () => {
           res.writeHead(200, { 'content-type': 'application/json' });
           res.write('{"ok":');
           return;
+        case '/early-hints':
+          // A 103 with a large declared length before the real answer: only the real one counts.
+          res.writeEarlyHints({ link: '</style.css>; rel=preload', 'content-length': '5000' });
+          return res.writeHead(200, { 'content-type': 'application/json' }).end('{"final":true}');
+        case '/head':
+          return res.writeHead(200, { 'content-length': '5000' }).end();
         case '/redirect':
           return res.writeHead(302, { location: 'http://127.0.0.2/elsewhere' }).end();
         default:
@@ -92,22 +99,60 @@ describe('dispatchAnswer', () => {
     expect([answer.status, answer.headers.location]).toEqual([302, 'http://127.0.0.2/elsewhere']);
   });
 
-  it("the caller's signal cuts an answer that stops coming, with the signal's reason", async () => {
+  it("the caller's signal cuts an answer that stops coming mid-body, with the signal's reason", async () => {
+    // Aborted once the client has read the answer's headers (undici says so on this channel).
+    let headers = 0;
+    const onHeaders = () => headers++;
+    subscribe('undici:request:headers', onHeaders);
     const ac = new AbortController();
     const call = dispatchAnswer(pool(), get('/hangs-mid-body'), ac.signal, 1000).catch((e: unknown) => e);
-    await expect.poll(() => open.size).toBe(1);
+    await expect.poll(() => headers).toBe(1);
+    unsubscribe('undici:request:headers', onHeaders);
     const reason = new Error('turn ended');
     ac.abort(reason);
     expect(await call).toBe(reason);
     expect(getEventListeners(ac.signal, 'abort')).toHaveLength(0);
   });
 
-  it('a signal already aborted sends nothing', async () => {
+  it('a signal already aborted dispatches nothing', async () => {
     const ac = new AbortController();
     ac.abort(new Error('gone'));
-    const before = seen.length;
-    await expect(dispatchAnswer(pool(), get('/json'), ac.signal, 1000)).rejects.toThrow('gone');
-    expect(seen.length).toBe(before);
+    const dispatcher = { dispatch: vi.fn() } as unknown as Dispatcher;
+    await expect(dispatchAnswer(dispatcher, get('/json'), ac.signal, 1000)).rejects.toThrow('gone');
+    expect(dispatcher.dispatch).not.toHaveBeenCalled();
+  });
+
+  it('a call aborted while it waits for a connection ends at once, never reaches the server, and the pool serves on', async () => {
+    const one = new Pool(origin, { connections: 1 });
+    pools.push(one);
+    // The only connection is held by an answer that stops coming.
+    const held = new AbortController();
+    const holding = dispatchAnswer(one, get('/hangs-mid-body'), held.signal, 1000).catch((e: unknown) => e);
+    await expect.poll(() => open.size).toBeGreaterThan(0);
+    const queued = new AbortController();
+    const waiting = dispatchAnswer(one, get('/json?queued'), queued.signal, 1000).catch((e: unknown) => e);
+    const reason = new Error('turn ended');
+    queued.abort(reason);
+    expect(await waiting).toBe(reason);
+    expect(getEventListeners(queued.signal, 'abort')).toHaveLength(0);
+    held.abort(new Error('done holding'));
+    await holding;
+    expect((await dispatchAnswer(one, get('/json'), undefined, 1000)).status).toBe(200);
+    expect(seen).not.toContain('/json?queued');
+  });
+
+  it('reads past an informational answer to the real one, and a HEAD answer declares a length it does not carry', async () => {
+    const p = pool();
+    const hinted = await dispatchAnswer(p, get('/early-hints'), undefined, 1000);
+    expect([hinted.status, hinted.body?.toString()]).toEqual([200, '{"final":true}']);
+    const head = await dispatchAnswer(p, { path: '/head', method: 'HEAD' }, undefined, 1000);
+    expect([head.status, head.body?.length]).toEqual([200, 0]);
+  });
+
+  it('refuses a tunnel (CONNECT), whose answer is a socket, not a body', async () => {
+    const dispatcher = { dispatch: vi.fn() } as unknown as Dispatcher;
+    await expect(dispatchAnswer(dispatcher, { path: '127.0.0.1:1', method: 'CONNECT' }, undefined, 1000)).rejects.toThrow(TypeError);
+    expect(dispatcher.dispatch).not.toHaveBeenCalled();
   });
 
   it('stops listening to the signal when each call ends, whichever way', async () => {
