@@ -19,7 +19,8 @@ const JSON_HEADERS = { 'content-type': 'application/json' };
  * through a replacer: a third of a small call's client CPU (`test/bench/http-client.ts`).
  * Here a call is a JSON body dispatched on the pool with the caller's signal (which
  * `platformCaller` already bounds in time), its answer read whole and parsed
- * (src/util/dispatch-answer.ts: a third less client CPU per call than `Pool.request`). What the Bot API refuses is a `GrammyError` (its
+ * (src/util/dispatch-answer.ts: a fifth to a third less client CPU per call than
+ * `Pool.request`). What the Bot API refuses is a `GrammyError` (its
  * `error_code`, `description`, `parameters`), what fails on the way an `HttpError`, as grammy
  * throws them, so the adapter's error handling is the same for both clients.
  *
