@@ -41,7 +41,6 @@ export class HotBotApi {
       // six rounds each side by side, the load curve's 1,000 level, 2 Dec 2026).
       connections: options.connections ?? 64,
       keepAliveTimeout: options.keepAliveTimeoutMs ?? 30_000,
-      maxResponseSize: MAX_ANSWER_BYTES,
     });
     this.#prefix = `${root.pathname.replace(/\/+$/, '')}/bot${token}/`;
   }
@@ -61,8 +60,7 @@ export class HotBotApi {
         signal,
         MAX_ANSWER_BYTES,
       );
-      // A declared length over the limit ends here; a body growing past it is cut sooner by the
-      // pool's maxResponseSize. Either way it is an HttpError below.
+      // Over the limit, declared or as it grew: not read, an HttpError below.
       if (!body) throw new Error(`the answer is larger than ${MAX_ANSWER_BYTES} bytes`);
       answer = JSON.parse(body.toString('utf8')) as Answer;
     } catch (err) {

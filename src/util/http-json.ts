@@ -42,9 +42,9 @@ export function platformAgent(): Agent {
  * A platform REST call (for the adapters that speak their platform's JSON API themselves) through
  * the process's undici agent (src/util/dispatch-answer.ts) rather than global `fetch`: fetch
  * builds a WHATWG Request, Headers and a web stream for every call, about 3× the client CPU of
- * a small JSON call (`test/bench/http-client.ts`). The caller's signal cuts it at any point. A redirect is never
- * followed: a 3xx is an answer like any other non-2xx, so a token never travels to another
- * host. An answer larger than `maxAnswerBytes` is not read: `tooLarge` says so.
+ * a small JSON call (`test/bench/http-client.ts`). The caller's signal cuts it at any point.
+ * A redirect is never followed: a 3xx is an answer like any other non-2xx, so a token never
+ * travels to another host. An answer larger than `maxAnswerBytes` is not read: `tooLarge` says so.
  */
 export async function httpJson(url: string, o: HttpJsonRequest): Promise<HttpAnswer> {
   const target = new URL(url);
