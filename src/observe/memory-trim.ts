@@ -8,9 +8,10 @@
  * brings RSS back to about what is live. It pauses the process for tens to a few hundred
  * milliseconds, so it runs only:
  *
- * - when the daemon has gone idle after work: a whole check interval with no turn queued,
- *   started or ended, after at least one that had some (start-up counts as work), and RSS
- *   more than 2 % above what it settled at after the last idle trim;
+ * - when the daemon has gone idle after work: after start-up, at the first check interval with
+ *   nothing queued or running; after turns, once none was queued, started or ended for
+ *   IDLE_QUIET_MS (30 s); and RSS more than 2 % above what it settled at after the last idle
+ *   trim;
  * - under sustained load, when RSS has passed 1.5 times the settled RSS, at most once per
  *   30 s. A load trim that leaves RSS higher than the settled size (the
  *   live data grew) raises the settled size, so it is not repeated for nothing.
@@ -52,7 +53,17 @@ export interface Trim {
 /** The collection that also unmaps V8's pooled pages, as `--expose-gc` exposes it. */
 const lastResort = { type: 'major', execution: 'sync', flavor: 'last-resort' } as const;
 
-const CHECK_INTERVAL_MS = 5000;
+export const CHECK_INTERVAL_MS = 5000;
+/**
+ * After turns, how long nothing may be queued, started or ended before an idle trim. What a
+ * trim gives back, the next burst takes again, and paying for that is what made it slow: the
+ * first burst of 1,000 conversations after a trim took about 250 ms more CPU and 150-190 ms
+ * more first-visible p99 than one that found the heap as the last burst left it
+ * (docs/PERFORMANCE.md, sixteenth round). Traffic with lulls shorter than this keeps its
+ * memory; a daemon left alone gives it back half a minute later. Start-up needs no wait: what
+ * it leaves is not taken again.
+ */
+export const IDLE_QUIET_MS = 30_000;
 /**
  * At idle, trim once RSS is this many times the settled size. Low: a pause after a burst
  * costs little at idle, and the RSS an operator reads at rest should be what the daemon
@@ -73,6 +84,8 @@ export class MemoryTrimmer {
   /** Turns moved since the last trim; true at first: start-up is work. */
   #workSinceTrim = true;
   #lastTrimAt = Number.NEGATIVE_INFINITY;
+  /** When a check last saw a turn queued, started, ended or running; start-up is not a turn. */
+  #lastBusyAt = Number.NEGATIVE_INFINITY;
 
   constructor(options: MemoryTrimOptions) {
     this.#o = {
@@ -109,8 +122,10 @@ export class MemoryTrimmer {
     this.#lastEvents = events;
     if (moved) this.#workSinceTrim = true;
     const rss = this.#o.rssBytes();
-    if (!moved && activity.pending() === 0) {
-      if (!this.#workSinceTrim) return undefined;
+    const idle = !moved && activity.pending() === 0;
+    if (!idle) this.#lastBusyAt = this.#o.now();
+    if (idle) {
+      if (!this.#workSinceTrim || this.#o.now() - this.#lastBusyAt < IDLE_QUIET_MS) return undefined;
       if (this.#settledBytes !== undefined && rss <= this.#settledBytes * IDLE_RSS_RATIO) {
         this.#workSinceTrim = false; // the work left nothing worth a pause
         return undefined;

@@ -1,5 +1,6 @@
 import { waitFor } from '../../helpers/daemon.js';
 import { Fleet, rssMb, spawnBareSdkBot } from '../fleet.js';
+import { CHECK_INTERVAL_MS, IDLE_QUIET_MS } from '../../../src/observe/memory-trim.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
 /** Pushes `n` messages in waves; returns the highest RSS of `pid` sampled while they were handled. */
@@ -37,6 +38,11 @@ async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
  * process holds, not garbage it has not yet given back.
  */
 const SETTLE_MS = 12_000;
+/**
+ * After messages, the daemon's idle trim waits for IDLE_QUIET_MS of quiet and then the next
+ * check: a reading after work waits for it, so it is of what the daemon holds at rest.
+ */
+const SETTLE_AFTER_WORK_MS = IDLE_QUIET_MS + 2 * CHECK_INTERVAL_MS;
 
 /**
  * RSS of the daemon process at idle with web chat, Telegram, Discord and Slack connected to
@@ -51,14 +57,14 @@ export async function memory(o: ScenarioOptions): Promise<Row[]> {
     const p = fleet.spawn();
     try {
       await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
-      const settle = () => new Promise((r) => setTimeout(r, o.smoke ? 100 : SETTLE_MS));
-      await settle();
+      const settle = (ms: number) => new Promise((r) => setTimeout(r, o.smoke ? 100 : ms));
+      await settle(SETTLE_MS);
       const idle = rssMb(p.child.pid!);
       await push(fleet, warm, 'warm', p.child.pid!);
-      await settle();
+      await settle(SETTLE_AFTER_WORK_MS);
       const warmed = rssMb(p.child.pid!);
       const loaded = await push(fleet, n, 'run', p.child.pid!);
-      await settle();
+      await settle(SETTLE_AFTER_WORK_MS);
       const after = rssMb(p.child.pid!);
       const growth = ((after - warmed) / warmed) * 100;
       const floor = await bareIdleRss(fleet, o.smoke ? 100 : SETTLE_MS);

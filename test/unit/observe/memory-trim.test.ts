@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, it, vi } from 'vitest';
-import { MemoryTrimmer, type MemoryTrimOptions, type Trim } from '../../../src/observe/memory-trim.js';
+import { CHECK_INTERVAL_MS, IDLE_QUIET_MS, MemoryTrimmer, type MemoryTrimOptions, type Trim } from '../../../src/observe/memory-trim.js';
 
 const MB = 2 ** 20;
 
@@ -36,13 +36,14 @@ describe('memory trim', () => {
     expect(state.gcCalls).toEqual([{ type: 'major', execution: 'sync', flavor: 'last-resort' }]);
   });
 
-  it('after work, once a whole interval had none, trims when RSS grew past 2 % of the settled size', () => {
+  it('after work, once 30 s had none, trims when RSS grew past 2 % of the settled size', () => {
     const { state, trims, trimmer } = rig();
     trimmer.check(); // the start-up trim: settled at 100 MB
     state.events = 3; // turns ran
     state.rss = 140 * MB;
     expect(trimmer.check()).toBeUndefined(); // the interval saw work: not idle yet
     state.live = 110 * MB;
+    state.now += IDLE_QUIET_MS;
     const trim = trimmer.check();
     expect(trim).toMatchObject({ reason: 'idle', rssBeforeBytes: 140 * MB, rssAfterBytes: 110 * MB });
     expect(trims.at(-1)).toEqual(trim);
@@ -50,7 +51,35 @@ describe('memory trim', () => {
     state.events++;
     expect(trimmer.check()).toBeUndefined();
     state.rss = 112 * MB;
+    state.now += IDLE_QUIET_MS;
     expect(trimmer.check()).toBeUndefined();
+    expect(trims).toHaveLength(2);
+  });
+
+  it('a lull shorter than 30 s after turns is no reason to trim: the next burst would take the memory back', () => {
+    const { state, trims, trimmer } = rig();
+    trimmer.check(); // the start-up trim needs no wait
+    expect(trims).toHaveLength(1);
+    state.events++; // a burst of turns (below the load trim's 1.5x of the settled 100 MB)
+    state.rss = 140 * MB;
+    expect(trimmer.check()).toBeUndefined();
+    // Quiet for the next five checks, five seconds apart: the memory stays for the next burst.
+    for (let i = 0; i < 5; i++) {
+      state.now += CHECK_INTERVAL_MS;
+      expect(trimmer.check()).toBeUndefined();
+    }
+    // Another burst in the lull starts the wait again, and a turn still running holds it off.
+    state.events++;
+    state.now += CHECK_INTERVAL_MS;
+    expect(trimmer.check()).toBeUndefined();
+    state.pending = 1;
+    state.now += IDLE_QUIET_MS;
+    expect(trimmer.check()).toBeUndefined();
+    state.pending = 0;
+    state.now += IDLE_QUIET_MS - 1;
+    expect(trimmer.check()).toBeUndefined();
+    state.now += 1;
+    expect(trimmer.check()).toMatchObject({ reason: 'idle', rssBeforeBytes: 140 * MB });
     expect(trims).toHaveLength(2);
   });
 
