@@ -2,7 +2,7 @@ import { median } from './report.js';
 import { channeldSide, measure, type Side } from './scenarios/load.js';
 
 /**
- * `npx tsx test/bench/burst-ab.ts BEFORE_SCRIPT [ROUNDS] [N]` (after `npm run build`): the load
+ * `npx tsx test/bench/burst-ab.ts BEFORE_SCRIPT [ROUNDS] [N] [LULL_MS]` (after `npm run build`): the load
  * curve's burst, two builds side by side with many samples. Both daemons run at once, each on
  * its own fakes, as the unit runs them (the load curve's own sides and measurement); in each
  * round each answers one burst of N fresh conversations (default 1,000; the echo agent's three
@@ -20,10 +20,12 @@ import { channeldSide, measure, type Side } from './scenarios/load.js';
  * The CPU medians of the second A/A run were 3 % apart (single bursts 760-1,840 ms, as major
  * collections fall): a change must move them by clearly more before it counts. The CPU figure
  * is read in 10 ms clock ticks, holds what the previous burst left to collect (bursts are
- * 1.5 s apart), and spans the whole wait when an answer never came.
+ * LULL_MS apart, default 1.5 s), and spans the whole wait when an answer never came. With
+ * LULL_MS=6000 each daemon waits about 17 s between its bursts: longer than the memory
+ * trimmer's old 5 s, shorter than its 30 s (sixteenth round).
  */
 async function main(): Promise<void> {
-  const [before, rounds = '10', count = '1000'] = process.argv.slice(2);
+  const [before, rounds = '10', count = '1000', lull = '1500'] = process.argv.slice(2);
   // An even number of rounds, so each side goes first as often as second.
   if (!before || Number(rounds) < 2 || Number(rounds) % 2) throw new Error('usage: burst-ab.ts BEFORE_SCRIPT [ROUNDS, even, at least 2] [N]');
   const n = Number(count);
@@ -45,8 +47,8 @@ async function main(): Promise<void> {
               (b.missing + b.errors ? `, ${b.missing} answers missing, ${b.errors} error lines` : ''),
           );
         }
-        // Long enough for the turns' last writes; not for everything the burst left to collect.
-        await new Promise((resolve) => setTimeout(resolve, 1500));
+        // By default long enough for the turns' last writes; not for everything the burst left to collect.
+        await new Promise((resolve) => setTimeout(resolve, Number(lull)));
       }
     }
   } finally {
