@@ -8,10 +8,10 @@
  * brings RSS back to about what is live. It pauses the process for tens to a few hundred
  * milliseconds, so it runs only:
  *
- * - when the daemon has gone idle after work: after start-up, at the first check interval with
- *   nothing queued or running; after turns, once none was queued, started or ended for
- *   IDLE_QUIET_MS (30 s); and RSS more than 2 % above what it settled at after the last idle
- *   trim;
+ * - when the daemon has gone idle after work: after start-up with no turn yet, at the first
+ *   check with nothing queued or running; after turns, once none was queued, started, ended or
+ *   running for IDLE_QUIET_MS (30 s; a check that fires a little early leaves it to the next,
+ *   5 s later); and RSS more than 2 % above what it settled at after the last idle trim;
  * - under sustained load, when RSS has passed 1.5 times the settled RSS, at most once per
  *   30 s. A load trim that leaves RSS higher than the settled size (the
  *   live data grew) raises the settled size, so it is not repeated for nothing.
@@ -57,8 +57,8 @@ export const CHECK_INTERVAL_MS = 5000;
 /**
  * After turns, how long nothing may be queued, started or ended before an idle trim. What a
  * trim gives back, the next burst takes again, and paying for that is what made it slow: the
- * first burst of 1,000 conversations after a trim took about 250 ms more CPU and 150-190 ms
- * more first-visible p99 than one that found the heap as the last burst left it
+ * first burst of 1,000 conversations after a trim took 24-33 % more CPU and 70-200 ms more
+ * first visible p99 than one that found the heap as the last burst left it
  * (docs/PERFORMANCE.md, sixteenth round). Traffic with lulls shorter than this keeps its
  * memory; a daemon left alone gives it back half a minute later. Start-up needs no wait: what
  * it leaves is not taken again.

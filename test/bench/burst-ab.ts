@@ -20,14 +20,16 @@ import { channeldSide, measure, type Side } from './scenarios/load.js';
  * The CPU medians of the second A/A run were 3 % apart (single bursts 760-1,840 ms, as major
  * collections fall): a change must move them by clearly more before it counts. The CPU figure
  * is read in 10 ms clock ticks, holds what the previous burst left to collect (bursts are
- * LULL_MS apart, default 1.5 s), and spans the whole wait when an answer never came. With
- * LULL_MS=6000 each daemon waits about 17 s between its bursts: longer than the memory
- * trimmer's old 5 s, shorter than its 30 s (sixteenth round).
+ * LULL_MS apart, default 1.5 s), and spans the whole wait when an answer never came. As the
+ * order alternates, each daemon's own bursts are alternately one lull apart and three lulls
+ * and two bursts apart: with LULL_MS=6000 about 6 and 23 s, the longer one past the memory
+ * trimmer's old 5 s and within its 30 s (sixteenth round).
  */
 async function main(): Promise<void> {
   const [before, rounds = '10', count = '1000', lull = '1500'] = process.argv.slice(2);
   // An even number of rounds, so each side goes first as often as second.
-  if (!before || Number(rounds) < 2 || Number(rounds) % 2) throw new Error('usage: burst-ab.ts BEFORE_SCRIPT [ROUNDS, even, at least 2] [N]');
+  if (!before || Number(rounds) < 2 || Number(rounds) % 2 || !(Number(lull) >= 0))
+    throw new Error('usage: burst-ab.ts BEFORE_SCRIPT [ROUNDS, even, at least 2] [N] [LULL_MS, default 1500]');
   const n = Number(count);
   const sides: Side[] = [];
   const bursts = new Map<string, Array<{ firstP99: number; turnP99: number; cpuMs: number; wentFirst: boolean }>>();

@@ -9,6 +9,8 @@ import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 /** The message each conversation sends; the echo agent streams it back word by word. */
 const TEXT = 'load test answer';
+/** The lull before the last burst: past the memory trim's quiet period, with a check or two to spare. */
+const LULL_MS = IDLE_QUIET_MS + 3 * CHECK_INTERVAL_MS;
 /** Bursts each side answers before the levels (sixteenth round: one left channeld's code and heap still warming up). */
 const WARM_BURSTS = 3;
 
@@ -253,45 +255,33 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
       }
     }
     for (const [li, level] of levels.entries()) {
-      // A single conversation is sampled several times, one after the other, for a steady floor.
+      // A single conversation is sampled several times for a steady floor, the sides taking
+      // turns at each round, so no side waits for all of another's rounds (its memory trim
+      // would run meanwhile, sixteenth round).
       const rounds = level === 1 ? 5 : 1;
       // The sides take turns going first (LOAD_ROTATE shifts the start between runs), so a
       // machine getting busier or quieter during a level does not always favour one side.
       const rot = (li + Number(process.env.LOAD_ROTATE ?? 0)) % sides.length;
-      for (const side of [...sides.slice(rot), ...sides.slice(0, rot)]) {
-        const all: Array<Omit<Level, 'level'>> = [];
-        for (let r = 0; r < rounds; r++) {
-          all.push(await measure(side.target, level, chat, 120_000 + level * 30));
+      const order = [...sides.slice(rot), ...sides.slice(0, rot)];
+      const all = new Map<string, Array<Omit<Level, 'level'>>>();
+      for (let r = 0; r < rounds; r++) {
+        for (const side of order) {
+          all.set(side.name, [...(all.get(side.name) ?? []), await measure(side.target, level, chat, 120_000 + level * 30)]);
           chat += level;
         }
-        const pick = (k: keyof Omit<Level, 'level'>) =>
-          rounds === 1
-            ? all[0]![k]
-            : percentile(
-                all.map((a) => a[k]),
-                50,
-              );
+      }
+      for (const side of order) {
         const got = results.get(side.name) ?? [];
-        got.push({
-          level,
-          firstP50: pick('firstP50'),
-          firstP99: pick('firstP99'),
-          p50: pick('p50'),
-          p99: pick('p99'),
-          cpuMs: pick('cpuMs'),
-          missing: all.reduce((a, b) => a + b.missing, 0),
-          errors: all.reduce((a, b) => a + b.errors, 0),
-          rssMb: Math.max(...all.map((a) => a.rssMb)),
-          fakeBusy: pick('fakeBusy'),
-        });
+        got.push({ level, ...summarize(all.get(side.name)!) });
         results.set(side.name, got);
       }
     }
-    // The levels follow each other with lulls of seconds; a daemon left alone for longer gives
-    // back the memory its bursts took (src/observe/memory-trim.ts) and its next burst takes it
-    // again. One more burst each after such a lull shows what that costs.
+    // Up to 1,000 conversations the levels follow each other with lulls of seconds; a daemon
+    // left alone for longer gives back the memory its bursts took (src/observe/memory-trim.ts)
+    // and its next burst takes it again. One more burst each after such a lull shows what
+    // that costs (the floors have no trim: theirs shows what the lull alone does).
     if (warm > 1) {
-      await new Promise((r) => setTimeout(r, IDLE_QUIET_MS + 2 * CHECK_INTERVAL_MS));
+      await new Promise((r) => setTimeout(r, LULL_MS));
       for (const side of sides) {
         afterLull.set(side.name, await measure(side.target, warm, chat, 120_000 + warm * 30));
         chat += warm;
@@ -304,7 +294,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   const rows = loadRows(results.get('channeld')!, modelMs, idle('channeld'), levels.at(-1)!);
   for (const [name, bursts] of early) rows.push(...bursts.flatMap((c, i) => earlyRows(name, warm, i, c)));
   for (const [name, c] of afterLull)
-    rows.push(...burstRows(name, `${warm} conversations after ${(IDLE_QUIET_MS + 2 * CHECK_INTERVAL_MS) / 1000} s without a message (memory trimmed)`, c));
+    rows.push(...burstRows(name, `${warm} conversations after ${LULL_MS / 1000} s without a message${name in floors ? '' : ' (memory trimmed)'}`, c));
   if (results.has('before')) rows.push(...sideRows('before', results.get('before')!));
   if (results.has('drafts')) rows.push(...sideRows('drafts', results.get('drafts')!));
   for (const name of Object.keys(floors) as Array<keyof typeof floors>) {
@@ -335,7 +325,29 @@ function sideRows(name: string, results: Level[]): Row[] {
   ]);
 }
 
-/** A side's first burst after start-up (V8 not warmed up yet), kept out of the curve. */
+/** One side's figures at a level: a single burst as it came, several by their medians. */
+function summarize(all: Array<Omit<Level, 'level'>>): Omit<Level, 'level'> {
+  const pick = (k: keyof Omit<Level, 'level'>) =>
+    all.length === 1
+      ? all[0]![k]
+      : percentile(
+          all.map((a) => a[k]),
+          50,
+        );
+  return {
+    firstP50: pick('firstP50'),
+    firstP99: pick('firstP99'),
+    p50: pick('p50'),
+    p99: pick('p99'),
+    cpuMs: pick('cpuMs'),
+    missing: all.reduce((a, b) => a + b.missing, 0),
+    errors: all.reduce((a, b) => a + b.errors, 0),
+    rssMb: Math.max(...all.map((a) => a.rssMb)),
+    fakeBusy: pick('fakeBusy'),
+  };
+}
+
+/** A side's first or second burst after start-up (V8 not warmed up yet), kept out of the curve. */
 function earlyRows(name: string, level: number, index: number, c: Omit<Level, 'level'>): Row[] {
   return burstRows(name, `the ${index === 0 ? 'first' : 'second'} ${level} conversations after start-up${index === 0 ? ' (cold)' : ''}`, c);
 }

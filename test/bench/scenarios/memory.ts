@@ -40,9 +40,10 @@ async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
 const SETTLE_MS = 12_000;
 /**
  * After messages, the daemon's idle trim waits for IDLE_QUIET_MS of quiet and then the next
- * check: a reading after work waits for it, so it is of what the daemon holds at rest.
+ * check (or the one after, when a check came a little early): a reading after work waits for
+ * it, so it is of what the daemon holds at rest.
  */
-const SETTLE_AFTER_WORK_MS = IDLE_QUIET_MS + 2 * CHECK_INTERVAL_MS;
+const SETTLE_AFTER_WORK_MS = IDLE_QUIET_MS + 3 * CHECK_INTERVAL_MS;
 
 /**
  * RSS of the daemon process at idle with web chat, Telegram, Discord and Slack connected to
