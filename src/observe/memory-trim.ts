@@ -122,9 +122,7 @@ export class MemoryTrimmer {
     this.#lastEvents = events;
     if (moved) this.#workSinceTrim = true;
     const rss = this.#o.rssBytes();
-    const idle = !moved && activity.pending() === 0;
-    if (!idle) this.#lastBusyAt = this.#o.now();
-    if (idle) {
+    if (!moved && activity.pending() === 0) {
       if (!this.#workSinceTrim || this.#o.now() - this.#lastBusyAt < IDLE_QUIET_MS) return undefined;
       if (this.#settledBytes !== undefined && rss <= this.#settledBytes * IDLE_RSS_RATIO) {
         this.#workSinceTrim = false; // the work left nothing worth a pause
@@ -134,6 +132,7 @@ export class MemoryTrimmer {
       this.#settledBytes = trim.rssAfterBytes;
       return trim;
     }
+    this.#lastBusyAt = this.#o.now();
     // Busy since start-up: what it holds now is the reference until the first idle trim.
     this.#settledBytes ??= rss;
     if (rss <= this.#settledBytes * LOAD_RSS_RATIO || this.#o.now() - this.#lastTrimAt < LOAD_MIN_GAP_MS) return undefined;

@@ -16,9 +16,10 @@ export interface RawAnswer {
  * small JSON calls was a fifth to a third of the client CPU of a call
  * (`test/bench/http-client.ts`; docs/PERFORMANCE.md, fifteenth round). The body is collected
  * as it comes and given whole when it ends, whatever the status. Larger than `maxBytes`
- * (declared or as it grows), the request is cut at once and the answer has no body. The caller's `signal` cuts the request at any point and the promise
- * rejects with its reason; a signal already aborted sends nothing. No redirect is followed (no
- * interceptor is involved): a 3xx is an answer like any other.
+ * (declared or as it grows), the request is cut at once and the answer has no body. The
+ * caller's `signal` cuts the request at any point and the promise rejects with its reason; a
+ * signal already aborted sends nothing. No redirect is followed (no interceptor is involved):
+ * a 3xx is an answer like any other.
  */
 export function dispatchAnswer(
   dispatcher: Dispatcher,

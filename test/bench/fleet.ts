@@ -6,6 +6,7 @@ import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeSlack } from '../fakes/slack/server.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { DaemonProcess } from '../helpers/process.js';
+import { CHECK_INTERVAL_MS, IDLE_QUIET_MS } from '../../src/observe/memory-trim.js';
 
 /** The three platform fakes on 127.0.0.1, and a config for a daemon that connects to all of them plus a web chat. */
 export class Fleet {
@@ -135,6 +136,12 @@ export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Reco
   if (env.MALLOC_ARENA_MAX === '') delete env.MALLOC_ARENA_MAX;
   return { nodeArgs, script, env };
 }
+
+/**
+ * How long after its last turn a daemon has surely made its idle memory trim: the trimmer's
+ * quiet period, the check after it, and one more in case a check fired a little early.
+ */
+export const TRIMMED_AFTER_MS = IDLE_QUIET_MS + 3 * CHECK_INTERVAL_MS;
 
 /** Resident set size of a process in MB, from /proc. */
 export function rssMb(pid: number): number {

@@ -3,14 +3,13 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { FakeTelegram } from '../../fakes/telegram/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { CHECK_INTERVAL_MS, IDLE_QUIET_MS } from '../../../src/observe/memory-trim.js';
-import { cpuMs, Fleet, rssMb } from '../fleet.js';
+import { cpuMs, Fleet, rssMb, TRIMMED_AFTER_MS } from '../fleet.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 /** The message each conversation sends; the echo agent streams it back word by word. */
 const TEXT = 'load test answer';
-/** The lull before the last burst: past the memory trim's quiet period, with a check or two to spare. */
-const LULL_MS = IDLE_QUIET_MS + 3 * CHECK_INTERVAL_MS;
+/** The lull before the last burst: long enough for channeld's idle memory trim. */
+const LULL_MS = TRIMMED_AFTER_MS;
 /** Bursts each side answers before the levels (sixteenth round: one left channeld's code and heap still warming up). */
 const WARM_BURSTS = 3;
 

@@ -1,6 +1,5 @@
 import { waitFor } from '../../helpers/daemon.js';
-import { Fleet, rssMb, spawnBareSdkBot } from '../fleet.js';
-import { CHECK_INTERVAL_MS, IDLE_QUIET_MS } from '../../../src/observe/memory-trim.js';
+import { Fleet, rssMb, spawnBareSdkBot, TRIMMED_AFTER_MS } from '../fleet.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
 /** Pushes `n` messages in waves; returns the highest RSS of `pid` sampled while they were handled. */
@@ -38,12 +37,6 @@ async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
  * process holds, not garbage it has not yet given back.
  */
 const SETTLE_MS = 12_000;
-/**
- * After messages, the daemon's idle trim waits for IDLE_QUIET_MS of quiet and then the next
- * check (or the one after, when a check came a little early): a reading after work waits for
- * it, so it is of what the daemon holds at rest.
- */
-const SETTLE_AFTER_WORK_MS = IDLE_QUIET_MS + 3 * CHECK_INTERVAL_MS;
 
 /**
  * RSS of the daemon process at idle with web chat, Telegram, Discord and Slack connected to
@@ -62,10 +55,10 @@ export async function memory(o: ScenarioOptions): Promise<Row[]> {
       await settle(SETTLE_MS);
       const idle = rssMb(p.child.pid!);
       await push(fleet, warm, 'warm', p.child.pid!);
-      await settle(SETTLE_AFTER_WORK_MS);
+      await settle(TRIMMED_AFTER_MS); // a reading after work is of what the daemon holds at rest
       const warmed = rssMb(p.child.pid!);
       const loaded = await push(fleet, n, 'run', p.child.pid!);
-      await settle(SETTLE_AFTER_WORK_MS);
+      await settle(TRIMMED_AFTER_MS);
       const after = rssMb(p.child.pid!);
       const growth = ((after - warmed) / warmed) * 100;
       const floor = await bareIdleRss(fleet, o.smoke ? 100 : SETTLE_MS);
