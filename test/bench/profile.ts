@@ -171,8 +171,12 @@ async function main(): Promise<void> {
       // What the first visible p99 measures: the window until the burst's last first message
       // reached the fake (its calls are stamped with Date.now(), taken beside `from`).
       const firsts = fleet.tg.calls.slice(calls0).filter((c) => c.method === 'sendMessage');
-      const lastFirstUs = from + (firsts[n - 1]!.at - fromMs) * 1000;
-      report(`\nuntil the last first message, ${((lastFirstUs - from) / 1000).toFixed(0)} ms after the burst`, from, lastFirstUs);
+      const last = firsts[n - 1];
+      if (!last) console.log(`\n${firsts.length} of ${n} first messages were sendMessage calls: no first-message window to report`);
+      else {
+        const lastFirstUs = from + (last.at - fromMs) * 1000;
+        report(`\nuntil the last first message, ${((lastFirstUs - from) / 1000).toFixed(0)} ms after the burst`, from, lastFirstUs);
+      }
     }
     if (keep) console.log(`\nprofile kept: ${file}`);
   } finally {
