@@ -15,12 +15,11 @@ const session = new Session();
 session.connect();
 const post = (method, params) => new Promise((resolve, reject) => session.post(method, params, (err, r) => (err ? reject(err) : resolve(r))));
 const survivors = new URL(import.meta.url).searchParams.has('survivors');
+const sampling = { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !survivors };
 const fail = (err) => process.stderr.write(`alloc-sampler: ${err}\n`);
 
 process.on('SIGURG', () => {
-  post('HeapProfiler.startSampling', { samplingInterval: 4096, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: !survivors }).catch(
-    fail,
-  );
+  post('HeapProfiler.startSampling', sampling).catch(fail);
 });
 process.on('SIGWINCH', () => {
   post('HeapProfiler.stopSampling')

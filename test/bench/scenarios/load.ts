@@ -8,8 +8,6 @@ import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 /** The message each conversation sends; the echo agent streams it back word by word. */
 const TEXT = 'load test answer';
-/** The lull before the last burst: long enough for channeld's idle memory trim. */
-const LULL_MS = TRIMMED_AFTER_MS;
 /** Bursts each side answers before the levels (sixteenth round: one left channeld's code and heap still warming up). */
 const WARM_BURSTS = 3;
 
@@ -280,7 +278,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
     // and its next burst takes it again. One more burst each after such a lull shows what
     // that costs (the floors have no trim: theirs shows what the lull alone does).
     if (warm > 1) {
-      await new Promise((r) => setTimeout(r, LULL_MS));
+      await new Promise((r) => setTimeout(r, TRIMMED_AFTER_MS));
       for (const side of sides) {
         afterLull.set(side.name, await measure(side.target, warm, chat, 120_000 + warm * 30));
         chat += warm;
@@ -293,7 +291,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   const rows = loadRows(results.get('channeld')!, modelMs, idle('channeld'), levels.at(-1)!);
   for (const [name, bursts] of early) rows.push(...bursts.flatMap((c, i) => earlyRows(name, warm, i, c)));
   for (const [name, c] of afterLull)
-    rows.push(...burstRows(name, `${warm} conversations after ${LULL_MS / 1000} s without a message${name in floors ? '' : ' (memory trimmed)'}`, c));
+    rows.push(...burstRows(name, `${warm} conversations after ${TRIMMED_AFTER_MS / 1000} s without a message${name in floors ? '' : ' (memory trimmed)'}`, c));
   if (results.has('before')) rows.push(...sideRows('before', results.get('before')!));
   if (results.has('drafts')) rows.push(...sideRows('drafts', results.get('drafts')!));
   for (const name of Object.keys(floors) as Array<keyof typeof floors>) {
