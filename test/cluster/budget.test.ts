@@ -59,8 +59,18 @@ describe.skipIf(skip !== undefined)(`spending limits across instances${skip ? ` 
     release();
     await waitFor(() => users.every((u) => tg.texts(u.id).length === 1), 30_000);
 
+    // A turn's usage is stored after its answer went out, behind each instance's write queue,
+    // so the other instance's last records reach PostgreSQL a moment after its replies show.
+    let usage!: UsageReport;
+    await waitFor(
+      async () => {
+        usage = (await (await fetch(`${daemons[0]!.url}/actions/usage?since=today`)).json()) as UsageReport;
+        return usage.total.turns >= llm.requests.length;
+      },
+      10_000,
+      50,
+    ).catch(() => {});
     // Together the instances stayed within the limit plus one reservation.
-    const usage = (await (await fetch(`${daemons[0]!.url}/actions/usage?since=today`)).json()) as UsageReport;
     expect(usage.total.turns).toBe(llm.requests.length);
     expect(usage.total.cost).toBeLessThanOrEqual(2 * BUDGET);
     expect(refused()).toBeGreaterThan(0);
@@ -78,9 +88,17 @@ describe.skipIf(skip !== undefined)(`spending limits across instances${skip ? ` 
     `${TURNS} senders at once on 2 instances against channel_cost_per_day: one counter in PostgreSQL holds them to it`,
     async () => {
       const { daemons, usage } = await concurrentTurns({ channelKey: `channel_cost_per_day = ${BUDGET}` }, /channel_cost_per_day/);
-      // Either instance reads the one shared counter.
+      // Either instance reads the one shared counter, settled (as the ledger's record) after the answer went out.
       for (const d of daemons) {
-        const r = (await (await fetch(`${d.url}/actions/usage?since=today`)).json()) as UsageReport;
+        let r!: UsageReport;
+        await waitFor(
+          async () => {
+            r = (await (await fetch(`${d.url}/actions/usage?since=today`)).json()) as UsageReport;
+            return Math.abs((r.top_quota_users[0]?.used ?? 0) - usage.total.cost) < 1e-12;
+          },
+          10_000,
+          50,
+        ).catch(() => {});
         expect(r.top_quota_users).toEqual([{ limit: 'channel_cost_per_day', channel: 'tg', sender: null, used: expect.closeTo(usage.total.cost, 12) }]);
       }
     },
