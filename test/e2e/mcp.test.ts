@@ -8,6 +8,7 @@ import { callTool, say, toolResult } from '../helpers/approval.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { withChat, withDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
 import { EVERYTHING_BIN, FILESYSTEM_BIN, stdioServer, withEverythingHttp } from '../helpers/mcp.js';
+import { scaled } from '../helpers/timing.js';
 import { llmAgent, webchatChannel } from '../helpers/toml.js';
 import type { ChatClient } from '../helpers/webchat-client.js';
 
@@ -29,7 +30,10 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
   });
 
   const agent = (extra = '') => llmAgent(llm.url, 'm', `max_tool_result_chars = 300\n${extra}`);
-  const everything = (extra = '') => stdioServer('everything', EVERYTHING_BIN, ['stdio'], `timeout_ms = 1500\n${extra}`);
+  // Past the long-running tool's first 1 s progress step by a margin a busy machine (a late
+  // child timer) cannot eat, and short of its second step on a developer's machine.
+  const toolTimeoutMs = 1000 + scaled(500);
+  const everything = (extra = '') => stdioServer('everything', EVERYTHING_BIN, ['stdio'], `timeout_ms = ${toolTimeoutMs}\n${extra}`);
   const fs = (extraDir?: string) => stdioServer('fs', FILESYSTEM_BIN, extraDir ? [files, extraDir] : [files], 'tools = ["read_text_file", "list_directory"]');
   const web = webchatChannel();
 
@@ -87,11 +91,11 @@ describe('MCP tools (reference servers over stdio and Streamable HTTP, fake LLM)
     expect(cut).toContain('[result cut: the tool returned 1006 characters; only the first 300 are shown]');
     expect(cut.length).toBeLessThan(500);
 
-    // 1 s steps, timeout_ms = 1500: one progress notification arrives, then the timeout.
+    // 1 s steps, timeout_ms = toolTimeoutMs: a progress notification arrives, then the timeout.
     llm.script(callTool('everything__trigger-long-running-operation', { duration: 30, steps: 30 }, 'call_2'), say('It timed out.'));
     c.send('run long');
     expect((await c.finals(2, 20_000)).at(-1)!.text).toBe('It timed out.');
-    expect(toolResult(llm, 3)).toContain('did not answer within 1500 ms');
+    expect(toolResult(llm, 3)).toContain(`did not answer within ${toolTimeoutMs} ms`);
     expect(c.replies().some((f) => f.text?.includes('⏳ everything__trigger-long-running-operation… 1/30'))).toBe(true);
 
     // A tool the server reports as failed, and a tool that does not exist: tool errors.

@@ -143,7 +143,8 @@ describe('channeld upgrade, real processes', () => {
       const second = await channeld(['upgrade', '--exec', halfway, '--config', file]);
       expect(second.code).toBe(78);
       expect(second.out).toContain('STORAGE_TOO_NEW: a test build that gives up after taking the listener');
-      expect(old.lines.some((l) => l.msg === 'upgrade: listener stopped for the new process' && l.channel === 'tg')).toBe(true);
+      // The old process logs it asynchronously: the CLI can have exited before the line crossed the pipe.
+      await waitFor(() => old.lines.some((l) => l.msg === 'upgrade: listener stopped for the new process' && l.channel === 'tg'), 10_000);
       tg.dm('and still here');
       await waitFor(() => tg.texts(42).includes('and still here'), 15_000);
       old.signal('SIGTERM');
