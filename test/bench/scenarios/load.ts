@@ -4,6 +4,7 @@ import { performance } from 'node:perf_hooks';
 import { FakeTelegram } from '../../fakes/telegram/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { cpuMs, Fleet, rssMb, TRIMMED_AFTER_MS } from '../fleet.js';
+import { noSqlite, variant } from '../guarantee-cost.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 
 /** The message each conversation sends; the echo agent streams it back word by word. */
@@ -193,7 +194,9 @@ async function floorSide(name: keyof typeof floors, modelMs: number): Promise<Si
  * and final text (what Node and the SDK alone cost on this machine); the floor without an SDK,
  * the same bot on straight undici calls (what Node alone costs: a target it misses cannot be
  * met by any Node daemon on this machine and this fake); and with LOAD_BEFORE=script a second
- * build of channeld (e.g. a copy of dist/ before a change); with LOAD_DRAFTS=1 channeld once more
+ * build of channeld (e.g. a copy of dist/ before a change); with LOAD_NO_SQLITE=1 the bench-only
+ * build of guarantee-cost.ts whose per-message writes never reach SQLite (no durable inbox, no
+ * reply refs, no sessions: what the guarantees cost at this load); with LOAD_DRAFTS=1 channeld once more
  * with Telegram's native drafts, its default in private chats (the final text a new message,
  * sent at once, instead of an edit paced 1 s after the previous one); with LOAD_PACED=1 the
  * floor without an SDK streaming as channeld does with edits (each word as it comes, each edit
@@ -213,6 +216,8 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   const delayMs = o.smoke ? 20 : 1000;
   const modelMs = 2 * delayMs;
   const before = process.env.LOAD_BEFORE;
+  // Built from this tree's dist/ when asked: guarantee-cost.ts's patches, each matched exactly once.
+  const noSqliteScript = process.env.LOAD_NO_SQLITE === '1' ? variant('no-sqlite', noSqlite) : undefined;
   // LOAD_DRAFTS=1 adds channeld with Telegram's native drafts on (its default in private
   // chats); the smoke run always has it, so that side cannot rot.
   const drafts = process.env.LOAD_DRAFTS === '1' || o.smoke === true;
@@ -229,6 +234,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   try {
     sides.push(await channeldSide('channeld', delayMs));
     if (before) sides.push(await channeldSide('before', delayMs, { script: before }));
+    if (noSqliteScript) sides.push(await channeldSide('no-sqlite', delayMs, { script: noSqliteScript }));
     if (drafts) sides.push(await channeldSide('drafts', delayMs, { nativeDrafts: true }));
     sides.push(await floorSide('floor', modelMs), await floorSide('floor-http', modelMs));
     if (paced) sides.push(await floorSide('floor-paced', modelMs));
@@ -292,8 +298,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
   for (const [name, bursts] of early) rows.push(...bursts.flatMap((c, i) => earlyRows(name, warm, i, c)));
   for (const [name, c] of afterLull)
     rows.push(...burstRows(name, `${warm} conversations after ${TRIMMED_AFTER_MS / 1000} s without a message${name in floors ? '' : ' (memory trimmed)'}`, c));
-  if (results.has('before')) rows.push(...sideRows('before', results.get('before')!));
-  if (results.has('drafts')) rows.push(...sideRows('drafts', results.get('drafts')!));
+  for (const name of ['before', 'no-sqlite', 'drafts']) if (results.has(name)) rows.push(...sideRows(name, results.get(name)!));
   for (const name of Object.keys(floors) as Array<keyof typeof floors>) {
     if (!results.has(name)) continue;
     rows.push(...sideRows(name, results.get(name)!), ...ratioRows(name, results.get('channeld')!, results.get(name)!));
@@ -305,6 +310,7 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
 function labelOf(name: string): string {
   if (name in floors) return floors[name as keyof typeof floors].label;
   if (name === 'drafts') return 'channeld with native drafts (LOAD_DRAFTS)';
+  if (name === 'no-sqlite') return 'channeld with no durable write (LOAD_NO_SQLITE, a bench-only build)';
   return name === 'channeld' ? name : `${name} (LOAD_BEFORE build)`;
 }
 
