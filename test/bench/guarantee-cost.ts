@@ -15,6 +15,9 @@ import { bareRun, channeldRun, type Run } from './scenarios/throughput.js';
  * - no-sqlite: a patched copy whose per-message writes never reach SQLite (the inbox insert
  *   hands out counter ids, the group commit drops what it is given): what is left when the
  *   durable inbox and sessions cost nothing;
+ * - no-turn-line: the shipped build with the one info line each finished turn writes
+ *   ("turn finished", what an operator greps for first) at debug, so not written: what that
+ *   line costs, beside what the guarantees cost (it is a feature, not a guarantee);
  * - bare: the bare grammy echo bot.
  *
  * The patched copies are bench-only (under .channeld/, git-ignored) and break the guarantees
@@ -43,6 +46,9 @@ export const noSqlite: Patch[] = [
   // Inbox: the batch insert hands out ids without a statement.
   ['ids = this.#insertBatch(batch);', 'ids = batch.map(() => (globalThis.__benchInboxId = (globalThis.__benchInboxId ?? 0) + 1));'],
 ];
+
+/** The per-turn "turn finished" line (src/workspace/execute.ts) logged at debug, below the fleet's info level. */
+export const noTurnLine: Patch[] = [['deps.log.info({\n      ...where,\n      turn: job.id,', 'deps.log.debug({\n      ...where,\n      turn: job.id,']];
 
 /**
  * Copies dist/ to `name` with `patches` applied to its bundle; returns the copy's entry script.
@@ -83,11 +89,13 @@ async function main(): Promise<void> {
   const warm = 300;
   const noSyncScript = variant('no-sync', noSync);
   const noSqliteScript = variant('no-sqlite', noSqlite);
+  const noTurnLineScript = variant('no-turn-line', noTurnLine);
   const sides = {
     shipped: () => channeldRun(n, m, warm),
     tmpfs: () => onTmpfs(() => channeldRun(n, m, warm)),
     'no-sync': () => onTmpfs(() => channeldRun(n, m, warm, true, noSyncScript)),
     'no-sqlite': () => onTmpfs(() => channeldRun(n, m, warm, true, noSqliteScript)),
+    'no-turn-line': () => channeldRun(n, m, warm, true, noTurnLineScript),
     bare: () => bareRun(n, m, warm),
   };
   type Side = keyof typeof sides;

@@ -24,12 +24,17 @@ describe('guarantee-cost variants', () => {
   // A refactor that moves the patched code makes the bench throw instead of measuring an
   // unpatched build; this says so at once rather than when someone next runs the bench.
   it('each bench-only patch applies exactly once to the built bundle', async () => {
-    const { noSqlite, variant } = await import('./guarantee-cost.js');
-    const script = variant('smoke-no-sqlite', noSqlite);
-    try {
-      expect(existsSync(script)).toBe(true);
-    } finally {
-      rmSync(dirname(dirname(script)), { recursive: true, force: true });
+    const { noSqlite, noTurnLine, variant } = await import('./guarantee-cost.js');
+    for (const [name, patches] of [
+      ['smoke-no-sqlite', noSqlite],
+      ['smoke-no-turn-line', noTurnLine],
+    ] as const) {
+      const script = variant(name, patches);
+      try {
+        expect(existsSync(script)).toBe(true);
+      } finally {
+        rmSync(dirname(dirname(script)), { recursive: true, force: true });
+      }
     }
   });
 });
