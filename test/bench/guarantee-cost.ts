@@ -52,7 +52,7 @@ export const noTurnLine: Patch[] = [['deps.log.info({\n      ...where,\n      tu
 
 /**
  * Copies dist/ to `name` with `patches` applied to its bundle; returns the copy's entry script.
- * Throws when a patch does not match exactly once (the bench smoke test applies `noSqlite`, which holds `noSync`).
+ * Throws when a patch does not match exactly once (the bench smoke test applies `noSqlite`, which holds `noSync`, and `noTurnLine`).
  */
 export function variant(name: string, patches: Patch[]): string {
   const dir = join(variantsDir, name);
