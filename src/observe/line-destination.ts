@@ -54,9 +54,10 @@ export function lineDestination(options: LineDestinationOptions): LineDestinatio
         if (rest) return false;
       }
       if (waiting) {
+        // Taken only once written: an EAGAIN throws here and leaves every line waiting.
+        const n = writeSync(options.fd, waiting);
         const data = waiting;
         waiting = '';
-        const n = writeSync(options.fd, data);
         // Rare (stdout took part of the write): only then is the text made bytes to cut it.
         if (n < Buffer.byteLength(data)) rest = Buffer.from(data).subarray(n);
       }

@@ -146,6 +146,41 @@ describe('log lines on stdout (lineDestination)', () => {
     expect(seen).toEqual(Array.from({ length: 2000 }, (_, i) => i));
   });
 
+  it('lines that meet a stdout already full (EAGAIN on their first write) are kept, not lost', async () => {
+    // The pipe is filled to the byte first with lines of PIPE_BUF bytes, each written whole
+    // or not at all, so the destination's first write gets EAGAIN, not a partial write.
+    const c = child(
+      `
+      import { writeSync } from 'node:fs';
+      makeNonBlocking();
+      const out = lineDestination({ fd: 1, maxWaitingBytes: 16 * 2 ** 20, retryMs: 5, exitWaitMs: 20_000 });
+      process.once('exit', () => out.flushSync());
+      await next();
+      const filler = JSON.stringify({ fill: 'f'.repeat(4096 - 12) }) + '\\n';
+      let fillers = 0;
+      for (;;) {
+        try { writeSync(1, filler); fillers++; } catch (err) { if (err.code === 'EAGAIN') break; throw err; }
+      }
+      for (let n = 0; n < 50; n++) out.write(JSON.stringify({ n }) + '\\n');
+      await new Promise((r) => setImmediate(r));
+      note('fillers ' + fillers);
+      await next();
+      process.exit(0);`,
+      { plain: true },
+    );
+    c.stall();
+    c.tell('go');
+    await waitFor(() => c.err().includes('fillers'), 30_000);
+    c.resume();
+    c.tell('exit');
+    expect(await c.exited).toBe(0);
+    const seen = lines(c.out())
+      .map((l) => JSON.parse(l) as { n?: number })
+      .filter((l) => l.n !== undefined)
+      .map((l) => l.n);
+    expect(seen).toEqual(Array.from({ length: 50 }, (_, i) => i));
+  });
+
   it('lines past the waiting bound are dropped whole, never cut, and counted', async () => {
     const c = child(`
       const out = lineDestination({ fd: 1, maxWaitingBytes: 256 * 1024, retryMs: 5, exitWaitMs: 20_000 });
