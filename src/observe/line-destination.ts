@@ -30,7 +30,7 @@ export interface LineDestination extends DestinationStream {
  * direct write for the one line a turn usually logs, `docs/PERFORMANCE.md`, twentieth round).
  *
  * A stdout that stops reading never blocks the daemon: a pipe or socket is put in
- * non-blocking mode (see makeNonBlocking), a write it cannot take whole keeps the rest, tried
+ * non-blocking mode (see stdoutDestination), a write it cannot take whole keeps the rest, tried
  * again every `retryMs`, and lines past `maxWaitingBytes` are dropped whole, never cut. A
  * closed stdout (EPIPE) drops lines instead of failing the daemon.
  */
@@ -73,13 +73,14 @@ export function lineDestination(options: LineDestinationOptions): LineDestinatio
       return true;
     }
   };
-  const flush = (): void => {
+  /** Writes what stdout takes; a rest is tried again every `retryMs`. */
+  const drain = (): void => {
     scheduled = false;
     if (retry) return;
     if (!writeOut()) {
       retry = setTimeout(() => {
         retry = null;
-        flush();
+        drain();
       }, options.retryMs);
       // Waiting lines must not keep the process alive: exit flushes them (flushSync).
       retry.unref();
@@ -95,11 +96,11 @@ export function lineDestination(options: LineDestinationOptions): LineDestinatio
       waiting += line;
       if (!scheduled && !retry) {
         scheduled = true;
-        setImmediate(flush);
+        setImmediate(drain);
       }
     },
     flush(done?: () => void): void {
-      if (!retry) flush();
+      drain();
       done?.();
     },
     flushSync(): void {
@@ -121,12 +122,22 @@ function countLines(text: string): number {
   return n;
 }
 
+/** The process's one stdout destination: every logger writing to stdout shares its queue. */
+let stdout: LineDestination | undefined;
+
 /**
- * Makes stdout a non-blocking descriptor when it is a pipe or a socket (journald's stream):
- * Node does so the moment `process.stdout` is first read, and a write that would block then
- * fails with EAGAIN instead of stopping the daemon. A file never blocks for long and a
- * terminal keeps its mode (libuv opens its own descriptor for a TTY).
+ * stdout as a line destination, flushed synchronously when the process exits (waiting up to
+ * 1 s for a stalled reader), with up to 16 MiB waiting. It is made non-blocking first when it
+ * is a pipe or a socket (journald's stream): Node does so the moment `process.stdout` is first
+ * read, and a write that would block then fails with EAGAIN instead of stopping the daemon. A
+ * file never blocks for long and a terminal keeps its mode (libuv opens its own descriptor
+ * for a TTY).
  */
-export function makeNonBlocking(): void {
+export function stdoutDestination(): LineDestination {
+  if (stdout) return stdout;
   void process.stdout;
+  const destination = lineDestination({ fd: 1, maxWaitingBytes: 16 * 2 ** 20, retryMs: 100, exitWaitMs: 1000 });
+  process.once('exit', () => destination.flushSync());
+  stdout = destination;
+  return destination;
 }

@@ -1,6 +1,6 @@
 import { fstatSync } from 'node:fs';
 import { pino, type DestinationStream, type Logger } from 'pino';
-import { type LineDestination, lineDestination, makeNonBlocking } from './line-destination.js';
+import { stdoutDestination } from './line-destination.js';
 import { traceIds } from './trace/ambient.js';
 
 export type { Logger };
@@ -103,11 +103,11 @@ export async function prettyDestination(): Promise<DestinationStream> {
 export function createLogger(options: LoggerOptions): Logger {
   const secrets = options.secrets ?? (() => []);
   // The lines of one turn of the event loop go out in one synchronous write at its end: on
-  // stdout at once, no write per line, no thread-pool round trip (see lineDestination). A
+  // stdout at once, no write per line, no thread-pool round trip (see line-destination.ts). A
   // stdout that stops reading never blocks the daemon: lines wait in memory, up to 16 MiB,
   // and past that are dropped whole; pino flushes them synchronously on exit (waiting up to
   // 1 s for a stalled reader), so only a kill -9 can lose lines, those of the last turn.
-  const destination = options.destination ?? stdoutLines();
+  const destination = options.destination ?? stdoutDestination();
   return pino(
     {
       level: options.level,
@@ -123,17 +123,4 @@ export function createLogger(options: LoggerOptions): Logger {
     },
     destination,
   );
-}
-
-/** The process's one stdout destination: every logger writing to stdout shares its queue. */
-let stdout: LineDestination | undefined;
-
-/** stdout as a line destination (see createLogger), flushed synchronously when the process exits. */
-function stdoutLines(): LineDestination {
-  if (stdout) return stdout;
-  makeNonBlocking();
-  const destination = lineDestination({ fd: 1, maxWaitingBytes: 16 * 2 ** 20, retryMs: 100, exitWaitMs: 1000 });
-  process.once('exit', () => destination.flushSync());
-  stdout = destination;
-  return destination;
 }

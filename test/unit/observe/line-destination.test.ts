@@ -22,7 +22,7 @@ interface Child {
 }
 
 /**
- * A node process running `body` as an ES module with `lineDestination` and `makeNonBlocking`
+ * A node process running `body` as an ES module with `lineDestination` and `stdoutDestination`
  * imported (and `createLogger`, unless `plain`), its stdout a real pipe to this process, as
  * the daemon's is to journald or a supervisor. `next()` in the body resolves on the next line
  * the test tells it. A `plain` child runs in node itself, as the bundle does: tsx's loader
@@ -31,7 +31,7 @@ interface Child {
 function child(body: string, { plain = false } = {}): Child {
   const script = [
     plain ? '' : `import { createLogger } from ${JSON.stringify(join(src, 'logger.ts'))};`,
-    `import { lineDestination, makeNonBlocking } from ${JSON.stringify(join(src, 'line-destination.ts'))};`,
+    `import { lineDestination, stdoutDestination } from ${JSON.stringify(join(src, 'line-destination.ts'))};`,
     `import { createInterface } from 'node:readline';`,
     `const told = createInterface({ input: process.stdin })[Symbol.asyncIterator]();`,
     `const next = async () => (await told.next()).value;`,
@@ -73,6 +73,11 @@ afterEach(() => {
 });
 
 const lines = (text: string): string[] => text.split('\n').filter((l) => l !== '');
+/** The `key` field of every JSON line in `text` that has one, in order. */
+const numbers = (text: string, key = 'n'): number[] =>
+  lines(text)
+    .map((l) => (JSON.parse(l) as Record<string, number | undefined>)[key])
+    .filter((v) => v !== undefined);
 
 describe('log lines on stdout (lineDestination)', () => {
   it('a lone line reaches stdout while the process goes on running, without any later line or exit', async () => {
@@ -90,7 +95,7 @@ describe('log lines on stdout (lineDestination)', () => {
       for (let i = 300; i < 600; i++) log.info({ i }, 'exiting turn');
       process.exit(0);`);
     expect(await c.exited).toBe(0);
-    const seen = lines(c.out()).map((l) => (JSON.parse(l) as { i: number }).i);
+    const seen = numbers(c.out(), 'i');
     expect(seen).toEqual(Array.from({ length: 600 }, (_, i) => i));
   });
 
@@ -116,16 +121,14 @@ describe('log lines on stdout (lineDestination)', () => {
     await waitFor(() => lines(c.out()).length === 10_000, 30_000);
     c.tell('exit');
     expect(await c.exited).toBe(0);
-    const seen = lines(c.out()).map((l) => (JSON.parse(l) as { n: number }).n);
+    const seen = numbers(c.out());
     expect(seen).toEqual(Array.from({ length: 10_000 }, (_, i) => i));
   });
 
-  it('makeNonBlocking: in a process where nothing else made stdout non-blocking, a stalled pipe does not stop it', async () => {
+  it('stdoutDestination: in a process where nothing else made stdout non-blocking, a stalled pipe does not stop it', async () => {
     const c = child(
       `
-      makeNonBlocking();
-      const out = lineDestination({ fd: 1, maxWaitingBytes: 16 * 2 ** 20, retryMs: 5, exitWaitMs: 20_000 });
-      process.once('exit', () => out.flushSync());
+      const out = stdoutDestination();
       await next();
       for (let turn = 0; turn < 20; turn++) {
         for (let n = turn * 100; n < turn * 100 + 100; n++) out.write(JSON.stringify({ n, pad: 'w'.repeat(500) }) + '\\n');
@@ -142,7 +145,7 @@ describe('log lines on stdout (lineDestination)', () => {
     c.resume();
     c.tell('exit');
     expect(await c.exited).toBe(0);
-    const seen = lines(c.out()).map((l) => (JSON.parse(l) as { n: number }).n);
+    const seen = numbers(c.out());
     expect(seen).toEqual(Array.from({ length: 2000 }, (_, i) => i));
   });
 
@@ -152,9 +155,7 @@ describe('log lines on stdout (lineDestination)', () => {
     const c = child(
       `
       import { writeSync } from 'node:fs';
-      makeNonBlocking();
-      const out = lineDestination({ fd: 1, maxWaitingBytes: 16 * 2 ** 20, retryMs: 5, exitWaitMs: 20_000 });
-      process.once('exit', () => out.flushSync());
+      const out = stdoutDestination();
       await next();
       const filler = JSON.stringify({ fill: 'f'.repeat(4096 - 12) }) + '\\n';
       let fillers = 0;
@@ -174,11 +175,7 @@ describe('log lines on stdout (lineDestination)', () => {
     c.resume();
     c.tell('exit');
     expect(await c.exited).toBe(0);
-    const seen = lines(c.out())
-      .map((l) => JSON.parse(l) as { n?: number })
-      .filter((l) => l.n !== undefined)
-      .map((l) => l.n);
-    expect(seen).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    expect(numbers(c.out())).toEqual(Array.from({ length: 50 }, (_, i) => i));
   });
 
   it('lines past the waiting bound are dropped whole, never cut, and counted', async () => {
@@ -199,7 +196,7 @@ describe('log lines on stdout (lineDestination)', () => {
     c.resume();
     c.tell('flush');
     expect(await c.exited).toBe(0);
-    const seen = lines(c.out()).map((l) => (JSON.parse(l) as { n: number }).n);
+    const seen = numbers(c.out());
     expect(seen.length + dropped).toBe(2000);
     // The lines kept are the first ones, in order: a dropped line is never one in the middle.
     expect(seen).toEqual(Array.from({ length: seen.length }, (_, i) => i));
