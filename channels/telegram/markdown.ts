@@ -21,8 +21,10 @@ function emphasis(s: string): string {
 function inline(text: string): string {
   const held: string[] = [];
   const hold = (html: string) => `\u0000${held.push(html) - 1}\u0000`;
-  // Inline code first, so nothing inside it is read as formatting.
-  let s = text.replace(/`([^`\n]+)`/g, (_m, c: string) => hold(`<code>${escapeHtml(c)}</code>`));
+  // A NUL of the text's own is dropped (it renders as nothing), so the text cannot spell a
+  // placeholder that was never held. Then inline code, so nothing inside it is read as formatting.
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the NUL is what is removed
+  let s = text.replace(/\u0000/g, '').replace(/`([^`\n]+)`/g, (_m, c: string) => hold(`<code>${escapeHtml(c)}</code>`));
   // Links next: the URL is written verbatim (escaped), never through the emphasis rules
   // (`_b_` or `**` in a URL would otherwise open tags inside the attribute), and the link
   // text is formatted on its own, so its tags always close inside the link.
@@ -44,9 +46,17 @@ export function forTelegramHtml(md: string): string {
   return flattenMarkdown(md, { headings: true, lists: true, tables: true });
 }
 
+/** What the rendering below acts on: characters to escape, emphasis, code, links, fences, a NUL. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: a NUL goes the long way, which drops it
+const MARKUP = /[&<>*_~`[\u0000]/;
+
 export function markdownToTelegramHtml(md: string): string {
+  const flat = forTelegramHtml(md);
+  // Most chat text is plain prose, and every draft edit renders the whole answer again: text
+  // with none of those characters is its own HTML, with no split, regex pass or copy.
+  if (!MARKUP.test(flat)) return flat;
   const out: string[] = [];
-  const lines = forTelegramHtml(md).split('\n');
+  const lines = flat.split('\n');
   let prose: string[] = [];
   const flush = () => {
     if (prose.length) out.push(inline(prose.join('\n')));

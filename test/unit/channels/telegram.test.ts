@@ -33,6 +33,18 @@ describe('Markdown to Telegram HTML', () => {
   it('leaves snake_case and lone asterisks alone', () => {
     expect(markdownToTelegramHtml('call my_func_name with 2 * 3')).toBe('call my_func_name with 2 * 3');
   });
+
+  it('passes text with no markup through as it is, headings and lists still flattened', () => {
+    for (const plain of ['load', 'load test answer', "it's 5 - 3 = 2, well-known + fine!", 'line one\nline two', '1. first\n2. second'])
+      expect(markdownToTelegramHtml(plain)).toBe(plain);
+    expect(markdownToTelegramHtml('- one\n- two')).toBe('• one\n• two');
+    expect(markdownToTelegramHtml('# Title\nbody')).toBe('<b>Title</b>\nbody');
+  });
+
+  it('drops a NUL from the text, so the text cannot spell one of the placeholders it uses internally', () => {
+    expect(markdownToTelegramHtml('a\u00000\u0000b')).toBe('a0b');
+    expect(markdownToTelegramHtml('**x** a\u00000\u0000b `c`')).toBe('<b>x</b> a0b <code>c</code>');
+  });
 });
 
 describe('Telegram update normalization', () => {
