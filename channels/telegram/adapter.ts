@@ -6,7 +6,7 @@ import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep, untilAborted } from '../../src/util/abortable.js';
-import { platformCaller } from '../../src/util/platform-call.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller } from '../../src/util/platform-call.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
@@ -60,6 +60,8 @@ export class TelegramAdapter implements ChannelAdapter {
   #draftStrikes = 0;
   /** Each Bot API call: cut by its signal or the request timeout, failures sorted by classifyTelegramError. */
   readonly #call = platformCaller(classifyTelegramError);
+  /** The same for the calls a reply makes on HotBotApi, whose requests settle the moment their signal aborts. */
+  readonly #hotCall = platformCaller(classifyTelegramError, DEFAULT_REQUEST_TIMEOUT_MS, { settlesOnAbort: true });
 
   constructor(options: TelegramOptions, token: string, webhookSecret?: string) {
     this.#o = options;
@@ -238,7 +240,7 @@ export class TelegramAdapter implements ChannelAdapter {
         return this.#hot.sendMessage(target.chatId, forTelegramHtml(text), other, sig(signal));
       }
     };
-    const sent = await this.#call(
+    const sent = await this.#hotCall(
       'sendMessage',
       options.signal,
       (signal): Promise<{ message_id: number }> =>
@@ -273,7 +275,7 @@ export class TelegramAdapter implements ChannelAdapter {
         await this.#hot.editMessageText(ref.chatId, Number(ref.messageId), forTelegramHtml(text), {}, sig(signal)).catch(notModifiedIsFine);
       }
     };
-    await this.#call('editMessageText', options.signal, (signal) =>
+    await this.#hotCall('editMessageText', options.signal, (signal) =>
       this.#rich.fits(text)
         ? this.#rich.run(
             'editMessageText',
@@ -312,13 +314,13 @@ export class TelegramAdapter implements ChannelAdapter {
   /** setMessageReaction: one emoji from Telegram's reaction list, or none to take it off. */
   async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
     const reaction = on ? [{ type: 'emoji' as const, emoji: emoji as ReactionTypeEmoji['emoji'] }] : [];
-    await this.#call('setMessageReaction', options.signal, (signal) =>
+    await this.#hotCall('setMessageReaction', options.signal, (signal) =>
       this.#hot.setMessageReaction(ref.chatId, Number(ref.messageId.split(':').at(-1)), reaction, {}, sig(signal)),
     );
   }
 
   async typing(target: ReplyTarget, options: TransportOptions): Promise<void> {
-    await this.#call('sendChatAction', options.signal, (signal) => this.#hot.sendChatAction(target.chatId, 'typing', this.#threadOf(target), sig(signal)));
+    await this.#hotCall('sendChatAction', options.signal, (signal) => this.#hot.sendChatAction(target.chatId, 'typing', this.#threadOf(target), sig(signal)));
   }
 
   /** sendRichMessageDraft (or sendMessageDraft) in private chats: an animated preview; the final text is a real message. */
@@ -339,7 +341,7 @@ export class TelegramAdapter implements ChannelAdapter {
     };
     return {
       update: (text, o) =>
-        this.#call('sendMessageDraft', o.signal, (signal) => draft(text, signal)).then(
+        this.#hotCall('sendMessageDraft', o.signal, (signal) => draft(text, signal)).then(
           () => void (this.#draftStrikes = 0),
           (err: unknown) => {
             if (!o.signal.aborted) this.#draftFailed(err);

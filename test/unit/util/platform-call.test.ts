@@ -52,4 +52,24 @@ describe('platformCaller', () => {
     expect(listeners(c.signal)).toBe(0);
     expect(vi.getTimerCount()).toBe(0);
   });
+
+  it('settlesOnAbort: a client that takes the signal is not raced, and aborts and timeouts still end the call as above', async () => {
+    const call = platformCaller(classify, 5000, { settlesOnAbort: true });
+    // A client that honours its signal, as dispatchAnswer does: it rejects with the reason at once.
+    const honours = (s: AbortSignal) =>
+      new Promise<never>((_resolve, reject) => s.addEventListener('abort', () => reject(new Error('cut', { cause: s.reason })), { once: true }));
+    const c = new AbortController();
+    const p = call('sendMessage', c.signal, honours);
+    const reason = new Error('turn stopped');
+    c.abort(reason);
+    await expect(p).rejects.toBe(reason);
+    const timedOut = call('sendMessage', new AbortController().signal, honours).catch((e: unknown) => e);
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(await timedOut).toMatchObject({ code: 'CHANNEL_REQUEST_TIMEOUT' });
+    const d = new AbortController();
+    await expect(call('sendMessage', d.signal, async () => Promise.reject(new Error('502')))).rejects.toMatchObject({ code: 'CHANNEL_REQUEST_FAILED' });
+    await expect(call('sendMessage', d.signal, async () => 'ok')).resolves.toBe('ok');
+    expect(listeners(d.signal)).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+  });
 });
