@@ -79,6 +79,20 @@ const numbers = (text: string, key = 'n'): number[] =>
     .map((l) => (JSON.parse(l) as Record<string, number | undefined>)[key])
     .filter((v) => v !== undefined);
 
+/** Stops reading the child's stdout, tells it to go, and waits for the note on its stderr that `note` matches. */
+const stalledUntil = (c: Child, note: RegExp): Promise<RegExpExecArray> => {
+  c.stall();
+  c.tell('go');
+  return waitFor(() => note.exec(c.err()), 30_000);
+};
+/** Reads the child's stdout again and tells it `last`; once it has exited 0, the numbers of the lines it wrote. */
+const resumedToExit = async (c: Child, last = 'exit'): Promise<number[]> => {
+  c.resume();
+  c.tell(last);
+  expect(await c.exited).toBe(0);
+  return numbers(c.out());
+};
+
 describe('log lines on stdout (lineDestination)', () => {
   it('a lone line reaches stdout while the process goes on running, without any later line or exit', async () => {
     const c = child(`const log = createLogger({ level: 'info' }); log.info('lone line'); await next(); process.exit(0);`);
@@ -113,9 +127,7 @@ describe('log lines on stdout (lineDestination)', () => {
       note('logged');
       await next();
       process.exit(0);`);
-    c.stall();
-    c.tell('go');
-    await waitFor(() => c.err().includes('logged'), 30_000);
+    await stalledUntil(c, /logged/);
     expect(c.out().length).toBeLessThan(4 * 2 ** 20);
     c.resume();
     await waitFor(() => lines(c.out()).length === 10_000, 30_000);
@@ -139,14 +151,8 @@ describe('log lines on stdout (lineDestination)', () => {
       process.exit(0);`,
       { plain: true },
     );
-    c.stall();
-    c.tell('go');
-    await waitFor(() => c.err().includes('logged'), 30_000);
-    c.resume();
-    c.tell('exit');
-    expect(await c.exited).toBe(0);
-    const seen = numbers(c.out());
-    expect(seen).toEqual(Array.from({ length: 2000 }, (_, i) => i));
+    await stalledUntil(c, /logged/);
+    expect(await resumedToExit(c)).toEqual(Array.from({ length: 2000 }, (_, i) => i));
   });
 
   it('lines that meet a stdout already full (EAGAIN on their first write) are kept, not lost', async () => {
@@ -169,13 +175,8 @@ describe('log lines on stdout (lineDestination)', () => {
       process.exit(0);`,
       { plain: true },
     );
-    c.stall();
-    c.tell('go');
-    await waitFor(() => c.err().includes('fillers'), 30_000);
-    c.resume();
-    c.tell('exit');
-    expect(await c.exited).toBe(0);
-    expect(numbers(c.out())).toEqual(Array.from({ length: 50 }, (_, i) => i));
+    await stalledUntil(c, /fillers/);
+    expect(await resumedToExit(c)).toEqual(Array.from({ length: 50 }, (_, i) => i));
   });
 
   it('lines past the waiting bound are dropped whole, never cut, and counted', async () => {
@@ -188,15 +189,10 @@ describe('log lines on stdout (lineDestination)', () => {
       await next();
       out.flushSync();
       process.exit(0);`);
-    c.stall();
-    c.tell('go');
-    const dropped = Number((await waitFor(() => /dropped (\d+)/.exec(c.err()), 30_000))[1]);
+    const dropped = Number((await stalledUntil(c, /dropped (\d+)/))[1]);
     // 2 MB written against a 256 KiB bound and a 64 KiB pipe: most lines were dropped.
     expect(dropped).toBeGreaterThan(1000);
-    c.resume();
-    c.tell('flush');
-    expect(await c.exited).toBe(0);
-    const seen = numbers(c.out());
+    const seen = await resumedToExit(c, 'flush');
     expect(seen.length + dropped).toBe(2000);
     // The lines kept are the first ones, in order: a dropped line is never one in the middle.
     expect(seen).toEqual(Array.from({ length: seen.length }, (_, i) => i));
@@ -210,9 +206,7 @@ describe('log lines on stdout (lineDestination)', () => {
       for (let n = 0; n < 2000; n++) out.write(JSON.stringify({ n, pad: 'z'.repeat(500) }) + '\\n');
       note('exiting');
       process.exit(0);`);
-    c.stall();
-    c.tell('go');
-    await waitFor(() => c.err().includes('exiting'), 30_000);
+    await stalledUntil(c, /exiting/);
     c.resume();
     expect(await c.exited).toBe(0);
     expect(lines(c.out())).toHaveLength(2000);
