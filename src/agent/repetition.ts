@@ -1,6 +1,6 @@
 import type { AgentEvent } from '../contracts/agent-events.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
-import { CodedError, userText } from '../contracts/errors.js';
+import { userText } from '../contracts/errors.js';
 
 /** Where a loop was found, in characters of the answer's text. */
 export interface LoopFound {
@@ -113,13 +113,19 @@ export class RepetitionGuardedRunner implements AgentRunner {
  * function: a turn spends its whole answer waiting in `next`, and a suspended async frame (its
  * generator, registers, promise and the two closures of its await) is kept by every running
  * turn, where a pending `then` with this object's two handlers keeps one reaction and one promise.
+ *
+ * The inner runner gets the turn's own signal, and a loop stops it by closing it (`return()`,
+ * at once, while it waits at the yield that showed the loop), which every runner honours as a
+ * consumer that stops early: a controller of the guard's own, with a listener on the turn's
+ * signal to pass its abort on, was an `AbortSignal` and its listener map kept by every running
+ * turn (about 0.4 KB) for the rare answer that loops.
  */
 class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<AgentEvent> {
-  /** The inner runner's own signal: the turn's, or the guard's stop when the answer loops. */
-  readonly #stop = new AbortController();
   #inner: AsyncIterator<AgentEvent> | undefined;
   /** The loop's error event, passed on after the event that showed the loop. */
   #loopError: AgentEvent | undefined;
+  /** The inner runner's close, started when the loop showed; awaited by `#closeInner`. */
+  #closing: Promise<unknown> | undefined;
   #finished = false;
 
   constructor(
@@ -134,27 +140,18 @@ class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<
     return this;
   }
 
-  /** The turn's signal aborted (this object is its listener: no closure per turn). */
-  handleEvent(): void {
-    this.#stop.abort(this.signal.reason);
-  }
-
   next(): Promise<IteratorResult<AgentEvent, undefined>> {
     if (this.#loopError) {
-      // The error goes out first; the inner runner is closed on the next call (or return()).
+      // The error goes out first; the inner runner's close is awaited on the next call (or return()).
       const value = this.#loopError;
       this.#loopError = undefined;
-      this.#finish();
+      this.#finished = true;
       return Promise.resolve({ value, done: false });
     }
     if (this.#finished) return this.#closeInner();
     let pending: Promise<IteratorResult<AgentEvent>>;
     try {
-      if (!this.#inner) {
-        if (this.signal.aborted) this.handleEvent();
-        else this.signal.addEventListener('abort', this, { once: true });
-        this.#inner = this.runner.run(this.input, this.ctx, this.#stop.signal)[Symbol.asyncIterator]();
-      }
+      this.#inner ??= this.runner.run(this.input, this.ctx, this.signal)[Symbol.asyncIterator]();
       pending = this.#inner.next();
     } catch (err) {
       this.#drop();
@@ -172,7 +169,14 @@ class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<
     if (e.type === 'text_delta') {
       const loop = this.guard.push(e.text);
       if (loop) {
-        this.#stop.abort(new CodedError('ANSWER_REPEATING', 'the answer is repeating itself'));
+        // The model stops now, not when the consumer next asks: its close runs its finally
+        // blocks (a provider's aborts the request). A failure there is the consumer's to see,
+        // from `#closeInner`; until then it is held, not left unhandled.
+        const closing = this.#inner?.return?.();
+        if (closing) {
+          closing.catch(() => {});
+          this.#closing = closing;
+        }
         this.#loopError = { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
       }
     }
@@ -186,27 +190,24 @@ class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<
 
   return(): Promise<IteratorReturnResult<undefined>> {
     this.#loopError = undefined;
-    this.#finish();
+    this.#finished = true;
     return this.#closeInner();
   }
 
   /** The inner runner ended or failed: nothing more comes from it, nothing to close. */
   #drop(): void {
-    this.#finish();
-    this.#inner = undefined;
-  }
-
-  // Removing a listener that was never added (an aborted start) or already removed is a no-op.
-  #finish(): void {
     this.#finished = true;
-    this.signal.removeEventListener('abort', this);
+    this.#inner = undefined;
   }
 
   /** Ends the inner runner (its finally blocks run) once this iterator is done with it. */
   async #closeInner(): Promise<IteratorReturnResult<undefined>> {
     const it = this.#inner;
+    const closing = this.#closing;
     this.#inner = undefined;
-    await it?.return?.();
+    this.#closing = undefined;
+    if (closing) await closing;
+    else await it?.return?.();
     return DONE;
   }
 }

@@ -45,7 +45,13 @@ export interface AgentContext {
   emit?: (event: AgentEvent) => void;
 }
 
-/** Runs one turn. Yields AgentEvents; ends with exactly one of done, error or cancelled. */
+/**
+ * Runs one turn. Yields AgentEvents; ends with exactly one of done, error or cancelled.
+ * `signal` aborts the run (it then ends with cancelled). A consumer that wants nothing more
+ * closes the iterator instead (`return()`, as a `for await` does on break, and as the
+ * repetition guard does when the answer loops): the run's `finally` blocks must then end
+ * whatever it started (a provider's request, a timer).
+ */
 export interface AgentRunner {
   readonly name: string;
   run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent>;

@@ -145,18 +145,83 @@ describe('the guard passes the runner on as an iterator of its own', () => {
     return { runner, state };
   }
 
-  it('a consumer that stops early closes the runner and stops listening to the turn', async () => {
+  it('a consumer that stops early closes the runner; the guard never listens to the turn itself', async () => {
     const { runner, state } = closable(['a', 'b', 'c']);
     const turn = new AbortController();
     const seen: AgentEvent[] = [];
     for await (const e of new RepetitionGuardedRunner(runner).run(input, { scope: 's', channelId: 'c', signal: turn.signal }, turn.signal)) {
       seen.push(e);
-      expect(getEventListeners(turn.signal, 'abort')).toHaveLength(1);
+      expect(getEventListeners(turn.signal, 'abort')).toHaveLength(0);
       break;
     }
     expect(seen).toEqual([{ type: 'text_delta', text: 'a' }]);
     expect(state.closed).toBe(true);
     expect(getEventListeners(turn.signal, 'abort')).toHaveLength(0);
+  });
+
+  it("the runner gets the turn's own signal, and the turn's abort reaches it", async () => {
+    const turn = new AbortController();
+    let given: AbortSignal | undefined;
+    const runner: AgentRunner = {
+      name: 'watch',
+      async *run(_i, _c, signal) {
+        given = signal;
+        yield { type: 'text_delta', text: 'a' };
+        turn.abort(new Error('stop'));
+        yield signal.aborted ? { type: 'cancelled' } : { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
+      },
+    };
+    const events: AgentEvent[] = [];
+    for await (const e of new RepetitionGuardedRunner(runner).run(input, { scope: 's', channelId: 'c', signal: turn.signal }, turn.signal)) events.push(e);
+    expect(given).toBe(turn.signal);
+    expect(events.at(-1)).toEqual({ type: 'cancelled' });
+  });
+
+  it('a loop closes the runner at once, before the consumer asks for the error; its close failing reaches the consumer', async () => {
+    const unit = 'I will check the logs again and report back shortly. ';
+    const closed: string[] = [];
+    /** Writes the same sentence forever; records its close, which fails when asked to. */
+    const looping = (failOnClose: boolean): AgentRunner => ({
+      name: 'looping',
+      run() {
+        let i = 0;
+        const events: AsyncIterator<AgentEvent> = {
+          next: async () => ({ value: { type: 'text_delta', text: i++ === 0 ? PROSE : unit }, done: false }),
+          return: async () => {
+            closed.push('closed');
+            if (failOnClose) throw new Error('close failed');
+            return { value: undefined, done: true };
+          },
+        };
+        return { [Symbol.asyncIterator]: () => events };
+      },
+    });
+    const it = new RepetitionGuardedRunner(looping(false))
+      .run(input, { scope: 's', channelId: 'c', signal: new AbortController().signal }, new AbortController().signal)
+      [Symbol.asyncIterator]();
+    let r = await it.next();
+    while (!r.done && r.value.type === 'text_delta') {
+      if (closed.length) break;
+      r = await it.next();
+    }
+    // The text that showed the loop is out, and the runner is already closed: the model stopped.
+    expect(closed).toEqual(['closed']);
+    r = await it.next();
+    expect(r.value).toMatchObject({ type: 'error', code: 'ANSWER_REPEATING' });
+    expect(await it.next()).toEqual({ value: undefined, done: true });
+
+    const failing = new RepetitionGuardedRunner(looping(true)).run(
+      input,
+      { scope: 's', channelId: 'c', signal: new AbortController().signal },
+      new AbortController().signal,
+    );
+    const seen: AgentEvent[] = [];
+    await expect(
+      (async () => {
+        for await (const e of failing) seen.push(e);
+      })(),
+    ).rejects.toThrow('close failed');
+    expect(seen.at(-1)).toMatchObject({ type: 'error', code: 'ANSWER_REPEATING' });
   });
 
   it("the runner's failure reaches the consumer, and the turn is no longer listened to", async () => {
