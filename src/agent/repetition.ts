@@ -124,7 +124,7 @@ class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<
   #inner: AsyncIterator<AgentEvent> | undefined;
   /** The loop's error event, passed on after the event that showed the loop. */
   #loopError: AgentEvent | undefined;
-  /** The inner runner's close, started when the loop showed; awaited by `#closeInner`. */
+  /** The inner runner's close, started when the loop showed (`#inner` is gone then); awaited by `#closeInner`. */
   #closing: Promise<unknown> | undefined;
   #finished = false;
 
@@ -172,11 +172,9 @@ class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<
         // The model stops now, not when the consumer next asks: its close runs its finally
         // blocks (a provider's aborts the request). A failure there is the consumer's to see,
         // from `#closeInner`; until then it is held, not left unhandled.
-        const closing = this.#inner?.return?.();
-        if (closing) {
-          closing.catch(() => {});
-          this.#closing = closing;
-        }
+        this.#closing = this.#inner?.return?.();
+        this.#closing?.catch(() => {});
+        this.#inner = undefined;
         this.#loopError = { type: 'error', code: 'ANSWER_REPEATING', message: REPEATING_NOTE, keepChars: loop.keepChars };
       }
     }
@@ -202,12 +200,10 @@ class GuardedRun implements AsyncIterator<AgentEvent, undefined>, AsyncIterable<
 
   /** Ends the inner runner (its finally blocks run) once this iterator is done with it. */
   async #closeInner(): Promise<IteratorReturnResult<undefined>> {
-    const it = this.#inner;
-    const closing = this.#closing;
+    const closing = this.#closing ?? this.#inner?.return?.();
     this.#inner = undefined;
     this.#closing = undefined;
-    if (closing) await closing;
-    else await it?.return?.();
+    await closing;
     return DONE;
   }
 }
