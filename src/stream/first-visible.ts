@@ -26,25 +26,34 @@ export class FirstVisibleFirst {
     };
   }
 
-  /** Resolves once no reply waits for its first message, or when `signal` aborts. */
-  clear(signal: AbortSignal): Promise<void> {
-    if (this.#waiting === 0 || signal.aborted) return Promise.resolve();
+  /**
+   * Resolves true once no reply waits for its first message, or when `signal` aborts; false
+   * when the wake handed to `onWake` ended it first (its owner's own reason to stop waiting).
+   */
+  clear(signal: AbortSignal, onWake?: (wake: () => void) => void): Promise<boolean> {
+    if (this.#waiting === 0 || signal.aborted) return Promise.resolve(true);
     return new Promise((resolve) => {
-      const wake = () => {
+      const end = (cleared: boolean) => {
         this.#onClear.delete(wake);
         signal.removeEventListener('abort', wake);
-        resolve();
+        resolve(cleared);
       };
+      const wake = () => end(true);
       this.#onClear.add(wake);
       signal.addEventListener('abort', wake, { once: true });
+      onWake?.(() => end(false));
     });
   }
 
-  /** Waits while any reply has nothing shown (until `signal` aborts); how long it waited, 0 when none did. */
-  async heldMs(signal: AbortSignal): Promise<number> {
+  /**
+   * Waits while any reply has nothing shown, until `signal` aborts or the wake handed to
+   * `onWake` (once per wait) is called; how long it waited, 0 when none did.
+   */
+  async heldMs(signal: AbortSignal, onWake?: (wake: () => void) => void): Promise<number> {
     if (this.#waiting === 0) return 0;
     const from = Date.now();
-    while (this.#waiting > 0 && !signal.aborted) await this.clear(signal);
+    let cleared = true;
+    while (cleared && this.#waiting > 0 && !signal.aborted) cleared = await this.clear(signal, onWake);
     return Date.now() - from;
   }
 }

@@ -32,9 +32,12 @@ export function isRateLimit(err: unknown): err is ChannelError & { retryAfterMs:
   return err instanceof ChannelError && err.retryAfterMs !== undefined;
 }
 
-/** Waits until `atMs` (ms since the epoch); resolves early only when `signal` aborts. */
-export function sleepUntil(atMs: number, signal?: AbortSignal): Promise<void> {
-  return sleep(atMs - Date.now(), signal);
+/**
+ * Waits until `atMs` (ms since the epoch); resolves early only when `signal` aborts or the
+ * wake handed to `onWake` is called (see `sleep`).
+ */
+export function sleepUntil(atMs: number, signal?: AbortSignal, onWake?: (wake: () => void) => void): Promise<void> {
+  return sleep(atMs - Date.now(), signal, onWake);
 }
 
 const FAILURE_BACKOFF_FLOOR_MS = 250;

@@ -11,8 +11,9 @@ import { TypingIndicator } from './typing.js';
 
 export { STOP_MARKER } from './reply-text.js';
 /**
- * The reason the end-of-turn signal carries: one shared coded error, made once, because
- * `abort()` without a reason builds a DOMException with a stack for every turn.
+ * The reason a finished reply's own stop carries when it ends what it left in flight: one
+ * shared coded error, made once, because `abort()` without a reason builds a DOMException
+ * with a stack each time.
  */
 const TURN_ENDED = new CodedError('TURN_ENDED');
 /**
@@ -50,10 +51,15 @@ export class ReplyStream {
   /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
   #typingIndicator: TypingIndicator | undefined;
   /**
-   * Aborted when the turn ends or the hard stop comes, so a draft waiting out its interval
-   * moves on to the final text (or gives up).
+   * Ends the wait the loop is in (a draft's pace slot, other replies' first messages) when
+   * the turn ends, so the final text goes at once; the hard stop ends it through #signal.
+   * A function the wait hands over, not a controller: an AbortController is an EventTarget,
+   * and its listener table cost every running turn about 300 bytes.
    */
-  readonly #ended = new AbortController();
+  #interrupt: (() => void) | undefined;
+  readonly #onWake = (wake: () => void): void => {
+    this.#interrupt = wake;
+  };
   /**
    * The hard stop as this reply's own signal: every wait and platform request of the reply
    * listens here, not on the one signal all turns share. Adding a listener walks the signal's
@@ -76,7 +82,6 @@ export class ReplyStream {
     this.#o = options;
     // Unlinked when the reply is done (#run).
     linkAbort(options.signal, this.#stop);
-    linkAbort(options.signal, this.#ended);
     const floor = options.capabilities.minEditIntervalMs;
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor), floor);
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
@@ -126,7 +131,7 @@ export class ReplyStream {
       case 'cancelled':
         this.#ending = event;
         this.#typingIndicator?.stop();
-        this.#ended.abort(TURN_ENDED);
+        this.#interrupt?.();
         break;
       default:
         return;
@@ -174,7 +179,10 @@ export class ReplyStream {
    */
   async #firstVisibleOfOthers(): Promise<boolean> {
     const gate = this.#o.firstVisible;
-    return gate !== undefined && this.#visible && (await gate.heldMs(this.#ended.signal)) >= HELD_LONG_MS;
+    if (gate === undefined || !this.#visible || this.#ending) return false;
+    const heldMs = await gate.heldMs(this.#signal, this.#onWake);
+    this.#interrupt = undefined;
+    return heldMs >= HELD_LONG_MS;
   }
 
   /**
@@ -308,7 +316,8 @@ export class ReplyStream {
         this.#wake = undefined;
         this.#dirty = false;
         if (this.#ending || !this.#draftsEnabled) continue;
-        await sleepUntil(this.#pacing.nextAtMs, this.#ended.signal);
+        await sleepUntil(this.#pacing.nextAtMs, this.#signal, this.#onWake);
+        this.#interrupt = undefined;
         if (await this.#firstVisibleOfOthers()) {
           // Held back by a burst: the draft goes one interval later, so a turn that ends
           // meanwhile sends its final text at once, not a draft that would push the final edit
@@ -339,9 +348,7 @@ export class ReplyStream {
       // goes with it; then nothing of the reply waits on the hard stop any more. (Only then:
       // an abort is an event dispatched, and most replies leave nothing behind.)
       if (this.#typingIndicator?.inFlight) this.#stop.abort(TURN_ENDED);
-      this.#ended.abort(TURN_ENDED);
       unlinkAbort(this.#o.signal, this.#stop);
-      unlinkAbort(this.#o.signal, this.#ended);
     }
   }
 

@@ -29,8 +29,13 @@ export function settleWithin(work: Promise<unknown>, ms: number, signal?: AbortS
   });
 }
 
-/** Waits `ms`, or less when `signal` aborts (it then resolves; callers check the signal). */
-export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+/**
+ * Waits `ms`, or less when `signal` aborts (it then resolves; callers check the signal).
+ * `onWake` gets the function that ends this wait early: how an owner that ends its own waits
+ * (a reply whose turn ended) does so without an AbortController of its own, whose listener
+ * table is most of what such a wait costs.
+ */
+export function sleep(ms: number, signal?: AbortSignal, onWake?: (wake: () => void) => void): Promise<void> {
   if (ms <= 0 || signal?.aborted) return Promise.resolve();
   return new Promise((resolve) => {
     const done = () => {
@@ -40,6 +45,7 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     };
     const timer = setTimeout(done, ms);
     signal?.addEventListener('abort', done, { once: true });
+    onWake?.(done);
   });
 }
 

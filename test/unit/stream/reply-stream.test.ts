@@ -34,6 +34,30 @@ async function feed(s: ReplyStream, text: string, everyMs: number): Promise<void
 
 const requests = (a: RecordingAdapter) => a.calls.filter((c) => c.op !== 'typing');
 
+/**
+ * A reply showing 'one ' after `shownMs` and another whose first message is held in flight,
+ * both on `gate`; then the first gets 'two' to draft, which waits for the other's message.
+ */
+async function visibleWhileAnotherWaits(gate: FirstVisibleFirst, shownMs: number, over: Partial<ReplyStreamOptions> = {}) {
+  const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+  const shown = stream(a, { firstVisible: gate, ...over });
+  shown.push({ type: 'text_delta', text: 'one ' });
+  await vi.advanceTimersByTimeAsync(shownMs);
+  const { held, other } = await firstMessageHeld(gate);
+  shown.push({ type: 'text_delta', text: 'two' });
+  return { a, shown, held, other };
+}
+
+/** A reply on `gate` with text whose first message the platform holds in flight. */
+async function firstMessageHeld(gate: FirstVisibleFirst) {
+  const b = new RecordingAdapter('t');
+  const held = b.hold((c) => c.op === 'send');
+  const other = stream(b, { firstVisible: gate });
+  other.push({ type: 'text_delta', text: 'first' });
+  await held.reached;
+  return { held, other };
+}
+
 describe('ReplyStream', () => {
   beforeEach(() => vi.useFakeTimers({ now: 0 }));
   afterEach(() => vi.useRealTimers());
@@ -409,8 +433,9 @@ describe('ReplyStream', () => {
     const streams = Array.from({ length: 20 }, () => stream(a, { signal: hard.signal, streamMode: 'final' }));
     await vi.advanceTimersByTimeAsync(2000);
     await typing.reached;
-    // Each reply waits on the hard stop while it runs: its requests and its draft wait.
-    expect(linkedTo(hard.signal)).toBe(40);
+    // Each reply waits on the hard stop once while it runs, through its own stop: its requests
+    // and its waits listen there (a turn's end wakes its waits directly, with no controller).
+    expect(linkedTo(hard.signal)).toBe(20);
     for (const s of streams) {
       s.push({ type: 'text_delta', text: 'done already' });
       s.push({ type: 'done', usage });
@@ -425,17 +450,9 @@ describe('ReplyStream', () => {
 
   it("holds a visible reply's draft edits while another reply has nothing shown yet; its final text never waits", async () => {
     const gate = new FirstVisibleFirst();
-    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
-    const shown = stream(a, { firstVisible: gate });
-    shown.push({ type: 'text_delta', text: 'one ' });
-    await vi.advanceTimersByTimeAsync(10);
+    const { a, shown, held, other: waiting } = await visibleWhileAnotherWaits(gate, 10);
     expect(a.visible('c')).toEqual(['one ']);
-    const b = new RecordingAdapter('t');
-    const held = b.hold((c) => c.op === 'send');
-    const waiting = stream(b, { firstVisible: gate });
-    waiting.push({ type: 'text_delta', text: 'first' });
-    await held.reached;
-    shown.push({ type: 'text_delta', text: 'two ' });
+    shown.push({ type: 'text_delta', text: ' ' });
     await vi.advanceTimersByTimeAsync(5000);
     // The other reply's first message goes before this one's refresh.
     expect(requests(a).map((c) => c.op)).toEqual(['send']);
@@ -449,11 +466,7 @@ describe('ReplyStream', () => {
       ['edit', 'one two '],
     ]);
     // Held again by a third reply: the final text goes anyway.
-    const c = new RecordingAdapter('t');
-    const held2 = c.hold((x) => x.op === 'send');
-    const third = stream(c, { firstVisible: gate });
-    third.push({ type: 'text_delta', text: 'x' });
-    await held2.reached;
+    const { held: held2, other: third } = await firstMessageHeld(gate);
     shown.push({ type: 'text_delta', text: 'three' });
     shown.push({ type: 'done', usage });
     await vi.advanceTimersByTimeAsync(2000);
@@ -467,18 +480,41 @@ describe('ReplyStream', () => {
     expect(gate.waiting).toBe(0);
   });
 
+  it("a turn that ends while its draft is held for another reply's first message sends its final text at once; under a hard stop it gives up", async () => {
+    const gate = new FirstVisibleFirst();
+    const { a, shown, held, other } = await visibleWhileAnotherWaits(gate, 10);
+    // Past its pace slot, the draft waits for the other reply's first message.
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(requests(a)).toHaveLength(1);
+    const end = Date.now();
+    shown.push({ type: 'done', usage });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(requests(a).map((c) => [c.op, c.text, c.at])).toEqual([
+      ['send', 'one ', 0],
+      ['edit', 'one two', end],
+    ]);
+    expect((await shown.finished()).delivered).toBe(true);
+
+    // The same wait under a hard stop: the reply gives up, with no request after it.
+    const hard = new AbortController();
+    const second = await visibleWhileAnotherWaits(gate, 10, { signal: hard.signal });
+    await vi.advanceTimersByTimeAsync(3000);
+    expect(requests(second.a)).toHaveLength(1);
+    hard.abort(new Error('exit now'));
+    second.shown.push({ type: 'cancelled' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect((await second.shown.finished()).delivered).toBe(false);
+    expect(requests(second.a)).toHaveLength(1);
+    for (const w of [held, second.held]) w.release();
+    for (const s of [other, second.other]) s.push({ type: 'done', usage });
+    await vi.runAllTimersAsync();
+    for (const s of [other, second.other]) expect((await s.finished()).delivered).toBe(true);
+    expect(gate.waiting).toBe(0);
+  });
+
   it("a draft held only briefly for another reply's first message (normal running) goes at once when it lands", async () => {
     const gate = new FirstVisibleFirst();
-    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
-    const shown = stream(a, { firstVisible: gate });
-    shown.push({ type: 'text_delta', text: 'one ' });
-    await vi.advanceTimersByTimeAsync(500);
-    const b = new RecordingAdapter('t');
-    const held = b.hold((c) => c.op === 'send');
-    const other = stream(b, { firstVisible: gate });
-    other.push({ type: 'text_delta', text: 'first' });
-    await held.reached;
-    shown.push({ type: 'text_delta', text: 'two' });
+    const { a, shown, held, other } = await visibleWhileAnotherWaits(gate, 500);
     // The draft's pace slot comes at 1 s; the other reply's first request is still in flight.
     await vi.advanceTimersByTimeAsync(520);
     expect(requests(a)).toHaveLength(1);

@@ -64,4 +64,22 @@ describe('abortable waits', () => {
     await slept;
     expect(listeners(c.signal)).toBe(0);
   });
+
+  it('sleep ends early when its owner calls the wake it was handed, and leaves no timer or listener', async () => {
+    const c = new AbortController();
+    let wake: (() => void) | undefined;
+    let done = false;
+    const slept = sleep(1000, c.signal, (w) => (wake = w)).then(() => (done = true));
+    await vi.advanceTimersByTimeAsync(10);
+    expect(done).toBe(false);
+    wake!();
+    await slept;
+    expect(Date.now()).toBe(10);
+    expect(listeners(c.signal)).toBe(0);
+    expect(vi.getTimerCount()).toBe(0);
+    // A wait that does not start (no time left) hands over no wake.
+    let handed = false;
+    await sleep(0, c.signal, () => (handed = true));
+    expect(handed).toBe(false);
+  });
 });
