@@ -1,6 +1,5 @@
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import type { NativeStream } from '../contracts/channel.js';
-import type { MessageRef } from '../contracts/message.js';
 import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
 import { linkAbort, unlinkAbort } from '../util/linked-abort.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
@@ -8,6 +7,7 @@ import { isBackgroundReply } from '../contracts/tools.js';
 import type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
 import { draftChunks, finalChunks } from './reply-text.js';
 import { TypingIndicator } from './typing.js';
+import { firstUnshown, sentRefs, showsAll, showsChunk, type Shown } from './shown.js';
 
 export { STOP_MARKER } from './reply-text.js';
 /**
@@ -25,11 +25,6 @@ const HELD_LONG_MS = 100;
 
 export type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
 export { TYPING_GRACE_MS } from './typing.js';
-
-interface Shown {
-  ref: MessageRef | undefined;
-  text: string | undefined;
-}
 
 /**
  * One per turn: turns AgentEvents into a live platform draft. Single-flight (one request
@@ -213,7 +208,7 @@ export class ReplyStream {
         this.#nativeState = 'off';
         this.#shown[0] = { ref, text: desired[0] };
         this.#shownText();
-        this.#o.onRefs?.(this.#refs());
+        this.#o.onRefs?.(sentRefs(this.#shown));
         return true;
       }
       if (this.#nativeShown === desired[0]) return false;
@@ -242,7 +237,7 @@ export class ReplyStream {
     const isLast = (i: number) => final && i === desired.length - 1;
     for (let i = 0; i < desired.length; i++) {
       const shown = this.#shown[i];
-      if (shown?.ref && shown.text === desired[i]) continue;
+      if (showsChunk(shown, desired[i]!)) continue;
       this.#requests++;
       if (shown?.ref) {
         try {
@@ -263,7 +258,7 @@ export class ReplyStream {
         const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i), ...key });
         this.#shown[i] = { ref, text: desired[i] };
         this.#shownText();
-        this.#o.onRefs?.(this.#refs());
+        this.#o.onRefs?.(sentRefs(this.#shown));
       }
       return true;
     }
@@ -279,7 +274,7 @@ export class ReplyStream {
             throw err;
           }
         }
-        this.#o.onRefs?.(this.#refs());
+        this.#o.onRefs?.(sentRefs(this.#shown));
       }
       return true;
     }
@@ -290,24 +285,8 @@ export class ReplyStream {
   #nextIsNewMessage(desired: string[]): boolean {
     if (this.#nativeState === 'active') return this.#native?.finishSendsMessage === true;
     if (this.#nativeState === 'unopened' && this.#shown.length === 0) return true;
-    const i = desired.findIndex((d, j) => !(this.#shown[j]?.ref && this.#shown[j]!.text === d));
+    const i = firstUnshown(this.#shown, desired);
     return i >= 0 && !this.#shown[i]?.ref;
-  }
-
-  #upToDate(desired: string[]): boolean {
-    return (
-      this.#nativeState !== 'active' && this.#shown.length === desired.length && desired.every((d, i) => this.#shown[i]?.ref && this.#shown[i]!.text === d)
-    );
-  }
-
-  /**
-   * The messages shown, in order. A loop, not `flatMap`: it runs twice per reply, and V8's
-   * `flatMap` cost ten times as much for a one-message reply.
-   */
-  #refs(): MessageRef[] {
-    const refs: MessageRef[] = [];
-    for (const s of this.#shown) if (s.ref) refs.push(s.ref);
-    return refs;
   }
 
   #changed(): Promise<void> {
@@ -372,7 +351,7 @@ export class ReplyStream {
       // Planned each time: a platform may change its limits mid-reply (a refused format).
       const desired = this.#desired(true);
       // Nothing left to send: done at once, without waiting out the edit interval.
-      if (this.#upToDate(desired)) break;
+      if (this.#nativeState !== 'active' && showsAll(this.#shown, desired)) break;
       // The last word, at once: a final that is a new message waits only for what a 429 (or a
       // failure's backoff) asked; a final edit waits for the platform's floor, never for the
       // channel's wider interval or one a 429 widened.
@@ -393,7 +372,7 @@ export class ReplyStream {
         }
       }
     }
-    const refs = this.#refs();
+    const refs = sentRefs(this.#shown);
     if (delivered && refs.length && this.#o.transport.finalize) {
       await this.#o.transport.finalize(refs, { signal: this.#signal }).catch((err) => this.#o.onError?.(err, 'final'));
     }
