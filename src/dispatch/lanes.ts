@@ -26,6 +26,9 @@ export interface TurnJob {
   replied(refs: readonly MessageRef[]): void;
 }
 
+/** The `done` of a turn until its run is under way (see #start). */
+const SETTLED: Promise<void> = Promise.resolve();
+
 export interface Lane {
   scope: string;
   channelId: string;
@@ -160,26 +163,42 @@ export class Lanes {
     this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 0) + 1);
     const agent = this.#o.agentLimit?.(lane.channelId).agent;
     if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 0) + 1);
-    const done = this.#o
-      .execute(job, controller.signal)
-      .then(
-        (ending) => lifecycle.finished(items, ending),
-        (err: unknown) => {
-          this.#o.log.error({ err, scope: lane.scope }, 'turn failed outside the runtime');
-          lifecycle.finished(items, 'error', String(err));
-        },
-      )
-      .catch((err: unknown) => this.#o.log.error({ err, scope: lane.scope }, 'the end of a turn could not be recorded'))
-      .finally(() => {
-        lane.running = undefined;
-        this.#inFlight--;
-        this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 1) - 1);
-        if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 1) - 1);
-        if (lane.queue.length) this.#ready.push(lane.scope);
-        else this.#forgetIfIdle(lane);
-        this.#pump();
-      });
-    lane.running = { job, controller, done };
+    // Running before the turn starts: a turn that ends at once (its executor throwing before its
+    // first await) frees the lane in #run's finally, which must come after this.
+    const running = { job, controller, done: SETTLED };
+    lane.running = running;
+    running.done = this.#run(lane, job, controller.signal, agent);
+  }
+
+  /**
+   * Runs one turn and records its end, then frees its slots and pumps. One async function
+   * rather than a then/catch/finally chain: a running turn keeps one promise here, not three
+   * with their reactions (what each of thousands of running turns keeps is what a burst's
+   * collections go through).
+   */
+  async #run(lane: Lane, job: TurnJob, signal: AbortSignal, agent: string | undefined): Promise<void> {
+    const lifecycle = this.#o.lifecycle;
+    try {
+      let ending: TurnEndingKind;
+      try {
+        ending = await this.#o.execute(job, signal);
+      } catch (err) {
+        this.#o.log.error({ err, scope: lane.scope }, 'turn failed outside the runtime');
+        lifecycle.finished(job.items, 'error', String(err));
+        return;
+      }
+      lifecycle.finished(job.items, ending);
+    } catch (err) {
+      this.#o.log.error({ err, scope: lane.scope }, 'the end of a turn could not be recorded');
+    } finally {
+      lane.running = undefined;
+      this.#inFlight--;
+      this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 1) - 1);
+      if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 1) - 1);
+      if (lane.queue.length) this.#ready.push(lane.scope);
+      else this.#forgetIfIdle(lane);
+      this.#pump();
+    }
   }
 
   stop(scope: string, reason: string): boolean {
