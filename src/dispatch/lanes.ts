@@ -26,9 +26,6 @@ export interface TurnJob {
   replied(refs: readonly MessageRef[]): void;
 }
 
-/** The `done` of a turn until its run is under way (see #start). */
-const SETTLED: Promise<void> = Promise.resolve();
-
 export interface Lane {
   scope: string;
   channelId: string;
@@ -49,6 +46,15 @@ interface LanesOptions {
   /** Every item's state change goes through it (it persists and tells metrics and the tracker). */
   lifecycle: ItemLifecycle;
   log: Logger;
+}
+
+/** The executor's promise; one that throws before its first await gives a rejection like any other. */
+function startTurn(o: LanesOptions, job: TurnJob, signal: AbortSignal): Promise<TurnEndingKind> {
+  try {
+    return o.execute(job, signal);
+  } catch (err) {
+    return Promise.reject(err);
+  }
 }
 
 /**
@@ -163,11 +169,7 @@ export class Lanes {
     this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 0) + 1);
     const agent = this.#o.agentLimit?.(lane.channelId).agent;
     if (agent !== undefined) this.#perAgent.set(agent, (this.#perAgent.get(agent) ?? 0) + 1);
-    // Running before the turn starts: a turn that ends at once (its executor throwing before its
-    // first await) frees the lane in #run's finally, which must come after this.
-    const running = { job, controller, done: SETTLED };
-    lane.running = running;
-    running.done = this.#run(lane, job, controller.signal, agent);
+    lane.running = { job, controller, done: this.#run(lane, job, controller.signal, agent) };
   }
 
   /**
@@ -181,7 +183,9 @@ export class Lanes {
     try {
       let ending: TurnEndingKind;
       try {
-        ending = await this.#o.execute(job, signal);
+        // Always after an await, even for an executor that throws at once: the slot is never
+        // freed (and the lanes pumped again) from inside #start, and `lane.running` is set first.
+        ending = await startTurn(this.#o, job, signal);
       } catch (err) {
         this.#o.log.error({ err, scope: lane.scope }, 'turn failed outside the runtime');
         lifecycle.finished(job.items, 'error', String(err));

@@ -58,6 +58,28 @@ describe('a turn that fails outside the runtime', () => {
     }
   });
 
+  it('a conversation whose every turn throws at once goes through its whole queue, one turn after another', async () => {
+    let running = 0;
+    let most = 0;
+    const { p, lanes, item, stateOf } = lanesWith(() => {
+      most = Math.max(most, ++running);
+      // Each end is recorded after an await: were it freed from inside the start, the next turn
+      // would start before this call returned (and a long queue would nest that deep).
+      queueMicrotask(() => running--);
+      throw new Error('executor broke at once');
+    });
+    try {
+      const items = Array.from({ length: 200 }, (_, i) => item(`m${i}`)); // under max_queued (256)
+      for (const it of items) expect(lanes.accept(it, 'followup', [])).toBe(true);
+      await waitFor(() => stateOf(items.at(-1)!) === 'failed');
+      expect(items.every((it) => stateOf(it) === 'failed')).toBe(true);
+      expect(most).toBe(1);
+      expect(lanes.snapshot()).toMatchObject({ inFlight: 0, queued: 0 });
+    } finally {
+      await p.close();
+    }
+  });
+
   it('an end that cannot be recorded is logged, and the slot is freed all the same', async () => {
     let finishing = 0;
     const { p, lanes, lines, item } = lanesWith(
