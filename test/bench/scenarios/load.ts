@@ -11,6 +11,14 @@ import { percentile, type Row, type ScenarioOptions } from '../report.js';
 const TEXT = 'load test answer';
 /** Bursts each side answers before the levels (sixteenth round: one left channeld's code and heap still warming up). */
 const WARM_BURSTS = 3;
+/** The level the targets are set at. */
+const TARGET_LEVEL = 1000;
+/**
+ * Bursts each side answers at the target level, interleaved, reported by their medians: one
+ * burst's p99 moved by 30-70 % between runs of one build (184, 240 and 316 ms on one machine,
+ * twenty-fourth round), so the target is judged on the median of three and each burst is shown.
+ */
+const TARGET_ROUNDS = 3;
 
 /** One level: `level` conversations each send one message at once. */
 export interface Level {
@@ -33,6 +41,8 @@ export interface Level {
    * first visible update: near 1, the fake and not the bot set the pace of the first updates.
    */
   fakeBusy: number;
+  /** Each burst's p99s, in the order they ran, when the level ran several (the figures above are their medians). */
+  bursts?: Array<{ firstP99: number; p99: number }>;
 }
 
 /** What `measure` reads: the fake the bot polls, the bot's process, and its error lines so far. */
@@ -258,22 +268,22 @@ export async function load(o: ScenarioOptions): Promise<Row[]> {
       }
     }
     for (const [li, level] of levels.entries()) {
-      // A single conversation is sampled several times for a steady floor, the sides taking
-      // turns at each round, so no side waits for all of another's rounds (its memory trim
-      // would run meanwhile, sixteenth round).
-      const rounds = level === 1 ? 5 : 1;
-      // The sides take turns going first (LOAD_ROTATE shifts the start between runs), so a
-      // machine getting busier or quieter during a level does not always favour one side.
-      const rot = (li + Number(process.env.LOAD_ROTATE ?? 0)) % sides.length;
-      const order = [...sides.slice(rot), ...sides.slice(0, rot)];
+      // A single conversation is sampled several times for a steady floor, and the target
+      // level three times (TARGET_ROUNDS), the sides taking turns at each round, so no side
+      // waits for all of another's rounds (its memory trim would run meanwhile, sixteenth round).
+      const rounds = level === 1 ? 5 : level === TARGET_LEVEL ? TARGET_ROUNDS : 1;
       const all = new Map<string, Array<Omit<Level, 'level'>>>();
       for (let r = 0; r < rounds; r++) {
+        // The sides take turns going first (LOAD_ROTATE shifts the start between runs), so a
+        // machine getting busier or quieter during a level does not always favour one side.
+        const rot = (li + r + Number(process.env.LOAD_ROTATE ?? 0)) % sides.length;
+        const order = [...sides.slice(rot), ...sides.slice(0, rot)];
         for (const side of order) {
           all.set(side.name, [...(all.get(side.name) ?? []), await measure(side.target, level, chat, 120_000 + level * 30)]);
           chat += level;
         }
       }
-      for (const side of order) {
+      for (const side of sides) {
         const got = results.get(side.name) ?? [];
         got.push({ level, ...summarize(all.get(side.name)!) });
         results.set(side.name, got);
@@ -330,7 +340,7 @@ function sideRows(name: string, results: Level[]): Row[] {
 
 /** One side's figures at a level: a single burst as it came, several by their medians. */
 function summarize(all: Array<Omit<Level, 'level'>>): Omit<Level, 'level'> {
-  const pick = (k: keyof Omit<Level, 'level'>) =>
+  const pick = (k: 'firstP50' | 'firstP99' | 'p50' | 'p99' | 'cpuMs' | 'fakeBusy') =>
     all.length === 1
       ? all[0]![k]
       : percentile(
@@ -347,6 +357,7 @@ function summarize(all: Array<Omit<Level, 'level'>>): Omit<Level, 'level'> {
     errors: all.reduce((a, b) => a + b.errors, 0),
     rssMb: Math.max(...all.map((a) => a.rssMb)),
     fakeBusy: pick('fakeBusy'),
+    ...(all.length > 1 ? { bursts: all.map((a) => ({ firstP99: a.firstP99, p99: a.p99 })) } : {}),
   };
 }
 
@@ -377,8 +388,13 @@ function ratioRows(name: string, channeld: Level[], floor: Level[]): Row[] {
 }
 
 /** The rows of the load curve, with the targets at 1,000 and at the top level. */
+/** How a target row says its figure is a median: ", median of 3 bursts" (nothing for one burst). */
+function ofBursts(r: Level): string {
+  return r.bursts ? `, median of ${r.bursts.length} bursts` : '';
+}
+
 export function loadRows(results: Level[], modelMs: number, idleRss: number, top: number): Row[] {
-  const at1000 = results.find((r) => r.level === 1000);
+  const at1000 = results.find((r) => r.level === TARGET_LEVEL);
   const atTop = results.find((r) => r.level === top);
   const rows: Row[] = [{ scenario: 'load', metric: 'RSS idle, before the first level', value: idleRss, unit: 'MB' }];
   for (const r of results) {
@@ -390,7 +406,7 @@ export function loadRows(results: Level[], modelMs: number, idleRss: number, top
         metric: `${tag}, message → first visible, p99`,
         value: r.firstP99,
         unit: 'ms',
-        ...(r === at1000 ? { target: '≤ 300', met: r.firstP99 <= 300 } : {}),
+        ...(r === at1000 ? { target: `≤ 300${ofBursts(r)}`, met: r.firstP99 <= 300 } : {}),
       },
       { scenario: 'load', metric: `${tag}, message → final, p50`, value: r.p50, unit: 'ms' },
       {
@@ -398,8 +414,13 @@ export function loadRows(results: Level[], modelMs: number, idleRss: number, top
         metric: `${tag}, message → final, p99`,
         value: r.p99,
         unit: 'ms',
-        ...(r === at1000 ? { target: `≤ ${Math.round(1.1 * modelMs)} (1.1× the model's ${modelMs} ms)`, met: r.p99 <= 1.1 * modelMs } : {}),
+        ...(r === at1000 ? { target: `≤ ${Math.round(1.1 * modelMs)} (1.1× the model's ${modelMs} ms)${ofBursts(r)}`, met: r.p99 <= 1.1 * modelMs } : {}),
       },
+      // Each burst behind a median, so a median that meets a target shows what it leaves out.
+      ...(r.bursts ?? []).flatMap((b, i): Row[] => [
+        { scenario: 'load', metric: `${tag}, burst ${i + 1} of ${r.bursts!.length}: first visible p99`, value: b.firstP99, unit: 'ms' },
+        { scenario: 'load', metric: `${tag}, burst ${i + 1} of ${r.bursts!.length}: final p99`, value: b.p99, unit: 'ms' },
+      ]),
       { scenario: 'load', metric: `${tag}, turn p99 / model time`, value: r.p99 / modelMs, unit: '×' },
       { scenario: 'load', metric: `${tag}, peak RSS`, value: r.rssMb, unit: 'MB' },
       { scenario: 'load', metric: `${tag}, fake Bot API busy until the first updates`, value: r.fakeBusy, unit: '' },
