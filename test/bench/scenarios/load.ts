@@ -197,7 +197,8 @@ async function floorSide(name: keyof typeof floors, modelMs: number): Promise<Si
  * the model (the echo agent, three words 1 s apart) takes 2 s to answer; streamed drafts on.
  * First visible update and turn latency (message → final text) p50/p99 against the model's own
  * 2 s, the daemon's peak RSS, missing answers and error lines. Targets: at 1,000, first visible
- * p99 ≤ 300 ms and turn p99 ≤ 1.1× the model's time; at 10,000, no error.
+ * p99 ≤ 300 ms and turn p99 ≤ 1.1× the model's time, on the medians of TARGET_ROUNDS bursts; at
+ * 10,000, no error.
  *
  * Side by side at each level, one after the other on the same kind of fake: the floor, a
  * minimal grammy bot that handles every update at once and answers with the same first word
@@ -339,7 +340,7 @@ function sideRows(name: string, results: Level[]): Row[] {
 }
 
 /** One side's figures at a level: a single burst as it came, several by their medians. */
-function summarize(all: Array<Omit<Level, 'level'>>): Omit<Level, 'level'> {
+export function summarize(all: Array<Omit<Level, 'level'>>): Omit<Level, 'level'> {
   const pick = (k: 'firstP50' | 'firstP99' | 'p50' | 'p99' | 'cpuMs' | 'fakeBusy') =>
     all.length === 1
       ? all[0]![k]
@@ -387,12 +388,12 @@ function ratioRows(name: string, channeld: Level[], floor: Level[]): Row[] {
   });
 }
 
-/** The rows of the load curve, with the targets at 1,000 and at the top level. */
 /** How a target row says its figure is a median: ", median of 3 bursts" (nothing for one burst). */
 function ofBursts(r: Level): string {
   return r.bursts ? `, median of ${r.bursts.length} bursts` : '';
 }
 
+/** The rows of the load curve, with the targets at 1,000 (medians of its bursts) and at the top level. */
 export function loadRows(results: Level[], modelMs: number, idleRss: number, top: number): Row[] {
   const at1000 = results.find((r) => r.level === TARGET_LEVEL);
   const atTop = results.find((r) => r.level === top);
