@@ -77,13 +77,25 @@ await build({
 const nameHelper = 'var __name = (target, value) => __defProp(target, "name", { value, configurable: true });';
 const cheaperNames =
   'var __name = (target, value) => (typeof target === "function" && target.prototype === void 0 ? target : __defProp(target, "name", { value, configurable: true }));';
+// esbuild escapes every non-ASCII character in code (its default charset) but copies comments
+// as they are, and one "→" in a comment makes V8 hold the whole chunk's source as a two-byte
+// string: twice the memory for as long as the daemon runs, and the ES module loader's slower
+// UTF-8 path at every start. What is left after esbuild is in comments; escaping it as \uXXXX
+// (UTF-16 units, as JSON does) would still mean the same character in a string, a template, an
+// identifier or a regular expression, so nothing else can change.
+const nonAscii = /[\u0080-\uffff]/g;
+const escapeUnit = (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 let helpers = 0;
 for (const file of await readdir(outdir)) {
   if (!file.endsWith('.js')) continue;
   const text = await readFile(join(outdir, file), 'utf8');
-  if (!text.includes(nameHelper)) continue;
-  helpers++;
-  await writeFile(join(outdir, file), text.replace(nameHelper, cheaperNames));
+  let out = text;
+  if (out.includes(nameHelper)) {
+    helpers++;
+    out = out.replace(nameHelper, cheaperNames);
+  }
+  out = out.replace(nonAscii, escapeUnit);
+  if (out !== text) await writeFile(join(outdir, file), out);
 }
 if (helpers === 0) throw new Error(`esbuild's __name helper was not found in ${outdir}: scripts/bundle.mjs must be updated to its new form`);
 
