@@ -80,9 +80,9 @@ const cheaperNames =
 // esbuild escapes every non-ASCII character in code (its default charset) but copies comments
 // as they are, and one "→" in a comment makes V8 hold the whole chunk's source as a two-byte
 // string: twice the memory for as long as the daemon runs, and the ES module loader's slower
-// UTF-8 path at every start. What is left after esbuild is in comments; escaping it as \uXXXX
-// (UTF-16 units, as JSON does) would still mean the same character in a string, a template, an
-// identifier or a regular expression, so nothing else can change.
+// UTF-8 path at every start. What is left after esbuild is in comments (plain text there);
+// escaped as \uXXXX (UTF-16 units, as JSON does) it would mean the same character even in a
+// string, a template or a regular expression.
 const nonAscii = /[\u0080-\uffff]/g;
 const escapeUnit = (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`;
 let helpers = 0;
