@@ -1,6 +1,5 @@
-import { readdirSync, readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { bundleChunks, chunkText } from '../../helpers/bundle.js';
 
 /**
  * The bundle keeps the names packages check (node-fetch takes a signal only from a class named
@@ -8,12 +7,9 @@ import { describe, expect, it } from 'vitest';
  * every closure it creates: scripts/bundle.mjs rewrites esbuild's __name helper so it names
  * constructors only. Checked on the helper the last `npm run build` wrote.
  */
-const bundle = join(import.meta.dirname, '../../../dist/bundle');
-
 function helper(): (target: unknown, value: string) => unknown {
-  const defs = readdirSync(bundle)
-    .filter((f) => f.endsWith('.js'))
-    .flatMap((f) => readFileSync(join(bundle, f), 'utf8').split('\n'))
+  const defs = bundleChunks()
+    .flatMap((f) => chunkText(f).split('\n'))
     .filter((l) => l.startsWith('var __name = '));
   expect(defs.length).toBeGreaterThan(0);
   // One helper text for every chunk that defines it.
