@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { waitFor } from '../helpers/daemon.js';
 import { Fleet, rssMb, TRIMMED_AFTER_MS } from './fleet.js';
+import { push, SETTLE_MS } from './scenarios/memory.js';
 
 const mb = (bytes: number) => (bytes / 2 ** 20).toFixed(1);
 
@@ -30,27 +31,14 @@ async function heap(base: string): Promise<string> {
   return `heap MB: ${parts.join(', ')}; external ${mb(Number(external ?? 0))}; trims: ${trims.join(', ') || 'none'}`;
 }
 
-/** Sends `n` DMs in waves of 500, as the `memory` scenario does; prints the RSS once a second and the peak. */
-async function push(fleet: Fleet, pid: number, n: number, label: string): Promise<void> {
+/** The scenario's push, printing the RSS and its parts once a second, then the peak. */
+async function tracedPush(fleet: Fleet, pid: number, n: number, label: string): Promise<void> {
   const started = performance.now();
   const seconds = () => ((performance.now() - started) / 1000).toFixed(1);
-  const before = fleet.tg.messages.length;
-  let peak = 0;
-  let ticks = 0;
-  const sampler = setInterval(() => {
-    const rss = rssMb(pid);
-    peak = Math.max(peak, rss);
-    if (ticks++ % 4 === 0) console.log(`  ${seconds()} s: ${rss.toFixed(1)} MB (${rssParts(pid)})`);
-  }, 250);
-  try {
-    for (let sent = 0; sent < n; ) {
-      const wave = Math.min(500, n - sent);
-      for (let i = 0; i < wave; i++, sent++) fleet.tg.dm(`${label} ${sent}`, { id: 1000 + (sent % 200), first_name: 'u' });
-      await waitFor(() => fleet.tg.messages.length - before >= sent, 120_000, 2);
-    }
-  } finally {
-    clearInterval(sampler);
-  }
+  let samples = 0;
+  const peak = await push(fleet, n, label, pid, (rss) => {
+    if (samples++ % 4 === 0) console.log(`  ${seconds()} s: ${rss.toFixed(1)} MB (${rssParts(pid)})`);
+  });
   console.log(`${label}: ${n} messages in ${seconds()} s, peak RSS ${peak.toFixed(1)} MB`);
 }
 
@@ -63,14 +51,13 @@ try {
   try {
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 30_000);
     const base = await daemon.url();
-    await new Promise((r) => setTimeout(r, 12_000)); // as the scenario: past V8's memory reducer
-    const idle = rssMb(pid);
-    console.log(`idle: ${idle.toFixed(1)} MB (${rssParts(pid)}); ${await heap(base)}`);
-    await push(fleet, pid, 5000, 'warm-up');
+    await new Promise((r) => setTimeout(r, SETTLE_MS));
+    console.log(`idle: ${rssMb(pid).toFixed(1)} MB (${rssParts(pid)}); ${await heap(base)}`);
+    await tracedPush(fleet, pid, 5000, 'warm-up');
     console.log(`  under load: ${await heap(base)}`);
     await new Promise((r) => setTimeout(r, TRIMMED_AFTER_MS));
     console.log(`after the idle trim: ${rssMb(pid).toFixed(1)} MB (${rssParts(pid)}); ${await heap(base)}`);
-    await push(fleet, pid, n, 'run');
+    await tracedPush(fleet, pid, n, 'run');
     console.log(`  under load: ${await heap(base)}`);
   } finally {
     daemon.signal('SIGTERM');

@@ -2,18 +2,28 @@ import { waitFor } from '../../helpers/daemon.js';
 import { Fleet, rssMb, spawnBareSdkBot, TRIMMED_AFTER_MS } from '../fleet.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
-/** Pushes `n` messages in waves; returns the highest RSS of `pid` sampled while they were handled. */
-async function push(fleet: Fleet, n: number, label: string, pid: number): Promise<number> {
+/**
+ * Pushes `n` messages in waves; returns the highest RSS of `pid` sampled (every 250 ms) while they
+ * were handled. `onSample` sees each sample (test/bench/memory-trace.ts prints them).
+ */
+export async function push(fleet: Fleet, n: number, label: string, pid: number, onSample?: (rssMb: number) => void): Promise<number> {
   const before = fleet.tg.messages.length;
   let peak = 0;
-  const sampler = setInterval(() => (peak = Math.max(peak, rssMb(pid))), 250);
-  // In waves, so the fake's own queue stays small and the daemon sees a steady stream.
-  for (let sent = 0; sent < n; ) {
-    const wave = Math.min(500, n - sent);
-    for (let i = 0; i < wave; i++, sent++) fleet.tg.dm(`${label} ${sent}`, { id: 1000 + (sent % 200), first_name: 'u' });
-    await waitFor(() => fleet.tg.messages.length - before >= sent, 120_000, 2).finally(() => (peak = Math.max(peak, rssMb(pid))));
+  const sampler = setInterval(() => {
+    const rss = rssMb(pid);
+    peak = Math.max(peak, rss);
+    onSample?.(rss);
+  }, 250);
+  try {
+    // In waves, so the fake's own queue stays small and the daemon sees a steady stream.
+    for (let sent = 0; sent < n; ) {
+      const wave = Math.min(500, n - sent);
+      for (let i = 0; i < wave; i++, sent++) fleet.tg.dm(`${label} ${sent}`, { id: 1000 + (sent % 200), first_name: 'u' });
+      await waitFor(() => fleet.tg.messages.length - before >= sent, 120_000, 2).finally(() => (peak = Math.max(peak, rssMb(pid))));
+    }
+  } finally {
+    clearInterval(sampler);
   }
-  clearInterval(sampler);
   return peak;
 }
 
@@ -36,7 +46,7 @@ async function bareIdleRss(fleet: Fleet, settleMs: number): Promise<number> {
  * after allocation stops (8 s) before it shrinks the heap, so every reading is of memory the
  * process holds, not garbage it has not yet given back.
  */
-const SETTLE_MS = 12_000;
+export const SETTLE_MS = 12_000;
 
 /**
  * RSS of the daemon process at idle with web chat, Telegram, Discord and Slack connected to
