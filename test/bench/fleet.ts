@@ -121,7 +121,8 @@ export function spawnBareSdkBot(fleet: Fleet): { child: ChildProcess; exited: Pr
  * its ExecStart line, the script (under dist/ here), and its Environment= variables other than
  * the config path. The benches spawn the daemon the same way, so what they measure is what an
  * installed daemon does. To compare settings, BENCH_NODE_ARGS (space-separated) replaces the
- * flags and BENCH_SCRIPT the script (dist/bin/channeld.js: the unbundled build).
+ * flags, BENCH_SCRIPT the script (dist/bin/channeld.js: the unbundled build) and BENCH_ENV
+ * the environment's variables.
  */
 export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Record<string, string> } {
   const root = join(import.meta.dirname, '../..');
@@ -132,8 +133,14 @@ export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Reco
   const script = join(root, process.env.BENCH_SCRIPT ?? exec[2]!);
   const env: Record<string, string> = {};
   for (const m of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) if (m[1] !== 'CHANNELD_CONFIG') env[m[1]!] = m[2]!;
-  if (process.env.BENCH_MALLOC_ARENA_MAX !== undefined) env.MALLOC_ARENA_MAX = process.env.BENCH_MALLOC_ARENA_MAX;
-  if (env.MALLOC_ARENA_MAX === '') delete env.MALLOC_ARENA_MAX;
+  // BENCH_ENV ("NAME=VALUE ...", read at each launch) sets unit variables; "NAME=" removes one.
+  for (const pair of (process.env.BENCH_ENV ?? '').split(' ').filter(Boolean)) {
+    const eq = pair.indexOf('=');
+    if (eq < 1) throw new Error(`BENCH_ENV: "${pair}" is not NAME=VALUE`);
+    const [name, value] = [pair.slice(0, eq), pair.slice(eq + 1)];
+    if (value === '') delete env[name];
+    else env[name] = value;
+  }
   return { nodeArgs, script, env };
 }
 
