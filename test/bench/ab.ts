@@ -6,8 +6,24 @@ import { bareRun, channeldRun, type Run } from './scenarios/throughput.js';
  * builds of channeld side by side, interleaved with the bare grammy bot (before, bare, after,
  * before, bare, after …), each against its own fresh fakes. BEFORE_SCRIPT is the bundle of the
  * other build (e.g. a copy of dist/ made before a change); "after" is this tree's dist/.
+ * AB_BEFORE_ENV ("NAME=VALUE ...", as BENCH_ENV in fleet.ts) launches the "before" side with
+ * other environment variables than the unit's, to compare a setting on one build
+ * (`AB_BEFORE_ENV=MALLOC_TRIM_THRESHOLD_=131072 npx tsx test/bench/ab.ts dist/bundle/channeld.js 12`).
  * Prints every sample, then the medians: messages per second, CPU per message, both ratios.
  */
+/** Runs `run` with BENCH_ENV set to `value` (unchanged when undefined), then restores it. */
+async function withBenchEnv<T>(value: string | undefined, run: () => Promise<T>): Promise<T> {
+  if (value === undefined) return run();
+  const kept = process.env.BENCH_ENV;
+  process.env.BENCH_ENV = value;
+  try {
+    return await run();
+  } finally {
+    if (kept === undefined) delete process.env.BENCH_ENV;
+    else process.env.BENCH_ENV = kept;
+  }
+}
+
 async function main(): Promise<void> {
   const [before, rounds = '5', count = '3000'] = process.argv.slice(2);
   if (!before) throw new Error('usage: ab.ts BEFORE_SCRIPT [ROUNDS] [N]');
@@ -16,7 +32,7 @@ async function main(): Promise<void> {
   const warm = 300;
   const sides: Record<'before' | 'bare' | 'after', Run[]> = { before: [], bare: [], after: [] };
   for (let r = 0; r < Number(rounds); r++) {
-    sides.before.push(await channeldRun(n, m, warm, true, before));
+    sides.before.push(await withBenchEnv(process.env.AB_BEFORE_ENV, () => channeldRun(n, m, warm, true, before)));
     sides.bare.push(await bareRun(n, m, warm));
     sides.after.push(await channeldRun(n, m, warm));
     const last = (k: keyof typeof sides) => sides[k].at(-1)!;
