@@ -1,16 +1,6 @@
 import { median } from './report.js';
 import { bareRun, channeldRun, type Run } from './scenarios/throughput.js';
 
-/**
- * `npx tsx test/bench/ab.ts BEFORE_SCRIPT [ROUNDS] [N]`: the throughput scenario with two
- * builds of channeld side by side, interleaved with the bare grammy bot (before, bare, after,
- * before, bare, after …), each against its own fresh fakes. BEFORE_SCRIPT is the bundle of the
- * other build (e.g. a copy of dist/ made before a change); "after" is this tree's dist/.
- * AB_BEFORE_ENV ("NAME=VALUE ...", as BENCH_ENV in fleet.ts) launches the "before" side with
- * other environment variables than the unit's, to compare a setting on one build
- * (`AB_BEFORE_ENV=MALLOC_TRIM_THRESHOLD_=131072 npx tsx test/bench/ab.ts dist/bundle/channeld.js 12`).
- * Prints every sample, then the medians: messages per second, CPU per message, both ratios.
- */
 /** Runs `run` with BENCH_ENV set to `value` (unchanged when undefined), then restores it. */
 async function withBenchEnv<T>(value: string | undefined, run: () => Promise<T>): Promise<T> {
   if (value === undefined) return run();
@@ -24,6 +14,16 @@ async function withBenchEnv<T>(value: string | undefined, run: () => Promise<T>)
   }
 }
 
+/**
+ * `npx tsx test/bench/ab.ts BEFORE_SCRIPT [ROUNDS] [N]`: the throughput scenario with two
+ * builds of channeld side by side, interleaved with the bare grammy bot (before, bare, after,
+ * before, bare, after …), each against its own fresh fakes. BEFORE_SCRIPT is the bundle of the
+ * other build (e.g. a copy of dist/ made before a change); "after" is this tree's dist/.
+ * AB_BEFORE_ENV ("NAME=VALUE ...", as BENCH_ENV in fleet.ts) launches the "before" side with
+ * other environment variables than the unit's, to compare a setting on one build
+ * (`AB_BEFORE_ENV=MALLOC_TRIM_THRESHOLD_=131072 npx tsx test/bench/ab.ts dist/bundle/channeld.js 12`).
+ * Prints every sample, then the medians: messages per second, CPU per message, both ratios.
+ */
 async function main(): Promise<void> {
   const [before, rounds = '5', count = '3000'] = process.argv.slice(2);
   if (!before) throw new Error('usage: ab.ts BEFORE_SCRIPT [ROUNDS] [N]');
