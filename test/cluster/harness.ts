@@ -186,20 +186,30 @@ export class Load {
   readonly sent = new Map<string, string[]>();
   /** Every text sent: what a complete answer looks like. */
   readonly #finals = new Set<string>();
+  /**
+   * `ids` picks the chat each conversation uses (conversation `i` → chat `ids[i]`, `i` when
+   * absent): which chats carry the load decides the partitions, so a bench can place them.
+   */
   constructor(
     readonly c: ProcessCluster,
     readonly conversations: number,
     readonly perConversation: number,
+    readonly ids: readonly number[] = [],
   ) {}
 
   tgUser(i: number) {
-    return { id: 50_000 + i, first_name: `u${i}` };
+    return { id: 50_000 + (this.ids[i] ?? i), first_name: `u${i}` };
   }
   slChannel(i: number) {
-    return `D${String(i).padStart(8, '0')}`;
+    return `D${String(this.ids[i] ?? i).padStart(8, '0')}`;
   }
   text(conv: number, k: number): string {
     return `c${conv} m${k} alpha beta gamma`;
+  }
+
+  /** Conversation `i`'s key in `sent`: its scope, `tg:<chat>` or `sl:<channel>` (what picks its partition). */
+  key(i: number): string {
+    return i % 2 === 0 ? `tg:${this.tgUser(i).id}` : `sl:${this.slChannel(i)}`;
   }
 
   /** Sends round `k` of every conversation. */
@@ -207,7 +217,7 @@ export class Load {
     const posts: Promise<void>[] = [];
     for (let i = 0; i < this.conversations; i++) {
       const t = this.text(i, k);
-      const key = i % 2 === 0 ? `tg:${this.tgUser(i).id}` : `sl:${this.slChannel(i)}`;
+      const key = this.key(i);
       this.sent.set(key, [...(this.sent.get(key) ?? []), t]);
       this.#finals.add(t);
       if (i % 2 === 0) this.c.tg.dm(t, this.tgUser(i));

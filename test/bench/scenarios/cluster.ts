@@ -59,10 +59,10 @@ export async function cluster(o: ScenarioOptions): Promise<Row[]> {
  * Sends `per` rounds of one message in each of `convs` conversations (Telegram and Slack
  * alternating) at once and waits for every final answer, seen by polling the fakes: each
  * message's latency from sending to its answer, and the seconds from the first message to the
- * last answer (at most 180 s).
+ * last answer (at most 180 s). `ids` picks the chats the conversations use (see `Load`).
  */
-export async function runLoad(c: ProcessCluster, convs: number, per: number): Promise<{ latencies: number[]; seconds: number }> {
-  const load = new Load(c, convs, per);
+export async function runLoad(c: ProcessCluster, convs: number, per: number, ids: readonly number[] = []): Promise<{ latencies: number[]; seconds: number }> {
+  const load = new Load(c, convs, per, ids);
   const sentAt = new Map<string, number>();
   const latencies: number[] = [];
   const t0 = performance.now();
