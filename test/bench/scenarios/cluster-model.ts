@@ -123,10 +123,13 @@ async function evenIds(c: ProcessCluster, convs: number): Promise<number[]> {
   const ids: number[] = [];
   const probe = new Load(c, convs, 1, ids);
   const used = new Set<string>();
+  // Past this many chats an instance surely owns none of the partitions they hash to.
+  const maxChatId = 100_000;
   for (let i = 0; i < convs; i++) {
-    const on = owned[Math.floor(i / 2) % owned.length]!;
+    const instance = Math.floor(i / 2) % owned.length;
+    const on = owned[instance]!;
     for (let id = 0; ; id++) {
-      if (id > 100_000) throw new Error(`no chat found for instance ${Math.floor(i / 2) % owned.length}: does it own a partition?`);
+      if (id > maxChatId) throw new Error(`no chat found for instance ${instance}: does it own a partition?`);
       ids[i] = id;
       const key = probe.key(i);
       if (!used.has(key) && on.has(partitionOf(key, c.partitions))) {
