@@ -181,6 +181,17 @@ export class ProcessCluster {
   }
 }
 
+const tgUserId = (chat: number): number => 50_000 + chat;
+const slackChannel = (chat: number): string => `D${String(chat).padStart(8, '0')}`;
+
+/**
+ * The scope of `Load`'s conversation `i` when it uses chat `chat`, `tg:<user>` (even `i`) or
+ * `sl:<channel>` (odd): what the daemon hashes to pick the conversation's partition.
+ */
+export function loadScope(i: number, chat: number): string {
+  return i % 2 === 0 ? `tg:${tgUserId(chat)}` : `sl:${slackChannel(chat)}`;
+}
+
 /** The load: `conversations` split between Telegram DMs and Slack DMs, `perConversation` messages each. */
 export class Load {
   readonly sent = new Map<string, string[]>();
@@ -198,18 +209,21 @@ export class Load {
   ) {}
 
   tgUser(i: number) {
-    return { id: 50_000 + (this.ids[i] ?? i), first_name: `u${i}` };
+    return { id: tgUserId(this.#chat(i)), first_name: `u${i}` };
   }
   slChannel(i: number) {
-    return `D${String(this.ids[i] ?? i).padStart(8, '0')}`;
+    return slackChannel(this.#chat(i));
+  }
+  #chat(i: number): number {
+    return this.ids[i] ?? i;
   }
   text(conv: number, k: number): string {
     return `c${conv} m${k} alpha beta gamma`;
   }
 
-  /** Conversation `i`'s key in `sent`: its scope, `tg:<chat>` or `sl:<channel>` (what picks its partition). */
+  /** Conversation `i`'s key in `sent`: its scope (see `loadScope`). */
   key(i: number): string {
-    return i % 2 === 0 ? `tg:${this.tgUser(i).id}` : `sl:${this.slChannel(i)}`;
+    return loadScope(i, this.#chat(i));
   }
 
   /** Sends round `k` of every conversation. */

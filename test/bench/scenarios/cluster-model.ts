@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { clusterSkipReason } from '../../helpers/cluster.js';
 import { partitionOf } from '../../../src/cluster/partition-key.js';
-import { Load, ProcessCluster } from '../../cluster/harness.js';
+import { loadScope, ProcessCluster } from '../../cluster/harness.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 import { runLoad } from './cluster.js';
 
@@ -121,7 +121,6 @@ export async function withModelBoundCluster<T>(n: number, inFlight: number, dela
 async function evenIds(c: ProcessCluster, convs: number): Promise<number[]> {
   const owned = await Promise.all(c.live().map(async (m) => new Set((await c.status(m)).cluster.partitions.owned)));
   const ids: number[] = [];
-  const probe = new Load(c, convs, 1, ids);
   const used = new Set<string>();
   // Past this many chats an instance surely owns none of the partitions they hash to.
   const maxChatId = 100_000;
@@ -130,10 +129,10 @@ async function evenIds(c: ProcessCluster, convs: number): Promise<number[]> {
     const on = owned[instance]!;
     for (let id = 0; ; id++) {
       if (id > maxChatId) throw new Error(`no chat found for instance ${instance}: does it own a partition?`);
-      ids[i] = id;
-      const key = probe.key(i);
+      const key = loadScope(i, id);
       if (!used.has(key) && on.has(partitionOf(key, c.partitions))) {
         used.add(key);
+        ids[i] = id;
         break;
       }
     }
