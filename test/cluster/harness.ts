@@ -116,11 +116,19 @@ export class ProcessCluster {
     return (await (await fetch(`${m.url}/status`)).json()) as ClusterStatusJson;
   }
 
-  /** Waits until `n` instances are alive and every partition is owned, shared out evenly (as the balancing aims). */
+  /**
+   * Waits until `n` instances are alive and every partition is owned, shared out evenly (as
+   * the balancing aims). On a timeout the error says what each process last showed (alive,
+   * partitions owned, the instances it saw alive) and its last warnings, so a run that does
+   * not settle can be told apart from a slow one.
+   */
   async settled(n: number, timeoutMs = 30_000): Promise<void> {
+    let seen = new Map<Member, ClusterStatusJson | undefined>();
     await waitFor(
       async () => {
-        const all = await Promise.all(this.live().map((m) => this.status(m).catch(() => undefined)));
+        const live = this.live();
+        const all = await Promise.all(live.map((m) => this.status(m).catch(() => undefined)));
+        seen = new Map(live.map((m, i) => [m, all[i]]));
         if (all.some((s) => !s)) return false;
         const owned = all.flatMap((s) => s!.cluster.partitions.owned);
         const even = all.every((s) => s!.cluster.partitions.owned.length >= Math.floor(this.partitions / n));
@@ -134,7 +142,19 @@ export class ProcessCluster {
       },
       timeoutMs,
       100,
-    );
+    ).catch((err: unknown) => {
+      const state = this.members.map((m) => {
+        const s = seen.get(m);
+        const warnings = m.proc.lines.filter((l) => typeof l.level === 'number' && l.level >= 40).slice(-4);
+        return {
+          id: m.id,
+          alive: m.alive,
+          ...(s ? { instance: s.cluster.instance, owned: s.cluster.partitions.owned, sees: s.cluster.instances.filter((i) => i.alive).map((i) => i.id) } : {}),
+          warnings: warnings.map((l) => `${String(l.msg)}${l.err ? `: ${JSON.stringify(l.err).slice(0, 200)}` : ''}`),
+        };
+      });
+      throw new Error(`${(err as Error).message}: the cluster of ${n} did not settle; ${JSON.stringify(state)}`);
+    });
   }
 
   /** The member that holds `key`'s lease now, as the live instances report it. */
