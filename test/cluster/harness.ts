@@ -201,15 +201,19 @@ export class ProcessCluster {
   }
 }
 
-const tgUserId = (chat: number): number => 50_000 + chat;
-const slackChannel = (chat: number): string => `D${String(chat).padStart(8, '0')}`;
+/** `Load`'s Telegram users are 50,000 + chat; another load may start its users elsewhere. */
+const LOAD_TG_USER_BASE = 50_000;
+const tgUserId = (chat: number, base = LOAD_TG_USER_BASE): number => base + chat;
+/** The Slack DM channel of chat `chat`. */
+export const slackChannel = (chat: number): string => `D${String(chat).padStart(8, '0')}`;
 
 /**
- * The scope of `Load`'s conversation `i` when it uses chat `chat`, `tg:<user>` (even `i`) or
- * `sl:<channel>` (odd): what the daemon hashes to pick the conversation's partition.
+ * The scope of conversation `i` when it uses chat `chat`, `tg:<user>` (even `i`, the user
+ * `tgUserBase` + chat) or `sl:<channel>` (odd): what the daemon hashes to pick the
+ * conversation's partition. `Load` uses the default base.
  */
-export function loadScope(i: number, chat: number): string {
-  return i % 2 === 0 ? `tg:${tgUserId(chat)}` : `sl:${slackChannel(chat)}`;
+export function loadScope(i: number, chat: number, tgUserBase = LOAD_TG_USER_BASE): string {
+  return i % 2 === 0 ? `tg:${tgUserId(chat, tgUserBase)}` : `sl:${slackChannel(chat)}`;
 }
 
 /** The load: `conversations` split between Telegram DMs and Slack DMs, `perConversation` messages each. */

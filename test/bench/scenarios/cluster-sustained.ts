@@ -1,6 +1,6 @@
 import { clusterSkipReason } from '../../helpers/cluster.js';
 import { partitionOf } from '../../../src/cluster/partition-key.js';
-import type { ProcessCluster } from '../../cluster/harness.js';
+import { loadScope, type ProcessCluster, slackChannel } from '../../cluster/harness.js';
 import { visibleText } from '../../fakes/telegram/server.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 import { Occupancy, withModelBoundCluster } from './cluster-model.js';
@@ -207,14 +207,8 @@ async function step(c: ProcessCluster, load: SteadyLoad, rate: number, slots: nu
 /** The first of the `scopes` conversations the load takes in turn: another draw of partitions. */
 const firstConversation = (): number => Number(process.env.CHANNELD_BENCH_CONVERSATIONS_FROM ?? 0);
 
-/** Conversation `i`'s Telegram user (even `i`) or Slack DM channel (odd). */
-const steadyUser = (i: number): number => 60_000 + i;
-const steadyChannel = (i: number): string => `D${String(i).padStart(8, '0')}`;
-
-/** Conversation `i`'s scope, `tg:<user>` or `sl:<channel>`: what the daemon hashes to pick its partition. */
-function steadyScope(i: number): string {
-  return i % 2 === 0 ? `tg:${steadyUser(i)}` : `sl:${steadyChannel(i)}`;
-}
+/** Conversation `i` uses chat `i`: Telegram user 60,000 + i (even `i`) or Slack DM channel `i` (odd). */
+const STEADY_TG_USER_BASE = 60_000;
 
 /**
  * The load's conversations in an order that takes each live instance's in turn (by the
@@ -227,8 +221,9 @@ function steadyScope(i: number): string {
 async function evenOrder(c: ProcessCluster, scopes: number): Promise<number[]> {
   const owned = await Promise.all(c.live().map(async (m) => new Set((await c.status(m)).cluster.partitions.owned)));
   const byInstance = owned.map(() => [] as number[]);
-  for (let i = firstConversation(); i < firstConversation() + scopes; i++) {
-    const p = partitionOf(steadyScope(i), c.partitions);
+  const from = firstConversation();
+  for (let i = from; i < from + scopes; i++) {
+    const p = partitionOf(loadScope(i, i, STEADY_TG_USER_BASE), c.partitions);
     const instance = owned.findIndex((o) => o.has(p));
     if (instance < 0) throw new Error(`partition ${p} has no owner: the partitions are not settled, no even order`);
     byInstance[instance]!.push(i);
@@ -266,9 +261,9 @@ class SteadyLoad {
     const i = this.order.length ? this.order[seq % this.order.length]! : (seq % this.scopes) + firstConversation();
     const text = `c${i} m${seq} alpha beta gamma`;
     this.#pending.set(text, performance.now());
-    if (i % 2 === 0) this.c.tg.dm(text, { id: steadyUser(i), first_name: `u${i}` });
+    if (i % 2 === 0) this.c.tg.dm(text, { id: STEADY_TG_USER_BASE + i, first_name: `u${i}` });
     else {
-      const post = this.c.postSlack({ ...this.c.sl.dmEvent(text, `U${i}`), channel: steadyChannel(i) });
+      const post = this.c.postSlack({ ...this.c.sl.dmEvent(text, `U${i}`), channel: slackChannel(i) });
       this.#posts.add(post);
       void post.finally(() => this.#posts.delete(post));
     }
