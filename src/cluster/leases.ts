@@ -46,16 +46,62 @@ export class Leases {
     private readonly log: Logger,
   ) {}
 
-  /** Starts following every key, so status and contenders need no reads of their own. */
+  /**
+   * Starts following every key, so status and contenders need no reads of their own. The
+   * watch is restarted whenever its iterator ends while this instance runs (nats.js ends an
+   * ordered consumer it could not re-create, or one whose subscription closed): a table
+   * that stopped changing would make every other instance look expired, and this one would
+   * then count only itself and keep every partition.
+   */
   async start(): Promise<void> {
-    const watch = await this.kv.watch({ key: '>' });
-    this.#stop.signal.addEventListener('abort', () => watch.stop(), { once: true });
-    this.#watching = (async () => {
-      for await (const e of watch) {
-        if (e.operation === 'PUT') this.#seen.set(e.key, { value: e.json<LeaseValue>(), revision: e.revision, seenAt: Date.now() });
-        else this.#seen.delete(e.key);
+    const first = await this.kv.watch({ key: '>' });
+    this.#watching = this.#follow(first);
+  }
+
+  async #follow(first: Awaited<ReturnType<KV['watch']>>): Promise<void> {
+    let watch: Awaited<ReturnType<KV['watch']>> | undefined = first;
+    const stop = () => watch?.stop();
+    this.#stop.signal.addEventListener('abort', stop, { once: true });
+    let backoffMs = WATCH_RETRY_MIN_MS;
+    try {
+      while (!this.#stop.signal.aborted) {
+        try {
+          watch ??= await this.kv.watch({ key: '>' });
+          if (this.#stop.signal.aborted) break;
+          for await (const e of watch) {
+            backoffMs = WATCH_RETRY_MIN_MS;
+            this.#apply(e.operation, e.key, e.revision, () => e.json<LeaseValue>());
+          }
+          if (this.#stop.signal.aborted) break;
+          this.log.warn({ retryInMs: backoffMs }, 'lease watch ended; following the bucket again');
+        } catch (err) {
+          if (this.#stop.signal.aborted) break;
+          this.log.warn({ err, retryInMs: backoffMs }, 'lease watch failed; following the bucket again');
+        }
+        watch = undefined;
+        await sleep(backoffMs, this.#stop.signal);
+        backoffMs = Math.min(backoffMs * 2, Math.max(WATCH_RETRY_MIN_MS, this.ttlMs / 3));
       }
-    })().catch((err: unknown) => this.log.warn({ err }, 'lease watch ended'));
+    } finally {
+      this.#stop.signal.removeEventListener('abort', stop);
+      // A watch opened while close() was aborting is stopped here (stop() is idempotent).
+      watch?.stop();
+    }
+  }
+
+  /**
+   * One change seen by the watch. A key seen again at the revision already held keeps the
+   * time it was first seen (a restarted watch replays every key's current value): its age
+   * must still run from its last real change, or a dead holder would look renewed.
+   */
+  #apply(operation: string, key: string, revision: number, value: () => LeaseValue): void {
+    if (operation !== 'PUT') {
+      this.#seen.delete(key);
+      return;
+    }
+    const had = this.#seen.get(key);
+    if (had && had.revision === revision) return;
+    this.#seen.set(key, { value: value(), revision, seenAt: Date.now() });
   }
 
   async close(): Promise<void> {
@@ -179,6 +225,8 @@ export class Leases {
   }
 }
 
+/** The first pause before a lease watch that ended is followed again; doubled up to a third of the TTL. */
+const WATCH_RETRY_MIN_MS = 100;
 /** How often a key found free while being taken is tried again before it counts as held. */
 const FREE_KEY_ATTEMPTS = 3;
 /** The key changed state under the attempt (freed or expired): try again. */

@@ -101,4 +101,53 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
     expect(taken).toBeDefined();
     await taken!.release();
   });
+  it('a lease watch whose iterator ends is followed again, and the replay keeps each unchanged key’s age', async () => {
+    const a = await instance('wa');
+    // The real bucket; the test keeps each watch it opens, to end one as nats.js does when
+    // it gives an ordered consumer up (stop() on its iterator).
+    const watches: Array<{ stop(err?: Error): void }> = [];
+    const kv = new Proxy(a.leases.kv, {
+      get(target, prop, receiver) {
+        const real = Reflect.get(target, prop, receiver) as unknown;
+        if (prop !== 'watch' || typeof real !== 'function') return typeof real === 'function' ? real.bind(target) : real;
+        return async (opts: unknown) => {
+          const w = await (real as (o: unknown) => Promise<{ stop(err?: Error): void }>).call(target, opts);
+          watches.push(w);
+          return w;
+        };
+      },
+    });
+    const { log, sink } = quietLogger();
+    const w = new Leases(kv, 'ww', 1500, log);
+    await w.start();
+    const x = await a.leases.tryAcquire('inst.wx');
+    await waitFor(() => w.ownerOf('inst.wx') === 'wa');
+    await kv.put('once.wz', JSON.stringify({ owner: 'gone', renewedAt: Date.now() }));
+    await waitFor(() => w.ownerOf('once.wz') === 'gone');
+    const zSeenBy = Date.now();
+
+    watches[0]!.stop();
+    const y = await a.leases.tryAcquire('inst.wy');
+    // Followed again: a key taken after the end shows, and a's renewals keep its first key live.
+    await waitFor(() => w.ownerOf('inst.wy') === 'wa', scaled(5000));
+    const revision = w.table('inst.').find((r) => r.key === 'inst.wx')!.revision;
+    await waitFor(() => w.table('inst.').find((r) => r.key === 'inst.wx')!.revision > revision, scaled(5000));
+    expect(
+      w
+        .table('inst.')
+        .filter((r) => !r.expired)
+        .map((r) => r.key),
+    ).toEqual(['inst.wx', 'inst.wy']);
+    expect(watches.length).toBe(2);
+    expect(sink.text).toContain('lease watch ended; following the bucket again');
+    // The replay showed the key nobody renews at its old revision: its age still runs from
+    // when it was first seen, so it expires on time instead of looking renewed by the replay.
+    const ageFloorMs = Date.now() - zSeenBy;
+    expect(w.table('once.').find((r) => r.key === 'once.wz')!.ageMs).toBeGreaterThanOrEqual(ageFloorMs);
+    await waitFor(() => w.ownerOf('once.wz') === undefined, scaled(5000));
+
+    await w.close();
+    expect(watches.length).toBe(2);
+    await Promise.all([x!.release(), y!.release()]);
+  });
 });
