@@ -163,6 +163,7 @@ export class Partitions {
       o.messages = await consumer.consume({ max_messages: 256 });
       this.log.info({ partition, takeoverSeq }, 'partition acquired');
       o.loop = this.#consume(o, takeoverSeq);
+      void this.#watchConsumer(o, o.messages);
       lease.signal.addEventListener('abort', () => void this.#lost(o), { once: true });
     } catch (err) {
       this.log.warn({ err, partition }, 'partition could not be consumed; giving it back');
@@ -203,6 +204,37 @@ export class Partitions {
     } catch (err) {
       if (!o.leaving && !o.lease.signal.aborted) this.log.error({ err, partition: o.partition }, `partition consumer ended: ${errorMessage(err)}`);
     }
+    this.#consumerGone(o, 'its consumer ended');
+  }
+
+  /**
+   * nats.js does not end a pull consumer's messages when the server deletes the consumer (an
+   * operator's `nats consumer rm`, JetStream state lost): it reports it on the status stream
+   * and keeps pulling from nothing. The partition would stay owned and its conversations
+   * unanswered while this instance lives, so a consumer the server says is gone hands it back.
+   */
+  async #watchConsumer(o: Owned, messages: ConsumerMessages): Promise<void> {
+    try {
+      for await (const s of messages.status()) {
+        if (s.type === 'consumer_deleted' || s.type === 'consumer_not_found') {
+          this.#consumerGone(o, `its consumer was ${s.type === 'consumer_deleted' ? 'deleted' : 'not found'} on the server`);
+          return;
+        }
+      }
+    } catch {
+      // The status stream ends with the messages; the consume loop reports why.
+    }
+  }
+
+  /**
+   * The partition's consumer stopped delivering while the partition is still ours: hand it
+   * back, so the balancing takes it again (here or on another instance) with a new consumer,
+   * through the takeover path that asks PostgreSQL what was already answered.
+   */
+  #consumerGone(o: Owned, why: string): void {
+    if (o.leaving || o.lease.signal.aborted || this.#stop.signal.aborted) return;
+    this.log.warn({ partition: o.partition, why }, 'partition consumer stopped delivering; handing the partition back to take it again');
+    void this.#leave(o, why);
   }
 
   /** The lease was taken from us (we could not renew): stop its turns at once, write nothing more. */
