@@ -48,10 +48,10 @@ export class Leases {
 
   /**
    * Starts following every key, so status and contenders need no reads of their own. The
-   * watch is restarted whenever its iterator ends while this instance runs (nats.js ends an
-   * ordered consumer it could not re-create, or one whose subscription closed): a table
-   * that stopped changing would make every other instance look expired, and this one would
-   * then count only itself and keep every partition.
+   * watch is followed again whenever its iterator ends while this instance runs (its
+   * subscription closed or failed): a table that stopped changing would make every other
+   * instance look expired, and this one would then count only itself and keep every
+   * partition.
    */
   async start(): Promise<void> {
     const first = await this.kv.watch({ key: '>' });
@@ -65,13 +65,11 @@ export class Leases {
     let backoffMs = WATCH_RETRY_MIN_MS;
     try {
       while (!this.#stop.signal.aborted) {
+        const openedAt = Date.now();
         try {
           watch ??= await this.kv.watch({ key: '>' });
           if (this.#stop.signal.aborted) break;
-          for await (const e of watch) {
-            backoffMs = WATCH_RETRY_MIN_MS;
-            this.#apply(e.operation, e.key, e.revision, () => e.json<LeaseValue>());
-          }
+          for await (const e of watch) this.#apply(e.operation, e.key, e.revision, () => e.json<LeaseValue>());
           if (this.#stop.signal.aborted) break;
           this.log.warn({ retryInMs: backoffMs }, 'lease watch ended; following the bucket again');
         } catch (err) {
@@ -80,7 +78,9 @@ export class Leases {
         }
         watch = undefined;
         await sleep(backoffMs, this.#stop.signal);
-        backoffMs = Math.min(backoffMs * 2, Math.max(WATCH_RETRY_MIN_MS, this.ttlMs / 3));
+        // A watch that ran for a whole TTL starts the pauses over; one that keeps ending at
+        // once (every new watch replays the bucket first) waits longer each time.
+        backoffMs = Date.now() - openedAt >= this.ttlMs ? WATCH_RETRY_MIN_MS : Math.min(backoffMs * 2, Math.max(WATCH_RETRY_MIN_MS, this.ttlMs / 3));
       }
     } finally {
       this.#stop.signal.removeEventListener('abort', stop);
@@ -92,7 +92,9 @@ export class Leases {
   /**
    * One change seen by the watch. A key seen again at the revision already held keeps the
    * time it was first seen (a restarted watch replays every key's current value): its age
-   * must still run from its last real change, or a dead holder would look renewed.
+   * must still run from its last real change, or a dead holder would look renewed. A value
+   * that is not a lease (not JSON: written by something else) is skipped with a warning,
+   * not allowed to end the watch.
    */
   #apply(operation: string, key: string, revision: number, value: () => LeaseValue): void {
     if (operation !== 'PUT') {
@@ -101,7 +103,15 @@ export class Leases {
     }
     const had = this.#seen.get(key);
     if (had && had.revision === revision) return;
-    this.#seen.set(key, { value: value(), revision, seenAt: Date.now() });
+    let parsed: LeaseValue;
+    try {
+      parsed = value();
+    } catch (err) {
+      this.#seen.delete(key);
+      this.log.warn({ err, lease: key, revision }, 'lease key holds no lease value; ignored');
+      return;
+    }
+    this.#seen.set(key, { value: parsed, revision, seenAt: Date.now() });
   }
 
   async close(): Promise<void> {

@@ -209,8 +209,8 @@ export class Partitions {
 
   /**
    * nats.js does not end a pull consumer's messages when the server deletes the consumer (an
-   * operator's `nats consumer rm`, JetStream state lost): it reports it on the status stream
-   * and keeps pulling from nothing. The partition would stay owned and its conversations
+   * operator's `nats consumer rm`): it reports it on the status stream and keeps pulling
+   * from nothing. The partition would stay owned and its conversations
    * unanswered while this instance lives, so a consumer the server says is gone hands it back.
    */
   async #watchConsumer(o: Owned, messages: ConsumerMessages): Promise<void> {
@@ -234,7 +234,7 @@ export class Partitions {
   #consumerGone(o: Owned, why: string): void {
     if (o.leaving || o.lease.signal.aborted || this.#stop.signal.aborted) return;
     this.log.warn({ partition: o.partition, why }, 'partition consumer stopped delivering; handing the partition back to take it again');
-    void this.#leave(o, why);
+    this.#leave(o, why).catch((err: unknown) => this.log.error({ err, partition: o.partition }, 'partition hand-back failed'));
   }
 
   /** The lease was taken from us (we could not renew): stop its turns at once, write nothing more. */
@@ -258,12 +258,20 @@ export class Partitions {
     if (o.leaving) return;
     o.leaving = true;
     o.messages?.stop();
-    await o.loop;
-    await this.dispatcher.release((scope) => partitionOf(scope, this.s.config.partitions) === o.partition, this.graceMs());
-    await this.inbox.settle(o.partition);
-    this.inbox.forget(o.partition, false);
-    await o.lease.release();
-    this.#owned.delete(o.partition);
+    try {
+      await o.loop;
+      await this.dispatcher.release((scope) => partitionOf(scope, this.s.config.partitions) === o.partition, this.graceMs());
+      await this.inbox.settle(o.partition);
+      this.inbox.forget(o.partition, false);
+    } catch (err) {
+      // Its writes did not settle: they are dropped, and the next owner asks PostgreSQL.
+      this.inbox.forget(o.partition, true);
+      throw err;
+    } finally {
+      // Given up either way: a partition kept here with nothing consuming it would stall.
+      await o.lease.release();
+      this.#owned.delete(o.partition);
+    }
     this.log.info({ partition: o.partition, why }, 'partition handed back');
   }
 

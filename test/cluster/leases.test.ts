@@ -1,3 +1,4 @@
+import type { KV } from '@nats-io/kv';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { openCluster, type ClusterServices } from '../../src/cluster/connect.js';
 import { Leases } from '../../src/cluster/leases.js';
@@ -7,6 +8,22 @@ import { scaled } from '../helpers/timing.js';
 import { clusterSkipReason, dropNamespace, NATS_URL, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
 
 const skip = await clusterSkipReason();
+
+type Watch = { stop(err?: Error): void };
+/** The real bucket, with each watch it opens handed to `opened` (to end one as nats.js does: stop() on its iterator). */
+function keepWatches(kv: KV, opened: (w: Watch) => void): KV {
+  return new Proxy(kv, {
+    get(target, prop, receiver) {
+      const real = Reflect.get(target, prop, receiver) as unknown;
+      if (prop !== 'watch' || typeof real !== 'function') return typeof real === 'function' ? real.bind(target) : real;
+      return async (opts: unknown) => {
+        const w = await (real as (o: unknown) => Promise<Watch>).call(target, opts);
+        opened(w);
+        return w;
+      };
+    },
+  });
+}
 
 describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: ${skip})` : ''}`, () => {
   const ns = uniqueNamespace();
@@ -105,18 +122,8 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
     const a = await instance('wa');
     // The real bucket; the test keeps each watch it opens, to end one as nats.js does when
     // it gives an ordered consumer up (stop() on its iterator).
-    const watches: Array<{ stop(err?: Error): void }> = [];
-    const kv = new Proxy(a.leases.kv, {
-      get(target, prop, receiver) {
-        const real = Reflect.get(target, prop, receiver) as unknown;
-        if (prop !== 'watch' || typeof real !== 'function') return typeof real === 'function' ? real.bind(target) : real;
-        return async (opts: unknown) => {
-          const w = await (real as (o: unknown) => Promise<{ stop(err?: Error): void }>).call(target, opts);
-          watches.push(w);
-          return w;
-        };
-      },
-    });
+    const watches: Watch[] = [];
+    const kv = keepWatches(a.leases.kv, (w) => watches.push(w));
     const { log, sink } = quietLogger();
     const w = new Leases(kv, 'ww', 1500, log);
     await w.start();
@@ -129,9 +136,9 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
     watches[0]!.stop();
     const y = await a.leases.tryAcquire('inst.wy');
     // Followed again: a key taken after the end shows, and a's renewals keep its first key live.
-    await waitFor(() => w.ownerOf('inst.wy') === 'wa', scaled(5000));
+    await waitFor(() => w.ownerOf('inst.wy') === 'wa', 5000);
     const revision = w.table('inst.').find((r) => r.key === 'inst.wx')!.revision;
-    await waitFor(() => w.table('inst.').find((r) => r.key === 'inst.wx')!.revision > revision, scaled(5000));
+    await waitFor(() => w.table('inst.').find((r) => r.key === 'inst.wx')!.revision > revision, 5000);
     expect(
       w
         .table('inst.')
@@ -144,10 +151,55 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
     // when it was first seen, so it expires on time instead of looking renewed by the replay.
     const ageFloorMs = Date.now() - zSeenBy;
     expect(w.table('once.').find((r) => r.key === 'once.wz')!.ageMs).toBeGreaterThanOrEqual(ageFloorMs);
-    await waitFor(() => w.ownerOf('once.wz') === undefined, scaled(5000));
+    await waitFor(() => w.ownerOf('once.wz') === undefined, 5000);
 
     await w.close();
     expect(watches.length).toBe(2);
     await Promise.all([x!.release(), y!.release()]);
+  });
+  it('a watch that keeps ending at once is followed again after longer pauses, and a key that holds no lease is skipped without ending the watch', async () => {
+    const a = await instance('wb');
+    // Each watch the test opens after the first is ended 50 ms after it opens (after the
+    // bucket's replay has arrived), three times.
+    let toEnd = 0;
+    const watches: Watch[] = [];
+    const kv = keepWatches(a.leases.kv, (w) => {
+      watches.push(w);
+      if (toEnd > 0) {
+        toEnd--;
+        setTimeout(() => w.stop(), 50);
+      }
+    });
+    const { log, sink } = quietLogger();
+    const w = new Leases(kv, 'wv', 1500, log);
+    await w.start();
+    const held = await a.leases.tryAcquire('inst.wb');
+    await waitFor(() => w.ownerOf('inst.wb') === 'wb');
+
+    toEnd = 3;
+    watches[0]!.stop();
+    await waitFor(() => watches.length === 5 && toEnd === 0, 10_000);
+    const pauses = sink
+      .entries()
+      .filter((e) => e.msg === 'lease watch ended; following the bucket again')
+      .map((e) => e.retryInMs);
+    // The first pause is 100 ms, or 200 if the first watch ended within a TTL of opening;
+    // after that each watch that ended at once doubles it, up to the TTL's third (500 ms): a
+    // replay does not start the pauses over.
+    expect(pauses).toHaveLength(4);
+    expect(pauses[0]).toBe(100);
+    expect([100, 200]).toContain(pauses[1]);
+    expect(pauses[2]).toBe(2 * (pauses[1] as number));
+    expect(pauses[3]).toBe(Math.min(500, 2 * (pauses[2] as number)));
+
+    // Something else wrote a value that is not a lease: it is skipped, the watch goes on.
+    await kv.put('inst.junk', 'not json');
+    const next = await a.leases.tryAcquire('inst.after-junk');
+    await waitFor(() => w.ownerOf('inst.after-junk') === 'wb');
+    expect(w.ownerOf('inst.junk')).toBeUndefined();
+    expect(sink.text).toContain('lease key holds no lease value; ignored');
+    expect(watches.length).toBe(5);
+    await w.close();
+    await Promise.all([held!.release(), next!.release()]);
   });
 });
