@@ -121,7 +121,7 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
   it('a lease watch whose iterator ends is followed again, and the replay keeps each unchanged key’s age', async () => {
     const a = await instance('wa');
     // The real bucket; the test keeps each watch it opens, to end one as nats.js does when
-    // it gives an ordered consumer up (stop() on its iterator).
+    // the watch's subscription closes or fails (stop() on its iterator).
     const watches: Watch[] = [];
     const kv = keepWatches(a.leases.kv, (w) => watches.push(w));
     const { log, sink } = quietLogger();
