@@ -319,8 +319,9 @@ export class HeldLease {
   /** Gives the lease up at once so a contender need not wait for the TTL. */
   async release(): Promise<void> {
     if (this.#lost.signal.aborted) return;
-    this.#lose('released');
+    // Set before the abort, so whoever listens to `signal` can tell a release from a loss.
     this.#released = true;
+    this.#lose('released');
     try {
       await this.leases.counted().delete(this.key, { previousSeq: this.#revision });
     } catch {

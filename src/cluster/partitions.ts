@@ -237,15 +237,20 @@ export class Partitions {
     this.#leave(o, why).catch((err: unknown) => this.log.error({ err, partition: o.partition }, 'partition hand-back failed'));
   }
 
-  /** The lease was taken from us (we could not renew): stop its turns at once, write nothing more. */
+  /**
+   * The lease was taken from us (we could not renew): stop its turns at once, write nothing
+   * more. Also during a hand-back, whose running turns would otherwise go on for the grace
+   * period as if the partition were still ours; the hand-back then ends it.
+   */
   async #lost(o: Owned): Promise<void> {
-    if (o.leaving) return;
+    if (o.lease.released) return;
+    const handingBack = o.leaving;
     o.leaving = true;
-    this.log.warn({ partition: o.partition }, 'partition lease lost; its turns stop here');
+    this.log.warn({ partition: o.partition, handingBack }, 'partition lease lost; its turns stop here');
     o.messages?.stop();
     this.inbox.forget(o.partition, true);
     await this.dispatcher.release((scope) => partitionOf(scope, this.s.config.partitions) === o.partition, 0);
-    this.#owned.delete(o.partition);
+    if (!handingBack) this.#owned.delete(o.partition);
   }
 
   /** Hands a partition back: no new items, running turns finish, their states are written, then the lease goes. */

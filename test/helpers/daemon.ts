@@ -34,9 +34,10 @@ export interface TestDaemon {
   stop(): Promise<void>;
 }
 
-/** The header every test config gets: its own state dir and a free port. */
+/** The header every test config gets: its own state dir and a free port (and a 2 s grace unless `extra` sets one). */
 export function header(dir: string, extra = '', httpExtra = ''): string {
-  return `[daemon]\nstate_dir = "${join(dir, 'state')}"\nshutdown_grace_ms = 2000\n${extra}\n[http]\nlisten = "127.0.0.1:0"\n${httpExtra}\n`;
+  const grace = /^shutdown_grace_ms\s*=/m.test(extra) ? '' : 'shutdown_grace_ms = 2000\n';
+  return `[daemon]\nstate_dir = "${join(dir, 'state')}"\n${grace}${extra}\n[http]\nlisten = "127.0.0.1:0"\n${httpExtra}\n`;
 }
 
 /** Starts an in-process daemon on a temp dir with `body` after the generated header. */
