@@ -58,8 +58,8 @@ export class Leases {
     this.#watching = this.#follow(first);
   }
 
-  async #follow(first: Awaited<ReturnType<KV['watch']>>): Promise<void> {
-    let watch: Awaited<ReturnType<KV['watch']>> | undefined = first;
+  async #follow(first: KvWatch): Promise<void> {
+    let watch: KvWatch | undefined = first;
     const stop = () => watch?.stop();
     this.#stop.signal.addEventListener('abort', stop, { once: true });
     let backoffMs = WATCH_RETRY_MIN_MS;
@@ -235,6 +235,8 @@ export class Leases {
   }
 }
 
+/** What `KV.watch` yields: the bucket's changes, from each key's current value on. */
+type KvWatch = Awaited<ReturnType<KV['watch']>>;
 /** The first pause before a lease watch that ended is followed again; doubled up to a third of the TTL. */
 const WATCH_RETRY_MIN_MS = 100;
 /** How often a key found free while being taken is tried again before it counts as held. */

@@ -1,10 +1,9 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { connect } from '@nats-io/transport-node';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { NATS_URL, clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace, withNats } from '../helpers/cluster.js';
 
 const skip = await clusterSkipReason();
 
@@ -35,13 +34,10 @@ describe.skipIf(skip !== undefined)(`a partition whose consumer is deleted on th
   };
   /** An operator's `nats consumer rm` of every partition's consumer under the live owner. */
   const deleteConsumers = async (ns: string, partitions: number) => {
-    const nc = await connect({ servers: NATS_URL });
-    try {
+    await withNats(async (nc) => {
       const jsm = await jetstreamManager(nc);
       for (let p = 0; p < partitions; p++) expect(await jsm.consumers.delete(`${ns}_inbox`, `p${p}`)).toBe(true);
-    } finally {
-      await nc.close();
-    }
+    });
   };
 
   it('is handed back and taken again with a new consumer: every message after the deletion is answered once', async () => {
@@ -75,13 +71,10 @@ describe.skipIf(skip !== undefined)(`a partition whose consumer is deleted on th
 
     // Another instance's value in the partition's lease key: the owner's next renewal is
     // refused, so the lease is lost in the middle of the hand-back's wait.
-    const nc = await connect({ servers: NATS_URL });
-    try {
+    await withNats(async (nc) => {
       const kv = await new Kvm(nc).open(`${ns}_leases`);
       await kv.put('part.0', JSON.stringify({ owner: 'elsewhere', renewedAt: Date.now() }));
-    } finally {
-      await nc.close();
-    }
+    });
     const lost = await waitFor(() => d.logs.entries().find((e) => e.msg === 'partition lease lost; its turns stop here'), 20_000);
     expect(lost.handingBack).toBe(true);
     // The turn is stopped now, long before the 60 s grace or the answer's 10 s would end it.

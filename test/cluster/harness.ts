@@ -203,7 +203,8 @@ export class ProcessCluster {
 
 /** `Load`'s Telegram users are 50,000 + chat; another load may start its users elsewhere. */
 const LOAD_TG_USER_BASE = 50_000;
-const tgUserId = (chat: number, base = LOAD_TG_USER_BASE): number => base + chat;
+/** The Telegram user of chat `chat`, counted from `base`. */
+export const tgUserId = (chat: number, base = LOAD_TG_USER_BASE): number => base + chat;
 /** The Slack DM channel of chat `chat`. */
 export const slackChannel = (chat: number): string => `D${String(chat).padStart(8, '0')}`;
 

@@ -183,9 +183,9 @@ describe.skipIf(skip !== undefined)(`leases in JetStream KV${skip ? ` (skipped: 
       .entries()
       .filter((e) => e.msg === 'lease watch ended; following the bucket again')
       .map((e) => e.retryInMs);
-    // The first pause is 100 ms, or 200 if the first watch ended within a TTL of opening;
-    // after that each watch that ended at once doubles it, up to the TTL's third (500 ms): a
-    // replay does not start the pauses over.
+    // The first pause is 100 ms; the second 200, or 100 again if the first watch had run a
+    // whole TTL; after that each watch that ended at once doubles it, up to the TTL's third
+    // (500 ms): a replay does not start the pauses over.
     expect(pauses).toHaveLength(4);
     expect(pauses[0]).toBe(100);
     expect([100, 200]).toContain(pauses[1]);

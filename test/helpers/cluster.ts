@@ -1,6 +1,6 @@
 import { connect as tcp } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { connect } from '@nats-io/transport-node';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import type { Logger } from '../../src/observe/logger.js';
@@ -42,15 +42,22 @@ export function uniqueNamespace(): string {
   return `t${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 }
 
-/** Deletes the test's stream, KV buckets and schema. */
-export async function dropNamespace(ns: string): Promise<void> {
+/** Runs `fn` on a NATS connection of its own, closed afterwards (what an operator's `nats` CLI would do). */
+export async function withNats<T>(fn: (nc: NatsConnection) => Promise<T>): Promise<T> {
   const nc = await connect({ servers: NATS_URL });
   try {
-    const jsm = await jetstreamManager(nc);
-    for (const name of [`${ns}_inbox`, `KV_${ns}_leases`, `KV_${ns}_stops`]) await jsm.streams.delete(name).catch(() => false);
+    return await fn(nc);
   } finally {
     await nc.close();
   }
+}
+
+/** Deletes the test's stream, KV buckets and schema. */
+export async function dropNamespace(ns: string): Promise<void> {
+  await withNats(async (nc) => {
+    const jsm = await jetstreamManager(nc);
+    for (const name of [`${ns}_inbox`, `KV_${ns}_leases`, `KV_${ns}_stops`]) await jsm.streams.delete(name).catch(() => false);
+  });
   const client = new pg.Client({ connectionString: PG_URL });
   await client.connect();
   try {

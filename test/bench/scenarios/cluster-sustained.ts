@@ -1,6 +1,6 @@
 import { clusterSkipReason } from '../../helpers/cluster.js';
 import { partitionOf } from '../../../src/cluster/partition-key.js';
-import { loadScope, type ProcessCluster, slackChannel } from '../../cluster/harness.js';
+import { loadScope, type ProcessCluster, slackChannel, tgUserId } from '../../cluster/harness.js';
 import { visibleText } from '../../fakes/telegram/server.js';
 import { percentile, type Row, type ScenarioOptions } from '../report.js';
 import { Occupancy, withModelBoundCluster } from './cluster-model.js';
@@ -261,7 +261,7 @@ class SteadyLoad {
     const i = this.order.length ? this.order[seq % this.order.length]! : (seq % this.scopes) + firstConversation();
     const text = `c${i} m${seq} alpha beta gamma`;
     this.#pending.set(text, performance.now());
-    if (i % 2 === 0) this.c.tg.dm(text, { id: STEADY_TG_USER_BASE + i, first_name: `u${i}` });
+    if (i % 2 === 0) this.c.tg.dm(text, { id: tgUserId(i, STEADY_TG_USER_BASE), first_name: `u${i}` });
     else {
       const post = this.c.postSlack({ ...this.c.sl.dmEvent(text, `U${i}`), channel: slackChannel(i) });
       this.#posts.add(post);
