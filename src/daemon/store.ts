@@ -1,5 +1,6 @@
 import { join } from 'node:path';
 import { CodedError, errorMessage } from '../contracts/errors.js';
+import { agentOf } from '../config/load.js';
 import { defineComponent, type DaemonComponent } from './services.js';
 import { ApprovalStore } from '../store/approvals.js';
 import { ConversationStore } from '../store/conversations.js';
@@ -8,6 +9,7 @@ import { GroupCommit } from '../store/group-commit.js';
 import { StorageHealth } from '../store/health.js';
 import { Inbox } from '../store/inbox.js';
 import { SessionStore } from '../store/sessions.js';
+import { readTurnStartsAlongside } from '../store/turn-reads.js';
 import { SqliteMemoryStore } from '../store/memories.js';
 import { ReminderStore } from '../store/reminders.js';
 import { SqliteUsageLedger } from '../store/usage-ledger.js';
@@ -70,8 +72,11 @@ export function sqliteStoreComponent(localOnly = false): DaemonComponent {
       ctx.provide('storage', group);
       ctx.provide('inbox', inbox);
       if (localOnly) return;
-      ctx.provide('sessions', new SessionStore(db, group));
-      ctx.provide('conversations', new ConversationStore(db, group));
+      const sessions = new SessionStore(db, group);
+      const conversations = new ConversationStore(db, group);
+      readTurnStartsAlongside(inbox, { sessions, conversations }, (channelId) => agentOf(config.config, channelId));
+      ctx.provide('sessions', sessions);
+      ctx.provide('conversations', conversations);
       ctx.provide('usage', new SqliteUsageLedger(db, group));
       ctx.provide('approval-store', new ApprovalStore(db));
       ctx.provide('spend', new LocalReservations(new SqliteSettledWindows(db, group)));

@@ -48,6 +48,11 @@ export class ConversationStore implements Conversations {
     return prefs;
   }
 
+  /** Reads (and caches) the preferences of these conversations now: see `Inbox.readAlongside`. */
+  warm(keys: Iterable<readonly [agent: string, scope: string]>): void {
+    for (const [agent, scope] of keys) this.get(agent, scope);
+  }
+
   update(agent: string, scope: string, patch: Partial<ConversationPrefs>): ConversationPrefs {
     const next = { ...this.get(agent, scope), ...patch };
     const row = { agent, scope, model: next.model ?? null, queueMode: next.queueMode ?? null, modes: next.modes ? JSON.stringify(next.modes) : null };

@@ -90,6 +90,9 @@ export class SessionStore implements Sessions {
   readonly #activeCache = new Map<string, SessionInfo>();
   /** The same cached entries by session id, so `append` finds its entry without a scan of them all. */
   readonly #bySession = new Map<number, SessionInfo>();
+  /** Scopes `warm` found without a session, until the event loop's next turn. */
+  readonly #absent = new Set<string>();
+  #forgetting = false;
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
@@ -117,14 +120,41 @@ export class SessionStore implements Sessions {
 
   /** The active session of a scope, created on first use. */
   active(agent: string, scope: string): SessionInfo {
-    const cached = this.#activeCache.get(cacheKey(agent, scope));
+    const key = cacheKey(agent, scope);
+    const cached = this.#activeCache.get(key);
     if (cached) return { ...cached };
-    const row = this.#active.get(agent, scope) as { id: number; created_at: number; last_active_at: number } | undefined;
-    const info = row
-      ? { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n }
-      : this.start(agent, scope);
+    const info = (!this.#absent.delete(key) && this.#read(agent, scope)) || this.start(agent, scope);
     this.#remember(agent, scope, info);
     return { ...info };
+  }
+
+  #read(agent: string, scope: string): SessionInfo | undefined {
+    const row = this.#active.get(agent, scope) as { id: number; created_at: number; last_active_at: number } | undefined;
+    return row && { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n };
+  }
+
+  /**
+   * Reads the active sessions of these scopes now (see `Inbox.readAlongside`): a stored one is
+   * cached as `active` caches it; a scope with none is remembered as such until the event
+   * loop's next turn (the turns of a stored batch start in the microtasks right after it), so
+   * its first turn starts a session without reading again. Only until then: later, another
+   * process on the same file (the old one during `channeld upgrade`) may have started one.
+   */
+  warm(keys: Iterable<readonly [agent: string, scope: string]>): void {
+    for (const [agent, scope] of keys) {
+      const key = cacheKey(agent, scope);
+      if (this.#activeCache.has(key)) continue;
+      const info = this.#read(agent, scope);
+      if (info) this.#remember(agent, scope, info);
+      else this.#absent.add(key);
+    }
+    if (this.#absent.size > 0 && !this.#forgetting) {
+      this.#forgetting = true;
+      setImmediate(() => {
+        this.#forgetting = false;
+        this.#absent.clear();
+      });
+    }
   }
 
   #remember(agent: string, scope: string, info: SessionInfo): void {
