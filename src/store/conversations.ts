@@ -1,6 +1,7 @@
 import type { QueueMode } from '../config/schema.js';
 import type { Db } from './db.js';
 import type { GroupCommit } from './group-commit.js';
+import { forgetNextTurn } from './next-turn.js';
 
 /** What a conversation chose with /model, /queue and /mode. */
 export interface ConversationPrefs {
@@ -21,6 +22,8 @@ export class ConversationStore implements Conversations {
   readonly #get;
   readonly #put;
   readonly #cache = new Map<string, ConversationPrefs>();
+  /** What `warm` read, until the event loop's next turn. */
+  readonly #warmed = new Map<string, ConversationPrefs>();
 
   constructor(
     db: Db,
@@ -37,20 +40,33 @@ export class ConversationStore implements Conversations {
     const key = `${agent}\u0000${scope}`;
     const hit = this.#cache.get(key);
     if (hit) return hit;
-    const row = this.#get.get(agent, scope) as { model: string | null; queue_mode: QueueMode | null; modes: string | null } | undefined;
-    const prefs: ConversationPrefs = {
-      ...(row?.model ? { model: row.model } : {}),
-      ...(row?.queue_mode ? { queueMode: row.queue_mode } : {}),
-      ...(row?.modes ? { modes: JSON.parse(row.modes) as Record<string, boolean> } : {}),
-    };
+    const prefs = this.#warmed.get(key) ?? this.#read(agent, scope);
+    this.#warmed.delete(key);
     if (this.#cache.size > 5000) this.#cache.clear();
     this.#cache.set(key, prefs);
     return prefs;
   }
 
-  /** Reads (and caches) the preferences of these conversations now: see `Inbox.readAlongside`. */
+  #read(agent: string, scope: string): ConversationPrefs {
+    const row = this.#get.get(agent, scope) as { model: string | null; queue_mode: QueueMode | null; modes: string | null } | undefined;
+    return {
+      ...(row?.model ? { model: row.model } : {}),
+      ...(row?.queue_mode ? { queueMode: row.queue_mode } : {}),
+      ...(row?.modes ? { modes: JSON.parse(row.modes) as Record<string, boolean> } : {}),
+    };
+  }
+
+  /**
+   * Reads the preferences of these conversations now (see `Inbox.readAlongside`): `get` uses
+   * them in place of its own read only until the event loop's next turn, as SessionStore's
+   * `warm` does and for the same reason.
+   */
   warm(keys: Iterable<readonly [agent: string, scope: string]>): void {
-    for (const [agent, scope] of keys) this.get(agent, scope);
+    for (const [agent, scope] of keys) {
+      const key = `${agent}\u0000${scope}`;
+      if (!this.#cache.has(key)) this.#warmed.set(key, this.#read(agent, scope));
+    }
+    forgetNextTurn(this.#warmed);
   }
 
   update(agent: string, scope: string, patch: Partial<ConversationPrefs>): ConversationPrefs {

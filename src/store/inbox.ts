@@ -58,6 +58,7 @@ export class Inbox implements LocalItemStore {
   readonly #unfinished;
   readonly #prune;
 
+  readonly #db: Db;
   readonly #group: GroupCommit | undefined;
   /**
    * Reply refs queued in the group commit and not yet written, by item. A final state (or
@@ -74,6 +75,7 @@ export class Inbox implements LocalItemStore {
   #alongside: ((stored: readonly StoredMessage[]) => void) | undefined;
 
   constructor(db: Db, group?: GroupCommit) {
+    this.#db = db;
     this.#group = group;
     this.#insertBatch = db.transaction((batch: Pending[]) => {
       const ids = batch.map((b) => this.add(b.msg, b.scope, b.state));
@@ -98,9 +100,10 @@ export class Inbox implements LocalItemStore {
    * Has `read` run inside each batch's transaction, after its inserts, with the new messages
    * that will wait for a turn. A read outside a transaction opens and closes a WAL read
    * transaction of its own (5-17 us here, more than the lookup); inside the batch's it costs
-   * the lookup alone, so the stores warm their caches for the turns about to start (the
-   * conversation's preferences and its active session, two reads per new conversation).
-   * A failing read does not fail the batch: the turn reads again where it needs the row.
+   * the lookup alone, for the turns about to start (the conversation's preferences and its
+   * active session, two reads per new conversation; see src/store/turn-reads.ts).
+   * A read that fails does not fail the batch (the turn reads again where it needs the row),
+   * unless it was a storage fault or SQLite ended the transaction: then the batch fails.
    */
   readAlongside(read: (stored: readonly StoredMessage[]) => void): void {
     this.#alongside = read;
@@ -111,8 +114,11 @@ export class Inbox implements LocalItemStore {
     if (stored.length === 0) return;
     try {
       this.#alongside!(stored);
-    } catch {
-      // Only a cache left cold: the same read runs again, with its own error handling, when the turn needs it.
+    } catch (err) {
+      // A fault after which SQLite rolled the transaction back itself (a full disk, an I/O
+      // error) is the batch's own: it fails the batch, which is held and retried as any
+      // refused write. Anything else leaves only the turn's read to run where it needs it.
+      if (isStorageFault(err) || !this.#db.inTransaction) throw err;
     }
   }
 

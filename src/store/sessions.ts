@@ -2,6 +2,7 @@ import { CodedError } from '../contracts/errors.js';
 import { sleep } from '../util/abortable.js';
 import { type Db, INTEGER_PARAM, TEXT_PARAM } from './db.js';
 import type { GroupCommit } from './group-commit.js';
+import { forgetNextTurn } from './next-turn.js';
 import { isStorageFault } from './health.js';
 
 import type { TurnEndingKind } from '../contracts/agent-events.js';
@@ -90,9 +91,8 @@ export class SessionStore implements Sessions {
   readonly #activeCache = new Map<string, SessionInfo>();
   /** The same cached entries by session id, so `append` finds its entry without a scan of them all. */
   readonly #bySession = new Map<number, SessionInfo>();
-  /** Scopes `warm` found without a session, until the event loop's next turn. */
-  readonly #absent = new Set<string>();
-  #forgetting = false;
+  /** What `warm` read (null: no session), by cache key, until the event loop's next turn. */
+  readonly #warmed = new Map<string, SessionInfo | null>();
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
@@ -123,7 +123,9 @@ export class SessionStore implements Sessions {
     const key = cacheKey(agent, scope);
     const cached = this.#activeCache.get(key);
     if (cached) return { ...cached };
-    const info = (!this.#absent.delete(key) && this.#read(agent, scope)) || this.start(agent, scope);
+    const warmed = this.#warmed.get(key);
+    if (warmed !== undefined) this.#warmed.delete(key);
+    const info = (warmed === undefined ? this.#read(agent, scope) : warmed) ?? this.start(agent, scope);
     this.#remember(agent, scope, info);
     return { ...info };
   }
@@ -134,27 +136,19 @@ export class SessionStore implements Sessions {
   }
 
   /**
-   * Reads the active sessions of these scopes now (see `Inbox.readAlongside`): a stored one is
-   * cached as `active` caches it; a scope with none is remembered as such until the event
-   * loop's next turn (the turns of a stored batch start in the microtasks right after it), so
-   * its first turn starts a session without reading again. Only until then: later, another
-   * process on the same file (the old one during `channeld upgrade`) may have started one.
+   * Reads the active sessions of these scopes now (see `Inbox.readAlongside`), for the turns
+   * that start in the microtasks right after: what it found (a session, or none) is used by
+   * `active` in place of its own read only until the event loop's next turn. A turn that
+   * starts later reads again, since by then another process on the same file (the old one
+   * during `channeld upgrade`, whose turns run while this one holds its own back) may have
+   * started the session, added turns to it, or begun a new one.
    */
   warm(keys: Iterable<readonly [agent: string, scope: string]>): void {
     for (const [agent, scope] of keys) {
       const key = cacheKey(agent, scope);
-      if (this.#activeCache.has(key)) continue;
-      const info = this.#read(agent, scope);
-      if (info) this.#remember(agent, scope, info);
-      else this.#absent.add(key);
+      if (!this.#activeCache.has(key)) this.#warmed.set(key, this.#read(agent, scope) ?? null);
     }
-    if (this.#absent.size > 0 && !this.#forgetting) {
-      this.#forgetting = true;
-      setImmediate(() => {
-        this.#forgetting = false;
-        this.#absent.clear();
-      });
-    }
+    forgetNextTurn(this.#warmed);
   }
 
   #remember(agent: string, scope: string, info: SessionInfo): void {
@@ -176,6 +170,8 @@ export class SessionStore implements Sessions {
 
   /** Starts a fresh session for a scope; earlier ones stay stored. */
   start(agent: string, scope: string): SessionInfo {
+    // What `warm` read is older than this session.
+    this.#warmed.delete(cacheKey(agent, scope));
     const now = Date.now();
     const group = this.#group;
     const id = group ? this.#takeId(now) : this.#write(() => (this.#create.get(agent, scope, now, now) as { id: number }).id);

@@ -99,16 +99,54 @@ describe('the reads a turn starts with, alongside its message batch', () => {
     group.close();
   });
 
-  it('a conversation found without a session is known as such only until the event loop turns: a session another process started since is found', async () => {
+  it('a turn that starts after the event loop turned reads again: what another process changed since the batch was stored is seen', async () => {
     const { db, file } = openFile();
     const group = new GroupCommit(db);
-    const { inbox, sessions } = stores(db, group);
-    await inbox.store(userMessage('t', 'hi'), 't:late');
+    // The old process during an upgrade, on the same file: its turns run while ours are held back.
+    const old = openFile(file).db;
+    const oldSessions = new SessionStore(old);
+    const running = oldSessions.active('default', 't:running'); // its first turn runs there now
+    const { inbox, sessions, conversations } = stores(db, group);
+    await Promise.all(['t:running', 't:late'].map((scope) => inbox.store(userMessage('t', 'hi'), scope)));
     await nextTurn();
-    // Another process on the same file (the old one during an upgrade) starts its session.
-    const other = new SessionStore(openFile(file).db).active('default', 't:late');
-    expect(sessions.active('default', 't:late').id).toBe(other.id);
+    // Meanwhile the old process ends its turn, a /model, and starts the other conversation's session.
+    oldSessions.append(running.id, { userText: 'q', assistantText: 'a', reasoning: '', toolCalls: [], ending: 'done', model: 'm' });
+    new ConversationStore(old).update('default', 't:running', { model: 'echo:b' });
+    const late = oldSessions.active('default', 't:late');
+    // Our turns start now (the upgrade let go of them).
+    expect(sessions.active('default', 't:running')).toMatchObject({ id: running.id, turns: 1 });
+    expect(conversations.get('default', 't:running').model).toBe('echo:b');
+    expect(sessions.active('default', 't:late').id).toBe(late.id);
     group.close();
+  });
+
+  it('a session started after the batch was read for (/new, in the same turn of the loop) is the one its conversation keeps', () => {
+    const { db } = openFile();
+    const group = new GroupCommit(db);
+    const sessions = new SessionStore(db, group);
+    sessions.warm([['default', 't:a']]); // read alongside a batch: no session yet
+    const started = sessions.start('default', 't:a'); // the batch's /new
+    group.flush();
+    // Enough other conversations in the same turn of the loop to empty the session cache at its bound.
+    for (let i = 0; i <= 10_000; i++) sessions.active('default', `t:other-${i}`);
+    expect(sessions.active('default', 't:a').id).toBe(started.id);
+    group.close();
+  });
+
+  it("a storage fault in a read fails the batch, as SQLite's own rollback would: it is not stored and the fault is the batch's", async () => {
+    const { db } = openFile();
+    const inbox = new Inbox(db, new GroupCommit(db));
+    inbox.readAlongside(() => {
+      throw Object.assign(new Error('disk I/O error'), { code: 'SQLITE_IOERR' });
+    });
+    await expect(inbox.tryAdd(userMessage('t', 'hi'), 't:a')).rejects.toMatchObject({ code: 'STORAGE_UNAVAILABLE' });
+    // A transaction SQLite already ended is not committed as if nothing happened.
+    inbox.readAlongside(() => {
+      db.exec('ROLLBACK');
+      throw new Error('a read failed');
+    });
+    await expect(inbox.store(userMessage('t', 'hi'), 't:b')).rejects.toThrow('a read failed');
+    expect((db.prepare(`SELECT COUNT(*) AS n FROM inbox`).get() as { n: number }).n).toBe(0);
   });
 
   it('only stored messages waiting for a turn are read for; a read that fails leaves the batch stored', async () => {
