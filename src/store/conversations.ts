@@ -1,7 +1,8 @@
 import type { QueueMode } from '../config/schema.js';
 import type { Db } from './db.js';
 import type { GroupCommit } from './group-commit.js';
-import { forgetNextTurn } from './next-turn.js';
+import { ThisTurnReads } from './next-turn.js';
+import { cacheKey } from './sessions.js';
 
 /** What a conversation chose with /model, /queue and /mode. */
 export interface ConversationPrefs {
@@ -23,7 +24,7 @@ export class ConversationStore implements Conversations {
   readonly #put;
   readonly #cache = new Map<string, ConversationPrefs>();
   /** What `warm` read, until the event loop's next turn. */
-  readonly #warmed = new Map<string, ConversationPrefs>();
+  readonly #warmed = new ThisTurnReads<ConversationPrefs>();
 
   constructor(
     db: Db,
@@ -37,11 +38,10 @@ export class ConversationStore implements Conversations {
   }
 
   get(agent: string, scope: string): ConversationPrefs {
-    const key = `${agent}\u0000${scope}`;
+    const key = cacheKey(agent, scope);
     const hit = this.#cache.get(key);
     if (hit) return hit;
-    const prefs = this.#warmed.get(key) ?? this.#read(agent, scope);
-    this.#warmed.delete(key);
+    const prefs = this.#warmed.take(key) ?? this.#read(agent, scope);
     if (this.#cache.size > 5000) this.#cache.clear();
     this.#cache.set(key, prefs);
     return prefs;
@@ -63,10 +63,9 @@ export class ConversationStore implements Conversations {
    */
   warm(keys: Iterable<readonly [agent: string, scope: string]>): void {
     for (const [agent, scope] of keys) {
-      const key = `${agent}\u0000${scope}`;
-      if (!this.#cache.has(key)) this.#warmed.set(key, this.#read(agent, scope));
+      const key = cacheKey(agent, scope);
+      if (!this.#cache.has(key)) this.#warmed.put(key, this.#read(agent, scope));
     }
-    forgetNextTurn(this.#warmed);
   }
 
   update(agent: string, scope: string, patch: Partial<ConversationPrefs>): ConversationPrefs {
@@ -75,7 +74,7 @@ export class ConversationStore implements Conversations {
     // The choice applies at once from the cache; while the store refuses writes it waits in the retries.
     if (this.group) this.group.now(() => this.#put.run(row));
     else this.#put.run(row);
-    this.#cache.set(`${agent}\u0000${scope}`, next);
+    this.#cache.set(cacheKey(agent, scope), next);
     return next;
   }
 }

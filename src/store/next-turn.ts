@@ -1,16 +1,31 @@
-/** Maps emptied when the event loop next turns, one setImmediate for all of them. */
-const forgetting = new Set<Map<string, unknown>>();
-
 /**
- * Empties `reads` when the event loop next turns: what a batch's transaction read stands in
- * for a turn's own read only in the microtasks right after it (see `readTurnStartsAlongside`).
+ * Values read ahead for the turns that start in the microtasks right after (see
+ * `readTurnStartsAlongside`): each stands in for its turn's own read once, and all are
+ * forgotten when the event loop next turns, since a turn that starts later must read again.
  */
-export function forgetNextTurn(reads: Map<string, unknown>): void {
-  if (reads.size === 0 || forgetting.has(reads)) return;
-  if (forgetting.size === 0)
+export class ThisTurnReads<V> {
+  readonly #reads = new Map<string, V>();
+  #clearing = false;
+
+  put(key: string, value: V): void {
+    this.#reads.set(key, value);
+    if (this.#clearing) return;
+    this.#clearing = true;
     setImmediate(() => {
-      for (const m of forgetting) m.clear();
-      forgetting.clear();
+      this.#clearing = false;
+      this.#reads.clear();
     });
-  forgetting.add(reads);
+  }
+
+  /** What was read for `key` in this turn of the loop (used once), or undefined. */
+  take(key: string): V | undefined {
+    const value = this.#reads.get(key);
+    if (value !== undefined) this.#reads.delete(key);
+    return value;
+  }
+
+  /** Drops what was read for `key`: something newer replaced it. */
+  forget(key: string): void {
+    this.#reads.delete(key);
+  }
 }

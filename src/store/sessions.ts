@@ -2,7 +2,7 @@ import { CodedError } from '../contracts/errors.js';
 import { sleep } from '../util/abortable.js';
 import { type Db, INTEGER_PARAM, TEXT_PARAM } from './db.js';
 import type { GroupCommit } from './group-commit.js';
-import { forgetNextTurn } from './next-turn.js';
+import { ThisTurnReads } from './next-turn.js';
 import { isStorageFault } from './health.js';
 
 import type { TurnEndingKind } from '../contracts/agent-events.js';
@@ -92,7 +92,7 @@ export class SessionStore implements Sessions {
   /** The same cached entries by session id, so `append` finds its entry without a scan of them all. */
   readonly #bySession = new Map<number, SessionInfo>();
   /** What `warm` read (null: no session), by cache key, until the event loop's next turn. */
-  readonly #warmed = new Map<string, SessionInfo | null>();
+  readonly #warmed = new ThisTurnReads<SessionInfo | null>();
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
@@ -123,8 +123,7 @@ export class SessionStore implements Sessions {
     const key = cacheKey(agent, scope);
     const cached = this.#activeCache.get(key);
     if (cached) return { ...cached };
-    const warmed = this.#warmed.get(key);
-    if (warmed !== undefined) this.#warmed.delete(key);
+    const warmed = this.#warmed.take(key);
     const info = (warmed === undefined ? this.#read(agent, scope) : warmed) ?? this.start(agent, scope);
     this.#remember(agent, scope, info);
     return { ...info };
@@ -146,9 +145,8 @@ export class SessionStore implements Sessions {
   warm(keys: Iterable<readonly [agent: string, scope: string]>): void {
     for (const [agent, scope] of keys) {
       const key = cacheKey(agent, scope);
-      if (!this.#activeCache.has(key)) this.#warmed.set(key, this.#read(agent, scope) ?? null);
+      if (!this.#activeCache.has(key)) this.#warmed.put(key, this.#read(agent, scope) ?? null);
     }
-    forgetNextTurn(this.#warmed);
   }
 
   #remember(agent: string, scope: string, info: SessionInfo): void {
@@ -171,7 +169,7 @@ export class SessionStore implements Sessions {
   /** Starts a fresh session for a scope; earlier ones stay stored. */
   start(agent: string, scope: string): SessionInfo {
     // What `warm` read is older than this session.
-    this.#warmed.delete(cacheKey(agent, scope));
+    this.#warmed.forget(cacheKey(agent, scope));
     const now = Date.now();
     const group = this.#group;
     const id = group ? this.#takeId(now) : this.#write(() => (this.#create.get(agent, scope, now, now) as { id: number }).id);
@@ -277,8 +275,8 @@ export class SessionStore implements Sessions {
   }
 }
 
-/** The key of a (agent, scope) in the store's caches. */
-function cacheKey(agent: string, scope: string): string {
+/** The key of an (agent, scope) in the stores' caches (sessions and conversation preferences). */
+export function cacheKey(agent: string, scope: string): string {
   return `${agent}\u0000${scope}`;
 }
 
