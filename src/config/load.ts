@@ -14,6 +14,14 @@ import { operatorProblems } from './operator-checks.js';
 import { providerNames, providerRules } from './providers.js';
 import { agentPath, resolveSecrets, type Secrets, type ConfigProblem } from './secrets.js';
 
+/**
+ * Every parse of the file is a one-off (start-up, a reload, `channeld check`): zod's fast path,
+ * code it generates with `new Function` for each object schema on that schema's first parse,
+ * costs more to build than it saves on one parse (the shipped file: 21-32 ms against 6-7 ms
+ * without it, on a slower machine). Schemas parsed again and again (actions' inputs) keep it.
+ */
+const ONCE = { jitless: true } as const;
+
 /** A validated config with its resolved secrets. */
 export interface LoadedConfig {
   config: DaemonConfig;
@@ -85,7 +93,7 @@ function mergeAgents(config: DaemonConfig, problems: ConfigProblem[]): void {
     if (agents.default) problems.push({ path: ['agents', 'default'], message: '[agent] already defines the agent named "default"; use one of the two' });
     agents.default = config.agent;
   }
-  if (Object.keys(agents).length === 0) agents.default = configSchema.shape.agent.unwrap().parse({});
+  if (Object.keys(agents).length === 0) agents.default = configSchema.shape.agent.unwrap().parse({}, ONCE);
   config.agents = agents;
 }
 
@@ -197,7 +205,7 @@ function promptFileProblems(config: DaemonConfig, name: string, agent: AgentConf
  * that fails stands in as an echo agent (so bindings to it are not reported as missing).
  */
 function withoutBadKeys<S extends z.ZodType>(schema: S, value: unknown): z.output<S> | undefined {
-  const first = schema.safeParse(value);
+  const first = schema.safeParse(value, ONCE);
   if (first.success) return first.data;
   if (!value || typeof value !== 'object' || Array.isArray(value)) return undefined;
   // Drop the keys the issues point at (unknown keys, bad values) and let their defaults stand in.
@@ -206,19 +214,19 @@ function withoutBadKeys<S extends z.ZodType>(schema: S, value: unknown): z.outpu
   );
   bad.delete('id');
   bad.delete('type');
-  const second = schema.safeParse(Object.fromEntries(Object.entries(value).filter(([k]) => !bad.has(k))));
+  const second = schema.safeParse(Object.fromEntries(Object.entries(value).filter(([k]) => !bad.has(k))), ONCE);
   return second.success ? second.data : undefined;
 }
 
 function salvage(raw: unknown, kinds: ChannelKinds): DaemonConfig {
   const r = (raw && typeof raw === 'object' ? raw : {}) as Record<string, unknown>;
   const section = <S extends z.ZodType>(schema: S, value: unknown): z.output<S> => {
-    const parsed = schema.safeParse(value);
-    return parsed.success ? parsed.data : schema.parse(undefined);
+    const parsed = schema.safeParse(value, ONCE);
+    return parsed.success ? parsed.data : schema.parse(undefined, ONCE);
   };
   const agentOrStandIn = (value: unknown) => {
     const parsed = withoutBadKeys(agentSchema, value ?? {});
-    return parsed ?? agentSchema.parse({ enabled: (value as { enabled?: unknown } | undefined)?.enabled !== false });
+    return parsed ?? agentSchema.parse({ enabled: (value as { enabled?: unknown } | undefined)?.enabled !== false }, ONCE);
   };
   const channels: DaemonConfig['channels'] = [];
   if (Array.isArray(r.channels)) {
@@ -277,7 +285,7 @@ export function parseConfig(source: string, file: string, kinds: ChannelKinds, e
     throw err;
   }
   const map = new SourceMap(source);
-  const result = kinds.configSchema.safeParse(raw, { reportInput: true });
+  const result = kinds.configSchema.safeParse(raw, { ...ONCE, reportInput: true });
   const problems: ConfigProblem[] = result.success ? [] : result.error.issues.flatMap((i) => issueProblems(i, raw, kinds));
   // Every stage runs, on what is valid of the file when some of it is not, so one run shows every error.
   const config = result.success ? result.data : salvage(raw, kinds);
