@@ -44,6 +44,23 @@ const moduleUrls = {
   },
 };
 
+/**
+ * zod's error messages in 64 languages (half of its 770 KB) are reachable from its `z`
+ * namespace (`z.locales`), so bundling cannot leave them out, and every start reads and
+ * links them. channeld reports in English only (zod's default, its `en` locale): the
+ * bundle's copy of zod's locale index lists only that one.
+ */
+const zodEnglishOnly = {
+  name: 'zod-english-only',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]node_modules[\\/]zod[\\/]v4[\\/]locales[\\/]index\.js$/ }, (args) => ({
+      contents: 'export { default as en } from "./en.js";\n',
+      loader: 'js',
+      resolveDir: dirname(args.path),
+    }));
+  },
+};
+
 await build({
   entryPoints: { channeld: join(root, 'dist/bin/channeld.js') },
   outdir,
@@ -64,7 +81,7 @@ await build({
   banner: {
     js: `${process.env.CHANNELD_BUILD_NOTE ? `// ${process.env.CHANNELD_BUILD_NOTE.replace(/\n/g, ' ')}\n` : ''}import { createRequire as __channeldRequire } from 'node:module'; const require = __channeldRequire(import.meta.url);`,
   },
-  plugins: [moduleUrls],
+  plugins: [moduleUrls, zodEnglishOnly],
   logLevel: 'warning',
 });
 
