@@ -4,6 +4,7 @@ import { untilSignalled } from '../daemon/signals.js';
 import { reportFailureToOld } from '../daemon/upgrade/successor.js';
 import { prettyDestination, underJournald } from '../observe/logger.js';
 import { ProcessWarnings } from '../observe/warnings.js';
+import { applyWhenReady, parseV8Flags, V8_FLAGS_ENV } from '../observe/v8-flags.js';
 import { exitCodeFor, reportStartFailure } from './exit.js';
 
 /**
@@ -12,9 +13,12 @@ import { exitCodeFor, reportStartFailure } from './exit.js';
  */
 export async function runDaemon(configFile: string, kinds: ChannelKinds): Promise<number> {
   let daemon: Daemon;
+  let v8Flags: ReturnType<typeof parseV8Flags>;
   // From here Node's warnings become log lines: stdout stays one JSON object per line.
   const warnings = new ProcessWarnings().capture();
   try {
+    // Read first: a wrong flag is refused (78) before anything starts.
+    v8Flags = parseV8Flags(process.env[V8_FLAGS_ENV]);
     // JSON (with syslog priorities under journald); pretty lines for a person at a terminal.
     const logger = process.stdout.isTTY ? { destination: await prettyDestination() } : { journald: underJournald() };
     daemon = await Daemon.start({ configFile, kinds, logger });
@@ -38,6 +42,8 @@ export async function runDaemon(configFile: string, kinds: ChannelKinds): Promis
   if (page) log.info({ url: `http://${host}:${port}/` }, `${page}: http://${host}:${port}/`);
   void daemon.supervisor.firstAttempts().then(() => {
     log.info({ url: `http://${host}:${port}/readyz` }, 'ready');
+    // After start-up: set earlier, it would have made Node compile its built-in modules from source (src/observe/v8-flags.ts).
+    applyWhenReady(v8Flags);
     // systemd's READY=1, or (started by an upgrade) the old process's cue to hand over.
     daemon.upgrade.ready().catch((err: unknown) => log.error({ err }, 'upgrade hand-over failed'));
   });

@@ -13,6 +13,10 @@ export const catalogue = {
     text: 'the channel kinds handed to channeld do not fit together (two with one name, or a kind key that clashes with the common channel keys); fix the registry',
   },
   CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
+  V8_FLAGS_INVALID: {
+    retryable: false,
+    text: 'CHANNELD_V8_FLAGS holds a flag channeld does not set itself; it takes --heap-growing-percent=N and --expose-gc',
+  },
   KERNEL_MISSING_SERVICE: { retryable: false, text: 'a component injects a service that no component provides' },
   KERNEL_UNDECLARED_USE: { retryable: false, text: 'a component uses a service it does not list in `inject`' },
   KERNEL_DUPLICATE_PROVIDER: { retryable: false, text: 'two components provide the same service' },
@@ -252,6 +256,7 @@ export class ConfigError extends CodedError {
 const operatorCodes: ReadonlySet<ErrorCode> = new Set([
   'CONFIG_INVALID',
   'CONFIG_NOT_FOUND',
+  'V8_FLAGS_INVALID',
   'LISTEN_INVALID',
   'LISTEN_IN_USE',
   'STATE_DIR_UNUSABLE',

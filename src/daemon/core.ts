@@ -8,6 +8,7 @@ import { HttpServer } from '../observe/http-server.js';
 import { parseListen } from '../util/http-helpers.js';
 import { createLogger, type LoggerOptions } from '../observe/logger.js';
 import { MemoryTrimmer } from '../observe/memory-trim.js';
+import { collection, parseV8Flags, V8_FLAGS_ENV } from '../observe/v8-flags.js';
 import { Metrics } from '../observe/metrics.js';
 import { Supervisor } from '../supervisor/supervisor.js';
 import { ApprovalCoordinator } from '../tools/approvals.js';
@@ -191,16 +192,20 @@ export const extensionsComponent = defineComponent({
   },
 });
 
-/** Gives freed memory back to the system after bursts (src/observe/memory-trim.ts); off without node's --expose-gc. */
+/**
+ * Gives freed memory back to the system after bursts (src/observe/memory-trim.ts); off without
+ * `--expose-gc`, on node's command line or in CHANNELD_V8_FLAGS (src/observe/v8-flags.ts).
+ */
 export const memoryTrimComponent = defineComponent({
   name: 'memory-trim',
-  inject: ['logger', 'metrics', 'tracker'],
+  inject: ['config', 'logger', 'metrics', 'tracker'],
   start: (ctx) => {
     const log = ctx.use('logger');
     const metrics = ctx.use('metrics');
     const tracker = ctx.use('tracker');
     const trimmer = new MemoryTrimmer({
       activity: { pending: () => tracker.size, events: () => tracker.events },
+      gc: collection(parseV8Flags(ctx.use('config').env[V8_FLAGS_ENV])),
       onTrim: (t) => {
         metrics.memoryTrims.observe({ reason: t.reason }, t.durationMs / 1000);
         const mb = (bytes: number) => Math.round(bytes / 2 ** 20);
@@ -210,7 +215,7 @@ export const memoryTrimComponent = defineComponent({
         );
       },
     });
-    if (!trimmer.enabled) log.debug('memory trim off: node runs without --expose-gc');
+    if (!trimmer.enabled) log.debug(`memory trim off: --expose-gc is neither on node's command line nor in ${V8_FLAGS_ENV}`);
     trimmer.start();
     ctx.effect(() => trimmer.stop());
   },

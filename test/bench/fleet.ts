@@ -76,7 +76,13 @@ export class Fleet {
     // unitFlags: false runs without the unit's heap-sizing flags (V8's own sizing), to show
     // what they cost; the rest (--expose-gc, so the memory trimmer) stays as the unit has it.
     const flags = o.unitFlags === false ? unit.nodeArgs.filter((a) => !heapSizing.test(a)) : unit.nodeArgs;
-    return new DaemonProcess(this.configFile, { ...unit.env, ...this.env }, [...flags, ...(o.nodeArgs ?? [])], script);
+    const env = { ...unit.env, ...this.env };
+    // The growth limit channeld sets itself (src/observe/v8-flags.ts) is heap sizing too.
+    if (o.unitFlags === false && env.CHANNELD_V8_FLAGS !== undefined)
+      env.CHANNELD_V8_FLAGS = env.CHANNELD_V8_FLAGS.split(/\s+/)
+        .filter((a) => a && !heapSizing.test(a))
+        .join(' ');
+    return new DaemonProcess(this.configFile, env, [...flags, ...(o.nodeArgs ?? [])], script);
   }
 
   async close(): Promise<void> {
@@ -132,7 +138,11 @@ export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Reco
   const nodeArgs = process.env.BENCH_NODE_ARGS !== undefined ? process.env.BENCH_NODE_ARGS.split(' ').filter(Boolean) : exec[1]!.split(/\s+/).filter(Boolean);
   const script = join(root, process.env.BENCH_SCRIPT ?? exec[2]!);
   const env: Record<string, string> = {};
-  for (const m of unit.matchAll(/^Environment=(\w+)=(\S*)$/gm)) if (m[1] !== 'CHANNELD_CONFIG') env[m[1]!] = m[2]!;
+  // Environment=NAME=VALUE, or "NAME=VALUE" quoted when the value has spaces (CHANNELD_V8_FLAGS).
+  for (const m of unit.matchAll(/^Environment=(?:(\w+)=(\S*)|"(\w+)=([^"]*)")$/gm)) {
+    const [name, value] = m[1] ? [m[1], m[2]!] : [m[3]!, m[4]!];
+    if (name !== 'CHANNELD_CONFIG') env[name] = value;
+  }
   // BENCH_ENV ("NAME=VALUE ...", read at each launch) sets unit variables; "NAME=" removes one.
   for (const pair of (process.env.BENCH_ENV ?? '').split(' ').filter(Boolean)) {
     const eq = pair.indexOf('=');

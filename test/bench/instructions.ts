@@ -75,8 +75,12 @@ async function channeld(n1: number, n2: number): Promise<number> {
     // trim per 30 s under load), and under valgrind's slowdown it would fire ~50× as often
     // per message as it does at full speed, each trim a few full collections.
     const nodeArgs = unit.nodeArgs.filter((a) => a !== '--expose-gc');
+    const v8Flags = (unit.env.CHANNELD_V8_FLAGS ?? '')
+      .split(/\s+/)
+      .filter((a) => a && a !== '--expose-gc')
+      .join(' ');
     const child = spawn('valgrind', [...valgrind, process.execPath, ...nodeArgs, unit.script, 'run', '--config', fleet.configFile], {
-      env: { PATH: process.env.PATH, ...unit.env, ...fleet.env },
+      env: { PATH: process.env.PATH, ...unit.env, CHANNELD_V8_FLAGS: v8Flags, ...fleet.env },
       stdio: ['ignore', 'ignore', 'ignore'],
     });
     try {

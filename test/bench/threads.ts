@@ -15,7 +15,7 @@ import { drive, withBareBot, withChanneld } from './scenarios/throughput.js';
 type Variant = [label: string, unitFlags: boolean, nodeArgs: string[]];
 
 const variants: Variant[] = JSON.parse(
-  process.env.CHANNELD_BENCH_VARIANTS ?? '[["unit flags", true, []], ["no growth flag", false, ["--max-semi-space-size=8", "--expose-gc"]]]',
+  process.env.CHANNELD_BENCH_VARIANTS ?? '[["unit flags", true, []], ["no growth flag", false, ["--max-semi-space-size=8"]]]',
 ) as Variant[];
 
 /** CPU ms (user + system) per thread group of a process, from /proc/PID/task/TID/stat. */

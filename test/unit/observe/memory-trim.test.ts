@@ -159,10 +159,14 @@ describe('memory trim', () => {
     }
   });
 
-  it("with node's --expose-gc the real collection gives a burst's memory back to the system", () => {
-    const child = spawnSync(process.execPath, ['--expose-gc', '--import', 'tsx', join(import.meta.dirname, '../../fixtures/memory-trim-child.ts')], {
+  it.each([
+    ["node's --expose-gc", ['--expose-gc'], {}],
+    ['CHANNELD_V8_FLAGS=--expose-gc (node without the flag)', [], { CHANNELD_V8_FLAGS: '--expose-gc' }],
+  ])("with %s the real collection gives a burst's memory back to the system", (_how, nodeArgs, env) => {
+    const child = spawnSync(process.execPath, [...nodeArgs, '--import', 'tsx', join(import.meta.dirname, '../../fixtures/memory-trim-child.ts')], {
       encoding: 'utf8',
       timeout: 60_000,
+      env: { ...process.env, CHANNELD_V8_FLAGS: '', ...env },
     });
     expect(child.status, child.stderr).toBe(0);
     const { enabled, trim } = JSON.parse(child.stdout) as { enabled: boolean; trim: Trim };
