@@ -3,24 +3,28 @@ import { median } from './report.js';
 import { type Ready, readyAfterMs } from './scenarios/startup.js';
 
 /**
- * `npx tsx test/bench/ab-startup.ts BEFORE_SCRIPT [ROUNDS]`: the start-up scenario (four channels
- * on fakes, spawn → /readyz 200) for two builds of channeld side by side, interleaved with the
+ * `npx tsx test/bench/ab-startup.ts BEFORE_SCRIPT [ROUNDS] [webchat]`: the start-up scenario (four
+ * channels on fakes, or with `webchat` the web chat alone; spawn → /readyz 200) for two builds of
+ * channeld side by side, interleaved with the
  * bare SDK process (before, bare, after, before …), all against one set of fakes. BEFORE_SCRIPT is
  * the bundle of the other build (absolute path); "after" is this tree's build as the unit runs it.
  * Prints every sample, then medians of wall time and of CPU until ready, and both ratios to bare.
  */
 async function main(): Promise<void> {
-  const [before, rounds = '9'] = process.argv.slice(2);
-  if (!before) throw new Error('usage: ab-startup.ts BEFORE_SCRIPT [ROUNDS]');
+  const [before, rounds = '9', only] = process.argv.slice(2);
+  if (!before || (only !== undefined && only !== 'webchat')) throw new Error('usage: ab-startup.ts BEFORE_SCRIPT [ROUNDS] [webchat]');
   const fleet = await new Fleet().start();
   const sides: Record<'before' | 'bare' | 'after', Ready[]> = { before: [], bare: [], after: [] };
+  // BEFORE_NODE_ARGS (space-separated): the before side's node flags instead of the unit's, for a
+  // build the unit ran with other flags.
+  const beforeArgs = process.env.BEFORE_NODE_ARGS?.split(' ').filter(Boolean);
   const daemon = (script?: string) =>
     readyAfterMs(() => {
-      const p = fleet.spawn(script ? { script } : {});
+      const p = fleet.spawn(script ? (beforeArgs ? { script, unitFlags: false, nodeArgs: beforeArgs } : { script }) : {});
       return { pid: p.child.pid!, kill: () => p.signal('SIGTERM'), exited: p.exited, port: p.url(30_000).then((u) => Number(new URL(u).port)) };
     });
   try {
-    fleet.write({});
+    fleet.write(only ? { only } : {});
     for (let r = 0; r < Number(rounds); r++) {
       sides.before.push(await daemon(before));
       sides.bare.push(
