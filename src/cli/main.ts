@@ -63,7 +63,10 @@ daemon.shutdown_grace_ms, then exit 0; a second SIGTERM/SIGINT exits at once wit
 SIGUSR2 upgrades to the new build as \`channeld upgrade\` does.
 Any start failure stops the HTTP server and exits: 78 when the operator must fix
 something (invalid config, unbindable [http] listen, unusable state_dir, a database that
-is newer or damaged), 1 otherwise.`,
+is newer or damaged, a wrong CHANNELD_V8_FLAGS), 1 otherwise.
+CHANNELD_V8_FLAGS (the systemd unit and npm start set "--heap-growing-percent=10
+--expose-gc") holds the V8 flags channeld sets itself, the growth limit once it is ready:
+on node's command line they would make Node compile its built-in modules from source.`,
   check: `Usage: channeld check [--config FILE] [--against-daemon]
 
 Validates the config file: its contents, the rules across keys, and that every secret

@@ -20,9 +20,9 @@
  * is not trimmed at idle: without work there is nothing a trim is for.
  *
  * It works beside `--heap-growing-percent=10`, which bounds how far the old generation grows
- * under load but never unmaps the pages it frees. It needs node's `--expose-gc` (the systemd
- * unit and `npm start` pass it); without it the trimmer stays off and says so once at debug
- * level.
+ * under load but never unmaps the pages it frees. It needs `--expose-gc`, on node's command
+ * line or in CHANNELD_V8_FLAGS (the systemd unit and `npm start` set the variable; see
+ * src/observe/v8-flags.ts); without it the trimmer stays off and says so once at debug level.
  */
 
 /** What the daemon is doing, as the trimmer needs to know it. */
@@ -35,7 +35,7 @@ export interface Activity {
 
 export interface MemoryTrimOptions {
   activity: Activity;
-  /** The collection; `globalThis.gc` with `--expose-gc`, undefined without it. */
+  /** The collection (src/observe/v8-flags.ts); by default `globalThis.gc`, which node's `--expose-gc` defines. */
   gc?: ((options: object) => void) | undefined;
   /** Resident set size in bytes. */
   rssBytes?: () => number;
@@ -97,7 +97,7 @@ export class MemoryTrimmer {
     this.#lastEvents = this.#o.activity.events();
   }
 
-  /** False when node runs without `--expose-gc`: nothing is ever trimmed. */
+  /** False without a collection (no `--expose-gc` anywhere): nothing is ever trimmed. */
   get enabled(): boolean {
     return this.#o.gc !== undefined;
   }
