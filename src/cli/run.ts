@@ -4,7 +4,7 @@ import { untilSignalled } from '../daemon/signals.js';
 import { reportFailureToOld } from '../daemon/upgrade/successor.js';
 import { prettyDestination, underJournald } from '../observe/logger.js';
 import { ProcessWarnings } from '../observe/warnings.js';
-import { applyWhenReady, parseV8Flags, V8_FLAGS_ENV } from '../observe/v8-flags.js';
+import { applyWhenReady, parseV8Flags, V8_FLAGS_ENV, type V8Flags } from '../observe/v8-flags.js';
 import { exitCodeFor, reportStartFailure } from './exit.js';
 
 /**
@@ -13,11 +13,12 @@ import { exitCodeFor, reportStartFailure } from './exit.js';
  */
 export async function runDaemon(configFile: string, kinds: ChannelKinds): Promise<number> {
   let daemon: Daemon;
-  let v8Flags: ReturnType<typeof parseV8Flags>;
+  let v8Flags: V8Flags;
   // From here Node's warnings become log lines: stdout stays one JSON object per line.
   const warnings = new ProcessWarnings().capture();
   try {
-    // Read first: a wrong flag is refused (78) before anything starts.
+    // Read first, from the environment Daemon.start reads too (the memory trimmer takes its
+    // collection from the same variable): a wrong flag is refused (78) before anything starts.
     v8Flags = parseV8Flags(process.env[V8_FLAGS_ENV]);
     // JSON (with syslog priorities under journald); pretty lines for a person at a terminal.
     const logger = process.stdout.isTTY ? { destination: await prettyDestination() } : { journald: underJournald() };

@@ -15,7 +15,7 @@ export const catalogue = {
   CONFIG_NOT_FOUND: { retryable: false, text: 'the configuration file cannot be read; pass --config with a readable path' },
   V8_FLAGS_INVALID: {
     retryable: false,
-    text: 'CHANNELD_V8_FLAGS holds a flag channeld does not set itself; it takes --heap-growing-percent=N and --expose-gc',
+    text: 'CHANNELD_V8_FLAGS takes only --heap-growing-percent=N (0-200) and --expose-gc; fix the variable (the systemd unit sets it)',
   },
   KERNEL_MISSING_SERVICE: { retryable: false, text: 'a component injects a service that no component provides' },
   KERNEL_UNDECLARED_USE: { retryable: false, text: 'a component uses a service it does not list in `inject`' },

@@ -13,21 +13,30 @@ describe('CHANNELD_V8_FLAGS', () => {
     expect(parseV8Flags('')).toEqual({ exposeGc: false });
   });
 
-  it.each(['--max-semi-space-size=8', '--heap-growing-percent', '--heap-growing-percent=201', '--heap-growing-percent=-1', 'expose-gc'])(
-    'refuses %s, naming the variable and what it takes, as an operator error (exit 78)',
-    (word) => {
-      let error: unknown;
-      try {
-        parseV8Flags(`--expose-gc ${word}`);
-      } catch (err) {
-        error = err;
-      }
-      expect(error).toBeInstanceOf(CodedError);
-      expect((error as CodedError).code).toBe('V8_FLAGS_INVALID');
-      expect((error as CodedError).message).toContain(`CHANNELD_V8_FLAGS: "${word}" is not one of the flags channeld sets itself`);
-      expect(exitCodeFor(error)).toBe(78);
-    },
-  );
+  it('takes the flags with "_" in their names as V8 does', () => {
+    expect(parseV8Flags('--expose_gc --heap_growing_percent=25')).toEqual({ heapGrowingPercent: 25, exposeGc: true });
+  });
+
+  it.each([
+    ['--max-semi-space-size=8', 'is not a flag channeld sets itself'],
+    ['expose-gc', 'is not a flag channeld sets itself'],
+    ['--heap-growing-percent', 'is not a flag channeld sets itself'],
+    ['--heap-growing-percent=201', 'the percent is a whole number from 0 to 200'],
+    ['--heap-growing-percent=-1', 'the percent is a whole number from 0 to 200'],
+    ['--heap-growing-percent=1.5', 'the percent is a whole number from 0 to 200'],
+  ])('refuses %s, naming the variable and why, as an operator error (exit 78)', (word, why) => {
+    let error: unknown;
+    try {
+      parseV8Flags(`--expose-gc ${word}`);
+    } catch (err) {
+      error = err;
+    }
+    expect(error).toBeInstanceOf(CodedError);
+    expect((error as CodedError).code).toBe('V8_FLAGS_INVALID');
+    expect((error as CodedError).message).toContain(`CHANNELD_V8_FLAGS: "${word}"`);
+    expect((error as CodedError).message).toContain(why);
+    expect(exitCodeFor(error)).toBe(78);
+  });
 
   it('sets the growth limit once ready, unless node was started with one (0 there is V8 sizing on its own)', () => {
     const set: string[] = [];
