@@ -1,4 +1,4 @@
-import { Fleet, spawnBareSdkBot } from './fleet.js';
+import { asBefore, Fleet, spawnBareSdkBot } from './fleet.js';
 import { median } from './report.js';
 import { type Ready, readyAfterMs } from './scenarios/startup.js';
 
@@ -8,25 +8,24 @@ import { type Ready, readyAfterMs } from './scenarios/startup.js';
  * channeld side by side, interleaved with the
  * bare SDK process (before, bare, after, before …), all against one set of fakes. BEFORE_SCRIPT is
  * the bundle of the other build (absolute path); "after" is this tree's build as the unit runs it.
- * Prints every sample, then medians of wall time and of CPU until ready, and both ratios to bare.
+ * AB_BEFORE_ENV and AB_BEFORE_NODE_ARGS launch the before side with other settings (fleet.ts,
+ * asBefore). Prints every sample, then medians of wall time and of CPU until ready, and both
+ * ratios to bare.
  */
 async function main(): Promise<void> {
   const [before, rounds = '9', only] = process.argv.slice(2);
   if (!before || (only !== undefined && only !== 'webchat')) throw new Error('usage: ab-startup.ts BEFORE_SCRIPT [ROUNDS] [webchat]');
   const fleet = await new Fleet().start();
   const sides: Record<'before' | 'bare' | 'after', Ready[]> = { before: [], bare: [], after: [] };
-  // BEFORE_NODE_ARGS (space-separated): the before side's node flags instead of the unit's, for a
-  // build the unit ran with other flags.
-  const beforeArgs = process.env.BEFORE_NODE_ARGS?.split(' ').filter(Boolean);
   const daemon = (script?: string) =>
     readyAfterMs(() => {
-      const p = fleet.spawn(script ? (beforeArgs ? { script, unitFlags: false, nodeArgs: beforeArgs } : { script }) : {});
+      const p = fleet.spawn(script ? { script } : {});
       return { pid: p.child.pid!, kill: () => p.signal('SIGTERM'), exited: p.exited, port: p.url(30_000).then((u) => Number(new URL(u).port)) };
     });
   try {
     fleet.write(only ? { only } : {});
     for (let r = 0; r < Number(rounds); r++) {
-      sides.before.push(await daemon(before));
+      sides.before.push(await asBefore(() => daemon(before)));
       sides.bare.push(
         await readyAfterMs(() => {
           const { child, exited, port } = spawnBareSdkBot(fleet);

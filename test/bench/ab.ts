@@ -1,27 +1,16 @@
+import { asBefore } from './fleet.js';
 import { median } from './report.js';
 import { bareRun, channeldRun, type Run } from './scenarios/throughput.js';
-
-/** Runs `run` with BENCH_ENV set to `value` (unchanged when undefined), then restores it. */
-async function withBenchEnv<T>(value: string | undefined, run: () => Promise<T>): Promise<T> {
-  if (value === undefined) return run();
-  const kept = process.env.BENCH_ENV;
-  process.env.BENCH_ENV = value;
-  try {
-    return await run();
-  } finally {
-    if (kept === undefined) delete process.env.BENCH_ENV;
-    else process.env.BENCH_ENV = kept;
-  }
-}
 
 /**
  * `npx tsx test/bench/ab.ts BEFORE_SCRIPT [ROUNDS] [N]`: the throughput scenario with two
  * builds of channeld side by side, interleaved with the bare grammy bot (before, bare, after,
  * before, bare, after …), each against its own fresh fakes. BEFORE_SCRIPT is the bundle of the
  * other build (e.g. a copy of dist/ made before a change); "after" is this tree's dist/.
- * AB_BEFORE_ENV ("NAME=VALUE ...", as BENCH_ENV in fleet.ts) launches the "before" side with
- * other environment variables than the unit's, to compare a setting on one build
- * (`AB_BEFORE_ENV=MALLOC_TRIM_THRESHOLD_=131072 npx tsx test/bench/ab.ts dist/bundle/channeld.js 12`).
+ * AB_BEFORE_ENV ("NAME=VALUE ...", as BENCH_ENV in fleet.ts) and AB_BEFORE_NODE_ARGS launch the
+ * "before" side with other environment variables or node flags than the unit's, to compare a
+ * setting on one build (`AB_BEFORE_ENV=MALLOC_TRIM_THRESHOLD_=131072 npx tsx test/bench/ab.ts
+ * dist/bundle/channeld.js 12`) or a build from before a change of them (fleet.ts, asBefore).
  * Prints every sample, then the medians: messages per second, CPU per message, both ratios.
  */
 async function main(): Promise<void> {
@@ -32,7 +21,7 @@ async function main(): Promise<void> {
   const warm = 300;
   const sides: Record<'before' | 'bare' | 'after', Run[]> = { before: [], bare: [], after: [] };
   for (let r = 0; r < Number(rounds); r++) {
-    sides.before.push(await withBenchEnv(process.env.AB_BEFORE_ENV, () => channeldRun(n, m, warm, true, before)));
+    sides.before.push(await asBefore(() => channeldRun(n, m, warm, true, before)));
     sides.bare.push(await bareRun(n, m, warm));
     sides.after.push(await channeldRun(n, m, warm));
     const last = (k: keyof typeof sides) => sides[k].at(-1)!;

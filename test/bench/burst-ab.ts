@@ -1,3 +1,4 @@
+import { asBefore } from './fleet.js';
 import { median } from './report.js';
 import { channeldSide, measure, type Side } from './scenarios/load.js';
 
@@ -12,7 +13,8 @@ import { channeldSide, measure, type Side } from './scenarios/load.js';
  * goes second answers right after the other daemon's burst (whose leftovers, collection among
  * them, share the 2 cores), which cost it about 140-200 ms of first visible p99
  * (docs/PERFORMANCE.md, fourteenth round), more than most changes are worth. "after" is this
- * tree's build as the unit runs it. A single `load` run cannot tell such a change from the noise.
+ * tree's build as the unit runs it; AB_BEFORE_ENV and AB_BEFORE_NODE_ARGS launch the before side
+ * with other settings (fleet.ts, asBefore). A single `load` run cannot tell such a change from the noise.
  * Each burst's CPU time (the daemon's, all threads, from the burst until its last final text)
  * is reported too, with its median per side. The latencies here are far noisier than they look:
  * two A/A runs (the same build on both sides, fifteenth round) gave first visible p99 medians
@@ -34,7 +36,7 @@ async function main(): Promise<void> {
   const sides: Side[] = [];
   const bursts = new Map<string, Array<{ firstP99: number; turnP99: number; cpuMs: number; wentFirst: boolean }>>();
   try {
-    sides.push(await channeldSide('before', 1000, { script: before }));
+    sides.push(await asBefore(() => channeldSide('before', 1000, { script: before })));
     sides.push(await channeldSide('after', 1000));
     let chat = 100_000;
     for (let r = -1; r < Number(rounds); r++) {

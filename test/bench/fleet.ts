@@ -143,15 +143,41 @@ export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Reco
     const [name, value] = m[1] ? [m[1], m[2]!] : [m[3]!, m[4]!];
     if (name !== 'CHANNELD_CONFIG') env[name] = value;
   }
-  // BENCH_ENV ("NAME=VALUE ...", read at each launch) sets unit variables; "NAME=" removes one.
-  for (const pair of (process.env.BENCH_ENV ?? '').split(' ').filter(Boolean)) {
-    const eq = pair.indexOf('=');
-    if (eq < 1) throw new Error(`BENCH_ENV: "${pair}" is not NAME=VALUE`);
-    const [name, value] = [pair.slice(0, eq), pair.slice(eq + 1)];
-    if (value === '') delete env[name];
-    else env[name] = value;
+  // BENCH_ENV ('NAME=VALUE ...', read at each launch) sets unit variables; 'NAME=' removes one;
+  // a value with spaces is quoted: 'CHANNELD_V8_FLAGS="--heap-growing-percent=10 --expose-gc"'.
+  const benchEnv = process.env.BENCH_ENV ?? '';
+  let at = 0;
+  for (const m of benchEnv.matchAll(/\s*(?:(\w+)=(?:"([^"]*)"|(\S*))|(\S+))/gy)) {
+    at = m.index + m[0].length;
+    if (m[4] !== undefined) throw new Error(`BENCH_ENV: "${m[4]}" is not NAME=VALUE`);
+    const value = m[2] ?? m[3]!;
+    if (value === '') delete env[m[1]!];
+    else env[m[1]!] = value;
   }
+  if (benchEnv.slice(at).trim()) throw new Error(`BENCH_ENV: "${benchEnv.slice(at).trim()}" is not NAME=VALUE`);
   return { nodeArgs, script, env };
+}
+
+/**
+ * Runs `run` (which launches the "before" build of a side-by-side script: ab.ts, ab-startup.ts,
+ * burst-ab.ts) with AB_BEFORE_ENV as BENCH_ENV and AB_BEFORE_NODE_ARGS as BENCH_NODE_ARGS,
+ * each when set, then restores both: a build from before a change of the unit's settings runs
+ * as the unit ran it then (AB_BEFORE_NODE_ARGS="--max-semi-space-size=8 --heap-growing-percent=10
+ * --expose-gc" for a build from before CHANNELD_V8_FLAGS).
+ */
+export async function asBefore<T>(run: () => Promise<T>): Promise<T> {
+  const settings = { BENCH_ENV: process.env.AB_BEFORE_ENV, BENCH_NODE_ARGS: process.env.AB_BEFORE_NODE_ARGS };
+  const kept = { BENCH_ENV: process.env.BENCH_ENV, BENCH_NODE_ARGS: process.env.BENCH_NODE_ARGS };
+  const put = (name: keyof typeof kept, value: string | undefined) => {
+    if (value === undefined) delete process.env[name];
+    else process.env[name] = value;
+  };
+  for (const name of ['BENCH_ENV', 'BENCH_NODE_ARGS'] as const) if (settings[name] !== undefined) put(name, settings[name]);
+  try {
+    return await run();
+  } finally {
+    for (const name of ['BENCH_ENV', 'BENCH_NODE_ARGS'] as const) put(name, kept[name]);
+  }
 }
 
 /**
