@@ -76,12 +76,8 @@ export class Fleet {
     // unitFlags: false runs without the unit's heap-sizing flags (V8's own sizing), to show
     // what they cost; the rest (--expose-gc, so the memory trimmer) stays as the unit has it.
     const flags = o.unitFlags === false ? unit.nodeArgs.filter((a) => !heapSizing.test(a)) : unit.nodeArgs;
-    const env = { ...unit.env, ...this.env };
     // The growth limit channeld sets itself (src/observe/v8-flags.ts) is heap sizing too.
-    if (o.unitFlags === false && env.CHANNELD_V8_FLAGS !== undefined)
-      env.CHANNELD_V8_FLAGS = env.CHANNELD_V8_FLAGS.split(/\s+/)
-        .filter((a) => a && !heapSizing.test(a))
-        .join(' ');
+    const env = o.unitFlags === false ? withoutV8Flags({ ...unit.env, ...this.env }, heapSizing) : { ...unit.env, ...this.env };
     return new DaemonProcess(this.configFile, env, [...flags, ...(o.nodeArgs ?? [])], script);
   }
 
@@ -89,6 +85,13 @@ export class Fleet {
     await Promise.all([this.tg.close(), this.dc.close(), this.sl.close()]);
     rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** `env` with the flags `drop` matches taken out of its CHANNELD_V8_FLAGS (the flags channeld sets itself). */
+export function withoutV8Flags<E extends Record<string, string | undefined>>(env: E, drop: RegExp): E {
+  if (env.CHANNELD_V8_FLAGS === undefined) return env;
+  const kept = env.CHANNELD_V8_FLAGS.split(/\s+/).filter((a) => a && !drop.test(a));
+  return { ...env, CHANNELD_V8_FLAGS: kept.join(' ') };
 }
 
 /** The unit's flags that size V8's heap, which `unitFlags: false` leaves out. */
@@ -145,16 +148,13 @@ export function serviceLaunch(): { nodeArgs: string[]; script: string; env: Reco
   }
   // BENCH_ENV ('NAME=VALUE ...', read at each launch) sets unit variables; 'NAME=' removes one;
   // a value with spaces is quoted: 'CHANNELD_V8_FLAGS="--heap-growing-percent=10 --expose-gc"'.
-  const benchEnv = process.env.BENCH_ENV ?? '';
-  let at = 0;
-  for (const m of benchEnv.matchAll(/\s*(?:(\w+)=(?:"([^"]*)"|(\S*))|(\S+))/gy)) {
-    at = m.index + m[0].length;
+  // Every word is one of the two alternatives: NAME=VALUE, or anything else, which is refused.
+  for (const m of (process.env.BENCH_ENV ?? '').matchAll(/(\w+)=(?:"([^"]*)"|(\S*))|(\S+)/g)) {
     if (m[4] !== undefined) throw new Error(`BENCH_ENV: "${m[4]}" is not NAME=VALUE`);
     const value = m[2] ?? m[3]!;
     if (value === '') delete env[m[1]!];
     else env[m[1]!] = value;
   }
-  if (benchEnv.slice(at).trim()) throw new Error(`BENCH_ENV: "${benchEnv.slice(at).trim()}" is not NAME=VALUE`);
   return { nodeArgs, script, env };
 }
 

@@ -1,7 +1,7 @@
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { FakeTelegram } from '../fakes/telegram/server.js';
-import { Fleet, serviceLaunch } from './fleet.js';
+import { Fleet, serviceLaunch, withoutV8Flags } from './fleet.js';
 
 /**
  * `npx tsx test/bench/instructions.ts [N1] [N2] [channeld|bare|both]` (after `npm run build`;
@@ -75,12 +75,8 @@ async function channeld(n1: number, n2: number): Promise<number> {
     // trim per 30 s under load), and under valgrind's slowdown it would fire ~50× as often
     // per message as it does at full speed, each trim a few full collections.
     const nodeArgs = unit.nodeArgs.filter((a) => a !== '--expose-gc');
-    const v8Flags = (unit.env.CHANNELD_V8_FLAGS ?? '')
-      .split(/\s+/)
-      .filter((a) => a && a !== '--expose-gc')
-      .join(' ');
     const child = spawn('valgrind', [...valgrind, process.execPath, ...nodeArgs, unit.script, 'run', '--config', fleet.configFile], {
-      env: { PATH: process.env.PATH, ...unit.env, CHANNELD_V8_FLAGS: v8Flags, ...fleet.env },
+      env: { PATH: process.env.PATH, ...withoutV8Flags(unit.env, /^--expose[-_]gc$/), ...fleet.env },
       stdio: ['ignore', 'ignore', 'ignore'],
     });
     try {
