@@ -27,6 +27,9 @@ export function parseCommand(text: string, botName?: string): ParsedCommand | un
   return { name: m[1]!.toLowerCase(), args: (m[3] ?? '').trim() };
 }
 
+/** What every command starts with: a slash after any white space (what `trim` takes off). */
+const MAYBE_COMMAND = /^\s*\//;
+
 /** Each message's parse, made once: the dispatcher reads it for the controls, the runtime for the turn. */
 const parsed = new WeakMap<ChannelMessage, { botName: string | undefined; command: ParsedCommand | undefined }>();
 
@@ -35,6 +38,10 @@ const parsed = new WeakMap<ChannelMessage, { botName: string | undefined; comman
  * runtime both ask; a message read back from the inbox is parsed again, once).
  */
 export function commandOf(msg: ChannelMessage, botName?: string): ParsedCommand | undefined {
+  // Most messages are not commands. Those are answered by one anchored test, without the
+  // parse's trim and capture, and without an entry here: each entry is an ephemeron that the
+  // collector traces while the message lives, for a thousand turns at once under a burst.
+  if (!MAYBE_COMMAND.test(msg.text)) return undefined;
   const known = parsed.get(msg);
   if (known && known.botName === botName) return known.command;
   const command = parseCommand(msg.text, botName);

@@ -19,4 +19,14 @@ describe('commandOf: a message is parsed once, whoever asks', () => {
     expect(commandOf(msg, 'other')).toEqual({ name: 'stop', args: '' });
     expect(commandOf(message('hello'), 'bot')).toBeUndefined();
   });
+
+  it('takes a command after any leading white space, and nothing else for one', () => {
+    // The first test (a slash after white space) must agree with the parse's trim.
+    for (const text of ['  /help', '\n\t/help', '\u00a0/help', '\u2028/help', '\ufeff/help']) {
+      expect(commandOf(message(text), 'bot'), JSON.stringify(text)).toEqual({ name: 'help', args: '' });
+    }
+    for (const text of ['', ' ', 'help /help', 'x/help', '\u200b/help', '/']) {
+      expect(commandOf(message(text), 'bot'), JSON.stringify(text)).toBeUndefined();
+    }
+  });
 });
