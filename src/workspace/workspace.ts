@@ -28,6 +28,9 @@ import { registerToolCommands } from '../tools/controls.js';
 import { formatAmount } from '../util/money.js';
 import { Skills } from './skill-tools.js';
 
+/** The modes of a conversation with none on (shared: callers read it as a ReadonlySet). */
+const NO_MODES: ReadonlySet<string> = new Set();
+
 export interface WorkspaceOptions {
   name: string;
   config: AgentConfig;
@@ -176,7 +179,11 @@ export class Workspace {
       // `[agent] modes` are on by default; the conversation's /mode choices override them.
       // Only registered modes count: a name nothing provides turns nothing on.
       modesOf: (scope) => {
-        const chosen = o.conversations.get(o.name, scope).modes ?? {};
+        const choices = o.conversations.get(o.name, scope).modes;
+        // Most conversations never chose a mode and most agents turn none on: no set, array
+        // and object built for each of their turns.
+        if (choices === undefined && this.config.modes.length === 0) return NO_MODES;
+        const chosen = choices ?? {};
         const active = new Set(this.config.modes.filter((m) => chosen[m] !== false));
         for (const [m, on] of Object.entries(chosen)) if (on) active.add(m);
         for (const m of active) if (!this.runtime.modes.has(m)) active.delete(m);
