@@ -14,7 +14,9 @@ import { Fleet } from './fleet.js';
  * DevTools) and prints its path. `--load` profiles the load curve's workload instead: N fresh
  * chats each send one message at once, 2 s streamed answers (drafts on), until every final lands,
  * after two such bursts of N left out (as the load curve measures a warmed-up daemon: the first
- * burst after start-up runs code V8 has not optimized yet).
+ * burst after start-up runs code V8 has not optimized yet). V8 samples every 1,000 µs, so one burst
+ * of 1,000 gives a few hundred samples, and a function's self time moves by half between runs;
+ * PROFILE_INTERVAL_US=100 samples ten times as often (the profiler's own cost grows with it).
  */
 export interface CpuProfile {
   nodes: Array<{ id: number; callFrame: { functionName: string; url: string; lineNumber: number }; children?: number[] }>;
@@ -125,7 +127,10 @@ async function main(): Promise<void> {
     fleet.write(burst ? { echoDelayMs: 1000, maxInFlight: 12_000, streamMode: 'partial' } : {});
     // The unbundled build, so frames keep their module's path (the bundle's chunks would not
     // tell the store from the SDK); same node flags as the systemd unit.
-    const p = fleet.spawn({ nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`], script: 'dist/bin/channeld.js' });
+    const p = fleet.spawn({
+      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...(process.env.PROFILE_INTERVAL_US ? [`--cpu-prof-interval=${process.env.PROFILE_INTERVAL_US}`] : [])],
+      script: 'dist/bin/channeld.js',
+    });
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
     let chat = 1000;
     const push = async (count: number, label: string) => {
