@@ -74,8 +74,9 @@ await build({
   // bundling would otherwise change to avoid collisions (see cheaperNames below).
   keepNames: true,
   // A native addon (found through its package at run time), optional native speed-ups the
-  // SDKs try to require and run without, and the pretty printer only a terminal loads.
-  external: ['better-sqlite3', 'zlib-sync', 'bufferutil', 'utf-8-validate', '@discordjs/opus', 'erlpack', 'pino-pretty'],
+  // SDKs try to require and run without, the pretty printer only a terminal loads, and the
+  // YAML parser only a SKILL.md needs (src/workspace/skills.ts loads it then, from its package).
+  external: ['better-sqlite3', 'zlib-sync', 'bufferutil', 'utf-8-validate', '@discordjs/opus', 'erlpack', 'pino-pretty', 'yaml'],
   // CommonJS packages inside an ES module bundle still call require() for Node's built-ins.
   // CHANNELD_BUILD_NOTE marks a build (a test makes two builds differ with it).
   banner: {

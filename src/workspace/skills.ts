@@ -1,7 +1,16 @@
 import { readdirSync, readFileSync, statSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { isMap, isScalar, LineCounter, parseDocument } from 'yaml';
+import type * as Yaml from 'yaml';
 import { realPathInside } from '../util/inside-dir.js';
+
+/**
+ * The YAML parser, loaded the first time a SKILL.md is read. It is a third of the bundle's
+ * main chunk (268 KB), and every start read and linked it, with or without skills_dir.
+ * scripts/bundle.mjs leaves the package out of the bundle, so this is its only load.
+ */
+let yaml: typeof Yaml | undefined;
+const loadYaml = (): typeof Yaml => (yaml ??= createRequire(import.meta.url)('yaml') as typeof Yaml);
 
 /**
  * Agent Skills folders (the public format of agentskills.io, which Claude and other agents
@@ -95,6 +104,7 @@ export function parseSkill(text: string, folder: string, file: string): { skill:
   if (lines[0]?.trim() !== '---') return problem(1, 'must start with a "---" line opening the YAML front matter (name, description)');
   const close = lines.findIndex((l, i) => i > 0 && l.trim() === '---');
   if (close < 0) return problem(1, 'the front matter opened on line 1 is never closed by a "---" line');
+  const { isMap, isScalar, LineCounter, parseDocument } = loadYaml();
   const counter = new LineCounter();
   const doc = parseDocument(lines.slice(1, close).join('\n'), { lineCounter: counter, prettyErrors: false, uniqueKeys: true });
   // Front matter lines are counted from the file's line 2.
