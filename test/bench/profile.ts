@@ -121,6 +121,8 @@ async function main(): Promise<void> {
   const burst = args.includes('--load');
   // --load: two uncounted bursts of N, as `load` takes before its levels.
   const warm = burst ? 2 * n : 500;
+  const interval = process.env.PROFILE_INTERVAL_US;
+  if (interval !== undefined && !/^[1-9]\d*$/.test(interval)) throw new Error(`PROFILE_INTERVAL_US must be a whole number of microseconds, not "${interval}"`);
   const dir = mkdtempSync(join(tmpdir(), 'channeld-prof-'));
   const fleet = await new Fleet().start();
   try {
@@ -128,7 +130,7 @@ async function main(): Promise<void> {
     // The unbundled build, so frames keep their module's path (the bundle's chunks would not
     // tell the store from the SDK); same node flags as the systemd unit.
     const p = fleet.spawn({
-      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...(process.env.PROFILE_INTERVAL_US ? [`--cpu-prof-interval=${process.env.PROFILE_INTERVAL_US}`] : [])],
+      nodeArgs: ['--cpu-prof', `--cpu-prof-dir=${dir}`, ...(interval ? [`--cpu-prof-interval=${interval}`] : [])],
       script: 'dist/bin/channeld.js',
     });
     await waitFor(() => fleet.dc.connected && fleet.sl.socketOpen && fleet.tg.callsOf('getUpdates').length > 0, 60_000);
