@@ -94,8 +94,8 @@ export function withoutV8Flags<E extends Record<string, string | undefined>>(env
   return { ...env, CHANNELD_V8_FLAGS: kept.join(' ') };
 }
 
-/** The unit's flags that size V8's heap, which `unitFlags: false` leaves out. */
-const heapSizing = /^--(max-semi-space-size|heap-growing-percent)(=|$)/;
+/** The unit's flags that size V8's heap, which `unitFlags: false` leaves out ("_" spelled as V8 and channeld take it too). */
+const heapSizing = /^--(max[-_]semi[-_]space[-_]size|heap[-_]growing[-_]percent)(=|$)/;
 
 /** The bare baseline: the same three SDKs connected to these fakes, answering /readyz on the port it prints. */
 export function spawnBareSdkBot(fleet: Fleet): { child: ChildProcess; exited: Promise<unknown>; port: Promise<number> } {

@@ -74,9 +74,11 @@ async function channeld(n1: number, n2: number): Promise<number> {
     // Without --expose-gc the memory trimmer is off: it is driven by wall time (at most one
     // trim per 30 s under load), and under valgrind's slowdown it would fire ~50× as often
     // per message as it does at full speed, each trim a few full collections.
-    const nodeArgs = unit.nodeArgs.filter((a) => a !== '--expose-gc');
+    // On node's command line (a build from before CHANNELD_V8_FLAGS, through BENCH_NODE_ARGS) or in the variable.
+    const exposeGc = /^--expose[-_]gc$/;
+    const nodeArgs = unit.nodeArgs.filter((a) => !exposeGc.test(a));
     const child = spawn('valgrind', [...valgrind, process.execPath, ...nodeArgs, unit.script, 'run', '--config', fleet.configFile], {
-      env: { PATH: process.env.PATH, ...withoutV8Flags(unit.env, /^--expose[-_]gc$/), ...fleet.env },
+      env: { PATH: process.env.PATH, ...withoutV8Flags(unit.env, exposeGc), ...fleet.env },
       stdio: ['ignore', 'ignore', 'ignore'],
     });
     try {
