@@ -11,6 +11,19 @@ import { partitionOf } from './partition-key.js';
 import { rememberCarrier } from '../observe/trace/ambient.js';
 import { carrierOf } from './trace-headers.js';
 
+/**
+ * How long one pull request of a partition's consumer waits on the server: about one lease
+ * TTL, within what nats.js takes (1 to 30 s). nats.js asks for idle heartbeats every half of
+ * it and pulls again after two are missed, so a pull the server never got or forgot (a NATS
+ * cluster's route or a stream leader's change can lose one) holds the partition's messages
+ * for about one TTL, as a dead owner's takeover does; with nats.js's default of 30 s the
+ * partition waited 30 to 45 s (test/cluster/pull-lost.test.ts). Each idle partition costs a
+ * pull and two heartbeats per TTL.
+ */
+function pullExpiresMs(leaseTtlMs: number): number {
+  return Math.min(30_000, Math.max(1000, leaseTtlMs));
+}
+
 interface Owned {
   partition: number;
   lease: HeldLease;
@@ -160,7 +173,7 @@ export class Partitions {
         max_ack_pending: 10_000,
       });
       const consumer = await this.s.js.consumers.get(stream, name);
-      o.messages = await consumer.consume({ max_messages: 256 });
+      o.messages = await consumer.consume({ max_messages: 256, expires: pullExpiresMs(this.s.config.lease_ttl_ms) });
       this.log.info({ partition, takeoverSeq }, 'partition acquired');
       o.loop = this.#consume(o, takeoverSeq);
       void this.#watchConsumer(o, o.messages);
@@ -220,6 +233,9 @@ export class Partitions {
           this.#consumerGone(o, `its consumer was ${s.type === 'consumer_deleted' ? 'deleted' : 'not found'} on the server`);
           return;
         }
+        // nats.js pulls again by itself; said, because the partition's messages waited meanwhile.
+        if (s.type === 'heartbeats_missed')
+          this.log.warn({ partition: o.partition, missed: s.count }, 'partition pull went unanswered (no idle heartbeat); pulling again');
       }
     } catch {
       // The status stream ends with the messages; the consume loop reports why.

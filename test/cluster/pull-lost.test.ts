@@ -1,0 +1,45 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { FakeTelegram } from '../fakes/telegram/server.js';
+import { NatsProxy } from '../fakes/nats-proxy.js';
+import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, NATS_URL, uniqueNamespace } from '../helpers/cluster.js';
+
+const skip = await clusterSkipReason();
+
+describe.skipIf(skip !== undefined)(`a partition whose pull request is lost on its way to NATS${skip ? ` (skipped: ${skip})` : ''}`, () => {
+  const namespaces: string[] = [];
+  let tg: FakeTelegram | undefined;
+  let proxy: NatsProxy | undefined;
+  let d: TestDaemon | undefined;
+  afterEach(async () => {
+    await d?.stop().catch(() => {});
+    await tg?.close();
+    await proxy?.close();
+  });
+  afterAll(async () => {
+    for (const ns of namespaces) await dropNamespace(ns);
+  });
+
+  it('pulls again within about one lease TTL (1.5 s here), not after the 30 s of nats.js defaults: the message waiting meanwhile is answered once', async () => {
+    const ns = uniqueNamespace();
+    namespaces.push(ns);
+    tg = new FakeTelegram();
+    await tg.start();
+    proxy = await new NatsProxy().start(NATS_URL);
+    // The partition consumer's first pull never reaches the server: no message, no idle
+    // heartbeat and no expiry notice come back for it.
+    const lost = proxy.dropNext(`$JS.API.CONSUMER.MSG.NEXT.${ns}_inbox.p0`);
+    d = await startDaemon(
+      `${clusterToml(ns, 'instance_id = "q0"\nlease_ttl_ms = 1500\npartitions = 1')}[agent]\nprovider = "echo"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n`,
+      { TG_TOKEN: tg.token, ...clusterEnv, NATS_URL: proxy.url },
+    );
+    await lost;
+    const u = { id: 5100, first_name: 'pull' };
+    tg.dm('anyone there', u);
+    // Before the pull's expiry was bounded by the lease TTL, nats.js noticed the lost pull
+    // only after two missed idle heartbeats of 15 s: the answer came about 30 s later.
+    await waitFor(() => tg!.texts(u.id).join() === 'anyone there', 10_000);
+    expect(tg.callsOf('sendMessage')).toHaveLength(1);
+    expect(d.logs.text).toContain('partition pull went unanswered');
+  });
+});

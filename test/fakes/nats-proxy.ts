@@ -1,0 +1,81 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/** Longest client line passed on (a CONNECT with its JSON); past it the proxy gives up on the connection. */
+const MAX_LINE_BYTES = 64 * 1024;
+
+interface Drop {
+  prefix: string;
+  resolve(subject: string): void;
+}
+
+/**
+ * A TCP proxy in front of a NATS server that can lose one client publish on its way, as a
+ * route or a stream leader's change can lose a JetStream pull request in a NATS cluster;
+ * everything else passes untouched. It reads only the client's side of the protocol: each
+ * operation is one line (CONNECT, SUB, UNSUB, PING, PONG), and PUB and HPUB lines are
+ * followed by a payload of the length their last field declares.
+ */
+export class NatsProxy {
+  readonly #server: Server = createServer((client) => this.#pipe(client));
+  readonly #sockets = new Set<Socket>();
+  readonly #drops: Drop[] = [];
+  #upstream = { host: '127.0.0.1', port: 4222 };
+
+  /** Listens on a loopback port in front of `upstreamUrl` (nats://host:port). */
+  async start(upstreamUrl: string): Promise<this> {
+    const u = new URL(upstreamUrl);
+    this.#upstream = { host: u.hostname, port: Number(u.port || 4222) };
+    await new Promise<void>((resolve) => this.#server.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  /** The URL a client connects to instead of the server's. */
+  get url(): string {
+    const a = this.#server.address();
+    if (!a || typeof a === 'string') throw new Error('the proxy is not listening');
+    return `nats://127.0.0.1:${a.port}`;
+  }
+
+  /** Loses the next publish whose subject starts with `prefix`; resolves with its subject once it has. */
+  dropNext(prefix: string): Promise<string> {
+    return new Promise((resolve) => this.#drops.push({ prefix, resolve }));
+  }
+
+  async close(): Promise<void> {
+    for (const s of this.#sockets) s.destroy();
+    await new Promise<void>((resolve) => this.#server.close(() => resolve()));
+  }
+
+  #pipe(client: Socket): void {
+    const server = connect(this.#upstream);
+    for (const s of [client, server]) {
+      this.#sockets.add(s);
+      s.on('close', () => this.#sockets.delete(s));
+      // Either side going away ends the pair, as a broken route would.
+      s.on('error', () => (client.destroy(), server.destroy()));
+      s.on('close', () => (client.destroy(), server.destroy()));
+    }
+    server.pipe(client);
+    let pending: Buffer = Buffer.alloc(0);
+    client.on('data', (chunk: Buffer) => {
+      pending = pending.length ? Buffer.concat([pending, chunk]) : chunk;
+      for (;;) {
+        const eol = pending.indexOf('\r\n');
+        if (eol < 0) {
+          if (pending.length > MAX_LINE_BYTES) client.destroy();
+          return;
+        }
+        const line = pending.subarray(0, eol).toString('latin1');
+        const [op = '', subject = '', ...rest] = line.split(/\s+/);
+        const isPub = /^h?pub$/i.test(op);
+        const frameBytes = eol + 2 + (isPub ? Number(rest.at(-1)) + 2 : 0);
+        if (pending.length < frameBytes) return;
+        const frame = pending.subarray(0, frameBytes);
+        pending = pending.subarray(frameBytes);
+        const drop = isPub ? this.#drops.findIndex((d) => subject.startsWith(d.prefix)) : -1;
+        if (drop < 0) server.write(frame);
+        else this.#drops.splice(drop, 1)[0]!.resolve(subject);
+      }
+    });
+  }
+}
