@@ -17,8 +17,8 @@ import { carrierOf } from './trace-headers.js';
  * it and pulls again after two are missed, so a pull the server never got or forgot (a NATS
  * cluster's route or a stream leader's change can lose one) holds the partition's messages
  * for about one TTL, as a dead owner's takeover does; with nats.js's default of 30 s the
- * partition waited 30 to 45 s (test/cluster/pull-lost.test.ts). Each idle partition costs a
- * pull and two heartbeats per TTL.
+ * partition's next message waited 45 s in test/cluster/pull-lost.test.ts. Each idle
+ * partition costs a pull and two heartbeats per TTL.
  */
 function pullExpiresMs(leaseTtlMs: number): number {
   return Math.min(30_000, Math.max(1000, leaseTtlMs));
