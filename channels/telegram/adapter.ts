@@ -7,6 +7,7 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep, untilAborted } from '../../src/util/abortable.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller } from '../../src/util/platform-call.js';
+import { whenSent } from '../../src/util/dispatch-answer.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
@@ -240,9 +241,9 @@ export class TelegramAdapter implements ChannelAdapter {
         return this.#hot.sendMessage(target.chatId, forTelegramHtml(text), other, sig(signal));
       }
     };
-    const sent = await this.#hotCall(
+    const sent = await this.#sentCall(
       'sendMessage',
-      options.signal,
+      options,
       (signal): Promise<{ message_id: number }> =>
         this.#rich.fits(text) && !options.buttons?.length
           ? this.#rich.run<{ message_id: number }>(
@@ -254,6 +255,16 @@ export class TelegramAdapter implements ChannelAdapter {
           : html(signal),
     );
     return { chatId: target.chatId, messageId: String(sent.message_id), ...(target.threadId ? { threadId: target.threadId } : {}) };
+  }
+
+  /** A hot call whose requests note in the caller's `sentAt` (if it asked) when they went out. */
+  #sentCall<T>(what: string, options: TransportOptions, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
+    const sentAt = options.sentAt;
+    if (!sentAt) return this.#hotCall(what, options.signal, fn);
+    return this.#hotCall(what, options.signal, (signal) => {
+      whenSent(signal, sentAt);
+      return fn(signal);
+    });
   }
 
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
@@ -275,7 +286,7 @@ export class TelegramAdapter implements ChannelAdapter {
         await this.#hot.editMessageText(ref.chatId, Number(ref.messageId), forTelegramHtml(text), {}, sig(signal)).catch(notModifiedIsFine);
       }
     };
-    await this.#hotCall('editMessageText', options.signal, (signal) =>
+    await this.#sentCall('editMessageText', options, (signal) =>
       this.#rich.fits(text)
         ? this.#rich.run(
             'editMessageText',

@@ -52,6 +52,18 @@ export interface TransportOptions {
   idempotencyKey?: string;
   /** Buttons to show under the message; on an edit, `[]` removes the ones it had. */
   buttons?: Button[];
+  /**
+   * Filled in by a transport that can tell when its request went out on a connection, after
+   * any wait for one (the last request's, when one call made several). A final edit's floor
+   * counts from it rather than from the answer (src/stream/pacer.ts); a transport that
+   * cannot tell leaves it empty, and the floor counts from the answer.
+   */
+  sentAt?: SentAt;
+}
+
+/** When a request went out (ms since the epoch), as its transport saw it; see `TransportOptions.sentAt`. */
+export interface SentAt {
+  atMs?: number;
 }
 
 /** A file the bot sends (a spoken answer): its bytes in memory, bounded by the caller. */

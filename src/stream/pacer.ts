@@ -48,9 +48,12 @@ export const RECOVER_AFTER_MS = 5_000;
 
 /**
  * Records a request's outcome on the pacing state; returns whether it was a 429, or a
- * refused format (the reply is planned again at once, the pace unchanged).
+ * refused format (the reply is planned again at once, the pace unchanged). `sentAtMs`, when
+ * the transport could tell, is when a successful request went out: the platform's floor
+ * counts from there (the platform counts requests as they reach it, a round trip and the
+ * event loop's lag before the answer is read here), the drafts' interval from the answer.
  */
-export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limited' | 'failed' | 'replan' {
+export function pace(p: Pacing, err: unknown, nowMs: number, sentAtMs?: number): 'ok' | 'rate_limited' | 'failed' | 'replan' {
   if (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED') return 'replan';
   if (err === undefined) {
     p.consecutiveFailures = 0;
@@ -59,7 +62,7 @@ export function pace(p: Pacing, err: unknown, nowMs: number): 'ok' | 'rate_limit
     // the rest of the reply.
     p.intervalMs = nowMs - p.rateLimitedAtMs >= RECOVER_AFTER_MS ? p.baseIntervalMs : Math.max(p.baseIntervalMs, p.intervalMs / 2);
     p.nextAtMs = nowMs + p.intervalMs;
-    p.floorAtMs = nowMs + p.floorMs;
+    p.floorAtMs = Math.min(nowMs, sentAtMs ?? nowMs) + p.floorMs;
     p.holdAtMs = 0;
     return 'ok';
   }

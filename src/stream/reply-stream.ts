@@ -1,5 +1,5 @@
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
-import type { NativeStream } from '../contracts/channel.js';
+import type { NativeStream, SentAt } from '../contracts/channel.js';
 import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
 import { linkAbort, unlinkAbort } from '../util/linked-abort.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
@@ -41,6 +41,8 @@ export class ReplyStream {
   #ending: TurnEnding | undefined;
   #draftsEnabled: boolean;
   #requests = 0;
+  /** When the last step's send or edit went out, if its transport could tell (the final edit's floor counts from it). */
+  #sent: SentAt = {};
   #wake: (() => void) | undefined;
   #dirty = false;
   /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
@@ -230,6 +232,7 @@ export class ReplyStream {
 
   /** One request toward `desired`; false when already there. */
   async #step(desired: string[], final: boolean): Promise<boolean> {
+    this.#sent = {};
     const native = await this.#nativeStep(desired, final);
     if (native !== undefined) return native;
     const { transport, target } = this.#o;
@@ -241,7 +244,7 @@ export class ReplyStream {
       this.#requests++;
       if (shown?.ref) {
         try {
-          await transport.edit(shown.ref, desired[i]!, { signal, final: isLast(i) });
+          await transport.edit(shown.ref, desired[i]!, { signal, final: isLast(i), sentAt: this.#sent });
         } catch (err) {
           if (isRetryable(err)) throw err;
           // The platform will not edit this one (deleted, too old): send the text anew.
@@ -255,7 +258,7 @@ export class ReplyStream {
       } else {
         const key = this.#o.replyKey ? { idempotencyKey: `${this.#o.replyKey}:${i}` } : {};
         await this.#o.beforeSend?.(signal);
-        const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i), ...key });
+        const ref = await transport.send(target, desired[i]!, { signal, final: isLast(i), sentAt: this.#sent, ...key });
         this.#shown[i] = { ref, text: desired[i] };
         this.#shownText();
         this.#o.onRefs?.(sentRefs(this.#shown));
@@ -314,7 +317,7 @@ export class ReplyStream {
         if (this.#ending || this.#signal.aborted) continue;
         try {
           if (await this.#step(this.#desired(false), false)) this.#dirty = true;
-          pace(this.#pacing, undefined, Date.now());
+          pace(this.#pacing, undefined, Date.now(), this.#sent.atMs);
         } catch (err) {
           const outcome = pace(this.#pacing, err, Date.now());
           if (outcome === 'rate_limited') this.#o.onRateLimited?.();
@@ -359,7 +362,7 @@ export class ReplyStream {
       if (readyAtMs > Date.now()) await sleepUntil(Math.min(readyAtMs, deadline), this.#signal);
       try {
         if (!(await this.#step(desired, true))) break;
-        pace(this.#pacing, undefined, Date.now());
+        pace(this.#pacing, undefined, Date.now(), this.#sent.atMs);
       } catch (err) {
         const outcome = pace(this.#pacing, err, Date.now());
         if (outcome === 'replan') continue;

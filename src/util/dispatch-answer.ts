@@ -1,4 +1,5 @@
 import type { Dispatcher } from 'undici';
+import type { SentAt } from '../contracts/channel.js';
 
 /** An answer read whole, within a byte limit, off an undici dispatcher (a Pool or an Agent). */
 export interface RawAnswer {
@@ -7,6 +8,19 @@ export interface RawAnswer {
   headers: Record<string, string | string[] | undefined>;
   /** The body; undefined when it was larger than the limit (a declared length over it, or a body growing past it: not read further). */
   body: Buffer | undefined;
+}
+
+/** Where a request run under a signal notes when it went out (`whenSent`). */
+const sentStamps = new WeakMap<AbortSignal, SentAt>();
+
+/**
+ * The requests `dispatchAnswer` makes under `signal` (one per-request signal, as
+ * `platformCaller` gives each call) note in `sent` when undici put them on a connection, after
+ * any wait for a free one: when the platform got the request, within a one-way trip, which
+ * the answer comes a round trip and an event loop's lag later.
+ */
+export function whenSent(signal: AbortSignal, sent: SentAt): void {
+  sentStamps.set(signal, sent);
 }
 
 /**
@@ -84,6 +98,10 @@ class BoundedAnswer {
   onRequestStart(controller: Controller): void {
     this.#controller = controller;
     if (this.signal?.aborted) controller.abort(this.signal.reason as Error);
+    else if (this.signal) {
+      const sent = sentStamps.get(this.signal);
+      if (sent) sent.atMs = Date.now();
+    }
   }
 
   onResponseStart(controller: Controller, status: number, headers: RawAnswer['headers']): void {

@@ -1,4 +1,4 @@
-import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, SentAt, TransportOptions } from '../../src/contracts/channel.js';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { checkSize } from '../../src/util/download.js';
 
@@ -12,7 +12,10 @@ export interface Call {
   messageId?: string;
   /** The text sent or edited in; `+👀`/`-👀` for a reaction; the attachment id for a download. */
   text?: string;
+  /** When the call landed (after any `latency` or hold). */
   at: number;
+  /** When the call started (before any `latency` or hold). */
+  startedAt: number;
 }
 
 /** Optional parts of the adapter contract, off unless a test asks: their mere presence changes what the core does. */
@@ -25,6 +28,8 @@ export interface RecordingOptions {
   files?: Record<string, Buffer>;
   /** Adds openNativeStream(): updates are recorded as `draft`, the end as a `send`. */
   nativeStream?: boolean;
+  /** Sends and edits note in the caller's `sentAt` when they started, as a transport that knows when its request went out. */
+  stampsSent?: boolean;
 }
 
 /** A platform call held in flight until released: the deterministic way to test what happens while one hangs. */
@@ -65,6 +70,7 @@ export class RecordingAdapter implements ChannelAdapter {
   latency: ((call: Call) => Promise<void>) | undefined;
   readonly #holds: Array<{ match: (c: Call) => boolean; released: Promise<void>; reach: (c: Call) => void }> = [];
   #seq = 0;
+  readonly #stampsSent: boolean;
 
   constructor(
     readonly id: string,
@@ -79,6 +85,7 @@ export class RecordingAdapter implements ChannelAdapter {
       this.download = (att, o) => this.#download(files, att, o);
     }
     if (options.nativeStream) this.openNativeStream = (target, o) => this.#openNativeStream(target, o);
+    this.#stampsSent = options.stampsSent === true;
   }
 
   async listen(_deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
@@ -100,9 +107,10 @@ export class RecordingAdapter implements ChannelAdapter {
   }
 
   /** Like a platform client: an aborted call fails with the signal's reason and never lands. */
-  async #record(call: Omit<Call, 'at'>, signal: AbortSignal | undefined): Promise<Call> {
+  async #record(call: Omit<Call, 'at' | 'startedAt'>, signal: AbortSignal | undefined, sentAt?: SentAt): Promise<Call> {
     signal?.throwIfAborted();
-    const c = { ...call, at: Date.now() };
+    const c = { ...call, at: Date.now(), startedAt: Date.now() };
+    if (sentAt && this.#stampsSent) sentAt.atMs = c.startedAt;
     this.fault?.(c);
     const waits = this.#holds.filter((h) => h.match(c)).map((h) => (h.reach(c), h.released));
     if (this.latency) waits.push(this.latency(c));
@@ -121,12 +129,16 @@ export class RecordingAdapter implements ChannelAdapter {
 
   async send(target: ReplyTarget, text: string, o?: TransportOptions): Promise<MessageRef> {
     const messageId = `out-${++this.#seq}`;
-    await this.#record({ op: 'send', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}), messageId, text }, o?.signal);
+    await this.#record({ op: 'send', chatId: target.chatId, ...(target.threadId ? { threadId: target.threadId } : {}), messageId, text }, o?.signal, o?.sentAt);
     this.texts.set(messageId, text);
     return { chatId: target.chatId, messageId, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
   async edit(ref: MessageRef, text: string, o?: TransportOptions): Promise<void> {
-    await this.#record({ op: 'edit', chatId: ref.chatId, messageId: ref.messageId, text, ...(ref.threadId ? { threadId: ref.threadId } : {}) }, o?.signal);
+    await this.#record(
+      { op: 'edit', chatId: ref.chatId, messageId: ref.messageId, text, ...(ref.threadId ? { threadId: ref.threadId } : {}) },
+      o?.signal,
+      o?.sentAt,
+    );
     this.texts.set(ref.messageId, text);
   }
   async delete(ref: MessageRef, o?: TransportOptions): Promise<void> {

@@ -4,6 +4,20 @@ import { RecordingAdapter } from '../../helpers/recording-adapter.js';
 
 const target = { channelId: 't', chatId: 'c', chatType: 'dm' as const };
 
+/** A streamed reply on `a` at `editIntervalMs`. */
+function replyStream(a: RecordingAdapter, editIntervalMs: number): ReplyStream {
+  return new ReplyStream({
+    transport: a,
+    capabilities: a.capabilities,
+    target,
+    streamMode: 'partial',
+    showToolProgress: false,
+    finalDeadlineMs: 60_000,
+    editIntervalMs,
+    signal: new AbortController().signal,
+  });
+}
+
 describe('ReplyStream edit interval', () => {
   beforeEach(() => vi.useFakeTimers({ now: 0 }));
   afterEach(() => vi.useRealTimers());
@@ -12,16 +26,7 @@ describe('ReplyStream edit interval', () => {
   // floor keeps the drafts 1 s apart when the channel asks for 10 ms.
   it('an edit_interval_ms below the platform floor is raised to the floor', async () => {
     const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
-    const s = new ReplyStream({
-      transport: a,
-      capabilities: a.capabilities,
-      target,
-      streamMode: 'partial',
-      showToolProgress: false,
-      finalDeadlineMs: 60_000,
-      editIntervalMs: 10,
-      signal: new AbortController().signal,
-    });
+    const s = replyStream(a, 10);
     for (let i = 0; i < 100; i++) {
       s.push({ type: 'text_delta', text: `w${i} ` });
       await vi.advanceTimersByTimeAsync(20);
@@ -32,5 +37,47 @@ describe('ReplyStream edit interval', () => {
     s.push({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
     await vi.runAllTimersAsync();
     await s.finished();
+  });
+});
+
+describe("ReplyStream: a final edit's floor", () => {
+  beforeEach(() => vi.useFakeTimers({ now: 0 }));
+  afterEach(() => vi.useRealTimers());
+
+  /**
+   * Every call takes 300 ms to be answered. Text at 0 (the first message, answered at 300),
+   * at 500 (a draft edit once 1 s has passed since that answer: it goes at 1,300 and is
+   * answered at 1,600) and at 1,700 with the end: the final edit waits for the platform's
+   * 1 s floor after the draft edit.
+   */
+  async function finalEditAfter(stampsSent: boolean): Promise<{ draft: number; final: number; draftAfterFirstAnswer: number }> {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 }, { stampsSent });
+    a.latency = () => new Promise((r) => setTimeout(r, 300));
+    const s = replyStream(a, 1000);
+    s.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(500);
+    s.push({ type: 'text_delta', text: 'two ' });
+    await vi.advanceTimersByTimeAsync(1200);
+    s.push({ type: 'text_delta', text: 'three' });
+    s.push({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    const [first, draft, final] = a.calls.filter((c) => c.op === 'send' || c.op === 'edit');
+    expect([first?.op, draft?.op, final?.op]).toEqual(['send', 'edit', 'edit']);
+    expect(final!.text).toBe('one two three');
+    return { draft: draft!.startedAt, final: final!.startedAt, draftAfterFirstAnswer: draft!.startedAt - first!.at };
+  }
+
+  it('counts from when the last edit went out, where the transport can tell: the platform counts requests as they reach it', async () => {
+    const t = await finalEditAfter(true);
+    expect(t.final - t.draft).toBe(1000);
+    // The drafts' interval still counts from the answer.
+    expect(t.draftAfterFirstAnswer).toBe(1000);
+  });
+
+  it('counts from the answer where the transport cannot tell', async () => {
+    const t = await finalEditAfter(false);
+    expect(t.final - t.draft).toBe(1300);
+    expect(t.draftAfterFirstAnswer).toBe(1000);
   });
 });

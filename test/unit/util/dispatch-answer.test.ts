@@ -4,7 +4,7 @@ import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { type Dispatcher, Pool } from 'undici';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { dispatchAnswer } from '../../../src/util/dispatch-answer.js';
+import { dispatchAnswer, whenSent } from '../../../src/util/dispatch-answer.js';
 
 // A real HTTP server; the path picks the answer.
 let server: Server;
@@ -12,6 +12,8 @@ let origin: string;
 const seen: string[] = [];
 const open = new Set<ServerResponse>();
 const pools: Pool[] = [];
+/** Answers of `/held`, sent when a test says. */
+const held: ServerResponse[] = [];
 
 beforeAll(async () => {
   server = createServer((req, res) => {
@@ -43,6 +45,9 @@ beforeAll(async () => {
           // A 103 with a large declared length before the real answer: only the real one counts.
           res.writeEarlyHints({ link: '</style.css>; rel=preload', 'content-length': '5000' });
           return res.writeHead(200, { 'content-type': 'application/json' }).end('{"final":true}');
+        case '/held':
+          held.push(res);
+          return;
         case '/head':
           return res.writeHead(200, { 'content-length': '5000' }).end();
         case '/redirect':
@@ -92,6 +97,30 @@ describe('dispatchAnswer', () => {
     expect([growing.status, growing.body]).toEqual([200, undefined]);
     // The pool still serves after the cut requests.
     expect((await dispatchAnswer(p, get('/json'), undefined, 1000)).status).toBe(200);
+  });
+
+  it('notes in whenSent when a request went out on a connection, after its wait for a free one, not when it was asked', async () => {
+    const one = new Pool(origin, { connections: 1 });
+    pools.push(one);
+    const [first, second] = [
+      { signal: new AbortController().signal, sent: {} as { atMs?: number } },
+      { signal: new AbortController().signal, sent: {} as { atMs?: number } },
+    ];
+    for (const r of [first, second]) whenSent(r.signal, r.sent);
+    const askedAt = Date.now();
+    const a = dispatchAnswer(one, get('/held'), first.signal, 1000);
+    const b = dispatchAnswer(one, get('/json'), second.signal, 1000);
+    await expect.poll(() => held.length).toBe(1);
+    expect(first.sent.atMs).toBeGreaterThanOrEqual(askedAt);
+    // The second waits for the pool's one connection.
+    expect(second.sent.atMs).toBeUndefined();
+    const releasedAt = Date.now();
+    held.pop()!.writeHead(200).end('{}');
+    await a;
+    expect((await b).status).toBe(200);
+    expect(second.sent.atMs).toBeGreaterThanOrEqual(releasedAt);
+    // A request under a signal without a note is not noted anywhere.
+    expect((await dispatchAnswer(one, get('/json'), new AbortController().signal, 1000)).status).toBe(200);
   });
 
   it('never follows a redirect', async () => {
