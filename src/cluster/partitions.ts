@@ -12,13 +12,14 @@ import { rememberCarrier } from '../observe/trace/ambient.js';
 import { carrierOf } from './trace-headers.js';
 
 /**
- * How long one pull request of a partition's consumer waits on the server: about one lease
- * TTL, within what nats.js takes (1 to 30 s). nats.js asks for idle heartbeats every half of
- * it and pulls again after two are missed, so a pull the server never got or forgot (a NATS
- * cluster's route or a stream leader's change can lose one) holds the partition's messages
- * for about one TTL, as a dead owner's takeover does; with nats.js's default of 30 s the
- * partition's next message waited 45 s in test/cluster/pull-lost.test.ts. Each idle
- * partition costs a pull and two heartbeats per TTL.
+ * How long one pull request of a partition's consumer waits on the server: one lease TTL
+ * (at least 1 s, as nats.js requires; at most nats.js's default of 30 s, never longer). nats.js
+ * asks for an idle heartbeat every half of it and, once two are missed, checks the consumer
+ * and pulls again, so a pull the server never got or forgot (a NATS cluster's route or a
+ * stream leader's change can lose one) holds the partition's messages for one to one and a
+ * half TTL, about what a dead owner's takeover takes; with nats.js's default the partition's
+ * next message waited 45 s in test/cluster/pull-lost.test.ts. An idle partition costs a pull,
+ * a heartbeat and an expiry notice per TTL.
  */
 function pullExpiresMs(leaseTtlMs: number): number {
   return Math.min(30_000, Math.max(1000, leaseTtlMs));
@@ -233,9 +234,11 @@ export class Partitions {
           this.#consumerGone(o, `its consumer was ${s.type === 'consumer_deleted' ? 'deleted' : 'not found'} on the server`);
           return;
         }
-        // nats.js pulls again by itself; said, because the partition's messages waited meanwhile.
-        if (s.type === 'heartbeats_missed')
-          this.log.warn({ partition: o.partition, missed: s.count }, 'partition pull went unanswered (no idle heartbeat); pulling again');
+        // nats.js checks the consumer and pulls again by itself; said once per run of misses (its
+        // monitor reports every interval after the second, e.g. all through a stream without a
+        // leader), because the partition's messages waited meanwhile.
+        if (s.type === 'heartbeats_missed' && s.count === 2)
+          this.log.warn({ partition: o.partition }, 'partition pull went unanswered (two idle heartbeats missed); nats.js checks the consumer and pulls again');
       }
     } catch {
       // The status stream ends with the messages; the consume loop reports why.

@@ -52,6 +52,9 @@ export const RECOVER_AFTER_MS = 5_000;
  * the transport could tell, is when a successful request went out: the platform's floor
  * counts from there (the platform counts requests as they reach it, a round trip and the
  * event loop's lag before the answer is read here), the drafts' interval from the answer.
+ * Two requests then reach the platform the floor apart give or take how much the network's
+ * delay varies between them; the floors are the platforms' documented rates, which tolerate
+ * short bursts, and a 429 still widens the pace.
  */
 export function pace(p: Pacing, err: unknown, nowMs: number, sentAtMs?: number): 'ok' | 'rate_limited' | 'failed' | 'replan' {
   if (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED') return 'replan';

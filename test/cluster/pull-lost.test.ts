@@ -33,11 +33,13 @@ describe.skipIf(skip !== undefined)(`a partition whose pull request is lost on i
       `${clusterToml(ns, 'instance_id = "q0"\nlease_ttl_ms = 1500\npartitions = 1')}[agent]\nprovider = "echo"\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\n`,
       { TG_TOKEN: tg.token, ...clusterEnv, NATS_URL: proxy.url },
     );
-    await lost;
+    // The pull asks for what bounds the wait: its expiry at the lease TTL and an idle
+    // heartbeat every half of it (nats.js's defaults were 30 s and 15 s: the answer below then
+    // came 45 s later). Nanoseconds, as JetStream takes them.
+    const pull = JSON.parse((await lost).payload) as { expires: number; idle_heartbeat: number };
+    expect([pull.expires, pull.idle_heartbeat]).toEqual([1_500_000_000, 750_000_000]);
     const u = { id: 5100, first_name: 'pull' };
     tg.dm('anyone there', u);
-    // Before the pull's expiry was bounded by the lease TTL, nats.js noticed the lost pull
-    // only after two missed idle heartbeats of 15 s: the answer came about 30 s later.
     await waitFor(() => tg!.texts(u.id).join() === 'anyone there', 10_000);
     expect(tg.callsOf('sendMessage')).toHaveLength(1);
     expect(d.logs.text).toContain('partition pull went unanswered');

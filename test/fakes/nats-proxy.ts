@@ -3,9 +3,15 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 /** Longest client line passed on (a CONNECT with its JSON); past it the proxy gives up on the connection. */
 const MAX_LINE_BYTES = 64 * 1024;
 
+/** A publish the proxy lost: its subject and payload (with an HPUB, its headers first). */
+export interface Dropped {
+  subject: string;
+  payload: string;
+}
+
 interface Drop {
   prefix: string;
-  resolve(subject: string): void;
+  resolve(dropped: Dropped): void;
 }
 
 /**
@@ -13,7 +19,8 @@ interface Drop {
  * route or a stream leader's change can lose a JetStream pull request in a NATS cluster;
  * everything else passes untouched. It reads only the client's side of the protocol: each
  * operation is one line (CONNECT, SUB, UNSUB, PING, PONG), and PUB and HPUB lines are
- * followed by a payload of the length their last field declares.
+ * followed by a payload of the length their last field declares. Plain TCP only, and the
+ * URL it gives carries no credentials: the tests' NATS has neither TLS nor auth.
  */
 export class NatsProxy {
   readonly #server: Server = createServer((client) => this.#pipe(client));
@@ -36,8 +43,8 @@ export class NatsProxy {
     return `nats://127.0.0.1:${a.port}`;
   }
 
-  /** Loses the next publish whose subject starts with `prefix`; resolves with its subject once it has. */
-  dropNext(prefix: string): Promise<string> {
+  /** Loses the next publish whose subject starts with `prefix`; resolves with it once it has. */
+  dropNext(prefix: string): Promise<Dropped> {
     return new Promise((resolve) => this.#drops.push({ prefix, resolve }));
   }
 
@@ -68,13 +75,16 @@ export class NatsProxy {
         const line = pending.subarray(0, eol).toString('latin1');
         const [op = '', subject = '', ...rest] = line.split(/\s+/);
         const isPub = /^h?pub$/i.test(op);
-        const frameBytes = eol + 2 + (isPub ? Number(rest.at(-1)) + 2 : 0);
+        const payloadBytes = isPub ? Number(rest.at(-1)) : 0;
+        // Not the protocol: the proxy cannot tell where the next operation starts.
+        if (!Number.isInteger(payloadBytes) || payloadBytes < 0) return void client.destroy();
+        const frameBytes = eol + 2 + (isPub ? payloadBytes + 2 : 0);
         if (pending.length < frameBytes) return;
         const frame = pending.subarray(0, frameBytes);
         pending = pending.subarray(frameBytes);
         const drop = isPub ? this.#drops.findIndex((d) => subject.startsWith(d.prefix)) : -1;
         if (drop < 0) server.write(frame);
-        else this.#drops.splice(drop, 1)[0]!.resolve(subject);
+        else this.#drops.splice(drop, 1)[0]!.resolve({ subject, payload: frame.subarray(eol + 2, eol + 2 + payloadBytes).toString('utf8') });
       }
     });
   }

@@ -109,7 +109,8 @@ export class RecordingAdapter implements ChannelAdapter {
   /** Like a platform client: an aborted call fails with the signal's reason and never lands. */
   async #record(call: Omit<Call, 'at' | 'startedAt'>, signal: AbortSignal | undefined, sentAt?: SentAt): Promise<Call> {
     signal?.throwIfAborted();
-    const c = { ...call, at: Date.now(), startedAt: Date.now() };
+    const startedAt = Date.now();
+    const c = { ...call, at: startedAt, startedAt };
     if (sentAt && this.#stampsSent) sentAt.atMs = c.startedAt;
     this.fault?.(c);
     const waits = this.#holds.filter((h) => h.match(c)).map((h) => (h.reach(c), h.released));
