@@ -1,11 +1,12 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, SentAt, TransportOptions } from '../../src/contracts/channel.js';
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { sleep } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { notingSent } from '../../src/util/dispatch-answer.js';
 import { classifyMatrixError, MatrixClient, type MatrixHttpError } from './client.js';
 import { fitContent } from './fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
@@ -242,10 +243,14 @@ export class MatrixAdapter implements ChannelAdapter {
   }
 
   /** PUT …/send with a transaction id: the homeserver answers a repeat with the first event, so a retry posts nothing new. */
-  async #put(roomId: string, txnKey: string, content: Record<string, unknown>, signal: AbortSignal, type = 'm.room.message'): Promise<string> {
+  async #put(roomId: string, txnKey: string, content: Record<string, unknown>, signal: AbortSignal, type = 'm.room.message', sentAt?: SentAt): Promise<string> {
     const txnId = createHash('sha256').update(`${this.#o.id}\n${txnKey}`).digest('base64url').slice(0, 32);
-    const sent = await this.#call('send', signal, (s) =>
-      this.#client.request<{ event_id?: unknown }>('PUT', `${API}/rooms/${enc(roomId)}/send/${type}/${txnId}`, { body: fitContent(content), signal: s }),
+    const sent = await this.#call(
+      'send',
+      signal,
+      notingSent(sentAt, (s) =>
+        this.#client.request<{ event_id?: unknown }>('PUT', `${API}/rooms/${enc(roomId)}/send/${type}/${txnId}`, { body: fitContent(content), signal: s }),
+      ),
     );
     if (typeof sent.event_id !== 'string') throw new ChannelError('CHANNEL_REQUEST_FAILED', 'Matrix send: the answer has no event_id');
     this.#sent.add(sent.event_id);
@@ -271,7 +276,7 @@ export class MatrixAdapter implements ChannelAdapter {
     // In a thread: the thread relation, with the reply as its fallback for clients without threads.
     if (target.threadId) content['m.relates_to'] = { rel_type: 'm.thread', event_id: target.threadId, is_falling_back: false, ...inReplyTo };
     else if (target.chatType !== 'dm' && target.replyToMessageId) content['m.relates_to'] = inReplyTo;
-    const eventId = await this.#put(target.chatId, options.idempotencyKey ?? randomUUID(), content, options.signal);
+    const eventId = await this.#put(target.chatId, options.idempotencyKey ?? randomUUID(), content, options.signal, undefined, options.sentAt);
     return { chatId: target.chatId, messageId: eventId, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
 
@@ -289,6 +294,8 @@ export class MatrixAdapter implements ChannelAdapter {
         'm.relates_to': { rel_type: 'm.replace', event_id: ref.messageId },
       },
       options.signal,
+      undefined,
+      options.sentAt,
     );
   }
 

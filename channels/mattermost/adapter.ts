@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, SentAt, TransportOptions } from '../../src/contracts/channel.js';
 import type { ChannelError } from '../../src/contracts/errors.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { sleep } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { notingSent } from '../../src/util/dispatch-answer.js';
 import { CursorFile } from './cursor.js';
 import { classifyMattermostError, type MattermostApiError } from './errors.js';
 import { neutralizeMattermostMentions } from './mentions.js';
@@ -86,8 +87,13 @@ export class MattermostAdapter implements ChannelAdapter {
     return this.#botName;
   }
 
-  async #api<T>(what: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body: unknown, signal: AbortSignal) {
-    return this.#call(what, signal, (s) => mattermostRequest<T>({ url: this.#o.url, token: this.#o.token }, method, path, body, s));
+  /** One REST call; `sentAt`, when given, notes when its request went out (a reply's sends and edits). */
+  async #api<T>(what: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body: unknown, signal: AbortSignal, sentAt?: SentAt) {
+    return this.#call(
+      what,
+      signal,
+      notingSent(sentAt, (s) => mattermostRequest<T>({ url: this.#o.url, token: this.#o.token }, method, path, body, s)),
+    );
   }
 
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
@@ -211,6 +217,7 @@ export class MattermostAdapter implements ChannelAdapter {
       'posts',
       { channel_id: target.chatId, message, ...(target.threadId ? { root_id: target.threadId } : {}), ...pending },
       options.signal,
+      options.sentAt,
     );
     return { chatId: target.chatId, messageId: r.data.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
   }
@@ -233,6 +240,7 @@ export class MattermostAdapter implements ChannelAdapter {
       `posts/${encodeURIComponent(ref.messageId)}/patch`,
       { message: this.#withCommands(neutralizeMattermostMentions(text), options) },
       options.signal,
+      options.sentAt,
     );
   }
 

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
-import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
+import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, SentAt, TransportOptions } from '../../src/contracts/channel.js';
 import { errorMessage } from '../../src/contracts/errors.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
@@ -8,6 +8,7 @@ import { untilAborted } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { readBody } from '../../src/util/http-helpers.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { notingSent } from '../../src/util/dispatch-answer.js';
 import { connectorVerifier, fetchOpenIdMetadata, sameServiceUrl, TokenRefused } from './auth.js';
 import { buttonsCard, neutraliseMentions } from './cards.js';
 import { classifyTeamsError, connectorCall } from './connector.js';
@@ -127,8 +128,21 @@ export class TeamsAdapter implements ChannelAdapter {
     }
   }
 
-  #post<T>(what: string, chatId: string, path: string, body: unknown, signal: AbortSignal, method: 'POST' | 'PUT' | 'DELETE' = 'POST'): Promise<T> {
-    return this.#call(what, signal, (s) => connectorCall<T>(this.#token, this.#urls.get(chatId), method, path, body, s));
+  /** One Connector call; `sentAt`, when given, notes when its request went out (a reply's sends and edits; the token's own request goes through `fetch` and notes nothing). */
+  #post<T>(
+    what: string,
+    chatId: string,
+    path: string,
+    body: unknown,
+    signal: AbortSignal,
+    method: 'POST' | 'PUT' | 'DELETE' = 'POST',
+    sentAt?: SentAt,
+  ): Promise<T> {
+    return this.#call(
+      what,
+      signal,
+      notingSent(sentAt, (s) => connectorCall<T>(this.#token, this.#urls.get(chatId), method, path, body, s)),
+    );
   }
 
   #message(text: string, buttons: TransportOptions['buttons']): Record<string, unknown> {
@@ -150,6 +164,8 @@ export class TeamsAdapter implements ChannelAdapter {
       replyTo ? `${conv}/${enc(replyTo)}` : conv,
       { ...this.#message(text, options.buttons), ...(replyTo ? { replyToId: replyTo } : {}) },
       options.signal,
+      'POST',
+      options.sentAt,
     );
     return { chatId: target.chatId, messageId: sent.id ?? '' };
   }
@@ -162,6 +178,7 @@ export class TeamsAdapter implements ChannelAdapter {
       { ...this.#message(text, options.buttons), id: ref.messageId },
       options.signal,
       'PUT',
+      options.sentAt,
     );
   }
 

@@ -7,7 +7,7 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { ChannelError, CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep, untilAborted } from '../../src/util/abortable.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller } from '../../src/util/platform-call.js';
-import { whenSent } from '../../src/util/dispatch-answer.js';
+import { notingSent } from '../../src/util/dispatch-answer.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { chunkText } from '../../src/util/chunk.js';
@@ -259,12 +259,7 @@ export class TelegramAdapter implements ChannelAdapter {
 
   /** A hot call whose requests note in the caller's `sentAt` (if it asked) when they went out. */
   #sentCall<T>(what: string, options: TransportOptions, fn: (signal: AbortSignal) => Promise<T>): Promise<T> {
-    const sentAt = options.sentAt;
-    if (!sentAt) return this.#hotCall(what, options.signal, fn);
-    return this.#hotCall(what, options.signal, (signal) => {
-      whenSent(signal, sentAt);
-      return fn(signal);
-    });
+    return this.#hotCall(what, options.signal, notingSent(options.sentAt, fn));
   }
 
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {

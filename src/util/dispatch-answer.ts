@@ -24,6 +24,18 @@ export function whenSent(signal: AbortSignal, sent: SentAt): void {
 }
 
 /**
+ * `fn`, a `platformCaller`'s function (its signal is the request's own), with the requests it
+ * makes through `dispatchAnswer` noting in `sent`, when given, when they went out.
+ */
+export function notingSent<T>(sent: SentAt | undefined, fn: (signal: AbortSignal) => Promise<T>): (signal: AbortSignal) => Promise<T> {
+  if (!sent) return fn;
+  return (signal) => {
+    whenSent(signal, sent);
+    return fn(signal);
+  };
+}
+
+/**
  * One request and its whole answer, straight off undici's `dispatch` (its documented handler
  * API) rather than `request`: `request` builds a readable stream, a consume promise and a
  * handler of its own for every answer on top of what dispatch does, which for the platforms'
