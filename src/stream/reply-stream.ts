@@ -316,8 +316,12 @@ export class ReplyStream {
         }
         if (this.#ending || this.#signal.aborted) continue;
         try {
-          if (await this.#step(this.#desired(false), false)) this.#dirty = true;
-          pace(this.#pacing, undefined, Date.now(), this.#sent.atMs);
+          // A slot with nothing new sends nothing and is no request to pace from: text after
+          // a pause goes as soon as the last request that went out allows.
+          if (await this.#step(this.#desired(false), false)) {
+            this.#dirty = true;
+            pace(this.#pacing, undefined, Date.now(), this.#sent.atMs);
+          }
         } catch (err) {
           const outcome = pace(this.#pacing, err, Date.now());
           if (outcome === 'rate_limited') this.#o.onRateLimited?.();

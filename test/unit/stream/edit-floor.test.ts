@@ -81,3 +81,38 @@ describe("ReplyStream: a final edit's floor", () => {
     expect(t.draftAfterFirstAnswer).toBe(1000);
   });
 });
+
+describe('ReplyStream: a step with nothing new to show', () => {
+  beforeEach(() => vi.useFakeTimers({ now: 0 }));
+  afterEach(() => vi.useRealTimers());
+
+  /**
+   * The first message goes at 0; the loop's next slot (1,000) finds nothing new and sends
+   * nothing; text comes again at 1,500 after a pause (a tool call, a slow model), with the
+   * end or without it. Nothing went out since 0, so the platform's floor passed at 1,000 and
+   * the edit goes at once: a slot that sent nothing is no request to count from.
+   */
+  async function editAfterPause(end: boolean): Promise<number> {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    const s = replyStream(a, 1000);
+    s.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(1500);
+    s.push({ type: 'text_delta', text: 'two' });
+    if (!end) await vi.advanceTimersByTimeAsync(1000);
+    s.push({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    const [send, ...edits] = a.calls.filter((c) => c.op === 'send' || c.op === 'edit');
+    expect([send?.op, send?.at]).toEqual(['send', 0]);
+    expect(edits.map((c) => [c.op, c.text])).toEqual([['edit', 'one two']]);
+    return edits[0]!.at;
+  }
+
+  it('leaves the final edit to the floor of the last request that went out', async () => {
+    expect(await editAfterPause(true)).toBe(1500);
+  });
+
+  it('leaves the next draft to the interval of the last request that went out', async () => {
+    expect(await editAfterPause(false)).toBe(1500);
+  });
+});
