@@ -317,11 +317,13 @@ export class ReplyStream {
         if (this.#ending || this.#signal.aborted) continue;
         try {
           // A slot with nothing new sends nothing and is no request to pace from: text after
-          // a pause goes as soon as the last request that went out allows.
+          // a pause goes as soon as the last request that went out allows. Where drafts are not
+          // edited the growing last chunk shows nothing until it is whole, so most slots are
+          // empty: the next look still waits an interval (each look splits the whole text).
           if (await this.#step(this.#desired(false), false)) {
             this.#dirty = true;
             pace(this.#pacing, undefined, Date.now(), this.#sent.atMs);
-          }
+          } else if (!this.#o.capabilities.editsDrafts) this.#pacing.nextAtMs = Date.now() + this.#pacing.intervalMs;
         } catch (err) {
           const outcome = pace(this.#pacing, err, Date.now());
           if (outcome === 'rate_limited') this.#o.onRateLimited?.();

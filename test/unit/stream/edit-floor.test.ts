@@ -115,4 +115,35 @@ describe('ReplyStream: a step with nothing new to show', () => {
   it('leaves the next draft to the interval of the last request that went out', async () => {
     expect(await editAfterPause(false)).toBe(1500);
   });
+
+  // Each look at the text splits all of it: where drafts are not edited (IRC, WhatsApp) the
+  // growing last chunk shows nothing until whole, so nearly every look is empty, and a look per
+  // token would cost the reply O(tokens × length). The looks stay one per interval.
+  it('where drafts are not edited, looks at the text once per interval, not once per token', async () => {
+    let looks = 0;
+    const a = new RecordingAdapter('t', { editsDrafts: false, minEditIntervalMs: 250 });
+    const split = (text: string) => {
+      looks++;
+      return [text];
+    };
+    const s = new ReplyStream({
+      transport: a,
+      capabilities: { ...a.capabilities, split },
+      target,
+      streamMode: 'partial',
+      showToolProgress: false,
+      finalDeadlineMs: 60_000,
+      signal: new AbortController().signal,
+    });
+    // 1,000 tokens over 20 s: 80 intervals of 250 ms.
+    for (let i = 0; i < 1000; i++) {
+      s.push({ type: 'text_delta', text: `w${i} ` });
+      await vi.advanceTimersByTimeAsync(20);
+    }
+    s.push({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });
+    await vi.runAllTimersAsync();
+    await s.finished();
+    expect(looks).toBeLessThanOrEqual(100);
+    expect(a.visible('c').join('')).toContain('w999');
+  });
 });
