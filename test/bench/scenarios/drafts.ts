@@ -1,6 +1,6 @@
 import FakeTimers from '@sinonjs/fake-timers';
-import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
+import { streamOn } from '../../helpers/reply-stream.js';
 import type { Row, ScenarioOptions } from '../report.js';
 
 /**
@@ -23,15 +23,7 @@ export async function drafts(o: ScenarioOptions): Promise<Row[]> {
         };
       adapter.send = slow(adapter.send.bind(adapter));
       adapter.edit = slow(adapter.edit.bind(adapter));
-      const stream = new ReplyStream({
-        transport: adapter,
-        capabilities: adapter.capabilities,
-        target: { channelId: 't', chatId: 'c', chatType: 'dm' },
-        streamMode: 'partial',
-        showToolProgress: false,
-        finalDeadlineMs: 60_000,
-        signal: new AbortController().signal,
-      });
+      const stream = streamOn(adapter);
       const firstTokenAt = Date.now();
       for (let i = 0; i < seconds * 20; i++) {
         stream.push({ type: 'text_delta', text: `token${i} ` });

@@ -3,9 +3,9 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { DiscordAdapter } from '../../../channels/discord/adapter.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { openFenceAt } from '../../../src/util/chunk.js';
-import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import { LogSink } from '../../helpers/daemon.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
+import { streamOn } from '../../helpers/reply-stream.js';
 
 /** Prose with fenced code blocks (with and without a language), long enough to cross 2000. */
 const piece = fc.oneof(
@@ -43,14 +43,10 @@ describe('Discord: long answers split at 2000', () => {
     await fc.assert(
       fc.asyncProperty(answer, async (text) => {
         const a = new RecordingAdapter('dc', discord.capabilities);
-        const s = new ReplyStream({
-          transport: a,
+        const s = streamOn(a, {
           capabilities: discord.capabilities,
           target: { channelId: 'dc', chatId: 'c', chatType: 'group' },
           streamMode: 'final',
-          showToolProgress: false,
-          finalDeadlineMs: 60_000,
-          signal: new AbortController().signal,
         });
         s.push({ type: 'text_delta', text });
         s.push({ type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } });

@@ -1,22 +1,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
-
-const target = { channelId: 't', chatId: 'c', chatType: 'dm' as const };
-
-/** A streamed reply on `a` at `editIntervalMs`. */
-function replyStream(a: RecordingAdapter, editIntervalMs: number): ReplyStream {
-  return new ReplyStream({
-    transport: a,
-    capabilities: a.capabilities,
-    target,
-    streamMode: 'partial',
-    showToolProgress: false,
-    finalDeadlineMs: 60_000,
-    editIntervalMs,
-    signal: new AbortController().signal,
-  });
-}
+import { streamOn } from '../../helpers/reply-stream.js';
 
 describe('ReplyStream edit interval', () => {
   beforeEach(() => vi.useFakeTimers({ now: 0 }));
@@ -26,7 +10,7 @@ describe('ReplyStream edit interval', () => {
   // floor keeps the drafts 1 s apart when the channel asks for 10 ms.
   it('an edit_interval_ms below the platform floor is raised to the floor', async () => {
     const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
-    const s = replyStream(a, 10);
+    const s = streamOn(a, { editIntervalMs: 10 });
     for (let i = 0; i < 100; i++) {
       s.push({ type: 'text_delta', text: `w${i} ` });
       await vi.advanceTimersByTimeAsync(20);
@@ -53,7 +37,7 @@ describe("ReplyStream: a final edit's floor", () => {
   async function finalEditAfter(stampsSent: boolean): Promise<{ draft: number; final: number; draftAfterFirstAnswer: number }> {
     const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 }, { stampsSent });
     a.latency = () => new Promise((r) => setTimeout(r, 300));
-    const s = replyStream(a, 1000);
+    const s = streamOn(a, { editIntervalMs: 1000 });
     s.push({ type: 'text_delta', text: 'one ' });
     await vi.advanceTimersByTimeAsync(500);
     s.push({ type: 'text_delta', text: 'two ' });
@@ -94,7 +78,7 @@ describe('ReplyStream: a step with nothing new to show', () => {
    */
   async function editAfterPause(end: boolean): Promise<number> {
     const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
-    const s = replyStream(a, 1000);
+    const s = streamOn(a, { editIntervalMs: 1000 });
     s.push({ type: 'text_delta', text: 'one ' });
     await vi.advanceTimersByTimeAsync(1500);
     s.push({ type: 'text_delta', text: 'two' });
@@ -126,15 +110,7 @@ describe('ReplyStream: a step with nothing new to show', () => {
       looks++;
       return [text];
     };
-    const s = new ReplyStream({
-      transport: a,
-      capabilities: { ...a.capabilities, split },
-      target,
-      streamMode: 'partial',
-      showToolProgress: false,
-      finalDeadlineMs: 60_000,
-      signal: new AbortController().signal,
-    });
+    const s = streamOn(a, { capabilities: { ...a.capabilities, split } });
     // 1,000 tokens over 20 s: 80 intervals of 250 ms.
     for (let i = 0; i < 1000; i++) {
       s.push({ type: 'text_delta', text: `w${i} ` });
