@@ -80,8 +80,11 @@ export function pace(p: Pacing, err: unknown, nowMs: number, sentAtMs?: number):
   }
   p.consecutiveFailures++;
   // A floor, so a platform without an edit interval still backs off instead of spinning.
-  p.nextAtMs = nowMs + Math.min(Math.max(p.intervalMs, FAILURE_BACKOFF_FLOOR_MS) * 2 ** p.consecutiveFailures, 30_000);
-  p.floorAtMs = p.nextAtMs;
-  p.holdAtMs = p.nextAtMs;
+  const backoffMs = (baseMs: number) => Math.min(Math.max(baseMs, FAILURE_BACKOFF_FLOOR_MS) * 2 ** p.consecutiveFailures, 30_000);
+  p.nextAtMs = nowMs + backoffMs(p.intervalMs);
+  // The final text backs off from the platform's floor: never from the channel's wider
+  // interval or one a 429 widened, as when nothing failed.
+  p.floorAtMs = nowMs + backoffMs(p.floorMs);
+  p.holdAtMs = p.floorAtMs;
   return 'failed';
 }

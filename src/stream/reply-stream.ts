@@ -195,11 +195,17 @@ export class ReplyStream {
     const signal = this.#signal;
     try {
       if (this.#nativeState === 'unopened') {
-        this.#requests++;
-        this.#native = await transport.openNativeStream!(target, { signal });
+        // A reply that ends before its first draft needs no stream; where the chat has none (a
+        // group, a client without corrections) nothing went out. Either way the text goes as
+        // a message in this same step, not an interval later.
+        if (!final) {
+          this.#requests++;
+          this.#native = await transport.openNativeStream!(target, { signal });
+          if (!this.#native) this.#requests--;
+        }
         if (!this.#native) {
           this.#nativeState = 'off';
-          return true;
+          return undefined;
         }
         this.#nativeState = 'active';
       }
@@ -328,8 +334,10 @@ export class ReplyStream {
           const outcome = pace(this.#pacing, err, Date.now());
           if (outcome === 'rate_limited') this.#o.onRateLimited?.();
           else if (outcome !== 'replan') this.#o.onError?.(err, 'draft');
-          // After three failed drafts in a row only the final text is attempted.
-          if (this.#pacing.consecutiveFailures >= 3) {
+          // After three failed drafts in a row only the final text is attempted; at once after a
+          // refusal no retry changes (a chat that blocked the bot), which must not hold other
+          // replies' drafts (FirstVisibleFirst) while it is tried again.
+          if (this.#pacing.consecutiveFailures >= 3 || (outcome === 'failed' && !isRetryable(err))) {
             this.#draftsEnabled = false;
             this.#releaseFirst?.();
           }
