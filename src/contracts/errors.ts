@@ -277,6 +277,14 @@ export function isRetryable(err: unknown): boolean {
   return err instanceof CodedError ? err.retryable : true;
 }
 
+/** Refusals no retry within a turn changes: the bot may not write to this chat (or at all). */
+const CHAT_REFUSALS: ReadonlySet<string> = new Set(['CHANNEL_FORBIDDEN', 'CHANNEL_AUTH_FAILED', 'CHANNEL_WINDOW_CLOSED', 'CHANNEL_KICKED', 'CHANNEL_BANNED']);
+
+/** Whether `err` says the bot may not write to this chat now (a reply stops drafting at once). */
+export function refusesChat(err: unknown): boolean {
+  return err instanceof ChannelError && CHAT_REFUSALS.has(err.code);
+}
+
 export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }

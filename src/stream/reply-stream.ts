@@ -1,6 +1,6 @@
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import type { NativeStream, SentAt } from '../contracts/channel.js';
-import { ChannelError, CodedError, errorMessage, isRetryable } from '../contracts/errors.js';
+import { ChannelError, CodedError, errorMessage, isRetryable, refusesChat } from '../contracts/errors.js';
 import { linkAbort, unlinkAbort } from '../util/linked-abort.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 import { isBackgroundReply } from '../contracts/tools.js';
@@ -195,17 +195,18 @@ export class ReplyStream {
     const signal = this.#signal;
     try {
       if (this.#nativeState === 'unopened') {
-        // A reply that ends before its first draft needs no stream; where the chat has none (a
-        // group, a client without corrections) nothing went out. Either way the text goes as
-        // a message in this same step, not an interval later.
-        if (!final) {
+        // A reply that ends, or outgrows one message, before its first draft needs no stream;
+        // where the chat has none (a group, a client without corrections) nothing went out.
+        // Either way the text goes as messages in this same step, not an interval later; if
+        // the turn ended while the open was pending, as its final text, whole.
+        if (!final && desired.length === 1) {
           this.#requests++;
           this.#native = await transport.openNativeStream!(target, { signal });
           if (!this.#native) this.#requests--;
         }
         if (!this.#native) {
           this.#nativeState = 'off';
-          return undefined;
+          return this.#ending && !final ? false : undefined;
         }
         this.#nativeState = 'active';
       }
@@ -335,9 +336,9 @@ export class ReplyStream {
           if (outcome === 'rate_limited') this.#o.onRateLimited?.();
           else if (outcome !== 'replan') this.#o.onError?.(err, 'draft');
           // After three failed drafts in a row only the final text is attempted; at once after a
-          // refusal no retry changes (a chat that blocked the bot), which must not hold other
-          // replies' drafts (FirstVisibleFirst) while it is tried again.
-          if (this.#pacing.consecutiveFailures >= 3 || (outcome === 'failed' && !isRetryable(err))) {
+          // refusal of this chat (the bot blocked, kicked, out of its window), which must not
+          // hold other replies' drafts (FirstVisibleFirst) while it is tried again.
+          if (this.#pacing.consecutiveFailures >= 3 || refusesChat(err)) {
             this.#draftsEnabled = false;
             this.#releaseFirst?.();
           }

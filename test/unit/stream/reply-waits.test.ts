@@ -107,4 +107,57 @@ describe('ReplyStream waits', () => {
     expect((await s.finished()).delivered).toBe(false);
     expect(tries).toEqual([0, 10_000]);
   });
+  // CHANNEL_REQUEST_FAILED is not retryable, but it is what most platforms' 4xx and Slack's
+  // internal_error come as: drafting goes on after it, and the next draft shows the text.
+  it('goes on drafting after a refused request that is not a refusal of the chat', async () => {
+    const a = new RecordingAdapter('t', { minEditIntervalMs: 1000 });
+    let failNext = true;
+    a.fault = (c) => {
+      if (failNext && c.op === 'send') {
+        failNext = false;
+        throw new ChannelError('CHANNEL_REQUEST_FAILED', 'Slack: internal_error');
+      }
+    };
+    const s = streamOn(a);
+    s.push({ type: 'text_delta', text: 'hello' });
+    await vi.advanceTimersByTimeAsync(5000);
+    expect(sends(a)).toEqual([['send', 2000]]);
+    s.push(done);
+    await vi.runAllTimersAsync();
+    expect((await s.finished()).delivered).toBe(true);
+  });
+
+  // An open that takes a while to find no stream (XMPP asks the person's client): a turn that
+  // ended meanwhile sends its whole final text as one message, not the older draft and then
+  // a correction a floor later.
+  it('sends the whole final text when the turn ended while the open found no stream', async () => {
+    const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000 });
+    a.openNativeStream = () => new Promise((resolve) => setTimeout(() => resolve(undefined), 500));
+    const s = streamOn(a);
+    s.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(200);
+    s.push({ type: 'text_delta', text: 'two' });
+    s.push(done);
+    await vi.runAllTimersAsync();
+    expect(a.calls.filter((c) => c.op !== 'typing').map((c) => [c.op, c.text, c.startedAt])).toEqual([['send', 'one two', 500]]);
+  });
+
+  // A first draft already longer than one message would only open a native stream to finish it.
+  it('opens no native stream for a first draft longer than one message', async () => {
+    const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000, maxMessageLength: 10 });
+    let opens = 0;
+    const open = a.openNativeStream!;
+    a.openNativeStream = (t, o) => {
+      opens++;
+      return open(t, o);
+    };
+    const s = streamOn(a);
+    s.push({ type: 'text_delta', text: 'aaaa bbbb cccc dddd' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(opens).toBe(0);
+    expect(sends(a)[0]).toEqual(['send', 0]);
+    s.push(done);
+    await vi.runAllTimersAsync();
+    expect(a.visible('c').join('')).toBe('aaaa bbbb cccc dddd');
+  });
 });
