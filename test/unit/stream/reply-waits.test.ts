@@ -9,6 +9,16 @@ const done = { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated
 /** The platform calls of a reply but typing, as [op, when it started]. */
 const sends = (a: RecordingAdapter) => a.calls.filter((c) => c.op !== 'typing').map((c) => [c.op, c.startedAt]);
 
+/** Counts `a`'s native-stream opens; each is passed on to `open` (by default `a`'s own). */
+function countingOpens(a: RecordingAdapter, open = a.openNativeStream!): { count: number } {
+  const opens = { count: 0 };
+  a.openNativeStream = (t, o) => {
+    opens.count++;
+    return open(t, o);
+  };
+  return opens;
+}
+
 /** Each wait a reply makes is one the platform's limit or the design asks for, and no longer. */
 describe('ReplyStream waits', () => {
   beforeEach(() => vi.useFakeTimers({ now: 0 }));
@@ -18,15 +28,11 @@ describe('ReplyStream waits', () => {
   // corrections) the open sends nothing: the first message must not wait an interval for it.
   it('sends the first message at once where the chat has no native stream', async () => {
     const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1500 });
-    let opens = 0;
-    a.openNativeStream = async () => {
-      opens++;
-      return undefined;
-    };
+    const opens = countingOpens(a, async () => undefined);
     const s = streamOn(a);
     s.push({ type: 'text_delta', text: 'hello' });
     await vi.advanceTimersByTimeAsync(2000);
-    expect(opens).toBe(1);
+    expect(opens.count).toBe(1);
     expect(sends(a)).toEqual([['send', 0]]);
     s.push(done);
     await vi.runAllTimersAsync();
@@ -37,18 +43,13 @@ describe('ReplyStream waits', () => {
   // only to finish it at once costs a request (Slack's chat.startStream) and its round trip.
   it('opens no native stream for a reply that ends before its first draft', async () => {
     const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000 });
-    const open = a.openNativeStream!;
-    let opens = 0;
-    a.openNativeStream = (t, o) => {
-      opens++;
-      return open(t, o);
-    };
+    const opens = countingOpens(a);
     const s = streamOn(a);
     s.push({ type: 'text_delta', text: 'short answer' });
     s.push(done);
     await vi.runAllTimersAsync();
     const r = await s.finished();
-    expect([opens, r.requests, r.delivered]).toEqual([0, 1, true]);
+    expect([opens.count, r.requests, r.delivered]).toEqual([0, 1, true]);
     expect(sends(a)).toEqual([['send', 0]]);
     expect(a.visible('c')).toEqual(['short answer']);
   });
@@ -145,16 +146,11 @@ describe('ReplyStream waits', () => {
   // A first draft already longer than one message would only open a native stream to finish it.
   it('opens no native stream for a first draft longer than one message', async () => {
     const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000, maxMessageLength: 10 });
-    let opens = 0;
-    const open = a.openNativeStream!;
-    a.openNativeStream = (t, o) => {
-      opens++;
-      return open(t, o);
-    };
+    const opens = countingOpens(a);
     const s = streamOn(a);
     s.push({ type: 'text_delta', text: 'aaaa bbbb cccc dddd' });
     await vi.advanceTimersByTimeAsync(0);
-    expect(opens).toBe(0);
+    expect(opens.count).toBe(0);
     expect(sends(a)[0]).toEqual(['send', 0]);
     s.push(done);
     await vi.runAllTimersAsync();
