@@ -360,6 +360,7 @@ export class SlackAdapter implements ChannelAdapter {
       return d;
     };
     return {
+      ref: { chatId: target.chatId, messageId: ts, threadId: thread_ts },
       update: async (text, o) => {
         const markdown_text = delta(text);
         if (markdown_text)

@@ -302,10 +302,7 @@ export class XmppAdapter implements ChannelAdapter {
    */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
     if (this.#type(target.chatId) === 'chat' && (await this.#correctsFor(target.chatId))) return undefined;
-    return {
-      update: async () => {},
-      finish: (text, o) => this.send(target, text, o),
-    };
+    return { finish: (text, o) => this.send(target, text, o), finishSendsMessage: true };
   }
 
   /** Asks the client the person last wrote from (disco#info) whether it supports corrections; remembered per full JID. */

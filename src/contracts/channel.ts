@@ -81,7 +81,12 @@ export interface OutgoingFile {
  * only what is new.
  */
 export interface NativeStream {
-  update(text: string, options: TransportOptions): Promise<void>;
+  /**
+   * Shows the text so far. Absent where the stream shows nothing before its end (an XMPP
+   * room, a client without corrections): the reply then sends no drafts, its user sees typing,
+   * and `finish` sends the whole text.
+   */
+  update?(text: string, options: TransportOptions): Promise<void>;
   /** Ends the stream with the full text (at most one message long); returns the message that holds it. */
   finish(text: string, options: TransportOptions): Promise<MessageRef>;
   /**
@@ -89,6 +94,12 @@ export interface NativeStream {
    * with the drafts and goes the moment the answer is complete, waiting only out a 429.
    */
   finishSendsMessage?: boolean;
+  /**
+   * The message the stream posted when it opened (Slack's chat.startStream), where it did. It
+   * is stored with the reply's messages at once, so a turn run again after a crash edits it
+   * instead of posting a second one, and a reply whose stream fails goes on by editing it.
+   */
+  readonly ref?: MessageRef;
 }
 
 /**

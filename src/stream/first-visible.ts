@@ -1,4 +1,12 @@
 /**
+ * A draft held this long for other replies' first messages was held by a burst: it then goes
+ * one interval later (src/stream/reply-stream.ts). A shorter hold (another reply's first
+ * request in flight, in normal running) lets it go at once, so drafts keep their pace when the
+ * daemon is not busy.
+ */
+export const HELD_LONG_MS = 100;
+
+/**
  * Replies across the daemon that have text but nothing shown yet. While any waits, the
  * mid-answer draft edits of replies already visible wait too (their final text never does):
  * under a burst, what users feel first is whether anything shows at all, and a draft edit
@@ -55,5 +63,10 @@ export class FirstVisibleFirst {
     let cleared = true;
     while (cleared && this.#waiting > 0 && !signal.aborted) cleared = await this.clear(signal, onWake);
     return Date.now() - from;
+  }
+
+  /** Like heldMs: true when the wait was long enough to be a burst (HELD_LONG_MS). */
+  async heldLong(signal: AbortSignal, onWake?: (wake: () => void) => void): Promise<boolean> {
+    return (await this.heldMs(signal, onWake)) >= HELD_LONG_MS;
   }
 }

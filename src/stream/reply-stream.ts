@@ -1,28 +1,15 @@
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
 import type { NativeStream, SentAt } from '../contracts/channel.js';
-import { ChannelError, CodedError, errorMessage, isRetryable, refusesChat } from '../contracts/errors.js';
+import { ChannelError, errorMessage, isRetryable, refusesChat } from '../contracts/errors.js';
 import { linkAbort, unlinkAbort } from '../util/linked-abort.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 import { isBackgroundReply } from '../contracts/tools.js';
 import type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
 import { draftChunks, finalChunks } from './reply-text.js';
-import { TypingIndicator } from './typing.js';
+import { TURN_ENDED, TypingIndicator } from './typing.js';
 import { firstUnshown, sentRefs, showsAll, showsChunk, type Shown } from './shown.js';
 
 export { STOP_MARKER } from './reply-text.js';
-/**
- * The reason a finished reply's own stop carries when it ends what it left in flight: one
- * shared coded error, made once, because `abort()` without a reason builds a DOMException
- * with a stack each time.
- */
-const TURN_ENDED = new CodedError('TURN_ENDED');
-/**
- * A draft held this long for other replies' first messages was held by a burst: it then goes
- * one interval later (see #run). A shorter hold (another reply's first request in flight, in
- * normal running) lets it go at once, so drafts keep their pace when the daemon is not busy.
- */
-const HELD_LONG_MS = 100;
-
 export type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
 export { TYPING_GRACE_MS } from './typing.js';
 
@@ -172,14 +159,14 @@ export class ReplyStream {
   /**
    * A draft that would edit what the user already sees waits while another reply of the
    * daemon has nothing shown yet (or until this turn ends: the final text never waits).
-   * True when it waited long enough to be a burst (HELD_LONG_MS), not one request in flight.
+   * True when it waited long enough to be a burst (src/stream/first-visible.ts), not one request in flight.
    */
   async #firstVisibleOfOthers(): Promise<boolean> {
     const gate = this.#o.firstVisible;
     if (gate === undefined || !this.#visible || this.#ending) return false;
-    const heldMs = await gate.heldMs(this.#signal, this.#onWake);
+    const long = await gate.heldLong(this.#signal, this.#onWake);
     this.#interrupt = undefined;
-    return heldMs >= HELD_LONG_MS;
+    return long;
   }
 
   /**
@@ -201,6 +188,9 @@ export class ReplyStream {
         // the turn ended while the open was pending, as its final text, whole.
         if (!final && desired.length === 1) {
           this.#requests++;
+          // An open may post the message (Slack's chat.startStream): as any new message, once
+          // its id can be stored.
+          await this.#o.beforeSend?.(signal);
           this.#native = await transport.openNativeStream!(target, { signal });
           if (!this.#native) this.#requests--;
         }
@@ -209,10 +199,19 @@ export class ReplyStream {
           return this.#ending && !final ? false : undefined;
         }
         this.#nativeState = 'active';
+        if (this.#native.ref) this.#o.onRefs?.([this.#native.ref]);
+        if (!this.#native.update) {
+          // A stream that shows nothing before its end (an XMPP room): no drafts and no request,
+          // so its user sees typing, no other reply waits for it, and the end goes at once.
+          this.#draftsEnabled = false;
+          this.#releaseFirst?.();
+          return false;
+        }
       }
       if (final || desired.length > 1) {
         // Done, or the text outgrew one message: the native stream becomes its first message.
         this.#requests++;
+        await this.#o.beforeSend?.(signal);
         const ref = await this.#native!.finish(desired[0]!, { signal, final: final && desired.length === 1 });
         this.#nativeState = 'off';
         this.#shown[0] = { ref, text: desired[0] };
@@ -220,7 +219,7 @@ export class ReplyStream {
         this.#o.onRefs?.(sentRefs(this.#shown));
         return true;
       }
-      if (this.#nativeShown === desired[0]) return false;
+      if (this.#nativeShown === desired[0] || !this.#native!.update) return false;
       this.#requests++;
       await this.#native!.update(desired[0]!, { signal });
       this.#nativeShown = desired[0]!;
@@ -231,6 +230,8 @@ export class ReplyStream {
       // more 429s with the edits that follow: wait instead, then go on drafting.
       if (isRateLimit(err) || (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED')) throw err;
       this.#nativeState = 'off';
+      // The stream's own message, where it posted one, carries the rest (edited, not posted again).
+      if (this.#native?.ref) this.#shown[0] = { ref: this.#native.ref, text: undefined };
       this.#o.onFallback?.();
       this.#o.onError?.(err, final ? 'final' : 'draft');
       return true;

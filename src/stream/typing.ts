@@ -1,3 +1,12 @@
+import { CodedError } from '../contracts/errors.js';
+
+/**
+ * The reason a finished reply's own stop carries when it ends what it left in flight (typing
+ * requests never awaited): one shared coded error, made once, because `abort()` without a
+ * reason builds a DOMException with a stack each time.
+ */
+export const TURN_ENDED = new CodedError('TURN_ENDED');
+
 /** How long a turn may take to show text before the typing indicator goes up. */
 export const TYPING_GRACE_MS = 300;
 

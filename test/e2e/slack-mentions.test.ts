@@ -52,9 +52,9 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
   it('chat.appendStream, also when a mention is split across two appends', async () => {
     const stream = (await adapter.openNativeStream(target, o))!;
     const full = `${PINGS} more`;
-    await stream.update(full.slice(0, full.indexOf('<!channel>') + 5), o); // 'ping <!cha'
-    await stream.update(full.slice(0, full.indexOf('<@U0VICTIM>') + 6), o); // '… <@U0V'
-    await stream.update(full, o);
+    await stream.update!(full.slice(0, full.indexOf('<!channel>') + 5), o); // 'ping <!cha'
+    await stream.update!(full.slice(0, full.indexOf('<@U0VICTIM>') + 6), o); // '… <@U0V'
+    await stream.update!(full, o);
     const chunks = sent('chat.appendStream', 'markdown_text');
     expect(chunks.length).toBe(3);
     expect(chunks.join('')).not.toMatch(RAW);
@@ -63,7 +63,7 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
 
   it('chat.stopStream', async () => {
     const stream = (await adapter.openNativeStream(target, o))!;
-    await stream.update('start ', o);
+    await stream.update!('start ', o);
     await stream.finish(`start ${PINGS}`, o);
     const [last] = sent('chat.stopStream', 'markdown_text');
     expect(last).toBe(PINGS.replace(/</g, '&lt;'));

@@ -53,7 +53,7 @@ describe('RecordingAdapter honours abort signals', () => {
     const ns = (await a.openNativeStream!(target, { signal: new AbortController().signal }))!;
     a.latency = () => new Promise(() => {});
     const ac = new AbortController();
-    const pending = ns.update('part', { signal: ac.signal });
+    const pending = ns.update!('part', { signal: ac.signal });
     ac.abort(new Error('stop'));
     await expect(pending).rejects.toThrow('stop');
     expect(a.aborted.map((c) => c.op)).toEqual(['draft']);

@@ -1,0 +1,118 @@
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import type { NativeStream } from '../../../src/contracts/channel.js';
+import { ChannelError } from '../../../src/contracts/errors.js';
+import type { MessageRef } from '../../../src/contracts/message.js';
+import { FirstVisibleFirst } from '../../../src/stream/first-visible.js';
+import { RecordingAdapter } from '../../helpers/recording-adapter.js';
+import { streamOn } from '../../helpers/reply-stream.js';
+
+const done = { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } } as const;
+
+/** The platform calls of `a` but typing, as [op, when it started]. */
+const sends = (a: RecordingAdapter) => a.calls.filter((c) => c.op !== 'typing').map((c) => [c.op, c.startedAt]);
+
+/** A native stream that shows nothing before its end, as XMPP's in a room: its end is one new message. */
+function silentStream(a: RecordingAdapter): void {
+  a.openNativeStream = async (target): Promise<NativeStream> => ({ finish: (text, o) => a.send(target, text, o), finishSendsMessage: true });
+}
+
+describe('ReplyStream with a native stream', () => {
+  beforeEach(() => vi.useFakeTimers({ now: 0 }));
+  afterEach(() => vi.useRealTimers());
+
+  // An XMPP room (or a client without corrections) shows nothing until the end. Its reply
+  // sends no drafts, keeps its user's typing up, holds no other reply's drafts behind
+  // FirstVisibleFirst, and sends the whole text the moment the turn ends, not a floor after
+  // a draft that showed nothing (the stub's no-op update put it at 2,200 and stopped typing).
+  it('a stream that shows nothing before its end drafts nothing, keeps typing, holds no one, and ends at once', async () => {
+    const gate = new FirstVisibleFirst();
+    const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000, typing: true, typingRefreshMs: 500 });
+    silentStream(a);
+    const other = new RecordingAdapter('o', { minEditIntervalMs: 1000 });
+    const s = streamOn(a, { firstVisible: gate });
+    const o = streamOn(other, { firstVisible: gate });
+    s.push({ type: 'text_delta', text: 'one ' });
+    o.push({ type: 'text_delta', text: 'a ' });
+    await vi.advanceTimersByTimeAsync(1200);
+    s.push({ type: 'text_delta', text: 'two ' });
+    o.push({ type: 'text_delta', text: 'b' });
+    await vi.advanceTimersByTimeAsync(50);
+    s.push({ type: 'text_delta', text: 'three' });
+    s.push(done);
+    o.push(done);
+    await vi.runAllTimersAsync();
+    const r = await s.finished();
+    expect(sends(a)).toEqual([['send', 1250]]);
+    // The open and the end: no draft.
+    expect([r.requests, r.delivered]).toEqual([2, true]);
+    expect(a.visible('c')).toEqual(['one two three']);
+    // Typing from its grace (300 ms) every refresh until the end: the user saw the bot at work.
+    expect(a.calls.filter((c) => c.op === 'typing').map((c) => c.startedAt)).toEqual([300, 800]);
+    // The other reply's draft edit went at its floor, held by nobody.
+    expect(sends(other)).toEqual([
+      ['send', 0],
+      ['edit', 1200],
+    ]);
+  });
+
+  // A new message goes only once its id can be stored (beforeSend: the store takes writes),
+  // or a process restarted before the store recovers would send the answer again. A native
+  // stream's open (Slack's chat.startStream posts the message) and its end (Telegram's and
+  // XMPP's are a new message) are such messages too.
+  it("waits for the store before a native stream's open and its end", async () => {
+    const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000 }, { nativeStream: true });
+    let writable!: () => void;
+    const store = new Promise<void>((r) => (writable = r));
+    const waits: number[] = [];
+    const s = streamOn(a, {
+      beforeSend: async () => {
+        waits.push(Date.now());
+        await store;
+      },
+    });
+    s.push({ type: 'text_delta', text: 'hello' });
+    await vi.advanceTimersByTimeAsync(1000);
+    s.push({ type: 'text_delta', text: ' there' });
+    s.push(done);
+    await vi.advanceTimersByTimeAsync(4000);
+    expect(sends(a)).toEqual([]);
+    writable();
+    await vi.runAllTimersAsync();
+    expect((await s.finished()).delivered).toBe(true);
+    expect(a.calls.find((c) => c.op === 'open-stream')?.startedAt).toBe(5000);
+    expect(a.visible('c')).toEqual(['hello there']);
+    expect(waits.length).toBeGreaterThanOrEqual(2);
+  });
+
+  // Slack's chat.startStream posts the message. Its id is stored at once, so a turn run again
+  // after a crash edits it; and where the stream then fails (expired on the server) the reply
+  // goes on by editing that message, not by posting a second one under the half-written first.
+  it('stores the message a stream posted at its open, and edits it when the stream fails', async () => {
+    const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000 });
+    let appends = 0;
+    a.openNativeStream = async (target, o): Promise<NativeStream> => {
+      const ref = await a.send(target, '', o);
+      return {
+        ref,
+        update: async (text) => {
+          if (++appends > 1) throw new ChannelError('CHANNEL_REQUEST_FAILED', 'Slack: message_not_in_streaming_state');
+          a.texts.set(ref.messageId, text);
+        },
+        finish: async () => ref,
+      };
+    };
+    const stored: MessageRef[][] = [];
+    const s = streamOn(a, { onRefs: (refs) => stored.push(refs) });
+    s.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(stored).toEqual([[{ chatId: 'c', messageId: 'out-1' }]]);
+    await vi.advanceTimersByTimeAsync(1000);
+    s.push({ type: 'text_delta', text: 'two' });
+    await vi.advanceTimersByTimeAsync(1000);
+    s.push(done);
+    await vi.runAllTimersAsync();
+    expect((await s.finished()).delivered).toBe(true);
+    expect(a.visible('c')).toEqual(['one two']);
+    expect(sends(a).map(([op]) => op)).toEqual(['send', 'edit']);
+  });
+});
