@@ -119,13 +119,23 @@ export class ApprovalCoordinator implements ToolGate {
         ],
         signal,
       );
-      await this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
-      this.#o.log.info({ tool: call.tool, approval: id, scope: call.ctx.scope }, 'tool call waiting for approval');
     } catch (err) {
       this.#waiting.delete(id);
       this.#o.log.warn({ err, tool: call.tool }, 'could not post the approval question');
       return { run: false, reply: { error: `approval could not be asked in the chat (${errorMessage(err)}); the call did not run` } };
     }
+    // The question is posted and its buttons work: a failed write of its id costs only its
+    // retirement (a re-run after a restart edits the question the stored ref names), so the
+    // call waits for the decision as usual.
+    try {
+      await this.#o.store.update(key, 'pending', { promptRef: JSON.stringify(ref) });
+    } catch (err) {
+      this.#o.log.warn(
+        { err, tool: call.tool, approval: id },
+        'could not store the message id of the approval question; waiting for the decision anyway (a re-run after a restart cannot retire this question)',
+      );
+    }
+    this.#o.log.info({ tool: call.tool, approval: id, scope: call.ctx.scope }, 'tool call waiting for approval');
     try {
       timer = setTimeout(() => this.#waiting.get(id)?.resolve({ verdict: 'timeout' }), policy.timeoutMs);
       signal.addEventListener('abort', onAbort, { once: true });

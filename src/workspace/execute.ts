@@ -177,6 +177,7 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
         signal: fenced(deps.hardStop, deps.fenceOf?.(job.scope)),
         log: deps.log,
         where,
+        beforeSend: deps.beforeSend,
       });
     deps.metrics.draftEdits.observe(result.requests);
     const durationMs = Math.round(performance.now() - started);

@@ -11,15 +11,20 @@ const SPOKEN_DEADLINE_MS = 120_000;
  * After the text of an answer to a voice note was delivered: the same answer as a voice note
  * (`[agent] speech_model`). The text is always there already; a kind without `sendFile`, a
  * speech or upload failure, or the deadline leave it at that, each with one log line.
+ * Like every new reply message, the voice note waits for `beforeSend` (the store takes
+ * writes) after the speech is made: sent during a storage outage, it would be sent again by
+ * a process restarted before the store recovers, which re-runs the turn.
  */
 export async function sendSpokenReply(o: {
-  adapter: ChannelAdapter;
+  adapter: Pick<ChannelAdapter, 'sendFile'>;
   target: ReplyTarget;
   text: string;
   speaker: Speaker;
   signal: AbortSignal;
   log: Logger;
   where: Record<string, unknown>;
+  /** ReplyStreamOptions.beforeSend: resolves once the store takes writes. */
+  beforeSend?: (signal: AbortSignal) => Promise<unknown>;
 }): Promise<boolean> {
   if (!o.adapter.sendFile) {
     o.log.info({ ...o.where }, 'spoken reply not sent: this channel kind cannot send files; the answer went as text only');
@@ -28,6 +33,8 @@ export async function sendSpokenReply(o: {
   const signal = AbortSignal.any([o.signal, AbortSignal.timeout(SPOKEN_DEADLINE_MS)]);
   try {
     const audio = await o.speaker(o.text, signal);
+    await o.beforeSend?.(signal);
+    signal.throwIfAborted();
     await o.adapter.sendFile(o.target, { ...audio, voice: true }, { signal });
     o.log.info({ ...o.where, bytes: audio.bytes.length, mime: audio.mime }, 'spoken reply sent');
     return true;

@@ -3,7 +3,7 @@ import type { ChannelMessage, MessageRef } from '../../../src/contracts/message.
 import { createLogger } from '../../../src/observe/logger.js';
 import { ApprovalStore } from '../../../src/store/approvals.js';
 import { openDb } from '../../../src/store/db.js';
-import { ApprovalCoordinator } from '../../../src/tools/approvals.js';
+import { ApprovalCoordinator, callKey } from '../../../src/tools/approvals.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
 
 const message: ChannelMessage = {
@@ -19,12 +19,12 @@ const message: ChannelMessage = {
 };
 
 /** A coordinator on a real SQLite file, as a process would have it; `posts` records the questions. */
-function coordinator(db: ReturnType<typeof openDb>) {
+function coordinator(db: ReturnType<typeof openDb>, store: ApprovalStore = new ApprovalStore(db), logs = new LogSink()) {
   const posts: string[] = [];
   const edits: string[] = [];
   const c = new ApprovalCoordinator({
-    store: new ApprovalStore(db),
-    log: createLogger({ level: 'error', destination: new LogSink() }),
+    store,
+    log: createLogger({ level: 'warn', destination: logs }),
     policy: () => ({ approvers: [], timeoutMs: 60_000 }),
     send: async (_t, text) => {
       posts.push(text);
@@ -118,5 +118,30 @@ describe('ApprovalCoordinator across restarts (the same SQLite database)', () =>
     expect(fourth.edits).toEqual(['✅ fs__edit_file: approved.']);
     await taken.c.decide(message, 'web:tab', 'deny', newId);
     await asked;
+  });
+
+  it('a question posted whose message id could not be stored still takes its decision, and the call runs', async () => {
+    const db = openDb(':memory:');
+    // The real store, whose write of the question's message id fails once (a full disk, a database blip).
+    class PromptRefWriteFails extends ApprovalStore {
+      failures = 1;
+      override async update(...args: Parameters<ApprovalStore['update']>): Promise<void> {
+        if (args[2]?.promptRef && this.failures-- > 0) throw new Error('SQLITE_FULL: database or disk is full');
+        return super.update(...args);
+      }
+    }
+    const store = new PromptRefWriteFails(db);
+    const logs = new LogSink();
+    const node = coordinator(db, store, logs);
+    const admitted = node.c.admit(call, new AbortController().signal);
+    await waitFor(() => node.posts.length === 1);
+    await waitFor(() => store.failures === 0);
+    // The button's payload: applied here, not left for another instance.
+    expect(await node.c.decide(message, 'web:tab', 'approve', idOf(node.posts[0]!))).toBeUndefined();
+    const verdict = await admitted;
+    expect(verdict.run).toBe(true);
+    expect(node.edits).toEqual(['✅ fs__edit_file: approved.']);
+    expect(logs.text).toContain('could not store the message id of the approval question');
+    expect((await store.get(callKey('default', message, undefined, call.tool, call.args)))?.state).toBe('running');
   });
 });
