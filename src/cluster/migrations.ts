@@ -135,6 +135,10 @@ export const pgMigrations: readonly string[] = [
      memory_id BIGINT PRIMARY KEY REFERENCES memories (id) ON DELETE CASCADE,
      vector JSONB NOT NULL
    );`,
+  // What set each reminder (a /remind message, a schedule_message call), so the same add
+  // made again by a re-run turn finds its row. Rows from before have none: NULLs never conflict.
+  `ALTER TABLE reminders ADD COLUMN origin TEXT;
+   CREATE UNIQUE INDEX reminders_origin ON reminders (origin);`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

@@ -1,4 +1,4 @@
-import { FIRED_RETENTION_MS, type Reminder, type ReminderRow, type Reminders, reminderOfRow } from '../store/reminders.js';
+import { FIRED_RETENTION_MS, type NewReminder, type Reminder, type ReminderRow, type Reminders, reminderOfRow } from '../store/reminders.js';
 import type { PgWriter } from './pg-writer.js';
 
 /**
@@ -12,16 +12,28 @@ import type { PgWriter } from './pg-writer.js';
 export class PgReminderStore implements Reminders {
   constructor(private readonly w: PgWriter) {}
 
-  async add(r: Omit<Reminder, 'id'>, maxPending: number): Promise<number | undefined> {
+  async add(r: NewReminder, maxPending: number): Promise<number | undefined> {
     // Adds racing on several instances may each pass the bound (as with memories): it keeps
     // a conversation's reminders from growing without end, not to an exact count.
+    // An origin already stored is answered with its row's id, with no insert tried (so no
+    // id is used up) and no count; the unique index settles two adds of one origin at once.
+    const origin = r.origin ?? null;
     const [row] = await this.w.read<{ id: number }>(
-      `INSERT INTO reminders (scope, channel_id, chat, thread_id, sender, kind, fire_at, text, created_at)
-       SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9 WHERE (SELECT count(*) FROM reminders WHERE scope = $1 AND state = 'pending') < $10
-       RETURNING id::int AS id`,
-      [r.scope, r.channelId, JSON.stringify(r.chat), r.threadId ?? null, JSON.stringify(r.sender), r.kind, r.fireAt, r.text, Date.now(), maxPending],
+      `WITH known AS (SELECT id FROM reminders WHERE origin = $11),
+       added AS (
+         INSERT INTO reminders (scope, channel_id, chat, thread_id, sender, kind, fire_at, text, created_at, origin)
+         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $11
+         WHERE NOT EXISTS (SELECT 1 FROM known) AND (SELECT count(*) FROM reminders WHERE scope = $1 AND state = 'pending') < $10
+         ON CONFLICT (origin) DO NOTHING
+         RETURNING id)
+       SELECT id::int AS id FROM added UNION ALL SELECT id::int AS id FROM known`,
+      [r.scope, r.channelId, JSON.stringify(r.chat), r.threadId ?? null, JSON.stringify(r.sender), r.kind, r.fireAt, r.text, Date.now(), maxPending, origin],
     );
-    return row?.id;
+    if (row || origin === null) return row?.id;
+    // Nothing added and nothing known: full, or another instance's add of this origin committed
+    // after this statement's snapshot (its insert met the conflict). A new statement sees it.
+    const [late] = await this.w.read<{ id: number }>(`SELECT id::int AS id FROM reminders WHERE origin = $1`, [origin]);
+    return late?.id;
   }
 
   async pending(scope: string): Promise<Reminder[]> {

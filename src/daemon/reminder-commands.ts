@@ -2,8 +2,9 @@ import { z } from 'zod';
 import { HookResult } from '../contracts/hooks.js';
 import type { ChannelMessage } from '../contracts/message.js';
 import type { PluginDefinition } from '../contracts/plugin-folder.js';
-import type { Tool } from '../contracts/tools.js';
+import type { Tool, ToolContext } from '../contracts/tools.js';
 import type { Reminders } from '../store/reminders.js';
+import { callKey } from '../tools/approvals.js';
 import { parseReminder, parseWhen, REMIND_USAGE, REMINDER_LIMITS, reminderText } from './reminder-parse.js';
 
 const when = (ms: number) =>
@@ -17,12 +18,48 @@ export const FIRING_PREFIX = 'Reminder: ';
 
 const FULL = `This conversation already has ${REMINDER_LIMITS.perConversation} reminders; cancel one first (/reminders).`;
 
-/** Stores a reminder for the conversation `m` belongs to; its id, or undefined when the conversation is full. */
-async function addFor(store: Reminders, scope: string, m: ChannelMessage, fireAt: number, text: string): Promise<number | undefined> {
+/**
+ * Stores a reminder for the conversation `m` belongs to; its id, or undefined when the
+ * conversation is full. `origin` makes the add idempotent: a turn re-run after kill -9 or a
+ * takeover adds again, and gets the reminder the first run stored.
+ */
+async function addFor(
+  store: Reminders,
+  scope: string,
+  m: ChannelMessage,
+  fireAt: number,
+  text: string,
+  origin: string | undefined,
+): Promise<number | undefined> {
   return store.add(
-    { scope, channelId: m.channelId, chat: m.chat, ...(m.threadId ? { threadId: m.threadId } : {}), sender: m.sender, kind: m.kind, fireAt, text },
+    {
+      scope,
+      channelId: m.channelId,
+      chat: m.chat,
+      ...(m.threadId ? { threadId: m.threadId } : {}),
+      sender: m.sender,
+      kind: m.kind,
+      fireAt,
+      text,
+      ...(origin !== undefined ? { origin } : {}),
+    },
     REMINDER_LIMITS.perConversation,
   );
+}
+
+/** `/remind`'s origin: its message (a message is one turn, re-run as a whole). */
+const commandOrigin = (m: ChannelMessage): string => `remind:${JSON.stringify([m.channelId, m.messageId])}`;
+
+/**
+ * A `schedule_message` call's origin: tool approvals' identity of a call (`callKey`), which
+ * a re-run of the turn gives again. A tool's ctx has no agent name, so none is in it: a
+ * message (channel + id) starts one turn of one agent, and the call's position in that turn
+ * (model step, place in the step; not the provider's call id, new on every request) with its
+ * arguments tells its calls apart. A call without a position (not made by the model runner)
+ * has no origin: it is not deduplicated, as before.
+ */
+function toolOrigin(ctx: ToolContext, msg: ChannelMessage, input: unknown): string | undefined {
+  return ctx.position ? `tool:${callKey('', msg, ctx.position, 'schedule_message', input)}` : undefined;
 }
 
 /**
@@ -48,7 +85,7 @@ export function scheduleMessageTool(store: Reminders, kick: () => void): Tool<{ 
       if (!at.ok) return `Not scheduled: ${at.error}`;
       const parsed = reminderText(input.text, at.fireAt, now);
       if (!parsed.ok) return `Not scheduled: ${parsed.error}`;
-      const id = await addFor(store, ctx.scope, ctx.message, parsed.fireAt, parsed.text);
+      const id = await addFor(store, ctx.scope, ctx.message, parsed.fireAt, parsed.text, toolOrigin(ctx, ctx.message, input));
       if (id === undefined) return `Not scheduled: ${FULL}`;
       kick();
       return `Scheduled as reminder ${id} for ${new Date(parsed.fireAt).toISOString()}; the user can list it with /reminders.`;
@@ -70,7 +107,7 @@ export function reminderDefinition(store: Reminders, kick: () => void): PluginDe
         handler: async (ctx, args) => {
           const parsed = parseReminder(args, Date.now());
           if (!parsed.ok) return parsed.error;
-          const id = await addFor(store, ctx.scope, ctx.message, parsed.fireAt, parsed.text);
+          const id = await addFor(store, ctx.scope, ctx.message, parsed.fireAt, parsed.text, commandOrigin(ctx.message));
           if (id === undefined) return FULL;
           kick();
           return `Reminder ${id} set for ${when(parsed.fireAt)} (daemon time): ${parsed.text}`;

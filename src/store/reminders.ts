@@ -15,14 +15,26 @@ export interface Reminder {
 }
 
 /**
+ * A reminder to add. `origin` names what set it, unique per reminder and the same when that
+ * runs again: `/remind`'s message, or the `schedule_message` call (src/daemon/reminder-commands.ts).
+ * Without one (older rows, other callers) the column is NULL, and NULLs never conflict.
+ */
+export type NewReminder = Omit<Reminder, 'id'> & { origin?: string };
+
+/**
  * Reminders (`/remind`, the `schedule_message` tool): SQLite beside the inbox on one node,
  * PostgreSQL in cluster mode (src/cluster/pg-reminders.ts), so a reminder set through one
  * instance is listed, cancelled and fired by any. A reminder is `pending` until its firing is
  * stored in the inbox, then `fired`; cancelling deletes it.
  */
 export interface Reminders {
-  /** Stores a reminder; undefined when its conversation already has `maxPending` pending. */
-  add(r: Omit<Reminder, 'id'>, maxPending: number): Promise<number | undefined>;
+  /**
+   * Stores a reminder; undefined when its conversation already has `maxPending` pending.
+   * Idempotent per `origin`: a turn is re-run from the start after a crash or a takeover, so
+   * its tool call or command adds again; an add whose origin is already stored returns that
+   * reminder's id (pending or fired) and stores nothing, nor counts against `maxPending`.
+   */
+  add(r: NewReminder, maxPending: number): Promise<number | undefined>;
   /** The conversation's pending reminders, soonest first. */
   pending(scope: string): Promise<Reminder[]>;
   /** Deletes a pending reminder of this conversation; false when it has none by that id. */
@@ -89,17 +101,29 @@ export class ReminderStore implements Reminders {
       fire_at INTEGER NOT NULL,
       text TEXT NOT NULL,
       state TEXT NOT NULL DEFAULT 'pending' CHECK (state IN ('pending','fired')),
-      created_at INTEGER NOT NULL
+      created_at INTEGER NOT NULL,
+      origin TEXT
     );
     CREATE INDEX IF NOT EXISTS reminders_due ON reminders (state, fire_at);
     CREATE INDEX IF NOT EXISTS reminders_scope ON reminders (scope, state);`);
+    // Databases made before adds were idempotent lack the column (as tool_approvals' `offer`).
+    if (!(db.prepare('PRAGMA table_info(reminders)').all() as Array<{ name: string }>).some((c) => c.name === 'origin'))
+      db.exec('ALTER TABLE reminders ADD COLUMN origin TEXT');
+    // SQLite's unique indexes hold any number of NULLs: rows without an origin never conflict.
+    db.exec('CREATE UNIQUE INDEX IF NOT EXISTS reminders_origin ON reminders (origin)');
   }
 
-  async add(r: Omit<Reminder, 'id'>, maxPending: number): Promise<number | undefined> {
+  async add(r: NewReminder, maxPending: number): Promise<number | undefined> {
+    // One process owns the database and these statements run without a turn of the event
+    // loop between them: nothing can add the same origin between the lookup and the insert.
+    if (r.origin !== undefined) {
+      const known = this.#db.prepare('SELECT id FROM reminders WHERE origin = ?').get(r.origin) as { id: number } | undefined;
+      if (known) return known.id;
+    }
     const row = this.#db
       .prepare(
-        `INSERT INTO reminders (scope, channel_id, chat, thread_id, sender, kind, fire_at, text, created_at)
-         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM reminders WHERE scope = ? AND state = 'pending') < ? RETURNING id`,
+        `INSERT INTO reminders (scope, channel_id, chat, thread_id, sender, kind, fire_at, text, created_at, origin)
+         SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ? WHERE (SELECT COUNT(*) FROM reminders WHERE scope = ? AND state = 'pending') < ? RETURNING id`,
       )
       .get(
         r.scope,
@@ -111,6 +135,7 @@ export class ReminderStore implements Reminders {
         r.fireAt,
         r.text,
         Date.now(),
+        r.origin ?? null,
         r.scope,
         maxPending,
       ) as { id: number } | undefined;
