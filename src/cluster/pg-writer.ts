@@ -16,6 +16,12 @@ interface Batch {
   resolve(): void;
 }
 
+function deferred(): { promise: Promise<void>; resolve(): void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
 function openBatch(): Batch {
   let resolve!: () => void;
   const done = new Promise<void>((r) => (resolve = r));
@@ -37,11 +43,21 @@ export class PgWriter {
   #committing: Batch | undefined;
   #loop: Promise<void> | undefined;
   readonly counts: PgCounts = { reads: 0, writes: 0, commits: 0 };
+  /** Set while commits fail (PostgreSQL unreachable or refusing writes); resolved by the next that works. */
+  #down: { promise: Promise<void>; resolve(): void } | undefined;
+  /** Callers of whenHealthy waiting now: only they need a probe. */
+  #waiting = 0;
+  #probing: Promise<void> | undefined;
 
+  /**
+   * @param maxAttempts commits tried per batch before it is logged as lost and given up (8:
+   * about 16 s of backoff), so one batch PostgreSQL refuses for good cannot hold all others.
+   */
   constructor(
     readonly pool: pg.Pool,
     private readonly log: Logger,
     private readonly hardStop?: AbortSignal,
+    private readonly maxAttempts = 8,
   ) {}
 
   add(sql: string, params: unknown[]): void {
@@ -69,6 +85,50 @@ export class PgWriter {
     }
   }
 
+  /**
+   * True at once while commits succeed; while they fail, once PostgreSQL takes a write again
+   * (the next commit, or a probe while no batch is being retried), `onWait` told first; false
+   * when `signal` aborts first. A new reply message waits here (SharedState.whenWritable): sent
+   * while its id cannot be committed, it would be unknown to the instance that takes the turn
+   * over, which would post the answer again.
+   */
+  whenHealthy(signal: AbortSignal, onWait?: () => void): Promise<boolean> {
+    const down = this.#down;
+    if (!down) return Promise.resolve(true);
+    if (signal.aborted) return Promise.resolve(false);
+    onWait?.();
+    this.#waiting++;
+    if (!this.#loop) this.#probing ??= this.#probe();
+    return new Promise((resolve) => {
+      const done = (ok: boolean) => {
+        signal.removeEventListener('abort', aborted);
+        this.#waiting--;
+        resolve(ok);
+      };
+      const aborted = () => done(false);
+      signal.addEventListener('abort', aborted, { once: true });
+      void down.promise.then(() => done(true));
+    });
+  }
+
+  /** Asks PostgreSQL for a transaction id (a write to its log) until it gives one, while a caller waits and no batch retries. */
+  async #probe(): Promise<void> {
+    for (let attempt = 1; this.#down && this.#waiting > 0 && !this.#loop && !this.hardStop?.aborted; attempt++) {
+      try {
+        await this.pool.query('SELECT txid_current()');
+        this.#up();
+      } catch {
+        await sleep(Math.min(2000, 100 * 2 ** attempt), this.hardStop);
+      }
+    }
+    this.#probing = undefined;
+  }
+
+  #up(): void {
+    this.#down?.resolve();
+    this.#down = undefined;
+  }
+
   flush(): Promise<void> {
     if (this.#open.writes.length) return this.#open.done;
     return this.#committing?.done ?? Promise.resolve();
@@ -86,6 +146,8 @@ export class PgWriter {
       batch.resolve();
     }
     this.#loop = undefined;
+    // A batch given up while callers wait for PostgreSQL: nothing retries now, so a probe tells them.
+    if (this.#down && this.#waiting > 0) this.#probing ??= this.#probe();
   }
 
   async #commit(batch: Array<{ sql: string; params: unknown[] }>): Promise<void> {
@@ -97,10 +159,12 @@ export class PgWriter {
         await client.query(text);
         this.counts.writes += batch.length;
         this.counts.commits++;
+        this.#up();
         return;
       } catch (err) {
+        this.#down ??= deferred();
         await client?.query('ROLLBACK').catch(() => {});
-        if (this.hardStop?.aborted || attempt >= 8) {
+        if (this.hardStop?.aborted || attempt >= this.maxAttempts) {
           this.log.error({ err, statements: batch.length }, 'state writes lost: PostgreSQL kept failing');
           return;
         }

@@ -3,6 +3,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PgWriter } from '../../src/cluster/pg-writer.js';
 import { waitFor } from '../helpers/daemon.js';
 import { clusterSkipReason, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
+import { TcpGate } from '../fakes/tcp-gate.js';
 
 const skip = await clusterSkipReason();
 
@@ -59,5 +60,76 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
     w.add('UPDATE t SET v = $1 WHERE id = $2', [null, 1]);
     await w.flush();
     expect((await pool.query(`SELECT v FROM ${schema}.t WHERE id = 1`)).rows[0]).toEqual({ v: null });
+  });
+
+  /** A pool to the tests' PostgreSQL through a gate that can cut it off, and the gate. */
+  async function gated(): Promise<{ gate: TcpGate; pool: pg.Pool }> {
+    const url = new URL(PG_URL);
+    const gate = await new TcpGate().start(url.hostname, Number(url.port || 5432));
+    url.host = `127.0.0.1:${gate.port}`;
+    const gatedPool = new pg.Pool({ connectionString: url.toString(), options: `-c search_path=${schema}`, max: 2 });
+    gatedPool.on('error', () => {});
+    return { gate, pool: gatedPool };
+  }
+
+  /** Whether a new reply message would wait now: whenHealthy asked and stopped at once. */
+  async function waits(w: PgWriter): Promise<boolean> {
+    const stop = new AbortController();
+    const healthy = w.whenHealthy(stop.signal);
+    stop.abort();
+    return !(await healthy);
+  }
+
+  // A new reply message waits for PostgreSQL (SharedState.whenWritable): posted while its id
+  // cannot be committed, a takeover would not know it and would post the answer again.
+  it('while commits fail, whenHealthy waits; it resolves once PostgreSQL takes the batch', async () => {
+    const { gate, pool: gp } = await gated();
+    const { log, sink } = quietLogger();
+    const w = new PgWriter(gp, log);
+    try {
+      expect(await w.whenHealthy(new AbortController().signal)).toBe(true);
+      gate.down();
+      w.add('INSERT INTO t (id, v) VALUES ($1, $2)', [100, 'during the outage']);
+      const flushed = w.flush();
+      await waitFor(() => waits(w));
+      let told = 0;
+      let healthy: boolean | undefined;
+      void w.whenHealthy(new AbortController().signal, () => told++).then((ok) => (healthy = ok));
+      // Still waiting after a second failed commit.
+      await waitFor(() => sink.entries().some((l) => l.msg === 'PostgreSQL commit failed; retrying' && l.attempt === 2), 10_000);
+      expect([healthy, told]).toEqual([undefined, 1]);
+      gate.up();
+      await flushed;
+      await waitFor(() => healthy === true, 10_000);
+      expect(await waits(w)).toBe(false);
+      expect((await pool.query(`SELECT v FROM ${schema}.t WHERE id = 100`)).rows).toEqual([{ v: 'during the outage' }]);
+    } finally {
+      await gate.close();
+      await gp.end();
+    }
+  });
+
+  // The batch given up (one attempt here, eight in the daemon) leaves nothing retrying: a
+  // probe asks PostgreSQL for a transaction id until it gives one, so waiters do not wait forever.
+  it('after a batch is given up, a probe tells the waiters when PostgreSQL is back', async () => {
+    const { gate, pool: gp } = await gated();
+    const { log, sink } = quietLogger();
+    const w = new PgWriter(gp, log, undefined, 1);
+    try {
+      gate.down();
+      w.add('INSERT INTO t (id, v) VALUES ($1, $2)', [101, 'lost']);
+      await w.flush();
+      expect(sink.entries().some((l) => l.msg === 'state writes lost: PostgreSQL kept failing')).toBe(true);
+      let healthy: boolean | undefined;
+      void w.whenHealthy(new AbortController().signal).then((ok) => (healthy = ok));
+      await new Promise((r) => setImmediate(r));
+      expect(healthy).toBeUndefined();
+      gate.up();
+      await waitFor(() => healthy === true, 10_000);
+      expect(await waits(w)).toBe(false);
+    } finally {
+      await gate.close();
+      await gp.end();
+    }
   });
 });

@@ -139,7 +139,7 @@ export class ClusterTopology implements Topology {
       minutes: new PgMinuteStore(writer, s.instanceId),
       reminders: new PgReminderStore(writer),
     };
-    this.state = { prepare: (scope, channelId) => this.#prepare(scope, channelId), whenWritable: async () => true };
+    this.state = { prepare: (scope, channelId) => this.#prepare(scope, channelId), whenWritable: (signal) => this.#whenWritable(signal) };
   }
 
   /** Connects to NATS and PostgreSQL (migrating the schema) and builds every part. */
@@ -178,6 +178,11 @@ export class ClusterTopology implements Topology {
       this.stores.conversations.prepare(agent, scope),
       ...(budgeted ? [this.stores.usage.refresh(agent, startOfUtcDay())] : []),
     ]);
+  }
+
+  /** A new reply message waits while PostgreSQL takes no writes: its id must be there for a takeover. */
+  #whenWritable(signal: AbortSignal): Promise<boolean> {
+    return this.#writer.whenHealthy(signal, () => this.#log.warn('a reply waits for PostgreSQL before it sends a new message'));
   }
 
   /** The stream keeps what crashed instances left; the partition consumers hand it in (`serve`). */
