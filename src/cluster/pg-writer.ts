@@ -100,7 +100,11 @@ export class PgWriter {
     this.#waiting++;
     if (!this.#loop) this.#probing ??= this.#probe();
     return new Promise((resolve) => {
+      let settled = false;
+      // Once only: the abort and PostgreSQL's return may both come.
       const done = (ok: boolean) => {
+        if (settled) return;
+        settled = true;
         signal.removeEventListener('abort', aborted);
         this.#waiting--;
         resolve(ok);

@@ -116,8 +116,18 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
     const { log, sink } = quietLogger();
     const w = new PgWriter(gp, log, undefined, 1);
     try {
+      // A waiter stopped before the outage ended (its reply stopped) is counted out once: it
+      // does not hide the waiters of a later outage from the probe.
       gate.down();
       w.add('INSERT INTO t (id, v) VALUES ($1, $2)', [101, 'lost']);
+      await w.flush();
+      expect(await waits(w)).toBe(true);
+      gate.up();
+      w.add('INSERT INTO t (id, v) VALUES ($1, $2)', [102, 'back']);
+      await w.flush();
+      expect(await waits(w)).toBe(false);
+      gate.down();
+      w.add('INSERT INTO t (id, v) VALUES ($1, $2)', [103, 'lost']);
       await w.flush();
       expect(sink.entries().some((l) => l.msg === 'state writes lost: PostgreSQL kept failing')).toBe(true);
       let healthy: boolean | undefined;
