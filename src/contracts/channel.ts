@@ -82,9 +82,9 @@ export interface OutgoingFile {
  */
 export interface NativeStream {
   /**
-   * Shows the text so far. Absent where the stream shows nothing before its end (an XMPP
-   * room, a client without corrections): the reply then sends no drafts, its user sees typing,
-   * and `finish` sends the whole text.
+   * Shows the text so far. Absent where the stream shows nothing before its end (a room, or
+   * a client, that cannot show a message corrected): the reply then sends no drafts, its user
+   * sees typing, and `finish` sends the whole text.
    */
   update?(text: string, options: TransportOptions): Promise<void>;
   /** Ends the stream with the full text (at most one message long); returns the message that holds it. */
@@ -95,7 +95,7 @@ export interface NativeStream {
    */
   finishSendsMessage?: boolean;
   /**
-   * The message the stream posted when it opened (Slack's chat.startStream), where it did. It
+   * The message the stream posted when it opened (a chat stream that starts as a message). It
    * is stored with the reply's messages at once, so a turn run again after a crash edits it
    * instead of posting a second one, and a reply whose stream fails goes on by editing it.
    */

@@ -187,11 +187,11 @@ export class ReplyStream {
         // Either way the text goes as messages in this same step, not an interval later; if
         // the turn ended while the open was pending, as its final text, whole.
         if (!final && desired.length === 1) {
-          this.#requests++;
-          // An open may post the message (Slack's chat.startStream): as any new message, once
-          // its id can be stored.
+          // An open may post the message (a chat stream's start): as any new message, once
+          // its id can be stored; a turn that ended meanwhile opens nothing.
           await this.#o.beforeSend?.(signal);
-          this.#native = await transport.openNativeStream!(target, { signal });
+          this.#requests++;
+          if (!this.#ending && !signal.aborted) this.#native = await transport.openNativeStream!(target, { signal });
           if (!this.#native) this.#requests--;
         }
         if (!this.#native) {
@@ -201,8 +201,8 @@ export class ReplyStream {
         this.#nativeState = 'active';
         if (this.#native.ref) this.#o.onRefs?.([this.#native.ref]);
         if (!this.#native.update) {
-          // A stream that shows nothing before its end (an XMPP room): no drafts and no request,
-          // so its user sees typing, no other reply waits for it, and the end goes at once.
+          // A stream that shows nothing before its end (a room without corrections): no drafts,
+          // no requests: its user sees typing, no other reply waits for it, the end goes at once.
           this.#draftsEnabled = false;
           this.#releaseFirst?.();
           return false;
