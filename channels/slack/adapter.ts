@@ -351,26 +351,27 @@ export class SlackAdapter implements ChannelAdapter {
     if (!this.#stream || !thread_ts) return undefined;
     const start = await this.#streamCall('chat.startStream', options.signal, () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
     const ts = start.ts!;
+    /** What Slack has: it moves only once Slack took a call, so the call after a 429 sends the part that one did not. */
     let sent = '';
     const delta = (raw: string) => {
       const text = neutralizeSlackMentions(raw);
       if (!text.startsWith(sent)) throw new Error('a native Slack stream can only grow');
-      const d = text.slice(sent.length);
-      sent = text;
-      return d;
+      return { text, markdown_text: text.slice(sent.length) };
     };
     return {
       ref: { chatId: target.chatId, messageId: ts, threadId: thread_ts },
-      update: async (text, o) => {
-        const markdown_text = delta(text);
+      update: async (raw, o) => {
+        const { text, markdown_text } = delta(raw);
         if (markdown_text)
           await this.#streamCall('chat.appendStream', o.signal, () => this.#web.chat.appendStream({ channel: target.chatId, ts, markdown_text }));
+        sent = text;
       },
-      finish: async (text, o) => {
-        const markdown_text = delta(text);
+      finish: async (raw, o) => {
+        const { text, markdown_text } = delta(raw);
         await this.#call('chat.stopStream', o.signal, () =>
           this.#web.chat.stopStream({ channel: target.chatId, ts, ...(markdown_text ? { markdown_text } : {}) }),
         );
+        sent = text;
         return { chatId: target.chatId, messageId: ts, threadId: thread_ts };
       },
     };

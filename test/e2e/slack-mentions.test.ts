@@ -1,25 +1,20 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SlackAdapter } from '../../channels/slack/adapter.js';
-import { HttpServer } from '../../src/observe/http-server.js';
-import { createLogger } from '../../src/observe/logger.js';
+import type { SlackAdapter } from '../../channels/slack/adapter.js';
+import { isRateLimit } from '../../src/stream/pacer.js';
 import { FakeSlack } from '../fakes/slack/server.js';
-import { LogSink } from '../helpers/daemon.js';
+import { slackAdapterOn } from '../helpers/platforms.js';
 
 /** Model output that tries every kind of Slack ping. */
 const PINGS = 'ping <!channel> <!here> <!everyone> <@U0VICTIM> <!subteam^S1>';
 const RAW = /<!channel>|<!here>|<!everyone>|<@U0VICTIM>|<!subteam/;
 
-describe('Slack: every text path escapes mentions (against the fake Web API)', () => {
+describe('Slack against the fake Web API: every text path escapes mentions; the native stream', () => {
   let sl: FakeSlack;
   let adapter: SlackAdapter;
   beforeEach(async () => {
     sl = new FakeSlack();
     await sl.start();
-    const log = createLogger({ level: 'error', destination: new LogSink(), pretty: false });
-    adapter = new SlackAdapter(
-      { id: 'sl', mode: 'socket', apiUrl: sl.apiUrl, replyInThread: true, nativeStream: true, http: new HttpServer(), log },
-      { botToken: sl.botToken },
-    );
+    adapter = slackAdapterOn(sl);
   });
   afterEach(async () => {
     await sl.close();
@@ -68,5 +63,24 @@ describe('Slack: every text path escapes mentions (against the fake Web API)', (
     const [last] = sent('chat.stopStream', 'markdown_text');
     expect(last).toBe(PINGS.replace(/</g, '&lt;'));
     expect(last).not.toMatch(RAW);
+  });
+
+  // Slack appends, so each call sends only what is new. A 429 keeps the stream (the reply
+  // waits and goes on): the part that call carried must go with the next one, or the
+  // answer has a hole where it was.
+  it('after a 429 on an append, the next call carries the part Slack did not take', async () => {
+    const stream = (await adapter.openNativeStream(target, o))!;
+    expect(stream.ref).toMatchObject({ chatId: 'C0CHAN001', threadId: target.threadId });
+    await stream.update!('one ', o);
+    sl.fail('chat.appendStream', { status: 429, retryAfter: 1 });
+    const refused = await stream.update!('one two ', o).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(isRateLimit(refused)).toBe(true);
+    await stream.update!('one two three ', o);
+    const ref = await stream.finish('one two three four', o);
+    expect(ref.messageId).toBe(stream.ref!.messageId);
+    expect(sl.texts('C0CHAN001')).toEqual(['one two three four']);
   });
 });

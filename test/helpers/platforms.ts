@@ -1,6 +1,10 @@
+import { SlackAdapter } from '../../channels/slack/adapter.js';
+import { HttpServer } from '../../src/observe/http-server.js';
+import { createLogger } from '../../src/observe/logger.js';
 import { FakeDiscord } from '../fakes/discord/server.js';
 import { FakeSlack } from '../fakes/slack/server.js';
 import { FakeTelegram, type FakeTelegramOptions } from '../fakes/telegram/server.js';
+import { LogSink } from './daemon.js';
 import { withStarted } from './fixtures.js';
 
 /**
@@ -25,6 +29,21 @@ export const withSlack = (): Promise<FakeSlack> => withStarted(new FakeSlack());
 /** Channel "sl" on the fake in Socket Mode; secrets SL_BOT and SL_APP. */
 export const slackChannel = (sl: FakeSlack, extra = ''): string =>
   `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
+
+/** A Slack adapter on the fake, as the daemon builds one for channel "sl" (Socket Mode, replies in threads, native streams), for tests of its calls; errors only are logged, to nowhere. */
+export const slackAdapterOn = (sl: FakeSlack): SlackAdapter =>
+  new SlackAdapter(
+    {
+      id: 'sl',
+      mode: 'socket',
+      apiUrl: sl.apiUrl,
+      replyInThread: true,
+      nativeStream: true,
+      http: new HttpServer(),
+      log: createLogger({ level: 'error', destination: new LogSink(), pretty: false }),
+    },
+    { botToken: sl.botToken },
+  );
 
 /** Channel "sl" on the fake in HTTP events mode (route /webhooks/sl); secrets SL_BOT and SL_SIGN. */
 export const slackHttpChannel = (sl: FakeSlack, extra = ''): string =>
