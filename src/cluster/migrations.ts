@@ -1,4 +1,5 @@
 import type { Pool } from 'pg';
+import { checkOut } from './pg-checkout.js';
 
 /**
  * PostgreSQL schema steps of the cluster state, applied in order inside one transaction
@@ -143,7 +144,7 @@ export const pgMigrations: readonly string[] = [
 
 /** Creates `schema` if needed and brings it to the newest step. */
 export async function migrate(pool: Pool, schema: string): Promise<void> {
-  const client = await pool.connect();
+  const { client, release } = await checkOut(pool);
   try {
     await client.query('BEGIN');
     await client.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`channeld:${schema}`]);
@@ -159,6 +160,6 @@ export async function migrate(pool: Pool, schema: string): Promise<void> {
     await client.query('ROLLBACK').catch(() => {});
     throw err;
   } finally {
-    client.release();
+    release();
   }
 }

@@ -1,6 +1,7 @@
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { fits, holdOnce, type Reservation, type SpendQuota, type SpendReservations, type WindowStanding } from '../store/reservations.js';
+import { checkOut } from './pg-checkout.js';
 import type { PgWriter } from './pg-writer.js';
 
 /**
@@ -36,7 +37,7 @@ export class PgReservations implements SpendReservations {
       // The key's ended windows go (written behind): a quota key per sender and hour would otherwise pile up.
       this.w.add('DELETE FROM spend_windows WHERE key = $1 AND window_start < $2', window);
     }
-    const client = await this.w.pool.connect().catch((err: unknown) => {
+    const { client, release } = await checkOut(this.w.pool).catch((err: unknown) => {
       throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
     });
     let id: string;
@@ -66,7 +67,7 @@ export class PgReservations implements SpendReservations {
       await client.query('ROLLBACK').catch(() => {});
       throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
     } finally {
-      client.release();
+      release();
     }
     return {
       granted: true,

@@ -1,6 +1,7 @@
 import pg from 'pg';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { sleep } from '../util/abortable.js';
+import { checkOut } from './pg-checkout.js';
 import type { Logger } from '../observe/logger.js';
 
 /** Statement counts, for the bench's operations per message. */
@@ -157,25 +158,27 @@ export class PgWriter {
   async #commit(batch: Array<{ sql: string; params: unknown[] }>): Promise<void> {
     const text = ['BEGIN', ...batch.map((w) => inline(w.sql, w.params)), 'COMMIT'].join(';\n');
     for (let attempt = 1; ; attempt++) {
-      let client: pg.PoolClient | undefined;
+      const out = await checkOut(this.pool).catch((err: unknown) => ({ err }));
       try {
-        client = await this.pool.connect();
-        await client.query(text);
+        if ('err' in out) throw out.err;
+        await out.client.query(text);
         this.counts.writes += batch.length;
         this.counts.commits++;
         this.#up();
         return;
       } catch (err) {
         this.#down ??= deferred();
-        await client?.query('ROLLBACK').catch(() => {});
+        if (!('err' in out)) await out.client.query('ROLLBACK').catch(() => {});
         if (this.hardStop?.aborted || attempt >= this.maxAttempts) {
           this.log.error({ err, statements: batch.length }, 'state writes lost: PostgreSQL kept failing');
           return;
         }
         this.log.warn({ err, attempt }, 'PostgreSQL commit failed; retrying');
+        // Given back before the wait: a client held through it would only be cut meanwhile.
+        if (!('err' in out)) out.release();
         await sleep(Math.min(5000, 100 * 2 ** attempt));
       } finally {
-        client?.release();
+        if (!('err' in out)) out.release();
       }
     }
   }
