@@ -140,6 +140,10 @@ export const pgMigrations: readonly string[] = [
   // made again by a re-run turn finds its row. Rows from before have none: NULLs never conflict.
   `ALTER TABLE reminders ADD COLUMN origin TEXT;
    CREATE UNIQUE INDEX reminders_origin ON reminders (origin);`,
+  // The write-behind's batches (src/cluster/pg-writer.ts, `ledger`): a retry after a lost
+  // COMMIT answer finds its batch here when PostgreSQL had committed it.
+  `CREATE TABLE write_batches (id TEXT PRIMARY KEY, at BIGINT NOT NULL);
+   CREATE INDEX write_batches_at ON write_batches (at);`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { sleep } from '../util/abortable.js';
@@ -16,6 +17,25 @@ interface Batch {
   done: Promise<void>;
   resolve(): void;
 }
+
+export interface PgWriterOptions {
+  /**
+   * Commits tried per batch before it is logged as lost and given up (8: about 16 s of
+   * backoff), so one batch PostgreSQL refuses for good cannot hold all others.
+   */
+  maxAttempts?: number;
+  /**
+   * A table (`id TEXT PRIMARY KEY, at BIGINT`) each batch's id is written to in its own
+   * transaction. A connection lost while COMMIT ran leaves the outcome unknown: the retry
+   * first looks the id up, so a batch PostgreSQL did commit is not run twice (its inserts
+   * would be counted twice, or refused as duplicates with every other write of the batch).
+   */
+  ledger?: string;
+}
+
+/** Ledger rows older than this go (a batch is retried for about 16 s): pruned every PRUNE_EVERY commits. */
+const LEDGER_KEEP_MS = 600_000;
+const PRUNE_EVERY = 64;
 
 function deferred(): { promise: Promise<void>; resolve(): void } {
   let resolve!: () => void;
@@ -50,16 +70,19 @@ export class PgWriter {
   #waiting = 0;
   #probing: Promise<void> | undefined;
 
-  /**
-   * @param maxAttempts commits tried per batch before it is logged as lost and given up (8:
-   * about 16 s of backoff), so one batch PostgreSQL refuses for good cannot hold all others.
-   */
+  readonly #maxAttempts: number;
+  readonly #ledger: string | undefined;
+  #commitsSincePrune = 0;
+
   constructor(
     readonly pool: pg.Pool,
     private readonly log: Logger,
     private readonly hardStop?: AbortSignal,
-    private readonly maxAttempts = 8,
-  ) {}
+    options: PgWriterOptions = {},
+  ) {
+    this.#maxAttempts = options.maxAttempts ?? 8;
+    this.#ledger = options.ledger;
+  }
 
   add(sql: string, params: unknown[]): void {
     this.#open.writes.push({ sql, params });
@@ -155,13 +178,34 @@ export class PgWriter {
     if (this.#down && this.#waiting > 0) this.#probing ??= this.#probe();
   }
 
+  /** The batch's statements between BEGIN and COMMIT, with its ledger row (and now and then the ledger's pruning) where there is a ledger. */
+  #transaction(batch: Array<{ sql: string; params: unknown[] }>, id: string | undefined): string {
+    const own: string[] = [];
+    if (id !== undefined) {
+      const now = Date.now();
+      own.push(inline(`INSERT INTO ${this.#ledger} (id, at) VALUES ($1, $2)`, [id, now]));
+      if (++this.#commitsSincePrune >= PRUNE_EVERY) {
+        this.#commitsSincePrune = 0;
+        own.push(inline(`DELETE FROM ${this.#ledger} WHERE at < $1`, [now - LEDGER_KEEP_MS]));
+      }
+    }
+    return ['BEGIN', ...own, ...batch.map((w) => inline(w.sql, w.params)), 'COMMIT'].join(';\n');
+  }
+
+  async #committed(client: pg.PoolClient, id: string | undefined): Promise<boolean> {
+    if (id === undefined) return false;
+    return ((await client.query(`SELECT 1 FROM ${this.#ledger} WHERE id = $1`, [id])).rowCount ?? 0) > 0;
+  }
+
   async #commit(batch: Array<{ sql: string; params: unknown[] }>): Promise<void> {
-    const text = ['BEGIN', ...batch.map((w) => inline(w.sql, w.params)), 'COMMIT'].join(';\n');
+    const id = this.#ledger === undefined ? undefined : randomUUID();
+    const text = this.#transaction(batch, id);
     for (let attempt = 1; ; attempt++) {
       const out = await checkOut(this.pool).catch((err: unknown) => ({ err }));
       try {
         if ('err' in out) throw out.err;
-        await out.client.query(text);
+        // A retry: the last attempt may have committed before its answer was lost.
+        if (attempt === 1 || !(await this.#committed(out.client, id))) await out.client.query(text);
         this.counts.writes += batch.length;
         this.counts.commits++;
         this.#up();
@@ -169,7 +213,7 @@ export class PgWriter {
       } catch (err) {
         this.#down ??= deferred();
         if (!('err' in out)) await out.client.query('ROLLBACK').catch(() => {});
-        if (this.hardStop?.aborted || attempt >= this.maxAttempts) {
+        if (this.hardStop?.aborted || attempt >= this.#maxAttempts) {
           this.log.error({ err, statements: batch.length }, 'state writes lost: PostgreSQL kept failing');
           return;
         }

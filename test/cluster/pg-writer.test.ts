@@ -127,7 +127,7 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
   it('after a batch is given up, a probe tells the waiters when PostgreSQL is back', async () => {
     const { gate, pool: gp } = await gated();
     const { log, sink } = quietLogger();
-    const w = new PgWriter(gp, log, undefined, 1);
+    const w = new PgWriter(gp, log, undefined, { maxAttempts: 1 });
     try {
       // A waiter stopped before the outage ended (its reply stopped) is counted out once: it
       // does not hide the waiters of a later outage from the probe.
@@ -150,6 +150,36 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
       gate.up();
       await waitFor(() => healthy === true, 10_000);
       expect(await waits(w)).toBe(false);
+    } finally {
+      await gate.close();
+      await gp.end();
+    }
+  });
+
+  // The connection is lost after PostgreSQL ran COMMIT and before its answer arrived: the
+  // outcome is unknown to the writer, which tries the batch again. Run twice, its inserts
+  // would count twice (the usage ledger, a turn's history), or a keyed one would refuse the
+  // whole batch as a duplicate until it is given up, every other write in it lost too.
+  it('a batch whose COMMIT answer was lost is not run again: the retry finds it in the ledger', async () => {
+    await pool.query(`CREATE TABLE ${schema}.ledger (id TEXT PRIMARY KEY, at BIGINT NOT NULL); CREATE TABLE ${schema}.events (n INT)`);
+    const { gate, pool: gp } = await gated();
+    const { log, sink } = quietLogger();
+    const w = new PgWriter(gp, log, undefined, { ledger: 'ledger' });
+    try {
+      w.add('INSERT INTO events (n) VALUES ($1)', [0]);
+      await w.flush();
+      gate.mute();
+      w.add('INSERT INTO events (n) VALUES ($1)', [1]);
+      const flushed = w.flush();
+      // Committed on the server, unanswered on the client: then the connection goes.
+      await waitFor(async () => (await pool.query(`SELECT 1 FROM ${schema}.events WHERE n = 1`)).rowCount, 10_000);
+      gate.down();
+      await waitFor(() => sink.entries().some((l) => l.msg === 'PostgreSQL commit failed; retrying'), 10_000);
+      gate.up();
+      await flushed;
+      expect((await pool.query(`SELECT n FROM ${schema}.events ORDER BY n`)).rows).toEqual([{ n: 0 }, { n: 1 }]);
+      expect(sink.entries().some((l) => l.msg === 'state writes lost: PostgreSQL kept failing')).toBe(false);
+      expect((await pool.query(`SELECT count(*)::int AS c FROM ${schema}.ledger`)).rows).toEqual([{ c: 2 }]);
     } finally {
       await gate.close();
       await gp.end();

@@ -3,13 +3,15 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
 /**
  * A TCP forwarder on a loopback port that can be shut like a network outage: while down it
  * cuts every connection it carries and every new one at once, as a server that went away or
- * a firewall that resets would. Plain bytes both ways; it reads nothing.
+ * a firewall that resets would; muted, it loses the server's answers. Plain bytes both ways
+ * (no backpressure: test traffic is small); it reads nothing.
  */
 export class TcpGate {
   readonly #server: Server = createServer((client) => this.#pipe(client));
   readonly #sockets = new Set<Socket>();
   #upstream = { host: '127.0.0.1', port: 0 };
   #down = false;
+  #muted = false;
 
   /** Listens on a loopback port in front of `host:port`. */
   async start(host: string, port: number): Promise<this> {
@@ -33,6 +35,16 @@ export class TcpGate {
 
   up(): void {
     this.#down = false;
+    this.#muted = false;
+  }
+
+  /**
+   * Drops what the server sends from now on while the client's bytes still go through: a
+   * request the server carries out whose answer never arrives (then `down()` cuts the
+   * connection, as a network that failed at that moment would).
+   */
+  mute(): void {
+    this.#muted = true;
   }
 
   async close(): Promise<void> {
@@ -46,12 +58,14 @@ export class TcpGate {
       return;
     }
     const server = connect(this.#upstream);
-    for (const [a, b] of [
-      [client, server],
-      [server, client],
+    for (const [a, b, fromServer] of [
+      [client, server, false],
+      [server, client, true],
     ] as const) {
       this.#sockets.add(a);
-      a.pipe(b);
+      a.on('data', (chunk: Buffer) => {
+        if (!(fromServer && this.#muted)) b.write(chunk);
+      });
       a.on('error', () => b.destroy());
       a.on('close', () => {
         this.#sockets.delete(a);

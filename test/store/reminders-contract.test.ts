@@ -115,7 +115,7 @@ if (skip === undefined) {
   contract('PostgreSQL', async () => new PgReminderStore(new PgWriter(await pgPool(4), quietLogger().log)));
 
   describe('reminder store: a PostgreSQL schema made before origins', () => {
-    it('is migrated by the newest step, keeps its rows, and adds idempotently after', async () => {
+    it('is migrated by the step that adds origins, keeps its rows, and adds idempotently after', async () => {
       const schema = uniqueNamespace();
       const pool = new pg.Pool({ connectionString: PG_URL, options: `-c search_path=${schema}`, max: 2 });
       try {

@@ -150,7 +150,7 @@ export class ClusterTopology implements Topology {
     if (!cfg || !nats || !postgres) throw new CodedError('CLUSTER_UNAVAILABLE', 'cluster mode needs [cluster] with nats_url and postgres_url');
     const s = await openCluster(cfg, { nats, postgres }, log);
     log.info({ instance: s.instanceId, namespace: cfg.namespace }, 'cluster mode: NATS and PostgreSQL connected');
-    return new ClusterTopology(s, new PgWriter(s.pool, log, hardStop), live, log);
+    return new ClusterTopology(s, new PgWriter(s.pool, log, hardStop, { ledger: 'write_batches' }), live, log);
   }
 
   /** Flushes the writes behind, then closes the connections. */
