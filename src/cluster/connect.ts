@@ -9,6 +9,11 @@ import type { Logger } from '../observe/logger.js';
 import { Leases } from './leases.js';
 import { migrate } from './migrations.js';
 
+/** A connection to PostgreSQL not made by then has failed. */
+const PG_CONNECT_TIMEOUT_MS = 10_000;
+/** A query not answered by then has failed and its connection is dropped (the cluster's own statements take milliseconds). */
+const PG_QUERY_TIMEOUT_MS = 60_000;
+
 /** Names of everything this cluster keeps in NATS, derived from `[cluster] namespace`. */
 export function clusterNames(ns: string) {
   return {
@@ -58,7 +63,17 @@ export async function openCluster(config: ClusterConfig, urls: { nats: string; p
   } catch (err) {
     throw new CodedError('CLUSTER_UNAVAILABLE', `NATS: ${errorMessage(err)}`, { cause: err });
   }
-  const pool = new pg.Pool({ connectionString: urls.postgres, max: 8, options: `-c search_path=${config.postgres_schema}` });
+  // Every wait on PostgreSQL is bounded: a network that drops packets without a reset would
+  // otherwise hold a connect or a query (a commit whose answer was lost) for the OS's TCP
+  // timeout, a quarter of an hour, with the write-behind stuck and looking healthy.
+  const pool = new pg.Pool({
+    connectionString: urls.postgres,
+    max: 8,
+    options: `-c search_path=${config.postgres_schema}`,
+    connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
+    query_timeout: PG_QUERY_TIMEOUT_MS,
+    keepAlive: true,
+  });
   pool.on('error', (err) => log.warn({ err }, 'PostgreSQL connection failed; the pool opens another'));
   const closeAll = async () => {
     await nc.drain().catch(() => nc.close());

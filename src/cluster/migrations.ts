@@ -138,12 +138,12 @@ export const pgMigrations: readonly string[] = [
    );`,
   // What set each reminder (a /remind message, a schedule_message call), so the same add
   // made again by a re-run turn finds its row. Rows from before have none: NULLs never conflict.
-  `ALTER TABLE reminders ADD COLUMN origin TEXT;
-   CREATE UNIQUE INDEX reminders_origin ON reminders (origin);`,
+  `ALTER TABLE reminders ADD COLUMN IF NOT EXISTS origin TEXT;
+   CREATE UNIQUE INDEX IF NOT EXISTS reminders_origin ON reminders (origin);`,
   // The write-behind's batches (src/cluster/pg-writer.ts, `ledger`): a retry after a lost
   // COMMIT answer finds its batch here when PostgreSQL had committed it.
-  `CREATE TABLE write_batches (id TEXT PRIMARY KEY, at BIGINT NOT NULL);
-   CREATE INDEX write_batches_at ON write_batches (at);`,
+  `CREATE TABLE IF NOT EXISTS write_batches (id TEXT PRIMARY KEY, at BIGINT NOT NULL);
+   CREATE INDEX IF NOT EXISTS write_batches_at ON write_batches (at);`,
 ];
 
 /** Creates `schema` if needed and brings it to the newest step. */
@@ -158,7 +158,9 @@ export async function migrate(pool: Pool, schema: string): Promise<void> {
     const version = rows[0]?.version ?? 0;
     for (let v = version; v < pgMigrations.length; v++) await client.query(`SET LOCAL search_path TO ${schema}; ${pgMigrations[v]}`);
     if (rows.length === 0) await client.query(`INSERT INTO ${schema}.schema_version VALUES ($1)`, [pgMigrations.length]);
-    else await client.query(`UPDATE ${schema}.schema_version SET version = $1`, [pgMigrations.length]);
+    // Never lowered: an older build started after a newer one (a rollback, a rolling upgrade)
+    // would otherwise make the next newer one run its steps again.
+    else await client.query(`UPDATE ${schema}.schema_version SET version = GREATEST(version, $1)`, [pgMigrations.length]);
     await client.query('COMMIT');
   } catch (err) {
     await client.query('ROLLBACK').catch(() => {});

@@ -33,8 +33,12 @@ export interface PgWriterOptions {
   ledger?: string;
 }
 
-/** Ledger rows older than this go (a batch is retried for about 16 s): pruned every PRUNE_EVERY commits. */
-const LEDGER_KEEP_MS = 600_000;
+/**
+ * Ledger rows older than this go, every PRUNE_EVERY commits, in a statement of their own:
+ * far longer than a batch is tried (8 attempts, each bounded by the pool's query timeout),
+ * and than instances' clocks differ by.
+ */
+const LEDGER_KEEP_MS = 24 * 3_600_000;
 const PRUNE_EVERY = 64;
 
 function deferred(): { promise: Promise<void>; resolve(): void } {
@@ -178,23 +182,39 @@ export class PgWriter {
     if (this.#down && this.#waiting > 0) this.#probing ??= this.#probe();
   }
 
-  /** The batch's statements between BEGIN and COMMIT, with its ledger row (and now and then the ledger's pruning) where there is a ledger. */
+  /** The batch's statements between BEGIN and COMMIT, after its ledger row where there is a ledger. */
   #transaction(batch: Array<{ sql: string; params: unknown[] }>, id: string | undefined): string {
-    const own: string[] = [];
-    if (id !== undefined) {
-      const now = Date.now();
-      own.push(inline(`INSERT INTO ${this.#ledger} (id, at) VALUES ($1, $2)`, [id, now]));
-      if (++this.#commitsSincePrune >= PRUNE_EVERY) {
-        this.#commitsSincePrune = 0;
-        own.push(inline(`DELETE FROM ${this.#ledger} WHERE at < $1`, [now - LEDGER_KEEP_MS]));
-      }
-    }
+    const own = id === undefined ? [] : [inline(`INSERT INTO ${this.#ledger} (id, at) VALUES ($1, $2)`, [id, Date.now()])];
     return ['BEGIN', ...own, ...batch.map((w) => inline(w.sql, w.params)), 'COMMIT'].join(';\n');
+  }
+
+  /**
+   * The ledger's old rows, now and then, best effort and outside any batch: inside one, its
+   * row locks would tie this instance's commits to another's pruning the same rows.
+   */
+  #prune(): void {
+    if (this.#ledger === undefined || ++this.#commitsSincePrune < PRUNE_EVERY) return;
+    this.#commitsSincePrune = 0;
+    this.pool.query(`DELETE FROM ${this.#ledger} WHERE at < $1`, [Date.now() - LEDGER_KEEP_MS]).catch((err: unknown) => {
+      this.log.debug({ err }, 'write ledger not pruned; the next prune takes its rows');
+    });
+  }
+
+  /** The batch's own ledger row refused as a duplicate: another run of it (one whose answer was lost) committed first. */
+  #ranBefore(err: unknown): boolean {
+    return this.#ledger !== undefined && err instanceof pg.DatabaseError && err.code === '23505' && err.constraint === `${this.#ledger}_pkey`;
   }
 
   async #committed(client: pg.PoolClient, id: string | undefined): Promise<boolean> {
     if (id === undefined) return false;
     return ((await client.query(`SELECT 1 FROM ${this.#ledger} WHERE id = $1`, [id])).rowCount ?? 0) > 0;
+  }
+
+  #done(statements: number): void {
+    this.counts.writes += statements;
+    this.counts.commits++;
+    this.#up();
+    this.#prune();
   }
 
   async #commit(batch: Array<{ sql: string; params: unknown[] }>): Promise<void> {
@@ -206,13 +226,17 @@ export class PgWriter {
         if ('err' in out) throw out.err;
         // A retry: the last attempt may have committed before its answer was lost.
         if (attempt === 1 || !(await this.#committed(out.client, id))) await out.client.query(text);
-        this.counts.writes += batch.length;
-        this.counts.commits++;
-        this.#up();
+        this.#done(batch.length);
         return;
       } catch (err) {
-        this.#down ??= deferred();
         if (!('err' in out)) await out.client.query('ROLLBACK').catch(() => {});
+        if (this.#ranBefore(err)) {
+          this.#done(batch.length);
+          return;
+        }
+        this.#down ??= deferred();
+        // A failure PostgreSQL did not answer (a cut, a timeout) leaves the connection in doubt: it is dropped.
+        if (!('err' in out) && !(err instanceof pg.DatabaseError)) out.release(err);
         if (this.hardStop?.aborted || attempt >= this.#maxAttempts) {
           this.log.error({ err, statements: batch.length }, 'state writes lost: PostgreSQL kept failing');
           return;

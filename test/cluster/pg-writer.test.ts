@@ -63,11 +63,11 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
   });
 
   /** A pool to the tests' PostgreSQL through a gate that can cut it off, and the gate. */
-  async function gated(): Promise<{ gate: TcpGate; pool: pg.Pool }> {
+  async function gated(more: pg.PoolConfig = {}): Promise<{ gate: TcpGate; pool: pg.Pool }> {
     const url = new URL(PG_URL);
     const gate = await new TcpGate().start(url.hostname, Number(url.port || 5432));
     url.host = `127.0.0.1:${gate.port}`;
-    const gatedPool = new pg.Pool({ connectionString: url.toString(), options: `-c search_path=${schema}`, max: 2 });
+    const gatedPool = new pg.Pool({ connectionString: url.toString(), options: `-c search_path=${schema}`, max: 2, ...more });
     gatedPool.on('error', () => {});
     return { gate, pool: gatedPool };
   }
@@ -180,6 +180,68 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
       expect((await pool.query(`SELECT n FROM ${schema}.events ORDER BY n`)).rows).toEqual([{ n: 0 }, { n: 1 }]);
       expect(sink.entries().some((l) => l.msg === 'state writes lost: PostgreSQL kept failing')).toBe(false);
       expect((await pool.query(`SELECT count(*)::int AS c FROM ${schema}.ledger`)).rows).toEqual([{ c: 2 }]);
+    } finally {
+      await gate.close();
+      await gp.end();
+    }
+  });
+
+  /** Backends of this schema's tests waiting on a lock with `marker` in their query. */
+  const lockWaits = async (marker: string) =>
+    (await pool.query(`SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`, [`%${marker}%`])).rowCount ?? 0;
+
+  // The cut comes while the batch waits on a row lock: its backend goes on and commits once
+  // the lock is free, after the retry looked in the ledger and found nothing. The retry's
+  // ledger row then waits on that backend's and is refused as a duplicate: the batch ran,
+  // once, and that is a success, not a failed attempt (on the last one it was logged lost).
+  it('a retry refused by its own ledger row counts as committed', async () => {
+    const { gate, pool: gp } = await gated();
+    const { log, sink } = quietLogger();
+    const w = new PgWriter(gp, log, undefined, { ledger: 'ledger', maxAttempts: 2 });
+    const locker = await pool.connect();
+    try {
+      await locker.query('BEGIN');
+      await locker.query(`SELECT * FROM ${schema}.t WHERE id = 0 FOR UPDATE`);
+      w.add('UPDATE t SET v = $1 WHERE id = $2', ['ran before', 0]);
+      w.add('INSERT INTO events (n) VALUES ($1)', [2]);
+      const flushed = w.flush();
+      await waitFor(async () => (await lockWaits('ran before')) === 1, 10_000);
+      gate.down();
+      await waitFor(() => sink.entries().some((l) => l.msg === 'PostgreSQL commit failed; retrying'), 10_000);
+      gate.up();
+      // The retry's batch waits on the first one's ledger row, which waits on the row lock.
+      await waitFor(async () => (await lockWaits('ran before')) === 2, 10_000);
+      await locker.query('ROLLBACK');
+      await flushed;
+      expect((await pool.query(`SELECT n FROM ${schema}.events WHERE n = 2`)).rows).toEqual([{ n: 2 }]);
+      expect(sink.entries().some((l) => l.msg === 'state writes lost: PostgreSQL kept failing')).toBe(false);
+      expect(await waits(w)).toBe(false);
+    } finally {
+      locker.release();
+      await gate.close();
+      await gp.end();
+    }
+  });
+
+  // A network that loses packets without a reset: the answer to the COMMIT never comes. The
+  // pool's query timeout ends the wait, the connection (its query still open) is dropped
+  // rather than given back, and the retry finds the batch committed.
+  it('a commit whose answer never comes times out; its connection is dropped and the batch is not run twice', async () => {
+    const { gate, pool: gp } = await gated({ query_timeout: 1000, connectionTimeoutMillis: 1000 });
+    const { log, sink } = quietLogger();
+    const w = new PgWriter(gp, log, undefined, { ledger: 'ledger' });
+    try {
+      // A connection made before the loss, as a running daemon has.
+      w.add('INSERT INTO events (n) VALUES ($1)', [-3]);
+      await w.flush();
+      gate.mute();
+      w.add('INSERT INTO events (n) VALUES ($1)', [3]);
+      const flushed = w.flush();
+      await waitFor(() => sink.entries().some((l) => l.msg === 'PostgreSQL commit failed; retrying'), 10_000);
+      gate.up();
+      await flushed;
+      expect((await pool.query(`SELECT n FROM ${schema}.events WHERE n = 3`)).rows).toEqual([{ n: 3 }]);
+      expect(sink.entries().some((l) => l.msg === 'state writes lost: PostgreSQL kept failing')).toBe(false);
     } finally {
       await gate.close();
       await gp.end();
