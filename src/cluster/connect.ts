@@ -9,9 +9,11 @@ import type { Logger } from '../observe/logger.js';
 import { Leases } from './leases.js';
 import { migrate } from './migrations.js';
 
-/** A connection to PostgreSQL not made by then has failed. */
-const PG_CONNECT_TIMEOUT_MS = 10_000;
-/** A query not answered by then has failed and its connection is dropped (the cluster's own statements take milliseconds). */
+/**
+ * A query not answered by then has failed (the cluster's own statements take milliseconds;
+ * migrations set their own). The timeout is the client's: the server may still run the
+ * statement, so the writer drops such a connection and its ledger tells whether the batch ran.
+ */
 const PG_QUERY_TIMEOUT_MS = 60_000;
 
 /** Names of everything this cluster keeps in NATS, derived from `[cluster] namespace`. */
@@ -63,16 +65,15 @@ export async function openCluster(config: ClusterConfig, urls: { nats: string; p
   } catch (err) {
     throw new CodedError('CLUSTER_UNAVAILABLE', `NATS: ${errorMessage(err)}`, { cause: err });
   }
-  // Every wait on PostgreSQL is bounded: a network that drops packets without a reset would
-  // otherwise hold a connect or a query (a commit whose answer was lost) for the OS's TCP
-  // timeout, a quarter of an hour, with the write-behind stuck and looking healthy.
+  // A network that drops packets without a reset would otherwise hold a query (a commit whose
+  // answer was lost) for the OS's TCP timeout, a quarter of an hour, with the write-behind
+  // stuck and looking healthy. (A connect is bounded by the OS's SYN retries, about 2 minutes;
+  // a pool-wide connect timeout would also bound the wait for a free client under load.)
   const pool = new pg.Pool({
     connectionString: urls.postgres,
     max: 8,
     options: `-c search_path=${config.postgres_schema}`,
-    connectionTimeoutMillis: PG_CONNECT_TIMEOUT_MS,
     query_timeout: PG_QUERY_TIMEOUT_MS,
-    keepAlive: true,
   });
   pool.on('error', (err) => log.warn({ err }, 'PostgreSQL connection failed; the pool opens another'));
   const closeAll = async () => {

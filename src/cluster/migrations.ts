@@ -1,4 +1,4 @@
-import type { Pool } from 'pg';
+import type { Pool, QueryConfig, QueryResultRow } from 'pg';
 import { checkOut } from './pg-checkout.js';
 
 /**
@@ -146,24 +146,33 @@ export const pgMigrations: readonly string[] = [
    CREATE INDEX IF NOT EXISTS write_batches_at ON write_batches (at);`,
 ];
 
+/**
+ * A schema step may take long (an index on a big table, a lock to wait for), and so may the
+ * wait for another instance's migration: far over the pool's query timeout.
+ */
+const MIGRATION_TIMEOUT_MS = 30 * 60_000;
+
 /** Creates `schema` if needed and brings it to the newest step. */
 export async function migrate(pool: Pool, schema: string): Promise<void> {
-  const { client, release } = await checkOut(pool);
+  const { client, release, abandon } = await checkOut(pool);
+  // pg reads a query's own `query_timeout` (client.js), which its types do not list.
+  const q = <R extends QueryResultRow>(text: string, values?: unknown[]) =>
+    client.query<R>({ text, ...(values ? { values } : {}), query_timeout: MIGRATION_TIMEOUT_MS } as QueryConfig);
   try {
-    await client.query('BEGIN');
-    await client.query(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`channeld:${schema}`]);
-    await client.query(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
-    await client.query(`CREATE TABLE IF NOT EXISTS ${schema}.schema_version (version INT NOT NULL)`);
-    const { rows } = await client.query<{ version: number }>(`SELECT version FROM ${schema}.schema_version`);
+    await q('BEGIN');
+    await q(`SELECT pg_advisory_xact_lock(hashtext($1))`, [`channeld:${schema}`]);
+    await q(`CREATE SCHEMA IF NOT EXISTS ${schema}`);
+    await q(`CREATE TABLE IF NOT EXISTS ${schema}.schema_version (version INT NOT NULL)`);
+    const { rows } = await q<{ version: number }>(`SELECT version FROM ${schema}.schema_version`);
     const version = rows[0]?.version ?? 0;
-    for (let v = version; v < pgMigrations.length; v++) await client.query(`SET LOCAL search_path TO ${schema}; ${pgMigrations[v]}`);
-    if (rows.length === 0) await client.query(`INSERT INTO ${schema}.schema_version VALUES ($1)`, [pgMigrations.length]);
+    for (let v = version; v < pgMigrations.length; v++) await q(`SET LOCAL search_path TO ${schema}; ${pgMigrations[v]}`);
+    if (rows.length === 0) await q(`INSERT INTO ${schema}.schema_version VALUES ($1)`, [pgMigrations.length]);
     // Never lowered: an older build started after a newer one (a rollback, a rolling upgrade)
     // would otherwise make the next newer one run its steps again.
-    else await client.query(`UPDATE ${schema}.schema_version SET version = GREATEST(version, $1)`, [pgMigrations.length]);
-    await client.query('COMMIT');
+    else await q(`UPDATE ${schema}.schema_version SET version = GREATEST(version, $1)`, [pgMigrations.length]);
+    await q('COMMIT');
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => {});
+    await abandon(err);
     throw err;
   } finally {
     release();

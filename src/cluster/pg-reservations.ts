@@ -37,7 +37,7 @@ export class PgReservations implements SpendReservations {
       // The key's ended windows go (written behind): a quota key per sender and hour would otherwise pile up.
       this.w.add('DELETE FROM spend_windows WHERE key = $1 AND window_start < $2', window);
     }
-    const { client, release } = await checkOut(this.w.pool).catch((err: unknown) => {
+    const { client, release, abandon } = await checkOut(this.w.pool).catch((err: unknown) => {
       throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
     });
     let id: string;
@@ -64,7 +64,7 @@ export class PgReservations implements SpendReservations {
       await client.query('COMMIT');
       id = ins.rows[0]!.id;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => {});
+      await abandon(err);
       throw new CodedError('CLUSTER_UNAVAILABLE', `PostgreSQL: ${errorMessage(err)}`, { cause: err });
     } finally {
       release();

@@ -229,21 +229,18 @@ export class PgWriter {
         this.#done(batch.length);
         return;
       } catch (err) {
-        if (!('err' in out)) await out.client.query('ROLLBACK').catch(() => {});
+        // Given back (or dropped) before any wait: a client held through it would only be cut meanwhile.
+        if (!('err' in out)) await out.abandon(err);
         if (this.#ranBefore(err)) {
           this.#done(batch.length);
           return;
         }
         this.#down ??= deferred();
-        // A failure PostgreSQL did not answer (a cut, a timeout) leaves the connection in doubt: it is dropped.
-        if (!('err' in out) && !(err instanceof pg.DatabaseError)) out.release(err);
         if (this.hardStop?.aborted || attempt >= this.#maxAttempts) {
           this.log.error({ err, statements: batch.length }, 'state writes lost: PostgreSQL kept failing');
           return;
         }
         this.log.warn({ err, attempt }, 'PostgreSQL commit failed; retrying');
-        // Given back before the wait: a client held through it would only be cut meanwhile.
-        if (!('err' in out)) out.release();
         await sleep(Math.min(5000, 100 * 2 ** attempt));
       } finally {
         if (!('err' in out)) out.release();

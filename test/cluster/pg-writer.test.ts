@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { afterAll, describe, expect, it } from 'vitest';
+import { checkOut } from '../../src/cluster/pg-checkout.js';
 import { PgWriter } from '../../src/cluster/pg-writer.js';
 import { waitFor } from '../helpers/daemon.js';
 import { clusterSkipReason, PG_URL, quietLogger, uniqueNamespace } from '../helpers/cluster.js';
@@ -245,6 +246,44 @@ describe.skipIf(skip !== undefined)(`PostgreSQL write-behind${skip ? ` (skipped:
     } finally {
       await gate.close();
       await gp.end();
+    }
+  });
+
+  // A transaction that failed is rolled back and its client given back only where PostgreSQL
+  // answered the failure. A timeout is the client's own: the statement may still run (holding
+  // its locks, its transaction open), so the client is dropped; given back, the next borrower's
+  // statement ran inside that open transaction, or queued behind it.
+  it('abandon rolls back a failure PostgreSQL answered, and drops a client whose query timed out', async () => {
+    const p = new pg.Pool({ connectionString: PG_URL, options: `-c search_path=${schema}`, max: 1, query_timeout: 500 });
+    p.on('error', () => {});
+    const locker = await pool.connect();
+    try {
+      const refused = await checkOut(p);
+      await refused.client.query('BEGIN');
+      const err = await refused.client.query('SELECT * FROM no_such_table').then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      await refused.abandon(err);
+      expect([p.totalCount, p.idleCount]).toEqual([1, 1]);
+      // Given back clean: a statement outside any transaction.
+      expect((await p.query(`SELECT now() = statement_timestamp() AS alone`)).rows).toEqual([{ alone: true }]);
+      await locker.query('BEGIN');
+      await locker.query(`SELECT * FROM ${schema}.t WHERE id = 0 FOR UPDATE`);
+      const waiting = await checkOut(p);
+      await waiting.client.query('BEGIN');
+      const timedOut = await waiting.client.query(`SELECT * FROM ${schema}.t WHERE id = 0 FOR UPDATE`).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      expect(String(timedOut)).toMatch(/timeout/);
+      await waiting.abandon(timedOut);
+      waiting.release();
+      expect(p.totalCount).toBe(0);
+    } finally {
+      await locker.query('ROLLBACK');
+      locker.release();
+      await p.end();
     }
   });
 });
