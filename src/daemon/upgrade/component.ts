@@ -5,7 +5,7 @@ import { Upgrades } from './service.js';
 export const upgradeComponent = defineComponent({
   name: 'upgrade',
   provides: ['upgrade'],
-  inject: ['config', 'logger', 'http', 'dispatcher', 'management'],
+  inject: ['config', 'logger', 'http', 'dispatcher', 'management', 'storage'],
   start: (ctx) => {
     const config = ctx.use('config');
     const upgrades = new Upgrades({
@@ -14,6 +14,7 @@ export const upgradeComponent = defineComponent({
       cluster: config.config.cluster !== undefined,
       http: ctx.use('http'),
       dispatcher: ctx.use('dispatcher'),
+      storage: ctx.use('storage'),
     });
     ctx.effect(ctx.use('management').bindUpgrade((options) => upgrades.predecessor.upgrade(options)));
     ctx.provide('upgrade', upgrades);

@@ -18,6 +18,22 @@ export interface UpgradeWiring {
   cluster: boolean;
   http: UpgradeHttp;
   dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number };
+  /** The local store's group commit: committed at the freeze (see freezeFor). */
+  storage: { flush(): void };
+}
+
+/**
+ * The old process's freeze: no turn starts here from now on, and what the turns that ended
+ * wrote (their final states ride the group commit, flushed on the next tick) is committed
+ * before the new process reads the inbox. Otherwise a turn that had just ended looked
+ * unfinished there, neither running here nor done, and was answered a second time.
+ */
+export function freezeFor(dispatcher: { freeze(): string[] }, storage: { flush(): void }): () => string[] {
+  return () => {
+    const busy = dispatcher.freeze();
+    storage.flush();
+    return busy;
+  };
 }
 
 /**
@@ -33,7 +49,7 @@ export class Upgrades {
   constructor(o: UpgradeWiring, successor = Successor.fromProcess()) {
     this.#o = o;
     this.successor = successor;
-    this.predecessor = new Predecessor({ log: o.log, timeoutMs: o.timeoutMs, http: o.http, freeze: () => o.dispatcher.freeze() });
+    this.predecessor = new Predecessor({ log: o.log, timeoutMs: o.timeoutMs, http: o.http, freeze: freezeFor(o.dispatcher, o.storage) });
     // Messages are stored from the start; no turn starts until the old process froze.
     if (successor) o.dispatcher.deferTurns();
   }

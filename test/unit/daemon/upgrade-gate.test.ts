@@ -141,6 +141,7 @@ describe('Upgrades.wrap: how each listener moves', () => {
         cluster,
         http: { listeningFd: () => undefined, stopAccepting: () => {}, drained: async () => {} },
         dispatcher: { freeze: () => [], deferTurns: () => {}, resumeTurns: () => 0 },
+        storage: { flush: () => {} },
       },
       undefined,
     );
