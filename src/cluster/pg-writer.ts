@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import { sleep } from '../util/abortable.js';
-import { checkOut } from './pg-checkout.js';
+import { raceAbort, sleep } from '../util/abortable.js';
+import { checkOut, type CheckedOut } from './pg-checkout.js';
 import type { Logger } from '../observe/logger.js';
 
 /** Statement counts, for the bench's operations per message. */
@@ -48,8 +48,7 @@ function deferred(): { promise: Promise<void>; resolve(): void } {
 }
 
 function openBatch(): Batch {
-  let resolve!: () => void;
-  const done = new Promise<void>((r) => (resolve = r));
+  const { promise: done, resolve } = deferred();
   return { writes: [], done, resolve };
 }
 
@@ -120,27 +119,21 @@ export class PgWriter {
    * while its id cannot be committed, it would be unknown to the instance that takes the turn
    * over, which would post the answer again.
    */
-  whenHealthy(signal: AbortSignal, onWait?: () => void): Promise<boolean> {
+  async whenHealthy(signal: AbortSignal, onWait?: () => void): Promise<boolean> {
     const down = this.#down;
-    if (!down) return Promise.resolve(true);
-    if (signal.aborted) return Promise.resolve(false);
+    if (!down) return true;
+    if (signal.aborted) return false;
     onWait?.();
     this.#waiting++;
     if (!this.#loop) this.#probing ??= this.#probe();
-    return new Promise((resolve) => {
-      let settled = false;
-      // Once only: the abort and PostgreSQL's return may both come.
-      const done = (ok: boolean) => {
-        if (settled) return;
-        settled = true;
-        signal.removeEventListener('abort', aborted);
-        this.#waiting--;
-        resolve(ok);
-      };
-      const aborted = () => done(false);
-      signal.addEventListener('abort', aborted, { once: true });
-      void down.promise.then(() => done(true));
-    });
+    try {
+      await raceAbort(down.promise, signal);
+      return true;
+    } catch {
+      return false;
+    } finally {
+      this.#waiting--;
+    }
   }
 
   /** Asks PostgreSQL for a transaction id (a write to its log) until it gives one, while a caller waits and no batch retries. */
@@ -221,16 +214,16 @@ export class PgWriter {
     const id = this.#ledger === undefined ? undefined : randomUUID();
     const text = this.#transaction(batch, id);
     for (let attempt = 1; ; attempt++) {
-      const out = await checkOut(this.pool).catch((err: unknown) => ({ err }));
+      let out: CheckedOut | undefined;
       try {
-        if ('err' in out) throw out.err;
+        out = await checkOut(this.pool);
         // A retry: the last attempt may have committed before its answer was lost.
         if (attempt === 1 || !(await this.#committed(out.client, id))) await out.client.query(text);
         this.#done(batch.length);
         return;
       } catch (err) {
         // Given back (or dropped) before any wait: a client held through it would only be cut meanwhile.
-        if (!('err' in out)) await out.abandon(err);
+        await out?.abandon(err);
         if (this.#ranBefore(err)) {
           this.#done(batch.length);
           return;
@@ -243,7 +236,7 @@ export class PgWriter {
         this.log.warn({ err, attempt }, 'PostgreSQL commit failed; retrying');
         await sleep(Math.min(5000, 100 * 2 ** attempt));
       } finally {
-        if (!('err' in out)) out.release();
+        out?.release();
       }
     }
   }

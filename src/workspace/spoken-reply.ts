@@ -2,6 +2,7 @@ import type { ChannelAdapter } from '../contracts/channel.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { ReplyTarget } from '../contracts/message.js';
 import type { Speaker } from '../media/speak.js';
+import type { ReplyStreamOptions } from '../stream/reply-options.js';
 import type { Logger } from '../observe/logger.js';
 
 /** The longest a spoken answer may take, speech and upload together, after its text was sent. */
@@ -23,8 +24,8 @@ export async function sendSpokenReply(o: {
   signal: AbortSignal;
   log: Logger;
   where: Record<string, unknown>;
-  /** ReplyStreamOptions.beforeSend: resolves once the store takes writes. */
-  beforeSend?: (signal: AbortSignal) => Promise<unknown>;
+  /** Resolves once the store takes writes. */
+  beforeSend?: ReplyStreamOptions['beforeSend'];
 }): Promise<boolean> {
   if (!o.adapter.sendFile) {
     o.log.info({ ...o.where }, 'spoken reply not sent: this channel kind cannot send files; the answer went as text only');
