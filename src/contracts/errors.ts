@@ -121,6 +121,10 @@ export const catalogue = {
     retryable: true,
     text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status',
   },
+  FIRING_EXPIRED: {
+    retryable: true,
+    text: 'a schedule or reminder firing waited for storage longer than a repeat of it is recognised, and was let go so it cannot run twice; a reminder fires again through its claim, a schedule at its next time',
+  },
   INBOX_ILLEGAL_TRANSITION: {
     retryable: false,
     text: 'an inbox item was moved to a state its current state does not lead to; this is a bug in channeld, please report it',

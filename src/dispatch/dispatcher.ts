@@ -82,6 +82,7 @@ export class Dispatcher implements TopologyWork {
       write: (batch) => intake.receiveBatch(batch),
       stored: (h, admission) => this.#admit(h.msg, admission, h.passive),
       holdable,
+      syntheticWindowMs: () => intake.duplicateWindowMs(),
       notify: (msg, text) => void this.#notify(msg, text),
       counted: (channelId, held) => options.metrics.held.set({ channel: channelId }, held),
       log: options.log,

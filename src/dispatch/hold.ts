@@ -43,6 +43,14 @@ export interface IntakeHoldOptions<R> {
   stored(entry: Held, result: R): void;
   /** Whether a write failure means "storage cannot take it now" (keep holding) rather than a bug. */
   holdable(err: unknown): boolean;
+  /**
+   * How long after its `receivedAt` a synthetic message (a schedule's or a reminder's firing)
+   * may still be stored: the intake's duplicate window. Other instances fire the same schedule,
+   * and a reminder whose claim lapses is fired again elsewhere, under the same id; stored
+   * later than this, a held firing would no longer be recognised as that one and would run
+   * a second turn.
+   */
+  syntheticWindowMs(): number;
   /** Sends a short notice to the message's conversation; never rejects. */
   notify(msg: ChannelMessage, text: string): void;
   /** The number held in a channel changed (the metric). */
@@ -106,7 +114,8 @@ export class IntakeHold<R> {
         { channel: msg.channelId, messageId: msg.messageId, held: ch.queue.length, heldBytes: ch.bytes },
         'storage unavailable and the hold is full: message refused',
       );
-      if (ch.told.get(scope) !== 'not_kept') {
+      // Nobody sent a firing: there is no one to ask to send it again.
+      if (!msg.synthetic && ch.told.get(scope) !== 'not_kept') {
         ch.told.set(scope, 'not_kept');
         this.#o.notify(msg, NOT_KEPT_REPLY);
       }
@@ -156,6 +165,7 @@ export class IntakeHold<R> {
     await Promise.all([...this.#channels.values()].map((ch) => ch.loop));
     let lost = 0;
     for (const [id, ch] of this.#channels) {
+      this.#expire(ch);
       if (ch.queue.length) await this.#attempt(ch);
       const err = new CodedError('DAEMON_SHUTTING_DOWN', 'the daemon stopped before storage took this message', { retryable: true });
       for (const h of ch.queue) for (const w of h.waiters.splice(0)) w.reject(err);
@@ -181,6 +191,8 @@ export class IntakeHold<R> {
     const signal = this.#closing.signal;
     let delayMs = HOLD_RETRY_FIRST_MS;
     while (ch.queue.length && !signal.aborted) {
+      this.#expire(ch);
+      if (!ch.queue.length) break;
       if (await this.#attempt(ch)) {
         delayMs = HOLD_RETRY_FIRST_MS;
         continue;
@@ -226,12 +238,35 @@ export class IntakeHold<R> {
     return true;
   }
 
-  /** Each conversation with a message held for HOLD_NOTICE_AFTER_MS is told once per episode. */
+  /**
+   * Lets go of the firings held past the duplicate window (their deliver calls reject with
+   * FIRING_EXPIRED): the drain retries at most every HOLD_RETRY_MAX_MS, and the window
+   * leaves room for that and one write inside the stream's own.
+   */
+  #expire(ch: ChannelHold): void {
+    const oldestMs = Date.now() - this.#o.syntheticWindowMs();
+    const expired = ch.queue.filter((h) => h.msg.synthetic && h.msg.receivedAt <= oldestMs);
+    if (!expired.length) return;
+    ch.queue = ch.queue.filter((h) => !expired.includes(h));
+    for (const h of expired) {
+      ch.byKey.delete(`${h.msg.channelId}\u0000${h.msg.messageId}`);
+      ch.bytes -= h.bytes;
+      this.#o.log.warn(
+        { channel: h.msg.channelId, messageId: h.msg.messageId, synthetic: h.msg.synthetic?.kind },
+        'a firing waited for storage past the duplicate window: let go so it cannot run twice',
+      );
+      const err = new CodedError('FIRING_EXPIRED', `the firing ${h.msg.messageId} was not stored within the duplicate window`, { retryable: true });
+      for (const w of h.waiters.splice(0)) w.reject(err);
+    }
+    this.#o.counted(expired[0]!.msg.channelId, ch.queue.length);
+  }
+
+  /** Each conversation with a message held for HOLD_NOTICE_AFTER_MS is told once per episode (a firing is nobody's message). */
   #tell(ch: ChannelHold): void {
     const now = Date.now();
     for (const h of ch.queue) {
       if (now - h.sinceMs < HOLD_NOTICE_AFTER_MS) break;
-      if (ch.told.has(h.scope)) continue;
+      if (h.msg.synthetic || ch.told.has(h.scope)) continue;
       ch.told.set(h.scope, 'held');
       this.#o.notify(h.msg, HELD_REPLY);
     }

@@ -7,7 +7,7 @@ import { waitFor } from '../../helpers/daemon.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
 /** A hold over a "store" the test opens and closes; what it stored, in order. */
-function setup(limits = { messages: 10, bytes: 1_000_000 }) {
+function setup(limits = { messages: 10, bytes: 1_000_000 }, syntheticWindowMs = 60_000) {
   let open = false;
   const stored: string[] = [];
   const notices: Array<{ text: string; notice: string }> = [];
@@ -22,6 +22,7 @@ function setup(limits = { messages: 10, bytes: 1_000_000 }) {
       ),
     stored: (_h, text) => stored.push(text),
     holdable: (err) => err instanceof CodedError && err.code === 'STORAGE_UNAVAILABLE',
+    syntheticWindowMs: () => syntheticWindowMs,
     notify: (msg, notice) => notices.push({ text: msg.text, notice }),
     counted: (id, n) => counts.set(id, n),
     log: quietLogger().log,
@@ -82,5 +83,48 @@ describe('IntakeHold', () => {
     expect(await s.hold.close()).toBe(1);
     expect(s.stored).toEqual([]);
     await expect(s.hold.hold(msg('late'), 'c:1', [], 'test')).rejects.toMatchObject({ code: 'DAEMON_SHUTTING_DOWN' });
+  });
+
+  it('a firing held past the duplicate window is let go (FIRING_EXPIRED, never stored, nobody told); the user messages around it are kept in order', async () => {
+    const windowMs = 400;
+    const s = setup({ messages: 10, bytes: 1_000_000 }, windowMs);
+    const firing = (text: string, ageMs: number) =>
+      msg(text, { messageId: `schedule:${text}`, receivedAt: Date.now() - ageMs, synthetic: { kind: 'schedule', id: text } });
+    const before = s.hold.hold(msg('before'), 'c:1', [], 'test');
+    const late = s.hold.hold(firing('late', windowMs - 150), 'c:1', [], 'test');
+    const after = s.hold.hold(msg('after'), 'c:1', [], 'test');
+    await expect(late).rejects.toMatchObject({ code: 'FIRING_EXPIRED', retryable: true });
+    expect(s.hold.count('c')).toBe(2);
+    // A redelivery of an expired firing is a new entry, checked again at once.
+    const again = s.hold.hold(firing('late', windowMs + 10), 'c:1', [], 'test');
+    await expect(again).rejects.toMatchObject({ code: 'FIRING_EXPIRED' });
+    s.open();
+    expect(await Promise.all([before, after])).toEqual([true, true]);
+    expect(s.stored).toEqual(['before', 'after']);
+    // Held long enough for the notice: the user's conversation is told, the firing's is not.
+    const fresh = setup({ messages: 2, bytes: 1_000_000 }, 60_000);
+    const held = fresh.hold.hold(firing('held', 0), 'c:2', [], 'test');
+    const user = fresh.hold.hold(msg('user', { chat: { id: 'chat-3', type: 'dm' } }), 'c:3', [], 'test');
+    await expect(fresh.hold.hold(firing('over', 0), 'c:2', [], 'test')).rejects.toMatchObject({ code: 'STORAGE_UNAVAILABLE' });
+    await waitFor(() => fresh.notices.length > 0, 10_000);
+    expect(fresh.notices).toEqual([{ text: 'user', notice: HELD_REPLY }]);
+    fresh.open();
+    expect(await Promise.all([held, user])).toEqual([true, true]);
+    expect(fresh.stored).toEqual(['held', 'user']);
+    expect(fresh.notices).toHaveLength(1);
+  });
+
+  it('close writes no firing that is past the duplicate window', async () => {
+    const s = setup({ messages: 10, bytes: 1_000_000 }, 50);
+    const firingAt = Date.now();
+    const firing = s.hold.hold(msg('f', { messageId: 'reminder:1:1', receivedAt: firingAt, synthetic: { kind: 'reminder', id: '1' } }), 'c:1', [], 'test');
+    const user = s.hold.hold(msg('u'), 'c:1', [], 'test');
+    // Past its window while the store still refuses: close's last write must leave it out.
+    await waitFor(() => Date.now() - 50 > firingAt);
+    s.open();
+    await s.hold.close();
+    await expect(firing).rejects.toMatchObject({ code: 'FIRING_EXPIRED' });
+    expect(await user).toBe(true);
+    expect(s.stored).toEqual(['u']);
   });
 });
