@@ -195,6 +195,9 @@ export class TeamsAdapter implements ChannelAdapter {
    * `streaminfo` entity (the first answer's id is the stream id), then one final message
    * with `streamType: "final"`. Where Teams refuses the stream (403 ContentStreamNotAllowed,
    * an older service), the error reaches the reply stream, which goes on with send + update.
+   * The stream id is also the streamed message's activity id (`ref`, once the first chunk
+   * is answered): the reply stores it, so a stream past Teams' two-minute limit, or a turn
+   * run again after a crash, updates that message in place rather than posting a second.
    */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
     if (target.chatType !== 'dm') return undefined;
@@ -202,6 +205,9 @@ export class TeamsAdapter implements ChannelAdapter {
     let streamId: string | undefined;
     let sequence = 0;
     return {
+      get ref() {
+        return streamId === undefined ? undefined : { chatId: target.chatId, messageId: streamId };
+      },
       update: async (text, options) => {
         const sent = await this.#post<{ id?: string }>(
           'stream',

@@ -95,9 +95,11 @@ export interface NativeStream {
    */
   finishSendsMessage?: boolean;
   /**
-   * The message the stream posted when it opened (a chat stream that starts as a message). It
-   * is stored with the reply's messages at once, so a turn run again after a crash edits it
-   * instead of posting a second one, and a reply whose stream fails goes on by editing it.
+   * The message the stream posted (a chat stream that starts as a message), known when it
+   * opened or once its first `update` was answered. It is stored with the reply's messages as
+   * soon as it is known, so a turn run again after a crash edits it instead of posting a
+   * second one, and a reply whose stream fails (or outlives the platform's limit) goes on by
+   * editing it.
    */
   readonly ref?: MessageRef;
 }

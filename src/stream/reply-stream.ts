@@ -34,21 +34,19 @@ export class ReplyStream {
   #dirty = false;
   /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
   #typingIndicator: TypingIndicator | undefined;
+  /** The tool running now, for the progress line. */
+  #tool: string | undefined;
   /**
-   * Ends the wait the loop is in (a draft's pace slot, other replies' first messages) when
-   * the turn ends, so the final text goes at once; the hard stop ends it through #signal.
-   * A function the wait hands over, not a controller: an AbortController is an EventTarget,
-   * and its listener table cost every running turn about 300 bytes.
+   * Ends the wait the loop is in (a draft's pace slot, other replies' first messages) when the
+   * turn ends, so the final text goes at once; the hard stop ends it through #signal. A function
+   * the wait hands over, not a controller: an AbortController's listener table cost every turn ~300 bytes.
    */
   #interrupt: (() => void) | undefined;
-  readonly #onWake = (wake: () => void): void => {
-    this.#interrupt = wake;
-  };
+  readonly #onWake = (wake: () => void): void => void (this.#interrupt = wake);
   /**
-   * The hard stop as this reply's own signal: every wait and platform request of the reply
-   * listens here, not on the one signal all turns share. Adding a listener walks the signal's
-   * whole list, so a thousand replies at once listening on the shared one cost a thousand
-   * times more per request; a linked controller (src/util/linked-abort.ts) joins it in O(1).
+   * The hard stop as this reply's own signal, every wait and request of the reply listening here:
+   * a listener added to the one signal all turns share walks its whole list, a thousand times the
+   * cost with a thousand replies; a linked controller (src/util/linked-abort.ts) joins it in O(1).
    */
   readonly #stop = new AbortController();
   readonly #signal = this.#stop.signal;
@@ -60,6 +58,7 @@ export class ReplyStream {
   #nativeState: 'unopened' | 'active' | 'off';
   #native: NativeStream | undefined;
   #nativeShown = '';
+  #nativeRefKept = false;
   readonly #done: Promise<ReplyResult>;
 
   constructor(options: ReplyStreamOptions) {
@@ -82,9 +81,6 @@ export class ReplyStream {
       });
     this.#done = this.#run();
   }
-
-  /** The tool running now, for the progress line. */
-  #tool: string | undefined;
 
   /** Feeds one agent event. Terminal events end the stream. */
   push(event: AgentEvent): void {
@@ -134,19 +130,14 @@ export class ReplyStream {
     return this.#text;
   }
 
-  /**
-   * Drafts on, the platform shows drafts as they grow, and there is text: the reply's first
-   * message is on its way. On a platform without edits text shows only chunk by chunk, so
-   * typing is still what the user sees until then.
-   */
+  /** Drafts on, the platform shows them as they grow, and text: the first message is on its way (without edits, typing until a whole chunk). */
   #textPending(): boolean {
     return this.#draftsEnabled && this.#o.capabilities.editsDrafts && this.#text.trim() !== '';
   }
 
   /** What the messages should show now (src/stream/reply-text.ts). */
   #desired(final: boolean): string[] {
-    const caps = this.#o.capabilities;
-    return final ? finalChunks(caps, this.#text, this.#ending!) : draftChunks(caps, this.#text, this.#progress);
+    return final ? finalChunks(this.#o.capabilities, this.#text, this.#ending!) : draftChunks(this.#o.capabilities, this.#text, this.#progress);
   }
 
   #shownText(): void {
@@ -199,7 +190,7 @@ export class ReplyStream {
           return this.#ending && !final ? false : undefined;
         }
         this.#nativeState = 'active';
-        if (this.#native.ref) this.#o.onRefs?.([this.#native.ref]);
+        this.#keepNativeRef();
         if (!this.#native.update) {
           // A stream that shows nothing before its end (a room without corrections): no drafts,
           // no requests: its user sees typing, no other reply waits for it, the end goes at once.
@@ -223,6 +214,7 @@ export class ReplyStream {
       this.#requests++;
       await this.#native!.update(desired[0]!, { signal });
       this.#nativeShown = desired[0]!;
+      this.#keepNativeRef();
       this.#shownText();
       return true;
     } catch (err) {
@@ -290,6 +282,12 @@ export class ReplyStream {
       return true;
     }
     return false;
+  }
+
+  /** Stores the stream's own message once it is known: at the open, or after the first chunk (whose answer names it). */
+  #keepNativeRef(): void {
+    if (!this.#nativeRefKept && this.#native?.ref) this.#o.onRefs?.([this.#native.ref]);
+    this.#nativeRefKept ||= this.#native?.ref !== undefined;
   }
 
   /** Whether the next final step sends a new message (a native stream's end that is one, or a chunk not yet sent) rather than an edit or a delete. */

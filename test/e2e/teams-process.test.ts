@@ -45,19 +45,40 @@ describe('Teams, daemon as a real process', () => {
     expect(await p2.exited).toBe(0);
   });
 
-  it('kill -9 mid-stream in a 1:1 chat, start again: one final message with the whole answer', async () => {
+  it('kill -9 mid-stream in a 1:1 chat, start again: the streamed message is updated in place with the whole answer', async () => {
     const { ms, file, text, p1 } = await firstProcess();
     expect(await ms.post(ms.activity(text))).toBe(200);
     await waitFor(() => ms.streamUpdates.length >= 2, 15_000);
     p1.signal('SIGKILL');
     await p1.exited;
-    expect(ms.activities).toHaveLength(0);
+    // The stream's first chunk posted the message: it stays, with the text so far.
+    expect(ms.activities).toHaveLength(1);
+    expect(ms.activities[0]!.streaming).toBe(true);
 
     const p2 = withDaemonProcess(file, teamsEnv(ms));
     const url = await p2.url();
     await waitFor(() => ms.texts('a:1personal-ada')[0] === text, 20_000);
     await waitFor(async () => ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0, 15_000);
     expect(ms.texts('a:1personal-ada')).toEqual([text]);
+    expect(ms.callsOf('send')).toHaveLength(0);
+    p2.signal('SIGTERM');
+    expect(await p2.exited).toBe(0);
+  });
+
+  it('where Teams refuses to update a stream still open, the restarted turn still answers, as a new message', async () => {
+    const { ms, file, text, p1 } = await firstProcess();
+    ms.refuseUpdatesWhileStreaming = true;
+    expect(await ms.post(ms.activity(text))).toBe(200);
+    await waitFor(() => ms.streamUpdates.length >= 2, 15_000);
+    p1.signal('SIGKILL');
+    await p1.exited;
+
+    const p2 = withDaemonProcess(file, teamsEnv(ms));
+    const url = await p2.url();
+    await waitFor(() => ms.texts('a:1personal-ada').at(-1) === text, 20_000);
+    await waitFor(async () => ((await (await fetch(`${url}/status`)).json()) as { turns: { list: unknown[] } }).turns.list.length === 0, 15_000);
+    expect(ms.texts('a:1personal-ada')).toHaveLength(2);
+    expect(ms.callsOf('send')).toHaveLength(1);
     p2.signal('SIGTERM');
     expect(await p2.exited).toBe(0);
   });

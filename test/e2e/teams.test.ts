@@ -60,6 +60,21 @@ describe('Teams channel against the fake Bot Framework', () => {
     expect(ms.activities[0]!.updates).toBeGreaterThanOrEqual(1);
   });
 
+  it("a stream past Teams' time limit goes on by updating the streamed message in place, not with a second message", async () => {
+    // Past the second chunk (about 1.4 s in): the third gets 403 "exceeded streaming time".
+    ms.streamLimitMs = 1_000;
+    await start(echo(100) + teamsChannel(ms));
+    const text = words(40);
+    await ms.post(ms.activity(text));
+    await waitFor(() => ms.texts(DM)[0] === text, 15_000);
+    await idle();
+    expect(ms.texts(DM)).toEqual([text]);
+    expect(ms.activities).toHaveLength(1);
+    expect(ms.callsOf('stream').length).toBeGreaterThanOrEqual(2);
+    expect(ms.callsOf('update').length).toBeGreaterThanOrEqual(1);
+    expect(ms.callsOf('send')).toHaveLength(0);
+  });
+
   it('in channels and group chats: only mentions are answered, as a reply updated in place; <at> in answers is defused', async () => {
     await start(echo(100) + teamsChannel(ms));
     await ms.post(ms.activity('just chatting', { kind: 'channel' }));

@@ -24,8 +24,10 @@ export interface BotActivity {
   attachments?: any[];
   updates: number;
   deleted: boolean;
-  /** Posted as the final message of a stream. */
+  /** Posted as a stream (its id is the stream id). */
   streamed: boolean;
+  /** A stream still open: shown with the text so far, until its final message, an update, or Teams' time limit. */
+  streaming?: boolean;
 }
 
 export const APP_ID = '11111111-2222-3333-4444-555555555555';
@@ -54,6 +56,15 @@ export class FakeTeams {
   webhook = '';
   /** Refuse streaming (as Teams does outside 1:1 chats, or where it is not rolled out). */
   refuseStreams = false;
+  /** Teams' strict limit on one stream: chunks and the final past it get 403 "exceeded streaming time". */
+  streamLimitMs = 120_000;
+  /**
+   * Refuse an update (PUT) of a message whose stream is still open. Teams does not document
+   * it either way (its SDKs update a streamed message in place after the time limit only),
+   * so tests run both; accepted, the update ends the stream.
+   */
+  refuseUpdatesWhileStreaming = false;
+  readonly #streamStarts = new Map<string, number>();
   #key!: CryptoKey;
   #jwk!: JWK;
   /** A key pair the JWKS does not publish: tokens it signs must be refused. */
@@ -250,21 +261,29 @@ export class FakeTeams {
         const info = body.entities.find((e: { type: string }) => e.type === 'streaminfo');
         if (this.refuseStreams || !conversationId.startsWith('a:'))
           return this.#json(res, 403, { error: { code: 'ContentStreamNotAllowed', message: 'Content stream is not allowed' } });
-        if (info.streamType === 'final') {
-          this.activities.push({
-            conversationId,
-            id: info.streamId,
-            text: body.text,
-            ...(body.attachments ? { attachments: body.attachments } : {}),
-            updates: 0,
-            deleted: false,
-            streamed: true,
-          });
-          return this.#json(res, 201, { id: info.streamId });
+        // The first chunk posts the message (its id is the stream id); the rest, and the final, change it.
+        if (!info.streamId) {
+          const streamId = `stream-${this.#nextId++}`;
+          this.#streamStarts.set(streamId, Date.now());
+          this.activities.push({ conversationId, id: streamId, text: body.text, updates: 0, deleted: false, streamed: true, streaming: true });
+          this.streamUpdates.push({ conversationId, streamId, text: body.text, sequence: info.streamSequence });
+          return this.#json(res, 201, { id: streamId });
         }
-        const streamId = info.streamId ?? `stream-${this.#nextId++}`;
-        this.streamUpdates.push({ conversationId, streamId, text: body.text, sequence: info.streamSequence });
-        return this.#json(res, 201, { id: streamId });
+        const a = this.activities.find((x) => x.conversationId === conversationId && x.id === info.streamId);
+        if (!a) return this.#json(res, 400, { error: { code: 'BadArgument', message: 'no such stream' } });
+        if (!a.streaming) return this.#streamRefused(res, 'Content stream is not allowed on an already completed streamed message');
+        if (Date.now() - this.#streamStarts.get(a.id)! > this.streamLimitMs) {
+          a.streaming = false;
+          return this.#streamRefused(res, 'Content stream finished due to exceeded streaming time.');
+        }
+        a.text = body.text;
+        if (info.streamType === 'final') {
+          a.streaming = false;
+          if (body.attachments) a.attachments = body.attachments;
+          return this.#json(res, 201, { id: a.id });
+        }
+        this.streamUpdates.push({ conversationId, streamId: a.id, text: body.text, sequence: info.streamSequence });
+        return this.#json(res, 201, { id: a.id });
       }
       case 'send':
       case 'reply': {
@@ -284,6 +303,8 @@ export class FakeTeams {
       case 'update': {
         const a = this.activities.find((x) => x.conversationId === conversationId && x.id === activityId);
         if (!a) return this.#json(res, 404, { error: { code: 'ActivityNotFoundInConversation', message: 'not found' } });
+        if (a.streaming && this.refuseUpdatesWhileStreaming) return this.#streamRefused(res, 'Content stream is not allowed');
+        a.streaming = false;
         a.text = body.text;
         if (body.attachments) a.attachments = body.attachments.length ? body.attachments : undefined;
         a.updates++;
@@ -297,6 +318,10 @@ export class FakeTeams {
       default:
         return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such endpoint' } });
     }
+  }
+
+  #streamRefused(res: ServerResponse, message: string): void {
+    this.#json(res, 403, { error: { code: 'ContentStreamNotAllowed', message } });
   }
 }
 

@@ -146,4 +146,43 @@ describe('ReplyStream with a native stream', () => {
     expect(a.visible('c')).toEqual(['one two']);
     expect(sends(a).map(([op]) => op)).toEqual(['send', 'edit']);
   });
+
+  // Teams names its streamed message in the answer to the first chunk: the reply stores it
+  // then (once), so a turn run again edits it, and a stream past Teams' limit goes on in it.
+  it('stores the message a stream names after its first chunk, once, and edits it when the stream ends early', async () => {
+    const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000 });
+    let chunks = 0;
+    a.openNativeStream = async (target, o): Promise<NativeStream> => {
+      let ref: MessageRef | undefined;
+      return {
+        get ref() {
+          return ref;
+        },
+        update: async (text) => {
+          if (++chunks > 2) throw new ChannelError('CHANNEL_FORBIDDEN', 'Teams: Content stream finished due to exceeded streaming time.');
+          if (ref) a.texts.set(ref.messageId, text);
+          else ref = await a.send(target, text, o);
+        },
+        finish: async () => ref!,
+      };
+    };
+    const stored: MessageRef[][] = [];
+    const s = streamOn(a, { onRefs: (refs) => stored.push(refs) });
+    s.push({ type: 'text_delta', text: 'one ' });
+    await vi.advanceTimersByTimeAsync(0);
+    expect(stored).toEqual([[{ chatId: 'c', messageId: 'out-1' }]]);
+    await vi.advanceTimersByTimeAsync(1000);
+    s.push({ type: 'text_delta', text: 'two ' });
+    await vi.advanceTimersByTimeAsync(1000);
+    // The second chunk went into the same message: nothing new to store.
+    expect(chunks).toBe(2);
+    expect(stored).toHaveLength(1);
+    s.push({ type: 'text_delta', text: 'three' });
+    await vi.advanceTimersByTimeAsync(1000);
+    s.push(done);
+    await vi.runAllTimersAsync();
+    expect((await s.finished()).delivered).toBe(true);
+    expect(a.visible('c')).toEqual(['one two three']);
+    expect(sends(a).map(([op]) => op)).toEqual(['send', 'edit']);
+  });
 });
