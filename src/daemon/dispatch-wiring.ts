@@ -1,6 +1,7 @@
 import { agentOf } from '../config/load.js';
 import { replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { Dispatcher, type ExecuteTurn } from '../dispatch/dispatcher.js';
+import { abortedBy, prepareTurn } from '../dispatch/prepare-turn.js';
 import { toolControls } from '../tools/controls.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { intentClassifier } from './intent-classifier.js';
@@ -50,11 +51,14 @@ export const dispatcherComponent = defineComponent({
       beforeSend: (signal) => topology.state.whenWritable(signal),
       onSent,
     });
-    // The conversation's shared state is made current before its turn (a no-op on one node).
+    // The conversation's shared state is made current before its turn (a no-op on one node),
+    // waiting out a store that cannot answer; a turn stopped meanwhile by its user (or a newer
+    // message) ends cancelled, one stopped by a shutdown or a hand-over goes back unfinished.
     const prepared: ExecuteTurn = async (job, signal) => {
       // A job has one item at least; its messages share the conversation, so the channel.
       const [first] = job.items;
-      if (first) await topology.state.prepare(job.scope, first.message.channelId);
+      if (first && !(await prepareTurn(() => topology.state.prepare(job.scope, first.message.channelId), signal, log, job.scope)))
+        return abortedBy(signal, 'TURN_STOPPED', 'TURN_INTERRUPTED') ? 'cancelled' : 'unfinished';
       return execute(job, signal);
     };
     // Tracing (src/dispatch/tracing.ts): pass-through unless [observe] otlp_endpoint is set.

@@ -42,14 +42,22 @@ interface LanesOptions {
   channelLimit(channelId: string): number | undefined;
   /** The agent a channel is bound to, and that agent's max_in_flight. */
   agentLimit?(channelId: string): { agent: string; max: number | undefined };
-  execute(job: TurnJob, signal: AbortSignal): Promise<TurnEndingKind>;
+  execute(job: TurnJob, signal: AbortSignal): Promise<TurnRunEnding>;
   /** Every item's state change goes through it (it persists and tells metrics and the tracker). */
   lifecycle: ItemLifecycle;
   log: Logger;
 }
 
 /** The executor's promise; one that throws before its first await gives a rejection like any other. */
-function startTurn(o: LanesOptions, job: TurnJob, signal: AbortSignal): Promise<TurnEndingKind> {
+/**
+ * How a turn's run ended: as the turn ended (`done`, `error`, `cancelled`), or `unfinished`:
+ * it stopped here before its final text went out because this process stops (its hard stop)
+ * or lost the conversation (a fence). Nothing is recorded for an unfinished turn, so the next
+ * start, or the conversation's next owner, runs it again, as after a kill -9.
+ */
+export type TurnRunEnding = TurnEndingKind | 'unfinished';
+
+function startTurn(o: LanesOptions, job: TurnJob, signal: AbortSignal): Promise<TurnRunEnding> {
   try {
     return o.execute(job, signal);
   } catch (err) {
@@ -181,7 +189,7 @@ export class Lanes {
   async #run(lane: Lane, job: TurnJob, signal: AbortSignal, agent: string | undefined): Promise<void> {
     const lifecycle = this.#o.lifecycle;
     try {
-      let ending: TurnEndingKind;
+      let ending: TurnRunEnding;
       try {
         // Always after an await, even for an executor that throws at once: the slot is never
         // freed (and the lanes pumped again) from inside #start, and `lane.running` is set first.
@@ -191,7 +199,8 @@ export class Lanes {
         lifecycle.finished(job.items, 'error', String(err));
         return;
       }
-      lifecycle.finished(job.items, ending);
+      if (ending === 'unfinished') lifecycle.interrupted(job.items);
+      else lifecycle.finished(job.items, ending);
     } catch (err) {
       this.#o.log.error({ err, scope: lane.scope }, 'the end of a turn could not be recorded');
     } finally {

@@ -19,6 +19,7 @@ export function trackerObserver(tracker: TaskTracker): LifecycleObserver {
       tracker.started(String(items[0]!.id));
     },
     finished: (items) => tracker.finished(String(items[0]!.id)),
+    interrupted: (items) => tracker.finished(String(items[0]!.id)),
     dropped: forget,
     released: forget,
   };
@@ -37,6 +38,7 @@ export function metricsObserver(metrics: Metrics): LifecycleObserver {
       metrics.inFlight.set(++inFlight);
     },
     finished: () => metrics.inFlight.set(--inFlight),
+    interrupted: () => metrics.inFlight.set(--inFlight),
     dropped: (items) => setQueued(-items.length),
     released: (items) => setQueued(-items.length),
   };

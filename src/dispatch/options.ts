@@ -3,15 +3,14 @@ import type { DaemonConfig, QueueMode } from '../config/schema.js';
 import type { ParsedCommand } from '../contracts/commands.js';
 import type { ChannelMessage } from '../contracts/message.js';
 import type { Topology } from '../contracts/topology.js';
-import type { TurnEndingKind } from '../contracts/agent-events.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import type { DispatchChannel } from './channel.js';
-import type { TurnJob } from './lanes.js';
+import type { TurnJob, TurnRunEnding } from './lanes.js';
 import type { TaskTracker } from './tracker.js';
 
 /** Runs one turn to its final text; resolves with how it ended. */
-export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<TurnEndingKind>;
+export type ExecuteTurn = (job: TurnJob, signal: AbortSignal) => Promise<TurnRunEnding>;
 
 /** What the dispatcher calls of the topology (src/contracts/topology.ts), the same way in every mode. */
 export type DispatchTopology = Pick<Topology, 'intake' | 'controls' | 'recover'>;

@@ -3,7 +3,7 @@ export type { InboxItem, InboxState, ItemState } from '../contracts/topology.js'
 import type { InboxState, ItemState } from '../contracts/topology.js';
 
 /** What happens to an item; each event is one move of the lifecycle. */
-export type ItemEvent = 'queue' | 'refuse' | 'start' | 'reply' | 'finish' | 'drop' | 'release';
+export type ItemEvent = 'queue' | 'refuse' | 'start' | 'reply' | 'finish' | 'drop' | 'release' | 'interrupt';
 
 /**
  * Every move an item may make: the states an event may happen in, and where it leads.
@@ -19,6 +19,7 @@ export const TRANSITIONS: Readonly<Record<ItemEvent, { readonly from: readonly I
   finish: { from: ['running'], to: ['done', 'failed'] },
   drop: { from: ['queued'], to: ['failed'] },
   release: { from: ['queued'], to: ['pending'] },
+  interrupt: { from: ['running'], to: ['pending'] },
 };
 
 /** Persisted states a new process picks up again: stored and not answered. */

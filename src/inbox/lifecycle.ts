@@ -37,6 +37,8 @@ export interface LifecycleObserver {
   dropped?(items: readonly InboxItem[], reason: string): void;
   /** Queued items were handed to another instance; they stay pending in the shared inbox. */
   released?(items: readonly InboxItem[]): void;
+  /** A turn on `items` stopped unfinished (this process stops, or lost them): they stay resumable for the next start or owner. */
+  interrupted?(items: readonly InboxItem[]): void;
 }
 
 /**
@@ -96,6 +98,16 @@ export class ItemLifecycle {
     if (!items.length) return;
     this.#move(items, 'release', 'pending');
     for (const o of this.#observers) o.released?.(items);
+  }
+
+  /**
+   * A turn on `items` stopped before its final text went out because this process stops or
+   * lost them: nothing is written, so they stay stored as pending or running (with the reply
+   * messages they have) and the next start, or their next owner, runs them again.
+   */
+  interrupted(items: readonly InboxItem[]): void {
+    this.#move(items, 'interrupt', 'pending');
+    for (const o of this.#observers) o.interrupted?.(items);
   }
 
   /** Checks every item before moving any, so a refused batch changes nothing. */

@@ -2,6 +2,7 @@ import type { DispatchChannel, ExecuteTurn, TurnJob } from '../dispatch/dispatch
 import { type ChannelMessage, type MessageRef, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { NEVER_FENCED } from '../contracts/topology.js';
 import { userText } from '../contracts/errors.js';
+import { abortedBy } from '../dispatch/prepare-turn.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { startSpan } from '../observe/trace/ambient.js';
@@ -129,7 +130,8 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
     // A pino child per turn costs more than the turn's dispatch; bindings are passed per line instead.
     const where = { channel: channelId, scope: job.scope };
     const target = replyTargetOf(job.items.at(-1)!.message);
-    const stream = new ReplyStream(new TurnReply(deps, job, ch, target, where, started, firstVisible));
+    const reply = new TurnReply(deps, job, ch, target, where, started, firstVisible);
+    const stream = new ReplyStream(reply);
     let outcome: TurnOutcome;
     let model: string | undefined;
     let agent: string | undefined;
@@ -200,7 +202,14 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       },
       'turn finished',
     );
-    if (!result.delivered) deps.log.error({ ...where, ending: outcome.ending }, 'the final reply could not be delivered');
-    return outcome.ending;
+    // Handed to another instance past the grace (its partition moved): left for the new owner,
+    // which finishes the same messages, rather than recorded as stopped and acknowledged.
+    if (result.delivered) return abortedBy(signal, 'CLUSTER_LEASE_LOST') ? 'unfinished' : outcome.ending;
+    // Cut by this process's stop (or a lost conversation): left resumable, as a kill -9 leaves
+    // it, for the next start or owner, which edits the messages it has. Otherwise the platform
+    // refused or stayed away past the deadline: recorded as not answered, not as done.
+    const reason = reply.signal.aborted ? 'stopping' : 'refused or past its deadline';
+    deps.log.error({ ...where, ending: outcome.ending, reason }, 'the final reply could not be delivered');
+    return reply.signal.aborted ? 'unfinished' : 'error';
   };
 }

@@ -95,6 +95,7 @@ const operations: Record<string, { event: ItemEvent; to: ItemState; run(l: ItemL
   failed: { event: 'finish', to: 'failed', run: (l, it) => l.finished([it], 'error') },
   dropped: { event: 'drop', to: 'failed', run: (l, it) => l.dropped([it], 'stopped') },
   released: { event: 'release', to: 'pending', run: (l, it) => l.released([it]) },
+  interrupted: { event: 'interrupt', to: 'pending', run: (l, it) => l.interrupted([it]) },
 };
 
 const legalFrom = (op: string, from: ItemState) => TRANSITIONS[operations[op]!.event].from.includes(from);
@@ -125,6 +126,17 @@ describe('the inbox item lifecycle', () => {
     expect(it.state).toBe('done');
     expect(row(s.db, it.id)).toMatchObject({ state: 'done', error: null });
     expect(s.events).toEqual([`queued:${it.id}`, `started:${it.id}`, `finished:${it.id}:done`]);
+  });
+
+  it('a turn interrupted (the process stops before its final text went out) writes nothing: the row stays running with its refs', async () => {
+    const s = setup();
+    const it = await s.receive();
+    s.lifecycle.queued(it);
+    s.lifecycle.started([it]);
+    s.lifecycle.replied([it], [ref]);
+    s.lifecycle.interrupted([it]);
+    expect(it.state).toBe('pending');
+    expect(row(s.db, it.id)).toEqual({ state: 'running', error: null, reply_refs: JSON.stringify([ref]) });
   });
 
   for (const [ending, error] of [
@@ -206,7 +218,7 @@ describe('the inbox item lifecycle', () => {
     expect(reachable).toEqual({
       pending: ['queued', 'refused'],
       queued: ['dropped', 'released', 'started'],
-      running: ['failed', 'finished', 'replied'],
+      running: ['failed', 'finished', 'interrupted', 'replied'],
       done: [],
       failed: [],
       refused: [],

@@ -1,0 +1,34 @@
+import { CodedError, isRetryable, type ErrorCode } from '../contracts/errors.js';
+import type { Logger } from '../observe/logger.js';
+import { sleep } from '../util/abortable.js';
+
+const FIRST_RETRY_MS = 200;
+const MAX_RETRY_MS = 5_000;
+
+/**
+ * Makes a conversation's shared state current before its turn (cluster mode reads it from
+ * PostgreSQL), waiting out a store that cannot answer now: a turn that failed here would end
+ * before its reply exists, unanswered and acknowledged, so it waits instead, as its replies
+ * wait for writes. Resolves false when `signal` aborts first (the turn goes back unfinished);
+ * a failure that is not retryable rejects.
+ */
+export async function prepareTurn(prepare: () => Promise<void>, signal: AbortSignal, log: Logger, scope: string): Promise<boolean> {
+  let waitMs = FIRST_RETRY_MS;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await prepare();
+      if (attempt > 1) log.info({ scope, attempts: attempt }, "the conversation's state could be read again: its turn starts");
+      return true;
+    } catch (err) {
+      if (!isRetryable(err)) throw err;
+      if (attempt === 1) log.warn({ err, scope }, "the conversation's state cannot be read now: its turn waits for the store");
+    }
+    await sleep(waitMs, signal);
+    if (signal.aborted) return false;
+    waitMs = Math.min(MAX_RETRY_MS, waitMs * 2);
+  }
+}
+
+/** Whether `signal` was aborted with one of `codes` (the lanes abort a turn with a coded reason). */
+export const abortedBy = (signal: AbortSignal, ...codes: ErrorCode[]): boolean =>
+  signal.aborted && signal.reason instanceof CodedError && codes.includes(signal.reason.code);
