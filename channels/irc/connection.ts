@@ -33,7 +33,10 @@ export function alternateNicks(nick: string): string[] {
 export class IrcConnection {
   readonly #o: ConnectionOptions;
   #socket: Socket | undefined;
+  /** The unfinished line so far; never more than MAX_INCOMING_LINE_BYTES (see #data). */
   #buffer = '';
+  /** Discarding an overlong line: everything up to its next LF, in however many chunks, is dropped. */
+  #skipping = false;
   #nick: string;
   #idle: NodeJS.Timeout | undefined;
   #pinged = false;
@@ -182,26 +185,57 @@ export class IrcConnection {
     this.#end(err);
   }
 
+  /**
+   * Frames lines with a bound. A line may take at most MAX_INCOMING_LINE_BYTES with its line
+   * ending, whether it arrives whole in one chunk or split over many. An overlong line is
+   * discarded whole and never parsed, not even a piece of it: its tail, coming in a later chunk,
+   * would otherwise read as a line of its own (a server or peer could inject one that way).
+   * So only a line still under the bound is buffered, and an overlong one is skipped to its LF.
+   */
   #data(chunk: string): void {
     this.#alive();
-    this.#buffer += chunk;
-    const lines = this.#buffer.split('\n');
-    this.#buffer = lines.pop()!;
-    if (Buffer.byteLength(this.#buffer) > MAX_INCOMING_LINE_BYTES) {
-      this.#o.log.warn({ channel: this.#o.channelId }, 'IRC line longer than allowed; dropped');
-      this.#buffer = '';
-    }
-    for (const raw of lines) {
+    let start = 0;
+    for (let nl = chunk.indexOf('\n'); nl !== -1; start = nl + 1, nl = chunk.indexOf('\n', start)) {
       if (this.#ended) return;
-      const line = parseLine(raw.replace(/\r$/, ''));
-      if (!line) continue;
-      if (line.command === 'PING') {
-        this.write(formatLine('PONG', ...(line.params.length ? [line.params.at(-1)!] : [])));
+      const raw = this.#buffer + chunk.slice(start, nl);
+      this.#buffer = '';
+      if (this.#skipping) {
+        this.#skipping = false; // this LF ends the overlong line already reported
         continue;
       }
-      if (line.command === 'PONG') continue;
-      this.onLine(line);
+      // +1: the LF counts toward the limit (a CR, when there is one, is still in `raw`).
+      if (Buffer.byteLength(raw) + 1 > MAX_INCOMING_LINE_BYTES) {
+        this.#overlong();
+        continue;
+      }
+      this.#line(raw.replace(/\r$/, ''));
     }
+    if (this.#skipping || this.#ended) return;
+    this.#buffer += chunk.slice(start);
+    // Already at the limit without its LF: the line is overlong, so stop holding it.
+    if (Buffer.byteLength(this.#buffer) >= MAX_INCOMING_LINE_BYTES) {
+      this.#buffer = '';
+      this.#skipping = true;
+      this.#overlong();
+    }
+  }
+
+  #overlong(): void {
+    this.#o.log.warn(
+      { channel: this.#o.channelId, limitBytes: MAX_INCOMING_LINE_BYTES },
+      'IRC line longer than allowed (512 bytes plus 8191 of IRCv3 tags); discarded whole',
+    );
+  }
+
+  #line(raw: string): void {
+    const line = parseLine(raw);
+    if (!line) return;
+    if (line.command === 'PING') {
+      this.write(formatLine('PONG', ...(line.params.length ? [line.params.at(-1)!] : [])));
+      return;
+    }
+    if (line.command === 'PONG') return;
+    this.onLine(line);
   }
 
   /** Any line from the server proves the link; silence gets a PING, and silence after that ends it. */
