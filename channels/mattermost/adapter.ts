@@ -28,6 +28,9 @@ export interface MattermostOptions {
   reconnectMaxMs?: number;
   pingIntervalMs?: number;
   connectTimeoutMs?: number;
+  /** The WebSocket events (and bytes) that may wait behind a delivery (socket.ts's MAX_WAITING_*); small in tests. */
+  maxWaitingEvents?: number;
+  maxWaitingBytes?: number;
 }
 
 /** Mattermost's post size limit (since 5.0; older servers took 4,000). */
@@ -114,15 +117,12 @@ export class MattermostAdapter implements ChannelAdapter {
     this.#cursor ??= await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, nowMs - MAX_CATCH_UP_MS)));
     let catchUp = this.#cursor !== undefined;
     this.#cursor ??= nowMs;
-    const take = async (post: MmPost, where: MmWhere) => {
+    const take = async (post: MmPost, where: MmWhere, moveCursor = true) => {
       const skip = skipReason(post, where, scope);
       if (skip) this.#o.log.trace({ channel: this.#o.id, post: post.id, reason: skip }, 'Mattermost post skipped');
       else await deliver(normalizePost(post, where, this.#o.id, scope));
       // Moved only past what is stored: a post that could not be stored is caught up again.
-      if (post.create_at > this.#cursor!) {
-        this.#cursor = post.create_at;
-        this.#cursorFile.save(post.create_at, (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Mattermost cursor'));
-      }
+      if (moveCursor) this.#advance(post.create_at);
     };
     const wsUrl = `${this.#o.url.replace(/^http/, 'ws')}/api/v4/websocket`;
     const baseMs = this.#o.reconnectBaseMs ?? 500;
@@ -137,6 +137,8 @@ export class MattermostAdapter implements ChannelAdapter {
           resume,
           connectTimeoutMs: this.#o.connectTimeoutMs ?? 15_000,
           pingIntervalMs: this.#o.pingIntervalMs ?? 30_000,
+          maxWaitingEvents: this.#o.maxWaitingEvents,
+          maxWaitingBytes: this.#o.maxWaitingBytes,
           onHello: (_id, resumed, socket) => {
             this.#socket = socket;
             waitMs = baseMs;
@@ -156,6 +158,12 @@ export class MattermostAdapter implements ChannelAdapter {
             if (!posted) return this.#o.log.debug({ channel: this.#o.id }, 'unreadable Mattermost posted event dropped');
             await take(posted.post, posted.where);
           },
+          // Told when the socket closes; the reconnect waits for the delivery in progress (storage down).
+          onClose: (reason) => {
+            this.#socket = undefined;
+            onReconnecting?.(`Mattermost WebSocket: ${reason}; reconnecting`);
+            this.#o.log.warn({ channel: this.#o.id, reason, retryInMs: waitMs }, 'Mattermost WebSocket lost; reconnecting');
+          },
         });
         this.#socket = undefined;
         if (signal.aborted) break;
@@ -163,8 +171,6 @@ export class MattermostAdapter implements ChannelAdapter {
         // that numbers a resumed connection differently cannot hold us in a reconnect loop.
         resume = end.connectionId && !end.lostEvents ? { connectionId: end.connectionId, sequence: end.sequence } : undefined;
         catchUp = true;
-        onReconnecting?.(`Mattermost WebSocket: ${end.reason}; reconnecting`);
-        this.#o.log.warn({ channel: this.#o.id, reason: end.reason, retryInMs: waitMs }, 'Mattermost WebSocket lost; reconnecting');
         await sleep(waitMs, signal);
         waitMs = Math.min(waitMs * 2, this.#o.reconnectMaxMs ?? 30_000);
       }
@@ -174,11 +180,21 @@ export class MattermostAdapter implements ChannelAdapter {
     }
   }
 
+  /** Moves the cursor to `createAt` if that is later, and stores it. */
+  #advance(createAt: number): void {
+    if (createAt <= this.#cursor!) return;
+    this.#cursor = createAt;
+    this.#cursorFile.save(createAt, (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Mattermost cursor'));
+  }
+
   /**
    * Posts created since the cursor, in every channel of the bot's teams (direct and group
-   * messages included) that had a post since: REST, oldest first, through `take`.
+   * messages included) that had a post since: REST, one channel at a time (only its page is
+   * held), oldest first, through `take`. A channel read later may hold posts older than one
+   * delivered already, so the cursor moves only once all are: a catch-up cut short starts
+   * from where it did (the inbox drops what it stored already).
    */
-  async #catchUp(take: (post: MmPost, where: MmWhere) => Promise<void>, signal: AbortSignal): Promise<void> {
+  async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal): Promise<void> {
     const since = this.#cursor!;
     const teams = await this.#api<Array<{ id: string }>>('users/me/teams', 'GET', 'users/me/teams', undefined, signal);
     const channels = new Map<string, MmChannel>();
@@ -186,7 +202,8 @@ export class MattermostAdapter implements ChannelAdapter {
       const list = await this.#api<MmChannel[]>('channels', 'GET', `users/me/teams/${encodeURIComponent(team.id)}/channels`, undefined, signal);
       for (const c of list.data) if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
     }
-    const posts: Array<{ post: MmPost; where: MmWhere }> = [];
+    let delivered = 0;
+    let newest = since;
     for (const c of channels.values()) {
       const page = await this.#api<{ order?: string[]; posts?: Record<string, MmPost> }>(
         'posts since',
@@ -195,13 +212,17 @@ export class MattermostAdapter implements ChannelAdapter {
         undefined,
         signal,
       );
-      for (const post of Object.values(page.data.posts ?? {}))
-        if (post.create_at >= since)
-          posts.push({ post, where: { channelType: c.type, channelName: c.name, teamId: c.team_id || undefined, senderName: undefined, mentions: [] } });
+      const posts = Object.values(page.data.posts ?? {})
+        .filter((post) => post.create_at >= since)
+        .sort((a, b) => a.create_at - b.create_at);
+      for (const post of posts) {
+        await take(post, { channelType: c.type, channelName: c.name, teamId: c.team_id || undefined, senderName: undefined, mentions: [] }, false);
+        newest = Math.max(newest, post.create_at);
+      }
+      delivered += posts.length;
     }
-    posts.sort((a, b) => a.post.create_at - b.post.create_at);
-    for (const p of posts) await take(p.post, p.where);
-    if (posts.length) this.#o.log.info({ channel: this.#o.id, posts: posts.length }, 'Mattermost catch-up delivered missed posts');
+    this.#advance(newest);
+    if (delivered) this.#o.log.info({ channel: this.#o.id, posts: delivered }, 'Mattermost catch-up delivered missed posts');
   }
 
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {

@@ -1,5 +1,10 @@
-import WebSocket from 'ws';
+import WebSocket, { type RawData } from 'ws';
 import { ChannelError } from '../../src/contracts/errors.js';
+
+/** The most events that may wait behind a slow handler: the hold's own default (`degraded_hold_messages`). */
+export const MAX_WAITING_EVENTS = 1000;
+/** The most bytes (as received) those events may take: the hold's default (`degraded_hold_bytes`). */
+export const MAX_WAITING_BYTES = 8 * 1024 * 1024;
 
 /** One event from the WebSocket: `posted`, `hello`, `typing`, ...; `seq` counts the connection's events from 0. */
 export interface MmEvent {
@@ -30,6 +35,18 @@ export interface SocketOptions {
   afterHello(resumed: boolean): Promise<void>;
   /** Each event after hello, in order; the next one waits for it. A rejection ends the connection with that error. */
   onEvent(ev: MmEvent): Promise<void>;
+  /**
+   * The connection ended for `reason` (not stopped, not refused, no handler failed), told at
+   * once: `runSocket` resolves only when the handler running then is done.
+   */
+  onClose?(reason: string): void;
+  /**
+   * How many events (and bytes) may wait behind a slow handler (`deliver` held while storage
+   * is down, a long catch-up); one more ends the connection with `lostEvents`, so the next
+   * one's REST catch-up fetches them once the handler is done. Defaults: MAX_WAITING_*.
+   */
+  maxWaitingEvents?: number;
+  maxWaitingBytes?: number;
 }
 
 /** Why a connection ended: the next one resumes from `sequence` of `connectionId` where it can. */
@@ -45,8 +62,11 @@ export interface SocketEnd {
 /**
  * One WebSocket connection: upgrade, `authentication_challenge` with the token, `hello`, then
  * events in order until it closes. A gap in `seq` (an event lost between us and the server)
- * ends it, so the listener reconnects and catches up over REST. Resolves with why it ended;
- * rejects when the server refuses the token (fatal) or a handler fails.
+ * ends it, so the listener reconnects and catches up over REST; so does a backlog past
+ * `maxWaitingEvents`/`maxWaitingBytes` behind a slow handler, rather than queueing without
+ * bound. Resolves with why it ended, once the handler running then is done (a reconnect's
+ * catch-up never runs beside it; stopping does not wait); rejects when the server refuses
+ * the token (fatal) or a handler fails.
  */
 export function runSocket(o: SocketOptions): Promise<SocketEnd> {
   const url = new URL(o.wsUrl);
@@ -60,12 +80,21 @@ export function runSocket(o: SocketOptions): Promise<SocketEnd> {
     let expected = 0;
     let sequence = o.resume?.sequence ?? -1;
     let actionSeq = 1;
-    let chain = Promise.resolve();
+    const maxEvents = o.maxWaitingEvents ?? MAX_WAITING_EVENTS;
+    const maxBytes = o.maxWaitingBytes ?? MAX_WAITING_BYTES;
+    /** Handlers not started yet, in the order the socket gave their events, and their bytes. */
+    const waiting: Array<{ run: () => Promise<void>; bytes: number }> = [];
+    let waitingBytes = 0;
+    /** Runs the waiting handlers one after another; set while one runs. */
+    let running: Promise<void> | undefined;
     let settled = false;
     let awaitingPong = false;
     const finish = (err: Error | undefined, reason: string, lostEvents = false) => {
       if (settled) return;
       settled = true;
+      // What never ran is let go here: the next connection's catch-up fetches it.
+      waiting.length = 0;
+      waitingBytes = 0;
       clearTimeout(connectTimer);
       clearInterval(pinger);
       o.signal.removeEventListener('abort', onAbort);
@@ -73,8 +102,18 @@ export function runSocket(o: SocketOptions): Promise<SocketEnd> {
       // Errors after this point (a late close frame) have no one to tell.
       ws.on('error', () => {});
       if (ws.readyState === WebSocket.OPEN || ws.readyState === WebSocket.CONNECTING) ws.terminate();
-      if (err) reject(err);
-      else resolve({ reason, connectionId, sequence, lostEvents });
+      if (err) return reject(err);
+      if (!o.signal.aborted) o.onClose?.(reason);
+      let told = false;
+      const end = () => {
+        if (told) return;
+        told = true;
+        o.signal.removeEventListener('abort', end);
+        resolve({ reason, connectionId, sequence, lostEvents });
+      };
+      if (!running || o.signal.aborted) return end();
+      o.signal.addEventListener('abort', end, { once: true });
+      void running.then(end);
     };
     const onAbort = () => finish(undefined, 'stopped');
     o.signal.addEventListener('abort', onAbort, { once: true });
@@ -84,16 +123,22 @@ export function runSocket(o: SocketOptions): Promise<SocketEnd> {
       awaitingPong = true;
       ws.ping();
     }, o.pingIntervalMs);
-    /** Handlers run one after another, in the order the socket gave their events. */
-    const enqueue = (fn: () => Promise<void>) => {
-      chain = chain.then(async () => {
-        if (settled) return;
+    const pump = async () => {
+      for (let job = waiting.shift(); job && !settled; job = waiting.shift()) {
+        waitingBytes -= job.bytes;
         try {
-          await fn();
+          await job.run();
         } catch (err) {
           finish(err instanceof Error ? err : new Error(String(err)), '');
         }
-      });
+      }
+      running = undefined;
+    };
+    /** Called only before `finish`, so the loop always awaits a handler before it clears `running`. */
+    const enqueue = (run: () => Promise<void>, bytes = 0) => {
+      waiting.push({ run, bytes });
+      waitingBytes += bytes;
+      running ??= pump();
     };
     const send = (action: string, data: unknown) => {
       if (ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify({ seq: actionSeq++, action, data }));
@@ -147,12 +192,23 @@ export function runSocket(o: SocketOptions): Promise<SocketEnd> {
       // Lower than due: a resumed connection replaying what we may have had (the inbox drops
       // repeats). Higher: something was lost on the way.
       if (ev.seq > expected) return finish(undefined, `event seq ${ev.seq} where ${expected} was due: events were lost`, true);
+      const bytes = sizeOf(raw);
+      if (running && (waiting.length >= maxEvents || waitingBytes + bytes > maxBytes))
+        return finish(
+          undefined,
+          `${waiting.length} events (${waitingBytes} bytes) already wait behind a slow handler: closed, to catch up over REST once it is done`,
+          true,
+        );
       expected = Math.max(expected, ev.seq + 1);
       const seq = ev.seq;
       enqueue(async () => {
         await o.onEvent(ev);
         sequence = seq;
-      });
+      }, bytes);
     });
   });
+}
+
+function sizeOf(raw: RawData): number {
+  return Array.isArray(raw) ? raw.reduce((n, b) => n + b.length, 0) : raw.byteLength;
 }

@@ -115,6 +115,29 @@ export class FakeMattermost {
     this.#sockets.clear();
   }
 
+  /**
+   * Resolves once every open socket answered a ping or closed: the client has read every event
+   * sent before (its pong follows them), or dropped the connection.
+   */
+  async sync(): Promise<void> {
+    await Promise.all(
+      [...this.#sockets.keys()].map(
+        (ws) =>
+          new Promise<void>((resolve) => {
+            if (ws.readyState === ws.CLOSED) return resolve();
+            const done = () => {
+              ws.off('pong', done);
+              ws.off('close', done);
+              resolve();
+            };
+            ws.on('pong', done);
+            ws.on('close', done);
+            if (ws.readyState === ws.OPEN) ws.ping();
+          }),
+      ),
+    );
+  }
+
   /** The next event skips a seq number (an event lost on the way). */
   skipSeq(): void {
     this.#skipNext = true;
