@@ -3,7 +3,7 @@ import type { App, Receiver } from '@slack/bolt';
 // Not from the package's index, which loads receivers channeld never uses (see adapter.ts).
 import { isValidSlackRequest } from '@slack/bolt/dist/receivers/verify-request.js';
 import { SocketModeClient } from '@slack/socket-mode';
-import { readBody, sendJson } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody, sendJson } from '../../src/util/http-helpers.js';
 import { settleWithin } from '../../src/util/abortable.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
@@ -17,6 +17,8 @@ const MAX_BODY_BYTES = 1024 * 1024;
 const STOP_DRAIN_MS = 2000;
 /** Slack's replay window, both ways: a request stamped further from now is refused. */
 const MAX_CLOCK_SKEW_S = 5 * 60;
+/** The form of X-Slack-Signature: `v0=` and a hex HMAC-SHA256. */
+const SIGNATURE_FORM = /^v0=[0-9a-f]{64}$/i;
 
 /**
  * Why an envelope that passed authentication still cannot be an event (a JSON `null`, an
@@ -126,8 +128,10 @@ export interface HttpReceiverOptions {
 }
 
 /**
- * Events API over HTTP on the daemon's server. The v0 signature is checked on the raw bytes
- * (constant time, 5-minute window) before anything is parsed; the 200 goes out once the
+ * Events API over HTTP on the daemon's server. Headers that cannot pass (no `v0=<hex>`
+ * signature, a timestamp outside 5 minutes) are refused before the body is read; the v0
+ * signature is checked on the raw bytes (constant time) before anything is parsed, and a body
+ * not all in within BODY_TIMEOUT_MS is 408. The 200 goes out once the
  * event is stored, well inside Slack's 3 s, while the turn runs in the background.
  */
 export class DeferredAckHttpReceiver implements Receiver {
@@ -154,22 +158,27 @@ export class DeferredAckHttpReceiver implements Receiver {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const body = await readBody(req, MAX_BODY_BYTES);
-    if (body === 'too_large') return void res.writeHead(413).end();
-    const raw = body.toString('utf8');
+    // A refused client gets no keep-alive: an unread body would hold the socket.
+    const refuse = () => void res.writeHead(401, { 'content-type': 'text/plain', connection: 'close' }).end('invalid signature or stale timestamp\n');
     const signature = req.headers['x-slack-signature'];
     const timestamp = Number(req.headers['x-slack-request-timestamp']);
     // Bolt refuses only stale timestamps; a future one would let a captured request be replayed later.
     const fresh = Number.isFinite(timestamp) && Math.abs(Date.now() / 1000 - timestamp) <= MAX_CLOCK_SKEW_S;
-    const valid =
-      typeof signature === 'string' &&
-      fresh &&
-      isValidSlackRequest({
-        signingSecret: this.o.signingSecret,
-        body: raw,
-        headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': timestamp },
-      });
-    if (!valid) return void res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid signature or stale timestamp\n');
+    // Headers that cannot pass are refused before the body (up to 1 MiB) is read.
+    if (typeof signature !== 'string' || !SIGNATURE_FORM.test(signature) || !fresh) {
+      req.resume();
+      return refuse();
+    }
+    const body = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
+    if (body === 'too_large') return void res.writeHead(413).end();
+    if (body === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
+    const raw = body.toString('utf8');
+    const valid = isValidSlackRequest({
+      signingSecret: this.o.signingSecret,
+      body: raw,
+      headers: { 'x-slack-signature': signature, 'x-slack-request-timestamp': timestamp },
+    });
+    if (!valid) return refuse();
     let parsed: Record<string, unknown>;
     try {
       // Interactivity (button clicks) arrives form-encoded, its JSON in `payload`.

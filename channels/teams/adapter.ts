@@ -6,7 +6,7 @@ import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { untilAborted } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
-import { readBody } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody } from '../../src/util/http-helpers.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
 import { connectorVerifier, fetchOpenIdMetadata, sameServiceUrl, TokenRefused } from './auth.js';
@@ -101,7 +101,8 @@ export class TeamsAdapter implements ChannelAdapter {
       // The keys could not be fetched: the Connector tries again later.
       return refuse(503, `the signing keys are unavailable: ${errorMessage(err)}`);
     }
-    const body = await readBody(req, MAX_BODY_BYTES);
+    const body = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
+    if (body === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
     if (body === 'too_large') return refuse(413, 'the activity is too large');
     let activity: Activity;
     try {

@@ -34,6 +34,13 @@ export interface TelegramOptions {
 }
 
 const ALLOWED_UPDATES = ['message', 'channel_post', 'callback_query'] as const;
+/** The long poll's `timeout` when the options give none. */
+const POLL_TIMEOUT_S = 30;
+/**
+ * How much longer than its long-poll timeout a getUpdates may take before it is cut: the
+ * server answers at that timeout, so only a hung server or link is later than this.
+ */
+export const POLL_MARGIN_S = 15;
 
 /** grammy types its signals with the abort-controller shim; Node's AbortSignal is what it gets at run time. */
 type GrammySignal = Parameters<Api['getMe']>[0];
@@ -142,14 +149,16 @@ export class TelegramAdapter implements ChannelAdapter {
 
   /** Each update is stored before the offset moves past it, so a crash loses nothing. */
   async #poll(deliver: Deliver, signal: AbortSignal): Promise<void> {
+    const timeout = this.#o.pollTimeoutSeconds ?? POLL_TIMEOUT_S;
+    // grammy's timeout (500 s by default) is per client, not per call: getUpdates gets a client
+    // of its own, cut at the long poll plus POLL_MARGIN_S, so a hung server is noticed in under
+    // a minute, not after 8. The other calls keep #api, cut at 30 s by #call as before.
+    const poller = new Api(this.#token, { apiRoot: this.#o.apiRoot, timeoutSeconds: timeout + POLL_MARGIN_S });
     let offset = 0;
     while (!signal.aborted) {
       let updates: Awaited<ReturnType<Api['getUpdates']>>;
       try {
-        updates = await this.#api.getUpdates(
-          { offset, timeout: this.#o.pollTimeoutSeconds ?? 30, limit: 100, allowed_updates: [...ALLOWED_UPDATES] },
-          sig(signal),
-        );
+        updates = await poller.getUpdates({ offset, timeout, limit: 100, allowed_updates: [...ALLOWED_UPDATES] }, sig(signal));
       } catch (err) {
         if (signal.aborted) break;
         const e = classifyTelegramError(err, 'getUpdates');
@@ -177,7 +186,7 @@ export class TelegramAdapter implements ChannelAdapter {
       if (failed >= 0) throw (delivered[failed] as PromiseRejectedResult).reason;
     }
     // Confirm what was handled, so the next start does not receive it again.
-    if (offset) await this.#api.getUpdates({ offset, limit: 1, timeout: 0 }, sig(AbortSignal.timeout(2000))).catch(() => {});
+    if (offset) await poller.getUpdates({ offset, limit: 1, timeout: 0 }, sig(AbortSignal.timeout(2000))).catch(() => {});
   }
 
   async #webhook(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {

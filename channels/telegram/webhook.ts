@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Update } from 'grammy/types';
 import type { Deliver } from '../../src/contracts/channel.js';
-import { readBody, secretEquals } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody, secretEquals } from '../../src/util/http-helpers.js';
 import type { Logger } from 'pino';
 import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 
@@ -20,7 +20,8 @@ export function webhookHandler(o: { channelId: string; secret: string; bot: () =
       res.writeHead(401, { 'content-type': 'text/plain' }).end('bad or missing secret token\n');
       return;
     }
-    const body = await readBody(req, MAX_BODY_BYTES);
+    const body = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
+    if (body === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
     if (body === 'too_large') {
       res.writeHead(413).end();
       return;

@@ -2,12 +2,14 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Deliver } from '../../src/contracts/channel.js';
-import { readBody, secretEquals } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody, secretEquals } from '../../src/util/http-helpers.js';
 import { OUTSIDE_WINDOW_CODE } from './errors.js';
 import { failedStatusesOf, messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
 
 /** Meta's webhook bodies are a few KB; a batch of them stays far below this. */
 const MAX_BODY_BYTES = 1024 * 1024;
+/** The form of X-Hub-Signature-256: `sha256=` and a hex HMAC-SHA256. */
+const SIGNATURE_FORM = /^sha256=[0-9a-f]{64}$/i;
 
 /** Whether `header` (`sha256=<hex>`) is the HMAC-SHA256 of `raw` with the app secret; constant time. */
 export function signatureValid(raw: Buffer, header: string | string[] | undefined, appSecret: string): boolean {
@@ -44,19 +46,29 @@ export function verifyHandler(o: Pick<WebhookOptions, 'verifyToken' | 'log' | 'c
 }
 
 /**
- * Event notifications (`POST`). The X-Hub-Signature-256 is checked over the raw bytes before
- * anything is parsed: a wrong or missing one is 401 and nothing is stored. The 200 goes out
+ * Event notifications (`POST`). A missing or malformed X-Hub-Signature-256 is 401 before the
+ * body is read; the HMAC is checked over the raw bytes before anything is parsed: a wrong one
+ * is 401 and nothing is stored. A body not all in within BODY_TIMEOUT_MS is 408. The 200 goes out
  * once every message of the batch is in the inbox; a failure answers 503, so Meta delivers
  * the batch again and the inbox drops what it already has (the wamid is the key).
  */
 export function notifyHandler(o: WebhookOptions) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const raw = await readBody(req, MAX_BODY_BYTES);
-    if (raw === 'too_large') return void res.writeHead(413).end();
-    if (!signatureValid(raw, req.headers['x-hub-signature-256'], o.appSecret)) {
+    const refuse = () => {
       o.log.warn({ channel: o.channelId }, 'WhatsApp webhook refused: wrong or missing X-Hub-Signature-256');
-      return void res.writeHead(401, { 'content-type': 'text/plain' }).end('invalid signature\n');
+      // No keep-alive for a refused client: an unread body would hold the socket.
+      res.writeHead(401, { 'content-type': 'text/plain', connection: 'close' }).end('invalid signature\n');
+    };
+    const signature = req.headers['x-hub-signature-256'];
+    // A header that cannot pass is refused before the body (up to 1 MiB) is read.
+    if (typeof signature !== 'string' || !SIGNATURE_FORM.test(signature)) {
+      req.resume();
+      return refuse();
     }
+    const raw = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
+    if (raw === 'too_large') return void res.writeHead(413).end();
+    if (raw === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
+    if (!signatureValid(raw, signature, o.appSecret)) return refuse();
     let body: WaWebhook;
     try {
       body = JSON.parse(raw.toString('utf8')) as WaWebhook;

@@ -95,24 +95,47 @@ export function secretEquals(given: string, expected: string): boolean {
   return timingSafeEqual(a, b);
 }
 
-/** The request body, refused past `limitBytes` (the caller answers 413). */
-export async function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer | 'too_large'> {
+/**
+ * How long a webhook's body may take to arrive once its handler reads it: a platform posts
+ * a few KB at once, so only a client trickling bytes to hold a socket and memory is this slow.
+ */
+export const BODY_TIMEOUT_MS = 10_000;
+
+/**
+ * The request body, refused past `limitBytes` (the caller answers 413) and, given
+ * `timeoutMs`, when it has not all arrived by then: 'timeout', the bytes read so far
+ * dropped (the caller answers 408 with `Connection: close`, which ends the socket).
+ */
+export function readBody(req: IncomingMessage, limitBytes: number): Promise<Buffer | 'too_large'>;
+export function readBody(req: IncomingMessage, limitBytes: number, timeoutMs: number): Promise<Buffer | 'too_large' | 'timeout'>;
+export async function readBody(req: IncomingMessage, limitBytes: number, timeoutMs?: number): Promise<Buffer | 'too_large' | 'timeout'> {
   const declared = Number(req.headers['content-length'] ?? 0);
   if (declared > limitBytes) {
     req.resume();
     return 'too_large';
   }
+  let timer: NodeJS.Timeout | undefined;
+  const late = timeoutMs === undefined ? undefined : new Promise<'timeout'>((r) => void (timer = setTimeout(r, timeoutMs, 'timeout')));
+  const chunks = req[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   const parts: Buffer[] = [];
   let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limitBytes) {
-      req.resume();
-      return 'too_large';
+  try {
+    for (;;) {
+      // Not returned on a timeout: that would destroy the socket before the 408 goes out.
+      const next = await (late ? Promise.race([chunks.next(), late]) : chunks.next());
+      if (next === 'timeout') return next;
+      if (next.done) return Buffer.concat(parts);
+      size += next.value.length;
+      if (size > limitBytes) {
+        req.resume();
+        await chunks.return?.();
+        return 'too_large';
+      }
+      parts.push(next.value);
     }
-    parts.push(chunk as Buffer);
+  } finally {
+    clearTimeout(timer);
   }
-  return Buffer.concat(parts);
 }
 
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
