@@ -6,6 +6,7 @@ import { estimateTokens, type AgentEvent } from '../contracts/agent-events.js';
 import { CodedError, userText } from '../contracts/errors.js';
 import { Attempt } from './attempt.js';
 import { classifyProviderError, scrubProviderMessage } from './provider-errors.js';
+import { boundedEventFetch, eventCapBytes, OutputCap, outputCapChars } from './output-cap.js';
 import type { AgentContext, AgentInput, AgentRunner } from '../contracts/agent-runner.js';
 import { boundToolOutputs } from './bound-tool-output.js';
 import { thinkTagMiddleware } from './think-tags.js';
@@ -152,6 +153,8 @@ export class OpenAICompatibleRunner implements AgentRunner {
       name: 'channeld',
       baseURL: options.baseUrl,
       includeUsage: true,
+      // One server-sent event that never ends fails the call, not only the idle timeout.
+      fetch: boundedEventFetch(eventCapBytes(outputCapChars(options.maxOutputTokens))),
       ...(options.apiKey ? { apiKey: options.apiKey } : {}),
     });
   }
@@ -163,6 +166,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
   async *run(input: AgentInput, ctx: AgentContext, signal: AbortSignal): AsyncIterable<AgentEvent> {
     const retries = this.#o.retries ?? 2;
     let outChars = 0;
+    let toolCalls = 0;
     for (let attempt = 0; ; attempt++) {
       // Text and tool calls are visible progress: after them, no retry (tools would run twice).
       const shown = new Attempt();
@@ -180,6 +184,8 @@ export class OpenAICompatibleRunner implements AgentRunner {
       };
       let failure: unknown;
       let ended = false;
+      // Each model call may write max_output_tokens' worth, enforced here too: a server may ignore it.
+      const cap = new OutputCap(outputCapChars(this.#o.maxOutputTokens));
       try {
         touch();
         const logs = new ToolLogs(ctx.emit);
@@ -227,14 +233,25 @@ export class OpenAICompatibleRunner implements AgentRunner {
         for await (const part of result.fullStream) {
           touch();
           switch (part.type) {
-            case 'text-delta':
-              outChars += part.text.length;
-              yield* shown.take({ type: 'text_delta', text: part.text });
+            case 'start-step':
+              cap.reset();
               break;
-            case 'reasoning-delta':
-              yield* shown.take({ type: 'reasoning_delta', text: part.text });
+            case 'text-delta': {
+              const kept = cap.take(part.text);
+              outChars += kept.length;
+              if (kept || !cap.over) yield* shown.take({ type: 'text_delta', text: kept });
+              break;
+            }
+            case 'reasoning-delta': {
+              const kept = cap.take(part.text);
+              if (kept || !cap.over) yield* shown.take({ type: 'reasoning_delta', text: kept });
+              break;
+            }
+            case 'tool-input-delta':
+              cap.take(part.delta);
               break;
             case 'tool-call': {
+              toolCalls++;
               const bad = repairs.parsed(part);
               if (bad) {
                 this.#o.onToolCallInvalid?.(part.toolName, bad.repaired);
@@ -269,6 +286,14 @@ export class OpenAICompatibleRunner implements AgentRunner {
                 yield* shown.take({ type: 'error', code: 'TOOL_CALL_INVALID', message: userText('TOOL_CALL_INVALID') });
                 break;
               }
+              // No words at all: nothing for the user to read, which would look like silence. A
+              // model that only called tools and stopped may have meant it (its tools spoke); one
+              // that ran out of steps, tokens or was filtered did not.
+              if (!outChars && (!toolCalls || part.finishReason !== 'stop')) {
+                ended = true;
+                yield* shown.take({ type: 'error', code: 'ANSWER_EMPTY', message: userText('ANSWER_EMPTY') });
+                break;
+              }
               const u = part.totalUsage;
               const reported = (u.inputTokens ?? 0) > 0 || (u.outputTokens ?? 0) > 0;
               const inChars = input.system.length + input.text.length + input.history.reduce((n, m) => n + m.content.length, 0);
@@ -288,6 +313,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
               break;
             }
           }
+          if (cap.over) failure = cap.error();
           if (ended || failure) break;
         }
       } catch (err) {

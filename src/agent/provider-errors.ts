@@ -47,8 +47,17 @@ function causeCode(err: unknown): string | undefined {
   return undefined;
 }
 
+/** The error of ours with `code` in `err`'s cause chain (the SDK wraps a failed response body's error). */
+function ownCause(err: unknown, code: ProviderError['code']): ProviderError | undefined {
+  for (let e: unknown = err, i = 0; e && i < 6; e = (e as { cause?: unknown }).cause, i++) if (e instanceof ProviderError && e.code === code) return e;
+  return undefined;
+}
+
 /** Sorts a provider failure: connection refused, timeouts, 5xx and 429 are worth retrying. */
 export function classifyProviderError(err: unknown, timedOut: boolean): ProviderError {
+  // Stopped by us (src/agent/output-cap.ts), maybe inside the SDK's own error: as it was raised.
+  const unending = ownCause(err, 'ANSWER_TOO_LONG');
+  if (unending) return unending;
   if (timedOut) return new ProviderError('PROVIDER_TIMEOUT', 'the model did not answer in time', { cause: err });
   if (APICallError.isInstance(err)) {
     const status = err.statusCode ?? 0;

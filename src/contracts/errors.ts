@@ -117,6 +117,16 @@ export const catalogue = {
   },
   AGENT_NO_ENDING: { retryable: false, text: 'the agent runner stopped without done, error or cancelled', user: 'The agent ended without an answer.' },
   ANSWER_REPEATING: { retryable: false, text: 'the answer looped and was stopped', user: 'The answer started repeating itself, so it was stopped.' },
+  ANSWER_EMPTY: {
+    retryable: false,
+    text: 'the model ended its answer without any text (it ran out of steps or tokens, was filtered, or replied empty)',
+    user: 'The model ended without an answer. Please try again, or rephrase the question.',
+  },
+  ANSWER_TOO_LONG: {
+    retryable: false,
+    text: 'the model kept writing past max_output_tokens (more than 16 characters a token of text, reasoning and tool input in one call, or one stream event without end), so the call was stopped',
+    user: 'The answer was cut off because the model did not stop writing.',
+  },
   STORAGE_UNAVAILABLE: {
     retryable: true,
     text: 'the database cannot take writes right now (disk full, locked by another process, or damaged); see storage in /status',

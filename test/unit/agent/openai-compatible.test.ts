@@ -127,6 +127,30 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     expect(events.filter((e) => e.type === 'tool_start')).toHaveLength(1);
   });
 
+  // An answer with no words was `done` with nothing to show: the user saw the bot type, then
+  // nothing. Out of steps (tool calls to the end) or an empty reply now ends in a readable error.
+  it('an answer with no text ends in ANSWER_EMPTY: an empty reply, and tool calls until the step limit', async () => {
+    llm.script({ kind: 'stream', chunks: [{ reasoning: 'Hmm.' }] });
+    expect((await collect(runner(), input('think'))).at(-1)).toMatchObject({
+      type: 'error',
+      code: 'ANSWER_EMPTY',
+      message: expect.stringContaining('without an answer'),
+    });
+    const tools: Tool[] = [{ name: 'look', description: 'looks', input: z.object({}), run: () => 'nothing yet' }];
+    const call = (i: number) => ({
+      kind: 'stream' as const,
+      chunks: [{ toolCalls: [{ id: `call_${i}`, name: 'look', arguments: '{}' }] }],
+      finish: 'tool_calls' as const,
+    });
+    llm.script(call(1), call(2));
+    const events = await collect(runner({ maxSteps: 2 }), input('look', { tools }));
+    expect(events.filter((e) => e.type === 'tool_end')).toHaveLength(2);
+    expect(events.at(-1)).toMatchObject({ type: 'error', code: 'ANSWER_EMPTY' });
+    // Tools that did the work and a model that stopped on purpose: its choice, no error.
+    llm.script(call(3), { kind: 'stream', chunks: [], finish: 'stop' });
+    expect((await collect(runner(), input('look', { tools }))).at(-1)).toMatchObject({ type: 'done' });
+  });
+
   it("a tool's log lines become tool_log events of its call, between its tool_start and tool_end", async () => {
     const tools: Tool[] = [
       {
