@@ -252,6 +252,17 @@ export class Dispatcher implements TopologyWork {
   }
 
   /**
+   * Upgrade (the old process) that failed: queues what the new process stored before it was
+   * stopped (it started no turn), i.e. the unfinished items nothing here holds.
+   */
+  recoverUnheld(): number {
+    const held = this.#lanes.heldIds();
+    const items = this.#o.topology.recover().filter((i) => !held.has(i.id));
+    for (const item of items) this.#enqueue(item, []);
+    return items.length;
+  }
+
+  /**
    * Upgrade (the new process, single node): messages are stored but no turn starts until
    * the old process stopped starting turns (resumeTurns), so no item runs in both.
    */

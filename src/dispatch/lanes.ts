@@ -332,6 +332,13 @@ export class Lanes {
     return undefined;
   }
 
+  /** The inbox ids of every item queued or running here. */
+  heldIds(): Set<number> {
+    const ids = new Set<number>();
+    for (const lane of this.#lanes.values()) for (const it of [...lane.queue, ...(lane.running?.job.items ?? [])]) ids.add(it.id);
+    return ids;
+  }
+
   snapshot(): { inFlight: number; queued: number; channels: Record<string, { inFlight: number; queued: number }> } {
     const channels: Record<string, { inFlight: number; queued: number }> = {};
     for (const lane of this.#lanes.values()) {

@@ -30,6 +30,11 @@ export interface PredecessorOptions {
   http: UpgradeHttp;
   /** Stops taking messages and starting turns; the scopes whose turns still run. */
   freeze(): string[];
+  /**
+   * A failed upgrade, once the new process has exited: queues here what it stored (and
+   * acknowledged) meanwhile, which only a restart would read otherwise. Returns how many.
+   */
+  recoverStored(): number;
 }
 
 /** How long a new process that failed gets to exit after SIGTERM before SIGKILL. */
@@ -158,6 +163,12 @@ export class Predecessor {
         }
         if (child.connected) child.disconnect();
         for (const gate of paused) gate.resume();
+        const recover = () => {
+          const count = this.#o.recoverStored();
+          if (count) log.info({ count }, 'upgrade failed: the messages the new process stored are answered here');
+        };
+        if (child.exitCode !== null || child.signalCode !== null) recover();
+        else child.once('exit', recover);
         resolve(failed(reason ?? why, child.pid));
       };
       const ready = () => {

@@ -17,7 +17,7 @@ export interface UpgradeWiring {
    */
   cluster: boolean;
   http: UpgradeHttp;
-  dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number };
+  dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number; recoverUnheld(): number };
   /** The local store's group commit: committed at the freeze (see freezeFor). */
   storage: { flush(): void };
 }
@@ -49,7 +49,13 @@ export class Upgrades {
   constructor(o: UpgradeWiring, successor = Successor.fromProcess()) {
     this.#o = o;
     this.successor = successor;
-    this.predecessor = new Predecessor({ log: o.log, timeoutMs: o.timeoutMs, http: o.http, freeze: freezeFor(o.dispatcher, o.storage) });
+    this.predecessor = new Predecessor({
+      log: o.log,
+      timeoutMs: o.timeoutMs,
+      http: o.http,
+      freeze: freezeFor(o.dispatcher, o.storage),
+      recoverStored: () => o.dispatcher.recoverUnheld(),
+    });
     // Messages are stored from the start; no turn starts until the old process froze.
     if (successor) o.dispatcher.deferTurns();
   }

@@ -1,0 +1,65 @@
+import { spawn } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { describe, expect, it } from 'vitest';
+import { waitFor } from '../helpers/daemon.js';
+import { withTempDir } from '../helpers/fixtures.js';
+import { telegramChannel, telegramEnv, withTelegram } from '../helpers/platforms.js';
+import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
+import { scaled } from '../helpers/timing.js';
+import { echoAgent } from '../helpers/toml.js';
+
+const dist = (path: string) => pathToFileURL(join(import.meta.dirname, '../../dist', path)).href;
+const cli = join(import.meta.dirname, '../../dist/bin/channeld.js');
+
+function upgrade(args: string[]): Promise<number | null> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [cli, 'upgrade', ...args], { env: { PATH: process.env.PATH }, stdio: 'ignore' });
+    child.once('exit', (code) => resolve(code));
+  });
+}
+
+describe('channeld upgrade that fails after the new process stored a message', () => {
+  // The new process stores (and acknowledges) what reaches it but starts no turn until the old
+  // one lets go; stopped before that, what it stored was read only at the next restart: the
+  // user waited for hours. The old process now answers it once the new one has exited.
+  it(
+    'the old process answers what the failed new process stored',
+    async () => {
+      const tg = await withTelegram();
+      const dir = withTempDir('upgrade-stored');
+      const file = writeProcessConfig(dir, `${echoAgent(0)}${telegramChannel(tg)}`);
+      const old = withDaemonProcess(file, telegramEnv(tg));
+      const url = await old.url();
+      await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
+      // A build that takes Telegram's listener over, stores one update as channeld does (the
+      // same inbox code, the same database), then fails.
+      const build = join(dir, 'stores-then-fails.mjs');
+      writeFileSync(
+        build,
+        `import { openDb } from '${dist('src/store/db.js')}';
+import { Inbox } from '${dist('src/store/inbox.js')}';
+import { conversationScope } from '${dist('src/contracts/message.js')}';
+process.on('message', async (m) => {
+  if (m.t !== 'taken') return;
+  const db = openDb(${JSON.stringify(join(dir, 'state', 'channeld.db'))});
+  const msg = { channelId: 'tg', kind: 'telegram', messageId: '42:9001', chat: { id: '42', type: 'dm' }, sender: { id: '42', name: 'Ada', isBot: false },
+    text: 'stored by the new build', attachments: [], addressed: true, receivedAt: Date.now() };
+  await new Inbox(db).addDurable(msg, conversationScope(msg), 'pending');
+  db.close();
+  process.send({ t: 'failed', reason: 'a test build that fails after storing a message' }, () => process.exit(78));
+});
+process.send({ t: 'take', channel: 'tg' });
+`,
+      );
+      expect(await upgrade(['--exec', build, '--config', file])).toBe(78);
+      await waitFor(() => tg.texts(42).includes('stored by the new build'), scaled(15_000));
+      await waitFor(() => old.lines.some((l) => l.msg === 'upgrade failed: the messages the new process stored are answered here'), 10_000);
+      expect(tg.texts(42).filter((t) => t === 'stored by the new build')).toHaveLength(1);
+      old.signal('SIGTERM');
+      expect(await old.exited).toBe(0);
+    },
+    scaled(60_000),
+  );
+});
