@@ -287,9 +287,11 @@ export class OpenAICompatibleRunner implements AgentRunner {
                 break;
               }
               // No words at all: nothing for the user to read, which would look like silence. A
-              // model that only called tools and stopped may have meant it (its tools spoke); one
-              // that ran out of steps, tokens or was filtered did not.
-              if (!outChars && (!toolCalls || part.finishReason !== 'stop')) {
+              // model that called tools and stopped may have meant it (its tools spoke); one that
+              // ran out of steps or tokens, or was filtered, did not. A firing or a background
+              // result nobody typed may have nothing to say.
+              const cut = part.finishReason === 'tool-calls' || part.finishReason === 'length' || part.finishReason === 'content-filter';
+              if (!outChars && (!toolCalls || cut) && !ctx.message?.synthetic) {
                 ended = true;
                 yield* shown.take({ type: 'error', code: 'ANSWER_EMPTY', message: userText('ANSWER_EMPTY') });
                 break;

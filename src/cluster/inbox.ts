@@ -213,6 +213,17 @@ export class ClusterInbox {
     });
   }
 
+  /**
+   * The turn stopped unfinished (handed over, or the process stops): no state and no ack, so
+   * the next owner runs it; its reply refs are committed before the partition is given up
+   * (`settle` waits for this tail), so that owner edits its messages instead of posting anew.
+   */
+  interrupted(id: number): void {
+    const t = this.#tracked.get(id);
+    if (!t || t.fenced) return;
+    t.tail = this.w.flush();
+  }
+
   /** Resolves when every write of `partition`'s items has settled (before its lease is given up). */
   async settle(partition: number): Promise<void> {
     await Promise.all([...this.#tracked.values()].filter((t) => t.partition === partition).map((t) => t.tail));

@@ -45,6 +45,12 @@ export interface ItemStore {
   setState(id: number, state: InboxState, error?: string): void;
   /** Persists the messages answering an item, and that it runs. */
   setReplyRefs(id: number, refs: readonly MessageRef[]): void;
+  /**
+   * The item's turn stopped unfinished here: nothing is written for it, but what it wrote
+   * (its reply refs) is committed before it can be handed on (cluster mode: before its
+   * partition's lease goes). Optional: the SQLite inbox commits in order anyway.
+   */
+  interrupted?(id: number): void;
 }
 
 /**

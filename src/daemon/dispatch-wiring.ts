@@ -1,5 +1,6 @@
 import { agentOf } from '../config/load.js';
-import { replyTargetOf, type ReplyTarget } from '../contracts/message.js';
+import { type ChannelMessage, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
+import { userText } from '../contracts/errors.js';
 import { Dispatcher, type ExecuteTurn } from '../dispatch/dispatcher.js';
 import { abortedBy, prepareTurn } from '../dispatch/prepare-turn.js';
 import { toolControls } from '../tools/controls.js';
@@ -52,14 +53,31 @@ export const dispatcherComponent = defineComponent({
       onSent,
     });
     // The conversation's shared state is made current before its turn (a no-op on one node),
-    // waiting out a store that cannot answer; a turn stopped meanwhile by its user (or a newer
-    // message) ends cancelled, one stopped by a shutdown or a hand-over goes back unfinished.
+    // waiting out a store that cannot answer; a turn stopped meanwhile by a shutdown or a
+    // hand-over goes back unfinished (the next start or owner runs it), any other stop (its
+    // user, a newer message, its channel reloading) ends it cancelled.
     const prepared: ExecuteTurn = async (job, signal) => {
       // A job has one item at least; its messages share the conversation, so the channel.
       const [first] = job.items;
-      if (first && !(await prepareTurn(() => topology.state.prepare(job.scope, first.message.channelId), signal, log, job.scope)))
-        return abortedBy(signal, 'TURN_STOPPED', 'TURN_INTERRUPTED') ? 'cancelled' : 'unfinished';
+      let ready = true;
+      try {
+        if (first) ready = await prepareTurn(() => topology.state.prepare(job.scope, first.message.channelId), signal, log, job.scope);
+      } catch (err) {
+        // Refused for good (not a store that is away): the user is told, not left in silence.
+        log.error({ err, scope: job.scope }, "the conversation's state could not be read: the turn fails");
+        await notify(first!.message, userText('TURN_FAILED')).catch(() => {});
+        return 'error';
+      }
+      if (!ready) return hardStop.aborted || abortedBy(signal, 'DAEMON_SHUTTING_DOWN', 'CLUSTER_LEASE_LOST') ? 'unfinished' : 'cancelled';
       return execute(job, signal);
+    };
+    const notify = async (msg: ChannelMessage, text: string) => {
+      const ch = channels.get(msg.channelId);
+      if (!ch) return;
+      // Bounded by the adapter's request timeout; cut when the daemon must exit now.
+      const target = replyTargetOf(msg);
+      await ch.adapter.send(target, text, { final: true, signal: hardStop });
+      onSent(target, text);
     };
     // Tracing (src/dispatch/tracing.ts): pass-through unless [observe] otlp_endpoint is set.
     const tracing = ctx.use('tracing');
@@ -79,14 +97,7 @@ export const dispatcherComponent = defineComponent({
       channel,
       queueModeOf: (scope, channelId) => conversations.get(agentOf(config.config, channelId), scope).queueMode,
       classify: intentClassifier(config, channels, metrics, log),
-      notify: async (msg, text) => {
-        const ch = channels.get(msg.channelId);
-        if (!ch) return;
-        // Bounded by the adapter's request timeout; cut when the daemon must exit now.
-        const target = replyTargetOf(msg);
-        await ch.adapter.send(target, text, { final: true, signal: hardStop });
-        onSent(target, text);
-      },
+      notify,
       onReceived: (message, verdict) => messageHooks.emit({ phase: 'message_received', message, addressed: message.addressed, verdict }),
       execute: tracing.execute(prepared),
     });

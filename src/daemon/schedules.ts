@@ -90,7 +90,9 @@ export class ScheduleRunner {
       text: s.prompt,
       attachments: [],
       addressed: true,
-      receivedAt: Date.now(),
+      // The firing's own time, also for a catch-up: how long it may wait to be stored counts
+      // from it (src/dispatch/hold.ts), as other instances published it then.
+      receivedAt: atMs,
       synthetic: { kind: 'schedule', id: s.id, ...(s.agent ? { agent: s.agent } : {}) },
     };
     try {

@@ -204,7 +204,7 @@ export class IntakeHold<R> {
     if (ch.queue.length || signal.aborted || this.#channels.get(channelId) !== ch) return;
     // The episode is over: the next fault may tell each conversation again.
     this.#channels.delete(channelId);
-    this.#o.log.info({ channel: channelId }, 'storage took the held messages');
+    this.#o.log.info({ channel: channelId }, 'no message held any more: stored, or let go (see above)');
   }
 
   /** One write of the oldest held messages; true when some were stored (or dropped as bad). */

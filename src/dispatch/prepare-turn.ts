@@ -1,16 +1,29 @@
-import { CodedError, isRetryable, type ErrorCode } from '../contracts/errors.js';
+import { CodedError, type ErrorCode } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { sleep } from '../util/abortable.js';
 
 const FIRST_RETRY_MS = 200;
 const MAX_RETRY_MS = 5_000;
+/** SQLSTATE classes of a server that cannot serve now (connection, operator intervention, resources) and of a conflict worth retrying. */
+const TRANSIENT_SQLSTATE = /^(08|57P|53|40001|40P01)/;
+
+/**
+ * A store that cannot answer now, as against one that refuses the query: a coded retryable
+ * failure whose cause, if PostgreSQL answered at all, names a transient condition. (A missing
+ * table or a permission error is retryable by code but would be waited on forever.)
+ */
+function transient(err: unknown): boolean {
+  if (!(err instanceof CodedError) || !err.retryable) return false;
+  const sqlState = (err.cause as { code?: unknown } | undefined)?.code;
+  return typeof sqlState !== 'string' || !/^[0-9A-Z]{5}$/.test(sqlState) || TRANSIENT_SQLSTATE.test(sqlState);
+}
 
 /**
  * Makes a conversation's shared state current before its turn (cluster mode reads it from
  * PostgreSQL), waiting out a store that cannot answer now: a turn that failed here would end
  * before its reply exists, unanswered and acknowledged, so it waits instead, as its replies
- * wait for writes. Resolves false when `signal` aborts first (the turn goes back unfinished);
- * a failure that is not retryable rejects.
+ * wait for writes. Resolves false when `signal` aborts first (the turn goes back unfinished
+ * or ends cancelled, by why); any other failure rejects (the turn fails with a readable error).
  */
 export async function prepareTurn(prepare: () => Promise<void>, signal: AbortSignal, log: Logger, scope: string): Promise<boolean> {
   let waitMs = FIRST_RETRY_MS;
@@ -18,9 +31,9 @@ export async function prepareTurn(prepare: () => Promise<void>, signal: AbortSig
     try {
       await prepare();
       if (attempt > 1) log.info({ scope, attempts: attempt }, "the conversation's state could be read again: its turn starts");
-      return true;
+      return !signal.aborted;
     } catch (err) {
-      if (!isRetryable(err)) throw err;
+      if (!transient(err)) throw err;
       if (attempt === 1) log.warn({ err, scope }, "the conversation's state cannot be read now: its turn waits for the store");
     }
     await sleep(waitMs, signal);

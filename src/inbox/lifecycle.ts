@@ -107,6 +107,7 @@ export class ItemLifecycle {
    */
   interrupted(items: readonly InboxItem[]): void {
     this.#move(items, 'interrupt', 'pending');
+    for (const it of items) this.#store.interrupted?.(it.id);
     for (const o of this.#observers) o.interrupted?.(items);
   }
 

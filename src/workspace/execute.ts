@@ -202,9 +202,11 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       },
       'turn finished',
     );
-    // Handed to another instance past the grace (its partition moved): left for the new owner,
-    // which finishes the same messages, rather than recorded as stopped and acknowledged.
-    if (result.delivered) return abortedBy(signal, 'CLUSTER_LEASE_LOST') ? 'unfinished' : outcome.ending;
+    // Cut by a hand-over past the grace (its partition moved): left for the new owner, which
+    // runs it again in the same messages, rather than recorded as stopped and acknowledged. A
+    // turn that ended on its own before the cut is recorded as it ended: re-running it would
+    // answer twice.
+    if (result.delivered) return outcome.ending === 'cancelled' && abortedBy(signal, 'CLUSTER_LEASE_LOST') ? 'unfinished' : outcome.ending;
     // Cut by this process's stop (or a lost conversation): left resumable, as a kill -9 leaves
     // it, for the next start or owner, which edits the messages it has. Otherwise the platform
     // refused or stayed away past the deadline: recorded as not answered, not as done.

@@ -80,6 +80,10 @@ class StreamIntake implements TopologyIntake {
   setReplyRefs(id: number, refs: readonly MessageRef[]): void {
     this.inbox.setReplyRefs(id, refs);
   }
+
+  interrupted(id: number): void {
+    this.inbox.interrupted(id);
+  }
 }
 
 /** Controls go to the instance that owns the conversation's partition (src/cluster/controls.ts). */

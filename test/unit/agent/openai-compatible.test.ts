@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
+import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { OpenAICompatibleRunner, type OpenAICompatibleOptions } from '../../../src/agent/openai-compatible.js';
 import { TurnReducer } from '../../../src/agent/reducer.js';
 import { FailoverRunner, ModelCooldowns } from '../../../src/agent/failover.js';
@@ -149,6 +150,13 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     // Tools that did the work and a model that stopped on purpose: its choice, no error.
     llm.script(call(3), { kind: 'stream', chunks: [], finish: 'stop' });
     expect((await collect(runner(), input('look', { tools }))).at(-1)).toMatchObject({ type: 'done' });
+    // A firing nobody typed may have nothing to say: no note asking its "sender" to rephrase.
+    llm.script({ kind: 'stream', chunks: [] });
+    const signal = new AbortController().signal;
+    const firing = { channelId: 'c', messageId: 'schedule:s:1', synthetic: { kind: 'schedule', id: 's' } } as unknown as ChannelMessage;
+    const quiet: AgentEvent[] = [];
+    for await (const e of runner().run(input('anything new?'), { scope: 's', channelId: 'c', signal, message: firing }, signal)) quiet.push(e);
+    expect(quiet.at(-1)).toMatchObject({ type: 'done' });
   });
 
   it("a tool's log lines become tool_log events of its call, between its tool_start and tool_end", async () => {

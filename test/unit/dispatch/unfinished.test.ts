@@ -57,3 +57,23 @@ describe('a turn whose final text did not go out', () => {
     await p.close(100);
   });
 });
+
+describe('a turn that ended on its own before a hand-over cut it', () => {
+  // Its final text was still going out (a 429, the edit floor) when the grace ran out: it is
+  // answered, and must be recorded so; left unfinished, the new owner would answer it again.
+  it('is recorded done, not left for the new owner', async () => {
+    const p = pipeline('[agent]\nprovider = "echo"\n', 'stream_mode = "final"\n');
+    const held = p.adapter.hold((c) => c.op === 'send');
+    await p.dispatcher.deliver(userMessage('t', 'hello there'));
+    await held.reached;
+    const released = p.dispatcher.release(() => true, 20);
+    // The grace ran out while the final text waited: the turn's signal carries the hand-over.
+    await new Promise((r) => setTimeout(r, 60));
+    held.release();
+    await released;
+    await waitFor(() => rows(p)[0]!.state !== 'pending');
+    expect(rows(p)).toEqual([{ state: 'done', error: null }]);
+    expect(p.adapter.visible('chat-1')).toEqual(['hello there']);
+    await p.close(100);
+  });
+});
