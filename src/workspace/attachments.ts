@@ -11,6 +11,12 @@ import type { Transcriber } from '../media/transcriber.js';
 
 /** Characters of text files one turn may add to the user's message, all files together. */
 export const ATTACHMENT_TEXT_BUDGET_CHARS = 40_000;
+/**
+ * Files one turn reads (downloads, transcribes, shows): a platform's own limit is 10 to 20
+ * per message, but a self-hosted server or a collected turn can list any number, and each
+ * read file is held in memory until the model call. The rest are named, not read.
+ */
+export const MAX_ATTACHMENTS_READ = 10;
 
 export interface AttachmentDeps {
   agent: () => AgentConfig;
@@ -97,8 +103,14 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
         const notes: string[] = [];
         const heard = new Map<Attachment, string>();
         let textLeft = ATTACHMENT_TEXT_BUDGET_CHARS;
+        let read = 0;
         for (const a of attachments) {
           const kind = kindOf(a);
+          if (kind !== 'other' && ++read > MAX_ATTACHMENTS_READ) {
+            parts.push(describe(a, `not read: only the first ${MAX_ATTACHMENTS_READ} files of a message are`));
+            if (read === MAX_ATTACHMENTS_READ + 1) notes.push(`Only the first ${MAX_ATTACHMENTS_READ} files were read; send the others in another message.`);
+            continue;
+          }
           if (kind === 'other') {
             parts.push(describe(a));
             continue;
