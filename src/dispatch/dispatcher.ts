@@ -55,6 +55,8 @@ export class Dispatcher implements TopologyWork {
    * for the hand-over (at most shutdown_grace_ms of messages).
    */
   #upgradeSeen: Set<number> | undefined;
+  /** Upgrade (the old process): the items queued since it began (trackAdmissions). */
+  #admitted: Set<number> | undefined;
 
   constructor(options: DispatcherOptions) {
     this.#o = options;
@@ -226,6 +228,7 @@ export class Dispatcher implements TopologyWork {
   /** Queues an item; false when it was refused (queue full). */
   #enqueue(item: InboxItem, passive: ChannelMessage[]): boolean {
     this.#upgradeSeen?.add(item.id);
+    this.#admitted?.add(item.id);
     const channelId = item.message.channelId;
     const mode = resolveQueueMode(this.#o.queueModeOf?.(item.scope, channelId), this.#o.channel(channelId)?.config, this.#o.limits());
     if (this.#lanes.accept(item, mode, passive)) return true;
@@ -251,13 +254,22 @@ export class Dispatcher implements TopologyWork {
     return items.length;
   }
 
+  /** Upgrade (the old process): from now on remembers the items it queues, which a failed upgrade's recovery leaves alone. */
+  trackAdmissions(): void {
+    this.#admitted = new Set();
+  }
+
   /**
    * Upgrade (the old process) that failed: queues what the new process stored before it was
-   * stopped (it started no turn), i.e. the unfinished items nothing here holds.
+   * stopped (it started no turn): the unfinished items nothing here holds or queued since the
+   * upgrade began. Nothing while this process is itself mid-hand-over or stopping.
    */
   recoverUnheld(): number {
+    const admitted = this.#admitted;
+    this.#admitted = undefined;
+    if (!this.#accepting || this.#deferred !== undefined) return 0;
     const held = this.#lanes.heldIds();
-    const items = this.#o.topology.recover().filter((i) => !held.has(i.id));
+    const items = this.#o.topology.recover().filter((i) => !held.has(i.id) && !admitted?.has(i.id));
     for (const item of items) this.#enqueue(item, []);
     return items.length;
   }

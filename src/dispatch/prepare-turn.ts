@@ -4,8 +4,12 @@ import { sleep } from '../util/abortable.js';
 
 const FIRST_RETRY_MS = 200;
 const MAX_RETRY_MS = 5_000;
-/** SQLSTATE classes of a server that cannot serve now (connection, operator intervention, resources) and of a conflict worth retrying. */
-const TRANSIENT_SQLSTATE = /^(08|57P|53|40001|40P01)/;
+/**
+ * SQLSTATEs of a server that cannot serve now: connection exceptions, a shutdown or a
+ * restart in progress, a query cancelled (statement timeout), out of resources, and a
+ * conflict worth retrying. A dropped database (57P04) is not among them.
+ */
+const TRANSIENT_SQLSTATE = /^(08|57P0[1-3]|57014|53|40001|40P01)/;
 
 /**
  * A store that cannot answer now, as against one that refuses the query: a coded retryable
@@ -14,8 +18,11 @@ const TRANSIENT_SQLSTATE = /^(08|57P|53|40001|40P01)/;
  */
 function transient(err: unknown): boolean {
   if (!(err instanceof CodedError) || !err.retryable) return false;
-  const sqlState = (err.cause as { code?: unknown } | undefined)?.code;
-  return typeof sqlState !== 'string' || !/^[0-9A-Z]{5}$/.test(sqlState) || TRANSIENT_SQLSTATE.test(sqlState);
+  // PostgreSQL's own answer (pg's DatabaseError carries its severity); a socket error's code
+  // (ECONNRESET, EPIPE) is no SQLSTATE.
+  const cause = err.cause as { code?: unknown; severity?: unknown } | undefined;
+  if (typeof cause?.severity !== 'string' || typeof cause.code !== 'string') return true;
+  return TRANSIENT_SQLSTATE.test(cause.code);
 }
 
 /**

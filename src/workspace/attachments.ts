@@ -106,11 +106,6 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
         let read = 0;
         for (const a of attachments) {
           const kind = kindOf(a);
-          if (kind !== 'other' && ++read > MAX_ATTACHMENTS_READ) {
-            parts.push(describe(a, `not read: only the first ${MAX_ATTACHMENTS_READ} files of a message are`));
-            if (read === MAX_ATTACHMENTS_READ + 1) notes.push(`Only the first ${MAX_ATTACHMENTS_READ} files were read; send the others in another message.`);
-            continue;
-          }
           if (kind === 'other') {
             parts.push(describe(a));
             continue;
@@ -146,6 +141,12 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
           }
           if (!download || (kind === 'text' && textLeft <= 0)) {
             parts.push(describe(a));
+            continue;
+          }
+          // Counted as it is fetched: a file that is only named costs nothing.
+          if (++read > MAX_ATTACHMENTS_READ) {
+            parts.push(describe(a, `not read: only the first ${MAX_ATTACHMENTS_READ} files of a message are`));
+            if (read === MAX_ATTACHMENTS_READ + 1) notes.push(`Only the first ${MAX_ATTACHMENTS_READ} files were read; send the others in another message.`);
             continue;
           }
           let bytes: Buffer;

@@ -54,7 +54,7 @@ process.send({ t: 'take', channel: 'tg' });
 `,
       );
       expect(await upgrade(['--exec', build, '--config', file])).toBe(78);
-      await waitFor(() => tg.texts(42).includes('stored by the new build'), scaled(15_000));
+      await waitFor(() => tg.texts(42).includes('stored by the new build'), 15_000);
       await waitFor(() => old.lines.some((l) => l.msg === 'upgrade failed: the messages the new process stored are answered here'), 10_000);
       expect(tg.texts(42).filter((t) => t === 'stored by the new build')).toHaveLength(1);
       old.signal('SIGTERM');

@@ -31,10 +31,11 @@ export interface PredecessorOptions {
   /** Stops taking messages and starting turns; the scopes whose turns still run. */
   freeze(): string[];
   /**
-   * A failed upgrade, once the new process has exited: queues here what it stored (and
-   * acknowledged) meanwhile, which only a restart would read otherwise. Returns how many.
+   * Called as an upgrade starts; what it returns is called if the upgrade fails, once the new
+   * process has exited: it queues here what that process stored (and acknowledged) meanwhile,
+   * which only a restart would read otherwise, and returns how many.
    */
-  recoverStored(): number;
+  watchStored(): () => number;
 }
 
 /** How long a new process that failed gets to exit after SIGTERM before SIGKILL. */
@@ -135,6 +136,7 @@ export class Predecessor {
       return Promise.resolve(failed(errorMessage(err)));
     }
     log.info({ file: cmd.file, args: cmd.args }, 'upgrade: starting the new build');
+    const recoverStored = this.#o.watchStored();
     const child = spawn(cmd.file, cmd.args, {
       // fd 3 in the new process is this listening socket; the IPC channel comes after it.
       stdio: ['ignore', 'inherit', 'inherit', fd, 'ipc'],
@@ -164,8 +166,13 @@ export class Predecessor {
         if (child.connected) child.disconnect();
         for (const gate of paused) gate.resume();
         const recover = () => {
-          const count = this.#o.recoverStored();
-          if (count) log.info({ count }, 'upgrade failed: the messages the new process stored are answered here');
+          try {
+            const count = recoverStored();
+            if (count) log.info({ count }, 'upgrade failed: the messages the new process stored are answered here');
+          } catch (err) {
+            // The daemon stopping meanwhile (its database closed): the next start reads them.
+            log.warn({ err }, 'upgrade failed: what the new process stored is left for the next start');
+          }
         };
         if (child.exitCode !== null || child.signalCode !== null) recover();
         else child.once('exit', recover);

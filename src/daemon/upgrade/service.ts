@@ -17,7 +17,13 @@ export interface UpgradeWiring {
    */
   cluster: boolean;
   http: UpgradeHttp;
-  dispatcher: { freeze(): string[]; deferTurns(): void; resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number; recoverUnheld(): number };
+  dispatcher: {
+    freeze(): string[];
+    deferTurns(): void;
+    resumeTurns(waiting?: ReadonlySet<string>, final?: boolean): number;
+    trackAdmissions(): void;
+    recoverUnheld(): number;
+  };
   /** The local store's group commit: committed at the freeze (see freezeFor). */
   storage: { flush(): void };
 }
@@ -54,7 +60,15 @@ export class Upgrades {
       timeoutMs: o.timeoutMs,
       http: o.http,
       freeze: freezeFor(o.dispatcher, o.storage),
-      recoverStored: () => o.dispatcher.recoverUnheld(),
+      watchStored: () => {
+        o.dispatcher.trackAdmissions();
+        // What this process's ended turns wrote is committed first: a row still reading
+        // unfinished would look like one the new process stored.
+        return () => {
+          o.storage.flush();
+          return o.dispatcher.recoverUnheld();
+        };
+      },
     });
     // Messages are stored from the start; no turn starts until the old process froze.
     if (successor) o.dispatcher.deferTurns();

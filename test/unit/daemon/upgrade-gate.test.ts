@@ -140,7 +140,7 @@ describe('Upgrades.wrap: how each listener moves', () => {
         timeoutMs: () => 1000,
         cluster,
         http: { listeningFd: () => undefined, stopAccepting: () => {}, drained: async () => {} },
-        dispatcher: { freeze: () => [], deferTurns: () => {}, resumeTurns: () => 0, recoverUnheld: () => 0 },
+        dispatcher: { freeze: () => [], deferTurns: () => {}, resumeTurns: () => 0, trackAdmissions: () => {}, recoverUnheld: () => 0 },
         storage: { flush: () => {} },
       },
       undefined,

@@ -11,7 +11,8 @@ describe('prepareTurn: waiting out a store that cannot answer, and only that', (
     let calls = 0;
     const ready = await prepareTurn(
       async () => {
-        if (++calls < 3) throw pgFailure(Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' }));
+        // A socket's errno code (five letters, like a SQLSTATE) is no answer from PostgreSQL.
+        if (++calls < 3) throw pgFailure(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
       },
       new AbortController().signal,
       quietLogger().log,
@@ -22,7 +23,7 @@ describe('prepareTurn: waiting out a store that cannot answer, and only that', (
 
   it('a query PostgreSQL refuses for good (a missing table) is not waited on: it rejects at once', async () => {
     let calls = 0;
-    const refused = pgFailure(Object.assign(new Error('relation "sessions" does not exist'), { code: '42P01' }));
+    const refused = pgFailure(Object.assign(new Error('relation "sessions" does not exist'), { code: '42P01', severity: 'ERROR' }));
     await expect(
       prepareTurn(
         async () => {
@@ -41,7 +42,7 @@ describe('prepareTurn: waiting out a store that cannot answer, and only that', (
     const stop = new AbortController();
     const waiting = prepareTurn(
       async () => {
-        throw pgFailure(Object.assign(new Error('the database system is starting up'), { code: '57P03' }));
+        throw pgFailure(Object.assign(new Error('the database system is starting up'), { code: '57P03', severity: 'FATAL' }));
       },
       stop.signal,
       quietLogger().log,
