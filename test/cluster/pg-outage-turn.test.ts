@@ -28,7 +28,7 @@ describe('cluster mode: PostgreSQL away when a turn starts', () => {
       onTestFinished(() => gate.close());
       url.host = `127.0.0.1:${gate.port}`;
       const dir = withTempDir('pgturn');
-      const file = writeProcessConfig(dir, clusterToml(ns) + echoAgent(0).trimEnd() + '\ndaily_budget = 10\n\n' + webchatChannel());
+      const file = writeProcessConfig(dir, `${clusterToml(ns)}${echoAgent(0).trimEnd()}\ndaily_budget = 10\n\n${webchatChannel()}`);
       const p = withDaemonProcess(file, { NATS_URL, PG_URL: url.toString() });
       const base = await p.url(60_000);
       const first = await withChat({ url: base }, 'tab-a');
