@@ -287,6 +287,10 @@ export function operatorProblem(err: unknown): CodedError | undefined {
 }
 
 /** Whether an unknown failure is worth retrying: coded errors say so; anything else is presumed transient. */
+/** Whether `signal` was aborted with one of `codes` (the lanes abort a turn with a coded reason). */
+export const abortedBy = (signal: AbortSignal, ...codes: ErrorCode[]): boolean =>
+  signal.aborted && signal.reason instanceof CodedError && codes.includes(signal.reason.code);
+
 export function isRetryable(err: unknown): boolean {
   return err instanceof CodedError ? err.retryable : true;
 }

@@ -1,8 +1,8 @@
 import { agentOf } from '../config/load.js';
 import { type ChannelMessage, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
-import { userText } from '../contracts/errors.js';
+import { abortedBy, userText } from '../contracts/errors.js';
 import { Dispatcher, type ExecuteTurn } from '../dispatch/dispatcher.js';
-import { abortedBy, prepareTurn } from '../dispatch/prepare-turn.js';
+import { prepareTurn } from '../dispatch/prepare-turn.js';
 import { toolControls } from '../tools/controls.js';
 import { createTurnExecutor } from '../workspace/execute.js';
 import { intentClassifier } from './intent-classifier.js';

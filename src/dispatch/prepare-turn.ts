@@ -1,4 +1,4 @@
-import { CodedError, type ErrorCode } from '../contracts/errors.js';
+import { CodedError } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { sleep } from '../util/abortable.js';
 
@@ -48,7 +48,3 @@ export async function prepareTurn(prepare: () => Promise<void>, signal: AbortSig
     waitMs = Math.min(MAX_RETRY_MS, waitMs * 2);
   }
 }
-
-/** Whether `signal` was aborted with one of `codes` (the lanes abort a turn with a coded reason). */
-export const abortedBy = (signal: AbortSignal, ...codes: ErrorCode[]): boolean =>
-  signal.aborted && signal.reason instanceof CodedError && codes.includes(signal.reason.code);

@@ -1,8 +1,7 @@
 import type { DispatchChannel, ExecuteTurn, TurnJob } from '../dispatch/dispatcher.js';
 import { type ChannelMessage, type MessageRef, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { NEVER_FENCED } from '../contracts/topology.js';
-import { userText } from '../contracts/errors.js';
-import { abortedBy } from '../dispatch/prepare-turn.js';
+import { abortedBy, userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { startSpan } from '../observe/trace/ambient.js';
