@@ -10,6 +10,7 @@ import type { HeldLease } from './leases.js';
 import { partitionOf } from './partition-key.js';
 import { rememberCarrier } from '../observe/trace/ambient.js';
 import { carrierOf } from './trace-headers.js';
+import { WaitingForChannel, type Received } from './waiting-channels.js';
 
 /**
  * How long one pull request of a partition's consumer waits on the server: one lease TTL
@@ -34,6 +35,10 @@ interface Owned {
   leaving: boolean;
   /** The hand-back under way, if any (shutdown waits for one begun by the balancing). */
   left?: Promise<void>;
+  /** Items whose channel this instance does not run yet. */
+  waiting: WaitingForChannel;
+  /** The items being handed to the dispatcher, one after another, so a conversation keeps its order. */
+  admitting: Promise<unknown>;
 }
 
 export interface PartitionHooks {
@@ -73,6 +78,7 @@ export class Partitions {
 
   start(): void {
     const tick = () => {
+      this.#admitWaiting();
       void this.#balance().finally(() => {
         if (!this.#stop.signal.aborted) this.#timer = setTimeout(tick, this.stepMs + Math.floor(Math.random() * this.stepMs));
       });
@@ -153,7 +159,7 @@ export class Partitions {
   }
 
   async #own(partition: number, lease: HeldLease): Promise<void> {
-    const o: Owned = { partition, lease, leaving: false };
+    const o: Owned = { partition, lease, leaving: false, waiting: new WaitingForChannel(partition, this.log), admitting: Promise.resolve() };
     this.#owned.set(partition, o);
     try {
       this.hooks.onAcquired(partition);
@@ -209,16 +215,51 @@ export class Partitions {
           }
           replyRefs = known?.replyRefs ?? [];
         }
-        await this.hooks.beforeEnqueue(item.scope, item.message.channelId);
-        if (o.leaving || o.lease.signal.aborted) break;
-        this.inbox.track(m.seq, m, item, o.partition);
-        rememberCarrier(item.message, carrierOf(m.headers));
-        this.dispatcher.enqueue({ id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs }, item.passive);
+        if (!(await this.#serially(o, () => this.#admit(o, { m, item, replyRefs })))) break;
       }
     } catch (err) {
       if (!o.leaving && !o.lease.signal.aborted) this.log.error({ err, partition: o.partition }, `partition consumer ended: ${errorMessage(err)}`);
     }
     this.#consumerGone(o, 'its consumer ended');
+  }
+
+  /** Runs `step` after the partition's earlier admissions (the consume loop's and the waiting items'). */
+  #serially<T>(o: Owned, step: () => Promise<T>): Promise<T> {
+    const run = o.admitting.then(step);
+    o.admitting = run.catch(() => {});
+    return run;
+  }
+
+  /**
+   * Hands one received item to the dispatcher, or keeps it waiting when its channel does not
+   * run here (see WaitingForChannel). False once the partition is being given up.
+   */
+  async #admit(o: Owned, r: Received): Promise<boolean> {
+    const { m, item } = r;
+    if (o.waiting.holds(item.message.channelId, this.dispatcher.knows(item.message.channelId))) {
+      o.waiting.add(r, Date.now());
+      return true;
+    }
+    await this.hooks.beforeEnqueue(item.scope, item.message.channelId);
+    if (o.leaving || o.lease.signal.aborted) return false;
+    this.inbox.track(m.seq, m, item, o.partition);
+    rememberCarrier(item.message, carrierOf(m.headers));
+    this.dispatcher.enqueue({ id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs: r.replyRefs }, item.passive);
+    return true;
+  }
+
+  /** Each balancing step: the waiting items whose channel now runs here (a reload added it) are queued, in order. */
+  #admitWaiting(): void {
+    for (const o of this.#owned.values()) {
+      if (!o.waiting.size || o.leaving || o.lease.signal.aborted) continue;
+      this.#serially(o, async () => {
+        for (const r of o.waiting.take((id) => this.dispatcher.knows(id), Date.now())) if (!(await this.#admit(o, r))) return;
+      }).catch((err: unknown) => {
+        // Taken out but not queued: still unacked in the stream, so the partition's next owner runs them.
+        this.log.error({ err, partition: o.partition }, 'waiting messages could not be queued');
+        this.#consumerGone(o, 'its waiting messages could not be queued');
+      });
+    }
   }
 
   /**

@@ -113,6 +113,8 @@ export interface ControlRouting {
 export interface TopologyWork {
   /** Queues an item that is already stored. */
   enqueue(item: InboxItem, passive: ChannelMessage[]): void;
+  /** Whether this instance runs the channel now (its config has it): an item of another channel cannot run here. */
+  knows(channelId: string): boolean;
   /** Forgets the matching scopes' queued items; their running turns get `graceMs` to finish. */
   release(match: (scope: string) => boolean, graceMs: number, signal?: AbortSignal): Promise<void>;
   /** Cancels a scope's running turn and drops its queued ones. */

@@ -212,6 +212,10 @@ export class Dispatcher implements TopologyWork {
     this.#enqueue(item, passive);
   }
 
+  knows(channelId: string): boolean {
+    return this.#o.channel(channelId) !== undefined;
+  }
+
   /**
    * Cluster rebalancing: forget the matching scopes' queued items, let their running turns
    * finish up to `graceMs`; waits no longer than `signal` (and hardStop) allow.

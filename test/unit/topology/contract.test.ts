@@ -33,6 +33,7 @@ function recordingWork(): TopologyWork & { enqueued: InboxItem[]; controls: stri
     controls,
     stops,
     enqueue: (item) => void enqueued.push(item),
+    knows: () => true,
     release: async () => {},
     stop: (scope) => (stops.push(scope), true),
     stopTurn: () => undefined,

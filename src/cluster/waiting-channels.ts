@@ -1,0 +1,92 @@
+import type { JsMsg } from '@nats-io/jetstream';
+import type { MessageRef } from '../contracts/message.js';
+import type { Logger } from '../observe/logger.js';
+import type { StreamedItem } from './inbox.js';
+
+/** An item of a partition as its consumer received it, with what a takeover found of its draft. */
+export interface Received {
+  m: JsMsg;
+  item: StreamedItem;
+  replyRefs: MessageRef[];
+}
+
+/**
+ * How long an item waits for its channel before it is let go. A reload is per instance, so
+ * while an operator reloads the instances one after another (seconds to minutes) their channels
+ * differ; a channel still missing after this long was removed, as a removed channel's queued
+ * items are dropped on one node.
+ */
+export const CHANNEL_WAIT_MAX_MS = 15 * 60_000;
+
+/** How often the warning about waiting items is repeated while they wait. */
+const WARN_EVERY_MS = 60_000;
+
+/**
+ * The items of one owned partition whose channel this instance does not run (its config
+ * lacks it: another instance, reloaded first, took them in). They stay unacked in the stream
+ * and wait here, in order, until the channel appears (a reload here) or the partition moves;
+ * running them would end their turns unanswered and ack them, and the messages would be lost.
+ * A later item of a waiting channel waits behind the earlier ones, so a conversation keeps
+ * its order.
+ */
+export class WaitingForChannel {
+  readonly #items: Received[] = [];
+  /** Per channel: when its waiting items were last logged. */
+  readonly #warnedAtMs = new Map<string, number>();
+
+  constructor(
+    private readonly partition: number,
+    private readonly log: Logger,
+  ) {}
+
+  get size(): number {
+    return this.#items.length;
+  }
+
+  /** Whether an item of `channelId` must wait: this instance does not run the channel, or earlier items of it wait. */
+  holds(channelId: string, known: boolean): boolean {
+    return !known || this.#items.some((r) => r.item.message.channelId === channelId);
+  }
+
+  add(r: Received, nowMs: number): void {
+    this.#items.push(r);
+    this.#warn(r.item.message.channelId, nowMs);
+  }
+
+  /**
+   * Takes out, in order, the items whose channel this instance runs now. An item that waited
+   * past CHANNEL_WAIT_MAX_MS is let go (terminated in the stream, logged as an error); the
+   * rest keep waiting, the warning repeated once a minute.
+   */
+  take(known: (channelId: string) => boolean, nowMs: number): Received[] {
+    const ready: Received[] = [];
+    const kept: Received[] = [];
+    for (const r of this.#items) {
+      const channelId = r.item.message.channelId;
+      if (known(channelId)) ready.push(r);
+      else if (nowMs - r.m.time.getTime() > CHANNEL_WAIT_MAX_MS) {
+        this.log.error(
+          { partition: this.partition, channel: channelId, messageId: r.item.message.messageId, waitedMs: CHANNEL_WAIT_MAX_MS },
+          'a message for a channel not configured on this instance waited too long and was dropped',
+        );
+        r.m.term();
+      } else {
+        kept.push(r);
+        this.#warn(channelId, nowMs);
+      }
+    }
+    this.#items.splice(0, this.#items.length, ...kept);
+    return ready;
+  }
+
+  #warn(channelId: string, nowMs: number): void {
+    const last = this.#warnedAtMs.get(channelId);
+    if (last !== undefined && nowMs - last < WARN_EVERY_MS) return;
+    this.#warnedAtMs.set(channelId, nowMs);
+    const waiting = this.#items.filter((r) => r.item.message.channelId === channelId).length;
+    this.log.warn(
+      { partition: this.partition, channel: channelId, waiting },
+      'messages wait: their channel is not configured on this instance (its config differs from the instance that took them in); they run once a reload adds it',
+    );
+  }
+}
