@@ -6,6 +6,7 @@ import type { MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { untilAborted } from '../../src/util/abortable.js';
 import { TokenBucket } from './bucket.js';
 import { IrcConnection } from './connection.js';
+import { DropNotices } from './drop-notice.js';
 import { normalizePrivmsg } from './normalize.js';
 import { formatLine, type IrcLine, ircLower, parseSource } from './protocol.js';
 import { ircLines } from './text.js';
@@ -41,6 +42,15 @@ const UNKNOWN_HOST = 'x'.repeat(63);
 /** Assumed for a target not yet seen: RFC 2812's and common servers' upper bounds. */
 const MAX_TARGET = 50;
 
+/** Messages received and not yet stored, for one connection. */
+interface Pending {
+  count: number;
+  /** Each message is stored after the one before it. */
+  chain: Promise<void>;
+  /** Aborts when the connection's listening ends. */
+  signal: AbortSignal;
+}
+
 /**
  * IRC: final text only (IRC cannot edit), one PRIVMSG per line, lines wrapped to fit 512 bytes
  * with the prefix the server adds, paced by a token bucket. IRC has no redelivery and no
@@ -51,6 +61,7 @@ export class IrcAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities;
   readonly #o: IrcOptions;
   readonly #bucket: TokenBucket;
+  readonly #dropNotices: DropNotices;
   #conn: IrcConnection | undefined;
   /** Our user@host as the server shows it to others (from our own JOIN). */
   #userHost = { user: UNKNOWN_USER, host: UNKNOWN_HOST };
@@ -58,6 +69,7 @@ export class IrcAdapter implements ChannelAdapter {
   constructor(options: IrcOptions) {
     this.#o = options;
     this.#bucket = new TokenBucket(options.floodBurst, options.floodIntervalMs);
+    this.#dropNotices = new DropNotices(this.#bucket, options.log, options.id);
     // Planned from the config alone, so a restarted turn splits its text where the first run
     // did (the lines already sent are known by their index): the longest nick we may get (an
     // alternate), the longest user@host and the longest target we may answer.
@@ -97,6 +109,8 @@ export class IrcAdapter implements ChannelAdapter {
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
     const conn = new IrcConnection({ ...this.#o, channelId: this.#o.id });
     this.#userHost = { user: UNKNOWN_USER, host: UNKNOWN_HOST };
+    // Ends this connection's waits (a notice waiting for the send bucket) when listening ends.
+    const ended = new AbortController();
     try {
       const welcome = await conn.register(signal);
       this.#conn = conn;
@@ -104,18 +118,19 @@ export class IrcAdapter implements ChannelAdapter {
       const mask = parseSource((welcome.params.at(-1) ?? '').split(' ').at(-1));
       if (mask && ircLower(mask.nick) === ircLower(conn.nick)) this.#userHost = { user: mask.user, host: mask.host };
       conn.write(formatLine('USERHOST', conn.nick));
-      const pending = { count: 0, chain: Promise.resolve() };
+      const pending: Pending = { count: 0, chain: Promise.resolve(), signal: ended.signal };
       conn.onLine = (line) => this.#line(conn, line, deliver, pending);
       if (this.#o.channels.length) conn.write(formatLine('JOIN', this.#o.channels.join(',')));
       onConnected();
       await Promise.race([conn.closed, untilAborted(signal)]);
     } finally {
+      ended.abort();
       if (this.#conn === conn) this.#conn = undefined;
       conn.close('channeld stopping');
     }
   }
 
-  #line(conn: IrcConnection, line: IrcLine, deliver: Deliver, pending: { count: number; chain: Promise<void> }): void {
+  #line(conn: IrcConnection, line: IrcLine, deliver: Deliver, pending: Pending): void {
     const me = ircLower(conn.nick);
     const from = parseSource(line.prefix);
     const text = line.params.at(-1) ?? '';
@@ -125,7 +140,9 @@ export class IrcAdapter implements ChannelAdapter {
         const msg = normalizePrivmsg({ channelId: this.#o.id, from, target: line.params[0]!, text, selfNick: conn.nick, allowFrom: this.#o.allowFrom });
         if (!msg) return;
         if (pending.count >= MAX_PENDING_DELIVERIES) {
-          this.#o.log.warn({ channel: this.#o.id, from: from.nick }, 'IRC message dropped: too many waiting to be stored');
+          // IRC never delivers it again: someone who asked the bot must hear it is gone, or their question vanishes in silence.
+          const notice = msg.addressed ? this.#dropNotices.tell(from.nick, pending.signal, (l) => conn.write(l)) : 'not addressed to the bot';
+          this.#o.log.warn({ channel: this.#o.id, from: from.nick, notice }, 'IRC message dropped: too many waiting to be stored');
           return;
         }
         pending.count++;
