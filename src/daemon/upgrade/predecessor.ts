@@ -164,7 +164,10 @@ export class Predecessor {
           child.once('exit', () => clearTimeout(kill));
         }
         if (child.connected) child.disconnect();
-        for (const gate of paused) gate.resume();
+        // Once the new process is gone (a SIGKILL ends it within KILL_AFTER_MS): what it stored
+        // is queued first, then the listeners it took run here again. Resumed before, they
+        // answered a message sent meanwhile ahead of an earlier one it stored in the same
+        // conversation, and could poll beside it while it still held their connection.
         const recover = () => {
           try {
             const count = recoverStored();
@@ -173,8 +176,10 @@ export class Predecessor {
             // The daemon stopping meanwhile (its database closed): the next start reads them.
             log.warn({ err }, 'upgrade failed: what the new process stored is left for the next start');
           }
+          for (const gate of paused) gate.resume();
         };
-        if (child.exitCode !== null || child.signalCode !== null) recover();
+        // No pid: it never started, and node may never tell its exit.
+        if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) recover();
         else child.once('exit', recover);
         resolve(failed(reason ?? why, child.pid));
       };
