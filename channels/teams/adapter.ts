@@ -14,6 +14,7 @@ import { buttonsCard, neutraliseMentions } from './cards.js';
 import { classifyTeamsError, connectorCall } from './connector.js';
 import { ServiceUrls } from './conversations.js';
 import { activityIdOf, malformedActivity, normalizeActivity, tenantOf, type Activity } from './normalize.js';
+import { memberAsSender, stopCommand, stoppedByUser, UserStops, type Sender } from './stop.js';
 import { BotToken } from './token.js';
 
 export interface TeamsOptions {
@@ -49,7 +50,10 @@ export class TeamsAdapter implements ChannelAdapter {
   readonly #token: BotToken;
   readonly #urls: ServiceUrls;
   readonly #call = platformCaller(classifyTeamsError);
+  readonly #stops = new UserStops();
   #botId: string | undefined;
+  /** Where a user's Stop goes as their /stop (set by `listen`; kept after it, as replies outlive it). */
+  #deliver: Deliver | undefined;
 
   constructor(options: TeamsOptions, password: string) {
     this.#o = options;
@@ -69,6 +73,7 @@ export class TeamsAdapter implements ChannelAdapter {
     // The app password is tried now, so a wrong one parks the channel instead of failing every reply.
     await this.#call('token', signal, (s) => this.#token.get(s));
     const verify = connectorVerifier(identity, this.#o.appId);
+    this.#deliver = deliver;
     const remove = this.#o.http.route('POST', `/webhooks/${this.#o.id}`, (req, res) => this.#activity(req, res, verify, deliver), {
       scheme: 'jwt',
       describe: 'Bot Connector JWT: signature, issuer, audience (app_id), expiry, serviceUrl',
@@ -120,6 +125,7 @@ export class TeamsAdapter implements ChannelAdapter {
     if (typeof activity.recipient?.id === 'string') this.#botId = activity.recipient.id;
     if (typeof activity.conversation?.id === 'string') this.#urls.set(activity.conversation.id, activity.serviceUrl as string);
     const msg = normalizeActivity(activity, this.#o.id);
+    if (msg?.chat.type === 'dm') this.#stops.noteUser(msg.chat.id, msg.sender);
     try {
       if (msg) await deliver(msg);
       res.writeHead(200).end();
@@ -136,7 +142,7 @@ export class TeamsAdapter implements ChannelAdapter {
     path: string,
     body: unknown,
     signal: AbortSignal,
-    method: 'POST' | 'PUT' | 'DELETE' = 'POST',
+    method: 'GET' | 'POST' | 'PUT' | 'DELETE' = 'POST',
     sentAt?: SentAt,
   ): Promise<T> {
     return this.#call(
@@ -156,6 +162,9 @@ export class TeamsAdapter implements ChannelAdapter {
   }
 
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
+    // The rest of an answer its user stopped (a chunk past the first) is not posted: the stop ends it.
+    const stopped = this.#stops.stoppedReply(target);
+    if (stopped) return stopped;
     const conv = `/v3/conversations/${enc(target.chatId)}/activities`;
     // In channels and group chats a reply goes under the message it answers.
     const replyTo = target.chatType !== 'dm' && target.replyToMessageId ? activityIdOf(target.replyToMessageId) : undefined;
@@ -172,6 +181,7 @@ export class TeamsAdapter implements ChannelAdapter {
   }
 
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
+    if (this.#stops.isStopped(ref)) return;
     await this.#post(
       'update',
       ref.chatId,
@@ -184,6 +194,7 @@ export class TeamsAdapter implements ChannelAdapter {
   }
 
   async delete(ref: MessageRef, options: TransportOptions): Promise<void> {
+    if (this.#stops.isStopped(ref)) return;
     await this.#post('delete', ref.chatId, `/v3/conversations/${enc(ref.chatId)}/activities/${enc(ref.messageId)}`, undefined, options.signal, 'DELETE');
   }
 
@@ -199,42 +210,92 @@ export class TeamsAdapter implements ChannelAdapter {
    * The stream id is also the streamed message's activity id (`ref`, once the first chunk
    * is answered): the reply stores it, so a stream past Teams' two-minute limit, or a turn
    * run again after a crash, updates that message in place rather than posting a second.
+   * The user's Stop button is the exception: Teams answers the next request "cancelled by
+   * user" and allows no change after it, so the stream ends quietly where it was (nothing more
+   * is sent for it) and, while its turn runs, the Stop goes to the dispatcher as the user's /stop.
    */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
     if (target.chatType !== 'dm') return undefined;
     const path = `/v3/conversations/${enc(target.chatId)}/activities`;
     let streamId: string | undefined;
     let sequence = 0;
+    let stopped = false;
+    const ref = (): MessageRef => ({ chatId: target.chatId, messageId: streamId! });
+    /** Whether `err` is the user's Stop; then the stream is over, and a turn still running is stopped too. */
+    const userStopped = (err: unknown, turnRunning: boolean, signal: AbortSignal): boolean => {
+      if (streamId === undefined || !stoppedByUser(err)) return false;
+      stopped = true;
+      this.#stops.stopped(target, ref());
+      this.#o.log.info({ channel: this.#o.id, conversation: target.chatId, stream: streamId }, 'Teams: the user pressed Stop; the answer ends where it was');
+      if (turnRunning) this.#userStop(target.chatId, streamId, signal);
+      return true;
+    };
     return {
       get ref() {
-        return streamId === undefined ? undefined : { chatId: target.chatId, messageId: streamId };
+        return streamId === undefined ? undefined : ref();
       },
       update: async (text, options) => {
-        const sent = await this.#post<{ id?: string }>(
-          'stream',
-          target.chatId,
-          path,
-          {
-            type: 'typing',
-            text: neutraliseMentions(text),
-            entities: [{ type: 'streaminfo', streamType: 'streaming', streamSequence: ++sequence, ...(streamId ? { streamId } : {}) }],
-          },
-          options.signal,
-        );
-        streamId ??= sent.id;
+        if (stopped) return;
+        try {
+          const sent = await this.#post<{ id?: string }>(
+            'stream',
+            target.chatId,
+            path,
+            {
+              type: 'typing',
+              text: neutraliseMentions(text),
+              entities: [{ type: 'streaminfo', streamType: 'streaming', streamSequence: ++sequence, ...(streamId ? { streamId } : {}) }],
+            },
+            options.signal,
+          );
+          streamId ??= sent.id;
+        } catch (err) {
+          if (!userStopped(err, true, options.signal)) throw err;
+        }
       },
       finish: async (text, options) => {
+        if (stopped) return ref();
         if (!streamId) return this.send(target, text, options);
-        const sent = await this.#post<{ id?: string }>(
-          'stream',
-          target.chatId,
-          path,
-          { ...this.#message(text, options.buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] },
-          options.signal,
-        );
-        return { chatId: target.chatId, messageId: sent.id ?? streamId };
+        try {
+          const sent = await this.#post<{ id?: string }>(
+            'stream',
+            target.chatId,
+            path,
+            { ...this.#message(text, options.buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] },
+            options.signal,
+          );
+          return { chatId: target.chatId, messageId: sent.id ?? streamId };
+        } catch (err) {
+          // The turn's last write: it ended, nothing to stop. Otherwise the answer outgrew one message mid-turn.
+          if (!userStopped(err, options.final !== true, options.signal)) throw err;
+          return ref();
+        }
       },
     };
+  }
+
+  /**
+   * A user's Stop as their /stop in that 1:1 chat, not awaited by the stream (which is over
+   * either way). The user is the one whose message this chat last brought, or else, in an
+   * instance that did not take it (a restart, another cluster node), the member the Connector lists.
+   */
+  #userStop(chatId: string, streamId: string, signal: AbortSignal): void {
+    const deliver = this.#deliver;
+    void (async () => {
+      if (!deliver) throw new Error('the channel is not listening');
+      const sender = this.#stops.userOf(chatId) ?? (await this.#memberOf(chatId, signal));
+      if (!sender) throw new Error("the chat's user is unknown");
+      if (!(await deliver(stopCommand(this.#o.id, chatId, streamId, sender)))) throw new Error('the /stop was refused');
+    })().catch((err: unknown) =>
+      this.#o.log.warn(
+        { channel: this.#o.id, conversation: chatId, reason: errorMessage(err) },
+        'Teams: the user pressed Stop, but the turn could not be stopped; it runs on without showing more',
+      ),
+    );
+  }
+
+  async #memberOf(chatId: string, signal: AbortSignal): Promise<Sender | undefined> {
+    return memberAsSender(await this.#post<unknown>('members', chatId, `/v3/conversations/${enc(chatId)}/members`, undefined, signal, 'GET'));
   }
 
   /** A file: a 1:1 chat's download link as it is; an inline image from the Connector with the bot's token. */

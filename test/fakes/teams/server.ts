@@ -3,11 +3,14 @@ import type { IncomingMessage, ServerResponse } from 'node:http';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { FakeHttpServer } from '../http-fake.js';
 
+/** Teams' answer to a request on a stream its user stopped (Microsoft's "Stream bot messages" page). */
+export const STREAM_CANCELLED_BY_USER = 'Content stream was cancelled by user.';
+
 /** A fault for the next call of an endpoint: a status (429 with Retry-After), or a dropped connection. */
 export type TeamsFault = { status: 429; retryAfterS: number } | { status: 400 | 401 | 403 | 500 | 502; code?: string } | { drop: true };
 
 export interface TeamsCall {
-  /** openid, keys, token, send, reply, update, delete, typing, stream. */
+  /** openid, keys, token, send, reply, update, delete, typing, stream, members, attachment. */
   name: string;
   path: string;
   body: any;
@@ -28,6 +31,8 @@ export interface BotActivity {
   streamed: boolean;
   /** A stream still open: shown with the text so far, until its final message, an update, or Teams' time limit. */
   streaming?: boolean;
+  /** The user pressed Stop on the stream: it keeps the text it showed, and Teams refuses any change to it. */
+  stoppedByUser?: boolean;
 }
 
 export const APP_ID = '11111111-2222-3333-4444-555555555555';
@@ -65,6 +70,8 @@ export class FakeTeams {
    */
   refuseUpdatesWhileStreaming = false;
   readonly #streamStarts = new Map<string, number>();
+  /** Each conversation's users, as the activities the fake built name them (GET .../members lists them). */
+  readonly #members = new Map<string, Map<string, { id: string; aadObjectId: string; name: string }>>();
   #key!: CryptoKey;
   #jwk!: JWK;
   /** A key pair the JWKS does not publish: tokens it signs must be refused. */
@@ -142,6 +149,8 @@ export class FakeTeams {
           ? { id: '19:group@thread.v2', conversationType: 'groupChat', tenantId: TENANT }
           : { id: '19:channel@thread.tacv2;messageid=1700000000000', conversationType: 'channel', tenantId: TENANT };
     const mentionText = o.mention ? `<at>Channeld</at> ${text}` : text;
+    const members = this.#members.get(conversation.id) ?? new Map();
+    this.#members.set(conversation.id, members.set(from.id, from));
     return {
       type: 'message',
       id: `${Date.now()}${this.#nextId++}`,
@@ -193,6 +202,19 @@ export class FakeTeams {
     const a = { ...this.activity('', { kind, ...(from ? { from } : {}), value: action.data }), replyToId: message.id };
     delete (a as { text?: string }).text;
     return this.post(a);
+  }
+
+  /**
+   * The user presses Teams' Stop button on the conversation's open stream. Teams tells the bot
+   * nothing then; its next request on that stream gets 403 ContentStreamNotAllowed "Content
+   * stream was cancelled by user.", and the text shown so far stays. Returns the stopped message.
+   */
+  pressStop(conversationId: string): BotActivity {
+    const a = this.activities.find((x) => x.conversationId === conversationId && x.streaming);
+    if (!a) throw new Error(`no open stream in ${conversationId}`);
+    a.streaming = false;
+    a.stoppedByUser = true;
+    return a;
   }
 
   // ——— the bot calling Teams ———
@@ -250,6 +272,10 @@ export class FakeTeams {
       res.writeHead(200, { 'content-type': f.mime, 'content-length': f.bytes.length }).end(f.bytes);
       return;
     }
+    if (name === 'members') {
+      const id = decodeURIComponent(url.pathname.split('/')[4]!);
+      return this.#json(res, 200, [...(this.#members.get(id)?.values() ?? [])]);
+    }
     const m = /^\/teams\/v3\/conversations\/([^/]+)\/activities(?:\/([^/]+))?$/.exec(url.pathname);
     if (!m) return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such endpoint' } });
     const conversationId = decodeURIComponent(m[1]!);
@@ -271,6 +297,7 @@ export class FakeTeams {
         }
         const a = this.activities.find((x) => x.conversationId === conversationId && x.id === info.streamId);
         if (!a) return this.#json(res, 400, { error: { code: 'BadArgument', message: 'no such stream' } });
+        if (a.stoppedByUser) return this.#streamRefused(res, STREAM_CANCELLED_BY_USER);
         if (!a.streaming) return this.#streamRefused(res, 'Content stream is not allowed on an already completed streamed message');
         if (Date.now() - this.#streamStarts.get(a.id)! > this.streamLimitMs) {
           a.streaming = false;
@@ -303,6 +330,8 @@ export class FakeTeams {
       case 'update': {
         const a = this.activities.find((x) => x.conversationId === conversationId && x.id === activityId);
         if (!a) return this.#json(res, 404, { error: { code: 'ActivityNotFoundInConversation', message: 'not found' } });
+        // "Bots can't change the content already streamed" once the user stopped it (the answer to a PUT is not documented).
+        if (a.stoppedByUser) return this.#streamRefused(res, STREAM_CANCELLED_BY_USER);
         if (a.streaming && this.refuseUpdatesWhileStreaming) return this.#streamRefused(res, 'Content stream is not allowed');
         a.streaming = false;
         a.text = body.text;
@@ -331,6 +360,7 @@ function endpointName(method: string, path: string, body: any): string {
   if (path === '/token') return 'token';
   if (method === 'GET' && /^\/teams\/v3\/attachments\/[^/]+\/views\/original$/.test(path)) return 'attachment';
   if (!path.startsWith('/teams/v3/conversations/')) return 'unknown';
+  if (method === 'GET' && /^\/teams\/v3\/conversations\/[^/]+\/members$/.test(path)) return 'members';
   if (method === 'PUT') return 'update';
   if (method === 'DELETE') return 'delete';
   if (Array.isArray(body?.entities) && body.entities.some((e: { type?: string }) => e?.type === 'streaminfo')) return 'stream';

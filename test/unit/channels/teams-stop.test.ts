@@ -1,0 +1,128 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { TeamsAdapter } from '../../../channels/teams/adapter.js';
+import { ConnectorError, classifyTeamsError } from '../../../channels/teams/connector.js';
+import { ServiceUrls } from '../../../channels/teams/conversations.js';
+import { stoppedByUser } from '../../../channels/teams/stop.js';
+import type { HttpRoutes } from '../../../src/contracts/http.js';
+import type { ChannelMessage } from '../../../src/contracts/message.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
+import { STREAM_CANCELLED_BY_USER } from '../../fakes/teams/server.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { withChannelDaemon } from '../../helpers/fixtures.js';
+import { teamsChannel, teamsEnv, withTeams } from '../../helpers/teams.js';
+import { echoAgent } from '../../helpers/toml.js';
+
+const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
+const DM = 'a:1personal-ada';
+/** What the bot asks of the Connector that the user would see (a stream request, a post, an update, a delete). */
+const WRITES = new Set(['stream', 'send', 'reply', 'update', 'delete']);
+
+describe("Teams' Stop button", () => {
+  it('stops the turn as /stop does: nothing more is sent, the streamed text stays as it was', async () => {
+    const ms = await withTeams();
+    // 60 words 150 ms apart: about nine seconds of answer, stopped after the first second or two.
+    const d = await withChannelDaemon(echoAgent(150) + teamsChannel(ms), teamsEnv(ms));
+    ms.webhook = `${d.url}/webhooks/ms`;
+    expect(await ms.post(ms.activity(words(60)))).toBe(200);
+    await waitFor(() => ms.streamUpdates.length >= 2, 15_000);
+    const streamed = ms.pressStop(DM);
+    const shown = streamed.text;
+    const callsAtStop = ms.calls.length;
+
+    const finished = await waitFor(() => d.logs.entries().find((l) => l.msg === 'turn finished'), 15_000);
+    expect(finished.outcome).toBe('cancelled');
+    // One request learnt of the Stop (403 "cancelled by user"); after it, nothing at all.
+    const after = ms.calls.slice(callsAtStop).filter((c) => WRITES.has(c.name));
+    expect(after.map((c) => c.name)).toEqual(['stream']);
+    expect(ms.activities).toHaveLength(1);
+    expect(ms.texts(DM)).toEqual([shown]);
+    expect(shown).not.toContain(STOP_MARKER);
+    expect(streamed.updates).toBe(0);
+    expect(d.logs.entries().some((l) => l.msg === 'Teams: the user pressed Stop; the answer ends where it was')).toBe(true);
+
+    // The chat goes on: the next message streams and ends as usual.
+    expect(await ms.post(ms.activity('and now something short'))).toBe(200);
+    await waitFor(() => ms.texts(DM)[1] === 'and now something short', 15_000);
+    expect(ms.activities[1]!.streamed).toBe(true);
+  });
+
+  it("after a restart (the chat's user not seen yet), the /stop names the member the Connector lists", async () => {
+    const ms = await withTeams();
+    const dir = mkdtempSync(join(tmpdir(), 'channeld-teams-stop-'));
+    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+    // What an earlier run of the channel stored: where this chat is served. The fake lists Ada in it.
+    new ServiceUrls(dir, 'ms').set(DM, ms.serviceUrl);
+    ms.activity('an earlier message');
+    const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false, ownOrigin: () => true };
+    const adapter = new TeamsAdapter(
+      {
+        id: 'ms',
+        appId: ms.appId,
+        tenantId: undefined,
+        openIdMetadataUrl: ms.openIdUrl,
+        tokenUrl: ms.tokenUrl,
+        http: noHttp,
+        stateDir: dir,
+        log: createLogger({ level: 'silent' }),
+      },
+      ms.password,
+    );
+    // The dispatcher's side of the contract: what the adapter delivers.
+    const delivered: ChannelMessage[] = [];
+    const deliver = async (m: ChannelMessage) => {
+      delivered.push(m);
+      return true;
+    };
+    const listening = new AbortController();
+    let connected!: () => void;
+    const up = new Promise<void>((resolve) => (connected = resolve));
+    const listener = adapter.listen(deliver, listening.signal, () => connected());
+    onTestFinished(async () => {
+      listening.abort();
+      await listener;
+    });
+    // A listener that fails before it is up fails the test with its reason.
+    await Promise.race([up, listener]);
+
+    const signal = AbortSignal.timeout(10_000);
+    const stream = (await adapter.openNativeStream({ channelId: 'ms', chatId: DM, chatType: 'dm', replyToMessageId: `${DM}|1` }))!;
+    await stream.update!('first words', { signal });
+    ms.pressStop(DM);
+    await stream.update!('first words and more', { signal });
+    const stop = await waitFor(() => delivered[0], 10_000);
+    expect(stop).toMatchObject({ channelId: 'ms', chat: { id: DM, type: 'dm' }, text: '/stop', sender: { id: 'aad-ada-0001', name: 'Ada', isBot: false } });
+    expect(ms.callsOf('members')).toHaveLength(1);
+    // Whatever the reply still does with this answer goes nowhere.
+    expect(await stream.finish('first words and more\n\n⏹ Stopped.', { signal, final: true })).toEqual(stream.ref);
+    await adapter.edit(stream.ref!, 'changed', { signal });
+    await adapter.delete(stream.ref!, { signal });
+    expect(await adapter.send({ channelId: 'ms', chatId: DM, chatType: 'dm', replyToMessageId: `${DM}|1` }, 'more', { signal })).toEqual(stream.ref);
+    expect(ms.calls.filter((c) => WRITES.has(c.name)).map((c) => c.name)).toEqual(['stream', 'stream']);
+    expect(ms.texts(DM)).toEqual(['first words']);
+    expect(delivered).toHaveLength(1);
+  });
+});
+
+describe("Teams' 403s on a stream", () => {
+  const refused = (message: string, status = 403, code = 'ContentStreamNotAllowed') =>
+    classifyTeamsError(new ConnectorError(status, code, undefined, `POST /v3/conversations/c/activities: ${status} ${code} ${message}`), 'stream');
+
+  it('only "cancelled by user" is the Stop; the other refusals stay errors the reply goes on after', () => {
+    expect(stoppedByUser(refused(STREAM_CANCELLED_BY_USER))).toBe(true);
+    expect(stoppedByUser(refused('Content stream was canceled by user.'))).toBe(true);
+    for (const other of [
+      'Content stream is not allowed',
+      'Content stream is not allowed on an already completed streamed message',
+      'Content stream finished due to exceeded streaming time.',
+      'Message size too large',
+    ])
+      expect(stoppedByUser(refused(other))).toBe(false);
+    expect(stoppedByUser(refused(STREAM_CANCELLED_BY_USER, 403, 'Forbidden'))).toBe(false);
+    expect(stoppedByUser(refused(STREAM_CANCELLED_BY_USER, 400))).toBe(false);
+    expect(refused(STREAM_CANCELLED_BY_USER).code).toBe('CHANNEL_FORBIDDEN');
+  });
+});
