@@ -7,10 +7,11 @@ import { sleep } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
-import { classifyMatrixError, MatrixClient, type MatrixHttpError } from './client.js';
+import { classifyMatrixError, isAnswerTooLarge, MAX_ANSWER_BYTES, MatrixClient, type MatrixHttpError } from './client.js';
 import { fitContent } from './fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
 import { directRooms, inviteOf, isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
+import { FULL_TIMELINE_LIMIT, smallerTimelineLimit, syncFilter } from './sync-filter.js';
 import { SyncStateFile, type SyncState } from './sync-state.js';
 
 export interface MatrixOptions {
@@ -27,15 +28,12 @@ export interface MatrixOptions {
 }
 
 const API = '/_matrix/client/v3';
-/** The bot reads messages and membership; presence and ephemeral events are not asked for. */
-const FILTER = JSON.stringify({
-  presence: { not_types: ['*'] },
-  room: { timeline: { limit: 50 }, ephemeral: { not_types: ['*'] }, state: { lazy_load_members: true } },
-});
 /** A Matrix event may hold 64 KiB; an edit carries the text twice, as Markdown and HTML (fit.ts keeps it inside). */
 export const MAX_MESSAGE_CHARS = 8000;
 /** How many of the bot's own event ids are kept to tell a reply to the bot. */
 const SENT_REMEMBERED = 1000;
+/** How many handled invites are remembered, oldest forgotten first, so a federated invite spam cannot grow the memory without bound. */
+export const INVITES_REMEMBERED = 1000;
 const TYPING_TIMEOUT_MS = 15_000;
 
 const ENCRYPTED_NOTICE =
@@ -68,8 +66,10 @@ export class MatrixAdapter implements ChannelAdapter {
   readonly #sent = new Set<string>();
   /** The bot's reaction events by `<message event id>\n<emoji>`, to take them off again. */
   readonly #reactions = new Map<string, string>();
-  /** Invites already acted on (joined or refused) in this run: /sync repeats an invite until it is answered. */
+  /** Invites acted on (joined or refused), oldest first, INVITES_REMEMBERED after each batch: a repeated batch repeats its invites. */
   readonly #invitesSeen = new Set<string>();
+  /** Events per room the next /sync asks for: smaller after an answer too large, until a batch is stored. */
+  #timelineLimit = FULL_TIMELINE_LIMIT;
   #authenticatedMedia = true;
   /** The listener's sync state as last stored. */
   #current: SyncState | undefined;
@@ -110,6 +110,7 @@ export class MatrixAdapter implements ChannelAdapter {
       state = { userId: this.#o.userId, since: first.next_batch as string, encryptedNotified: [] };
       await this.#handleRooms(first, state, undefined, signal);
       this.#state.write(state);
+      this.#fullSize();
     }
     this.#current = state;
     onConnected();
@@ -130,6 +131,7 @@ export class MatrixAdapter implements ChannelAdapter {
       // Every message of the batch is in the inbox: only now does the position move past it.
       state.since = batch.next_batch as string;
       this.#state.write(state);
+      this.#fullSize();
     }
   }
 
@@ -155,18 +157,51 @@ export class MatrixAdapter implements ChannelAdapter {
     this.#dmRooms = directRooms(content);
   }
 
+  /**
+   * One /sync. An answer over the client's bound is asked for again with half the events per
+   * room (and only the state the bot reads), down to one; past that the failure is retryable,
+   * so the supervisor logs it and backs off, and the retry starts at the size that last failed.
+   */
   async #sync(since: string | undefined, timeoutMs: number, signal: AbortSignal): Promise<SyncResponse> {
-    const res = await this.#syncCall('sync', signal, (s) =>
-      this.#client.request<SyncResponse>('GET', `${API}/sync`, { signal: s, query: { since, timeout: String(timeoutMs), filter: FILTER } }),
-    );
+    let res: SyncResponse;
+    for (;;) {
+      const filter = syncFilter(this.#timelineLimit);
+      try {
+        res = await this.#syncCall('sync', signal, (s) =>
+          this.#client.request<SyncResponse>('GET', `${API}/sync`, { signal: s, query: { since, timeout: String(timeoutMs), filter } }),
+        );
+        break;
+      } catch (err) {
+        if (signal.aborted || !isAnswerTooLarge(err)) throw err;
+        const smaller = smallerTimelineLimit(this.#timelineLimit, err);
+        this.#o.log.warn(
+          { channel: this.#o.id, timelineLimit: this.#timelineLimit, nextTimelineLimit: smaller, maxAnswerBytes: MAX_ANSWER_BYTES },
+          'Matrix /sync answer too large; asking again with fewer events per room',
+        );
+        this.#timelineLimit = smaller;
+      }
+    }
     if (typeof res.next_batch !== 'string' || !res.next_batch) throw new ChannelError('CHANNEL_UNAVAILABLE', 'Matrix sync: the answer has no next_batch');
     return res;
+  }
+
+  /** A batch at a reduced size is stored: the position moved past the backlog, so the next /sync asks for the full size again. */
+  #fullSize(): void {
+    if (this.#timelineLimit === FULL_TIMELINE_LIMIT) return;
+    this.#o.log.info({ channel: this.#o.id, timelineLimit: FULL_TIMELINE_LIMIT }, 'Matrix /sync caught up; back to the full size');
+    this.#timelineLimit = FULL_TIMELINE_LIMIT;
   }
 
   /** Account data, invites and timelines of one /sync answer; `deliver` absent: history, not answered. */
   async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal): Promise<void> {
     for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#setDirect(e.content);
     for (const [roomId, room] of Object.entries(batch.rooms?.invite ?? {})) await this.#invited(roomId, room.invite_state?.events, signal);
+    // Trimmed per batch, not per invite: a repeated batch larger than the bound then re-acts on the
+    // invites that fell out only, not (FIFO churn) on all. One batch's invites are capped by the answer bound.
+    for (const old of this.#invitesSeen) {
+      if (this.#invitesSeen.size <= INVITES_REMEMBERED) break;
+      this.#invitesSeen.delete(old);
+    }
     const messages: ChannelMessage[] = [];
     for (const [roomId, room] of Object.entries(batch.rooms?.join ?? {})) {
       const dm = this.#dmRooms.has(roomId) && !this.#o.rooms.includes(roomId);
@@ -174,6 +209,12 @@ export class MatrixAdapter implements ChannelAdapter {
       const events = [...(room.state?.events ?? []), ...(room.timeline?.events ?? [])].filter(isObject) as MatrixEvent[];
       if (events.some((e) => e.type === 'm.room.encryption' || e.type === 'm.room.encrypted')) await this.#refuseEncrypted(roomId, state, signal);
       if (!deliver) continue;
+      // More events than the filter's limit came in since the last batch: the older ones are not read.
+      if (room.timeline?.limited === true)
+        this.#o.log.warn(
+          { channel: this.#o.id, room: roomId, timelineLimit: this.#timelineLimit },
+          'Matrix skipped older messages in a room: more arrived than one /sync batch holds',
+        );
       const view = { self: this.#o.userId, selfName: this.#displayName, roomId, dm, sentByBot: (id: string) => this.#sent.has(id) };
       for (const e of room.timeline?.events ?? []) {
         const msg = isObject(e) ? normalizeEvent(e, this.#o.id, view) : undefined;

@@ -8,14 +8,19 @@ export class MatrixHttpError extends Error {
     readonly errcode: string | undefined,
     readonly retryAfterMs: number | undefined,
     message: string,
+    /** The answer was larger than MAX_ANSWER_BYTES and was not read. */
+    readonly tooLarge = false,
   ) {
     super(message);
     this.name = 'MatrixHttpError';
   }
 }
 
-/** Largest answer body read from the homeserver (a /sync batch with a timeline limit fits easily). */
-const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+/**
+ * Largest answer body read from the homeserver. A /sync batch with a timeline limit fits in the
+ * usual case; one that does not is asked for again smaller (adapter.ts, sync-filter.ts).
+ */
+export const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /**
  * The client-server API by plain HTTP (src/util/http-json.ts): the few endpoints a bot needs. Every call
@@ -42,7 +47,7 @@ export class MatrixClient {
       signal: o.signal,
       maxAnswerBytes: MAX_ANSWER_BYTES,
     });
-    if (res.tooLarge) throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: answer larger than ${MAX_ANSWER_BYTES} bytes`);
+    if (res.tooLarge) throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: answer larger than ${MAX_ANSWER_BYTES} bytes`, true);
     const text = res.text;
     if (res.json === undefined && res.ok) throw new MatrixHttpError(res.status, undefined, undefined, `${method} ${path}: the answer is not JSON`);
     const json = (typeof res.json === 'object' && res.json !== null ? res.json : {}) as Record<string, unknown>;
@@ -60,6 +65,12 @@ export class MatrixClient {
 /** Whether the server does not know an endpoint (an older homeserver): then the older one is used. */
 export function isUnrecognized(err: unknown): boolean {
   return err instanceof MatrixHttpError && (err.errcode === 'M_UNRECOGNIZED' || (err.status === 404 && err.errcode !== 'M_NOT_FOUND'));
+}
+
+/** Whether a request failed (classified or not) because its answer was larger than MAX_ANSWER_BYTES. */
+export function isAnswerTooLarge(err: unknown): boolean {
+  const cause = err instanceof ChannelError ? err.cause : err;
+  return cause instanceof MatrixHttpError && cause.tooLarge;
 }
 
 /** The one place Matrix failures are sorted into the catalogue. */

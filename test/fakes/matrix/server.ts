@@ -7,12 +7,19 @@ export type MatrixFault =
   | { status: 401 | 403 | 500 | 502; errcode?: string }
   | { drop: true }
   /** The request is carried out, then the connection drops before the answer (the client cannot know it worked). */
-  | { dropAnswer: true };
+  | { dropAnswer: true }
+  /**
+   * A /sync answer larger than any client reads (ANSWER_PADDING_BYTES more), whatever its filter
+   * asks: an account with more rooms or state than one answer can hold.
+   */
+  | { oversized: true };
 
 export interface MatrixCall {
   /** The endpoint's name: whoami, versions, sync, send, typing, redact, join, account_data, profile, media. */
   name: string;
   path: string;
+  /** The query string's parameters (a /sync's since, timeout and filter). */
+  query: Record<string, string>;
   body: any;
   at: number;
 }
@@ -36,12 +43,16 @@ interface TimelineEntry {
 }
 
 const SERVER = 'fake.test';
+/** How much an `oversized` fault adds to a /sync answer: past the client's 8 MiB bound. */
+const ANSWER_PADDING_BYTES = 9 * 1024 * 1024;
+/** Synapse's timeline limit when a filter sets none. */
+const DEFAULT_TIMELINE_LIMIT = 10;
 
 /**
  * A Matrix homeserver's client-server API on 127.0.0.1, as much as a bot uses: whoami,
  * versions, profile, /sync (since tokens, long polling, invites, account data, a fresh
- * sync's history), PUT send with transaction-id deduplication, m.replace edits, redact,
- * typing, join, account data and authenticated media. Errors are `{errcode, error}`;
+ * sync's history, an inline filter's timeline limit), PUT send with transaction-id
+ * deduplication, m.replace edits, redact, typing, join, account data and authenticated media. Errors are `{errcode, error}`;
  * faults are queued per endpoint; every call is logged.
  */
 export class FakeMatrix {
@@ -63,7 +74,8 @@ export class FakeMatrix {
   #pos = 0;
   readonly #timeline: TimelineEntry[] = [];
   readonly #joined = new Set<string>();
-  readonly #invites = new Map<string, { inviter: string; direct: boolean }>();
+  /** Pending invites and the stream position each arrived at. */
+  readonly #invites = new Map<string, { inviter: string; direct: boolean; pos: number }>();
   readonly #accountData = new Map<string, { pos: number; content: unknown }>();
   readonly #txns = new Map<string, string>();
   readonly #faults = new Map<string, MatrixFault[]>();
@@ -146,10 +158,18 @@ export class FakeMatrix {
     return this.post(this.groupRoom, content, o.sender ?? this.alice);
   }
 
-  /** An invite of the bot to `roomId` by `inviter`. */
+  /**
+   * An invite of the bot to `roomId` by `inviter`. As in Synapse, an incremental /sync lists it
+   * once (in the batch after it arrived); a fresh sync lists every invite still pending.
+   */
   invite(roomId: string, inviter: string, direct: boolean): void {
-    this.#invites.set(roomId, { inviter, direct });
+    this.#invites.set(roomId, { inviter, direct, pos: ++this.#pos });
     this.#wake();
+  }
+
+  /** The bot is a member of `roomId` too (a room it need not serve: it still fills /sync answers). */
+  joinRoom(roomId: string): void {
+    this.#joined.add(roomId);
   }
 
   joined(roomId: string): boolean {
@@ -211,7 +231,7 @@ export class FakeMatrix {
       return this.#error(res, 400, 'M_NOT_JSON', 'Content not JSON.');
     }
     const name = endpointName(req.method ?? 'GET', path);
-    this.calls.push({ name, path, body, at: Date.now() });
+    this.calls.push({ name, path, query: Object.fromEntries(url.searchParams), body, at: Date.now() });
     if (name === 'versions') return this.#json(res, { versions: this.authenticatedMedia ? ['v1.10', 'v1.11', 'v1.12'] : ['r0.6.1', 'v1.1', 'v1.10'] });
     const fault = this.#faults.get(name)?.shift();
     if (fault && 'drop' in fault) return void req.socket.destroy();
@@ -223,6 +243,7 @@ export class FakeMatrix {
         return res;
       }) as typeof res.end;
     }
+    if (fault && 'oversized' in fault) return this.#sync(req, res, url, true);
     if (fault && 'status' in fault && fault.status === 429)
       return this.#error(
         res,
@@ -317,7 +338,15 @@ export class FakeMatrix {
     this.#json(res, { event_id: event.event_id });
   }
 
-  async #sync(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+  /** A filter given inline (JSON); a filter id (from POST /filter, which this fake lacks) is not read. */
+  #timelineLimit(url: URL): number {
+    const filter = url.searchParams.get('filter');
+    if (!filter?.startsWith('{')) return DEFAULT_TIMELINE_LIMIT;
+    const limit = JSON.parse(filter)?.room?.timeline?.limit;
+    return Number.isInteger(limit) && limit > 0 ? limit : DEFAULT_TIMELINE_LIMIT;
+  }
+
+  async #sync(req: IncomingMessage, res: ServerResponse, url: URL, oversized = false): Promise<void> {
     const sinceParam = url.searchParams.get('since');
     let since = sinceParam ? Number(sinceParam.replace(/^s/, '')) : undefined;
     const previous = this.#lastSince;
@@ -329,7 +358,8 @@ export class FakeMatrix {
     }
     const timeoutMs = Math.min(Number(url.searchParams.get('timeout') ?? 0), 60_000);
     const fresh = since === undefined;
-    const pending = () => this.#timeline.some((t) => t.pos > (since ?? 0) && this.#joined.has(t.roomId)) || this.#invites.size > 0;
+    const pending = () =>
+      this.#timeline.some((t) => t.pos > (since ?? 0) && this.#joined.has(t.roomId)) || [...this.#invites.values()].some((i) => i.pos > (since ?? 0));
     if (!fresh && !pending() && timeoutMs > 0) {
       await new Promise<void>((resolve) => {
         const done = () => {
@@ -344,13 +374,28 @@ export class FakeMatrix {
       });
     }
     if (res.destroyed || req.socket.destroyed) return;
-    const join: Record<string, { timeline: { events: unknown[]; limited: boolean }; state: { events: unknown[] } }> = {};
+    const join: Record<string, { timeline: { events: unknown[]; limited: boolean; prev_batch?: string }; state: { events: unknown[] } }> = {};
+    const inRange = new Map<string, TimelineEntry[]>();
     for (const t of this.#timeline) {
       if (!this.#joined.has(t.roomId) || (!fresh && t.pos <= since!)) continue;
-      (join[t.roomId] ??= { timeline: { events: [], limited: false }, state: { events: [] } }).timeline.events.push(t.event);
+      const list = inRange.get(t.roomId);
+      if (list) list.push(t);
+      else inRange.set(t.roomId, [t]);
+    }
+    // Per room the latest `limit` events; more than that and the timeline is `limited`, with a
+    // prev_batch token to paginate back from (GET /messages, which this fake does not serve).
+    const limit = this.#timelineLimit(url);
+    for (const [roomId, entries] of inRange) {
+      const kept = entries.slice(-limit);
+      const limited = kept.length < entries.length;
+      join[roomId] = {
+        timeline: { events: kept.map((t) => t.event), limited, ...(limited ? { prev_batch: `s${kept[0]!.pos - 1}` } : {}) },
+        state: { events: [] },
+      };
     }
     const invite: Record<string, unknown> = {};
     for (const [roomId, inv] of this.#invites) {
+      if (!fresh && inv.pos <= since!) continue;
       invite[roomId] = {
         invite_state: {
           events: [
@@ -366,7 +411,9 @@ export class FakeMatrix {
       };
     }
     const accountData = [...this.#accountData].filter(([, d]) => fresh || d.pos > since!).map(([type, d]) => ({ type, content: d.content }));
-    this.#json(res, { next_batch: `s${this.#pos}`, rooms: { join, invite, leave: {} }, account_data: { events: accountData } });
+    // An unknown top-level key, which clients ignore: it only makes the answer too large to read.
+    const padding = oversized ? { 'org.example.padding': 'x'.repeat(ANSWER_PADDING_BYTES) } : {};
+    this.#json(res, { next_batch: `s${this.#pos}`, rooms: { join, invite, leave: {} }, account_data: { events: accountData }, ...padding });
   }
 }
 
