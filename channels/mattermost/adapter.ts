@@ -7,6 +7,7 @@ import { sleep } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
+import { catchUpChannel, type MmPostList } from './catch-up.js';
 import { CursorFile } from './cursor.js';
 import { classifyMattermostError, type MattermostApiError } from './errors.js';
 import { neutralizeMattermostMentions } from './mentions.js';
@@ -35,8 +36,6 @@ export interface MattermostOptions {
 
 /** Mattermost's post size limit (since 5.0; older servers took 4,000). */
 const MAX_POST_CHARS = 16_383;
-/** The most posts one catch-up asks for per channel (one page). */
-const CATCH_UP_PAGE = 200;
 /** After a long time down, a restart catches up on this much at most: older posts are history, not questions. */
 const MAX_CATCH_UP_MS = 24 * 60 * 60 * 1000;
 
@@ -189,10 +188,11 @@ export class MattermostAdapter implements ChannelAdapter {
 
   /**
    * Posts created since the cursor, in every channel of the bot's teams (direct and group
-   * messages included) that had a post since: REST, one channel at a time (only its page is
-   * held), oldest first, through `take`. A channel read later may hold posts older than one
-   * delivered already, so the cursor moves only once all are: a catch-up cut short starts
-   * from where it did (the inbox drops what it stored already).
+   * messages included) that had a post since: REST, one channel at a time, a page at a time
+   * (catch-up.ts: a page too large to read is asked for again smaller, a post too large alone
+   * is skipped with a warning), oldest first, through `take`. A channel read later may hold
+   * posts older than one delivered already, so the cursor moves only once all are: a catch-up
+   * cut short starts from where it did (the inbox drops what it stored already).
    */
   async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal): Promise<void> {
     const since = this.#cursor!;
@@ -204,25 +204,21 @@ export class MattermostAdapter implements ChannelAdapter {
     }
     let delivered = 0;
     let newest = since;
+    const skipped = new Set<string>();
+    const read = async (channelId: string, query: string, s: AbortSignal) =>
+      (await this.#api<MmPostList>('posts', 'GET', `channels/${encodeURIComponent(channelId)}/posts?${query}`, undefined, s)).data;
     for (const c of channels.values()) {
-      const page = await this.#api<{ order?: string[]; posts?: Record<string, MmPost> }>(
-        'posts since',
-        'GET',
-        `channels/${encodeURIComponent(c.id)}/posts?since=${since}&per_page=${CATCH_UP_PAGE}`,
-        undefined,
-        signal,
-      );
-      const posts = Object.values(page.data.posts ?? {})
-        .filter((post) => post.create_at >= since)
-        .sort((a, b) => a.create_at - b.create_at);
-      for (const post of posts) {
-        await take(post, { channelType: c.type, channelName: c.name, teamId: c.team_id || undefined, senderName: undefined, mentions: [] }, false);
-        newest = Math.max(newest, post.create_at);
-      }
-      delivered += posts.length;
+      const where: MmWhere = { channelType: c.type, channelName: c.name, teamId: c.team_id || undefined, senderName: undefined, mentions: [] };
+      const got = await catchUpChannel({ read, channelId: c.id, sinceMs: since, skipped, log: this.#o.log, channel: this.#o.id, signal }, async (post) => {
+        await take(post, where, false);
+        delivered++;
+      });
+      // A channel's newest post skipped: its last_post_at is that post's time, and the cursor passes it.
+      newest = Math.max(newest, got.newestMs, got.skippedNewest ? (c.last_post_at ?? 0) : 0);
     }
     this.#advance(newest);
-    if (delivered) this.#o.log.info({ channel: this.#o.id, posts: delivered }, 'Mattermost catch-up delivered missed posts');
+    if (delivered || skipped.size)
+      this.#o.log.info({ channel: this.#o.id, posts: delivered, skipped: skipped.size }, 'Mattermost catch-up delivered missed posts');
   }
 
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {

@@ -13,6 +13,20 @@ export class MattermostApiError extends Error {
   }
 }
 
+/**
+ * An answer larger than the bound rest.ts reads (not read): sorted like any refused request,
+ * but a reader of pages (catch-up.ts) can tell it apart and ask for a smaller page.
+ */
+export class MattermostAnswerTooLarge extends MattermostApiError {
+  constructor(
+    status: number,
+    readonly maxBytes: number,
+  ) {
+    super(status, undefined, `answer larger than ${maxBytes} bytes`, undefined);
+    this.name = 'MattermostAnswerTooLarge';
+  }
+}
+
 /** The one place Mattermost failures are sorted: by HTTP status, then network. */
 export function classifyMattermostError(err: unknown, what = 'request'): ChannelError {
   if (err instanceof ChannelError) return err;

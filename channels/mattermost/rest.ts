@@ -1,8 +1,8 @@
 import { type HttpAnswer, httpJson } from '../../src/util/http-json.js';
-import { MattermostApiError } from './errors.js';
+import { MattermostAnswerTooLarge, MattermostApiError } from './errors.js';
 
-/** The most of a REST answer we read: a page of posts is the largest. */
-const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
+/** The most of a REST answer we read: a page of posts is the largest (the catch-up asks for a smaller page past it). */
+export const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /** How long a 429 asks us to wait: Retry-After, else X-Ratelimit-Reset (seconds), else undefined. */
 function waitOf(answer: HttpAnswer): number | undefined {
@@ -35,7 +35,7 @@ export async function mattermostRequest<T>(
     maxAnswerBytes: MAX_ANSWER_BYTES,
   });
   const { status, text, json } = answer;
-  if (answer.tooLarge) throw new MattermostApiError(status, undefined, `answer larger than ${MAX_ANSWER_BYTES} bytes`, undefined);
+  if (answer.tooLarge) throw new MattermostAnswerTooLarge(status, MAX_ANSWER_BYTES);
   if (!answer.ok) {
     const e = (json ?? {}) as { id?: string; message?: string };
     throw new MattermostApiError(status, e.id, e.message ?? (text.slice(0, 200) || `HTTP ${status}`), waitOf(answer));

@@ -26,6 +26,8 @@ export interface MmFakePost {
 
 export interface MmCall {
   route: MattermostRoute;
+  /** The URL's query parameters (the posts reads' since, before, after, page, per_page). */
+  query: URLSearchParams;
   body: Record<string, unknown> | undefined;
   at: number;
 }
@@ -34,9 +36,10 @@ const id26 = () => randomBytes(13).toString('hex');
 
 /**
  * A Mattermost server on 127.0.0.1, as far as channeld uses it: API v4 REST behind a bearer
- * token (users/me, teams, channels, posts since, create, patch, delete, typing, files) with
- * AppError bodies, and the WebSocket at /api/v4/websocket: authentication_challenge, hello
- * with a connection id, `posted` events numbered by `seq`. Faults: 429 with Retry-After,
+ * token (users/me, teams, channels, a channel's posts since a time or a page at a time,
+ * create, patch, delete, typing, files) with AppError bodies, and the WebSocket at
+ * /api/v4/websocket: authentication_challenge, hello with a connection id, `posted` events
+ * numbered by `seq`. Faults: 429 with Retry-After,
  * 5xx and dropped connections per route; dropped sockets, a gap in seq, a redelivered event.
  * It never resumes a connection (a new connection id each time), as a server whose buffer
  * has moved on: the client must catch up over REST.
@@ -64,6 +67,8 @@ export class FakeMattermost {
   readonly #wss: WebSocketServer;
   readonly #sockets = new Map<WebSocket, { seq: number }>();
   #skipNext = false;
+  /** The server time of the last post stored: no two posts share one, so before/after pages are exact. */
+  #lastPostMs = 0;
 
   constructor() {
     this.#http = createServer((req, res) => void this.#handle(req, res));
@@ -149,7 +154,8 @@ export class FakeMattermost {
 
   /** A new post, stored with the server's clock. */
   #store(userId: string, channelId: string, rootId: string, message: string, props: Record<string, unknown>, extra: Partial<MmFakePost>): MmFakePost {
-    const now = Date.now();
+    const now = Math.max(Date.now(), this.#lastPostMs + 1);
+    this.#lastPostMs = now;
     const post: MmFakePost = {
       id: id26(),
       create_at: now,
@@ -171,15 +177,24 @@ export class FakeMattermost {
 
   /**
    * A user writes a post: stored, then broadcast as `posted` to every open socket (none open:
-   * it is only stored, for a catch-up to find). Returns the post.
+   * it is only stored, for a catch-up to find). `props` as an integration sets them (attachments:
+   * the bulk of a large post). Returns the post.
    */
   userPost(
     text: string,
-    o: { channel?: { id: string }; user?: { id: string; username: string }; rootId?: string; mention?: boolean; files?: MmFakePost['metadata'] } = {},
+    o: {
+      channel?: { id: string };
+      user?: { id: string; username: string };
+      rootId?: string;
+      mention?: boolean;
+      files?: MmFakePost['metadata'];
+      props?: Record<string, unknown>;
+    } = {},
   ): MmFakePost {
     const channel = this.#channel(o.channel?.id ?? this.dm.id)!;
     const user = o.user ?? this.ada;
-    const post = this.#store(user.id, channel.id, o.rootId ?? '', o.mention ? `@${this.bot.username} ${text}` : text, {}, o.files ? { metadata: o.files } : {});
+    const message = o.mention ? `@${this.bot.username} ${text}` : text;
+    const post = this.#store(user.id, channel.id, o.rootId ?? '', message, o.props ?? {}, o.files ? { metadata: o.files } : {});
     this.broadcast(this.postedEvent(post, user.username));
     return post;
   }
@@ -276,6 +291,62 @@ export class FakeMattermost {
     return undefined;
   }
 
+  /**
+   * GET /channels/{id}/posts as Mattermost answers it (api4/post.go getPostsForChannel, the SQL
+   * store's GetPostsSince, getPostsAround and GetPosts, app's AddCursorIdsForPostList).
+   * `since`: the posts updated after it, deleted ones too, at most 1,000, `page` and `per_page`
+   * ignored. Else a page of `per_page` posts (60 unless given, at most 200) at offset
+   * `page × per_page`: created before (`before`) or after (`after`) that post, or from the
+   * newest; deleted ones left out. `order` is the page, newest first; `posts` adds the roots
+   * of its replies (and, without skipFetchThreads=true, their threads); `next_post_id` and
+   * `prev_post_id` name the posts just beyond the page.
+   */
+  #postsOf(channelId: string, q: URLSearchParams): Record<string, unknown> {
+    const wire = (list: MmFakePost[]) => Object.fromEntries(list.map(({ edits: _e, ...x }) => [x.id, x]));
+    const all = [...this.posts.values()].filter((x) => x.channel_id === channelId).sort((a, b) => a.create_at - b.create_at);
+    const since = Number(q.get('since') ?? 0);
+    if (since > 0) {
+      const list = all.filter((x) => x.update_at > since).slice(0, 1000);
+      return { order: list.map((x) => x.id).reverse(), posts: wire(list), next_post_id: '', prev_post_id: '' };
+    }
+    const int = (name: string, fallback: number) => {
+      const v = Number.parseInt(q.get(name) ?? '', 10);
+      return Number.isNaN(v) || v < 0 ? fallback : v;
+    };
+    const page = int('page', 0);
+    const perPage = Math.min(int('per_page', 60), 200);
+    const live = all.filter((x) => !x.delete_at);
+    const after = q.get('after') ?? '';
+    const before = q.get('before') ?? '';
+    const anchorAt = this.posts.get(after || before)?.create_at;
+    let candidates: MmFakePost[];
+    if (after) candidates = anchorAt === undefined ? [] : live.filter((x) => x.create_at > anchorAt);
+    else if (before) candidates = anchorAt === undefined ? [] : live.filter((x) => x.create_at < anchorAt).reverse();
+    else candidates = [...live].reverse();
+    const list = candidates.slice(page * perPage, (page + 1) * perPage).sort((a, b) => b.create_at - a.create_at);
+    const roots = new Set(list.flatMap((x) => [x.id, x.root_id].filter(Boolean)));
+    const threads = q.get('skipFetchThreads') === 'true' ? [] : live.filter((x) => roots.has(x.root_id));
+    const parents = [...live.filter((x) => roots.has(x.id)), ...threads];
+    const newest = list[0];
+    const oldest = list.at(-1);
+    const nextId = () => (newest ? (live.find((x) => x.create_at > newest.create_at)?.id ?? '') : '');
+    const prevId = () => (oldest ? (live.findLast((x) => x.create_at < oldest.create_at)?.id ?? '') : '');
+    const short = list.length < perPage;
+    let next: string;
+    let prev: string;
+    if (after) {
+      prev = page === 0 ? after : prevId();
+      next = short ? '' : nextId();
+    } else if (before) {
+      next = page === 0 ? before : nextId();
+      prev = short ? '' : prevId();
+    } else {
+      next = nextId();
+      prev = prevId();
+    }
+    return { order: list.map((x) => x.id), posts: wire([...parents, ...list]), next_post_id: next, prev_post_id: prev };
+  }
+
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', this.url);
     if (!url.pathname.startsWith('/api/v4/')) return this.#error(res, 404, 'api.context.404.app_error', 'Sorry, we could not find the page.');
@@ -292,7 +363,7 @@ export class FakeMattermost {
     } catch {
       return this.#error(res, 400, 'api.context.invalid_body_param.app_error', 'Invalid or missing body.');
     }
-    this.calls.push({ route, body, at: Date.now() });
+    this.calls.push({ route, query: url.searchParams, body, at: Date.now() });
     const fault = this.#faults.get(route)?.shift();
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
@@ -316,12 +387,8 @@ export class FakeMattermost {
           [this.dm, this.town, this.offTopic].map((c) => ({ ...c, last_post_at: last(c.id) })),
         );
       }
-      case 'since': {
-        const since = Number(url.searchParams.get('since') ?? 0);
-        const list = [...this.posts.values()].filter((x) => x.channel_id === p[1] && x.update_at >= since);
-        const posts = Object.fromEntries(list.map(({ edits: _e, ...x }) => [x.id, x]));
-        return this.#answer(res, 200, { order: list.map((x) => x.id).reverse(), posts, next_post_id: '', prev_post_id: '' });
-      }
+      case 'since':
+        return this.#answer(res, 200, this.#postsOf(p[1]!, url.searchParams));
       case 'create': {
         const channel = this.#channel(String(body?.channel_id ?? ''));
         const message = String(body?.message ?? '');
