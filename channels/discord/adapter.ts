@@ -10,6 +10,7 @@ import { chunkText } from '../../src/util/chunk.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
 import { GatewayHandover, parseHandover, type DiscordHandover } from './handover.js';
+import { boundedCaches, cacheSizes, forgetDmChannel } from './caches.js';
 import { markdownForDiscord } from './markdown.js';
 import { normalizeButton, normalizeMessage } from './normalize.js';
 
@@ -85,6 +86,8 @@ export class DiscordAdapter implements ChannelAdapter {
   /** `channeld upgrade`: the sessions the old process handed over (resumed by the next listen), and what this one hands on. */
   #resumeFrom: DiscordHandover | undefined;
   #handingOver: DiscordHandover | undefined;
+  /** The gateway clients listening now (one per `listenPart` in cluster mode), for cacheSizes(). */
+  readonly #clients = new Set<Client>();
 
   constructor(options: DiscordOptions, token: string) {
     this.#o = options;
@@ -115,6 +118,16 @@ export class DiscordAdapter implements ChannelAdapter {
     return this.#self?.name;
   }
 
+  /** What discord.js holds in its caches now, summed over the live clients (see caches.ts); undefined when not listening. */
+  cacheSizes(): ReturnType<typeof cacheSizes> | undefined {
+    const all = [...this.#clients].map(cacheSizes);
+    if (!all.length) return undefined;
+    return all.reduce((sum, one) => {
+      for (const k of Object.keys(sum) as Array<keyof typeof sum>) sum[k] += one[k];
+      return sum;
+    });
+  }
+
   listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
     const all = Array.from({ length: this.#o.shards ?? 1 }, (_, i) => i);
     return this.#run(all, deliver, signal, onConnected, onReconnecting);
@@ -131,11 +144,14 @@ export class DiscordAdapter implements ChannelAdapter {
     const client = new Client({
       intents: [GatewayIntentBits.Guilds, GatewayIntentBits.GuildMessages, GatewayIntentBits.MessageContent, GatewayIntentBits.DirectMessages],
       partials: [Partials.Channel],
+      // Only what the adapter reads is cached; the rest is bounded or off (caches.ts).
+      ...boundedCaches(),
       rest: { api: this.#o.restApi },
       ws: { buildStrategy: (manager) => handover.buildStrategy(manager, (m) => new SimpleShardingStrategy(m)) },
       // An unsharded bot keeps discord.js's defaults (shard 0 of 1), as before shards existed.
       ...((this.#o.shards ?? 1) > 1 ? { shards, shardCount: this.#o.shards } : {}),
     });
+    this.#clients.add(client);
     let fail!: (err: Error) => void;
     const fatal = new Promise<never>((_, reject) => (fail = reject));
     fatal.catch(() => {});
@@ -150,15 +166,17 @@ export class DiscordAdapter implements ChannelAdapter {
     client.on('messageCreate', (m) => {
       // discord.js knows the bot from READY on, which can be before login() resolves.
       if (!this.#self && client.user) this.#self = { id: client.user.id, name: client.user.username };
-      if (!this.#self) return;
-      const msg = normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds);
+      const msg = this.#self ? normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds) : undefined;
+      forgetDmChannel(client, m.channelId, m.guildId);
       if (msg) deliver(msg).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord message not stored'));
     });
     client.on('interactionCreate', (i) => {
-      if (!i.isButton()) return;
+      if (!i.isButton()) return forgetDmChannel(client, i.channelId, i.guildId);
       // A button click (INTERACTION_CREATE, component type 2) is the clicker's message; once
       // stored it is acknowledged with DEFERRED_UPDATE_MESSAGE (Discord wants an answer within 3 s).
-      deliver(normalizeButton(i, this.#o.id))
+      const click = normalizeButton(i, this.#o.id);
+      forgetDmChannel(client, i.channelId, i.guildId);
+      deliver(click)
         .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord button click not stored'))
         .then(() =>
           this.#call('interactionCallback', signal, (s) =>
@@ -187,6 +205,7 @@ export class DiscordAdapter implements ChannelAdapter {
           this.#o.log.warn({ err, channel: this.#o.id }, 'the Discord session could not be handed over; the new process identifies anew');
           return undefined;
         });
+      this.#clients.delete(client);
       await client.destroy();
     }
   }

@@ -241,7 +241,8 @@ export class FakeDiscord {
     const token = `interaction-token-${id}`;
     this.#openInteractions.set(id, token);
     const author = this.#author(user);
-    const inGuild = message.channelId !== this.dmChannel;
+    // Every user has a DM channel of their own: a channel of no guild is one.
+    const inGuild = this.guilds.some((g) => [g.channel, g.thread, g.thread2].includes(message.channelId));
     const guild = this.guilds.find((g) => [g.channel, g.thread, g.thread2].includes(message.channelId)) ?? this.guild;
     const threadParent = message.channelId === guild.thread || message.channelId === guild.thread2 ? guild.channel : undefined;
     this.dispatch('INTERACTION_CREATE', {
@@ -271,8 +272,9 @@ export class FakeDiscord {
     return id;
   }
 
-  dm(text: string, author?: { id?: string; username?: string }): string {
-    return this.#message(this.dmChannel, text, { author: this.#author(author), mentions: [], channel_type: 1 });
+  /** A DM; each user has a DM channel of their own with the bot (`channelId`, `dmChannel` by default). */
+  dm(text: string, author?: { id?: string; username?: string }, channelId = this.dmChannel): string {
+    return this.#message(channelId, text, { author: this.#author(author), mentions: [], channel_type: 1 });
   }
 
   // ——— the CDN: attachments at /attachments/<channel>/<id>/<name>?ex=&is=&hm= (signed, no token) ———
