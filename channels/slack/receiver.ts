@@ -1,8 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
 import type { App, Receiver } from '@slack/bolt';
 // Not from the package's index, which loads receivers channeld never uses (see adapter.ts).
 import { isValidSlackRequest } from '@slack/bolt/dist/receivers/verify-request.js';
 import { SocketModeClient } from '@slack/socket-mode';
+import { Agent, buildConnector } from 'undici';
 import { BODY_TIMEOUT_MS, readBody, sendJson } from '../../src/util/http-helpers.js';
 import { settleWithin } from '../../src/util/abortable.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
@@ -19,6 +21,12 @@ const STOP_DRAIN_MS = 2000;
 const MAX_CLOCK_SKEW_S = 5 * 60;
 /** The form of X-Slack-Signature: `v0=` and a hex HMAC-SHA256. */
 const SIGNATURE_FORM = /^v0=[0-9a-f]{64}$/i;
+/**
+ * The largest Socket Mode frame read into memory (undici's default is 128 MiB). An envelope
+ * is one event or interaction payload, far smaller (a message's text is at most 40,000
+ * characters, its blocks 50); a larger frame fails the socket with 1009 and the SDK reconnects.
+ */
+export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
 /**
  * Why an envelope that passed authentication still cannot be an event (a JSON `null`, an
@@ -78,15 +86,57 @@ export interface SocketReceiverOptions {
   onReconnecting(reason: string): void;
 }
 
+/**
+ * The WebSocket's undici dispatcher: @slack/socket-mode takes one (`dispatcher`, its public
+ * option), and undici reads the frame bound from it. The SDK's own dispatcher keeps each
+ * socket to destroy it when a peer never completes the close handshake; one passed in is
+ * not kept, so this one keeps them and `abandon()` destroys them (on the SDK's `close`, when
+ * it has let go of its WebSocket). Only the WebSocket uses it: Web API calls keep global fetch.
+ */
+class FrameBoundDispatcher {
+  readonly #sockets = new Set<Socket>();
+  readonly agent: Agent;
+
+  constructor(maxFrameBytes: number) {
+    // HTTP/1.1, as the SDK's own: a WebSocket keeps a socket of its own.
+    const connect = buildConnector({ allowH2: false });
+    this.agent = new Agent({
+      webSocket: { maxPayloadSize: maxFrameBytes },
+      connect: (opts, callback) =>
+        connect(opts, (...answer) => {
+          const socket = answer[1];
+          if (socket) {
+            this.#sockets.add(socket);
+            socket.once('close', () => this.#sockets.delete(socket));
+          }
+          callback(...answer);
+        }),
+    });
+  }
+
+  abandon(): void {
+    for (const socket of this.#sockets) socket.destroy();
+    this.#sockets.clear();
+  }
+}
+
 /** Socket Mode through @slack/socket-mode, acking each envelope only after it is stored. */
 export class DeferredAckSocketReceiver implements Receiver {
   readonly client: SocketModeClient;
   #app: App | undefined;
   /** Envelopes being stored, to be acked before the socket closes at stop. */
   readonly #inFlight = new Set<Promise<void>>();
+  readonly #dispatcher: FrameBoundDispatcher;
 
   constructor(readonly o: SocketReceiverOptions) {
-    const client = new GuardedSocketModeClient({ appToken: o.appToken, clientOptions: { slackApiUrl: o.slackApiUrl }, logLevel: 'error' as never });
+    this.#dispatcher = new FrameBoundDispatcher(MAX_FRAME_BYTES);
+    const client = new GuardedSocketModeClient({
+      appToken: o.appToken,
+      // With a dispatcher and no fetch, the SDK would send its Web API calls through it too.
+      clientOptions: { slackApiUrl: o.slackApiUrl, fetch: globalThis.fetch },
+      dispatcher: this.#dispatcher.agent,
+      logLevel: 'error' as never,
+    });
     client.onMalformed = (reason) => o.log.debug({ reason }, 'malformed Slack envelope acknowledged and dropped');
     this.client = client;
     this.client.on('slack_event', async ({ ack, body, retry_num }: { ack: () => Promise<void>; body: Record<string, unknown>; retry_num?: number }) => {
@@ -105,7 +155,13 @@ export class DeferredAckSocketReceiver implements Receiver {
       this.#inFlight.delete(handled);
     });
     this.client.on('connected', () => o.onConnected());
-    this.client.on('reconnecting', () => o.onReconnecting('Slack Socket Mode connection lost; reconnecting'));
+    // The SDK has let go of its WebSocket (it emits this after its own cleanup).
+    this.client.on('close', () => this.#dispatcher.abandon());
+    // undici tells no one why it failed a connection: a frame over the bound looks like a drop.
+    const mib = MAX_FRAME_BYTES / (1024 * 1024);
+    this.client.on('reconnecting', () =>
+      o.onReconnecting(`Slack Socket Mode connection lost (the network, or a frame over ${mib} MiB refused with 1009); reconnecting`),
+    );
   }
 
   init(app: App): void {
@@ -116,7 +172,12 @@ export class DeferredAckSocketReceiver implements Receiver {
   }
   async stop(): Promise<unknown> {
     await settleWithin(Promise.all(this.#inFlight), STOP_DRAIN_MS);
-    return this.client.disconnect();
+    try {
+      return await this.client.disconnect();
+    } finally {
+      this.#dispatcher.abandon();
+      await this.#dispatcher.agent.destroy().catch(() => {});
+    }
   }
 }
 

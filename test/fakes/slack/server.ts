@@ -92,8 +92,8 @@ export class FakeSlack {
   readonly sentEnvelopes: Array<{ id: string; at: number; socket: number }> = [];
   /** Every ack, in order: an envelope acked twice shows twice. */
   readonly ackLog: Array<{ id: string; socket: number; at: number }> = [];
-  /** Socket Mode connections opening and closing, numbered from 1 in the order they opened. */
-  readonly socketLog: Array<{ socket: number; event: 'open' | 'close'; at: number }> = [];
+  /** Socket Mode connections opening and closing (with the close code), numbered from 1 in the order they opened. */
+  readonly socketLog: Array<{ socket: number; event: 'open' | 'close'; at: number; code?: number }> = [];
   /**
    * How envelopes are spread over open sockets: `all` (default) sends each to every one;
    * `one` sends each to one socket (the oldest open, as a long-lived connection would get
@@ -351,6 +351,13 @@ export class FakeSlack {
     };
   }
 
+  /** One text frame of exactly `bytes` bytes (JSON, not an envelope, so nothing waits for its ack) on every open socket. */
+  sendFrame(bytes: number): void {
+    const head = '{"type":"padding","text":"';
+    const frame = `${head}${'x'.repeat(Math.max(0, bytes - head.length - 2))}"}`;
+    for (const ws of this.#wss.clients) if (ws.readyState === 1) ws.send(frame);
+  }
+
   /** Slack's refresh: {"type":"disconnect"}; the client must reconnect through apps.connections.open. */
   disconnect(reason = 'refresh_requested'): void {
     for (const ws of this.#wss.clients) ws.send(JSON.stringify({ type: 'disconnect', reason, debug_info: { host: 'fake' } }));
@@ -373,10 +380,10 @@ export class FakeSlack {
     const inFlight = (env: Envelope) => this.spread === 'one' && this.#sentOn.get(env.envelope_id)?.readyState === 1;
     for (const env of this.#unacked.values()) if (!inFlight(env)) this.#send(ws, { ...env, retry_attempt: env.retry_attempt + 1, retry_reason: 'timeout' });
     const ping = setInterval(() => ws.ping(), 5000);
-    ws.on('close', () => {
+    ws.on('close', (code) => {
       clearInterval(ping);
       this.#open.delete(ws);
-      this.socketLog.push({ socket, event: 'close', at: Date.now() });
+      this.socketLog.push({ socket, event: 'close', at: Date.now(), code });
       // Slack retries what a closed socket left unacked on another open one: what it was
       // given, not an envelope that went to another socket while this one was closing.
       if (this.spread === 'one')
