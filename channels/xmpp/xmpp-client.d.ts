@@ -4,6 +4,7 @@
  */
 declare module '@xmpp/client' {
   import type { EventEmitter } from 'node:events';
+  import type { Socket } from 'node:net';
 
   export interface Element {
     name: string;
@@ -29,8 +30,33 @@ declare module '@xmpp/client' {
 
   export function jid(address: string): Jid;
 
+  /**
+   * @xmpp/xml's stream parser (@xmpp/connection-tcp's `Parser`): `write` takes what the socket
+   * read; ltx's events call the `on…` methods, which build the stanza under `cursor`.
+   */
+  export interface XmlParser extends EventEmitter {
+    root: Element | null;
+    cursor: Element | null;
+    write(data: string): void;
+    onStartElement(name: string, attrs: Record<string, string>): void;
+    onEndElement(name: string): void;
+    onText(text: string): void;
+  }
+
+  export type XmlParserClass = new () => XmlParser;
+
   export interface XmppClient extends EventEmitter {
     status: string;
+    /**
+     * The class each stream is parsed with: `connect()` sets it to the transport's, `open()`
+     * (every stream, restarts and reconnects included) constructs it.
+     */
+    Parser: XmlParserClass;
+    /** The connection's socket while there is one; its "close" is the client's "disconnect". */
+    socket: Socket | null;
+    sendMany(elements: Element[]): Promise<void>;
+    /** Raw text onto the stream (as `send`, which serialises an element, does). */
+    write(data: string): Promise<void>;
     jid: Jid | undefined;
     start(): Promise<Jid>;
     stop(): Promise<void>;
@@ -38,7 +64,8 @@ declare module '@xmpp/client' {
     reconnect: EventEmitter & { delay: number; stop(): void };
     iqCaller: { request(element: Element, timeoutMs?: number): Promise<Element> };
     iqCallee: { get(xmlns: string, name: string, handler: () => Element | Record<string, never>): void };
-    streamManagement: EventEmitter & { enabled: boolean; id: string };
+    /** `inbound`: the stanzas handled, as the 'h' of XEP-0198 acknowledgements. */
+    streamManagement: EventEmitter & { enabled: boolean; id: string; inbound: number };
   }
 
   export function client(options: { service: string; domain: string; username: string; password: string; resource?: string }): XmppClient;
