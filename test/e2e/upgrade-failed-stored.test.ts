@@ -13,10 +13,15 @@ import { echoAgent } from '../helpers/toml.js';
 const dist = (path: string) => pathToFileURL(join(import.meta.dirname, '../../dist', path)).href;
 const cli = join(import.meta.dirname, '../../dist/bin/channeld.js');
 
-function upgrade(args: string[]): Promise<number | null> {
+/** `channeld upgrade`: its exit code and what it printed. */
+function upgrade(args: string[]): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, [cli, 'upgrade', ...args], { env: { PATH: process.env.PATH }, stdio: 'ignore' });
-    child.once('exit', (code) => resolve(code));
+    const child = spawn(process.execPath, [cli, 'upgrade', ...args], { env: { PATH: process.env.PATH }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    const take = (d: Buffer) => (output += d.toString());
+    child.stdout.on('data', take);
+    child.stderr.on('data', take);
+    child.once('exit', (code) => resolve({ code, output }));
   });
 }
 
@@ -30,15 +35,15 @@ function storesThenFails(dir: string, hangs = false): string {
   const build = join(dir, 'stores-then-fails.mjs');
   writeFileSync(
     build,
-    `import { openDb } from '${dist('src/store/db.js')}';
-import { Inbox } from '${dist('src/store/inbox.js')}';
-import { conversationScope } from '${dist('src/contracts/message.js')}';
-if (${hangs}) {
+    `if (${hangs}) {
   process.on('SIGTERM', () => {});
   setInterval(() => {}, 1000);
 }
 process.on('message', async (m) => {
   if (m.t !== 'taken') return;
+  const { openDb } = await import('${dist('src/store/db.js')}');
+  const { Inbox } = await import('${dist('src/store/inbox.js')}');
+  const { conversationScope } = await import('${dist('src/contracts/message.js')}');
   const db = openDb(${JSON.stringify(join(dir, 'state', 'channeld.db'))});
   const msg = { channelId: 'tg', kind: 'telegram', messageId: '42:9001', chat: { id: '42', type: 'dm' }, sender: { id: '42', name: 'Ada', isBot: false },
     text: 'stored by the new build', attachments: [], addressed: true, receivedAt: Date.now() };
@@ -65,7 +70,7 @@ describe('channeld upgrade that fails after the new process stored a message', (
       const old = withDaemonProcess(file, telegramEnv(tg));
       const url = await old.url();
       await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
-      expect(await upgrade(['--exec', storesThenFails(dir), '--config', file])).toBe(78);
+      expect((await upgrade(['--exec', storesThenFails(dir), '--config', file])).code).toBe(78);
       await waitFor(() => tg.texts(42).includes('stored by the new build'), 15_000);
       await waitFor(() => old.lines.some((l) => l.msg === 'upgrade failed: the messages the new process stored are answered here'), 10_000);
       expect(tg.texts(42).filter((t) => t === 'stored by the new build')).toHaveLength(1);
@@ -83,12 +88,18 @@ describe('channeld upgrade that fails after the new process stored a message', (
     async () => {
       const tg = await withTelegram();
       const dir = withTempDir('upgrade-stored-order');
-      const file = writeProcessConfig(dir, `${echoAgent(0)}${telegramChannel(tg)}`, 'upgrade_timeout_ms = 1500\n');
+      // Long enough for the build to start and store its message on a loaded machine.
+      const file = writeProcessConfig(dir, `${echoAgent(0)}${telegramChannel(tg)}`, `upgrade_timeout_ms = ${scaled(4000)}\n`);
       const old = withDaemonProcess(file, telegramEnv(tg));
       const url = await old.url();
       await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
-      expect(await upgrade(['--exec', storesThenFails(dir, true), '--config', file])).toBe(78);
+      expect((await upgrade(['--exec', storesThenFails(dir, true), '--config', file])).code).toBe(78);
       tg.dm('sent while it exits');
+      // Until it has exited and its listeners run here again, the failed upgrade is not over:
+      // another begun now would have them resumed here under it.
+      const again = await upgrade(['--exec', storesThenFails(dir), '--config', file]);
+      expect(again.code).not.toBe(0);
+      expect(again.output).toContain('already under way');
       await waitFor(() => ['stored by the new build', 'sent while it exits'].every((t) => tg.texts(42).includes(t)), 20_000);
       expect(tg.texts(42)).toEqual(['stored by the new build', 'sent while it exits']);
       old.signal('SIGTERM');

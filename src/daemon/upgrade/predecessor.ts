@@ -57,6 +57,8 @@ export class Predecessor {
   /** Listeners that ran in both processes until the hand-over: their late state goes over as they are dropped. */
   readonly #overlapped = new Map<string, ListenerGate>();
   #handedOver: () => void = () => {};
+  /** Resolves once a failed upgrade's new process has exited and its listeners run here again. */
+  #recovered: Promise<void> = Promise.resolve();
   /** After the hand-over: this process's HTTP connections ended (each moved to the new process), or HTTP_DRAIN_MS passed. */
   #drained: Promise<void> | undefined;
   /** Resolves once the new process took over: the caller stops this daemon (its stop waits for drained()), then calls finish(). */
@@ -72,8 +74,10 @@ export class Predecessor {
     if (this.#current) return Promise.resolve({ ok: false, error: new CodedError('UPGRADE_IN_PROGRESS').message, took_ms: 0 });
     const run = this.#run(options.exec);
     this.#current = run;
+    // A failed one is over once its process has exited and what it took runs here again: an
+    // upgrade begun before would have its listeners resumed here under it.
     void run.then((r) => {
-      if (!r.ok) this.#current = undefined;
+      if (!r.ok) void this.#recovered.then(() => (this.#current = undefined));
     });
     return run;
   }
@@ -161,13 +165,21 @@ export class Predecessor {
           child.kill('SIGTERM');
           const kill = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
           kill.unref();
-          child.once('exit', () => clearTimeout(kill));
+          // This daemon exiting first must not leave it behind holding the port and a listener.
+          const killOnExit = () => child.kill('SIGKILL');
+          process.once('exit', killOnExit);
+          child.once('exit', () => {
+            clearTimeout(kill);
+            process.off('exit', killOnExit);
+          });
         }
         if (child.connected) child.disconnect();
         // Once the new process is gone (a SIGKILL ends it within KILL_AFTER_MS): what it stored
         // is queued first, then the listeners it took run here again. Resumed before, they
         // answered a message sent meanwhile ahead of an earlier one it stored in the same
         // conversation, and could poll beside it while it still held their connection.
+        let recovered!: () => void;
+        this.#recovered = new Promise((resolve) => (recovered = resolve));
         const recover = () => {
           try {
             const count = recoverStored();
@@ -177,6 +189,7 @@ export class Predecessor {
             log.warn({ err }, 'upgrade failed: what the new process stored is left for the next start');
           }
           for (const gate of paused) gate.resume();
+          recovered();
         };
         // No pid: it never started, and node may never tell its exit.
         if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) recover();
