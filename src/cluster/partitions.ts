@@ -39,6 +39,8 @@ interface Owned {
   waiting: WaitingForChannel;
   /** The items being handed to the dispatcher, one after another, so a conversation keeps its order. */
   admitting: Promise<unknown>;
+  /** A balancing step's admission of waiting items is queued or running (one at a time, not one per step). */
+  admittingWaiting: boolean;
 }
 
 export interface PartitionHooks {
@@ -159,7 +161,14 @@ export class Partitions {
   }
 
   async #own(partition: number, lease: HeldLease): Promise<void> {
-    const o: Owned = { partition, lease, leaving: false, waiting: new WaitingForChannel(partition, this.log), admitting: Promise.resolve() };
+    const o: Owned = {
+      partition,
+      lease,
+      leaving: false,
+      waiting: new WaitingForChannel(partition, this.log),
+      admitting: Promise.resolve(),
+      admittingWaiting: false,
+    };
     this.#owned.set(partition, o);
     try {
       this.hooks.onAcquired(partition);
@@ -251,8 +260,11 @@ export class Partitions {
   /** Each balancing step: the waiting items whose channel now runs here (a reload added it) are queued, in order. */
   #admitWaiting(): void {
     for (const o of this.#owned.values()) {
-      if (!o.waiting.size || o.leaving || o.lease.signal.aborted) continue;
+      // While one waits behind an admission held up (the store away), the steps do not pile up.
+      if (!o.waiting.size || o.admittingWaiting || o.leaving || o.lease.signal.aborted) continue;
+      o.admittingWaiting = true;
       this.#serially(o, async () => {
+        o.admittingWaiting = false;
         for (const r of o.waiting.take((id) => this.dispatcher.knows(id), Date.now())) if (!(await this.#admit(o, r))) return;
       }).catch((err: unknown) => {
         // Taken out but not queued: still unacked in the stream, so the partition's next owner runs them.

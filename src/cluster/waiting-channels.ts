@@ -18,6 +18,13 @@ export interface Received {
  */
 export const CHANNEL_WAIT_MAX_MS = 15 * 60_000;
 
+/**
+ * The most items one partition keeps waiting. They hold the consumer's unacked slots (10,000):
+ * a busy channel missing here must not stall every other conversation of the partition, so
+ * past this one more is let go as a removed channel's would be (logged as an error).
+ */
+export const MAX_WAITING_PER_PARTITION = 1000;
+
 /** How often the warning about waiting items is repeated while they wait. */
 const WARN_EVERY_MS = 60_000;
 
@@ -31,6 +38,8 @@ const WARN_EVERY_MS = 60_000;
  */
 export class WaitingForChannel {
   readonly #items: Received[] = [];
+  /** Per channel: how many of its items wait (a lookup per received item, not a scan). */
+  readonly #perChannel = new Map<string, number>();
   /** Per channel: when its waiting items were last logged. */
   readonly #warnedAtMs = new Map<string, number>();
 
@@ -45,12 +54,22 @@ export class WaitingForChannel {
 
   /** Whether an item of `channelId` must wait: this instance does not run the channel, or earlier items of it wait. */
   holds(channelId: string, known: boolean): boolean {
-    return !known || this.#items.some((r) => r.item.message.channelId === channelId);
+    return !known || this.#perChannel.has(channelId);
   }
 
   add(r: Received, nowMs: number): void {
+    const channelId = r.item.message.channelId;
+    if (this.#items.length >= MAX_WAITING_PER_PARTITION) {
+      this.log.error(
+        { partition: this.partition, channel: channelId, messageId: r.item.message.messageId, waiting: this.#items.length },
+        'a message for a channel not configured on this instance was dropped: too many already wait in its partition',
+      );
+      r.m.term();
+      return;
+    }
     this.#items.push(r);
-    this.#warn(r.item.message.channelId, nowMs);
+    this.#perChannel.set(channelId, (this.#perChannel.get(channelId) ?? 0) + 1);
+    this.#warn(channelId, nowMs);
   }
 
   /**
@@ -76,6 +95,8 @@ export class WaitingForChannel {
       }
     }
     this.#items.splice(0, this.#items.length, ...kept);
+    this.#perChannel.clear();
+    for (const r of kept) this.#perChannel.set(r.item.message.channelId, (this.#perChannel.get(r.item.message.channelId) ?? 0) + 1);
     return ready;
   }
 
@@ -83,7 +104,7 @@ export class WaitingForChannel {
     const last = this.#warnedAtMs.get(channelId);
     if (last !== undefined && nowMs - last < WARN_EVERY_MS) return;
     this.#warnedAtMs.set(channelId, nowMs);
-    const waiting = this.#items.filter((r) => r.item.message.channelId === channelId).length;
+    const waiting = this.#perChannel.get(channelId) ?? 1;
     this.log.warn(
       { partition: this.partition, channel: channelId, waiting },
       'messages wait: their channel is not configured on this instance (its config differs from the instance that took them in); they run once a reload adds it',
