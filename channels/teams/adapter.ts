@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, SentAt, TransportOptions } from '../../src/contracts/channel.js';
-import { errorMessage } from '../../src/contracts/errors.js';
+import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { untilAborted } from '../../src/util/abortable.js';
@@ -14,7 +14,7 @@ import { buttonsCard, neutraliseMentions } from './cards.js';
 import { classifyTeamsError, connectorCall } from './connector.js';
 import { ServiceUrls } from './conversations.js';
 import { activityIdOf, malformedActivity, normalizeActivity, tenantOf, type Activity } from './normalize.js';
-import { memberAsSender, stopCommand, stoppedByUser, UserStops, type Sender } from './stop.js';
+import { stoppedByUser, StoppedAnswers } from './stop.js';
 import { BotToken } from './token.js';
 
 export interface TeamsOptions {
@@ -50,10 +50,8 @@ export class TeamsAdapter implements ChannelAdapter {
   readonly #token: BotToken;
   readonly #urls: ServiceUrls;
   readonly #call = platformCaller(classifyTeamsError);
-  readonly #stops = new UserStops();
+  readonly #stops = new StoppedAnswers();
   #botId: string | undefined;
-  /** Where a user's Stop goes as their /stop (set by `listen`; kept after it, as replies outlive it). */
-  #deliver: Deliver | undefined;
 
   constructor(options: TeamsOptions, password: string) {
     this.#o = options;
@@ -73,7 +71,6 @@ export class TeamsAdapter implements ChannelAdapter {
     // The app password is tried now, so a wrong one parks the channel instead of failing every reply.
     await this.#call('token', signal, (s) => this.#token.get(s));
     const verify = connectorVerifier(identity, this.#o.appId);
-    this.#deliver = deliver;
     const remove = this.#o.http.route('POST', `/webhooks/${this.#o.id}`, (req, res) => this.#activity(req, res, verify, deliver), {
       scheme: 'jwt',
       describe: 'Bot Connector JWT: signature, issuer, audience (app_id), expiry, serviceUrl',
@@ -125,7 +122,6 @@ export class TeamsAdapter implements ChannelAdapter {
     if (typeof activity.recipient?.id === 'string') this.#botId = activity.recipient.id;
     if (typeof activity.conversation?.id === 'string') this.#urls.set(activity.conversation.id, activity.serviceUrl as string);
     const msg = normalizeActivity(activity, this.#o.id);
-    if (msg?.chat.type === 'dm') this.#stops.noteUser(msg.chat.id, msg.sender);
     try {
       if (msg) await deliver(msg);
       res.writeHead(200).end();
@@ -142,7 +138,7 @@ export class TeamsAdapter implements ChannelAdapter {
     path: string,
     body: unknown,
     signal: AbortSignal,
-    method: 'GET' | 'POST' | 'PUT' | 'DELETE' = 'POST',
+    method: 'POST' | 'PUT' | 'DELETE' = 'POST',
     sentAt?: SentAt,
   ): Promise<T> {
     return this.#call(
@@ -211,8 +207,8 @@ export class TeamsAdapter implements ChannelAdapter {
    * is answered): the reply stores it, so a stream past Teams' two-minute limit, or a turn
    * run again after a crash, updates that message in place rather than posting a second.
    * The user's Stop button is the exception: Teams answers the next request "cancelled by
-   * user" and allows no change after it, so the stream ends quietly where it was (nothing more
-   * is sent for it) and, while its turn runs, the Stop goes to the dispatcher as the user's /stop.
+   * user" and allows no change after it, so the stream ends where it was (nothing more is sent
+   * for it) and, while its turn runs, REPLY_STOPPED_BY_USER tells the reply to stop the turn.
    */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
     if (target.chatType !== 'dm') return undefined;
@@ -221,21 +217,24 @@ export class TeamsAdapter implements ChannelAdapter {
     let sequence = 0;
     let stopped = false;
     const ref = (): MessageRef => ({ chatId: target.chatId, messageId: streamId! });
-    /** Whether `err` is the user's Stop; then the stream is over, and a turn still running is stopped too. */
-    const userStopped = (err: unknown, turnRunning: boolean, signal: AbortSignal): boolean => {
+    /**
+     * Whether `err` is the user's Stop: the stream is over, nothing more is sent for this
+     * answer, and (while the turn runs) REPLY_STOPPED_BY_USER tells the turn to stop.
+     */
+    const userStopped = (err: unknown): boolean => {
       if (streamId === undefined || !stoppedByUser(err)) return false;
       stopped = true;
       this.#stops.stopped(target, ref());
       this.#o.log.info({ channel: this.#o.id, conversation: target.chatId, stream: streamId }, 'Teams: the user pressed Stop; the answer ends where it was');
-      if (turnRunning) this.#userStop(target.chatId, streamId, signal);
       return true;
     };
+    const stopTheTurn = () => new ChannelError('REPLY_STOPPED_BY_USER', 'Teams: the user pressed Stop on the streamed answer');
     return {
       get ref() {
         return streamId === undefined ? undefined : ref();
       },
       update: async (text, options) => {
-        if (stopped) return;
+        if (stopped) throw stopTheTurn();
         try {
           const sent = await this.#post<{ id?: string }>(
             'stream',
@@ -250,7 +249,8 @@ export class TeamsAdapter implements ChannelAdapter {
           );
           streamId ??= sent.id;
         } catch (err) {
-          if (!userStopped(err, true, options.signal)) throw err;
+          if (userStopped(err)) throw stopTheTurn();
+          throw err;
         }
       },
       finish: async (text, options) => {
@@ -266,36 +266,13 @@ export class TeamsAdapter implements ChannelAdapter {
           );
           return { chatId: target.chatId, messageId: sent.id ?? streamId };
         } catch (err) {
+          if (!userStopped(err)) throw err;
           // The turn's last write: it ended, nothing to stop. Otherwise the answer outgrew one message mid-turn.
-          if (!userStopped(err, options.final !== true, options.signal)) throw err;
+          if (options.final !== true) throw stopTheTurn();
           return ref();
         }
       },
     };
-  }
-
-  /**
-   * A user's Stop as their /stop in that 1:1 chat, not awaited by the stream (which is over
-   * either way). The user is the one whose message this chat last brought, or else, in an
-   * instance that did not take it (a restart, another cluster node), the member the Connector lists.
-   */
-  #userStop(chatId: string, streamId: string, signal: AbortSignal): void {
-    const deliver = this.#deliver;
-    void (async () => {
-      if (!deliver) throw new Error('the channel is not listening');
-      const sender = this.#stops.userOf(chatId) ?? (await this.#memberOf(chatId, signal));
-      if (!sender) throw new Error("the chat's user is unknown");
-      if (!(await deliver(stopCommand(this.#o.id, chatId, streamId, sender)))) throw new Error('the /stop was refused');
-    })().catch((err: unknown) =>
-      this.#o.log.warn(
-        { channel: this.#o.id, conversation: chatId, reason: errorMessage(err) },
-        'Teams: the user pressed Stop, but the turn could not be stopped; it runs on without showing more',
-      ),
-    );
-  }
-
-  async #memberOf(chatId: string, signal: AbortSignal): Promise<Sender | undefined> {
-    return memberAsSender(await this.#post<unknown>('members', chatId, `/v3/conversations/${enc(chatId)}/members`, undefined, signal, 'GET'));
   }
 
   /** A file: a 1:1 chat's download link as it is; an inline image from the Connector with the bot's token. */

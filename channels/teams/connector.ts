@@ -22,7 +22,7 @@ const MAX_ANSWER_BYTES = 1024 * 1024;
 export async function connectorCall<T>(
   token: BotToken,
   serviceUrl: string,
-  method: 'GET' | 'POST' | 'PUT' | 'DELETE',
+  method: 'POST' | 'PUT' | 'DELETE',
   path: string,
   body: unknown,
   signal: AbortSignal,

@@ -87,7 +87,13 @@ export interface NativeStream {
    * sees typing, and `finish` sends the whole text.
    */
   update?(text: string, options: TransportOptions): Promise<void>;
-  /** Ends the stream with the full text (at most one message long); returns the message that holds it. */
+  /**
+   * Ends the stream with the full text (at most one message long); returns the message that holds it.
+   * `update` and `finish` reject with the code REPLY_STOPPED_BY_USER when the platform says its
+   * user stopped the answer (a Stop button): the turn is stopped as `/stop` stops it, but
+   * nothing queued in the conversation is dropped, and the adapter takes no further change of
+   * that answer (its edits and deletes of it do nothing).
+   */
   finish(text: string, options: TransportOptions): Promise<MessageRef>;
   /**
    * `finish` sends a new message (the drafts were a preview, not a message): it is not paced

@@ -180,6 +180,10 @@ export const catalogue = {
   UPGRADE_IN_PROGRESS: { retryable: true, text: 'an upgrade is already under way; wait for its outcome' },
   TURN_INTERRUPTED: { retryable: false, text: 'the turn was interrupted by a newer message in its conversation' },
   TURN_STOPPED: { retryable: false, text: 'the turn was stopped on request (/stop or the operator)' },
+  REPLY_STOPPED_BY_USER: {
+    retryable: false,
+    text: "the user stopped the answer with the platform's own control (a Stop button); the platform takes no more of it, and the turn is stopped",
+  },
   TOOL_CALL_CANCELLED: { retryable: false, text: 'the tool call was cancelled by the user (/stop tool); the turn goes on without its result' },
   TURN_ENDED: { retryable: false, text: 'the turn ended, so what waited on it (its reply stream, its typing indicator) stopped waiting' },
   CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },

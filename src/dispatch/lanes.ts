@@ -24,6 +24,8 @@ export interface TurnJob {
   passive: ChannelMessage[];
   /** The executor reports the messages answering the turn (through the item lifecycle). */
   replied(refs: readonly MessageRef[]): void;
+  /** Stops this turn alone (its conversation's queue stays): the platform's user stopped its answer. */
+  stop(reason: string): void;
 }
 
 export interface Lane {
@@ -164,6 +166,7 @@ export class Lanes {
     this.#queued -= items.length;
     const lifecycle = this.#o.lifecycle;
     lifecycle.started(items);
+    const controller = new AbortController();
     const job: TurnJob = {
       id: String(items[0]!.id),
       scope: lane.scope,
@@ -171,8 +174,8 @@ export class Lanes {
       text: items.map((i) => i.message.text).join('\n\n'),
       passive: lane.passive.splice(0),
       replied: (refs) => lifecycle.replied(items, refs),
+      stop: (reason) => controller.abort(new CodedError('TURN_STOPPED', reason)),
     };
-    const controller = new AbortController();
     this.#inFlight++;
     this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 0) + 1);
     const agent = this.#o.agentLimit?.(lane.channelId).agent;

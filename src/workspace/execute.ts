@@ -1,7 +1,7 @@
 import type { DispatchChannel, ExecuteTurn, TurnJob } from '../dispatch/dispatcher.js';
 import { type ChannelMessage, type MessageRef, replyTargetOf, type ReplyTarget } from '../contracts/message.js';
 import { NEVER_FENCED } from '../contracts/topology.js';
-import { abortedBy, userText } from '../contracts/errors.js';
+import { abortedBy, CodedError, userText } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { Metrics } from '../observe/metrics.js';
 import { startSpan } from '../observe/trace/ambient.js';
@@ -101,6 +101,12 @@ class TurnReply implements ReplyStreamOptions {
   }
 
   onError(err: unknown, phase: 'draft' | 'final'): void {
+    if (err instanceof CodedError && err.code === 'REPLY_STOPPED_BY_USER') {
+      // The user's Stop on the platform: this turn stops, as /stop would stop it, and nothing queued goes.
+      this.deps.log.info({ ...this.where, turn: this.job.id }, 'the user stopped the answer on the platform; the turn stops');
+      this.job.stop('stopped by its user on the platform');
+      return;
+    }
     this.deps.log.warn({ ...this.where, err, phase }, 'reply request failed');
   }
 

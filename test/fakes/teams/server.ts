@@ -10,7 +10,7 @@ export const STREAM_CANCELLED_BY_USER = 'Content stream was cancelled by user.';
 export type TeamsFault = { status: 429; retryAfterS: number } | { status: 400 | 401 | 403 | 500 | 502; code?: string } | { drop: true };
 
 export interface TeamsCall {
-  /** openid, keys, token, send, reply, update, delete, typing, stream, members, attachment. */
+  /** openid, keys, token, send, reply, update, delete, typing, stream. */
   name: string;
   path: string;
   body: any;
@@ -70,8 +70,6 @@ export class FakeTeams {
    */
   refuseUpdatesWhileStreaming = false;
   readonly #streamStarts = new Map<string, number>();
-  /** Each conversation's users, as the activities the fake built name them (GET .../members lists them). */
-  readonly #members = new Map<string, Map<string, { id: string; aadObjectId: string; name: string }>>();
   #key!: CryptoKey;
   #jwk!: JWK;
   /** A key pair the JWKS does not publish: tokens it signs must be refused. */
@@ -149,8 +147,6 @@ export class FakeTeams {
           ? { id: '19:group@thread.v2', conversationType: 'groupChat', tenantId: TENANT }
           : { id: '19:channel@thread.tacv2;messageid=1700000000000', conversationType: 'channel', tenantId: TENANT };
     const mentionText = o.mention ? `<at>Channeld</at> ${text}` : text;
-    const members = this.#members.get(conversation.id) ?? new Map();
-    this.#members.set(conversation.id, members.set(from.id, from));
     return {
       type: 'message',
       id: `${Date.now()}${this.#nextId++}`,
@@ -272,10 +268,6 @@ export class FakeTeams {
       res.writeHead(200, { 'content-type': f.mime, 'content-length': f.bytes.length }).end(f.bytes);
       return;
     }
-    if (name === 'members') {
-      const id = decodeURIComponent(url.pathname.split('/')[4]!);
-      return this.#json(res, 200, [...(this.#members.get(id)?.values() ?? [])]);
-    }
     const m = /^\/teams\/v3\/conversations\/([^/]+)\/activities(?:\/([^/]+))?$/.exec(url.pathname);
     if (!m) return this.#json(res, 404, { error: { code: 'NotFound', message: 'no such endpoint' } });
     const conversationId = decodeURIComponent(m[1]!);
@@ -360,7 +352,6 @@ function endpointName(method: string, path: string, body: any): string {
   if (path === '/token') return 'token';
   if (method === 'GET' && /^\/teams\/v3\/attachments\/[^/]+\/views\/original$/.test(path)) return 'attachment';
   if (!path.startsWith('/teams/v3/conversations/')) return 'unknown';
-  if (method === 'GET' && /^\/teams\/v3\/conversations\/[^/]+\/members$/.test(path)) return 'members';
   if (method === 'PUT') return 'update';
   if (method === 'DELETE') return 'delete';
   if (Array.isArray(body?.entities) && body.entities.some((e: { type?: string }) => e?.type === 'streaminfo')) return 'stream';
