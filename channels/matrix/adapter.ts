@@ -10,7 +10,9 @@ import { notingSent } from '../../src/util/dispatch-answer.js';
 import { classifyMatrixError, isAnswerTooLarge, MAX_ANSWER_BYTES, MatrixClient, type MatrixHttpError } from './client.js';
 import { fitContent } from './fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
-import { directRooms, inviteOf, isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
+import { CATCH_UP_MAX_AGE_MS, CATCH_UP_MAX_EVENTS_PER_BATCH, CATCH_UP_MAX_EVENTS_PER_ROOM, catchUpRoom, type MessagesAnswer } from './catch-up.js';
+import { type Invite, Invites } from './invites.js';
+import { directRooms, isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
 import { FULL_TIMELINE_LIMIT, smallerTimelineLimit, syncFilter } from './sync-filter.js';
 import { SyncStateFile, type SyncState } from './sync-state.js';
 
@@ -25,6 +27,8 @@ export interface MatrixOptions {
   log: Logger;
   /** How long one /sync waits for news; short in tests. */
   syncTimeoutMs?: number;
+  /** The wait before a failed join is tried again (then three times longer each time); short in tests. */
+  joinRetryMs?: number;
 }
 
 const API = '/_matrix/client/v3';
@@ -32,8 +36,7 @@ const API = '/_matrix/client/v3';
 export const MAX_MESSAGE_CHARS = 8000;
 /** How many of the bot's own event ids are kept to tell a reply to the bot. */
 const SENT_REMEMBERED = 1000;
-/** How many handled invites are remembered, oldest forgotten first, so a federated invite spam cannot grow the memory without bound. */
-export const INVITES_REMEMBERED = 1000;
+export { INVITES_REMEMBERED } from './invites.js';
 const TYPING_TIMEOUT_MS = 15_000;
 
 const ENCRYPTED_NOTICE =
@@ -66,8 +69,7 @@ export class MatrixAdapter implements ChannelAdapter {
   readonly #sent = new Set<string>();
   /** The bot's reaction events by `<message event id>\n<emoji>`, to take them off again. */
   readonly #reactions = new Map<string, string>();
-  /** Invites acted on (joined or refused), oldest first, INVITES_REMEMBERED after each batch: a repeated batch repeats its invites. */
-  readonly #invitesSeen = new Set<string>();
+  readonly #invites: Invites;
   /** Events per room the next /sync asks for: smaller after an answer too large, until a batch is stored. */
   #timelineLimit = FULL_TIMELINE_LIMIT;
   #authenticatedMedia = true;
@@ -79,6 +81,7 @@ export class MatrixAdapter implements ChannelAdapter {
     this.#client = new MatrixClient(options.homeserverUrl, token);
     this.#state = new SyncStateFile(options.stateDir, options.id);
     this.#syncCall = platformCaller(classifyMatrixError, (options.syncTimeoutMs ?? 30_000) + 15_000);
+    this.#invites = new Invites({ ...options, accept: (roomId, invite, signal) => this.#accept(roomId, invite, signal) });
   }
 
   get id(): string {
@@ -195,28 +198,22 @@ export class MatrixAdapter implements ChannelAdapter {
   /** Account data, invites and timelines of one /sync answer; `deliver` absent: history, not answered. */
   async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal): Promise<void> {
     for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#setDirect(e.content);
-    for (const [roomId, room] of Object.entries(batch.rooms?.invite ?? {})) await this.#invited(roomId, room.invite_state?.events, signal);
-    // Trimmed per batch, not per invite: a repeated batch larger than the bound then re-acts on the
-    // invites that fell out only, not (FIFO churn) on all. One batch's invites are capped by the answer bound.
-    for (const old of this.#invitesSeen) {
-      if (this.#invitesSeen.size <= INVITES_REMEMBERED) break;
-      this.#invitesSeen.delete(old);
-    }
+    for (const [roomId, room] of Object.entries(batch.rooms?.invite ?? {})) await this.#invites.handle(roomId, room.invite_state?.events, signal);
+    this.#invites.trim();
     const messages: ChannelMessage[] = [];
+    let catchUpLeft = CATCH_UP_MAX_EVENTS_PER_BATCH;
     for (const [roomId, room] of Object.entries(batch.rooms?.join ?? {})) {
       const dm = this.#dmRooms.has(roomId) && !this.#o.rooms.includes(roomId);
       if (!dm && !this.#o.rooms.includes(roomId)) continue;
       const events = [...(room.state?.events ?? []), ...(room.timeline?.events ?? [])].filter(isObject) as MatrixEvent[];
       if (events.some((e) => e.type === 'm.room.encryption' || e.type === 'm.room.encrypted')) await this.#refuseEncrypted(roomId, state, signal);
       if (!deliver) continue;
-      // More events than the filter's limit came in since the last batch: the older ones are not read.
-      if (room.timeline?.limited === true)
-        this.#o.log.warn(
-          { channel: this.#o.id, room: roomId, timelineLimit: this.#timelineLimit },
-          'Matrix skipped older messages in a room: more arrived than one /sync batch holds',
-        );
       const view = { self: this.#o.userId, selfName: this.#displayName, roomId, dm, sentByBot: (id: string) => this.#sent.has(id) };
-      for (const e of room.timeline?.events ?? []) {
+      // More events came in since the last batch than the filter's limit: the gap is read back
+      // first, so its messages come before the timeline's, oldest first.
+      const gap = room.timeline?.limited === true ? await this.#catchUp(roomId, room.timeline.prev_batch, state.since, catchUpLeft, signal) : [];
+      catchUpLeft -= gap.length;
+      for (const e of [...gap, ...(room.timeline?.events ?? [])]) {
         const msg = isObject(e) ? normalizeEvent(e, this.#o.id, view) : undefined;
         if (msg) messages.push(msg);
       }
@@ -228,37 +225,42 @@ export class MatrixAdapter implements ChannelAdapter {
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 
-  /** Joins a direct chat or an allowlisted room when auto_join is on and the inviter is allowed. */
-  async #invited(roomId: string, events: unknown[] | undefined, signal: AbortSignal): Promise<void> {
-    if (this.#invitesSeen.has(roomId)) return;
-    this.#invitesSeen.add(roomId);
-    const invite = inviteOf(events, this.#o.userId);
-    if (!invite) return;
-    const allowed = this.#o.allowFrom.includes('*') || this.#o.allowFrom.includes(invite.inviter);
-    const wanted = invite.direct || this.#o.rooms.includes(roomId);
-    if (!this.#o.autoJoin || !allowed || !wanted) {
-      this.#o.log.info(
-        { channel: this.#o.id, room: roomId, inviter: invite.inviter, autoJoin: this.#o.autoJoin, allowed, wanted },
-        'Matrix invite not accepted',
-      );
-      return;
+  /**
+   * The missed events of a limited timeline (catch-up.ts), at most CATCH_UP_MAX_EVENTS_PER_ROOM
+   * and what the batch has left; `since` is the position this batch was asked from.
+   */
+  async #catchUp(roomId: string, prevBatch: unknown, since: string, left: number, signal: AbortSignal): Promise<MatrixEvent[]> {
+    if (typeof prevBatch !== 'string' || !prevBatch) {
+      this.#o.log.warn({ channel: this.#o.id, room: roomId }, 'Matrix /sync left out older messages in a room and gave no prev_batch to read them');
+      return [];
     }
-    try {
-      await this.#call('join', signal, (s) => this.#client.request('POST', `${API}/join/${enc(roomId)}`, { body: {}, signal: s }));
-      if (invite.direct && !this.#dmRooms.has(roomId)) {
-        // Recorded as the spec says clients do, so the room is still a direct chat after a restart.
-        const mine = Array.isArray(this.#direct[invite.inviter]) ? (this.#direct[invite.inviter] as unknown[]) : [];
-        const next = { ...this.#direct, [invite.inviter]: [...mine, roomId] };
-        await this.#call('m.direct', signal, (s) =>
-          this.#client.request('PUT', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, { body: next, signal: s }),
-        );
-        this.#setDirect(next);
-      }
-      this.#o.log.info({ channel: this.#o.id, room: roomId, inviter: invite.inviter, direct: invite.direct }, 'Matrix invite accepted');
-    } catch (err) {
-      if (signal.aborted) throw err;
-      this.#invitesSeen.delete(roomId);
-      this.#o.log.warn({ channel: this.#o.id, room: roomId, err: errorMessage(err) }, 'Matrix room could not be joined');
+    const path = `${API}/rooms/${enc(roomId)}/messages`;
+    const { events, bound } = await catchUpRoom({
+      read: (query, s) => this.#get<MessagesAnswer>('messages', path, s, query),
+      roomId,
+      from: prevBatch,
+      to: since,
+      maxEvents: Math.min(CATCH_UP_MAX_EVENTS_PER_ROOM, left),
+      notBeforeMs: Date.now() - CATCH_UP_MAX_AGE_MS,
+      channel: this.#o.id,
+      log: this.#o.log,
+      signal,
+    });
+    if (!bound) this.#o.log.info({ channel: this.#o.id, room: roomId, events: events.length }, 'Matrix read back the messages a limited /sync left out');
+    return events;
+  }
+
+  /** An invite accepted: joined, and a direct chat recorded in m.direct. */
+  async #accept(roomId: string, invite: Invite, signal: AbortSignal): Promise<void> {
+    await this.#call('join', signal, (s) => this.#client.request('POST', `${API}/join/${enc(roomId)}`, { body: {}, signal: s }));
+    if (invite.direct && !this.#dmRooms.has(roomId)) {
+      // Recorded as the spec says clients do, so the room is still a direct chat after a restart.
+      const mine = Array.isArray(this.#direct[invite.inviter]) ? (this.#direct[invite.inviter] as unknown[]) : [];
+      const next = { ...this.#direct, [invite.inviter]: [...mine, roomId] };
+      await this.#call('m.direct', signal, (s) =>
+        this.#client.request('PUT', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, { body: next, signal: s }),
+      );
+      this.#setDirect(next);
     }
   }
 

@@ -13,8 +13,8 @@ export interface MatrixEvent {
 export interface SyncResponse {
   next_batch?: unknown;
   rooms?: {
-    /** `limited`: more events came than the filter's timeline limit; the older ones are left out. */
-    join?: Record<string, { timeline?: { events?: unknown[]; limited?: unknown }; state?: { events?: unknown[] } }>;
+    /** `limited`: more events came than the filter's timeline limit; the older ones are left out, to be read back from `prev_batch`. */
+    join?: Record<string, { timeline?: { events?: unknown[]; limited?: unknown; prev_batch?: unknown }; state?: { events?: unknown[] } }>;
     invite?: Record<string, { invite_state?: { events?: unknown[] } }>;
   };
   account_data?: { events?: unknown[] };

@@ -4,21 +4,21 @@ import { FakeHttpServer } from '../http-fake.js';
 /** A fault for the next call of an endpoint: a status (429 with retry_after_ms and Retry-After), or a dropped connection. */
 export type MatrixFault =
   | { status: 429; retryAfterMs: number }
-  | { status: 401 | 403 | 500 | 502; errcode?: string }
+  | { status: 401 | 403 | 404 | 500 | 502; errcode?: string }
   | { drop: true }
   /** The request is carried out, then the connection drops before the answer (the client cannot know it worked). */
   | { dropAnswer: true }
   /**
-   * A /sync answer larger than any client reads (ANSWER_PADDING_BYTES more), whatever its filter
-   * asks: an account with more rooms or state than one answer can hold.
+   * A /sync or /messages answer larger than any client reads (ANSWER_PADDING_BYTES more),
+   * whatever its filter or limit asks: an account with more rooms or state than one answer can hold.
    */
   | { oversized: true };
 
 export interface MatrixCall {
-  /** The endpoint's name: whoami, versions, sync, send, typing, redact, join, account_data, profile, media. */
+  /** The endpoint's name: whoami, versions, sync, messages, send, typing, redact, join, account_data, profile, media. */
   name: string;
   path: string;
-  /** The query string's parameters (a /sync's since, timeout and filter). */
+  /** The query string's parameters (a /sync's since, timeout and filter; a /messages' dir, from, to, limit, filter). */
   query: Record<string, string>;
   body: any;
   at: number;
@@ -47,11 +47,15 @@ const SERVER = 'fake.test';
 const ANSWER_PADDING_BYTES = 9 * 1024 * 1024;
 /** Synapse's timeline limit when a filter sets none. */
 const DEFAULT_TIMELINE_LIMIT = 10;
+/** Synapse's /messages page when `limit` is not given, and the most it serves (synapse/streams/config.py). */
+const DEFAULT_MESSAGES_LIMIT = 10;
+const MAX_MESSAGES_LIMIT = 1000;
 
 /**
  * A Matrix homeserver's client-server API on 127.0.0.1, as much as a bot uses: whoami,
  * versions, profile, /sync (since tokens, long polling, invites, account data, a fresh
- * sync's history, an inline filter's timeline limit), PUT send with transaction-id
+ * sync's history, an inline filter's timeline limit, `limited` timelines with `prev_batch`),
+ * GET /rooms/{id}/messages (dir, from, to, limit, a filter's types, as Synapse pages), PUT send with transaction-id
  * deduplication, m.replace edits, redact, typing, join, account data and authenticated media. Errors are `{errcode, error}`;
  * faults are queued per endpoint; every call is logged.
  */
@@ -137,9 +141,9 @@ export class FakeMatrix {
 
   // ——— acting as users ———
 
-  /** A user's event in a room; returns it as the timeline holds it. */
-  post(roomId: string, content: Record<string, unknown>, sender = this.alice, type = 'm.room.message'): Record<string, any> {
-    const event = { type, event_id: `$ev${this.#nextEvent++}:${SERVER}`, sender, origin_server_ts: Date.now(), room_id: roomId, content };
+  /** A user's event in a room (`sentAtMs`: its origin_server_ts, e.g. one from a federated server that was away); returns it as the timeline holds it. */
+  post(roomId: string, content: Record<string, unknown>, sender = this.alice, type = 'm.room.message', sentAtMs = Date.now()): Record<string, any> {
+    const event = { type, event_id: `$ev${this.#nextEvent++}:${SERVER}`, sender, origin_server_ts: sentAtMs, room_id: roomId, content };
     this.#append(roomId, event);
     return event;
   }
@@ -243,7 +247,7 @@ export class FakeMatrix {
         return res;
       }) as typeof res.end;
     }
-    if (fault && 'oversized' in fault) return this.#sync(req, res, url, true);
+    if (fault && 'oversized' in fault) return name === 'messages' ? this.#messages(res, url, true) : this.#sync(req, res, url, true);
     if (fault && 'status' in fault && fault.status === 429)
       return this.#error(
         res,
@@ -307,6 +311,8 @@ export class FakeMatrix {
       }
       case 'sync':
         return this.#sync(req, res, url);
+      case 'messages':
+        return this.#messages(res, url);
       default:
         return this.#error(res, 404, 'M_UNRECOGNIZED', 'Unrecognized request');
     }
@@ -383,7 +389,7 @@ export class FakeMatrix {
       else inRange.set(t.roomId, [t]);
     }
     // Per room the latest `limit` events; more than that and the timeline is `limited`, with a
-    // prev_batch token to paginate back from (GET /messages, which this fake does not serve).
+    // prev_batch token to paginate back from (GET /messages): the position just before the first.
     const limit = this.#timelineLimit(url);
     for (const [roomId, entries] of inRange) {
       const kept = entries.slice(-limit);
@@ -415,6 +421,49 @@ export class FakeMatrix {
     const padding = oversized ? { 'org.example.padding': 'x'.repeat(ANSWER_PADDING_BYTES) } : {};
     this.#json(res, { next_batch: `s${this.#pos}`, rooms: { join, invite, leave: {} }, account_data: { events: accountData }, ...padding });
   }
+
+  /**
+   * GET /rooms/{roomId}/messages as Synapse serves it (handlers/pagination.py): tokens are
+   * stream positions (`s<pos>`, as /sync's); dir=b reads back from `from` (inclusive, default
+   * the newest) to `to` (exclusive), newest first; dir=f forwards from `from` (exclusive) up to
+   * `to` (inclusive). `limit` counts the events the filter's `types`/`not_types` let through
+   * (default 10, at most 1000). `end` is the token to go on from; with no events it is left
+   * out, which tells the client there is nothing more.
+   */
+  #messages(res: ServerResponse, url: URL, oversized = false) {
+    const roomId = decodeURIComponent(url.pathname.split('/')[5]!);
+    if (!this.#joined.has(roomId)) return this.#error(res, 403, 'M_FORBIDDEN', `User ${this.userId} not in room ${roomId}`);
+    const q = url.searchParams;
+    const dir = q.get('dir') ?? 'f';
+    if (dir !== 'b' && dir !== 'f') return this.#error(res, 400, 'M_INVALID_PARAM', "Query parameter 'dir' must be one of ['b', 'f']");
+    const token = (name: string): number | undefined | null => {
+      const t = q.get(name);
+      if (t === null) return undefined;
+      return /^s\d+$/.test(t) ? Number(t.slice(1)) : null;
+    };
+    const from = token('from');
+    const to = token('to');
+    if (from === null) return this.#error(res, 400, 'M_UNKNOWN', "'from' parameter is invalid");
+    if (to === null) return this.#error(res, 400, 'M_UNKNOWN', "'to' parameter is invalid");
+    const limitParam = Number(q.get('limit') ?? DEFAULT_MESSAGES_LIMIT);
+    if (!Number.isInteger(limitParam) || limitParam < 0) return this.#error(res, 400, 'M_INVALID_PARAM', 'Limit must be 0 or above');
+    const limit = Math.min(limitParam, MAX_MESSAGES_LIMIT);
+    const filter = q.get('filter')?.startsWith('{') ? JSON.parse(q.get('filter')!) : {};
+    const matches = (type: string, list: unknown) =>
+      Array.isArray(list) && list.some((p) => typeof p === 'string' && (p === type || (p.endsWith('*') && type.startsWith(p.slice(0, -1)))));
+    const wanted = (t: TimelineEntry) =>
+      t.roomId === roomId && (!Array.isArray(filter.types) || matches(t.event.type, filter.types)) && !matches(t.event.type, filter.not_types);
+    const start = dir === 'b' ? (from ?? this.#pos) : (from ?? 0);
+    const inRange = (t: TimelineEntry) =>
+      dir === 'b' ? t.pos <= start && (to === undefined || t.pos > to) : t.pos > start && (to === undefined || t.pos <= to);
+    const entries = this.#timeline.filter((t) => wanted(t) && inRange(t));
+    const page = (dir === 'b' ? entries.reverse() : entries).slice(0, limit);
+    const padding = oversized ? { 'org.example.padding': 'x'.repeat(ANSWER_PADDING_BYTES) } : {};
+    if (!page.length) return this.#json(res, { chunk: [], start: `s${start}`, ...padding });
+    const last = page.at(-1)!;
+    const end = dir === 'b' ? last.pos - 1 : last.pos;
+    this.#json(res, { chunk: page.map((t) => t.event), start: `s${start}`, end: `s${end}`, ...padding });
+  }
 }
 
 function endpointName(method: string, path: string): string {
@@ -429,6 +478,7 @@ function endpointName(method: string, path: string): string {
   if (/^\/rooms\/[^/]+\/send\/m\.reaction\/[^/]+$/.test(p) && method === 'PUT') return 'react';
   if (/^\/rooms\/[^/]+\/redact\//.test(p)) return 'redact';
   if (/^\/rooms\/[^/]+\/typing\//.test(p)) return 'typing';
+  if (/^\/rooms\/[^/]+\/messages$/.test(p) && method === 'GET') return 'messages';
   if (path.startsWith('/_matrix/client/v1/media/download/') || path.startsWith('/_matrix/media/v3/download/')) return 'media';
   return 'unknown';
 }

@@ -66,18 +66,19 @@ describe('Matrix: bounded /sync answers and invite memory', () => {
     adapter.listen(deliver, stop.signal, () => {}).catch((err) => (failure = err));
     await waitFor(() => failure ?? delivered.some((m) => m.text.endsWith('are you there?')), 20_000);
     expect(failure).toBeUndefined();
-    // The latest 25 events of the served room; the unserved rooms fill the answer but are not read.
-    expect(delivered).toHaveLength(25);
+    // Every event of the served room: the latest 25 in the answer, the 26 it left out read back
+    // over /messages, oldest first; the unserved rooms fill the answer but are not read.
+    expect(delivered).toHaveLength(51);
     expect(delivered.every((m) => m.chat.id === mx.groupRoom)).toBe(true);
+    expect(delivered.at(-1)?.text).toMatch(/are you there\?$/);
+    expect(mx.callsOf('messages').map((c) => c.path)).toEqual([`/_matrix/client/v3/rooms/${encodeURIComponent(mx.groupRoom)}/messages`, expect.any(String)]);
     await waitFor(() => limits().length >= 3, 10_000);
     expect(limits().slice(0, 3)).toEqual([50, 25, 50]);
     expect(logged('Matrix /sync answer too large; asking again with fewer events per room')).toMatchObject([
       { level: 40, timelineLimit: 50, nextTimelineLimit: 25 },
     ]);
-    // The messages the smaller answer left out are not skipped in silence.
-    expect(logged('Matrix skipped older messages in a room: more arrived than one /sync batch holds')).toMatchObject([
-      { level: 40, room: mx.groupRoom, timelineLimit: 25 },
-    ]);
+    // The messages the smaller answer left out are read back, not skipped.
+    expect(logged('Matrix read back the messages a limited /sync left out')).toMatchObject([{ level: 30, room: mx.groupRoom, events: 26 }]);
     expect(logged('Matrix /sync caught up; back to the full size')).toHaveLength(1);
 
     mx.dm('and now?');

@@ -1,0 +1,138 @@
+import type { Logger } from 'pino';
+import { CodedError, errorMessage } from '../../src/contracts/errors.js';
+import { sleep } from '../../src/util/abortable.js';
+import { isAnswerTooLarge, MAX_ANSWER_BYTES } from './client.js';
+import { isObject, type MatrixEvent } from './normalize.js';
+
+/**
+ * The messages a `limited` /sync timeline left out (client-server spec, "Syncing": a limited
+ * timeline has a gap; `GET /rooms/{roomId}/messages` with `dir=b`, `from` the timeline's
+ * `prev_batch` and `to` the previous sync's `since` fills it), read back page by page.
+ */
+
+/** Events per /messages page: a page of full-size events (64 KiB each) stays inside the answer bound. */
+export const CATCH_UP_PAGE = 100;
+/** Missed events read back per room in one /sync batch: past it the oldest are left, with a warning. */
+export const CATCH_UP_MAX_EVENTS_PER_ROOM = 1000;
+/** Missed events read back over all rooms of one /sync batch (they are held until the batch is stored). */
+export const CATCH_UP_MAX_EVENTS_PER_BATCH = 2000;
+/** /messages requests per room, shrunk pages and 429 retries included: a server that answers oddly cannot keep a batch forever. */
+const CATCH_UP_MAX_REQUESTS_PER_ROOM = 30;
+/** As Mattermost's catch-up: a message older than a day is history, not a question. */
+export const CATCH_UP_MAX_AGE_MS = 24 * 60 * 60 * 1000;
+
+/** Only messages: what the bot answers. A state change in the gap (encryption) comes in the /sync's own `state`. */
+const MESSAGES_FILTER = JSON.stringify({ types: ['m.room.message'] });
+
+/** A `GET /rooms/{roomId}/messages` answer: `chunk` newest first (dir=b); `end` absent once nothing more is there. */
+export interface MessagesAnswer {
+  start?: unknown;
+  end?: unknown;
+  chunk?: unknown[];
+}
+
+/** Reads one page of `GET /rooms/{roomId}/messages?{query}`; rejects with the classified error. */
+export type ReadMessages = (query: Record<string, string>, signal: AbortSignal) => Promise<MessagesAnswer>;
+
+export interface CatchUpRoomOptions {
+  read: ReadMessages;
+  roomId: string;
+  /** The limited timeline's `prev_batch`. */
+  from: string;
+  /** The `since` of the /sync whose answer this is: events up to it were read already. */
+  to: string;
+  /** Missed events to read at most (this room's share of what the batch has left). */
+  maxEvents: number;
+  /** Events sent before this time (ms) are not read. */
+  notBeforeMs: number;
+  channel: string;
+  log: Logger;
+  signal: AbortSignal;
+}
+
+/** Why a walk stopped before the previous batch. */
+export type CatchUpBound = 'events' | 'age' | 'requests' | 'size' | 'refused';
+
+export interface CaughtUp {
+  /** The missed events read, oldest first. */
+  events: MatrixEvent[];
+  /** Set when the walk stopped before reaching the previous batch. */
+  bound?: CatchUpBound;
+}
+
+/**
+ * Walks one room's gap back from `from` to `to`. A page over the answer bound is asked for again
+ * at half the size, down to one event, and the rest of the walk keeps the smaller size (the
+ * events there are as large). The walk stops, with a warning naming the room and how many
+ * events it saw and left, at `maxEvents`, at the age limit, after too many requests, at an
+ * event too large alone, or when the homeserver refuses (the channel goes on: the missed
+ * messages cannot be read, the rest can). A transient failure rejects: the batch is not stored
+ * and is read again, gap and all.
+ */
+export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
+  const newestFirst: MatrixEvent[] = [];
+  let from = o.from;
+  let pageSize = CATCH_UP_PAGE;
+  let requests = 0;
+  /** `notReadAtLeast` where the walk saw them; unknown otherwise (the sync says only that some are missing). */
+  const stop = (bound: CatchUpBound, notReadAtLeast?: number, why?: string): CaughtUp => {
+    o.log.warn(
+      {
+        channel: o.channel,
+        room: o.roomId,
+        bound,
+        read: newestFirst.length,
+        ...(notReadAtLeast !== undefined ? { notReadAtLeast } : {}),
+        maxEvents: o.maxEvents,
+        maxAgeMs: CATCH_UP_MAX_AGE_MS,
+        ...(why ? { err: why } : {}),
+      },
+      'Matrix did not read every message a limited /sync left out in a room; the older ones are not answered',
+    );
+    return { events: newestFirst.reverse(), bound };
+  };
+  // The batch's share is spent: this room's gap is not read at all.
+  if (o.maxEvents <= 0) return stop('events');
+  for (;;) {
+    if (requests++ >= CATCH_UP_MAX_REQUESTS_PER_ROOM) return stop('requests');
+    let page: MessagesAnswer;
+    try {
+      page = await o.read({ dir: 'b', from, to: o.to, limit: String(pageSize), filter: MESSAGES_FILTER }, o.signal);
+    } catch (err) {
+      if (o.signal.aborted) throw err;
+      if (isAnswerTooLarge(err)) {
+        if (pageSize === 1) return stop('size', 1, `one event's answer is larger than ${MAX_ANSWER_BYTES} bytes`);
+        o.log.warn(
+          { channel: o.channel, room: o.roomId, limit: pageSize, nextLimit: Math.floor(pageSize / 2), maxAnswerBytes: MAX_ANSWER_BYTES },
+          'Matrix /messages answer too large; asking again with fewer events',
+        );
+        pageSize = Math.floor(pageSize / 2);
+        continue;
+      }
+      if (err instanceof CodedError && err.code === 'CHANNEL_RATE_LIMITED') {
+        await sleep(err.retryAfterMs ?? 1000, o.signal);
+        o.signal.throwIfAborted();
+        continue;
+      }
+      // A refusal for this room (403: history not visible, 400) leaves its gap; a refused token stops the channel.
+      if (err instanceof CodedError && !err.retryable && err.code !== 'CHANNEL_AUTH_FAILED') return stop('refused', undefined, errorMessage(err));
+      throw err;
+    }
+    const chunk = (Array.isArray(page.chunk) ? page.chunk : []).filter(isObject) as MatrixEvent[];
+    for (let i = 0; i < chunk.length; i++) {
+      const e = chunk[i]!;
+      // Newest first: the first one too old ends the walk, every one behind it is older still.
+      if (typeof e.origin_server_ts === 'number' && e.origin_server_ts < o.notBeforeMs) return stop('age', chunk.length - i);
+      newestFirst.push(e);
+    }
+    // A page read past the bound tells how many at least are left (the walk asks whole pages).
+    if (newestFirst.length > o.maxEvents) {
+      const over = newestFirst.length - o.maxEvents;
+      newestFirst.length = o.maxEvents;
+      return stop('events', over);
+    }
+    // The spec: no `end`, nothing more (an empty chunk with an `end` may still have more behind it).
+    if (typeof page.end !== 'string' || !page.end) return { events: newestFirst.reverse() };
+    from = page.end;
+  }
+}
