@@ -203,22 +203,22 @@ export class MattermostAdapter implements ChannelAdapter {
       for (const c of list.data) if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
     }
     let delivered = 0;
+    let skipped = 0;
     let newest = since;
-    const skipped = new Set<string>();
     const read = async (channelId: string, query: string, s: AbortSignal) =>
       (await this.#api<MmPostList>('posts', 'GET', `channels/${encodeURIComponent(channelId)}/posts?${query}`, undefined, s)).data;
     for (const c of channels.values()) {
       const where: MmWhere = { channelType: c.type, channelName: c.name, teamId: c.team_id || undefined, senderName: undefined, mentions: [] };
-      const got = await catchUpChannel({ read, channelId: c.id, sinceMs: since, skipped, log: this.#o.log, channel: this.#o.id, signal }, async (post) => {
+      const got = await catchUpChannel({ read, channelId: c.id, sinceMs: since, log: this.#o.log, channel: this.#o.id, signal }, async (post) => {
         await take(post, where, false);
         delivered++;
       });
+      skipped += got.skipped;
       // A channel's newest post skipped: its last_post_at is that post's time, and the cursor passes it.
       newest = Math.max(newest, got.newestMs, got.skippedNewest ? (c.last_post_at ?? 0) : 0);
     }
     this.#advance(newest);
-    if (delivered || skipped.size)
-      this.#o.log.info({ channel: this.#o.id, posts: delivered, skipped: skipped.size }, 'Mattermost catch-up delivered missed posts');
+    if (delivered || skipped) this.#o.log.info({ channel: this.#o.id, posts: delivered, skipped }, 'Mattermost catch-up delivered missed posts');
   }
 
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {

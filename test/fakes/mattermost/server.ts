@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { postsPage } from './posts.js';
 
 /** A route's next answer: a 429 with Retry-After, a server error, or a dropped connection. */
 export type MattermostFault = { status: 429; retryAfter: number } | { status: 500 | 502 | 503 } | { drop: true };
@@ -67,7 +68,11 @@ export class FakeMattermost {
   readonly #wss: WebSocketServer;
   readonly #sockets = new Map<WebSocket, { seq: number }>();
   #skipNext = false;
-  /** The server time of the last post stored: no two posts share one, so before/after pages are exact. */
+  /**
+   * The server time of the last post stored. Posts without a time of their own each get a later
+   * millisecond, so tests that read order off the clock stay exact; a real server gives one
+   * millisecond to posts made in it, which tests place with `createAt`.
+   */
   #lastPostMs = 0;
 
   constructor() {
@@ -152,10 +157,18 @@ export class FakeMattermost {
     return [this.dm, this.town, this.offTopic].find((c) => c.id === id);
   }
 
-  /** A new post, stored with the server's clock. */
-  #store(userId: string, channelId: string, rootId: string, message: string, props: Record<string, unknown>, extra: Partial<MmFakePost>): MmFakePost {
-    const now = Math.max(Date.now(), this.#lastPostMs + 1);
-    this.#lastPostMs = now;
+  /** A new post, stored with the server's clock, or at `createAtMs` (an import, or an integration setting create_at). */
+  #store(
+    userId: string,
+    channelId: string,
+    rootId: string,
+    message: string,
+    props: Record<string, unknown>,
+    extra: Partial<MmFakePost>,
+    createAtMs?: number,
+  ): MmFakePost {
+    const now = createAtMs ?? Math.max(Date.now(), this.#lastPostMs + 1);
+    this.#lastPostMs = Math.max(this.#lastPostMs, now);
     const post: MmFakePost = {
       id: id26(),
       create_at: now,
@@ -178,7 +191,8 @@ export class FakeMattermost {
   /**
    * A user writes a post: stored, then broadcast as `posted` to every open socket (none open:
    * it is only stored, for a catch-up to find). `props` as an integration sets them (attachments:
-   * the bulk of a large post). Returns the post.
+   * the bulk of a large post); `createAt` the server time it was made at (posts may share one
+   * millisecond). Returns the post.
    */
   userPost(
     text: string,
@@ -189,12 +203,13 @@ export class FakeMattermost {
       mention?: boolean;
       files?: MmFakePost['metadata'];
       props?: Record<string, unknown>;
+      createAt?: number;
     } = {},
   ): MmFakePost {
     const channel = this.#channel(o.channel?.id ?? this.dm.id)!;
     const user = o.user ?? this.ada;
     const message = o.mention ? `@${this.bot.username} ${text}` : text;
-    const post = this.#store(user.id, channel.id, o.rootId ?? '', message, o.props ?? {}, o.files ? { metadata: o.files } : {});
+    const post = this.#store(user.id, channel.id, o.rootId ?? '', message, o.props ?? {}, o.files ? { metadata: o.files } : {}, o.createAt);
     this.broadcast(this.postedEvent(post, user.username));
     return post;
   }
@@ -291,62 +306,6 @@ export class FakeMattermost {
     return undefined;
   }
 
-  /**
-   * GET /channels/{id}/posts as Mattermost answers it (api4/post.go getPostsForChannel, the SQL
-   * store's GetPostsSince, getPostsAround and GetPosts, app's AddCursorIdsForPostList).
-   * `since`: the posts updated after it, deleted ones too, at most 1,000, `page` and `per_page`
-   * ignored. Else a page of `per_page` posts (60 unless given, at most 200) at offset
-   * `page × per_page`: created before (`before`) or after (`after`) that post, or from the
-   * newest; deleted ones left out. `order` is the page, newest first; `posts` adds the roots
-   * of its replies (and, without skipFetchThreads=true, their threads); `next_post_id` and
-   * `prev_post_id` name the posts just beyond the page.
-   */
-  #postsOf(channelId: string, q: URLSearchParams): Record<string, unknown> {
-    const wire = (list: MmFakePost[]) => Object.fromEntries(list.map(({ edits: _e, ...x }) => [x.id, x]));
-    const all = [...this.posts.values()].filter((x) => x.channel_id === channelId).sort((a, b) => a.create_at - b.create_at);
-    const since = Number(q.get('since') ?? 0);
-    if (since > 0) {
-      const list = all.filter((x) => x.update_at > since).slice(0, 1000);
-      return { order: list.map((x) => x.id).reverse(), posts: wire(list), next_post_id: '', prev_post_id: '' };
-    }
-    const int = (name: string, fallback: number) => {
-      const v = Number.parseInt(q.get(name) ?? '', 10);
-      return Number.isNaN(v) || v < 0 ? fallback : v;
-    };
-    const page = int('page', 0);
-    const perPage = Math.min(int('per_page', 60), 200);
-    const live = all.filter((x) => !x.delete_at);
-    const after = q.get('after') ?? '';
-    const before = q.get('before') ?? '';
-    const anchorAt = this.posts.get(after || before)?.create_at;
-    let candidates: MmFakePost[];
-    if (after) candidates = anchorAt === undefined ? [] : live.filter((x) => x.create_at > anchorAt);
-    else if (before) candidates = anchorAt === undefined ? [] : live.filter((x) => x.create_at < anchorAt).reverse();
-    else candidates = [...live].reverse();
-    const list = candidates.slice(page * perPage, (page + 1) * perPage).sort((a, b) => b.create_at - a.create_at);
-    const roots = new Set(list.flatMap((x) => [x.id, x.root_id].filter(Boolean)));
-    const threads = q.get('skipFetchThreads') === 'true' ? [] : live.filter((x) => roots.has(x.root_id));
-    const parents = [...live.filter((x) => roots.has(x.id)), ...threads];
-    const newest = list[0];
-    const oldest = list.at(-1);
-    const nextId = () => (newest ? (live.find((x) => x.create_at > newest.create_at)?.id ?? '') : '');
-    const prevId = () => (oldest ? (live.findLast((x) => x.create_at < oldest.create_at)?.id ?? '') : '');
-    const short = list.length < perPage;
-    let next: string;
-    let prev: string;
-    if (after) {
-      prev = page === 0 ? after : prevId();
-      next = short ? '' : nextId();
-    } else if (before) {
-      next = page === 0 ? before : nextId();
-      prev = short ? '' : prevId();
-    } else {
-      next = nextId();
-      prev = prevId();
-    }
-    return { order: list.map((x) => x.id), posts: wire([...parents, ...list]), next_post_id: next, prev_post_id: prev };
-  }
-
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', this.url);
     if (!url.pathname.startsWith('/api/v4/')) return this.#error(res, 404, 'api.context.404.app_error', 'Sorry, we could not find the page.');
@@ -388,7 +347,7 @@ export class FakeMattermost {
         );
       }
       case 'since':
-        return this.#answer(res, 200, this.#postsOf(p[1]!, url.searchParams));
+        return this.#answer(res, 200, postsPage(this.posts, p[1]!, url.searchParams));
       case 'create': {
         const channel = this.#channel(String(body?.channel_id ?? ''));
         const message = String(body?.message ?? '');

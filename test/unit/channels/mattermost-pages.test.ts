@@ -24,7 +24,7 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
   let dir: string;
   let cursorFile: string;
   let stop: AbortController;
-  let lines: Array<{ msg: string; level: number; posts?: unknown; skipped?: number }>;
+  let lines: Array<{ msg: string; level: number; posts?: unknown; skipped?: number; before?: string; after?: string }>;
   let delivered: ChannelMessage[];
   let ended: { err: unknown } | undefined;
   let listening: Promise<void> | undefined;
@@ -91,9 +91,13 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
     await caughtUp();
 
     expect(delivered.map((m) => m.messageId)).toEqual(posts.map((p) => p.id));
-    // Back from the newest: 200, 100, 50 over the bound, 25 fit; the next page (the 15 older
-    // ones and the boundary) asks 200 again, and so does the read forward from there.
-    expect(reads({ p14: posts[14]!, p15: posts[15]! })).toEqual(['newest 200', 'newest 100', 'newest 50', 'newest 25', 'before p15 200', 'after p14 200']);
+    // Back from the newest: 200, 100, 50 over the bound, 25 fit; the next page, from the post
+    // before the last one read (whose millisecond is wholly read), asks 200 again and reaches
+    // the cursor. Forwards from the last post read, halved the same way, then 200 again.
+    expect(reads({ old, p16: posts[16]!, p23: posts[23]! })).toEqual([
+      ...['newest 200', 'newest 100', 'newest 50', 'newest 25', 'before p16 200'],
+      ...['after old 200', 'after old 100', 'after old 50', 'after old 25', 'after p23 200'],
+    ]);
     expect(lines.filter((l) => l.level >= 40)).toEqual([]);
     await cursorIs(posts.at(-1)!);
     // Still listening: the next post comes over the socket.
@@ -101,7 +105,7 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
     await waitFor(() => delivered.at(-1)?.messageId === live.id);
   });
 
-  it('a post whose answer alone is over 8 MiB is skipped with a warning naming it; the posts around it come, in order', async () => {
+  it('a post whose answer alone is over 8 MiB is skipped with a warning saying where it stands; the posts around it come, in order', async () => {
     const old = mm.userPost('before the cursor');
     const a = mm.userPost('a');
     const huge = mm.userPost('huge', { props: props(MAX_ANSWER_BYTES + 1) });
@@ -110,15 +114,20 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
     await caughtUp();
 
     expect(delivered.map((m) => m.messageId)).toEqual([a.id, b.id]);
+    // Once, by where it stands (the server's cursors go by create time, and may name another
+    // post of its millisecond): the walk back does not warn, as the walk forwards passes it too.
     const warned = lines.filter((l) => l.level === 40);
     expect(warned).toEqual([
-      expect.objectContaining({ msg: 'Mattermost post too large to read (its answer alone is over the bound) skipped by the catch-up', posts: [huge.id] }),
+      expect.objectContaining({ msg: 'Mattermost post too large to read (its answer alone is over the bound) skipped by the catch-up', after: a.id }),
     ]);
     expect(lines.find((l) => l.msg === 'Mattermost catch-up delivered missed posts')).toMatchObject({ posts: 2, skipped: 1 });
-    // Back: b alone fits; the page before it is over the bound down to one post, which b's
-    // cursor names; the walk goes on from it at the full size, and forwards from a it is not
-    // asked for again.
-    expect(reads({ a, b, huge })).toEqual([...halving('newest'), ...halving('before b'), 'before huge 200', 'after huge 200']);
+    // Back: b alone fits; the post after it is over the bound alone and the offset passes it;
+    // the next page (by offset from the same place) reaches the cursor. Forwards from old: a
+    // alone fits, the offset passes huge, and b ends the channel.
+    expect(reads({ a, b, huge, old })).toEqual([
+      ...[...halving('newest'), 'newest 1 page 1', 'newest 2 page 1'],
+      ...[...halving('after old'), 'after old 1 page 1', 'after old 2 page 1'],
+    ]);
     await cursorIs(b);
   });
 
@@ -130,11 +139,100 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
     await caughtUp();
 
     expect(delivered.map((m) => m.messageId)).toEqual([a.id]);
-    expect(lines.filter((l) => l.level === 40)).toEqual([expect.objectContaining({ posts: [huge.id] })]);
+    expect(lines.filter((l) => l.level === 40)).toEqual([expect.objectContaining({ after: a.id })]);
     // The next catch-up starts after it: the post is not read (and warned about) again.
-    // The newest alone is over the bound and no cursor names it yet: the post after it (by
-    // offset) does. Forwards, a's cursor names it.
-    expect(reads({ a, old, huge })).toEqual([...halving('newest'), 'newest 1 page 1', 'before a 200', ...halving('after old'), 'after huge 200']);
+    // The newest alone is over the bound: the offset passes it. Forwards, after a nothing.
+    expect(reads({ a, old, huge })).toEqual([
+      ...halving('newest'),
+      'newest 1 page 1',
+      'newest 2 page 1',
+      ...halving('after old'),
+      'after old 1 page 1',
+      'after old 2 page 1',
+    ]);
     await cursorIs(huge);
+  });
+});
+
+/**
+ * Mattermost pages around a post by create time, strictly: before=X leaves out every post of X's
+ * millisecond, and so does after=X. Busy servers (bots, integrations, imports) put several posts
+ * in one millisecond; the catch-up must not lose those at a page's edge.
+ */
+describe('Mattermost: catch-up pages with posts sharing a millisecond', () => {
+  let mm: FakeMattermost;
+  let dir: string;
+  let cursorFile: string;
+  let stop: AbortController;
+  let lines: Array<{ msg: string; level: number; posts?: number }>;
+  let delivered: ChannelMessage[];
+  let listening: Promise<void> | undefined;
+
+  beforeEach(async () => {
+    mm = new FakeMattermost();
+    await mm.start();
+    dir = mkdtempSync(join(tmpdir(), 'channeld-mm-ties-'));
+    cursorFile = join(dir, 'mm.cursor');
+    stop = new AbortController();
+    lines = [];
+    delivered = [];
+    listening = undefined;
+  });
+  afterEach(async () => {
+    stop.abort();
+    await listening?.catch(() => {});
+    await mm.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  /** A restart from `cursorMs`; resolves once the catch-up has logged what it delivered. */
+  const catchUp = async (cursorMs: number) => {
+    writeFileSync(cursorFile, `${cursorMs}\n`);
+    const log = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
+    const adapter = new MattermostAdapter({ id: 'mm', url: mm.url, token: mm.token, teams: [], channels: [], log, cursorFile, reconnectBaseMs: 10 });
+    let ended: unknown = false;
+    listening = adapter.listen(
+      async (msg) => {
+        delivered.push(msg);
+        return true;
+      },
+      stop.signal,
+      () => {},
+    );
+    listening.catch((err: unknown) => (ended = err ?? true));
+    await waitFor(() => ended !== false || lines.some((l) => l.msg === 'Mattermost catch-up delivered missed posts'), 20_000);
+    expect(ended).toBe(false);
+  };
+  /** Every post once, oldest first (posts of one millisecond in any order among themselves). */
+  const expectAllOnceInOrder = (posts: MmFakePost[]) => {
+    const ids = delivered.map((m) => m.messageId);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect([...ids].sort()).toEqual(posts.map((p) => p.id).sort());
+    const at = new Map(posts.map((p) => [p.id, p.create_at]));
+    const times = ids.map((id) => at.get(id)!);
+    expect(times).toEqual(times.toSorted((a, b) => a - b));
+    expect(lines.find((l) => l.msg === 'Mattermost catch-up delivered missed posts')).toMatchObject({ posts: posts.length });
+    expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+  };
+  const cursorIs = (ms: number) => waitFor(async () => (await readFile(cursorFile, 'utf8')) === `${ms}\n`);
+
+  it('450 posts three to a millisecond: the posts sharing a page edge’s millisecond all come, in order, once each', async () => {
+    const baseMs = Date.now() - 60_000;
+    mm.userPost('before the cursor', { createAt: baseMs - 10 });
+    // Pages of 200 end inside a millisecond (200 and 400 are not multiples of 3), both ways.
+    const posts = Array.from({ length: 450 }, (_, i) => mm.userPost(`post ${i}`, { createAt: baseMs + Math.floor(i / 3) }));
+    await catchUp(baseMs);
+    expectAllOnceInOrder(posts);
+    await cursorIs(baseMs + 149);
+  });
+
+  it('a channel whose first 250 posts share one millisecond and the next 150 another: every post comes, in order, once each', async () => {
+    const baseMs = Date.now() - 60_000;
+    // Nothing before the cursor: the walk back reaches the channel's first post, inside a
+    // millisecond longer than a page.
+    const posts = Array.from({ length: 400 }, (_, i) => mm.userPost(`post ${i}`, { createAt: i < 250 ? baseMs : baseMs + 1 }));
+    await catchUp(baseMs);
+    expectAllOnceInOrder(posts);
+    await cursorIs(baseMs + 1);
   });
 });
