@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import { client, type Element, type XmlParserClass, xml, type XmppClient } from '@xmpp/client';
+import { client, type Element, xml, type XmppClient } from '@xmpp/client';
 import type { Logger } from 'pino';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import { ChannelError } from '../../src/contracts/errors.js';
 import type { MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { settleWithin, untilAborted } from '../../src/util/abortable.js';
 import { platformCaller } from '../../src/util/platform-call.js';
-import { boundedParser, MAX_STANZA_BYTES, MAX_STANZA_DEPTH, type Overrun } from './bounds.js';
+import { guardConnection } from './connection.js';
 import { classifyXmppError } from './errors.js';
 import { bareOf, NS_CHATSTATES, NS_CORRECT, NS_MUC_USER, normalizeMessage, resourceOf } from './normalize.js';
 
@@ -23,10 +23,6 @@ export interface XmppOptions {
 
 const NS_MUC = 'http://jabber.org/protocol/muc';
 const NS_SM = 'urn:xmpp:sm:3';
-const NS_STREAMS = 'urn:ietf:params:xml:ns:xmpp-streams';
-const STANZAS: ReadonlySet<string> = new Set(['message', 'presence', 'iq']);
-/** How long a server told of a policy violation gets to close its side before the socket is destroyed. */
-const STREAM_CLOSE_WAIT_MS = 2000;
 /** How long "online" waits for stream management to be enabled before it goes ahead anyway. */
 const SM_WAIT_MS = 5000;
 const NS_DISCO_INFO = 'http://jabber.org/protocol/disco#info';
@@ -109,35 +105,16 @@ export class XmppAdapter implements ChannelAdapter {
     const fatal = new Promise<never>((_, reject) => (fail = reject));
     fatal.catch(() => {});
     const baseDelayMs = x.reconnect.delay;
-    // Every stream (restarts and reconnects too) is parsed with bounds: @xmpp/client's
-    // connect() sets `Parser` to its transport's, open() constructs it (see bounds.ts).
-    let overrun: string | undefined;
-    let transportParser: XmlParserClass | undefined;
-    let parser: XmlParserClass | undefined;
-    Object.defineProperty(x, 'Parser', {
-      configurable: true,
-      get: () => parser,
-      set: (P: XmlParserClass) => {
-        if (P === transportParser) return;
-        transportParser = P;
-        parser = boundedParser(P, { maxBytes: MAX_STANZA_BYTES, maxDepth: MAX_STANZA_DEPTH }, (o) => {
-          overrun = o.reason;
-          this.#overrun(x, o);
-        });
-      },
-    });
+    // Bounds on each stream, and a stream the parser gave up on (or the server closed) ends
+    // the connection without the daemon; see connection.ts.
+    const guard = guardConnection(x, this.#o.log, this.#o.id);
     x.on('error', (err: unknown) => {
       const e = classifyXmppError(err, 'stream');
       this.#o.log.warn({ channel: this.#o.id, err: e.message }, 'XMPP error');
       if (!e.retryable) fail(e);
     });
     x.reconnect.on('reconnecting', () => {
-      onReconnecting?.(
-        overrun
-          ? `${overrun}; the connection was ended (policy-violation) and is made again`
-          : 'XMPP connection lost; reconnecting (the session resumes where the server offers XEP-0198)',
-      );
-      overrun = undefined;
+      onReconnecting?.(guard.takeReason() ?? 'XMPP connection lost; reconnecting (the session resumes where the server offers XEP-0198)');
       // Backoff: each failed attempt waits twice as long, up to a minute.
       x.reconnect.delay = Math.min(60_000, x.reconnect.delay * 2);
     });
@@ -194,35 +171,6 @@ export class XmppAdapter implements ChannelAdapter {
       );
       x.removeAllListeners();
     }
-  }
-
-  /**
-   * A stanza past the bounds ends the stream with `policy-violation` (RFC 6120 §4.9.3.14);
-   * @xmpp/client's reconnect then makes a new one, with its backoff. The stanza is
-   * acknowledged (XEP-0198) as handled, dropped on purpose: otherwise the server would give
-   * it again on resumption, or from offline storage after, and end every stream alike.
-   * Stanzas after it were never acknowledged, so the server keeps them for the next stream.
-   */
-  #overrun(x: XmppClient, o: Overrun): void {
-    this.#o.log.warn({ channel: this.#o.id, reason: o.reason }, 'XMPP stanza past the bounds; ending the connection (policy-violation) to reconnect');
-    const socket = x.socket;
-    if (!socket) return;
-    const sm = x.streamManagement;
-    const out: Element[] = [];
-    if (sm.enabled && o.name !== undefined && STANZAS.has(o.name)) {
-      sm.inbound += 1;
-      out.push(xml('a', { xmlns: NS_SM, h: String(sm.inbound) }));
-    }
-    out.push(xml('stream:error', {}, xml('policy-violation', { xmlns: NS_STREAMS }), xml('text', { xmlns: NS_STREAMS }, o.reason)));
-    // Not disconnect(): it would wait for a </stream:stream> the stopped parser cannot read,
-    // and then let go of whichever parser is attached by then (a reconnect's). The stopped
-    // parser stays and swallows the rest until the socket closes; the close is the
-    // "disconnect" that @xmpp/client's reconnect acts on. Both writes go out at once, in order.
-    void x.sendMany(out).catch(() => {});
-    void x.write('</stream:stream>').catch(() => {});
-    socket.end();
-    const t = setTimeout(() => socket.destroy(), STREAM_CLOSE_WAIT_MS);
-    socket.once('close', () => clearTimeout(t));
   }
 
   /** Available for one-to-one chats, then into each room without its history. */

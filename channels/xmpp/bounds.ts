@@ -10,6 +10,15 @@ export interface StanzaBounds {
   maxDepth: number;
 }
 
+export interface ParserEvents {
+  /** Past a bound: the parser has stopped. */
+  overrun(o: Overrun): void;
+  /** XML it cannot take: the parser has stopped. */
+  error(err: Error): void;
+  /** The server's </stream:stream>. */
+  end(): void;
+}
+
 export interface Overrun {
   /** Why, for the log and /status. */
   reason: string;
@@ -24,9 +33,15 @@ export interface Overrun {
  * ends. So the bytes written in since the last top-level element ended are counted (a read
  * that ends one and begins the next counts from zero after it: at most one socket read,
  * 64 KiB, goes uncounted), and the depth of open elements. Past either bound the parser
- * reads nothing more and calls `onOverrun` once; closing the stream is the caller's part.
+ * reads nothing more and calls `on.overrun` once; closing the stream is the caller's part.
+ *
+ * It also reads nothing more after its first error or the stream's end: @xmpp/connection
+ * stops listening then, and a second "error" event with no listener would be thrown. What
+ * the parsers throw themselves (ltx on an undefined entity, @xmpp/xml on an end tag before
+ * any start tag) becomes that error event: thrown, it would escape the socket's "data"
+ * listener and end the process. `on.error` and `on.end` hear of either before @xmpp/connection.
  */
-export function boundedParser(Base: XmlParserClass, bounds: StanzaBounds, onOverrun: (o: Overrun) => void): XmlParserClass {
+export function boundedParser(Base: XmlParserClass, bounds: StanzaBounds, on: ParserEvents): XmlParserClass {
   return class BoundedParser extends Base implements XmlParser {
     /** Open elements, the stream's own included: a stanza is level 2. */
     #depth = 0;
@@ -35,6 +50,8 @@ export function boundedParser(Base: XmlParserClass, bounds: StanzaBounds, onOver
     #ended = false;
     #top: string | undefined;
     #stopped = false;
+    /** What a listener threw out of `emit`. */
+    #thrown: unknown;
 
     override onStartElement(name: string, attrs: Record<string, string>): void {
       if (this.#stopped) return;
@@ -59,11 +76,39 @@ export function boundedParser(Base: XmlParserClass, bounds: StanzaBounds, onOver
       super.onText(text);
     }
 
+    override emit(event: string | symbol, ...args: unknown[]): boolean {
+      if (this.#stopped) return false;
+      if (event === 'error' || event === 'end') {
+        this.#stopped = true;
+        if (event === 'end') on.end();
+        else {
+          on.error(args[0] instanceof Error ? args[0] : new Error(String(args[0])));
+          if (this.listenerCount('error') === 0) return false;
+        }
+      }
+      try {
+        return super.emit(event, ...args);
+      } catch (err) {
+        this.#thrown = err;
+        throw err;
+      }
+    }
+
     override write(data: string): void {
       if (this.#stopped) return;
       this.#bytes += Buffer.byteLength(data);
       this.#ended = false;
-      super.write(data);
+      try {
+        super.write(data);
+      } catch (err) {
+        // A listener's throw (@xmpp/connection's, the adapter's through it) is a fault of ours,
+        // not the server's XML: it goes on as it would have.
+        const ours = err === this.#thrown;
+        this.#thrown = undefined;
+        if (ours) throw err;
+        this.emit('error', err);
+        return;
+      }
       if (this.#stopped) return;
       if (this.#ended) this.#bytes = 0;
       else if (this.#bytes > bounds.maxBytes)
@@ -78,7 +123,7 @@ export function boundedParser(Base: XmlParserClass, bounds: StanzaBounds, onOver
       this.#stopped = true;
       // What was built of the stanza is garbage once nothing points at it.
       this.cursor = this.root;
-      onOverrun({ reason, name: this.#depth >= 2 ? this.#top : undefined });
+      on.overrun({ reason, name: this.#depth >= 2 ? this.#top : undefined });
     }
   };
 }

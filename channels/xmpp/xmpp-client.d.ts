@@ -54,6 +54,13 @@ declare module '@xmpp/client' {
     Parser: XmlParserClass;
     /** The connection's socket while there is one; its "close" is the client's "disconnect". */
     socket: Socket | null;
+    /** The current stream's parser; null once the stream ended or the parser failed, until the next. */
+    parser: XmlParser | null;
+    /**
+     * What the socket read, for the parser (@xmpp/connection's `_onData`): bound once, as the
+     * first socket is attached, so an own property set before `start()` takes its place.
+     */
+    _onData(data: Buffer): void;
     sendMany(elements: Element[]): Promise<void>;
     /** Raw text onto the stream (as `send`, which serialises an element, does). */
     write(data: string): Promise<void>;
