@@ -90,9 +90,8 @@ export interface NativeStream {
   /**
    * Ends the stream with the full text (at most one message long); returns the message that holds it.
    * `update` and `finish` reject with the code REPLY_STOPPED_BY_USER when the platform says its
-   * user stopped the answer (a Stop button): the turn is stopped as `/stop` stops it, but
-   * nothing queued in the conversation is dropped, and the adapter takes no further change of
-   * that answer (its edits and deletes of it do nothing).
+   * user stopped the answer (a Stop button): the reply sends nothing more of it, in any form, and
+   * a turn still running stops as `/stop` stops it, nothing queued in the conversation dropped.
    */
   finish(text: string, options: TransportOptions): Promise<MessageRef>;
   /**

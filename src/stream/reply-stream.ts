@@ -54,8 +54,8 @@ export class ReplyStream {
   #visible = false;
   /** Ends this reply's wait in `firstVisible` (set while it has text and nothing shown). */
   #releaseFirst: (() => void) | undefined;
-  /** Native streaming: 'unopened' until the first text, 'off' when unused, done, or failed. */
-  #nativeState: 'unopened' | 'active' | 'off';
+  /** Native streaming: 'unopened' until the first text, 'off' when unused, done, or failed; 'stopped' by its user: nothing more goes. */
+  #nativeState: 'unopened' | 'active' | 'off' | 'stopped';
   #native: NativeStream | undefined;
   #nativeShown = '';
   #nativeRefKept = false;
@@ -168,7 +168,7 @@ export class ReplyStream {
    */
   async #nativeStep(desired: string[], final: boolean): Promise<boolean | undefined> {
     if (this.#nativeState === 'off' || this.#shown.length > 0) return undefined;
-    if (desired.length === 0) return false;
+    if (desired.length === 0 || this.#nativeState === 'stopped') return false;
     const { transport, target } = this.#o;
     const signal = this.#signal;
     try {
@@ -221,11 +221,13 @@ export class ReplyStream {
       // Switching modes on a 429 would turn the draft into a message mid-answer and draw
       // more 429s with the edits that follow: wait instead, then go on drafting.
       if (isRateLimit(err) || (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED')) throw err;
+      this.#o.onError?.(err, final ? 'final' : 'draft');
+      // Its user stopped the answer on the platform: nothing more of it goes, in any form (no fallback to messages).
+      if (err instanceof ChannelError && err.code === 'REPLY_STOPPED_BY_USER') return !(this.#nativeState = 'stopped');
       this.#nativeState = 'off';
       // The stream's own message, where it posted one, carries the rest (edited, not posted again).
       if (this.#native?.ref) this.#shown[0] = { ref: this.#native.ref, text: undefined };
       this.#o.onFallback?.();
-      this.#o.onError?.(err, final ? 'final' : 'draft');
       return true;
     }
   }
@@ -368,7 +370,7 @@ export class ReplyStream {
       // Planned each time: a platform may change its limits mid-reply (a refused format).
       const desired = this.#desired(true);
       // Nothing left to send: done at once, without waiting out the edit interval.
-      if (this.#nativeState !== 'active' && showsAll(this.#shown, desired)) break;
+      if (this.#nativeState === 'stopped' || (this.#nativeState !== 'active' && showsAll(this.#shown, desired))) break;
       // The last word, at once: a final that is a new message waits only for what a 429 (or a
       // failure's backoff) asked; a final edit waits for the platform's floor, never for the
       // channel's wider interval or one a 429 widened.

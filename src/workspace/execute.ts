@@ -102,9 +102,10 @@ class TurnReply implements ReplyStreamOptions {
 
   onError(err: unknown, phase: 'draft' | 'final'): void {
     if (err instanceof CodedError && err.code === 'REPLY_STOPPED_BY_USER') {
-      // The user's Stop on the platform: this turn stops, as /stop would stop it, and nothing queued goes.
-      this.deps.log.info({ ...this.where, turn: this.job.id }, 'the user stopped the answer on the platform; the turn stops');
-      this.job.stop('stopped by its user on the platform');
+      // The user's Stop on the platform: nothing more of the answer goes (the reply stream), and a
+      // turn still running stops as /stop would stop it, nothing queued dropped; one that ended stays as it ended.
+      this.deps.log.info({ ...this.where, turn: this.job.id, phase }, 'the user stopped the answer on the platform');
+      if (phase === 'draft') this.job.stop('stopped by its user on the platform');
       return;
     }
     this.deps.log.warn({ ...this.where, err, phase }, 'reply request failed');

@@ -185,4 +185,40 @@ describe('ReplyStream with a native stream', () => {
     expect(a.visible('c')).toEqual(['one two three']);
     expect(sends(a).map(([op]) => op)).toEqual(['send', 'edit']);
   });
+  // Teams' Stop button: the stream's next request is refused "cancelled by user". The reply used
+  // to fall back to messages, so an answer that outgrew one message (or a reply with no message
+  // to answer, as a reminder's) went on as new messages after the Stop.
+  it('a stream its user stopped (REPLY_STOPPED_BY_USER) sends nothing more of the answer, in any form', async () => {
+    const a = new RecordingAdapter('t', { nativeStream: true, minEditIntervalMs: 1000, maxMessageLength: 50 });
+    const updates: string[] = [];
+    const ref: MessageRef = { chatId: 'c', messageId: 'streamed' };
+    a.openNativeStream = async (): Promise<NativeStream> => ({
+      get ref() {
+        return updates.length ? ref : undefined;
+      },
+      update: async (text) => {
+        if (updates.length) throw new ChannelError('REPLY_STOPPED_BY_USER', 'the user pressed Stop');
+        updates.push(text);
+      },
+      finish: async (_text, o) => {
+        if (!o.final) throw new ChannelError('REPLY_STOPPED_BY_USER', 'the user pressed Stop');
+        return ref;
+      },
+    });
+    const errors: string[] = [];
+    const s = streamOn(a, { onError: (err) => errors.push(err instanceof ChannelError ? err.code : String(err)) });
+    s.push({ type: 'text_delta', text: 'first words ' });
+    await vi.advanceTimersByTimeAsync(1100);
+    s.push({ type: 'text_delta', text: 'and more' });
+    await vi.advanceTimersByTimeAsync(1100);
+    s.push({ type: 'text_delta', text: ', then a great many words that outgrow one message of fifty characters' });
+    await vi.advanceTimersByTimeAsync(3000);
+    s.push(done);
+    await vi.runAllTimersAsync();
+    const r = await s.finished();
+    expect(updates).toEqual(['first words ']);
+    expect(errors).toEqual(['REPLY_STOPPED_BY_USER']);
+    expect(sends(a)).toEqual([]);
+    expect(r.delivered).toBe(true);
+  });
 });

@@ -40,7 +40,15 @@ describe('createTurnExecutor', () => {
       lifecycle.queued(item);
       lifecycle.started([item]);
       const ending = await execute(
-        { id: String(item.id), scope: 't:chat-1', items: [item], text: 'hello', passive: [], replied: (refs) => lifecycle.replied([item], refs), stop: () => {} },
+        {
+          id: String(item.id),
+          scope: 't:chat-1',
+          items: [item],
+          text: 'hello',
+          passive: [],
+          replied: (refs) => lifecycle.replied([item], refs),
+          stop: () => {},
+        },
         new AbortController().signal,
       );
       expect(ending).toBe('error');
