@@ -10,7 +10,7 @@ import { notingSent } from '../../src/util/dispatch-answer.js';
 import { classifyMatrixError, isAnswerTooLarge, MAX_ANSWER_BYTES, MatrixClient, type MatrixHttpError } from './client.js';
 import { fitContent } from './fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
-import { CATCH_UP_MAX_AGE_MS, CATCH_UP_MAX_EVENTS_PER_BATCH, CATCH_UP_MAX_EVENTS_PER_ROOM, catchUpRoom, type MessagesAnswer } from './catch-up.js';
+import { CATCH_UP_MAX_AGE_MS, CATCH_UP_MAX_EVENTS_PER_ROOM, catchUpBudget, catchUpRoom, type MessagesAnswer } from './catch-up.js';
 import { type Invite, Invites } from './invites.js';
 import { directRooms, isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
 import { FULL_TIMELINE_LIMIT, smallerTimelineLimit, syncFilter } from './sync-filter.js';
@@ -98,12 +98,15 @@ export class MatrixAdapter implements ChannelAdapter {
     return this.#call(what, signal, (s) => this.#client.request<T>('GET', path, { signal: s, ...(query ? { query } : {}) }));
   }
 
-  async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+  listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+    // Join retries end with this listener, failed or stopped: the supervisor aborts `signal` only when it stops it.
+    return this.#listen(deliver, signal, onConnected).finally(() => this.#invites.listenEnded());
+  }
+
+  async #listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
     const me = await this.#get<{ user_id?: string }>('whoami', `${API}/account/whoami`, signal);
     if (me.user_id !== this.#o.userId)
-      throw new ChannelError('CHANNEL_AUTH_FAILED', `Matrix: the access token belongs to ${me.user_id ?? 'nobody'}, not to user_id ${this.#o.userId}`, {
-        retryable: false,
-      });
+      throw new ChannelError('CHANNEL_AUTH_FAILED', `Matrix: the access token belongs to ${me.user_id ?? 'nobody'}, not to user_id ${this.#o.userId}`);
     await this.#learnServer(signal);
     this.#connected = true;
     let state = this.#state.read(this.#o.userId);
@@ -161,9 +164,9 @@ export class MatrixAdapter implements ChannelAdapter {
   }
 
   /**
-   * One /sync. An answer over the client's bound is asked for again with half the events per
-   * room (and only the state the bot reads), down to one; past that the failure is retryable,
-   * so the supervisor logs it and backs off, and the retry starts at the size that last failed.
+   * One /sync. An answer over the client's bound is asked for again with half the events per room (and only the state
+   * the bot reads), down to one; past that the failure is retryable: the supervisor logs it and backs off, and the
+   * retry starts at the size that last failed.
    */
   async #sync(since: string | undefined, timeoutMs: number, signal: AbortSignal): Promise<SyncResponse> {
     let res: SyncResponse;
@@ -201,7 +204,7 @@ export class MatrixAdapter implements ChannelAdapter {
     for (const [roomId, room] of Object.entries(batch.rooms?.invite ?? {})) await this.#invites.handle(roomId, room.invite_state?.events, signal);
     this.#invites.trim();
     const messages: ChannelMessage[] = [];
-    let catchUpLeft = CATCH_UP_MAX_EVENTS_PER_BATCH;
+    const catchUpLeft = catchUpBudget();
     for (const [roomId, room] of Object.entries(batch.rooms?.join ?? {})) {
       const dm = this.#dmRooms.has(roomId) && !this.#o.rooms.includes(roomId);
       if (!dm && !this.#o.rooms.includes(roomId)) continue;
@@ -212,7 +215,6 @@ export class MatrixAdapter implements ChannelAdapter {
       // More events came in since the last batch than the filter's limit: the gap is read back
       // first, so its messages come before the timeline's, oldest first.
       const gap = room.timeline?.limited === true ? await this.#catchUp(roomId, room.timeline.prev_batch, state.since, catchUpLeft, signal) : [];
-      catchUpLeft -= gap.length;
       for (const e of [...gap, ...(room.timeline?.events ?? [])]) {
         const msg = isObject(e) ? normalizeEvent(e, this.#o.id, view) : undefined;
         if (msg) messages.push(msg);
@@ -225,27 +227,27 @@ export class MatrixAdapter implements ChannelAdapter {
     if (failed) throw (failed as PromiseRejectedResult).reason;
   }
 
-  /**
-   * The missed events of a limited timeline (catch-up.ts), at most CATCH_UP_MAX_EVENTS_PER_ROOM
-   * and what the batch has left; `since` is the position this batch was asked from.
-   */
-  async #catchUp(roomId: string, prevBatch: unknown, since: string, left: number, signal: AbortSignal): Promise<MatrixEvent[]> {
+  /** The missed events of a limited timeline (catch-up.ts), at most CATCH_UP_MAX_EVENTS_PER_ROOM and what the batch has left; `since` is the position this batch was asked from. */
+  async #catchUp(roomId: string, prevBatch: unknown, since: string, left: { events: number; bytes: number }, signal: AbortSignal): Promise<MatrixEvent[]> {
     if (typeof prevBatch !== 'string' || !prevBatch) {
       this.#o.log.warn({ channel: this.#o.id, room: roomId }, 'Matrix /sync left out older messages in a room and gave no prev_batch to read them');
       return [];
     }
     const path = `${API}/rooms/${enc(roomId)}/messages`;
-    const { events, bound } = await catchUpRoom({
+    const { events, bound, bytes } = await catchUpRoom({
       read: (query, s) => this.#get<MessagesAnswer>('messages', path, s, query),
       roomId,
       from: prevBatch,
       to: since,
-      maxEvents: Math.min(CATCH_UP_MAX_EVENTS_PER_ROOM, left),
+      maxEvents: Math.min(CATCH_UP_MAX_EVENTS_PER_ROOM, left.events),
+      maxBytes: left.bytes,
       notBeforeMs: Date.now() - CATCH_UP_MAX_AGE_MS,
       channel: this.#o.id,
       log: this.#o.log,
       signal,
     });
+    left.events -= events.length;
+    left.bytes -= bytes;
     if (!bound) this.#o.log.info({ channel: this.#o.id, room: roomId, events: events.length }, 'Matrix read back the messages a limited /sync left out');
     return events;
   }
@@ -342,10 +344,7 @@ export class MatrixAdapter implements ChannelAdapter {
     );
   }
 
-  /**
-   * ack_reaction: an m.annotation on the user's message, taken off by redacting it. A
-   * reaction whose event this run did not send (a restart in between) is left in place.
-   */
+  /** ack_reaction: an m.annotation on the user's message, taken off by redacting it; one whose event this run did not send (a restart in between) is left. */
   async setReaction(ref: MessageRef, emoji: string, on: boolean, options: TransportOptions): Promise<void> {
     const key = `${ref.messageId}\n${emoji}`;
     if (on) {

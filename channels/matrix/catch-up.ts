@@ -18,11 +18,20 @@ export const CATCH_UP_MAX_EVENTS_PER_ROOM = 1000;
 export const CATCH_UP_MAX_EVENTS_PER_BATCH = 2000;
 /** /messages requests per room, shrunk pages and 429 retries included: a server that answers oddly cannot keep a batch forever. */
 const CATCH_UP_MAX_REQUESTS_PER_ROOM = 30;
+/** What the missed events of one /sync batch may hold (their JSON as the server sent it): they wait in memory until the batch is stored. */
+export const CATCH_UP_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024;
+/** A 429 asking for a longer wait leaves the room's gap (the sync loop waits for the whole batch). */
+const CATCH_UP_MAX_RATE_WAIT_MS = 30_000;
 /** As Mattermost's catch-up: a message older than a day is history, not a question. */
 export const CATCH_UP_MAX_AGE_MS = 24 * 60 * 60 * 1000;
 
 /** Only messages: what the bot answers. A state change in the gap (encryption) comes in the /sync's own `state`. */
 const MESSAGES_FILTER = JSON.stringify({ types: ['m.room.message'] });
+
+/** What one /sync batch's catch-ups may read in all: each room's walk takes its part out. */
+export function catchUpBudget(): { events: number; bytes: number } {
+  return { events: CATCH_UP_MAX_EVENTS_PER_BATCH, bytes: CATCH_UP_MAX_BYTES_PER_BATCH };
+}
 
 /** A `GET /rooms/{roomId}/messages` answer: `chunk` newest first (dir=b); `end` absent once nothing more is there. */
 export interface MessagesAnswer {
@@ -43,6 +52,8 @@ export interface CatchUpRoomOptions {
   to: string;
   /** Missed events to read at most (this room's share of what the batch has left). */
   maxEvents: number;
+  /** Bytes of missed events to read at most (what the batch has left). */
+  maxBytes: number;
   /** Events sent before this time (ms) are not read. */
   notBeforeMs: number;
   channel: string;
@@ -51,13 +62,15 @@ export interface CatchUpRoomOptions {
 }
 
 /** Why a walk stopped before the previous batch. */
-export type CatchUpBound = 'events' | 'age' | 'requests' | 'size' | 'refused';
+export type CatchUpBound = 'events' | 'bytes' | 'age' | 'requests' | 'size' | 'refused';
 
 export interface CaughtUp {
   /** The missed events read, oldest first. */
   events: MatrixEvent[];
   /** Set when the walk stopped before reaching the previous batch. */
   bound?: CatchUpBound;
+  /** The JSON size of the events read. */
+  bytes: number;
 }
 
 /**
@@ -74,6 +87,7 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
   let from = o.from;
   let pageSize = CATCH_UP_PAGE;
   let requests = 0;
+  let bytes = 0;
   /** `notReadAtLeast` where the walk saw them; unknown otherwise (the sync says only that some are missing). */
   const stop = (bound: CatchUpBound, notReadAtLeast?: number, why?: string): CaughtUp => {
     o.log.warn(
@@ -89,10 +103,11 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
       },
       'Matrix did not read every message a limited /sync left out in a room; the older ones are not answered',
     );
-    return { events: newestFirst.reverse(), bound };
+    return { events: newestFirst.reverse(), bound, bytes };
   };
   // The batch's share is spent: this room's gap is not read at all.
   if (o.maxEvents <= 0) return stop('events');
+  if (o.maxBytes <= 0) return stop('bytes');
   for (;;) {
     if (requests++ >= CATCH_UP_MAX_REQUESTS_PER_ROOM) return stop('requests');
     let page: MessagesAnswer;
@@ -110,7 +125,9 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
         continue;
       }
       if (err instanceof CodedError && err.code === 'CHANNEL_RATE_LIMITED') {
-        await sleep(err.retryAfterMs ?? 1000, o.signal);
+        const waitMs = err.retryAfterMs ?? 1000;
+        if (waitMs > CATCH_UP_MAX_RATE_WAIT_MS) return stop('refused', undefined, `rate limited for ${waitMs} ms`);
+        await sleep(waitMs, o.signal);
         o.signal.throwIfAborted();
         continue;
       }
@@ -123,6 +140,9 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
       const e = chunk[i]!;
       // Newest first: the first one too old ends the walk, every one behind it is older still.
       if (typeof e.origin_server_ts === 'number' && e.origin_server_ts < o.notBeforeMs) return stop('age', chunk.length - i);
+      const size = JSON.stringify(e).length;
+      if (bytes + size > o.maxBytes) return stop('bytes', chunk.length - i);
+      bytes += size;
       newestFirst.push(e);
     }
     // A page read past the bound tells how many at least are left (the walk asks whole pages).
@@ -132,7 +152,7 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
       return stop('events', over);
     }
     // The spec: no `end`, nothing more (an empty chunk with an `end` may still have more behind it).
-    if (typeof page.end !== 'string' || !page.end) return { events: newestFirst.reverse() };
+    if (typeof page.end !== 'string' || !page.end) return { events: newestFirst.reverse(), bytes };
     from = page.end;
   }
 }

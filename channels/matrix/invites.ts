@@ -10,6 +10,8 @@ export const JOIN_ATTEMPTS = 5;
 /** The wait before the second attempt; each later wait is three times the one before (5 s, 15 s, 45 s, 135 s: about 3.5 minutes in all). */
 export const JOIN_FIRST_RETRY_MS = 5000;
 const JOIN_RETRY_FACTOR = 3;
+/** Joins retried at once: past it, a failed join is logged and its invite forgotten (an invite wave during an outage). */
+export const MAX_RETRYING = 50;
 
 export interface Invite {
   inviter: string;
@@ -45,9 +47,21 @@ export class Invites {
   readonly #seen = new Set<string>();
   /** Rooms whose join is being tried again: a repeat of their invite does not start a second try. */
   readonly #retrying = new Set<string>();
+  /**
+   * Ends the retries begun by one `listen`: the supervisor aborts a listener's signal only when
+   * it stops it, not when the listener fails, and a retry must not join a room for a listener
+   * that is gone (its channel removed, or reloaded with auto_join off, meanwhile).
+   */
+  #listening = new AbortController();
 
   constructor(o: InvitesOptions) {
     this.#o = o;
+  }
+
+  /** The listener ended (stopped or failed): its retries end with it; a next listen begins anew. */
+  listenEnded(): void {
+    this.#listening.abort();
+    this.#listening = new AbortController();
   }
 
   /** One invited room of a /sync answer; `signal` is the listener's: its stop cancels a retry. */
@@ -69,10 +83,15 @@ export class Invites {
       await this.#accept(roomId, invite, 1, signal);
     } catch (err) {
       if (signal.aborted) throw err;
-      if (!this.#refused(roomId, err, 1)) {
-        this.#retrying.add(roomId);
-        void this.#retry(roomId, invite, err, signal);
+      if (this.#refused(roomId, err, 1)) return;
+      if (this.#retrying.size >= MAX_RETRYING) {
+        // An invite wave during an outage: a bounded number is retried, the rest forgotten (a new invite is acted on).
+        this.#seen.delete(roomId);
+        this.#o.log.warn({ channel: this.#o.id, room: roomId, retrying: MAX_RETRYING }, 'Matrix room could not be joined; too many joins retried already');
+        return;
       }
+      this.#retrying.add(roomId);
+      void this.#retry(roomId, invite, err, AbortSignal.any([signal, this.#listening.signal]));
     }
   }
 

@@ -152,4 +152,17 @@ describe('Matrix: a failed join of an invited room is tried again', () => {
     expect(logged(CANCELLED)).toMatchObject([{ level: 30, room: NEW_ROOM }]);
     expect(mx.callsOf('join')).toHaveLength(1);
   });
+  // The supervisor aborts a listener's signal only when it stops it: a listener that failed left
+  // its retries running on a signal nothing would abort, and they joined the room later anyway.
+  it('a listener that fails ends its retries: the room is not joined for a listener that is gone', async () => {
+    await listen(60_000);
+    mx.fail('join', { status: 502 });
+    mx.invite(NEW_ROOM, mx.alice, true);
+    await waitFor(() => logged(RETRYING).length === 1, 10_000);
+    // The token is refused: the listener fails (not stopped: `stop` is never aborted).
+    mx.fail('sync', { status: 401, errcode: 'M_UNKNOWN_TOKEN' });
+    await waitFor(() => failure, 10_000);
+    await waitFor(() => logged(CANCELLED).length === 1);
+    expect(mx.callsOf('join')).toHaveLength(1);
+  });
 });
