@@ -165,11 +165,18 @@ export class XmppAdapter implements ChannelAdapter {
       this.#trying.clear();
       x.reconnect.stop();
       x.removeAllListeners('online');
+      const socket = x.socket;
       await settleWithin(
         x.stop().catch(() => {}),
         2000,
       );
+      // A server that never answered our close: its socket is not left open. Then nothing of
+      // ours listens any more, but a late error the library re-emits still finds a listener
+      // (an "error" event with none ends the process).
+      socket?.destroy();
+      x.socket?.destroy();
       x.removeAllListeners();
+      x.on('error', () => {});
     }
   }
 

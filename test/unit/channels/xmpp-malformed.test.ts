@@ -159,7 +159,7 @@ async function online({ onTestFinished }: TestContext, closesWithClient: boolean
     await server.close();
   });
   await waitFor(() => connected === 1, 5000);
-  return { server, conn: server.conns[0]!, logs, delivered, reconnecting, connections: () => connected };
+  return { server, conn: server.conns[0]!, logs, delivered, reconnecting, connections: () => connected, stop, listening };
 }
 
 const chat = (id: string, body: string) => `<message from='alice@${DOMAIN}/phone' to='bot@${DOMAIN}' type='chat' id='${id}'><body>${body}</body></message>`;
@@ -210,5 +210,16 @@ describe.concurrent('XMPP: XML from the server that cannot be parsed', () => {
     expect(b.delivered).toEqual([]);
     expect(b.logs.map((l) => l.msg)).toEqual(['XMPP stream closed by the server; closing the connection to reconnect']);
     expect(b.reconnecting).toEqual([expect.stringMatching(/^XMPP: the server closed the stream/)]);
+  });
+  // A channel stopped (a reload, the daemon's stop) while its server never answers the close:
+  // the library waits 2 s for the server's end, longer than the stop waits, and let go of the
+  // socket with nothing listening on it. It was left open, and an error on it later (a reset)
+  // was an "error" event with no listener: the end of the process.
+  it('a channel stopped while the server does not answer its close leaves no socket behind, and a late reset is harmless', async (ctx) => {
+    const b = await online(ctx, false);
+    b.stop.abort();
+    await b.listening;
+    await waitFor(() => (b.conn.send(' '), b.conn.closed), 1000);
+    b.conn.socket.resetAndDestroy();
   });
 });
