@@ -245,8 +245,9 @@ export class Partitions {
    */
   async #admit(o: Owned, r: Received): Promise<boolean> {
     const { m, item } = r;
-    if (o.waiting.holds(item.message.channelId, this.dispatcher.knows(item.message.channelId))) {
-      o.waiting.add(r, Date.now());
+    const known = this.dispatcher.knows(item.message.channelId);
+    if (o.waiting.holds(item.message.channelId, known)) {
+      o.waiting.add(r, Date.now(), known);
       return true;
     }
     await this.hooks.beforeEnqueue(item.scope, item.message.channelId);

@@ -57,9 +57,10 @@ export class WaitingForChannel {
     return !known || this.#perChannel.has(channelId);
   }
 
-  add(r: Received, nowMs: number): void {
+  /** `known`: the channel runs here now (the item waits only behind earlier ones, queued at the next step), never let go. */
+  add(r: Received, nowMs: number, known = false): void {
     const channelId = r.item.message.channelId;
-    if (this.#items.length >= MAX_WAITING_PER_PARTITION) {
+    if (!known && this.#items.length >= MAX_WAITING_PER_PARTITION) {
       this.log.error(
         { partition: this.partition, channel: channelId, messageId: r.item.message.messageId, waiting: this.#items.length },
         'a message for a channel not configured on this instance was dropped: too many already wait in its partition',

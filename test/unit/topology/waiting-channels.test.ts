@@ -42,4 +42,16 @@ describe('items waiting for a channel this instance does not run (cluster)', () 
     expect(termed).toHaveLength(MAX_WAITING_PER_PARTITION + 1);
     expect(logs.entries().filter((l) => l.level === 50)).toHaveLength(MAX_WAITING_PER_PARTITION + 1);
   });
+
+  it('an item of a channel that runs here now, held only behind earlier ones, is never let go by the cap', () => {
+    const w = new WaitingForChannel(0, pino(new LogSink()));
+    const termed: string[] = [];
+    const now = Date.now();
+    for (let i = 0; i < MAX_WAITING_PER_PARTITION; i++) w.add(received('x', i, now, termed), now);
+    // A reload just added x: the next item of x waits behind the others until the next step.
+    expect(w.holds('x', true)).toBe(true);
+    w.add(received('x', MAX_WAITING_PER_PARTITION, now, termed), now, true);
+    expect(termed).toEqual([]);
+    expect(w.take(() => true, now)).toHaveLength(MAX_WAITING_PER_PARTITION + 1);
+  });
 });
