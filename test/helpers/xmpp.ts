@@ -20,8 +20,12 @@ export interface Prosody {
   stop(): Promise<void>;
 }
 
-/** A real Prosody on 127.0.0.1 (no TLS, no s2s), its config and data in a temp dir, a MUC service with non-anonymous rooms. */
-export async function startProsody(): Promise<Prosody> {
+/**
+ * A real Prosody on 127.0.0.1 (no TLS, no s2s), its config and data in a temp dir, a MUC service
+ * with non-anonymous rooms. `stanzaSizeLimitBytes` sets c2s_stanza_size_limit (Prosody 0.12's own
+ * default is 256 KiB), so a test of channeld's own stanza bound can have Prosody relay larger ones.
+ */
+export async function startProsody(o: { stanzaSizeLimitBytes?: number } = {}): Promise<Prosody> {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-prosody-'));
   mkdirSync(join(dir, 'data'));
   mkdirSync(join(dir, 'certs'));
@@ -46,7 +50,7 @@ c2s_require_encryption = false
 allow_unencrypted_plain_auth = true
 authentication = "internal_plain"
 storage = "internal"
-modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "smacks"; "offline"; "posix" }
+${o.stanzaSizeLimitBytes !== undefined ? `c2s_stanza_size_limit = ${o.stanzaSizeLimitBytes}\n` : ''}modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "smacks"; "offline"; "posix" }
 modules_disabled = { "tls"; "s2s" }
 VirtualHost "localhost"
 Component "conference.localhost" "muc"

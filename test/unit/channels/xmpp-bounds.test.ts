@@ -1,7 +1,3 @@
-import { execFileSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { type Element, xml } from '@xmpp/client';
 import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
@@ -9,60 +5,9 @@ import { XmppAdapter } from '../../../channels/xmpp/adapter.js';
 import { MAX_STANZA_BYTES, MAX_STANZA_DEPTH } from '../../../channels/xmpp/bounds.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { freePort, spawnServer } from '../../helpers/servers.js';
-import { type Prosody, PROSODY, prosodyMissing, XmppUser } from '../../helpers/xmpp.js';
+import { type Prosody, prosodyMissing, startProsody, XmppUser } from '../../helpers/xmpp.js';
 
 const PASSWORD = 'pw-bounds-1';
-
-/**
- * A real Prosody as test/helpers/xmpp.ts starts it, but relaying stanzas up to 8 MiB
- * (c2s_stanza_size_limit; Prosody 0.12's own default is 256 KiB), so what acts on an
- * oversized stanza is channeld's bound, not the server's.
- */
-async function startProsody(): Promise<Prosody> {
-  const dir = mkdtempSync(join(tmpdir(), 'channeld-prosody-bounds-'));
-  mkdirSync(join(dir, 'data'));
-  mkdirSync(join(dir, 'certs'));
-  const port = await freePort();
-  const conf = join(dir, 'prosody.cfg.lua');
-  writeFileSync(
-    conf,
-    `pidfile = "${dir}/prosody.pid"
-data_path = "${dir}/data"
-certificates = "${dir}/certs"
-run_as_root = true
-log = { { levels = { min = "info" }, to = "console" } }
-interfaces = { "127.0.0.1" }
-c2s_ports = { ${port} }
-c2s_direct_tls_ports = { }
-legacy_ssl_ports = { }
-s2s_ports = { }
-http_ports = { }
-https_ports = { }
-component_ports = { }
-c2s_require_encryption = false
-allow_unencrypted_plain_auth = true
-authentication = "internal_plain"
-storage = "internal"
-c2s_stanza_size_limit = ${8 * 1024 * 1024}
-modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "smacks"; "offline"; "posix" }
-modules_disabled = { "tls"; "s2s" }
-VirtualHost "localhost"
-`,
-  );
-  const server = await spawnServer(PROSODY, ['-F', '--config', conf], `Activated service 'c2s' on [127.0.0.1]:${port}`);
-  return {
-    port,
-    domain: 'localhost',
-    muc: 'conference.localhost',
-    log: server.log,
-    register: (user, password) => void execFileSync('/usr/bin/prosodyctl', ['--config', conf, 'register', user, 'localhost', password], { stdio: 'ignore' }),
-    stop: async () => {
-      await server.stop();
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
-}
 
 /** `depth` elements, each inside the one before. */
 const nested = (depth: number): Element => {
@@ -74,7 +19,8 @@ const nested = (depth: number): Element => {
 describe.skipIf(prosodyMissing !== undefined)(`XMPP stanza bounds against a real Prosody${prosodyMissing ? ` (skipped: ${prosodyMissing})` : ''}`, () => {
   let server: Prosody;
   beforeAll(async () => {
-    server = await startProsody();
+    // Prosody relays up to 8 MiB: what acts on an oversized stanza is channeld's bound, not the server's.
+    server = await startProsody({ stanzaSizeLimitBytes: 8 * 1024 * 1024 });
   });
   afterAll(async () => {
     await server?.stop();
