@@ -14,83 +14,104 @@ const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 /** Props the size of a large integration post's attachments. */
 const props = (bytes: number) => ({ attachments: [{ text: 'x'.repeat(bytes) }] });
 
+type Line = { msg: string; level: number; posts?: unknown; skipped?: number; before?: string; after?: string };
+
+/**
+ * Each test's fake server, cursor file and listener: `listen(cursorMs)` starts the listener as a
+ * restart whose cursor stands there (it catches up on what came after); `ended` is set when it ends.
+ */
+function catchUpFixture(prefix: string) {
+  const f = {
+    mm: undefined as unknown as FakeMattermost,
+    dir: '',
+    cursorFile: '',
+    stop: new AbortController(),
+    lines: [] as Line[],
+    delivered: [] as ChannelMessage[],
+    ended: undefined as { err: unknown } | undefined,
+    listening: undefined as Promise<void> | undefined,
+    listen(cursorMs: number): void {
+      writeFileSync(f.cursorFile, `${cursorMs}\n`);
+      const log = pino({ level: 'info' }, { write: (s: string) => void f.lines.push(JSON.parse(s)) });
+      const adapter = new MattermostAdapter({
+        id: 'mm',
+        url: f.mm.url,
+        token: f.mm.token,
+        teams: [],
+        channels: [],
+        log,
+        cursorFile: f.cursorFile,
+        reconnectBaseMs: 10,
+      });
+      f.listening = adapter.listen(
+        async (msg) => {
+          f.delivered.push(msg);
+          return true;
+        },
+        f.stop.signal,
+        () => {},
+      );
+      f.listening.then(
+        () => (f.ended = { err: undefined }),
+        (err: unknown) => (f.ended = { err }),
+      );
+    },
+    /** The catch-up logged what it delivered, or the listener ended. */
+    untilCaughtUp: () => waitFor(() => f.ended || f.lines.some((l) => l.msg === 'Mattermost catch-up delivered missed posts'), 20_000),
+  };
+  beforeEach(async () => {
+    f.mm = new FakeMattermost();
+    await f.mm.start();
+    f.dir = mkdtempSync(join(tmpdir(), prefix));
+    f.cursorFile = join(f.dir, 'mm.cursor');
+    f.stop = new AbortController();
+    f.lines = [];
+    f.delivered = [];
+    f.ended = undefined;
+    f.listening = undefined;
+  });
+  afterEach(async () => {
+    f.stop.abort();
+    await f.listening?.catch(() => {});
+    await f.mm.close();
+    rmSync(f.dir, { recursive: true, force: true });
+  });
+  return f;
+}
+
 /**
  * The REST catch-up reads a channel a page at a time within the 8 MiB answer bound: a page over
  * it is asked for again smaller rather than parking the channel, and a post too large alone is
  * skipped with a warning naming it.
  */
 describe('Mattermost: catch-up pages over the answer bound', () => {
-  let mm: FakeMattermost;
-  let dir: string;
-  let cursorFile: string;
-  let stop: AbortController;
-  let lines: Array<{ msg: string; level: number; posts?: unknown; skipped?: number; before?: string; after?: string }>;
-  let delivered: ChannelMessage[];
-  let ended: { err: unknown } | undefined;
-  let listening: Promise<void> | undefined;
-
-  beforeEach(async () => {
-    mm = new FakeMattermost();
-    await mm.start();
-    dir = mkdtempSync(join(tmpdir(), 'channeld-mm-pages-'));
-    cursorFile = join(dir, 'mm.cursor');
-    stop = new AbortController();
-    lines = [];
-    delivered = [];
-    ended = undefined;
-    listening = undefined;
-  });
-  afterEach(async () => {
-    stop.abort();
-    await listening?.catch(() => {});
-    await mm.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-
-  /** A restart whose cursor stands at `cursorMs`: the listener catches up on what came after. */
-  const listen = (cursorMs: number) => {
-    writeFileSync(cursorFile, `${cursorMs}\n`);
-    const log = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-    const adapter = new MattermostAdapter({ id: 'mm', url: mm.url, token: mm.token, teams: [], channels: [], log, cursorFile, reconnectBaseMs: 10 });
-    listening = adapter.listen(
-      async (msg) => {
-        delivered.push(msg);
-        return true;
-      },
-      stop.signal,
-      () => {},
-    );
-    listening.then(
-      () => (ended = { err: undefined }),
-      (err: unknown) => (ended = { err }),
-    );
-  };
+  const f = catchUpFixture('channeld-mm-pages-');
   /** The catch-up finished, or the listener ended (before the fix: parked by a non-retryable error). */
   const caughtUp = async () => {
-    await waitFor(() => ended || lines.some((l) => l.msg === 'Mattermost catch-up delivered missed posts'), 20_000);
-    expect(ended?.err).toBeUndefined();
+    await f.untilCaughtUp();
+    expect(f.ended?.err).toBeUndefined();
   };
   /** The catch-up's reads of posts: where from (posts by name), how many, and the offset when not 0. */
   const reads = (names: Record<string, MmFakePost>) => {
     const name = (id: string | null) => Object.entries(names).find(([, p]) => p.id === id)?.[0] ?? id;
-    return mm.callsOf('since').map(({ query: q }) => {
+    return f.mm.callsOf('since').map(({ query: q }) => {
       const from = q.has('before') ? `before ${name(q.get('before'))}` : q.has('after') ? `after ${name(q.get('after'))}` : 'newest';
       return `${from} ${q.get('per_page')}${q.get('page') === '0' ? '' : ` page ${q.get('page')}`}`;
     });
   };
   const halving = (from: string) => ['200', '100', '50', '25', '13', '7', '4', '2', '1'].map((n) => `${from} ${n}`);
-  const cursorIs = (post: MmFakePost) => waitFor(async () => (await readFile(cursorFile, 'utf8')) === `${post.create_at}\n`);
+  const cursorIs = (post: MmFakePost) => waitFor(async () => (await readFile(f.cursorFile, 'utf8')) === `${post.create_at}\n`);
 
   it('a page over 8 MiB is asked for again at half the size until it fits; the next page is full size; every post comes once, in order', async () => {
-    const old = mm.userPost('before the cursor');
-    const posts = Array.from({ length: 40 }, (_, i) => mm.userPost(`long ${i}`, { props: props(300_000) }));
+    const old = f.mm.userPost('before the cursor');
+    const posts = Array.from({ length: 40 }, (_, i) => f.mm.userPost(`long ${i}`, { props: props(300_000) }));
     // 40 posts of 300 kB: more than the bound in one answer, 25 of them fit.
     expect(40 * 300_000).toBeGreaterThan(MAX_ANSWER_BYTES);
     expect(25 * 300_500).toBeLessThan(MAX_ANSWER_BYTES);
-    listen(old.create_at + 1);
+    f.listen(old.create_at + 1);
     await caughtUp();
 
-    expect(delivered.map((m) => m.messageId)).toEqual(posts.map((p) => p.id));
+    expect(f.delivered.map((m) => m.messageId)).toEqual(posts.map((p) => p.id));
     // Back from the newest: 200, 100, 50 over the bound, 25 fit; the next page, from the post
     // before the last one read (whose millisecond is wholly read), asks 200 again and reaches
     // the cursor. Forwards from the last post read, halved the same way, then 200 again.
@@ -98,29 +119,29 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
       ...['newest 200', 'newest 100', 'newest 50', 'newest 25', 'before p16 200'],
       ...['after old 200', 'after old 100', 'after old 50', 'after old 25', 'after p23 200'],
     ]);
-    expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+    expect(f.lines.filter((l) => l.level >= 40)).toEqual([]);
     await cursorIs(posts.at(-1)!);
     // Still listening: the next post comes over the socket.
-    const live = mm.userPost('live');
-    await waitFor(() => delivered.at(-1)?.messageId === live.id);
+    const live = f.mm.userPost('live');
+    await waitFor(() => f.delivered.at(-1)?.messageId === live.id);
   });
 
   it('a post whose answer alone is over 8 MiB is skipped with a warning saying where it stands; the posts around it come, in order', async () => {
-    const old = mm.userPost('before the cursor');
-    const a = mm.userPost('a');
-    const huge = mm.userPost('huge', { props: props(MAX_ANSWER_BYTES + 1) });
-    const b = mm.userPost('b');
-    listen(old.create_at + 1);
+    const old = f.mm.userPost('before the cursor');
+    const a = f.mm.userPost('a');
+    const huge = f.mm.userPost('huge', { props: props(MAX_ANSWER_BYTES + 1) });
+    const b = f.mm.userPost('b');
+    f.listen(old.create_at + 1);
     await caughtUp();
 
-    expect(delivered.map((m) => m.messageId)).toEqual([a.id, b.id]);
+    expect(f.delivered.map((m) => m.messageId)).toEqual([a.id, b.id]);
     // Once, by where it stands (the server's cursors go by create time, and may name another
     // post of its millisecond): the walk back does not warn, as the walk forwards passes it too.
-    const warned = lines.filter((l) => l.level === 40);
+    const warned = f.lines.filter((l) => l.level === 40);
     expect(warned).toEqual([
       expect.objectContaining({ msg: 'Mattermost post too large to read (its answer alone is over the bound) skipped by the catch-up', after: a.id }),
     ]);
-    expect(lines.find((l) => l.msg === 'Mattermost catch-up delivered missed posts')).toMatchObject({ posts: 2, skipped: 1 });
+    expect(f.lines.find((l) => l.msg === 'Mattermost catch-up delivered missed posts')).toMatchObject({ posts: 2, skipped: 1 });
     // Back: b alone fits; the post after it is over the bound alone and the offset passes it;
     // the next page (by offset from the same place) reaches the cursor. Forwards from old: a
     // alone fits, the offset passes huge, and b ends the channel.
@@ -132,14 +153,14 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
   });
 
   it("a channel's newest post too large alone is skipped, and the cursor moves past it", async () => {
-    const old = mm.userPost('before the cursor');
-    const a = mm.userPost('a');
-    const huge = mm.userPost('huge', { props: props(MAX_ANSWER_BYTES + 1) });
-    listen(old.create_at + 1);
+    const old = f.mm.userPost('before the cursor');
+    const a = f.mm.userPost('a');
+    const huge = f.mm.userPost('huge', { props: props(MAX_ANSWER_BYTES + 1) });
+    f.listen(old.create_at + 1);
     await caughtUp();
 
-    expect(delivered.map((m) => m.messageId)).toEqual([a.id]);
-    expect(lines.filter((l) => l.level === 40)).toEqual([expect.objectContaining({ after: a.id })]);
+    expect(f.delivered.map((m) => m.messageId)).toEqual([a.id]);
+    expect(f.lines.filter((l) => l.level === 40)).toEqual([expect.objectContaining({ after: a.id })]);
     // The next catch-up starts after it: the post is not read (and warned about) again.
     // The newest alone is over the bound: the offset passes it. Forwards, after a nothing.
     expect(reads({ a, old, huge })).toEqual([
@@ -160,67 +181,31 @@ describe('Mattermost: catch-up pages over the answer bound', () => {
  * in one millisecond; the catch-up must not lose those at a page's edge.
  */
 describe('Mattermost: catch-up pages with posts sharing a millisecond', () => {
-  let mm: FakeMattermost;
-  let dir: string;
-  let cursorFile: string;
-  let stop: AbortController;
-  let lines: Array<{ msg: string; level: number; posts?: number }>;
-  let delivered: ChannelMessage[];
-  let listening: Promise<void> | undefined;
-
-  beforeEach(async () => {
-    mm = new FakeMattermost();
-    await mm.start();
-    dir = mkdtempSync(join(tmpdir(), 'channeld-mm-ties-'));
-    cursorFile = join(dir, 'mm.cursor');
-    stop = new AbortController();
-    lines = [];
-    delivered = [];
-    listening = undefined;
-  });
-  afterEach(async () => {
-    stop.abort();
-    await listening?.catch(() => {});
-    await mm.close();
-    rmSync(dir, { recursive: true, force: true });
-  });
-
+  const f = catchUpFixture('channeld-mm-ties-');
   /** A restart from `cursorMs`; resolves once the catch-up has logged what it delivered. */
   const catchUp = async (cursorMs: number) => {
-    writeFileSync(cursorFile, `${cursorMs}\n`);
-    const log = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-    const adapter = new MattermostAdapter({ id: 'mm', url: mm.url, token: mm.token, teams: [], channels: [], log, cursorFile, reconnectBaseMs: 10 });
-    let ended: unknown = false;
-    listening = adapter.listen(
-      async (msg) => {
-        delivered.push(msg);
-        return true;
-      },
-      stop.signal,
-      () => {},
-    );
-    listening.catch((err: unknown) => (ended = err ?? true));
-    await waitFor(() => ended !== false || lines.some((l) => l.msg === 'Mattermost catch-up delivered missed posts'), 20_000);
-    expect(ended).toBe(false);
+    f.listen(cursorMs);
+    await f.untilCaughtUp();
+    expect(f.ended).toBeUndefined();
   };
   /** Every post once, oldest first (posts of one millisecond in any order among themselves). */
   const expectAllOnceInOrder = (posts: MmFakePost[]) => {
-    const ids = delivered.map((m) => m.messageId);
+    const ids = f.delivered.map((m) => m.messageId);
     expect(new Set(ids).size).toBe(ids.length);
     expect([...ids].sort()).toEqual(posts.map((p) => p.id).sort());
     const at = new Map(posts.map((p) => [p.id, p.create_at]));
     const times = ids.map((id) => at.get(id)!);
     expect(times).toEqual(times.toSorted((a, b) => a - b));
-    expect(lines.find((l) => l.msg === 'Mattermost catch-up delivered missed posts')).toMatchObject({ posts: posts.length });
-    expect(lines.filter((l) => l.level >= 40)).toEqual([]);
+    expect(f.lines.find((l) => l.msg === 'Mattermost catch-up delivered missed posts')).toMatchObject({ posts: posts.length });
+    expect(f.lines.filter((l) => l.level >= 40)).toEqual([]);
   };
-  const cursorIs = (ms: number) => waitFor(async () => (await readFile(cursorFile, 'utf8')) === `${ms}\n`);
+  const cursorIs = (ms: number) => waitFor(async () => (await readFile(f.cursorFile, 'utf8')) === `${ms}\n`);
 
   it('450 posts three to a millisecond: the posts sharing a page edge’s millisecond all come, in order, once each', async () => {
     const baseMs = Date.now() - 60_000;
-    mm.userPost('before the cursor', { createAt: baseMs - 10 });
+    f.mm.userPost('before the cursor', { createAt: baseMs - 10 });
     // Pages of 200 end inside a millisecond (200 and 400 are not multiples of 3), both ways.
-    const posts = Array.from({ length: 450 }, (_, i) => mm.userPost(`post ${i}`, { createAt: baseMs + Math.floor(i / 3) }));
+    const posts = Array.from({ length: 450 }, (_, i) => f.mm.userPost(`post ${i}`, { createAt: baseMs + Math.floor(i / 3) }));
     await catchUp(baseMs);
     expectAllOnceInOrder(posts);
     await cursorIs(baseMs + 149);
@@ -230,7 +215,7 @@ describe('Mattermost: catch-up pages with posts sharing a millisecond', () => {
     const baseMs = Date.now() - 60_000;
     // Nothing before the cursor: the walk back reaches the channel's first post, inside a
     // millisecond longer than a page.
-    const posts = Array.from({ length: 400 }, (_, i) => mm.userPost(`post ${i}`, { createAt: i < 250 ? baseMs : baseMs + 1 }));
+    const posts = Array.from({ length: 400 }, (_, i) => f.mm.userPost(`post ${i}`, { createAt: i < 250 ? baseMs : baseMs + 1 }));
     await catchUp(baseMs);
     expectAllOnceInOrder(posts);
     await cursorIs(baseMs + 1);
