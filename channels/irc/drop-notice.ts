@@ -1,14 +1,7 @@
 import type { Logger } from 'pino';
+import { NOT_KEPT_REPLY } from '../../src/contracts/topology.js';
 import type { TokenBucket } from './bucket.js';
 import { formatLine, ircLower } from './protocol.js';
-
-/**
- * What a sender is told when their message is dropped: the words the dispatcher's hold says
- * when its own bound refuses a message (NOT_KEPT_REPLY in src/dispatch/hold.ts, which a
- * channel may not import), so a user reads the same thing whichever queue was full.
- */
-export const NOT_KEPT_NOTICE =
-  'Sorry, storage is unavailable and too many messages are already waiting: this message was not kept. Please send it again in a few minutes.';
 
 /** A sender is told at most once in this long, however many of their messages are dropped. */
 export const NOTICE_EVERY_MS = 60_000;
@@ -53,7 +46,7 @@ export class DropNotices {
     this.bucket
       .take(signal)
       .then(() => {
-        if (!write(formatLine('NOTICE', nick, NOT_KEPT_NOTICE)))
+        if (!write(formatLine('NOTICE', nick, NOT_KEPT_REPLY)))
           this.log.warn({ channel: this.channelId, to: nick }, 'IRC "not kept" notice not sent: the connection is gone');
       })
       .catch((err: unknown) => this.log.warn({ err, channel: this.channelId, to: nick }, 'IRC "not kept" notice not sent'))

@@ -190,3 +190,10 @@ export interface Topology {
 
 /** The reply to a chat /stop when no stopped turn shows its stop marker: something was stopped, or nothing was. */
 export const STOP_REPLIES = { stopped: 'Stopped.', nothing: 'Nothing to stop.' } as const;
+
+/**
+ * What a user is told when a message of theirs was not kept because too many already wait for
+ * storage (the dispatcher's hold past its bound, a listener's own pending bound): they must send it again.
+ */
+export const NOT_KEPT_REPLY =
+  'Sorry, storage is unavailable and too many messages are already waiting: this message was not kept. Please send it again in a few minutes.';

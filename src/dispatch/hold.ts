@@ -1,13 +1,13 @@
 import { CodedError } from '../contracts/errors.js';
 import type { ChannelMessage } from '../contracts/message.js';
+import { NOT_KEPT_REPLY } from '../contracts/topology.js';
 import type { Logger } from '../observe/logger.js';
 import { sleep } from '../util/abortable.js';
 
 /** The one notice a conversation gets while its messages wait for storage. */
 export const HELD_REPLY = "I got your message; I'll answer when storage is back.";
 /** Past the hold's bound: this message is gone, and the user must send it again. */
-export const NOT_KEPT_REPLY =
-  'Sorry, storage is unavailable and too many messages are already waiting: this message was not kept. Please send it again in a few minutes.';
+export { NOT_KEPT_REPLY };
 
 /**
  * How long a message waits held before its conversation is told: a lock that clears within

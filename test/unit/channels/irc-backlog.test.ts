@@ -2,9 +2,9 @@ import pino from 'pino';
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { IrcAdapter } from '../../../channels/irc/adapter.js';
 import { TokenBucket } from '../../../channels/irc/bucket.js';
-import { DropNotices, NOT_KEPT_NOTICE } from '../../../channels/irc/drop-notice.js';
+import { DropNotices } from '../../../channels/irc/drop-notice.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
-import { NOT_KEPT_REPLY } from '../../../src/dispatch/hold.js';
+import { NOT_KEPT_REPLY } from '../../../src/contracts/topology.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { IrcUser, type Ngircd, ngircdMissing, OPER, startNgircd } from '../../helpers/irc.js';
 
@@ -143,7 +143,7 @@ describe('IRC: "not kept" notices are bounded', () => {
     expect(outcomes).toEqual([...Array(5).fill('telling the sender'), ...Array(3).fill('too many notices already')]);
     expect(notices.tell('NICK0', stop.signal, write)).toBe('sender told within the last minute');
     await waitFor(() => written.length === 1);
-    expect(written).toEqual([`NOTICE nick0 :${NOT_KEPT_NOTICE}`]);
+    expect(written).toEqual([`NOTICE nick0 :${NOT_KEPT_REPLY}`]);
     // Listening ends: the notices still waiting for the bucket are not sent, and the log says why.
     stop.abort(new Error('listener stopped'));
     await waitFor(() => logs.filter((l) => l.msg === 'IRC "not kept" notice not sent').length === 4);
