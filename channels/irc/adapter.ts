@@ -7,7 +7,7 @@ import { untilAborted } from '../../src/util/abortable.js';
 import { TokenBucket } from './bucket.js';
 import { IrcConnection } from './connection.js';
 import { DropNotices } from './drop-notice.js';
-import { normalizePrivmsg } from './normalize.js';
+import { normalizePrivmsg, senderAllowed } from './normalize.js';
 import { formatLine, type IrcLine, ircLower, parseSource } from './protocol.js';
 import { ircLines } from './text.js';
 
@@ -141,7 +141,12 @@ export class IrcAdapter implements ChannelAdapter {
         if (!msg) return;
         if (pending.count >= MAX_PENDING_DELIVERIES) {
           // IRC never delivers it again: someone who asked the bot must hear it is gone, or their question vanishes in silence.
-          const notice = msg.addressed ? this.#dropNotices.tell(from.nick, pending.signal, (l) => conn.write(l)) : 'not addressed to the bot';
+          // Not a stranger, though: the core would refuse them anyway, and their notices would take the send bucket from answers.
+          const notice = !msg.addressed
+            ? 'not addressed to the bot'
+            : !senderAllowed(msg.sender.id, this.#o.allowFrom)
+              ? 'sender not on allow_from'
+              : this.#dropNotices.tell(from.nick, pending.signal, (l) => conn.write(l));
           this.#o.log.warn({ channel: this.#o.id, from: from.nick, notice }, 'IRC message dropped: too many waiting to be stored');
           return;
         }

@@ -17,6 +17,15 @@ export function senderId(from: Source, allowFrom: readonly string[]): string {
   return masks.find((m) => ircLower(m) === ircLower(full)) ?? masks.find((m) => maskMatches(m, full)) ?? full;
 }
 
+/**
+ * Whether `allow_from` lets in the sender whose id `senderId` gave: `*`, or the entry their
+ * id is (a sender no mask matches has their full mask as id, which no entry is). The core
+ * decides the same way; the channel asks only where it must act before the core sees the message.
+ */
+export function senderAllowed(id: string, allowFrom: readonly string[]): boolean {
+  return allowFrom.includes('*') || allowFrom.includes(id);
+}
+
 export interface PrivmsgInput {
   channelId: string;
   from: Source;

@@ -60,16 +60,17 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
     await waitFor(() => u.lines.some((l) => / PONG /.test(l) && l.endsWith(token)), 10_000);
   };
   const dropped = (from: string) => logs.filter((l) => l.msg === 'IRC message dropped: too many waiting to be stored' && l.from === from);
-
-  it('an addressed message past the bound gets one NOTICE per sender saying it was not kept; chatter gets none', async () => {
-    // Alice floods: an IRC operator's mode +F lifts ngIRCd's flood throttling (3 lines a second).
-    const alice = await user('alice');
-    alice.send(`OPER ${OPER.name} ${OPER.password}`);
-    await waitFor(() => alice.lines.some((l) => / 381 alice /.test(l)), 10_000);
-    alice.send('MODE alice +F');
-    await waitFor(() => alice.lines.some((l) => /MODE alice :?\+F/.test(l)), 10_000);
-    const bob = await user('bob');
-
+  /** A user who may flood: an IRC operator's mode +F lifts ngIRCd's flood throttling (3 lines a second). */
+  const flooder = async (nick: string) => {
+    const u = await user(nick);
+    u.send(`OPER ${OPER.name} ${OPER.password}`);
+    await waitFor(() => u.lines.some((l) => new RegExp(` 381 ${nick} `).test(l)), 10_000);
+    u.send(`MODE ${nick} +F`);
+    await waitFor(() => u.lines.some((l) => new RegExp(`MODE ${nick} :?\\+F`).test(l)), 10_000);
+    return u;
+  };
+  /** The bot listening in ROOM (as `watcher` sees) with the store stalled: no delivery settles until the test ends. */
+  const listenStalled = async (allowFrom: string[], watcher: IrcUser) => {
     const log = pino({ level: 'info' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
     const adapter = new IrcAdapter({
       id: 'irc',
@@ -79,14 +80,13 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
       nick: NICK,
       password: irc.password,
       channels: [ROOM],
-      allowFrom: ['*'],
+      allowFrom,
       floodBurst: 2,
       floodIntervalMs: 100,
       connectTimeoutMs: 5000,
       log,
     });
     const delivered: ChannelMessage[] = [];
-    // The store is stalled: no delivery settles until the test ends.
     const stalled = (msg: ChannelMessage) => {
       delivered.push(msg);
       return new Promise<boolean>((_, reject) => stop.signal.addEventListener('abort', () => reject(stop.signal.reason), { once: true }));
@@ -94,11 +94,21 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
     let connected = false;
     const listening = adapter.listen(stalled, stop.signal, () => (connected = true)).catch(() => {});
     await waitFor(() => connected, 10_000);
-    await waitFor(() => bob.lines.some((l) => l.startsWith(`:${NICK}!`) && / JOIN :?#backlog/i.test(l)), 10_000);
+    await waitFor(() => watcher.lines.some((l) => l.startsWith(`:${NICK}!`) && / JOIN :?#backlog/i.test(l)), 10_000);
+    return { delivered, listening };
+  };
+  /** Fills the bound: one delivery stalled, the rest waiting behind it. Lines from one client reach the bot in order. */
+  const fillBound = (u: IrcUser) => {
+    for (let i = 0; i < PENDING_BOUND; i++) u.say(NICK, `question ${i}`);
+  };
 
-    // Fills the bound: one delivery stalled, the rest waiting behind it. Lines from one client
-    // reach the bot in order, so the next one is past the bound.
-    for (let i = 0; i < PENDING_BOUND; i++) alice.say(NICK, `question ${i}`);
+  it('an addressed message past the bound gets one NOTICE per sender saying it was not kept; chatter gets none', async () => {
+    const alice = await flooder('alice');
+    const bob = await user('bob');
+    const { delivered, listening } = await listenStalled(['*'], bob);
+
+    // The next line from alice is past the bound.
+    fillBound(alice);
     alice.say(NICK, 'one question too many');
     await waitFor(() => notices(alice).length > 0, 20_000);
     expect(notices(alice)).toEqual([NOT_KEPT_REPLY]);
@@ -124,6 +134,31 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
     expect(notices(bob)).toEqual([NOT_KEPT_REPLY]);
     // Nothing was said in the channel itself.
     expect(bob.privmsgs.filter((p) => p.from === NICK)).toEqual([]);
+    stop.abort(new Error('test over'));
+    await listening;
+  });
+
+  it('a sender allow_from does not let in gets no NOTICE for a dropped message; one it lets in still does', async () => {
+    const alice = await flooder('alice');
+    const mallory = await user('mallory');
+    const { listening } = await listenStalled(['alice!*@*'], mallory);
+    fillBound(alice);
+    // Chatter (no notice either way) marks the bound full before mallory, on another connection, speaks.
+    alice.say(ROOM, 'just chatting');
+    await waitFor(() => dropped('alice').length === 1, 20_000);
+    // The stranger asks in private and in the channel, both past the bound: the core would refuse them anyway.
+    mallory.say(NICK, 'let me in');
+    mallory.say(ROOM, `${NICK}: hello?`);
+    await waitFor(() => dropped('mallory').length === 2, 20_000);
+    expect(dropped('mallory').map((l) => l.notice)).toEqual(['sender not on allow_from', 'sender not on allow_from']);
+
+    // Alice, let in by her mask, is told; the bot would have written any notice to mallory before hers.
+    alice.say(NICK, 'one question too many');
+    await waitFor(() => notices(alice).length > 0, 20_000);
+    expect(dropped('alice').map((l) => l.notice)).toEqual(['not addressed to the bot', 'telling the sender']);
+    await synced(mallory, 'sync-m');
+    expect(notices(mallory)).toEqual([]);
+    expect(notices(alice)).toEqual([NOT_KEPT_REPLY]);
     stop.abort(new Error('test over'));
     await listening;
   });
