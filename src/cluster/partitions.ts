@@ -1,6 +1,6 @@
 import { AckPolicy, DeliverPolicy, type ConsumerMessages } from '@nats-io/jetstream';
 import type { MessageRef } from '../contracts/message.js';
-import type { TopologyWork } from '../contracts/topology.js';
+import type { TopologyWork, WaitingForChannelStatus } from '../contracts/topology.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ClusterServices } from './connect.js';
@@ -96,6 +96,36 @@ export class Partitions {
   /** The lease signal of the scope's partition while this instance consumes it. */
   leaseOf(scope: string): AbortSignal | undefined {
     return this.#owned.get(partitionOf(scope, this.s.config.partitions))?.lease.signal;
+  }
+
+  /** Items waiting for their channel in the partitions consumed here, in all and per channel id (/status: they are not turns yet). */
+  waiting(): WaitingForChannelStatus {
+    const byChannel: Record<string, number> = {};
+    let total = 0;
+    for (const o of this.#owned.values())
+      for (const [id, n] of o.waiting.byChannel()) {
+        byChannel[id] = (byChannel[id] ?? 0) + n;
+        total += n;
+      }
+    return { total, by_channel: byChannel };
+  }
+
+  /**
+   * A /stop of the conversation, on its partition's owner: its items waiting for their channel
+   * go as its queued ones do (recorded `failed` with `reason`, then acked), so the reload that
+   * adds the channel does not answer what the user stopped. Says how many went.
+   */
+  stopWaiting(scope: string, reason: string): number {
+    const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
+    // A lost lease writes and acks nothing more: the new owner has them.
+    if (!o || o.lease.signal.aborted) return 0;
+    const gone = o.waiting.takeScope(scope);
+    for (const { m, item } of gone) {
+      this.inbox.track(m.seq, m, item, o.partition);
+      this.inbox.setState(m.seq, 'failed', reason);
+    }
+    if (gone.length) this.log.info({ partition: o.partition, scope, dropped: gone.length }, 'messages waiting for their channel were dropped: /stop');
+    return gone.length;
   }
 
   owns(scope: string): boolean {

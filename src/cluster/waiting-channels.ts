@@ -52,6 +52,21 @@ export class WaitingForChannel {
     return this.#items.length;
   }
 
+  /** How many items wait, per channel id (for /status: they are not turns yet, so nothing else counts them). */
+  byChannel(): ReadonlyMap<string, number> {
+    return this.#perChannel;
+  }
+
+  /**
+   * Takes out every waiting item of `scope` (a /stop of the conversation: they go as its
+   * queued items do); the other conversations' items keep waiting, in order.
+   */
+  takeScope(scope: string): Received[] {
+    const gone = this.#items.filter((r) => r.item.scope === scope);
+    if (gone.length) this.#keep(this.#items.filter((r) => r.item.scope !== scope));
+    return gone;
+  }
+
   /** Whether an item of `channelId` must wait: this instance does not run the channel, or earlier items of it wait. */
   holds(channelId: string, known: boolean): boolean {
     return !known || this.#perChannel.has(channelId);
@@ -95,10 +110,15 @@ export class WaitingForChannel {
         this.#warn(channelId, nowMs);
       }
     }
+    this.#keep(kept);
+    return ready;
+  }
+
+  /** Keeps only `kept` (in order) and counts them again per channel. */
+  #keep(kept: Received[]): void {
     this.#items.splice(0, this.#items.length, ...kept);
     this.#perChannel.clear();
     for (const r of kept) this.#perChannel.set(r.item.message.channelId, (this.#perChannel.get(r.item.message.channelId) ?? 0) + 1);
-    return ready;
   }
 
   #warn(channelId: string, nowMs: number): void {

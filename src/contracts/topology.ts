@@ -152,6 +152,18 @@ export interface ClusterStatus {
   instances: Array<{ id: string; alive: boolean; age_ms: number } & Record<string, unknown>>;
   leases: Array<{ key: string; owner: string; age_ms: number; expired: boolean }>;
   ops: Record<string, number>;
+  /** Items of the partitions consumed here that wait for their channel (src/cluster/waiting-channels.ts). */
+  waiting_for_channel?: WaitingForChannelStatus;
+}
+
+/**
+ * Items a partition's owner took in for a channel it does not run yet (instances reloaded one
+ * after another): unacked in the stream and not turns yet, so `turns.queued` does not count them.
+ */
+export interface WaitingForChannelStatus {
+  total: number;
+  /** Per channel id; the channel is missing from this instance's `channels`, which is why they wait. */
+  by_channel: Record<string, number>;
 }
 
 /**

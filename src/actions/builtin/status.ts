@@ -56,8 +56,16 @@ function formatCluster(c: NonNullable<DaemonStatus['cluster']>): string {
       leases.join(', ') || '-',
     ]);
   }
+  const waiting = c.waiting_for_channel;
   return [
     `cluster ${c.namespace}: ${c.instances.filter((i) => i.alive).length} instance(s) alive, ${c.partitions.total} partitions, this instance consumes ${c.partitions.owned.length}`,
+    ...(waiting?.total
+      ? [
+          `waiting here for a channel this instance does not run (reload it): ${waiting.total} (${Object.entries(waiting.by_channel)
+            .map(([id, n]) => `${id}: ${n}`)
+            .join(', ')})`,
+        ]
+      : []),
     table(rows),
   ].join('\n');
 }

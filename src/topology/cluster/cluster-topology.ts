@@ -239,6 +239,7 @@ export class ClusterTopology implements Topology {
       instance: s.instanceId,
       namespace: s.config.namespace,
       partitions: { total: s.config.partitions, owned: this.#partitions?.owned() ?? [] },
+      waiting_for_channel: this.#partitions?.waiting() ?? { total: 0, by_channel: {} },
       instances: rows.filter((r) => r.key.startsWith('inst.')).map((r) => ({ id: r.owner, alive: !r.expired, age_ms: r.ageMs, ...r.info })),
       leases: rows.filter((r) => !r.key.startsWith('inst.')).map((r) => ({ key: r.key, owner: r.owner, age_ms: r.ageMs, expired: r.expired })),
       ops: {

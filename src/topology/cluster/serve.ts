@@ -76,8 +76,11 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
       log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
       return void msg.respond(result ?? 'nothing');
     }
-    const stopped = work.stop(req.scope, 'stopped by /stop');
-    log.info({ scope: req.scope, stopped }, '/stop from another instance');
+    const reason = 'stopped by /stop';
+    // Its messages still waiting for their channel (a rolling reload) go as its queued ones do.
+    const dropped = partitions.stopWaiting(req.scope, reason);
+    const stopped = work.stop(req.scope, reason) || dropped > 0;
+    log.info({ scope: req.scope, stopped, waitingDropped: dropped }, '/stop from another instance');
     msg.respond(stopped ? 'stopped' : 'nothing');
   });
   const controls = serveControls(

@@ -54,4 +54,25 @@ describe('items waiting for a channel this instance does not run (cluster)', () 
     expect(termed).toEqual([]);
     expect(w.take(() => true, now)).toHaveLength(MAX_WAITING_PER_PARTITION + 1);
   });
+
+  it('counts per channel, and a /stop takes out only its conversation, the others keeping their order', () => {
+    const w = new WaitingForChannel(0, pino(new LogSink()));
+    const termed: string[] = [];
+    const now = Date.now();
+    const other = (n: number) => {
+      const r = received('x', n, now, termed);
+      return { ...r, item: { ...r.item, scope: 'x:v' } };
+    };
+    w.add(received('x', 1, now, termed), now);
+    w.add(other(2), now);
+    w.add(received('y', 3, now, termed), now);
+    w.add(received('x', 4, now, termed), now);
+    expect(Object.fromEntries(w.byChannel())).toEqual({ x: 3, y: 1 });
+    expect(w.takeScope('x:u').map((r) => r.item.message.messageId)).toEqual(['1', '4']);
+    expect(w.takeScope('x:u')).toEqual([]);
+    expect(Object.fromEntries(w.byChannel())).toEqual({ x: 1, y: 1 });
+    expect(termed).toEqual([]);
+    expect(w.take(() => true, now).map((r) => r.item.message.messageId)).toEqual(['2', '3']);
+    expect(w.byChannel().size).toBe(0);
+  });
 });
