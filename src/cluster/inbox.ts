@@ -2,7 +2,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
-import type { InboxState } from '../contracts/topology.js';
+import type { InboxState, StopOrder, StopResult } from '../contracts/topology.js';
 import type { ClusterServices } from './connect.js';
 import type { PgWriter } from './pg-writer.js';
 import type { ParsedCommand } from '../contracts/commands.js';
@@ -36,6 +36,12 @@ interface Tracked {
 export interface StopRequest {
   scope: string;
   turn?: string;
+  /**
+   * Whose work a chat /stop ends (src/contracts/topology.ts StopOrder). A request without it
+   * (an instance of an older build) ends everything in the scope, and its sender reads only
+   * `stopped` and `nothing`; with it, the owner answers with a StopResult as JSON.
+   */
+  order?: StopOrder;
 }
 
 /** Operation counts since start, for the bench and /status. */
@@ -102,16 +108,18 @@ export class ClusterInbox {
     }
   }
 
-  /** Stops the scope's turn and queue wherever they run. */
-  async stop(msg: ChannelMessage, scope: string): Promise<'stopped' | 'nothing' | 'duplicate'> {
+  /** Ends what `order` names of the scope's turn and queue wherever they run (undefined: a refused /stop, only recorded). */
+  async stop(msg: ChannelMessage, scope: string, order: StopOrder | undefined): Promise<StopResult | 'duplicate'> {
     if (!(await this.#firstTime(msg))) return 'duplicate';
+    const nothing = { cancelled: false, dropped: 0 };
+    if (!order) return nothing;
     this.ops.natsStops++;
     try {
       // Only the instance that owns the scope's partition answers.
-      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope } satisfies StopRequest), { timeout: 400 });
-      return reply.string() === 'stopped' ? 'stopped' : 'nothing';
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope, order } satisfies StopRequest), { timeout: 400 });
+      return stopResultOf(reply.string());
     } catch {
-      return 'nothing'; // nobody owns the partition right now: nothing runs
+      return nothing; // nobody owns the partition right now: nothing runs
     }
   }
 
@@ -244,5 +252,19 @@ export class ClusterInbox {
   /** Items handed to the dispatcher and not yet acked. */
   get size(): number {
     return this.#tracked.size;
+  }
+}
+
+/**
+ * The owner's answer to a chat /stop: a StopResult as JSON, or an older build's `stopped`
+ * (something ended; its reply then says so) or `nothing`.
+ */
+function stopResultOf(answer: string): StopResult {
+  if (answer === 'stopped') return { cancelled: false, dropped: 1 };
+  try {
+    const r = JSON.parse(answer) as Partial<StopResult>;
+    return { cancelled: r.cancelled === true, dropped: typeof r.dropped === 'number' ? r.dropped : 0 };
+  } catch {
+    return { cancelled: false, dropped: 0 };
   }
 }

@@ -112,14 +112,14 @@ export class Partitions {
 
   /**
    * A /stop of the conversation, on its partition's owner: its items waiting for their channel
-   * go as its queued ones do (recorded `failed` with `reason`, then acked), so the reload that
+   * (`senderId`'s only, when given) go as its queued ones do (recorded `failed` with `reason`, then acked), so the reload that
    * adds the channel does not answer what the user stopped. Says how many went.
    */
-  stopWaiting(scope: string, reason: string): number {
+  stopWaiting(scope: string, senderId: string | undefined, reason: string): number {
     const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
     // A lost lease writes and acks nothing more: the new owner has them.
     if (!o || o.lease.signal.aborted) return 0;
-    const gone = o.waiting.takeScope(scope);
+    const gone = o.waiting.takeScope(scope, senderId);
     for (const { m, item } of gone) {
       this.inbox.track(m.seq, m, item, o.partition);
       this.inbox.setState(m.seq, 'failed', reason);

@@ -58,12 +58,13 @@ export class WaitingForChannel {
   }
 
   /**
-   * Takes out every waiting item of `scope` (a /stop of the conversation: they go as its
-   * queued items do); the other conversations' items keep waiting, in order.
+   * Takes out the waiting items of `scope` (`senderId`'s only, when given: a /stop of the
+   * conversation, they go as its queued items do); the others keep waiting, in order.
    */
-  takeScope(scope: string): Received[] {
-    const gone = this.#items.filter((r) => r.item.scope === scope);
-    if (gone.length) this.#keep(this.#items.filter((r) => r.item.scope !== scope));
+  takeScope(scope: string, senderId?: string): Received[] {
+    const taken = (r: Received) => r.item.scope === scope && (senderId === undefined || r.item.message.sender.id === senderId);
+    const gone = this.#items.filter(taken);
+    if (gone.length) this.#keep(this.#items.filter((r) => !taken(r)));
     return gone;
   }
 

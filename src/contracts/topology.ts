@@ -91,14 +91,31 @@ export interface TopologyIntake extends ItemStore {
 /** A control reply the sender gets (undefined: nothing to say), or `duplicate` for a redelivered command (nothing was done). */
 export type ControlOutcome = string | undefined | 'duplicate';
 
+/**
+ * Whose work a chat /stop ends in its conversation: the queued messages of `senderId`
+ * (everyone's when undefined), and the running turn when one of those started it or
+ * `runningOfAnyone` (the channel's admins, and anyone in a DM).
+ */
+export interface StopOrder {
+  senderId?: string;
+  runningOfAnyone: boolean;
+}
+
+/** What a chat /stop did: whether it cancelled the running turn (its stop marker is the visible answer), how many queued messages it dropped. */
+export interface StopResult {
+  cancelled: boolean;
+  dropped: number;
+}
+
 /** Where control commands run: on the instance that runs the turn they act on. */
 export interface ControlRouting {
   /**
-   * A chat `/stop`. `here` runs it on this instance's lanes and resolves with the reply (the
-   * sender's turn and queue, the channel's admin rules); a topology whose turns may run
-   * elsewhere stops the scope where it runs instead.
+   * A chat `/stop`, recorded so a redelivery does nothing (`duplicate`). `order` says whose
+   * work it ends (undefined: the /stop is refused, only recorded); `here` ends it on this
+   * instance's lanes. A topology whose turns may run elsewhere ends it where they run, with
+   * the same order, so a group member's /stop stops only what that member started.
    */
-  stop(msg: ChannelMessage, scope: string, here: () => Promise<string | undefined>): Promise<ControlOutcome>;
+  stop(msg: ChannelMessage, scope: string, order: StopOrder | undefined, here: (order: StopOrder) => StopResult): Promise<StopResult | 'duplicate'>;
   /**
    * `/approve`, `/deny`, `/stop tool`: run where the turn they act on runs; `here` runs it on
    * this instance (when it runs the turn, or nobody does now). Rejects only when the command
@@ -117,8 +134,8 @@ export interface TopologyWork {
   knows(channelId: string): boolean;
   /** Forgets the matching scopes' queued items; their running turns get `graceMs` to finish. */
   release(match: (scope: string) => boolean, graceMs: number, signal?: AbortSignal): Promise<void>;
-  /** Cancels a scope's running turn and drops its queued ones. */
-  stop(scope: string, reason?: string): boolean;
+  /** A chat /stop of a scope whose partition this instance owns: ends what `order` names, as on one node. */
+  stop(scope: string, order: StopOrder, reason: string): StopResult;
   stopTurn(id: string): 'cancelled' | 'dropped' | undefined;
   /** Runs a control command here; undefined when it is not one. */
   runControl(msg: ChannelMessage, scope: string, cmd: ParsedCommand): Promise<string | undefined> | undefined;
@@ -202,6 +219,9 @@ export interface Topology {
 
 /** The reply to a chat /stop when no stopped turn shows its stop marker: something was stopped, or nothing was. */
 export const STOP_REPLIES = { stopped: 'Stopped.', nothing: 'Nothing to stop.' } as const;
+
+/** Why a message a chat /stop dropped, or a turn it cancelled, ended (the item's recorded error). */
+export const STOPPED_BY_STOP = 'stopped by /stop';
 
 /**
  * What a user is told when a message of theirs was not kept because too many already wait for

@@ -1,6 +1,6 @@
 import type { ParsedCommand } from '../contracts/commands.js';
 import type { ChannelMessage } from '../contracts/message.js';
-import { STOP_REPLIES, type ControlOutcome, type ControlRouting } from '../contracts/topology.js';
+import { STOP_REPLIES, STOPPED_BY_STOP, type ControlOutcome, type ControlRouting, type StopOrder, type StopResult } from '../contracts/topology.js';
 import type { Logger } from '../observe/logger.js';
 import type { Lanes } from './lanes.js';
 
@@ -34,15 +34,15 @@ export class ChatControls {
    * goes out only when no running turn was stopped.
    */
   async stop(msg: ChannelMessage, scope: string, args: string, admins: readonly string[]): Promise<boolean> {
-    const here = async (): Promise<string | undefined> => {
-      const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
-      const all = args.toLowerCase() === 'all';
-      if (all && !admin) return "Only the channel's admins can stop everyone's answers; /stop stops yours.";
-      const { cancelled, dropped } = this.#o.lanes.stopOf(scope, all || msg.chat.type === 'dm' ? undefined : msg.sender.id, 'stopped by /stop', admin);
-      if (cancelled) return undefined;
-      return dropped > 0 ? STOP_REPLIES.stopped : STOP_REPLIES.nothing;
-    };
-    await this.#reply(msg, await this.#o.routing.stop(msg, scope, here));
+    const admin = msg.chat.type === 'dm' || admins.includes(msg.sender.id);
+    const all = args.toLowerCase() === 'all';
+    const refused = all && !admin;
+    const order: StopOrder = { ...(all || msg.chat.type === 'dm' ? {} : { senderId: msg.sender.id }), runningOfAnyone: admin };
+    const here = (o: StopOrder): StopResult => this.#o.lanes.stopOf(scope, o.senderId, STOPPED_BY_STOP, o.runningOfAnyone);
+    const outcome = await this.#o.routing.stop(msg, scope, refused ? undefined : order, here);
+    if (outcome === 'duplicate') return true;
+    if (refused) await this.#reply(msg, "Only the channel's admins can stop everyone's answers; /stop stops yours.");
+    else if (!outcome.cancelled) await this.#reply(msg, outcome.dropped > 0 ? STOP_REPLIES.stopped : STOP_REPLIES.nothing);
     return true;
   }
 

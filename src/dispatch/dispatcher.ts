@@ -2,7 +2,7 @@ import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { ParsedCommand } from '../contracts/commands.js';
 import { commandOf } from '../contracts/commands.js';
 import { conversationScope, type ChannelMessage } from '../contracts/message.js';
-import type { Admission, Incoming, TopologyWork } from '../contracts/topology.js';
+import type { Admission, Incoming, StopOrder, StopResult, TopologyWork } from '../contracts/topology.js';
 import type { InboxItem } from '../inbox/item.js';
 import { ItemLifecycle } from '../inbox/lifecycle.js';
 import { checkAccess, NoticeLimiter, PassiveContext } from './access.js';
@@ -314,9 +314,9 @@ export class Dispatcher implements TopologyWork {
     return this.#lanes.freeze();
   }
 
-  /** Cancels a scope's running turn and drops its queued ones. */
-  stop(scope: string, reason = 'stopped'): boolean {
-    return this.#lanes.stop(scope, reason);
+  /** A chat /stop from another instance: ends what `order` names, as the sender's own /stop would here. */
+  stop(scope: string, order: StopOrder, reason: string): StopResult {
+    return this.#lanes.stopOf(scope, order.senderId, reason, order.runningOfAnyone);
   }
 
   /**

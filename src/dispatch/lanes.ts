@@ -217,11 +217,6 @@ export class Lanes {
     }
   }
 
-  stop(scope: string, reason: string): boolean {
-    const r = this.stopOf(scope, undefined, reason);
-    return r.cancelled || r.dropped > 0;
-  }
-
   /**
    * /stop in a conversation: cancels the running turn and drops the queued items of
    * `senderId` only (everyone's when undefined). `runningOfAnyone` also cancels the running

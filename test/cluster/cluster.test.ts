@@ -99,9 +99,39 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     await waitFor(() => other.daemon.status().turns.list.some((t) => t.state === 'running'), 10_000);
     await waitFor(() => tg!.texts(id).length === 1, 10_000);
     tg!.dm('/stop', user);
-    await waitFor(() => tg!.texts(id).includes('Stopped.'), 5000);
     await waitFor(() => tg!.texts(id)[0]!.endsWith(STOP_MARKER), 5000);
-    expect(listener.logs.text).not.toContain(`"scope":"tg:${id}","stopped"`);
+    await waitFor(() => other.daemon.status().turns.in_flight === 0, 5000);
+    // As on one node, the stopped answer's marker is the one visible result: no "Stopped." besides.
+    expect(tg!.texts(id)).toHaveLength(1);
+    expect(listener.logs.text).not.toContain('/stop from another instance');
+    expect(other.logs.text).toContain('/stop from another instance');
+  });
+
+  it("in a group, a member's /stop sent through one instance leaves another member's answer running on the other; its starter's stops it", async () => {
+    const [a, b] = await cluster(2, 150);
+    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const listener = [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected')!;
+    const other = listener === a ? b! : a!;
+    const otherParts = other.daemon.status().cluster!.partitions.owned;
+    // A group whose conversation runs on the instance that does not poll Telegram.
+    const chatId = Array.from({ length: 100 }, (_, i) => -1001000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const ada = { id: 43, first_name: 'Ada' };
+    const bob = { id: 44, first_name: 'Bob' };
+    const stop = `/stop@${tg!.bot.username}`;
+    const question = Array.from({ length: 60 }, (_, i) => `w${i}`).join(' ');
+    tg!.group(question, { chatId, from: ada, mention: true });
+    await waitFor(() => other.daemon.status().turns.list.some((t) => t.state === 'running'), 10_000);
+    await waitFor(() => tg!.texts(chatId).length === 1, 10_000);
+    // Bob started nothing and is no admin: his /stop stopped Ada's answer before (the cluster ignored who sent it).
+    tg!.group(stop, { chatId, from: bob, command: true });
+    await waitFor(() => tg!.texts(chatId).includes('Nothing to stop.'), 10_000);
+    expect(tg!.texts(chatId)[0]).not.toContain(STOP_MARKER);
+    expect(other.daemon.status().turns.list.some((t) => t.state === 'running')).toBe(true);
+    tg!.group(stop, { chatId, from: ada, command: true });
+    await waitFor(() => tg!.texts(chatId)[0]!.endsWith(STOP_MARKER), 10_000);
+    await waitFor(() => other.daemon.status().turns.in_flight === 0, 5000);
+    expect(tg!.texts(chatId)).toHaveLength(2);
+    expect(tg!.texts(chatId)[0]).not.toContain('w59');
     expect(other.logs.text).toContain('/stop from another instance');
   });
 

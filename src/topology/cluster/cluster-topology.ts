@@ -3,7 +3,6 @@ import type { ParsedCommand } from '../../contracts/commands.js';
 import { CodedError } from '../../contracts/errors.js';
 import type { ChannelMessage, MessageRef } from '../../contracts/message.js';
 import {
-  STOP_REPLIES,
   type Admission,
   type ClusterStatus,
   type ControlOutcome,
@@ -13,6 +12,8 @@ import {
   type Incoming,
   type ListenerSpec,
   type SharedState,
+  type StopOrder,
+  type StopResult,
   type Topology,
   type TopologyIntake,
   type TopologyWork,
@@ -90,10 +91,9 @@ class StreamIntake implements TopologyIntake {
 class RoutedControls implements ControlRouting {
   constructor(private readonly inbox: ClusterInbox) {}
 
-  /** The scope's turn and queue stop wherever they run; the short reply says whether anything did. */
-  async stop(msg: ChannelMessage, scope: string, _here: () => Promise<string | undefined>): Promise<ControlOutcome> {
-    const result = await this.inbox.stop(msg, scope);
-    return result === 'duplicate' ? result : STOP_REPLIES[result];
+  /** The scope's turn and queue stop where they run (its partition's owner), as `order` says. */
+  stop(msg: ChannelMessage, scope: string, order: StopOrder | undefined, _here: (order: StopOrder) => StopResult): Promise<StopResult | 'duplicate'> {
+    return this.inbox.stop(msg, scope, order);
   }
 
   control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, here: () => Promise<string | undefined>): Promise<ControlOutcome> {

@@ -1,6 +1,6 @@
 import { CodedError } from '../../contracts/errors.js';
 import { sleep } from '../../util/abortable.js';
-import type { TopologyWork } from '../../contracts/topology.js';
+import { STOPPED_BY_STOP, type TopologyWork } from '../../contracts/topology.js';
 import { agentOf } from '../../config/load.js';
 import type { Logger } from '../../observe/logger.js';
 import type { ClusterServices } from '../../cluster/connect.js';
@@ -76,12 +76,14 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
       log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
       return void msg.respond(result ?? 'nothing');
     }
-    const reason = 'stopped by /stop';
+    // A request from an older build names no order: it ends everything in the scope, as it did.
+    const order = req.order ?? { runningOfAnyone: true };
     // Its messages still waiting for their channel (a rolling reload) go as its queued ones do.
-    const dropped = partitions.stopWaiting(req.scope, reason);
-    const stopped = work.stop(req.scope, reason) || dropped > 0;
-    log.info({ scope: req.scope, stopped, waitingDropped: dropped }, '/stop from another instance');
-    msg.respond(stopped ? 'stopped' : 'nothing');
+    const waiting = partitions.stopWaiting(req.scope, order.senderId, STOPPED_BY_STOP);
+    const r = work.stop(req.scope, order, STOPPED_BY_STOP);
+    const result = { cancelled: r.cancelled, dropped: r.dropped + waiting };
+    log.info({ scope: req.scope, ...result, waitingDropped: waiting }, '/stop from another instance');
+    msg.respond(req.order ? JSON.stringify(result) : result.cancelled || result.dropped > 0 ? 'stopped' : 'nothing');
   });
   const controls = serveControls(
     s,

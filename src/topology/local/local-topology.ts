@@ -10,6 +10,8 @@ import type {
   Incoming,
   ListenerSpec,
   SharedState,
+  StopOrder,
+  StopResult,
   Topology,
   TopologyIntake,
   TopologyWork,
@@ -63,9 +65,9 @@ class LocalControls implements ControlRouting {
   constructor(private readonly intake: LocalIntake) {}
 
   /** While the store refuses writes /stop acts at once without the record (a redelivery stops nothing again). */
-  async stop(msg: ChannelMessage, scope: string, here: () => Promise<string | undefined>): Promise<ControlOutcome> {
+  async stop(msg: ChannelMessage, scope: string, order: StopOrder | undefined, here: (order: StopOrder) => StopResult): Promise<StopResult | 'duplicate'> {
     if (!(await this.intake.recordCommand(msg, scope, false))) return 'duplicate';
-    return here();
+    return order ? here(order) : { cancelled: false, dropped: 0 };
   }
 
   /** The record is required: a store failure rejects, and the platform delivers the command again. */

@@ -35,7 +35,7 @@ function recordingWork(): TopologyWork & { enqueued: InboxItem[]; controls: stri
     enqueue: (item) => void enqueued.push(item),
     knows: () => true,
     release: async () => {},
-    stop: (scope) => (stops.push(scope), true),
+    stop: (scope) => (stops.push(scope), { cancelled: false, dropped: 1 }),
     stopTurn: () => undefined,
     runControl: async (_msg, _scope, cmd) => (controls.push(cmd.name), `ran ${cmd.name} there`),
     load: () => ({ inFlight: 0, queued: 0 }),
@@ -110,10 +110,12 @@ function contract(name: string, make: () => Promise<Impl>) {
       impl = await make();
       const t = impl.topology;
       const m = userMessage('t', '/stop');
-      const first = await t.controls.stop(m, scopeOf(m), async () => 'Stopped.');
-      expect(typeof first).toBe('string');
+      const order = { senderId: m.sender.id, runningOfAnyone: false };
+      const here = () => ({ cancelled: false, dropped: 1 });
+      const first = await t.controls.stop(m, scopeOf(m), order, here);
+      expect(typeof first).toBe('object');
       expect(first).not.toBe('duplicate');
-      expect(await t.controls.stop(m, scopeOf(m), async () => 'Stopped.')).toBe('duplicate');
+      expect(await t.controls.stop(m, scopeOf(m), order, here)).toBe('duplicate');
       expect(await t.controls.stopTurn('1', () => 'cancelled')).toBe('cancelled');
     });
 
