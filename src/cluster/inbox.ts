@@ -116,7 +116,9 @@ export class ClusterInbox {
     this.ops.natsStops++;
     try {
       // Only the instance that owns the scope's partition answers.
-      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope, order } satisfies StopRequest), { timeout: 400 });
+      const reply = await this.s.nc.request(this.s.names.stopSubject(scopeToken(scope)), JSON.stringify({ scope, order } satisfies StopRequest), {
+        timeout: 400,
+      });
       return stopResultOf(reply.string());
     } catch {
       return nothing; // nobody owns the partition right now: nothing runs

@@ -2,21 +2,21 @@ import type { ChannelAdapter } from '../../contracts/channel.js';
 import type { ParsedCommand } from '../../contracts/commands.js';
 import { CodedError } from '../../contracts/errors.js';
 import type { ChannelMessage, MessageRef } from '../../contracts/message.js';
-import {
-  type Admission,
-  type ClusterStatus,
-  type ControlOutcome,
-  type ControlRouting,
-  type InboxItem,
-  type InboxState,
-  type Incoming,
-  type ListenerSpec,
-  type SharedState,
-  type StopOrder,
-  type StopResult,
-  type Topology,
-  type TopologyIntake,
-  type TopologyWork,
+import type {
+  Admission,
+  ClusterStatus,
+  ControlOutcome,
+  ControlRouting,
+  InboxItem,
+  InboxState,
+  Incoming,
+  ListenerSpec,
+  SharedState,
+  StopOrder,
+  StopResult,
+  Topology,
+  TopologyIntake,
+  TopologyWork,
 } from '../../contracts/topology.js';
 import { agentOf } from '../../config/load.js';
 import type { Logger } from '../../observe/logger.js';
