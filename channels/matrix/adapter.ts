@@ -79,7 +79,7 @@ export class MatrixAdapter implements ChannelAdapter {
   constructor(options: MatrixOptions, token: string) {
     this.#o = options;
     this.#client = new MatrixClient(options.homeserverUrl, token);
-    this.#state = new SyncStateFile(options.stateDir, options.id);
+    this.#state = new SyncStateFile(options.stateDir, options.id, () => this.#invites.pending());
     this.#syncCall = platformCaller(classifyMatrixError, (options.syncTimeoutMs ?? 30_000) + 15_000);
     this.#invites = new Invites({ ...options, accept: (roomId, invite, signal) => this.#accept(roomId, invite, signal) });
   }
@@ -119,6 +119,7 @@ export class MatrixAdapter implements ChannelAdapter {
       this.#fullSize();
     }
     this.#current = state;
+    this.#invites.resume(state.pendingJoins ?? [], () => this.#state.write(state), signal);
     onConnected();
     while (!signal.aborted) {
       let batch: SyncResponse;
@@ -201,8 +202,7 @@ export class MatrixAdapter implements ChannelAdapter {
   /** Account data, invites and timelines of one /sync answer; `deliver` absent: history, not answered. */
   async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal): Promise<void> {
     for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#setDirect(e.content);
-    for (const [roomId, room] of Object.entries(batch.rooms?.invite ?? {})) await this.#invites.handle(roomId, room.invite_state?.events, signal);
-    this.#invites.trim();
+    await this.#invites.batch(batch.rooms, signal);
     const messages: ChannelMessage[] = [];
     const catchUpLeft = catchUpBudget();
     for (const [roomId, room] of Object.entries(batch.rooms?.join ?? {})) {

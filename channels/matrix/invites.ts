@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import { CodedError, errorMessage } from '../../src/contracts/errors.js';
 import { sleep } from '../../src/util/abortable.js';
-import { inviteOf } from './normalize.js';
+import { inviteOf, type SyncResponse } from './normalize.js';
 
 /** How many handled invites are remembered, oldest forgotten first, so a federated invite spam cannot grow the memory without bound. */
 export const INVITES_REMEMBERED = 1000;
@@ -10,12 +10,19 @@ export const JOIN_ATTEMPTS = 5;
 /** The wait before the second attempt; each later wait is three times the one before (5 s, 15 s, 45 s, 135 s: about 3.5 minutes in all). */
 export const JOIN_FIRST_RETRY_MS = 5000;
 const JOIN_RETRY_FACTOR = 3;
-/** Joins retried at once: past it, a failed join is logged and its invite forgotten (an invite wave during an outage). */
+/** Joins retried at once (and so stored as owed): past it, a failed join is logged and its invite forgotten (an invite wave during an outage). */
 export const MAX_RETRYING = 50;
 
 export interface Invite {
   inviter: string;
   direct: boolean;
+}
+
+/** A join still owed, stored with the sync position (sync-state.ts): /sync lists an invite once, so a restart must not forget it. */
+export interface PendingJoin extends Invite {
+  roomId: string;
+  /** Attempts made so far, 1 to JOIN_ATTEMPTS - 1. */
+  attempts: number;
 }
 
 export interface InvitesOptions {
@@ -39,14 +46,17 @@ const transient = (err: unknown): boolean => err instanceof CodedError && err.re
  * The invites of /sync answers: accepted (joined) when auto_join is on, the inviter is allowed
  * and the room is wanted. A homeserver lists an invite in one incremental /sync only, so a join
  * that fails for a transient reason is tried again here, in the background (the sync loop goes
- * on), with backoff and 429's retry-after, until the listener stops.
+ * on), with backoff and 429's retry-after, until the listener ends; the joins still owed are
+ * stored with the position and taken up again by the next listener (`resume`), also after a restart.
  */
 export class Invites {
   readonly #o: InvitesOptions;
   /** Invites acted on (joined, being joined or refused), oldest first, INVITES_REMEMBERED after each batch: a repeated batch repeats its invites. */
   readonly #seen = new Set<string>();
-  /** Rooms whose join is being tried again: a repeat of their invite does not start a second try. */
-  readonly #retrying = new Set<string>();
+  /** This listener's joins being tried again, which are the joins owed: a repeat of their invite does not start a second try. */
+  #retrying = new Map<string, PendingJoin>();
+  /** Stores the joins owed at once (a background retry's progress); unset before a listener's state is stored. */
+  #save: (() => void) | undefined;
   /**
    * Ends the retries begun by one `listen`: the supervisor aborts a listener's signal only when
    * it stops it, not when the listener fails, and a retry must not join a room for a listener
@@ -58,10 +68,38 @@ export class Invites {
     this.#o = o;
   }
 
-  /** The listener ended (stopped or failed): its retries end with it; a next listen begins anew. */
+  /** The joins owed now, for the stored state. */
+  pending(): PendingJoin[] {
+    return [...this.#retrying.values()].map((join) => ({ ...join }));
+  }
+
+  /**
+   * The listener's state is stored: the joins it owed when stored last are tried again at once
+   * (if the configuration still wants them), and from now on `save` stores each retry's progress.
+   */
+  resume(joins: readonly PendingJoin[], save: () => void, signal: AbortSignal): void {
+    this.#save = save;
+    for (const join of joins) {
+      if (this.#retrying.has(join.roomId)) continue;
+      this.#seen.add(join.roomId);
+      if (!this.#wanted(join.roomId, join)) continue;
+      this.#o.log.info({ channel: this.#o.id, room: join.roomId, attempts: join.attempts }, 'Matrix join still owed from before; trying again');
+      this.#begin({ ...join }, undefined, signal);
+    }
+  }
+
+  /** The listener ended (stopped or failed): its retries end with it, still owed in the stored state; a next listen begins anew. */
   listenEnded(): void {
     this.#listening.abort();
     this.#listening = new AbortController();
+    this.#retrying = new Map();
+    this.#save = undefined;
+  }
+
+  /** The invites of one /sync answer; `signal` is the listener's: its stop cancels a retry. */
+  async batch(rooms: SyncResponse['rooms'], signal: AbortSignal): Promise<void> {
+    for (const [roomId, room] of Object.entries(rooms?.invite ?? {})) await this.handle(roomId, room.invite_state?.events, signal);
+    this.trim();
   }
 
   /** One invited room of a /sync answer; `signal` is the listener's: its stop cancels a retry. */
@@ -69,29 +107,13 @@ export class Invites {
     if (this.#seen.has(roomId) || this.#retrying.has(roomId)) return;
     this.#seen.add(roomId);
     const invite = inviteOf(events, this.#o.userId);
-    if (!invite) return;
-    const allowed = this.#o.allowFrom.includes('*') || this.#o.allowFrom.includes(invite.inviter);
-    const wanted = invite.direct || this.#o.rooms.includes(roomId);
-    if (!this.#o.autoJoin || !allowed || !wanted) {
-      this.#o.log.info(
-        { channel: this.#o.id, room: roomId, inviter: invite.inviter, autoJoin: this.#o.autoJoin, allowed, wanted },
-        'Matrix invite not accepted',
-      );
-      return;
-    }
+    if (!invite || !this.#wanted(roomId, invite)) return;
     try {
       await this.#accept(roomId, invite, 1, signal);
     } catch (err) {
       if (signal.aborted) throw err;
       if (this.#refused(roomId, err, 1)) return;
-      if (this.#retrying.size >= MAX_RETRYING) {
-        // An invite wave during an outage: a bounded number is retried, the rest forgotten (a new invite is acted on).
-        this.#seen.delete(roomId);
-        this.#o.log.warn({ channel: this.#o.id, room: roomId, retrying: MAX_RETRYING }, 'Matrix room could not be joined; too many joins retried already');
-        return;
-      }
-      this.#retrying.add(roomId);
-      void this.#retry(roomId, invite, err, AbortSignal.any([signal, this.#listening.signal]));
+      this.#begin({ roomId, inviter: invite.inviter, direct: invite.direct, attempts: 1 }, { err }, signal);
     }
   }
 
@@ -103,6 +125,27 @@ export class Invites {
       if (this.#seen.size <= INVITES_REMEMBERED) break;
       this.#seen.delete(old);
     }
+  }
+
+  /** Whether auto_join takes the invite: on, the inviter allowed, the room wanted (asked again on resume: the configuration may have changed). */
+  #wanted(roomId: string, invite: Invite): boolean {
+    const allowed = this.#o.allowFrom.includes('*') || this.#o.allowFrom.includes(invite.inviter);
+    const wanted = invite.direct || this.#o.rooms.includes(roomId);
+    if (this.#o.autoJoin && allowed && wanted) return true;
+    this.#o.log.info({ channel: this.#o.id, room: roomId, inviter: invite.inviter, autoJoin: this.#o.autoJoin, allowed, wanted }, 'Matrix invite not accepted');
+    return false;
+  }
+
+  /** A join owed: tried again in the background, if fewer than MAX_RETRYING are; `last` the last failure (none: resumed, tried at once). */
+  #begin(join: PendingJoin, last: { err: unknown } | undefined, signal: AbortSignal): void {
+    if (this.#retrying.size >= MAX_RETRYING) {
+      // An invite wave during an outage: a bounded number is retried, the rest forgotten (a new invite is acted on).
+      this.#seen.delete(join.roomId);
+      this.#o.log.warn({ channel: this.#o.id, room: join.roomId, retrying: MAX_RETRYING }, 'Matrix room could not be joined; too many joins retried already');
+      return;
+    }
+    this.#retrying.set(join.roomId, join);
+    void this.#retry(join, last, AbortSignal.any([signal, this.#listening.signal]));
   }
 
   async #accept(roomId: string, invite: Invite, attempt: number, signal: AbortSignal): Promise<void> {
@@ -124,39 +167,64 @@ export class Invites {
     return true;
   }
 
-  /** Attempts 2..JOIN_ATTEMPTS, in the background; never rejects (each outcome is logged). */
-  async #retry(roomId: string, invite: Invite, first: unknown, signal: AbortSignal): Promise<void> {
-    let err = first;
-    let waitMs = this.#o.joinRetryMs ?? JOIN_FIRST_RETRY_MS;
+  /** Stores the joins owed now, if `retrying` is still this listener's (a retry of an ended one stores nothing). */
+  #store(retrying: Map<string, PendingJoin>): void {
+    if (retrying !== this.#retrying || !this.#save) return;
     try {
-      for (let attempt = 2; attempt <= JOIN_ATTEMPTS; attempt++, waitMs *= JOIN_RETRY_FACTOR) {
+      this.#save();
+    } catch (err) {
+      // The stored list is then older: at worst a join is tried once more, or one fewer time, after a restart.
+      this.#o.log.warn({ channel: this.#o.id, err: errorMessage(err) }, 'Matrix joins still owed could not be stored');
+    }
+  }
+
+  /** Attempts after `join.attempts`, in the background; never rejects (each outcome is logged). `last` undefined: resumed, tried at once. */
+  async #retry(join: PendingJoin, last: { err: unknown } | undefined, signal: AbortSignal): Promise<void> {
+    const retrying = this.#retrying;
+    let failed = last;
+    while (join.attempts < JOIN_ATTEMPTS) {
+      if (failed) {
+        const { err } = failed;
+        const waitMs = (this.#o.joinRetryMs ?? JOIN_FIRST_RETRY_MS) * JOIN_RETRY_FACTOR ** (join.attempts - 1);
         // A 429 names its own wait; a shorter backoff would only be refused again.
         const retryInMs = Math.max(waitMs, err instanceof CodedError ? (err.retryAfterMs ?? 0) : 0);
         this.#o.log.warn(
-          { channel: this.#o.id, room: roomId, attempt: attempt - 1, attempts: JOIN_ATTEMPTS, retryInMs, err: errorMessage(err) },
+          { channel: this.#o.id, room: join.roomId, attempt: join.attempts, attempts: JOIN_ATTEMPTS, retryInMs, err: errorMessage(err) },
           'Matrix room could not be joined; trying again',
         );
         await sleep(retryInMs, signal);
-        if (signal.aborted) break;
-        try {
-          await this.#accept(roomId, invite, attempt, signal);
-          return;
-        } catch (next) {
-          if (signal.aborted) break;
-          if (this.#refused(roomId, next, attempt)) return;
-          err = next;
-        }
       }
-      // Forgotten, so that a repeated batch or a new invite of the room is acted on again.
-      this.#seen.delete(roomId);
-      if (signal.aborted) this.#o.log.info({ channel: this.#o.id, room: roomId }, 'Matrix join retry cancelled: the listener stopped');
-      else
-        this.#o.log.warn(
-          { channel: this.#o.id, room: roomId, attempts: JOIN_ATTEMPTS, err: errorMessage(err) },
-          'Matrix room could not be joined; giving up (invite the bot again to retry)',
-        );
-    } finally {
-      this.#retrying.delete(roomId);
+      if (signal.aborted) break;
+      // Counted (and stored) before it is made: a restart in the middle of it does not make the budget endless.
+      join.attempts++;
+      this.#store(retrying);
+      try {
+        await this.#accept(join.roomId, join, join.attempts, signal);
+        return this.#settled(join, retrying);
+      } catch (next) {
+        if (signal.aborted) break;
+        if (this.#refused(join.roomId, next, join.attempts)) return this.#settled(join, retrying);
+        failed = { err: next };
+      }
     }
+    if (signal.aborted) {
+      // Still owed in the stored state: the next listener tries it again. Forgotten here, so that a repeated batch acts on it if it is not.
+      if (!this.#retrying.has(join.roomId)) this.#seen.delete(join.roomId);
+      this.#o.log.info({ channel: this.#o.id, room: join.roomId }, 'Matrix join retry cancelled: the listener stopped');
+      return;
+    }
+    // Forgotten, so that a repeated batch or a new invite of the room is acted on again.
+    this.#seen.delete(join.roomId);
+    this.#o.log.warn(
+      { channel: this.#o.id, room: join.roomId, attempts: JOIN_ATTEMPTS, err: errorMessage(failed?.err) },
+      'Matrix room could not be joined; giving up (invite the bot again to retry)',
+    );
+    this.#settled(join, retrying);
+  }
+
+  /** A retry that ended for good (joined, refused, out of attempts): no longer owed, and stored so. */
+  #settled(join: PendingJoin, retrying: Map<string, PendingJoin>): void {
+    if (retrying.get(join.roomId) === join) retrying.delete(join.roomId);
+    this.#store(retrying);
   }
 }

@@ -1,5 +1,7 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
+import { JOIN_ATTEMPTS, MAX_RETRYING, type PendingJoin } from './invites.js';
+import { isObject } from './normalize.js';
 
 /** What the listener keeps across restarts. */
 export interface SyncState {
@@ -9,20 +11,42 @@ export interface SyncState {
   since: string;
   /** Encrypted rooms already told the bot cannot read them (the notice goes once). */
   encryptedNotified: string[];
+  /**
+   * Joins of invited rooms still owed (invites.ts) when it was stored: /sync lists an invite
+   * once, before this position, so a restart takes them up from here. At most MAX_RETRYING.
+   */
+  pendingJoins?: PendingJoin[];
+}
+
+/** The stored joins owed that are well formed and within the budget, at most MAX_RETRYING. */
+function pendingJoinsOf(v: unknown): PendingJoin[] {
+  const out: PendingJoin[] = [];
+  for (const j of Array.isArray(v) ? v : []) {
+    if (out.length >= MAX_RETRYING) break;
+    if (!isObject(j) || typeof j.roomId !== 'string' || typeof j.inviter !== 'string' || typeof j.direct !== 'boolean') continue;
+    // One stored as JOIN_ATTEMPTS was being tried last when the daemon stopped: its budget is spent.
+    if (!Number.isInteger(j.attempts) || (j.attempts as number) < 1 || (j.attempts as number) >= JOIN_ATTEMPTS) continue;
+    out.push({ roomId: j.roomId, inviter: j.inviter, direct: j.direct, attempts: j.attempts as number });
+  }
+  return out;
 }
 
 /**
  * The /sync position, in `<state_dir>/matrix/<channel id>.json`: written (temp file,
  * fsync, rename) only after every event of a batch is stored, so a kill -9 at any moment
  * leaves the position before anything not yet stored, and the next start asks for it again.
+ * The joins owed go in the same file, so the position never moves past an invite whose join is forgotten.
  */
 export class SyncStateFile {
   readonly path: string;
+  /** The joins owed at the moment of each write; absent, the state's own list is written. */
+  readonly #owed: (() => PendingJoin[]) | undefined;
 
-  constructor(stateDir: string, channelId: string) {
+  constructor(stateDir: string, channelId: string, owed?: () => PendingJoin[]) {
     const dir = join(stateDir, 'matrix');
     mkdirSync(dir, { recursive: true, mode: 0o700 });
     this.path = join(dir, `${channelId}.json`);
+    this.#owed = owed;
   }
 
   /** The stored state for `userId`, or undefined: none yet, another account's, or unreadable. */
@@ -30,7 +54,12 @@ export class SyncStateFile {
     try {
       const s = JSON.parse(readFileSync(this.path, 'utf8')) as Partial<SyncState>;
       if (s.userId !== userId || typeof s.since !== 'string' || !s.since) return undefined;
-      return { userId, since: s.since, encryptedNotified: Array.isArray(s.encryptedNotified) ? s.encryptedNotified.filter((r) => typeof r === 'string') : [] };
+      return {
+        userId,
+        since: s.since,
+        encryptedNotified: Array.isArray(s.encryptedNotified) ? s.encryptedNotified.filter((r) => typeof r === 'string') : [],
+        pendingJoins: pendingJoinsOf(s.pendingJoins),
+      };
     } catch {
       return undefined;
     }
@@ -40,7 +69,7 @@ export class SyncStateFile {
     const tmp = `${this.path}.tmp`;
     const fd = openSync(tmp, 'w', 0o600);
     try {
-      writeSync(fd, JSON.stringify(state));
+      writeSync(fd, JSON.stringify({ ...state, pendingJoins: this.#owed?.() ?? state.pendingJoins ?? [] }));
       fsyncSync(fd);
     } finally {
       closeSync(fd);

@@ -1,0 +1,209 @@
+import pino from 'pino';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { MatrixAdapter } from '../../../channels/matrix/adapter.js';
+import { SyncStateFile } from '../../../channels/matrix/sync-state.js';
+import type { ChannelMessage } from '../../../src/contracts/message.js';
+import type { FakeMatrix } from '../../fakes/matrix/server.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { withTempDir } from '../../helpers/fixtures.js';
+import { withMatrix } from '../../helpers/matrix.js';
+
+interface Line {
+  level: number;
+  msg: string;
+  room?: string;
+  attempt?: number;
+  attempts?: number;
+}
+
+const RETRYING = 'Matrix room could not be joined; trying again';
+const REFUSED = 'Matrix room could not be joined: the homeserver refused it; not tried again';
+const GAVE_UP = 'Matrix room could not be joined; giving up (invite the bot again to retry)';
+const ACCEPTED = 'Matrix invite accepted';
+const NEW_ROOM = '!new:fake.test';
+
+// A homeserver lists an invite in one incremental /sync only: a join still being retried when
+// the listener ends must be taken up by the next one, or the room is never joined.
+describe('Matrix: a join still owed when the listener ends is made by the next start', () => {
+  let mx: FakeMatrix;
+  let dir: string;
+  let lines: Line[];
+  const delivered: ChannelMessage[] = [];
+  const stops: AbortController[] = [];
+  const logged = (msg: string) => lines.filter((l) => l.msg === msg);
+  const stored = () => new SyncStateFile(dir, 'mx').read(mx.userId);
+
+  const adapter = (joinRetryMs: number) =>
+    new MatrixAdapter(
+      {
+        id: 'mx',
+        homeserverUrl: mx.url,
+        userId: mx.userId,
+        rooms: [mx.groupRoom],
+        autoJoin: true,
+        allowFrom: [mx.alice],
+        stateDir: dir,
+        log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
+        syncTimeoutMs: 5000,
+        joinRetryMs,
+      },
+      mx.token,
+    );
+
+  /** Listens until connected and past its first /sync (the fresh start's history one included); `stop()` aborts and waits for the end. */
+  const listen = async (a: MatrixAdapter) => {
+    const stop = new AbortController();
+    stops.push(stop);
+    const fresh = !stored();
+    const syncsBefore = mx.callsOf('sync').length;
+    let connected = false;
+    let failure: unknown;
+    let ended = false;
+    const done = a
+      .listen(
+        async (m) => {
+          delivered.push(m);
+          return true;
+        },
+        stop.signal,
+        () => (connected = true),
+      )
+      .catch((err) => (failure = err))
+      .finally(() => (ended = true));
+    await waitFor(() => failure ?? (connected && mx.callsOf('sync').length > syncsBefore + (fresh ? 1 : 0)), 10_000);
+    expect(failure).toBeUndefined();
+    return {
+      failure: () => failure,
+      ended: () => ended,
+      stop: async () => {
+        stop.abort();
+        await done;
+      },
+    };
+  };
+
+  /** An invite whose first join fails (502) with the next attempt a minute away, in a batch that is stored: the position is past it. */
+  const owedJoin = async () => {
+    mx.fail('join', { status: 502 });
+    mx.invite(NEW_ROOM, mx.alice, true);
+    await waitFor(() => logged(RETRYING).length === 1, 10_000);
+    const invitedAt = mx.position;
+    await waitFor(() => mx.syncedTo >= invitedAt, 10_000);
+    expect(mx.callsOf('join')).toHaveLength(1);
+    expect(mx.joined(NEW_ROOM)).toBe(false);
+  };
+
+  beforeEach(async () => {
+    mx = await withMatrix();
+    dir = withTempDir('matrix-join-restart');
+    lines = [];
+    delivered.length = 0;
+  });
+  afterEach(() => {
+    for (const s of stops.splice(0)) s.abort();
+  });
+
+  it('stopped and started again (same state dir): the room is joined and its messages delivered', async () => {
+    const first = await listen(adapter(60_000));
+    await owedJoin();
+    await first.stop();
+
+    // Another process on the same state dir; the homeserver takes joins again.
+    await listen(adapter(60_000));
+    await waitFor(() => mx.joined(NEW_ROOM), 10_000);
+    await waitFor(() => logged(ACCEPTED).length === 1);
+    expect(logged(ACCEPTED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
+    expect(mx.callsOf('join')).toHaveLength(2);
+    // Recorded as a direct chat, so it is served like one.
+    await waitFor(() => (mx.accountData('m.direct') as Record<string, string[]>)[mx.alice]?.includes(NEW_ROOM));
+    mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'hello after the restart' });
+    await waitFor(() => delivered.some((m) => m.chat.id === NEW_ROOM && m.text === 'hello after the restart'), 10_000);
+    // Joined: no longer owed.
+    await waitFor(() => stored()?.pendingJoins?.length === 0);
+  });
+
+  it('a listener that fails and is started again on the same adapter joins the room', async () => {
+    const a = adapter(60_000);
+    const first = await listen(a);
+    await owedJoin();
+    // The token is refused once: the listener fails (not stopped), which ends its retries.
+    mx.fail('sync', { status: 401, errcode: 'M_UNKNOWN_TOKEN' });
+    mx.dm('wake the long poll');
+    await waitFor(() => first.ended(), 10_000);
+    expect(first.failure()).toBeDefined();
+    expect(mx.joined(NEW_ROOM)).toBe(false);
+
+    await listen(a);
+    await waitFor(() => mx.joined(NEW_ROOM), 10_000);
+    expect(mx.callsOf('join')).toHaveLength(2);
+  });
+
+  it('a join refused for good after a restart (403) is dropped: the start after that does not try it again', async () => {
+    const first = await listen(adapter(60_000));
+    await owedJoin();
+    await first.stop();
+
+    mx.fail('join', { status: 403, errcode: 'M_FORBIDDEN' });
+    const second = await listen(adapter(60_000));
+    await waitFor(() => logged(REFUSED).length === 1, 10_000);
+    expect(logged(REFUSED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
+    await waitFor(() => stored()?.pendingJoins?.length === 0);
+    await second.stop();
+
+    await listen(adapter(60_000));
+    // A whole /sync round later (a resumed join goes out before the first /sync): no third attempt.
+    mx.dm('still there?');
+    await waitFor(() => delivered.some((m) => m.text === 'still there?'), 10_000);
+    expect(mx.callsOf('join')).toHaveLength(2);
+    expect(mx.joined(NEW_ROOM)).toBe(false);
+    expect(logged(RETRYING)).toHaveLength(1);
+  });
+
+  it('the attempt budget spans restarts: the last attempt failing gives up, and is not tried again', async () => {
+    // Stored by a run that made 4 of the 5 attempts.
+    new SyncStateFile(dir, 'mx').write({
+      userId: mx.userId,
+      since: `s${mx.position}`,
+      encryptedNotified: [],
+      pendingJoins: [{ roomId: NEW_ROOM, inviter: mx.alice, direct: true, attempts: 4 }],
+    });
+    mx.fail('join', { status: 502 });
+    const first = await listen(adapter(5));
+    await waitFor(() => logged(GAVE_UP).length === 1, 10_000);
+    expect(logged(GAVE_UP)).toMatchObject([{ room: NEW_ROOM, attempts: 5 }]);
+    await waitFor(() => stored()?.pendingJoins?.length === 0);
+    await first.stop();
+
+    await listen(adapter(5));
+    mx.dm('anyone?');
+    await waitFor(() => delivered.some((m) => m.text === 'anyone?'), 10_000);
+    expect(mx.callsOf('join')).toHaveLength(1);
+    expect(mx.joined(NEW_ROOM)).toBe(false);
+  });
+
+  it('a join no longer wanted (auto_join off meanwhile) is not made after a restart', async () => {
+    const first = await listen(adapter(60_000));
+    await owedJoin();
+    await first.stop();
+
+    const off = new MatrixAdapter(
+      {
+        id: 'mx',
+        homeserverUrl: mx.url,
+        userId: mx.userId,
+        rooms: [mx.groupRoom],
+        autoJoin: false,
+        allowFrom: [mx.alice],
+        stateDir: dir,
+        log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
+        syncTimeoutMs: 5000,
+      },
+      mx.token,
+    );
+    await listen(off);
+    mx.dm('off?');
+    await waitFor(() => delivered.some((m) => m.text === 'off?'), 10_000);
+    await waitFor(() => stored()?.pendingJoins?.length === 0);
+    expect(mx.callsOf('join')).toHaveLength(1);
+  });
+});
