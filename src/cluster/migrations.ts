@@ -144,6 +144,9 @@ export const pgMigrations: readonly string[] = [
   // COMMIT answer finds its batch here when PostgreSQL had committed it.
   `CREATE TABLE IF NOT EXISTS write_batches (id TEXT PRIMARY KEY, at BIGINT NOT NULL);
    CREATE INDEX IF NOT EXISTS write_batches_at ON write_batches (at);`,
+  // The message each turn answered (src/cluster/pg-state.ts), so a re-run of it after a
+  // takeover finds its row. Rows from before have none.
+  `ALTER TABLE turns ADD COLUMN IF NOT EXISTS origin TEXT;`,
 ];
 
 /**

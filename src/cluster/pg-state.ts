@@ -18,6 +18,8 @@ const ID_BLOCK = 1000;
 export class PgSessionStore implements Sessions {
   readonly #active = new Map<string, SessionInfo>();
   readonly #turns = new Map<number, StoredTurn[]>();
+  /** Per session loaded by `prepare`: its newest turn then, when it has an origin (`earlierRun`). */
+  readonly #newestRead = new Map<number, StoredTurn>();
   #nextId = 0;
   #endId = 0;
   #refilling: Promise<void> | undefined;
@@ -54,11 +56,14 @@ export class PgSessionStore implements Sessions {
       ending: TurnEndingKind;
       model: string | null;
       created_at: string;
-    }>('SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 200', [id]);
+      origin: string | null;
+    }>(
+      'SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 200',
+      [id],
+    );
     const [count] = await this.w.read<{ n: string }>('SELECT COUNT(*) AS n FROM turns WHERE session_id = $1', [id]);
-    this.#turns.set(
-      id,
-      turns.reverse().map((r) => ({
+    const list = turns.reverse().map(
+      (r): StoredTurn => ({
         userText: r.user_text,
         assistantText: r.assistant_text,
         reasoning: r.reasoning,
@@ -66,8 +71,12 @@ export class PgSessionStore implements Sessions {
         ending: r.ending,
         model: r.model,
         createdAt: Number(r.created_at),
-      })),
+        origin: r.origin,
+      }),
     );
+    this.#turns.set(id, list);
+    const newest = list.at(-1);
+    if (newest?.origin) this.#newestRead.set(id, newest);
     this.#active.set(key(agent, scope), { id, createdAt: Number(row.created_at), lastActiveAt: Number(row.last_active_at), turns: Number(count!.n) });
   }
 
@@ -77,6 +86,7 @@ export class PgSessionStore implements Sessions {
       if (!match(k.slice(k.indexOf('\u0000') + 1))) continue;
       this.#active.delete(k);
       this.#turns.delete(info.id);
+      this.#newestRead.delete(info.id);
     }
   }
 
@@ -97,27 +107,40 @@ export class PgSessionStore implements Sessions {
     return { ...info };
   }
 
+  /** Adds a finished turn, replacing an earlier run's of the same message (see `Sessions.append`). */
   append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void {
     const now = Date.now();
+    const origin = turn.origin ?? null;
+    const earlier = this.#newestRead.get(sessionId);
+    const replaces = origin !== null && earlier?.origin === origin;
+    if (replaces) this.#newestRead.delete(sessionId);
     for (const info of this.#active.values()) {
       if (info.id !== sessionId) continue;
-      info.turns++;
+      if (!replaces) info.turns++;
       info.lastActiveAt = now;
     }
     const list = this.#turns.get(sessionId);
     if (list) {
-      list.push({ ...turn, createdAt: now });
+      const at = replaces ? list.indexOf(earlier) : -1;
+      if (at >= 0) list.splice(at, 1);
+      list.push({ ...turn, createdAt: now, origin });
       if (list.length > 200) list.splice(0, list.length - 200);
     }
+    if (replaces) this.w.add('DELETE FROM turns WHERE session_id = $1 AND origin = $2', [sessionId, origin]);
     this.w.add(
-      'INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)',
-      [sessionId, turn.userText, turn.assistantText, turn.reasoning, JSON.stringify(turn.toolCalls), turn.ending, turn.model, now],
+      'INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+      [sessionId, turn.userText, turn.assistantText, turn.reasoning, JSON.stringify(turn.toolCalls), turn.ending, turn.model, now, origin],
     );
     this.w.add('UPDATE sessions SET last_active_at = $1 WHERE id = $2', [now, sessionId]);
   }
 
   recent(sessionId: number, limit = 200): StoredTurn[] {
     return (this.#turns.get(sessionId) ?? []).slice(-limit);
+  }
+
+  earlierRun(sessionId: number, origin: string): StoredTurn | undefined {
+    const newest = this.#newestRead.get(sessionId);
+    return newest?.origin === origin ? newest : undefined;
   }
 
   async summary(agent: string, scopePrefix: string): Promise<SessionSummaryRow[]> {

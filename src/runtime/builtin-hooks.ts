@@ -1,6 +1,8 @@
 import { buildHistory } from '../agent/history.js';
 import { userMessage } from '../contracts/errors.js';
-import { whenSessionsWritable, type Sessions } from '../store/sessions.js';
+import { HookResult } from '../contracts/hooks.js';
+import type { ChannelMessage } from '../contracts/message.js';
+import { type StoredTurn, turnOrigin, whenSessionsWritable, type Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 
 export interface BuiltinHookDeps {
@@ -17,6 +19,11 @@ export interface BuiltinHookDeps {
 }
 
 const SESSION = 'session';
+/** What session_load found, for session_save: the session, and the origin its row gets. */
+interface Loaded {
+  id: number;
+  origin: string;
+}
 /** An extras key: what the session stores as the user's words when the message alone does not say it (attachments). */
 export const SESSION_USER_TEXT = 'session_user_text';
 /** An extras key: set (to true) by a hook so that this turn is not stored in the session (the incognito mode). */
@@ -28,6 +35,15 @@ interface Timing {
   /** When the agent's run began (after pre_execute) and how long it took (up to post_response). */
   agentStartedMs?: number;
   agentMs: number;
+}
+
+/**
+ * Whether a stored turn is the answer to give `message` again: it ended done with text, and
+ * was stored after the message arrived (a message id a platform used again later, for a new
+ * message, is not answered from an old row).
+ */
+function replayable(turn: StoredTurn, message: ChannelMessage): boolean {
+  return turn.ending === 'done' && turn.assistantText.trim() !== '' && turn.createdAt >= message.receivedAt;
 }
 
 /** Session load/save, error normalization, cleanup of set-up handles, per-turn timing. */
@@ -64,12 +80,20 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     // A new conversation's session may have to wait for the store (another process's lock).
     run: (ctx) =>
       whenSessionsWritable(deps.sessions, ctx.signal, () => {
-        const session = deps.sessions.active(deps.agentName, ctx.scope);
-        ctx.extras.set(SESSION, session);
+        const { id } = deps.sessions.active(deps.agentName, ctx.scope);
+        const origin = turnOrigin(ctx.message);
+        ctx.extras.set(SESSION, { id, origin } satisfies Loaded);
+        // This message run again (a crash or a stop after its answer was stored, a takeover):
+        // an answer that was complete goes out again as it was, the model is not asked twice.
+        // Ending the phases here also stores nothing (session_save needs a runner).
+        const earlier = deps.sessions.earlierRun(id, origin);
+        if (earlier && replayable(earlier, ctx.message)) return HookResult.shortCircuit(earlier.assistantText);
         if (deps.needsHistory?.() === false) return;
         // Every turn costs at least a few characters, so more rows than the budget never fit.
         const budget = deps.historyBudgetChars();
-        ctx.history = buildHistory(deps.sessions.recent(session.id, Math.min(200, Math.ceil(budget / 8))), budget);
+        const turns = deps.sessions.recent(id, Math.min(200, Math.ceil(budget / 8)));
+        // A broken-off first run is not shown to its own re-run, whose row will replace it.
+        ctx.history = buildHistory(earlier ? turns.filter((t) => t.origin !== origin) : turns, budget);
       }),
   });
   runtime.hooks.register({
@@ -77,10 +101,11 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     name: 'session_save',
     priority: 10,
     run: (ctx) => {
-      const session = ctx.extras.get(SESSION) as { id: number } | undefined;
+      const session = ctx.extras.get(SESSION) as Loaded | undefined;
       // Commands and skipped turns never reached the agent: nothing to remember.
       if (!session || !ctx.runner || ctx.command || ctx.extras.get(SESSION_SKIP) === true) return;
       deps.sessions.append(session.id, {
+        origin: session.origin,
         userText: (ctx.extras.get(SESSION_USER_TEXT) as string | undefined) ?? ctx.message.text,
         assistantText: ctx.text,
         reasoning: ctx.reasoning,

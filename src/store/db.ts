@@ -61,6 +61,16 @@ const migrations: readonly string[] = [
    );`,
 ];
 
+/**
+ * Columns added since, each only where it is missing and without a new schema version (as
+ * reminders' `origin` and tool_approvals' `offer`): an older build started on the file again
+ * (a rollback) still opens it, and its inserts leave them NULL.
+ */
+const addedColumns: ReadonlyArray<{ table: string; column: string; type: string }> = [
+  // The message each turn answered (src/store/sessions.ts): a re-run of it finds its row.
+  { table: 'turns', column: 'origin', type: 'TEXT' },
+];
+
 export type Db = Database.Database;
 
 /**
@@ -117,6 +127,9 @@ export function openDb(file: string): Db {
       db.pragma(`user_version = ${migrations.length}`);
     });
     if (version < migrations.length) apply();
+    for (const { table, column, type } of addedColumns)
+      if (!(db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).some((c) => c.name === column))
+        db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     return db;
   } catch (err) {

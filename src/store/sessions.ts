@@ -18,6 +18,11 @@ export interface StoredTurn {
   ending: TurnEndingKind;
   model: string | null;
   createdAt: number;
+  /**
+   * The message the turn answered (`turnOrigin`), so a re-run of that message finds it; null
+   * (or absent) for a turn stored without one (rows from before origins were kept).
+   */
+  origin?: string | null;
 }
 
 export interface SessionInfo {
@@ -28,6 +33,11 @@ export interface SessionInfo {
 }
 
 export type SessionSummaryRow = { scope: string; sessions: number; lastActiveAt: number };
+
+/** A turn's origin: the identity of the message it answers (channel and message id). */
+export function turnOrigin(message: { channelId: string; messageId: string }): string {
+  return JSON.stringify([message.channelId, message.messageId]);
+}
 
 /**
  * The session store contract, kept by SQLite here and by PostgreSQL in cluster mode
@@ -47,8 +57,21 @@ export interface Sessions {
   start(agent: string, scope: string): SessionInfo;
   /** Resolves true once the store takes writes again; false when `signal` aborts first. */
   whenWritable?(signal: AbortSignal): Promise<boolean>;
+  /**
+   * A turn whose origin is that of the one `earlierRun` finds (the same message run again)
+   * replaces that row: a message keeps one row however often it ran.
+   */
   append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void;
   recent(sessionId: number, limit?: number): StoredTurn[];
+  /**
+   * What an earlier run of the message `origin` stored in the session: the session's newest
+   * turn as this store first read it from the database, when that turn has this origin. A
+   * message runs again (after a crash, a stop during its reply, a takeover) before any later
+   * turn of its conversation, so the row of its first run, if stored, was the newest one an
+   * earlier process or instance left. Answered from memory except when the origin matches:
+   * no read per turn.
+   */
+  earlierRun(sessionId: number, origin: string): StoredTurn | undefined;
   summary(agent: string, scopePrefix: string): SessionSummaryRow[] | Promise<SessionSummaryRow[]>;
 }
 
@@ -92,7 +115,14 @@ export class SessionStore implements Sessions {
   /** The same cached entries by session id, so `append` finds its entry without a scan of them all. */
   readonly #bySession = new Map<number, SessionInfo>();
   /** What `warm` read (null: no session), by cache key, until the event loop's next turn. */
-  readonly #warmed = new ThisTurnReads<SessionInfo | null>();
+  readonly #warmed = new ThisTurnReads<Loaded | null>();
+  /**
+   * Per cached session read from the database with turns: its newest turn's origin then
+   * (`earlierRun`). Bounded with the cache it belongs to.
+   */
+  readonly #newestRead = new Map<number, string>();
+  readonly #byOrigin;
+  readonly #replace;
 
   constructor(db: Db, group?: GroupCommit) {
     this.#group = group;
@@ -107,12 +137,15 @@ export class SessionStore implements Sessions {
     );
     this.#touch = db.prepare(`UPDATE sessions SET last_active_at = ? WHERE id = ?`);
     this.#addTurn = db.prepare(
-      `INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at) VALUES (@sessionId, @userText, @assistantText, @reasoning, @toolCalls, @ending, @model, @createdAt)`,
+      `INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin) VALUES (@sessionId, @userText, @assistantText, @reasoning, @toolCalls, @ending, @model, @createdAt, @origin)`,
     );
-    this.#turns = db.prepare(
-      `SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at FROM turns WHERE session_id = ${INTEGER_PARAM} ORDER BY id DESC LIMIT ${INTEGER_PARAM}`,
+    this.#turns = db.prepare(`SELECT ${TURN_COLUMNS} FROM turns WHERE session_id = ${INTEGER_PARAM} ORDER BY id DESC LIMIT ${INTEGER_PARAM}`);
+    // The newest turn's origin rides the count: a session read from the database costs no extra statement.
+    this.#count = db.prepare(
+      `SELECT COUNT(*) AS n, (SELECT origin FROM turns WHERE session_id = ${INTEGER_PARAM} ORDER BY id DESC LIMIT 1) AS origin FROM turns WHERE session_id = ${INTEGER_PARAM}`,
     );
-    this.#count = db.prepare(`SELECT COUNT(*) AS n FROM turns WHERE session_id = ?`);
+    this.#byOrigin = db.prepare(`SELECT ${TURN_COLUMNS} FROM turns WHERE session_id = ${INTEGER_PARAM} AND origin = ${TEXT_PARAM} ORDER BY id DESC LIMIT 1`);
+    this.#replace = db.prepare(`DELETE FROM turns WHERE session_id = ? AND origin = ?`);
     this.#summary = db.prepare(
       `SELECT scope, COUNT(*) AS sessions, MAX(last_active_at) AS last_active_at FROM sessions WHERE agent = ? AND scope LIKE ? ESCAPE '\\' GROUP BY scope ORDER BY last_active_at DESC`,
     );
@@ -124,14 +157,17 @@ export class SessionStore implements Sessions {
     const cached = this.#activeCache.get(key);
     if (cached) return { ...cached };
     const warmed = this.#warmed.take(key);
-    const info = (warmed === undefined ? this.#read(agent, scope) : warmed) ?? this.start(agent, scope);
-    this.#remember(agent, scope, info);
-    return { ...info };
+    const read = warmed === undefined ? this.#read(agent, scope) : warmed;
+    if (!read) return this.start(agent, scope);
+    this.#remember(agent, scope, read.info, read.newest);
+    return { ...read.info };
   }
 
-  #read(agent: string, scope: string): SessionInfo | undefined {
+  #read(agent: string, scope: string): Loaded | undefined {
     const row = this.#active.get(agent, scope) as { id: number; created_at: number; last_active_at: number } | undefined;
-    return row && { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: (this.#count.get(row.id) as { n: number }).n };
+    if (!row) return undefined;
+    const { n, origin } = this.#count.get(row.id, row.id) as { n: number; origin: string | null };
+    return { info: { id: row.id, createdAt: row.created_at, lastActiveAt: row.last_active_at, turns: n }, newest: origin };
   }
 
   /**
@@ -149,11 +185,12 @@ export class SessionStore implements Sessions {
     }
   }
 
-  #remember(agent: string, scope: string, info: SessionInfo): void {
+  #remember(agent: string, scope: string, info: SessionInfo, newest: string | null = null): void {
     const key = cacheKey(agent, scope);
     if (this.#activeCache.size > 10_000) {
       this.#activeCache.clear();
       this.#bySession.clear();
+      this.#newestRead.clear();
       // Not in the database yet: a lookup there would miss them and start a second session.
       for (const [k, unstored] of this.#unstored) {
         this.#activeCache.set(k, unstored);
@@ -161,9 +198,13 @@ export class SessionStore implements Sessions {
       }
     }
     const before = this.#activeCache.get(key);
-    if (before) this.#bySession.delete(before.id);
+    if (before) {
+      this.#bySession.delete(before.id);
+      this.#newestRead.delete(before.id);
+    }
     this.#activeCache.set(key, info);
     this.#bySession.set(info.id, info);
+    if (newest !== null) this.#newestRead.set(info.id, newest);
   }
 
   /** Starts a fresh session for a scope; earlier ones stay stored. */
@@ -217,16 +258,20 @@ export class SessionStore implements Sessions {
     return !signal.aborted;
   }
 
-  /** Adds a finished turn; it rides the group commit when there is one. */
+  /** Adds a finished turn (replacing an earlier run's, see `Sessions.append`); it rides the group commit when there is one. */
   append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void {
     const now = Date.now();
+    const origin = turn.origin ?? null;
+    const replaces = origin !== null && this.#newestRead.get(sessionId) === origin;
+    if (replaces) this.#newestRead.delete(sessionId);
     const info = this.#bySession.get(sessionId);
     if (info) {
-      info.turns++;
+      if (!replaces) info.turns++;
       info.lastActiveAt = now;
     }
-    const row = { sessionId, ...turn, toolCalls: JSON.stringify(turn.toolCalls), createdAt: now };
+    const row = { sessionId, ...turn, toolCalls: JSON.stringify(turn.toolCalls), createdAt: now, origin };
     const write = () => {
+      if (replaces) this.#replace.run(sessionId, origin);
       this.#addTurn.run(row);
       this.#touch.run(now, sessionId);
     };
@@ -241,26 +286,14 @@ export class SessionStore implements Sessions {
     if (this.#bySession.get(sessionId)?.turns === 0) return [];
     // The previous turn of this conversation may still be waiting in the group commit.
     this.#group?.flush();
-    const rows = this.#turns.all(sessionId, limit) as Array<{
-      user_text: string;
-      assistant_text: string;
-      reasoning: string;
-      tool_calls: string;
-      ending: TurnEndingKind;
-      model: string | null;
-      created_at: number;
-    }>;
-    return rows.reverse().map((r) => ({
-      userText: r.user_text,
-      assistantText: r.assistant_text,
-      reasoning: r.reasoning,
-      get toolCalls() {
-        return JSON.parse(r.tool_calls) as unknown[];
-      },
-      ending: r.ending,
-      model: r.model,
-      createdAt: r.created_at,
-    }));
+    return (this.#turns.all(sessionId, limit) as TurnRow[]).reverse().map(storedTurn);
+  }
+
+  earlierRun(sessionId: number, origin: string): StoredTurn | undefined {
+    // An earlier process's row: already committed, nothing of the group commit to wait for.
+    if (this.#newestRead.get(sessionId) !== origin) return undefined;
+    const row = this.#byOrigin.get(sessionId, origin) as TurnRow | undefined;
+    return row && storedTurn(row);
   }
 
   /** Per scope under a prefix (e.g. a channel's `id:`): how many sessions and the last activity. */
@@ -273,6 +306,37 @@ export class SessionStore implements Sessions {
       lastActiveAt: r.last_active_at,
     }));
   }
+}
+
+/** A session as read from the database, with its newest turn's origin then. */
+type Loaded = { info: SessionInfo; newest: string | null };
+
+const TURN_COLUMNS = 'user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin';
+
+type TurnRow = {
+  user_text: string;
+  assistant_text: string;
+  reasoning: string;
+  tool_calls: string;
+  ending: TurnEndingKind;
+  model: string | null;
+  created_at: number;
+  origin: string | null;
+};
+
+function storedTurn(r: TurnRow): StoredTurn {
+  return {
+    userText: r.user_text,
+    assistantText: r.assistant_text,
+    reasoning: r.reasoning,
+    get toolCalls() {
+      return JSON.parse(r.tool_calls) as unknown[];
+    },
+    ending: r.ending,
+    model: r.model,
+    createdAt: r.created_at,
+    origin: r.origin,
+  };
 }
 
 /** The key of an (agent, scope) in the stores' caches (sessions and conversation preferences). */
