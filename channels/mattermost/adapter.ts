@@ -8,6 +8,7 @@ import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
 import { catchUpChannel, type MmPostList } from './catch-up.js';
+import { type MmListedChannel, readChannelList } from './channel-list.js';
 import { CursorFile } from './cursor.js';
 import { classifyMattermostError, type MattermostApiError } from './errors.js';
 import { neutralizeMattermostMentions } from './mentions.js';
@@ -38,15 +39,8 @@ export interface MattermostOptions {
 const MAX_POST_CHARS = 16_383;
 /** After a long time down, a restart catches up on this much at most: older posts are history, not questions. */
 const MAX_CATCH_UP_MS = 24 * 60 * 60 * 1000;
-
-/** Mattermost's channel as the catch-up reads it. */
-interface MmChannel {
-  id: string;
-  type: string;
-  name?: string;
-  team_id?: string;
-  last_post_at?: number;
-}
+/** How long reading the bot's channel list may take: it streams, up to channel-list.ts's MAX_LIST_BYTES. */
+const LIST_TIMEOUT_MS = 120_000;
 
 /**
  * Mattermost over raw HTTP and `ws`: the WebSocket API in (authentication challenge, `posted`
@@ -66,6 +60,9 @@ export class MattermostAdapter implements ChannelAdapter {
   };
   readonly #o: MattermostOptions;
   readonly #call = platformCaller(classifyMattermostError);
+  readonly #listCall = platformCaller(classifyMattermostError, LIST_TIMEOUT_MS);
+  /** The server has no `GET /users/me/channels` (before 6.1): the channels are listed a team at a time. */
+  #listPerTeam = false;
   #botId: string | undefined;
   #botName: string | undefined;
   /** Server time (ms) up to which posts are stored; the catch-up after a reconnect starts here. */
@@ -196,12 +193,10 @@ export class MattermostAdapter implements ChannelAdapter {
    */
   async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal): Promise<void> {
     const since = this.#cursor!;
-    const teams = await this.#api<Array<{ id: string }>>('users/me/teams', 'GET', 'users/me/teams', undefined, signal);
-    const channels = new Map<string, MmChannel>();
-    for (const team of teams.data) {
-      const list = await this.#api<MmChannel[]>('channels', 'GET', `users/me/teams/${encodeURIComponent(team.id)}/channels`, undefined, signal);
-      for (const c of list.data) if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
-    }
+    const channels = new Map<string, MmListedChannel>();
+    await this.#listChannels((c) => {
+      if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
+    }, signal);
     let delivered = 0;
     let skipped = 0;
     let newest = since;
@@ -219,6 +214,27 @@ export class MattermostAdapter implements ChannelAdapter {
     }
     this.#advance(newest);
     if (delivered || skipped) this.#o.log.info({ channel: this.#o.id, posts: delivered, skipped }, 'Mattermost catch-up delivered missed posts');
+  }
+
+  /**
+   * Every channel the bot is in, through `keep`: `GET /users/me/channels` (6.1+: every team's
+   * and the DMs, once), else each team's list (DMs in each). Neither is paged by the server,
+   * so both are read as they stream (channel-list.ts).
+   */
+  async #listChannels(keep: (channel: MmListedChannel) => void, signal: AbortSignal): Promise<void> {
+    const list = (path: string) => this.#listCall('channels', signal, (s) => readChannelList({ url: this.#o.url, token: this.#o.token }, path, keep, s));
+    if (!this.#listPerTeam) {
+      try {
+        return await list('users/me/channels');
+      } catch (err) {
+        const status = ((err as ChannelError).cause as MattermostApiError | undefined)?.status;
+        if (status !== 404 && status !== 501) throw err;
+        this.#listPerTeam = true;
+        this.#o.log.info({ channel: this.#o.id, status }, "this Mattermost server has no GET /users/me/channels; listing each team's channels instead");
+      }
+    }
+    const teams = await this.#api<Array<{ id: string }>>('users/me/teams', 'GET', 'users/me/teams', undefined, signal);
+    for (const team of teams.data) await list(`users/me/teams/${encodeURIComponent(team.id)}/channels`);
   }
 
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {

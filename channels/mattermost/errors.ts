@@ -14,15 +14,17 @@ export class MattermostApiError extends Error {
 }
 
 /**
- * An answer larger than the bound rest.ts reads (not read): sorted like any refused request,
- * but a reader of pages (catch-up.ts) can tell it apart and ask for a smaller page.
+ * An answer larger than the bound rest.ts reads (not read), or a part of one over its own bound
+ * (`what`: a channel of a list, channel-list.ts): sorted like any refused request, but a reader
+ * of pages (catch-up.ts) can tell it apart and ask for a smaller page.
  */
 export class MattermostAnswerTooLarge extends MattermostApiError {
   constructor(
     status: number,
     readonly maxBytes: number,
+    what = 'answer',
   ) {
-    super(status, undefined, `answer larger than ${maxBytes} bytes`, undefined);
+    super(status, undefined, `${what} larger than ${maxBytes} bytes`, undefined);
     this.name = 'MattermostAnswerTooLarge';
   }
 }

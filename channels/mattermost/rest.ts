@@ -5,7 +5,7 @@ import { MattermostAnswerTooLarge, MattermostApiError } from './errors.js';
 export const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 
 /** How long a 429 asks us to wait: Retry-After, else X-Ratelimit-Reset (seconds), else undefined. */
-function waitOf(answer: HttpAnswer): number | undefined {
+export function waitOf(answer: Pick<HttpAnswer, 'header'>): number | undefined {
   for (const name of ['retry-after', 'x-ratelimit-reset']) {
     const header = answer.header(name);
     const v = Number(header);

@@ -4,9 +4,22 @@ import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { postsPage } from './posts.js';
 
-/** A route's next answer: a 429 with Retry-After, a server error, or a dropped connection. */
-export type MattermostFault = { status: 429; retryAfter: number } | { status: 500 | 502 | 503 } | { drop: true };
-export type MattermostRoute = 'me' | 'teams' | 'channels' | 'since' | 'create' | 'patch' | 'delete' | 'typing' | 'file';
+/**
+ * A route's next answer: a 429 with Retry-After, a server error, a dropped connection, or (the
+ * streamed channel list) a failure after its first `cutAfter` channels (in whole pages of 100),
+ * which the server reports by ending the list with its AppError instead of "]".
+ */
+export type MattermostFault = { status: 429; retryAfter: number } | { status: 500 | 502 | 503 } | { drop: true } | { cutAfter: number };
+export type MattermostRoute = 'me' | 'teams' | 'channels' | 'myChannels' | 'since' | 'create' | 'patch' | 'delete' | 'typing' | 'file';
+
+/** A channel the bot is in, as the fake keeps it. */
+export interface MmFakeChannel {
+  id: string;
+  type: string;
+  name: string;
+  team_id: string;
+  header?: string;
+}
 
 export interface MmFakePost {
   id: string;
@@ -35,10 +48,40 @@ export interface MmCall {
 
 const id26 = () => randomBytes(13).toString('hex');
 
+/** A channel as Mattermost's API sends it (model.Channel's fields, in its order), with its last post's time. */
+function wireChannel(c: MmFakeChannel, lastPostAt: number): Record<string, unknown> {
+  return {
+    id: c.id,
+    create_at: 1_700_000_000_000,
+    update_at: 1_700_000_000_000,
+    delete_at: 0,
+    team_id: c.team_id,
+    type: c.type,
+    display_name: c.type === 'D' ? '' : c.name,
+    name: c.name,
+    header: c.header ?? '',
+    purpose: '',
+    last_post_at: lastPostAt,
+    total_msg_count: 0,
+    extra_update_at: 0,
+    creator_id: '',
+    scheme_id: null,
+    props: null,
+    group_constrained: null,
+    shared: false,
+    total_msg_count_root: 0,
+    policy_id: null,
+    last_root_post_at: lastPostAt,
+    banner_info: null,
+    policy_enforced: false,
+  };
+}
+
 /**
  * A Mattermost server on 127.0.0.1, as far as channeld uses it: API v4 REST behind a bearer
- * token (users/me, teams, channels, a channel's posts since a time or a page at a time,
- * create, patch, delete, typing, files) with AppError bodies, and the WebSocket at
+ * token (users/me, teams, the bot's channels (all at once, as the server sends them: a team's
+ * in one answer, `users/me/channels` streamed a page at a time), a channel's posts since a time
+ * or a page at a time, create, patch, delete, typing, files) with AppError bodies, and the WebSocket at
  * /api/v4/websocket: authentication_challenge, hello with a connection id, `posted` events
  * numbered by `seq`. Faults: 429 with Retry-After,
  * 5xx and dropped connections per route; dropped sockets, a gap in seq, a redelivered event.
@@ -58,6 +101,12 @@ export class FakeMattermost {
   readonly dm = { id: id26(), type: 'D', name: '', team_id: '' };
   readonly town = { id: id26(), type: 'O', name: 'town-square', team_id: this.team.id };
   readonly offTopic = { id: id26(), type: 'O', name: 'off-topic', team_id: this.team.id };
+  /** Channels added by `addChannels`, by id. */
+  readonly added = new Map<string, MmFakeChannel>();
+  /** Routes this server does not have (an older version): answered 404 like an unknown path, and recorded in `calls`. */
+  readonly absent = new Set<MattermostRoute>();
+  /** The bytes of the last channel list answered. */
+  channelListBytes = 0;
   /** Authentication challenges answered, and hellos sent. */
   connections = 0;
   /** The URL of the last WebSocket upgrade (with its resume parameters). */
@@ -153,8 +202,66 @@ export class FakeMattermost {
     this.#skipNext = true;
   }
 
-  #channel(id: string) {
-    return [this.dm, this.town, this.offTopic].find((c) => c.id === id);
+  #channel(id: string): MmFakeChannel | undefined {
+    return [this.dm, this.town, this.offTopic].find((c) => c.id === id) ?? this.added.get(id);
+  }
+
+  /**
+   * `count` more channels the bot is in: DMs with new users (a bot anyone can DM is in one per
+   * person who did), or channels of the team (`type` "O" or "P"); `header` as their header.
+   */
+  addChannels(count: number, o: { type?: 'D' | 'O' | 'P'; header?: string } = {}): MmFakeChannel[] {
+    const type = o.type ?? 'D';
+    return Array.from({ length: count }, (_, i) => {
+      const other = id26();
+      const name = type === 'D' ? [this.bot.id, other].sort().join('__') : `room-${this.added.size}-${i}`;
+      const c: MmFakeChannel = { id: id26(), type, name, team_id: type === 'D' ? '' : this.team.id, ...(o.header ? { header: o.header } : {}) };
+      this.added.set(c.id, c);
+      return c;
+    });
+  }
+
+  /** Every channel the bot is in, with its last post's time, as the API sends them. */
+  #channelList(): Array<Record<string, unknown>> {
+    const last = new Map<string, number>();
+    for (const p of this.posts.values()) last.set(p.channel_id, Math.max(last.get(p.channel_id) ?? 0, p.create_at));
+    return [this.dm, this.town, this.offTopic, ...this.added.values()].map((c) => wireChannel(c, last.get(c.id) ?? 0));
+  }
+
+  /**
+   * GET /users/me/channels as Mattermost streams it (api4/channel.go getChannelsForUser): "[",
+   * pages of 100 channels each encoded by json.Encoder (a newline after each), commas, "]".
+   */
+  async #streamChannels(res: ServerResponse, cutAfter = Infinity): Promise<void> {
+    const list = this.#channelList();
+    res.writeHead(200, { 'content-type': 'application/json', date: new Date().toUTCString() });
+    this.channelListBytes = 0;
+    const write = async (text: string) => {
+      this.channelListBytes += Buffer.byteLength(text);
+      if (res.write(text) || res.destroyed) return;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          res.off('drain', done).off('close', done);
+          resolve();
+        };
+        res.on('drain', done).on('close', done);
+      });
+    };
+    await write('[');
+    for (let at = 0; at < list.length && !res.destroyed; at += 100) {
+      if (at >= cutAfter) {
+        const error = { id: 'app.channel.get_channels.get.app_error', message: 'Unable to get the channels.', status_code: 500 };
+        return void res.end(JSON.stringify(error));
+      }
+      await write(
+        `${at ? ',' : ''}${list
+          .slice(at, at + 100)
+          .map((c) => `${JSON.stringify(c)}\n`)
+          .join(',')}`,
+      );
+    }
+    this.channelListBytes += 1;
+    res.end(']');
   }
 
   /** A new post, stored with the server's clock, or at `createAtMs` (an import, or an integration setting create_at). */
@@ -297,6 +404,7 @@ export class FakeMattermost {
     if (method === 'GET' && path === 'users/me') return 'me';
     if (method === 'GET' && path === 'users/me/teams') return 'teams';
     if (method === 'GET' && p[0] === 'users' && p[1] === 'me' && p[2] === 'teams' && p[4] === 'channels') return 'channels';
+    if (method === 'GET' && path === 'users/me/channels') return 'myChannels';
     if (method === 'GET' && p[0] === 'channels' && p[2] === 'posts') return 'since';
     if (method === 'POST' && path === 'posts') return 'create';
     if (method === 'PUT' && p[0] === 'posts' && p[2] === 'patch') return 'patch';
@@ -323,9 +431,11 @@ export class FakeMattermost {
       return this.#error(res, 400, 'api.context.invalid_body_param.app_error', 'Invalid or missing body.');
     }
     this.calls.push({ route, query: url.searchParams, body, at: Date.now() });
+    if (this.absent.has(route)) return this.#error(res, 404, 'api.context.404.app_error', 'Sorry, we could not find the page.');
     const fault = this.#faults.get(route)?.shift();
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
+      if ('cutAfter' in fault) return this.#streamChannels(res, fault.cutAfter);
       if ('retryAfter' in fault)
         return this.#error(res, 429, 'api.context.rate_limited', 'Too many requests', {
           'retry-after': String(fault.retryAfter),
@@ -339,13 +449,14 @@ export class FakeMattermost {
       case 'teams':
         return this.#answer(res, 200, [this.team]);
       case 'channels': {
-        const last = (id: string) => Math.max(0, ...[...this.posts.values()].filter((x) => x.channel_id === id).map((x) => x.create_at));
-        return this.#answer(
-          res,
-          200,
-          [this.dm, this.town, this.offTopic].map((c) => ({ ...c, last_post_at: last(c.id) })),
-        );
+        // The team's channels and every DM and group message (which belong to no team), in one answer.
+        const text = JSON.stringify(this.#channelList().filter((c) => c.team_id === p[3] || c.team_id === ''));
+        this.channelListBytes = Buffer.byteLength(text);
+        res.writeHead(200, { 'content-type': 'application/json', date: new Date().toUTCString() }).end(text);
+        return;
       }
+      case 'myChannels':
+        return this.#streamChannels(res);
       case 'since':
         return this.#answer(res, 200, postsPage(this.posts, p[1]!, url.searchParams));
       case 'create': {

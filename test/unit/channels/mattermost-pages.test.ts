@@ -5,6 +5,8 @@ import { join } from 'node:path';
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MattermostAdapter } from '../../../channels/mattermost/adapter.js';
+import { readChannelList } from '../../../channels/mattermost/channel-list.js';
+import { MattermostAnswerTooLarge } from '../../../channels/mattermost/errors.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { FakeMattermost, type MmFakePost } from '../../fakes/mattermost/server.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -219,5 +221,100 @@ describe('Mattermost: catch-up pages with posts sharing a millisecond', () => {
     await catchUp(baseMs);
     expectAllOnceInOrder(posts);
     await cursorIs(baseMs + 1);
+  });
+});
+
+/**
+ * The catch-up finds the channels with posts since the cursor in the bot's channel list, which
+ * the server does not page: a bot anyone can DM is in one channel per person who did, and past
+ * some 15,000 of them the list is over the 8 MiB an answer is read within. It is read as it
+ * streams instead, one channel at a time.
+ */
+describe('Mattermost: catch-up with a channel list over the answer bound', () => {
+  const f = catchUpFixture('channeld-mm-list-');
+  const caughtUp = async (times = 1) => {
+    await waitFor(() => f.ended || f.lines.filter((l) => l.msg === 'Mattermost catch-up delivered missed posts').length >= times, 20_000);
+    expect(f.ended?.err).toBeUndefined();
+  };
+  const cursorIs = (post: MmFakePost) => waitFor(async () => (await readFile(f.cursorFile, 'utf8')) === `${post.create_at}\n`);
+
+  it('with 20,000 DMs (a list over 8 MiB), a post sent while away in one of them is caught up; the list is read once', async () => {
+    const crowd = f.mm.addChannels(20_000);
+    const old = f.mm.userPost('before the cursor');
+    const away = f.mm.userPost('sent while away', { channel: crowd[12_345] });
+    f.listen(old.create_at + 1);
+    await caughtUp();
+
+    expect(f.mm.channelListBytes).toBeGreaterThan(MAX_ANSWER_BYTES);
+    expect(f.delivered.map((m) => [m.messageId, m.chat.id, m.text])).toEqual([[away.id, crowd[12_345]!.id, 'sent while away']]);
+    // Every team's channels and the DMs in one list, streamed by the server; only the channel
+    // with a post since the cursor is read (one page, short: the channel's only post).
+    expect(f.mm.callsOf('myChannels')).toHaveLength(1);
+    expect(f.mm.callsOf('channels')).toHaveLength(0);
+    expect(f.mm.callsOf('since')).toHaveLength(1);
+    expect(f.lines.filter((l) => l.level >= 40)).toEqual([]);
+    await cursorIs(away);
+  });
+
+  it("a server without GET /users/me/channels (before 6.1): each team's list, over 8 MiB too, is read as it streams; said once", async () => {
+    f.mm.absent.add('myChannels');
+    const crowd = f.mm.addChannels(20_000);
+    const old = f.mm.userPost('before the cursor');
+    const away = f.mm.userPost('sent while away', { channel: crowd[7] });
+    f.listen(old.create_at + 1);
+    await caughtUp();
+    expect(f.mm.channelListBytes).toBeGreaterThan(MAX_ANSWER_BYTES);
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id]);
+
+    // A reconnect's catch-up goes to the team lists straight away.
+    await waitFor(() => f.mm.connected);
+    f.mm.drop();
+    const again = f.mm.userPost('sent while away again', { channel: crowd[19_999] });
+    await caughtUp(2);
+    // The catch-up starts at the cursor, the last post stored: that one comes again (the inbox drops it).
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id, away.id, again.id]);
+    expect(f.mm.callsOf('myChannels')).toHaveLength(1);
+    expect(f.mm.callsOf('channels')).toHaveLength(2);
+    expect(f.lines.filter((l) => l.msg.includes('no GET /users/me/channels'))).toEqual([expect.objectContaining({ level: 30, status: 404 })]);
+    await cursorIs(again);
+  });
+
+  it('a list the server cuts off with its error half-way is no list: nothing is delivered, the cursor stays, and the retry catches up', async () => {
+    const crowd = f.mm.addChannels(1_000);
+    const old = f.mm.userPost('before the cursor');
+    const away = f.mm.userPost('sent while away', { channel: crowd.at(-1) });
+    f.mm.fail('myChannels', { cutAfter: 500 });
+    f.listen(old.create_at + 1);
+    await waitFor(() => f.ended);
+    expect(f.ended!.err).toMatchObject({ code: 'CHANNEL_UNAVAILABLE', retryable: true });
+    expect(String(f.ended!.err)).toMatch(/channel list: not a JSON list after \d+ bytes/);
+    expect(f.delivered).toEqual([]);
+    expect(await readFile(f.cursorFile, 'utf8')).toBe(`${old.create_at + 1}\n`);
+
+    // What the supervisor does with a retryable failure: the listener starts again.
+    f.ended = undefined;
+    f.listen(old.create_at + 1);
+    await caughtUp();
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id]);
+  });
+
+  it('a channel larger than 1 MiB in the list (no Mattermost channel is) ends the catch-up with an error naming the bound', async () => {
+    f.mm.addChannels(1, { type: 'O', header: 'x'.repeat(2 * 1024 * 1024) });
+    const old = f.mm.userPost('before the cursor');
+    f.listen(old.create_at + 1);
+    await waitFor(() => f.ended);
+    expect(f.ended!.err).toMatchObject({ code: 'CHANNEL_REQUEST_FAILED' });
+    expect(String(f.ended!.err)).toMatch(/a channel in the list larger than 1048576 bytes/);
+  });
+
+  it('past the bound on the whole list (128 MiB; smaller here) the read stops with an error naming it', async () => {
+    f.mm.addChannels(2_000);
+    const kept: string[] = [];
+    const read = readChannelList({ url: f.mm.url, token: f.mm.token }, 'users/me/channels', (c) => kept.push(c.id), f.stop.signal, {
+      maxListBytes: 256 * 1024,
+    });
+    await expect(read).rejects.toThrow(new MattermostAnswerTooLarge(200, 256 * 1024));
+    expect(kept.length).toBeGreaterThan(0);
+    expect(kept.length).toBeLessThan(2_003);
   });
 });

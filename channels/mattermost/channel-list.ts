@@ -1,0 +1,179 @@
+import { TokenParser, Tokenizer, TokenType } from '@streamparser/json';
+import type { ParsedTokenInfo } from '@streamparser/json';
+import { ChannelError } from '../../src/contracts/errors.js';
+import { platformAgent } from '../../src/util/http-json.js';
+import { MattermostAnswerTooLarge, MattermostApiError } from './errors.js';
+import { waitOf } from './rest.js';
+
+/** A channel of the bot's as the catch-up reads it: the list's objects less everything else. */
+export interface MmListedChannel {
+  id: string;
+  type: string;
+  name?: string;
+  team_id?: string;
+  last_post_at?: number;
+}
+
+/**
+ * The most of one channel list read. The server does not page it (`GET /users/me/channels`
+ * and the per-team list answer every channel at once), and a bot anyone can DM is in one
+ * channel per person who did: about 500–700 bytes each, so 15,000 DMs are over the 8 MiB of
+ * an ordinary answer. The list is read as it streams, one channel at a time, so this bounds
+ * the traffic and time a server that never ends its answer costs, not memory: 128 MiB is some
+ * 200,000 channels.
+ */
+export const MAX_LIST_BYTES = 128 * 1024 * 1024;
+/**
+ * The most of one channel in the list. Mattermost caps what a channel carries (a header of
+ * 1,024 characters, a purpose of 250, a display name of 64) and a real one is a few KiB at most
+ * with its props; the parser holds a string whole until it ends, so this bounds that memory.
+ */
+export const MAX_CHANNEL_BYTES = 1024 * 1024;
+/** The most of a refusal's body read, for its AppError. */
+const MAX_REFUSAL_BYTES = 64 * 1024;
+
+export interface ChannelListBounds {
+  maxListBytes?: number;
+  maxChannelBytes?: number;
+}
+
+/** Tokens that are a value whole: an element of the array that is one ends at the next `,`. */
+const PRIMITIVES = new Set([TokenType.STRING, TokenType.NUMBER, TokenType.TRUE, TokenType.FALSE, TokenType.NULL]);
+
+/** The object's fields the catch-up uses, when they are what Mattermost sends; undefined when it is no channel. */
+function listed(value: unknown): MmListedChannel | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (typeof v.id !== 'string' || typeof v.type !== 'string') return undefined;
+  return {
+    id: v.id,
+    type: v.type,
+    ...(typeof v.name === 'string' ? { name: v.name } : {}),
+    ...(typeof v.team_id === 'string' ? { team_id: v.team_id } : {}),
+    ...(typeof v.last_post_at === 'number' ? { last_post_at: v.last_post_at } : {}),
+  };
+}
+
+/**
+ * A JSON array of channels, parsed as its bytes come (@streamparser/json): each element is
+ * handed to `keep` once complete and dropped (`keepStack: false`). The nesting is followed
+ * token by token so that no element (the bytes between two of the array's own `[`, `,`, `]`
+ * and element ends) grows past `maxChannelBytes`.
+ */
+class ChannelListParser {
+  readonly #tokens = new Tokenizer();
+  readonly #values = new TokenParser({ paths: ['$.*'], keepStack: false });
+  #depth = 0;
+  #started = false;
+  /** Where the array's last own token (`[`, `,`, an element's end) was: the current element began after it. */
+  #elementFrom = 0;
+  #fed = 0;
+
+  constructor(
+    keep: (channel: MmListedChannel) => void,
+    private readonly maxChannelBytes: number,
+    private readonly status: number,
+  ) {
+    this.#values.onValue = ({ value }) => {
+      const channel = listed(value);
+      if (channel) keep(channel);
+    };
+    this.#tokens.onToken = (t) => this.#token(t);
+  }
+
+  #token(t: ParsedTokenInfo): void {
+    // An AppError object, or anything but a list, must not read as a list without channels.
+    if (!this.#started && t.token !== TokenType.LEFT_BRACKET) throw new Error('the answer is not a list');
+    this.#started = true;
+    if (t.token === TokenType.LEFT_BRACE || t.token === TokenType.LEFT_BRACKET) this.#depth++;
+    else if (t.token === TokenType.RIGHT_BRACE || t.token === TokenType.RIGHT_BRACKET) this.#depth--;
+    if (this.#depth > 1) this.#check(t.offset);
+    this.#values.write(t);
+    if (this.#depth <= 1 && !PRIMITIVES.has(t.token)) this.#elementFrom = t.offset;
+  }
+
+  #check(at: number): void {
+    if (at - this.#elementFrom > this.maxChannelBytes) throw new MattermostAnswerTooLarge(this.status, this.maxChannelBytes, 'a channel in the list');
+  }
+
+  write(chunk: Uint8Array): void {
+    this.#tokens.write(chunk);
+    this.#fed += chunk.byteLength;
+    // A string is one token, emitted only at its end: checked as its bytes come.
+    this.#check(this.#fed);
+  }
+
+  end(): void {
+    this.#tokens.end();
+    if (!this.#values.isEnded) throw new Error('the answer ended before the list did');
+  }
+}
+
+/**
+ * `GET /api/v4/{path}`, a list of channels, read as it streams within `MAX_LIST_BYTES`, each
+ * channel handed to `keep`. A refusal rejects with MattermostApiError (errors.ts sorts it); a
+ * list cut off or not JSON with CHANNEL_UNAVAILABLE, retried: `GET /users/me/channels` is
+ * streamed by the server, which ends it with an error, not JSON, when it fails half-way.
+ */
+export async function readChannelList(
+  o: { url: string; token: string },
+  path: string,
+  keep: (channel: MmListedChannel) => void,
+  signal: AbortSignal,
+  bounds: ChannelListBounds = {},
+): Promise<void> {
+  const maxListBytes = bounds.maxListBytes ?? MAX_LIST_BYTES;
+  const target = new URL(`${o.url}/api/v4/${path}`);
+  // undici's request (no redirect is followed: the token never travels to another host), for its body as a stream.
+  const {
+    statusCode: status,
+    headers,
+    body,
+  } = await platformAgent().request({
+    origin: target.origin,
+    path: `${target.pathname}${target.search}`,
+    method: 'GET',
+    headers: { authorization: `Bearer ${o.token}`, 'x-requested-with': 'XMLHttpRequest' },
+    signal,
+  });
+  try {
+    const header = (name: string) => {
+      const v = headers[name];
+      return Array.isArray(v) ? v.join(', ') : v;
+    };
+    if (status < 200 || status >= 300) {
+      let text = '';
+      for await (const chunk of body) {
+        text += String(chunk);
+        if (text.length > MAX_REFUSAL_BYTES) break;
+      }
+      let e: { id?: string; message?: string } = {};
+      try {
+        e = (JSON.parse(text) ?? {}) as typeof e;
+      } catch {}
+      throw new MattermostApiError(status, e.id, e.message ?? (text.slice(0, 200) || `HTTP ${status}`), waitOf({ header }));
+    }
+    if (Number(header('content-length') ?? 0) > maxListBytes) throw new MattermostAnswerTooLarge(status, maxListBytes);
+    const list = new ChannelListParser(keep, bounds.maxChannelBytes ?? MAX_CHANNEL_BYTES, status);
+    let read = 0;
+    // What the parser refuses (not JSON, not a list, cut off); a network failure goes on as it is.
+    const parse = (step: () => void) => {
+      try {
+        step();
+      } catch (err) {
+        if (err instanceof MattermostApiError) throw err;
+        const why = err instanceof Error ? err.message : String(err);
+        throw new ChannelError('CHANNEL_UNAVAILABLE', `Mattermost channel list: not a JSON list after ${read} bytes (${why})`, { cause: err });
+      }
+    };
+    for await (const chunk of body as AsyncIterable<Buffer>) {
+      read += chunk.byteLength;
+      if (read > maxListBytes) throw new MattermostAnswerTooLarge(status, maxListBytes);
+      parse(() => list.write(chunk));
+    }
+    parse(() => list.end());
+  } finally {
+    // Unread (a refusal, a bound, a parse failure): the request is cut rather than read to its end.
+    body.destroy();
+  }
+}
