@@ -11,8 +11,9 @@ import { classifyMatrixError, isAnswerTooLarge, MAX_ANSWER_BYTES, MatrixClient, 
 import { fitContent } from './fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
 import { CATCH_UP_MAX_AGE_MS, CATCH_UP_MAX_EVENTS_PER_ROOM, catchUpBudget, catchUpRoom, type MessagesAnswer } from './catch-up.js';
+import { DirectChats } from './direct.js';
 import { type Invite, Invites } from './invites.js';
-import { directRooms, isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
+import { isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
 import { FULL_TIMELINE_LIMIT, smallerTimelineLimit, syncFilter } from './sync-filter.js';
 import { SyncStateFile, type SyncState } from './sync-state.js';
 
@@ -63,9 +64,8 @@ export class MatrixAdapter implements ChannelAdapter {
   readonly #state: SyncStateFile;
   #connected = false;
   #displayName: string | undefined;
-  /** m.direct as the account stores it (user id → room ids), and the room ids in it. */
-  #direct: Record<string, unknown> = {};
-  #dmRooms = new Set<string>();
+  /** m.direct as the account stores it (user id → room ids), and its writer. */
+  readonly #direct: DirectChats;
   readonly #sent = new Set<string>();
   /** The bot's reaction events by `<message event id>\n<emoji>`, to take them off again. */
   readonly #reactions = new Map<string, string>();
@@ -82,6 +82,11 @@ export class MatrixAdapter implements ChannelAdapter {
     this.#state = new SyncStateFile(options.stateDir, options.id, () => this.#invites.pending());
     this.#syncCall = platformCaller(classifyMatrixError, (options.syncTimeoutMs ?? 30_000) + 15_000);
     this.#invites = new Invites({ ...options, accept: (roomId, invite, signal) => this.#accept(roomId, invite, signal) });
+    this.#direct = new DirectChats((content, signal) =>
+      this.#call('m.direct', signal, (s) =>
+        this.#client.request('PUT', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, { body: content, signal: s }),
+      ),
+    );
   }
 
   get id(): string {
@@ -149,7 +154,7 @@ export class MatrixAdapter implements ChannelAdapter {
     this.#authenticatedMedia = list.some((v) => /^v1\.(\d+)$/.test(v) && Number(v.slice(3)) >= 11);
     try {
       const direct = await this.#get<Record<string, unknown>>('m.direct', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, signal);
-      this.#setDirect(direct);
+      this.#direct.set(direct);
     } catch (err) {
       if (!(err instanceof ChannelError && (err.cause as MatrixHttpError | undefined)?.errcode === 'M_NOT_FOUND')) throw err;
     }
@@ -157,11 +162,6 @@ export class MatrixAdapter implements ChannelAdapter {
       displayname: undefined,
     }));
     this.#displayName = typeof profile.displayname === 'string' && profile.displayname.trim() ? profile.displayname.trim() : undefined;
-  }
-
-  #setDirect(content: unknown): void {
-    this.#direct = isObject(content) ? content : {};
-    this.#dmRooms = directRooms(content);
   }
 
   /**
@@ -201,12 +201,12 @@ export class MatrixAdapter implements ChannelAdapter {
 
   /** Account data, invites and timelines of one /sync answer; `deliver` absent: history, not answered. */
   async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal): Promise<void> {
-    for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#setDirect(e.content);
+    for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#direct.set(e.content);
     await this.#invites.batch(batch.rooms, signal);
     const messages: ChannelMessage[] = [];
     const catchUpLeft = catchUpBudget();
     for (const [roomId, room] of Object.entries(batch.rooms?.join ?? {})) {
-      const dm = this.#dmRooms.has(roomId) && !this.#o.rooms.includes(roomId);
+      const dm = this.#direct.has(roomId) && !this.#o.rooms.includes(roomId);
       if (!dm && !this.#o.rooms.includes(roomId)) continue;
       const events = [...(room.state?.events ?? []), ...(room.timeline?.events ?? [])].filter(isObject) as MatrixEvent[];
       if (events.some((e) => e.type === 'm.room.encryption' || e.type === 'm.room.encrypted')) await this.#refuseEncrypted(roomId, state, signal);
@@ -255,15 +255,8 @@ export class MatrixAdapter implements ChannelAdapter {
   /** An invite accepted: joined, and a direct chat recorded in m.direct. */
   async #accept(roomId: string, invite: Invite, signal: AbortSignal): Promise<void> {
     await this.#call('join', signal, (s) => this.#client.request('POST', `${API}/join/${enc(roomId)}`, { body: {}, signal: s }));
-    if (invite.direct && !this.#dmRooms.has(roomId)) {
-      // Recorded as the spec says clients do, so the room is still a direct chat after a restart.
-      const mine = Array.isArray(this.#direct[invite.inviter]) ? (this.#direct[invite.inviter] as unknown[]) : [];
-      const next = { ...this.#direct, [invite.inviter]: [...mine, roomId] };
-      await this.#call('m.direct', signal, (s) =>
-        this.#client.request('PUT', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, { body: next, signal: s }),
-      );
-      this.#setDirect(next);
-    }
+    // Recorded as the spec says clients do, so the room is still a direct chat after a restart.
+    if (invite.direct) await this.#direct.add(invite.inviter, roomId, signal);
   }
 
   /** Once per room (remembered across restarts): say the bot cannot read it, rather than go silent. */

@@ -21,9 +21,18 @@ export interface Invite {
 /** A join still owed, stored with the sync position (sync-state.ts): /sync lists an invite once, so a restart must not forget it. */
 export interface PendingJoin extends Invite {
   roomId: string;
-  /** Attempts made so far, 1 to JOIN_ATTEMPTS - 1. */
+  /** Attempts made (or begun) so far, 1 to JOIN_ATTEMPTS: one read back at JOIN_ATTEMPTS has none left. */
   attempts: number;
+  /**
+   * When the next attempt is due (wall clock): a listener started again, or the next start, waits
+   * out the rest of the backoff, so listener restarts do not spend the attempts meant to outlast an
+   * outage. Absent (stored by an older version): due at once.
+   */
+  nextAttemptAtMs?: number;
 }
+
+/** How a retry begins: after a failure (its backoff), after what is left of a resumed join's backoff, or with a resumed attempt already counted and stored. */
+type RetryFrom = { err: unknown } | { waitMs: number } | { counted: true };
 
 export interface InvitesOptions {
   /** The channel's id, for log lines. */
@@ -74,18 +83,39 @@ export class Invites {
   }
 
   /**
-   * The listener's state is stored: the joins it owed when stored last are tried again at once
-   * (if the configuration still wants them), and from now on `save` stores each retry's progress.
+   * The listener's state is stored: the joins it owed when stored last are tried again (if the
+   * configuration still wants them and attempts are left), each once the rest of its backoff has
+   * passed, and from now on `save` stores each retry's progress.
    */
   resume(joins: readonly PendingJoin[], save: () => void, signal: AbortSignal): void {
     this.#save = save;
-    for (const join of joins) {
-      if (this.#retrying.has(join.roomId)) continue;
-      this.#seen.add(join.roomId);
-      if (!this.#wanted(join.roomId, join)) continue;
-      this.#o.log.info({ channel: this.#o.id, room: join.roomId, attempts: join.attempts }, 'Matrix join still owed from before; trying again');
-      this.#begin({ ...join }, undefined, signal);
+    const now = Date.now();
+    // A due time further away than the longest backoff (the clock was set back) is not waited for.
+    const longestMs = this.#backoffMs(JOIN_ATTEMPTS - 1);
+    const begun: Array<{ join: PendingJoin; from: RetryFrom }> = [];
+    for (const stored of joins) {
+      if (this.#retrying.has(stored.roomId)) continue;
+      // Its last attempt was being made when the state was stored: the budget is spent.
+      if (stored.attempts >= JOIN_ATTEMPTS) {
+        this.#gaveUp(stored, undefined);
+        continue;
+      }
+      this.#seen.add(stored.roomId);
+      if (!this.#wanted(stored.roomId, stored)) continue;
+      const join = { ...stored };
+      if (!this.#admit(join)) continue;
+      const waitMs = Math.min(Math.max(0, (join.nextAttemptAtMs ?? now) - now), longestMs);
+      this.#o.log.info(
+        { channel: this.#o.id, room: join.roomId, attempts: join.attempts, retryInMs: waitMs },
+        'Matrix join still owed from before; trying again',
+      );
+      // One due now is counted here, so that the one write below holds each attempt about to be made.
+      if (waitMs === 0) this.#count(join);
+      begun.push({ join, from: waitMs === 0 ? { counted: true } : { waitMs } });
     }
+    // One write, before any attempt, holding every join taken up: a crash now forgets none of them.
+    if (joins.length) this.#store(this.#retrying);
+    for (const { join, from } of begun) void this.#retry(join, from, AbortSignal.any([signal, this.#listening.signal]));
   }
 
   /** The listener ended (stopped or failed): its retries end with it, still owed in the stored state; a next listen begins anew. */
@@ -113,7 +143,8 @@ export class Invites {
     } catch (err) {
       if (signal.aborted) throw err;
       if (this.#refused(roomId, err, 1)) return;
-      this.#begin({ roomId, inviter: invite.inviter, direct: invite.direct, attempts: 1 }, { err }, signal);
+      const join = { roomId, inviter: invite.inviter, direct: invite.direct, attempts: 1 };
+      if (this.#admit(join)) void this.#retry(join, { err }, AbortSignal.any([signal, this.#listening.signal]));
     }
   }
 
@@ -136,16 +167,30 @@ export class Invites {
     return false;
   }
 
-  /** A join owed: tried again in the background, if fewer than MAX_RETRYING are; `last` the last failure (none: resumed, tried at once). */
-  #begin(join: PendingJoin, last: { err: unknown } | undefined, signal: AbortSignal): void {
+  /** A join owed, to be tried again in the background: taken on (true) if fewer than MAX_RETRYING are. */
+  #admit(join: PendingJoin): boolean {
     if (this.#retrying.size >= MAX_RETRYING) {
       // An invite wave during an outage: a bounded number is retried, the rest forgotten (a new invite is acted on).
       this.#seen.delete(join.roomId);
       this.#o.log.warn({ channel: this.#o.id, room: join.roomId, retrying: MAX_RETRYING }, 'Matrix room could not be joined; too many joins retried already');
-      return;
+      return false;
     }
     this.#retrying.set(join.roomId, join);
-    void this.#retry(join, last, AbortSignal.any([signal, this.#listening.signal]));
+    return true;
+  }
+
+  /** The wait after attempt `attempt` failed (without a 429's own). */
+  #backoffMs(attempt: number): number {
+    return (this.#o.joinRetryMs ?? JOIN_FIRST_RETRY_MS) * JOIN_RETRY_FACTOR ** (attempt - 1);
+  }
+
+  /**
+   * The next attempt counted, before it is made, with the earliest the one after it is due should
+   * it fail: stored, a restart in the middle of it neither makes the budget endless nor skips the backoff.
+   */
+  #count(join: PendingJoin): void {
+    join.attempts++;
+    join.nextAttemptAtMs = Date.now() + this.#backoffMs(join.attempts);
   }
 
   async #accept(roomId: string, invite: Invite, attempt: number, signal: AbortSignal): Promise<void> {
@@ -178,26 +223,32 @@ export class Invites {
     }
   }
 
-  /** Attempts after `join.attempts`, in the background; never rejects (each outcome is logged). `last` undefined: resumed, tried at once. */
-  async #retry(join: PendingJoin, last: { err: unknown } | undefined, signal: AbortSignal): Promise<void> {
+  /** Attempts after `join.attempts`, in the background, beginning as `from` says; never rejects (each outcome is logged). */
+  async #retry(join: PendingJoin, from: RetryFrom, signal: AbortSignal): Promise<void> {
     const retrying = this.#retrying;
-    let failed = last;
-    while (join.attempts < JOIN_ATTEMPTS) {
-      if (failed) {
-        const { err } = failed;
-        const waitMs = (this.#o.joinRetryMs ?? JOIN_FIRST_RETRY_MS) * JOIN_RETRY_FACTOR ** (join.attempts - 1);
-        // A 429 names its own wait; a shorter backoff would only be refused again.
-        const retryInMs = Math.max(waitMs, err instanceof CodedError ? (err.retryAfterMs ?? 0) : 0);
-        this.#o.log.warn(
-          { channel: this.#o.id, room: join.roomId, attempt: join.attempts, attempts: JOIN_ATTEMPTS, retryInMs, err: errorMessage(err) },
-          'Matrix room could not be joined; trying again',
-        );
-        await sleep(retryInMs, signal);
+    let failed = 'err' in from ? from : undefined;
+    let waitMs = 'waitMs' in from ? from.waitMs : 0;
+    let counted = 'counted' in from;
+    while (counted || join.attempts < JOIN_ATTEMPTS) {
+      if (!counted) {
+        if (failed) {
+          const { err } = failed;
+          // A 429 names its own wait; a shorter backoff would only be refused again.
+          waitMs = Math.max(this.#backoffMs(join.attempts), err instanceof CodedError ? (err.retryAfterMs ?? 0) : 0);
+          // Stored with the next write (a batch's position, another join's progress; till then the due time set when the
+          // attempt was counted stands): a listener started again waits out the rest.
+          join.nextAttemptAtMs = Date.now() + waitMs;
+          this.#o.log.warn(
+            { channel: this.#o.id, room: join.roomId, attempt: join.attempts, attempts: JOIN_ATTEMPTS, retryInMs: waitMs, err: errorMessage(err) },
+            'Matrix room could not be joined; trying again',
+          );
+        }
+        await sleep(waitMs, signal);
+        if (signal.aborted) break;
+        this.#count(join);
+        this.#store(retrying);
       }
-      if (signal.aborted) break;
-      // Counted (and stored) before it is made: a restart in the middle of it does not make the budget endless.
-      join.attempts++;
-      this.#store(retrying);
+      counted = false;
       try {
         await this.#accept(join.roomId, join, join.attempts, signal);
         return this.#settled(join, retrying);
@@ -213,13 +264,17 @@ export class Invites {
       this.#o.log.info({ channel: this.#o.id, room: join.roomId }, 'Matrix join retry cancelled: the listener stopped');
       return;
     }
-    // Forgotten, so that a repeated batch or a new invite of the room is acted on again.
+    this.#gaveUp(join, failed);
+    this.#settled(join, retrying);
+  }
+
+  /** Out of attempts: logged, and forgotten, so that a repeated batch or a new invite of the room is acted on again. */
+  #gaveUp(join: PendingJoin, failed: { err: unknown } | undefined): void {
     this.#seen.delete(join.roomId);
     this.#o.log.warn(
-      { channel: this.#o.id, room: join.roomId, attempts: JOIN_ATTEMPTS, err: errorMessage(failed?.err) },
+      { channel: this.#o.id, room: join.roomId, attempts: join.attempts, ...(failed ? { err: errorMessage(failed.err) } : {}) },
       'Matrix room could not be joined; giving up (invite the bot again to retry)',
     );
-    this.#settled(join, retrying);
   }
 
   /** A retry that ended for good (joined, refused, out of attempts): no longer owed, and stored so. */

@@ -1,6 +1,6 @@
 import { closeSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
-import { JOIN_ATTEMPTS, MAX_RETRYING, type PendingJoin } from './invites.js';
+import { MAX_RETRYING, type PendingJoin } from './invites.js';
 import { isObject } from './normalize.js';
 
 /** What the listener keeps across restarts. */
@@ -18,15 +18,18 @@ export interface SyncState {
   pendingJoins?: PendingJoin[];
 }
 
-/** The stored joins owed that are well formed and within the budget, at most MAX_RETRYING. */
+/**
+ * The stored joins owed that are well formed, at most MAX_RETRYING. One whose budget is spent is
+ * kept: the listener (invites.ts `resume`) logs that it gives up on it, rather than it going silently.
+ */
 function pendingJoinsOf(v: unknown): PendingJoin[] {
   const out: PendingJoin[] = [];
   for (const j of Array.isArray(v) ? v : []) {
     if (out.length >= MAX_RETRYING) break;
     if (!isObject(j) || typeof j.roomId !== 'string' || typeof j.inviter !== 'string' || typeof j.direct !== 'boolean') continue;
-    // One stored as JOIN_ATTEMPTS was being tried last when the daemon stopped: its budget is spent.
-    if (!Number.isInteger(j.attempts) || (j.attempts as number) < 1 || (j.attempts as number) >= JOIN_ATTEMPTS) continue;
-    out.push({ roomId: j.roomId, inviter: j.inviter, direct: j.direct, attempts: j.attempts as number });
+    if (!Number.isInteger(j.attempts) || (j.attempts as number) < 1) continue;
+    const due = typeof j.nextAttemptAtMs === 'number' && Number.isFinite(j.nextAttemptAtMs) ? { nextAttemptAtMs: j.nextAttemptAtMs } : {};
+    out.push({ roomId: j.roomId, inviter: j.inviter, direct: j.direct, attempts: j.attempts as number, ...due });
   }
   return out;
 }

@@ -8,6 +8,8 @@ export type MatrixFault =
   | { drop: true }
   /** The request is carried out, then the connection drops before the answer (the client cannot know it worked). */
   | { dropAnswer: true }
+  /** The request is carried out as usual, `delayMs` after it came in: a slow homeserver, so that a client's requests overlap. */
+  | { delayMs: number }
   /**
    * A /sync or /messages answer larger than any client reads (ANSWER_PADDING_BYTES more),
    * whatever its filter or limit asks: an account with more rooms or state than one answer can hold.
@@ -239,6 +241,18 @@ export class FakeMatrix {
     if (name === 'versions') return this.#json(res, { versions: this.authenticatedMedia ? ['v1.10', 'v1.11', 'v1.12'] : ['r0.6.1', 'v1.1', 'v1.10'] });
     const fault = this.#faults.get(name)?.shift();
     if (fault && 'drop' in fault) return void req.socket.destroy();
+    if (fault && 'delayMs' in fault) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          req.socket.off('close', done);
+          resolve();
+        };
+        const timer = setTimeout(done, fault.delayMs);
+        req.socket.once('close', done);
+      });
+      if (req.socket.destroyed) return;
+    }
     if (fault && 'dropAnswer' in fault) {
       // Carried out as usual, but the answer is lost on the way.
       res.write = () => true;

@@ -1,9 +1,10 @@
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MatrixAdapter } from '../../../channels/matrix/adapter.js';
+import { JOIN_ATTEMPTS } from '../../../channels/matrix/invites.js';
 import { SyncStateFile } from '../../../channels/matrix/sync-state.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
-import type { FakeMatrix } from '../../fakes/matrix/server.js';
+import type { FakeMatrix, MatrixFault } from '../../fakes/matrix/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { withTempDir } from '../../helpers/fixtures.js';
 import { withMatrix } from '../../helpers/matrix.js';
@@ -14,13 +15,16 @@ interface Line {
   room?: string;
   attempt?: number;
   attempts?: number;
+  retryInMs?: number;
 }
 
 const RETRYING = 'Matrix room could not be joined; trying again';
 const REFUSED = 'Matrix room could not be joined: the homeserver refused it; not tried again';
 const GAVE_UP = 'Matrix room could not be joined; giving up (invite the bot again to retry)';
 const ACCEPTED = 'Matrix invite accepted';
+const RESUMED = 'Matrix join still owed from before; trying again';
 const NEW_ROOM = '!new:fake.test';
+const OTHER_ROOM = '!other:fake.test';
 
 // A homeserver lists an invite in one incremental /sync only: a join still being retried when
 // the listener ends must be taken up by the next one, or the room is never joined.
@@ -82,9 +86,9 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     };
   };
 
-  /** An invite whose first join fails (502) with the next attempt a minute away, in a batch that is stored: the position is past it. */
-  const owedJoin = async () => {
-    mx.fail('join', { status: 502 });
+  /** An invite whose first join fails (502, or `fault`) with the next attempt a minute away, in a batch that is stored: the position is past it. */
+  const owedJoin = async (fault: MatrixFault = { status: 502 }) => {
+    mx.fail('join', fault);
     mx.invite(NEW_ROOM, mx.alice, true);
     await waitFor(() => logged(RETRYING).length === 1, 10_000);
     const invitedAt = mx.position;
@@ -108,8 +112,9 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     await owedJoin();
     await first.stop();
 
-    // Another process on the same state dir; the homeserver takes joins again.
-    await listen(adapter(60_000));
+    // Another process on the same state dir, with a short backoff: the rest of the first one's
+    // minute is waited for no longer than this one's longest step (135 ms). The homeserver takes joins again.
+    await listen(adapter(5));
     await waitFor(() => mx.joined(NEW_ROOM), 10_000);
     await waitFor(() => logged(ACCEPTED).length === 1);
     expect(logged(ACCEPTED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
@@ -123,9 +128,10 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
   });
 
   it('a listener that fails and is started again on the same adapter joins the room', async () => {
-    const a = adapter(60_000);
+    // A 429 asks for a minute; the backoff is short, and the listener started again waits no longer than its longest step (540 ms).
+    const a = adapter(20);
     const first = await listen(a);
-    await owedJoin();
+    await owedJoin({ status: 429, retryAfterMs: 60_000 });
     // The token is refused once: the listener fails (not stopped), which ends its retries.
     mx.fail('sync', { status: 401, errcode: 'M_UNKNOWN_TOKEN' });
     mx.dm('wake the long poll');
@@ -144,7 +150,7 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     await first.stop();
 
     mx.fail('join', { status: 403, errcode: 'M_FORBIDDEN' });
-    const second = await listen(adapter(60_000));
+    const second = await listen(adapter(5));
     await waitFor(() => logged(REFUSED).length === 1, 10_000);
     expect(logged(REFUSED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
     await waitFor(() => stored()?.pendingJoins?.length === 0);
@@ -205,5 +211,72 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     await waitFor(() => delivered.some((m) => m.text === 'off?'), 10_000);
     await waitFor(() => stored()?.pendingJoins?.length === 0);
     expect(mx.callsOf('join')).toHaveLength(1);
+  });
+
+  /** The state a run left with `joins` owed, the position where the fake is now. */
+  const storedOwing = (...joins: Array<{ roomId: string; attempts: number; nextAttemptAtMs?: number }>) =>
+    new SyncStateFile(dir, 'mx').write({
+      userId: mx.userId,
+      since: `s${mx.position}`,
+      encryptedNotified: [],
+      pendingJoins: joins.map((j) => ({ inviter: mx.alice, direct: true, ...j })),
+    });
+
+  // Each join adds its room to m.direct by writing the whole content back: two written at once
+  // each added their room to the same old content, and the later write dropped the other's.
+  it('two direct joins taken up at once both end up in m.direct, and both rooms are served', async () => {
+    storedOwing({ roomId: NEW_ROOM, attempts: 1 }, { roomId: OTHER_ROOM, attempts: 1 });
+    // A slow homeserver (the start's read of m.direct, then the two writes): the writes would overlap.
+    mx.fail('account_data', { delayMs: 300 }, 3);
+    await listen(adapter(60_000));
+    await waitFor(() => logged(ACCEPTED).length === 2, 10_000);
+    expect(mx.callsOf('join')).toHaveLength(2);
+    const direct = (mx.accountData('m.direct') as Record<string, string[]>)[mx.alice] ?? [];
+    expect([...direct].sort()).toEqual([mx.dmRoom, NEW_ROOM, OTHER_ROOM].sort());
+    mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'in the first' });
+    mx.post(OTHER_ROOM, { msgtype: 'm.text', body: 'in the second' });
+    await waitFor(() => ['in the first', 'in the second'].every((t) => delivered.some((m) => m.text === t && m.chat.type === 'dm')), 10_000);
+  });
+
+  // The 5 attempts are meant to span minutes of backoff (a federation outage): a listener that
+  // fails every few seconds, started again each time, must not spend them at once.
+  it('a listener failing and started again quickly waits out the rest of the backoff each time', async () => {
+    const a = adapter(60_000);
+    let current = await listen(a);
+    await owedJoin();
+    // Every attempt would fail too.
+    mx.fail('join', { status: 502 }, JOIN_ATTEMPTS);
+    for (let i = 0; i < JOIN_ATTEMPTS; i++) {
+      mx.fail('sync', { status: 500 });
+      mx.dm(`wake ${i}`);
+      await waitFor(() => current.ended(), 10_000);
+      expect(current.failure()).toBeDefined();
+      current = await listen(a);
+    }
+    expect(logged(RESUMED)).toHaveLength(JOIN_ATTEMPTS);
+    for (const line of logged(RESUMED)) expect(line).toMatchObject({ room: NEW_ROOM, attempts: 1, retryInMs: expect.any(Number) });
+    expect(logged(RESUMED).every((l) => (l.retryInMs ?? 0) > 0)).toBe(true);
+    expect(mx.callsOf('join')).toHaveLength(1);
+    expect(logged(GAVE_UP)).toEqual([]);
+    expect(stored()?.pendingJoins).toMatchObject([{ roomId: NEW_ROOM, attempts: 1 }]);
+  });
+
+  it('a due time further away than the longest backoff step (the clock set back) is waited for no longer than that', async () => {
+    storedOwing({ roomId: NEW_ROOM, attempts: 1, nextAttemptAtMs: Date.now() + 86_400_000 });
+    await listen(adapter(20));
+    // The longest step: 20 ms × 3³.
+    expect(logged(RESUMED)).toMatchObject([{ room: NEW_ROOM, attempts: 1, retryInMs: 540 }]);
+    await waitFor(() => logged(ACCEPTED).length === 1, 10_000);
+    expect(logged(ACCEPTED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
+    expect(mx.joined(NEW_ROOM)).toBe(true);
+  });
+
+  it('a join read back with its attempts spent is logged as given up, not dropped silently', async () => {
+    storedOwing({ roomId: NEW_ROOM, attempts: JOIN_ATTEMPTS });
+    await listen(adapter(5));
+    expect(logged(GAVE_UP)).toMatchObject([{ level: 40, room: NEW_ROOM, attempts: JOIN_ATTEMPTS }]);
+    await waitFor(() => stored()?.pendingJoins?.length === 0);
+    expect(mx.callsOf('join')).toHaveLength(0);
+    expect(mx.joined(NEW_ROOM)).toBe(false);
   });
 });
