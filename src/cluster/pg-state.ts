@@ -18,7 +18,7 @@ const ID_BLOCK = 1000;
 export class PgSessionStore implements Sessions {
   readonly #active = new Map<string, SessionInfo>();
   readonly #turns = new Map<number, StoredTurn[]>();
-  /** Per session loaded by `prepare`: its newest turn then, when it has an origin (`earlierRun`). */
+  /** Per session loaded by `prepare`: its newest turn then, when it has an origin (`earlierRun`), until a turn is appended. */
   readonly #newestRead = new Map<number, StoredTurn>();
   #nextId = 0;
   #endId = 0;
@@ -49,6 +49,7 @@ export class PgSessionStore implements Sessions {
     if (!row) return;
     const id = Number(row.id);
     const turns = await this.w.read<{
+      id: string;
       user_text: string;
       assistant_text: string;
       reasoning: string;
@@ -58,7 +59,7 @@ export class PgSessionStore implements Sessions {
       created_at: string;
       origin: string | null;
     }>(
-      'SELECT user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 200',
+      'SELECT id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin FROM turns WHERE session_id = $1 ORDER BY id DESC LIMIT 200',
       [id],
     );
     const [count] = await this.w.read<{ n: string }>('SELECT COUNT(*) AS n FROM turns WHERE session_id = $1', [id]);
@@ -72,6 +73,7 @@ export class PgSessionStore implements Sessions {
         model: r.model,
         createdAt: Number(r.created_at),
         origin: r.origin,
+        rowId: Number(r.id),
       }),
     );
     this.#turns.set(id, list);
@@ -108,25 +110,25 @@ export class PgSessionStore implements Sessions {
   }
 
   /** Adds a finished turn, replacing an earlier run's of the same message (see `Sessions.append`). */
-  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void {
+  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt' | 'rowId'>, replaces?: StoredTurn): void {
     const now = Date.now();
     const origin = turn.origin ?? null;
-    const earlier = this.#newestRead.get(sessionId);
-    const replaces = origin !== null && earlier?.origin === origin;
-    if (replaces) this.#newestRead.delete(sessionId);
+    // This turn is the session's newest now: no earlier run is found behind it.
+    this.#newestRead.delete(sessionId);
+    const replaced = replaces?.rowId;
     for (const info of this.#active.values()) {
       if (info.id !== sessionId) continue;
-      if (!replaces) info.turns++;
+      if (replaced === undefined) info.turns++;
       info.lastActiveAt = now;
     }
     const list = this.#turns.get(sessionId);
     if (list) {
-      const at = replaces ? list.indexOf(earlier) : -1;
+      const at = replaced === undefined ? -1 : list.findIndex((t) => t.rowId === replaced);
       if (at >= 0) list.splice(at, 1);
       list.push({ ...turn, createdAt: now, origin });
       if (list.length > 200) list.splice(0, list.length - 200);
     }
-    if (replaces) this.w.add('DELETE FROM turns WHERE session_id = $1 AND origin = $2', [sessionId, origin]);
+    if (replaced !== undefined) this.w.add('DELETE FROM turns WHERE session_id = $1 AND id = $2', [sessionId, replaced]);
     this.w.add(
       'INSERT INTO turns (session_id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
       [sessionId, turn.userText, turn.assistantText, turn.reasoning, JSON.stringify(turn.toolCalls), turn.ending, turn.model, now, origin],
@@ -138,9 +140,9 @@ export class PgSessionStore implements Sessions {
     return (this.#turns.get(sessionId) ?? []).slice(-limit);
   }
 
-  earlierRun(sessionId: number, origin: string): StoredTurn | undefined {
+  earlierRun(sessionId: number, related: (origin: string) => boolean): StoredTurn | undefined {
     const newest = this.#newestRead.get(sessionId);
-    return newest?.origin === origin ? newest : undefined;
+    return newest?.origin && related(newest.origin) ? newest : undefined;
   }
 
   async summary(agent: string, scopePrefix: string): Promise<SessionSummaryRow[]> {

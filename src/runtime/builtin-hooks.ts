@@ -1,9 +1,10 @@
 import { buildHistory } from '../agent/history.js';
 import { userMessage } from '../contracts/errors.js';
 import { HookResult } from '../contracts/hooks.js';
-import type { ChannelMessage } from '../contracts/message.js';
-import { type StoredTurn, turnOrigin, whenSessionsWritable, type Sessions } from '../store/sessions.js';
-import type { Runtime } from './runtime.js';
+import type { Attachment, ChannelMessage } from '../contracts/message.js';
+import type { TurnRequest } from '../contracts/turn.js';
+import { type StoredTurn, whenSessionsWritable, type Sessions } from '../store/sessions.js';
+import { type Runtime, USER_SPOKE } from './runtime.js';
 
 export interface BuiltinHookDeps {
   agentName: string;
@@ -19,10 +20,14 @@ export interface BuiltinHookDeps {
 }
 
 const SESSION = 'session';
-/** What session_load found, for session_save: the session, and the origin its row gets. */
+/**
+ * What session_find found, for session_load and session_save: the session, the origin its
+ * row gets, and the row of a broken-off earlier run of the same items that this turn's replaces.
+ */
 interface Loaded {
   id: number;
   origin: string;
+  replaces?: StoredTurn;
 }
 /** An extras key: what the session stores as the user's words when the message alone does not say it (attachments). */
 export const SESSION_USER_TEXT = 'session_user_text';
@@ -37,13 +42,94 @@ interface Timing {
   agentMs: number;
 }
 
+/** An inbox item a turn answers, as the executor tells it (`answering`). */
+export interface TurnItem {
+  id: number;
+  message: Pick<ChannelMessage, 'channelId' | 'messageId' | 'receivedAt'>;
+}
+
+/** The items each turn answers, by its request: a request carries one message, merged when `collect` joined several. */
+const answered = new WeakMap<TurnRequest, readonly TurnItem[]>();
+
+/** Tells the session hooks which inbox items `request` answers (the executor, for every turn it runs). */
+export function answering(request: TurnRequest, items: readonly TurnItem[]): TurnRequest {
+  answered.set(request, items);
+  return request;
+}
+
+type ItemIdentity = [channelId: string, messageId: string, itemId: number | null];
+
 /**
- * Whether a stored turn is the answer to give `message` again: it ended done with text, and
- * was stored after the message arrived (a message id a platform used again later, for a new
- * message, is not answered from an old row).
+ * A turn's origin: every inbox item it answers, each by channel, message id and item id (the
+ * SQLite inbox row, the stream sequence), which stays the same when the item runs again and
+ * differs for a message id used again (some platforms let their clients choose them). A turn run
+ * without its items (not from the inbox) names its message alone, with no item id.
  */
-function replayable(turn: StoredTurn, message: ChannelMessage): boolean {
-  return turn.ending === 'done' && turn.assistantText.trim() !== '' && turn.createdAt >= message.receivedAt;
+export function turnOrigin(items: ReadonlyArray<{ id?: number; message: { channelId: string; messageId: string } }>): string {
+  return JSON.stringify(items.map((i): ItemIdentity => [i.message.channelId, i.message.messageId, i.id ?? null]));
+}
+
+/**
+ * How many of the items `origin` names a stored `earlier` origin names too: `all`, `some`
+ * or `none`. No item id on one side (a first-build origin, `[channel, message id]`, or a turn
+ * run without its items) matches any item of that message.
+ */
+export function sharedItems(earlier: string | null | undefined, origin: string): 'all' | 'some' | 'none' {
+  const theirs = new Map<string, Set<number | null>>();
+  for (const [channel, message, item] of identities(earlier)) {
+    const k = JSON.stringify([channel, message]);
+    theirs.set(k, (theirs.get(k) ?? new Set()).add(item));
+  }
+  const mine = identities(origin);
+  const shared = mine.filter(([channel, message, item]) => {
+    const ids = theirs.get(JSON.stringify([channel, message]));
+    return ids !== undefined && (item === null || ids.has(null) || ids.has(item));
+  }).length;
+  return shared === 0 ? 'none' : shared === mine.length ? 'all' : 'some';
+}
+
+function identities(origin: string | null | undefined): ItemIdentity[] {
+  if (!origin) return [];
+  try {
+    const v: unknown = JSON.parse(origin);
+    if (!Array.isArray(v)) return [];
+    if (typeof v[0] === 'string') return [[v[0], String(v[1]), null]];
+    return v.filter((i): i is ItemIdentity => Array.isArray(i) && i.length === 3);
+  } catch {
+    return [];
+  }
+}
+
+/** Whether an attachment is speech (a voice note, an audio file): what the attachments hook transcribes. */
+export function isSpeech(a: Attachment): boolean {
+  return a.type !== 'photo' && (a.type === 'voice' || a.type === 'audio' || a.mime?.toLowerCase().startsWith('audio/') === true);
+}
+
+/** Whether a stored turn is an answer to give again as it is: it ended done, with text. */
+function replayable(turn: StoredTurn): boolean {
+  return turn.ending === 'done' && turn.assistantText.trim() !== '';
+}
+
+/**
+ * Finds the session, and whether this turn runs again items an earlier run answered (a crash
+ * or a stop after its answer was stored, a takeover), decided here once: an answer that was
+ * complete for all of them goes out again as it was (`reply`), the model is not asked twice;
+ * a broken-off one is replaced by this turn's row. A row stored before these messages arrived
+ * is not theirs (an item id and message id used again, as after the inbox was pruned empty).
+ */
+function find(sessions: Sessions, agent: string, ctx: { scope: string; message: ChannelMessage; request: TurnRequest }): { loaded: Loaded; reply?: string } {
+  const { id } = sessions.active(agent, ctx.scope);
+  const items: ReadonlyArray<{ id?: number; message: TurnItem['message'] }> = answered.get(ctx.request) ?? [{ message: ctx.message }];
+  const origin = turnOrigin(items);
+  const found = sessions.earlierRun(id, (o) => sharedItems(o, origin) !== 'none');
+  const arrived = items.reduce((min, i) => Math.min(min, i.message.receivedAt), Infinity);
+  const earlier = found && found.createdAt >= arrived ? found : undefined;
+  if (!earlier) return { loaded: { id, origin } };
+  if (!replayable(earlier)) return { loaded: { id, origin, replaces: earlier } };
+  // A complete answer to only some of this turn's messages (batches formed otherwise this
+  // time) stays, since its text may have gone out; this turn is asked as a new one.
+  if (sharedItems(earlier.origin, origin) !== 'all') return { loaded: { id, origin } };
+  return { loaded: { id, origin }, reply: earlier.assistantText };
 }
 
 /** Session load/save, error normalization, cleanup of set-up handles, per-turn timing. */
@@ -74,27 +160,39 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     },
   });
   runtime.hooks.register({
-    phase: 'pre_agent_build',
-    name: 'session_load',
-    priority: 10,
+    phase: 'post_dispatch',
+    name: 'session_find',
+    // Before the gates that refuse new turns (daily_budget): a stored answer given again costs
+    // nothing. Commands never get here: they end the turn before post_dispatch.
+    priority: -1000,
+    before: ['daily_budget'],
     // A new conversation's session may have to wait for the store (another process's lock).
     run: (ctx) =>
       whenSessionsWritable(deps.sessions, ctx.signal, () => {
-        const { id } = deps.sessions.active(deps.agentName, ctx.scope);
-        const origin = turnOrigin(ctx.message);
-        ctx.extras.set(SESSION, { id, origin } satisfies Loaded);
-        // This message run again (a crash or a stop after its answer was stored, a takeover):
-        // an answer that was complete goes out again as it was, the model is not asked twice.
+        const { loaded, reply } = find(deps.sessions, deps.agentName, ctx);
+        ctx.extras.set(SESSION, loaded);
+        if (reply === undefined) return;
+        // The attachments hook, which marks a voice message to be answered aloud too, is
+        // skipped with the rest: its test marks it here, without transcribing again.
+        if (ctx.message.attachments.some(isSpeech)) ctx.extras.set(USER_SPOKE, true);
         // Ending the phases here also stores nothing (session_save needs a runner).
-        const earlier = deps.sessions.earlierRun(id, origin);
-        if (earlier && replayable(earlier, ctx.message)) return HookResult.shortCircuit(earlier.assistantText);
-        if (deps.needsHistory?.() === false) return;
-        // Every turn costs at least a few characters, so more rows than the budget never fit.
-        const budget = deps.historyBudgetChars();
-        const turns = deps.sessions.recent(id, Math.min(200, Math.ceil(budget / 8)));
-        // A broken-off first run is not shown to its own re-run, whose row will replace it.
-        ctx.history = buildHistory(earlier ? turns.filter((t) => t.origin !== origin) : turns, budget);
+        return HookResult.shortCircuit(reply);
       }),
+  });
+  runtime.hooks.register({
+    phase: 'pre_agent_build',
+    name: 'session_load',
+    priority: 10,
+    run: (ctx) => {
+      const session = ctx.extras.get(SESSION) as Loaded | undefined;
+      if (!session || deps.needsHistory?.() === false) return;
+      // Every turn costs at least a few characters, so more rows than the budget never fit.
+      const budget = deps.historyBudgetChars();
+      const turns = deps.sessions.recent(session.id, Math.min(200, Math.ceil(budget / 8)));
+      // A broken-off first run is not shown to its own re-run, whose row will replace it.
+      const replaced = session.replaces?.rowId;
+      ctx.history = buildHistory(replaced === undefined ? turns : turns.filter((t) => t.rowId !== replaced), budget);
+    },
   });
   runtime.hooks.register({
     phase: 'post_response',
@@ -104,15 +202,19 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
       const session = ctx.extras.get(SESSION) as Loaded | undefined;
       // Commands and skipped turns never reached the agent: nothing to remember.
       if (!session || !ctx.runner || ctx.command || ctx.extras.get(SESSION_SKIP) === true) return;
-      deps.sessions.append(session.id, {
-        origin: session.origin,
-        userText: (ctx.extras.get(SESSION_USER_TEXT) as string | undefined) ?? ctx.message.text,
-        assistantText: ctx.text,
-        reasoning: ctx.reasoning,
-        toolCalls: [...ctx.toolCalls],
-        ending: ctx.ending?.type ?? (ctx.error ? 'error' : 'done'),
-        model: ctx.input?.model ?? null,
-      });
+      deps.sessions.append(
+        session.id,
+        {
+          origin: session.origin,
+          userText: (ctx.extras.get(SESSION_USER_TEXT) as string | undefined) ?? ctx.message.text,
+          assistantText: ctx.text,
+          reasoning: ctx.reasoning,
+          toolCalls: [...ctx.toolCalls],
+          ending: ctx.ending?.type ?? (ctx.error ? 'error' : 'done'),
+          model: ctx.input?.model ?? null,
+        },
+        session.replaces,
+      );
     },
   });
   runtime.hooks.register({

@@ -1,4 +1,4 @@
-import type { Db } from './db.js';
+import { addColumn, type Db } from './db.js';
 
 /**
  * pending: asked, no decision yet (after a restart: ask again). approved: may run.
@@ -73,8 +73,7 @@ export class ApprovalStore implements Approvals {
       updated_at INTEGER NOT NULL
     )`);
     // Databases made before decisions could be left for a taken-over turn lack the column.
-    if (!(db.prepare('PRAGMA table_info(tool_approvals)').all() as Array<{ name: string }>).some((c) => c.name === 'offer'))
-      db.exec('ALTER TABLE tool_approvals ADD COLUMN offer TEXT');
+    addColumn(db, 'tool_approvals', 'offer', 'TEXT');
     this.#get = db.prepare(`SELECT ${COLUMNS} FROM tool_approvals WHERE key = ?`);
     this.#pending = db.prepare(`SELECT ${COLUMNS} FROM tool_approvals WHERE id = ? AND state = 'pending'`);
     this.#offer = db.prepare(`UPDATE tool_approvals SET offer = @offer, updated_at = @now WHERE key = @key AND id = @id AND state = 'pending'`);

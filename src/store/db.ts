@@ -127,15 +127,27 @@ export function openDb(file: string): Db {
       db.pragma(`user_version = ${migrations.length}`);
     });
     if (version < migrations.length) apply();
-    for (const { table, column, type } of addedColumns)
-      if (!(db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).some((c) => c.name === column))
-        db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
+    for (const { table, column, type } of addedColumns) addColumn(db, table, column, type);
     db.pragma(`busy_timeout = ${BUSY_TIMEOUT_MS}`);
     return db;
   } catch (err) {
     db.close();
     throw err;
   }
+}
+
+/**
+ * Adds a column where the table lacks it. The look and the add are one write transaction
+ * (BEGIN IMMEDIATE), so two processes opening a file at once (`channeld upgrade`) cannot both
+ * see it missing: the second waits for the first's add, then finds the column. The look
+ * outside it first keeps a start that finds the column from taking the write lock.
+ */
+export function addColumn(db: Db, table: string, column: string, type: string): void {
+  const has = () => (db.prepare(`PRAGMA table_info(${table})`).all() as Array<{ name: string }>).some((c) => c.name === column);
+  if (has()) return;
+  db.transaction(() => {
+    if (!has()) db.exec(`ALTER TABLE ${table} ADD COLUMN ${column} ${type}`);
+  }).immediate();
 }
 
 /** A file SQLite cannot read as a database is reported as damaged, with what to do. */

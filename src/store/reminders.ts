@@ -1,5 +1,5 @@
 import type { ChannelMessage } from '../contracts/message.js';
-import type { Db } from './db.js';
+import { addColumn, type Db } from './db.js';
 
 /** One reminder as stored: where it posts, for whom, when and what. */
 export interface Reminder {
@@ -107,8 +107,7 @@ export class ReminderStore implements Reminders {
     CREATE INDEX IF NOT EXISTS reminders_due ON reminders (state, fire_at);
     CREATE INDEX IF NOT EXISTS reminders_scope ON reminders (scope, state);`);
     // Databases made before adds were idempotent lack the column (as tool_approvals' `offer`).
-    if (!(db.prepare('PRAGMA table_info(reminders)').all() as Array<{ name: string }>).some((c) => c.name === 'origin'))
-      db.exec('ALTER TABLE reminders ADD COLUMN origin TEXT');
+    addColumn(db, 'reminders', 'origin', 'TEXT');
     // SQLite's unique indexes hold any number of NULLs: rows without an origin never conflict.
     db.exec('CREATE UNIQUE INDEX IF NOT EXISTS reminders_origin ON reminders (origin)');
   }

@@ -19,10 +19,13 @@ export interface StoredTurn {
   model: string | null;
   createdAt: number;
   /**
-   * The message the turn answered (`turnOrigin`), so a re-run of that message finds it; null
-   * (or absent) for a turn stored without one (rows from before origins were kept).
+   * The inbox items the turn answered, as the runtime's session hooks write them (`turnOrigin`
+   * in src/runtime/builtin-hooks.ts), so a re-run of them finds it; null (or absent) for a turn
+   * stored without one (rows from before origins were kept).
    */
   origin?: string | null;
+  /** The row's id in the store, on turns read back from it: what `append` replaces. */
+  rowId?: number;
 }
 
 export interface SessionInfo {
@@ -33,11 +36,6 @@ export interface SessionInfo {
 }
 
 export type SessionSummaryRow = { scope: string; sessions: number; lastActiveAt: number };
-
-/** A turn's origin: the identity of the message it answers (channel and message id). */
-export function turnOrigin(message: { channelId: string; messageId: string }): string {
-  return JSON.stringify([message.channelId, message.messageId]);
-}
 
 /**
  * The session store contract, kept by SQLite here and by PostgreSQL in cluster mode
@@ -58,20 +56,20 @@ export interface Sessions {
   /** Resolves true once the store takes writes again; false when `signal` aborts first. */
   whenWritable?(signal: AbortSignal): Promise<boolean>;
   /**
-   * A turn whose origin is that of the one `earlierRun` finds (the same message run again)
-   * replaces that row: a message keeps one row however often it ran.
+   * Adds a finished turn. `replaces`: the row of an earlier, broken-off run of the same items
+   * (what `earlierRun` found, as session_load decided), deleted so that a message keeps one row.
    */
-  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void;
+  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt' | 'rowId'>, replaces?: StoredTurn): void;
   recent(sessionId: number, limit?: number): StoredTurn[];
   /**
-   * What an earlier run of the message `origin` stored in the session: the session's newest
-   * turn as this store first read it from the database, when that turn has this origin. A
-   * message runs again (after a crash, a stop during its reply, a takeover) before any later
-   * turn of its conversation, so the row of its first run, if stored, was the newest one an
-   * earlier process or instance left. Answered from memory except when the origin matches:
-   * no read per turn.
+   * What an earlier run of this turn's items stored in the session: the session's newest turn
+   * as this store first read it from the database, when `related` says its origin names one of
+   * them and no turn was appended here since. An item runs again (after a crash, a stop during
+   * its reply, a takeover) before any later turn of its conversation, so the row of its first
+   * run, if stored, was the newest one an earlier process or instance left. Answered from
+   * memory except when `related` holds: no read per turn.
    */
-  earlierRun(sessionId: number, origin: string): StoredTurn | undefined;
+  earlierRun(sessionId: number, related: (origin: string) => boolean): StoredTurn | undefined;
   summary(agent: string, scopePrefix: string): SessionSummaryRow[] | Promise<SessionSummaryRow[]>;
 }
 
@@ -118,7 +116,7 @@ export class SessionStore implements Sessions {
   readonly #warmed = new ThisTurnReads<Loaded | null>();
   /**
    * Per cached session read from the database with turns: its newest turn's origin then
-   * (`earlierRun`). Bounded with the cache it belongs to.
+   * (`earlierRun`), until a turn is appended. Bounded with the cache it belongs to.
    */
   readonly #newestRead = new Map<number, string>();
   readonly #byOrigin;
@@ -145,7 +143,7 @@ export class SessionStore implements Sessions {
       `SELECT COUNT(*) AS n, (SELECT origin FROM turns WHERE session_id = ${INTEGER_PARAM} ORDER BY id DESC LIMIT 1) AS origin FROM turns WHERE session_id = ${INTEGER_PARAM}`,
     );
     this.#byOrigin = db.prepare(`SELECT ${TURN_COLUMNS} FROM turns WHERE session_id = ${INTEGER_PARAM} AND origin = ${TEXT_PARAM} ORDER BY id DESC LIMIT 1`);
-    this.#replace = db.prepare(`DELETE FROM turns WHERE session_id = ? AND origin = ?`);
+    this.#replace = db.prepare(`DELETE FROM turns WHERE session_id = ? AND id = ?`);
     this.#summary = db.prepare(
       `SELECT scope, COUNT(*) AS sessions, MAX(last_active_at) AS last_active_at FROM sessions WHERE agent = ? AND scope LIKE ? ESCAPE '\\' GROUP BY scope ORDER BY last_active_at DESC`,
     );
@@ -259,19 +257,19 @@ export class SessionStore implements Sessions {
   }
 
   /** Adds a finished turn (replacing an earlier run's, see `Sessions.append`); it rides the group commit when there is one. */
-  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt'>): void {
+  append(sessionId: number, turn: Omit<StoredTurn, 'createdAt' | 'rowId'>, replaces?: StoredTurn): void {
     const now = Date.now();
-    const origin = turn.origin ?? null;
-    const replaces = origin !== null && this.#newestRead.get(sessionId) === origin;
-    if (replaces) this.#newestRead.delete(sessionId);
+    // This turn is the session's newest now: no earlier run is found behind it.
+    this.#newestRead.delete(sessionId);
+    const replaced = replaces?.rowId;
     const info = this.#bySession.get(sessionId);
     if (info) {
-      if (!replaces) info.turns++;
+      if (replaced === undefined) info.turns++;
       info.lastActiveAt = now;
     }
-    const row = { sessionId, ...turn, toolCalls: JSON.stringify(turn.toolCalls), createdAt: now, origin };
+    const row = { sessionId, ...turn, toolCalls: JSON.stringify(turn.toolCalls), createdAt: now, origin: turn.origin ?? null };
     const write = () => {
-      if (replaces) this.#replace.run(sessionId, origin);
+      if (replaced !== undefined) this.#replace.run(sessionId, replaced);
       this.#addTurn.run(row);
       this.#touch.run(now, sessionId);
     };
@@ -289,10 +287,11 @@ export class SessionStore implements Sessions {
     return (this.#turns.all(sessionId, limit) as TurnRow[]).reverse().map(storedTurn);
   }
 
-  earlierRun(sessionId: number, origin: string): StoredTurn | undefined {
+  earlierRun(sessionId: number, related: (origin: string) => boolean): StoredTurn | undefined {
+    const newest = this.#newestRead.get(sessionId);
+    if (newest === undefined || !related(newest)) return undefined;
     // An earlier process's row: already committed, nothing of the group commit to wait for.
-    if (this.#newestRead.get(sessionId) !== origin) return undefined;
-    const row = this.#byOrigin.get(sessionId, origin) as TurnRow | undefined;
+    const row = this.#byOrigin.get(sessionId, newest) as TurnRow | undefined;
     return row && storedTurn(row);
   }
 
@@ -311,9 +310,10 @@ export class SessionStore implements Sessions {
 /** A session as read from the database, with its newest turn's origin then. */
 type Loaded = { info: SessionInfo; newest: string | null };
 
-const TURN_COLUMNS = 'user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin';
+const TURN_COLUMNS = 'id, user_text, assistant_text, reasoning, tool_calls, ending, model, created_at, origin';
 
 type TurnRow = {
+  id: number;
   user_text: string;
   assistant_text: string;
   reasoning: string;
@@ -336,6 +336,7 @@ function storedTurn(r: TurnRow): StoredTurn {
     model: r.model,
     createdAt: r.created_at,
     origin: r.origin,
+    rowId: r.id,
   };
 }
 

@@ -3,7 +3,7 @@ import type { ImageInput } from '../contracts/agent-runner.js';
 import type { AgentConfig, ModelConfig } from '../config/schema.js';
 import type { Attachment } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import { SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
+import { isSpeech, SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
 import { USER_SPOKE } from '../runtime/runtime.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { raceAbort } from '../util/abortable.js';
@@ -46,7 +46,7 @@ export type AttachmentKind = 'image' | 'text' | 'audio' | 'other';
 /** What an attachment is for the model: an image part, text, or a description. */
 export function kindOf(a: Attachment): AttachmentKind {
   if (a.type === 'photo') return 'image';
-  if (a.type === 'voice' || a.type === 'audio' || a.mime?.toLowerCase().startsWith('audio/')) return 'audio';
+  if (isSpeech(a)) return 'audio';
   if (a.mime && IMAGE_MIMES.has(a.mime.toLowerCase())) return 'image';
   if (a.mime && TEXT_MIMES.test(a.mime.toLowerCase())) return 'text';
   if (a.name && TEXT_EXTENSIONS.has(extname(a.name).toLowerCase())) return 'text';

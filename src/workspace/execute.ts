@@ -9,6 +9,7 @@ import type { TaskTracker } from '../dispatch/tracker.js';
 import { FirstVisibleFirst } from '../stream/first-visible.js';
 import { ReplyStream } from '../stream/reply-stream.js';
 import type { ReplyStreamOptions } from '../stream/reply-options.js';
+import { answering } from '../runtime/builtin-hooks.js';
 import type { TurnOutcome } from '../runtime/runtime.js';
 import type { TurnRequest } from '../contracts/turn.js';
 import { sendSpokenReply } from './spoken-reply.js';
@@ -147,20 +148,25 @@ export function createTurnExecutor(deps: TurnExecutorDeps): ExecuteTurn {
       if (!ws) throw new Error(`no workspace answers channel "${channelId}"`);
       agent = ws.name;
       speaker = ws.speaker;
-      outcome = await ws.runtime.run({
-        message: turnMessage(job),
-        ...(ch.adapter.download ? { download: downloadOf(ch.adapter) } : {}),
-        scope: job.scope,
-        ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
-        signal,
-        reply: stream,
-        passive: job.passive,
-        onModel: (m) => {
-          model = m;
-          deps.tracker?.setModel(job.id, m);
+      // The session hooks learn every item the turn answers: a re-run of any of them finds its row.
+      const request = answering(
+        {
+          message: turnMessage(job),
+          ...(ch.adapter.download ? { download: downloadOf(ch.adapter) } : {}),
+          scope: job.scope,
+          ...(ch.adapter.selfName ? { botName: ch.adapter.selfName } : {}),
+          signal,
+          reply: stream,
+          passive: job.passive,
+          onModel: (m) => {
+            model = m;
+            deps.tracker?.setModel(job.id, m);
+          },
+          unknownCommands: ch.config.unknown_commands,
         },
-        unknownCommands: ch.config.unknown_commands,
-      });
+        job.items,
+      );
+      outcome = await ws.runtime.run(request);
     } catch (err) {
       // The stream exists, so it must end: otherwise typing refreshes until shutdown and no
       // reply is ever sent. A stream that already ended ignores this.

@@ -80,47 +80,58 @@ function contract(name: string, backend: () => Promise<Backend>) {
       expect(third.sessions.active('default', 'tg:1').id).toBe(fresh.id);
     });
 
-    it('a turn keeps the message it answered: a later instance finds it for a re-run of that message, whose own row replaces it', async () => {
+    it('a turn keeps the items it answered: a later instance finds its row for a re-run of them, which replaces it only when told; a turn appended since hides it', async () => {
       const b = await backend();
       const s = b.open();
       await s.prepare('default', 'tg:5');
       const { id } = s.sessions.active('default', 'tg:5');
+      const is = (o: string) => (origin: string) => origin === o;
       s.sessions.append(id, turn(0)); // stored without an origin, as rows from before origins were kept
-      s.sessions.append(id, { ...turn(1), origin: '["tg","m1"]' });
-      // The instance that stored it runs no message twice: nothing to find.
-      expect(s.sessions.earlierRun(id, '["tg","m1"]')).toBeUndefined();
+      s.sessions.append(id, { ...turn(1), origin: 'o1' });
+      // The instance that stored it runs no item twice: nothing to find.
+      expect(s.sessions.earlierRun(id, () => true)).toBeUndefined();
       await s.flush();
 
-      // A restart (or a takeover) that runs m1 again finds its answer; no other message does.
+      // A restart (or a takeover) that runs m1 again finds its answer; no other item does.
       const again = b.open();
       await again.prepare('default', 'tg:5');
       expect(again.sessions.active('default', 'tg:5')).toMatchObject({ id, turns: 2 });
-      expect(again.sessions.recent(id).map((t) => t.origin ?? null)).toEqual([null, '["tg","m1"]']);
-      expect(again.sessions.earlierRun(id, '["tg","m1"]')).toMatchObject({ userText: 'q1', assistantText: 'a1', ending: 'done', origin: '["tg","m1"]' });
-      expect(again.sessions.earlierRun(id, '["tg","m2"]')).toBeUndefined();
+      expect(again.sessions.recent(id).map((t) => t.origin ?? null)).toEqual([null, 'o1']);
+      expect(again.sessions.earlierRun(id, is('o2'))).toBeUndefined();
+      const found = again.sessions.earlierRun(id, is('o1'));
+      expect(found).toMatchObject({ userText: 'q1', assistantText: 'a1', ending: 'done', origin: 'o1' });
+      expect(found?.rowId).toBe(again.sessions.recent(id).at(-1)!.rowId);
       // m1 answered anew there (its first run had broken off): one row for m1, not two.
-      again.sessions.append(id, { ...turn(2), userText: 'q1', origin: '["tg","m1"]' });
+      again.sessions.append(id, { ...turn(2), userText: 'q1', origin: 'o1' }, found);
       expect(again.sessions.active('default', 'tg:5').turns).toBe(2);
       expect(again.sessions.recent(id).map((t) => [t.origin ?? null, t.assistantText])).toEqual([
         [null, 'a0'],
-        ['["tg","m1"]', 'a2'],
+        ['o1', 'a2'],
       ]);
-      expect(again.sessions.earlierRun(id, '["tg","m1"]')).toBeUndefined();
-      again.sessions.append(id, { ...turn(3), origin: '["tg","m3"]' });
+      expect(again.sessions.earlierRun(id, () => true)).toBeUndefined();
+      again.sessions.append(id, { ...turn(3), origin: 'o3' });
       await again.flush();
 
       const third = b.open();
       await third.prepare('default', 'tg:5');
       expect(third.sessions.active('default', 'tg:5').turns).toBe(3);
-      expect(third.sessions.recent(id).map((t) => [t.origin ?? null, t.assistantText])).toEqual([
+      expect(third.sessions.earlierRun(id, is('o3'))).toMatchObject({ assistantText: 'a3', origin: 'o3' });
+      // The same origin again without `replaces` (not a re-run, as session_find decided): both rows stay.
+      third.sessions.append(id, { ...turn(4), origin: 'o3' });
+      expect(third.sessions.active('default', 'tg:5').turns).toBe(4);
+      // A later turn of the session is its newest now: the row read first is no longer found.
+      expect(third.sessions.earlierRun(id, () => true)).toBeUndefined();
+      await third.flush();
+
+      const fourth = b.open();
+      await fourth.prepare('default', 'tg:5');
+      expect(fourth.sessions.active('default', 'tg:5').turns).toBe(4);
+      expect(fourth.sessions.recent(id).map((t) => [t.origin ?? null, t.assistantText])).toEqual([
         [null, 'a0'],
-        ['["tg","m1"]', 'a2'],
-        ['["tg","m3"]', 'a3'],
+        ['o1', 'a2'],
+        ['o3', 'a3'],
+        ['o3', 'a4'],
       ]);
-      // A newer message that ran first (queued ahead of the re-run) hides nothing: the row found is the one read.
-      third.sessions.append(id, { ...turn(4), origin: '["tg","m4"]' });
-      expect(third.sessions.earlierRun(id, '["tg","m3"]')).toMatchObject({ assistantText: 'a3', origin: '["tg","m3"]' });
-      expect(third.sessions.earlierRun(id, '["tg","m1"]')).toBeUndefined();
     });
 
     it('sessions are per agent and scope; summary counts them under a prefix', async () => {

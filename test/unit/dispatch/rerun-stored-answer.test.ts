@@ -3,9 +3,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
-import { registerBuiltinHooks } from '../../../src/runtime/builtin-hooks.js';
+import { answering, registerBuiltinHooks } from '../../../src/runtime/builtin-hooks.js';
 import { openDb, SCHEMA_VERSION, type Db } from '../../../src/store/db.js';
 import { SessionStore } from '../../../src/store/sessions.js';
+import { SqliteUsageLedger } from '../../../src/store/usage-ledger.js';
+import { startOfUtcDay } from '../../../src/store/usage-ledger.js';
+import type { WorkspaceOptions } from '../../../src/workspace/workspace.js';
 import { FakeLlm, type Script } from '../../fakes/llm/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { pipeline } from '../../helpers/pipeline.js';
@@ -45,6 +48,14 @@ function open(): Db {
 const rows = (db: Db) => db.prepare('SELECT user_text, assistant_text, ending FROM turns ORDER BY id').all();
 const states = (db: Db) => (db.prepare('SELECT state FROM inbox ORDER BY id').all() as Array<{ state: string }>).map((r) => r.state);
 
+/** What a process is started with besides the agent: config lines for it, and workspace parts over its state file. */
+interface Setup {
+  agentToml?: string;
+  workspace?: (db: Db) => Partial<WorkspaceOptions>;
+}
+const startProcess = (db: Db, adapter: RecordingAdapter, setup: Setup = {}) =>
+  pipeline(agent() + (setup.agentToml ?? ''), '', { db, adapter, ...(setup.workspace ? { workspace: setup.workspace(db) } : {}) });
+
 /**
  * A first process that takes `msg` and runs its turn until `ready`, while the platform takes
  * no reply request matching `held`; then it stops. Its final reply is cut by the hard stop, so
@@ -55,9 +66,10 @@ async function firstRun(
   msg: ChannelMessage,
   ready: (db: Db) => boolean,
   held: Parameters<RecordingAdapter['hold']>[0],
+  setup?: Setup,
 ): Promise<void> {
   const db = open();
-  const p = pipeline(agent(), '', { db, adapter });
+  const p = startProcess(db, adapter, setup);
   const hold = adapter.hold(held);
   await p.dispatcher.deliver(msg);
   await waitFor(() => ready(db));
@@ -69,9 +81,9 @@ async function firstRun(
 }
 
 /** The next start on the same file: the item is recovered and run again, to its end. */
-async function nextStart(adapter: RecordingAdapter): Promise<Db> {
+async function nextStart(adapter: RecordingAdapter, setup?: Setup): Promise<Db> {
   const db = open();
-  const p = pipeline(agent(), '', { db, adapter });
+  const p = startProcess(db, adapter, setup);
   expect(p.dispatcher.recover()).toBe(1);
   await waitFor(() => states(db).every((s) => s === 'done'));
   await p.close();
@@ -99,6 +111,86 @@ describe('a message run again after its turn was stored', () => {
     expect(rows(db)).toEqual([{ user_text: 'when is high water?', assistant_text: 'High water is at six.', ending: 'done' }]);
   });
 
+  it('whose answer was complete and spent the daily budget: the stored answer is sent, not the notice that the budget is spent', async () => {
+    const adapter = new RecordingAdapter('t');
+    const msg = userMessage('t', 'when is high water?', { chat });
+    llm.script(answer('High water is at six.'), answer('High water is at seven.'));
+    // A priced model: the first run's answer is recorded with its cost.
+    const priced: Setup = {
+      workspace: (db) => ({
+        usage: { ledger: new SqliteUsageLedger(db) },
+        models: () => ({ tides: { input: ['text'], price_in_per_mtok: 10_000, price_out_per_mtok: 10_000 } }),
+      }),
+    };
+    const spent = (db: Db) => new SqliteUsageLedger(db).costSince('default', startOfUtcDay());
+    await firstRun(
+      adapter,
+      msg,
+      (db) => rows(db).length === 1 && spent(db) > 0,
+      (c) => c.chatId === 'c' && (c.op === 'send' || c.op === 'edit'),
+      priced,
+    );
+    const cost = spent(open());
+    expect(cost).toBeGreaterThan(0);
+
+    // The next start has a daily budget of exactly that answer: it is spent.
+    const db = await nextStart(adapter, { ...priced, agentToml: `daily_budget = ${cost}\n` });
+    expect(llm.requests).toHaveLength(1);
+    expect(adapter.visible('c')).toEqual(['High water is at six.']);
+    expect(rows(db)).toEqual([{ user_text: 'when is high water?', assistant_text: 'High water is at six.', ending: 'done' }]);
+    // Giving the stored answer again cost nothing more.
+    expect(spent(db)).toBe(cost);
+  });
+
+  it('whose answer was for messages collected into one turn, run again one by one: each gets the stored answer in the same reply, the model is not asked, one row', async () => {
+    const adapter = new RecordingAdapter('t');
+    const [m0, m1, m2] = ['hello', 'when is high water?', 'and low water?'].map((t) => userMessage('t', t, { chat }));
+    let showRest!: () => void;
+    const rest = new Promise<void>((r) => (showRest = r));
+    llm.script(
+      answer('Hello.'),
+      // m1 and m2's answer: its first words are shown (the reply's message is sent), then the rest.
+      { kind: 'stream', chunks: [{ content: 'High water at six' }, { content: ', low water at noon.', after: rest }] },
+      answer('asked again'),
+    );
+    const first = open();
+    const p = pipeline(agent(), 'queue_mode = "collect"', { db: first, adapter });
+    // m0 runs (its reply held on its way), and m1 and m2 arrive meanwhile: they are collected.
+    const m0Reply = adapter.hold((c) => c.text?.startsWith('Hello') === true);
+    await p.dispatcher.deliver(m0!);
+    await m0Reply.reached;
+    await p.dispatcher.deliver(m1!);
+    await p.dispatcher.deliver(m2!);
+    const finalEdit = adapter.hold((c) => c.op === 'edit' && c.text?.includes('low water') === true);
+    m0Reply.release();
+    await waitFor(() => adapter.visible('c').includes('High water at six'));
+    showRest();
+    // Their answer is stored; the process stops while its final edit is on its way.
+    await finalEdit.reached;
+    await waitFor(() => rows(first).length === 2);
+    await p.close(50);
+    expect(states(first)).toEqual(['done', 'running', 'running']);
+    first.close();
+    finalEdit.release();
+    expect(llm.requests).toHaveLength(2);
+    expect(llm.requests[1]!.body.messages.at(-1)).toEqual({ role: 'user', content: 'when is high water?\n\nand low water?' });
+
+    // The next start runs m1, then m2, each alone.
+    const db = open();
+    const again = pipeline(agent(), 'queue_mode = "collect"', { db, adapter });
+    expect(again.dispatcher.recover()).toBe(2);
+    await waitFor(() => states(db).every((s) => s === 'done'));
+    await again.close();
+    expect(llm.requests).toHaveLength(2);
+    expect(rows(db)).toEqual([
+      { user_text: 'hello', assistant_text: 'Hello.', ending: 'done' },
+      { user_text: 'when is high water?\n\nand low water?', assistant_text: 'High water at six, low water at noon.', ending: 'done' },
+    ]);
+    // Both edit the message the first run had sent: no second message.
+    expect(adapter.visible('c')).toEqual(['Hello.', 'High water at six, low water at noon.']);
+    expect(adapter.calls.filter((c) => c.op === 'send')).toHaveLength(2);
+  });
+
   it('whose answer broke off (cancelled by the stop): the model is asked again without the broken-off answer, and its answer replaces that row', async () => {
     const adapter = new RecordingAdapter('t');
     const msg = userMessage('t', 'when is high water?', { chat });
@@ -122,7 +214,7 @@ describe('a message run again after its turn was stored', () => {
   });
 });
 
-describe('session_load and a stored answer', () => {
+describe('the session hooks and a stored answer', () => {
   /** A runtime with the built-in hooks over a session store on `db`, as a process started on it has. */
   function started(db: Db, answer: string, needsHistory = true) {
     const runner = new ScriptedRunner([
@@ -155,6 +247,53 @@ describe('session_load and a stored answer', () => {
     const later = started(db, 'a new answer');
     await later.runtime.run(request('hello', sink(), { message: { ...msg, receivedAt: Date.now() + 60_000 } }));
     expect(later.runner.inputs).toHaveLength(1);
+    // The earlier exchange keeps its row, and is the new message's history.
+    expect(rows(db)).toEqual([
+      { user_text: 'hello', assistant_text: 'hello back', ending: 'done' },
+      { user_text: 'hello', assistant_text: 'a new answer', ending: 'done' },
+    ]);
+    expect(later.runner.inputs[0]!.history.map((m) => m.content)).toEqual(['hello', 'hello back']);
+  });
+
+  it('a message id used again for a new inbox item is a new message, even dated before the row (a platform clock); the same item is a re-run', async () => {
+    const db = openDb(':memory:');
+    dbs.push(db);
+    const msg = userMessage('t', 'hello', { receivedAt: Date.now() - 60_000 });
+    const first = started(db, 'hello back');
+    await first.runtime.run(answering(request('hello', sink(), { message: msg }), [{ id: 7, message: msg }]));
+
+    // The next start: the inbox took the same id again as item 8 (the old item was pruned).
+    const reused = started(db, 'a new answer');
+    const outcome = await reused.runtime.run(answering(request('hello', sink(), { message: msg }), [{ id: 8, message: msg }]));
+    expect(outcome).toMatchObject({ ending: 'done', text: 'a new answer' });
+    expect(reused.runner.inputs[0]!.history.map((m) => m.content)).toEqual(['hello', 'hello back']);
+    expect(rows(db)).toEqual([
+      { user_text: 'hello', assistant_text: 'hello back', ending: 'done' },
+      { user_text: 'hello', assistant_text: 'a new answer', ending: 'done' },
+    ]);
+
+    // Item 8 itself run again (the next start after that): its own answer, not item 7's.
+    const rerun = started(db, 'asked again');
+    const again = await rerun.runtime.run(answering(request('hello', sink(), { message: msg }), [{ id: 8, message: msg }]));
+    expect(again).toMatchObject({ ending: 'done', text: 'a new answer' });
+    expect(rerun.runner.inputs).toHaveLength(0);
+  });
+
+  it('a voice message run again: its stored answer is marked to be spoken too, as its first run was; a text message is not', async () => {
+    const db = openDb(':memory:');
+    dbs.push(db);
+    const voice = userMessage('t', '', { attachments: [{ id: 'v1', type: 'voice', mime: 'audio/ogg', durationMs: 2000 }] });
+    const text = userMessage('t', 'and tomorrow?', { chat: { id: 'other', type: 'dm' } });
+    const first = started(db, 'Sunny.');
+    await first.runtime.run(request('', sink(), { message: voice }));
+    await first.runtime.run(request('and tomorrow?', sink(), { message: text, scope: 't:other' }));
+
+    const again = started(db, 'asked again');
+    expect(await again.runtime.run(request('', sink(), { message: voice }))).toMatchObject({ ending: 'done', text: 'Sunny.', spoke: true });
+    const typed = await again.runtime.run(request('and tomorrow?', sink(), { message: text, scope: 't:other' }));
+    expect(typed).toMatchObject({ ending: 'done', text: 'Sunny.' });
+    expect(typed.spoke).toBeUndefined();
+    expect(again.runner.inputs).toHaveLength(0);
   });
 });
 
