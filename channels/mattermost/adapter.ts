@@ -10,7 +10,7 @@ import { notingSent } from '../../src/util/dispatch-answer.js';
 import { catchUpChannel, type MmPostList } from './catch-up.js';
 import { type MmListedChannel, readChannelList } from './channel-list.js';
 import { CursorFile } from './cursor.js';
-import { classifyMattermostError, type MattermostApiError } from './errors.js';
+import { classifyMattermostError, MattermostAnswerTooDeep, MattermostAnswerTooLarge, type MattermostApiError } from './errors.js';
 import { neutralizeMattermostMentions } from './mentions.js';
 import { normalizePost, readPosted, skipReason, type MmPost, type MmPostedData, type MmScope, type MmWhere } from './normalize.js';
 import { mattermostRequest } from './rest.js';
@@ -41,6 +41,8 @@ const MAX_POST_CHARS = 16_383;
 const MAX_CATCH_UP_MS = 24 * 60 * 60 * 1000;
 /** How long reading the bot's channel list may take: it streams, up to channel-list.ts's MAX_LIST_BYTES. */
 const LIST_TIMEOUT_MS = 120_000;
+/** An archived channel's posts, refused while the server's TeamSettings.ExperimentalViewArchivedChannels is off. */
+const ARCHIVED_REFUSED = 'api.user.view_archived_channels.get_posts_for_channel.app_error';
 
 /**
  * Mattermost over raw HTTP and `ws`: the WebSocket API in (authentication challenge, `posted`
@@ -67,6 +69,8 @@ export class MattermostAdapter implements ChannelAdapter {
   #botName: string | undefined;
   /** Server time (ms) up to which posts are stored; the catch-up after a reconnect starts here. */
   #cursor: number | undefined;
+  /** A catch-up was skipped (the channel list over a bound): the cursor stays where it began until one is done. */
+  #cursorHeld = false;
   readonly #cursorFile: CursorFile;
   #typingOverSocket = false;
   #socket: { send(action: string, data: unknown): void } | undefined;
@@ -176,9 +180,9 @@ export class MattermostAdapter implements ChannelAdapter {
     }
   }
 
-  /** Moves the cursor to `createAt` if that is later, and stores it. */
+  /** Moves the cursor to `createAt` if that is later, and stores it; not while a catch-up is owed. */
   #advance(createAt: number): void {
-    if (createAt <= this.#cursor!) return;
+    if (createAt <= this.#cursor! || this.#cursorHeld) return;
     this.#cursor = createAt;
     this.#cursorFile.save(createAt, (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Mattermost cursor'));
   }
@@ -189,14 +193,33 @@ export class MattermostAdapter implements ChannelAdapter {
    * (catch-up.ts: a page too large to read is asked for again smaller, a post too large alone
    * is skipped with a warning), oldest first, through `take`. A channel read later may hold
    * posts older than one delivered already, so the cursor moves only once all are: a catch-up
-   * cut short starts from where it did (the inbox drops what it stored already).
+   * cut short starts from where it did (the inbox drops what it stored already). A channel
+   * list over a bound (channel-list.ts) will be so again at once: rather than fail the listener
+   * (and the live socket with it) over and over, that catch-up is skipped with an error, and
+   * the cursor held where it began until a catch-up is done, so a restart still tries it.
    */
   async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal): Promise<void> {
     const since = this.#cursor!;
     const channels = new Map<string, MmListedChannel>();
-    await this.#listChannels((c) => {
-      if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
-    }, signal);
+    try {
+      await this.#listChannels(
+        (c) => {
+          if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
+        },
+        since,
+        signal,
+      );
+    } catch (err) {
+      const cause = (err as ChannelError).cause;
+      if (!(cause instanceof MattermostAnswerTooLarge || cause instanceof MattermostAnswerTooDeep)) throw err;
+      this.#cursorHeld = true;
+      this.#o.log.error(
+        { channel: this.#o.id, bound: cause.message, sinceMs: since },
+        "the bot's Mattermost channel list is over a bound: posts sent while away are not caught up, and the cursor stays, until a catch-up can read it",
+      );
+      return;
+    }
+    this.#cursorHeld = false;
     let delivered = 0;
     let skipped = 0;
     let newest = since;
@@ -207,7 +230,13 @@ export class MattermostAdapter implements ChannelAdapter {
       const got = await catchUpChannel({ read, channelId: c.id, sinceMs: since, log: this.#o.log, channel: this.#o.id, signal }, async (post) => {
         await take(post, where, false);
         delivered++;
+      }).catch((err: unknown) => {
+        // Archived since the cursor, on a server that shows no archived channel's posts: none can be read while it does not.
+        if (((err as ChannelError | undefined)?.cause as MattermostApiError | undefined)?.errorId !== ARCHIVED_REFUSED) throw err;
+        this.#o.log.warn({ channel: this.#o.id, mattermostChannel: c.id }, 'Mattermost refuses the posts of this archived channel; its catch-up is skipped');
+        return undefined;
       });
+      if (!got) continue;
       skipped += got.skipped;
       // A channel's newest post skipped: its last_post_at is that post's time, and the cursor passes it.
       newest = Math.max(newest, got.newestMs, got.skippedNewest ? (c.last_post_at ?? 0) : 0);
@@ -219,10 +248,13 @@ export class MattermostAdapter implements ChannelAdapter {
   /**
    * Every channel the bot is in, through `keep`: `GET /users/me/channels` (6.1+: every team's
    * and the DMs, once), else each team's list (DMs in each). Neither is paged by the server,
-   * so both are read as they stream (channel-list.ts).
+   * so both are read as they stream (channel-list.ts). Channels archived since `sinceMs` too
+   * (`last_delete_at`: not archived, or at or after it): posts made before they were are missed.
    */
-  async #listChannels(keep: (channel: MmListedChannel) => void, signal: AbortSignal): Promise<void> {
-    const list = (path: string) => this.#listCall('channels', signal, (s) => readChannelList({ url: this.#o.url, token: this.#o.token }, path, keep, s));
+  async #listChannels(keep: (channel: MmListedChannel) => void, sinceMs: number, signal: AbortSignal): Promise<void> {
+    const query = `?include_deleted=true&last_delete_at=${sinceMs}`;
+    const list = (path: string) =>
+      this.#listCall('channels', signal, (s) => readChannelList({ url: this.#o.url, token: this.#o.token }, `${path}${query}`, keep, s));
     if (!this.#listPerTeam) {
       try {
         return await list('users/me/channels');

@@ -2,7 +2,7 @@ import { TokenParser, Tokenizer, TokenType } from '@streamparser/json';
 import type { ParsedTokenInfo } from '@streamparser/json';
 import { ChannelError } from '../../src/contracts/errors.js';
 import { platformAgent } from '../../src/util/http-json.js';
-import { MattermostAnswerTooLarge, MattermostApiError } from './errors.js';
+import { MattermostAnswerTooDeep, MattermostAnswerTooLarge, MattermostApiError } from './errors.js';
 import { waitOf } from './rest.js';
 
 /** A channel of the bot's as the catch-up reads it: the list's objects less everything else. */
@@ -29,8 +29,17 @@ export const MAX_LIST_BYTES = 128 * 1024 * 1024;
  * with its props; the parser holds a string whole until it ends, so this bounds that memory.
  */
 export const MAX_CHANNEL_BYTES = 1024 * 1024;
+/**
+ * The deepest nesting read, the list's own brackets counted: a channel is 2, its `props` 3, and
+ * the deepest the server puts there, `channel_mentions` (FillInChannelsProps), holds an object
+ * per channel named: 5. Plugins may store more in `props`, so the bound leaves room (27 levels
+ * more); what it stops is `[[[[…`, which the parser holds at some 100 bytes a level.
+ */
+export const MAX_LIST_DEPTH = 32;
 /** The most of a refusal's body read, for its AppError. */
 const MAX_REFUSAL_BYTES = 64 * 1024;
+/** The AppError of a list with no channel in it: the store finds no row, and says so rather than answer "[]". */
+const NOT_FOUND = 'app.channel.get_channels.not_found.app_error';
 
 export interface ChannelListBounds {
   maxListBytes?: number;
@@ -39,6 +48,18 @@ export interface ChannelListBounds {
 
 /** Tokens that are a value whole: an element of the array that is one ends at the next `,`. */
 const PRIMITIVES = new Set([TokenType.STRING, TokenType.NUMBER, TokenType.TRUE, TokenType.FALSE, TokenType.NULL]);
+
+/**
+ * The server's AppError (`id`, `message`, `status_code`; no channel has a `status_code` or lacks
+ * a `type`), where `GET /users/me/channels` writes it: after the "[" and channels it had sent
+ * when a page failed, as it had answered 200 already.
+ */
+function appError(value: unknown): MattermostApiError | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const v = value as Record<string, unknown>;
+  if (typeof v.status_code !== 'number' || typeof v.id !== 'string' || 'type' in v) return undefined;
+  return new MattermostApiError(v.status_code, v.id, typeof v.message === 'string' ? v.message : `HTTP ${v.status_code}`, undefined);
+}
 
 /** The object's fields the catch-up uses, when they are what Mattermost sends; undefined when it is no channel. */
 function listed(value: unknown): MmListedChannel | undefined {
@@ -58,13 +79,20 @@ function listed(value: unknown): MmListedChannel | undefined {
  * A JSON array of channels, parsed as its bytes come (@streamparser/json): each element is
  * handed to `keep` once complete and dropped (`keepStack: false`). The nesting is followed
  * token by token so that no element (the bytes between two of the array's own `[`, `,`, `]`
- * and element ends) grows past `maxChannelBytes`.
+ * and element ends) grows past `maxChannelBytes`, nor deeper than MAX_LIST_DEPTH. The server's
+ * AppError in the list rejects with it: as an element (the first page failed), or straight
+ * after a channel, without a comma (a later page failed). Its not-found as the first element
+ * is a list without channels.
  */
 class ChannelListParser {
   readonly #tokens = new Tokenizer();
-  readonly #values = new TokenParser({ paths: ['$.*'], keepStack: false });
+  #values = new TokenParser({ paths: ['$.*'], keepStack: false });
   #depth = 0;
   #started = false;
+  /** The array's last own token ended an element: an object next, with no comma, is no element. */
+  #afterElement = false;
+  /** The list's first element was the server's not-found: it has no channels. */
+  #empty = false;
   /** Where the array's last own token (`[`, `,`, an element's end) was: the current element began after it. */
   #elementFrom = 0;
   #fed = 0;
@@ -74,7 +102,11 @@ class ChannelListParser {
     private readonly maxChannelBytes: number,
     private readonly status: number,
   ) {
-    this.#values.onValue = ({ value }) => {
+    this.#values.onValue = ({ value, key }) => {
+      if (this.#empty) throw new Error("the list went on after the server's not-found");
+      const failed = appError(value);
+      if (failed?.errorId === NOT_FOUND && key === 0) this.#empty = true;
+      else if (failed) throw failed;
       const channel = listed(value);
       if (channel) keep(channel);
     };
@@ -85,11 +117,23 @@ class ChannelListParser {
     // An AppError object, or anything but a list, must not read as a list without channels.
     if (!this.#started && t.token !== TokenType.LEFT_BRACKET) throw new Error('the answer is not a list');
     this.#started = true;
+    if (this.#depth === 1 && t.token === TokenType.LEFT_BRACE && this.#afterElement) this.#values = this.#appended();
     if (t.token === TokenType.LEFT_BRACE || t.token === TokenType.LEFT_BRACKET) this.#depth++;
     else if (t.token === TokenType.RIGHT_BRACE || t.token === TokenType.RIGHT_BRACKET) this.#depth--;
+    if (this.#depth > MAX_LIST_DEPTH) throw new MattermostAnswerTooDeep(this.status, MAX_LIST_DEPTH, 'a channel in the list');
     if (this.#depth > 1) this.#check(t.offset);
     this.#values.write(t);
+    if (this.#depth === 1) this.#afterElement = t.token !== TokenType.LEFT_BRACKET && t.token !== TokenType.COMMA;
     if (this.#depth <= 1 && !PRIMITIVES.has(t.token)) this.#elementFrom = t.offset;
+  }
+
+  /** A parser for the object the server wrote after a channel: its AppError, else no list. */
+  #appended(): TokenParser {
+    const parser = new TokenParser({ paths: ['$'], keepStack: false });
+    parser.onValue = ({ value }) => {
+      throw appError(value) ?? new Error('an object follows a channel without a comma');
+    };
+    return parser;
   }
 
   #check(at: number): void {
@@ -105,15 +149,17 @@ class ChannelListParser {
 
   end(): void {
     this.#tokens.end();
-    if (!this.#values.isEnded) throw new Error('the answer ended before the list did');
+    // The server's not-found is all it writes after the "[": no "]" follows.
+    if (!this.#values.isEnded && !this.#empty) throw new Error('the answer ended before the list did');
   }
 }
 
 /**
  * `GET /api/v4/{path}`, a list of channels, read as it streams within `MAX_LIST_BYTES`, each
- * channel handed to `keep`. A refusal rejects with MattermostApiError (errors.ts sorts it); a
- * list cut off or not JSON with CHANNEL_UNAVAILABLE, retried: `GET /users/me/channels` is
- * streamed by the server, which ends it with an error, not JSON, when it fails half-way.
+ * channel handed to `keep`. A refusal, or the AppError `GET /users/me/channels` ends its list
+ * with when it fails half-way, rejects with MattermostApiError (errors.ts sorts it); a list
+ * over a bound with MattermostAnswerTooLarge or MattermostAnswerTooDeep; one cut off or not
+ * JSON with CHANNEL_UNAVAILABLE, retried. No channel (the server's not-found) is an empty list.
  */
 export async function readChannelList(
   o: { url: string; token: string },
@@ -142,15 +188,21 @@ export async function readChannelList(
       return Array.isArray(v) ? v.join(', ') : v;
     };
     if (status < 200 || status >= 300) {
-      let text = '';
-      for await (const chunk of body) {
-        text += String(chunk);
-        if (text.length > MAX_REFUSAL_BYTES) break;
+      // Decoded once whole: a character split between two chunks stays one character.
+      const chunks: Buffer[] = [];
+      let bytes = 0;
+      for await (const chunk of body as AsyncIterable<Buffer>) {
+        chunks.push(chunk);
+        bytes += chunk.byteLength;
+        if (bytes > MAX_REFUSAL_BYTES) break;
       }
+      const text = Buffer.concat(chunks).subarray(0, MAX_REFUSAL_BYTES).toString('utf8');
       let e: { id?: string; message?: string } = {};
       try {
         e = (JSON.parse(text) ?? {}) as typeof e;
       } catch {}
+      // A team's list answers its not-found as a 404 when the bot is in none of its channels.
+      if (status === 404 && e.id === NOT_FOUND) return;
       throw new MattermostApiError(status, e.id, e.message ?? (text.slice(0, 200) || `HTTP ${status}`), waitOf({ header }));
     }
     if (Number(header('content-length') ?? 0) > maxListBytes) throw new MattermostAnswerTooLarge(status, maxListBytes);

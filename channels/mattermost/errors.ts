@@ -29,6 +29,21 @@ export class MattermostAnswerTooLarge extends MattermostApiError {
   }
 }
 
+/**
+ * A part of an answer nested deeper than its reader allows (channel-list.ts): each level costs
+ * the streaming parser memory, which the byte bounds alone would let grow a hundredfold.
+ */
+export class MattermostAnswerTooDeep extends MattermostApiError {
+  constructor(
+    status: number,
+    readonly maxDepth: number,
+    what: string,
+  ) {
+    super(status, undefined, `${what} nested deeper than ${maxDepth} levels`, undefined);
+    this.name = 'MattermostAnswerTooDeep';
+  }
+}
+
 /** The one place Mattermost failures are sorted: by HTTP status, then network. */
 export function classifyMattermostError(err: unknown, what = 'request'): ChannelError {
   if (err instanceof ChannelError) return err;

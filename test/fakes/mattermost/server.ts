@@ -19,6 +19,8 @@ export interface MmFakeChannel {
   name: string;
   team_id: string;
   header?: string;
+  /** When it was archived (`archive`); 0 or absent: it is not. */
+  delete_at?: number;
 }
 
 export interface MmFakePost {
@@ -48,13 +50,22 @@ export interface MmCall {
 
 const id26 = () => randomBytes(13).toString('hex');
 
+/** The AppError of a channel list with no channel: the store's not-found, as the app layer words it. */
+const NOT_FOUND = {
+  id: 'app.channel.get_channels.not_found.app_error',
+  message: 'No channels were found.',
+  detailed_error: '',
+  request_id: 'r',
+  status_code: 404,
+};
+
 /** A channel as Mattermost's API sends it (model.Channel's fields, in its order), with its last post's time. */
 function wireChannel(c: MmFakeChannel, lastPostAt: number): Record<string, unknown> {
   return {
     id: c.id,
     create_at: 1_700_000_000_000,
     update_at: 1_700_000_000_000,
-    delete_at: 0,
+    delete_at: c.delete_at ?? 0,
     team_id: c.team_id,
     type: c.type,
     display_name: c.type === 'D' ? '' : c.name,
@@ -98,11 +109,15 @@ export class FakeMattermost {
   readonly bob = { id: id26(), username: 'bob' };
   readonly team = { id: id26(), name: 'acme', display_name: 'Acme' };
   /** The bot's DM with Ada, a team channel and a second one. */
-  readonly dm = { id: id26(), type: 'D', name: '', team_id: '' };
-  readonly town = { id: id26(), type: 'O', name: 'town-square', team_id: this.team.id };
-  readonly offTopic = { id: id26(), type: 'O', name: 'off-topic', team_id: this.team.id };
+  readonly dm: MmFakeChannel = { id: id26(), type: 'D', name: '', team_id: '' };
+  readonly town: MmFakeChannel = { id: id26(), type: 'O', name: 'town-square', team_id: this.team.id };
+  readonly offTopic: MmFakeChannel = { id: id26(), type: 'O', name: 'off-topic', team_id: this.team.id };
   /** Channels added by `addChannels`, by id. */
   readonly added = new Map<string, MmFakeChannel>();
+  /** The ids of channels the bot has left (`leave`): out of its channel lists. */
+  readonly #left = new Set<string>();
+  /** TeamSettings.ExperimentalViewArchivedChannels: off, an archived channel's posts are refused (403). */
+  viewArchivedChannels = true;
   /** Routes this server does not have (an older version): answered 404 like an unknown path, and recorded in `calls`. */
   readonly absent = new Set<MattermostRoute>();
   /** The bytes of the last channel list answered. */
@@ -221,19 +236,41 @@ export class FakeMattermost {
     });
   }
 
-  /** Every channel the bot is in, with its last post's time, as the API sends them. */
-  #channelList(): Array<Record<string, unknown>> {
+  /** The bot leaves these channels: its channel lists leave them out (none left: it is in no channel). */
+  leave(...channels: Array<{ id: string }>): void {
+    for (const c of channels) this.#left.add(c.id);
+  }
+
+  /** Archives a channel at `atMs` (now by default), as `DELETE /channels/{id}` does. */
+  archive(channel: { id: string }, atMs = Date.now()): void {
+    this.#channel(channel.id)!.delete_at = atMs;
+  }
+
+  /**
+   * Every channel the bot is in, with its last post's time, as the API sends them; archived ones
+   * as the store's GetChannels filters them: only with `include_deleted`, and then those archived
+   * at or after `last_delete_at` (all when it is 0).
+   */
+  #channelList(query: URLSearchParams): Array<Record<string, unknown>> {
     const last = new Map<string, number>();
     for (const p of this.posts.values()) last.set(p.channel_id, Math.max(last.get(p.channel_id) ?? 0, p.create_at));
-    return [this.dm, this.town, this.offTopic, ...this.added.values()].map((c) => wireChannel(c, last.get(c.id) ?? 0));
+    // strconv.ParseBool and strconv.Atoi, as the handler reads them.
+    const includeDeleted = ['1', 't', 'T', 'TRUE', 'true', 'True'].includes(query.get('include_deleted') ?? '');
+    const lastDeleteAt = Number.parseInt(query.get('last_delete_at') ?? '', 10) || 0;
+    const listed = (c: MmFakeChannel) => !c.delete_at || (includeDeleted && c.delete_at >= lastDeleteAt);
+    return [this.dm, this.town, this.offTopic, ...this.added.values()]
+      .filter((c) => !this.#left.has(c.id) && listed(c))
+      .map((c) => wireChannel(c, last.get(c.id) ?? 0));
   }
 
   /**
    * GET /users/me/channels as Mattermost streams it (api4/channel.go getChannelsForUser): "[",
-   * pages of 100 channels each encoded by json.Encoder (a newline after each), commas, "]".
+   * pages of 100 channels each encoded by json.Encoder (a newline after each), commas, "]". The
+   * "[" is written before the first page is read: with no channel the store's not-found
+   * follows it (the handler's AppError, status 200 already sent), and no "]".
    */
-  async #streamChannels(res: ServerResponse, cutAfter = Infinity): Promise<void> {
-    const list = this.#channelList();
+  async #streamChannels(res: ServerResponse, query: URLSearchParams, cutAfter = Infinity): Promise<void> {
+    const list = this.#channelList(query);
     res.writeHead(200, { 'content-type': 'application/json', date: new Date().toUTCString() });
     this.channelListBytes = 0;
     const write = async (text: string) => {
@@ -248,6 +285,7 @@ export class FakeMattermost {
       });
     };
     await write('[');
+    if (!list.length) return void res.end(JSON.stringify(NOT_FOUND));
     for (let at = 0; at < list.length && !res.destroyed; at += 100) {
       if (at >= cutAfter) {
         const error = { id: 'app.channel.get_channels.get.app_error', message: 'Unable to get the channels.', status_code: 500 };
@@ -435,7 +473,7 @@ export class FakeMattermost {
     const fault = this.#faults.get(route)?.shift();
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
-      if ('cutAfter' in fault) return this.#streamChannels(res, fault.cutAfter);
+      if ('cutAfter' in fault) return this.#streamChannels(res, url.searchParams, fault.cutAfter);
       if ('retryAfter' in fault)
         return this.#error(res, 429, 'api.context.rate_limited', 'Too many requests', {
           'retry-after': String(fault.retryAfter),
@@ -449,15 +487,20 @@ export class FakeMattermost {
       case 'teams':
         return this.#answer(res, 200, [this.team]);
       case 'channels': {
-        // The team's channels and every DM and group message (which belong to no team), in one answer.
-        const text = JSON.stringify(this.#channelList().filter((c) => c.team_id === p[3] || c.team_id === ''));
+        // The team's channels and every DM and group message (which belong to no team), in one
+        // answer; none is the store's not-found, a 404.
+        const list = this.#channelList(url.searchParams).filter((c) => c.team_id === p[3] || c.team_id === '');
+        if (!list.length) return this.#answer(res, 404, NOT_FOUND);
+        const text = JSON.stringify(list);
         this.channelListBytes = Buffer.byteLength(text);
         res.writeHead(200, { 'content-type': 'application/json', date: new Date().toUTCString() }).end(text);
         return;
       }
       case 'myChannels':
-        return this.#streamChannels(res);
+        return this.#streamChannels(res, url.searchParams);
       case 'since':
+        if (!this.viewArchivedChannels && this.#channel(p[1]!)?.delete_at)
+          return this.#error(res, 403, 'api.user.view_archived_channels.get_posts_for_channel.app_error', 'You cannot view archived channels.');
         return this.#answer(res, 200, postsPage(this.posts, p[1]!, url.searchParams));
       case 'create': {
         const channel = this.#channel(String(body?.channel_id ?? ''));
