@@ -114,7 +114,10 @@ export class MattermostAdapter implements ChannelAdapter {
     // The first start answers nothing from before it; a restart (of the daemon, or of the
     // listener after a failure) catches up from where it stood, a day back at most.
     const nowMs = me.serverTimeMs ?? Date.now();
-    this.#cursor ??= await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, nowMs - MAX_CATCH_UP_MS)));
+    const floorMs = nowMs - MAX_CATCH_UP_MS;
+    // A cursor this process holds (a catch-up owed since a list over its bound) is as bounded as a stored one.
+    this.#cursor =
+      this.#cursor !== undefined ? Math.max(this.#cursor, floorMs) : await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, floorMs)));
     let catchUp = this.#cursor !== undefined;
     this.#cursor ??= nowMs;
     const take = async (post: MmPost, where: MmWhere, moveCursor = true) => {
@@ -199,14 +202,15 @@ export class MattermostAdapter implements ChannelAdapter {
    * the cursor held where it began until a catch-up is done, so a restart still tries it.
    */
   async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal): Promise<void> {
-    const since = this.#cursor!;
+    const held = this.#cursor!;
     const channels = new Map<string, MmListedChannel>();
+    let listedAtMs: number | undefined;
     try {
-      await this.#listChannels(
+      listedAtMs = await this.#listChannels(
         (c) => {
-          if ((c.last_post_at ?? Infinity) >= since) channels.set(c.id, c);
+          if ((c.last_post_at ?? Infinity) >= held) channels.set(c.id, c);
         },
-        since,
+        held,
         signal,
       );
     } catch (err) {
@@ -214,12 +218,14 @@ export class MattermostAdapter implements ChannelAdapter {
       if (!(cause instanceof MattermostAnswerTooLarge || cause instanceof MattermostAnswerTooDeep)) throw err;
       this.#cursorHeld = true;
       this.#o.log.error(
-        { channel: this.#o.id, bound: cause.message, sinceMs: since },
+        { channel: this.#o.id, bound: cause.message, sinceMs: held },
         "the bot's Mattermost channel list is over a bound: posts sent while away are not caught up, and the cursor stays, until a catch-up can read it",
       );
       return;
     }
     this.#cursorHeld = false;
+    // A cursor held since a list over its bound may be days old by now: a day back at most, as after a restart.
+    const since = Math.max(held, (listedAtMs ?? Date.now()) - MAX_CATCH_UP_MS);
     let delivered = 0;
     let skipped = 0;
     let newest = since;
@@ -251,7 +257,7 @@ export class MattermostAdapter implements ChannelAdapter {
    * so both are read as they stream (channel-list.ts). Channels archived since `sinceMs` too
    * (`last_delete_at`: not archived, or at or after it): posts made before they were are missed.
    */
-  async #listChannels(keep: (channel: MmListedChannel) => void, sinceMs: number, signal: AbortSignal): Promise<void> {
+  async #listChannels(keep: (channel: MmListedChannel) => void, sinceMs: number, signal: AbortSignal): Promise<number | undefined> {
     const query = `?include_deleted=true&last_delete_at=${sinceMs}`;
     const list = (path: string) =>
       this.#listCall('channels', signal, (s) => readChannelList({ url: this.#o.url, token: this.#o.token }, `${path}${query}`, keep, s));
@@ -266,7 +272,9 @@ export class MattermostAdapter implements ChannelAdapter {
       }
     }
     const teams = await this.#api<Array<{ id: string }>>('users/me/teams', 'GET', 'users/me/teams', undefined, signal);
-    for (const team of teams.data) await list(`users/me/teams/${encodeURIComponent(team.id)}/channels`);
+    let serverTimeMs = teams.serverTimeMs;
+    for (const team of teams.data) serverTimeMs = (await list(`users/me/teams/${encodeURIComponent(team.id)}/channels`)) ?? serverTimeMs;
+    return serverTimeMs;
   }
 
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {

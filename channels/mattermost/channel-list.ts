@@ -160,6 +160,7 @@ class ChannelListParser {
  * with when it fails half-way, rejects with MattermostApiError (errors.ts sorts it); a list
  * over a bound with MattermostAnswerTooLarge or MattermostAnswerTooDeep; one cut off or not
  * JSON with CHANNEL_UNAVAILABLE, retried. No channel (the server's not-found) is an empty list.
+ * Resolves with the server's time (its answer's Date header), when it says.
  */
 export async function readChannelList(
   o: { url: string; token: string },
@@ -167,7 +168,7 @@ export async function readChannelList(
   keep: (channel: MmListedChannel) => void,
   signal: AbortSignal,
   bounds: ChannelListBounds = {},
-): Promise<void> {
+): Promise<number | undefined> {
   const maxListBytes = bounds.maxListBytes ?? MAX_LIST_BYTES;
   const target = new URL(`${o.url}/api/v4/${path}`);
   // undici's request (no redirect is followed: the token never travels to another host), for its body as a stream.
@@ -187,6 +188,8 @@ export async function readChannelList(
       const v = headers[name];
       return Array.isArray(v) ? v.join(', ') : v;
     };
+    const date = Date.parse(header('date') ?? '');
+    const serverTimeMs = Number.isFinite(date) ? date : undefined;
     if (status < 200 || status >= 300) {
       // Decoded once whole: a character split between two chunks stays one character.
       const chunks: Buffer[] = [];
@@ -202,7 +205,7 @@ export async function readChannelList(
         e = (JSON.parse(text) ?? {}) as typeof e;
       } catch {}
       // A team's list answers its not-found as a 404 when the bot is in none of its channels.
-      if (status === 404 && e.id === NOT_FOUND) return;
+      if (status === 404 && e.id === NOT_FOUND) return serverTimeMs;
       throw new MattermostApiError(status, e.id, e.message ?? (text.slice(0, 200) || `HTTP ${status}`), waitOf({ header }));
     }
     if (Number(header('content-length') ?? 0) > maxListBytes) throw new MattermostAnswerTooLarge(status, maxListBytes);
@@ -224,6 +227,7 @@ export async function readChannelList(
       parse(() => list.write(chunk));
     }
     parse(() => list.end());
+    return serverTimeMs;
   } finally {
     // Unread (a refusal, a bound, a parse failure): the request is cut rather than read to its end.
     body.destroy();

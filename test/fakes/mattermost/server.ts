@@ -118,6 +118,8 @@ export class FakeMattermost {
   readonly #left = new Set<string>();
   /** TeamSettings.ExperimentalViewArchivedChannels: off, an archived channel's posts are refused (403). */
   viewArchivedChannels = true;
+  /** How far the server's clock (its answers' Date header) is ahead of this machine's. */
+  clockOffsetMs = 0;
   /** Routes this server does not have (an older version): answered 404 like an unknown path, and recorded in `calls`. */
   readonly absent = new Set<MattermostRoute>();
   /** The bytes of the last channel list answered. */
@@ -271,7 +273,7 @@ export class FakeMattermost {
    */
   async #streamChannels(res: ServerResponse, query: URLSearchParams, cutAfter = Infinity): Promise<void> {
     const list = this.#channelList(query);
-    res.writeHead(200, { 'content-type': 'application/json', date: new Date().toUTCString() });
+    res.writeHead(200, { 'content-type': 'application/json', date: this.#date() });
     this.channelListBytes = 0;
     const write = async (text: string) => {
       this.channelListBytes += Buffer.byteLength(text);
@@ -429,8 +431,12 @@ export class FakeMattermost {
     ws.on('close', () => this.#sockets.delete(ws));
   }
 
+  #date(): string {
+    return new Date(Date.now() + this.clockOffsetMs).toUTCString();
+  }
+
   #answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-    res.writeHead(status, { 'content-type': 'application/json', date: new Date().toUTCString(), ...headers }).end(JSON.stringify(body));
+    res.writeHead(status, { 'content-type': 'application/json', date: this.#date(), ...headers }).end(JSON.stringify(body));
   }
 
   #error(res: ServerResponse, status: number, id: string, message: string, headers: Record<string, string> = {}): void {
@@ -493,7 +499,7 @@ export class FakeMattermost {
         if (!list.length) return this.#answer(res, 404, NOT_FOUND);
         const text = JSON.stringify(list);
         this.channelListBytes = Buffer.byteLength(text);
-        res.writeHead(200, { 'content-type': 'application/json', date: new Date().toUTCString() }).end(text);
+        res.writeHead(200, { 'content-type': 'application/json', date: this.#date() }).end(text);
         return;
       }
       case 'myChannels':

@@ -342,6 +342,25 @@ describe('Mattermost: catch-up with a channel list over the answer bound', () =>
     await cursorIs(live2);
   });
 
+  it('a cursor held in the process past a day (the list over its bound all along) is a day back at most when the list can be read again', async () => {
+    const [big] = f.mm.addChannels(1, { type: 'O', header: 'x'.repeat(2 * 1024 * 1024) });
+    const old = f.mm.userPost('before the cursor');
+    const away = f.mm.userPost('sent while away', { channel: f.mm.town });
+    f.listen(old.create_at + 1);
+    await afterCatchUp();
+    // Two days on (the server's clock), the list can be read again, and the socket drops.
+    f.mm.clockOffsetMs = 2 * 24 * 60 * 60 * 1000;
+    f.mm.added.get(big!.id)!.header = '';
+    f.mm.drop();
+    // Handled once the reconnect's catch-up is done.
+    await waitFor(() => f.ended || f.mm.callsOf('myChannels').length >= 2);
+    const live = f.mm.userPost('live after', { channel: f.mm.dm });
+    await waitFor(() => f.ended || f.delivered.some((m) => m.messageId === live.id));
+    expect(f.ended).toBeUndefined();
+    // Before, the held cursor read everything since it: a post two days old was answered.
+    expect(f.delivered.map((m) => m.messageId)).not.toContain(away.id);
+  });
+
   it('a bot in no channel: the server writes "[" then its not-found (status 200, no "]"); the catch-up finds nothing and the listener goes on', async () => {
     f.mm.leave(f.mm.dm, f.mm.town, f.mm.offTopic);
     f.listen(Date.now() - 60_000);
