@@ -2,7 +2,7 @@ import type { JsMsg } from '@nats-io/jetstream';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
-import type { InboxState, StopOrder, StopResult } from '../contracts/topology.js';
+import type { InboxItem, InboxState, StopOrder, StopResult } from '../contracts/topology.js';
 import type { ClusterServices } from './connect.js';
 import type { PgWriter } from './pg-writer.js';
 import type { ParsedCommand } from '../contracts/commands.js';
@@ -27,6 +27,11 @@ interface Tracked {
   tail: Promise<void>;
   /** The partition's lease was lost: nothing more is written or acked for this item. */
   fenced: boolean;
+  /**
+   * The item as the lanes got it: the lifecycle moves this object's state, so a hand-back's
+   * released items are told from its running ones (dropReleased); unset once a /stop dropped it.
+   */
+  queued?: InboxItem;
 }
 
 /**
@@ -163,8 +168,8 @@ export class ClusterInbox {
     }
   }
 
-  /** Called by the partition consumer for every item it hands to the dispatcher. */
-  track(seq: number, msg: JsMsg, item: StreamedItem, partition: number): void {
+  /** Called by the partition consumer for every item it hands to the dispatcher (`queued`), or drops before. */
+  track(seq: number, msg: JsMsg, item: StreamedItem, partition: number, queued?: InboxItem): void {
     this.#tracked.set(seq, {
       msg,
       channelId: item.message.channelId,
@@ -173,7 +178,27 @@ export class ClusterInbox {
       partition,
       tail: Promise.resolve(),
       fenced: false,
+      queued,
     });
+  }
+
+  /**
+   * A /stop while `partition` is handed back: the lanes released its queued items (`pending`
+   * again, unacked for the next owner), so they no longer drop them. Those of `scope`
+   * (`senderId`'s only, when given) are recorded `failed` with `reason` and acked, before the
+   * lease goes (`settle` waits for them). A running turn's items are its own end's to record.
+   */
+  dropReleased(partition: number, scope: string, senderId: string | undefined, reason: string): number {
+    let dropped = 0;
+    for (const [seq, t] of this.#tracked) {
+      const it = t.queued;
+      if (t.partition !== partition || t.scope !== scope || t.fenced || it?.state !== 'pending') continue;
+      if (senderId !== undefined && it.message.sender.id !== senderId) continue;
+      t.queued = undefined;
+      this.setState(seq, 'failed', reason);
+      dropped++;
+    }
+    return dropped;
   }
 
   /** What PostgreSQL knows of an item (a takeover continues its draft or skips it when finished). */

@@ -1,6 +1,6 @@
 import { AckPolicy, DeliverPolicy, type ConsumerMessages } from '@nats-io/jetstream';
 import type { MessageRef } from '../contracts/message.js';
-import type { TopologyWork, WaitingForChannelStatus } from '../contracts/topology.js';
+import type { InboxItem, TopologyWork, WaitingForChannelStatus } from '../contracts/topology.js';
 import { errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import type { ClusterServices } from './connect.js';
@@ -10,7 +10,8 @@ import type { HeldLease } from './leases.js';
 import { partitionOf } from './partition-key.js';
 import { rememberCarrier } from '../observe/trace/ambient.js';
 import { carrierOf } from './trace-headers.js';
-import { WaitingForChannel, type Received } from './waiting-channels.js';
+import { WaitingForChannel, waitingStatus, type Received } from './waiting-channels.js';
+import type { StoppablePartition } from './partition-stop.js';
 
 /**
  * How long one pull request of a partition's consumer waits on the server: one lease TTL
@@ -35,6 +36,8 @@ interface Owned {
   leaving: boolean;
   /** The hand-back under way, if any (shutdown waits for one begun by the balancing). */
   left?: Promise<void>;
+  /** The hand-back's turns ended: its last writes settle, then the lease goes; what is left is the next owner's. */
+  settling?: boolean;
   /** Items whose channel this instance does not run yet. */
   waiting: WaitingForChannel;
   /** The items being handed to the dispatcher, one after another, so a conversation keeps its order. */
@@ -100,37 +103,23 @@ export class Partitions {
 
   /** Items waiting for their channel in the partitions consumed here, in all and per channel id (/status: they are not turns yet). */
   waiting(): WaitingForChannelStatus {
-    const byChannel: Record<string, number> = {};
-    let total = 0;
-    for (const o of this.#owned.values())
-      for (const [id, n] of o.waiting.byChannel()) {
-        byChannel[id] = (byChannel[id] ?? 0) + n;
-        total += n;
-      }
-    return { total, by_channel: byChannel };
-  }
-
-  /**
-   * A /stop of the conversation, on its partition's owner: its items waiting for their channel
-   * (`senderId`'s only, when given) go as its queued ones do (recorded `failed` with `reason`, then acked), so the reload that
-   * adds the channel does not answer what the user stopped. Says how many went.
-   */
-  stopWaiting(scope: string, senderId: string | undefined, reason: string): number {
-    const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
-    // A lost lease writes and acks nothing more: the new owner has them.
-    if (!o || o.lease.signal.aborted) return 0;
-    const gone = o.waiting.takeScope(scope, senderId);
-    for (const { m, item } of gone) {
-      this.inbox.track(m.seq, m, item, o.partition);
-      this.inbox.setState(m.seq, 'failed', reason);
-    }
-    if (gone.length) this.log.info({ partition: o.partition, scope, dropped: gone.length }, 'messages waiting for their channel were dropped: /stop');
-    return gone.length;
+    return waitingStatus([...this.#owned.values()].map((o) => o.waiting));
   }
 
   owns(scope: string): boolean {
     const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
     return o !== undefined && !o.leaving && !o.lease.signal.aborted;
+  }
+
+  /**
+   * The scope's partition while a /stop of it is this instance's to answer (stopOnOwner): also
+   * while it is handed back, until its running turns ended (up to shutdown_grace_ms, when
+   * nobody else owns it: unanswered, the /stop said "Nothing to stop." and the turn, cut at the
+   * end of the grace, was run again by the next owner). A lost lease writes and acks nothing more.
+   */
+  stoppable(scope: string): StoppablePartition | undefined {
+    const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
+    return o && !o.lease.signal.aborted && !o.settling ? o : undefined;
   }
 
   /**
@@ -271,20 +260,26 @@ export class Partitions {
 
   /**
    * Hands one received item to the dispatcher, or keeps it waiting when its channel does not
-   * run here (see WaitingForChannel). False once the partition is being given up.
+   * run here (see WaitingForChannel). With `claim`, a waiting item whose channel runs here now
+   * (WaitingForChannel.admitReady). False once the partition is being given up.
    */
-  async #admit(o: Owned, r: Received): Promise<boolean> {
+  async #admit(o: Owned, r: Received, claim?: () => boolean): Promise<boolean> {
     const { m, item } = r;
-    const known = this.dispatcher.knows(item.message.channelId);
-    if (o.waiting.holds(item.message.channelId, known)) {
-      o.waiting.add(r, Date.now(), known);
-      return true;
+    if (!claim) {
+      const known = this.dispatcher.knows(item.message.channelId);
+      if (o.waiting.holds(item.message.channelId, known)) {
+        o.waiting.add(r, Date.now(), known);
+        return true;
+      }
     }
     await this.hooks.beforeEnqueue(item.scope, item.message.channelId);
     if (o.leaving || o.lease.signal.aborted) return false;
-    this.inbox.track(m.seq, m, item, o.partition);
+    // A waiting item a /stop took while its state was read: recorded and acked there (stopOnOwner).
+    if (claim && !claim()) return true;
+    const queued: InboxItem = { id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs: r.replyRefs };
+    this.inbox.track(m.seq, m, item, o.partition, queued);
     rememberCarrier(item.message, carrierOf(m.headers));
-    this.dispatcher.enqueue({ id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs: r.replyRefs }, item.passive);
+    this.dispatcher.enqueue(queued, item.passive);
     return true;
   }
 
@@ -294,11 +289,15 @@ export class Partitions {
       // While one waits behind an admission held up (the store away), the steps do not pile up.
       if (!o.waiting.size || o.admittingWaiting || o.leaving || o.lease.signal.aborted) continue;
       o.admittingWaiting = true;
-      this.#serially(o, async () => {
+      this.#serially(o, () => {
         o.admittingWaiting = false;
-        for (const r of o.waiting.take((id) => this.dispatcher.knows(id), Date.now())) if (!(await this.#admit(o, r))) return;
+        return o.waiting.admitReady(
+          (id) => this.dispatcher.knows(id),
+          Date.now(),
+          (r, claim) => this.#admit(o, r, claim),
+        );
       }).catch((err: unknown) => {
-        // Taken out but not queued: still unacked in the stream, so the partition's next owner runs them.
+        // Not queued: still unacked in the stream, so the partition's next owner runs them.
         this.log.error({ err, partition: o.partition }, 'waiting messages could not be queued');
         this.#consumerGone(o, 'its waiting messages could not be queued');
       });
@@ -369,6 +368,8 @@ export class Partitions {
     try {
       await o.loop;
       await this.dispatcher.release((scope) => partitionOf(scope, this.s.config.partitions) === o.partition, this.graceMs());
+      // A /stop from now on would write after `settle` looked: left unanswered, for the next owner.
+      o.settling = true;
       await this.inbox.settle(o.partition);
       this.inbox.forget(o.partition, false);
     } catch (err) {

@@ -1,5 +1,6 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import type { MessageRef } from '../contracts/message.js';
+import type { WaitingForChannelStatus } from '../contracts/topology.js';
 import type { Logger } from '../observe/logger.js';
 import type { StreamedItem } from './inbox.js';
 
@@ -90,17 +91,33 @@ export class WaitingForChannel {
   }
 
   /**
-   * Takes out, in order, the items whose channel this instance runs now. An item that waited
-   * past CHANNEL_WAIT_MAX_MS is let go (terminated in the stream, logged as an error); the
-   * rest keep waiting, the warning repeated once a minute.
+   * Queues, in order and one after another, the items whose channel this instance runs now (a
+   * balancing step after a reload added it). `admit` reads the item's conversation state
+   * (PostgreSQL) and calls `claim` just before it queues the item: until then the item stays
+   * here, counted by /status and found by a /stop's takeScope (`claim` then says false and
+   * the item is not queued). Taken out all at once, the items whose read was still to come
+   * were nowhere: a /stop answered "Nothing to stop." and they were answered after it. `admit`
+   * resolving false (the partition is being given up) ends the step; the rest stay until the
+   * partition goes. An item that waited past CHANNEL_WAIT_MAX_MS is let go first (terminated
+   * in the stream, logged as an error); the warning about the others is repeated once a minute.
    */
-  take(known: (channelId: string) => boolean, nowMs: number): Received[] {
+  async admitReady(known: (channelId: string) => boolean, nowMs: number, admit: (r: Received, claim: () => boolean) => Promise<boolean>): Promise<void> {
+    for (const r of this.#expire(known, nowMs)) {
+      if (!this.#items.includes(r)) continue; // a /stop took it while an earlier one was read
+      if (!(await admit(r, () => this.#claim(r)))) return;
+    }
+  }
+
+  /** Lets go of the items waiting too long for a channel still missing; says which ones can run now (left in the list, in order). */
+  #expire(known: (channelId: string) => boolean, nowMs: number): Received[] {
     const ready: Received[] = [];
     const kept: Received[] = [];
     for (const r of this.#items) {
       const channelId = r.item.message.channelId;
-      if (known(channelId)) ready.push(r);
-      else if (nowMs - r.m.time.getTime() > CHANNEL_WAIT_MAX_MS) {
+      if (known(channelId)) {
+        ready.push(r);
+        kept.push(r);
+      } else if (nowMs - r.m.time.getTime() > CHANNEL_WAIT_MAX_MS) {
         this.log.error(
           { partition: this.partition, channel: channelId, messageId: r.item.message.messageId, waitedMs: CHANNEL_WAIT_MAX_MS },
           'a message for a channel not configured on this instance waited too long and was dropped',
@@ -113,6 +130,18 @@ export class WaitingForChannel {
     }
     this.#keep(kept);
     return ready;
+  }
+
+  /** Takes `r` out to be queued; false when a /stop took it meanwhile. */
+  #claim(r: Received): boolean {
+    const i = this.#items.indexOf(r);
+    if (i < 0) return false;
+    this.#items.splice(i, 1);
+    const channelId = r.item.message.channelId;
+    const left = (this.#perChannel.get(channelId) ?? 1) - 1;
+    if (left > 0) this.#perChannel.set(channelId, left);
+    else this.#perChannel.delete(channelId);
+    return true;
   }
 
   /** Keeps only `kept` (in order) and counts them again per channel. */
@@ -132,4 +161,16 @@ export class WaitingForChannel {
       'messages wait: their channel is not configured on this instance (its config differs from the instance that took them in); they run once a reload adds it',
     );
   }
+}
+
+/** For /status: the items waiting in `lists` (one per partition), in all and per channel id. */
+export function waitingStatus(lists: Iterable<WaitingForChannel>): WaitingForChannelStatus {
+  const byChannel: Record<string, number> = {};
+  let total = 0;
+  for (const w of lists)
+    for (const [id, n] of w.byChannel()) {
+      byChannel[id] = (byChannel[id] ?? 0) + n;
+      total += n;
+    }
+  return { total, by_channel: byChannel };
 }

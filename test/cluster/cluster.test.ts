@@ -4,9 +4,14 @@ import { formatStatus } from '../../src/actions/builtin/status.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
-import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace, withNats } from '../helpers/cluster.js';
 
 const skip = await clusterSkipReason();
+
+const escapeRe = (text: string) => text.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+/** A stopped answer as a whole text: its first words, then the stop marker. */
+const stoppedAnswer = (first: string) => expect.stringMatching(new RegExp(`^${escapeRe(first)}\\b[\\s\\S]*${escapeRe(STOP_MARKER)}$`));
 
 describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${skip ? ` (skipped: ${skip})` : ''}`, () => {
   const namespaces: string[] = [];
@@ -23,7 +28,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
   });
 
   /** `n` instances started one after another; with `settleEach`, each has its share before the next starts. */
-  const cluster = async (n: number, echoMs: number, partitions = 8, settleEach = false) => {
+  const cluster = async (n: number, echoMs: number, partitions = 8, settleEach = false, daemonExtra = '') => {
     const ns = uniqueNamespace();
     namespaces.push(ns);
     tg = new FakeTelegram();
@@ -37,7 +42,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
         return owned.flat().length === partitions && owned.every((o) => o.length >= Math.floor(partitions / daemons.length));
       }, 20_000);
     for (let i = 0; i < n; i++) {
-      daemons.push(await startDaemon(body(`i${i}`), { TG_TOKEN: tg.token, ...clusterEnv }));
+      daemons.push(await startDaemon(body(`i${i}`), { TG_TOKEN: tg.token, ...clusterEnv }, daemonExtra));
       if (settleEach) await shared();
     }
     await shared();
@@ -101,8 +106,11 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     tg!.dm('/stop', user);
     await waitFor(() => tg!.texts(id)[0]!.endsWith(STOP_MARKER), 5000);
     await waitFor(() => other.daemon.status().turns.in_flight === 0, 5000);
+    // Answered after whatever the /stop sent: the whole list is then final.
+    tg!.dm('sentinel', user);
+    await waitFor(() => tg!.texts(id).includes('sentinel'), 10_000);
     // As on one node, the stopped answer's marker is the one visible result: no "Stopped." besides.
-    expect(tg!.texts(id)).toHaveLength(1);
+    expect(tg!.texts(id)).toEqual([stoppedAnswer('w0'), 'sentinel']);
     expect(listener.logs.text).not.toContain('/stop from another instance');
     expect(other.logs.text).toContain('/stop from another instance');
   });
@@ -130,9 +138,56 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     tg!.group(stop, { chatId, from: ada, command: true });
     await waitFor(() => tg!.texts(chatId)[0]!.endsWith(STOP_MARKER), 10_000);
     await waitFor(() => other.daemon.status().turns.in_flight === 0, 5000);
-    expect(tg!.texts(chatId)).toHaveLength(2);
+    // Answered after whatever Ada's /stop sent: the whole list is then final.
+    tg!.group('sentinel', { chatId, from: bob, mention: true });
+    const sentinel = `@${tg!.bot.username} sentinel`;
+    await waitFor(() => tg!.texts(chatId).includes(sentinel), 10_000);
+    expect(tg!.texts(chatId)).toEqual([stoppedAnswer(`@${tg!.bot.username}`), 'Nothing to stop.', sentinel]);
     expect(tg!.texts(chatId)[0]).not.toContain('w59');
     expect(other.logs.text).toContain('/stop from another instance');
+  });
+
+  it("a /stop while the conversation's partition is handed back ends its running turn and queued message there: the marker, no full answer from the next owner", async () => {
+    // A 60 s grace: the hand-back waits that long for the running turn (120 words 250 ms apart).
+    const [a, b] = await cluster(2, 250, 8, false, 'shutdown_grace_ms = 60000');
+    const ns = namespaces.at(-1)!;
+    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const listener = [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected')!;
+    const other = listener === a ? b! : a!;
+    const otherParts = other.daemon.status().cluster!.partitions.owned;
+    const chatId = Array.from({ length: 100 }, (_, i) => -1002000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const partition = partitionOf(`tg:${chatId}`, 8);
+    const ada = { id: 43, first_name: 'Ada' };
+    const bob = { id: 44, first_name: 'Bob' };
+    tg!.group(Array.from({ length: 120 }, (_, i) => `w${i}`).join(' '), { chatId, from: ada, mention: true });
+    tg!.group('queued question', { chatId, from: ada, mention: true });
+    await waitFor(() => {
+      const list = other.daemon.status().turns.list;
+      return list.some((t) => t.state === 'running') && list.some((t) => t.state === 'queued');
+    }, 10_000);
+    await waitFor(() => tg!.texts(chatId).length === 1, 10_000);
+    // The partition's consumer is deleted (an operator's `nats consumer rm`): its owner hands it
+    // back, its running turn given the grace, and nobody else owns it meanwhile.
+    await withNats(async (nc) => expect(await (await jetstreamManager(nc)).consumers.delete(`${ns}_inbox`, `p${partition}`)).toBe(true));
+    await waitFor(() => other.logs.text.includes('partition consumer stopped delivering'), 10_000);
+    // The hand-back released the queued question from the lanes (left for the next owner).
+    await waitFor(() => {
+      const list = other.daemon.status().turns.list;
+      return list.some((t) => t.state === 'running') && !list.some((t) => t.state === 'queued');
+    }, 10_000);
+    tg!.group(`/stop@${tg!.bot.username}`, { chatId, from: ada, command: true });
+    // Before, nobody answered: "Nothing to stop.", and the answer ran on to its end.
+    await waitFor(() => tg!.texts(chatId)[0]!.endsWith(STOP_MARKER) || tg!.texts(chatId).includes('Nothing to stop.'), 10_000);
+    expect(tg!.texts(chatId)).toEqual([stoppedAnswer(`@${tg!.bot.username}`)]);
+    await waitFor(() => other.logs.text.includes('partition handed back'), 10_000);
+    // Answered after the partition's next owner has taken it: the stopped turn and the dropped
+    // question would come before it, had they been run again.
+    tg!.group('sentinel', { chatId, from: bob, mention: true });
+    const sentinel = `@${tg!.bot.username} sentinel`;
+    await waitFor(() => tg!.texts(chatId).includes(sentinel), 20_000);
+    expect(tg!.texts(chatId)).toEqual([stoppedAnswer(`@${tg!.bot.username}`), sentinel]);
+    const served = other.logs.entries().find((e) => e.msg === '/stop from another instance');
+    expect(served).toMatchObject({ handingBack: true, cancelled: true, dropped: 1, releasedDropped: 1 });
   });
 
   it("the operator's stop-turn sent to one instance stops the turn running on another, and drops one queued there", async () => {

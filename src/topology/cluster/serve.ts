@@ -8,6 +8,7 @@ import { serveControls } from '../../cluster/controls.js';
 import type { ClusterInbox, StopRequest } from '../../cluster/inbox.js';
 import type { HeldLease } from '../../cluster/leases.js';
 import { partitionOf } from '../../cluster/partition-key.js';
+import { stopOnOwner } from '../../cluster/partition-stop.js';
 import { Partitions } from '../../cluster/partitions.js';
 import { serveRequests } from '../../cluster/requests.js';
 import type { ClusterConfigView, ClusterStores } from './stores.js';
@@ -70,7 +71,10 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
     beforeEnqueue: (scope, channelId) => d.stores.conversations.prepare(agentOf(live.config, channelId), scope),
   });
   const stops = serveRequests<StopRequest>(s, s.names.stopWildcard, '/stop', log, (req, msg) => {
-    if (!partitions.owns(req.scope)) return;
+    // Answered during a hand-back too, until its running turns ended: a /stop then ends the
+    // turn as stopped there, not cut at the grace's end and run again by the next owner.
+    const o = partitions.stoppable(req.scope);
+    if (!o) return;
     if (req.turn !== undefined) {
       const result = work.stopTurn(req.turn);
       log.info({ scope: req.scope, turn: req.turn, result: result ?? 'nothing' }, 'stop-turn from another instance');
@@ -78,11 +82,8 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
     }
     // A request from an older build names no order: it ends everything in the scope, as it did.
     const order = req.order ?? { runningOfAnyone: true };
-    // Its messages still waiting for their channel (a rolling reload) go as its queued ones do.
-    const waiting = partitions.stopWaiting(req.scope, order.senderId, STOPPED_BY_STOP);
-    const r = work.stop(req.scope, order, STOPPED_BY_STOP);
-    const result = { cancelled: r.cancelled, dropped: r.dropped + waiting };
-    log.info({ scope: req.scope, ...result, waitingDropped: waiting }, '/stop from another instance');
+    const { waiting, released, ...result } = stopOnOwner(o, d.inbox, work, req.scope, order, STOPPED_BY_STOP, log);
+    log.info({ scope: req.scope, ...result, waitingDropped: waiting, releasedDropped: released, handingBack: o.leaving }, '/stop from another instance');
     msg.respond(req.order ? JSON.stringify(result) : result.cancelled || result.dropped > 0 ? 'stopped' : 'nothing');
   });
   const controls = serveControls(
