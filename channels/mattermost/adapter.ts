@@ -117,7 +117,9 @@ export class MattermostAdapter implements ChannelAdapter {
     const floorMs = nowMs - MAX_CATCH_UP_MS;
     // A cursor this process holds (a catch-up owed since a list over its bound) is as bounded as a stored one.
     this.#cursor =
-      this.#cursor !== undefined ? Math.max(this.#cursor, floorMs) : await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, floorMs)));
+      this.#cursor !== undefined
+        ? Math.max(this.#cursor, floorMs)
+        : await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, floorMs)));
     let catchUp = this.#cursor !== undefined;
     this.#cursor ??= nowMs;
     const take = async (post: MmPost, where: MmWhere, moveCursor = true) => {
