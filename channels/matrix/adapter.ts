@@ -82,11 +82,15 @@ export class MatrixAdapter implements ChannelAdapter {
     this.#state = new SyncStateFile(options.stateDir, options.id, () => this.#invites.pending());
     this.#syncCall = platformCaller(classifyMatrixError, (options.syncTimeoutMs ?? 30_000) + 15_000);
     this.#invites = new Invites({ ...options, accept: (roomId, invite, signal) => this.#accept(roomId, invite, signal) });
-    this.#direct = new DirectChats((content, signal) =>
-      this.#call('m.direct', signal, (s) =>
-        this.#client.request('PUT', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, { body: content, signal: s }),
-      ),
-    );
+    const direct = `${API}/user/${enc(options.userId)}/account_data/m.direct`;
+    this.#direct = new DirectChats((body, signal) => this.#call('m.direct', signal, (s) => this.#client.request('PUT', direct, { body, signal: s })), {
+      read: (signal) => this.#readDirect(signal),
+      readFailed: (room, err) =>
+        this.#o.log.warn(
+          { channel: this.#o.id, room, err: errorMessage(err) },
+          'Matrix m.direct could not be read before recording a direct chat; written from the copy known here',
+        ),
+    });
   }
 
   get id(): string {
@@ -152,16 +156,21 @@ export class MatrixAdapter implements ChannelAdapter {
     const versions = await this.#get<{ versions?: unknown }>('versions', '/_matrix/client/versions', signal).catch(() => ({ versions: undefined }));
     const list = Array.isArray(versions.versions) ? versions.versions.filter((v): v is string => typeof v === 'string') : [];
     this.#authenticatedMedia = list.some((v) => /^v1\.(\d+)$/.test(v) && Number(v.slice(3)) >= 11);
-    try {
-      const direct = await this.#get<Record<string, unknown>>('m.direct', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, signal);
-      this.#direct.set(direct);
-    } catch (err) {
-      if (!(err instanceof ChannelError && (err.cause as MatrixHttpError | undefined)?.errcode === 'M_NOT_FOUND')) throw err;
-    }
+    this.#direct.set(await this.#readDirect(signal));
     const profile = await this.#get<{ displayname?: unknown }>('profile', `${API}/profile/${enc(this.#o.userId)}`, signal).catch(() => ({
       displayname: undefined,
     }));
     this.#displayName = typeof profile.displayname === 'string' && profile.displayname.trim() ? profile.displayname.trim() : undefined;
+  }
+
+  /** The account's m.direct as the server holds it now; an account without one has none (404 M_NOT_FOUND). */
+  async #readDirect(signal: AbortSignal): Promise<unknown> {
+    try {
+      return await this.#get<unknown>('m.direct', `${API}/user/${enc(this.#o.userId)}/account_data/m.direct`, signal);
+    } catch (err) {
+      if (err instanceof ChannelError && (err.cause as MatrixHttpError | undefined)?.errcode === 'M_NOT_FOUND') return {};
+      throw err;
+    }
   }
 
   /**

@@ -235,9 +235,10 @@ export class Invites {
           const { err } = failed;
           // A 429 names its own wait; a shorter backoff would only be refused again.
           waitMs = Math.max(this.#backoffMs(join.attempts), err instanceof CodedError ? (err.retryAfterMs ?? 0) : 0);
-          // Stored with the next write (a batch's position, another join's progress; till then the due time set when the
-          // attempt was counted stands): a listener started again waits out the rest.
+          // Stored now: in an outage no batch is stored, and a listener that fails and is started again
+          // must wait out the rest of this wait (a 429's included), not the earlier due time, long past.
           join.nextAttemptAtMs = Date.now() + waitMs;
+          this.#store(retrying);
           this.#o.log.warn(
             { channel: this.#o.id, room: join.roomId, attempt: join.attempts, attempts: JOIN_ATTEMPTS, retryInMs: waitMs, err: errorMessage(err) },
             'Matrix room could not be joined; trying again',

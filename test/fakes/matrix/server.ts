@@ -186,6 +186,11 @@ export class FakeMatrix {
     return this.#accountData.get(type)?.content;
   }
 
+  /** An account that never had account data of `type` (a GET of it answers 404 M_NOT_FOUND); call before the client starts. */
+  forgetAccountData(type: string): void {
+    this.#accountData.delete(type);
+  }
+
   /** Alice sends a file in the direct chat (uploaded to the fake's media store); `caption` per spec v1.10. */
   dmFile(bytes: Buffer, o: { name: string; mime: string; msgtype?: string; caption?: string }): Record<string, any> {
     const mediaId = `media${this.#nextEvent}`;
