@@ -71,6 +71,11 @@ export class MattermostAdapter implements ChannelAdapter {
   #cursor: number | undefined;
   /** A catch-up was skipped (the channel list over a bound): the cursor stays where it began until one is done. */
   #cursorHeld = false;
+  /**
+   * The server's time in the last answer that had a Date header, and this machine's monotonic
+   * time then: the server's time now, whatever this machine's clock says (or a proxy strips).
+   */
+  #serverClock: { serverMs: number; monotonicMs: number } | undefined;
   readonly #cursorFile: CursorFile;
   #typingOverSocket = false;
   #socket: { send(action: string, data: unknown): void } | undefined;
@@ -92,11 +97,23 @@ export class MattermostAdapter implements ChannelAdapter {
 
   /** One REST call; `sentAt`, when given, notes when its request went out (a reply's sends and edits). */
   async #api<T>(what: string, method: 'GET' | 'POST' | 'PUT' | 'DELETE', path: string, body: unknown, signal: AbortSignal, sentAt?: SentAt) {
-    return this.#call(
+    const answer = await this.#call(
       what,
       signal,
       notingSent(sentAt, (s) => mattermostRequest<T>({ url: this.#o.url, token: this.#o.token }, method, path, body, s)),
     );
+    this.#noteServerTime(answer.serverTimeMs);
+    return answer;
+  }
+
+  #noteServerTime(serverMs: number | undefined): void {
+    if (serverMs !== undefined) this.#serverClock = { serverMs, monotonicMs: performance.now() };
+  }
+
+  /** The server's time now, from the last Date it sent (whole seconds, so a little behind: never ahead); undefined before one came. */
+  #serverNowMs(): number | undefined {
+    const c = this.#serverClock;
+    return c && c.serverMs + (performance.now() - c.monotonicMs);
   }
 
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
@@ -206,9 +223,8 @@ export class MattermostAdapter implements ChannelAdapter {
   async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal): Promise<void> {
     const held = this.#cursor!;
     const channels = new Map<string, MmListedChannel>();
-    let listedAtMs: number | undefined;
     try {
-      listedAtMs = await this.#listChannels(
+      await this.#listChannels(
         (c) => {
           if ((c.last_post_at ?? Infinity) >= held) channels.set(c.id, c);
         },
@@ -226,8 +242,11 @@ export class MattermostAdapter implements ChannelAdapter {
       return;
     }
     this.#cursorHeld = false;
-    // A cursor held since a list over its bound may be days old by now: a day back at most, as after a restart.
-    const since = Math.max(held, (listedAtMs ?? Date.now()) - MAX_CATCH_UP_MS);
+    // A cursor held since a list over its bound may be days old by now: a day back at most, as
+    // after a restart, by the server's clock (the list's Date, else the last one any answer had).
+    // None seen: no floor, rather than this machine's clock, which may be ahead and skip posts.
+    const serverNowMs = this.#serverNowMs();
+    const since = serverNowMs === undefined ? held : Math.max(held, serverNowMs - MAX_CATCH_UP_MS);
     let delivered = 0;
     let skipped = 0;
     let newest = since;
@@ -258,25 +277,29 @@ export class MattermostAdapter implements ChannelAdapter {
    * and the DMs, once), else each team's list (DMs in each). Neither is paged by the server,
    * so both are read as they stream (channel-list.ts). Channels archived since `sinceMs` too
    * (`last_delete_at`: not archived, or at or after it): posts made before they were are missed.
+   * A list's Date is noted as the server's time when the list is read (later than it said, so
+   * the estimate lags: a floor from it reads more, never less).
    */
-  async #listChannels(keep: (channel: MmListedChannel) => void, sinceMs: number, signal: AbortSignal): Promise<number | undefined> {
+  async #listChannels(keep: (channel: MmListedChannel) => void, sinceMs: number, signal: AbortSignal): Promise<void> {
     const query = `?include_deleted=true&last_delete_at=${sinceMs}`;
     const list = (path: string) =>
-      this.#listCall('channels', signal, (s) => readChannelList({ url: this.#o.url, token: this.#o.token }, `${path}${query}`, keep, s));
+      this.#listCall('channels', signal, async (s) =>
+        this.#noteServerTime(await readChannelList({ url: this.#o.url, token: this.#o.token }, `${path}${query}`, keep, s)),
+      );
     if (!this.#listPerTeam) {
       try {
         return await list('users/me/channels');
       } catch (err) {
-        const status = ((err as ChannelError).cause as MattermostApiError | undefined)?.status;
-        if (status !== 404 && status !== 501) throw err;
+        const cause = (err as ChannelError).cause as MattermostApiError | undefined;
+        const status = cause?.status;
+        // Only the route's own HTTP status says it is missing; an AppError in a list answered 200 is its failure.
+        if (cause?.inList || (status !== 404 && status !== 501)) throw err;
         this.#listPerTeam = true;
         this.#o.log.info({ channel: this.#o.id, status }, "this Mattermost server has no GET /users/me/channels; listing each team's channels instead");
       }
     }
     const teams = await this.#api<Array<{ id: string }>>('users/me/teams', 'GET', 'users/me/teams', undefined, signal);
-    let serverTimeMs = teams.serverTimeMs;
-    for (const team of teams.data) serverTimeMs = (await list(`users/me/teams/${encodeURIComponent(team.id)}/channels`)) ?? serverTimeMs;
-    return serverTimeMs;
+    for (const team of teams.data) await list(`users/me/teams/${encodeURIComponent(team.id)}/channels`);
   }
 
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {

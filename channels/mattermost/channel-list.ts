@@ -58,7 +58,7 @@ function appError(value: unknown): MattermostApiError | undefined {
   if (typeof value !== 'object' || value === null) return undefined;
   const v = value as Record<string, unknown>;
   if (typeof v.status_code !== 'number' || typeof v.id !== 'string' || 'type' in v) return undefined;
-  return new MattermostApiError(v.status_code, v.id, typeof v.message === 'string' ? v.message : `HTTP ${v.status_code}`, undefined);
+  return new MattermostApiError(v.status_code, v.id, typeof v.message === 'string' ? v.message : `HTTP ${v.status_code}`, undefined, true);
 }
 
 /** The object's fields the catch-up uses, when they are what Mattermost sends; undefined when it is no channel. */
@@ -157,7 +157,7 @@ class ChannelListParser {
 /**
  * `GET /api/v4/{path}`, a list of channels, read as it streams within `MAX_LIST_BYTES`, each
  * channel handed to `keep`. A refusal, or the AppError `GET /users/me/channels` ends its list
- * with when it fails half-way, rejects with MattermostApiError (errors.ts sorts it); a list
+ * with when it fails half-way (`inList`), rejects with MattermostApiError (errors.ts sorts it); a list
  * over a bound with MattermostAnswerTooLarge or MattermostAnswerTooDeep; one cut off or not
  * JSON with CHANNEL_UNAVAILABLE, retried. No channel (the server's not-found) is an empty list.
  * Resolves with the server's time (its answer's Date header), when it says.

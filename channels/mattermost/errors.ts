@@ -1,12 +1,17 @@
 import { ChannelError } from '../../src/contracts/errors.js';
 
-/** A REST answer that was not 2xx: Mattermost's AppError body (`id`, `message`) and the wait a 429 asked for. */
+/**
+ * A REST answer that was not 2xx: Mattermost's AppError body (`id`, `message`) and the wait a 429
+ * asked for. `inList`: the AppError came inside a list answered 200 (channel-list.ts); `status`
+ * is then its `status_code`, not the HTTP status, and says nothing of whether the route exists.
+ */
 export class MattermostApiError extends Error {
   constructor(
     readonly status: number,
     readonly errorId: string | undefined,
     detail: string,
     readonly retryAfterMs: number | undefined,
+    readonly inList = false,
   ) {
     super(`HTTP ${status}${errorId ? ` ${errorId}` : ''}: ${detail}`);
     this.name = 'MattermostApiError';
@@ -49,6 +54,8 @@ export function classifyMattermostError(err: unknown, what = 'request'): Channel
   if (err instanceof ChannelError) return err;
   if (err instanceof MattermostApiError) {
     const detail = `Mattermost ${what}: ${err.message}`;
+    // The request was taken (its 200 sent): the server failed reading its store half-way, whatever status_code it wrote.
+    if (err.inList) return new ChannelError('CHANNEL_UNAVAILABLE', detail, { cause: err });
     if (err.status === 401)
       return new ChannelError('CHANNEL_AUTH_FAILED', `${detail}: the token was refused; check token_env/token_file and that the bot account is enabled`, {
         cause: err,

@@ -9,7 +9,11 @@ import { postsPage } from './posts.js';
  * streamed channel list) a failure after its first `cutAfter` channels (in whole pages of 100),
  * which the server reports by ending the list with its AppError instead of "]".
  */
-export type MattermostFault = { status: 429; retryAfter: number } | { status: 500 | 502 | 503 } | { drop: true } | { cutAfter: number };
+export type MattermostFault =
+  | { status: 429; retryAfter: number }
+  | { status: 500 | 502 | 503 }
+  | { drop: true }
+  | { cutAfter: number; error?: { id: string; message: string; status_code: number } };
 export type MattermostRoute = 'me' | 'teams' | 'channels' | 'myChannels' | 'since' | 'create' | 'patch' | 'delete' | 'typing' | 'file';
 
 /** A channel the bot is in, as the fake keeps it. */
@@ -95,7 +99,8 @@ function wireChannel(c: MmFakeChannel, lastPostAt: number): Record<string, unkno
  * or a page at a time, create, patch, delete, typing, files) with AppError bodies, and the WebSocket at
  * /api/v4/websocket: authentication_challenge, hello with a connection id, `posted` events
  * numbered by `seq`. Faults: 429 with Retry-After,
- * 5xx and dropped connections per route; dropped sockets, a gap in seq, a redelivered event.
+ * 5xx and dropped connections per route; dropped sockets, a gap in seq, a redelivered event;
+ * a clock of its own (`clockOffsetMs`), and answers without a Date header (`dateless`).
  * It never resumes a connection (a new connection id each time), as a server whose buffer
  * has moved on: the client must catch up over REST.
  */
@@ -118,8 +123,10 @@ export class FakeMattermost {
   readonly #left = new Set<string>();
   /** TeamSettings.ExperimentalViewArchivedChannels: off, an archived channel's posts are refused (403). */
   viewArchivedChannels = true;
-  /** How far the server's clock (its answers' Date header) is ahead of this machine's. */
+  /** How far the server's clock (its answers' Date header, the times it stamps posts with) is ahead of this machine's. */
   clockOffsetMs = 0;
+  /** Routes answered without a Date header, as through a proxy that strips it. */
+  readonly dateless = new Set<MattermostRoute>();
   /** Routes this server does not have (an older version): answered 404 like an unknown path, and recorded in `calls`. */
   readonly absent = new Set<MattermostRoute>();
   /** The bytes of the last channel list answered. */
@@ -130,6 +137,8 @@ export class FakeMattermost {
   lastSocketUrl = '';
   url = '';
   readonly #faults = new Map<MattermostRoute, MattermostFault[]>();
+  /** The answers of `dateless` routes. */
+  readonly #datelessAnswers = new WeakSet<ServerResponse>();
   readonly #http: Server;
   readonly #wss: WebSocketServer;
   readonly #sockets = new Map<WebSocket, { seq: number }>();
@@ -244,7 +253,7 @@ export class FakeMattermost {
   }
 
   /** Archives a channel at `atMs` (now by default), as `DELETE /channels/{id}` does. */
-  archive(channel: { id: string }, atMs = Date.now()): void {
+  archive(channel: { id: string }, atMs = this.#nowMs()): void {
     this.#channel(channel.id)!.delete_at = atMs;
   }
 
@@ -271,9 +280,14 @@ export class FakeMattermost {
    * "[" is written before the first page is read: with no channel the store's not-found
    * follows it (the handler's AppError, status 200 already sent), and no "]".
    */
-  async #streamChannels(res: ServerResponse, query: URLSearchParams, cutAfter = Infinity): Promise<void> {
+  async #streamChannels(
+    res: ServerResponse,
+    query: URLSearchParams,
+    cutAfter = Infinity,
+    error = { id: 'app.channel.get_channels.get.app_error', message: 'Unable to get the channels.', status_code: 500 },
+  ): Promise<void> {
     const list = this.#channelList(query);
-    res.writeHead(200, { 'content-type': 'application/json', date: this.#date() });
+    res.writeHead(200, { 'content-type': 'application/json', ...this.#date(res) });
     this.channelListBytes = 0;
     const write = async (text: string) => {
       this.channelListBytes += Buffer.byteLength(text);
@@ -289,10 +303,7 @@ export class FakeMattermost {
     await write('[');
     if (!list.length) return void res.end(JSON.stringify(NOT_FOUND));
     for (let at = 0; at < list.length && !res.destroyed; at += 100) {
-      if (at >= cutAfter) {
-        const error = { id: 'app.channel.get_channels.get.app_error', message: 'Unable to get the channels.', status_code: 500 };
-        return void res.end(JSON.stringify(error));
-      }
+      if (at >= cutAfter) return void res.end(JSON.stringify(error));
       await write(
         `${at ? ',' : ''}${list
           .slice(at, at + 100)
@@ -314,7 +325,7 @@ export class FakeMattermost {
     extra: Partial<MmFakePost>,
     createAtMs?: number,
   ): MmFakePost {
-    const now = createAtMs ?? Math.max(Date.now(), this.#lastPostMs + 1);
+    const now = createAtMs ?? Math.max(this.#nowMs(), this.#lastPostMs + 1);
     this.#lastPostMs = Math.max(this.#lastPostMs, now);
     const post: MmFakePost = {
       id: id26(),
@@ -431,12 +442,22 @@ export class FakeMattermost {
     ws.on('close', () => this.#sockets.delete(ws));
   }
 
-  #date(): string {
-    return new Date(Date.now() + this.clockOffsetMs).toUTCString();
+  /** The server's clock. */
+  #nowMs(): number {
+    return Date.now() + this.clockOffsetMs;
+  }
+
+  /** The Date header of an answer, unless its route is `dateless` (then none: node adds one unless told not to). */
+  #date(res: ServerResponse): { date?: string } {
+    if (this.#datelessAnswers.has(res)) {
+      res.sendDate = false;
+      return {};
+    }
+    return { date: new Date(this.#nowMs()).toUTCString() };
   }
 
   #answer(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-    res.writeHead(status, { 'content-type': 'application/json', date: this.#date(), ...headers }).end(JSON.stringify(body));
+    res.writeHead(status, { 'content-type': 'application/json', ...this.#date(res), ...headers }).end(JSON.stringify(body));
   }
 
   #error(res: ServerResponse, status: number, id: string, message: string, headers: Record<string, string> = {}): void {
@@ -475,11 +496,12 @@ export class FakeMattermost {
       return this.#error(res, 400, 'api.context.invalid_body_param.app_error', 'Invalid or missing body.');
     }
     this.calls.push({ route, query: url.searchParams, body, at: Date.now() });
+    if (this.dateless.has(route)) this.#datelessAnswers.add(res);
     if (this.absent.has(route)) return this.#error(res, 404, 'api.context.404.app_error', 'Sorry, we could not find the page.');
     const fault = this.#faults.get(route)?.shift();
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
-      if ('cutAfter' in fault) return this.#streamChannels(res, url.searchParams, fault.cutAfter);
+      if ('cutAfter' in fault) return this.#streamChannels(res, url.searchParams, fault.cutAfter, fault.error);
       if ('retryAfter' in fault)
         return this.#error(res, 429, 'api.context.rate_limited', 'Too many requests', {
           'retry-after': String(fault.retryAfter),
@@ -499,7 +521,7 @@ export class FakeMattermost {
         if (!list.length) return this.#answer(res, 404, NOT_FOUND);
         const text = JSON.stringify(list);
         this.channelListBytes = Buffer.byteLength(text);
-        res.writeHead(200, { 'content-type': 'application/json', date: this.#date() }).end(text);
+        res.writeHead(200, { 'content-type': 'application/json', ...this.#date(res) }).end(text);
         return;
       }
       case 'myChannels':
@@ -534,14 +556,14 @@ export class FakeMattermost {
           if (body.message.length > 16_383) return this.#error(res, 400, 'model.post.is_valid.msg.app_error', 'Invalid message');
           post.message = body.message;
           post.edits++;
-          post.edit_at = post.update_at = Date.now();
+          post.edit_at = post.update_at = this.#nowMs();
         }
         return this.#answer(res, 200, post);
       }
       case 'delete': {
         const post = this.posts.get(p[1]!);
         if (!post) return this.#error(res, 404, 'app.post.get.app_error', 'Unable to get the post.');
-        post.delete_at = Date.now();
+        post.delete_at = this.#nowMs();
         return this.#answer(res, 200, { status: 'OK' });
       }
       case 'typing':

@@ -49,6 +49,7 @@ describe('Mattermost: the channel list as a server may stream it', () => {
     await expect(first()).rejects.toMatchObject({
       name: 'MattermostApiError',
       status: 500,
+      inList: true,
       errorId: 'app.channel.get_channels.get.app_error',
       message: 'HTTP 500 app.channel.get_channels.get.app_error: Unable to get the channels.',
     });
@@ -77,6 +78,6 @@ describe('Mattermost: the channel list as a server may stream it', () => {
       res.end();
     });
     expect(cuts.length).toBeGreaterThan(5);
-    await expect(refusing()).rejects.toMatchObject({ status: 403, message: `HTTP 403 api.context.permissions.app_error: ${message}` });
+    await expect(refusing()).rejects.toMatchObject({ status: 403, inList: false, message: `HTTP 403 api.context.permissions.app_error: ${message}` });
   });
 });

@@ -11,6 +11,7 @@ import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { FakeMattermost, type MmFakePost } from '../../fakes/mattermost/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 
+const DAY_MS = 24 * 60 * 60 * 1000;
 /** The bound rest.ts reads an answer within (its MAX_ANSWER_BYTES), which the fix keeps. */
 const MAX_ANSWER_BYTES = 8 * 1024 * 1024;
 /** Props the size of a large integration post's attachments. */
@@ -345,20 +346,66 @@ describe('Mattermost: catch-up with a channel list over the answer bound', () =>
   it('a cursor held in the process past a day (the list over its bound all along) is a day back at most when the list can be read again', async () => {
     const [big] = f.mm.addChannels(1, { type: 'O', header: 'x'.repeat(2 * 1024 * 1024) });
     const old = f.mm.userPost('before the cursor');
-    const away = f.mm.userPost('sent while away', { channel: f.mm.town });
+    // Two days old once the server's clock moves on: past the day a catch-up reads back.
+    f.mm.userPost('sent while away', { channel: f.mm.town });
     f.listen(old.create_at + 1);
-    await afterCatchUp();
-    // Two days on (the server's clock), the list can be read again, and the socket drops.
-    f.mm.clockOffsetMs = 2 * 24 * 60 * 60 * 1000;
+    const live = await afterCatchUp();
+    // Two days on (the server's clock: its Date headers and the posts it stamps), the list can be
+    // read again, and the socket drops.
+    f.mm.clockOffsetMs = 2 * DAY_MS;
     f.mm.added.get(big!.id)!.header = '';
     f.mm.drop();
-    // Handled once the reconnect's catch-up is done.
+    // Half a day before the server's now, with no socket open: only the catch-up can bring it.
+    const recent = f.mm.userPost('half a day old', { channel: f.mm.offTopic, createAt: Date.now() + f.mm.clockOffsetMs - DAY_MS / 2 });
+    // In a DM opened once the list was read: only the socket brings it, once the catch-up is done.
     await waitFor(() => f.ended || f.mm.callsOf('myChannels').length >= 2);
-    const live = f.mm.userPost('live after', { channel: f.mm.dm });
-    await waitFor(() => f.ended || f.delivered.some((m) => m.messageId === live.id));
+    const after = f.mm.userPost('live after', { channel: f.mm.addChannels(1)[0] });
+    await waitFor(() => f.ended || f.delivered.some((m) => m.messageId === after.id));
     expect(f.ended).toBeUndefined();
-    // Before, the held cursor read everything since it: a post two days old was answered.
-    expect(f.delivered.map((m) => m.messageId)).not.toContain(away.id);
+    // Before, the held cursor read everything since it: a post two days old was answered. A floor
+    // with no day back (or no catch-up) would miss the post of half a day ago.
+    expect(f.delivered.map((m) => m.messageId)).toEqual([live.id, recent.id, after.id]);
+    // The cursor is at the newest post, not ahead of the posts it passed.
+    f.stop.abort();
+    await f.listening;
+    expect(await readFile(f.cursorFile, 'utf8')).toBe(`${after.create_at}\n`);
+  });
+
+  it("a list answered without a Date header (a proxy strips it), on a machine whose clock is ahead of the server's: the day back is counted by the server's clock from its other answers, and what came since the cursor is caught up", async () => {
+    // This machine's clock two days ahead of the server's.
+    f.mm.clockOffsetMs = -2 * DAY_MS;
+    f.mm.dateless.add('myChannels');
+    const old = f.mm.userPost('before the cursor');
+    const away = f.mm.userPost('sent while away', { channel: f.mm.town });
+    f.listen(old.create_at + 1);
+    const live = await afterCatchUp();
+    // Before, the floor was this machine's now less a day: a day into the server's future.
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id, live.id]);
+    f.stop.abort();
+    await f.listening;
+    expect(await readFile(f.cursorFile, 'utf8')).toBe(`${live.create_at}\n`);
+  });
+
+  it("an AppError in the list (answered 200) naming status_code 404 is the list's failure, not a server without GET /users/me/channels: no team lists, and the catch-up fails to be retried", async () => {
+    const crowd = f.mm.addChannels(150);
+    const old = f.mm.userPost('before the cursor');
+    const away = f.mm.userPost('sent while away', { channel: crowd.at(-1) });
+    // "[", a page of 100 channels, then the AppError straight after the last one.
+    f.mm.fail('myChannels', { cutAfter: 100, error: { id: 'x', message: 'Not found.', status_code: 404 } });
+    f.listen(old.create_at + 1);
+    await waitFor(() => f.ended || f.mm.callsOf('channels').length > 0);
+    expect(f.mm.callsOf('channels')).toEqual([]);
+    expect(f.lines.filter((l) => l.msg.includes('no GET /users/me/channels'))).toEqual([]);
+    expect(f.ended!.err).toMatchObject({ code: 'CHANNEL_UNAVAILABLE', retryable: true });
+    expect(f.delivered).toEqual([]);
+
+    // The retry reads the list whole, still from GET /users/me/channels.
+    f.ended = undefined;
+    f.listen(old.create_at + 1);
+    await caughtUp();
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id]);
+    expect(f.mm.callsOf('myChannels')).toHaveLength(2);
+    expect(f.mm.callsOf('channels')).toEqual([]);
   });
 
   it('a bot in no channel: the server writes "[" then its not-found (status 200, no "]"); the catch-up finds nothing and the listener goes on', async () => {
