@@ -93,8 +93,12 @@ export class PgSessionStore implements Sessions {
   }
 
   active(agent: string, scope: string): SessionInfo {
+    return this.find(agent, scope) ?? this.start(agent, scope);
+  }
+
+  find(agent: string, scope: string): SessionInfo | undefined {
     const hit = this.#active.get(key(agent, scope));
-    return hit ? { ...hit } : this.start(agent, scope);
+    return hit && { ...hit };
   }
 
   start(agent: string, scope: string): SessionInfo {

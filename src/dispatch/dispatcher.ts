@@ -253,7 +253,10 @@ export class Dispatcher implements TopologyWork {
   recover(): number {
     if (this.#deferred === 'all') return 0;
     const items = this.#o.topology.recover();
-    for (const item of items) this.#enqueue(item, []);
+    // All queued before any starts: a collected turn's items start again as one (Lanes).
+    this.#lanes.together(() => {
+      for (const item of items) this.#enqueue(item, []);
+    });
     if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');
     return items.length;
   }

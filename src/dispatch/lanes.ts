@@ -33,7 +33,8 @@ export interface Lane {
   channelId: string;
   queue: InboxItem[];
   passive: ChannelMessage[];
-  running?: { job: TurnJob; controller: AbortController; done: Promise<void> };
+  /** `stoppedByUser`: a /stop came once the turn was already cut (see `stopOf`). */
+  running?: { job: TurnJob; controller: AbortController; done: Promise<void>; stoppedByUser?: boolean };
   mode: QueueMode;
   /** collect: merging waits this long after the newest arrival. */
   notBeforeMs: number;
@@ -84,6 +85,8 @@ export class Lanes {
   #queued = 0;
   #timer: NodeJS.Timeout | undefined;
   #draining = false;
+  /** Inside `together`: items are accepted, no turn starts yet. */
+  #gathering = 0;
 
   constructor(options: LanesOptions) {
     this.#o = options;
@@ -110,6 +113,17 @@ export class Lanes {
     return true;
   }
 
+  /** Runs `accept` (which accepts items), then starts turns: items recovered together are all queued when the first starts. */
+  together(accept: () => void): void {
+    this.#gathering++;
+    try {
+      accept();
+    } finally {
+      this.#gathering--;
+      this.#pump();
+    }
+  }
+
   #newLane(item: InboxItem): Lane {
     const lane: Lane = { scope: item.scope, channelId: item.message.channelId, queue: [], passive: [], mode: 'followup', notBeforeMs: 0 };
     this.#lanes.set(item.scope, lane);
@@ -134,7 +148,7 @@ export class Lanes {
   #pump(): void {
     clearTimeout(this.#timer);
     this.#timer = undefined;
-    if (this.#draining) return;
+    if (this.#draining || this.#gathering) return;
     let wakeAt = Infinity;
     const maxInFlight = this.#o.limits().max_in_flight;
     for (let i = 0; i < this.#ready.length; ) {
@@ -161,8 +175,21 @@ export class Lanes {
     if (wakeAt !== Infinity) this.#timer = setTimeout(() => this.#pump(), Math.max(0, wakeAt - Date.now()));
   }
 
+  /**
+   * The next turn's items. Items run before with one reply (a collected turn cut by a crash, a stop
+   * or a hand-over) run again as one whatever the mode: one by one, each would overwrite the other's answer.
+   */
+  #take(lane: Lane): InboxItem[] {
+    const head = lane.queue[0]!;
+    if (head.replyRefs.length === 0) return lane.mode === 'collect' ? lane.queue.splice(0) : [lane.queue.shift()!];
+    const refs = JSON.stringify(head.replyRefs);
+    const batch = lane.queue.filter((it) => JSON.stringify(it.replyRefs) === refs);
+    lane.queue = lane.queue.filter((it) => !batch.includes(it));
+    return batch;
+  }
+
   #start(lane: Lane): void {
-    const items = lane.mode === 'collect' ? lane.queue.splice(0) : [lane.queue.shift()!];
+    const items = this.#take(lane);
     this.#queued -= items.length;
     const lifecycle = this.#o.lifecycle;
     lifecycle.started(items);
@@ -202,7 +229,9 @@ export class Lanes {
         lifecycle.finished(job.items, 'error', String(err));
         return;
       }
-      if (ending === 'unfinished') lifecycle.interrupted(job.items);
+      // A turn cut here that its user had stopped too is recorded stopped: run again, it would answer in full.
+      if (ending === 'unfinished' && lane.running?.stoppedByUser) lifecycle.finished(job.items, 'cancelled');
+      else if (ending === 'unfinished') lifecycle.interrupted(job.items);
       else lifecycle.finished(job.items, ending);
     } catch (err) {
       this.#o.log.error({ err, scope: lane.scope }, 'the end of a turn could not be recorded');
@@ -239,6 +268,9 @@ export class Lanes {
     }
     const running = lane.running;
     const cancel = running !== undefined && (runningOfAnyone || running.job.items.some(mine));
+    // Already cut (a hand-back past its grace), still delivering its final text: this abort does
+    // nothing, and its end, unfinished, would be left for the next owner, who would answer in full.
+    if (cancel && running.controller.signal.aborted) running.stoppedByUser = true;
     if (cancel) running.controller.abort(new CodedError('TURN_STOPPED', reason));
     this.#forgetIfIdle(lane);
     return { cancelled: cancel, dropped };

@@ -21,11 +21,12 @@ export interface BuiltinHookDeps {
 
 const SESSION = 'session';
 /**
- * What session_find found, for session_load and session_save: the session, the origin its
- * row gets, and the row of a broken-off earlier run of the same items that this turn's replaces.
+ * What session_find found, for session_load and session_save: the session (none yet for a new
+ * conversation: session_load creates it), the origin its row gets, and the row of a broken-off
+ * earlier run of the same items that this turn's replaces.
  */
 interface Loaded {
-  id: number;
+  id?: number;
   origin: string;
   replaces?: StoredTurn;
 }
@@ -100,6 +101,13 @@ function identities(origin: string | null | undefined): ItemIdentity[] {
   }
 }
 
+/**
+ * What the attachments hook (src/workspace/attachments.ts) puts before a voice message's
+ * transcript, in the model's input and in the session's user text: a stored turn whose user
+ * text has it was answered to a voice message heard, so its answer was spoken too.
+ */
+export const TRANSCRIPT_MARKER = "[transcribed from the user's voice message]";
+
 /** Whether an attachment is speech (a voice note, an audio file): what the attachments hook transcribes. */
 export function isSpeech(a: Attachment): boolean {
   return a.type !== 'photo' && (a.type === 'voice' || a.type === 'audio' || a.mime?.toLowerCase().startsWith('audio/') === true);
@@ -117,10 +125,16 @@ function replayable(turn: StoredTurn): boolean {
  * a broken-off one is replaced by this turn's row. A row stored before these messages arrived
  * is not theirs (an item id and message id used again, as after the inbox was pruned empty).
  */
-function find(sessions: Sessions, agent: string, ctx: { scope: string; message: ChannelMessage; request: TurnRequest }): { loaded: Loaded; reply?: string } {
-  const { id } = sessions.active(agent, ctx.scope);
+function find(
+  sessions: Sessions,
+  agent: string,
+  ctx: { scope: string; message: ChannelMessage; request: TurnRequest },
+): { loaded: Loaded; reply?: StoredTurn } {
   const items: ReadonlyArray<{ id?: number; message: TurnItem['message'] }> = answered.get(ctx.request) ?? [{ message: ctx.message }];
   const origin = turnOrigin(items);
+  // Looked up, not created: a turn that a gate (the daily budget, a plugin's) refuses stores nothing.
+  const id = sessions.find(agent, ctx.scope)?.id;
+  if (id === undefined) return { loaded: { origin } };
   const found = sessions.earlierRun(id, (o) => sharedItems(o, origin) !== 'none');
   const arrived = items.reduce((min, i) => Math.min(min, i.message.receivedAt), Infinity);
   const earlier = found && found.createdAt >= arrived ? found : undefined;
@@ -129,7 +143,7 @@ function find(sessions: Sessions, agent: string, ctx: { scope: string; message: 
   // A complete answer to only some of this turn's messages (batches formed otherwise this
   // time) stays, since its text may have gone out; this turn is asked as a new one.
   if (sharedItems(earlier.origin, origin) !== 'all') return { loaded: { id, origin } };
-  return { loaded: { id, origin }, reply: earlier.assistantText };
+  return { loaded: { id, origin }, reply: earlier };
 }
 
 /** Session load/save, error normalization, cleanup of set-up handles, per-turn timing. */
@@ -166,18 +180,17 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     // nothing. Commands never get here: they end the turn before post_dispatch.
     priority: -1000,
     before: ['daily_budget'],
-    // A new conversation's session may have to wait for the store (another process's lock).
-    run: (ctx) =>
-      whenSessionsWritable(deps.sessions, ctx.signal, () => {
-        const { loaded, reply } = find(deps.sessions, deps.agentName, ctx);
-        ctx.extras.set(SESSION, loaded);
-        if (reply === undefined) return;
-        // The attachments hook, which marks a voice message to be answered aloud too, is
-        // skipped with the rest: its test marks it here, without transcribing again.
-        if (ctx.message.attachments.some(isSpeech)) ctx.extras.set(USER_SPOKE, true);
-        // Ending the phases here also stores nothing (session_save needs a runner).
-        return HookResult.shortCircuit(reply);
-      }),
+    run: (ctx) => {
+      const { loaded, reply } = find(deps.sessions, deps.agentName, ctx);
+      ctx.extras.set(SESSION, loaded);
+      if (reply === undefined) return;
+      // The attachments hook, which marks a voice message heard to be answered aloud too, is
+      // skipped with the rest: the first run's was spoken when its transcript was stored.
+      if (ctx.message.attachments.some(isSpeech) && reply.userText.split('\n').some((line) => line.startsWith(TRANSCRIPT_MARKER)))
+        ctx.extras.set(USER_SPOKE, true);
+      // Ending the phases here also stores nothing (session_save needs a runner).
+      return HookResult.shortCircuit(reply.assistantText);
+    },
   });
   runtime.hooks.register({
     phase: 'pre_agent_build',
@@ -185,13 +198,19 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     priority: 10,
     run: (ctx) => {
       const session = ctx.extras.get(SESSION) as Loaded | undefined;
-      if (!session || deps.needsHistory?.() === false) return;
-      // Every turn costs at least a few characters, so more rows than the budget never fit.
-      const budget = deps.historyBudgetChars();
-      const turns = deps.sessions.recent(session.id, Math.min(200, Math.ceil(budget / 8)));
-      // A broken-off first run is not shown to its own re-run, whose row will replace it.
-      const replaced = session.replaces?.rowId;
-      ctx.history = buildHistory(replaced === undefined ? turns : turns.filter((t) => t.rowId !== replaced), budget);
+      if (!session) return;
+      // A new conversation's session is created here, past the gates: it may have to wait for
+      // the store (another process's lock).
+      return whenSessionsWritable(deps.sessions, ctx.signal, () => {
+        const id = (session.id ??= deps.sessions.active(deps.agentName, ctx.scope).id);
+        if (deps.needsHistory?.() === false) return;
+        // Every turn costs at least a few characters, so more rows than the budget never fit.
+        const budget = deps.historyBudgetChars();
+        const turns = deps.sessions.recent(id, Math.min(200, Math.ceil(budget / 8)));
+        // A broken-off first run is not shown to its own re-run, whose row will replace it.
+        const replaced = session.replaces?.rowId;
+        ctx.history = buildHistory(replaced === undefined ? turns : turns.filter((t) => t.rowId !== replaced), budget);
+      });
     },
   });
   runtime.hooks.register({
@@ -201,7 +220,7 @@ export function registerBuiltinHooks(runtime: Runtime, deps: BuiltinHookDeps): v
     run: (ctx) => {
       const session = ctx.extras.get(SESSION) as Loaded | undefined;
       // Commands and skipped turns never reached the agent: nothing to remember.
-      if (!session || !ctx.runner || ctx.command || ctx.extras.get(SESSION_SKIP) === true) return;
+      if (session?.id === undefined || !ctx.runner || ctx.command || ctx.extras.get(SESSION_SKIP) === true) return;
       deps.sessions.append(
         session.id,
         {

@@ -46,6 +46,8 @@ export type SessionSummaryRow = { scope: string; sessions: number; lastActiveAt:
 export interface Sessions {
   /** Creates the session when the scope has none; may reject STORAGE_UNAVAILABLE, as `start`. */
   active(agent: string, scope: string): SessionInfo;
+  /** The scope's active session, or undefined when it has none: never creates one (nor writes). */
+  find(agent: string, scope: string): SessionInfo | undefined;
   /**
    * Throws STORAGE_UNAVAILABLE (retryable) when the store refuses a write it needs at once
    * (another process's lock, a full disk): SQLite's a claim of session ids (once every
@@ -57,7 +59,7 @@ export interface Sessions {
   whenWritable?(signal: AbortSignal): Promise<boolean>;
   /**
    * Adds a finished turn. `replaces`: the row of an earlier, broken-off run of the same items
-   * (what `earlierRun` found, as session_load decided), deleted so that a message keeps one row.
+   * (what `earlierRun` found, as session_find decided), deleted so that a message keeps one row.
    */
   append(sessionId: number, turn: Omit<StoredTurn, 'createdAt' | 'rowId'>, replaces?: StoredTurn): void;
   recent(sessionId: number, limit?: number): StoredTurn[];
@@ -151,12 +153,20 @@ export class SessionStore implements Sessions {
 
   /** The active session of a scope, created on first use. */
   active(agent: string, scope: string): SessionInfo {
+    return this.find(agent, scope) ?? this.start(agent, scope);
+  }
+
+  find(agent: string, scope: string): SessionInfo | undefined {
     const key = cacheKey(agent, scope);
     const cached = this.#activeCache.get(key);
     if (cached) return { ...cached };
     const warmed = this.#warmed.take(key);
     const read = warmed === undefined ? this.#read(agent, scope) : warmed;
-    if (!read) return this.start(agent, scope);
+    if (!read) {
+      // Kept for the rest of this turn of the event loop: the `active` that creates it reads no more.
+      this.#warmed.put(key, null);
+      return undefined;
+    }
     this.#remember(agent, scope, read.info, read.newest);
     return { ...read.info };
   }

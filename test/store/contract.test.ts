@@ -80,6 +80,29 @@ function contract(name: string, backend: () => Promise<Backend>) {
       expect(third.sessions.active('default', 'tg:1').id).toBe(fresh.id);
     });
 
+    it('find looks a scope’s active session up and never creates one (a turn a gate refuses stores nothing)', async () => {
+      const b = await backend();
+      const s = b.open();
+      await s.prepare('default', 'tg:7');
+      expect(s.sessions.find('default', 'tg:7')).toBeUndefined();
+      expect(s.sessions.find('default', 'tg:7')).toBeUndefined();
+      await s.flush();
+      const reader = b.open();
+      await reader.prepare('default', 'tg:7');
+      expect(reader.sessions.find('default', 'tg:7')).toBeUndefined();
+      expect(await reader.sessions.summary('default', 'tg:')).toEqual([]);
+
+      const created = s.sessions.active('default', 'tg:7');
+      expect(s.sessions.find('default', 'tg:7')).toEqual(created);
+      s.sessions.append(created.id, turn(1));
+      await s.flush();
+      const again = b.open();
+      await again.prepare('default', 'tg:7');
+      expect(again.sessions.find('default', 'tg:7')).toMatchObject({ id: created.id, turns: 1 });
+      const fresh = again.sessions.start('default', 'tg:7');
+      expect(again.sessions.find('default', 'tg:7')?.id).toBe(fresh.id);
+    });
+
     it('a turn keeps the items it answered: a later instance finds its row for a re-run of them, which replaces it only when told; a turn appended since hides it', async () => {
       const b = await backend();
       const s = b.open();

@@ -3,11 +3,13 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
+import type { Transcriber } from '../../../src/media/transcriber.js';
 import { answering, registerBuiltinHooks } from '../../../src/runtime/builtin-hooks.js';
 import { openDb, SCHEMA_VERSION, type Db } from '../../../src/store/db.js';
 import { SessionStore } from '../../../src/store/sessions.js';
 import { SqliteUsageLedger } from '../../../src/store/usage-ledger.js';
 import { startOfUtcDay } from '../../../src/store/usage-ledger.js';
+import { registerAttachments } from '../../../src/workspace/attachments.js';
 import type { WorkspaceOptions } from '../../../src/workspace/workspace.js';
 import { FakeLlm, type Script } from '../../fakes/llm/server.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -142,7 +144,7 @@ describe('a message run again after its turn was stored', () => {
     expect(spent(db)).toBe(cost);
   });
 
-  it('whose answer was for messages collected into one turn, run again one by one: each gets the stored answer in the same reply, the model is not asked, one row', async () => {
+  it('whose answer was for messages collected into one turn, run again: the batch gets the stored answer in the same reply, the model is not asked, one row', async () => {
     const adapter = new RecordingAdapter('t');
     const [m0, m1, m2] = ['hello', 'when is high water?', 'and low water?'].map((t) => userMessage('t', t, { chat }));
     let showRest!: () => void;
@@ -175,7 +177,7 @@ describe('a message run again after its turn was stored', () => {
     expect(llm.requests).toHaveLength(2);
     expect(llm.requests[1]!.body.messages.at(-1)).toEqual({ role: 'user', content: 'when is high water?\n\nand low water?' });
 
-    // The next start runs m1, then m2, each alone.
+    // The next start runs m1 and m2 again as one turn, as they ran (their items share the reply).
     const db = open();
     const again = pipeline(agent(), 'queue_mode = "collect"', { db, adapter });
     expect(again.dispatcher.recover()).toBe(2);
@@ -186,7 +188,7 @@ describe('a message run again after its turn was stored', () => {
       { user_text: 'hello', assistant_text: 'Hello.', ending: 'done' },
       { user_text: 'when is high water?\n\nand low water?', assistant_text: 'High water at six, low water at noon.', ending: 'done' },
     ]);
-    // Both edit the message the first run had sent: no second message.
+    // It edits the message the first run had sent: no second message.
     expect(adapter.visible('c')).toEqual(['Hello.', 'High water at six, low water at noon.']);
     expect(adapter.calls.filter((c) => c.op === 'send')).toHaveLength(2);
   });
@@ -212,17 +214,74 @@ describe('a message run again after its turn was stored', () => {
     // The draft the first run showed now holds the answer.
     expect(adapter.visible('c')).toEqual(['High water is at six.']);
   });
+
+  it('whose answer, for messages collected into one turn, broke off (cancelled by the stop): the batch runs again as one turn, the model is asked once for both, one row', async () => {
+    const adapter = new RecordingAdapter('t');
+    const [m0, m1, m2] = ['hello', 'when is high water?', 'and low water?'].map((t) => userMessage('t', t, { chat }));
+    llm.script(
+      answer('Hello.'),
+      // m1 and m2's answer stops half-way; its draft is shown, and the stop's final edit never lands.
+      { kind: 'stall', chunks: [{ content: 'High water' }] },
+      answer('High water at six, low water at noon.'),
+      answer('asked again'),
+    );
+    const first = open();
+    const p = pipeline(agent(), 'queue_mode = "collect"', { db: first, adapter });
+    // m0 runs (its reply held on its way), and m1 and m2 arrive meanwhile: they are collected.
+    const m0Reply = adapter.hold((c) => c.text?.startsWith('Hello') === true);
+    await p.dispatcher.deliver(m0!);
+    await m0Reply.reached;
+    await p.dispatcher.deliver(m1!);
+    await p.dispatcher.deliver(m2!);
+    m0Reply.release();
+    await waitFor(() => adapter.visible('c').includes('High water'));
+    const stopEdit = adapter.hold((c) => c.op === 'edit');
+    await p.close(50);
+    expect(states(first)).toEqual(['done', 'running', 'running']);
+    expect(rows(first)).toEqual([
+      { user_text: 'hello', assistant_text: 'Hello.', ending: 'done' },
+      { user_text: 'when is high water?\n\nand low water?', assistant_text: 'High water', ending: 'cancelled' },
+    ]);
+    first.close();
+    stopEdit.release();
+    expect(llm.requests).toHaveLength(2);
+
+    // The next start: before, m1 ran alone and then m2, each asking the model and each
+    // editing the same reply, so it showed only m2's answer.
+    const db = open();
+    const again = pipeline(agent(), 'queue_mode = "collect"', { db, adapter });
+    expect(again.dispatcher.recover()).toBe(2);
+    await waitFor(() => states(db).every((s) => s === 'done'));
+    await again.close();
+    expect(llm.requests).toHaveLength(3);
+    expect(llm.requests[2]!.body.messages.at(-1)).toEqual({ role: 'user', content: 'when is high water?\n\nand low water?' });
+    expect(adapter.visible('c')).toEqual(['Hello.', 'High water at six, low water at noon.']);
+    expect(rows(db)).toEqual([
+      { user_text: 'hello', assistant_text: 'Hello.', ending: 'done' },
+      { user_text: 'when is high water?\n\nand low water?', assistant_text: 'High water at six, low water at noon.', ending: 'done' },
+    ]);
+  });
 });
 
 describe('the session hooks and a stored answer', () => {
-  /** A runtime with the built-in hooks over a session store on `db`, as a process started on it has. */
-  function started(db: Db, answer: string, needsHistory = true) {
+  /**
+   * A runtime with the built-in hooks over a session store on `db`, as a process started on it
+   * has, and the attachments hook, which hears voice messages with `transcriber` when given.
+   */
+  function started(db: Db, answer: string, needsHistory = true, transcriber?: Transcriber) {
     const runner = new ScriptedRunner([
       { type: 'text_delta', text: answer },
       { type: 'done', usage: { inputTokens: 1, outputTokens: 1, estimated: true } },
     ]);
     const { runtime } = bareRuntime(runner);
     registerBuiltinHooks(runtime, { agentName: 'a', sessions: new SessionStore(db), historyBudgetChars: () => 10_000, needsHistory: () => needsHistory });
+    registerAttachments(runtime, {
+      agent: () => ({ model: 'm', provider: 'echo', max_audio_duration_ms: 60_000, show_transcript: false }) as never,
+      models: () => ({}),
+      maxBytes: () => 1_000_000,
+      timeoutMs: () => 5_000,
+      transcriber: () => transcriber,
+    });
     return { runtime, runner };
   }
 
@@ -279,20 +338,40 @@ describe('the session hooks and a stored answer', () => {
     expect(rerun.runner.inputs).toHaveLength(0);
   });
 
-  it('a voice message run again: its stored answer is marked to be spoken too, as its first run was; a text message is not', async () => {
+  it('a voice message heard, run again: its stored answer is marked to be spoken too, as its first run was; a text message is not', async () => {
     const db = openDb(':memory:');
     dbs.push(db);
     const voice = userMessage('t', '', { attachments: [{ id: 'v1', type: 'voice', mime: 'audio/ogg', durationMs: 2000 }] });
     const text = userMessage('t', 'and tomorrow?', { chat: { id: 'other', type: 'dm' } });
-    const first = started(db, 'Sunny.');
-    await first.runtime.run(request('', sink(), { message: voice }));
+    const heard: Transcriber = async () => 'will it rain?';
+    const first = started(db, 'Sunny.', true, heard);
+    const download = async () => Buffer.from('OggS');
+    expect(await first.runtime.run(request('', sink(), { message: voice, download }))).toMatchObject({ ending: 'done', spoke: true });
     await first.runtime.run(request('and tomorrow?', sink(), { message: text, scope: 't:other' }));
 
-    const again = started(db, 'asked again');
-    expect(await again.runtime.run(request('', sink(), { message: voice }))).toMatchObject({ ending: 'done', text: 'Sunny.', spoke: true });
+    const again = started(db, 'asked again', true, heard);
+    expect(await again.runtime.run(request('', sink(), { message: voice, download }))).toMatchObject({ ending: 'done', text: 'Sunny.', spoke: true });
     const typed = await again.runtime.run(request('and tomorrow?', sink(), { message: text, scope: 't:other' }));
     expect(typed).toMatchObject({ ending: 'done', text: 'Sunny.' });
     expect(typed.spoke).toBeUndefined();
+    expect(again.runner.inputs).toHaveLength(0);
+  });
+
+  it('a voice message not heard (no transcription model), run again: answered in text, as its first run was', async () => {
+    const db = openDb(':memory:');
+    dbs.push(db);
+    const voice = userMessage('t', '', { attachments: [{ id: 'v1', type: 'voice', mime: 'audio/ogg', durationMs: 2000 }] });
+    const download = async () => Buffer.from('OggS');
+    const first = started(db, 'Please write instead.');
+    const answered = await first.runtime.run(request('', sink(), { message: voice, download }));
+    expect(answered.ending).toBe('done');
+    expect(answered.spoke).toBeUndefined();
+
+    const again = started(db, 'asked again');
+    const replayed = await again.runtime.run(request('', sink(), { message: voice, download }));
+    expect(replayed).toMatchObject({ ending: 'done', text: answered.text });
+    // Before, any speech attachment marked the replay to be spoken.
+    expect(replayed.spoke).toBeUndefined();
     expect(again.runner.inputs).toHaveLength(0);
   });
 });
