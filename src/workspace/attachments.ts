@@ -3,7 +3,7 @@ import type { ImageInput } from '../contracts/agent-runner.js';
 import type { AgentConfig, ModelConfig } from '../config/schema.js';
 import type { Attachment } from '../contracts/message.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
-import { isSpeech, SESSION_USER_TEXT } from '../runtime/builtin-hooks.js';
+import { isSpeech, SESSION_USER_TEXT, TRANSCRIPT_MARKER } from '../runtime/builtin-hooks.js';
 import { USER_SPOKE } from '../runtime/runtime.js';
 import type { Runtime } from '../runtime/runtime.js';
 import { raceAbort } from '../util/abortable.js';
@@ -193,7 +193,7 @@ export function registerAttachments(runtime: Runtime, deps: AttachmentDeps): voi
               notes.push(`${nameOf(a)} could not be transcribed (${errorMessage(err)}).`);
               continue;
             }
-            const marked = `[transcribed from the user's voice message] ${transcript || '(nothing audible)'}`;
+            const marked = `${TRANSCRIPT_MARKER} ${transcript || '(nothing audible)'}`;
             heard.set(a, marked);
             ctx.extras.set(USER_SPOKE, true);
             parts.push(marked);
