@@ -253,12 +253,30 @@ export class Dispatcher implements TopologyWork {
   recover(): number {
     if (this.#deferred === 'all') return 0;
     const items = this.#o.topology.recover();
-    // All queued before any starts: a collected turn's items start again as one (Lanes).
-    this.#lanes.together(() => {
-      for (const item of items) this.#enqueue(item, []);
-    });
+    this.#requeue(items);
     if (items.length) this.#o.log.info({ count: items.length }, 'recovered unfinished messages from the inbox');
     return items.length;
+  }
+
+  /**
+   * Queues items found in the inbox again. In a scope with items that ran before (reply refs),
+   * all are queued before its turn starts, so a collected turn's items start again as one
+   * (Lanes). Per scope only: all scopes' at once would count against max_queued, none started.
+   */
+  #requeue(items: readonly InboxItem[]): void {
+    const byScope = new Map<string, InboxItem[]>();
+    for (const item of items) {
+      const scoped = byScope.get(item.scope);
+      if (scoped) scoped.push(item);
+      else byScope.set(item.scope, [item]);
+    }
+    for (const scoped of byScope.values()) {
+      const queue = () => {
+        for (const item of scoped) this.#enqueue(item, []);
+      };
+      if (scoped.some((i) => i.replyRefs.length > 0)) this.#lanes.together(queue);
+      else queue();
+    }
   }
 
   /** Upgrade (the old process): from now on remembers the items it queues, which a failed upgrade's recovery leaves alone. */
@@ -277,7 +295,7 @@ export class Dispatcher implements TopologyWork {
     if (!this.#accepting || this.#deferred !== undefined) return 0;
     const held = this.#lanes.heldIds();
     const items = this.#o.topology.recover().filter((i) => !held.has(i.id) && !admitted?.has(i.id));
-    for (const item of items) this.#enqueue(item, []);
+    this.#requeue(items);
     return items.length;
   }
 
@@ -303,7 +321,7 @@ export class Dispatcher implements TopologyWork {
     this.#deferred = waiting.size ? waiting : undefined;
     const deferred = (scope: string) => before === 'all' || (before?.has(scope) ?? false);
     const items = this.#o.topology.recover().filter((i) => !waiting.has(i.scope) && (deferred(i.scope) || !seen.has(i.id)));
-    for (const item of items) this.#enqueue(item, []);
+    this.#requeue(items);
     if (final) this.#upgradeSeen = undefined;
     return items.length;
   }

@@ -6,6 +6,7 @@ import type { ItemLifecycle } from '../inbox/lifecycle.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { settleWithin } from '../util/abortable.js';
 import { CodedError } from '../contracts/errors.js';
+import { takeBatch } from './lane-batch.js';
 
 /**
  * After the signal bounding a wait aborts, turns that honour it end within moments; one
@@ -33,7 +34,7 @@ export interface Lane {
   channelId: string;
   queue: InboxItem[];
   passive: ChannelMessage[];
-  /** `stoppedByUser`: a /stop came once the turn was already cut (see `stopOf`). */
+  /** `stoppedByUser`: a user or the operator stopped it (see `stopRunning`). */
   running?: { job: TurnJob; controller: AbortController; done: Promise<void>; stoppedByUser?: boolean };
   mode: QueueMode;
   /** collect: merging waits this long after the newest arrival. */
@@ -51,7 +52,6 @@ interface LanesOptions {
   log: Logger;
 }
 
-/** The executor's promise; one that throws before its first await gives a rejection like any other. */
 /**
  * How a turn's run ended: as the turn ended (`done`, `error`, `cancelled`), or `unfinished`:
  * it stopped here before its final text went out because this process stops (its hard stop)
@@ -60,12 +60,22 @@ interface LanesOptions {
  */
 export type TurnRunEnding = TurnEndingKind | 'unfinished';
 
+/** The executor's promise; one that throws before its first await gives a rejection like any other. */
 function startTurn(o: LanesOptions, job: TurnJob, signal: AbortSignal): Promise<TurnRunEnding> {
   try {
     return o.execute(job, signal);
   } catch (err) {
     return Promise.reject(err);
   }
+}
+
+/**
+ * A stop by its user (/stop, the platform's Stop) or the operator. Recorded stopped even when a
+ * hard stop or a fence then cuts it before its stop marker is out: re-run, it would answer in full.
+ */
+function stopRunning(running: NonNullable<Lane['running']>, reason: string): void {
+  running.stoppedByUser = true;
+  running.controller.abort(new CodedError('TURN_STOPPED', reason));
 }
 
 /**
@@ -100,8 +110,9 @@ export class Lanes {
     const lane = this.#lanes.get(item.scope) ?? this.#newLane(item);
     lane.mode = mode;
     lane.passive.push(...passive);
-    if (lane.running && mode === 'interrupt') {
-      // The newest message replaces what was waiting and what is running.
+    // The newest message replaces what was waiting and what is running; an item run before (its
+    // reply refs) is none: its batch may be the one running, and it waits for its turn (takeBatch).
+    if (lane.running && mode === 'interrupt' && item.replyRefs.length === 0) {
       this.#drop(lane, 'superseded by a newer message');
       lane.running.controller.abort(new CodedError('TURN_INTERRUPTED', 'interrupted by a newer message'));
     }
@@ -175,21 +186,8 @@ export class Lanes {
     if (wakeAt !== Infinity) this.#timer = setTimeout(() => this.#pump(), Math.max(0, wakeAt - Date.now()));
   }
 
-  /**
-   * The next turn's items. Items run before with one reply (a collected turn cut by a crash, a stop
-   * or a hand-over) run again as one whatever the mode: one by one, each would overwrite the other's answer.
-   */
-  #take(lane: Lane): InboxItem[] {
-    const head = lane.queue[0]!;
-    if (head.replyRefs.length === 0) return lane.mode === 'collect' ? lane.queue.splice(0) : [lane.queue.shift()!];
-    const refs = JSON.stringify(head.replyRefs);
-    const batch = lane.queue.filter((it) => JSON.stringify(it.replyRefs) === refs);
-    lane.queue = lane.queue.filter((it) => !batch.includes(it));
-    return batch;
-  }
-
   #start(lane: Lane): void {
-    const items = this.#take(lane);
+    const items = takeBatch(lane);
     this.#queued -= items.length;
     const lifecycle = this.#o.lifecycle;
     lifecycle.started(items);
@@ -201,7 +199,7 @@ export class Lanes {
       text: items.map((i) => i.message.text).join('\n\n'),
       passive: lane.passive.splice(0),
       replied: (refs) => lifecycle.replied(items, refs),
-      stop: (reason) => controller.abort(new CodedError('TURN_STOPPED', reason)),
+      stop: (reason) => (lane.running?.job === job ? stopRunning(lane.running, reason) : controller.abort(new CodedError('TURN_STOPPED', reason))),
     };
     this.#inFlight++;
     this.#perChannel.set(lane.channelId, (this.#perChannel.get(lane.channelId) ?? 0) + 1);
@@ -229,7 +227,6 @@ export class Lanes {
         lifecycle.finished(job.items, 'error', String(err));
         return;
       }
-      // A turn cut here that its user had stopped too is recorded stopped: run again, it would answer in full.
       if (ending === 'unfinished' && lane.running?.stoppedByUser) lifecycle.finished(job.items, 'cancelled');
       else if (ending === 'unfinished') lifecycle.interrupted(job.items);
       else lifecycle.finished(job.items, ending);
@@ -268,10 +265,7 @@ export class Lanes {
     }
     const running = lane.running;
     const cancel = running !== undefined && (runningOfAnyone || running.job.items.some(mine));
-    // Already cut (a hand-back past its grace), still delivering its final text: this abort does
-    // nothing, and its end, unfinished, would be left for the next owner, who would answer in full.
-    if (cancel && running.controller.signal.aborted) running.stoppedByUser = true;
-    if (cancel) running.controller.abort(new CodedError('TURN_STOPPED', reason));
+    if (cancel) stopRunning(running, reason);
     this.#forgetIfIdle(lane);
     return { cancelled: cancel, dropped };
   }
@@ -347,7 +341,7 @@ export class Lanes {
   stopTurn(id: string): 'cancelled' | 'dropped' | undefined {
     for (const lane of this.#lanes.values()) {
       if (lane.running?.job.id === id) {
-        lane.running.controller.abort(new CodedError('TURN_STOPPED', 'stopped by the operator'));
+        stopRunning(lane.running, 'stopped by the operator');
         return 'cancelled';
       }
       const i = lane.queue.findIndex((it) => String(it.id) === id);

@@ -1,6 +1,6 @@
 import type { AgentConfig, QueueMode } from '../config/schema.js';
 import type { Conversations } from '../store/conversations.js';
-import { isRefusedForNow, whenSessionsWritable, type SessionInfo, type Sessions } from '../store/sessions.js';
+import { whenSessionsWritable, type Sessions } from '../store/sessions.js';
 import type { Runtime } from './runtime.js';
 import { builtinModes } from './builtin-modes/index.js';
 import { currentTimeTool } from './tool-registry.js';
@@ -24,18 +24,14 @@ export interface BuiltinInfo {
 export function conversationStatus(info: BuiltinInfo, scope: string, modes: ReadonlySet<string>): Record<string, string | number> {
   const a = info.agent();
   const prefs = info.conversations.get(info.agentName, scope);
-  let session: SessionInfo | undefined;
-  try {
-    session = info.sessions.active(info.agentName, scope);
-  } catch (err) {
-    // A status must answer while the store refuses the write that would create the session.
-    if (!isRefusedForNow(err)) throw err;
-  }
+  // Looked up, not created: a scope asked about (the management action) is not one this
+  // instance prepared, and an empty session made here would hide its history from its owner.
+  const session = info.sessions.find(info.agentName, scope);
   return {
     Agent: `${info.agentName} (${a.provider})`,
     Model: prefs.model ?? a.model ?? a.provider,
     'Queue mode': prefs.queueMode ?? info.defaultQueueMode(scope),
-    Session: session ? `${session.turns} turn(s) since ${new Date(session.createdAt).toISOString()}` : 'none stored yet (storage refuses writes)',
+    Session: session ? `${session.turns} turn(s) since ${new Date(session.createdAt).toISOString()}` : 'none stored yet',
     Modes: [...modes].join(', ') || 'none',
     'Waiting after this': info.queuedIn?.(scope) ?? 0,
   };

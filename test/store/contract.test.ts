@@ -6,6 +6,8 @@ import { PgUsageLedger } from '../../src/cluster/pg-usage.js';
 import { ApprovalStore, type Approvals } from '../../src/store/approvals.js';
 import { LocalReservations, type SpendQuota, type SpendReservations } from '../../src/store/reservations.js';
 import { PgReservations } from '../../src/cluster/pg-reservations.js';
+import type { AgentConfig } from '../../src/config/schema.js';
+import { conversationStatus } from '../../src/runtime/builtins.js';
 import { ConversationStore, type Conversations } from '../../src/store/conversations.js';
 import { openDb } from '../../src/store/db.js';
 import { GroupCommit } from '../../src/store/group-commit.js';
@@ -101,6 +103,20 @@ function contract(name: string, backend: () => Promise<Backend>) {
       expect(again.sessions.find('default', 'tg:7')).toMatchObject({ id: created.id, turns: 1 });
       const fresh = again.sessions.start('default', 'tg:7');
       expect(again.sessions.find('default', 'tg:7')?.id).toBe(fresh.id);
+    });
+
+    it('a status query of a scope with no session (the management `conversation` action) creates none', async () => {
+      const b = await backend();
+      const s = b.open();
+      const info = { agentName: 'default', agent: () => ({ provider: 'echo' }) as AgentConfig, sessions: s.sessions, conversations: s.conversations };
+      const status = conversationStatus({ ...info, defaultQueueMode: () => 'followup' }, 'tg:9', new Set());
+      expect(status.Session).toBe('none stored yet');
+      expect(s.sessions.find('default', 'tg:9')).toBeUndefined();
+      await s.flush();
+      const owner = b.open();
+      await owner.prepare('default', 'tg:9');
+      expect(owner.sessions.find('default', 'tg:9')).toBeUndefined();
+      expect(await owner.sessions.summary('default', 'tg:')).toEqual([]);
     });
 
     it('a turn keeps the items it answered: a later instance finds its row for a re-run of them, which replaces it only when told; a turn appended since hides it', async () => {
