@@ -1,8 +1,12 @@
 import pino from 'pino';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { Invites, type PendingJoin } from '../../../channels/matrix/invites.js';
+import { Invites, type InvitesOptions, type PendingJoin } from '../../../channels/matrix/invites.js';
 import { ChannelError } from '../../../src/contracts/errors.js';
 import { waitFor } from '../../helpers/daemon.js';
+
+/** The invites of a channel that auto-joins anyone's invites; `o` adds how it joins and logs. */
+const invitesFor = (o: Pick<InvitesOptions, 'log' | 'accept'> & Partial<InvitesOptions>) =>
+  new Invites({ id: 'mx', userId: '@bot:fake.test', rooms: [], autoJoin: true, allowFrom: ['*'], ...o });
 
 // The joins a listener takes up again are stored before any is tried: stored one by one as
 // each began, each write held only the joins begun so far, and a crash in between forgot the rest.
@@ -10,12 +14,7 @@ describe('Matrix invites: the joins owed from before, taken up by a listener', (
   it('are stored in one write holding them all, each attempt counted, before any is made', async () => {
     const stop = new AbortController();
     const attempted: string[] = [];
-    const invites = new Invites({
-      id: 'mx',
-      userId: '@bot:fake.test',
-      rooms: [],
-      autoJoin: true,
-      allowFrom: ['*'],
+    const invites = invitesFor({
       log: pino({ level: 'silent' }),
       // An attempt still under way: it ends only with the listener.
       accept: (roomId, _invite, signal) => {
@@ -65,12 +64,7 @@ describe('Matrix invites: the joins owed from before, taken up by a listener', (
       const stop = new AbortController();
       const lines: Array<{ msg: string }> = [];
       let attempts = 0;
-      const invites = new Invites({
-        id: 'mx',
-        userId: '@bot:fake.test',
-        rooms: [],
-        autoJoin: true,
-        allowFrom: ['*'],
+      const invites = invitesFor({
         log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
         // The backoff after the second attempt: 60 s × 3.
         joinRetryMs: 60_000,

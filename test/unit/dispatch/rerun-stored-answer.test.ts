@@ -92,6 +92,19 @@ async function nextStart(adapter: RecordingAdapter, setup?: Setup): Promise<Db> 
   return db;
 }
 
+/**
+ * m0 runs (its reply, "Hello…", held on its way), and m1 and m2 arrive meanwhile: in collect
+ * mode they are collected into the next turn. Resolves with m0's held reply, to release.
+ */
+async function collectedWhileFirstRuns(p: ReturnType<typeof pipeline>, adapter: RecordingAdapter, [m0, m1, m2]: ChannelMessage[]) {
+  const m0Reply = adapter.hold((c) => c.text?.startsWith('Hello') === true);
+  await p.dispatcher.deliver(m0!);
+  await m0Reply.reached;
+  await p.dispatcher.deliver(m1!);
+  await p.dispatcher.deliver(m2!);
+  return m0Reply;
+}
+
 describe('a message run again after its turn was stored', () => {
   it('whose answer was complete: the stored answer is sent, the model is asked once, the session has one row', async () => {
     const adapter = new RecordingAdapter('t');
@@ -157,12 +170,7 @@ describe('a message run again after its turn was stored', () => {
     );
     const first = open();
     const p = pipeline(agent(), 'queue_mode = "collect"', { db: first, adapter });
-    // m0 runs (its reply held on its way), and m1 and m2 arrive meanwhile: they are collected.
-    const m0Reply = adapter.hold((c) => c.text?.startsWith('Hello') === true);
-    await p.dispatcher.deliver(m0!);
-    await m0Reply.reached;
-    await p.dispatcher.deliver(m1!);
-    await p.dispatcher.deliver(m2!);
+    const m0Reply = await collectedWhileFirstRuns(p, adapter, [m0!, m1!, m2!]);
     const finalEdit = adapter.hold((c) => c.op === 'edit' && c.text?.includes('low water') === true);
     m0Reply.release();
     await waitFor(() => adapter.visible('c').includes('High water at six'));
@@ -227,12 +235,7 @@ describe('a message run again after its turn was stored', () => {
     );
     const first = open();
     const p = pipeline(agent(), 'queue_mode = "collect"', { db: first, adapter });
-    // m0 runs (its reply held on its way), and m1 and m2 arrive meanwhile: they are collected.
-    const m0Reply = adapter.hold((c) => c.text?.startsWith('Hello') === true);
-    await p.dispatcher.deliver(m0!);
-    await m0Reply.reached;
-    await p.dispatcher.deliver(m1!);
-    await p.dispatcher.deliver(m2!);
+    const m0Reply = await collectedWhileFirstRuns(p, adapter, [m0!, m1!, m2!]);
     m0Reply.release();
     await waitFor(() => adapter.visible('c').includes('High water'));
     const stopEdit = adapter.hold((c) => c.op === 'edit');
