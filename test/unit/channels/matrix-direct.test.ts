@@ -1,12 +1,10 @@
-import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MatrixAdapter } from '../../../channels/matrix/adapter.js';
 import { DirectChats } from '../../../channels/matrix/direct.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import type { FakeMatrix } from '../../fakes/matrix/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { withTempDir } from '../../helpers/fixtures.js';
-import { withMatrix } from '../../helpers/matrix.js';
+import { autoJoinAdapter, listenInto, withMatrix } from '../../helpers/matrix.js';
 
 type Content = Record<string, string[]>;
 
@@ -219,33 +217,10 @@ describe('Matrix: recording a direct chat reads m.direct first', () => {
   const NEW_ROOM = '!new:fake.test';
 
   const listen = async () => {
-    const adapter = new MatrixAdapter(
-      {
-        id: 'mx',
-        homeserverUrl: mx.url,
-        userId: mx.userId,
-        rooms: [],
-        autoJoin: true,
-        allowFrom: [mx.alice],
-        stateDir: dir,
-        log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
-        syncTimeoutMs: 5000,
-        joinRetryMs: 20,
-      },
-      mx.token,
-    );
-    let connected = false;
-    adapter
-      .listen(
-        async (m) => {
-          delivered.push(m);
-          return true;
-        },
-        stop.signal,
-        () => (connected = true),
-      )
-      .catch((err) => (failure = err));
-    await waitFor(() => failure ?? (connected && mx.callsOf('sync').length >= 2));
+    const l = listenInto(autoJoinAdapter(mx, { stateDir: dir, lines, rooms: [], joinRetryMs: 20 }), delivered, stop.signal, (err) => {
+      failure = err;
+    });
+    await waitFor(() => failure ?? (l.connected() && mx.callsOf('sync').length >= 2));
     expect(failure).toBeUndefined();
   };
 

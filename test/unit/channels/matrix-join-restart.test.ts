@@ -7,7 +7,7 @@ import type { ChannelMessage } from '../../../src/contracts/message.js';
 import type { FakeMatrix, MatrixFault } from '../../fakes/matrix/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { withTempDir } from '../../helpers/fixtures.js';
-import { withMatrix } from '../../helpers/matrix.js';
+import { autoJoinAdapter, listenInto, withMatrix } from '../../helpers/matrix.js';
 
 interface Line {
   level: number;
@@ -37,22 +37,7 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
   const logged = (msg: string) => lines.filter((l) => l.msg === msg);
   const stored = () => new SyncStateFile(dir, 'mx').read(mx.userId);
 
-  const adapter = (joinRetryMs: number) =>
-    new MatrixAdapter(
-      {
-        id: 'mx',
-        homeserverUrl: mx.url,
-        userId: mx.userId,
-        rooms: [mx.groupRoom],
-        autoJoin: true,
-        allowFrom: [mx.alice],
-        stateDir: dir,
-        log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
-        syncTimeoutMs: 5000,
-        joinRetryMs,
-      },
-      mx.token,
-    );
+  const adapter = (joinRetryMs: number) => autoJoinAdapter(mx, { stateDir: dir, lines, rooms: [mx.groupRoom], joinRetryMs });
 
   /** Listens until connected and past its first /sync (the fresh start's history one included); `stop()` aborts and waits for the end. */
   const listen = async (a: MatrixAdapter) => {
@@ -60,28 +45,18 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     stops.push(stop);
     const fresh = !stored();
     const syncsBefore = mx.callsOf('sync').length;
-    let connected = false;
     let failure: unknown;
-    let ended = false;
-    const done = a
-      .listen(
-        async (m) => {
-          delivered.push(m);
-          return true;
-        },
-        stop.signal,
-        () => (connected = true),
-      )
-      .catch((err) => (failure = err))
-      .finally(() => (ended = true));
-    await waitFor(() => failure ?? (connected && mx.callsOf('sync').length > syncsBefore + (fresh ? 1 : 0)), 10_000);
+    const l = listenInto(a, delivered, stop.signal, (err) => {
+      failure = err;
+    });
+    await waitFor(() => failure ?? (l.connected() && mx.callsOf('sync').length > syncsBefore + (fresh ? 1 : 0)), 10_000);
     expect(failure).toBeUndefined();
     return {
       failure: () => failure,
-      ended: () => ended,
+      ended: l.ended,
       stop: async () => {
         stop.abort();
-        await done;
+        await l.done;
       },
     };
   };

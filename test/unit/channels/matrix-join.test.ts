@@ -1,11 +1,9 @@
-import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MatrixAdapter } from '../../../channels/matrix/adapter.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import type { FakeMatrix } from '../../fakes/matrix/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { withTempDir } from '../../helpers/fixtures.js';
-import { withMatrix } from '../../helpers/matrix.js';
+import { autoJoinAdapter, listenInto, withMatrix } from '../../helpers/matrix.js';
 
 interface Line {
   level: number;
@@ -35,34 +33,11 @@ describe('Matrix: a failed join of an invited room is tried again', () => {
 
   /** Listening with auto_join on, invites from alice accepted; `joinRetryMs` the first retry's wait. */
   const listen = async (joinRetryMs: number) => {
-    const adapter = new MatrixAdapter(
-      {
-        id: 'mx',
-        homeserverUrl: mx.url,
-        userId: mx.userId,
-        rooms: [mx.groupRoom],
-        autoJoin: true,
-        allowFrom: [mx.alice],
-        stateDir: dir,
-        log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
-        syncTimeoutMs: 5000,
-        joinRetryMs,
-      },
-      mx.token,
-    );
-    let connected = false;
-    adapter
-      .listen(
-        async (m) => {
-          delivered.push(m);
-          return true;
-        },
-        stop.signal,
-        () => (connected = true),
-      )
-      .catch((err) => (failure = err));
+    const l = listenInto(autoJoinAdapter(mx, { stateDir: dir, lines, rooms: [mx.groupRoom], joinRetryMs }), delivered, stop.signal, (err) => {
+      failure = err;
+    });
     // Past the fresh start's history sync: the invite comes in an incremental /sync, once.
-    await waitFor(() => failure ?? (connected && mx.callsOf('sync').length >= 2));
+    await waitFor(() => failure ?? (l.connected() && mx.callsOf('sync').length >= 2));
     expect(failure).toBeUndefined();
   };
 
