@@ -158,7 +158,7 @@ async function online({ onTestFinished }: TestContext, closesWithClient: boolean
     await listening.catch(() => {});
     await server.close();
   });
-  await waitFor(() => connected === 1, 5000);
+  await waitFor(() => connected === 1, 15_000);
   return { server, conn: server.conns[0]!, logs, delivered, reconnecting, connections: () => connected, stop, listening };
 }
 
@@ -174,16 +174,16 @@ describe.concurrent('XMPP: XML from the server that cannot be parsed', () => {
     // The server never closes its side: what ends the connection is channeld.
     const b = await online(ctx, false);
     b.conn.send(`${chat('ok1', 'before')}${malformed}`);
-    await waitFor(() => b.conn.received.includes('<bad-format'), 3000);
+    await waitFor(() => b.conn.received.includes('<bad-format'), 10_000);
     // A second read after the parser was let go of: the server streaming on.
     b.conn.send(chat('late', 'streamed on after the error'));
-    await waitFor(() => b.connections() === 2, 4000);
+    await waitFor(() => b.connections() === 2, 15_000);
 
     expect(b.server.conns).toHaveLength(2);
     expect(b.conn.ended).toBe(true);
     // The first socket was destroyed, not just let go of: streaming on (whitespace, as
     // keepalives are) gets a reset.
-    await waitFor(() => (b.conn.send(' '), b.conn.closed), 1000);
+    await waitFor(() => (b.conn.send(' '), b.conn.closed), 5000);
     expect(b.delivered).toEqual(['before']);
     const notWellFormed = b.logs.filter((l) => l.msg.startsWith('XMPP stream not well-formed'));
     expect(notWellFormed).toEqual([expect.objectContaining({ level: 40, reason: expect.stringMatching(/^XMPP: the server sent XML that cannot be parsed/) })]);
@@ -191,7 +191,7 @@ describe.concurrent('XMPP: XML from the server that cannot be parsed', () => {
 
     // The new stream reads as before.
     b.server.conns[1]!.send(chat('ok2', 'after'));
-    await waitFor(() => b.delivered.length === 2, 3000);
+    await waitFor(() => b.delivered.length === 2, 10_000);
     expect(b.delivered).toEqual(['before', 'after']);
   });
 
@@ -202,11 +202,11 @@ describe.concurrent('XMPP: XML from the server that cannot be parsed', () => {
     const late = Array.from({ length: 2000 }, (_, i) => chat(`late${i}`, 'streamed on after the close')).join('');
     expect(late.length).toBeGreaterThan(2 * 64 * 1024);
     b.conn.send(`</stream:stream>${late}`);
-    await waitFor(() => b.connections() === 2, 4000);
+    await waitFor(() => b.connections() === 2, 15_000);
 
     expect(b.conn.received).toMatch(/<\/stream:stream>$/);
     expect(b.conn.ended).toBe(true);
-    await waitFor(() => (b.conn.send(' '), b.conn.closed), 1000);
+    await waitFor(() => (b.conn.send(' '), b.conn.closed), 5000);
     expect(b.delivered).toEqual([]);
     expect(b.logs.map((l) => l.msg)).toEqual(['XMPP stream closed by the server; closing the connection to reconnect']);
     expect(b.reconnecting).toEqual([expect.stringMatching(/^XMPP: the server closed the stream/)]);
@@ -219,7 +219,7 @@ describe.concurrent('XMPP: XML from the server that cannot be parsed', () => {
     const b = await online(ctx, false);
     b.stop.abort();
     await b.listening;
-    await waitFor(() => (b.conn.send(' '), b.conn.closed), 1000);
+    await waitFor(() => (b.conn.send(' '), b.conn.closed), 5000);
     b.conn.socket.resetAndDestroy();
   });
 });
