@@ -1,4 +1,4 @@
-import { AckPolicy, DeliverPolicy, type ConsumerMessages } from '@nats-io/jetstream';
+import { AckPolicy, DeliverPolicy, type ConsumerMessages, type JsMsg } from '@nats-io/jetstream';
 import type { MessageRef } from '../contracts/message.js';
 import type { InboxItem, TopologyWork, WaitingForChannelStatus } from '../contracts/topology.js';
 import { errorMessage } from '../contracts/errors.js';
@@ -12,39 +12,7 @@ import { rememberCarrier } from '../observe/trace/ambient.js';
 import { carrierOf } from './trace-headers.js';
 import { WaitingForChannel, waitingStatus, type Received } from './waiting-channels.js';
 import type { StoppablePartition } from './partition-stop.js';
-
-/**
- * How long one pull request of a partition's consumer waits on the server: one lease TTL
- * (at least 1 s, as nats.js requires; at most nats.js's default of 30 s, never longer). nats.js
- * asks for an idle heartbeat every half of it and, once two are missed, checks the consumer
- * and pulls again, so a pull the server never got or forgot (a NATS cluster's route or a
- * stream leader's change can lose one) holds the partition's messages for one to one and a
- * half TTL, about what a dead owner's takeover takes; with nats.js's default the partition's
- * next message waited 45 s in test/cluster/pull-lost.test.ts. An idle partition costs a pull,
- * a heartbeat and an expiry notice per TTL.
- */
-function pullExpiresMs(leaseTtlMs: number): number {
-  return Math.min(30_000, Math.max(1000, leaseTtlMs));
-}
-
-interface Owned {
-  partition: number;
-  lease: HeldLease;
-  messages?: ConsumerMessages;
-  loop?: Promise<void>;
-  /** Set when this instance lets go (rebalancing, shutdown): the loop hands in nothing more. */
-  leaving: boolean;
-  /** The hand-back under way, if any (shutdown waits for one begun by the balancing). */
-  left?: Promise<void>;
-  /** The hand-back's turns ended: its last writes settle, then the lease goes; what is left is the next owner's. */
-  settling?: boolean;
-  /** Items whose channel this instance does not run yet. */
-  waiting: WaitingForChannel;
-  /** The items being handed to the dispatcher, one after another, so a conversation keeps its order. */
-  admitting: Promise<unknown>;
-  /** A balancing step's admission of waiting items is queued or running (one at a time, not one per step). */
-  admittingWaiting: boolean;
-}
+import { backlogIn, pullExpiresMs, type Owned } from './owned-partition.js';
 
 export interface PartitionHooks {
   /** Called before a newly owned partition is consumed: cached state of its scopes may be stale. */
@@ -187,6 +155,7 @@ export class Partitions {
       waiting: new WaitingForChannel(partition, this.log),
       admitting: Promise.resolve(),
       admittingWaiting: false,
+      held: new Map(),
     };
     this.#owned.set(partition, o);
     try {
@@ -225,30 +194,41 @@ export class Partitions {
     try {
       for await (const m of o.messages!) {
         if (o.leaving || o.lease.signal.aborted) break;
-        this.inbox.ops.natsDeliveries++;
-        let item: StreamedItem;
-        try {
-          item = m.json<StreamedItem>();
-        } catch (err) {
-          this.log.error({ err, seq: m.seq }, 'unreadable inbox message dropped');
-          m.term();
-          continue;
-        }
-        let replyRefs: MessageRef[] = [];
-        if (m.seq <= takeoverSeq) {
-          const known = await this.inbox.progress(item.message.channelId, item.message.messageId);
-          if (known && !isResumable(known.state)) {
-            this.inbox.ackFinished(m);
-            continue;
-          }
-          replyRefs = known?.replyRefs ?? [];
-        }
-        if (!(await this.#serially(o, () => this.#admit(o, { m, item, replyRefs })))) break;
+        if (m.seq > takeoverSeq) backlogIn(o);
+        const more = await this.#receive(o, m, takeoverSeq);
+        // The last of the backlog (none undelivered after it, or the stream's last at takeover).
+        if (m.seq >= takeoverSeq || m.info.pending === 0) backlogIn(o);
+        if (!more) break;
       }
     } catch (err) {
       if (!o.leaving && !o.lease.signal.aborted) this.log.error({ err, partition: o.partition }, `partition consumer ended: ${errorMessage(err)}`);
+    } finally {
+      backlogIn(o);
     }
     this.#consumerGone(o, 'its consumer ended');
+  }
+
+  /** One delivered message: acked when a former owner finished it, else admitted. False once the partition is being given up. */
+  async #receive(o: Owned, m: JsMsg, takeoverSeq: number): Promise<boolean> {
+    this.inbox.ops.natsDeliveries++;
+    let item: StreamedItem;
+    try {
+      item = m.json<StreamedItem>();
+    } catch (err) {
+      this.log.error({ err, seq: m.seq }, 'unreadable inbox message dropped');
+      m.term();
+      return true;
+    }
+    let replyRefs: MessageRef[] = [];
+    if (m.seq <= takeoverSeq) {
+      const known = await this.inbox.progress(item.message.channelId, item.message.messageId);
+      if (known && !isResumable(known.state)) {
+        this.inbox.ackFinished(m);
+        return true;
+      }
+      replyRefs = known?.replyRefs ?? [];
+    }
+    return this.#serially(o, () => this.#admit(o, { m, item, replyRefs }));
   }
 
   /** Runs `step` after the partition's earlier admissions (the consume loop's and the waiting items'). */
@@ -279,6 +259,7 @@ export class Partitions {
     const queued: InboxItem = { id: m.seq, scope: item.scope, message: item.message, state: 'pending', replyRefs: r.replyRefs };
     this.inbox.track(m.seq, m, item, o.partition, queued);
     rememberCarrier(item.message, carrierOf(m.headers));
+    if (o.held && queued.replyRefs.length > 0 && !o.held.has(item.scope)) o.held.set(item.scope, this.dispatcher.hold(item.scope));
     this.dispatcher.enqueue(queued, item.passive);
     return true;
   }

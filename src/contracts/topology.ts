@@ -130,6 +130,12 @@ export interface ControlRouting {
 export interface TopologyWork {
   /** Queues an item that is already stored. */
   enqueue(item: InboxItem, passive: ChannelMessage[]): void;
+  /**
+   * Keeps the scope's turns from starting until the returned release is called (idempotent):
+   * its items are still queued, stoppable and released as usual. A takeover holds a scope
+   * while the rest of a batch run before is handed in, so the batch starts again as one.
+   */
+  hold(scope: string): () => void;
   /** Whether this instance runs the channel now (its config has it): an item of another channel cannot run here. */
   knows(channelId: string): boolean;
   /** Forgets the matching scopes' queued items; their running turns get `graceMs` to finish. */

@@ -212,6 +212,10 @@ export class Dispatcher implements TopologyWork {
     this.#enqueue(item, passive);
   }
 
+  hold(scope: string): () => void {
+    return this.#lanes.hold(scope);
+  }
+
   knows(channelId: string): boolean {
     return this.#o.channel(channelId) !== undefined;
   }

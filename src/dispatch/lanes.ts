@@ -7,6 +7,7 @@ import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { settleWithin } from '../util/abortable.js';
 import { CodedError } from '../contracts/errors.js';
 import { takeBatch } from './lane-batch.js';
+import { startTurn, stopRunning } from './lane-run.js';
 
 /**
  * After the signal bounding a wait aborts, turns that honour it end within moments; one
@@ -60,24 +61,6 @@ interface LanesOptions {
  */
 export type TurnRunEnding = TurnEndingKind | 'unfinished';
 
-/** The executor's promise; one that throws before its first await gives a rejection like any other. */
-function startTurn(o: LanesOptions, job: TurnJob, signal: AbortSignal): Promise<TurnRunEnding> {
-  try {
-    return o.execute(job, signal);
-  } catch (err) {
-    return Promise.reject(err);
-  }
-}
-
-/**
- * A stop by its user (/stop, the platform's Stop) or the operator. Recorded stopped even when a
- * hard stop or a fence then cuts it before its stop marker is out: re-run, it would answer in full.
- */
-function stopRunning(running: NonNullable<Lane['running']>, reason: string): void {
-  running.stoppedByUser = true;
-  running.controller.abort(new CodedError('TURN_STOPPED', reason));
-}
-
 /**
  * The scheduler: one FIFO lane per conversation scope, at most one running turn per lane,
  * the queue modes, max_queued, and the global, per-channel and per-agent in-flight limits
@@ -97,6 +80,8 @@ export class Lanes {
   #draining = false;
   /** Inside `together`: items are accepted, no turn starts yet. */
   #gathering = 0;
+  /** Scopes whose turns may not start yet (`hold`), with how many holds each. */
+  readonly #held = new Map<string, number>();
 
   constructor(options: LanesOptions) {
     this.#o = options;
@@ -133,6 +118,24 @@ export class Lanes {
       this.#gathering--;
       this.#pump();
     }
+  }
+
+  /**
+   * Keeps the scope's turns from starting (its items are queued, stoppable and listed) until
+   * the returned release, idempotent, is called: more items of a batch run before are still
+   * being handed in one at a time (a cluster takeover's backlog), and must start with it.
+   */
+  hold(scope: string): () => void {
+    this.#held.set(scope, (this.#held.get(scope) ?? 0) + 1);
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      const n = this.#held.get(scope)! - 1;
+      if (n > 0) this.#held.set(scope, n);
+      else this.#held.delete(scope);
+      this.#pump();
+    };
   }
 
   #newLane(item: InboxItem): Lane {
@@ -176,7 +179,7 @@ export class Lanes {
         i++;
         continue;
       }
-      if (!this.#canStart(lane)) {
+      if (this.#held.has(lane.scope) || !this.#canStart(lane)) {
         i++;
         continue;
       }
@@ -221,7 +224,7 @@ export class Lanes {
       try {
         // Always after an await, even for an executor that throws at once: the slot is never
         // freed (and the lanes pumped again) from inside #start, and `lane.running` is set first.
-        ending = await startTurn(this.#o, job, signal);
+        ending = await startTurn(this.#o.execute, job, signal);
       } catch (err) {
         this.#o.log.error({ err, scope: lane.scope }, 'turn failed outside the runtime');
         lifecycle.finished(job.items, 'error', String(err));

@@ -13,7 +13,13 @@ import { userMessage } from '../../helpers/recording-adapter.js';
 // reply carry the same reply refs: they start again as one turn, whatever the queue mode.
 
 describe('items of a collected turn run again', () => {
-  it.each<QueueMode>(['followup', 'collect', 'interrupt'])('in %s mode, start as one turn; the items after them run as before', async (mode) => {
+  it.each<[QueueMode, boolean]>([
+    ['followup', false],
+    ['collect', false],
+    ['interrupt', false],
+    ['followup', true],
+    ['interrupt', true],
+  ])('in %s mode (queued one at a time under a hold: %s), start as one turn; the items after them run as before', async (mode, held) => {
     const p = pipeline(`[agent]\nprovider = "echo"\n`);
     const turns: string[][] = [];
     const lanes = new Lanes({
@@ -33,9 +39,21 @@ describe('items of a collected turn run again', () => {
         return { id: p.inbox.add(message, 't:chat-1')!, scope: 't:chat-1', message, state: 'pending', replyRefs };
       };
       const items = [item('high water?', reply), item('low water?', [...reply.map((r) => ({ ...r }))]), item('and tomorrow?', [])];
-      lanes.together(() => {
-        for (const it of items) expect(lanes.accept(it, mode, [])).toBe(true);
-      });
+      if (held) {
+        // Handed in one at a time (a cluster takeover's backlog) while the scope is held.
+        const release = lanes.hold('t:chat-1');
+        for (const it of items) {
+          expect(lanes.accept(it, mode, [])).toBe(true);
+          await new Promise((r) => setImmediate(r));
+        }
+        expect(turns).toEqual([]);
+        expect(lanes.snapshot().queued).toBe(3);
+        release();
+        release();
+      } else
+        lanes.together(() => {
+          for (const it of items) expect(lanes.accept(it, mode, [])).toBe(true);
+        });
       await waitFor(() => lanes.snapshot().inFlight === 0 && lanes.snapshot().queued === 0);
       expect(turns).toEqual([['high water?', 'low water?'], ['and tomorrow?']]);
     } finally {

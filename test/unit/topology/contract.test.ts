@@ -33,6 +33,7 @@ function recordingWork(): TopologyWork & { enqueued: InboxItem[]; controls: stri
     controls,
     stops,
     enqueue: (item) => void enqueued.push(item),
+    hold: () => () => {},
     knows: () => true,
     release: async () => {},
     stop: (scope) => (stops.push(scope), { cancelled: false, dropped: 1 }),
