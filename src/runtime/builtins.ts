@@ -24,8 +24,8 @@ export interface BuiltinInfo {
 export function conversationStatus(info: BuiltinInfo, scope: string, modes: ReadonlySet<string>): Record<string, string | number> {
   const a = info.agent();
   const prefs = info.conversations.get(info.agentName, scope);
-  // Looked up, not created: a scope asked about (the management action) is not one this
-  // instance prepared, and an empty session made here would hide its history from its owner.
+  // Looked up, not created: asking stores no session. The slash face runs as a turn of `scope`,
+  // so its state was read first (in cluster mode by the partition's owner, from PostgreSQL).
   const session = info.sessions.find(info.agentName, scope);
   return {
     Agent: `${info.agentName} (${a.provider})`,

@@ -5,7 +5,8 @@ import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
 import { jetstreamManager } from '@nats-io/jetstream';
-import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace, withNats } from '../helpers/cluster.js';
+import pg from 'pg';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, PG_URL, uniqueNamespace, withNats } from '../helpers/cluster.js';
 
 const skip = await clusterSkipReason();
 
@@ -89,6 +90,48 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     // that stopped at 4/4/2 (no surplus anywhere, and the newcomer short of its share).
     const all = await cluster(3, 5, 10, true);
     expect(all.map((d) => d.daemon.status().cluster!.partitions.owned.length).sort()).toEqual([3, 3, 4]);
+  });
+
+  it("/status received by one instance shows the conversation's stored session from the other, and creates none", async () => {
+    const [a, b] = await cluster(2, 5);
+    const ns = namespaces.at(-1)!;
+    const listener = await waitFor(() => [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const owner = listener === a ? b! : a!;
+    const ownerParts = owner.daemon.status().cluster!.partitions.owned;
+    // Two users whose conversations run on the instance that does not poll Telegram.
+    const [id, fresh] = Array.from({ length: 100 }, (_, i) => 5000 + i).filter((n) => ownerParts.includes(partitionOf(`tg:${n}`, 8)));
+    const user = { id: id!, first_name: 'Remote' };
+    const sessionRows = async (scope: string) => {
+      const client = new pg.Client({ connectionString: PG_URL });
+      await client.connect();
+      const { rows } = await client.query(`SELECT created_at FROM ${ns}.sessions WHERE scope = $1`, [scope]).finally(() => client.end());
+      return rows.map((r: { created_at: string }) => Number(r.created_at));
+    };
+    tg!.dm('first', user);
+    await waitFor(() => tg!.texts(id!).includes('first'), 10_000);
+    tg!.dm('second', user);
+    await waitFor(() => tg!.texts(id!).includes('second'), 10_000);
+    const [createdAt] = await waitFor(async () => {
+      const rows = await sessionRows(`tg:${id}`);
+      return rows.length ? rows : undefined;
+    }, 10_000);
+    const session = `Session: 2 turn(s) since ${new Date(createdAt!).toISOString()}`;
+    // The listener receives it; the owner of the conversation's partition answers what it stored.
+    tg!.dm('/status', user);
+    await waitFor(() => tg!.texts(id!).length === 3, 10_000);
+    expect(tg!.texts(id!)[2]).toContain(session);
+    // Nobody has a session for `fresh`: asking says so and stores none (a status read writes no session).
+    tg!.dm('/status', { id: fresh!, first_name: 'Fresh' });
+    await waitFor(() => tg!.texts(fresh!).length === 1, 10_000);
+    expect(tg!.texts(fresh!)[0]).toContain('Session: none stored yet');
+    // The owner goes: the listener takes the partition over and reads the same session from PostgreSQL.
+    await owner.stop();
+    daemons = [listener];
+    await waitFor(() => listener.daemon.status().cluster!.partitions.owned.length === 8, 15_000);
+    tg!.dm('/status', user);
+    await waitFor(() => tg!.texts(id!).length === 4, 10_000);
+    expect(tg!.texts(id!)[3]).toContain(session);
+    expect(await sessionRows(`tg:${fresh}`)).toEqual([]);
   });
 
   it('/stop received by one instance stops the turn running on the other', async () => {
