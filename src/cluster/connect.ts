@@ -25,6 +25,12 @@ export function clusterNames(ns: string) {
     stopBucket: `${ns}_stops`,
     stopSubject: (token: string) => `${ns}.stop.${token}`,
     stopWildcard: `${ns}.stop.>`,
+    /**
+     * A bare /stop in a group (src/cluster/inbox.ts stopBare): a subject of its own, which
+     * builds before it do not answer, so they never take it for a /stop of everything.
+     */
+    bareStopSubject: (token: string) => `${ns}.bare-stop.${token}`,
+    bareStopWildcard: `${ns}.bare-stop.>`,
     controlSubject: (token: string) => `${ns}.control.${token}`,
     controlWildcard: `${ns}.control.>`,
     /** Reply operations of a channel with instance-local connections, to every instance (src/cluster/reply-relay.ts). */

@@ -131,6 +131,28 @@ export class ClusterInbox {
   }
 
   /**
+   * A bare `/stop` in a group (not addressed to the bot: context, unless it is for a turn of
+   * the sender's) from a sender with no turn on this instance: ends the sender's own running
+   * turn and queued messages on the partition's owner. Undefined when nothing of theirs was
+   * there (or no instance answers: the partition is changing hands, or its owner is an older
+   * build, which leaves the message context as it did).
+   */
+  async stopBare(msg: ChannelMessage, scope: string): Promise<StopResult | 'duplicate' | undefined> {
+    if (!(await this.#firstTime(msg))) return 'duplicate';
+    this.ops.natsStops++;
+    const order: StopOrder = { senderId: msg.sender.id, runningOfAnyone: false };
+    try {
+      const reply = await this.s.nc.request(this.s.names.bareStopSubject(scopeToken(scope)), JSON.stringify({ scope, order } satisfies StopRequest), {
+        timeout: 400,
+      });
+      const result = stopResultOf(reply.string());
+      return result.cancelled || result.dropped > 0 ? result : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * Runs a control command on the instance that runs the turn it acts on (its
    * `Dispatcher.runControl`); `here` runs it on this instance when no instance runs that turn now.
    */

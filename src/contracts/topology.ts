@@ -122,6 +122,13 @@ export interface ControlRouting {
    * could not be recorded (the platform delivers it again).
    */
   control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, here: () => Promise<string | undefined>): Promise<ControlOutcome>;
+  /**
+   * A bare `/stop` in a group (not addressed to the bot) from a sender with no turn on this
+   * instance: ends the sender's own running turn and queued messages where they run, if that
+   * is elsewhere. Undefined when nothing of theirs was stopped: the message stays context.
+   * Absent where every turn runs here.
+   */
+  stopBare?(msg: ChannelMessage, scope: string): Promise<StopResult | 'duplicate' | undefined>;
   /** The operator's stop of one turn by id: `here` stops it on this instance; otherwise wherever it runs. */
   stopTurn(id: string, here: () => 'cancelled' | 'dropped' | undefined): Promise<'cancelled' | 'dropped' | undefined>;
 }

@@ -46,6 +46,17 @@ export class ChatControls {
     return true;
   }
 
+  /**
+   * A bare `/stop` in a group whose sender has no turn here: their turn may run on another
+   * instance (ControlRouting.stopBare). False when nothing of theirs was stopped (context).
+   */
+  async stopBare(msg: ChannelMessage, scope: string): Promise<boolean> {
+    const outcome = await this.#o.routing.stopBare?.(msg, scope);
+    if (!outcome) return false;
+    if (outcome !== 'duplicate' && !outcome.cancelled) await this.#reply(msg, STOP_REPLIES.stopped);
+    return true;
+  }
+
   /** Runs a control command (`action`, found for `cmd`) where the turn it acts on runs. */
   async control(msg: ChannelMessage, scope: string, cmd: ParsedCommand, action: () => Promise<string | undefined>): Promise<boolean> {
     const here = async (): Promise<string | undefined> => {

@@ -142,9 +142,12 @@ export class Dispatcher implements TopologyWork {
     }
     const command = commandOf(msg, ch.adapter.selfName);
     if (verdict === 'unaddressed') {
-      // A bare "/stop" in a group from someone whose turn runs here is for us: it stops that
-      // turn and is not kept as context for the model.
-      if (command?.name === 'stop' && this.#lanes.hasTurnOf(scope, msg.sender.id)) return this.#controls.stop(msg, scope, command.args, ch.config.admins);
+      // A bare "/stop" in a group from someone whose turn runs here (or, in a cluster, on the
+      // conversation's owner) is for us: it stops that turn and is not kept as context.
+      if (command?.name === 'stop') {
+        if (this.#lanes.hasTurnOf(scope, msg.sender.id)) return this.#controls.stop(msg, scope, command.args, ch.config.admins);
+        if (await this.#controls.stopBare(msg, scope)) return true;
+      }
       this.passive.add(scope, msg);
       if (ch.config.reply_intent === 'classifier') void this.#judge?.judge(msg, scope);
       return false;

@@ -190,6 +190,31 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     expect(other.logs.text).toContain('/stop from another instance');
   });
 
+  it("in a group, a bare /stop (no command entity, no mention) received by one instance stops its sender's answer running on the other; anyone else's stays context", async () => {
+    const [a, b] = await cluster(2, 150);
+    const listener = await waitFor(() => [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const other = listener === a ? b! : a!;
+    const otherParts = other.daemon.status().cluster!.partitions.owned;
+    const chatId = Array.from({ length: 100 }, (_, i) => -1003000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const ada = { id: 43, first_name: 'Ada' };
+    const bob = { id: 44, first_name: 'Bob' };
+    tg!.group(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), { chatId, from: ada, mention: true });
+    await waitFor(() => tg!.texts(chatId).length === 1, 10_000);
+    // Bob has no turn anywhere: his is context, answered by nothing.
+    tg!.group('/stop', { chatId, from: bob });
+    // Before, Ada's was context too: the instance that received it runs none of her turns.
+    tg!.group('/stop', { chatId, from: ada });
+    await waitFor(() => tg!.texts(chatId)[0]!.endsWith(STOP_MARKER), 10_000);
+    await waitFor(() => other.daemon.status().turns.in_flight === 0, 5000);
+    tg!.group('sentinel', { chatId, from: bob, mention: true });
+    const sentinel = `@${tg!.bot.username} sentinel`;
+    await waitFor(() => tg!.texts(chatId).includes(sentinel), 10_000);
+    expect(tg!.texts(chatId)).toEqual([stoppedAnswer(`@${tg!.bot.username}`), sentinel]);
+    expect(other.logs.entries().filter((e) => e.msg === 'bare /stop from another instance')).toEqual([
+      expect.objectContaining({ cancelled: true, dropped: 0 }),
+    ]);
+  });
+
   it("a /stop while the conversation's partition is handed back ends its running turn and queued message there: the marker, no full answer from the next owner", async () => {
     // A 60 s grace: the hand-back waits that long for the running turn (120 words 250 ms apart).
     const [a, b] = await cluster(2, 250, 8, false, 'shutdown_grace_ms = 60000');

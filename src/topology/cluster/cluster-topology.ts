@@ -100,6 +100,11 @@ class RoutedControls implements ControlRouting {
     return this.inbox.control(msg, scope, cmd, here);
   }
 
+  /** The sender's turn may run on the partition's owner, another instance. */
+  stopBare(msg: ChannelMessage, scope: string): Promise<StopResult | 'duplicate' | undefined> {
+    return this.inbox.stopBare(msg, scope);
+  }
+
   /** A turn not running here may run on another instance. */
   async stopTurn(id: string, here: () => 'cancelled' | 'dropped' | undefined): Promise<'cancelled' | 'dropped' | undefined> {
     return here() ?? (await this.inbox.stopTurn(id));

@@ -86,6 +86,16 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
     log.info({ scope: req.scope, ...result, waitingDropped: waiting, releasedDropped: released, handingBack: o.leaving }, '/stop from another instance');
     msg.respond(req.order ? JSON.stringify(result) : result.cancelled || result.dropped > 0 ? 'stopped' : 'nothing');
   });
+  // A bare /stop in a group: the sender's own work only, whatever the request says.
+  const bareStops = serveRequests<StopRequest>(s, s.names.bareStopWildcard, 'bare /stop', log, (req, msg) => {
+    const o = partitions.stoppable(req.scope);
+    if (!o || typeof req.order?.senderId !== 'string') return;
+    const order = { senderId: req.order.senderId, runningOfAnyone: false };
+    const { waiting, released, ...result } = stopOnOwner(o, d.inbox, work, req.scope, order, STOPPED_BY_STOP, log);
+    if (result.cancelled || result.dropped > 0)
+      log.info({ scope: req.scope, ...result, waitingDropped: waiting, releasedDropped: released, handingBack: o.leaving }, 'bare /stop from another instance');
+    msg.respond(JSON.stringify(result));
+  });
   const controls = serveControls(
     s,
     (scope) => partitions.owns(scope),
@@ -100,6 +110,7 @@ export async function serveWork(d: ServeDeps): Promise<{ partitions: Partitions;
       await partitions.stop();
       controls.unsubscribe();
       stops.unsubscribe();
+      bareStops.unsubscribe();
       await heartbeat?.release();
     },
   };
