@@ -76,6 +76,8 @@ export class MattermostAdapter implements ChannelAdapter {
    * time then: the server's time now, whatever this machine's clock says (or a proxy strips).
    */
   #serverClock: { serverMs: number; monotonicMs: number } | undefined;
+  /** Told already that no answer had a Date header (#localNowMs). */
+  #saidNoServerClock = false;
   readonly #cursorFile: CursorFile;
   #typingOverSocket = false;
   #socket: { send(action: string, data: unknown): void } | undefined;
@@ -116,6 +118,18 @@ export class MattermostAdapter implements ChannelAdapter {
     return c && c.serverMs + (performance.now() - c.monotonicMs);
   }
 
+  /** This machine's clock, for the server's when no answer ever had a Date header; said once. */
+  #localNowMs(): number {
+    if (!this.#saidNoServerClock) {
+      this.#saidNoServerClock = true;
+      this.#o.log.warn(
+        { channel: this.#o.id },
+        "no Mattermost answer had a Date header: the server's clock is unknown, so the catch-up floor and a first start's cursor use this machine's",
+      );
+    }
+    return Date.now();
+  }
+
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
     const me = await this.#api<{ id: string; username: string }>('users/me', 'GET', 'users/me', undefined, signal);
     this.#botId = me.data.id;
@@ -129,8 +143,10 @@ export class MattermostAdapter implements ChannelAdapter {
       teamNames: new Map(teams.data.map((t) => [t.id, t.name])),
     };
     // The first start answers nothing from before it; a restart (of the daemon, or of the
-    // listener after a failure) catches up from where it stood, a day back at most.
-    const nowMs = me.serverTimeMs ?? Date.now();
+    // listener after a failure) catches up from where it stood, a day back at most. Both by the
+    // server's clock, from any answer that had a Date (a proxy may strip it from some), before
+    // this machine's: that may be ahead, the floor too late, and posts sent while away missed.
+    const nowMs = me.serverTimeMs ?? teams.serverTimeMs ?? this.#serverNowMs() ?? this.#localNowMs();
     const floorMs = nowMs - MAX_CATCH_UP_MS;
     // A cursor this process holds (a catch-up owed since a list over its bound) is as bounded as a stored one.
     this.#cursor =
