@@ -281,9 +281,18 @@ export class ClusterInbox {
     t.tail = this.w.flush();
   }
 
-  /** Resolves when every write of `partition`'s items has settled (before its lease is given up). */
+  /**
+   * Resolves when every write of `partition`'s items has settled (before its lease is given
+   * up), those added while it waits too: a /stop answered meanwhile records dropped items.
+   */
   async settle(partition: number): Promise<void> {
-    await Promise.all([...this.#tracked.values()].filter((t) => t.partition === partition).map((t) => t.tail));
+    const tails = () => [...this.#tracked.values()].filter((t) => t.partition === partition).map((t) => t.tail);
+    for (let waited = new Set<Promise<void>>(); ; ) {
+      const now = tails();
+      if (now.every((tail) => waited.has(tail))) return;
+      waited = new Set(now);
+      await Promise.all(now);
+    }
   }
 
   /**

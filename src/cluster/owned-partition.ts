@@ -25,8 +25,8 @@ export interface Owned {
   leaving: boolean;
   /** The hand-back under way, if any (shutdown waits for one begun by the balancing). */
   left?: Promise<void>;
-  /** The hand-back's turns ended: its last writes settle, then the lease goes; what is left is the next owner's. */
-  settling?: boolean;
+  /** The hand-back's last writes settled: the lease goes now, and what is left is the next owner's. */
+  settled?: boolean;
   /** Items whose channel this instance does not run yet. */
   waiting: WaitingForChannel;
   /** The items being handed to the dispatcher, one after another, so a conversation keeps its order. */

@@ -81,13 +81,13 @@ export class Partitions {
 
   /**
    * The scope's partition while a /stop of it is this instance's to answer (stopOnOwner): also
-   * while it is handed back, until its running turns ended (up to shutdown_grace_ms, when
-   * nobody else owns it: unanswered, the /stop said "Nothing to stop." and the turn, cut at the
-   * end of the grace, was run again by the next owner). A lost lease writes and acks nothing more.
+   * while it is handed back, until its running turns ended (up to shutdown_grace_ms) and their
+   * writes settled, when nobody else owns it: unanswered, the /stop said "Nothing to stop." and
+   * the next owner ran again what it stopped. A lost lease writes and acks nothing more.
    */
   stoppable(scope: string): StoppablePartition | undefined {
     const o = this.#owned.get(partitionOf(scope, this.s.config.partitions));
-    return o && !o.lease.signal.aborted && !o.settling ? o : undefined;
+    return o && !o.lease.signal.aborted && !o.settled ? o : undefined;
   }
 
   /**
@@ -349,9 +349,10 @@ export class Partitions {
     try {
       await o.loop;
       await this.dispatcher.release((scope) => partitionOf(scope, this.s.config.partitions) === o.partition, this.graceMs());
-      // A /stop from now on would write after `settle` looked: left unanswered, for the next owner.
-      o.settling = true;
+      // Its turns ended; a /stop is still answered while their writes settle (what it drops is
+      // written and waited for too), and from the moment they did, left to the next owner.
       await this.inbox.settle(o.partition);
+      o.settled = true;
       this.inbox.forget(o.partition, false);
     } catch (err) {
       // Its writes did not settle: they are dropped, and the next owner asks PostgreSQL.

@@ -258,6 +258,44 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     expect(served).toMatchObject({ handingBack: true, cancelled: true, dropped: 1, releasedDropped: 1 });
   });
 
+  it("a /stop after a hand-back's turns ended, while their writes still commit, drops the queued message it released: the next owner does not answer it", async () => {
+    const [a, b] = await cluster(2, 100, 8, false, 'shutdown_grace_ms = 60000');
+    const ns = namespaces.at(-1)!;
+    const listener = await waitFor(() => [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const other = listener === a ? b! : a!;
+    const otherParts = other.daemon.status().cluster!.partitions.owned;
+    const chatId = Array.from({ length: 100 }, (_, i) => -1004000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const partition = partitionOf(`tg:${chatId}`, 8);
+    const ada = { id: 43, first_name: 'Ada' };
+    const bob = { id: 44, first_name: 'Bob' };
+    const mention = `@${tg!.bot.username}`;
+    tg!.group(Array.from({ length: 20 }, (_, i) => `w${i}`).join(' '), { chatId, from: ada, mention: true });
+    tg!.group('queued question', { chatId, from: ada, mention: true });
+    await waitFor(() => other.daemon.status().turns.list.some((t) => t.state === 'queued'), 10_000);
+    // The items table is locked: the hand-back's last writes (the answered turn's state) wait.
+    const lock = new pg.Client({ connectionString: PG_URL });
+    await lock.connect();
+    try {
+      await lock.query('BEGIN');
+      await lock.query(`LOCK TABLE ${ns}.items IN EXCLUSIVE MODE`);
+      await withNats(async (nc) => expect(await (await jetstreamManager(nc)).consumers.delete(`${ns}_inbox`, `p${partition}`)).toBe(true));
+      await waitFor(() => other.logs.text.includes('partition consumer stopped delivering'), 10_000);
+      // The answer ends within the grace; the hand-back then waits for its writes.
+      await waitFor(() => tg!.texts(chatId)[0]?.endsWith('w19') && other.daemon.status().turns.in_flight === 0, 15_000);
+      expect(other.logs.text).not.toContain('partition handed back');
+      tg!.group(`/stop@${tg!.bot.username}`, { chatId, from: ada, command: true });
+      // Before: nobody answered ("Nothing to stop."), and the next owner answered the question.
+      await waitFor(() => tg!.texts(chatId).length === 2, 10_000);
+      expect(tg!.texts(chatId)[1]).toBe('Stopped.');
+    } finally {
+      await lock.query('ROLLBACK').finally(() => lock.end());
+    }
+    await waitFor(() => other.logs.text.includes('partition handed back'), 15_000);
+    tg!.group('sentinel', { chatId, from: bob, mention: true });
+    await waitFor(() => tg!.texts(chatId).includes(`${mention} sentinel`), 20_000);
+    expect(tg!.texts(chatId)).toEqual([expect.stringMatching(/w19$/), 'Stopped.', `${mention} sentinel`]);
+  });
+
   it("the operator's stop-turn sent to one instance stops the turn running on another, and drops one queued there", async () => {
     const [a, b] = await cluster(2, 150);
     await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
