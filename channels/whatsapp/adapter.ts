@@ -6,6 +6,7 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { untilAborted } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { VERSION } from '../../src/util/version.js';
 import { classifyWhatsAppError } from './errors.js';
 import { markdownToWhatsApp } from './format.js';
 import { graphRequest } from './graph.js';
@@ -30,6 +31,12 @@ const INTERACTIVE_BODY_MAX_CHARS = 1024;
 const BUTTON_TITLE_MAX_CHARS = 20;
 /** WhatsApp shows at most three reply buttons on a message. */
 const MAX_BUTTONS = 3;
+
+/**
+ * Sent with media downloads: Meta's media URL answers a bare or generic User-Agent (Node's
+ * fetch sends `node`) with an HTML page instead of the file.
+ */
+const MEDIA_USER_AGENT = `channeld/${VERSION}`;
 
 const clip = (s: string, max: number) => (s.length <= max ? s : `${s.slice(0, max - 1)}…`);
 
@@ -162,7 +169,7 @@ export class WhatsAppAdapter implements ChannelAdapter {
     await this.#messages('typing', { status: 'read', message_id: target.replyToMessageId, typing_indicator: { type: 'text' } }, options.signal);
   }
 
-  /** Media id → media URL (with its size, checked first) → the bytes, fetched with the token. */
+  /** Media id → media URL (with its size, checked first) → the bytes, fetched with the token and our User-Agent. */
   async download(a: Attachment, o: { maxBytes: number; signal: AbortSignal }): Promise<Buffer> {
     const name = a.name ?? a.type;
     checkSize(name, a.size, o.maxBytes);
@@ -175,6 +182,14 @@ export class WhatsAppAdapter implements ChannelAdapter {
     );
     checkSize(name, typeof media.file_size === 'number' ? media.file_size : undefined, o.maxBytes);
     if (!media.url) throw new CodedError('ATTACHMENT_UNAVAILABLE', `WhatsApp gave no media URL for ${name}`);
-    return fetchLimited(media.url, { maxBytes: o.maxBytes, signal: o.signal, name, headers: { authorization: `Bearer ${this.#o.accessToken}` } });
+    return fetchLimited(media.url, {
+      maxBytes: o.maxBytes,
+      signal: o.signal,
+      name,
+      headers: { authorization: `Bearer ${this.#o.accessToken}`, 'user-agent': MEDIA_USER_AGENT },
+      // An HTML page for a file that is not HTML is Meta refusing the download (a bad token or
+      // User-Agent): ATTACHMENT_UNAVAILABLE, not a web page handed to the model as the image.
+      htmlMeansRefused: !a.mime?.includes('html'),
+    });
   }
 }

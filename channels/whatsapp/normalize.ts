@@ -89,6 +89,24 @@ export function failedStatusesOf(body: WaWebhook, me: WaIdentity): WaStatus[] {
   );
 }
 
+/**
+ * The `messages` changes of a webhook for other phone numbers: one Meta app has one callback
+ * URL, so every number of the app posts here unless it has a webhook override of its own.
+ * Their messages are not this channel's to answer.
+ */
+export function foreignNumbersOf(body: WaWebhook, me: WaIdentity): Array<{ phoneNumberId: string; messages: number; statuses: number }> {
+  if (body?.object !== 'whatsapp_business_account' || !Array.isArray(body.entry)) return [];
+  return body.entry.flatMap((entry) =>
+    (Array.isArray(entry?.changes) ? entry.changes : []).flatMap((change) => {
+      const value = change?.value;
+      const id = value?.metadata?.phone_number_id;
+      if (change?.field !== 'messages' || typeof id !== 'string' || id === '' || id === me.phoneNumberId) return [];
+      const count = (list: unknown) => (Array.isArray(list) ? list.length : 0);
+      return [{ phoneNumberId: id, messages: count(value?.messages), statuses: count(value?.statuses) }];
+    }),
+  );
+}
+
 function attachmentOf(m: WaMessage): Attachment | undefined {
   for (const type of MEDIA_TYPES) {
     const media = m[type];

@@ -4,12 +4,16 @@ import type { Logger } from 'pino';
 import type { Deliver } from '../../src/contracts/channel.js';
 import { BODY_TIMEOUT_MS, readBody, secretEquals } from '../../src/util/http-helpers.js';
 import { OUTSIDE_WINDOW_CODE } from './errors.js';
-import { failedStatusesOf, messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
+import { failedStatusesOf, foreignNumbersOf, messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
 
 /** Meta's webhook bodies are a few KB; a batch of them stays far below this. */
 const MAX_BODY_BYTES = 1024 * 1024;
 /** The form of X-Hub-Signature-256: `sha256=` and a hex HMAC-SHA256. */
 const SIGNATURE_FORM = /^sha256=[0-9a-f]{64}$/i;
+/** Another number's notifications are warned about once per number in this time, not once each. */
+const FOREIGN_NUMBER_WARN_INTERVAL_MS = 60 * 60_000;
+/** Other numbers remembered for that; a Meta app has a handful, so this is only a ceiling. */
+const MAX_FOREIGN_NUMBERS = 100;
 
 /** Whether `header` (`sha256=<hex>`) is the HMAC-SHA256 of `raw` with the app secret; constant time. */
 export function signatureValid(raw: Buffer, header: string | string[] | undefined, appSecret: string): boolean {
@@ -17,6 +21,50 @@ export function signatureValid(raw: Buffer, header: string | string[] | undefine
   const given = Buffer.from(header.slice('sha256='.length), 'hex');
   const expected = createHmac('sha256', appSecret).update(raw).digest();
   return given.length === expected.length && timingSafeEqual(given, expected);
+}
+
+/**
+ * A refusal that ends the connection. Every refusal before the whole body is in needs it: the
+ * unread rest (a declared 2 GB, a trickle) would otherwise keep the socket open for
+ * keep-alive until Node's request timeout, minutes away.
+ */
+function closing(res: ServerResponse, status: number, text: string): void {
+  res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' }).end(text);
+}
+
+/**
+ * Warns about notifications for other phone numbers of the app (one callback URL serves them
+ * all): they are answered 200, or Meta would retry them for days, so without the warning
+ * that number's messages vanish. Once per number per FOREIGN_NUMBER_WARN_INTERVAL_MS, with
+ * the count skipped since: bounded log volume, however busy the other number is.
+ */
+function foreignNumberWarner(o: Pick<WebhookOptions, 'channelId' | 'log'>): (body: WaWebhook, me: WaIdentity) => void {
+  const seen = new Map<string, { warnedAtMs: number; skippedMessages: number }>();
+  return (body, me) => {
+    for (const f of foreignNumbersOf(body, me)) {
+      const nowMs = performance.now();
+      const s = seen.get(f.phoneNumberId);
+      if (s && nowMs - s.warnedAtMs < FOREIGN_NUMBER_WARN_INTERVAL_MS) {
+        s.skippedMessages += f.messages;
+        continue;
+      }
+      seen.delete(f.phoneNumberId);
+      if (seen.size >= MAX_FOREIGN_NUMBERS) seen.delete(seen.keys().next().value!);
+      seen.set(f.phoneNumberId, { warnedAtMs: nowMs, skippedMessages: 0 });
+      o.log.warn(
+        {
+          channel: o.channelId,
+          phoneNumberId: f.phoneNumberId,
+          messages: f.messages,
+          statuses: f.statuses,
+          ...(s ? { skippedMessagesSinceLastWarning: s.skippedMessages } : {}),
+        },
+        `WhatsApp webhook for phone_number_id ${f.phoneNumberId}, not this channel's (${me.phoneNumberId}): answered 200 and dropped. ` +
+          `To answer that number, configure a channel with phone_number_id = "${f.phoneNumberId}" and give the number a webhook override ` +
+          `(an alternate callback URL) to that channel's /webhooks/<id>; to serve it elsewhere, point its override there`,
+      );
+    }
+  };
 }
 
 export interface WebhookOptions {
@@ -48,16 +96,18 @@ export function verifyHandler(o: Pick<WebhookOptions, 'verifyToken' | 'log' | 'c
 /**
  * Event notifications (`POST`). A missing or malformed X-Hub-Signature-256 is 401 before the
  * body is read; the HMAC is checked over the raw bytes before anything is parsed: a wrong one
- * is 401 and nothing is stored. A body not all in within BODY_TIMEOUT_MS is 408. The 200 goes out
- * once every message of the batch is in the inbox; a failure answers 503, so Meta delivers
- * the batch again and the inbox drops what it already has (the wamid is the key).
+ * is 401 and nothing is stored. A body over MAX_BODY_BYTES is 413, one not all in within
+ * BODY_TIMEOUT_MS is 408; these refusals, and the 401s, close the connection. The 200 goes
+ * out once every message of the batch is in the inbox; a failure answers 503, so Meta
+ * delivers the batch again and the inbox drops what it already has (the wamid is the key).
+ * Another number's changes are answered 200 too, with a warning (foreignNumberWarner).
  */
 export function notifyHandler(o: WebhookOptions) {
+  const warnForeign = foreignNumberWarner(o);
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const refuse = () => {
       o.log.warn({ channel: o.channelId }, 'WhatsApp webhook refused: wrong or missing X-Hub-Signature-256');
-      // No keep-alive for a refused client: an unread body would hold the socket.
-      res.writeHead(401, { 'content-type': 'text/plain', connection: 'close' }).end('invalid signature\n');
+      closing(res, 401, 'invalid signature\n');
     };
     const signature = req.headers['x-hub-signature-256'];
     // A header that cannot pass is refused before the body (up to 1 MiB) is read.
@@ -66,8 +116,8 @@ export function notifyHandler(o: WebhookOptions) {
       return refuse();
     }
     const raw = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
-    if (raw === 'too_large') return void res.writeHead(413).end();
-    if (raw === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
+    if (raw === 'too_large') return closing(res, 413, 'body too large\n');
+    if (raw === 'timeout') return closing(res, 408, 'body too slow\n');
     if (!signatureValid(raw, signature, o.appSecret)) return refuse();
     let body: WaWebhook;
     try {
@@ -76,6 +126,7 @@ export function notifyHandler(o: WebhookOptions) {
       return void res.writeHead(400).end();
     }
     const me = o.me();
+    warnForeign(body, me);
     // A send can be accepted and fail later (the 24-hour window is often reported this way):
     // it is logged with WhatsApp's reason; there is nothing to retry.
     for (const st of failedStatusesOf(body, me)) {

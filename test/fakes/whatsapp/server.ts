@@ -4,10 +4,16 @@ import type { AddressInfo } from 'node:net';
 
 /**
  * A request's next answer: a Graph error (`code`, e.g. 131047 or 190, with its HTTP status),
- * a 429 with Retry-After, a server error, or a dropped connection (the socket is destroyed
- * before the request is processed).
+ * a 429 with Retry-After, a server error, a dropped connection (the socket is destroyed
+ * before the request is processed), or a 200 HTML page (what Meta's media URL answers a
+ * download it refuses, e.g. one without a proper User-Agent).
  */
-export type WhatsAppFault = { status: number; code: number; message?: string } | { status: 429; retryAfter: number } | { status: 500 | 503 } | { drop: true };
+export type WhatsAppFault =
+  | { status: number; code: number; message?: string }
+  | { status: 429; retryAfter: number }
+  | { status: 500 | 503 }
+  | { drop: true }
+  | { html: true };
 
 /** What a route is called in `fail()` and `callsOf()`: `messages`, `typing`, `phone`, `media`, `download`. */
 export type WhatsAppRoute = 'messages' | 'typing' | 'phone' | 'media' | 'download';
@@ -27,9 +33,12 @@ export interface WaCall {
   route: WhatsAppRoute;
   body: Record<string, unknown> | undefined;
   at: number;
+  userAgent: string | undefined;
 }
 
 const VERSION = 'v23.0';
+/** Meta's answer to a media download it will not serve: a web page, with status 200. */
+const REFUSAL_PAGE = '<!DOCTYPE html><html><head><title>Error</title></head><body>Sorry, something went wrong.</body></html>';
 
 /**
  * The WhatsApp Cloud API on 127.0.0.1, as far as channeld uses it: the Graph API's phone
@@ -126,10 +135,11 @@ export class FakeWhatsApp {
               : undefined;
     if (!route) return this.#graphError(res, 404, 803, `Unknown path ${url.pathname}`);
     if (req.headers.authorization !== `Bearer ${this.token}`) return this.#graphError(res, 401, 190, 'Invalid OAuth access token - Cannot parse access token');
-    this.calls.push({ route, body, at: Date.now() });
+    this.calls.push({ route, body, at: Date.now(), userAgent: req.headers['user-agent'] });
     const fault = this.#faults.get(route)?.shift();
     if (fault) {
       if ('drop' in fault) return void req.socket.destroy();
+      if ('html' in fault) return void res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' }).end(REFUSAL_PAGE);
       if ('retryAfter' in fault) return this.#graphError(res, 429, 130429, 'Rate limit hit', { 'retry-after': String(fault.retryAfter) });
       if ('code' in fault) return this.#graphError(res, fault.status, fault.code, fault.message ?? `error ${fault.code}`);
       return this.#graphError(res, fault.status, 131000, 'Something went wrong');
@@ -210,18 +220,25 @@ export class FakeWhatsApp {
 
   // ---- Meta's side of the webhook ----
 
-  /** A `messages` webhook notification for this phone number carrying `value`'s fields. */
-  #envelope(value: Record<string, unknown>): Record<string, unknown> {
-    const metadata = { display_phone_number: this.number, phone_number_id: this.phoneNumberId };
+  /** A `messages` webhook notification for this phone number (or another of the app) carrying `value`'s fields. */
+  #envelope(value: Record<string, unknown>, phoneNumberId = this.phoneNumberId): Record<string, unknown> {
+    const metadata = { display_phone_number: this.number, phone_number_id: phoneNumberId };
     return {
       object: 'whatsapp_business_account',
       entry: [{ id: 'WABA1', changes: [{ field: 'messages', value: { messaging_product: 'whatsapp', metadata, ...value } }] }],
     };
   }
 
-  /** A notification with `messages` (and the senders' contacts). */
-  notification(messages: Array<Record<string, unknown>>, contacts: Array<{ wa_id: string; name: string }> = []): Record<string, unknown> {
-    return this.#envelope({ contacts: contacts.map((c) => ({ profile: { name: c.name }, wa_id: c.wa_id })), messages });
+  /**
+   * A notification with `messages` (and the senders' contacts); `phoneNumberId` makes it one
+   * for another number of the same app, which Meta posts to the same callback URL.
+   */
+  notification(
+    messages: Array<Record<string, unknown>>,
+    contacts: Array<{ wa_id: string; name: string }> = [],
+    phoneNumberId = this.phoneNumberId,
+  ): Record<string, unknown> {
+    return this.#envelope({ contacts: contacts.map((c) => ({ profile: { name: c.name }, wa_id: c.wa_id })), messages }, phoneNumberId);
   }
 
   /** A status notification (sent, delivered, read): not a message. */

@@ -1,13 +1,23 @@
 import { createHmac } from 'node:crypto';
-import { describe, expect, it } from 'vitest';
+import { connect } from 'node:net';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { builtinKinds } from '../../../channels/registry.js';
+import { WhatsAppAdapter } from '../../../channels/whatsapp/adapter.js';
 import { classifyWhatsAppError, GraphError } from '../../../channels/whatsapp/errors.js';
 import { markdownToWhatsApp } from '../../../channels/whatsapp/format.js';
 import { messagesOf, normalizeMessage, type WaWebhook } from '../../../channels/whatsapp/normalize.js';
-import { signatureValid } from '../../../channels/whatsapp/webhook.js';
+import { notifyHandler, signatureValid } from '../../../channels/whatsapp/webhook.js';
 import { ChannelKinds } from '../../../src/config/kinds.js';
 import { parseConfig } from '../../../src/config/load.js';
 import { ConfigError } from '../../../src/contracts/errors.js';
+import type { ChannelMessage } from '../../../src/contracts/message.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import { HttpServer } from '../../../src/observe/http-server.js';
+import { VERSION } from '../../../src/util/version.js';
+import { LogSink } from '../../helpers/daemon.js';
+import { scaled } from '../../helpers/timing.js';
+import { withWhatsApp } from '../../helpers/whatsapp.js';
+import { FakeWhatsApp } from '../../fakes/whatsapp/server.js';
 
 const kinds = new ChannelKinds(builtinKinds);
 const env = { WA_TOKEN: 't', WA_SECRET: 's', WA_VERIFY: 'v' };
@@ -132,5 +142,125 @@ describe('WhatsApp notifications', () => {
     );
     expect(click).toMatchObject({ text: '/approve 3fa9c1', addressed: true });
     expect(normalizeMessage({ from: '49151', id: 'wamid.7', type: 'reaction' }, undefined, 'wa', me)).toBeUndefined();
+  });
+});
+
+/**
+ * POSTs `headers` on a raw socket, then trickles the declared body a byte every 50 ms (each
+ * byte keeps a kept-alive socket from idling out). Resolves with the answer's status and
+ * whether the server closed the socket within `boundMs` of the answer (status 0: no answer).
+ */
+function trickled(port: number, path: string, headers: Record<string, string>, boundMs: number): Promise<{ status: number; closed: boolean }> {
+  return new Promise((resolve) => {
+    const socket = connect(port, '127.0.0.1');
+    let got = '';
+    let answered = false;
+    let bound = setTimeout(() => done(false), scaled(5_000));
+    const trickle = setInterval(() => socket.writable && socket.write('x'), 50);
+    const done = (closed: boolean) => {
+      clearInterval(trickle);
+      clearTimeout(bound);
+      socket.removeAllListeners('close');
+      socket.destroy();
+      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(got)?.[1] ?? 0), closed });
+    };
+    socket.on('error', () => {});
+    socket.on('data', (d) => {
+      got += d.toString('latin1');
+      if (answered) return;
+      answered = true;
+      clearTimeout(bound);
+      bound = setTimeout(() => done(false), boundMs);
+    });
+    socket.on('close', () => done(true));
+    const head = Object.entries({ host: `127.0.0.1:${port}`, ...headers }).map(([k, v]) => `${k}: ${v}`);
+    socket.write(`POST ${path} HTTP/1.1\r\n${head.join('\r\n')}\r\n\r\n`);
+  });
+}
+
+describe('WhatsApp webhook on a socket', () => {
+  // The fake only builds and signs Meta's notifications here; it is not started.
+  const wa = new FakeWhatsApp();
+  let http: HttpServer;
+  let port: number;
+  let logs: LogSink;
+  let delivered: ChannelMessage[];
+  beforeEach(async () => {
+    http = new HttpServer();
+    ({ port } = await http.listen('127.0.0.1', 0));
+    wa.webhookUrl = `http://127.0.0.1:${port}/webhooks/wa`;
+    logs = new LogSink();
+    delivered = [];
+    const handler = notifyHandler({
+      channelId: 'wa',
+      appSecret: wa.appSecret,
+      verifyToken: wa.verifyToken,
+      me: () => ({ phoneNumberId: wa.phoneNumberId, number: wa.number }),
+      deliver: async (m) => {
+        delivered.push(m);
+        return true;
+      },
+      log: createLogger({ level: 'warn', destination: logs }),
+    });
+    http.route('POST', '/webhooks/wa', handler, { scheme: 'hmac-sha256', describe: 'X-Hub-Signature-256' });
+  });
+  afterEach(() => http.close());
+
+  it('a declared body over 1 MiB is 413 and the connection is closed, though the client keeps sending', async () => {
+    const head = { 'content-type': 'application/json', 'content-length': String(64 * 1024 * 1024), 'x-hub-signature-256': `sha256=${'a'.repeat(64)}` };
+    expect(await trickled(port, '/webhooks/wa', head, scaled(3_000))).toEqual({ status: 413, closed: true });
+  });
+
+  it("another phone number's notification is 200 and dropped, with a warning naming it once per interval", async () => {
+    const other = (id: string, text: string) => wa.notification([wa.textMessage(text)], [], id);
+    const warnings = (id: string) => logs.entries().filter((l) => l.phoneNumberId === id);
+    expect(await wa.post(other('2077', 'for the other number'))).toBe(200);
+    expect(await wa.post(other('2077', 'again for it'))).toBe(200);
+    expect(await wa.post(wa.notification([wa.textMessage('mine')]))).toBe(200);
+    expect(delivered.map((m) => m.text)).toEqual(['mine']);
+    expect(warnings('2077')).toHaveLength(1);
+    expect(warnings('2077')[0]).toMatchObject({ level: 40, channel: 'wa', messages: 1 });
+    expect(String(warnings('2077')[0]!.msg)).toMatch(/phone_number_id 2077.*phone_number_id = "2077".*webhook override/);
+    // Another number is warned about on its own.
+    expect(await wa.post(other('3088', 'third'))).toBe(200);
+    expect(warnings('3088')).toHaveLength(1);
+  });
+});
+
+describe('WhatsApp media download', () => {
+  const adapterOn = (apiRoot: string, token: string) =>
+    new WhatsAppAdapter({
+      id: 'wa',
+      phoneNumberId: '106540352242922',
+      apiRoot,
+      accessToken: token,
+      appSecret: 's',
+      verifyToken: 'v',
+      http: new HttpServer(),
+      log: createLogger({ level: 'silent' }),
+    });
+  const photo = { id: 'M1', type: 'image', mime: 'image/jpeg' };
+  const limits = () => ({ maxBytes: 1024 * 1024, signal: AbortSignal.timeout(scaled(5_000)) });
+
+  it('fetches the file with the token and a User-Agent naming channeld and its version', async () => {
+    const wa = await withWhatsApp();
+    wa.media.set('M1', { bytes: Buffer.from('ffd8ffe0', 'hex'), mime: 'image/jpeg' });
+    const bytes = await adapterOn(wa.apiRoot, wa.token).download(photo, limits());
+    expect(bytes.toString('hex')).toBe('ffd8ffe0');
+    expect(wa.callsOf('download').map((c) => c.userAgent)).toEqual([`channeld/${VERSION}`]);
+    expect(wa.downloads).toEqual([{ id: 'M1', authorization: `Bearer ${wa.token}` }]);
+  });
+
+  it('an HTML page for the file is ATTACHMENT_UNAVAILABLE, not the image; an HTML document is the file', async () => {
+    const wa = await withWhatsApp();
+    wa.media.set('M1', { bytes: Buffer.from('ffd8ffe0', 'hex'), mime: 'image/jpeg' });
+    wa.fail('download', { html: true });
+    await expect(adapterOn(wa.apiRoot, wa.token).download(photo, limits())).rejects.toMatchObject({
+      code: 'ATTACHMENT_UNAVAILABLE',
+      message: expect.stringContaining('web page'),
+    });
+    wa.media.set('M2', { bytes: Buffer.from('<html>notes</html>'), mime: 'text/html' });
+    const page = await adapterOn(wa.apiRoot, wa.token).download({ id: 'M2', type: 'document', name: 'notes.html', mime: 'text/html' }, limits());
+    expect(page.toString()).toBe('<html>notes</html>');
   });
 });
