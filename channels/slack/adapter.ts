@@ -215,6 +215,7 @@ export class SlackAdapter implements ChannelAdapter {
       name,
       headers: { authorization: `Bearer ${this.#s.botToken}` },
       htmlMeansRefused: !a.mime?.includes('html'),
+      refusedHint: 'does the token have files:read?',
     });
   }
 

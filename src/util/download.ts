@@ -15,6 +15,8 @@ export interface LimitedFetchOptions {
   name: string;
   /** An HTML answer is a sign-in page, not the file (a platform may send one when the token may not read files). */
   htmlMeansRefused?: boolean;
+  /** Said after such a refusal, to the user too: what the platform may want (e.g. a token scope). */
+  refusedHint?: string;
   /** Nothing received for this long ends the download with ATTACHMENT_TIMEOUT. */
   idleTimeoutMs?: number;
   /** Which addresses count as local (tests stand in a public address); isLocalAddress by default. */
@@ -87,7 +89,8 @@ export async function fetchLimited(url: string, o: LimitedFetchOptions): Promise
     }
     if (o.htmlMeansRefused && (res.headers.get('content-type') ?? '').startsWith('text/html')) {
       await res.body.cancel().catch(() => {});
-      throw new CodedError('ATTACHMENT_UNAVAILABLE', `${o.name}: the platform answered with a web page instead of the file (does the token have files:read?)`);
+      const hint = o.refusedHint ? ` (${o.refusedHint})` : '';
+      throw new CodedError('ATTACHMENT_UNAVAILABLE', `${o.name}: the platform answered with a web page instead of the file${hint}`);
     }
     const declared = Number(res.headers.get('content-length') ?? NaN);
     if (Number.isFinite(declared) && declared > o.maxBytes) {

@@ -41,6 +41,21 @@ describe('fetchLimited: a byte limit on attachment downloads', () => {
     expect(await code(get('/page', 1000, true))).toBe('ATTACHMENT_UNAVAILABLE');
   });
 
+  it("a web page refused names no platform's token scope unless the caller gives the hint", async () => {
+    const message = (p: Promise<unknown>) => p.then(String, (e: unknown) => (e as Error).message);
+    const plain = await message(get('/page', 1000, true));
+    expect(plain).toMatch(/^\/page: the platform answered with a web page instead of the file\b/);
+    expect(plain).not.toContain('files:read');
+    const hinted = fetchLimited(`${base}/page`, {
+      maxBytes: 1000,
+      signal: AbortSignal.timeout(5000),
+      name: 'f',
+      htmlMeansRefused: true,
+      refusedHint: 'scope?',
+    });
+    expect(await message(hinted)).toMatch(/^f: the platform answered with a web page instead of the file \(scope\?\)/);
+  });
+
   it('checkSize refuses a known size before any request', () => {
     expect(() => checkSize('big.bin', 2000, 1000)).toThrow(/big\.bin has 2000 bytes/);
     expect(() => checkSize('unknown', undefined, 1000)).not.toThrow();
