@@ -5,7 +5,7 @@ import type { App, Receiver } from '@slack/bolt';
 import { isValidSlackRequest } from '@slack/bolt/dist/receivers/verify-request.js';
 import { SocketModeClient } from '@slack/socket-mode';
 import { Agent, buildConnector } from 'undici';
-import { BODY_TIMEOUT_MS, readBody, sendJson } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody, refuseAndClose, sendJson } from '../../src/util/http-helpers.js';
 import { settleWithin } from '../../src/util/abortable.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
@@ -231,8 +231,8 @@ export class DeferredAckHttpReceiver implements Receiver {
       return refuse();
     }
     const body = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
-    if (body === 'too_large') return void res.writeHead(413).end();
-    if (body === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
+    if (body === 'too_large') return refuseAndClose(res, 413, 'body too large\n');
+    if (body === 'timeout') return refuseAndClose(res, 408, 'body too slow\n');
     const raw = body.toString('utf8');
     const valid = isValidSlackRequest({
       signingSecret: this.o.signingSecret,

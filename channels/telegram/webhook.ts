@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Update } from 'grammy/types';
 import type { Deliver } from '../../src/contracts/channel.js';
-import { BODY_TIMEOUT_MS, readBody, secretEquals } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody, refuseAndClose, secretEquals } from '../../src/util/http-helpers.js';
 import type { Logger } from 'pino';
 import { malformedUpdate, normalizeUpdate, type BotIdentity } from './normalize.js';
 
@@ -16,16 +16,11 @@ export function webhookHandler(o: { channelId: string; secret: string; bot: () =
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const given = req.headers['x-telegram-bot-api-secret-token'];
     if (typeof given !== 'string' || !secretEquals(given, o.secret)) {
-      req.resume();
-      res.writeHead(401, { 'content-type': 'text/plain' }).end('bad or missing secret token\n');
-      return;
+      return refuseAndClose(res, 401, 'bad or missing secret token\n');
     }
     const body = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
-    if (body === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
-    if (body === 'too_large') {
-      res.writeHead(413).end();
-      return;
-    }
+    if (body === 'timeout') return refuseAndClose(res, 408, 'body too slow\n');
+    if (body === 'too_large') return refuseAndClose(res, 413, 'body too large\n');
     let update: Update;
     try {
       update = JSON.parse(body.toString('utf8')) as Update;

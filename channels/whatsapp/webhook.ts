@@ -2,7 +2,7 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { Deliver } from '../../src/contracts/channel.js';
-import { BODY_TIMEOUT_MS, readBody, secretEquals } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody, refuseAndClose, secretEquals } from '../../src/util/http-helpers.js';
 import { OUTSIDE_WINDOW_CODE } from './errors.js';
 import { failedStatusesOf, foreignNumbersOf, messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
 
@@ -21,15 +21,6 @@ export function signatureValid(raw: Buffer, header: string | string[] | undefine
   const given = Buffer.from(header.slice('sha256='.length), 'hex');
   const expected = createHmac('sha256', appSecret).update(raw).digest();
   return given.length === expected.length && timingSafeEqual(given, expected);
-}
-
-/**
- * A refusal that ends the connection. Every refusal before the whole body is in needs it: the
- * unread rest (a declared 2 GB, a trickle) would otherwise keep the socket open for
- * keep-alive until Node's request timeout, minutes away.
- */
-function closing(res: ServerResponse, status: number, text: string): void {
-  res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' }).end(text);
 }
 
 /**
@@ -107,7 +98,7 @@ export function notifyHandler(o: WebhookOptions) {
   return async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const refuse = () => {
       o.log.warn({ channel: o.channelId }, 'WhatsApp webhook refused: wrong or missing X-Hub-Signature-256');
-      closing(res, 401, 'invalid signature\n');
+      refuseAndClose(res, 401, 'invalid signature\n');
     };
     const signature = req.headers['x-hub-signature-256'];
     // A header that cannot pass is refused before the body (up to 1 MiB) is read.
@@ -116,8 +107,8 @@ export function notifyHandler(o: WebhookOptions) {
       return refuse();
     }
     const raw = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
-    if (raw === 'too_large') return closing(res, 413, 'body too large\n');
-    if (raw === 'timeout') return closing(res, 408, 'body too slow\n');
+    if (raw === 'too_large') return refuseAndClose(res, 413, 'body too large\n');
+    if (raw === 'timeout') return refuseAndClose(res, 408, 'body too slow\n');
     if (!signatureValid(raw, signature, o.appSecret)) return refuse();
     let body: WaWebhook;
     try {

@@ -102,7 +102,16 @@ export function secretEquals(given: string, expected: string): boolean {
 export const BODY_TIMEOUT_MS = 10_000;
 
 /**
- * The request body, refused past `limitBytes` (the caller answers 413) and, given
+ * A refusal that ends the connection. Every refusal before the whole body is in needs it:
+ * the unread rest (a declared 2 GB, a trickle) would otherwise keep the socket open for
+ * keep-alive until Node's request timeout, minutes away.
+ */
+export function refuseAndClose(res: ServerResponse, status: number, text = ''): void {
+  res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' }).end(text);
+}
+
+/**
+ * The request body, refused past `limitBytes` (the caller answers 413 with refuseAndClose) and, given
  * `timeoutMs`, when it has not all arrived by then: 'timeout', the bytes read so far
  * dropped (the caller answers 408 with `Connection: close`, which ends the socket).
  */

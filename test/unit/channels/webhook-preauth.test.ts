@@ -6,7 +6,8 @@ import { notifyHandler } from '../../../channels/whatsapp/webhook.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { HttpServer } from '../../../src/observe/http-server.js';
 import { signSlack } from '../../fakes/slack/server.js';
-import { rawHttp } from '../../helpers/raw-http.js';
+import { rawHttp, trickled } from '../../helpers/raw-http.js';
+import { scaled } from '../../helpers/timing.js';
 
 // Slack HTTP mode and WhatsApp webhooks on a real socket: headers that cannot authenticate
 // are refused before the body is read, and a body trickled past the deadline is 408.
@@ -67,6 +68,11 @@ describe('Slack HTTP mode, before the body', () => {
     // Well-formed, fresh, wrong: read, then refused.
     expect(await raw(port, '/webhooks/slack', { ...signed, ...length, 'x-slack-signature': sig }, body)).toMatchObject({ status: 401 });
     expect(await raw(port, '/webhooks/slack', head(signed), body)).toMatchObject({ status: 408 });
+  });
+
+  it('a declared body over 1 MiB is 413 and the connection is closed, though the client keeps sending', async () => {
+    const h = head({ 'x-slack-signature': sig, 'x-slack-request-timestamp': String(now()), 'content-length': String(64 * MIB) });
+    expect(await trickled(port, '/webhooks/slack', h, scaled(3_000))).toEqual({ status: 413, closed: true });
   });
 });
 
@@ -134,7 +140,7 @@ describe('WhatsApp webhook, before the body', () => {
 });
 
 describe('Telegram webhook, the body deadline', () => {
-  it('a body trickled past the deadline after a right secret is 408, nothing delivered', async () => {
+  it('a body trickled past the deadline after a right secret is 408, nothing delivered; refusals close the connection', async () => {
     const delivered: unknown[] = [];
     const handler = webhookHandler({
       channelId: 'tg',
@@ -150,5 +156,9 @@ describe('Telegram webhook, the body deadline', () => {
     const head = { 'content-type': 'application/json', 'content-length': '100', 'x-telegram-bot-api-secret-token': 'tg-secret' };
     expect(await raw(port, '/webhooks/tg', head, '{"update_id":')).toMatchObject({ status: 408 });
     expect(delivered).toEqual([]);
+    // A wrong secret (401) and a declared body over 1 MiB (413) close the connection, though the client keeps sending.
+    const huge = { ...head, 'content-length': String(64 * MIB) };
+    expect(await trickled(port, '/webhooks/tg', { ...huge, 'x-telegram-bot-api-secret-token': 'wrong' }, scaled(3_000))).toEqual({ status: 401, closed: true });
+    expect(await trickled(port, '/webhooks/tg', huge, scaled(3_000))).toEqual({ status: 413, closed: true });
   });
 });

@@ -1,5 +1,4 @@
 import { createHmac } from 'node:crypto';
-import { connect } from 'node:net';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { builtinKinds } from '../../../channels/registry.js';
 import { WhatsAppAdapter } from '../../../channels/whatsapp/adapter.js';
@@ -15,6 +14,7 @@ import { createLogger } from '../../../src/observe/logger.js';
 import { HttpServer } from '../../../src/observe/http-server.js';
 import { VERSION } from '../../../src/util/version.js';
 import { LogSink } from '../../helpers/daemon.js';
+import { trickled } from '../../helpers/raw-http.js';
 import { scaled } from '../../helpers/timing.js';
 import { withWhatsApp } from '../../helpers/whatsapp.js';
 import { FakeWhatsApp } from '../../fakes/whatsapp/server.js';
@@ -144,39 +144,6 @@ describe('WhatsApp notifications', () => {
     expect(normalizeMessage({ from: '49151', id: 'wamid.7', type: 'reaction' }, undefined, 'wa', me)).toBeUndefined();
   });
 });
-
-/**
- * POSTs `headers` on a raw socket, then trickles the declared body a byte every 50 ms (each
- * byte keeps a kept-alive socket from idling out). Resolves with the answer's status and
- * whether the server closed the socket within `boundMs` of the answer (status 0: no answer).
- */
-function trickled(port: number, path: string, headers: Record<string, string>, boundMs: number): Promise<{ status: number; closed: boolean }> {
-  return new Promise((resolve) => {
-    const socket = connect(port, '127.0.0.1');
-    let got = '';
-    let answered = false;
-    let bound = setTimeout(() => done(false), scaled(5_000));
-    const trickle = setInterval(() => socket.writable && socket.write('x'), 50);
-    const done = (closed: boolean) => {
-      clearInterval(trickle);
-      clearTimeout(bound);
-      socket.removeAllListeners('close');
-      socket.destroy();
-      resolve({ status: Number(/^HTTP\/1\.1 (\d{3})/.exec(got)?.[1] ?? 0), closed });
-    };
-    socket.on('error', () => {});
-    socket.on('data', (d) => {
-      got += d.toString('latin1');
-      if (answered) return;
-      answered = true;
-      clearTimeout(bound);
-      bound = setTimeout(() => done(false), boundMs);
-    });
-    socket.on('close', () => done(true));
-    const head = Object.entries({ host: `127.0.0.1:${port}`, ...headers }).map(([k, v]) => `${k}: ${v}`);
-    socket.write(`POST ${path} HTTP/1.1\r\n${head.join('\r\n')}\r\n\r\n`);
-  });
-}
 
 describe('WhatsApp webhook on a socket', () => {
   // The fake only builds and signs Meta's notifications here; it is not started.
