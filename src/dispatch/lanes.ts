@@ -6,7 +6,7 @@ import type { ItemLifecycle } from '../inbox/lifecycle.js';
 import type { ChannelMessage, MessageRef } from '../contracts/message.js';
 import { settleWithin } from '../util/abortable.js';
 import { CodedError } from '../contracts/errors.js';
-import { takeBatch } from './lane-batch.js';
+import { interrupts, isFiring, takeBatch } from './lane-batch.js';
 import { startTurn, stopRunning } from './lane-run.js';
 
 /**
@@ -89,16 +89,17 @@ export class Lanes {
 
   /** Queues an item; false when `max_queued` is reached (the caller refuses it). */
   accept(item: InboxItem, mode: QueueMode, passive: ChannelMessage[]): boolean {
-    // Checked before a lane exists: a refused message from a new conversation leaves nothing behind.
-    if (this.#queued >= this.#o.limits().max_queued) return false;
+    // Checked before a lane exists: a refused message from a new conversation leaves nothing
+    // behind. Not for a firing: refused, it was lost (marked fired); they are few per conversation.
+    const firing = isFiring(item);
+    if (this.#queued >= this.#o.limits().max_queued && !firing) return false;
     this.#o.lifecycle.queued(item);
     const lane = this.#lanes.get(item.scope) ?? this.#newLane(item);
     lane.mode = mode;
     lane.passive.push(...passive);
-    // The newest message replaces what was waiting and what is running; an item run before (its
-    // reply refs) is none: its batch may be the one running, and it waits for its turn (takeBatch).
-    if (lane.running && mode === 'interrupt' && item.replyRefs.length === 0) {
-      this.#drop(lane, 'superseded by a newer message');
+    // The newest message replaces what was waiting and what is running (firings stay).
+    if (lane.running && mode === 'interrupt' && interrupts(item, lane.running.job.items)) {
+      this.#drop(lane, 'superseded by a newer message', isFiring);
       lane.running.controller.abort(new CodedError('TURN_INTERRUPTED', 'interrupted by a newer message'));
     }
     lane.queue.push(item);
@@ -144,8 +145,10 @@ export class Lanes {
     return lane;
   }
 
-  #drop(lane: Lane, reason: string): number {
-    const dropped = lane.queue.splice(0);
+  /** Drops the lane's queued items (but those `keep` keeps). */
+  #drop(lane: Lane, reason: string, keep?: (item: InboxItem) => boolean): number {
+    const dropped = keep ? lane.queue.filter((it) => !keep(it)) : lane.queue.splice(0);
+    if (keep) lane.queue = lane.queue.filter(keep);
     this.#queued -= dropped.length;
     this.#o.lifecycle.dropped(dropped, reason);
     return dropped.length;
