@@ -6,14 +6,14 @@ import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { untilAborted } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
-import { BODY_TIMEOUT_MS, readBody } from '../../src/util/http-helpers.js';
+import { BODY_TIMEOUT_MS, readBody, refuseAndClose } from '../../src/util/http-helpers.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
 import { connectorVerifier, fetchOpenIdMetadata, sameServiceUrl, TokenRefused } from './auth.js';
 import { buttonsCard, neutraliseMentions } from './cards.js';
 import { classifyTeamsError, connectorCall } from './connector.js';
 import { ServiceUrls } from './conversations.js';
-import { activityIdOf, malformedActivity, normalizeActivity, tenantOf, type Activity } from './normalize.js';
+import { activityIdOf, malformedActivity, normalizeActivity, TEAMS_CHANNEL_ID, tenantOf, type Activity } from './normalize.js';
 import { stoppedByUser, StoppedAnswers } from './stop.js';
 import { BotToken } from './token.js';
 
@@ -70,10 +70,10 @@ export class TeamsAdapter implements ChannelAdapter {
     const identity = await fetchOpenIdMetadata(this.#o.openIdMetadataUrl, signal);
     // The app password is tried now, so a wrong one parks the channel instead of failing every reply.
     await this.#call('token', signal, (s) => this.#token.get(s));
-    const verify = connectorVerifier(identity, this.#o.appId);
+    const verify = connectorVerifier(identity, this.#o.appId, TEAMS_CHANNEL_ID);
     const remove = this.#o.http.route('POST', `/webhooks/${this.#o.id}`, (req, res) => this.#activity(req, res, verify, deliver), {
       scheme: 'jwt',
-      describe: 'Bot Connector JWT: signature, issuer, audience (app_id), expiry, serviceUrl',
+      describe: 'Bot Connector JWT: signature, issuer, audience (app_id), expiry, key endorsed for msteams, serviceUrl; channelId msteams',
     });
     try {
       onConnected();
@@ -84,27 +84,30 @@ export class TeamsAdapter implements ChannelAdapter {
   }
 
   /**
-   * One POSTed activity. The bearer token is verified before the body is read; the body's
-   * serviceUrl must be the one the token names. Anything else: 401, nothing stored. The
-   * answer is 200 only once a message is in the inbox, so the Connector's retry of anything
-   * we could not store is dropped by the inbox.
+   * One POSTed activity. The bearer token is verified before the body is read (its key must
+   * be endorsed for Teams); the body's serviceUrl must be the one the token names, and its
+   * channelId must be Teams' own. Anything else: 401 or 403, nothing stored. The answer is
+   * 200 only once a message is in the inbox, so the Connector's retry of anything we could
+   * not store is dropped by the inbox.
    */
   async #activity(req: IncomingMessage, res: ServerResponse, verify: ReturnType<typeof connectorVerifier>, deliver: Deliver): Promise<void> {
+    // Every refusal closes the connection (Node destroys the socket once the answer is out):
+    // most come before the body is read, whose unread rest would otherwise hold the socket.
     const refuse = (status: number, why: string) => {
       req.resume();
       this.#o.log.warn({ channel: this.#o.id, status, reason: why }, 'Teams activity refused');
-      res.writeHead(status, { 'content-type': 'text/plain' }).end(`${status === 401 ? 'unauthorized' : 'refused'}\n`);
+      refuseAndClose(res, status, `${status === 401 ? 'unauthorized' : 'refused'}\n`);
     };
     let verified: Awaited<ReturnType<ReturnType<typeof connectorVerifier>>>;
     try {
       verified = await verify(req.headers.authorization);
     } catch (err) {
-      if (err instanceof TokenRefused) return refuse(401, err.message);
+      if (err instanceof TokenRefused) return refuse(err.status, err.message);
       // The keys could not be fetched: the Connector tries again later.
       return refuse(503, `the signing keys are unavailable: ${errorMessage(err)}`);
     }
     const body = await readBody(req, MAX_BODY_BYTES, BODY_TIMEOUT_MS);
-    if (body === 'timeout') return void res.writeHead(408, { connection: 'close' }).end();
+    if (body === 'timeout') return refuseAndClose(res, 408, 'body too slow\n');
     if (body === 'too_large') return refuse(413, 'the activity is too large');
     let activity: Activity;
     try {
@@ -116,7 +119,8 @@ export class TeamsAdapter implements ChannelAdapter {
     if (bad) return refuse(400, bad);
     const { claims } = verified;
     if (!sameServiceUrl(claims.serviceurl ?? claims.serviceUrl, activity.serviceUrl)) return refuse(401, 'the serviceUrl is not the one the token names');
-    if (!verified.endorsed(activity.channelId)) return refuse(401, `the signing key is not endorsed for channel ${String(activity.channelId)}`);
+    if (activity.channelId !== TEAMS_CHANNEL_ID)
+      return refuse(403, `the activity is from Bot Framework channel ${JSON.stringify(activity.channelId ?? null).slice(0, 64)}, not ${TEAMS_CHANNEL_ID}`);
     if (this.#o.tenantId && tenantOf(activity) !== this.#o.tenantId)
       return refuse(403, `the activity is from tenant ${tenantOf(activity) ?? 'unknown'}, not tenant_id`);
     if (typeof activity.recipient?.id === 'string') this.#botId = activity.recipient.id;

@@ -44,18 +44,32 @@ export async function fetchOpenIdMetadata(url: string, signal: AbortSignal): Pro
   return { issuer: doc.issuer, jwksUri: doc.jwks_uri };
 }
 
-/** Why a request was refused, for the log (never sent back). */
-export class TokenRefused extends Error {}
+/** Why a request was refused, for the log (never sent back), and its status: 401 for the token, 403 for a key not endorsed for the channel. */
+export class TokenRefused extends Error {
+  constructor(
+    message: string,
+    readonly status: 401 | 403 = 401,
+  ) {
+    super(message);
+  }
+}
+
+/** What the bot reads of a published key besides the JWK: the channels it may sign for. */
+type EndorsedKey = { endorsements?: unknown };
 
 /**
  * Verifies the Connector's bearer token (jose): signature against the JWKS (refetched when
  * a token names a key it has not seen, so key rollover needs no restart), issuer, audience
- * = app_id, expiry and not-before. Returns the claims and the signing key's endorsements;
- * `serviceurl` and the channel endorsement are checked against the activity once its body is read.
+ * = app_id, expiry and not-before, and that the signing key is endorsed for `channel`. The
+ * Connector's keys name the channels they may sign for (`endorsements`); a key that names
+ * none, or that cannot be found again by the token's `kid`, endorses nothing (Microsoft's
+ * EndorsementsValidator fails on no endorsements; its authentication page says 403). Returns
+ * the claims; `serviceurl` is checked against the activity once its body is read.
  */
-export function connectorVerifier(identity: ConnectorIdentity, appId: string) {
+export function connectorVerifier(identity: ConnectorIdentity, appId: string, channel: string) {
   const keys = createRemoteJWKSet(new URL(identity.jwksUri), { timeoutDuration: 10_000, cooldownDuration: 30_000, cacheMaxAge: 24 * 3600_000 });
-  return async (authorization: string | undefined): Promise<{ claims: JWTPayload; endorsed: (channelId: unknown) => boolean }> => {
+  const published = (kid: string) => keys.jwks()?.keys.find((k) => k.kid === kid) as EndorsedKey | undefined;
+  return async (authorization: string | undefined): Promise<{ claims: JWTPayload }> => {
     const m = /^Bearer ([A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+)$/.exec(authorization ?? '');
     if (!m) throw new TokenRefused('no bearer token');
     try {
@@ -66,11 +80,25 @@ export function connectorVerifier(identity: ConnectorIdentity, appId: string) {
         clockTolerance: CLOCK_TOLERANCE_S,
         requiredClaims: ['exp'],
       });
-      const key = keys.jwks()?.keys.find((k) => k.kid === protectedHeader.kid) as { endorsements?: unknown } | undefined;
-      // The Connector's keys name the channels they may sign for (`endorsements`); a key without them endorses any.
-      const endorsed = (channelId: unknown) => !Array.isArray(key?.endorsements) || (typeof channelId === 'string' && key.endorsements.includes(channelId));
-      return { claims: payload, endorsed };
+      const kid = protectedHeader.kid;
+      // Without a kid jose takes the one key that fits, but which key signed cannot be told: its endorsements are unknown.
+      if (typeof kid !== 'string') throw new TokenRefused('the token names no signing key (kid)');
+      // The cached set may have been replaced since the token was verified (a rollover): fetched again, once.
+      let key = published(kid);
+      if (!key) {
+        await keys.reload();
+        key = published(kid);
+      }
+      if (!key) throw new TokenRefused(`the signing key ${kid} is not among the published keys`, 403);
+      const endorsements: unknown[] = Array.isArray(key.endorsements) ? key.endorsements : [];
+      if (!endorsements.includes(channel))
+        throw new TokenRefused(
+          `the signing key ${kid} is not endorsed for ${channel} (${endorsements.length ? `only ${endorsements.join(', ')}` : 'no endorsements'})`,
+          403,
+        );
+      return { claims: payload };
     } catch (err) {
+      if (err instanceof TokenRefused) throw err;
       if (err instanceof errors.JOSEError && TOKEN_FAULTS.has(err.code)) throw new TokenRefused(`${err.code}: ${err.message}`);
       // Anything else is about fetching the keys (a timeout, a 5xx): not the sender's fault; 503, the Connector retries.
       throw err;

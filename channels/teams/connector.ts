@@ -67,6 +67,10 @@ export function classifyTeamsError(err: unknown, what = 'request'): ChannelError
     if (err.status === 429) return new ChannelError('CHANNEL_RATE_LIMITED', detail, { cause: err, retryAfterMs: err.retryAfterMs ?? 1000 });
     if (err.status === 403) return new ChannelError('CHANNEL_FORBIDDEN', `${detail}: the bot may not post here`, { cause: err });
     if (err.status >= 500) return new ChannelError('CHANNEL_UNAVAILABLE', detail, { cause: err });
+    // Teams' rate-limiting guide: 412 (as 429, 502 and 504) is transient and is to be retried
+    // with backoff. Refused for good, an update would be sent again as a second message.
+    if (err.status === 412)
+      return new ChannelError('CHANNEL_REQUEST_FAILED', `${detail}: Teams asks for it to be tried again`, { cause: err, retryable: true });
     return new ChannelError('CHANNEL_REQUEST_FAILED', detail, { cause: err });
   }
   return new ChannelError('CHANNEL_NETWORK', `Teams ${what}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });

@@ -20,6 +20,13 @@ export interface Activity {
 
 const isObject = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === 'object' && !Array.isArray(v);
 
+/**
+ * The Bot Framework channel id of Teams. The same Azure Bot serves other channels (Web Chat
+ * and Direct Line are on by default), whose users choose their own `from.id` and can write
+ * any `channelData`: only Teams' activities carry an identity and a tenant Teams vouches for.
+ */
+export const TEAMS_CHANNEL_ID = 'msteams';
+
 /** What a button's Action.Submit `data` carries: the command text a click sends back. */
 export const SUBMIT_KEY = 'channeld';
 

@@ -20,16 +20,27 @@ export class BotToken {
 
   async get(signal: AbortSignal): Promise<string> {
     if (this.#token && Date.now() < this.#token.renewAtMs) return this.#token.value;
-    // Shared, but not cut by one caller's signal: the next caller may still want it.
-    this.#pending ??= this.#fetch().finally(() => {
-      this.#pending = undefined;
-    });
+    // A caller already gone starts nothing.
     signal.throwIfAborted();
+    const pending = (this.#pending ??= this.#shared());
     return await new Promise<string>((resolve, reject) => {
       const onAbort = () => reject(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
-      this.#pending!.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+      pending.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
     });
+  }
+
+  /**
+   * One fetch for every caller until it settles. Not cut by one caller's signal (the next
+   * caller may still want it), so every caller may have stopped waiting by the time it fails:
+   * its own handler keeps that failure from being an unhandled rejection, which ends the process.
+   */
+  #shared(): Promise<string> {
+    const shared = this.#fetch().finally(() => {
+      this.#pending = undefined;
+    });
+    shared.catch(() => {});
+    return shared;
   }
 
   /** Forgets the token (the Connector refused it). */

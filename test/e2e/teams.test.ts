@@ -104,8 +104,8 @@ describe('Teams channel against the fake Bot Framework', () => {
     expect(await ms.post(a(), await ms.token({ claims: { aud: '99999999-2222-3333-4444-555555555555' } }))).toBe(401);
     expect(await ms.post(a(), await ms.token({ claims: { iss: 'https://evil.example.org' } }))).toBe(401);
     expect(await ms.post(a(), await ms.token({ claims: { serviceurl: 'https://evil.example.org/teams/' } }))).toBe(401);
-    // Signed by the right key, but for a channel the key is not endorsed for (the key says msteams).
-    expect(await ms.post({ ...a(), channelId: 'webchat' })).toBe(401);
+    // Signed by the right key, but from another Bot Framework channel: 403 (a Teams channel takes msteams only).
+    expect(await ms.post({ ...a(), channelId: 'webchat' })).toBe(403);
     // A body that is not even JSON, unsigned: 401 before it is read.
     const raw = await fetch(ms.webhook, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{not json' });
     expect(raw.status).toBe(401);

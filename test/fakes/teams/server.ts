@@ -7,7 +7,7 @@ import { FakeHttpServer } from '../http-fake.js';
 export const STREAM_CANCELLED_BY_USER = 'Content stream was cancelled by user.';
 
 /** A fault for the next call of an endpoint: a status (429 with Retry-After), or a dropped connection. */
-export type TeamsFault = { status: 429; retryAfterS: number } | { status: 400 | 401 | 403 | 500 | 502; code?: string } | { drop: true };
+export type TeamsFault = { status: 429; retryAfterS: number } | { status: 400 | 401 | 403 | 412 | 500 | 502 | 504; code?: string } | { drop: true };
 
 export interface TeamsCall {
   /** openid, keys, token, send, reply, update, delete, typing, stream. */
@@ -69,6 +69,11 @@ export class FakeTeams {
    * so tests run both; accepted, the update ends the stream.
    */
   refuseUpdatesWhileStreaming = false;
+  /**
+   * The channels the published key may sign for (its `endorsements`); undefined publishes it
+   * without any. Set before the first activity: the bot caches the keys.
+   */
+  endorsements: string[] | undefined = ['msteams'];
   readonly #streamStarts = new Map<string, number>();
   #key!: CryptoKey;
   #jwk!: JWK;
@@ -120,11 +125,11 @@ export class FakeTeams {
 
   // ——— the Connector calling the bot ———
 
-  /** A Connector token: signed by the published key unless told otherwise, with claims overridable. */
-  async token(o: { claims?: Record<string, unknown>; expiresInS?: number; stranger?: boolean; kid?: string } = {}): Promise<string> {
+  /** A Connector token: signed by the published key unless told otherwise, with claims overridable; `kid: null` names no key. */
+  async token(o: { claims?: Record<string, unknown>; expiresInS?: number; stranger?: boolean; kid?: string | null } = {}): Promise<string> {
     const now = Math.floor(Date.now() / 1000);
     return new SignJWT({ serviceurl: this.serviceUrl, ...o.claims })
-      .setProtectedHeader({ alg: 'RS256', kid: o.kid ?? 'test-key-1', typ: 'JWT' })
+      .setProtectedHeader({ alg: 'RS256', ...(o.kid === null ? {} : { kid: o.kid ?? 'test-key-1' }), typ: 'JWT' })
       .setIssuer((o.claims?.iss as string | undefined) ?? ISSUER)
       .setAudience((o.claims?.aud as string | undefined) ?? this.appId)
       .setIssuedAt(now - 10)
@@ -251,7 +256,7 @@ export class FakeTeams {
         id_token_signing_alg_values_supported: ['RS256'],
         token_endpoint_auth_methods_supported: ['private_key_jwt'],
       });
-    if (name === 'keys') return this.#json(res, 200, { keys: [{ ...this.#jwk, endorsements: ['msteams'] }] });
+    if (name === 'keys') return this.#json(res, 200, { keys: [{ ...this.#jwk, ...(this.endorsements ? { endorsements: this.endorsements } : {}) }] });
     if (name === 'token') {
       if (body?.grant_type !== 'client_credentials' || body.client_id !== this.appId || body.client_secret !== this.password)
         return this.#json(res, 401, { error: 'invalid_client', error_description: 'AADSTS7000215: Invalid client secret provided.' });
