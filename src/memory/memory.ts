@@ -69,6 +69,8 @@ export function registerMemory(runtime: Runtime, d: MemoryDeps): void {
     name: 'memory',
     help: 'list what I remember about you, with ids',
     handler: async (ctx) => {
+      // The list is every memory of the speaker's, those kept in a direct message too: the group would read them all.
+      if (ctx.message.chat.type !== 'dm') return 'I list your memories only in a direct message: send me /memory there.';
       const rows = await memories.list(agentName, memoryOwner(ctx.message));
       if (!rows.length) return 'I keep no memories for you. /remember TEXT keeps one.';
       return `What I remember about you:\n${rows.map((r) => `#${r.id} ${r.text}`).join('\n')}\n\n/forget ID removes one, /forget all removes all.`;
