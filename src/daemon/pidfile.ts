@@ -2,6 +2,20 @@ import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { localUrl, runFiles } from '../util/run-files.js';
 import { defineComponent } from './services.js';
 
+const readOr = (file: string): string | undefined => {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return undefined;
+  }
+};
+
+/** Writes `text` to `file`, or removes it when there is none. */
+const putBack = (file: string, text: string | undefined): void => {
+  if (text === undefined) rmSync(file, { force: true });
+  else writeFileSync(file, text, { mode: 0o600 });
+};
+
 /**
  * `<state_dir>/channeld.pid` and `channeld.url` while the daemon runs (see runFiles): the CLI
  * finds the daemon through them, and `channeld reload` signals through the pid when the HTTP
@@ -10,10 +24,14 @@ import { defineComponent } from './services.js';
 export const pidFileComponent = defineComponent({
   name: 'pidfile',
   // After the store: opening the database is what creates state_dir. After http: its bound address.
-  inject: ['config', 'storage', 'http'],
+  inject: ['config', 'storage', 'http', 'upgrade'],
   start: (ctx) => {
     const files = runFiles(ctx.use('config').config.daemon.state_dir);
     const bound = ctx.use('http').address;
+    const upgrade = ctx.use('upgrade');
+    // An upgrade's new process writes over the old one's files; if it stops before it took
+    // over (the upgrade failed) they go back, the old process serving on.
+    const previous = upgrade.successor ? { pid: readOr(files.pid), url: readOr(files.url) } : undefined;
     writeFileSync(files.pid, `${process.pid}\n`, { mode: 0o600 });
     if (bound) writeFileSync(files.url, `${localUrl(bound.address, bound.port)}\n`, { mode: 0o600 });
     ctx.effect(() => {
@@ -22,7 +40,13 @@ export const pidFileComponent = defineComponent({
       try {
         mine = readFileSync(files.pid, 'utf8').trim() === String(process.pid);
       } catch {}
-      if (mine) for (const f of [files.url, files.reload, files.pid]) rmSync(f, { force: true });
+      if (!mine) return;
+      if (previous && !upgrade.tookOver) {
+        putBack(files.url, previous.url);
+        putBack(files.pid, previous.pid);
+        return;
+      }
+      for (const f of [files.url, files.reload, files.pid]) rmSync(f, { force: true });
     });
   },
 });

@@ -1,6 +1,6 @@
 import { diffChannels } from '../config/diff.js';
 import { loadConfig, type LoadedConfig } from '../config/load.js';
-import { ConfigError, errorMessage } from '../contracts/errors.js';
+import { CodedError, ConfigError, errorMessage } from '../contracts/errors.js';
 import type { Kernel } from '../kernel/kernel.js';
 import { channelComponent } from './channels.js';
 import type { ReloadResult, ReloadService, Services } from './services.js';
@@ -47,6 +47,8 @@ export class Reloader implements ReloadService {
 
   reload(options: { dryRun?: boolean } = {}): Promise<ReloadResult> {
     if (options.dryRun) return Promise.resolve(this.#validate());
+    const busy = this.#busy();
+    if (busy) return Promise.resolve().then(() => this.#refuse(busy));
     if (this.#running) {
       this.#again = true;
       return this.#running;
@@ -55,7 +57,9 @@ export class Reloader implements ReloadService {
       let result: ReloadResult;
       do {
         this.#again = false;
-        result = await this.#reloadOnce();
+        // One folded in may find an upgrade begun meanwhile.
+        const busy = this.#busy();
+        result = busy ? this.#refuse(busy) : await this.#reloadOnce();
       } while (this.#again && !this.#closed);
       return result;
     };
@@ -67,6 +71,42 @@ export class Reloader implements ReloadService {
   async close(): Promise<void> {
     this.#closed = true;
     await this.#running?.catch(() => {});
+  }
+
+  /**
+   * Why no reload may run now, or undefined. While an upgrade is under way a channel's
+   * listener may already run in the new process: a reload here would replace its parked gate
+   * with one that runs, and the listener would run in both. After the hand-over (or once
+   * this daemon stops) listeners started here would outlive the stop's own list, and an `ok`
+   * would say a config applies that the process now serving does not run: the new process
+   * is the one to reload.
+   */
+  #busy(): string | undefined {
+    if (this.#closed) return new CodedError('DAEMON_SHUTTING_DOWN', 'this daemon is stopping, so it reloads nothing').message;
+    let phase: 'idle' | 'upgrading' | 'handedOver' = 'idle';
+    try {
+      phase = this.kernel.get('upgrade').predecessor.phase;
+    } catch {
+      // Not started yet (or stopped): there is no upgrade.
+    }
+    if (phase === 'upgrading')
+      return new CodedError(
+        'UPGRADE_IN_PROGRESS',
+        'a reload is refused while an upgrade is under way; reload once channeld upgrade returned (the new process, or this one if it failed)',
+      ).message;
+    if (phase === 'handedOver')
+      return new CodedError(
+        'DAEMON_SHUTTING_DOWN',
+        'this process handed over to the new process of an upgrade and is stopping; reload the new one (channeld reload reaches it)',
+      ).message;
+    return undefined;
+  }
+
+  #refuse(reason: string): ReloadResult {
+    const live = this.kernel.get('config');
+    this.kernel.get('logger').warn({ reload: 'refused' }, reason);
+    this.kernel.get('metrics').reloads.inc({ result: 'refused' });
+    return { ok: false, generation: live.generation, errors: [reason], added: [], removed: [], changed: [], agents: [] };
   }
 
   /**

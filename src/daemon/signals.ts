@@ -28,6 +28,7 @@ async function reloadOnSignal(daemon: Daemon): Promise<void> {
  */
 export function untilSignalled(daemon: Daemon): Promise<number> {
   const log = daemon.log;
+  const upgrades = daemon.upgrade.predecessor;
   return new Promise<number>((resolve) => {
     let signals = 0;
     const done = (code: number) => {
@@ -47,6 +48,9 @@ export function untilSignalled(daemon: Daemon): Promise<number> {
         return;
       }
       log.info({ signal }, 'stopping: finishing running turns');
+      // An upgrade whose new process is not ready yet fails (that process is stopped), and
+      // none starts any more: it would take over from a daemon being stopped.
+      upgrades.stop();
       daemon.stop().then(
         () => {
           log.info('stopped');
@@ -64,7 +68,6 @@ export function untilSignalled(daemon: Daemon): Promise<number> {
     };
     // SIGUSR2 upgrades as `channeld upgrade` does (its outcome is logged); once the new
     // process took over, this one stops as on SIGTERM and exits 0.
-    const upgrades = daemon.upgrade.predecessor;
     const onUpgrade = () => {
       log.info('SIGUSR2: upgrading to the new build');
       void upgrades.upgrade();

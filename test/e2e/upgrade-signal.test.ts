@@ -32,7 +32,7 @@ describe('SIGUSR2, real processes', () => {
       // 'exit' can come before the last of the old process's asynchronous log writes has been
       // read off the pipe (which the new process, inheriting it, keeps open): wait for the lines.
       await waitFor(() => old.lines.some((l) => l.msg === 'SIGUSR2: upgrading to the new build'), 10_000);
-      await waitFor(() => old.lines.some((l) => l.msg === 'upgrade: handed over to the new process' && l.pid === newPid), 10_000);
+      await waitFor(() => old.lines.some((l) => l.msg === 'upgrade: handed over to the new process' && l.childPid === newPid), 10_000);
 
       tg.dm('after the signal');
       await waitFor(() => tg.texts(42).includes('after the signal'), 15_000);

@@ -203,6 +203,34 @@ describe('channeld upgrade, real processes', () => {
       expect(Number(show('MainPID'))).toBe(pidOf(dir));
     },
   );
+
+  // The new process took a second upgrade while it still held back the old process's
+  // running turn: the third process knew of neither and answered the same message again.
+  it('a second upgrade while the first hand-over waits for the old turn is refused, and the message is answered once', async () => {
+    const tg = await withTelegram();
+    const dir = withTempDir('upgrade-twice');
+    // Eight words a second apart: the turn still runs in the old process after the hand-over.
+    const file = writeProcessConfig(dir, `${echoAgent(1000)}${telegramChannel(tg)}`);
+    const old = withDaemonProcess(file, telegramEnv(tg));
+    killRecordedDaemonAtEnd(dir);
+    const url = await old.url();
+    await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
+    tg.dm('one two three four five six seven eight');
+    await waitFor(() => tg.callsOf('sendMessage').length >= 1, 15_000);
+
+    const first = await channeld(['upgrade', '--config', file]);
+    expect(first.code).toBe(0);
+    const second = await channeld(['upgrade', '--config', file]);
+    expect(second.out).toMatch(/hand-over has not finished/);
+    expect(second.code).toBe(78);
+    const newPid = pidOf(dir);
+    expect(old.lines.some((l) => l.pid === newPid && l.msg === 'upgrade refused' && l.code === 'UPGRADE_IN_PROGRESS')).toBe(true);
+
+    expect(await old.exited).toBe(0);
+    await waitFor(() => old.lines.some((l) => l.pid === newPid && l.msg === "upgrade: the old process's turns ended; their conversations go on here"), 30_000);
+    expect(old.lines.filter((l) => l.msg === 'turn finished')).toHaveLength(1);
+    // Its hand-over finished: the new process takes an upgrade again (not run here).
+  }, 90_000);
 });
 
 /** Why the systemd check cannot run here, or undefined when it can (systemd as PID 1, systemd-run, root). */

@@ -5,7 +5,7 @@ import { Upgrades } from './service.js';
 export const upgradeComponent = defineComponent({
   name: 'upgrade',
   provides: ['upgrade'],
-  inject: ['config', 'logger', 'http', 'dispatcher', 'management', 'storage'],
+  inject: ['config', 'logger', 'http', 'dispatcher', 'management', 'storage', 'inbox'],
   start: (ctx) => {
     const config = ctx.use('config');
     const upgrades = new Upgrades({
@@ -15,8 +15,11 @@ export const upgradeComponent = defineComponent({
       http: ctx.use('http'),
       dispatcher: ctx.use('dispatcher'),
       storage: ctx.use('storage'),
+      inbox: ctx.use('inbox'),
     });
     ctx.effect(ctx.use('management').bindUpgrade((options) => upgrades.predecessor.upgrade(options)));
+    // A stop by any other way than a signal (the daemon's own stop): no upgrade outlives it.
+    ctx.effect(() => upgrades.predecessor.stop());
     ctx.provide('upgrade', upgrades);
   },
 });

@@ -7,6 +7,7 @@ import { successorCommand } from './command.js';
 import type { ListenerGate } from './listeners.js';
 import { parseToOld, type ToNew } from './protocol.js';
 import { SUCCESSOR_ENV } from './successor.js';
+import { notifySystemd } from './systemd.js';
 
 export interface UpgradeOutcome {
   ok: boolean;
@@ -14,6 +15,8 @@ export interface UpgradeOutcome {
   pid?: number;
   /** Why it failed: the new process's own reason where it gave one. */
   error?: string;
+  /** The error code when it failed or was refused (UPGRADE_FAILED, UPGRADE_IN_PROGRESS, DAEMON_SHUTTING_DOWN). */
+  code?: string;
   took_ms: number;
 }
 
@@ -36,6 +39,14 @@ export interface PredecessorOptions {
    * which only a restart would read otherwise, and returns how many.
    */
   watchStored(): () => number;
+  /**
+   * Why no upgrade may start in this process now, or undefined: it was itself started by an
+   * upgrade whose hand-over has not finished (it still holds back the old process's
+   * conversations, which a third process would not know of and would run again).
+   */
+  refusal?(): string | undefined;
+  /** Tells systemd (notifySystemd, the default); a test passes its own. */
+  notify?(fields: string[]): Promise<unknown>;
 }
 
 /** How long a new process that failed gets to exit after SIGTERM before SIGKILL. */
@@ -54,6 +65,12 @@ export class Predecessor {
   readonly #o: PredecessorOptions;
   #current: Promise<UpgradeOutcome> | undefined;
   #child: ChildProcess | undefined;
+  /** The daemon is stopping (stop()): no upgrade starts any more. */
+  #stopping = false;
+  /** Fails the upgrade under way (until its new process is ready). */
+  #abort: ((why: string) => void) | undefined;
+  /** The new process took over: this one only finishes its turns and stops. */
+  #over = false;
   /** Listeners that ran in both processes until the hand-over: their late state goes over as they are dropped. */
   readonly #overlapped = new Map<string, ListenerGate>();
   #handedOver: () => void = () => {};
@@ -71,7 +88,11 @@ export class Predecessor {
 
   /** Starts the new build and hands over; one at a time, and none after one succeeded. */
   upgrade(options: { exec?: string } = {}): Promise<UpgradeOutcome> {
-    if (this.#current) return Promise.resolve({ ok: false, error: new CodedError('UPGRADE_IN_PROGRESS').message, took_ms: 0 });
+    const refused = this.#refusal();
+    if (refused) {
+      this.#o.log.warn({ code: refused.code, reason: refused.message }, 'upgrade refused');
+      return Promise.resolve({ ok: false, code: refused.code, error: refused.message, took_ms: 0 });
+    }
     const run = this.#run(options.exec);
     this.#current = run;
     // A failed one is over once its process has exited and what it took runs here again: an
@@ -80,6 +101,32 @@ export class Predecessor {
       if (!r.ok) void this.#recovered.then(() => (this.#current = undefined));
     });
     return run;
+  }
+
+  /**
+   * `upgrading` from the start of an upgrade until it took over or, failed, its new process
+   * exited and the listeners it had run here again; `handedOver` after a successful one.
+   */
+  get phase(): 'idle' | 'upgrading' | 'handedOver' {
+    if (this.#over) return 'handedOver';
+    return this.#current ? 'upgrading' : 'idle';
+  }
+
+  #refusal(): CodedError | undefined {
+    if (this.#stopping) return new CodedError('DAEMON_SHUTTING_DOWN', 'this daemon is stopping, so no upgrade starts in it');
+    if (this.#current) return new CodedError('UPGRADE_IN_PROGRESS');
+    const why = this.#o.refusal?.();
+    return why === undefined ? undefined : new CodedError('UPGRADE_IN_PROGRESS', why);
+  }
+
+  /**
+   * The daemon is stopping (SIGTERM): no upgrade starts from now on, and one whose new
+   * process is not ready yet fails, that process stopped as on any failed upgrade. Otherwise
+   * it would take over once this one exited, outside the service manager's watch.
+   */
+  stop(): void {
+    this.#stopping = true;
+    this.#abort?.('this daemon is stopping (SIGTERM) before the new process was ready');
   }
 
   /**
@@ -109,11 +156,20 @@ export class Predecessor {
 
   /**
    * This daemon stopped (its turns ended, what they wrote is stored, its connections
-   * drained): the new process may run their conversations now. Resolves once told (at most 1 s).
+   * drained): the new process may run their conversations now. Resolves once told (at most
+   * 1 s, after systemd-notify's own at most 5 s).
    */
-  finish(): Promise<void> {
+  async finish(): Promise<void> {
     const child = this.#child;
-    if (!child?.connected) return Promise.resolve();
+    if (!this.#over || !child) return;
+    // This process is still the unit's main one: exiting before the new process's own
+    // MAINPID= arrived (it sends it after `frozen`, and systemd-notify may be slow) would
+    // have systemd count the unit stopped and stop the new process with it.
+    if (child.pid !== undefined && child.exitCode === null && child.signalCode === null) {
+      const fields = [`MAINPID=${child.pid}`];
+      await (this.#o.notify ? this.#o.notify(fields) : notifySystemd(fields, this.#o.log));
+    }
+    if (!child.connected) return;
     return new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, 1000);
       child.send({ t: 'done' } satisfies ToNew, undefined, {}, () => {
@@ -127,9 +183,16 @@ export class Predecessor {
   #run(exec: string | undefined): Promise<UpgradeOutcome> {
     const started = Date.now();
     const log = this.#o.log;
-    const failed = (error: string, pid?: number): UpgradeOutcome => {
-      log.error({ pid, reason: error }, 'upgrade failed: the new process was stopped, this one carries on');
-      return { ok: false, error: new CodedError('UPGRADE_FAILED', error).message, took_ms: Date.now() - started, ...(pid ? { pid } : {}) };
+    const failed = (error: string, childPid?: number): UpgradeOutcome => {
+      // `pid` names the process that logs: the new one is `childPid`.
+      log.error({ childPid, reason: error }, 'upgrade failed: the new process was stopped, this one carries on');
+      return {
+        ok: false,
+        code: 'UPGRADE_FAILED',
+        error: new CodedError('UPGRADE_FAILED', error).message,
+        took_ms: Date.now() - started,
+        ...(childPid ? { pid: childPid } : {}),
+      };
     };
     const fd = this.#o.http.listeningFd();
     if (fd === undefined) return Promise.resolve(failed('the HTTP listening socket cannot be handed over'));
@@ -140,12 +203,19 @@ export class Predecessor {
       return Promise.resolve(failed(errorMessage(err)));
     }
     log.info({ file: cmd.file, args: cmd.args }, 'upgrade: starting the new build');
+    let child: ChildProcess;
+    try {
+      child = spawn(cmd.file, cmd.args, {
+        // fd 3 in the new process is this listening socket; the IPC channel comes after it.
+        stdio: ['ignore', 'inherit', 'inherit', fd, 'ipc'],
+        env: { ...process.env, [LISTEN_FD_ENV]: '3', [SUCCESSOR_ENV]: String(process.pid) },
+      });
+    } catch (err) {
+      // Thrown at once (a bad argument, EBADF): nothing started, nothing to undo.
+      return Promise.resolve(failed(`cannot start ${cmd.file}: ${errorMessage(err)}`));
+    }
+    // Tracked from the same tick as the spawn: the new process stores nothing before it.
     const recoverStored = this.#o.watchStored();
-    const child = spawn(cmd.file, cmd.args, {
-      // fd 3 in the new process is this listening socket; the IPC channel comes after it.
-      stdio: ['ignore', 'inherit', 'inherit', fd, 'ipc'],
-      env: { ...process.env, [LISTEN_FD_ENV]: '3', [SUCCESSOR_ENV]: String(process.pid) },
-    });
     this.#child = child;
     const paused: ListenerGate[] = [];
     return new Promise<UpgradeOutcome>((resolve) => {
@@ -159,8 +229,15 @@ export class Predecessor {
       const fail = (why: string) => {
         if (settled) return;
         settled = true;
+        this.#abort = undefined;
         clearTimeout(timer);
         child.off('message', onMessage);
+        // Its channel's close must not read as this process gone (it would take over):
+        // `abort` goes first, the close once it is written.
+        if (child.connected)
+          child.send({ t: 'abort' } satisfies ToNew, undefined, {}, () => {
+            if (child.connected) child.disconnect();
+          });
         if (child.exitCode === null && child.signalCode === null) {
           child.kill('SIGTERM');
           const kill = setTimeout(() => child.kill('SIGKILL'), KILL_AFTER_MS);
@@ -173,7 +250,6 @@ export class Predecessor {
             process.off('exit', killOnExit);
           });
         }
-        if (child.connected) child.disconnect();
         // Once the new process is gone (a SIGKILL ends it within KILL_AFTER_MS): what it stored
         // is queued first, then the listeners it took run here again. Resumed before, they
         // answered a message sent meanwhile ahead of an earlier one it stored in the same
@@ -199,6 +275,7 @@ export class Predecessor {
       const ready = () => {
         if (settled) return;
         settled = true;
+        this.#abort = undefined;
         clearTimeout(timer);
         // From here the new process accepts every connection; the ones this process has are
         // answered here, each answer closing its connection, until they are gone (drained()).
@@ -213,12 +290,19 @@ export class Predecessor {
         for (const [channel, gate] of this.gates) {
           if (paused.includes(gate)) continue;
           if (gate.move === 'overlap') this.#overlapped.set(channel, gate);
-          const state = gate.overlapState();
-          if (state !== undefined) send({ t: 'restore', channel, state });
-          void gate.pause();
+          // An adapter's handoverState that throws costs its state, not the hand-over.
+          const lost = (err: unknown) => log.warn({ err, channel }, 'upgrade: a listener could not hand its state over');
+          try {
+            const state = gate.overlapState();
+            if (state !== undefined) send({ t: 'restore', channel, state });
+          } catch (err) {
+            lost(err);
+          }
+          gate.pause().catch(lost);
         }
         send({ t: 'frozen', busy });
-        log.info({ pid: child.pid, busy: busy.length, took_ms: Date.now() - started }, 'upgrade: handed over to the new process');
+        log.info({ childPid: child.pid, busy: busy.length, took_ms: Date.now() - started }, 'upgrade: handed over to the new process');
+        this.#over = true;
         this.#handedOver();
         resolve({ ok: true, pid: child.pid, took_ms: Date.now() - started });
       };
@@ -238,6 +322,7 @@ export class Predecessor {
           );
         }
       };
+      this.#abort = fail;
       child.on('message', onMessage);
       child.once('error', (err) => fail(`cannot start ${cmd.file}: ${errorMessage(err)}`));
       child.once('exit', (code, signal) => fail(`the new process exited (${signal ?? `status ${code}`}) before it was ready`));

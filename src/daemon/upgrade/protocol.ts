@@ -9,14 +9,17 @@
  * message and starts no turn any more; `busy` are the scopes whose turns still run there),
  * `restore` (the state of a listener that ran in both, sent just before the old one stops
  * it: web chat's tabs; and once more, before `done`, with what the turns still running there
- * added to it since), `done` (those turns ended).
+ * added to it since), `done` (those turns ended), `abort` (the upgrade failed: this process
+ * serves on and stops the new one; the channel's close that follows is not this one going
+ * away, so the new one takes over nothing).
  */
 export type ToOld = { t: 'take'; channel: string } | { t: 'ready' } | { t: 'failed'; reason: string };
 export type ToNew =
   | { t: 'taken'; channel: string; state?: unknown }
   | { t: 'frozen'; busy: string[] }
   | { t: 'restore'; channel: string; state: unknown }
-  | { t: 'done' };
+  | { t: 'done' }
+  | { t: 'abort' };
 
 /** A channel's handed-over state is a few KiB (a gateway session per shard); anything larger is dropped. */
 export const MAX_STATE_BYTES = 64 * 1024;
@@ -54,5 +57,6 @@ export function parseToNew(m: unknown): ToNew | undefined {
     return state === undefined ? undefined : { t: 'restore', channel: v.channel, state };
   }
   if (v.t === 'done') return { t: 'done' };
+  if (v.t === 'abort') return { t: 'abort' };
   return undefined;
 }

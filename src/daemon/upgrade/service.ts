@@ -25,7 +25,19 @@ export interface UpgradeWiring {
     recoverUnheld(): number;
   };
   /** The local store's group commit: committed at the freeze (see freezeFor). */
-  storage: { flush(): void };
+  storage: FreezeStorage;
+  /** The local inbox: read at the freeze when the commit failed (see freezeFor). */
+  inbox: FreezeInbox;
+}
+
+/** The group commit as the freeze uses it: a commit, and how many writes it still holds. */
+export interface FreezeStorage {
+  flush(): void;
+  status(): { pending_writes: number };
+}
+
+export interface FreezeInbox {
+  unfinished(): Array<{ scope: string }>;
 }
 
 /**
@@ -33,12 +45,28 @@ export interface UpgradeWiring {
  * wrote (their final states ride the group commit, flushed on the next tick) is committed
  * before the new process reads the inbox. Otherwise a turn that had just ended looked
  * unfinished there, neither running here nor done, and was answered a second time.
+ *
+ * The commit can fail: the new process holds the write lock past busy_timeout as it stores
+ * what arrives, and the group commit keeps the writes queued for its retries. Then every
+ * conversation with an item still unfinished in the store is listed busy too: the writes
+ * that wait are among them (a write here names no conversation), and the new process holds
+ * them until this one stopped, which commits them (its store's close tries a last time),
+ * and sent `done`. Waiting for the commit instead would have to give up at some bound, and
+ * the freeze cannot be undone: past it the choice is answering twice or stalling the
+ * hand-over. Holding a few more conversations a little longer loses and doubles nothing.
  */
-export function freezeFor(dispatcher: { freeze(): string[] }, storage: { flush(): void }): () => string[] {
+export function freezeFor(dispatcher: { freeze(): string[] }, storage: FreezeStorage, inbox: FreezeInbox, log?: Logger): () => string[] {
   return () => {
     const busy = dispatcher.freeze();
     storage.flush();
-    return busy;
+    const pending = storage.status().pending_writes;
+    if (pending === 0) return busy;
+    const held = [...new Set([...busy, ...inbox.unfinished().map((i) => i.scope)])];
+    log?.warn(
+      { pending_writes: pending, running: busy.length, busy: held.length },
+      "upgrade: the freeze's commit failed; every conversation with an unfinished item waits for this process's stop",
+    );
+    return held;
   };
 }
 
@@ -51,15 +79,20 @@ export class Upgrades {
   readonly predecessor: Predecessor;
   readonly successor: Successor | undefined;
   readonly #o: UpgradeWiring;
+  /** Started by an upgrade whose hand-over has not finished: the old process's conversations are still held back here. */
+  #handingOver: boolean;
+  #tookOver: boolean;
 
   constructor(o: UpgradeWiring, successor = Successor.fromProcess()) {
     this.#o = o;
     this.successor = successor;
+    this.#handingOver = successor !== undefined;
+    this.#tookOver = successor === undefined;
     this.predecessor = new Predecessor({
       log: o.log,
       timeoutMs: o.timeoutMs,
       http: o.http,
-      freeze: freezeFor(o.dispatcher, o.storage),
+      freeze: freezeFor(o.dispatcher, o.storage, o.inbox, o.log),
       watchStored: () => {
         o.dispatcher.trackAdmissions();
         // What this process's ended turns wrote is committed first: a row still reading
@@ -69,6 +102,12 @@ export class Upgrades {
           return o.dispatcher.recoverUnheld();
         };
       },
+      // A third process would know neither the conversations held back here for the old
+      // process nor its running turns, and would run them again.
+      refusal: () =>
+        this.#handingOver
+          ? 'this process was started by an upgrade whose hand-over has not finished (it is not ready yet, or the old process still runs turns); try again once the old process has exited'
+          : undefined,
     });
     // Messages are stored from the start; no turn starts until the old process froze.
     if (successor) o.dispatcher.deferTurns();
@@ -91,6 +130,15 @@ export class Upgrades {
     return { adapter: gate.adapter, forget: () => this.predecessor.release(id, gate) };
   }
 
+  /**
+   * This process serves (it was not started by an upgrade, or the old process froze or went
+   * away): what the old one left, its run files, is this one's now. A new process stopped
+   * before that (a failed upgrade) gives them back.
+   */
+  get tookOver(): boolean {
+    return this.#tookOver;
+  }
+
   /** The daemon is ready (its first listener attempts are done): tell systemd, or the old process. */
   async ready(): Promise<void> {
     const { log, dispatcher } = this.#o;
@@ -101,11 +149,13 @@ export class Upgrades {
     }
     successor.ready();
     const busy = await successor.frozen;
+    this.#tookOver = true;
     const queued = dispatcher.resumeTurns(new Set(busy));
     log.info({ queued, waiting_scopes: busy.length }, 'upgrade: took over from the old process');
     await notifySystemd([`MAINPID=${process.pid}`, 'READY=1'], log);
     await successor.done;
     const rest = dispatcher.resumeTurns(new Set(), true);
+    this.#handingOver = false;
     log.info({ queued: rest }, "upgrade: the old process's turns ended; their conversations go on here");
     successor.close();
   }

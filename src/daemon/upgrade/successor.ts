@@ -17,14 +17,24 @@ export function reportFailureToOld(err: unknown): Promise<void> {
   });
 }
 
+/** The IPC channel to the old process as a Successor uses it: the process's own, or a test's. */
+export interface SuccessorPort {
+  send(m: ToOld): void;
+  onMessage(listener: (m: unknown) => void): void;
+  onDisconnect(listener: () => void): void;
+  disconnect(): void;
+}
+
 /**
  * The new process's end of an upgrade: it asks the old one for each listener before
  * starting its own, says when it is ready, and learns which conversations' turns still run
  * there. Everything it waits for also ends when the old process goes away (the channel
- * closes), so a crashed predecessor never holds this one up.
+ * closes), so a crashed predecessor never holds this one up; after `abort` (the upgrade
+ * failed, the old process serves on and stops this one) nothing is taken over.
  */
 export class Successor {
   readonly #send: (m: ToOld) => void;
+  readonly #disconnect: () => void;
   readonly #taken = new Map<string, (state: unknown) => void>();
   readonly #restore = new Map<string, (state: unknown) => void>();
   #frozen: (busy: string[]) => void = () => {};
@@ -34,9 +44,12 @@ export class Successor {
   /** The old process's turns ended (or it went away). */
   readonly done: Promise<void>;
   #gone = false;
+  /** The old process failed the upgrade (`abort`): it serves on, this process is stopped. */
+  #aborted = false;
 
-  private constructor(send: (m: ToOld) => void) {
-    this.#send = send;
+  private constructor(port: SuccessorPort) {
+    this.#send = (m) => port.send(m);
+    this.#disconnect = () => port.disconnect();
     this.frozen = new Promise((resolve) => (this.#frozen = resolve));
     this.done = new Promise((resolve) => (this.#done = resolve));
   }
@@ -45,11 +58,23 @@ export class Successor {
   static fromProcess(env: NodeJS.ProcessEnv = process.env): Successor | undefined {
     if (!env[SUCCESSOR_ENV] || !process.send || !process.channel) return undefined;
     delete env[SUCCESSOR_ENV];
-    const s = new Successor((m) => {
-      if (process.connected) process.send!(m, undefined, {}, () => {});
+    return Successor.attach({
+      send: (m) => {
+        if (process.connected) process.send!(m, undefined, {}, () => {});
+      },
+      onMessage: (listener) => void process.on('message', listener),
+      onDisconnect: (listener) => void process.once('disconnect', listener),
+      disconnect: () => {
+        if (process.connected) process.disconnect();
+      },
     });
-    process.on('message', (m: unknown) => s.#receive(parseToNew(m)));
-    process.once('disconnect', () => s.#goneAway());
+  }
+
+  /** A link over `port` (fromProcess passes this process's IPC channel). */
+  static attach(port: SuccessorPort): Successor {
+    const s = new Successor(port);
+    port.onMessage((m) => s.#receive(parseToNew(m)));
+    port.onDisconnect(() => s.#goneAway());
     return s;
   }
 
@@ -60,6 +85,7 @@ export class Successor {
       this.#taken.delete(m.channel);
     } else if (m.t === 'restore') this.#restore.get(m.channel)?.(m.state);
     else if (m.t === 'frozen') this.#frozen(m.busy);
+    else if (m.t === 'abort') this.#aborted = true;
     else this.#done();
   }
 
@@ -67,6 +93,9 @@ export class Successor {
     this.#gone = true;
     for (const resolve of this.#taken.values()) resolve(undefined);
     this.#taken.clear();
+    // After `abort` the old process is alive and serving, and this one is about to be
+    // stopped: taking over (its turns, its run files) would answer what it answers.
+    if (this.#aborted) return;
     this.#frozen([]);
     this.#done();
   }
@@ -91,6 +120,6 @@ export class Successor {
 
   /** After the hand-over: the channel is not needed any more and must not keep this process alive. */
   close(): void {
-    if (process.connected) process.disconnect();
+    this.#disconnect();
   }
 }

@@ -3,6 +3,7 @@ import { planStart } from '../../../src/kernel/plan.js';
 import type { Component } from '../../../src/kernel/component.js';
 import { coreComponents, singleNodeComponents } from '../../../src/daemon/composition.js';
 import { pidFileComponent } from '../../../src/daemon/pidfile.js';
+import { upgradeComponent } from '../../../src/daemon/upgrade/component.js';
 import { defineComponent, serviceNames, type DaemonComponent, type Services } from '../../../src/daemon/services.js';
 import { LiveConfig } from '../../../src/daemon/config-service.js';
 import { parseConfig } from '../../../src/config/load.js';
@@ -16,6 +17,7 @@ const core: DaemonComponent[] = [
   ...coreComponents(live, { hardStop: new AbortController().signal, reloader: new Reloader(new Kernel<Services>({ services: serviceNames })) }),
   ...singleNodeComponents(),
   pidFileComponent,
+  upgradeComponent,
 ];
 
 describe('the daemon composition', () => {

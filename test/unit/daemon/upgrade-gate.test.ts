@@ -110,6 +110,7 @@ describe('upgrade protocol and command', () => {
     expect(parseToOld('ready')).toBeUndefined();
     expect(parseToNew({ t: 'frozen', busy: ['a:b'] })).toEqual({ t: 'frozen', busy: ['a:b'] });
     expect(parseToNew({ t: 'frozen', busy: [1] })).toBeUndefined();
+    expect(parseToNew({ t: 'abort' })).toEqual({ t: 'abort' });
     expect(parseToNew({ t: 'taken', channel: 'tg', state: { big: 'x'.repeat(MAX_STATE_BYTES) } })).toEqual({ t: 'taken', channel: 'tg', state: undefined });
   });
 
@@ -141,7 +142,8 @@ describe('Upgrades.wrap: how each listener moves', () => {
         cluster,
         http: { listeningFd: () => undefined, stopAccepting: () => {}, drained: async () => {} },
         dispatcher: { freeze: () => [], deferTurns: () => {}, resumeTurns: () => 0, trackAdmissions: () => {}, recoverUnheld: () => 0 },
-        storage: { flush: () => {} },
+        storage: { flush: () => {}, status: () => ({ pending_writes: 0 }) },
+        inbox: { unfinished: () => [] },
       },
       undefined,
     );

@@ -1,0 +1,95 @@
+import { EventEmitter } from 'node:events';
+import { describe, expect, it } from 'vitest';
+import type { ToOld } from '../../../src/daemon/upgrade/protocol.js';
+import { Upgrades } from '../../../src/daemon/upgrade/service.js';
+import { Successor } from '../../../src/daemon/upgrade/successor.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import { LogSink, waitFor } from '../../helpers/daemon.js';
+
+/** A new process's link to an old one, over an in-memory channel the test speaks for the old process. */
+function linked() {
+  const port = new EventEmitter();
+  const sent: ToOld[] = [];
+  const successor = Successor.attach({
+    send: (m) => void sent.push(m),
+    onMessage: (l) => void port.on('message', l),
+    onDisconnect: (l) => void port.once('disconnect', l),
+    disconnect: () => {},
+  });
+  return { successor, sent, fromOld: (m: unknown) => void port.emit('message', m) };
+}
+
+describe('upgrade: a process started by an upgrade refuses another until its hand-over finished', () => {
+  // A third process started while this one still held back the old one's conversations
+  // (their turns still running there) knew of neither, and answered the same message again.
+  it('refuses (coded, logged) before it is ready and while the old process still runs turns; accepts once they ended', async () => {
+    const { successor, sent, fromOld } = linked();
+    const sink = new LogSink();
+    let tracked = 0;
+    const waiting: Array<ReadonlySet<string>> = [];
+    const u = new Upgrades(
+      {
+        log: createLogger({ level: 'debug', destination: sink, pretty: false }),
+        timeoutMs: () => 1000,
+        cluster: false,
+        // No socket to hand over: an upgrade that is not refused fails at once, starting nothing.
+        http: { listeningFd: () => undefined, stopAccepting: () => {}, drained: async () => {} },
+        dispatcher: {
+          freeze: () => [],
+          deferTurns: () => {},
+          resumeTurns: (w) => (waiting.push(w ?? new Set()), 0),
+          trackAdmissions: () => void tracked++,
+          recoverUnheld: () => 0,
+        },
+        storage: { flush: () => {}, status: () => ({ pending_writes: 0 }) },
+        inbox: { unfinished: () => [] },
+      },
+      successor,
+    );
+    const ready = u.ready();
+    await waitFor(() => sent.some((m) => m.t === 'ready'));
+    expect(u.tookOver).toBe(false);
+    const before = await u.predecessor.upgrade();
+    expect(before).toMatchObject({ ok: false, code: 'UPGRADE_IN_PROGRESS' });
+    expect(before.error).toMatch(/hand-over has not finished/);
+
+    fromOld({ t: 'frozen', busy: ['tg:42'] });
+    await waitFor(() => waiting.length === 1);
+    expect([...waiting[0]!]).toEqual(['tg:42']);
+    // The old process froze: the run files this one wrote are its own from now on.
+    expect(u.tookOver).toBe(true);
+    // tg:42's turn still runs in the old process, held back here: a new upgrade must wait.
+    expect(await u.predecessor.upgrade()).toMatchObject({ ok: false, code: 'UPGRADE_IN_PROGRESS' });
+    expect(tracked).toBe(0);
+    const refusals = sink.entries().filter((e) => e.msg === 'upgrade refused');
+    expect(refusals).toHaveLength(2);
+    expect(refusals[0]).toMatchObject({ code: 'UPGRADE_IN_PROGRESS' });
+
+    fromOld({ t: 'done' });
+    await ready;
+    // Not refused any more: it goes on and fails here only because the test has no socket.
+    expect(await u.predecessor.upgrade()).toMatchObject({ ok: false, code: 'UPGRADE_FAILED' });
+  });
+
+  // A failed upgrade's old process closes the channel as it stops the new one: read as the
+  // old process gone, the new one took over (ran turns, kept the run files) though the old
+  // one serves on.
+  it('after `abort` the channel closing is not the old process gone: nothing is taken over', async () => {
+    const port = new EventEmitter();
+    const successor = Successor.attach({
+      send: () => {},
+      onMessage: (l) => void port.on('message', l),
+      onDisconnect: (l) => void port.once('disconnect', l),
+      disconnect: () => {},
+    });
+    let frozen = false;
+    void successor.frozen.then(() => (frozen = true));
+    const taken = successor.take('tg');
+    port.emit('message', { t: 'abort' });
+    port.emit('disconnect');
+    // A listener asked for is not held up (its process is being stopped anyway).
+    expect(await taken).toBeUndefined();
+    await new Promise((r) => setImmediate(r));
+    expect(frozen).toBe(false);
+  });
+});
