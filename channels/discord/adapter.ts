@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ButtonStyle, Client, ComponentType, GatewayIntentBits, InteractionResponseType, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
+import { ButtonStyle, Client, ComponentType, GatewayIntentBits, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
@@ -8,6 +8,7 @@ import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { chunkText } from '../../src/util/chunk.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { takeClick } from './clicks.js';
 import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
 import { GatewayHandover, parseHandover, type DiscordHandover } from './handover.js';
 import { boundedCaches, cacheSizes, forgetDmChannel } from './caches.js';
@@ -22,6 +23,9 @@ export interface DiscordOptions {
   shards?: number;
   log: Logger;
 }
+
+/** Sends carrying `enforce_nonce` that failed with a 5xx in a row before one is tried without it (#enforcedOr). */
+export const ENFORCE_NONCE_STRIKES = 3;
 
 /** Discord nonces are at most 25 characters: a hash of the key fits and stays stable. */
 function nonceOf(key: string): string {
@@ -43,8 +47,11 @@ function buttonRow(buttons: readonly Button[]) {
   ];
 }
 
-/** Sends that failed with a 5xx while the same send without `enforce_nonce` worked, in a row, before the field is dropped. */
-export const ENFORCE_NONCE_STRIKES = 3;
+/** What Discord answers a message post with, as far as the adapter reads it. */
+interface SentMessage {
+  id: string;
+  content?: string;
+}
 
 /** Model output can never ping anyone: no @everyone, @here, roles, users or reply pings. */
 const NO_MENTIONS = { parse: [], replied_user: false } as const;
@@ -78,8 +85,8 @@ export class DiscordAdapter implements ChannelAdapter {
   #self: { id: string; name: string } | undefined;
   /**
    * Sends carry `enforce_nonce` (Discord returns the first message for a repeated nonce)
-   * until the server refuses the field, or fails sends carrying it ENFORCE_NONCE_STRIKES
-   * times in a row while the same send without it works.
+   * until the server refuses the field, or fails ENFORCE_NONCE_STRIKES sends carrying it in
+   * a row while the same send without it works (a server without it; see #enforcedOr).
    */
   #enforceNonce = true;
   #enforceNonceStrikes = 0;
@@ -172,22 +179,11 @@ export class DiscordAdapter implements ChannelAdapter {
     });
     client.on('interactionCreate', (i) => {
       if (!i.isButton()) return forgetDmChannel(client, i.channelId, i.guildId);
-      // A button click (INTERACTION_CREATE, component type 2) is the clicker's message; once
-      // stored it is acknowledged with DEFERRED_UPDATE_MESSAGE (Discord wants an answer within 3 s).
+      // A button click (INTERACTION_CREATE, component type 2) is the clicker's message:
+      // acknowledged at once, then stored (clicks.ts says why in that order).
       const click = normalizeButton(i, this.#o.id);
       forgetDmChannel(client, i.channelId, i.guildId);
-      deliver(click)
-        .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord button click not stored'))
-        .then(() =>
-          this.#call('interactionCallback', signal, (s) =>
-            this.#rest.post(Routes.interactionCallback(i.id, i.token), {
-              body: { type: InteractionResponseType.DeferredMessageUpdate },
-              auth: false,
-              signal: s,
-            }),
-          ),
-        )
-        .catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord interaction not acknowledged'));
+      takeClick(i, click, deliver, { rest: this.#rest, call: this.#call, log: this.#o.log, channel: this.#o.id, signal });
     });
     try {
       await Promise.race([client.login(this.#token).catch((err: unknown) => Promise.reject(classifyDiscordError(err, 'login'))), fatal, stopped]);
@@ -230,11 +226,17 @@ export class DiscordAdapter implements ChannelAdapter {
       ...(target.chatType !== 'dm' && target.replyToMessageId ? { message_reference: { message_id: target.replyToMessageId, fail_if_not_exists: false } } : {}),
       ...(options.buttons?.length ? { components: buttonRow(options.buttons) } : {}),
     };
-    const post = (b: object, signal: AbortSignal) => this.#rest.post(Routes.channelMessages(channel), { body: b, signal }) as Promise<{ id: string }>;
+    const post = (b: object, signal: AbortSignal) => this.#rest.post(Routes.channelMessages(channel), { body: b, signal }) as Promise<SentMessage>;
     const sent = await this.#call('send', options.signal, (signal) =>
       nonce && this.#enforceNonce ? this.#enforcedOr(body, signal, post) : post(body, signal),
     );
-    return { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
+    const ref = { chatId: target.chatId, messageId: sent.id, ...(target.threadId ? { threadId: target.threadId } : {}) };
+    // A repeated nonce returns the message first sent with it, as it was: a draft that failed
+    // with a 5xx after Discord stored it, retried with the reply's later text. Brought to this
+    // text, or the reply would count on text its user never sees (whitespace aside: Discord trims).
+    if (nonce && typeof sent.content === 'string' && sent.content.trim() !== body.content.trim())
+      await this.edit(ref, text, { signal: options.signal, buttons: options.buttons ?? [] });
+    return ref;
   }
 
   /** A message with the file attached (a multipart post); Discord shows an audio file with a player. */
@@ -254,23 +256,26 @@ export class DiscordAdapter implements ChannelAdapter {
   }
 
   /**
-   * Posts with `enforce_nonce`; where the server refuses the field, or fails the post with a
-   * 5xx (no Discord answer) while the same post without it works, the message goes without
-   * it (the nonce stays). A refusal turns the field off for this channel at once, failures
-   * after ENFORCE_NONCE_STRIKES in a row; logged once. A network failure or timeout is thrown
-   * as it is: the retry keeps the field, so a post that did land is not made twice.
+   * Posts with `enforce_nonce`. A server that refuses the field (a 400, which created
+   * nothing) gets the message again without it (the nonce stays), and the field is off for
+   * this channel from then on; logged once. A 5xx (after discord.js's own retries, which keep
+   * the field) is thrown as it is: the message may exist (an edge's 504 while Discord stored
+   * it), and the reply's retry sends the same nonce with the field, so Discord answers with
+   * that message instead of posting it twice. Only ENFORCE_NONCE_STRIKES such sends in a row
+   * (each 4 tries) try it without the field, and turn it off if that works: a server that
+   * fails every post carrying it, which would otherwise never answer again.
    */
-  async #enforcedOr(body: object, signal: AbortSignal, post: (b: object, s: AbortSignal) => Promise<{ id: string }>): Promise<{ id: string }> {
+  async #enforcedOr(body: object, signal: AbortSignal, post: (b: object, s: AbortSignal) => Promise<SentMessage>): Promise<SentMessage> {
     try {
       const sent = await post(body, signal);
       this.#enforceNonceStrikes = 0;
       return sent;
     } catch (err) {
-      const refused = isEnforceNonceRefused(err);
-      if (signal.aborted || (!refused && !isServerFailure(err))) throw err;
+      if (signal.aborted) throw err;
+      if (!isEnforceNonceRefused(err) && !(isServerFailure(err) && ++this.#enforceNonceStrikes >= ENFORCE_NONCE_STRIKES)) throw err;
       const { enforce_nonce: _, ...without } = body as { enforce_nonce?: boolean };
       const sent = await post(without, signal);
-      if ((refused || ++this.#enforceNonceStrikes >= ENFORCE_NONCE_STRIKES) && this.#enforceNonce) {
+      if (this.#enforceNonce) {
         this.#enforceNonce = false;
         this.#o.log.warn(
           { channel: this.#o.id, err: errorMessage(classifyDiscordError(err, 'send')) },

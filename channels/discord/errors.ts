@@ -56,15 +56,19 @@ export function classifyDiscordError(err: unknown, what = 'request'): ChannelErr
 
 /**
  * The server does not take `enforce_nonce` (a Discord-compatible server without it): a 400
- * whose form errors name the field, or a 400 that is not Discord's JSON at all.
+ * that names the field in its form errors, or a 400 that is not Discord's JSON at all (a
+ * 400 created nothing, so sending again cannot duplicate). A Discord 400 about something
+ * else is not; a 5xx says nothing about the field by itself (the adapter counts a run).
  */
 export function isEnforceNonceRefused(err: unknown): boolean {
   if (!(err instanceof DiscordAPIError) || err.status !== 400) return false;
+  // discord.js keeps a body that is not JSON as its bytes.
   const raw = err.rawError as unknown;
+  if (raw instanceof ArrayBuffer) return true;
   return typeof raw !== 'object' || raw === null || !('code' in raw) || JSON.stringify(raw).includes('enforce_nonce');
 }
 
-/** No Discord answer but a server error (5xx, after discord.js's own retries): the server may be failing the newer field. */
+/** No Discord answer but a server error (5xx, after discord.js's own retries). */
 export function isServerFailure(err: unknown): boolean {
   return err instanceof HTTPError && err.status >= 500;
 }

@@ -23,7 +23,17 @@ export interface StoredMessage {
   components?: Array<{ type: number; components: Array<{ type: number; style: number; label: string; custom_id: string }> }>;
 }
 
-export type RestFault = { status: 429; retryAfter: number; global?: boolean } | { status: 401 | 403 | 404 | 500 | 502 } | { delayMs: number };
+export type RestFault =
+  | { status: 429; retryAfter: number; global?: boolean }
+  | { status: 401 | 403 | 404 | 500 | 502 }
+  | { delayMs: number }
+  /** The request is carried out (a message stored, an edit made), then answered with this 5xx, as by an edge that timed out waiting for Discord. */
+  | { status: 500 | 502 | 503 | 504; afterStoring: true };
+
+/** How long Discord waits for an interaction's first answer (its callback) before the token is void ("This interaction failed"). */
+export const INTERACTION_ANSWER_MS = 3000;
+/** How long an interaction's token takes follow-ups after the event. */
+export const INTERACTION_TOKEN_MS = 15 * 60_000;
 
 const EPOCH = 1420070400000n;
 let counter = 0n;
@@ -75,6 +85,8 @@ export function shardOf(guildId: string, shardCount: number): number {
  * INVALID_SESSION, and closing with any code on demand). Sharded like Discord: IDENTIFY's
  * `shard: [id, count]` opens that shard's session, a guild's events go only to the shard
  * `shardOf(guild_id, count)` and DMs to shard 0; one session per shard id (the newest).
+ * Button clicks are interactions as on Discord: the callback is taken within 3 s of the
+ * event only (then 404 Unknown interaction), follow-ups on the token once it was answered.
  */
 export class FakeDiscord {
   readonly bot = { id: snowflake(), username: 'channeld-test', discriminator: '0', global_name: null, bot: true, avatar: null };
@@ -103,7 +115,7 @@ export class FakeDiscord {
    * Discord-compatible server without it: 400 Invalid Form Body naming the field, or (with
    * `raw`) this status and raw body, a proxy's error page.
    */
-  enforceNonceAnswer: { status: number; raw?: string } | undefined;
+  enforceNonceAnswer: { status: number; raw?: string; json?: object } | undefined;
   readonly #http: Server;
   readonly #wss: WebSocketServer;
 
@@ -223,23 +235,37 @@ export class FakeDiscord {
     });
   }
 
-  /** Interaction callbacks received (POST /interactions/:id/:token/callback), in order. */
-  readonly interactionCallbacks: Array<{ id: string; type: number }> = [];
+  /**
+   * Interaction callbacks received (POST /interactions/:id/:token/callback), in order, with
+   * Discord's answer: 204, 404 (Unknown interaction: past INTERACTION_ANSWER_MS, or no such
+   * token) or 400 (already acknowledged).
+   */
+  readonly interactionCallbacks: Array<{ id: string; type: number; status: number; afterMs: number }> = [];
+  /** Follow-up messages (POST /webhooks/:application/:token), with the interaction they answer. */
+  readonly followUps: Array<{ interactionId: string; content: string; flags: number; status: number }> = [];
   /** When set, interaction callbacks get no answer until the client hangs up (counted in callbacksHungUp). */
   holdInteractionCallbacks = false;
   callbacksHungUp = 0;
-  readonly #openInteractions = new Map<string, string>();
+  /** Each interaction sent: its token, when it was sent, and whether its first answer came in time. */
+  readonly #interactions = new Map<string, { token: string; at: number; answered: boolean }>();
+
+  /** Whether Discord's window for interaction `id`'s first answer has closed (INTERACTION_ANSWER_MS after it was sent). */
+  answerWindowClosed(id: string): boolean {
+    const i = this.#interactions.get(id);
+    return !!i && Date.now() - i.at >= INTERACTION_ANSWER_MS;
+  }
 
   /**
    * A user clicks a button of one of the bot's messages: INTERACTION_CREATE of type 3
-   * (MESSAGE_COMPONENT) with the button's custom_id. Discord expects a callback within 3 s.
+   * (MESSAGE_COMPONENT) with the button's custom_id. Discord takes a callback within 3 s
+   * (INTERACTION_ANSWER_MS), then follow-ups on the token for 15 minutes.
    */
   click(message: StoredMessage, label: string, user?: { id?: string; username?: string }): string {
     const button = message.components?.flatMap((r) => r.components).find((b) => b.label === label);
     if (!button) throw new Error(`message ${message.id} has no button "${label}"`);
     const id = snowflake();
     const token = `interaction-token-${id}`;
-    this.#openInteractions.set(id, token);
+    this.#interactions.set(id, { token, at: Date.now(), answered: false });
     const author = this.#author(user);
     // Every user has a DM channel of their own: a channel of no guild is one.
     const inGuild = this.guilds.some((g) => [g.channel, g.thread, g.thread2].includes(message.channelId));
@@ -474,7 +500,11 @@ export class FakeDiscord {
     } else body = raw ? (JSON.parse(raw) as Record<string, any>) : undefined;
     const method = req.method ?? 'GET';
     this.rest.push({ method, path, body, at: Date.now() });
+    // A fault that lets the request through: its success is answered with a gateway's 5xx page.
+    let failAfter: { status: number } | undefined;
     const json = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
+      if (failAfter && status < 300)
+        return void res.writeHead(failAfter.status, { 'content-type': 'text/html' }).end(`<html><body>${failAfter.status}</body></html>`);
       if (status === 204) return void res.writeHead(204, headers).end();
       res.writeHead(status, { 'content-type': 'application/json', ...headers }).end(JSON.stringify(payload));
     };
@@ -482,17 +512,43 @@ export class FakeDiscord {
     const callback = /^\/api\/v10\/interactions\/(\d+)\/([^/]+)\/callback$/.exec(path);
     if (callback && method === 'POST') {
       // Interaction callbacks are authorised by the interaction's token, not the bot token.
-      if (this.#openInteractions.get(callback[1]!) !== callback[2]) return json(404, { message: 'Unknown interaction', code: 10062 });
-      this.#openInteractions.delete(callback[1]!);
-      this.interactionCallbacks.push({ id: callback[1]!, type: Number(body?.type) });
+      const i = this.#interactions.get(callback[1]!);
+      const afterMs = i ? Date.now() - i.at : -1;
+      const status = !i || i.token !== callback[2] || afterMs >= INTERACTION_ANSWER_MS ? 404 : i.answered ? 400 : 204;
+      this.interactionCallbacks.push({ id: callback[1]!, type: Number(body?.type), status, afterMs });
+      if (status === 404) return json(404, { message: 'Unknown interaction', code: 10062 });
+      if (status === 400) return json(400, { message: 'Interaction has already been acknowledged.', code: 40060 });
+      i!.answered = true;
       if (this.holdInteractionCallbacks) return void res.once('close', () => this.callbacksHungUp++);
       return json(204, null);
+    }
+    const followUp = /^\/api\/v10\/webhooks\/(\d+)\/([^/]+)$/.exec(path);
+    if (followUp && method === 'POST') {
+      // Authorised by the token too; Discord knows the webhook only once the interaction was answered.
+      const [interactionId, i] = [...this.#interactions].find(([, x]) => x.token === followUp[2]) ?? [];
+      const live = i?.answered && followUp[1] === this.bot.id && Date.now() - i.at < INTERACTION_TOKEN_MS;
+      const status = live ? 200 : 404;
+      this.followUps.push({ interactionId: interactionId ?? '', content: String(body?.content ?? ''), flags: Number(body?.flags ?? 0), status });
+      if (!live) return json(404, { message: 'Unknown Webhook', code: 10015 });
+      return json(200, {
+        ...this.#apiMessage({
+          id: snowflake(),
+          createdAt: Date.now(),
+          channelId: '',
+          content: String(body?.content ?? ''),
+          allowedMentions: undefined,
+          deleted: false,
+          edits: 0,
+        }),
+        flags: Number(body?.flags ?? 0),
+      });
     }
     if (req.headers.authorization !== `Bot ${this.token}`) return json(401, { message: '401: Unauthorized', code: 0 });
     const kind = this.#kind(path);
     const refuse = this.enforceNonceAnswer;
     if (refuse && method === 'POST' && kind === 'message' && body?.enforce_nonce !== undefined) {
       if (refuse.raw !== undefined) return void res.writeHead(refuse.status, { 'content-type': 'text/html' }).end(refuse.raw);
+      if (refuse.json) return json(refuse.status, refuse.json);
       return json(refuse.status, {
         message: 'Invalid Form Body',
         code: 50035,
@@ -500,7 +556,8 @@ export class FakeDiscord {
       });
     }
     const fault = kind ? this.#faults.get(`${method} ${kind}`)?.shift() : undefined;
-    if (fault) {
+    if (fault && 'afterStoring' in fault) failAfter = fault;
+    else if (fault) {
       if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
       else if (fault.status === 429)
         return json(
