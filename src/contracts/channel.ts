@@ -123,7 +123,10 @@ export type RelayedReply =
   | { op: 'finalize'; refs: MessageRef[] };
 
 /**
- * Resolves once `msg` is durably in the inbox. Only then may the adapter ack the platform.
+ * Resolves once `msg` is durably in the inbox. Only then may the adapter ack the platform,
+ * where the platform sends again what is not acked; where it never does and voids what is
+ * not answered within seconds, the adapter answers at once and, if this rejects, tells the
+ * user the message was not kept (docs/EXTENDING.md).
  * Resolves `false` when the message was refused before storage (self, bots, filters).
  * While the store cannot take writes the message is held and this resolves once it is
  * stored, possibly minutes later; it rejects (retryable) when it was not kept.
