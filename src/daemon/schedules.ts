@@ -11,6 +11,15 @@ const RELOAD_POLL_MS = 1000;
 /** The inbox key of one firing: the same on every instance, so the inbox keeps it once. */
 export const scheduleFiringId = (id: string, fireAtMs: number): string => `schedule:${id}:${fireAtMs}`;
 
+/**
+ * The scheduled time of the latest firing at or before `atMs`: what a live firing and a
+ * catch-up are both keyed on. Not croner's `currentRun()`, the clock time its timer ran
+ * (without a timezone a few ms past the second, differing per instance and from the
+ * catch-up's whole second), nor that time floored (a timer late past the second would name
+ * the next one). `previousRuns` counts a run strictly before its reference, hence the 1 ms.
+ */
+export const scheduledAt = (cron: Cron, atMs: number): number | undefined => cron.previousRuns(1, new Date(atMs + 1))[0]?.getTime();
+
 interface Job {
   /** The table as configured: a change restarts the job. */
   key: string;
@@ -66,14 +75,15 @@ export class ScheduleRunner {
           catch: (err) => this.#log.error({ err, schedule: s.id }, 'a schedule firing failed'),
         },
         (self: Cron) => {
-          const at = self.currentRun()?.getTime() ?? Date.now();
+          // croner runs this once the clock reached the firing's time, so one is at or before now.
+          const at = scheduledAt(self, Date.now()) ?? Date.now();
           void this.#fire(s, at).finally(() => this.#onNext(s.id, self.nextRun()?.getTime()));
         },
       );
       this.#jobs.set(s.id, { key: JSON.stringify(s), config: s, cron });
       this.#onNext(s.id, cron.nextRun()?.getTime());
       if (s.catch_up === 'last') {
-        const last = cron.previousRuns(1, new Date())[0]?.getTime();
+        const last = scheduledAt(cron, Date.now());
         // Stored already when it ran (or was caught up) before: the inbox drops it as a duplicate.
         if (last !== undefined && Date.now() - last <= catchUpWithinMs) void this.#fire(s, last, true);
       }

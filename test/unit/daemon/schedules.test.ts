@@ -1,0 +1,57 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import type { ScheduleConfig } from '../../../src/config/schedules.js';
+import { ScheduleRunner } from '../../../src/daemon/schedules.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { quietLogger } from '../../helpers/cluster.js';
+import { withPipeline } from '../../helpers/pipeline.js';
+
+/** A six-field pattern (seconds first) matching only the local second `atMs` falls in: one firing. */
+function onceAt(atMs: number): string {
+  const d = new Date(atMs);
+  return `${d.getSeconds()} ${d.getMinutes()} ${d.getHours()} ${d.getDate()} ${d.getMonth() + 1} *`;
+}
+
+describe('[[schedules]] firings and their inbox key', () => {
+  const runners: ScheduleRunner[] = [];
+  afterEach(() => {
+    for (const r of runners.splice(0)) r.close();
+  });
+
+  it('a live firing without a timezone and the catch-up of it after a restart are one inbox item: one turn, one reply', async () => {
+    // The real intake: the dispatcher storing into a SQLite inbox, an echo agent answering.
+    const p = withPipeline('[agent]\nprovider = "echo"\necho_delay_ms = 5\n');
+    const { log } = quietLogger();
+    const s: ScheduleConfig = { id: 'tick', channel: 't', chat: 'c1', cron: onceAt(Date.now() + 1500), prompt: 'tick tock', catch_up: 'last' };
+    const delivered: string[] = [];
+    const runner = () => {
+      const r = new ScheduleRunner(
+        async (m) => {
+          const stored = await p.dispatcher.deliver(m);
+          delivered.push(m.messageId);
+          return stored;
+        },
+        log,
+        () => {},
+      );
+      runners.push(r);
+      return r;
+    };
+    const rows = () => (p.db.prepare('SELECT COUNT(*) AS n FROM inbox').get() as { n: number }).n;
+
+    const first = runner();
+    first.apply([s], 3_600_000);
+    await waitFor(() => delivered.length === 1, 10_000);
+    first.close();
+    // The key is the scheduled second, whole, as any other instance and the catch-up compute it.
+    expect(Number(delivered[0]!.split(':').pop()) % 1000).toBe(0);
+    await waitFor(() => p.adapter.visible('c1').length === 1, 10_000);
+
+    // The restart (or a reload changing the table): catch_up = "last" fires that same firing again.
+    runner().apply([s], 3_600_000);
+    await waitFor(() => delivered.length === 2, 10_000);
+    expect(delivered[1]).toBe(delivered[0]);
+    expect(rows()).toBe(1);
+    expect((await p.metrics.duplicates.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
+    expect(p.adapter.visible('c1')).toEqual(['tick tock']);
+  });
+});
