@@ -55,7 +55,12 @@ export class PgReminderStore implements Reminders {
     return rows.map(reminderOfRow).sort((a, b) => a.fireAt - b.fireAt || a.id - b.id);
   }
 
-  /** A claimed reminder counts from when its claim lapses: others have nothing to do before. */
+  /** Put off as a claim that lapses at `untilMs`: no instance takes it before (src/daemon/reminders.ts). */
+  async defer(id: number, untilMs: number): Promise<void> {
+    await this.w.read(`UPDATE reminders SET claimed_until = $2 WHERE id = $1 AND state = 'pending'`, [id, untilMs]);
+  }
+
+  /** A claimed (or put off) reminder counts from when its claim lapses: others have nothing to do before. */
   async nextFireAt(): Promise<number | undefined> {
     const [row] = await this.w.read<{ at: string | null }>(`SELECT min(greatest(fire_at, claimed_until)) AS at FROM reminders WHERE state = 'pending'`, []);
     return row?.at == null ? undefined : Number(row.at);

@@ -1,3 +1,4 @@
+import { CodedError } from '../contracts/errors.js';
 import type { ChannelMessage } from '../contracts/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { Reminder, Reminders } from '../store/reminders.js';
@@ -10,8 +11,17 @@ const MAX_WAIT_MS = 60_000;
 const CLUSTER_RESCAN_MS = 3000;
 /** Cluster mode: how long a due reminder an instance took is left to it before another may fire it. */
 const CLAIM_MS = 60_000;
-/** After a firing could not be stored (its channel not running yet, storage busy): first retry, doubling up to MAX_WAIT_MS. */
+/**
+ * After the store could not be read, or a firing could not be stored (its channel not known
+ * yet, storage busy): the first retry; the waits double up to MAX_WAIT_MS.
+ */
 const RETRY_MS = 1000;
+/**
+ * A reminder whose channel the dispatcher does not know (a reload removed or renamed it, or it
+ * has not started yet) is kept and tried again this long after it was due (after this start,
+ * for one due while the daemon was down), in case the channel comes back; then it is given up.
+ */
+const UNKNOWN_CHANNEL_KEEP_MS = 86_400_000;
 /** Firings handled per wake-up; the rest follow at once after. */
 const BATCH = 50;
 
@@ -21,8 +31,12 @@ export const firingId = (r: Pick<Reminder, 'id' | 'fireAt'>): string => `reminde
 export interface ReminderSchedulerOptions {
   /** The longest wait between two looks at the store (shorter in cluster mode, where others add). */
   maxWaitMs?: number;
-  /** Each firing: `fired` once stored, `skipped` when its sender is no longer allowed. */
+  /** Each firing: `fired` once stored, `skipped` when its sender is no longer allowed or its channel stayed unknown. */
   onFiring?: (outcome: 'fired' | 'skipped') => void;
+  /** The first retry's wait (default RETRY_MS; tests shorten it). */
+  retryMs?: number;
+  /** How long a reminder whose channel is unknown is kept (default UNKNOWN_CHANNEL_KEEP_MS; tests shorten it). */
+  unknownChannelKeepMs?: number;
 }
 
 /**
@@ -30,6 +44,8 @@ export interface ReminderSchedulerOptions {
  * synthetic message stored through the dispatcher like any other (its inbox key is the
  * reminder id and fire time, so a retry after kill -9 finds it stored and adds nothing);
  * only then is the reminder marked fired. The stored item is answered by `reminderHook`.
+ * A firing that cannot be stored is put off in the store (backoff), so the reminders after it
+ * still fire and no wait is shorter than its backoff.
  */
 export class ReminderScheduler {
   readonly #store: Reminders;
@@ -39,25 +55,33 @@ export class ReminderScheduler {
   #timer: NodeJS.Timeout | undefined;
   #running = false;
   #closed = false;
-  #retryMs = RETRY_MS;
+  readonly #firstRetryMs: number;
+  #retryMs: number;
   #next: number | undefined;
   #pending = 0;
+  /** Reminders due before this start count their failures from it (see #putOff). */
+  readonly #startedAt = Date.now();
 
   constructor(store: Reminders, deliver: (msg: ChannelMessage) => Promise<boolean>, log: Logger, o: ReminderSchedulerOptions = {}) {
     this.#store = store;
     this.#deliver = deliver;
     this.#log = log;
     this.#o = o;
+    this.#firstRetryMs = o.retryMs ?? RETRY_MS;
+    this.#retryMs = this.#firstRetryMs;
   }
 
-  /** Re-arms the timer for the soonest reminder (after one was added or cancelled). */
-  kick(delayMs?: number): void {
+  /**
+   * Re-arms the timer for the soonest reminder (after one was added or cancelled); with
+   * `retryMs` (the store failed) no sooner than that, even for a reminder already due.
+   */
+  kick(retryMs?: number): void {
     if (this.#closed) return;
     void Promise.all([this.#store.nextFireAt(), this.#store.pendingCount()]).then(
       ([next, pending]) => {
         this.#next = next;
         this.#pending = pending;
-        this.#arm(next === undefined ? delayMs : Math.min(delayMs ?? Number.POSITIVE_INFINITY, Math.max(0, next - Date.now())));
+        this.#arm(retryMs ?? (next === undefined ? undefined : Math.max(0, next - Date.now())));
       },
       (err: unknown) => {
         this.#log.warn({ err, retry_ms: this.#retryMs }, 'reading the next reminder failed; trying again');
@@ -86,23 +110,18 @@ export class ReminderScheduler {
     let retry = false;
     try {
       const due = await this.#store.claimDue(Date.now(), BATCH, CLAIM_MS);
-      for (const r of due) {
+      for (const [i, r] of due.entries()) {
         if (this.#closed) return;
-        try {
-          const stored = await this.#deliver(firingMessage(r));
-          if (!stored) this.#log.warn({ reminder: r.id, channel: r.channelId }, 'a reminder firing was not taken (its sender is no longer allowed)');
-          await this.#store.markFired(r.id);
-          this.#o.onFiring?.(stored ? 'fired' : 'skipped');
-          this.#log.info({ reminder: r.id, channel: r.channelId, scope: r.scope }, 'reminder fired');
-        } catch (err) {
+        if ((await this.#fireOne(r)) === 'stop') {
+          await this.#handBack(due.slice(i));
+          // Not at once: every firing would be refused again until close().
           retry = true;
-          this.#log.warn({ err, reminder: r.id, channel: r.channelId, retry_ms: this.#retryMs }, 'a reminder could not fire yet; trying again');
           break;
         }
       }
     } catch (err) {
       retry = true;
-      this.#log.warn({ err, retry_ms: this.#retryMs }, 'reading due reminders failed; trying again');
+      this.#log.warn({ err, retry_ms: this.#retryMs }, 'the reminders could not be read or updated; trying again');
     } finally {
       this.#running = false;
     }
@@ -110,9 +129,62 @@ export class ReminderScheduler {
       this.kick(this.#retryMs);
       this.#retryMs = Math.min(this.#retryMs * 2, MAX_WAIT_MS);
     } else {
-      this.#retryMs = RETRY_MS;
+      this.#retryMs = this.#firstRetryMs;
       this.kick();
     }
+  }
+
+  /** Fires one due reminder; `stop` when the daemon no longer takes messages. A store failure throws. */
+  async #fireOne(r: Reminder): Promise<'done' | 'stop'> {
+    let stored: boolean;
+    try {
+      stored = await this.#deliver(firingMessage(r));
+    } catch (err) {
+      if (err instanceof CodedError && err.code === 'DAEMON_SHUTTING_DOWN') return 'stop';
+      await this.#putOff(r, err);
+      return 'done';
+    }
+    if (!stored) this.#log.warn({ reminder: r.id, channel: r.channelId }, 'a reminder firing was not taken (its sender is no longer allowed)');
+    await this.#store.markFired(r.id);
+    this.#o.onFiring?.(stored ? 'fired' : 'skipped');
+    this.#log.info({ reminder: r.id, channel: r.channelId, scope: r.scope }, 'reminder fired');
+    return 'done';
+  }
+
+  /**
+   * A firing that could not be stored: the reminder is put off in the store, not retried at
+   * once (it is due, so nothing else would wait) nor left in front of the ones after it.
+   * Without a count kept anywhere the wait doubles: it is the first retry's plus as long as
+   * the reminder has been failing (since due, or this start), at most MAX_WAIT_MS. One whose
+   * channel stays unknown for UNKNOWN_CHANNEL_KEEP_MS is given up (marked fired).
+   */
+  async #putOff(r: Reminder, err: unknown): Promise<void> {
+    const now = Date.now();
+    const failingMs = Math.max(0, now - Math.max(r.fireAt, this.#startedAt));
+    const unknown = err instanceof CodedError && err.code === 'CHANNEL_UNKNOWN';
+    const fields = { err, reminder: r.id, channel: r.channelId, scope: r.scope };
+    const keepMs = this.#o.unknownChannelKeepMs ?? UNKNOWN_CHANNEL_KEEP_MS;
+    if (unknown && failingMs >= keepMs) {
+      await this.#store.markFired(r.id);
+      this.#o.onFiring?.('skipped');
+      this.#log.error({ ...fields, kept_ms: keepMs }, 'a reminder was given up: its channel stayed unknown (removed or renamed by a reload)');
+      return;
+    }
+    const waitMs = Math.min(failingMs + this.#firstRetryMs, MAX_WAIT_MS);
+    await this.#store.defer(r.id, now + waitMs);
+    // Warned while the waits grow; at the longest one (once a minute, maybe for a day) quieter.
+    const level = waitMs < MAX_WAIT_MS ? 'warn' : 'debug';
+    if (unknown) {
+      const keepUntil = new Date(Math.max(r.fireAt, this.#startedAt) + keepMs).toISOString();
+      this.#log[level]({ ...fields, retry_ms: waitMs, keep_until: keepUntil }, 'a reminder cannot fire: its channel is unknown; kept and tried again');
+    } else this.#log[level]({ ...fields, retry_ms: waitMs }, 'a reminder could not fire yet; trying again');
+  }
+
+  /** Shutting down: the batch's rest is left due at once, so in a cluster another instance need not wait out the claim. */
+  async #handBack(rest: readonly Reminder[]): Promise<void> {
+    const now = Date.now();
+    for (const r of rest) await this.#store.defer(r.id, now);
+    this.#log.info({ reminders: rest.length }, 'the daemon is shutting down: due reminders are left for the next start or another instance');
   }
 
   close(): void {

@@ -25,7 +25,8 @@ export type NewReminder = Omit<Reminder, 'id'> & { origin?: string };
  * Reminders (`/remind`, the `schedule_message` tool): SQLite beside the inbox on one node,
  * PostgreSQL in cluster mode (src/cluster/pg-reminders.ts), so a reminder set through one
  * instance is listed, cancelled and fired by any. A reminder is `pending` until its firing is
- * stored in the inbox, then `fired`; cancelling deletes it.
+ * stored in the inbox, then `fired` (also when it was given up: its channel stayed unknown, see
+ * src/daemon/reminders.ts); cancelling deletes it.
  */
 export interface Reminders {
   /**
@@ -45,7 +46,14 @@ export interface Reminders {
    * lapses, when the taker died before `markFired`).
    */
   claimDue(now: number, limit: number, claimMs: number): Promise<Reminder[]>;
-  /** When the next pending reminder is due, if any. */
+  /**
+   * Puts a pending reminder off until `untilMs` (its firing could not be stored): `claimDue`
+   * does not hand it out before, and `nextFireAt` counts it from then, so the timer does not
+   * spin on it and the reminders after it are not held up. Ends a claim too (`untilMs` now:
+   * due again at once, for any instance).
+   */
+  defer(id: number, untilMs: number): Promise<void>;
+  /** When the next pending reminder is due (or, put off, may be tried again), if any. */
   nextFireAt(): Promise<number | undefined>;
   /** How many reminders are pending (all conversations). */
   pendingCount(): Promise<number>;
@@ -110,6 +118,8 @@ export class ReminderStore implements Reminders {
     addColumn(db, 'reminders', 'origin', 'TEXT');
     // SQLite's unique indexes hold any number of NULLs: rows without an origin never conflict.
     db.exec('CREATE UNIQUE INDEX IF NOT EXISTS reminders_origin ON reminders (origin)');
+    // When a firing that could not be stored is tried again (`defer`); 0: whenever due.
+    addColumn(db, 'reminders', 'retry_at', 'INTEGER NOT NULL DEFAULT 0');
   }
 
   async add(r: NewReminder, maxPending: number): Promise<number | undefined> {
@@ -153,12 +163,18 @@ export class ReminderStore implements Reminders {
 
   async claimDue(now: number, limit: number): Promise<Reminder[]> {
     return (
-      this.#db.prepare(`SELECT * FROM reminders WHERE state = 'pending' AND fire_at <= ? ORDER BY fire_at, id LIMIT ?`).all(now, limit) as ReminderRow[]
+      this.#db
+        .prepare(`SELECT * FROM reminders WHERE state = 'pending' AND fire_at <= ? AND retry_at <= ? ORDER BY fire_at, id LIMIT ?`)
+        .all(now, now, limit) as ReminderRow[]
     ).map(reminderOfRow);
   }
 
+  async defer(id: number, untilMs: number): Promise<void> {
+    this.#db.prepare(`UPDATE reminders SET retry_at = ? WHERE id = ? AND state = 'pending'`).run(untilMs, id);
+  }
+
   async nextFireAt(): Promise<number | undefined> {
-    const row = this.#db.prepare(`SELECT MIN(fire_at) AS at FROM reminders WHERE state = 'pending'`).get() as { at: number | null };
+    const row = this.#db.prepare(`SELECT MIN(MAX(fire_at, retry_at)) AS at FROM reminders WHERE state = 'pending'`).get() as { at: number | null };
     return row.at ?? undefined;
   }
 

@@ -56,6 +56,25 @@ function contract(name: string, open: () => Promise<Reminders>) {
       expect(await s.add(reminder('tg:7', 'a', 'o-a'), 2)).toBe(a);
       expect((await s.pending('tg:7')).map((r) => r.text)).toEqual(['b']);
     });
+
+    it('a reminder put off (its firing could not be stored) is not handed out before its time, and counts from it', async () => {
+      const s = await open();
+      const now = Date.now();
+      const due = now - 60_000;
+      const a = (await s.add({ ...reminder('tg:9', 'a'), fireAt: due }, 20))!;
+      const b = (await s.add({ ...reminder('tg:9', 'b'), fireAt: due + 1 }, 20))!;
+      await s.defer(a, now + 30_000);
+      // The one after it is handed out; it is not, though due and older.
+      expect((await s.claimDue(now, 10, 60_000)).map((r) => r.id)).toEqual([b]);
+      await s.markFired(b);
+      expect(await s.nextFireAt()).toBe(now + 30_000);
+      expect(await s.claimDue(now + 29_999, 10, 60_000)).toEqual([]);
+      expect((await s.claimDue(now + 30_000, 10, 60_000)).map((r) => r.id)).toEqual([a]);
+      // Put off to "now" while claimed: the claim is handed back, any caller may take it at once.
+      await s.defer(a, now + 30_000);
+      expect((await s.claimDue(now + 30_000, 10, 60_000)).map((r) => r.id)).toEqual([a]);
+      expect(await s.pendingCount()).toBe(1);
+    });
   });
 }
 
