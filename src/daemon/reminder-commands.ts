@@ -142,7 +142,9 @@ export function reminderDefinition(store: Reminders, kick: () => void): PluginDe
           const m = ctx.message;
           if (m.synthetic?.kind !== 'reminder') return;
           // The firing carries what to post, so whichever instance answers it needs no lookup.
-          return HookResult.shortCircuit(`⏰ @${m.sender.name}: ${m.text.slice(FIRING_PREFIX.length)}`);
+          // One a scheduled turn set has no person to address: its sender is the schedule.
+          const to = m.kind === 'schedule' ? '' : `@${m.sender.name}: `;
+          return HookResult.shortCircuit(`⏰ ${to}${m.text.slice(FIRING_PREFIX.length)}`);
         },
       },
     ],

@@ -5,12 +5,23 @@ import type { ChannelMessage } from '../contracts/message.js';
 export type AccessVerdict = 'ok' | 'self' | 'bot' | 'not_allowed' | 'ignored' | 'unaddressed';
 
 /**
+ * A schedule's firing, or what its turn set going that comes back as a message of its own (a
+ * reminder set with `schedule_message`, a background tool's result): these carry the firing's
+ * kind and sender (src/daemon/schedules.ts), no person's, and only channeld makes synthetic
+ * messages. The operator's `[[schedules]]` table let the firing in; the rest follows from it.
+ */
+const ofSchedule = (msg: ChannelMessage): boolean =>
+  msg.synthetic?.kind === 'schedule' || (msg.synthetic !== undefined && msg.kind === 'schedule' && msg.sender.id.startsWith('schedule:'));
+
+/**
  * Who may talk to the bot: never itself, bots only when allowed, senders on allow_from,
  * mentions in groups. In a group only a message that addresses the bot may earn a "not
  * allowed" notice; the group's ordinary chatter from others is none of the bot's business.
+ * A schedule's messages pass as the schedule does; a reminder a person set is checked again
+ * when it fires (they may have been taken off allow_from since).
  */
 export function checkAccess(msg: ChannelMessage, ch: ChannelConfig, selfId: string | undefined): AccessVerdict {
-  if (msg.synthetic?.kind === 'schedule') return 'ok';
+  if (ofSchedule(msg)) return 'ok';
   if (selfId !== undefined && msg.sender.id === selfId) return 'self';
   if (msg.sender.isBot && !ch.allow_bots) return 'bot';
   const allow = ch.allow_from ?? ['*'];
