@@ -1,12 +1,18 @@
 import { Cron } from 'croner';
 import { Gauge } from 'prom-client';
 import { CRON_MODE, type ScheduleConfig } from '../config/schedules.js';
+import { CodedError, isRetryable } from '../contracts/errors.js';
 import type { ChannelMessage } from '../contracts/message.js';
+import { sleep } from '../util/abortable.js';
 import type { Logger } from '../observe/logger.js';
 import { defineComponent } from './services.js';
 
 /** How often the component looks for a reloaded config (the live config's generation). */
 const RELOAD_POLL_MS = 1000;
+
+/** A firing that could not be stored is tried again after this, doubling, FIRE_RETRY_ATTEMPTS times in all (about a minute). */
+const FIRE_RETRY_MS = 1000;
+const FIRE_RETRY_ATTEMPTS = 7;
 
 /** The inbox key of one firing: the same on every instance, so the inbox keeps it once. */
 export const scheduleFiringId = (id: string, fireAtMs: number): string => `schedule:${id}:${fireAtMs}`;
@@ -40,17 +46,21 @@ export class ScheduleRunner {
   readonly #log: Logger;
   readonly #onNext: (id: string, nextMs: number | undefined) => void;
   readonly #onFiring: (outcome: 'fired' | 'caught_up' | 'skipped') => void;
+  readonly #retryMs: number;
+  readonly #closed = new AbortController();
 
   constructor(
     deliver: (msg: ChannelMessage) => Promise<boolean>,
     log: Logger,
     onNext: (id: string, nextMs: number | undefined) => void,
     onFiring: (outcome: 'fired' | 'caught_up' | 'skipped') => void = () => {},
+    retryMs = FIRE_RETRY_MS,
   ) {
     this.#deliver = deliver;
     this.#log = log;
     this.#onNext = onNext;
     this.#onFiring = onFiring;
+    this.#retryMs = retryMs;
   }
 
   /** Brings the jobs in line with `list`; `catchUpWithinMs` bounds how old a missed firing `catch_up = "last"` may run. */
@@ -105,13 +115,23 @@ export class ScheduleRunner {
       receivedAt: atMs,
       synthetic: { kind: 'schedule', id: s.id, ...(s.agent ? { agent: s.agent } : {}) },
     };
-    try {
-      await this.#deliver(msg);
-      this.#onFiring(catchUp ? 'caught_up' : 'fired');
-      this.#log.info({ schedule: s.id, channel: s.channel, fire_at: new Date(atMs).toISOString() }, 'schedule fired');
-    } catch (err) {
-      this.#onFiring('skipped');
-      this.#log.warn({ err, schedule: s.id, channel: s.channel }, 'a schedule firing could not be stored; it is skipped');
+    // Its channel not registered yet (a firing or catch-up at start, a reload adding both) or the
+    // store away for a moment: tried again, doubling, for FIRE_RETRY_ATTEMPTS; then skipped.
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.#deliver(msg);
+        this.#onFiring(catchUp ? 'caught_up' : 'fired');
+        this.#log.info({ schedule: s.id, channel: s.channel, fire_at: new Date(atMs).toISOString() }, 'schedule fired');
+        return;
+      } catch (err) {
+        const again =
+          attempt < FIRE_RETRY_ATTEMPTS && !this.#closed.signal.aborted && (isRetryable(err) || (err instanceof CodedError && err.code === 'CHANNEL_UNKNOWN'));
+        if (again) await sleep(this.#retryMs * 2 ** (attempt - 1), this.#closed.signal);
+        if (again && !this.#closed.signal.aborted) continue;
+        this.#onFiring('skipped');
+        this.#log.warn({ err, schedule: s.id, channel: s.channel, attempts: attempt }, 'a schedule firing could not be stored; it is skipped');
+        return;
+      }
     }
   }
 
@@ -121,6 +141,7 @@ export class ScheduleRunner {
   }
 
   close(): void {
+    this.#closed.abort();
     for (const j of this.#jobs.values()) j.cron.stop();
     this.#jobs.clear();
   }

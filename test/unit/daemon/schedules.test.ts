@@ -1,6 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import type { ScheduleConfig } from '../../../src/config/schedules.js';
 import { ScheduleRunner } from '../../../src/daemon/schedules.js';
+import { CodedError } from '../../../src/contracts/errors.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { quietLogger } from '../../helpers/cluster.js';
 import { withPipeline } from '../../helpers/pipeline.js';
@@ -53,5 +54,28 @@ describe('[[schedules]] firings and their inbox key', () => {
     expect(rows()).toBe(1);
     expect((await p.metrics.duplicates.get()).values.reduce((n, v) => n + v.value, 0)).toBe(1);
     expect(p.adapter.visible('c1')).toEqual(['tick tock']);
+  });
+
+  it('a firing whose channel is not registered yet (a start, a reload adding both) is tried again, not skipped', async () => {
+    const { log } = quietLogger();
+    const outcomes: string[] = [];
+    let tries = 0;
+    const s: ScheduleConfig = { id: 'early', channel: 't', chat: 'c1', cron: onceAt(Date.now() - 2000), prompt: 'hello', catch_up: 'last' };
+    const r = new ScheduleRunner(
+      async () => {
+        if (++tries < 3) throw new CodedError('CHANNEL_UNKNOWN', 'channel "t" is not taking messages');
+        return true;
+      },
+      log,
+      () => {},
+      (o) => outcomes.push(o),
+      10,
+    );
+    runners.push(r);
+    r.apply([s], 3_600_000);
+    await waitFor(() => outcomes.length === 1, 10_000);
+    // Before: skipped at the first refusal.
+    expect(outcomes).toEqual(['caught_up']);
+    expect(tries).toBe(3);
   });
 });
