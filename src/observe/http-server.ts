@@ -26,6 +26,15 @@ export const HTTP_DRAIN_MS = KEEP_ALIVE_TIMEOUT_MS + 2_000;
 /** net.Server's own close: stops accepting and leaves every connection open (see stopAccepting). */
 const closeListener = process.getBuiltinModule('node:net').Server.prototype.close;
 
+/** The request's target as a URL; undefined when it is none (`//[`, `http://a%zz/`): Node passes such targets on. */
+function requestUrl(req: IncomingMessage): URL | undefined {
+  try {
+    return new URL(req.url ?? '/', 'http://localhost');
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The daemon's HTTP server: health, status, metrics, webhooks, web chat and admin all
  * register routes on it. Routes can be added and removed while it runs (channels reload).
@@ -53,7 +62,13 @@ export class HttpServer implements HttpRoutes {
   constructor(onError: (err: unknown) => void = () => {}, allowedHosts: () => readonly string[] = () => []) {
     this.#onError = onError;
     this.#allowedHosts = allowedHosts;
-    this.#server = createServer((req, res) => void this.#handle(req, res));
+    this.#server = createServer((req, res) =>
+      this.#handle(req, res).catch((err: unknown) => {
+        // #handle answers its own failures; one it could not is still not the process's end.
+        this.#onError(err);
+        res.destroy();
+      }),
+    );
     this.#server.on('connection', (socket) => this.#connections.track(socket));
     this.#server.on('upgrade', (req, socket, head) => this.#handleUpgrade(req, socket, head));
     // Keep-alive sockets must not hold shutdown hostage.
@@ -109,7 +124,13 @@ export class HttpServer implements HttpRoutes {
     if (this.#draining) res.setHeader('Connection', 'close');
     this.#responses.add(res);
     res.once('close', () => this.#responses.delete(res));
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    const url = requestUrl(req);
+    if (!url) {
+      req.resume();
+      res.setHeader('Connection', 'close');
+      sendJson(res, 400, { error: 'the request target is not a URL' });
+      return;
+    }
     if (!url.pathname.startsWith('/webhooks/') && !hostAllowed(req.headers.host, this.#allowedHosts())) {
       req.resume();
       sendJson(res, 421, { error: `this daemon does not answer to host "${req.headers.host ?? ''}"; add it to [http] allowed_hosts` });
@@ -141,9 +162,16 @@ export class HttpServer implements HttpRoutes {
   }
 
   #handleUpgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    // Node takes its own error listener off an upgraded socket: a client resetting it while a
+    // refusal is written would be an 'error' nobody listens to, which ends the process.
+    socket.on('error', () => socket.destroy());
     // Not plain HTTP any more: whoever takes it (or the refusal below) ends it.
     this.#connections.forget(req.socket);
-    const url = new URL(req.url ?? '/', 'http://localhost');
+    const url = requestUrl(req);
+    if (!url) {
+      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      return;
+    }
     // A browser always sends Origin on a WebSocket: a page of another site must not talk
     // to the agent and read its answers. Non-browser clients send none.
     if (!hostAllowed(req.headers.host, this.#allowedHosts()) || !this.ownOrigin(req)) {
