@@ -9,11 +9,12 @@ import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller, type PlatformCall } from '../../src/util/platform-call.js';
 import { classifySlackError, isSlackAnswer } from './errors.js';
-import { neutralizeSlackMentions } from './mentions.js';
 import { markdownToMrkdwn } from './mrkdwn.js';
 import { BUTTON_ACTION, BUTTON_ACTION_PREFIX, normalizeAction, normalizeEvent, type SlackBlockActions, type SlackEvent } from './normalize.js';
 import { markdownForSlack, MARKDOWN_REFUSALS } from './markdown.js';
 import { DeferredAckHttpReceiver, DeferredAckSocketReceiver } from './receiver.js';
+import { SlackRecipients } from './recipients.js';
+import { openSlackStream } from './stream.js';
 import { agentFetch } from '../../src/util/agent-fetch.js';
 
 /**
@@ -63,6 +64,8 @@ export interface SlackOptions {
   log: Logger;
   /** How long one Web API call may take before it is cut (CHANNEL_REQUEST_TIMEOUT); 30 s by default. */
   requestTimeoutMs?: number;
+  /** The longest pause between Socket Mode connect attempts; RECONNECT_MAX_DELAY_MS (30 s) by default. */
+  reconnectMaxDelayMs?: number;
 }
 
 export interface SlackSecrets {
@@ -107,6 +110,8 @@ export class SlackAdapter implements ChannelAdapter {
   /** Native streams (chat.startStream…) until Slack fails them NEWER_METHOD_STRIKES times in a row. */
   #stream: boolean;
   #streamStrikes = 0;
+  /** Each delivered message's sender, for the recipient a channel stream needs. */
+  readonly #recipients = new SlackRecipients();
 
   constructor(options: SlackOptions, secrets: SlackSecrets) {
     this.#o = options;
@@ -159,6 +164,7 @@ export class SlackAdapter implements ChannelAdapter {
             log: this.#o.log,
             onConnected: () => connected && onConnected(),
             onReconnecting: (r) => onReconnecting?.(r),
+            ...(this.#o.reconnectMaxDelayMs ? { reconnectMaxDelayMs: this.#o.reconnectMaxDelayMs } : {}),
           })
         : new DeferredAckHttpReceiver({ path: `/webhooks/${this.#o.id}`, signingSecret: this.#s.signingSecret!, http: this.#o.http, log: this.#o.log });
     const app = new App({
@@ -171,8 +177,11 @@ export class SlackAdapter implements ChannelAdapter {
       tokenVerificationEnabled: false,
     });
     const handle = async ({ event }: { event: unknown }) => {
-      const msg = normalizeEvent(event as SlackEvent, this.#o.id, this.#botUserId!, this.#o.replyInThread);
-      if (msg) await deliver(msg);
+      const e = event as SlackEvent;
+      const msg = normalizeEvent(e, this.#o.id, this.#botUserId!, this.#o.replyInThread);
+      if (!msg) return;
+      this.#recipients.remember(msg, e.user_team ?? e.team ?? auth.team_id);
+      await deliver(msg);
     };
     app.event('message', handle);
     app.event('app_mention', handle);
@@ -180,18 +189,28 @@ export class SlackAdapter implements ChannelAdapter {
     // HTTP request) is acknowledged once it is stored, as for events.
     app.action({ action_id: BUTTON_ACTION }, async ({ body, action, ack }) => {
       await ack();
-      const msg = normalizeAction(body as unknown as SlackBlockActions, action as unknown as SlackBlockActions['actions'][number], this.#o.id);
-      if (msg) await deliver(msg);
+      const b = body as unknown as SlackBlockActions;
+      const msg = normalizeAction(b, action as unknown as SlackBlockActions['actions'][number], this.#o.id);
+      if (!msg) return;
+      this.#recipients.remember(msg, b.user.team_id ?? b.team?.id ?? auth.team_id);
+      await deliver(msg);
     });
     // A listener that throws (the inbox could not store) must reach our receiver un-acked.
     app.error(async (err) => {
       throw err;
     });
-    await receiver.start().catch((err: unknown) => Promise.reject(classifySlackError(err, this.#o.mode === 'socket' ? 'apps.connections.open' : 'start')));
-    connected = true;
-    onConnected();
+    const what = this.#o.mode === 'socket' ? 'apps.connections.open' : 'start';
+    const fail = (err: unknown) => Promise.reject(classifySlackError(err, what));
+    // Socket Mode reconnects by itself; a reconnect that fails for good (a token revoked while
+    // connected, the connect retries spent) ends the listener with that error.
+    const failed = receiver instanceof DeferredAckSocketReceiver ? [receiver.failed] : [];
     try {
-      await untilAborted(signal);
+      // A stop or reload during an outage does not wait out the SDK's connect retries.
+      const started = await Promise.race([receiver.start().then(() => true), untilAborted(signal).then(() => false), ...failed]).catch(fail);
+      if (!started) return;
+      connected = true;
+      onConnected();
+      await Promise.race([untilAborted(signal), ...failed]).catch(fail);
     } finally {
       await receiver.stop().catch(() => {});
     }
@@ -346,35 +365,23 @@ export class SlackAdapter implements ChannelAdapter {
     // Slack has no typing indicator for bots outside assistant threads.
   }
 
-  /** chat.startStream / appendStream / stopStream, in threads only; Slack appends, so only the new part is sent. */
+  /**
+   * chat.startStream / appendStream / stopStream (channels/slack/stream.ts), in threads only.
+   * Outside a DM Slack streams only to a named recipient: the sender of the message answered,
+   * known when this process delivered it; otherwise (a turn run again after a restart) the
+   * reply posts and edits instead of starting a stream Slack would refuse.
+   */
   async openNativeStream(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined> {
     const thread_ts = this.#threadTs(target);
     if (!this.#stream || !thread_ts) return undefined;
-    const start = await this.#streamCall('chat.startStream', options.signal, () => this.#web.chat.startStream({ channel: target.chatId, thread_ts }));
-    const ts = start.ts!;
-    /** What Slack has: it moves only once Slack took a call, so the call after a 429 sends the part that one did not. */
-    let sent = '';
-    const delta = (raw: string) => {
-      const text = neutralizeSlackMentions(raw);
-      if (!text.startsWith(sent)) throw new Error('a native Slack stream can only grow');
-      return { text, markdown_text: text.slice(sent.length) };
+    const recipient = this.#recipients.of(target);
+    if (!recipient && target.chatType !== 'dm') return undefined;
+    const deps = {
+      web: this.#web,
+      call: this.#call,
+      streamCall: <T>(what: string, signal: AbortSignal, fn: () => Promise<T>) => this.#streamCall(what, signal, fn),
+      edit: (ref: MessageRef, text: string, o: TransportOptions) => this.edit(ref, text, o),
     };
-    return {
-      ref: { chatId: target.chatId, messageId: ts, threadId: thread_ts },
-      update: async (raw, o) => {
-        const { text, markdown_text } = delta(raw);
-        if (markdown_text)
-          await this.#streamCall('chat.appendStream', o.signal, () => this.#web.chat.appendStream({ channel: target.chatId, ts, markdown_text }));
-        sent = text;
-      },
-      finish: async (raw, o) => {
-        const { text, markdown_text } = delta(raw);
-        await this.#call('chat.stopStream', o.signal, () =>
-          this.#web.chat.stopStream({ channel: target.chatId, ts, ...(markdown_text ? { markdown_text } : {}) }),
-        );
-        sent = text;
-        return { chatId: target.chatId, messageId: ts, threadId: thread_ts };
-      },
-    };
+    return openSlackStream(deps, { channel: target.chatId, thread_ts, recipient }, options);
   }
 }

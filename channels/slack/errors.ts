@@ -14,6 +14,16 @@ const FATAL = new Set([
   'missing_scope',
 ]);
 
+/** A Slack error string after which retrying cannot help, as CHANNEL_AUTH_FAILED; undefined for any other. */
+export function slackRefusal(code: string, what: string, cause?: unknown): ChannelError | undefined {
+  if (!FATAL.has(code)) return undefined;
+  return new ChannelError(
+    'CHANNEL_AUTH_FAILED',
+    `Slack ${what}: ${code}: the token was refused or lacks a scope; check bot_token_*/app_token_* and the app's OAuth scopes`,
+    { cause },
+  );
+}
+
 /** One place where Slack failures are sorted: platform errors by their string, then HTTP, rate limits, network. */
 export function classifySlackError(err: unknown, what = 'request'): ChannelError {
   if (err instanceof ChannelError) return err;
@@ -21,12 +31,8 @@ export function classifySlackError(err: unknown, what = 'request'): ChannelError
   switch (e.code) {
     case ErrorCode.PlatformError: {
       const code = (e as { data?: { error?: string } }).data?.error ?? 'unknown_error';
-      if (FATAL.has(code))
-        return new ChannelError(
-          'CHANNEL_AUTH_FAILED',
-          `Slack ${what}: ${code}: the token was refused or lacks a scope; check bot_token_*/app_token_* and the app's OAuth scopes`,
-          { cause: err },
-        );
+      const refused = slackRefusal(code, what, err);
+      if (refused) return refused;
       if (code === 'ratelimited') return new ChannelError('CHANNEL_RATE_LIMITED', `Slack ${what}: ratelimited`, { cause: err, retryAfterMs: 1000 });
       return new ChannelError('CHANNEL_REQUEST_FAILED', `Slack ${what}: ${code}`, { cause: err });
     }

@@ -10,6 +10,9 @@ export interface SlackEvent {
   text?: string;
   ts: string;
   thread_ts?: string;
+  /** The sender's team (user_team where Slack Connect shares the channel across teams). */
+  team?: string;
+  user_team?: string;
   files?: Array<{ id: string; name?: string; mimetype?: string; filetype?: string; size?: number; url_private?: string; url_private_download?: string }>;
 }
 
@@ -57,7 +60,8 @@ export const BUTTON_ACTION = new RegExp(`^${BUTTON_ACTION_PREFIX}_\\d+$`);
 /** The parts of a block_actions payload we read. */
 export interface SlackBlockActions {
   type: 'block_actions';
-  user: { id: string; name?: string; username?: string };
+  user: { id: string; name?: string; username?: string; team_id?: string };
+  team?: { id: string };
   channel?: { id: string };
   container: { channel_id?: string; message_ts?: string; thread_ts?: string };
   message?: { ts: string; thread_ts?: string };

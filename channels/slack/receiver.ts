@@ -3,8 +3,8 @@ import type { Socket } from 'node:net';
 import type { App, Receiver } from '@slack/bolt';
 // Not from the package's index, which loads receivers channeld never uses (see adapter.ts).
 import { isValidSlackRequest } from '@slack/bolt/dist/receivers/verify-request.js';
-import { SocketModeClient } from '@slack/socket-mode';
 import { Agent, buildConnector } from 'undici';
+import { connectFetch, connectRetries, GuardedSocketModeClient, malformedEnvelope, RECONNECT_MAX_DELAY_MS } from './socket-client.js';
 import { BODY_TIMEOUT_MS, readBody, refuseAndClose, sendJson } from '../../src/util/http-helpers.js';
 import { settleWithin } from '../../src/util/abortable.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
@@ -28,18 +28,7 @@ const SIGNATURE_FORM = /^v0=[0-9a-f]{64}$/i;
  */
 export const MAX_FRAME_BYTES = 16 * 1024 * 1024;
 
-/**
- * Why an envelope that passed authentication still cannot be an event (a JSON `null`, an
- * `event_callback` whose `event` is `null`), or undefined when it is fine. Such an envelope
- * is acknowledged and dropped: refusing it would make Slack send it again forever.
- */
-export function malformedEnvelope(body: unknown): string | undefined {
-  const isObject = (v: unknown) => v !== null && typeof v === 'object' && !Array.isArray(v);
-  if (!isObject(body)) return 'the body is not a JSON object';
-  const b = body as Record<string, unknown>;
-  if (b.type === 'event_callback' && !isObject(b.event)) return 'an event_callback without an event object';
-  return undefined;
-}
+export { malformedEnvelope };
 
 /** Bolt's App acks Events API envelopes before listeners run; this is how we ack after. */
 async function processThenAck(app: App, body: Record<string, unknown>, ack: () => Promise<void>, retryNum?: number): Promise<void> {
@@ -50,40 +39,14 @@ async function processThenAck(app: App, body: Record<string, unknown>, ack: () =
   await ack();
 }
 
-/**
- * The SDK reads `payload.event.type` of every events_api envelope before anything else
- * sees it, so a `null` payload or event would throw inside its socket handler (an
- * unhandled rejection) and never be acked. Such an envelope is acked and dropped here.
- */
-class GuardedSocketModeClient extends SocketModeClient {
-  onMalformed: (reason: string) => void = () => {};
-
-  protected override async onWebSocketMessage(data: string | ArrayBuffer, isBinary: boolean): Promise<void> {
-    if (!isBinary) {
-      let frame: { type?: unknown; envelope_id?: unknown; payload?: unknown } | undefined;
-      try {
-        frame = JSON.parse(typeof data === 'string' ? data : new TextDecoder().decode(data)) as typeof frame;
-      } catch {
-        // Not JSON: the SDK logs and ignores it.
-      }
-      const bad = frame?.type === 'events_api' ? malformedEnvelope(frame.payload) : undefined;
-      if (bad && typeof frame?.envelope_id === 'string') {
-        this.onMalformed(bad);
-        // The ack the SDK would send: `send` is private in its types, public in its code.
-        await (this as unknown as { send(id: string): Promise<void> }).send(frame.envelope_id).catch(() => {});
-        return;
-      }
-    }
-    return super.onWebSocketMessage(data, isBinary);
-  }
-}
-
 export interface SocketReceiverOptions {
   appToken: string;
   slackApiUrl: string;
   log: Logger;
   onConnected(): void;
   onReconnecting(reason: string): void;
+  /** The longest pause between connect attempts; RECONNECT_MAX_DELAY_MS unless a test shortens it. */
+  reconnectMaxDelayMs?: number;
 }
 
 /**
@@ -122,22 +85,48 @@ class FrameBoundDispatcher {
 
 /** Socket Mode through @slack/socket-mode, acking each envelope only after it is stored. */
 export class DeferredAckSocketReceiver implements Receiver {
-  readonly client: SocketModeClient;
+  readonly client: GuardedSocketModeClient;
   #app: App | undefined;
   /** Envelopes being stored, to be acked before the socket closes at stop. */
   readonly #inFlight = new Set<Promise<void>>();
   readonly #dispatcher: FrameBoundDispatcher;
+  /** Aborted at stop: the connect under way and every retry after it end. */
+  readonly #stopped = new AbortController();
+  /**
+   * Rejects when Socket Mode fails for good while the SDK connects by itself (the app token
+   * refused, at start or on a reconnect; a reconnect's retries spent): the listener races it
+   * and ends with that error.
+   */
+  readonly failed: Promise<never>;
 
   constructor(readonly o: SocketReceiverOptions) {
     this.#dispatcher = new FrameBoundDispatcher(MAX_FRAME_BYTES);
-    const client = new GuardedSocketModeClient({
-      appToken: o.appToken,
-      // With a dispatcher and no fetch, the SDK would send its Web API calls through it too.
-      clientOptions: { slackApiUrl: o.slackApiUrl, fetch: globalThis.fetch },
-      dispatcher: this.#dispatcher.agent,
-      logLevel: 'error' as never,
-    });
+    let reject: (err: unknown) => void = () => {};
+    this.failed = new Promise<never>((_, no) => (reject = no));
+    // Raced by the listener only while it runs: a failure after it ended is nobody's.
+    this.failed.catch(() => {});
+    const fail = (err: unknown) => {
+      if (client.ended) return;
+      client.ended = true;
+      reject(err);
+    };
+    const maxDelayMs = o.reconnectMaxDelayMs ?? RECONNECT_MAX_DELAY_MS;
+    const client = new GuardedSocketModeClient(
+      {
+        appToken: o.appToken,
+        // With a dispatcher and no fetch, the SDK would send its Web API calls through it too.
+        clientOptions: {
+          slackApiUrl: o.slackApiUrl,
+          fetch: connectFetch(this.#stopped.signal, fail),
+          retryConfig: connectRetries(maxDelayMs, this.#stopped.signal),
+        },
+        dispatcher: this.#dispatcher.agent,
+        logLevel: 'error' as never,
+      },
+      maxDelayMs,
+    );
     client.onMalformed = (reason) => o.log.debug({ reason }, 'malformed Slack envelope acknowledged and dropped');
+    client.onFailed = fail;
     this.client = client;
     this.client.on('slack_event', async ({ ack, body, retry_num }: { ack: () => Promise<void>; body: Record<string, unknown>; retry_num?: number }) => {
       if (!this.#app) return;
@@ -171,6 +160,9 @@ export class DeferredAckSocketReceiver implements Receiver {
     return this.client.start();
   }
   async stop(): Promise<unknown> {
+    // No reconnect from here on, and a connect under way (the SDK's retries) is cut.
+    this.client.ended = true;
+    this.#stopped.abort();
     await settleWithin(Promise.all(this.#inFlight), STOP_DRAIN_MS);
     try {
       return await this.client.disconnect();

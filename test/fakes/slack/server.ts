@@ -86,6 +86,11 @@ export class FakeSlack {
   markdownText = false;
   /** When set, every call carrying `markdown_text` gets this raw answer (a Slack-compatible server failing the argument). */
   markdownTextAnswer: { status: number; raw: string } | undefined;
+  /**
+   * chat.update on a message whose stream was never stopped is refused (cant_update_message):
+   * Slack does not document editing an active stream, so a client must not rely on it. Off by default.
+   */
+  refuseUpdateWhileStreaming = false;
   /** The bot's reactions, by `channel:ts` of the reacted message. */
   readonly reactions = new Map<string, string[]>();
   readonly acks = new Map<string, number>();
@@ -468,6 +473,7 @@ export class FakeSlack {
       case 'chat.update': {
         const msg = find();
         if (!msg) return no('message_not_found');
+        if (this.refuseUpdateWhileStreaming && msg.stream && !msg.stream.stopped) return no('cant_update_message');
         const md = this.markdownText && args.markdown_text ? args.markdown_text : undefined;
         if (!md && !args.text && !args.blocks) return no('no_text');
         if (args.blocks) {
@@ -500,6 +506,11 @@ export class FakeSlack {
       }
       case 'chat.startStream': {
         if (!args.thread_ts) return no('invalid_arguments');
+        // Slack's reference: the recipient user and team are required when streaming to channels (not DMs).
+        if (!args.channel?.startsWith('D')) {
+          if (!args.recipient_user_id) return no('missing_recipient_user_id');
+          if (!args.recipient_team_id) return no('missing_recipient_team_id');
+        }
         const msg: SlackMessage = {
           channel: args.channel!,
           ts: this.#ts(),
