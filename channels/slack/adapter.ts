@@ -112,6 +112,8 @@ export class SlackAdapter implements ChannelAdapter {
   #streamStrikes = 0;
   /** Each delivered message's sender, for the recipient a channel stream needs. */
   readonly #recipients = new SlackRecipients();
+  /** The bot's workspace (auth.test): the recipient's team when only the sender's id is known. */
+  #teamId: string | undefined;
 
   constructor(options: SlackOptions, secrets: SlackSecrets) {
     this.#o = options;
@@ -155,6 +157,7 @@ export class SlackAdapter implements ChannelAdapter {
     const auth = await this.#call('auth.test', signal, () => this.#web.auth.test());
     this.#botUserId = auth.user_id;
     this.#botName = auth.user;
+    this.#teamId = auth.team_id;
     let connected = false;
     const receiver =
       this.#o.mode === 'socket'
@@ -368,13 +371,15 @@ export class SlackAdapter implements ChannelAdapter {
   /**
    * chat.startStream / appendStream / stopStream (channels/slack/stream.ts), in threads only.
    * Outside a DM Slack streams only to a named recipient: the sender of the message answered,
-   * known when this process delivered it; otherwise (a turn run again after a restart) the
-   * reply posts and edits instead of starting a stream Slack would refuse.
+   * with their team as this process saw it deliver the message, else the target's sender in
+   * the bot's workspace (a turn run again after a restart, or on another cluster instance);
+   * with neither the reply posts and edits instead of starting a stream Slack would refuse.
    */
   async openNativeStream(target: ReplyTarget, options: TransportOptions): Promise<NativeStream | undefined> {
     const thread_ts = this.#threadTs(target);
     if (!this.#stream || !thread_ts) return undefined;
-    const recipient = this.#recipients.of(target);
+    const recipient =
+      this.#recipients.of(target) ?? (target.senderId && this.#teamId ? { recipient_user_id: target.senderId, recipient_team_id: this.#teamId } : undefined);
     if (!recipient && target.chatType !== 'dm') return undefined;
     const deps = {
       web: this.#web,

@@ -57,6 +57,8 @@ export interface ReplyTarget {
   threadId?: string;
   /** The user's message the reply answers (a platform's reply reference). */
   replyToMessageId?: string;
+  /** Who sent that message: a platform may address the answer to them (a stream's recipient). */
+  senderId?: string;
 }
 
 /** A sent platform message, enough to edit or delete it later. */
@@ -88,6 +90,6 @@ export function replyTargetOf(msg: ChannelMessage): ReplyTarget {
     chatId: msg.chat.id,
     chatType: msg.chat.type,
     ...(msg.threadId ? { threadId: msg.threadId } : {}),
-    ...(msg.synthetic ? {} : { replyToMessageId: msg.messageId }),
+    ...(msg.synthetic ? {} : { replyToMessageId: msg.messageId, senderId: msg.sender.id }),
   };
 }

@@ -1,13 +1,10 @@
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { SlackAdapter } from '../../channels/slack/adapter.js';
 import { ChannelError } from '../../src/contracts/errors.js';
-import { HttpServer } from '../../src/observe/http-server.js';
-import { createLogger } from '../../src/observe/logger.js';
 import { settleWithin } from '../../src/util/abortable.js';
 import { FakeSlack, type SlackFault } from '../fakes/slack/server.js';
-import { LogSink, waitFor } from '../helpers/daemon.js';
+import { waitFor } from '../helpers/daemon.js';
 import { withChannelDaemon } from '../helpers/fixtures.js';
-import { slackChannel, slackEnv, withSlack } from '../helpers/platforms.js';
+import { slackAdapterOn, slackChannel, slackEnv, withSlack } from '../helpers/platforms.js';
 import { scaled } from '../helpers/timing.js';
 import { echoAgent } from '../helpers/toml.js';
 
@@ -30,11 +27,7 @@ describe('Slack Socket Mode: reconnects after the first connect', () => {
   });
 
   /** As the daemon builds channel "sl" (Socket Mode), with the app token and the short cap. */
-  const adapter = () => {
-    const log = createLogger({ level: 'error', destination: new LogSink(), pretty: false });
-    const options = { id: 'sl', mode: 'socket' as const, apiUrl: sl.apiUrl, replyInThread: true, nativeStream: true, http: new HttpServer(), log };
-    return new SlackAdapter({ ...options, reconnectMaxDelayMs: CAP_MS }, { botToken: sl.botToken, appToken: sl.appToken });
-  };
+  const adapter = () => slackAdapterOn(sl, { listens: true, reconnectMaxDelayMs: CAP_MS });
 
   /** listen() on `a` until it settles: how often it connected and how it ended ('resolved', or its error). */
   function listen(signal: AbortSignal) {

@@ -13,6 +13,15 @@ const words = (n: number, p: string) => Array.from({ length: n }, (_, i) => `${p
 /** Text without its whitespace: where an answer is split into messages, only the whitespace at the cut may go. */
 const bare = (s: string) => s.replace(/\s+/g, '');
 
+/** A reply in a channel thread to a message this process did not deliver (a turn run again after a restart). */
+const NOT_DELIVERED_HERE = {
+  channelId: 'sl',
+  chatId: 'C0CHAN001',
+  chatType: 'group' as const,
+  threadId: '1700000000.000100',
+  replyToMessageId: 'C0CHAN001:1700000000.000100',
+};
+
 describe('Slack native streams: the answer goes on when the stream cannot append it', () => {
   let sl: FakeSlack;
   let adapter: SlackAdapter;
@@ -116,14 +125,34 @@ describe('Slack native streams in a channel', () => {
   it('a reply to a message this process did not deliver (a turn run again after a restart) starts no stream Slack would refuse', async () => {
     const sl = await withSlack();
     const adapter = slackAdapterOn(sl);
-    const target = {
-      channelId: 'sl',
-      chatId: 'C0CHAN001',
-      chatType: 'group' as const,
-      threadId: '1700000000.000100',
-      replyToMessageId: 'C0CHAN001:1700000000.000100',
-    };
-    expect(await adapter.openNativeStream(target, { signal: new AbortController().signal })).toBeUndefined();
+    expect(await adapter.openNativeStream(NOT_DELIVERED_HERE, { signal: new AbortController().signal })).toBeUndefined();
     expect(sl.callsOf('chat.startStream')).toHaveLength(0);
+  });
+
+  it("a reply to a message this process did not deliver, its sender known from the target, streams to that sender in the bot's workspace", async () => {
+    const sl = await withSlack();
+    const adapter = slackAdapterOn(sl, { listens: true });
+    const ac = new AbortController();
+    let connected!: () => void;
+    const up = new Promise<void>((r) => (connected = r));
+    const listening = adapter
+      .listen(
+        async () => true,
+        ac.signal,
+        () => connected(),
+      )
+      .catch(() => {});
+    try {
+      await up;
+      const target = { ...NOT_DELIVERED_HERE, senderId: 'U0ASKER1' };
+      // A turn run again after a restart, or on another cluster instance: before, it posted and edited.
+      expect(await adapter.openNativeStream(target, { signal: ac.signal })).toBeDefined();
+      expect(sl.callsOf('chat.startStream').map((c) => c.args)).toEqual([
+        expect.objectContaining({ channel: 'C0CHAN001', recipient_user_id: 'U0ASKER1', recipient_team_id: 'T0001' }),
+      ]);
+    } finally {
+      ac.abort();
+      await listening;
+    }
   });
 });

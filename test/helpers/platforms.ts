@@ -31,7 +31,7 @@ export const slackChannel = (sl: FakeSlack, extra = ''): string =>
   `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
 
 /** A Slack adapter on the fake, as the daemon builds one for channel "sl" (Socket Mode, replies in threads, native streams), for tests of its calls; errors only are logged, to nowhere. */
-export const slackAdapterOn = (sl: FakeSlack): SlackAdapter =>
+export const slackAdapterOn = (sl: FakeSlack, o: { listens?: boolean; reconnectMaxDelayMs?: number } = {}): SlackAdapter =>
   new SlackAdapter(
     {
       id: 'sl',
@@ -41,8 +41,10 @@ export const slackAdapterOn = (sl: FakeSlack): SlackAdapter =>
       nativeStream: true,
       http: new HttpServer(),
       log: createLogger({ level: 'error', destination: new LogSink(), pretty: false }),
+      ...(o.reconnectMaxDelayMs ? { reconnectMaxDelayMs: o.reconnectMaxDelayMs } : {}),
     },
-    { botToken: sl.botToken },
+    // With `listens`, the app token Socket Mode connects with.
+    { botToken: sl.botToken, ...(o.listens ? { appToken: sl.appToken } : {}) },
   );
 
 /** Channel "sl" on the fake in HTTP events mode (route /webhooks/sl); secrets SL_BOT and SL_SIGN. */
