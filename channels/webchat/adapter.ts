@@ -14,13 +14,14 @@ import { backlogFrame, handedTabs, mergeBacklog, tabsToHandOver, type BacklogEnt
 import { storedKey } from './id-key.js';
 import { assets, servePage } from './page-route.js';
 import { Uploads } from './uploads.js';
+import { startHeartbeat } from './heartbeat.js';
 
 /** Messages and replies kept per tab, in order, so a reloaded tab sees both sides of the conversation. */
 const BACKLOG = 100;
 const MAX_TEXT = 16_000;
 /** Frames of one socket waiting for the one before them to be stored. */
 const MAX_WAITING_FRAMES = 64;
-
+const TOO_MANY = 'too many messages are waiting to be taken; send this one again shortly';
 interface Tab {
   sockets: Set<WebSocket>;
   /** Keyed `user:<id>` or `bot:<ref>`; an edited reply keeps its place. */
@@ -46,6 +47,8 @@ export interface WebchatOptions {
   onEvict?: (count: number) => void;
   /** Told of uploads refused for lack of room (the daemon's storage health). */
   storage?: StorageReporter;
+  /** Every socket is pinged this often; one that answered none of two pings is dropped (a half-open tab). */
+  heartbeatMs?: number;
 }
 
 /** About what a kept reply costs: its text (UTF-16) plus the entry around it. */
@@ -118,7 +121,7 @@ export class WebchatAdapter implements ChannelAdapter {
     };
     // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
     const primary = !this.#o.http.has('GET', '/');
-    const serve: RouteHandler = (_req, res) => servePage(res, this.#o.id, this.#o.accessToken !== undefined);
+    const serve: RouteHandler = (req, res) => servePage(req, res, this.#o.id, this.#o.accessToken !== undefined);
     const upload: RouteHandler = async (req, res, url) => {
       // Another site's page (or another local web app) may not store files here: the same
       // Origin rule as the WebSocket and the management POSTs.
@@ -140,10 +143,12 @@ export class WebchatAdapter implements ChannelAdapter {
       ),
       ...(primary ? [this.#o.http.upgrade('/chat', onUpgrade), this.#o.http.route('GET', '/', serve)] : []),
     ];
+    const heartbeat = startHeartbeat(wss, this.#o.heartbeatMs ?? 30_000);
     onConnected();
     // After the channel is up: old uploads never hold back the start.
     await this.#uploads.prune().catch((err: unknown) => this.#o.log.warn({ err }, 'old web chat uploads not pruned'));
     await untilAborted(signal);
+    heartbeat();
     for (const dispose of disposers.reverse()) dispose();
     for (const ws of wss.clients) ws.close(1001, 'channel stopping');
     await new Promise<void>((resolve) => wss.close(() => resolve()));
@@ -167,8 +172,9 @@ export class WebchatAdapter implements ChannelAdapter {
     let waiting = 0;
     ws.on('message', (data) => {
       if (waiting >= MAX_WAITING_FRAMES) {
-        ws.send(JSON.stringify({ type: 'error', message: 'too many messages are waiting to be taken; send this one again shortly' } satisfies ServerFrame));
-        return;
+        // Named: the page marks that message refused instead of sending it again on its own.
+        const id = parseClientFrame(String(data))?.id;
+        return ws.send(JSON.stringify({ type: 'error', message: TOO_MANY, ...(id ? { id } : {}) } satisfies ServerFrame));
       }
       waiting++;
       order = order
@@ -207,7 +213,7 @@ export class WebchatAdapter implements ChannelAdapter {
         ws.send(JSON.stringify({ type: 'ack', id: frame.id } satisfies ServerFrame));
       } catch (err) {
         this.#o.log.warn({ err, channel: this.#o.id }, 'web chat message not stored');
-        ws.send(JSON.stringify({ type: 'error', message: 'the daemon could not take this message; try again' } satisfies ServerFrame));
+        ws.send(JSON.stringify({ type: 'error', id: frame.id, message: 'the daemon could not take this message; try again' } satisfies ServerFrame));
       }
     };
     ws.on('close', () => {

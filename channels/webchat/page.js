@@ -1,12 +1,12 @@
-// The web chat page's script: a separate file (no inline script), so the page works under
-// a Content-Security-Policy with script-src 'self'. Markdown comes from markdown-it (served
-// by the daemon from node_modules) with raw HTML off; its output is parsed in an inert
-// document and only allowed elements and attributes are rebuilt in the page, so no
-// unsanitized text ever reaches innerHTML.
+// The web chat page's script: separate files (no inline script), so the page works under
+// a Content-Security-Policy with script-src 'self'. Markdown is render.js, the queue of
+// unsent messages outbox.js; both load before this one.
 (() => {
   const meta = (name) => document.querySelector(`meta[name="${name}"]`).content;
   const channel = meta('channeld-channel');
-  const needsToken = meta('channeld-auth') === 'token';
+  // 'token', 'none', or 'refused': the daemon takes no socket from this client without a token.
+  const auth = meta('channeld-auth');
+  const needsToken = auth === 'token';
   const $ = (id) => document.getElementById(id);
   const log = $('log'),
     input = $('input'),
@@ -14,7 +14,8 @@
     status = $('status');
   const authForm = $('auth'),
     authMsg = $('auth-msg'),
-    tokenInput = $('token');
+    tokenInput = $('token'),
+    notice = $('notice');
 
   // One conversation per tab: sessionStorage survives a reload of this tab, not other tabs.
   const tab = sessionStorage.getItem('channeld.tab') || (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
@@ -25,141 +26,88 @@
     seq = 0,
     retryMs = 500,
     typingEl = null,
+    typingTimer = null,
+    failedHandshakes = 0,
     retryTimer = null;
-  const pending = new Map();
+  const outbox = window.channeldOutbox(`channeld.outbox.${channel}`);
   const bubbles = new Map();
   const mine = new Map();
 
-  const md = window.markdownit ? window.markdownit({ html: false, linkify: true, breaks: true }) : null;
-  const TAGS = new Set([
-    'P',
-    'BR',
-    'HR',
-    'STRONG',
-    'EM',
-    'S',
-    'DEL',
-    'CODE',
-    'PRE',
-    'UL',
-    'OL',
-    'LI',
-    'BLOCKQUOTE',
-    'H1',
-    'H2',
-    'H3',
-    'H4',
-    'H5',
-    'H6',
-    'A',
-    'TABLE',
-    'THEAD',
-    'TBODY',
-    'TR',
-    'TH',
-    'TD',
-  ]);
-
-  /** Rebuilds allowed nodes from the inert parse; anything else becomes its text. */
-  function rebuild(node) {
-    if (node.nodeType === Node.TEXT_NODE) return document.createTextNode(node.nodeValue);
-    if (node.nodeType !== Node.ELEMENT_NODE) return null;
-    if (!TAGS.has(node.tagName)) return document.createTextNode(node.textContent || node.getAttribute('alt') || '');
-    const el = document.createElement(node.tagName);
-    if (node.tagName === 'A') {
-      const href = node.getAttribute('href') || '';
-      if (/^(https?:|mailto:)/i.test(href)) {
-        el.setAttribute('href', href);
-        el.setAttribute('rel', 'noopener noreferrer nofollow');
-        el.setAttribute('target', '_blank');
-      }
-    }
-    if (node.tagName === 'CODE' && /^language-[\w+-]+$/.test(node.getAttribute('class') || '')) el.className = node.getAttribute('class');
-    if (node.tagName === 'OL' && /^\d+$/.test(node.getAttribute('start') || '')) el.setAttribute('start', node.getAttribute('start'));
-    for (const child of node.childNodes) {
-      const c = rebuild(child);
-      if (c) el.appendChild(c);
-    }
-    if (node.tagName === 'PRE') return codeBlock(el);
-    return el;
-  }
-
-  function copyText(text, button) {
-    const done = () => {
-      button.textContent = 'Copied';
-      setTimeout(() => (button.textContent = 'Copy'), 1500);
-    };
-    const fallback = () => {
-      const area = document.createElement('textarea');
-      area.value = text;
-      area.setAttribute('readonly', '');
-      area.style.position = 'fixed';
-      area.style.opacity = '0';
-      document.body.appendChild(area);
-      area.select();
-      try {
-        document.execCommand('copy');
-        done();
-      } finally {
-        area.remove();
-      }
-    };
-    if (navigator.clipboard && window.isSecureContext) navigator.clipboard.writeText(text).then(done, fallback);
-    else fallback();
-  }
-
-  /** A fenced code block: monospace box with a copy button. */
-  function codeBlock(pre) {
-    const box = document.createElement('div');
-    box.className = 'code';
-    const button = document.createElement('button');
-    button.type = 'button';
-    button.className = 'copy';
-    button.textContent = 'Copy';
-    button.addEventListener('click', () => copyText(pre.textContent.replace(/\n$/, ''), button));
-    box.append(pre, button);
-    return box;
-  }
-
-  /** Renders model Markdown into a bubble (drafts too); plain text when markdown-it did not load. */
-  function render(el, text) {
-    if (!md) {
-      el.textContent = text;
-      return;
-    }
-    const doc = new DOMParser().parseFromString(md.render(text), 'text/html');
-    const nodes = [];
-    // markdown-it puts a newline between blocks; at the top level it is not content.
-    for (const child of doc.body.childNodes) {
-      if (child.nodeType === Node.TEXT_NODE && !child.nodeValue.trim()) continue;
-      const c = rebuild(child);
-      if (c) nodes.push(c);
-    }
-    el.replaceChildren(...nodes);
-  }
+  const render = window.channeldRender;
 
   function scroll() {
     log.scrollTop = log.scrollHeight;
+  }
+  /** Server-drawn entries go above the bubbles restored unsent after a reload, which stay last until acknowledged. */
+  function place(el) {
+    const pin = log.querySelector('.msg.restored');
+    if (pin) log.insertBefore(el, pin);
+    else log.appendChild(el);
+    scroll();
+    return el;
   }
   function add(cls, text) {
     const el = document.createElement('div');
     el.className = `msg ${cls}`;
     el.textContent = text;
-    log.appendChild(el);
-    scroll();
-    return el;
+    return place(el);
   }
-  function addMine(id, text) {
-    if (mine.has(id)) return;
-    const el = add('me', text);
+  function addMine(id, text, local) {
+    if (mine.has(id)) return mine.get(id);
+    const el = document.createElement('div');
+    el.className = 'msg me';
+    el.textContent = text;
     el.dataset.id = id;
     mine.set(id, el);
+    // What this tab typed goes last; what the server replays goes above restored bubbles.
+    if (local) {
+      log.appendChild(el);
+      scroll();
+    } else place(el);
+    return el;
   }
   function clearTyping() {
+    clearTimeout(typingTimer);
     if (typingEl) {
       typingEl.remove();
       typingEl = null;
     }
+  }
+
+  /** An unacknowledged bubble says so: `pending` (sending, or not sent while offline), `failed` (refused, with Retry), null (acknowledged). */
+  function mark(id, state, reason, frame) {
+    const el = mine.get(id);
+    if (!el) return;
+    el.querySelector('.note')?.remove();
+    el.classList.toggle('unsent', state === 'pending');
+    el.classList.toggle('failed', state === 'failed');
+    if (!state) return el.classList.remove('restored');
+    const note = document.createElement('small');
+    note.className = 'note';
+    const online = ws && ws.readyState === WebSocket.OPEN;
+    note.textContent = state === 'pending' ? (online ? 'sending…' : 'not sent yet') : `not sent: ${reason}`;
+    if (state === 'failed' && frame) {
+      // A refused message is never resent on its own: the user decides, and Retry keeps its id.
+      const retry = document.createElement('button');
+      retry.type = 'button';
+      retry.className = 'retry';
+      retry.textContent = 'Retry';
+      retry.onclick = () => {
+        outbox.push(frame.id, frame, frame.text);
+        mark(frame.id, 'pending');
+        flush();
+      };
+      note.append(' ', retry);
+    }
+    el.append(note);
+  }
+  function flush() {
+    if (ws && ws.readyState === WebSocket.OPEN) outbox.flush(ws, (id) => mark(id, 'pending'));
+  }
+  /** Shown above the log: why this page cannot chat, and what the operator must set. */
+  function showNotice(text) {
+    notice.textContent = text;
+    notice.hidden = !text;
   }
 
   function askToken(message) {
@@ -186,6 +134,13 @@
   });
 
   function connect() {
+    if (auth === 'refused') {
+      status.textContent = 'refused';
+      showNotice(
+        'The daemon refuses this page a connection: without an access token it takes web chat connections only from its own machine (loopback, not through a proxy that adds X-Forwarded-For). The operator must set access_token_env on this web chat channel; then open the page with that token.',
+      );
+      return;
+    }
     if (needsToken && !token) {
       status.textContent = 'needs a token';
       askToken('This web chat needs its access token.');
@@ -199,23 +154,30 @@
     ws.onopen = () => {
       opened = true;
       retryMs = 500;
+      failedHandshakes = 0;
+      showNotice('');
+      clearTyping();
       status.textContent = 'connected';
       send.disabled = false;
       authForm.classList.remove('shown');
-      for (const frame of pending.values()) ws.send(JSON.stringify(frame));
+      flush();
     };
     ws.onmessage = (e) => {
       const f = JSON.parse(e.data);
-      if (f.type === 'ack') pending.delete(f.id);
-      else if (f.type === 'message') addMine(f.id, f.text);
+      if (f.type === 'ack') {
+        outbox.remove(f.id);
+        mark(f.id, null);
+      } else if (f.type === 'message') addMine(f.id, f.text);
       else if (f.type === 'typing') {
         if (!typingEl) {
           typingEl = document.createElement('div');
           typingEl.className = 'typing';
           typingEl.textContent = 'typing…';
-          log.appendChild(typingEl);
-          scroll();
+          place(typingEl);
         }
+        // The daemon repeats it every few seconds while a turn runs: one not repeated is over.
+        clearTimeout(typingTimer);
+        typingTimer = setTimeout(clearTyping, 10_000);
       } else if (f.type === 'reply') {
         clearTyping();
         let el = bubbles.get(f.ref);
@@ -233,13 +195,14 @@
           btn.textContent = b.label;
           btn.onclick = () => {
             const id = `${Date.now().toString(36)}-${seq++}`;
-            const frame = { type: 'message', id, text: b.data };
-            pending.set(id, frame);
+            outbox.push(id, { type: 'message', id, text: b.data }, b.data);
             for (const other of el.querySelectorAll('button.choice')) other.disabled = true;
-            if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(frame));
+            flush();
           };
           el.append(document.createElement('br'), btn);
         }
+        // A growing draft is not read out again on every edit; the final answer is.
+        el.setAttribute('aria-busy', String(!f.final));
         el.classList.toggle('draft', !f.final);
         el.classList.toggle('final', !!f.final);
         scroll();
@@ -249,10 +212,25 @@
           el.remove();
           bubbles.delete(f.ref);
         }
-      } else if (f.type === 'error') add('error', f.message);
+      } else if (f.type === 'error') {
+        // An error naming a frame refuses that message: it leaves the queue and its bubble offers Retry.
+        const refused = f.id !== undefined && mine.has(f.id) ? outbox.remove(f.id) : undefined;
+        if (refused) mark(f.id, 'failed', f.message, refused.frame);
+        else {
+          if (f.id !== undefined) outbox.remove(f.id);
+          add('error', f.message);
+        }
+      }
     };
     ws.onclose = () => {
       send.disabled = true;
+      clearTyping();
+      for (const id of outbox.ids()) mark(id, 'pending');
+      // Refused handshakes look like a daemon that is down; after a few, say what may be wrong.
+      if (!opened && !needsToken && ++failedHandshakes >= 3)
+        showNotice(
+          'The daemon has not accepted a connection from this page: it is not running, or it refuses this client (without access_token_env a web chat takes only loopback clients, not through a proxy). Retrying…',
+        );
       // A handshake refused by a server that wants a token: the token is missing or wrong.
       if (!opened && needsToken)
         askToken(token ? 'The access token was refused (or the daemon is not reachable); enter it again.' : 'This web chat needs its access token.');
@@ -303,33 +281,69 @@
     return { id: body.id, name: body.name, mime: body.mime };
   }
 
+  const shown = (text, names) => [text, ...names.map((n) => `📎 ${n}`)].filter(Boolean).join('\n');
+  const frameOf = (id, text, attachments) => ({ type: 'message', id, text, ...(attachments.length ? { attachments } : {}) });
+
   $('form').addEventListener('submit', async (e) => {
     e.preventDefault();
     const text = input.value.trim();
     if (!text && !files.length) return;
+    if (!outbox.room(text)) {
+      add('error', 'Too many messages are waiting to be sent: wait until the connection is back, then send this one.');
+      return;
+    }
     const id = `${Date.now().toString(36)}-${seq++}`;
     const chosen = files;
     files = [];
     showFiles();
     input.value = '';
-    addMine(id, [text, ...chosen.map((f) => `📎 ${f.name}`)].filter(Boolean).join('\n'));
+    addMine(
+      id,
+      shown(
+        text,
+        chosen.map((f) => f.name),
+      ),
+      true,
+    );
+    // Queued now, in typed order: what is typed while these files upload waits behind them.
+    outbox.push(id, chosen.length ? null : frameOf(id, text, []), text);
+    mark(id, 'pending');
+    flush();
+    if (!chosen.length) return;
     let attachments = [];
     try {
       attachments = await Promise.all(chosen.map(upload));
     } catch (err) {
       add('error', String(err.message || err));
-      if (!text) return;
+      if (!text) {
+        outbox.remove(id);
+        mark(id, 'failed', 'its files could not be uploaded');
+        flush();
+        return;
+      }
       attachments = [];
     }
-    const frame = { type: 'message', id, text, ...(attachments.length ? { attachments } : {}) };
-    pending.set(id, frame);
-    if (ws && ws.readyState === WebSocket.OPEN) ws.send(JSON.stringify(frame));
+    outbox.ready(id, frameOf(id, text, attachments));
+    flush();
   });
   input.addEventListener('keydown', (e) => {
-    if (e.key === 'Enter' && !e.shiftKey) {
+    // Enter that ends an IME composition (keyCode 229 in older engines) picks the text, it does not send.
+    if (e.key === 'Enter' && !e.shiftKey && !e.isComposing && e.keyCode !== 229) {
       e.preventDefault();
       $('form').requestSubmit();
     }
   });
+  // What an earlier load of this tab typed and the daemon never acknowledged: shown last, sent again.
+  for (const f of outbox.restore()) {
+    addMine(
+      f.id,
+      shown(
+        f.text,
+        (f.attachments || []).map((a) => a.name || 'file'),
+      ),
+      true,
+    ).classList.add('restored');
+    mark(f.id, 'pending');
+  }
   connect();
 })();

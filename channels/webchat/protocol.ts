@@ -20,7 +20,8 @@ export type ServerFrame =
   | { type: 'reply'; ref: string; text: string; final: boolean; buttons?: Array<{ label: string; data: string }> }
   | { type: 'delete'; ref: string }
   | { type: 'typing' }
-  | { type: 'error'; message: string };
+  /** `id`: the message refused (not taken; the page offers to send it again), absent for a frame that could not be read. */
+  | { type: 'error'; message: string; id?: string };
 
 export const MAX_UPLOADS_PER_MESSAGE = 10;
 

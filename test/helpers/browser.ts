@@ -1,5 +1,6 @@
 import { existsSync } from 'node:fs';
-import { chromium, type Browser } from 'playwright-core';
+import { chromium, type Browser, type Page } from 'playwright-core';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { scaled } from './timing.js';
 
 /** Debian's chromium, as .ci/run installs it (CHROMIUM_PATH overrides). */
@@ -39,4 +40,33 @@ export async function launchChromium(): Promise<Browser> {
     return page;
   };
   return browser;
+}
+
+/**
+ * One Chromium for the calling describe block (launched where it is installed), and its
+ * pages: each test's are closed after it, and an error thrown in a page fails the test.
+ */
+export function chromiumPages(): { newPage: () => Promise<Page> } {
+  let browser: Browser | undefined;
+  const pages: Page[] = [];
+  beforeAll(async () => {
+    if (hasChromium) browser = await launchChromium();
+  });
+  afterEach(async () => {
+    for (const p of pages.splice(0)) await p.close();
+  });
+  afterAll(async () => {
+    await browser?.close();
+  });
+  return {
+    newPage: async () => {
+      if (!browser) throw new Error(`no Chromium at ${chromiumPath}`);
+      const page = await browser.newPage({ viewport: { width: 900, height: 700 } });
+      pages.push(page);
+      page.on('pageerror', (err) => {
+        throw err;
+      });
+      return page;
+    },
+  };
 }
