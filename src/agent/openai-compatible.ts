@@ -13,6 +13,7 @@ import { thinkTagMiddleware } from './think-tags.js';
 import { stepUsageMiddleware } from './step-usage.js';
 import { ToolRepairs } from './tool-repair.js';
 import { traceMiddleware } from './trace-middleware.js';
+import { IdleTimer } from './idle-timer.js';
 import { errorType, inSpan } from '../observe/trace/ambient.js';
 
 export interface OpenAICompatibleOptions {
@@ -21,7 +22,7 @@ export interface OpenAICompatibleOptions {
   apiKey?: string;
   temperature?: number;
   maxOutputTokens: number;
-  /** The longest wait for the model's next piece of output. */
+  /** The longest wait for the model's next piece of output (not counting while a tool call runs). */
   requestTimeoutMs: number;
   maxSteps: number;
   timeZone: string;
@@ -97,8 +98,8 @@ class CallPositions {
   }
 }
 
-/** Runs tools for the SDK; a tool that throws returns its error to the model. */
-function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, logs: ToolLogs, positions: CallPositions): ToolSet {
+/** Runs tools for the SDK; a tool that throws returns its error to the model. The model's idle bound waits while one runs. */
+function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, logs: ToolLogs, positions: CallPositions, idle: IdleTimer): ToolSet {
   const set: ToolSet = {};
   for (const t of tools) {
     set[t.name] = tool({
@@ -106,6 +107,7 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, lo
       inputSchema: t.input,
       execute: async (input: unknown, { abortSignal, toolCallId }) => {
         const position = positions.next();
+        const resume = idle.pause();
         // The GenAI conventions' tool span: its name and call id, never its input or output.
         const attributes = {
           'gen_ai.operation.name': 'execute_tool',
@@ -129,7 +131,7 @@ function toolSet(tools: readonly Tool[], ctx: AgentContext, timeZone: string, lo
             span.fail(errorType(err));
             return { error: err instanceof Error ? err.message : String(err) };
           }
-        });
+        }).finally(resume);
       },
     });
   }
@@ -174,20 +176,16 @@ export class OpenAICompatibleRunner implements AgentRunner {
       const onAbort = () => controller.abort(signal.reason);
       signal.addEventListener('abort', onAbort, { once: true });
       let timedOut = false;
-      let idle: NodeJS.Timeout | undefined;
-      const touch = () => {
-        clearTimeout(idle);
-        idle = setTimeout(() => {
-          timedOut = true;
-          controller.abort(new CodedError('PROVIDER_TIMEOUT', 'model timed out'));
-        }, this.#o.requestTimeoutMs);
-      };
+      const idle = new IdleTimer(this.#o.requestTimeoutMs, () => {
+        timedOut = true;
+        controller.abort(new CodedError('PROVIDER_TIMEOUT', 'model timed out'));
+      });
       let failure: unknown;
       let ended = false;
       // Each model call may write max_output_tokens' worth, enforced here too: a server may ignore it.
       const cap = new OutputCap(outputCapChars(this.#o.maxOutputTokens));
       try {
-        touch();
+        idle.touch();
         const logs = new ToolLogs(ctx.emit);
         const positions = new CallPositions();
         const repairs = new ToolRepairs();
@@ -206,7 +204,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
           messages,
           ...(input.tools?.length
             ? {
-                tools: toolSet(input.tools, ctx, this.#o.timeZone, logs, positions),
+                tools: toolSet(input.tools, ctx, this.#o.timeZone, logs, positions, idle),
                 // Small models get one lenient repair per bad call, then one retry per tool.
                 experimental_repairToolCall: repairs.repair,
                 stopWhen: [stepCountIs(this.#o.maxSteps), () => repairs.exhausted !== undefined],
@@ -231,7 +229,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
           abortSignal: controller.signal,
         });
         for await (const part of result.fullStream) {
-          touch();
+          idle.touch();
           switch (part.type) {
             case 'start-step':
               cap.reset();
@@ -321,7 +319,7 @@ export class OpenAICompatibleRunner implements AgentRunner {
       } catch (err) {
         failure = err;
       } finally {
-        clearTimeout(idle);
+        idle.stop();
         signal.removeEventListener('abort', onAbort);
         if (!controller.signal.aborted && !ended) controller.abort();
       }

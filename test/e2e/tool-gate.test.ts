@@ -53,6 +53,21 @@ describe('every tool gated and stoppable: plugin-folder and built-in tools (fake
     expect(toolResult(llm, 3)).toContain('the user denied this tool call');
   });
 
+  it('an approval decided after request_timeout_ms has passed still runs the tool: the model is not waited on meanwhile', async () => {
+    await start('request_timeout_ms = 1000');
+    llm.script(callTool('stamp', { doc: 'lease' }), say('Stamped.'));
+    c.send('stamp the lease');
+    const q = await waitFor(() => c.replies().find((f) => f.buttons), 20_000);
+    const askedAt = Date.now();
+    // The approver takes longer than the model's idle bound (a condition on the clock, polled).
+    await waitFor(() => Date.now() - askedAt > 1500, 10_000, 50);
+    expect(c.replies().some((f) => f.text?.includes('cancelled') || f.text?.includes('did not answer in time'))).toBe(false);
+    c.send(q.buttons![0]!.data);
+    await finalSaying('Stamped.');
+    expect(stamps()).toBe('lease\n');
+    expect(toolResult(llm, 1)).toContain('stamped lease');
+  });
+
   it('the agent\'s tool_approval wins over the tool\'s own approval: "never" runs it without asking', async () => {
     await start('tool_approval = { stamp = "never" }');
     llm.script(callTool('stamp', { doc: 'deed' }), say('Done.'));

@@ -253,6 +253,23 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
     expect(events).toEqual([{ type: 'error', code: 'PROVIDER_TIMEOUT', message: 'The model did not answer in time.' }]);
   });
 
+  it("a tool running longer than requestTimeoutMs is not cut; the model's silence after it still times out", async () => {
+    const slow: Tool = {
+      name: 'slow',
+      description: 'takes longer than the model may be silent',
+      input: z.object({}),
+      run: async (_input, ctx) => {
+        const startedAt = Date.now();
+        await waitFor(() => Date.now() - startedAt > 600 || ctx.signal.aborted, 10_000, 20);
+        return ctx.signal.aborted ? 'cut' : 'done slowly';
+      },
+    };
+    llm.script({ kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_1', name: 'slow', arguments: '{}' }] }] }, { kind: 'stall' });
+    const events = await collect(runner({ requestTimeoutMs: 200, retries: 0 }), input('x', { tools: [slow] }));
+    expect(events.find((e) => e.type === 'tool_end')).toEqual({ type: 'tool_end', id: 'call_1', name: 'slow', output: 'done slowly' });
+    expect(events.at(-1)).toEqual({ type: 'error', code: 'PROVIDER_TIMEOUT', message: 'The model did not answer in time.' });
+  });
+
   it('cancel mid-stream yields cancelled and the fake sees the connection closed', async () => {
     llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two ', delayMs: 2000 }] });
     const ac = new AbortController();
