@@ -83,32 +83,43 @@ export function boundedEventFetch(maxEventBytes: number, inner?: typeof fetch): 
   };
 }
 
-/** Passes bytes through, counting those since the last blank line (CR, LF or CRLF line ends). */
+/** Passes bytes through, failing once one event passes `maxEventBytes`. */
 function eventBound(maxEventBytes: number): TransformStream<Uint8Array, Uint8Array> {
-  let event = 0;
-  let line = 0;
-  let afterCR = false;
+  const bytes = new EventBytes();
   return new TransformStream({
     transform(chunk, controller) {
-      for (let i = 0; i < chunk.length; i++) {
-        const b = chunk[i]!;
-        if (b === LF && afterCR) {
-          afterCR = false; // the LF of a CRLF
-          continue;
-        }
-        afterCR = b === CR;
-        if (b === LF || b === CR) {
-          if (line === 0) event = 0; // a blank line ends the event
-          line = 0;
-        } else {
-          line++;
-          if (++event > maxEventBytes) {
-            controller.error(new ProviderError('ANSWER_TOO_LONG', `one server-sent event passed ${maxEventBytes} bytes`));
-            return;
-          }
-        }
+      if (bytes.overAt(chunk, maxEventBytes) >= 0) {
+        controller.error(new ProviderError('ANSWER_TOO_LONG', `one server-sent event passed ${maxEventBytes} bytes`));
+        return;
       }
       controller.enqueue(chunk);
     },
   });
+}
+
+/** Counts the bytes of the server-sent event being read: those since the last blank line (CR, LF or CRLF line ends). */
+export class EventBytes {
+  #event = 0;
+  #line = 0;
+  #afterCR = false;
+
+  /** Reads `chunk` on: the index of its byte that takes the event past `maxBytes`, or -1. */
+  overAt(chunk: Uint8Array, maxBytes: number): number {
+    for (let i = 0; i < chunk.length; i++) {
+      const b = chunk[i]!;
+      if (b === LF && this.#afterCR) {
+        this.#afterCR = false; // the LF of a CRLF
+        continue;
+      }
+      this.#afterCR = b === CR;
+      if (b === LF || b === CR) {
+        if (this.#line === 0) this.#event = 0; // a blank line ends the event
+        this.#line = 0;
+      } else {
+        this.#line++;
+        if (++this.#event > maxBytes) return i;
+      }
+    }
+    return -1;
+  }
 }

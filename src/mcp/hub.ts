@@ -67,7 +67,7 @@ export class McpHub {
     return started;
   }
 
-  /** The tools an agent's connected servers offer now, as `server__tool`. */
+  /** The tools an agent's connected servers offer now, as `server__tool` (or a name model APIs take: tool-names.ts). */
   tools(agent: string): Tool[] {
     const servers = this.#agents.get(agent);
     const mod = this.#mod;

@@ -18,11 +18,6 @@ export interface ToolGate {
   ): Promise<{ run: true; done(reply: unknown): void } | { run: false; reply: unknown }>;
 }
 
-/** `server__tool`: the name the model sees. */
-export function toolName(server: string, tool: string): string {
-  return `${server}__${tool}`;
-}
-
 /** Whether the server's `approval` asks before running this tool (the agent's `tool_approval` may override it). */
 export function serverAsks(config: McpServerConfig, tool: string): boolean {
   return config.approval === 'always' || (Array.isArray(config.approval) && config.approval.includes(tool));
@@ -47,15 +42,15 @@ export function resultText(result: CallToolResult): string {
 }
 
 /**
- * The runtime tools of one connected MCP server. Each call: the server's `timeout_ms`,
+ * The runtime tools of one connected MCP server, under the names the model API takes
+ * (McpServer.offered); a call reaches the tool by its MCP name. Each call: the server's `timeout_ms`,
  * progress notifications as `tool_log` events; failures go back to the model as tool
  * errors. Approval (the server's `approval` is the tool's default) and `/stop tool` are
  * every tool's, added around each call by src/tools/tool-calls.ts: `ctx.signal` is the call's.
  */
 export function mcpTools(server: McpServer): Tool[] {
   const cfg = server.config;
-  return server.tools.map((t) => {
-    const name = toolName(cfg.name, t.name);
+  return server.offered.map(({ name, tool: t }) => {
     return {
       name,
       description: t.description ?? t.title ?? name,

@@ -1,15 +1,18 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, McpError, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, McpError, ToolListChangedNotificationSchema, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { backoffSchema, type BackoffConfig, type McpServerConfig } from '../config/schema.js';
 import { ChannelError, CodedError, errorMessage } from '../contracts/errors.js';
 import type { Logger } from '../observe/logger.js';
 import { SupervisedChannel, type ChannelStatus } from '../supervisor/channel.js';
+import { settleWithin } from '../util/abortable.js';
 import { VERSION } from '../util/version.js';
+import { ANSWER_TOO_LARGE, boundedMcpFetch } from './http-bound.js';
 import { listToolsBounded } from './list-tools.js';
 import { throttleStdio } from './stdio-buffer.js';
+import { modelToolNames, toolName } from './tool-names.js';
 
 /** What /status shows for one MCP server. */
 export interface McpServerStatus {
@@ -29,6 +32,12 @@ export interface McpServerStatus {
   pid: number | null;
 }
 
+/** One tool offered to the model: the name the model sees and calls, and the server's tool. */
+export interface OfferedTool {
+  name: string;
+  tool: McpTool;
+}
+
 export interface CallOptions {
   signal: AbortSignal;
   timeoutMs: number;
@@ -38,12 +47,18 @@ export interface CallOptions {
 /** MCP servers restart like channels do, from a short first delay (they are local processes). */
 const MCP_BACKOFF: BackoffConfig = backoffSchema.parse({ initial_ms: 500, max_ms: 30000 });
 const CONNECT_TIMEOUT_MS = 30000;
+/** A server's notifications/tools/list_changed are answered with one tools/list this long after the last of a burst. */
+export const TOOLS_RELIST_DEBOUNCE_MS = 300;
 
 /**
  * One configured MCP server: an official SDK client over stdio or Streamable HTTP, run as a
  * supervised listener (the channels' SupervisedChannel: full-jitter backoff, `/status` state).
  * A connection lists the server's tools; when the server dies the tools disappear until the
- * next connection lists them again.
+ * next connection lists them again, and so does the server's notifications/tools/list_changed
+ * (the next turn is offered what it lists then). A Streamable HTTP session the server no
+ * longer knows (HTTP 404: it restarted, or the session expired) is replaced by a new one
+ * within the same connection, as the MCP spec requires of a client; the SDK alone would keep
+ * sending the dead session id.
  */
 export class McpServer {
   readonly agent: string;
@@ -56,6 +71,16 @@ export class McpServer {
   #tools: McpTool[] = [];
   /** Ends the current connection so the supervisor starts a new one. */
   #drop: ((err: Error) => void) | undefined;
+  /** The current connection's stop signal and its supervisor's "connected" (a new session counts as a connection). */
+  #connection: { signal: AbortSignal; onConnected: () => void } | undefined;
+  /** The session being (or last) replaced, and its replacement: calls that meet the same 404 share it. */
+  #renewal: { stale: Client; fresh: Promise<Client> } | undefined;
+  /** The pending tools/list after a list_changed, and the latest listing started (an older one that ends later is not kept). */
+  #relistTimer: NodeJS.Timeout | undefined;
+  #relists = 0;
+  /** The offered tools with their model names, for the listing they were made from; renamings logged so far. */
+  #named: { listed: readonly McpTool[]; offered: readonly OfferedTool[] } | undefined;
+  readonly #renamesLogged = new Set<string>();
 
   constructor(agent: string, config: McpServerConfig, log: Logger, env: NodeJS.ProcessEnv) {
     this.agent = agent;
@@ -94,6 +119,26 @@ export class McpServer {
     return allow ? this.#tools.filter((t) => allow.includes(t.name)) : this.#tools;
   }
 
+  /** The tools offered to the model, each with the name it sees (modelToolNames): renamings are logged once. */
+  get offered(): readonly OfferedTool[] {
+    if (this.#named?.listed === this.#tools) return this.#named.offered;
+    const tools = this.tools;
+    const names = modelToolNames(
+      this.config.name,
+      tools.map((t) => t.name),
+    );
+    const offered = tools.map((tool) => ({ name: names.get(tool.name)!, tool }));
+    this.#named = { listed: this.#tools, offered };
+    const renamed = offered.filter((o) => o.name !== toolName(this.config.name, o.tool.name) && !this.#renamesLogged.has(`${o.tool.name}\n${o.name}`));
+    for (const o of renamed) this.#renamesLogged.add(`${o.tool.name}\n${o.name}`);
+    if (renamed.length)
+      this.#log.info(
+        { renamed: Object.fromEntries(renamed.map((o) => [o.tool.name, o.name])) },
+        `MCP server ${this.config.name}: tools whose names model APIs refuse are offered under other names`,
+      );
+    return offered;
+  }
+
   status(): McpServerStatus {
     const s = this.#supervised.status();
     const pid = this.#transport instanceof StdioClientTransport ? this.#transport.pid : null;
@@ -119,25 +164,81 @@ export class McpServer {
   async call(tool: string, args: Record<string, unknown>, o: CallOptions): Promise<CallToolResult> {
     const client = this.#client;
     if (!client) throw new CodedError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" is not connected`);
+    const deadline = Date.now() + o.timeoutMs;
+    const hadSession = this.#transport instanceof StreamableHTTPClientTransport && this.#transport.sessionId !== undefined;
     try {
-      const result = await client.callTool({ name: tool, arguments: args }, undefined, {
-        signal: o.signal,
-        timeout: o.timeoutMs,
-        ...(o.onProgress ? { onprogress: (p) => o.onProgress!(p.progress, p.total, p.message) } : {}),
-      });
-      return result as CallToolResult;
+      return await this.#callOn(client, tool, args, o, o.timeoutMs);
     } catch (err) {
-      if (o.signal.aborted) throw o.signal.reason ?? err;
-      if (err instanceof McpError && err.code === ErrorCode.RequestTimeout)
-        throw new CodedError('MCP_TOOL_TIMEOUT', `${this.config.name}__${tool} did not answer within ${o.timeoutMs} ms`, { cause: err });
-      if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
-        this.#drop?.(err);
-        throw new CodedError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" went away during the call`, { cause: err });
+      // A 404 to a request that carried a session id: the server does not know the session, so
+      // it ran nothing. Once on a new session; a second 404 is the server's to explain.
+      if (!(hadSession && err instanceof StreamableHTTPError && err.code === 404) || o.signal.aborted) throw this.#callError(err, tool, o);
+      const fresh = this.#renew(client);
+      if (!(await settleWithin(fresh, deadline - Date.now(), o.signal))) {
+        if (o.signal.aborted) throw o.signal.reason ?? err;
+        throw new CodedError('MCP_TOOL_TIMEOUT', `${this.config.name}__${tool} did not answer within ${o.timeoutMs} ms (a new session was being started)`);
       }
-      // Streamable HTTP has no connection to lose: a refused request means the server is gone.
-      if (err instanceof TypeError) this.#drop?.(err);
-      throw new CodedError('MCP_TOOL_FAILED', `${this.config.name}__${tool}: ${errorMessage(err)}`, { cause: err });
+      try {
+        return await this.#callOn(await fresh, tool, args, o, Math.max(1, deadline - Date.now()));
+      } catch (again) {
+        throw this.#callError(again, tool, o);
+      }
     }
+  }
+
+  async #callOn(client: Client, tool: string, args: Record<string, unknown>, o: CallOptions, timeoutMs: number): Promise<CallToolResult> {
+    const result = await client.callTool({ name: tool, arguments: args }, undefined, {
+      signal: o.signal,
+      timeout: timeoutMs,
+      ...(o.onProgress ? { onprogress: (p) => o.onProgress!(p.progress, p.total, p.message) } : {}),
+    });
+    return result as CallToolResult;
+  }
+
+  /** A failed call as the model is told it (coded); a connection that is gone is ended, so the supervisor starts another. */
+  #callError(err: unknown, tool: string, o: CallOptions): unknown {
+    if (o.signal.aborted) return o.signal.reason ?? err;
+    if (err instanceof CodedError) return err;
+    if (err instanceof McpError && err.code === ErrorCode.RequestTimeout)
+      return new CodedError('MCP_TOOL_TIMEOUT', `${this.config.name}__${tool} did not answer within ${o.timeoutMs} ms`, { cause: err });
+    if (err instanceof McpError && err.code === ErrorCode.ConnectionClosed) {
+      this.#drop?.(err);
+      return new CodedError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" went away during the call`, { cause: err });
+    }
+    if (err instanceof McpError && err.code === ANSWER_TOO_LARGE)
+      return new CodedError('MCP_TOOL_FAILED', `${this.config.name}__${tool}: ${err.message.replace(/^MCP error -?\d+: /, '')}`, { cause: err });
+    // Streamable HTTP has no connection to lose: a refused request means the server is gone.
+    if (err instanceof TypeError) this.#drop?.(err);
+    return new CodedError('MCP_TOOL_FAILED', `${this.config.name}__${tool}: ${errorMessage(err)}`, { cause: err });
+  }
+
+  /**
+   * A new session in place of `stale` (initialize, tools listed again): one however many calls
+   * met the 404. When it cannot be started the connection ends and the supervisor retries.
+   */
+  #renew(stale: Client): Promise<Client> {
+    if (this.#renewal?.stale === stale) return this.#renewal.fresh;
+    const connection = this.#connection;
+    if (!connection || this.#client !== stale) return Promise.reject(new CodedError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" is not connected`));
+    this.#log.warn(`MCP server ${this.config.name} no longer knows the session (HTTP 404); starting a new one`);
+    const fresh = this.#open(connection.signal).then(
+      (client) => {
+        stale.onclose = undefined;
+        void stale.close().catch(() => {});
+        connection.onConnected();
+        return client;
+      },
+      (err: unknown) => {
+        const why = new ChannelError('MCP_UNAVAILABLE', `MCP server "${this.config.name}": a new session failed: ${errorMessage(err)}`, {
+          cause: err,
+          retryable: true,
+        });
+        this.#drop?.(why);
+        throw why;
+      },
+    );
+    fresh.catch(() => {});
+    this.#renewal = { stale, fresh };
+    return fresh;
   }
 
   #makeTransport(): Transport {
@@ -155,25 +256,82 @@ export class McpServer {
         throw new ChannelError('MCP_UNAVAILABLE', `headers_env.${header}: environment variable ${envName} is not set`, { retryable: false });
       headers[header] = value;
     }
-    return new StreamableHTTPClientTransport(new URL(c.url!), { requestInit: { headers } });
+    // Its answers bounded as stdio's messages are: the SDK would read a 1 GB answer whole.
+    return new StreamableHTTPClientTransport(new URL(c.url!), { requestInit: { headers }, fetch: boundedMcpFetch() });
+  }
+
+  /** One session: a new client and transport, connected and its tools listed; it becomes the current one. */
+  async #open(signal: AbortSignal): Promise<Client> {
+    const client = new Client({ name: 'channeld', version: VERSION });
+    const transport = this.#makeTransport();
+    client.onerror = (err) => this.#log.debug({ err }, 'MCP transport error');
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => {
+      clearTimeout(this.#relistTimer);
+      this.#relistTimer = setTimeout(() => void this.#relist(client), TOOLS_RELIST_DEBOUNCE_MS);
+    });
+    // Only the current session's end ends the connection (a replaced one is closed on purpose).
+    client.onclose = () => {
+      if (this.#client === client) this.#drop?.(new ChannelError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" closed the connection`));
+    };
+    try {
+      await client.connect(transport, { signal });
+      const tools = await listToolsBounded(client, { server: this.config.name, maxTools: this.config.max_tools, signal });
+      // The connection ended meanwhile: nobody would close this client.
+      if (this.#connection?.signal !== signal) throw new Error('the connection ended');
+      this.#client = client;
+      this.#transport = transport;
+      this.#tools = tools;
+      return client;
+    } catch (err) {
+      client.onclose = undefined;
+      await client.close().catch(() => {});
+      throw err;
+    }
+  }
+
+  /**
+   * Lists the tools again after the server said they changed. A listing past a bound ends the
+   * connection with its fatal error, as at connect; any other failure keeps the tools listed before.
+   */
+  async #relist(client: Client): Promise<void> {
+    this.#relistTimer = undefined;
+    const connection = this.#connection;
+    if (this.#client !== client || !connection) return;
+    const relist = ++this.#relists;
+    try {
+      const tools = await listToolsBounded(client, { server: this.config.name, maxTools: this.config.max_tools, signal: connection.signal });
+      if (this.#client !== client || relist !== this.#relists) return;
+      this.#tools = tools;
+      this.#log.info({ tools: this.tools.length }, `MCP server ${this.config.name} changed its tools`);
+    } catch (err) {
+      if (connection.signal.aborted || this.#client !== client) return;
+      if (err instanceof CodedError && !err.retryable) this.#drop?.(err);
+      else this.#log.warn({ err }, `MCP server ${this.config.name} said its tools changed, but listing them failed; the earlier list stays`);
+    }
+  }
+
+  /** An `approval` list naming a tool the server does not list gates nothing: a typo, or a model name (`server__tool`) for an MCP one. */
+  #warnUnlistedApprovals(): void {
+    const approval = this.config.approval;
+    const unlisted = Array.isArray(approval) ? approval.filter((name) => !this.#tools.some((t) => t.name === name)) : [];
+    if (unlisted.length)
+      this.#log.warn(
+        { unlisted },
+        `MCP server ${this.config.name}: approval names tools the server does not list, so they gate nothing: ${unlisted.join(', ')}`,
+      );
   }
 
   /** One connection: lasts until the server goes away (retryable) or `signal` aborts (clean). */
   async #listen(signal: AbortSignal, onConnected: () => void): Promise<void> {
-    const client = new Client({ name: 'channeld', version: VERSION });
-    const transport = this.#makeTransport();
     const ended = new Promise<Error>((resolve) => {
       this.#drop = resolve;
-      client.onclose = () => resolve(new ChannelError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" closed the connection`));
       signal.addEventListener('abort', () => resolve(new Error('stopped')), { once: true });
     });
-    client.onerror = (err) => this.#log.debug({ err }, 'MCP transport error');
-    this.#transport = transport;
+    this.#connection = { signal, onConnected };
     try {
-      await client.connect(transport, { signal });
-      this.#tools = await listToolsBounded(client, { server: this.config.name, maxTools: this.config.max_tools, signal });
-      this.#client = client;
+      await this.#open(signal);
       this.#log.info({ tools: this.tools.length }, `MCP server ${this.config.name} connected`);
+      this.#warnUnlistedApprovals();
       onConnected();
       const why = await ended;
       if (!signal.aborted) throw why;
@@ -183,11 +341,18 @@ export class McpServer {
         ? err
         : new ChannelError('MCP_UNAVAILABLE', `MCP server "${this.config.name}": ${errorMessage(err)}`, { cause: err, retryable: true });
     } finally {
+      const client = this.#client;
       this.#client = undefined;
       this.#drop = undefined;
+      this.#connection = undefined;
+      this.#renewal = undefined;
+      clearTimeout(this.#relistTimer);
+      this.#relistTimer = undefined;
       this.#tools = [];
-      client.onclose = undefined;
-      await client.close().catch(() => {});
+      if (client) {
+        client.onclose = undefined;
+        await client.close().catch(() => {});
+      }
       this.#transport = undefined;
     }
   }
