@@ -50,6 +50,20 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     return daemons;
   };
 
+  /**
+   * The instance that polls Telegram (`listener`), the other one, and `onOther(first, step)`:
+   * the chat ids from `first` on (stepping by `step`; -1 for groups' negative ids) whose
+   * conversations run on the other instance.
+   */
+  const roles = async (a: TestDaemon, b: TestDaemon) => {
+    const listener = await waitFor(() => [a, b].find((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
+    const other = listener === a ? b : a;
+    const parts = other.daemon.status().cluster!.partitions.owned;
+    const onOther = (first: number, step = 1) =>
+      Array.from({ length: 100 }, (_, i) => first + step * i).filter((n) => parts.includes(partitionOf(`tg:${n}`, 8)));
+    return { listener, other, onOther };
+  };
+
   it('one instance polls Telegram; every message is answered once, in order per conversation; /status shows the cluster', async () => {
     const [a, b] = await cluster(2, 5);
     await waitFor(
@@ -95,11 +109,9 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
   it("/status received by one instance shows the conversation's stored session from the other, and creates none", async () => {
     const [a, b] = await cluster(2, 5);
     const ns = namespaces.at(-1)!;
-    const listener = await waitFor(() => [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
-    const owner = listener === a ? b! : a!;
-    const ownerParts = owner.daemon.status().cluster!.partitions.owned;
+    const { listener, other: owner, onOther } = await roles(a!, b!);
     // Two users whose conversations run on the instance that does not poll Telegram.
-    const [id, fresh] = Array.from({ length: 100 }, (_, i) => 5000 + i).filter((n) => ownerParts.includes(partitionOf(`tg:${n}`, 8)));
+    const [id, fresh] = onOther(5000);
     const user = { id: id!, first_name: 'Remote' };
     const sessionRows = async (scope: string) => {
       const client = new pg.Client({ connectionString: PG_URL });
@@ -136,12 +148,9 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
 
   it('/stop received by one instance stops the turn running on the other', async () => {
     const [a, b] = await cluster(2, 150);
-    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
-    const listener = [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected')!;
-    const other = listener === a ? b! : a!;
-    const otherParts = other.daemon.status().cluster!.partitions.owned;
+    const { listener, other, onOther } = await roles(a!, b!);
     // A user whose conversation runs on the instance that does not poll Telegram.
-    const id = Array.from({ length: 100 }, (_, i) => 2000 + i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const id = onOther(2000)[0]!;
     const user = { id, first_name: 'Remote' };
     tg!.dm(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), user);
     await waitFor(() => other.daemon.status().turns.list.some((t) => t.state === 'running'), 10_000);
@@ -160,12 +169,9 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
 
   it("in a group, a member's /stop sent through one instance leaves another member's answer running on the other; its starter's stops it", async () => {
     const [a, b] = await cluster(2, 150);
-    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
-    const listener = [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected')!;
-    const other = listener === a ? b! : a!;
-    const otherParts = other.daemon.status().cluster!.partitions.owned;
+    const { other, onOther } = await roles(a!, b!);
     // A group whose conversation runs on the instance that does not poll Telegram.
-    const chatId = Array.from({ length: 100 }, (_, i) => -1001000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const chatId = onOther(-1001000, -1)[0]!;
     const ada = { id: 43, first_name: 'Ada' };
     const bob = { id: 44, first_name: 'Bob' };
     const stop = `/stop@${tg!.bot.username}`;
@@ -192,10 +198,8 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
 
   it("in a group, a bare /stop (no command entity, no mention) received by one instance stops its sender's answer running on the other; anyone else's stays context", async () => {
     const [a, b] = await cluster(2, 150);
-    const listener = await waitFor(() => [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
-    const other = listener === a ? b! : a!;
-    const otherParts = other.daemon.status().cluster!.partitions.owned;
-    const chatId = Array.from({ length: 100 }, (_, i) => -1003000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const { other, onOther } = await roles(a!, b!);
+    const chatId = onOther(-1003000, -1)[0]!;
     const ada = { id: 43, first_name: 'Ada' };
     const bob = { id: 44, first_name: 'Bob' };
     tg!.group(Array.from({ length: 60 }, (_, i) => `w${i}`).join(' '), { chatId, from: ada, mention: true });
@@ -219,11 +223,8 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     // A 60 s grace: the hand-back waits that long for the running turn (120 words 250 ms apart).
     const [a, b] = await cluster(2, 250, 8, false, 'shutdown_grace_ms = 60000');
     const ns = namespaces.at(-1)!;
-    await waitFor(() => [a!, b!].some((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
-    const listener = [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected')!;
-    const other = listener === a ? b! : a!;
-    const otherParts = other.daemon.status().cluster!.partitions.owned;
-    const chatId = Array.from({ length: 100 }, (_, i) => -1002000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const { other, onOther } = await roles(a!, b!);
+    const chatId = onOther(-1002000, -1)[0]!;
     const partition = partitionOf(`tg:${chatId}`, 8);
     const ada = { id: 43, first_name: 'Ada' };
     const bob = { id: 44, first_name: 'Bob' };
@@ -261,10 +262,8 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
   it("a /stop after a hand-back's turns ended, while their writes still commit, drops the queued message it released: the next owner does not answer it", async () => {
     const [a, b] = await cluster(2, 100, 8, false, 'shutdown_grace_ms = 60000');
     const ns = namespaces.at(-1)!;
-    const listener = await waitFor(() => [a!, b!].find((d) => d.daemon.status().channels[0]!.state === 'connected'), 10_000);
-    const other = listener === a ? b! : a!;
-    const otherParts = other.daemon.status().cluster!.partitions.owned;
-    const chatId = Array.from({ length: 100 }, (_, i) => -1004000 - i).find((n) => otherParts.includes(partitionOf(`tg:${n}`, 8)))!;
+    const { other, onOther } = await roles(a!, b!);
+    const chatId = onOther(-1004000, -1)[0]!;
     const partition = partitionOf(`tg:${chatId}`, 8);
     const ada = { id: 43, first_name: 'Ada' };
     const bob = { id: 44, first_name: 'Bob' };
