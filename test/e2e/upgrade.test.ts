@@ -4,12 +4,12 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { waitFor } from '../helpers/daemon.js';
-import { withTempDir } from '../helpers/fixtures.js';
+import { withLlm, withTempDir } from '../helpers/fixtures.js';
 import { discordChannel, discordEnv, telegramChannel, telegramEnv, withDiscord, withTelegram } from '../helpers/platforms.js';
 import { withDaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { scaled } from '../helpers/timing.js';
 import { killRecordedDaemonAtEnd, pidOf, pollHealth } from '../helpers/upgrade.js';
-import { echoAgent } from '../helpers/toml.js';
+import { echoAgent, llmAgent } from '../helpers/toml.js';
 
 const cli = join(import.meta.dirname, '../../dist/bin/channeld.js');
 /** Why the systemd test cannot run here, if it cannot. */
@@ -208,19 +208,25 @@ describe('channeld upgrade, real processes', () => {
   // running turn: the third process knew of neither and answered the same message again.
   it('a second upgrade while the first hand-over waits for the old turn is refused, and the message is answered once', async () => {
     const tg = await withTelegram();
+    const llm = await withLlm();
     const dir = withTempDir('upgrade-twice');
-    // Eight words a second apart: the turn still runs in the old process after the hand-over.
-    const file = writeProcessConfig(dir, `${echoAgent(1000)}${telegramChannel(tg)}`);
+    // The model's answer is held until the second upgrade has been refused: the turn still
+    // runs in the old process for as long as the test needs, however slow the machine.
+    let release = (): void => {};
+    const held = new Promise<void>((r) => (release = r));
+    llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: held }] });
+    const file = writeProcessConfig(dir, `${llmAgent(llm.url)}${telegramChannel(tg)}`);
     const old = withDaemonProcess(file, telegramEnv(tg));
     killRecordedDaemonAtEnd(dir);
     const url = await old.url();
     await waitFor(async () => (await fetch(`${url}/readyz`)).status === 200, 15_000);
-    tg.dm('one two three four five six seven eight');
+    tg.dm('hello');
     await waitFor(() => tg.callsOf('sendMessage').length >= 1, 15_000);
 
     const first = await channeld(['upgrade', '--config', file]);
     expect(first.code).toBe(0);
     const second = await channeld(['upgrade', '--config', file]);
+    release();
     expect(second.out).toMatch(/hand-over has not finished/);
     expect(second.code).toBe(78);
     const newPid = pidOf(dir);
@@ -229,6 +235,7 @@ describe('channeld upgrade, real processes', () => {
     expect(await old.exited).toBe(0);
     await waitFor(() => old.lines.some((l) => l.pid === newPid && l.msg === "upgrade: the old process's turns ended; their conversations go on here"), 30_000);
     expect(old.lines.filter((l) => l.msg === 'turn finished')).toHaveLength(1);
+    expect(llm.requests).toHaveLength(1);
     // Its hand-over finished: the new process takes an upgrade again (not run here).
   }, 90_000);
 });
