@@ -5,7 +5,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, RelayedReply, StorageReporter, TransportOptions } from '../../src/contracts/channel.js';
 import { join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { isLoopbackClient, secretEquals, sendJson } from '../../src/util/http-helpers.js';
+import { isLoopbackClient, refuseUpgrade, secretEquals, sendJson } from '../../src/util/http-helpers.js';
 import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
@@ -15,6 +15,7 @@ import { storedKey } from './id-key.js';
 import { assets, servePage } from './page-route.js';
 import { Uploads } from './uploads.js';
 import { startHeartbeat } from './heartbeat.js';
+import { DEFAULT_SOCKET_CAPS, SocketLimit, type SocketCaps } from './socket-caps.js';
 
 /** Messages and replies kept per tab, in order, so a reloaded tab sees both sides of the conversation. */
 const BACKLOG = 100;
@@ -49,6 +50,8 @@ export interface WebchatOptions {
   storage?: StorageReporter;
   /** Every socket is pinged this often; one that answered none of two pings is dropped (a half-open tab). */
   heartbeatMs?: number;
+  /** Sockets open at once, per tab and in all (DEFAULT_SOCKET_CAPS); more are refused with 429. */
+  socketCaps?: SocketCaps;
 }
 
 /** About what a kept reply costs: its text (UTF-16) plus the entry around it. */
@@ -111,12 +114,11 @@ export class WebchatAdapter implements ChannelAdapter {
 
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
     const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
+    const limit = new SocketLimit(this.#o.socketCaps ?? DEFAULT_SOCKET_CAPS, this.#o.log, this.#o.id);
     const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => {
-      if (!this.#authorized(req, url)) {
-        socket.end('HTTP/1.1 401 Unauthorized\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
-        return;
-      }
+      if (!this.#authorized(req, url)) return refuseUpgrade(socket, '401 Unauthorized');
       const tabId = (url.searchParams.get('tab') ?? '').slice(0, 64) || randomUUID();
+      if (!limit.admit(socket, this.#tabs.get(tabId)?.sockets.size ?? 0, wss.clients.size)) return;
       wss.handleUpgrade(req, socket, head, (ws) => this.#attach(ws, tabId, deliver));
     };
     // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
@@ -269,14 +271,11 @@ export class WebchatAdapter implements ChannelAdapter {
   }
 
   #broadcast(chatId: string, frame: ServerFrame): void {
-    let tab = this.#tabs.get(chatId);
-    if (!tab && frame.type !== 'reply') return;
-    if (!tab) {
-      // A turn recovered after a restart can answer before its tab reconnects: keep the
-      // reply in a backlog for it, replayed when the tab attaches (idle tabs are evicted).
-      tab = { sockets: new Set(), backlog: new Map(), lastSeenMs: Date.now() };
-      this.#tabs.set(chatId, tab);
-    }
+    // A turn recovered after a restart can answer before its tab reconnects: keep the
+    // reply in a backlog for it, replayed when the tab attaches (idle tabs are evicted).
+    const tab = this.#tabs.get(chatId) ?? (frame.type === 'reply' ? { sockets: new Set<WebSocket>(), backlog: new Map(), lastSeenMs: Date.now() } : undefined);
+    if (!tab) return;
+    if (!this.#tabs.has(chatId)) this.#tabs.set(chatId, tab);
     if (frame.type === 'reply')
       this.#keep(tab, `bot:${frame.ref}`, { from: 'bot', text: frame.text, final: frame.final, ...(frame.buttons ? { buttons: frame.buttons } : {}) });
     if (frame.type === 'delete') this.#forgetReply(tab, `bot:${frame.ref}`);

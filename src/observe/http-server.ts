@@ -3,7 +3,7 @@ import { CodedError } from '../contracts/errors.js';
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { AddressInfo } from 'node:net';
-import { hostAllowed, isEventStream, originAllowed, sendJson } from '../util/http-helpers.js';
+import { hostAllowed, isEventStream, originAllowed, refuseUpgrade, sendJson } from '../util/http-helpers.js';
 import { takeInheritedListenFd } from '../util/listen-fd.js';
 import { ConnectionDrain } from './http-drain.js';
 
@@ -169,18 +169,18 @@ export class HttpServer implements HttpRoutes {
     this.#connections.forget(req.socket);
     const url = requestUrl(req);
     if (!url) {
-      socket.end('HTTP/1.1 400 Bad Request\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      refuseUpgrade(socket, '400 Bad Request');
       return;
     }
     // A browser always sends Origin on a WebSocket: a page of another site must not talk
     // to the agent and read its answers. Non-browser clients send none.
     if (!hostAllowed(req.headers.host, this.#allowedHosts()) || !this.ownOrigin(req)) {
-      socket.end('HTTP/1.1 403 Forbidden\r\nConnection: close\r\nContent-Length: 0\r\n\r\n');
+      refuseUpgrade(socket, '403 Forbidden');
       return;
     }
     const handler = this.#upgrades.get(url.pathname);
     if (!handler) {
-      socket.end('HTTP/1.1 404 Not Found\r\nConnection: close\r\n\r\n');
+      refuseUpgrade(socket, '404 Not Found');
       return;
     }
     handler(req, socket, head, url);

@@ -1,5 +1,6 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage, OutgoingHttpHeaders, ServerResponse } from 'node:http';
+import type { Duplex } from 'node:stream';
 
 /** HTTP helpers shared by the daemon's server, the management API and channels' webhooks. */
 
@@ -108,6 +109,14 @@ export const BODY_TIMEOUT_MS = 10_000;
  */
 export function refuseAndClose(res: ServerResponse, status: number, text = ''): void {
   res.writeHead(status, { 'content-type': 'text/plain', connection: 'close' }).end(text);
+}
+
+/**
+ * A WebSocket handshake refused before the upgrade (`status` like `'429 Too Many Requests'`):
+ * a plain HTTP answer, then the socket ends. `headers` are extra lines such as `Retry-After: 10`.
+ */
+export function refuseUpgrade(socket: Duplex, status: string, headers: readonly string[] = []): void {
+  socket.end(`HTTP/1.1 ${status}\r\nConnection: close\r\n${headers.map((h) => `${h}\r\n`).join('')}Content-Length: 0\r\n\r\n`);
 }
 
 /**

@@ -5,6 +5,7 @@ import pino from 'pino';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { WebchatAdapter } from '../../../channels/webchat/adapter.js';
+import type { SocketCaps } from '../../../channels/webchat/socket-caps.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { HttpServer } from '../../../src/observe/http-server.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -19,21 +20,24 @@ const filesIn = (dir: string): string[] => {
 };
 
 /** A web chat adapter on a real HTTP server, with the messages it delivers collected. */
-async function start(o: { accessToken?: string; uploadQuotaBytes?: number; maxBytes?: number } = {}) {
+async function start(o: { accessToken?: string; uploadQuotaBytes?: number; maxBytes?: number; socketCaps?: SocketCaps } = {}) {
   const http = new HttpServer(
     () => {},
     () => ['chat.example.com'],
   );
   const { port } = await http.listen('127.0.0.1', 0);
   const stateDir = mkdtempSync(join(tmpdir(), 'webchat-hard-'));
+  const warnings: unknown[] = [];
+  const log = pino({ level: 'warn' }, { write: (line: string) => void warnings.push(JSON.parse(line)) });
   const adapter = new WebchatAdapter({
     id: 'web',
     http,
-    log: pino({ level: 'silent' }),
     stateDir,
     maxAttachmentBytes: () => o.maxBytes ?? 1000,
     ...(o.accessToken ? { accessToken: o.accessToken } : {}),
     ...(o.uploadQuotaBytes ? { uploadQuotaBytes: o.uploadQuotaBytes } : {}),
+    ...(o.socketCaps ? { socketCaps: o.socketCaps } : {}),
+    log,
   });
   const delivered: ChannelMessage[] = [];
   const stop = new AbortController();
@@ -55,7 +59,7 @@ async function start(o: { accessToken?: string; uploadQuotaBytes?: number; maxBy
     await http.close();
     rmSync(stateDir, { recursive: true, force: true });
   };
-  return { base, port, adapter, delivered, stateDir, uploads: join(stateDir, 'uploads', 'web'), close };
+  return { base, port, adapter, delivered, warnings, stateDir, uploads: join(stateDir, 'uploads', 'web'), close };
 }
 
 describe('web chat: identity, origins and uploads', () => {
@@ -132,6 +136,56 @@ describe('web chat: identity, origins and uploads', () => {
       });
     expect(await ws(`http://localhost:${s.port + 1}`)).toBe(403);
     expect(await ws(s.base)).toBe(101);
+  });
+
+  /** A WebSocket to a tab: open (kept until the test closes it), or the HTTP status that refused it. */
+  const connect = (base: string, tab: string) =>
+    new Promise<WebSocket | number>((resolve, reject) => {
+      const c = new WebSocket(`${base.replace('http', 'ws')}/chat?tab=${tab}`);
+      c.once('open', () => resolve(c));
+      c.once('unexpected-response', (_q, r) => {
+        expect(r.headers['retry-after']).toBe('10');
+        resolve(r.statusCode!);
+      });
+      c.once('error', reject);
+    });
+  const closeAll = async (sockets: Array<WebSocket | number>) => {
+    for (const c of sockets) if (typeof c !== 'number') await new Promise((r) => c.once('close', r).close());
+  };
+
+  it('a tab holds at most 8 connections: the ninth is refused with 429 before the upgrade, and a closed one makes room', async () => {
+    const s = await started();
+    const open = [];
+    for (let i = 0; i < 8; i++) open.push(await connect(s.base, 'dup'));
+    expect(open.every((c) => typeof c !== 'number')).toBe(true);
+    expect(await connect(s.base, 'dup')).toBe(429);
+    // Another tab is not held back by this one.
+    const other = await connect(s.base, 'other');
+    expect(typeof other).not.toBe('number');
+    await closeAll([open.pop()!]);
+    await waitFor(async () => {
+      const c = await connect(s.base, 'dup');
+      if (typeof c !== 'number') open.push(c);
+      return typeof c !== 'number';
+    });
+    expect(s.warnings).toMatchObject([{ msg: 'web chat connections refused: too many open', channel: 'web', reason: 'a tab may hold 8 connections at once' }]);
+    await closeAll([...open, other]);
+  });
+
+  it('the channel holds at most its cap of connections, all tabs together; refusals are logged once a minute, not once each', async () => {
+    const s = await started({ socketCaps: { perTab: 8, total: 3 } });
+    const open = [await connect(s.base, 'a'), await connect(s.base, 'b'), await connect(s.base, 'c')];
+    expect(await connect(s.base, 'd')).toBe(429);
+    expect(await connect(s.base, 'a')).toBe(429);
+    expect(s.warnings).toHaveLength(1);
+    expect(s.warnings[0]).toMatchObject({ reason: 'the channel holds 3 connections at once' });
+    await closeAll(open);
+    await waitFor(async () => {
+      const c = await connect(s.base, 'd');
+      if (typeof c !== 'number') open.push(c);
+      return typeof c !== 'number';
+    });
+    await closeAll(open.slice(3));
   });
 
   it('a malformed x-file-name is 400 with nothing kept', async () => {

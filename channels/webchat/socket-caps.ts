@@ -1,0 +1,61 @@
+import type { Duplex } from 'node:stream';
+import type { Logger } from 'pino';
+import { refuseUpgrade } from '../../src/util/http-helpers.js';
+
+/**
+ * How many WebSockets a web chat holds open. Every open socket costs memory and is sent each
+ * of its tab's frames, so a client that may connect (loopback, or anyone with the access
+ * token) must not open them without end. A browser tab holds one; a tab the browser
+ * duplicates shares its id (sessionStorage is copied), so a few per tab are normal.
+ */
+export interface SocketCaps {
+  /** Sockets one tab may hold open at once. */
+  perTab: number;
+  /** Sockets one web chat channel holds open at once, all tabs together. */
+  total: number;
+}
+
+export const DEFAULT_SOCKET_CAPS: SocketCaps = { perTab: 8, total: 1024 };
+
+/** A refused page retries with its own backoff; this asks it to wait at least this long. */
+const RETRY_AFTER_S = 10;
+/** A flood of refused handshakes is logged once per this long, with how many were refused. */
+const WARN_EVERY_MS = 60_000;
+
+/** Admits a WebSocket handshake within the caps, or refuses it with 429 before the upgrade. */
+export class SocketLimit {
+  readonly #caps: SocketCaps;
+  readonly #log: Logger;
+  readonly #channel: string;
+  #refused = 0;
+  #warnedAtMs = Number.NEGATIVE_INFINITY;
+
+  constructor(caps: SocketCaps, log: Logger, channel: string) {
+    this.#caps = caps;
+    this.#log = log;
+    this.#channel = channel;
+  }
+
+  /**
+   * True when one more socket is taken for a tab holding `tabSockets` while the channel holds
+   * `allSockets` (both counted before this one); otherwise `socket` has been answered 429.
+   */
+  admit(socket: Duplex, tabSockets: number, allSockets: number): boolean {
+    const why =
+      tabSockets >= this.#caps.perTab
+        ? `a tab may hold ${this.#caps.perTab} connections at once`
+        : allSockets >= this.#caps.total
+          ? `the channel holds ${this.#caps.total} connections at once`
+          : undefined;
+    if (why === undefined) return true;
+    refuseUpgrade(socket, '429 Too Many Requests', [`Retry-After: ${RETRY_AFTER_S}`]);
+    this.#refused++;
+    const now = Date.now();
+    if (now - this.#warnedAtMs >= WARN_EVERY_MS) {
+      this.#log.warn({ channel: this.#channel, refused: this.#refused, reason: why }, 'web chat connections refused: too many open');
+      this.#warnedAtMs = now;
+      this.#refused = 0;
+    }
+    return false;
+  }
+}
