@@ -67,6 +67,10 @@ export class Reloader implements ReloadService {
     return this.#running;
   }
 
+  get applying(): boolean {
+    return this.#running !== undefined;
+  }
+
   /** No reload is folded in after this; resolves once the running one (if any) ended. */
   async close(): Promise<void> {
     this.#closed = true;

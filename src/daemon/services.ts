@@ -84,6 +84,8 @@ export interface ReloadResult {
 export interface ReloadService {
   /** Re-reads the config file and applies it; `dryRun` only validates it. */
   reload(options?: { dryRun?: boolean }): Promise<ReloadResult>;
+  /** A reload is being applied now (channels and agents unloaded and loaded anew). */
+  readonly applying: boolean;
 }
 
 /** Aborted when final-text retries must stop: the grace is over, or a second signal came. */

@@ -5,7 +5,7 @@ import { Upgrades } from './service.js';
 export const upgradeComponent = defineComponent({
   name: 'upgrade',
   provides: ['upgrade'],
-  inject: ['config', 'logger', 'http', 'dispatcher', 'management', 'storage', 'inbox'],
+  inject: ['config', 'logger', 'http', 'dispatcher', 'management', 'storage', 'inbox', 'reload'],
   start: (ctx) => {
     const config = ctx.use('config');
     const upgrades = new Upgrades({
@@ -16,6 +16,7 @@ export const upgradeComponent = defineComponent({
       dispatcher: ctx.use('dispatcher'),
       storage: ctx.use('storage'),
       inbox: ctx.use('inbox'),
+      reloading: () => ctx.use('reload').applying,
     });
     ctx.effect(ctx.use('management').bindUpgrade((options) => upgrades.predecessor.upgrade(options)));
     // A stop by any other way than a signal (the daemon's own stop): no upgrade outlives it.

@@ -28,6 +28,8 @@ export interface UpgradeWiring {
   storage: FreezeStorage;
   /** The local inbox: read at the freeze when the commit failed (see freezeFor). */
   inbox: FreezeInbox;
+  /** A reload is being applied: its channels' gates are being replaced, so none is handed over now. */
+  reloading: () => boolean;
 }
 
 /** The group commit as the freeze uses it: a commit, and how many writes it still holds. */
@@ -104,10 +106,14 @@ export class Upgrades {
       },
       // A third process would know neither the conversations held back here for the old
       // process nor its running turns, and would run them again.
+      // A reload half applied hands over the gates it has replaced so far: one it adds after
+      // the hand-over began runs its listener here as well as in the new process.
       refusal: () =>
         this.#handingOver
           ? 'this process was started by an upgrade whose hand-over has not finished (it is not ready yet, or the old process still runs turns); try again once the old process has exited'
-          : undefined,
+          : o.reloading()
+            ? 'a reload is being applied (a channel it removes or changes may wait for its running turns); try again once it has finished'
+            : undefined,
     });
     // Messages are stored from the start; no turn starts until the old process froze.
     if (successor) o.dispatcher.deferTurns();

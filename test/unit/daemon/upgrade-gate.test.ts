@@ -144,6 +144,7 @@ describe('Upgrades.wrap: how each listener moves', () => {
         dispatcher: { freeze: () => [], deferTurns: () => {}, resumeTurns: () => 0, trackAdmissions: () => {}, recoverUnheld: () => 0 },
         storage: { flush: () => {}, status: () => ({ pending_writes: 0 }) },
         inbox: { unfinished: () => [] },
+        reloading: () => false,
       },
       undefined,
     );

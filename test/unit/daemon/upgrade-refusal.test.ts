@@ -43,6 +43,7 @@ describe('upgrade: a process started by an upgrade refuses another until its han
         },
         storage: { flush: () => {}, status: () => ({ pending_writes: 0 }) },
         inbox: { unfinished: () => [] },
+        reloading: () => false,
       },
       successor,
     );

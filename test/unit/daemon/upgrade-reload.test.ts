@@ -70,6 +70,26 @@ describe('upgrade: a reload in the old process', () => {
     expect(await t.daemon.reload()).toMatchObject({ ok: true, added: ['web2'] });
   });
 
+  // An upgrade begun while a reload was being applied handed over the gates replaced so far;
+  // a channel the reload loaded after that ran its listener here and in the new process.
+  it('an upgrade asked for while a reload is being applied is refused (coded, logged); once it applied, one starts', async () => {
+    const { t, exec, childPid } = await setup(false);
+    const predecessor = t.daemon.upgrade.predecessor;
+    added(t);
+    const reloading = t.daemon.reload();
+    const refused = await predecessor.upgrade({ exec });
+    expect(refused).toMatchObject({ ok: false, code: 'UPGRADE_IN_PROGRESS' });
+    expect(refused.error).toMatch(/a reload is being applied/);
+    expect(t.logs.entries().some((e) => e.msg === 'upgrade refused' && e.code === 'UPGRADE_IN_PROGRESS')).toBe(true);
+    expect(childPid()).toBe(0);
+    expect(await reloading).toMatchObject({ ok: true, added: ['web2'] });
+    const outcome = predecessor.upgrade({ exec });
+    await waitFor(childPid);
+    expect(predecessor.phase).toBe('upgrading');
+    predecessor.stop();
+    expect(await outcome).toMatchObject({ ok: false });
+  });
+
   // After the hand-over a reload reaching the old process started listeners there that its
   // stop never stopped, and answered ok though the process now serving had not reloaded.
   it('is refused once this process handed over', async () => {
