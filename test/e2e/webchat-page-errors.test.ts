@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pino from 'pino';
+import type { Page } from 'playwright-core';
 import { afterEach, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { WebchatAdapter } from '../../channels/webchat/adapter.js';
@@ -72,6 +73,28 @@ async function start(o: { refuse?: Set<string>; heartbeatMs?: number } = {}) {
 
 type Started = Awaited<ReturnType<typeof start>>;
 
+/**
+ * From now on the page records every text #status takes (window.statusTexts): "reconnecting…"
+ * lasts only until the page's retry (500 ms), so a slow test process could miss it on screen.
+ */
+async function recordStatus(page: Page): Promise<void> {
+  await page.evaluate(`window.statusTexts = [];
+    new MutationObserver((records) => {
+      for (const r of records)
+        if (r.type === 'characterData') window.statusTexts.push(r.target.textContent);
+        else for (const n of r.addedNodes) window.statusTexts.push(n.textContent);
+    }).observe(document.getElementById('status'), { childList: true, characterData: true, subtree: true });`);
+}
+
+/** Waits until the recorded #status texts hold ones starting with `texts`, in this order. */
+async function statusSequence(page: Page, ...texts: string[]): Promise<void> {
+  await page.waitForFunction((want) => {
+    let i = 0;
+    for (const t of (globalThis as unknown as { statusTexts: string[] }).statusTexts) if (i < want.length && t.startsWith(want[i]!)) i++;
+    return i === want.length;
+  }, texts);
+}
+
 describe('web chat: errors name their message; heartbeat', () => {
   const { newPage } = chromiumPages();
   let s: Started | undefined;
@@ -96,9 +119,9 @@ describe('web chat: errors name their message; heartbeat', () => {
     await waitFor(() => texts().includes('next one'));
 
     // The socket drops and comes back: the refused message stays failed, not silently sent.
+    await recordStatus(page);
     await s.relisten();
-    await page.waitForSelector('#status:text("reconnecting")');
-    await page.waitForSelector('#status:text("connected")');
+    await statusSequence(page, 'reconnecting', 'connected');
     await page.fill('#input', 'after the reconnect');
     await page.press('#input', 'Enter');
     await waitFor(() => texts().includes('after the reconnect'));
@@ -124,9 +147,9 @@ describe('web chat: errors name their message; heartbeat', () => {
     await s.adapter().typing({ channelId: 'web', chatId, chatType: 'dm' });
     await page.locator('.typing').waitFor();
     // The turn that was typing may never answer this socket: a reconnect starts clean.
+    await recordStatus(page);
     await s.relisten();
-    await page.waitForSelector('#status:text("reconnecting")');
-    await page.waitForSelector('#status:text("connected")');
+    await statusSequence(page, 'reconnecting', 'connected');
     expect(await page.locator('.typing').count()).toBe(0);
   });
 

@@ -6,7 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Daemon } from '../../src/daemon/daemon.js';
 import { chromiumPages, hasChromium } from '../helpers/browser.js';
 import { header, LogSink, startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { withLlm } from '../helpers/fixtures.js';
 import { kinds } from '../helpers/kinds.js';
+import { fixedFreePort } from '../helpers/ports.js';
+import { llmAgent, webchatChannel } from '../helpers/toml.js';
 
 const body = `[agent]\nprovider = "echo"\necho_delay_ms = 20\n\n[[channels]]\nid = "web"\ntype = "webchat"\n`;
 
@@ -33,8 +36,9 @@ describe.runIf(hasChromium)('web chat page: unsent messages, order, refusals (he
   it('a message typed while the daemon is down is marked unsent, survives a reload, and is answered once after the restart', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'channeld-test-'));
     dirs.push(dir);
-    const first = await daemonOn(dir, 0);
-    const port = first.address.port;
+    // Outside the ephemeral range: another test's listen(0) cannot take it while the daemon is down.
+    const port = await fixedFreePort();
+    const first = await daemonOn(dir, port);
     const page = await newPage();
     // While `offline`, the page's sockets are closed at once (as a daemon that is down would),
     // so the reload below, not a reconnect of the old page, is what sends the message again.
@@ -113,7 +117,12 @@ describe.runIf(hasChromium)('web chat page: unsent messages, order, refusals (he
   });
 
   it('Enter during an IME composition does not send; an answer is aria-busy until it is final', async () => {
-    d = await startDaemon(body.replace('echo_delay_ms = 20', 'echo_delay_ms = 300'));
+    // The model holds the rest of its answer until the test has seen the draft: a draft for as long as it looks.
+    const llm = await withLlm();
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    llm.script({ kind: 'stream', chunks: [{ content: 'an answer with several words ' }, { content: 'to stream', after: released }] });
+    d = await startDaemon(llmAgent(llm.url) + webchatChannel());
     const page = await newPage();
     await page.goto(`${d.url}/`);
     await page.waitForSelector('#status:text("connected")');
@@ -121,8 +130,9 @@ describe.runIf(hasChromium)('web chat page: unsent messages, order, refusals (he
     await page.dispatchEvent('#input', 'keydown', { key: 'Enter', isComposing: true, bubbles: true, cancelable: true });
     await page.fill('#input', '日本語 with several words to stream');
     await page.press('#input', 'Enter');
-    await page.locator('.msg.bot.draft[aria-busy="true"]').last().waitFor();
-    await page.locator('.msg.bot.final[aria-busy="false"]', { hasText: 'stream' }).waitFor();
+    await page.locator('.msg.bot.draft[aria-busy="true"]', { hasText: 'several words' }).waitFor();
+    release();
+    await page.locator('.msg.bot.final[aria-busy="false"]', { hasText: 'to stream' }).waitFor();
     expect(await page.$$eval('#log .msg.me', (els) => els.map((e) => e.textContent))).toEqual(['日本語 with several words to stream']);
   });
 });
