@@ -4,6 +4,8 @@ import { formatStatus } from '../../src/actions/builtin/status.js';
 import { STOP_MARKER } from '../../src/stream/reply-stream.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { startDaemon, waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { withLlm } from '../helpers/fixtures.js';
+import { llmAgent } from '../helpers/toml.js';
 import { jetstreamManager } from '@nats-io/jetstream';
 import pg from 'pg';
 import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, PG_URL, uniqueNamespace, withNats } from '../helpers/cluster.js';
@@ -28,14 +30,17 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     for (const ns of namespaces) await dropNamespace(ns);
   });
 
-  /** `n` instances started one after another; with `settleEach`, each has its share before the next starts. */
-  const cluster = async (n: number, echoMs: number, partitions = 8, settleEach = false, daemonExtra = '') => {
+  /**
+   * `n` instances started one after another; with `settleEach`, each has its share before the
+   * next starts. Their agent is the echo one (`echoMs` between words) unless `agent` gives its table.
+   */
+  const cluster = async (n: number, echoMs: number, partitions = 8, settleEach = false, daemonExtra = '', agent?: string) => {
     const ns = uniqueNamespace();
     namespaces.push(ns);
     tg = new FakeTelegram();
     await tg.start();
     const body = (id: string) =>
-      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = ${partitions}`)}[agent]\nprovider = "echo"\necho_delay_ms = ${echoMs}\n\n[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg!.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
+      `${clusterToml(ns, `instance_id = "${id}"\nlease_ttl_ms = 1500\npartitions = ${partitions}`)}${agent ?? `[agent]\nprovider = "echo"\necho_delay_ms = ${echoMs}\n\n`}[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg!.url}"\nallow_from = ["*"]\nnative_drafts = false\n`;
     // Every partition is owned, shared out evenly between the instances.
     const shared = () =>
       waitFor(() => {
@@ -260,7 +265,11 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
   });
 
   it("a /stop after a hand-back's turns ended, while their writes still commit, drops the queued message it released: the next owner does not answer it", async () => {
-    const [a, b] = await cluster(2, 100, 8, false, 'shutdown_grace_ms = 60000');
+    const llm = await withLlm();
+    // The first answer is held until the hand-back has begun; after it the fake echoes the last user message.
+    let releaseAnswer!: () => void;
+    const answerHeld = new Promise<void>((r) => (releaseAnswer = r));
+    const [a, b] = await cluster(2, 0, 8, false, 'shutdown_grace_ms = 60000', llmAgent(llm.url));
     const ns = namespaces.at(-1)!;
     const { other, onOther } = await roles(a!, b!);
     const chatId = onOther(-1004000, -1)[0]!;
@@ -268,7 +277,9 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
     const ada = { id: 43, first_name: 'Ada' };
     const bob = { id: 44, first_name: 'Bob' };
     const mention = `@${tg!.bot.username}`;
-    tg!.group(Array.from({ length: 20 }, (_, i) => `w${i}`).join(' '), { chatId, from: ada, mention: true });
+    const words = Array.from({ length: 20 }, (_, i) => `w${i}`).join(' ');
+    llm.script({ kind: 'stream', chunks: [{ content: `${mention} ` }, { content: words, after: answerHeld }] });
+    tg!.group(words, { chatId, from: ada, mention: true });
     tg!.group('queued question', { chatId, from: ada, mention: true });
     await waitFor(() => other.daemon.status().turns.list.some((t) => t.state === 'queued'), 10_000);
     // The items table is locked: the hand-back's last writes (the answered turn's state) wait.
@@ -279,6 +290,7 @@ describe.skipIf(skip !== undefined)(`cluster mode, two in-process instances${ski
       await lock.query(`LOCK TABLE ${ns}.items IN EXCLUSIVE MODE`);
       await withNats(async (nc) => expect(await (await jetstreamManager(nc)).consumers.delete(`${ns}_inbox`, `p${partition}`)).toBe(true));
       await waitFor(() => other.logs.text.includes('partition consumer stopped delivering'), 10_000);
+      releaseAnswer();
       // The answer ends within the grace; the hand-back then waits for its writes.
       await waitFor(() => tg!.texts(chatId)[0]?.endsWith('w19') && other.daemon.status().turns.in_flight === 0, 15_000);
       expect(other.logs.text).not.toContain('partition handed back');
