@@ -4,6 +4,7 @@ import { beforeEach, describe, expect, it } from 'vitest';
 import type { FakeLlm } from '../fakes/llm/server.js';
 import { callTool, say, toolResult } from '../helpers/approval.js';
 import { waitFor, type TestDaemon } from '../helpers/daemon.js';
+import { scaled } from '../helpers/timing.js';
 import { withChat, withDaemon, withLlm, withTempDir } from '../helpers/fixtures.js';
 import { llmAgent, webchatChannel } from '../helpers/toml.js';
 import type { ChatClient } from '../helpers/webchat-client.js';
@@ -54,13 +55,14 @@ describe('every tool gated and stoppable: plugin-folder and built-in tools (fake
   });
 
   it('an approval decided after request_timeout_ms has passed still runs the tool: the model is not waited on meanwhile', async () => {
-    await start('request_timeout_ms = 1000');
+    // Stretched with the time scale: a busy machine's pause before the model's first chunk is not its silence.
+    await start(`request_timeout_ms = ${scaled(1000)}`);
     llm.script(callTool('stamp', { doc: 'lease' }), say('Stamped.'));
     c.send('stamp the lease');
     const q = await waitFor(() => c.replies().find((f) => f.buttons), 20_000);
     const askedAt = Date.now();
     // The approver takes longer than the model's idle bound (a condition on the clock, polled).
-    await waitFor(() => Date.now() - askedAt > 1500, 10_000, 50);
+    await waitFor(() => Date.now() - askedAt > scaled(1500), scaled(10_000), 50);
     expect(c.replies().some((f) => f.text?.includes('cancelled') || f.text?.includes('did not answer in time'))).toBe(false);
     c.send(q.buttons![0]!.data);
     await finalSaying('Stamped.');

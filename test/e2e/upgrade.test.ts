@@ -22,7 +22,8 @@ function channeld(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ code: 
     let out = '';
     child.stdout.on('data', (d: Buffer) => (out += String(d)));
     child.stderr.on('data', (d: Buffer) => (out += String(d)));
-    child.once('exit', (code) => resolve({ code, out }));
+    // 'close', not 'exit': the output pipes are read to their end.
+    child.once('close', (code) => resolve({ code, out }));
   });
 }
 
@@ -215,7 +216,8 @@ describe('channeld upgrade, real processes', () => {
     let release = (): void => {};
     const held = new Promise<void>((r) => (release = r));
     llm.script({ kind: 'stream', chunks: [{ content: 'one ' }, { content: 'two', after: held }] });
-    const file = writeProcessConfig(dir, `${llmAgent(llm.url)}${telegramChannel(tg)}`);
+    // A grace longer than the test: the old process's stop must not cut the held turn.
+    const file = writeProcessConfig(dir, `${llmAgent(llm.url)}${telegramChannel(tg)}`, 'shutdown_grace_ms = 600000\n');
     const old = withDaemonProcess(file, telegramEnv(tg));
     killRecordedDaemonAtEnd(dir);
     const url = await old.url();

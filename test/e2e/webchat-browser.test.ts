@@ -2,6 +2,8 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
+import { withLlm } from '../helpers/fixtures.js';
+import { llmAgent, webchatChannel } from '../helpers/toml.js';
 
 const body = (extra = '') => `[agent]\nprovider = "echo"\necho_delay_ms = 20\n\n[[channels]]\nid = "web"\ntype = "webchat"\n${extra}`;
 
@@ -92,12 +94,19 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
   });
 
   it('renders the live draft as Markdown while it streams', async () => {
-    d = await startDaemon(body().replace('echo_delay_ms = 20', 'echo_delay_ms = 300'));
+    // The model holds the rest of its answer until the test has seen the draft.
+    const llm = await withLlm();
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    llm.script({ kind: 'stream', chunks: [{ content: '**early** words ' }, { content: 'then the rest', after: released }] });
+    d = await startDaemon(llmAgent(llm.url) + webchatChannel());
     const page = await open(`${d.url}/`);
     await page.waitForSelector('#status:text("connected")');
-    await page.fill('#input', '**early** words then many more words that keep the draft open for a while');
+    await page.fill('#input', 'say something bold');
     await page.click('#send');
     await page.waitForSelector('.msg.bot.draft strong');
     expect(await page.textContent('.msg.bot.draft strong')).toBe('early');
+    release();
+    await page.waitForSelector('.msg.bot.final:has-text("then the rest")');
   });
 });

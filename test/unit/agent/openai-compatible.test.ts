@@ -11,6 +11,7 @@ import type { AgentInput } from '../../../src/contracts/agent-runner.js';
 import type { Tool } from '../../../src/contracts/tools.js';
 import { FakeLlm } from '../../fakes/llm/server.js';
 import { waitFor } from '../../helpers/daemon.js';
+import { scaled } from '../../helpers/timing.js';
 
 let llm: FakeLlm;
 beforeAll(async () => {
@@ -260,12 +261,13 @@ describe('OpenAICompatibleRunner against the fake LLM', () => {
       input: z.object({}),
       run: async (_input, ctx) => {
         const startedAt = Date.now();
-        await waitFor(() => Date.now() - startedAt > 600 || ctx.signal.aborted, 10_000, 20);
+        await waitFor(() => Date.now() - startedAt > scaled(600) || ctx.signal.aborted, scaled(10_000), 20);
         return ctx.signal.aborted ? 'cut' : 'done slowly';
       },
     };
     llm.script({ kind: 'stream', chunks: [{ toolCalls: [{ id: 'call_1', name: 'slow', arguments: '{}' }] }] }, { kind: 'stall' });
-    const events = await collect(runner({ requestTimeoutMs: 200, retries: 0 }), input('x', { tools: [slow] }));
+    // The bound stretches with the time scale: a busy machine's pause before the first chunk must not be the model's silence.
+    const events = await collect(runner({ requestTimeoutMs: scaled(200), retries: 0 }), input('x', { tools: [slow] }));
     expect(events.find((e) => e.type === 'tool_end')).toEqual({ type: 'tool_end', id: 'call_1', name: 'slow', output: 'done slowly' });
     expect(events.at(-1)).toEqual({ type: 'error', code: 'PROVIDER_TIMEOUT', message: 'The model did not answer in time.' });
   });
