@@ -1,4 +1,4 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import { partitionOf } from '../../src/cluster/partition-key.js';
 import { FakeLlm } from '../fakes/llm/server.js';
 import { FakeTelegram, visibleText, type StoredMessage } from '../fakes/telegram/server.js';
@@ -14,7 +14,8 @@ const PARTITIONS = 8;
 
 describe.skipIf(skip !== undefined)(`approvals and /stop tool reach the instance that runs the turn${skip ? ` (skipped: ${skip})` : ''}`, () => {
   const namespaces: string[] = [];
-  const llm = new FakeLlm();
+  // One per test: a failed test's unused scripts must not answer the next test's turns.
+  let llm = new FakeLlm();
   let tg: FakeTelegram | undefined;
   let file: CountingFile | undefined;
   let daemons: TestDaemon[] = [];
@@ -23,15 +24,21 @@ describe.skipIf(skip !== undefined)(`approvals and /stop tool reach the instance
     daemons = [];
     await tg?.close();
     tg = undefined;
+    await llm.close();
   });
   afterAll(async () => {
-    await llm.close();
     for (const ns of namespaces) await dropNamespace(ns);
   });
 
   /** `n` instances sharing the partitions; the one that polls Telegram, and the others. */
   const cluster = async (n: number) => {
-    if (!llm.url) await llm.start();
+    llm = new FakeLlm();
+    await llm.start();
+    // What each instance logged and what the fakes saw, to tell where a turn stopped.
+    onTestFailed(() => {
+      console.log(JSON.stringify({ llmRequests: llm.requests.length, telegram: tg?.messages.map((m) => [m.chatId, m.text.slice(0, 60)]) }));
+      for (const [i, d] of daemons.entries()) for (const e of d.logs.entries()) console.log(`i${i}`, JSON.stringify(e));
+    });
     const ns = uniqueNamespace();
     namespaces.push(ns);
     tg = new FakeTelegram();

@@ -1,7 +1,7 @@
 import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import type { Daemon } from '../../../src/daemon/daemon.js';
 import { untilSignalled } from '../../../src/daemon/signals.js';
 import type { ChannelAdapter } from '../../../src/contracts/channel.js';
@@ -94,6 +94,16 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
     const exited = untilSignalled(daemon);
     const outcome = predecessor.upgrade({ exec: script });
     await waitFor(childPid);
+    // Whether the pid still runs, is a zombie, or is another program now (pid_max may be 32768).
+    onTestFailed(() => {
+      const pid = childPid();
+      for (const f of ['status', 'cmdline'])
+        try {
+          console.log(`/proc/${pid}/${f}:`, readFileSync(`/proc/${pid}/${f}`, 'utf8').replaceAll('\0', ' ').split('\n').slice(0, 4).join(' | '));
+        } catch (err) {
+          console.log(`/proc/${pid}/${f}:`, String(err));
+        }
+    });
     process.emit('SIGTERM', 'SIGTERM');
     expect(await exited).toBe(0);
     expect(stops).toBe(1);
