@@ -24,7 +24,7 @@ const putBack = (file: string, text: string | undefined): void => {
 export const pidFileComponent = defineComponent({
   name: 'pidfile',
   // After the store: opening the database is what creates state_dir. After http: its bound address.
-  inject: ['config', 'storage', 'http', 'upgrade'],
+  inject: ['config', 'storage', 'http', 'upgrade', 'logger'],
   start: (ctx) => {
     const files = runFiles(ctx.use('config').config.daemon.state_dir);
     const bound = ctx.use('http').address;
@@ -32,8 +32,23 @@ export const pidFileComponent = defineComponent({
     // An upgrade's new process writes over the old one's files; if it stops before it took
     // over (the upgrade failed) they go back, the old process serving on.
     const previous = upgrade.successor ? { pid: readOr(files.pid), url: readOr(files.url) } : undefined;
-    writeFileSync(files.pid, `${process.pid}\n`, { mode: 0o600 });
-    if (bound) writeFileSync(files.url, `${localUrl(bound.address, bound.port)}\n`, { mode: 0o600 });
+    const write = () => {
+      writeFileSync(files.pid, `${process.pid}\n`, { mode: 0o600 });
+      if (bound) writeFileSync(files.url, `${localUrl(bound.address, bound.port)}\n`, { mode: 0o600 });
+    };
+    write();
+    // A failed upgrade's new process wrote its own files; one that could not put them back
+    // (SIGKILLed past its stop's bound) left its dead pid there, and the CLI found no daemon.
+    ctx.effect(
+      upgrade.onRecovered(() => {
+        if (readOr(files.pid)?.trim() === String(process.pid)) return;
+        try {
+          write();
+        } catch (err) {
+          ctx.use('logger').warn({ err }, 'upgrade failed: channeld.pid could not be written back');
+        }
+      }),
+    );
     ctx.effect(() => {
       // After an upgrade the files are the new process's (it wrote them while this one ran): kept.
       let mine = true;

@@ -47,6 +47,8 @@ export interface PredecessorOptions {
   refusal?(): string | undefined;
   /** Tells systemd (notifySystemd, the default); a test passes its own. */
   notify?(fields: string[]): Promise<unknown>;
+  /** A failed upgrade's new process is gone and this process serves on (its listeners run here again). */
+  onRecovered?(): void;
 }
 
 /** How long a new process that failed gets to exit after SIGTERM before SIGKILL. */
@@ -266,6 +268,7 @@ export class Predecessor {
           }
           for (const gate of paused) gate.resume();
           recovered();
+          this.#o.onRecovered?.();
         };
         // No pid: it never started, and node may never tell its exit.
         if (child.pid === undefined || child.exitCode !== null || child.signalCode !== null) recover();

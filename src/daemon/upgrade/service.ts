@@ -84,6 +84,7 @@ export class Upgrades {
   /** Started by an upgrade whose hand-over has not finished: the old process's conversations are still held back here. */
   #handingOver: boolean;
   #tookOver: boolean;
+  readonly #recovered = new Set<() => void>();
 
   constructor(o: UpgradeWiring, successor = Successor.fromProcess()) {
     this.#o = o;
@@ -95,6 +96,9 @@ export class Upgrades {
       timeoutMs: o.timeoutMs,
       http: o.http,
       freeze: freezeFor(o.dispatcher, o.storage, o.inbox, o.log),
+      onRecovered: () => {
+        for (const listener of this.#recovered) listener();
+      },
       watchStored: () => {
         o.dispatcher.trackAdmissions();
         // What this process's ended turns wrote is committed first: a row still reading
@@ -141,6 +145,12 @@ export class Upgrades {
    * away): what the old one left, its run files, is this one's now. A new process stopped
    * before that (a failed upgrade) gives them back.
    */
+  /** Calls `listener` each time a failed upgrade's new process is gone and this process serves on; returns its removal. */
+  onRecovered(listener: () => void): () => void {
+    this.#recovered.add(listener);
+    return () => this.#recovered.delete(listener);
+  }
+
   get tookOver(): boolean {
     return this.#tookOver;
   }

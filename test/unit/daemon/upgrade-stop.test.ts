@@ -49,6 +49,7 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
     const fd = openSync(join(dir, 'socket'), 'w');
     const sink = new LogSink();
     let tracking = 0;
+    let recoveries = 0;
     const notified: string[][] = [];
     const predecessor = new Predecessor({
       log: createLogger({ level: 'debug', destination: sink, pretty: false }),
@@ -60,6 +61,7 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
         return () => (tracking--, 0);
       },
       notify: async (fields) => void notified.push(fields),
+      onRecovered: () => void recoveries++,
     });
     const childPid = () => {
       try {
@@ -76,14 +78,14 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
       closeSync(fd);
       rmSync(dir, { recursive: true, force: true });
     });
-    return { predecessor, script, ready, sink, childPid, pidFile, notified, tracking: () => tracking };
+    return { predecessor, script, ready, sink, childPid, pidFile, notified, tracking: () => tracking, recoveries: () => recoveries };
   }
 
   // A SIGTERM before the new process was ready never stopped it: once the old process had
   // exited it took over, an orphan outside the service manager; and an upgrade asked for
   // after the SIGTERM started in the stopping daemon.
   it('SIGTERM while the new process is not ready fails the upgrade and stops that process; no upgrade starts after it', async () => {
-    const { predecessor, script, childPid, pidFile } = setup();
+    const { predecessor, script, childPid, pidFile, recoveries } = setup();
     let stops = 0;
     const daemon = {
       log: createLogger({ level: 'silent' }),
@@ -120,6 +122,8 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
     });
     expect(got).toBe('{"t":"abort"}\n');
     await waitFor(() => gone(childPid()));
+    // Told once it is gone: the run files are this process's again (pidfile.ts).
+    await waitFor(() => recoveries() === 1);
     expect(await predecessor.upgrade({ exec: script })).toMatchObject({ ok: false, code: 'DAEMON_SHUTTING_DOWN' });
   });
 
