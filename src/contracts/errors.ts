@@ -153,6 +153,7 @@ export const catalogue = {
   MCP_UNAVAILABLE: { retryable: true, text: 'the MCP server could not be started or reached, or it went away' },
   MCP_TOOL_TIMEOUT: { retryable: false, text: 'the MCP tool did not answer within its timeout_ms' },
   MCP_TOOL_FAILED: { retryable: false, text: 'the MCP tool call failed' },
+  MCP_ANSWER_TOO_LARGE: { retryable: false, text: "the MCP server's answer passed the byte bound (4 MiB) and was not read further" },
   PROMPT_FILE_OUTSIDE: { retryable: false, text: "a prompt file resolves (through a symlink) to a path outside the agent's workspace_dir" },
   SKILL_INVALID: { retryable: false, text: 'a SKILL.md in skills_dir is missing or breaks the Agent Skills format; that skill is left out, the others load' },
   SKILL_NOT_FOUND: { retryable: false, text: 'the model asked load_skill for a skill that is not in skills_dir' },

@@ -104,7 +104,7 @@ function eventBound(maxBytes: number, ids: () => (string | number)[]): Transform
       }
       const answers = tooLargeAnswers(ids(), maxBytes);
       if (answers.length === 0) {
-        controller.error(new CodedError('MCP_TOOL_FAILED', `one server-sent event of the MCP server passed ${maxBytes} bytes`));
+        controller.error(new CodedError('MCP_ANSWER_TOO_LARGE', `one server-sent event of the MCP server passed ${maxBytes} bytes`));
         return;
       }
       controller.enqueue(chunk.subarray(0, over));

@@ -205,7 +205,7 @@ export class McpServer {
       return new CodedError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" went away during the call`, { cause: err });
     }
     if (err instanceof McpError && err.code === ANSWER_TOO_LARGE)
-      return new CodedError('MCP_TOOL_FAILED', `${this.config.name}__${tool}: ${err.message.replace(/^MCP error -?\d+: /, '')}`, { cause: err });
+      return new CodedError('MCP_ANSWER_TOO_LARGE', `${this.config.name}__${tool}: ${err.message.replace(/^MCP error -?\d+: /, '')}`, { cause: err });
     // Streamable HTTP has no connection to lose: a refused request means the server is gone.
     if (err instanceof TypeError) this.#drop?.(err);
     return new CodedError('MCP_TOOL_FAILED', `${this.config.name}__${tool}: ${errorMessage(err)}`, { cause: err });

@@ -66,6 +66,6 @@ describe('boundedMcpFetch (the Streamable HTTP answers bound)', () => {
   it('an event past the bound on the stream the server opened (no request to answer) fails the stream', async () => {
     const s = await endless(200, 'text/event-stream', 'data: ');
     const res = await boundedMcpFetch()(s.url, { method: 'GET' });
-    await expect(res.text()).rejects.toMatchObject({ code: 'MCP_TOOL_FAILED' });
+    await expect(res.text()).rejects.toMatchObject({ code: 'MCP_ANSWER_TOO_LARGE' });
   });
 });

@@ -72,7 +72,7 @@ describe('MCP over Streamable HTTP (an SDK server in the test)', () => {
       const { server } = await connect({ json });
       const refused = await call(server, 'big').catch((err: unknown) => err);
       expect(refused).toBeInstanceOf(CodedError);
-      expect(refused).toMatchObject({ code: 'MCP_TOOL_FAILED' });
+      expect(refused).toMatchObject({ code: 'MCP_ANSWER_TOO_LARGE' });
       expect((refused as Error).message).toContain(`h__big: the MCP server's answer passed ${MAX_HTTP_MESSAGE_BYTES} bytes`);
       expect((await call(server, 'echo', { x: 'still here' })).content).toEqual([{ type: 'text', text: 'still here' }]);
       expect(server.status().state).toBe('connected');
