@@ -40,6 +40,7 @@ export const catalogue = {
     text: 'a tool call that went on in the background finished, but its result could not be stored as a follow-up turn; it was retried, then dropped',
   },
   MESSAGE_HOOK_TIMEOUT: { retryable: false, text: "a plugin's message hook did not finish within its timeout_ms; it was aborted" },
+  INBOX_FULL: { retryable: true, text: 'the inbox is at its bound ([cluster] max_queued unanswered items); the message was not stored' },
   MESSAGE_HOOK_BUSY: { retryable: false, text: "a plugin's message hook had too many runs still going, so a message skipped it" },
   TOOL_CALL_INVALID: {
     retryable: false,

@@ -11,6 +11,7 @@ import type { DispatchChannel } from './channel.js';
 import { ChatControls } from './chat-controls.js';
 import { IntakeHold } from './hold.js';
 import { IntentJudge } from './intent-judge.js';
+import { isFiringMessage } from './lane-batch.js';
 import { Lanes, type TurnJob } from './lanes.js';
 import { metricsObserver, trackerObserver } from './lifecycle-observers.js';
 import type { DispatcherOptions } from './options.js';
@@ -166,6 +167,9 @@ export class Dispatcher implements TopologyWork {
       if (holdable(err)) return this.#held(incoming, errorMessage(err));
       throw err;
     }
+    // A reminder's or schedule's firing has no sender to tell "busy": its caller tries it again.
+    if (admission === 'full' && isFiringMessage(msg))
+      throw new CodedError('INBOX_FULL', `channel "${msg.channelId}": a ${msg.synthetic!.kind} firing was not stored`);
     this.#admit(msg, admission, incoming.passive);
     return true;
   };

@@ -1,4 +1,5 @@
 import type { InboxItem } from '../inbox/item.js';
+import type { ChannelMessage } from '../contracts/message.js';
 import type { QueueMode } from '../config/schema.js';
 
 /**
@@ -8,7 +9,12 @@ import type { QueueMode } from '../config/schema.js';
  * Nor does it cut or drop a user's answer in `interrupt` mode (Lanes.accept).
  */
 export function isFiring(item: InboxItem): boolean {
-  const kind = item.message.synthetic?.kind;
+  return isFiringMessage(item.message);
+}
+
+/** Whether `msg` is a reminder's or a schedule's firing (made by the daemon, no user behind it). */
+export function isFiringMessage(msg: ChannelMessage): boolean {
+  const kind = msg.synthetic?.kind;
   return kind === 'reminder' || kind === 'schedule';
 }
 

@@ -4,6 +4,7 @@ import { kinds } from './kinds.js';
 import type { DaemonConfig } from '../../src/config/schema.js';
 import { Dispatcher, type DispatchChannel, type DispatcherOptions } from '../../src/dispatch/dispatcher.js';
 import { LocalTopology } from '../../src/topology/local/local-topology.js';
+import type { Topology } from '../../src/contracts/topology.js';
 import { replyTargetOf } from '../../src/contracts/message.js';
 import { createLogger } from '../../src/observe/logger.js';
 import { Metrics } from '../../src/observe/metrics.js';
@@ -49,6 +50,8 @@ export function pipeline(
     workspace?: Partial<WorkspaceOptions>;
     executor?: Pick<TurnExecutorDeps, 'fenceOf' | 'onSent'>;
     dispatcher?: Pick<DispatcherOptions, 'onReceived'>;
+    /** The topology over the pipeline's inbox (a LocalTopology by default). */
+    topology?: (inbox: Inbox) => Topology;
   } = {},
 ): Pipeline {
   const { config } = parseConfig(`${toml}\n[[channels]]\nid = "t"\ntype = "webchat"\n${channelKeys}`, 'test.toml', kinds, {});
@@ -74,7 +77,7 @@ export function pipeline(
   const hardStop = new AbortController();
   const dispatcher = new Dispatcher({
     hardStop: hardStop.signal,
-    topology: new LocalTopology(inbox),
+    topology: options.topology?.(inbox) ?? new LocalTopology(inbox),
     metrics,
     log,
     limits: () => config.limits,
