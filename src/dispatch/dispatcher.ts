@@ -11,7 +11,7 @@ import type { DispatchChannel } from './channel.js';
 import { ChatControls } from './chat-controls.js';
 import { IntakeHold } from './hold.js';
 import { IntentJudge } from './intent-judge.js';
-import { isFiringMessage } from './lane-batch.js';
+import { fullFiring, refuseFullFirings } from './firing-full.js';
 import { Lanes, type TurnJob } from './lanes.js';
 import { metricsObserver, trackerObserver } from './lifecycle-observers.js';
 import type { DispatcherOptions } from './options.js';
@@ -82,7 +82,7 @@ export class Dispatcher implements TopologyWork {
     ]);
     this.#hold = new IntakeHold<Admission>({
       limits: () => ({ messages: options.limits().degraded_hold_messages, bytes: options.limits().degraded_hold_bytes }),
-      write: (batch) => intake.receiveBatch(batch),
+      write: async (batch) => refuseFullFirings(batch, await intake.receiveBatch(batch)),
       stored: (h, admission) => this.#admit(h.msg, admission, h.passive),
       holdable,
       syntheticWindowMs: () => intake.duplicateWindowMs(),
@@ -167,9 +167,11 @@ export class Dispatcher implements TopologyWork {
       if (holdable(err)) return this.#held(incoming, errorMessage(err));
       throw err;
     }
-    // A reminder's or schedule's firing has no sender to tell "busy": its caller tries it again.
-    if (admission === 'full' && isFiringMessage(msg))
-      throw new CodedError('INBOX_FULL', `channel "${msg.channelId}": a ${msg.synthetic!.kind} firing was not stored`);
+    const full = fullFiring(msg, admission);
+    if (full) {
+      this.#o.metrics.refused.inc({ channel: msg.channelId, reason: 'busy' });
+      throw full;
+    }
     this.#admit(msg, admission, incoming.passive);
     return true;
   };

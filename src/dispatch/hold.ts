@@ -227,8 +227,11 @@ export class IntakeHold<R> {
         this.#o.stored(h, r.value);
         for (const w of h.waiters.splice(0)) w.resolve(true);
       } else {
-        // Not a storage fault (a bug): retrying cannot help, and it must not hold the others.
-        this.#o.log.error({ err: r.reason, channel: h.msg.channelId, messageId: h.msg.messageId }, 'a held message could not be stored and is dropped');
+        // Not a storage fault: a bug (retrying cannot help, and it must not hold the others), or
+        // a firing the full inbox refused (INBOX_FULL: its caller tries it again).
+        const fields = { err: r.reason, channel: h.msg.channelId, messageId: h.msg.messageId };
+        if (r.reason instanceof CodedError && r.reason.code === 'INBOX_FULL') this.#o.log.warn(fields, 'a held firing was refused: the inbox is full');
+        else this.#o.log.error(fields, 'a held message could not be stored and is dropped');
         for (const w of h.waiters.splice(0)) w.reject(r.reason);
       }
     }

@@ -8,14 +8,18 @@ import { withPipeline } from '../../helpers/pipeline.js';
 import { userMessage } from '../../helpers/recording-adapter.js';
 
 /**
- * A topology whose inbox is at its bound for the next `full` messages, as a cluster's
- * JetStream stream is at `[cluster] max_queued` (it refuses them: 'full'); then stores again.
+ * A topology whose inbox is away for the next `away` writes (STORAGE_UNAVAILABLE: the message is
+ * held), then at its bound for the next `full` messages, as a cluster's JetStream stream is at
+ * `[cluster] max_queued` (it refuses them: 'full'); then it stores again.
  */
 class FullFor extends LocalTopology {
-  constructor(inbox: Inbox, full: number) {
+  constructor(inbox: Inbox, full: number, away = 0) {
     super(inbox);
     const receive = this.intake.receive.bind(this.intake);
-    this.intake.receive = async (incoming: Incoming): Promise<Admission> => (full-- > 0 ? 'full' : receive(incoming));
+    this.intake.receive = async (incoming: Incoming): Promise<Admission> => {
+      if (away-- > 0) throw new CodedError('STORAGE_UNAVAILABLE', 'the store is away');
+      return full-- > 0 ? 'full' : receive(incoming);
+    };
   }
 }
 
@@ -34,6 +38,15 @@ describe('a firing the inbox is too full to store', () => {
     // The bound is gone: the firing is stored and answered.
     expect(await p.dispatcher.deliver(userMessage('t', 'water the plants', { synthetic: { kind: 'reminder', id: 'reminder-2' } }))).toBe(true);
     await waitFor(() => p.adapter.visible('chat-1').length === 1);
+
+    // Held while the store was away, then refused as full when the hold wrote it: refused the same.
+    const held = withPipeline('[agent]\nprovider = "echo"\n', '', { topology: (inbox) => new FullFor(inbox, 1, 1) });
+    const late = await held.dispatcher
+      .deliver(userMessage('t', 'feed the cat', { synthetic: { kind: 'reminder', id: 'reminder-3' } }))
+      .catch((err: unknown) => err);
+    expect(late).toMatchObject({ code: 'INBOX_FULL' });
+    expect(held.adapter.calls.filter((c) => c.op === 'send').map((c) => c.text)).not.toContain('I am busy right now, try again shortly.');
+    expect(held.logs.entries().some((e) => e.msg === 'a held firing was refused: the inbox is full')).toBe(true);
 
     const user = withPipeline('[agent]\nprovider = "echo"\n', '', { topology: (inbox) => new FullFor(inbox, 1) });
     expect(await user.dispatcher.deliver(userMessage('t', 'hello'))).toBe(true);
