@@ -229,11 +229,15 @@
       // Refused handshakes look like a daemon that is down; after a few, say what may be wrong.
       if (!opened && !needsToken && ++failedHandshakes >= 3)
         showNotice(
-          'The daemon has not accepted a connection from this page: it is not running, or it refuses this client (without access_token_env a web chat takes only loopback clients, not through a proxy). Retrying…',
+          'The daemon has not accepted a connection from this page: it is not running, or it refuses this client (without access_token_env a web chat takes only loopback clients, not through a proxy), or this tab already has too many connections open (close its duplicates). Retrying…',
         );
       // A handshake refused by a server that wants a token: the token is missing or wrong.
       if (!opened && needsToken)
-        askToken(token ? 'The access token was refused (or the daemon is not reachable); enter it again.' : 'This web chat needs its access token.');
+        askToken(
+          token
+            ? 'The access token was refused (or the daemon is not reachable, or this tab already has too many connections open); enter it again.'
+            : 'This web chat needs its access token.',
+        );
       status.textContent = 'reconnecting…';
       retryTimer = setTimeout(connect, retryMs);
       retryMs = Math.min(retryMs * 2, 10000);

@@ -17,7 +17,7 @@ export interface SocketCaps {
 
 export const DEFAULT_SOCKET_CAPS: SocketCaps = { perTab: 8, total: 1024 };
 
-/** A refused page retries with its own backoff; this asks it to wait at least this long. */
+/** Asks a client other than the page to wait this long (a browser's WebSocket never sees the answer; the page keeps its own backoff). */
 const RETRY_AFTER_S = 10;
 /** A flood of refused handshakes is logged once per this long, with how many were refused. */
 const WARN_EVERY_MS = 60_000;
