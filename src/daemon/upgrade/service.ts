@@ -96,8 +96,14 @@ export class Upgrades {
       timeoutMs: o.timeoutMs,
       http: o.http,
       freeze: freezeFor(o.dispatcher, o.storage, o.inbox, o.log),
+      // Run where the failed process's exit is handled: one that throws must not end the daemon.
       onRecovered: () => {
-        for (const listener of this.#recovered) listener();
+        for (const listener of this.#recovered)
+          try {
+            listener();
+          } catch (err) {
+            o.log.warn({ err }, 'upgrade failed: a listener of the recovery threw');
+          }
       },
       watchStored: () => {
         o.dispatcher.trackAdmissions();
@@ -140,17 +146,17 @@ export class Upgrades {
     return { adapter: gate.adapter, forget: () => this.predecessor.release(id, gate) };
   }
 
-  /**
-   * This process serves (it was not started by an upgrade, or the old process froze or went
-   * away): what the old one left, its run files, is this one's now. A new process stopped
-   * before that (a failed upgrade) gives them back.
-   */
   /** Calls `listener` each time a failed upgrade's new process is gone and this process serves on; returns its removal. */
   onRecovered(listener: () => void): () => void {
     this.#recovered.add(listener);
     return () => this.#recovered.delete(listener);
   }
 
+  /**
+   * This process serves (it was not started by an upgrade, or the old process froze or went
+   * away): what the old one left, its run files, is this one's now. A new process stopped
+   * before that (a failed upgrade) gives them back.
+   */
   get tookOver(): boolean {
     return this.#tookOver;
   }
