@@ -29,6 +29,7 @@ export const pidFileComponent = defineComponent({
     const files = runFiles(ctx.use('config').config.daemon.state_dir);
     const bound = ctx.use('http').address;
     const upgrade = ctx.use('upgrade');
+    const log = ctx.use('logger');
     // An upgrade's new process writes over the old one's files; if it stops before it took
     // over (the upgrade failed) they go back, the old process serving on.
     const previous = upgrade.successor ? { pid: readOr(files.pid), url: readOr(files.url) } : undefined;
@@ -45,7 +46,7 @@ export const pidFileComponent = defineComponent({
         try {
           write();
         } catch (err) {
-          ctx.use('logger').warn({ err }, 'upgrade failed: channeld.pid could not be written back');
+          log.warn({ err }, 'upgrade failed: channeld.pid could not be written back');
         }
       }),
     );
