@@ -181,7 +181,10 @@ export class Partitions {
       this.log.info({ partition, takeoverSeq }, 'partition acquired');
       o.loop = this.#consume(o, takeoverSeq);
       void this.#watchConsumer(o, o.messages);
-      lease.signal.addEventListener('abort', () => void this.#lost(o), { once: true });
+      // Lost while the consumer was set up (a process starved past the lease's fence): its abort
+      // has fired already, and the partition would stay listed here, consumed by nobody.
+      if (lease.signal.aborted) void this.#lost(o);
+      else lease.signal.addEventListener('abort', () => void this.#lost(o), { once: true });
     } catch (err) {
       this.log.warn({ err, partition }, 'partition could not be consumed; giving it back');
       this.#owned.delete(partition);

@@ -14,6 +14,21 @@ interface Drop {
   resolve(dropped: Dropped): void;
 }
 
+interface Hold {
+  prefix: string;
+  /** Set once a publish is held: sends it on. */
+  held?: () => void;
+  reached: () => void;
+}
+
+/** A publish held on its way until released. */
+export interface HeldPublish {
+  /** Resolves once a matching publish is held. */
+  readonly reached: Promise<void>;
+  /** Sends it on (and lets later matching ones pass). */
+  release(): void;
+}
+
 /**
  * A TCP proxy in front of a NATS server that can lose one client publish on its way, as a
  * route or a stream leader's change can lose a JetStream pull request in a NATS cluster;
@@ -26,6 +41,7 @@ export class NatsProxy {
   readonly #server: Server = createServer((client) => this.#pipe(client));
   readonly #sockets = new Set<Socket>();
   readonly #drops: Drop[] = [];
+  readonly #holds: Hold[] = [];
   #upstream = { host: '127.0.0.1', port: 4222 };
 
   /** Listens on a loopback port in front of `upstreamUrl` (nats://host:port). */
@@ -46,6 +62,22 @@ export class NatsProxy {
   /** Loses the next publish whose subject starts with `prefix`; resolves with it once it has. */
   dropNext(prefix: string): Promise<Dropped> {
     return new Promise((resolve) => this.#drops.push({ prefix, resolve }));
+  }
+
+  /** Holds the next publish whose subject starts with `prefix` until `release()`, as a slow server would. */
+  holdNext(prefix: string): HeldPublish {
+    let reached!: () => void;
+    const h: Hold = { prefix, reached: () => {} };
+    const atReach = new Promise<void>((r) => (reached = r));
+    h.reached = reached;
+    this.#holds.push(h);
+    return {
+      reached: atReach,
+      release: () => {
+        this.#holds.splice(this.#holds.indexOf(h), 1);
+        h.held?.();
+      },
+    };
   }
 
   async close(): Promise<void> {
@@ -82,6 +114,14 @@ export class NatsProxy {
         if (pending.length < frameBytes) return;
         const frame = pending.subarray(0, frameBytes);
         pending = pending.subarray(frameBytes);
+        const hold = isPub ? this.#holds.find((h) => !h.held && subject.startsWith(h.prefix)) : undefined;
+        if (hold) {
+          // Later frames pass it: a held request is one the server answers late.
+          const copy = Buffer.from(frame);
+          hold.held = () => void (server.destroyed || server.write(copy));
+          hold.reached();
+          continue;
+        }
         const drop = isPub ? this.#drops.findIndex((d) => subject.startsWith(d.prefix)) : -1;
         if (drop < 0) server.write(frame);
         else this.#drops.splice(drop, 1)[0]!.resolve({ subject, payload: frame.subarray(eol + 2, eol + 2 + payloadBytes).toString('utf8') });
