@@ -95,10 +95,10 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
     } as unknown as Daemon;
     const exited = untilSignalled(daemon);
     const outcome = predecessor.upgrade({ exec: script });
-    await waitFor(childPid);
+    // Read once: the file goes with the test's directory, and a failure report runs after that.
+    const pid = await waitFor(childPid);
     // Whether the pid still runs, is a zombie, or is another program now (pid_max may be 32768).
     onTestFailed(() => {
-      const pid = childPid();
       for (const f of ['status', 'cmdline'])
         try {
           console.log(`/proc/${pid}/${f}:`, readFileSync(`/proc/${pid}/${f}`, 'utf8').replaceAll('\0', ' ').split('\n').slice(0, 4).join(' | '));
@@ -110,7 +110,7 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
     expect(await exited).toBe(0);
     expect(stops).toBe(1);
     const r = await outcome;
-    expect(r).toMatchObject({ ok: false, code: 'UPGRADE_FAILED', pid: childPid() });
+    expect(r).toMatchObject({ ok: false, code: 'UPGRADE_FAILED', pid });
     expect(r.error).toMatch(/stopping/);
     // Told before its channel closes, so it does not take the close for this process gone.
     const got = await waitFor(() => {
@@ -121,7 +121,7 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
       }
     });
     expect(got).toBe('{"t":"abort"}\n');
-    await waitFor(() => gone(childPid()));
+    await waitFor(() => gone(pid));
     // Told once it is gone: the run files are this process's again (pidfile.ts).
     await waitFor(() => recoveries() === 1);
     expect(await predecessor.upgrade({ exec: script })).toMatchObject({ ok: false, code: 'DAEMON_SHUTTING_DOWN' });
