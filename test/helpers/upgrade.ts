@@ -17,11 +17,18 @@ export function killRecordedDaemonAtEnd(dir: string): void {
   });
 }
 
-/** Whether process `pid` is gone. */
+/**
+ * Whether process `pid` is gone: no such process, or one that has exited and waits only for
+ * its parent to reap it (a zombie, state Z in /proc: signal 0 still reaches it).
+ */
 export function gone(pid: number): boolean {
   try {
     process.kill(pid, 0);
-    return false;
+  } catch {
+    return true;
+  }
+  try {
+    return /^\d+ \(.*\) Z/s.test(readFileSync(`/proc/${pid}/stat`, 'utf8'));
   } catch {
     return true;
   }
