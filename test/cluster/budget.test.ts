@@ -1,4 +1,4 @@
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, onTestFailed } from 'vitest';
 import { FakeLlm, type Script } from '../fakes/llm/server.js';
 import { FakeTelegram } from '../fakes/telegram/server.js';
 import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
@@ -48,6 +48,11 @@ describe.skipIf(skip !== undefined)(`spending limits across instances${skip ? ` 
       `[models."tiny-1"]\nprice_in_per_mtok = ${PRICE_PER_MTOK}\nprice_out_per_mtok = ${PRICE_PER_MTOK}\n\n` +
       `[[channels]]\nid = "tg"\ntype = "telegram"\ntoken_env = "TG_TOKEN"\napi_root = "${tg.url}"\nallow_from = ["*"]\nnative_drafts = false\nstream_mode = "final"\n${keys.channelKey ?? ''}\n`;
     daemons = await Promise.all(['b0', 'b1'].map((id) => startDaemon(body(id), { TG_TOKEN: tg.token, ...clusterEnv })));
+    // What each sender got and what each instance logged, to tell a lost answer from a doubled one or a stalled partition.
+    onTestFailed(() => {
+      console.log(JSON.stringify({ llmRequests: llm.requests.length, texts: tg.messages.map((m) => [m.chatId, m.text.slice(0, 80)]) }));
+      for (const [i, d] of daemons.entries()) for (const e of d.logs.entries()) if (Number(e.level) >= 30) console.log(`b${i}`, JSON.stringify(e));
+    });
     await waitFor(() => {
       const owned = daemons.map((d) => d.daemon.status().cluster!.partitions.owned);
       return owned.flat().length === PARTITIONS && owned.every((o) => o.length >= PARTITIONS / 2);
