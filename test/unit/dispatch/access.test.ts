@@ -22,7 +22,8 @@ describe('allow_from and the firings of what a person or a schedule set', () => 
     // Set by the schedule_message tool in the turn of schedule "tick": that firing's kind and sender.
     const bySchedule = firing('1', { id: 'schedule:tick', name: 'schedule tick', isBot: false }, 'schedule', 'c1');
     expect(await p.dispatcher.deliver(bySchedule)).toBe(true);
-    await waitFor(() => p.adapter.visible('c1').length === 1);
+    // The echo streams: the message shows "Reminder: " first and is then edited to its whole text.
+    await waitFor(() => p.adapter.visible('c1')[0] === 'Reminder: 1');
     expect(p.adapter.visible('c1')).toEqual(['Reminder: 1']);
 
     // A background tool's result coming back to that scheduled turn's conversation passes too.
