@@ -1,7 +1,7 @@
 import { Cron } from 'croner';
 import { z } from 'zod';
 
-/** The cron patterns `[[schedules]]` accepts: five fields, or six with seconds first. */
+/** The cron patterns `[[schedules]]` accepts: five fields, or six with seconds first (one second a minute at most, see below). */
 export const CRON_MODE = '5-or-6-parts';
 
 const timezone = z.string().superRefine((tz, ctx) => {
@@ -38,8 +38,31 @@ export const scheduleSchema = z
       new Cron(s.cron, { paused: true, mode: CRON_MODE, ...(s.timezone ? { timezone: s.timezone } : {}) });
     } catch (err) {
       ctx.addIssue({ code: 'custom', path: ['cron'], message: `not a cron pattern (five fields, or six with seconds first): ${(err as Error).message}` });
+      return;
     }
+    const seconds = secondsPerMinute(s.cron);
+    if (seconds > 1)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['cron'],
+        message: `fires ${seconds} times a minute (its seconds field is "${s.cron.trim().split(/\s+/)[0]}"); each firing is an agent turn, so a schedule fires at most once a minute: name one second, e.g. "0 ${s.cron.trim().split(/\s+/).slice(1).join(' ')}"`,
+      });
   });
+
+/** A fixed minute far from any daylight-saving change: only the seconds field is read here. */
+const A_MINUTE_MS = Date.UTC(2026, 0, 1, 12, 0, 0);
+
+/**
+ * How many seconds of a matching minute a pattern fires at: 1 for five fields (second 0) and
+ * for six fields whose seconds field names one second. The other fields only choose the
+ * minutes, so the seconds field alone, under every minute, tells it.
+ */
+function secondsPerMinute(pattern: string): number {
+  const fields = pattern.trim().split(/\s+/);
+  if (fields.length !== 6) return 1;
+  const everyMinute = new Cron(`${fields[0]} * * * * *`, { paused: true, mode: CRON_MODE, timezone: 'UTC' });
+  return everyMinute.nextRuns(61, new Date(A_MINUTE_MS - 1)).filter((d) => d.getTime() < A_MINUTE_MS + 60_000).length;
+}
 
 export type ScheduleConfig = z.output<typeof scheduleSchema>;
 

@@ -11,6 +11,16 @@ import type { PostboxReply } from '../fixtures/channels/postbox/adapter.js';
 const KEY = 'k-schedules-1';
 const auth = { authorization: `Bearer ${KEY}` };
 
+/** A six-field pattern that fires once a year, at the second `atMs` falls in, read in `timeZone`. */
+function yearlyIn(timeZone: string, atMs: number): string {
+  const parts = Object.fromEntries(
+    new Intl.DateTimeFormat('en-GB', { timeZone, hourCycle: 'h23', month: 'numeric', day: 'numeric', hour: 'numeric', minute: 'numeric', second: 'numeric' })
+      .formatToParts(new Date(atMs))
+      .map((p) => [p.type, Number(p.value)]),
+  );
+  return `${parts.second} ${parts.minute} ${parts.hour} ${parts.day} ${parts.month} *`;
+}
+
 /** `[[schedules]]` in a real daemon process (the test-only postbox kind). */
 describe('[[schedules]] in a real daemon process', () => {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-schedules-'));
@@ -38,8 +48,20 @@ describe('[[schedules]] in a real daemon process', () => {
     expect(r2.status).toBe(78);
   });
 
-  it('runs an agent turn with the prompt at each firing (past allow_from), shows the next firing, and stops on reload', async () => {
+  it('refuses a pattern that fires more than once a minute, naming the key and line', () => {
     writeFileSync(file, base + schedule('*/2 * * * * *'));
+    const r = spawnSync(process.execPath, [...TSX_NODE_ARGS, FIXTURE_ENTRY, 'check', '--config', file], {
+      env: { PATH: process.env.PATH, LB_KEY: KEY },
+      encoding: 'utf8',
+    });
+    expect(r.stderr).toMatch(/^daemon\.config\.toml:\d+:\d+: schedules\[0\]\.cron: fires 30 times a minute \(its seconds field is "\*\/2"\)/m);
+    expect(r.status).toBe(78);
+  });
+
+  it('runs an agent turn with the prompt at its firing (past allow_from), shows the next firing, and stops on reload', async () => {
+    // One firing a few seconds ahead, once a year in the schedule's zone: catch_up = "last"
+    // runs it even when a loaded machine starts the daemon after that second.
+    writeFileSync(file, `${base + schedule(yearlyIn('Europe/Berlin', Date.now() + 3000))}catch_up = "last"\n`);
     const p = withDaemonProcess(file, { LB_KEY: KEY }, TSX_NODE_ARGS, FIXTURE_ENTRY);
     const url = await p.url(30_000);
     const replies = async () => (await (await fetch(`${url}/lb/lb/replies`, { headers: auth })).json()) as PostboxReply[];
@@ -50,7 +72,7 @@ describe('[[schedules]] in a real daemon process', () => {
     expect(tick!.id).toBe('tick');
     expect(Date.parse(tick!.next_fire_at!)).toBeGreaterThan(Date.now() - 2000);
     expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^channeld_schedule_next_fire_timestamp_seconds\{schedule="tick"\} \d+$/m);
-    expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^channeld_firings_total\{source="schedule",outcome="fired"\} [1-9]\d*$/m);
+    expect(await (await fetch(`${url}/metrics`)).text()).toMatch(/^channeld_firings_total\{source="schedule",outcome="(fired|caught_up)"\} 1$/m);
 
     writeFileSync(file, base);
     p.signal('SIGHUP');

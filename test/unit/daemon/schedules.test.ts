@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import type { ScheduleConfig } from '../../../src/config/schedules.js';
+import { type ScheduleConfig, scheduleSchema } from '../../../src/config/schedules.js';
 import { ScheduleRunner } from '../../../src/daemon/schedules.js';
 import { CodedError } from '../../../src/contracts/errors.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -77,5 +77,18 @@ describe('[[schedules]] firings and their inbox key', () => {
     // Before: skipped at the first refusal.
     expect(outcomes).toEqual(['caught_up']);
     expect(tries).toBe(3);
+  });
+});
+
+describe('[[schedules]] patterns', () => {
+  const cronIssues = (cron: string) =>
+    scheduleSchema.safeParse({ id: 'a', channel: 't', chat: 'c1', cron, prompt: 'p' }).error?.issues.map((i) => `${i.path.join('.')}: ${i.message}`) ?? [];
+
+  it('a pattern firing more than once a minute is refused on its cron key, whatever the other fields; one second a minute passes', () => {
+    expect(cronIssues('* * * * * *')).toEqual([expect.stringMatching(/^cron: fires 60 times a minute \(its seconds field is "\*"\).*"0 \* \* \* \* \*"$/)]);
+    expect(cronIssues('0,30 0 9 * * 1-5')).toEqual([expect.stringMatching(/^cron: fires 2 times a minute .*"0 0 9 \* \* 1-5"$/)]);
+    expect(cronIssues('5-6 0 0 1 1 *')).toEqual([expect.stringMatching(/^cron: fires 2 times a minute/)]);
+    for (const ok of ['0 9 * * 1-5', '* * * * *', '30 * * * * *', '59 0 12 * * *', '@hourly']) expect(cronIssues(ok)).toEqual([]);
+    expect(cronIssues('61 * * * *')).toEqual([expect.stringMatching(/^cron: not a cron pattern/)]);
   });
 });
