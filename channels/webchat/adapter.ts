@@ -114,7 +114,7 @@ export class WebchatAdapter implements ChannelAdapter {
 
   async listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
     const wss = new WebSocketServer({ noServer: true, maxPayload: 64 * 1024 });
-    const limit = new SocketLimit(this.#o.socketCaps ?? DEFAULT_SOCKET_CAPS, this.#o.log, this.#o.id);
+    const limit = new SocketLimit(this.#o.socketCaps ?? DEFAULT_SOCKET_CAPS, this.#o.log, this.#o.id, signal);
     const onUpgrade = (req: IncomingMessage, socket: Duplex, head: Buffer, url: URL) => {
       if (!this.#authorized(req, url)) return refuseUpgrade(socket, '401 Unauthorized');
       const tabId = (url.searchParams.get('tab') ?? '').slice(0, 64) || randomUUID();

@@ -22,18 +22,26 @@ const RETRY_AFTER_S = 10;
 /** A flood of refused handshakes is logged once per this long, with how many were refused. */
 const WARN_EVERY_MS = 60_000;
 
-/** Admits a WebSocket handshake within the caps, or refuses it with 429 before the upgrade. */
+/**
+ * Admits a WebSocket handshake within the caps, or refuses it with 429 before the upgrade.
+ * Refusals are counted and logged at most once a minute; those after a warning are reported
+ * when the minute is over (or the channel stops), not left for a next refusal that may not come.
+ */
 export class SocketLimit {
   readonly #caps: SocketCaps;
   readonly #log: Logger;
   readonly #channel: string;
   #refused = 0;
+  #reason = '';
   #warnedAtMs = Number.NEGATIVE_INFINITY;
+  #trailing: NodeJS.Timeout | undefined;
 
-  constructor(caps: SocketCaps, log: Logger, channel: string) {
+  /** `signal`: the channel's run; when it ends, refusals not yet reported are. */
+  constructor(caps: SocketCaps, log: Logger, channel: string, signal: AbortSignal) {
     this.#caps = caps;
     this.#log = log;
     this.#channel = channel;
+    signal.addEventListener('abort', () => this.#report(), { once: true });
   }
 
   /**
@@ -50,12 +58,19 @@ export class SocketLimit {
     if (why === undefined) return true;
     refuseUpgrade(socket, '429 Too Many Requests', [`Retry-After: ${RETRY_AFTER_S}`]);
     this.#refused++;
-    const now = Date.now();
-    if (now - this.#warnedAtMs >= WARN_EVERY_MS) {
-      this.#log.warn({ channel: this.#channel, refused: this.#refused, reason: why }, 'web chat connections refused: too many open');
-      this.#warnedAtMs = now;
-      this.#refused = 0;
-    }
+    this.#reason = why;
+    const waitMs = this.#warnedAtMs + WARN_EVERY_MS - Date.now();
+    if (waitMs <= 0) this.#report();
+    else this.#trailing ??= setTimeout(() => this.#report(), waitMs).unref();
     return false;
+  }
+
+  #report(): void {
+    clearTimeout(this.#trailing);
+    this.#trailing = undefined;
+    if (this.#refused === 0) return;
+    this.#log.warn({ channel: this.#channel, refused: this.#refused, reason: this.#reason }, 'web chat connections refused: too many open');
+    this.#warnedAtMs = Date.now();
+    this.#refused = 0;
   }
 }
