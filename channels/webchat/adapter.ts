@@ -5,7 +5,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, RelayedReply, StorageReporter, TransportOptions } from '../../src/contracts/channel.js';
 import { join } from 'node:path';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { isLoopbackClient, refuseUpgrade, secretEquals, sendJson } from '../../src/util/http-helpers.js';
+import { isLoopbackClient, refuseUpgrade, secretEquals } from '../../src/util/http-helpers.js';
 import type { HttpRoutes, RouteHandler } from '../../src/contracts/http.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
@@ -15,7 +15,7 @@ import { storedKey } from './id-key.js';
 import { assets, servePage } from './page-route.js';
 import { Uploads } from './uploads.js';
 import { startHeartbeat } from './heartbeat.js';
-import { DEFAULT_SOCKET_CAPS, SocketLimit, type SocketCaps } from './socket-caps.js';
+import { answerConnectCheck, DEFAULT_SOCKET_CAPS, SocketLimit, type SocketCaps } from './socket-caps.js';
 
 /** Messages and replies kept per tab, in order, so a reloaded tab sees both sides of the conversation. */
 const BACKLOG = 100;
@@ -121,23 +121,23 @@ export class WebchatAdapter implements ChannelAdapter {
       if (!limit.admit(socket, this.#tabs.get(tabId)?.sockets.size ?? 0, wss.clients.size)) return;
       wss.handleUpgrade(req, socket, head, (ws) => this.#attach(ws, tabId, deliver));
     };
+    const check: RouteHandler = (req, res, url) => {
+      const tabSockets = this.#tabs.get((url.searchParams.get('tab') ?? '').slice(0, 64))?.sockets.size ?? 0;
+      answerConnectCheck(res, this.#authorized(req, url), this.#o.accessToken !== undefined, limit.refusal(tabSockets, wss.clients.size));
+    };
     // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
     const primary = !this.#o.http.has('GET', '/');
     const serve: RouteHandler = (req, res) => servePage(req, res, this.#o.id, this.#o.accessToken !== undefined);
-    const upload: RouteHandler = async (req, res, url) => {
-      // Another site's page (or another local web app) may not store files here: the same
-      // Origin rule as the WebSocket and the management POSTs.
-      if (!this.#o.http.ownOrigin(req)) {
-        req.resume();
-        return sendJson(res, 403, { error: "uploads are taken from this daemon's own page only" });
-      }
-      if (!this.#authorized(req, url)) return void res.writeHead(401).end();
-      await this.#uploads.receive(req, res, (url.searchParams.get('tab') ?? '').slice(0, 64));
-    };
+    const upload: RouteHandler = (req, res, url) =>
+      this.#uploads.receive(req, res, (url.searchParams.get('tab') ?? '').slice(0, 64), {
+        ownOrigin: this.#o.http.ownOrigin(req),
+        authorized: this.#authorized(req, url),
+      });
     const disposers = [
       this.#o.http.route('POST', `/webchat/${this.#o.id}/upload`, upload),
       this.#o.http.upgrade(`/chat/${this.#o.id}`, onUpgrade),
       this.#o.http.route('GET', `/webchat/${this.#o.id}`, serve),
+      this.#o.http.route('GET', `/webchat/${this.#o.id}/connect-check`, check),
       ...Object.entries(assets).map(([name, a]) =>
         this.#o.http.route('GET', `/webchat/${this.#o.id}/assets/${name}`, (_req, res) => {
           res.writeHead(200, { 'content-type': a.type, 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' }).end(a.body);

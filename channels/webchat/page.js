@@ -133,6 +133,28 @@
     connect();
   });
 
+  /**
+   * A browser never sees why a handshake failed (a 401, a 429 or a daemon that is down all look
+   * alike), so the page asks the daemon's connect check and says which it is.
+   */
+  function explainRefusal() {
+    const q = new URLSearchParams({ tab });
+    if (token) q.set('token', token);
+    fetch(`/webchat/${encodeURIComponent(channel)}/connect-check?${q}`, { cache: 'no-store' })
+      .then(async (r) => {
+        if (r.status === 401 && needsToken) return askToken('The access token was refused; enter it again.');
+        const why = r.status === 429 ? ((await r.json().catch(() => ({}))).error ?? 'too many connections') : '';
+        if (r.status === 429)
+          return showNotice(`The daemon refuses more connections (${why}): close this tab's duplicates or other tabs of this chat. Retrying…`);
+        if (r.status === 401)
+          return showNotice('The daemon refuses this client: without access_token_env a web chat takes only loopback clients, not through a proxy. Retrying…');
+        if (++failedHandshakes >= 3) showNotice('The daemon did not accept the connection (it may be restarting). Retrying…');
+      })
+      .catch(() => {
+        if (++failedHandshakes >= 3) showNotice('The daemon is not reachable: it is not running, or the network is down. Retrying…');
+      });
+  }
+
   function connect() {
     if (auth === 'refused') {
       status.textContent = 'refused';
@@ -226,18 +248,7 @@
       send.disabled = true;
       clearTyping();
       for (const id of outbox.ids()) mark(id, 'pending');
-      // Refused handshakes look like a daemon that is down; after a few, say what may be wrong.
-      if (!opened && !needsToken && ++failedHandshakes >= 3)
-        showNotice(
-          'The daemon has not accepted a connection from this page: it is not running, or it refuses this client (without access_token_env a web chat takes only loopback clients, not through a proxy), or this tab already has too many connections open (close its duplicates). Retrying…',
-        );
-      // A handshake refused by a server that wants a token: the token is missing or wrong.
-      if (!opened && needsToken)
-        askToken(
-          token
-            ? 'The access token was refused (or the daemon is not reachable, or this tab already has too many connections open); enter it again.'
-            : 'This web chat needs its access token.',
-        );
+      if (!opened) explainRefusal();
       status.textContent = 'reconnecting…';
       retryTimer = setTimeout(connect, retryMs);
       retryMs = Math.min(retryMs * 2, 10000);

@@ -1,6 +1,7 @@
+import type { ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { refuseUpgrade } from '../../src/util/http-helpers.js';
+import { refuseUpgrade, sendJson } from '../../src/util/http-helpers.js';
 
 /**
  * How many WebSockets a web chat holds open. Every open socket costs memory and is sent each
@@ -49,12 +50,7 @@ export class SocketLimit {
    * `allSockets` (both counted before this one); otherwise `socket` has been answered 429.
    */
   admit(socket: Duplex, tabSockets: number, allSockets: number): boolean {
-    const why =
-      tabSockets >= this.#caps.perTab
-        ? `a tab may hold ${this.#caps.perTab} connections at once`
-        : allSockets >= this.#caps.total
-          ? `the channel holds ${this.#caps.total} connections at once`
-          : undefined;
+    const why = this.refusal(tabSockets, allSockets);
     if (why === undefined) return true;
     refuseUpgrade(socket, '429 Too Many Requests', [`Retry-After: ${RETRY_AFTER_S}`]);
     this.#refused++;
@@ -65,6 +61,13 @@ export class SocketLimit {
     return false;
   }
 
+  /** Why one more socket is refused for a tab holding `tabSockets` while the channel holds `allSockets`, or undefined. */
+  refusal(tabSockets: number, allSockets: number): string | undefined {
+    if (tabSockets >= this.#caps.perTab) return `a tab may hold ${this.#caps.perTab} connections at once`;
+    if (allSockets >= this.#caps.total) return `the channel holds ${this.#caps.total} connections at once`;
+    return undefined;
+  }
+
   #report(): void {
     clearTimeout(this.#trailing);
     this.#trailing = undefined;
@@ -72,5 +75,22 @@ export class SocketLimit {
     this.#log.warn({ channel: this.#channel, refused: this.#refused, reason: this.#reason }, 'web chat connections refused: too many open');
     this.#warnedAtMs = Date.now();
     this.#refused = 0;
+  }
+}
+
+/**
+ * The page's question after a handshake failed, since a browser's WebSocket never sees the
+ * handshake's status: would a socket be taken now, and if not, why. 204: yes (the daemon was
+ * away, or the refusal is over); 401: not with this token (or, without one, not from this
+ * client); 429: a cap is reached, `error` says which. Counts nothing and takes nothing.
+ */
+export function answerConnectCheck(res: ServerResponse, authorized: boolean, hasToken: boolean, refusal: string | undefined): void {
+  if (!authorized) {
+    const error = hasToken ? 'the access token was refused' : 'without an access token this web chat takes connections only from its own machine';
+    sendJson(res, 401, { error });
+  } else if (refusal === undefined) res.writeHead(204, { 'cache-control': 'no-store' }).end();
+  else {
+    res.setHeader('retry-after', String(RETRY_AFTER_S));
+    sendJson(res, 429, { error: refusal });
   }
 }

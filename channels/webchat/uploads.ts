@@ -47,8 +47,20 @@ export class Uploads {
    * `POST /webchat/<id>/upload`: the raw body is the file; `x-file-name` names it. A bad
    * name is 400, a file or a declared length over the limit or the quota 413, before the
    * body is read or anything kept. A disk that refuses the write is 507, with nothing kept.
+   * Another site's page (or another local web app) may not store files here (`ownOrigin`,
+   * the same Origin rule as the WebSocket and the management POSTs): 403; no access: 401.
    */
-  async receive(req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse, tab: string): Promise<void> {
+  async receive(
+    req: import('node:http').IncomingMessage,
+    res: import('node:http').ServerResponse,
+    tab: string,
+    may: { ownOrigin: boolean; authorized: boolean },
+  ): Promise<void> {
+    if (!may.ownOrigin) {
+      req.resume();
+      return sendJson(res, 403, { error: "uploads are taken from this daemon's own page only" });
+    }
+    if (!may.authorized) return void res.writeHead(401).end();
     const name = fileName(req.headers['x-file-name']);
     if (name === undefined) {
       req.resume();

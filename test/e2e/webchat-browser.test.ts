@@ -1,5 +1,6 @@
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { hasChromium, launchChromium } from '../helpers/browser.js';
 import { startDaemon, type TestDaemon } from '../helpers/daemon.js';
 import { withLlm } from '../helpers/fixtures.js';
@@ -55,6 +56,34 @@ describe.runIf(hasChromium)('web chat page: token prompt, history on reload, Mar
     expect(await page.isVisible('#auth')).toBe(false);
     await say(page, 'hello with a token', 1);
     expect(await page.textContent('.msg.bot.final')).toBe('hello with a token');
+  });
+
+  it('says why when this tab already holds too many connections (a 429 the page cannot see), and connects once one closes', async () => {
+    d = await startDaemon(body());
+    const page = await browser.newPage({ viewport: { width: 900, height: 700 } });
+    pages.push(page);
+    // The page's tab id, known beforehand: its duplicates' sockets are opened from here.
+    await page.addInitScript(() => {
+      try {
+        sessionStorage.setItem('channeld.tab', 'crowded-tab');
+      } catch {
+        // about:blank has no storage.
+      }
+    });
+    const sockets: WebSocket[] = [];
+    for (let i = 0; i < 8; i++) {
+      const ws = new WebSocket(`${d.url.replace('http', 'ws')}/chat?tab=crowded-tab`);
+      await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
+      sockets.push(ws);
+    }
+    await page.goto(`${d.url}/`);
+    await page.waitForSelector('#notice:text("refuses more connections")', { timeout: 15_000 });
+    expect(await page.textContent('#notice')).toContain('a tab may hold 8 connections at once');
+    expect(await page.isVisible('#auth')).toBe(false);
+    await new Promise((resolve) => sockets.pop()!.once('close', resolve).close());
+    await page.waitForSelector('#status:text("connected")', { timeout: 30_000 });
+    expect(await page.isVisible('#notice')).toBe(false);
+    for (const ws of sockets) ws.close();
   });
 
   it('a reloaded tab shows both sides of the conversation, in order', async () => {

@@ -172,6 +172,28 @@ describe('web chat: identity, origins and uploads', () => {
     await closeAll([...open, other]);
   });
 
+  it('the connect check tells the page why its handshake is refused: 204 when one would be taken, 429 with the cap, 401 for the token; it takes nothing', async () => {
+    const check = async (base: string, q: string) => {
+      const r = await fetch(`${base}/webchat/web/connect-check?${q}`);
+      return { status: r.status, retryAfter: r.headers.get('retry-after'), body: r.status === 204 ? '' : await r.json() };
+    };
+    const s = await started({ socketCaps: { perTab: 2, total: 3 } });
+    expect(await check(s.base, 'tab=a')).toEqual({ status: 204, retryAfter: null, body: '' });
+    const open = [await connect(s.base, 'a'), await connect(s.base, 'a')];
+    expect(await check(s.base, 'tab=a')).toEqual({ status: 429, retryAfter: '10', body: { error: 'a tab may hold 2 connections at once' } });
+    expect(await check(s.base, 'tab=b')).toMatchObject({ status: 204 });
+    open.push(await connect(s.base, 'b'));
+    expect(await check(s.base, 'tab=c')).toEqual({ status: 429, retryAfter: '10', body: { error: 'the channel holds 3 connections at once' } });
+    // Asking counted no refusal and took no socket.
+    expect(s.warnings).toEqual([]);
+    await closeAll(open);
+    await waitFor(async () => (await check(s.base, 'tab=a')).status === 204);
+
+    const t = await started({ accessToken: 'tok-1' });
+    expect(await check(t.base, 'tab=a&token=wrong')).toEqual({ status: 401, retryAfter: null, body: { error: 'the access token was refused' } });
+    expect(await check(t.base, 'tab=a&token=tok-1')).toMatchObject({ status: 204 });
+  });
+
   it('the channel holds at most its cap of connections, all tabs together; refusals are logged once a minute, not once each', async () => {
     const s = await started({ socketCaps: { perTab: 8, total: 3 } });
     const open = [await connect(s.base, 'a'), await connect(s.base, 'b'), await connect(s.base, 'c')];
