@@ -123,7 +123,8 @@ export class WebchatAdapter implements ChannelAdapter {
     };
     const check: RouteHandler = (req, res, url) => {
       const tabSockets = this.#tabs.get((url.searchParams.get('tab') ?? '').slice(0, 64))?.sockets.size ?? 0;
-      answerConnectCheck(res, this.#authorized(req, url), this.#o.accessToken !== undefined, limit.refusal(tabSockets, wss.clients.size));
+      const may = { ownOrigin: this.#o.http.ownOrigin(req), authorized: this.#authorized(req, url), hasToken: this.#o.accessToken !== undefined };
+      answerConnectCheck(req, res, may, limit.refusal(tabSockets, wss.clients.size));
     };
     // The first web chat to start also answers on `/` and `/chat`; every one has `/webchat/<id>`.
     const primary = !this.#o.http.has('GET', '/');
@@ -137,7 +138,7 @@ export class WebchatAdapter implements ChannelAdapter {
       this.#o.http.route('POST', `/webchat/${this.#o.id}/upload`, upload),
       this.#o.http.upgrade(`/chat/${this.#o.id}`, onUpgrade),
       this.#o.http.route('GET', `/webchat/${this.#o.id}`, serve),
-      this.#o.http.route('GET', `/webchat/${this.#o.id}/connect-check`, check),
+      this.#o.http.route('POST', `/webchat/${this.#o.id}/connect-check`, check),
       ...Object.entries(assets).map(([name, a]) =>
         this.#o.http.route('GET', `/webchat/${this.#o.id}/assets/${name}`, (_req, res) => {
           res.writeHead(200, { 'content-type': a.type, 'cache-control': 'no-cache', 'x-content-type-options': 'nosniff' }).end(a.body);

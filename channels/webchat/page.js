@@ -135,24 +135,29 @@
 
   /**
    * A browser never sees why a handshake failed (a 401, a 429 or a daemon that is down all look
-   * alike), so the page asks the daemon's connect check and says which it is.
+   * alike), so the page asks the daemon's connect check and says which it is. An answer that
+   * comes after the next try opened (or began) is about an old attempt and is dropped.
    */
-  function explainRefusal() {
+  function explainRefusal(failed) {
     const q = new URLSearchParams({ tab });
     if (token) q.set('token', token);
-    fetch(`/webchat/${encodeURIComponent(channel)}/connect-check?${q}`, { cache: 'no-store' })
+    const current = () => ws === failed;
+    const notReached = (text) => {
+      if (current() && ++failedHandshakes >= 3) showNotice(text);
+    };
+    fetch(`/webchat/${encodeURIComponent(channel)}/connect-check?${q}`, { method: 'POST', cache: 'no-store' })
       .then(async (r) => {
+        const why = r.status === 204 ? '' : ((await r.json().catch(() => ({}))).error ?? `HTTP ${r.status}`);
+        if (!current()) return;
         if (r.status === 401 && needsToken) return askToken('The access token was refused; enter it again.');
-        const why = r.status === 429 ? ((await r.json().catch(() => ({}))).error ?? 'too many connections') : '';
         if (r.status === 429)
           return showNotice(`The daemon refuses more connections (${why}): close this tab's duplicates or other tabs of this chat. Retrying…`);
         if (r.status === 401)
           return showNotice('The daemon refuses this client: without access_token_env a web chat takes only loopback clients, not through a proxy. Retrying…');
-        if (++failedHandshakes >= 3) showNotice('The daemon did not accept the connection (it may be restarting). Retrying…');
+        if (r.status === 403) return showNotice(`The daemon refuses this page (${why}). Retrying…`);
+        notReached('The daemon did not accept the connection (it may be restarting). Retrying…');
       })
-      .catch(() => {
-        if (++failedHandshakes >= 3) showNotice('The daemon is not reachable: it is not running, or the network is down. Retrying…');
-      });
+      .catch(() => notReached('The daemon is not reachable: it is not running, or the network is down. Retrying…'));
   }
 
   function connect() {
@@ -248,7 +253,7 @@
       send.disabled = true;
       clearTyping();
       for (const id of outbox.ids()) mark(id, 'pending');
-      if (!opened) explainRefusal();
+      if (!opened) explainRefusal(ws);
       status.textContent = 'reconnecting…';
       retryTimer = setTimeout(connect, retryMs);
       retryMs = Math.min(retryMs * 2, 10000);

@@ -1,4 +1,4 @@
-import type { ServerResponse } from 'node:http';
+import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
 import { refuseUpgrade, sendJson } from '../../src/util/http-helpers.js';
@@ -36,12 +36,14 @@ export class SocketLimit {
   #reason = '';
   #warnedAtMs = Number.NEGATIVE_INFINITY;
   #trailing: NodeJS.Timeout | undefined;
+  readonly #signal: AbortSignal;
 
-  /** `signal`: the channel's run; when it ends, refusals not yet reported are. */
+  /** `signal`: the channel's run; when it ends, refusals not yet reported are (and later ones at once). */
   constructor(caps: SocketCaps, log: Logger, channel: string, signal: AbortSignal) {
     this.#caps = caps;
     this.#log = log;
     this.#channel = channel;
+    this.#signal = signal;
     signal.addEventListener('abort', () => this.#report(), { once: true });
   }
 
@@ -55,8 +57,9 @@ export class SocketLimit {
     refuseUpgrade(socket, '429 Too Many Requests', [`Retry-After: ${RETRY_AFTER_S}`]);
     this.#refused++;
     this.#reason = why;
-    const waitMs = this.#warnedAtMs + WARN_EVERY_MS - Date.now();
-    if (waitMs <= 0) this.#report();
+    // At most a minute even if the clock stepped back since the last warning.
+    const waitMs = Math.min(this.#warnedAtMs + WARN_EVERY_MS - Date.now(), WARN_EVERY_MS);
+    if (waitMs <= 0 || this.#signal.aborted) this.#report();
     else this.#trailing ??= setTimeout(() => this.#report(), waitMs).unref();
     return false;
   }
@@ -80,13 +83,22 @@ export class SocketLimit {
 
 /**
  * The page's question after a handshake failed, since a browser's WebSocket never sees the
- * handshake's status: would a socket be taken now, and if not, why. 204: yes (the daemon was
- * away, or the refusal is over); 401: not with this token (or, without one, not from this
- * client); 429: a cap is reached, `error` says which. Counts nothing and takes nothing.
+ * handshake's status: would a socket be taken now, and if not, why. A body-less POST, so a
+ * browser sends its Origin and another site's page cannot use it to try tokens. 204: yes (the
+ * daemon was away, or the refusal is over); 403: not from this origin (as the handshake);
+ * 401: not with this token (or, without one, not from this client); 429: a cap is reached,
+ * `error` says which. Counts nothing and takes nothing.
  */
-export function answerConnectCheck(res: ServerResponse, authorized: boolean, hasToken: boolean, refusal: string | undefined): void {
-  if (!authorized) {
-    const error = hasToken ? 'the access token was refused' : 'without an access token this web chat takes connections only from its own machine';
+export function answerConnectCheck(
+  req: IncomingMessage,
+  res: ServerResponse,
+  may: { ownOrigin: boolean; authorized: boolean; hasToken: boolean },
+  refusal: string | undefined,
+): void {
+  req.resume();
+  if (!may.ownOrigin) sendJson(res, 403, { error: "this page's origin is not allowed: add its host to [http] allowed_hosts" });
+  else if (!may.authorized) {
+    const error = may.hasToken ? 'the access token was refused' : 'without an access token this web chat takes connections only from its own machine';
     sendJson(res, 401, { error });
   } else if (refusal === undefined) res.writeHead(204, { 'cache-control': 'no-store' }).end();
   else {

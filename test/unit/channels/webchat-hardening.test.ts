@@ -172,9 +172,9 @@ describe('web chat: identity, origins and uploads', () => {
     await closeAll([...open, other]);
   });
 
-  it('the connect check tells the page why its handshake is refused: 204 when one would be taken, 429 with the cap, 401 for the token; it takes nothing', async () => {
-    const check = async (base: string, q: string) => {
-      const r = await fetch(`${base}/webchat/web/connect-check?${q}`);
+  it('the connect check tells the page why its handshake is refused: 204 when one would be taken, 429 with the cap, 401 for the token, 403 for another origin; it takes nothing', async () => {
+    const check = async (base: string, q: string, headers: Record<string, string> = {}) => {
+      const r = await fetch(`${base}/webchat/web/connect-check?${q}`, { method: 'POST', headers });
       return { status: r.status, retryAfter: r.headers.get('retry-after'), body: r.status === 204 ? '' : await r.json() };
     };
     const s = await started({ socketCaps: { perTab: 2, total: 3 } });
@@ -192,6 +192,9 @@ describe('web chat: identity, origins and uploads', () => {
     const t = await started({ accessToken: 'tok-1' });
     expect(await check(t.base, 'tab=a&token=wrong')).toEqual({ status: 401, retryAfter: null, body: { error: 'the access token was refused' } });
     expect(await check(t.base, 'tab=a&token=tok-1')).toMatchObject({ status: 204 });
+    // Another site's page cannot try tokens through it: refused on its Origin, as the handshake is.
+    expect(await check(t.base, 'tab=a&token=tok-1', { origin: 'https://evil.example' })).toMatchObject({ status: 403 });
+    expect(await check(t.base, 'tab=a&token=tok-1', { origin: t.base })).toMatchObject({ status: 204 });
   });
 
   it('the channel holds at most its cap of connections, all tabs together; refusals are logged once a minute, not once each', async () => {

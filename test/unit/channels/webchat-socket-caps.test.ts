@@ -40,6 +40,20 @@ describe('web chat socket caps: how refusals are reported', () => {
     run.abort();
     expect(warnings.map((w) => w.refused)).toEqual([1, 1]);
     expect(vi.getTimerCount()).toBe(0);
+    // A handshake refused while the channel's routes are being taken down is reported at once.
+    l.admit(new PassThrough(), 1, 1);
+    expect(warnings.map((w) => w.refused)).toEqual([1, 1, 1]);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('a clock stepped back after a warning delays the next report by a minute at most', () => {
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout', 'Date'] });
+    const { limit: l, warnings } = limit();
+    l.admit(new PassThrough(), 1, 1);
+    vi.setSystemTime(Date.now() - 3_600_000);
+    l.admit(new PassThrough(), 1, 1);
+    vi.advanceTimersByTime(60_000);
+    expect(warnings.map((w) => w.refused)).toEqual([1, 1]);
   });
 
   it('a refused handshake is answered 429 with Retry-After before any upgrade', async () => {
