@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
+import type { Message } from 'discord.js';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
@@ -7,7 +8,10 @@ import { CodedError, errorMessage } from '../../src/contracts/errors.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { chunkText } from '../../src/util/chunk.js';
+import { CursorFile, catchUpReachMs } from '../../src/util/cursor-file.js';
+import { linkAbort, unlinkAbort } from '../../src/util/linked-abort.js';
 import { platformCaller } from '../../src/util/platform-call.js';
+import { CATCH_UP_MAX_AGE_MS, catchUp, catchUpOnReady, ListenCursor, MAX_KNOWN_DM_CHANNELS } from './catch-up.js';
 import { takeClick } from './clicks.js';
 import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
 import { GatewayHandover, parseHandover, type DiscordHandover } from './handover.js';
@@ -22,6 +26,14 @@ export interface DiscordOptions {
   /** Gateway shards (`shards` in the config); 1 (the default) is an unsharded bot. */
   shards?: number;
   log: Logger;
+  /**
+   * Where the cursor (the creation time of the newest message stored) is kept across restarts,
+   * under the state dir; a `listenPart` of a sharded bot keeps its own beside it. Without one
+   * (tests), nothing is caught up.
+   */
+  cursorFile?: string;
+  /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a catch-up reads nothing older. */
+  duplicateWindowMs?: () => number;
 }
 
 /** Sends carrying `enforce_nonce` that failed with a 5xx in a row before one is tried without it (#enforcedOr). */
@@ -65,6 +77,8 @@ const NO_MENTIONS = { parse: [], replied_user: false } as const;
  * With `shards` > 1, `listen` runs every shard in one discord.js Client (one node: its
  * WebSocketManager paces the IDENTIFYs by max_concurrency), and `listenPart(i)` runs shard `i`
  * alone (cluster mode: each shard is leased on its own, so they spread over the instances).
+ * After a fresh IDENTIFY (not a RESUME) a shard catches up over REST on what was posted
+ * since the cursor (catch-up.ts).
  */
 export class DiscordAdapter implements ChannelAdapter {
   readonly capabilities: ChannelCapabilities = {
@@ -95,6 +109,8 @@ export class DiscordAdapter implements ChannelAdapter {
   #handingOver: DiscordHandover | undefined;
   /** The gateway clients listening now (one per `listenPart` in cluster mode), for cacheSizes(). */
   readonly #clients = new Set<Client>();
+  /** DM channels messages came from, the newest first (at most MAX_KNOWN_DM_CHANNELS): a catch-up reads them. */
+  #dmChannels: string[] = [];
 
   constructor(options: DiscordOptions, token: string) {
     this.#o = options;
@@ -146,6 +162,7 @@ export class DiscordAdapter implements ChannelAdapter {
   }
 
   async #run(shards: number[], deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
+    const cursor = await this.#openCursor(shards);
     const handover = new GatewayHandover(this.#resumeFrom);
     this.#resumeFrom = undefined;
     const client = new Client({
@@ -159,6 +176,15 @@ export class DiscordAdapter implements ChannelAdapter {
       ...((this.#o.shards ?? 1) > 1 ? { shards, shardCount: this.#o.shards } : {}),
     });
     this.#clients.add(client);
+    // Ends the catch-ups with the run, however it ends.
+    const run = new AbortController();
+    linkAbort(signal, run);
+    const catchUps = new Set<Promise<void>>();
+    const toCatchUp = catchUpOnReady(client, cursor, (shard, sinceMs) => {
+      if (!this.#self && client.user) this.#self = { id: client.user.id, name: client.user.username };
+      const p = this.#catchUp(client, shard, sinceMs, deliver, cursor!.cursor, run.signal).finally(() => catchUps.delete(p));
+      catchUps.add(p);
+    });
     let fail!: (err: Error) => void;
     const fatal = new Promise<never>((_, reject) => (fail = reject));
     fatal.catch(() => {});
@@ -173,9 +199,7 @@ export class DiscordAdapter implements ChannelAdapter {
     client.on('messageCreate', (m) => {
       // discord.js knows the bot from READY on, which can be before login() resolves.
       if (!this.#self && client.user) this.#self = { id: client.user.id, name: client.user.username };
-      const msg = this.#self ? normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds) : undefined;
-      forgetDmChannel(client, m.channelId, m.guildId);
-      if (msg) deliver(msg).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord message not stored'));
+      this.#take(client, m, deliver, cursor?.cursor).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'Discord message not stored'));
     });
     client.on('interactionCreate', (i) => {
       if (!i.isButton()) return forgetDmChannel(client, i.channelId, i.guildId);
@@ -195,6 +219,11 @@ export class DiscordAdapter implements ChannelAdapter {
       await Promise.race([fatal, stopped]);
     } finally {
       client.removeAllListeners();
+      toCatchUp();
+      run.abort(signal.reason);
+      unlinkAbort(signal, run);
+      await Promise.allSettled(catchUps);
+      await cursor?.cursor.flushed();
       // Stopped for an upgrade: the session is handed on instead of ended.
       if ((signal.reason as { code?: string } | undefined)?.code === 'UPGRADE_HANDED_OVER')
         this.#handingOver = await handover.capture(client).catch((err: unknown) => {
@@ -203,6 +232,56 @@ export class DiscordAdapter implements ChannelAdapter {
         });
       this.#clients.delete(client);
       await client.destroy();
+    }
+  }
+
+  /**
+   * One message, live or caught up, the same way: normalised (bots, other guilds and the
+   * rest sorted as always), its DM channel dropped from discord.js's cache and remembered for
+   * a catch-up, delivered; the cursor moves past it once it is stored.
+   */
+  async #take(client: Client, m: Message, deliver: Deliver, cursor: ListenCursor | undefined): Promise<void> {
+    const msg = this.#self ? normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds) : undefined;
+    forgetDmChannel(client, m.channelId, m.guildId);
+    if (!msg) return;
+    if (!m.guildId) this.#dmChannels = [m.channelId, ...this.#dmChannels.filter((id) => id !== m.channelId)].slice(0, MAX_KNOWN_DM_CHANNELS);
+    await deliver(msg);
+    cursor?.stored(m.createdTimestamp);
+  }
+
+  /** The run's cursor: the configured file for every shard, a file of its own for one `listenPart` of several. */
+  async #openCursor(shards: number[]): Promise<{ cursor: ListenCursor; firstStart: boolean } | undefined> {
+    const path = this.#o.cursorFile;
+    if (!path) return undefined;
+    const own = shards.length === 1 && (this.#o.shards ?? 1) > 1 ? `${path.replace(/\.cursor$/, '')}.shard-${shards[0]}.cursor` : path;
+    return ListenCursor.open(new CursorFile(own), (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Discord cursor'));
+  }
+
+  /** One shard's catch-up (catch-up.ts), through `#take`; the cursor moves once it is done. Never rejects. */
+  async #catchUp(client: Client, shard: number, sinceMs: number, deliver: Deliver, cursor: ListenCursor, signal: AbortSignal): Promise<void> {
+    const log = { channel: this.#o.id, shard };
+    try {
+      await cursor.catchingUp(async () => {
+        const got = await catchUp({
+          client,
+          shard,
+          shardCount: this.#o.shards ?? 1,
+          guilds: this.#o.guilds,
+          dmChannels: this.#dmChannels,
+          sinceMs,
+          reachMs: catchUpReachMs(CATCH_UP_MAX_AGE_MS, this.#o.duplicateWindowMs),
+          read: (id, query, s) => this.#call('catch-up', s, (rs) => this.#rest.get(Routes.channelMessages(id), { query, signal: rs })),
+          take: (m) => this.#take(client, m, deliver, undefined),
+          log: this.#o.log,
+          channel: this.#o.id,
+          signal,
+        });
+        if (got.delivered) this.#o.log.info({ ...log, messages: got.delivered }, 'Discord catch-up delivered messages posted while away');
+        return got.newestMs;
+      });
+    } catch (err) {
+      if (!signal.aborted)
+        this.#o.log.warn({ ...log, err }, 'Discord catch-up stopped (a message not stored): the cursor stays, so a restart reads the gap again');
     }
   }
 

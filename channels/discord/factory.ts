@@ -1,3 +1,4 @@
+import { join } from 'node:path';
 import type { ChannelFactory } from '../../src/contracts/channel.js';
 import type { DiscordConfig } from './config.js';
 import { ChannelError } from '../../src/contracts/errors.js';
@@ -7,5 +8,16 @@ import { DiscordAdapter } from './adapter.js';
 export const createChannel: ChannelFactory<DiscordConfig> = (config, ctx) => {
   const token = ctx.secret('token');
   if (!token) throw new ChannelError('CHANNEL_AUTH_FAILED', `channel "${config.id}" has no token`, { retryable: false });
-  return new DiscordAdapter({ id: config.id, restApi: config.rest_api.replace(/\/+$/, ''), guilds: config.guilds, shards: config.shards, log: ctx.log }, token);
+  return new DiscordAdapter(
+    {
+      id: config.id,
+      restApi: config.rest_api.replace(/\/+$/, ''),
+      guilds: config.guilds,
+      shards: config.shards,
+      log: ctx.log,
+      cursorFile: join(ctx.stateDir, 'discord', `${config.id}.cursor`),
+      ...(ctx.duplicateWindowMs ? { duplicateWindowMs: ctx.duplicateWindowMs } : {}),
+    },
+    token,
+  );
 };

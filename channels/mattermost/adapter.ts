@@ -9,7 +9,7 @@ import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
 import { catchUpChannel, type MmPostList } from './catch-up.js';
 import { type MmListedChannel, readChannelList } from './channel-list.js';
-import { CursorFile } from './cursor.js';
+import { CursorFile, catchUpReachMs } from '../../src/util/cursor-file.js';
 import { classifyMattermostError, MattermostAnswerTooDeep, MattermostAnswerTooLarge, type MattermostApiError } from './errors.js';
 import { neutralizeMattermostMentions } from './mentions.js';
 import { normalizePost, readPosted, skipReason, type MmPost, type MmPostedData, type MmScope, type MmWhere } from './normalize.js';
@@ -25,6 +25,8 @@ export interface MattermostOptions {
   log: Logger;
   /** Where the cursor is kept across restarts (under the state dir). */
   cursorFile: string;
+  /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a catch-up reads nothing older. */
+  duplicateWindowMs?: () => number;
   /** Reconnect backoff: the first wait, doubled up to the max; short in tests. */
   reconnectBaseMs?: number;
   reconnectMaxMs?: number;
@@ -147,7 +149,7 @@ export class MattermostAdapter implements ChannelAdapter {
     // server's clock, from any answer that had a Date (a proxy may strip it from some), before
     // this machine's: that may be ahead, the floor too late, and posts sent while away missed.
     const nowMs = me.serverTimeMs ?? teams.serverTimeMs ?? this.#serverNowMs() ?? this.#localNowMs();
-    const floorMs = nowMs - MAX_CATCH_UP_MS;
+    const floorMs = nowMs - catchUpReachMs(MAX_CATCH_UP_MS, this.#o.duplicateWindowMs);
     // A cursor this process holds (a catch-up owed since a list over its bound) is as bounded as a stored one.
     this.#cursor =
       this.#cursor !== undefined

@@ -16,5 +16,6 @@ export const createChannel: ChannelFactory<MattermostConfig> = (config, ctx) => 
     channels: config.channels,
     log: ctx.log,
     cursorFile: join(ctx.stateDir, 'mattermost', `${config.id}.cursor`),
+    ...(ctx.duplicateWindowMs ? { duplicateWindowMs: ctx.duplicateWindowMs } : {}),
   });
 };

@@ -258,6 +258,13 @@ export interface ChannelContext {
   evicted?(structure: string, count: number): void;
   /** Where a channel that writes files itself (uploads) reports a write that failed for lack of room. */
   storage?: StorageReporter;
+  /**
+   * How long the inbox still drops a message delivered again as a duplicate: its retention on
+   * one node, the shared stream's window in cluster mode. A listener that catches up on what
+   * was posted while it was away reads nothing older (src/util/cursor-file.ts catchUpReachMs):
+   * a message answered already would be answered twice.
+   */
+  duplicateWindowMs?: () => number;
 }
 
 /**

@@ -61,6 +61,7 @@ export function channelComponent(channel: ChannelConfig): DaemonComponent {
           secret: (base) => config.secrets.get(`channels.${channel.id}`, base),
           evicted: (structure, n) => metrics.evictions.inc({ structure }, n),
           storage: fileFaultReporter(ctx.use('storage'), (code) => metrics.storageFaults.inc({ code }), log),
+          duplicateWindowMs: () => topology.intake.duplicateWindowMs(),
         });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener

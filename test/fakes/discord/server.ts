@@ -6,6 +6,8 @@ export interface RestCall {
   method: string;
   path: string;
   body: Record<string, any> | undefined;
+  /** The query string, without its `?` (empty when none). */
+  query: string;
   at: number;
 }
 
@@ -37,10 +39,14 @@ export const INTERACTION_TOKEN_MS = 15 * 60_000;
 
 const EPOCH = 1420070400000n;
 let counter = 0n;
-/** A Discord snowflake, increasing. */
-export function snowflake(): string {
-  return String(((BigInt(Date.now()) - EPOCH) << 22n) | (counter++ & 0xfffn));
+/** A Discord snowflake, increasing (for a time `atMs`, now by default). */
+export function snowflake(atMs = Date.now()): string {
+  return String(((BigInt(atMs) - EPOCH) << 22n) | (counter++ & 0xfffn));
 }
+
+/** What `GET /channels/{id}/messages` takes: `limit` 1–100, 50 when not given. */
+export const MESSAGES_PAGE_DEFAULT = 50;
+export const MESSAGES_PAGE_MAX = 100;
 
 /** Discord's checks on components: action rows (type 1) of at most 5 buttons (type 2), custom_id ≤ 100, label ≤ 80. */
 function componentsProblem(components: unknown): string | undefined {
@@ -188,13 +194,41 @@ export class FakeDiscord {
     };
   }
 
+  /** Users' messages by channel, as `GET /channels/{id}/messages` returns them (the bot's own come from `messages`). */
+  readonly #history = new Map<string, Array<Record<string, unknown>>>();
+  /** Channels whose history the bot may not read (403 Missing Access). */
+  readonly #forbidden = new Set<string>();
+  /** Set inside `whileAway`: messages are stored in the history only, not dispatched. */
+  #away: { atMs: number } | undefined;
+
+  /**
+   * Messages posted while the bot was away: each `guildMessage`/`dm` inside `post` goes into
+   * the channel's history (what `GET /channels/{id}/messages` reads) without a gateway event,
+   * created `ageMs` ago (0: now). Returns what `post` returns.
+   */
+  whileAway<T>(post: () => T, o: { ageMs?: number } = {}): T {
+    this.#away = { atMs: Date.now() - (o.ageMs ?? 0) };
+    try {
+      return post();
+    } finally {
+      this.#away = undefined;
+    }
+  }
+
+  /** The bot loses access to a channel's history: reading it answers 403 Missing Access. */
+  forbidChannel(channelId: string): void {
+    this.#forbidden.add(channelId);
+  }
+
   #message(channelId: string, content: string, extra: Record<string, unknown>) {
-    const id = snowflake();
-    this.dispatch('MESSAGE_CREATE', {
+    const away = this.#away;
+    const atMs = away?.atMs ?? Date.now();
+    const id = snowflake(atMs);
+    const payload = {
       id,
       channel_id: channelId,
       content,
-      timestamp: new Date().toISOString(),
+      timestamp: new Date(atMs).toISOString(),
       edited_timestamp: null,
       tts: false,
       mention_everyone: false,
@@ -205,8 +239,42 @@ export class FakeDiscord {
       type: 0,
       flags: 0,
       ...extra,
-    });
+    };
+    this.#history.set(channelId, [...(this.#history.get(channelId) ?? []), payload]);
+    if (!away) this.dispatch('MESSAGE_CREATE', payload);
     return id;
+  }
+
+  /** A user's message from the history (one posted while away too) dispatched as MESSAGE_CREATE, as a replay would. */
+  dispatchStored(messageId: string): void {
+    const payload = [...this.#history.values()].flat().find((m) => m.id === messageId);
+    if (!payload) throw new Error(`no stored message ${messageId}`);
+    this.dispatch('MESSAGE_CREATE', payload);
+  }
+
+  /**
+   * `GET /channels/{id}/messages` as Discord documents it: `limit` 1–100 (default 50, else 400);
+   * `after`: the `limit` messages just after that id, `before`: just before it, neither: the
+   * newest; always newest first. An unknown channel is 404 Unknown Channel, a forbidden one 403.
+   */
+  #readHistory(channelId: string, query: URLSearchParams): { status: number; body: unknown } {
+    const known = this.guilds.some((g) => [g.channel, g.thread, g.thread2].includes(channelId)) || channelId === this.dmChannel || this.#history.has(channelId);
+    if (!known) return { status: 404, body: { message: 'Unknown Channel', code: 10003 } };
+    if (this.#forbidden.has(channelId)) return { status: 403, body: { message: 'Missing Access', code: 50001 } };
+    const limit = query.has('limit') ? Number(query.get('limit')) : MESSAGES_PAGE_DEFAULT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MESSAGES_PAGE_MAX)
+      return { status: 400, body: { message: 'Invalid Form Body', code: 50035, errors: { limit: { _errors: [{ code: 'NUMBER_TYPE_MAX' }] } } } };
+    const bots = this.messages.filter((m) => m.channelId === channelId && !m.deleted).map((m) => this.#apiMessage(m) as Record<string, unknown>);
+    // REST messages carry neither guild_id nor member (those come with the gateway event only).
+    const users = (this.#history.get(channelId) ?? []).map(({ guild_id: _g, member: _m, ...rest }) => rest);
+    const all = [...users, ...bots].sort((a, b) => (BigInt(String(a.id)) < BigInt(String(b.id)) ? -1 : 1));
+    const after = query.get('after');
+    const before = query.get('before');
+    let page: Array<Record<string, unknown>>;
+    if (after) page = all.filter((m) => BigInt(String(m.id)) > BigInt(after)).slice(0, limit);
+    else if (before) page = all.filter((m) => BigInt(String(m.id)) < BigInt(before)).slice(-limit);
+    else page = all.slice(-limit);
+    return { status: 200, body: page.toReversed() };
   }
 
   /** A message in the guild's text channel (or a thread); `mention` prefixes <@bot>. */
@@ -480,7 +548,7 @@ export class FakeDiscord {
   }
 
   async #handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '').split('?')[0]!;
+    const [path = '', query = ''] = (req.url ?? '').split('?');
     const chunks: Buffer[] = [];
     for await (const c of req) chunks.push(c as Buffer);
     const raw = Buffer.concat(chunks).toString('utf8');
@@ -499,7 +567,7 @@ export class FakeDiscord {
         if (k.startsWith('files[') && typeof v !== 'string') uploads.push({ name: v.name, mime: v.type, bytes: Buffer.from(await v.arrayBuffer()) });
     } else body = raw ? (JSON.parse(raw) as Record<string, any>) : undefined;
     const method = req.method ?? 'GET';
-    this.rest.push({ method, path, body, at: Date.now() });
+    this.rest.push({ method, path, body, query, at: Date.now() });
     // A fault that lets the request through: its success is answered with a gateway's 5xx page.
     let failAfter: { status: number } | undefined;
     const json = (status: number, payload: unknown, headers: Record<string, string> = {}) => {
@@ -593,6 +661,10 @@ export class FakeDiscord {
     const m = /\/channels\/(\d+)\/messages(?:\/(\d+))?$/.exec(path);
     if (!m) return json(404, { message: 'Unknown route', code: 0 });
     const [, channelId, messageId] = m;
+    if (method === 'GET' && !messageId) {
+      const page = this.#readHistory(channelId!, new URLSearchParams(query));
+      return json(page.status, page.body);
+    }
     if (method === 'POST' && !messageId && uploads.length) {
       const msg: StoredMessage = {
         id: snowflake(),
@@ -660,7 +732,7 @@ export class FakeDiscord {
       content: m.content,
       author: this.bot,
       components: m.components ?? [],
-      timestamp: new Date().toISOString(),
+      timestamp: new Date(m.createdAt).toISOString(),
       edited_timestamp: m.edits ? new Date().toISOString() : null,
       tts: false,
       mention_everyone: false,

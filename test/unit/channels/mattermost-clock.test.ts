@@ -38,6 +38,17 @@ describe("Mattermost: the catch-up floor by the server's clock", () => {
     },
   );
 
+  it("the floor is never older than the inbox's duplicate window (cluster mode: this instance's cursor may be an hour old, and another instance answered since)", async () => {
+    f.mm.clockOffsetMs = -600_000;
+    const answered = f.mm.userPost('answered by another instance ten minutes ago', { channel: f.mm.town });
+    f.mm.clockOffsetMs = 0;
+    const away = f.mm.userPost('sent while the lease moved', { channel: f.mm.town });
+    f.listen(Date.now() - 3_600_000, 90_000);
+    const live = await f.afterCatchUp();
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id, live.id]);
+    expect(f.delivered.some((m) => m.messageId === answered.id)).toBe(false);
+  });
+
   it("a restart whose users/me answer has no Date, on a machine two days behind the server: a cursor older than a day by the server's clock is raised to a day before its now", async () => {
     f.mm.clockOffsetMs = 2 * DAY_MS;
     f.mm.dateless.add('me');

@@ -27,7 +27,7 @@ export function catchUpFixture(prefix: string) {
     ended: undefined as { err: unknown } | undefined,
     listening: undefined as Promise<void> | undefined,
     adapter: undefined as MattermostAdapter | undefined,
-    listen(cursorMs: number | undefined): void {
+    listen(cursorMs: number | undefined, duplicateWindowMs?: number): void {
       if (cursorMs !== undefined) writeFileSync(f.cursorFile, `${cursorMs}\n`);
       const log = pino({ level: 'info' }, { write: (s: string) => void f.lines.push(JSON.parse(s)) });
       f.adapter = new MattermostAdapter({
@@ -38,6 +38,7 @@ export function catchUpFixture(prefix: string) {
         channels: [],
         log,
         cursorFile: f.cursorFile,
+        ...(duplicateWindowMs ? { duplicateWindowMs: () => duplicateWindowMs } : {}),
         reconnectBaseMs: 10,
       });
       f.listenAgain();

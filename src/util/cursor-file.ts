@@ -2,8 +2,8 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 /**
- * Where the listener stands: the server time of the last post stored, kept in a file under
- * the state dir, so a restart catches up on what was posted while the daemon was down.
+ * Where a listener stands: the platform time (ms) of the newest message stored, kept in a file
+ * under the state dir, so a restart catches up on what was posted while the daemon was down.
  * Writes are coalesced (one in flight, the newest value next) and atomic (temp file + rename).
  */
 export class CursorFile {
@@ -50,4 +50,18 @@ export class CursorFile {
       this.#writing = undefined;
     }
   }
+}
+
+/** A platform's clock and the inbox's may differ by this much: a catch-up stays this far inside the duplicate window. */
+const CLOCK_MARGIN_MS = 15_000;
+
+/**
+ * How far back a catch-up may read: `maxMs` (older messages are history, not questions), and
+ * never past what the inbox still recognises as delivered (`duplicateWindowMs`: its retention
+ * on one node, the shared stream's window in cluster mode, where another instance's cursor in
+ * its own state dir may be hours old). A message older than that, answered already, would be
+ * answered again.
+ */
+export function catchUpReachMs(maxMs: number, duplicateWindowMs?: () => number): number {
+  return Math.max(0, Math.min(maxMs, (duplicateWindowMs?.() ?? Number.POSITIVE_INFINITY) - CLOCK_MARGIN_MS));
 }

@@ -1,0 +1,239 @@
+import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { DiscordAdapter } from '../../../channels/discord/adapter.js';
+import { CATCH_UP_MAX_MESSAGES_PER_CHANNEL } from '../../../channels/discord/catch-up.js';
+import { CodedError } from '../../../src/contracts/errors.js';
+import type { ChannelMessage } from '../../../src/contracts/message.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import { FakeDiscord } from '../../fakes/discord/server.js';
+import { LogSink, waitFor } from '../../helpers/daemon.js';
+
+/** The daemon's inbox as far as these tests need it: keyed by channel and message id, a repeat is dropped (not answered again). */
+class Inbox {
+  /** Every delivery, repeats too. */
+  readonly all: ChannelMessage[] = [];
+  readonly kept = new Map<string, ChannelMessage>();
+  readonly deliver = async (m: ChannelMessage): Promise<boolean> => {
+    this.all.push(m);
+    const key = `${m.channelId}:${m.messageId}`;
+    if (this.kept.has(key)) return false;
+    this.kept.set(key, m);
+    return true;
+  };
+  texts(from = 0): string[] {
+    return this.all.slice(from).map((m) => m.text);
+  }
+}
+
+async function fakeDiscord(): Promise<FakeDiscord> {
+  const dc = new FakeDiscord();
+  await dc.start();
+  onTestFinished(() => dc.close());
+  return dc;
+}
+
+/** A cursor file path in a state dir of the test's own; `atMs` writes a cursor there first (a restart, not a first start). */
+async function cursorPath(atMs?: number): Promise<string> {
+  const dir = await mkdtemp(join(tmpdir(), 'channeld-discord-cursor-'));
+  onTestFinished(() => rm(dir, { recursive: true, force: true }));
+  const path = join(dir, 'discord', 'dc.cursor');
+  if (atMs !== undefined) {
+    await mkdir(join(dir, 'discord'));
+    await writeFile(path, `${atMs}\n`);
+  }
+  return path;
+}
+
+const readCursor = async (path: string) => Number((await readFile(path, 'utf8').catch(() => '')).trim()) || undefined;
+
+function adapterOn(dc: FakeDiscord, cursorFile: string, logs = new LogSink(), duplicateWindowMs?: () => number): DiscordAdapter {
+  const log = createLogger({ level: 'debug', destination: logs });
+  return new DiscordAdapter({ id: 'dc', restApi: dc.restApi, guilds: [], log, cursorFile, ...(duplicateWindowMs ? { duplicateWindowMs } : {}) }, dc.token);
+}
+
+/** `adapter.listen` until the returned stop (or the test's end); resolves once connected. */
+async function listening(adapter: DiscordAdapter, inbox: Inbox): Promise<{ stop: (reason?: unknown) => Promise<void> }> {
+  const ctl = new AbortController();
+  let connected = false;
+  const run = adapter.listen(inbox.deliver, ctl.signal, () => (connected = true));
+  const stop = async (reason?: unknown) => {
+    ctl.abort(reason);
+    await run.catch(() => {});
+  };
+  onTestFinished(() => stop());
+  await waitFor(() => connected, 10_000);
+  return { stop };
+}
+
+/** The catch-up's reads: `GET /channels/{id}/messages`. */
+const historyReads = (dc: FakeDiscord) => dc.rest.filter((c) => c.method === 'GET' && /\/channels\/\d+\/messages$/.test(c.path));
+
+describe('the Discord catch-up', () => {
+  it('delivers what was posted while no listener ran once, oldest first, through the live path, and a repeat live is answered once', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath();
+    const adapter = adapterOn(dc, path);
+    const inbox = new Inbox();
+    const first = await listening(adapter, inbox);
+    dc.dm('hello');
+    const live = dc.guildMessage('live', { mention: true });
+    await waitFor(() => inbox.all.length === 2, 10_000);
+    const liveAtMs = inbox.all[1]!.receivedAt;
+    await waitFor(async () => (await readCursor(path)) === liveAtMs, 10_000);
+    await first.stop();
+
+    const ids = dc.whileAway(() => ({
+      a1: dc.guildMessage('a1', { mention: true }),
+      t1: dc.guildMessage('t1', { mention: true, thread: 1 }),
+      a2: dc.guildMessage('a2 unaddressed'),
+      bot: dc.guildMessage('a3 from a bot', { mention: true, author: { id: '777777777777777777', username: 'other-bot', bot: true } }),
+      d1: dc.dm('d1'),
+    }));
+    const away = new Set(Object.values(ids));
+    const from = inbox.all.length;
+    await listening(adapter, inbox);
+    await waitFor(() => [...away].every((id) => inbox.kept.has(`dc:${id}`)), 10_000);
+    // The cursor's own millisecond is read again ('live'): the inbox drops that repeat.
+    const caught = inbox.all.slice(from).filter((m) => away.has(m.messageId));
+    expect(caught).toHaveLength(5);
+    const inChat = (chat: string) => caught.filter((m) => m.chat.id === chat && !m.threadId).map((m) => m.text);
+    expect(inChat(dc.guild.channel)).toEqual(['a1', 'a2 unaddressed', 'a3 from a bot']);
+    expect(inChat(dc.dmChannel)).toEqual(['d1']);
+    const byText = new Map(caught.map((m) => [m.text, m]));
+    expect(byText.get('a1')).toMatchObject({ messageId: ids.a1, addressed: true, chat: { type: 'group' } });
+    expect(byText.get('t1')).toMatchObject({ messageId: ids.t1, threadId: dc.guild.thread, chat: { id: dc.guild.channel } });
+    expect(byText.get('a2 unaddressed')).toMatchObject({ messageId: ids.a2, addressed: false });
+    expect(byText.get('a3 from a bot')).toMatchObject({ messageId: ids.bot, sender: { isBot: true } });
+    expect(byText.get('d1')).toMatchObject({ messageId: ids.d1, chat: { id: dc.dmChannel, type: 'dm' }, addressed: true });
+    expect([...inbox.kept.values()].filter((m) => m.messageId === live)).toHaveLength(1);
+    for (const c of historyReads(dc)) expect(new URLSearchParams(c.query).get('limit')).toBe(String(CATCH_UP_MAX_MESSAGES_PER_CHANNEL));
+
+    // The same messages live (a replay): the very same ChannelMessage, so the inbox keeps each once.
+    const before = inbox.all.length;
+    dc.dispatchStored(ids.a1);
+    dc.dispatchStored(ids.t1);
+    await waitFor(() => inbox.all.length - before === 2, 10_000);
+    expect(inbox.all.at(-2)).toEqual(byText.get('a1'));
+    expect(inbox.all.at(-1)).toEqual(byText.get('t1'));
+    expect([...inbox.kept.values()].filter((m) => m.messageId === ids.a1)).toHaveLength(1);
+    await waitFor(async () => ((await readCursor(path)) ?? 0) >= byText.get('d1')!.receivedAt, 10_000);
+  });
+
+  it('does not catch up after a RESUME, and does after the session is lost and identified anew', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath(Date.now() - 60_000);
+    const inbox = new Inbox();
+    await listening(adapterOn(dc, path), inbox);
+    // The first READY's catch-up reads the guild's channel and its two threads.
+    await waitFor(() => historyReads(dc).length === 3, 10_000);
+    const away = dc.whileAway(() => dc.guildMessage('sent while resuming', { mention: true }));
+    dc.requestReconnect();
+    await waitFor(() => dc.gateway.resumes === 1 && dc.connected, 10_000);
+    dc.guildMessage('after the resume', { mention: true });
+    await waitFor(() => inbox.texts().includes('after the resume'), 10_000);
+    expect(inbox.texts()).toEqual(['after the resume']);
+    expect(historyReads(dc)).toHaveLength(3);
+
+    dc.invalidateSession(false);
+    await waitFor(() => inbox.all.some((m) => m.messageId === away), 15_000);
+    expect(dc.gateway.identifies).toBe(2);
+    // Read again from the cursor: what came live is delivered again, and the inbox keeps it once.
+    expect([...inbox.kept.values()].map((m) => m.text)).toEqual(['after the resume', 'sent while resuming']);
+  });
+
+  it('does not catch up on a session handed over by an upgrade, which resumed', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath(Date.now() - 60_000);
+    const inbox = new Inbox();
+    const old = adapterOn(dc, path);
+    const first = await listening(old, inbox);
+    await waitFor(() => historyReads(dc).length === 3, 10_000);
+    await first.stop(new CodedError('UPGRADE_HANDED_OVER', 'handed over'));
+    const state = old.handoverState();
+    expect(state).toBeDefined();
+    dc.whileAway(() => dc.guildMessage('sent during the hand-over', { mention: true }));
+
+    const next = adapterOn(dc, path);
+    next.resumeFrom(state);
+    await listening(next, inbox);
+    await waitFor(() => dc.gateway.resumes === 1, 10_000);
+    const marker = dc.guildMessage('after the hand-over', { mention: true });
+    await waitFor(() => inbox.texts().includes('after the hand-over'), 10_000);
+    // Stored live: the cursor moves on (and no catch-up read anything).
+    await waitFor(async () => (await readCursor(path)) === inbox.all.find((m) => m.messageId === marker)!.receivedAt, 10_000);
+    expect(inbox.texts()).toEqual(['after the hand-over']);
+    expect(historyReads(dc)).toHaveLength(3);
+    expect(dc.gateway.identifies).toBe(1);
+  });
+
+  it('on a first start (no cursor) delivers nothing from before it, and starts the cursor at now', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath();
+    dc.whileAway(() => dc.guildMessage('from before the first start', { mention: true }), { ageMs: 60_000 });
+    const startedMs = Date.now();
+    const inbox = new Inbox();
+    await listening(adapterOn(dc, path), inbox);
+    await waitFor(async () => ((await readCursor(path)) ?? 0) >= startedMs, 10_000);
+    dc.guildMessage('live', { mention: true });
+    await waitFor(() => inbox.all.length === 1, 10_000);
+    expect(inbox.texts()).toEqual(['live']);
+    expect(historyReads(dc)).toEqual([]);
+  });
+
+  it("reads nothing older than the inbox's duplicate window (cluster mode: this instance's cursor may be hours old, and another answered since)", async () => {
+    const dc = await fakeDiscord();
+    // This instance last ran the listener an hour ago; the shared inbox recognises 90 s.
+    const path = await cursorPath(Date.now() - 3_600_000);
+    const old = dc.whileAway(() => dc.guildMessage('answered by another instance ten minutes ago', { mention: true }), { ageMs: 600_000 });
+    const recent = dc.whileAway(() => dc.guildMessage('sent while the lease moved', { mention: true }), { ageMs: 5_000 });
+    const inbox = new Inbox();
+    await listening(
+      adapterOn(dc, path, new LogSink(), () => 90_000),
+      inbox,
+    );
+    await waitFor(() => inbox.kept.has(`dc:${recent}`), 10_000);
+    expect(inbox.kept.has(`dc:${old}`)).toBe(false);
+    expect(inbox.texts()).toEqual(['sent while the lease moved']);
+  });
+
+  it('skips a channel that answers 403 (logged) and catches up the others', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath(Date.now() - 60_000);
+    dc.whileAway(() => {
+      dc.guildMessage('in the hidden thread', { mention: true, thread: 1 });
+      dc.guildMessage('in the channel', { mention: true });
+      dc.guildMessage('in the other thread', { mention: true, thread: 2 });
+    });
+    dc.forbidChannel(dc.guild.thread);
+    const logs = new LogSink();
+    const inbox = new Inbox();
+    await listening(adapterOn(dc, path, logs), inbox);
+    await waitFor(() => inbox.all.length === 2, 10_000);
+    expect(inbox.texts().sort()).toEqual(['in the channel', 'in the other thread']);
+    const skipped = logs.entries().filter((e) => e.msg === 'Discord channel not readable; its catch-up is skipped');
+    expect(skipped).toMatchObject([{ discordChannel: dc.guild.thread }]);
+    // The listener goes on.
+    dc.guildMessage('live', { mention: true });
+    await waitFor(() => inbox.texts().includes('live'), 10_000);
+  });
+
+  it('over the per-channel bound delivers the newest messages and warns naming the gap', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath(Date.now() - 60_000);
+    const over = CATCH_UP_MAX_MESSAGES_PER_CHANNEL + 1;
+    const ids = dc.whileAway(() => Array.from({ length: over }, (_, i) => dc.guildMessage(`m${i}`, { mention: true })), { ageMs: 1000 });
+    const logs = new LogSink();
+    const inbox = new Inbox();
+    await listening(adapterOn(dc, path, logs), inbox);
+    await waitFor(() => inbox.all.length === CATCH_UP_MAX_MESSAGES_PER_CHANNEL, 10_000);
+    expect(inbox.texts()).toEqual(Array.from({ length: CATCH_UP_MAX_MESSAGES_PER_CHANNEL }, (_, i) => `m${i + 1}`));
+    await waitFor(() => logs.entries().some((e) => e.level === 40 && String(e.msg).includes('in the gap')), 10_000);
+    expect(logs.entries().find((e) => String(e.msg).includes('in the gap'))).toMatchObject({
+      discordChannel: dc.guild.channel,
+      firstSkipped: ids[0],
+      firstKept: ids[1],
+    });
+  });
+});
