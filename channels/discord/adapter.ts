@@ -11,7 +11,8 @@ import { chunkText } from '../../src/util/chunk.js';
 import { CursorFile, catchUpReachMs } from '../../src/util/cursor-file.js';
 import { linkAbort, unlinkAbort } from '../../src/util/linked-abort.js';
 import { platformCaller } from '../../src/util/platform-call.js';
-import { CATCH_UP_MAX_AGE_MS, catchUp, catchUpOnReady, ListenCursor, MAX_KNOWN_DM_CHANNELS } from './catch-up.js';
+import { CATCH_UP_MAX_AGE_MS, catchUp, catchUpOnReady, ListenCursor } from './catch-up.js';
+import { KnownDmChannels } from './dm-channels.js';
 import { takeClick } from './clicks.js';
 import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
 import { GatewayHandover, parseHandover, type DiscordHandover } from './handover.js';
@@ -109,12 +110,14 @@ export class DiscordAdapter implements ChannelAdapter {
   #handingOver: DiscordHandover | undefined;
   /** The gateway clients listening now (one per `listenPart` in cluster mode), for cacheSizes(). */
   readonly #clients = new Set<Client>();
-  /** DM channels messages came from, the newest first (at most MAX_KNOWN_DM_CHANNELS): a catch-up reads them. */
-  #dmChannels: string[] = [];
+  /** DM channels messages came from, the newest first, kept beside the cursor: a catch-up reads them. */
+  readonly #dmChannels: KnownDmChannels;
 
   constructor(options: DiscordOptions, token: string) {
     this.#o = options;
     this.#token = token;
+    const dms = options.cursorFile === undefined ? undefined : `${options.cursorFile.replace(/\.cursor$/, '')}.dm-channels.json`;
+    this.#dmChannels = new KnownDmChannels(dms, (err) => options.log.warn({ err, channel: options.id }, 'could not store the Discord DM channels'));
     // Edits that hit a rate limit are refused to us (with retry-after) instead of queued, so
     // ReplyStream can widen its interval; sends wait in discord.js's queue as usual.
     this.#rest = new REST({ api: options.restApi, rejectOnRateLimit: (r) => r.method === 'PATCH' || r.method === 'patch' }).setToken(token);
@@ -163,6 +166,7 @@ export class DiscordAdapter implements ChannelAdapter {
 
   async #run(shards: number[], deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
     const cursor = await this.#openCursor(shards);
+    await this.#dmChannels.load();
     const handover = new GatewayHandover(this.#resumeFrom);
     this.#resumeFrom = undefined;
     const client = new Client({
@@ -224,6 +228,7 @@ export class DiscordAdapter implements ChannelAdapter {
       unlinkAbort(signal, run);
       await Promise.allSettled(catchUps);
       await cursor?.cursor.flushed();
+      await this.#dmChannels.flushed();
       // Stopped for an upgrade: the session is handed on instead of ended.
       if ((signal.reason as { code?: string } | undefined)?.code === 'UPGRADE_HANDED_OVER')
         this.#handingOver = await handover.capture(client).catch((err: unknown) => {
@@ -244,7 +249,7 @@ export class DiscordAdapter implements ChannelAdapter {
     const msg = this.#self ? normalizeMessage(m, this.#o.id, this.#self.id, this.#o.guilds) : undefined;
     forgetDmChannel(client, m.channelId, m.guildId);
     if (!msg) return;
-    if (!m.guildId) this.#dmChannels = [m.channelId, ...this.#dmChannels.filter((id) => id !== m.channelId)].slice(0, MAX_KNOWN_DM_CHANNELS);
+    if (!m.guildId) this.#dmChannels.seen(m.channelId);
     await deliver(msg);
     cursor?.stored(m.createdTimestamp);
   }
@@ -267,7 +272,7 @@ export class DiscordAdapter implements ChannelAdapter {
           shard,
           shardCount: this.#o.shards ?? 1,
           guilds: this.#o.guilds,
-          dmChannels: this.#dmChannels,
+          dmChannels: this.#dmChannels.ids,
           sinceMs,
           reachMs: catchUpReachMs(CATCH_UP_MAX_AGE_MS, this.#o.duplicateWindowMs),
           read: (id, query, s) => this.#call('catch-up', s, (rs) => this.#rest.get(Routes.channelMessages(id), { query, signal: rs })),

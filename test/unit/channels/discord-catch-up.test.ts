@@ -1,9 +1,10 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { DiscordAdapter } from '../../../channels/discord/adapter.js';
-import { CATCH_UP_MAX_MESSAGES_PER_CHANNEL } from '../../../channels/discord/catch-up.js';
+import { CATCH_UP_MAX_MESSAGES_PER_CHANNEL, MAX_KNOWN_DM_CHANNELS } from '../../../channels/discord/catch-up.js';
+import { KnownDmChannels } from '../../../channels/discord/dm-channels.js';
 import { CodedError } from '../../../src/contracts/errors.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { createLogger } from '../../../src/observe/logger.js';
@@ -121,6 +122,23 @@ describe('the Discord catch-up', () => {
     await waitFor(async () => ((await readCursor(path)) ?? 0) >= byText.get('d1')!.receivedAt, 10_000);
   });
 
+  it('after a restart of the daemon (a new adapter) catches up on DMs too: the DM channels it knew are kept beside the cursor', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath();
+    const inbox = new Inbox();
+    const first = await listening(adapterOn(dc, path), inbox);
+    dc.dm('hello');
+    await waitFor(() => inbox.all.length === 1, 10_000);
+    await first.stop();
+    expect(JSON.parse(await readFile(path.replace(/\.cursor$/, '.dm-channels.json'), 'utf8'))).toEqual([dc.dmChannel]);
+
+    const away = dc.whileAway(() => dc.dm('sent while the daemon was down'));
+    await listening(adapterOn(dc, path), inbox);
+    await waitFor(() => inbox.kept.has(`dc:${away}`), 10_000);
+    // 'hello' is the cursor's own millisecond, read again and dropped by the inbox as a repeat.
+    expect([...inbox.kept.values()].map((m) => m.text)).toEqual(['hello', 'sent while the daemon was down']);
+  });
+
   it('does not catch up after a RESUME, and does after the session is lost and identified anew', async () => {
     const dc = await fakeDiscord();
     const path = await cursorPath(Date.now() - 60_000);
@@ -235,5 +253,30 @@ describe('the Discord catch-up', () => {
       firstSkipped: ids[0],
       firstKept: ids[1],
     });
+  });
+});
+
+describe('the DM channels a Discord catch-up reads', () => {
+  it('a malformed, oversized or foreign file is read as an empty list; ids are kept newest first, at most the bound, one write per change', async () => {
+    const path = await cursorPath();
+    const file = path.replace(/\.cursor$/, '.dm-channels.json');
+    await mkdir(dirname(file), { recursive: true });
+    for (const bad of ['not json', JSON.stringify({ ids: ['1'] }), JSON.stringify(['1'.repeat(5000)]), `[${'"1",'.repeat(2000)}"1"]`]) {
+      await writeFile(file, bad);
+      const dms = new KnownDmChannels(file, () => {});
+      await dms.load();
+      expect(dms.ids).toEqual([]);
+    }
+    await writeFile(file, JSON.stringify(['12', 'x', 34, '56']));
+    const dms = new KnownDmChannels(file, () => {});
+    await dms.load();
+    expect(dms.ids).toEqual(['12', '56']);
+    for (let i = 0; i < MAX_KNOWN_DM_CHANNELS + 5; i++) dms.seen(String(1000 + i));
+    dms.seen(String(1000 + MAX_KNOWN_DM_CHANNELS + 4));
+    await dms.flushed();
+    const stored = JSON.parse(await readFile(file, 'utf8')) as string[];
+    expect(stored).toHaveLength(MAX_KNOWN_DM_CHANNELS);
+    expect(stored[0]).toBe(String(1000 + MAX_KNOWN_DM_CHANNELS + 4));
+    expect(stored).toEqual(dms.ids);
   });
 });
