@@ -7,14 +7,15 @@ import { sleep } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
-import { classifyMatrixError, isAnswerTooLarge, MAX_ANSWER_BYTES, MatrixClient, type MatrixHttpError } from './client.js';
+import { classifyMatrixError, MatrixClient, type MatrixHttpError } from './client.js';
 import { fitContent } from './fit.js';
 import { markdownToMatrixHtml, neutraliseRoomMention } from './markdown.js';
 import { CATCH_UP_MAX_AGE_MS, CATCH_UP_MAX_EVENTS_PER_ROOM, catchUpBudget, catchUpRoom, type MessagesAnswer } from './catch-up.js';
 import { DirectChats } from './direct.js';
 import { type Invite, Invites } from './invites.js';
 import { isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
-import { FULL_TIMELINE_LIMIT, smallerTimelineLimit, syncFilter } from './sync-filter.js';
+import { logResumeFloor, type ResumeFloor, resumeFloor } from './resume-floor.js';
+import { SyncCaller } from './sync-call.js';
 import { SyncStateFile, type SyncState } from './sync-state.js';
 
 export interface MatrixOptions {
@@ -30,6 +31,8 @@ export interface MatrixOptions {
   syncTimeoutMs?: number;
   /** The wait before a failed join is tried again (then three times longer each time); short in tests. */
   joinRetryMs?: number;
+  /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a resume from an older position skips what is older. */
+  duplicateWindowMs?: () => number;
 }
 
 const API = '/_matrix/client/v3';
@@ -59,8 +62,7 @@ export class MatrixAdapter implements ChannelAdapter {
   readonly #o: MatrixOptions;
   readonly #client: MatrixClient;
   readonly #call = platformCaller(classifyMatrixError);
-  /** /sync holds the request open up to its own timeout: it gets that plus a margin. */
-  readonly #syncCall: ReturnType<typeof platformCaller>;
+  readonly #syncs: SyncCaller;
   readonly #state: SyncStateFile;
   #connected = false;
   #displayName: string | undefined;
@@ -70,8 +72,6 @@ export class MatrixAdapter implements ChannelAdapter {
   /** The bot's reaction events by `<message event id>\n<emoji>`, to take them off again. */
   readonly #reactions = new Map<string, string>();
   readonly #invites: Invites;
-  /** Events per room the next /sync asks for: smaller after an answer too large, until a batch is stored. */
-  #timelineLimit = FULL_TIMELINE_LIMIT;
   #authenticatedMedia = true;
   /** The listener's sync state as last stored. */
   #current: SyncState | undefined;
@@ -80,7 +80,7 @@ export class MatrixAdapter implements ChannelAdapter {
     this.#o = options;
     this.#client = new MatrixClient(options.homeserverUrl, token);
     this.#state = new SyncStateFile(options.stateDir, options.id, () => this.#invites.pending());
-    this.#syncCall = platformCaller(classifyMatrixError, (options.syncTimeoutMs ?? 30_000) + 15_000);
+    this.#syncs = new SyncCaller(this.#client, options);
     this.#invites = new Invites({ ...options, accept: (roomId, invite, signal) => this.#accept(roomId, invite, signal) });
     const direct = `${API}/user/${enc(options.userId)}/account_data/m.direct`;
     this.#direct = new DirectChats((body, signal) => this.#call('m.direct', signal, (s) => this.#client.request('PUT', direct, { body, signal: s })), {
@@ -119,13 +119,15 @@ export class MatrixAdapter implements ChannelAdapter {
     await this.#learnServer(signal);
     this.#connected = true;
     let state = this.#state.read(this.#o.userId);
+    // Resumed from a stored position: its age decides whether the first batch is read whole (resume-floor.ts).
+    let resumed = state !== undefined;
     if (!state) {
       // A fresh start: one sync without waiting, whose timeline is history and is not answered.
-      const first = await this.#sync(undefined, 0, signal);
-      state = { userId: this.#o.userId, since: first.next_batch as string, encryptedNotified: [] };
+      const first = await this.#syncs.sync(undefined, 0, signal);
+      state = { userId: this.#o.userId, since: first.next_batch as string, encryptedNotified: [], savedAtMs: Date.now() };
       await this.#handleRooms(first, state, undefined, signal);
       this.#state.write(state);
-      this.#fullSize();
+      this.#syncs.fullSize();
     }
     this.#current = state;
     this.#invites.resume(state.pendingJoins ?? [], () => this.#state.write(state), signal);
@@ -133,7 +135,7 @@ export class MatrixAdapter implements ChannelAdapter {
     while (!signal.aborted) {
       let batch: SyncResponse;
       try {
-        batch = await this.#sync(state.since, this.#o.syncTimeoutMs ?? 30_000, signal);
+        batch = await this.#syncs.sync(state.since, this.#o.syncTimeoutMs ?? 30_000, signal);
       } catch (err) {
         if (signal.aborted) break;
         if (err instanceof ChannelError && err.retryAfterMs !== undefined) {
@@ -143,11 +145,17 @@ export class MatrixAdapter implements ChannelAdapter {
         }
         throw err;
       }
-      await this.#handleRooms(batch, state, deliver, signal);
+      // Only the first batch: a later one's old timestamps are late events (federation), still to answer.
+      const floor = resumed ? resumeFloor(state.savedAtMs, this.#o.duplicateWindowMs) : undefined;
+      await this.#handleRooms(batch, state, deliver, signal, floor);
       // Every message of the batch is in the inbox: only now does the position move past it.
+      // Stamped here, not by a write of the joins owed, which leaves the position where it was.
       state.since = batch.next_batch as string;
+      state.savedAtMs = Date.now();
       this.#state.write(state);
-      this.#fullSize();
+      this.#syncs.fullSize();
+      if (floor) logResumeFloor(floor, this.#o.log, this.#o.id);
+      resumed = false;
     }
   }
 
@@ -173,43 +181,8 @@ export class MatrixAdapter implements ChannelAdapter {
     }
   }
 
-  /**
-   * One /sync. An answer over the client's bound is asked for again with half the events per room (and only the state
-   * the bot reads), down to one; past that the failure is retryable: the supervisor logs it and backs off, and the
-   * retry starts at the size that last failed.
-   */
-  async #sync(since: string | undefined, timeoutMs: number, signal: AbortSignal): Promise<SyncResponse> {
-    let res: SyncResponse;
-    for (;;) {
-      const filter = syncFilter(this.#timelineLimit);
-      try {
-        res = await this.#syncCall('sync', signal, (s) =>
-          this.#client.request<SyncResponse>('GET', `${API}/sync`, { signal: s, query: { since, timeout: String(timeoutMs), filter } }),
-        );
-        break;
-      } catch (err) {
-        if (signal.aborted || !isAnswerTooLarge(err)) throw err;
-        const smaller = smallerTimelineLimit(this.#timelineLimit, err);
-        this.#o.log.warn(
-          { channel: this.#o.id, timelineLimit: this.#timelineLimit, nextTimelineLimit: smaller, maxAnswerBytes: MAX_ANSWER_BYTES },
-          'Matrix /sync answer too large; asking again with fewer events per room',
-        );
-        this.#timelineLimit = smaller;
-      }
-    }
-    if (typeof res.next_batch !== 'string' || !res.next_batch) throw new ChannelError('CHANNEL_UNAVAILABLE', 'Matrix sync: the answer has no next_batch');
-    return res;
-  }
-
-  /** A batch at a reduced size is stored: the position moved past the backlog, so the next /sync asks for the full size again. */
-  #fullSize(): void {
-    if (this.#timelineLimit === FULL_TIMELINE_LIMIT) return;
-    this.#o.log.info({ channel: this.#o.id, timelineLimit: FULL_TIMELINE_LIMIT }, 'Matrix /sync caught up; back to the full size');
-    this.#timelineLimit = FULL_TIMELINE_LIMIT;
-  }
-
   /** Account data, invites and timelines of one /sync answer; `deliver` absent: history, not answered. */
-  async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal): Promise<void> {
+  async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal, floor?: ResumeFloor): Promise<void> {
     for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#direct.set(e.content);
     await this.#invites.batch(batch.rooms, signal);
     const messages: ChannelMessage[] = [];
@@ -223,10 +196,13 @@ export class MatrixAdapter implements ChannelAdapter {
       const view = { self: this.#o.userId, selfName: this.#displayName, roomId, dm, sentByBot: (id: string) => this.#sent.has(id) };
       // More events came in since the last batch than the filter's limit: the gap is read back
       // first, so its messages come before the timeline's, oldest first.
-      const gap = room.timeline?.limited === true ? await this.#catchUp(roomId, room.timeline.prev_batch, state.since, catchUpLeft, signal) : [];
+      const gap = room.timeline?.limited === true ? await this.#catchUp(roomId, room.timeline.prev_batch, state.since, catchUpLeft, signal, floor) : [];
       for (const e of [...gap, ...(room.timeline?.events ?? [])]) {
         const msg = isObject(e) ? normalizeEvent(e, this.#o.id, view) : undefined;
-        if (msg) messages.push(msg);
+        if (!msg) continue;
+        // receivedAt is the event's origin_server_ts (now when it has none: kept, as the gap's walk keeps it).
+        if (floor && msg.receivedAt < floor.beforeMs) floor.skipped++;
+        else messages.push(msg);
       }
     }
     if (!deliver || !messages.length) return;
@@ -237,26 +213,34 @@ export class MatrixAdapter implements ChannelAdapter {
   }
 
   /** The missed events of a limited timeline (catch-up.ts), at most CATCH_UP_MAX_EVENTS_PER_ROOM and what the batch has left; `since` is the position this batch was asked from. */
-  async #catchUp(roomId: string, prevBatch: unknown, since: string, left: { events: number; bytes: number }, signal: AbortSignal): Promise<MatrixEvent[]> {
+  async #catchUp(
+    roomId: string,
+    prevBatch: unknown,
+    since: string,
+    left: { events: number; bytes: number },
+    signal: AbortSignal,
+    floor: ResumeFloor | undefined,
+  ): Promise<MatrixEvent[]> {
     if (typeof prevBatch !== 'string' || !prevBatch) {
       this.#o.log.warn({ channel: this.#o.id, room: roomId }, 'Matrix /sync left out older messages in a room and gave no prev_batch to read them');
       return [];
     }
     const path = `${API}/rooms/${enc(roomId)}/messages`;
-    const { events, bound, bytes } = await catchUpRoom({
+    const { events, bound, bytes, notReadAtLeast } = await catchUpRoom({
       read: (query, s) => this.#get<MessagesAnswer>('messages', path, s, query),
       roomId,
       from: prevBatch,
       to: since,
       maxEvents: Math.min(CATCH_UP_MAX_EVENTS_PER_ROOM, left.events),
       maxBytes: left.bytes,
-      notBeforeMs: Date.now() - CATCH_UP_MAX_AGE_MS,
+      notBeforeMs: Math.max(Date.now() - CATCH_UP_MAX_AGE_MS, floor?.beforeMs ?? Number.NEGATIVE_INFINITY),
       channel: this.#o.id,
       log: this.#o.log,
       signal,
     });
     left.events -= events.length;
     left.bytes -= bytes;
+    if (floor && bound === 'age') floor.skipped += notReadAtLeast ?? 0;
     if (!bound) this.#o.log.info({ channel: this.#o.id, room: roomId, events: events.length }, 'Matrix read back the messages a limited /sync left out');
     return events;
   }

@@ -71,6 +71,8 @@ export interface CaughtUp {
   bound?: CatchUpBound;
   /** The JSON size of the events read. */
   bytes: number;
+  /** How many events at least the walk saw and left, where it saw them. */
+  notReadAtLeast?: number;
 }
 
 /**
@@ -103,7 +105,7 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
       },
       'Matrix did not read every message a limited /sync left out in a room; the older ones are not answered',
     );
-    return { events: newestFirst.reverse(), bound, bytes };
+    return { events: newestFirst.reverse(), bound, bytes, ...(notReadAtLeast !== undefined ? { notReadAtLeast } : {}) };
   };
   // The batch's share is spent: this room's gap is not read at all.
   if (o.maxEvents <= 0) return stop('events');

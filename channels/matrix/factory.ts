@@ -19,6 +19,7 @@ export const createChannel: ChannelFactory<MatrixConfig> = (config, ctx) => {
       allowFrom,
       stateDir: ctx.stateDir,
       log: ctx.log,
+      ...(ctx.duplicateWindowMs ? { duplicateWindowMs: ctx.duplicateWindowMs } : {}),
     },
     token,
   );

@@ -16,6 +16,13 @@ export interface SyncState {
    * once, before this position, so a restart takes them up from here. At most MAX_RETRYING.
    */
   pendingJoins?: PendingJoin[];
+  /**
+   * When `since` was stored (this machine's clock, ms), set by the listener as it moves the
+   * position (a write of the joins owed alone keeps it); absent in a file from before it was
+   * kept: an unknown age. In cluster mode another instance may have answered what came after an
+   * old position (resume-floor.ts).
+   */
+  savedAtMs?: number;
 }
 
 /**
@@ -62,6 +69,7 @@ export class SyncStateFile {
         since: s.since,
         encryptedNotified: Array.isArray(s.encryptedNotified) ? s.encryptedNotified.filter((r) => typeof r === 'string') : [],
         pendingJoins: pendingJoinsOf(s.pendingJoins),
+        ...(typeof s.savedAtMs === 'number' && Number.isFinite(s.savedAtMs) ? { savedAtMs: s.savedAtMs } : {}),
       };
     } catch {
       return undefined;

@@ -1,0 +1,41 @@
+import type { Logger } from 'pino';
+import { catchUpReachMs } from '../../src/util/cursor-file.js';
+import { CATCH_UP_MAX_AGE_MS } from './catch-up.js';
+
+/**
+ * The first /sync batch after resuming from a stored position older than the inbox still
+ * recognises a message delivered again (or of unknown age): in cluster mode this instance's
+ * position may be hours old, and another lease holder answered what came after it. Messages
+ * of that batch (its timelines and the gaps read back) sent before `beforeMs` are skipped.
+ */
+export interface ResumeFloor {
+  /** Messages sent before this (origin_server_ts, ms) are not delivered. */
+  beforeMs: number;
+  /** How far back from now the batch is read: catchUpReachMs of a day and the duplicate window. */
+  reachMs: number;
+  /** How long ago the position was stored; absent: unknown (a file from before it was kept). */
+  positionAgeMs?: number;
+  /** Messages skipped so far (at least: a gap's walk stops at the first one too old). */
+  skipped: number;
+}
+
+/**
+ * The floor for the first batch after resuming from a position stored at `savedAtMs`, or
+ * undefined when the position is recent enough to be trusted whole. A time ahead of this
+ * clock (the clock was set back) is an unknown age too.
+ */
+export function resumeFloor(savedAtMs: number | undefined, duplicateWindowMs: (() => number) | undefined, nowMs = Date.now()): ResumeFloor | undefined {
+  const reachMs = catchUpReachMs(CATCH_UP_MAX_AGE_MS, duplicateWindowMs);
+  const positionAgeMs = savedAtMs === undefined ? undefined : nowMs - savedAtMs;
+  if (positionAgeMs !== undefined && positionAgeMs >= 0 && positionAgeMs <= reachMs) return undefined;
+  return { beforeMs: nowMs - reachMs, reachMs, ...(positionAgeMs !== undefined && positionAgeMs >= 0 ? { positionAgeMs } : {}), skipped: 0 };
+}
+
+/** Once per resume, after its first batch is stored: how many messages it skipped, and why. */
+export function logResumeFloor(floor: ResumeFloor, log: Logger, channel: string): void {
+  if (!floor.skipped) return;
+  log.warn(
+    { channel, skipped: floor.skipped, reachMs: floor.reachMs, ...(floor.positionAgeMs !== undefined ? { positionAgeMs: floor.positionAgeMs } : {}) },
+    "Matrix resumed /sync from a position stored longer ago than the inbox's duplicate window (or a day): the messages of its first batch older than that were skipped, as they may have been answered already",
+  );
+}
