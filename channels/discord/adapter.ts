@@ -8,10 +8,11 @@ import { CodedError, errorMessage } from '../../src/contracts/errors.js';
 import type { Logger } from 'pino';
 import { untilAborted } from '../../src/util/abortable.js';
 import { chunkText } from '../../src/util/chunk.js';
-import { CursorFile, catchUpReachMs } from '../../src/util/cursor-file.js';
+import { catchUpReachMs } from '../../src/util/cursor-file.js';
 import { linkAbort, unlinkAbort } from '../../src/util/linked-abort.js';
 import { platformCaller } from '../../src/util/platform-call.js';
-import { CATCH_UP_MAX_AGE_MS, catchUp, catchUpOnReady, ListenCursor } from './catch-up.js';
+import { CATCH_UP_MAX_AGE_MS, catchUp } from './catch-up.js';
+import { catchUpOnReady, type ListenCursor, openListenCursor } from './cursor.js';
 import { KnownDmChannels } from './dm-channels.js';
 import { takeClick } from './clicks.js';
 import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
@@ -165,7 +166,9 @@ export class DiscordAdapter implements ChannelAdapter {
   }
 
   async #run(shards: number[], deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
-    const cursor = await this.#openCursor(shards);
+    const cursor = await openListenCursor(this.#o.cursorFile, shards, this.#o.shards ?? 1, (err) =>
+      this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Discord cursor'),
+    );
     await this.#dmChannels.load();
     const handover = new GatewayHandover(this.#resumeFrom);
     this.#resumeFrom = undefined;
@@ -184,9 +187,9 @@ export class DiscordAdapter implements ChannelAdapter {
     const run = new AbortController();
     linkAbort(signal, run);
     const catchUps = new Set<Promise<void>>();
-    const toCatchUp = catchUpOnReady(client, cursor, (shard, sinceMs) => {
+    const toCatchUp = catchUpOnReady(client, shards, cursor, (shard, sinceMs, release) => {
       if (!this.#self && client.user) this.#self = { id: client.user.id, name: client.user.username };
-      const p = this.#catchUp(client, shard, sinceMs, deliver, cursor!.cursor, run.signal).finally(() => catchUps.delete(p));
+      const p = this.#catchUp(client, { shard, sinceMs, release }, deliver, cursor!.cursor, run.signal).finally(() => catchUps.delete(p));
       catchUps.add(p);
     });
     let fail!: (err: Error) => void;
@@ -227,6 +230,7 @@ export class DiscordAdapter implements ChannelAdapter {
       run.abort(signal.reason);
       unlinkAbort(signal, run);
       await Promise.allSettled(catchUps);
+      cursor?.cursor.close();
       await cursor?.cursor.flushed();
       await this.#dmChannels.flushed();
       // Stopped for an upgrade: the session is handed on instead of ended.
@@ -254,39 +258,37 @@ export class DiscordAdapter implements ChannelAdapter {
     cursor?.stored(m.createdTimestamp);
   }
 
-  /** The run's cursor: the configured file for every shard, a file of its own for one `listenPart` of several. */
-  async #openCursor(shards: number[]): Promise<{ cursor: ListenCursor; firstStart: boolean } | undefined> {
-    const path = this.#o.cursorFile;
-    if (!path) return undefined;
-    const own = shards.length === 1 && (this.#o.shards ?? 1) > 1 ? `${path.replace(/\.cursor$/, '')}.shard-${shards[0]}.cursor` : path;
-    return ListenCursor.open(new CursorFile(own), (err) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Discord cursor'));
-  }
-
-  /** One shard's catch-up (catch-up.ts), through `#take`; the cursor moves once it is done. Never rejects. */
-  async #catchUp(client: Client, shard: number, sinceMs: number, deliver: Deliver, cursor: ListenCursor, signal: AbortSignal): Promise<void> {
+  /** One shard's catch-up (catch-up.ts), through `#take`; then its hold on the cursor ends (it moves past, or stays if it failed). Never rejects. */
+  async #catchUp(
+    client: Client,
+    { shard, sinceMs, release }: { shard: number; sinceMs: number; release: () => void },
+    deliver: Deliver,
+    cursor: ListenCursor,
+    signal: AbortSignal,
+  ): Promise<void> {
     const log = { channel: this.#o.id, shard };
     try {
-      await cursor.catchingUp(async () => {
-        const got = await catchUp({
-          client,
-          shard,
-          shardCount: this.#o.shards ?? 1,
-          guilds: this.#o.guilds,
-          dmChannels: this.#dmChannels.ids,
-          sinceMs,
-          reachMs: catchUpReachMs(CATCH_UP_MAX_AGE_MS, this.#o.duplicateWindowMs),
-          read: (id, query, s) => this.#call('catch-up', s, (rs) => this.#rest.get(Routes.channelMessages(id), { query, signal: rs })),
-          take: (m) => this.#take(client, m, deliver, undefined),
-          log: this.#o.log,
-          channel: this.#o.id,
-          signal,
-        });
-        if (got.delivered) this.#o.log.info({ ...log, messages: got.delivered }, 'Discord catch-up delivered messages posted while away');
-        return got.newestMs;
+      const got = await catchUp({
+        client,
+        shard,
+        shardCount: this.#o.shards ?? 1,
+        guilds: this.#o.guilds,
+        dmChannels: this.#dmChannels.ids,
+        sinceMs,
+        reachMs: catchUpReachMs(CATCH_UP_MAX_AGE_MS, this.#o.duplicateWindowMs),
+        read: (id, query, s) => this.#call('catch-up', s, (rs) => this.#rest.get(Routes.channelMessages(id), { query, signal: rs })),
+        take: (m) => this.#take(client, m, deliver, undefined),
+        log: this.#o.log,
+        channel: this.#o.id,
+        signal,
       });
+      cursor.caughtUp(got.newestMs);
+      if (got.delivered) this.#o.log.info({ ...log, messages: got.delivered }, 'Discord catch-up delivered messages posted while away');
     } catch (err) {
-      if (!signal.aborted)
-        this.#o.log.warn({ ...log, err }, 'Discord catch-up stopped (a message not stored): the cursor stays, so a restart reads the gap again');
+      cursor.failed();
+      if (!signal.aborted) this.#o.log.warn({ ...log, err }, 'Discord catch-up incomplete: the cursor stays, so a restart reads the gap again');
+    } finally {
+      release();
     }
   }
 

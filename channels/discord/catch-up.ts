@@ -1,7 +1,6 @@
-import { type Client, GatewayDispatchEvents, Message, PermissionFlagsBits } from 'discord.js';
+import { type Client, Message, PermissionFlagsBits } from 'discord.js';
 import type { Logger } from 'pino';
 import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
-import type { CursorFile } from '../../src/util/cursor-file.js';
 
 /** Discord's epoch: a snowflake's top bits count milliseconds from 2015-01-01. */
 const DISCORD_EPOCH_MS = 1420070400000n;
@@ -13,12 +12,6 @@ export const CATCH_UP_MAX_MESSAGES_PER_CHANNEL = 100;
 export const CATCH_UP_MAX_AGE_MS = 24 * 60 * 60 * 1000;
 /** DM channels remembered for a catch-up, the newest first: Discord lists no bot's DM channels (READY's are empty). */
 export const MAX_KNOWN_DM_CHANNELS = 50;
-/**
- * A shard that identifies anew within a run catches up from its last event less this: a
- * message may be stamped by Discord's clock a little before this machine saw the event before it.
- */
-export const SHARD_GAP_SLACK_MS = 60_000;
-
 /** The smallest snowflake of a message created at or after `ms`, less one: `after=` it includes that millisecond. */
 export function snowflakeBefore(ms: number): bigint {
   return ((BigInt(Math.max(Math.trunc(ms), Number(DISCORD_EPOCH_MS))) - DISCORD_EPOCH_MS) << 22n) - 1n;
@@ -56,8 +49,12 @@ export interface CatchUpOptions {
 /** A Message as discord.js makes one from an event (its constructor is not public API: MessageManager uses it alike). */
 const MessageOf = Message as unknown as new (client: Client, data: unknown) => Message;
 
-/** The channels to read, DMs first, then guild channels with a message since `after` (or none known), newest activity first. */
-function channelsToRead(o: CatchUpOptions, after: bigint): Array<{ id: string; guildId?: string }> {
+/**
+ * The channels to read: the known DM channels (bounded by their own list, so they never crowd
+ * out the servers' channels), and the guild channels with a message since `after` (or none
+ * known), newest activity first.
+ */
+function channelsToRead(o: CatchUpOptions, after: bigint): { dms: Array<{ id: string; guildId?: string }>; guild: Array<{ id: string; guildId: string }> } {
   const guild: Array<{ id: string; guildId: string; last?: bigint }> = [];
   const me = o.client.user;
   for (const ch of o.client.channels.cache.values()) {
@@ -73,7 +70,7 @@ function channelsToRead(o: CatchUpOptions, after: bigint): Array<{ id: string; g
   }
   guild.sort((a, b) => (a.last === b.last ? 0 : a.last === undefined ? 1 : b.last === undefined ? -1 : a.last > b.last ? -1 : 1));
   const dms = o.shard === 0 ? o.dmChannels.map((id) => ({ id })) : [];
-  return [...dms, ...guild];
+  return { dms, guild };
 }
 
 /** The `id`-bearing objects of an answer, oldest first (Discord pages newest first). */
@@ -87,9 +84,10 @@ function oldestFirst(page: unknown): Array<{ id: string }> {
  * One channel's messages since `after`, oldest first: one page `after=` it. A full page means
  * more came than one catch-up delivers: the newest page is read instead (the newest messages
  * are the likeliest still waiting for an answer), and the ones between `after` and it are
- * skipped with a warning naming the gap. Undefined when the channel cannot be read (logged).
+ * skipped with a warning naming the gap. Undefined when the bot may not read the channel (403,
+ * 404: skipped); 'failed' when reading it failed otherwise (a 5xx, a timeout: logged).
  */
-async function readChannel(o: CatchUpOptions, id: string, after: bigint): Promise<Array<{ id: string }> | undefined> {
+async function readChannel(o: CatchUpOptions, id: string, after: bigint): Promise<Array<{ id: string }> | undefined | 'failed'> {
   const limit = String(CATCH_UP_MAX_MESSAGES_PER_CHANNEL);
   try {
     let page = oldestFirst(await o.read(id, new URLSearchParams({ after: String(after), limit }), o.signal));
@@ -111,9 +109,11 @@ async function readChannel(o: CatchUpOptions, id: string, after: bigint): Promis
     const expected = status === 403 || status === 404;
     o.log[expected ? 'debug' : 'warn'](
       { channel: o.channel, discordChannel: id, err: errorMessage(err) },
-      'Discord channel not readable; its catch-up is skipped',
+      expected
+        ? 'Discord channel not readable; its catch-up is skipped'
+        : 'Discord channel could not be read now; the cursor stays, so the next catch-up reads it again',
     );
-    return undefined;
+    return expected ? undefined : 'failed';
   }
 }
 
@@ -127,17 +127,20 @@ async function readChannel(o: CatchUpOptions, id: string, after: bigint): Promis
 export async function catchUp(o: CatchUpOptions): Promise<{ newestMs: number; delivered: number }> {
   const sinceMs = Math.max(o.sinceMs, Date.now() - o.reachMs);
   const after = snowflakeBefore(sinceMs);
-  const channels = channelsToRead(o, after);
-  if (channels.length > CATCH_UP_MAX_CHANNELS)
+  const { dms, guild } = channelsToRead(o, after);
+  if (guild.length > CATCH_UP_MAX_CHANNELS)
     o.log.warn(
-      { channel: o.channel, shard: o.shard, channels: channels.length, maxChannels: CATCH_UP_MAX_CHANNELS },
+      { channel: o.channel, shard: o.shard, channels: guild.length, maxChannels: CATCH_UP_MAX_CHANNELS },
       'more Discord channels may have messages from while away than one catch-up reads: the least recently active are skipped',
     );
   let newestMs = 0;
   let delivered = 0;
-  for (const c of channels.slice(0, CATCH_UP_MAX_CHANNELS)) {
+  let tooOld = 0;
+  let failed = 0;
+  for (const c of [...dms, ...guild.slice(0, CATCH_UP_MAX_CHANNELS)]) {
     const page = await readChannel(o, c.id, after);
-    for (const raw of page ?? []) {
+    if (page === 'failed') failed++;
+    for (const raw of page === 'failed' ? [] : (page ?? [])) {
       let m: Message;
       try {
         // REST messages carry no guild_id: the channel's, as the gateway event has it.
@@ -147,110 +150,21 @@ export async function catchUp(o: CatchUpOptions): Promise<{ newestMs: number; de
         continue;
       }
       if (m.createdTimestamp < sinceMs) continue;
+      // Checked again as each goes: a long catch-up must not hand over one the inbox no longer knows.
+      if (m.createdTimestamp < Date.now() - o.reachMs) {
+        tooOld++;
+        continue;
+      }
       await o.take(m);
       delivered++;
       newestMs = Math.max(newestMs, m.createdTimestamp);
     }
   }
+  if (tooOld)
+    o.log.warn(
+      { channel: o.channel, shard: o.shard, messages: tooOld, reachMs: o.reachMs },
+      "Discord messages older than the inbox's duplicate window by the time the catch-up reached them were skipped (they may have been answered already)",
+    );
+  if (failed) throw new ChannelError('CHANNEL_UNAVAILABLE', `${failed} Discord channel(s) could not be read by the catch-up`);
   return { newestMs, delivered };
-}
-
-/**
- * A listener's cursor: the creation time (ms) of the newest message stored, in a CursorFile.
- * While a catch-up runs, messages stored live do not move it (one the catch-up has yet to
- * deliver may be older): the newest is held, and stored once every catch-up is done. After
- * a catch-up that failed (a message not stored) it stays for the rest of the run, so the
- * next one (a restart) reads that gap again; the inbox drops what it stored already.
- */
-export class ListenCursor {
-  #ms: number;
-  #heldMs = 0;
-  #running = 0;
-  #stuck = false;
-
-  private constructor(
-    private readonly file: CursorFile,
-    ms: number,
-    private readonly onError: (err: unknown) => void,
-  ) {
-    this.#ms = ms;
-  }
-
-  /** The stored cursor, or (none: a first start, which catches up on nothing) now, stored. */
-  static async open(file: CursorFile, onError: (err: unknown) => void): Promise<{ cursor: ListenCursor; firstStart: boolean }> {
-    const stored = await file.read();
-    const cursor = new ListenCursor(file, stored ?? Date.now(), onError);
-    if (stored === undefined) file.save(cursor.ms, onError);
-    return { cursor, firstStart: stored === undefined };
-  }
-
-  get ms(): number {
-    return this.#ms;
-  }
-
-  /** A message created at `createdMs` was stored. */
-  stored(createdMs: number): void {
-    if (this.#running || this.#stuck) this.#heldMs = Math.max(this.#heldMs, createdMs);
-    else this.#move(createdMs);
-  }
-
-  /** Runs a catch-up (`run` returns the newest time it delivered); the cursor moves once all running ones are done. */
-  async catchingUp(run: () => Promise<number>): Promise<void> {
-    this.#running++;
-    try {
-      this.#heldMs = Math.max(this.#heldMs, await run());
-    } catch (err) {
-      this.#stuck = true;
-      throw err;
-    } finally {
-      if (--this.#running === 0 && !this.#stuck) this.#move(this.#heldMs);
-    }
-  }
-
-  #move(ms: number): void {
-    if (ms <= this.#ms) return;
-    this.#ms = ms;
-    this.file.save(ms, this.onError);
-  }
-
-  /** Resolves once every stored value is written. */
-  flushed(): Promise<void> {
-    return this.file.flushed();
-  }
-}
-
-/**
- * Calls `start(shard, sinceMs)` when a shard turns ready (its guilds cached) after a READY of
- * its own, that is a fresh IDENTIFY: a RESUME has none (Discord replays what was missed), nor
- * has a handed-over session (handover.ts shows discord.js a READY that came as no gateway
- * event). A run's first READY reads from the stored cursor (none, a first start: nothing); a
- * later one, after the session was lost, from when the shard lost it (SHARD_GAP_SLACK_MS
- * earlier) or the cursor, whichever is older. Returns the cleanup of what `client` itself
- * does not drop with its own listeners.
- */
-export function catchUpOnReady(
-  client: Client,
-  c: { cursor: ListenCursor; firstStart: boolean } | undefined,
-  start: (shard: number, sinceMs: number) => void,
-): () => void {
-  if (!c) return () => {};
-  const identified = new Set<number>();
-  const lostAtMs = new Map<number, number>();
-  const due = new Map<number, number>();
-  const onReady = (_d: unknown, shard: number) => {
-    const first = !identified.has(shard);
-    identified.add(shard);
-    if (first && c.firstStart) return;
-    const lost = lostAtMs.get(shard);
-    due.set(shard, !first && lost !== undefined ? Math.min(c.cursor.ms, lost - SHARD_GAP_SLACK_MS) : c.cursor.ms);
-  };
-  client.ws.on(GatewayDispatchEvents.Ready, onReady);
-  client.on('shardReconnecting', (shard) => lostAtMs.set(shard, Date.now()));
-  client.on('shardReady', (shard) => {
-    const sinceMs = due.get(shard);
-    if (sinceMs === undefined) return;
-    due.delete(shard);
-    start(shard, sinceMs);
-  });
-  return () => client.ws.off(GatewayDispatchEvents.Ready, onReady);
 }

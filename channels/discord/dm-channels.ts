@@ -10,7 +10,8 @@ const SNOWFLAKE = /^\d{1,20}$/;
  * The DM channels messages came from, the newest first, at most MAX_KNOWN_DM_CHANNELS: a
  * catch-up reads them, since Discord lists no bot's DM channels. Kept in a file beside the
  * cursor, so a restart catches up on DMs sent while the daemon was down too. Writes are
- * coalesced (one in flight, the newest list next) and atomic (temp file + rename).
+ * coalesced (one in flight, the newest list next) and atomic (a temp file of this process +
+ * rename: the old and the new process of an upgrade never write into one temp file).
  */
 export class KnownDmChannels {
   #ids: string[] = [];
@@ -65,8 +66,8 @@ export class KnownDmChannels {
         this.#pending = false;
         try {
           await mkdir(dirname(path), { recursive: true });
-          await writeFile(`${path}.tmp`, `${JSON.stringify(this.#ids)}\n`);
-          await rename(`${path}.tmp`, path);
+          await writeFile(`${path}.${process.pid}.tmp`, `${JSON.stringify(this.#ids)}\n`);
+          await rename(`${path}.${process.pid}.tmp`, path);
         } catch (err) {
           this.onError(err);
         }

@@ -264,7 +264,8 @@ export class MattermostAdapter implements ChannelAdapter {
     // after a restart, by the server's clock (the list's Date, else the last one any answer had).
     // None seen: no floor, rather than this machine's clock, which may be ahead and skip posts.
     const serverNowMs = this.#serverNowMs();
-    const since = serverNowMs === undefined ? held : Math.max(held, serverNowMs - MAX_CATCH_UP_MS);
+    const reachMs = catchUpReachMs(MAX_CATCH_UP_MS, this.#o.duplicateWindowMs);
+    const since = serverNowMs === undefined ? held : Math.max(held, serverNowMs - reachMs);
     let delivered = 0;
     let skipped = 0;
     let newest = since;
@@ -273,6 +274,8 @@ export class MattermostAdapter implements ChannelAdapter {
     for (const c of channels.values()) {
       const where: MmWhere = { channelType: c.type, channelName: c.name, teamId: c.team_id || undefined, senderName: undefined, mentions: [] };
       const got = await catchUpChannel({ read, channelId: c.id, sinceMs: since, log: this.#o.log, channel: this.#o.id, signal }, async (post) => {
+        // Checked as each goes: a long catch-up must not hand over a post the inbox no longer knows.
+        if (post.create_at < (this.#serverNowMs() ?? Number.NEGATIVE_INFINITY) - reachMs) return void skipped++;
         await take(post, where, false);
         delivered++;
       }).catch((err: unknown) => {

@@ -4,7 +4,8 @@ import { dirname } from 'node:path';
 /**
  * Where a listener stands: the platform time (ms) of the newest message stored, kept in a file
  * under the state dir, so a restart catches up on what was posted while the daemon was down.
- * Writes are coalesced (one in flight, the newest value next) and atomic (temp file + rename).
+ * Writes are coalesced (one in flight, the newest value next) and atomic (a temp file of this
+ * process + rename: the old and the new process of an upgrade never write into one temp file).
  */
 export class CursorFile {
   #pending: number | undefined;
@@ -40,8 +41,8 @@ export class CursorFile {
         this.#pending = undefined;
         try {
           await mkdir(dirname(this.path), { recursive: true });
-          await writeFile(`${this.path}.tmp`, `${v}\n`);
-          await rename(`${this.path}.tmp`, this.path);
+          await writeFile(`${this.path}.${process.pid}.tmp`, `${v}\n`);
+          await rename(`${this.path}.${process.pid}.tmp`, this.path);
         } catch (err) {
           onError(err);
         }

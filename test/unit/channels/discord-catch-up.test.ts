@@ -139,6 +139,30 @@ describe('the Discord catch-up', () => {
     expect([...inbox.kept.values()].map((m) => m.text)).toEqual(['hello', 'sent while the daemon was down']);
   });
 
+  it("with several shards in one client, a shard that identifies later still reads from where the cursor stood (another shard's catch-up does not move it first)", async () => {
+    const dc = await fakeDiscord();
+    dc.recommendedShards = 2;
+    const g0 = dc.addGuild(0, 2);
+    const g1 = dc.addGuild(1, 2);
+    const path = await cursorPath(Date.now() - 60_000);
+    const older = dc.whileAway(() => dc.guildMessage('sent to shard 1 while away', { guild: g1, mention: true }), { ageMs: 30_000 });
+    const newer = dc.whileAway(() => dc.guildMessage('sent to shard 0 while away', { guild: g0, mention: true }), { ageMs: 10_000 });
+    const inbox = new Inbox();
+    const log = createLogger({ level: 'debug', destination: new LogSink() });
+    const adapter = new DiscordAdapter({ id: 'dc', restApi: dc.restApi, guilds: [], shards: 2, log, cursorFile: path }, dc.token);
+    const ctl = new AbortController();
+    const run = adapter.listen(inbox.deliver, ctl.signal, () => {});
+    onTestFinished(async () => {
+      ctl.abort();
+      await run.catch(() => {});
+    });
+    // discord.js identifies the shards 5 s apart (max_concurrency 1): shard 0 is caught up first.
+    await waitFor(() => inbox.kept.has(`dc:${newer}`), 10_000);
+    await waitFor(() => inbox.kept.has(`dc:${older}`), 20_000);
+    // Both are in: the cursor moves past them only now.
+    await waitFor(async () => (await readCursor(path)) === inbox.kept.get(`dc:${newer}`)!.receivedAt, 10_000);
+  });
+
   it('does not catch up after a RESUME, and does after the session is lost and identified anew', async () => {
     const dc = await fakeDiscord();
     const path = await cursorPath(Date.now() - 60_000);
@@ -235,6 +259,31 @@ describe('the Discord catch-up', () => {
     // The listener goes on.
     dc.guildMessage('live', { mention: true });
     await waitFor(() => inbox.texts().includes('live'), 10_000);
+  });
+
+  it('a channel that fails to be read (a 5xx) leaves the cursor where it was for the run, so the next start reads it again; the others are caught up', async () => {
+    const dc = await fakeDiscord();
+    const startMs = Date.now() - 60_000;
+    const path = await cursorPath(startMs);
+    const ids = dc.whileAway(() => ({
+      channel: dc.guildMessage('in the channel', { mention: true }),
+      thread: dc.guildMessage('in the thread', { mention: true, thread: 1 }),
+    }));
+    // Every read fails for a while: discord.js's own retries included, the first channel read fails.
+    dc.fail('GET message', { status: 502 }, 4);
+    const logs = new LogSink();
+    const inbox = new Inbox();
+    const first = await listening(adapterOn(dc, path, logs), inbox);
+    await waitFor(() => logs.entries().some((e) => e.msg === 'Discord catch-up incomplete: the cursor stays, so a restart reads the gap again'), 15_000);
+    expect(logs.entries().filter((e) => String(e.msg).startsWith('Discord channel could not be read now'))).toHaveLength(1);
+    const live = dc.guildMessage('live', { mention: true });
+    await waitFor(() => inbox.kept.has(`dc:${live}`), 10_000);
+    await first.stop();
+    expect(await readCursor(path)).toBe(startMs);
+
+    // The next start reads the gap again and gets what the failed read missed.
+    await listening(adapterOn(dc, path), inbox);
+    await waitFor(() => inbox.kept.has(`dc:${ids.channel}`) && inbox.kept.has(`dc:${ids.thread}`), 10_000);
   });
 
   it('over the per-channel bound delivers the newest messages and warns naming the gap', async () => {
