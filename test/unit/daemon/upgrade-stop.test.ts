@@ -12,17 +12,19 @@ import { LogSink, waitFor } from '../../helpers/daemon.js';
 import { gone } from '../../helpers/upgrade.js';
 
 /**
- * A stand-in for the new build: records its pid and what it is told, never says ready, and
- * ends when the old process closes the channel (a SIGTERM, as the daemon's stop, takes a while).
+ * A stand-in for the new build: records what it is told, never says ready, and ends when the
+ * old process closes the channel (a SIGTERM, as the daemon's stop, takes a while). Its pid is
+ * written last: a test that has read it may signal it, and a SIGTERM before its handler was
+ * in place killed it (on a CPU-starved machine, between two lines) before it read the abort.
  */
 const NEVER_READY = `
 const fs = require('node:fs');
-fs.writeFileSync(process.env.CHANNELD_TEST_CHILD_PID, String(process.pid));
 process.on('message', (m) => fs.appendFileSync(process.env.CHANNELD_TEST_CHILD_PID + '.got', JSON.stringify(m) + '\\n'));
 const keep = setInterval(() => {}, 60000);
 const end = () => { clearInterval(keep); process.exit(0); };
 process.on('SIGTERM', () => {});
 process.on('disconnect', end);
+fs.writeFileSync(process.env.CHANNELD_TEST_CHILD_PID, String(process.pid));
 `;
 
 /** One that says ready at once. */
