@@ -166,7 +166,7 @@ export class DiscordAdapter implements ChannelAdapter {
   }
 
   async #run(shards: number[], deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
-    const cursor = await openListenCursor(this.#o.cursorFile, shards, this.#o.shards ?? 1, (err) =>
+    const cursor = await openListenCursor(this.#o.cursorFile, shards, this.#o.shards ?? 1, this.#resumeFrom?.catchUpOwed === true, (err) =>
       this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Discord cursor'),
     );
     await this.#dmChannels.load();
@@ -235,10 +235,11 @@ export class DiscordAdapter implements ChannelAdapter {
       await this.#dmChannels.flushed();
       // Stopped for an upgrade: the session is handed on instead of ended.
       if ((signal.reason as { code?: string } | undefined)?.code === 'UPGRADE_HANDED_OVER')
-        this.#handingOver = await handover.capture(client).catch((err: unknown) => {
-          this.#o.log.warn({ err, channel: this.#o.id }, 'the Discord session could not be handed over; the new process identifies anew');
-          return undefined;
-        });
+        this.#handingOver = await handover.capture(client).then(
+          (h) => (h && cursor && !cursor.cursor.settled ? { ...h, catchUpOwed: true } : h),
+          (err: unknown) =>
+            void this.#o.log.warn({ err, channel: this.#o.id }, 'the Discord session could not be handed over; the new process identifies anew'),
+        );
       this.#clients.delete(client);
       await client.destroy();
     }
@@ -276,6 +277,7 @@ export class DiscordAdapter implements ChannelAdapter {
         dmChannels: this.#dmChannels.ids,
         sinceMs,
         reachMs: catchUpReachMs(CATCH_UP_MAX_AGE_MS, this.#o.duplicateWindowMs),
+        startedMs: cursor.openedAtMs,
         read: (id, query, s) => this.#call('catch-up', s, (rs) => this.#rest.get(Routes.channelMessages(id), { query, signal: rs })),
         take: (m) => this.#take(client, m, deliver, undefined),
         log: this.#o.log,

@@ -37,6 +37,8 @@ export interface CatchUpOptions {
   sinceMs: number;
   /** How far back it may read at all (catchUpReachMs: CATCH_UP_MAX_AGE_MS, within the inbox's duplicate window). */
   reachMs: number;
+  /** When the listener's run began: what was created after it is never too old (no other instance can have answered it). */
+  startedMs: number;
   read: ReadMessages;
   /** Normalises and delivers one message as a live one is; rejects when it was not stored. */
   take: (m: Message) => Promise<void>;
@@ -151,7 +153,7 @@ export async function catchUp(o: CatchUpOptions): Promise<{ newestMs: number; de
       }
       if (m.createdTimestamp < sinceMs) continue;
       // Checked again as each goes: a long catch-up must not hand over one the inbox no longer knows.
-      if (m.createdTimestamp < Date.now() - o.reachMs) {
+      if (m.createdTimestamp < Math.min(o.startedMs, Date.now() - o.reachMs)) {
         tooOld++;
         continue;
       }

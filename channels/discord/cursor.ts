@@ -16,6 +16,8 @@ export const SHARD_GAP_SLACK_MS = 60_000;
  * stored already. Closed with its run: a late delivery of that run moves nothing.
  */
 export class ListenCursor {
+  /** When the run opened it: a message created after that cannot have been answered by another lease holder. */
+  readonly openedAtMs = Date.now();
   #ms: number;
   #heldMs = 0;
   #holds = 0;
@@ -69,6 +71,11 @@ export class ListenCursor {
     this.#stuck = true;
   }
 
+  /** No catch-up owed, running or failed: what the cursor says was all stored. */
+  get settled(): boolean {
+    return this.#holds === 0 && !this.#stuck;
+  }
+
   /** The run ended: nothing moves it any more. */
   close(): void {
     this.#closed = true;
@@ -89,17 +96,22 @@ export class ListenCursor {
 /**
  * A run's cursor: the configured file for every shard, a file of its own for one shard of
  * several run alone (cluster mode's `listenPart`), so shards on different leases do not move
- * each other's. None without a file (tests): nothing is caught up.
+ * each other's. None without a file (tests): nothing is caught up. `catchUpOwed`: a session
+ * handed over by an upgrade whose old process had not caught up (handover.ts).
  */
-export function openListenCursor(
+export async function openListenCursor(
   path: string | undefined,
   shards: readonly number[],
   shardCount: number,
+  catchUpOwed: boolean,
   onError: (err: unknown) => void,
-): Promise<{ cursor: ListenCursor; firstStart: boolean }> | undefined {
+): Promise<{ cursor: ListenCursor; firstStart: boolean } | undefined> {
   if (!path) return undefined;
   const own = shards.length === 1 && shardCount > 1 ? `${path.replace(/\.cursor$/, '')}.shard-${shards[0]}.cursor` : path;
-  return ListenCursor.open(new CursorFile(own), onError);
+  const opened = await ListenCursor.open(new CursorFile(own), onError);
+  // Handed a session whose old process had not caught up: the cursor stays before that gap (handover.ts).
+  if (catchUpOwed) opened.cursor.failed();
+  return opened;
 }
 
 /**
@@ -113,7 +125,9 @@ export function openListenCursor(
  * guilds are loaded. `release` ends that hold. A run's first READY reads from where the cursor
  * stood when the run began (none, a first start: nothing); a later one, after the session was
  * lost, from when the shard first lost it (SHARD_GAP_SLACK_MS earlier) or the cursor, whichever
- * is older. Returns the removal of the listener on `client.ws` (the client drops its own).
+ * is older. A READY that comes again before the shard was ready keeps the catch-up it owed
+ * (the older start, the same hold). Returns the removal of the listener on `client.ws` (the
+ * client drops its own).
  */
 export function catchUpOnReady(
   client: Client,
@@ -124,10 +138,6 @@ export function catchUpOnReady(
   if (!c) return () => {};
   const openedMs = c.cursor.ms;
   const firstHolds = new Map<number, () => void>(c.firstStart ? [] : shards.map((s) => [s, c.cursor.hold()]));
-  const releaseFirst = (shard: number) => {
-    firstHolds.get(shard)?.();
-    firstHolds.delete(shard);
-  };
   const identified = new Set<number>();
   const lostAtMs = new Map<number, number>();
   const due = new Map<number, { sinceMs: number; release: () => void }>();
@@ -137,21 +147,29 @@ export function catchUpOnReady(
     if (first && c.firstStart) return;
     const lost = lostAtMs.get(shard);
     lostAtMs.delete(shard);
-    due.get(shard)?.release();
+    const owed = due.get(shard);
+    const firstHold = firstHolds.get(shard);
+    firstHolds.delete(shard);
     const sinceMs = first ? openedMs : Math.min(c.cursor.ms, (lost ?? Date.now()) - SHARD_GAP_SLACK_MS);
-    due.set(shard, { sinceMs, release: first ? () => releaseFirst(shard) : c.cursor.hold() });
+    due.set(shard, { sinceMs: Math.min(sinceMs, owed?.sinceMs ?? sinceMs), release: owed?.release ?? firstHold ?? c.cursor.hold() });
   };
   client.ws.on(GatewayDispatchEvents.Ready, onReady);
   // The first close of an outage: each failed RESUME closes again.
   client.on('shardReconnecting', (shard) => void (lostAtMs.has(shard) || lostAtMs.set(shard, Date.now())));
+  const resumed = (shard: number) => {
+    // A catch-up still owed (a READY whose guilds are loading) goes on holding until it ran.
+    if (due.has(shard)) return;
+    firstHolds.get(shard)?.();
+    firstHolds.delete(shard);
+  };
   client.on('shardResume', (shard) => {
     lostAtMs.delete(shard);
-    releaseFirst(shard);
+    resumed(shard);
   });
   client.on('shardReady', (shard) => {
     const d = due.get(shard);
     // Ready without a READY of its own (a handed-over session): nothing was missed.
-    if (!d) return releaseFirst(shard);
+    if (!d) return resumed(shard);
     due.delete(shard);
     start(shard, d.sinceMs, d.release);
   });

@@ -20,6 +20,12 @@ export interface DiscordHandover {
   /** The guild ids READY listed (at most MAX_GUILDS): known as unavailable until their GUILD_CREATE. */
   guilds: string[];
   sessions: SessionInfo[];
+  /**
+   * The old process's catch-up had not finished (cut short by the hand-over, or failed): its
+   * cursor stands before a gap that a resumed session does not replay, so the new process
+   * keeps it there for its run and the next fresh IDENTIFY (a restart) reads the gap.
+   */
+  catchUpOwed?: boolean;
 }
 
 const MAX_GUILDS = 1000;
@@ -40,6 +46,7 @@ export function parseHandover(raw: unknown): DiscordHandover | undefined {
     application: { id: v.application.id, flags: typeof v.application.flags === 'number' ? v.application.flags : 0 },
     guilds: v.guilds.filter((g) => str(g, 40)).slice(0, MAX_GUILDS),
     sessions,
+    ...(v.catchUpOwed === true ? { catchUpOwed: true } : {}),
   };
 }
 

@@ -113,6 +113,7 @@ export class MatrixAdapter implements ChannelAdapter {
   }
 
   async #listen(deliver: Deliver, signal: AbortSignal, onConnected: () => void): Promise<void> {
+    const startedMs = Date.now();
     const me = await this.#get<{ user_id?: string }>('whoami', `${API}/account/whoami`, signal);
     if (me.user_id !== this.#o.userId)
       throw new ChannelError('CHANNEL_AUTH_FAILED', `Matrix: the access token belongs to ${me.user_id ?? 'nobody'}, not to user_id ${this.#o.userId}`);
@@ -146,7 +147,7 @@ export class MatrixAdapter implements ChannelAdapter {
         throw err;
       }
       // Only the first batch: a later one's old timestamps are late events (federation), still to answer.
-      const floor = resumed ? resumeFloor(state.savedAtMs, this.#o.duplicateWindowMs) : undefined;
+      const floor = resumed ? resumeFloor(state.savedAtMs, this.#o.duplicateWindowMs, startedMs) : undefined;
       await this.#handleRooms(batch, state, deliver, signal, floor);
       // Every message of the batch is in the inbox: only now does the position move past it.
       // Stamped here, not by a write of the joins owed, which leaves the position where it was.

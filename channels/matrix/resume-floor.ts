@@ -20,15 +20,27 @@ export interface ResumeFloor {
 }
 
 /**
- * The floor for the first batch after resuming from a position stored at `savedAtMs`, or
- * undefined when the position is recent enough to be trusted whole. A time ahead of this
+ * The floor for the first batch after resuming from a position stored at `savedAtMs`, by a
+ * listener that began at `startedMs`, or undefined when the position is recent enough to be
+ * trusted whole. A time ahead of this
  * clock (the clock was set back) is an unknown age too.
  */
-export function resumeFloor(savedAtMs: number | undefined, duplicateWindowMs: (() => number) | undefined, nowMs = Date.now()): ResumeFloor | undefined {
+export function resumeFloor(
+  savedAtMs: number | undefined,
+  duplicateWindowMs: (() => number) | undefined,
+  startedMs: number,
+  nowMs = Date.now(),
+): ResumeFloor | undefined {
   const reachMs = catchUpReachMs(CATCH_UP_MAX_AGE_MS, duplicateWindowMs);
   const positionAgeMs = savedAtMs === undefined ? undefined : nowMs - savedAtMs;
   if (positionAgeMs !== undefined && positionAgeMs >= 0 && positionAgeMs <= reachMs) return undefined;
-  return { beforeMs: nowMs - reachMs, reachMs, ...(positionAgeMs !== undefined && positionAgeMs >= 0 ? { positionAgeMs } : {}), skipped: 0 };
+  // Never past when this listener began (429 retries may take long): nobody else answered what came after.
+  return {
+    beforeMs: Math.min(startedMs, nowMs - reachMs),
+    reachMs,
+    ...(positionAgeMs !== undefined && positionAgeMs >= 0 ? { positionAgeMs } : {}),
+    skipped: 0,
+  };
 }
 
 /** Once per resume, after its first batch is stored: how many messages it skipped, and why. */

@@ -156,6 +156,7 @@ export class MattermostAdapter implements ChannelAdapter {
         ? Math.max(this.#cursor, floorMs)
         : await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, floorMs)));
     let catchUp = this.#cursor !== undefined;
+    let firstCatchUp = catchUp;
     this.#cursor ??= nowMs;
     const take = async (post: MmPost, where: MmWhere, moveCursor = true) => {
       const skip = skipReason(post, where, scope);
@@ -189,8 +190,10 @@ export class MattermostAdapter implements ChannelAdapter {
           },
           afterHello: async () => {
             if (!catchUp) return;
-            await this.#catchUp(take, signal);
-            catchUp = false;
+            // The run's first catch-up may follow another lease holder (cluster mode): it stays
+            // inside the inbox's duplicate window; a reconnect's follows this run's own cursor.
+            await this.#catchUp(take, signal, firstCatchUp ? catchUpReachMs(MAX_CATCH_UP_MS, this.#o.duplicateWindowMs) : MAX_CATCH_UP_MS);
+            catchUp = firstCatchUp = false;
           },
           onEvent: async (ev) => {
             if (ev.event !== 'posted') return;
@@ -238,7 +241,7 @@ export class MattermostAdapter implements ChannelAdapter {
    * (and the live socket with it) over and over, that catch-up is skipped with an error, and
    * the cursor held where it began until a catch-up is done, so a restart still tries it.
    */
-  async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal): Promise<void> {
+  async #catchUp(take: (post: MmPost, where: MmWhere, moveCursor: boolean) => Promise<void>, signal: AbortSignal, reachMs: number): Promise<void> {
     const held = this.#cursor!;
     const channels = new Map<string, MmListedChannel>();
     try {
@@ -264,7 +267,6 @@ export class MattermostAdapter implements ChannelAdapter {
     // after a restart, by the server's clock (the list's Date, else the last one any answer had).
     // None seen: no floor, rather than this machine's clock, which may be ahead and skip posts.
     const serverNowMs = this.#serverNowMs();
-    const reachMs = catchUpReachMs(MAX_CATCH_UP_MS, this.#o.duplicateWindowMs);
     const since = serverNowMs === undefined ? held : Math.max(held, serverNowMs - reachMs);
     let delivered = 0;
     let skipped = 0;

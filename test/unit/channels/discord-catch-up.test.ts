@@ -210,6 +210,37 @@ describe('the Discord catch-up', () => {
     expect(dc.gateway.identifies).toBe(1);
   });
 
+  it('an upgrade after a catch-up that did not finish hands over a note: the new process keeps the cursor before the gap for its run, and a restart reads it', async () => {
+    const dc = await fakeDiscord();
+    const startMs = Date.now() - 60_000;
+    const path = await cursorPath(startMs);
+    const missed = dc.whileAway(() => dc.guildMessage('sent while away', { mention: true }));
+    // The catch-up's first read fails (discord.js's own retries included): it does not finish.
+    dc.fail('GET message', { status: 502 }, 4);
+    const logs = new LogSink();
+    const inbox = new Inbox();
+    const old = adapterOn(dc, path, logs);
+    const first = await listening(old, inbox);
+    await waitFor(() => logs.entries().some((e) => String(e.msg).startsWith('Discord catch-up incomplete')), 15_000);
+    await first.stop(new CodedError('UPGRADE_HANDED_OVER', 'handed over'));
+    const state = old.handoverState() as { catchUpOwed?: boolean } | undefined;
+    expect(state?.catchUpOwed).toBe(true);
+
+    const next = adapterOn(dc, path);
+    next.resumeFrom(state);
+    const second = await listening(next, inbox);
+    await waitFor(() => dc.gateway.resumes === 1, 10_000);
+    const live = dc.guildMessage('after the hand-over', { mention: true });
+    await waitFor(() => inbox.kept.has(`dc:${live}`), 10_000);
+    await second.stop();
+    // Stored live, but the cursor stayed before the gap the resumed session does not replay.
+    expect(await readCursor(path)).toBe(startMs);
+    expect(inbox.kept.has(`dc:${missed}`)).toBe(false);
+
+    await listening(adapterOn(dc, path), inbox);
+    await waitFor(() => inbox.kept.has(`dc:${missed}`), 10_000);
+  });
+
   it('on a first start (no cursor) delivers nothing from before it, and starts the cursor at now', async () => {
     const dc = await fakeDiscord();
     const path = await cursorPath();

@@ -1,6 +1,7 @@
 import pino from 'pino';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { MatrixAdapter } from '../../../channels/matrix/adapter.js';
+import { resumeFloor } from '../../../channels/matrix/resume-floor.js';
 import { SyncStateFile } from '../../../channels/matrix/sync-state.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import type { FakeMatrix } from '../../fakes/matrix/server.js';
@@ -141,5 +142,15 @@ describe('Matrix: a listener resuming from an old /sync position (a lease taken 
     expect(texts()).toEqual(Array.from({ length: 55 }, (_, i) => `new${i + 1}`));
     expect(logged(GAP_WARNING)).toMatchObject([{ level: 40, bound: 'age' }]);
     expect(logged(RESUME_WARNING)).toMatchObject([{ level: 40, skipped: 20 }]);
+  });
+});
+
+describe('the resume floor', () => {
+  it('never passes when the listener began: a first batch delayed past the window (429s) still answers what came after the start', () => {
+    const nowMs = 1_800_000_000_000;
+    const startedMs = nowMs - 200_000;
+    expect(resumeFloor(nowMs - 7_200_000, () => 90_000, startedMs, nowMs)).toMatchObject({ beforeMs: startedMs, reachMs: 75_000 });
+    expect(resumeFloor(nowMs - 7_200_000, () => 90_000, nowMs - 1000, nowMs)).toMatchObject({ beforeMs: nowMs - 75_000 });
+    expect(resumeFloor(nowMs - 10_000, () => 90_000, startedMs, nowMs)).toBeUndefined();
   });
 });

@@ -49,6 +49,17 @@ describe("Mattermost: the catch-up floor by the server's clock", () => {
     expect(f.delivered.some((m) => m.messageId === answered.id)).toBe(false);
   });
 
+  it('a reconnect within the run reads a day back, not only the duplicate window: the run held the lease all along, so nobody else answered', async () => {
+    f.listen(undefined, 90_000);
+    await waitFor(() => f.ended || f.mm.connected);
+    f.mm.drop();
+    const away = f.mm.userPost('sent while the socket was down', { channel: f.mm.town });
+    // By the server's clock the reconnect comes ten minutes later: past the window, within the day.
+    f.mm.clockOffsetMs = 600_000;
+    const live = await f.afterCatchUp();
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id, live.id]);
+  });
+
   it("a restart whose users/me answer has no Date, on a machine two days behind the server: a cursor older than a day by the server's clock is raised to a day before its now", async () => {
     f.mm.clockOffsetMs = 2 * DAY_MS;
     f.mm.dateless.add('me');
