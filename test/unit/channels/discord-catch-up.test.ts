@@ -192,9 +192,14 @@ describe('the Discord catch-up', () => {
     const old = adapterOn(dc, path);
     const first = await listening(old, inbox);
     await waitFor(() => historyReads(dc).length === 3, 10_000);
+    // The old process's catch-up has finished once a live message moves the cursor (it is held
+    // until then); a hand-over before that would carry the note that keeps the cursor (tested below).
+    const before = dc.guildMessage('before the hand-over', { mention: true });
+    await waitFor(async () => (await readCursor(path)) === inbox.kept.get(`dc:${before}`)?.receivedAt, 10_000);
     await first.stop(new CodedError('UPGRADE_HANDED_OVER', 'handed over'));
-    const state = old.handoverState();
+    const state = old.handoverState() as { catchUpOwed?: boolean } | undefined;
     expect(state).toBeDefined();
+    expect(state?.catchUpOwed).toBeUndefined();
     dc.whileAway(() => dc.guildMessage('sent during the hand-over', { mention: true }));
 
     const next = adapterOn(dc, path);
@@ -205,7 +210,7 @@ describe('the Discord catch-up', () => {
     await waitFor(() => inbox.texts().includes('after the hand-over'), 10_000);
     // Stored live: the cursor moves on (and no catch-up read anything).
     await waitFor(async () => (await readCursor(path)) === inbox.all.find((m) => m.messageId === marker)!.receivedAt, 10_000);
-    expect(inbox.texts()).toEqual(['after the hand-over']);
+    expect(inbox.texts()).toEqual(['before the hand-over', 'after the hand-over']);
     expect(historyReads(dc)).toHaveLength(3);
     expect(dc.gateway.identifies).toBe(1);
   });
