@@ -1,5 +1,5 @@
-import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { readFile } from 'node:fs/promises';
+import { CoalescedFile } from '../../src/util/cursor-file.js';
 import { MAX_KNOWN_DM_CHANNELS } from './catch-up.js';
 
 /** The file holds at most MAX_KNOWN_DM_CHANNELS snowflakes as JSON: one larger is not read. */
@@ -9,21 +9,20 @@ const SNOWFLAKE = /^\d{1,20}$/;
 /**
  * The DM channels messages came from, the newest first, at most MAX_KNOWN_DM_CHANNELS: a
  * catch-up reads them, since Discord lists no bot's DM channels. Kept in a file beside the
- * cursor, so a restart catches up on DMs sent while the daemon was down too. Writes are
- * coalesced (one in flight, the newest list next) and atomic (a temp file of this process +
- * rename: the old and the new process of an upgrade never write into one temp file).
+ * cursor (a CoalescedFile), so a restart catches up on DMs sent while the daemon was down too.
  */
 export class KnownDmChannels {
   #ids: string[] = [];
   #loaded = false;
-  #pending = false;
-  #writing: Promise<void> | undefined;
+  readonly #file: CoalescedFile | undefined;
 
   /** `path`: none keeps the list in memory only. */
   constructor(
     private readonly path: string | undefined,
     private readonly onError: (err: unknown) => void,
-  ) {}
+  ) {
+    this.#file = path === undefined ? undefined : new CoalescedFile(path);
+  }
 
   /** Reads the stored list once (a missing, unreadable or malformed file is an empty one); ones seen before stay first. */
   async load(): Promise<void> {
@@ -50,30 +49,11 @@ export class KnownDmChannels {
   seen(id: string): void {
     if (this.#ids[0] === id || !SNOWFLAKE.test(id)) return;
     this.#ids = [id, ...this.#ids.filter((x) => x !== id)].slice(0, MAX_KNOWN_DM_CHANNELS);
-    if (!this.path) return;
-    this.#pending = true;
-    this.#writing ??= this.#drain(this.path);
+    this.#file?.save(`${JSON.stringify(this.#ids)}\n`, this.onError);
   }
 
   /** Resolves once every change is written (or failed). */
   async flushed(): Promise<void> {
-    while (this.#writing) await this.#writing;
-  }
-
-  async #drain(path: string): Promise<void> {
-    try {
-      while (this.#pending) {
-        this.#pending = false;
-        try {
-          await mkdir(dirname(path), { recursive: true });
-          await writeFile(`${path}.${process.pid}.tmp`, `${JSON.stringify(this.#ids)}\n`);
-          await rename(`${path}.${process.pid}.tmp`, path);
-        } catch (err) {
-          this.onError(err);
-        }
-      }
-    } finally {
-      this.#writing = undefined;
-    }
+    await this.#file?.flushed();
   }
 }

@@ -2,16 +2,56 @@ import { mkdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname } from 'node:path';
 
 /**
- * Where a listener stands: the platform time (ms) of the newest message stored, kept in a file
- * under the state dir, so a restart catches up on what was posted while the daemon was down.
- * Writes are coalesced (one in flight, the newest value next) and atomic (a temp file of this
- * process + rename: the old and the new process of an upgrade never write into one temp file).
+ * A small file rewritten as its content changes: writes are coalesced (one in flight, the
+ * newest text next) and atomic (a temp file of this process + rename: the old and the new
+ * process of an upgrade never write into one temp file).
  */
-export class CursorFile {
-  #pending: number | undefined;
+export class CoalescedFile {
+  #pending: string | undefined;
   #writing: Promise<void> | undefined;
 
   constructor(readonly path: string) {}
+
+  /** Writes `text` soon; `onError` hears a failed write (the next one tries again). */
+  save(text: string, onError: (err: unknown) => void): void {
+    this.#pending = text;
+    this.#writing ??= this.#drain(onError);
+  }
+
+  /** Resolves once every text handed to `save` is written (or failed). */
+  async flushed(): Promise<void> {
+    while (this.#writing) await this.#writing;
+  }
+
+  async #drain(onError: (err: unknown) => void): Promise<void> {
+    try {
+      while (this.#pending !== undefined) {
+        const text = this.#pending;
+        this.#pending = undefined;
+        try {
+          await mkdir(dirname(this.path), { recursive: true });
+          await writeFile(`${this.path}.${process.pid}.tmp`, text);
+          await rename(`${this.path}.${process.pid}.tmp`, this.path);
+        } catch (err) {
+          onError(err);
+        }
+      }
+    } finally {
+      this.#writing = undefined;
+    }
+  }
+}
+
+/**
+ * Where a listener stands: the platform time (ms) of the newest message stored, kept in a file
+ * under the state dir, so a restart catches up on what was posted while the daemon was down.
+ */
+export class CursorFile {
+  readonly #file: CoalescedFile;
+
+  constructor(readonly path: string) {
+    this.#file = new CoalescedFile(path);
+  }
 
   /** The stored cursor, or undefined when there is none (a first start) or it cannot be read. */
   async read(): Promise<number | undefined> {
@@ -25,31 +65,12 @@ export class CursorFile {
 
   /** Stores `cursorMs` soon; `onError` hears a failed write (the next one tries again). */
   save(cursorMs: number, onError: (err: unknown) => void): void {
-    this.#pending = cursorMs;
-    this.#writing ??= this.#drain(onError);
+    this.#file.save(`${cursorMs}\n`, onError);
   }
 
   /** Resolves once every value handed to `save` is written (or failed). */
-  async flushed(): Promise<void> {
-    while (this.#writing) await this.#writing;
-  }
-
-  async #drain(onError: (err: unknown) => void): Promise<void> {
-    try {
-      while (this.#pending !== undefined) {
-        const v = this.#pending;
-        this.#pending = undefined;
-        try {
-          await mkdir(dirname(this.path), { recursive: true });
-          await writeFile(`${this.path}.${process.pid}.tmp`, `${v}\n`);
-          await rename(`${this.path}.${process.pid}.tmp`, this.path);
-        } catch (err) {
-          onError(err);
-        }
-      }
-    } finally {
-      this.#writing = undefined;
-    }
+  flushed(): Promise<void> {
+    return this.#file.flushed();
   }
 }
 
