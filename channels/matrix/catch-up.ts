@@ -24,6 +24,21 @@ export const CATCH_UP_MAX_BYTES_PER_BATCH = 16 * 1024 * 1024;
 const CATCH_UP_MAX_RATE_WAIT_MS = 30_000;
 /** As Mattermost's catch-up: a message older than a day is history, not a question. */
 export const CATCH_UP_MAX_AGE_MS = 24 * 60 * 60 * 1000;
+/**
+ * Events too old (before `notBeforeMs`) met in a row after which the walk ends. Age is the
+ * sender's origin_server_ts, but the walk goes in the homeserver's order, about the order
+ * events reached it, and federation brings events late (a server that was away, a slow link)
+ * with their old times: one too-old event can stand in front of messages sent after the floor,
+ * so it is skipped, not taken for the end. A message newer than the floor reached the server
+ * after the floor; what stands between it and the walk is what reached the server later, so
+ * a long run of too-old events with nothing newer among them is, in all likelihood, the time
+ * before the floor. So the walk asks for no further page once the last 100 events it met were
+ * all too old (two federation transactions' worth: the server-server spec caps one at 50); the
+ * run counts across pages, whatever their size, and the page that completes it is read to its
+ * end (it is here already). A longer late burst still hides what is behind it: the warning then
+ * says how many too-old events at least the walk left.
+ */
+export const CATCH_UP_TOO_OLD_RUN = 100;
 
 /** Only messages: what the bot answers. A state change in the gap (encryption) comes in the /sync's own `state`. */
 const MESSAGES_FILTER = JSON.stringify({ types: ['m.room.message'] });
@@ -78,11 +93,13 @@ export interface CaughtUp {
 /**
  * Walks one room's gap back from `from` to `to`. A page over the answer bound is asked for again
  * at half the size, down to one event, and the rest of the walk keeps the smaller size (the
- * events there are as large). The walk stops, with a warning naming the room and how many
- * events it saw and left, at `maxEvents`, at the age limit, after too many requests, at an
- * event too large alone, or when the homeserver refuses (the channel goes on: the missed
- * messages cannot be read, the rest can). A transient failure rejects: the batch is not stored
- * and is read again, gap and all.
+ * events there are as large). An event sent before `notBeforeMs` is skipped; the walk goes on
+ * past it until CATCH_UP_TOO_OLD_RUN of them in a row. The walk stops, with a warning naming the
+ * room and how many events it saw and left, at `maxEvents`, after such a run (or at the gap's
+ * end, when it skipped any: bound `age`, the count being those skipped), after too many
+ * requests, at an event too large alone, or when the homeserver refuses (the channel goes on:
+ * the missed messages cannot be read, the rest can). A transient failure rejects: the batch is
+ * not stored and is read again, gap and all.
  */
 export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
   const newestFirst: MatrixEvent[] = [];
@@ -90,6 +107,9 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
   let pageSize = CATCH_UP_PAGE;
   let requests = 0;
   let bytes = 0;
+  /** Events skipped as too old: in all, and in a row at the far (oldest) end of what the walk has read. */
+  let tooOld = 0;
+  let tooOldRun = 0;
   /** `notReadAtLeast` where the walk saw them; unknown otherwise (the sync says only that some are missing). */
   const stop = (bound: CatchUpBound, notReadAtLeast?: number, why?: string): CaughtUp => {
     o.log.warn(
@@ -140,8 +160,13 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
     const chunk = (Array.isArray(page.chunk) ? page.chunk : []).filter(isObject) as MatrixEvent[];
     for (let i = 0; i < chunk.length; i++) {
       const e = chunk[i]!;
-      // Newest first: the first one too old ends the walk, every one behind it is older still.
-      if (typeof e.origin_server_ts === 'number' && e.origin_server_ts < o.notBeforeMs) return stop('age', chunk.length - i);
+      // Too old: skipped, but a newer one may still stand behind it (CATCH_UP_TOO_OLD_RUN).
+      if (typeof e.origin_server_ts === 'number' && e.origin_server_ts < o.notBeforeMs) {
+        tooOld++;
+        tooOldRun++;
+        continue;
+      }
+      tooOldRun = 0;
       const size = JSON.stringify(e).length;
       if (bytes + size > o.maxBytes) return stop('bytes', chunk.length - i);
       bytes += size;
@@ -154,7 +179,8 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
       return stop('events', over);
     }
     // The spec: no `end`, nothing more (an empty chunk with an `end` may still have more behind it).
-    if (typeof page.end !== 'string' || !page.end) return { events: newestFirst.reverse(), bytes };
-    from = page.end;
+    const end = typeof page.end === 'string' && page.end ? page.end : undefined;
+    if (!end || tooOldRun >= CATCH_UP_TOO_OLD_RUN) return tooOld ? stop('age', tooOld) : { events: newestFirst.reverse(), bytes };
+    from = end;
   }
 }

@@ -15,7 +15,7 @@ export interface ResumeFloor {
   reachMs: number;
   /** How long ago the position was stored; absent: unknown (a file from before it was kept). */
   positionAgeMs?: number;
-  /** Messages skipped so far (at least: a gap's walk stops at the first one too old). */
+  /** Messages skipped so far (at least: a gap's walk stops after a run of ones too old, or at another bound). */
   skipped: number;
 }
 

@@ -138,7 +138,7 @@ describe('Matrix: a listener resuming from an old /sync position (a lease taken 
     const run = listen(() => CLUSTER_WINDOW_MS);
     await storedToEnd();
     expect(run.failure).toBeUndefined();
-    // 50 in the /sync answer, 5 read back; the 20 older ones left where the walk met the first.
+    // 50 in the /sync answer, 5 read back; the 20 older ones skipped (the walk reached the gap's end before a run of 100).
     expect(texts()).toEqual(Array.from({ length: 55 }, (_, i) => `new${i + 1}`));
     expect(logged(GAP_WARNING)).toMatchObject([{ level: 40, bound: 'age' }]);
     expect(logged(RESUME_WARNING)).toMatchObject([{ level: 40, skipped: 20 }]);
