@@ -1,6 +1,5 @@
 import { createHash } from 'node:crypto';
-import { ButtonStyle, Client, ComponentType, GatewayIntentBits, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
-import type { Message } from 'discord.js';
+import { ButtonStyle, Client, ComponentType, GatewayIntentBits, type Message, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
 import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
@@ -36,6 +35,8 @@ export interface DiscordOptions {
   cursorFile?: string;
   /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a catch-up reads nothing older. */
   duplicateWindowMs?: () => number;
+  /** ChannelContext.listenerMoves: with no cursor of its own, a run catches up on that window. */
+  listenerMoves?: boolean;
 }
 
 /** Sends carrying `enforce_nonce` that failed with a 5xx in a row before one is tried without it (#enforcedOr). */
@@ -100,9 +101,8 @@ export class DiscordAdapter implements ChannelAdapter {
   readonly #call = platformCaller(classifyDiscordError);
   #self: { id: string; name: string } | undefined;
   /**
-   * Sends carry `enforce_nonce` (Discord returns the first message for a repeated nonce)
-   * until the server refuses the field, or fails ENFORCE_NONCE_STRIKES sends carrying it in
-   * a row while the same send without it works (a server without it; see #enforcedOr).
+   * Sends carry `enforce_nonce` (Discord returns the first message for a repeated nonce) until the server
+   * refuses it, or fails ENFORCE_NONCE_STRIKES sends with it in a row while they work without (#enforcedOr).
    */
   #enforceNonce = true;
   #enforceNonceStrikes = 0;
@@ -166,9 +166,10 @@ export class DiscordAdapter implements ChannelAdapter {
   }
 
   async #run(shards: number[], deliver: Deliver, signal: AbortSignal, onConnected: () => void, onReconnecting?: (reason: string) => void): Promise<void> {
-    const cursor = await openListenCursor(this.#o.cursorFile, shards, this.#o.shards ?? 1, this.#resumeFrom?.catchUpOwed === true, (err) =>
-      this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Discord cursor'),
-    );
+    const owed = this.#resumeFrom?.catchUpOwed === true;
+    const takeoverReachMs = this.#o.listenerMoves ? catchUpReachMs(CATCH_UP_MAX_AGE_MS, this.#o.duplicateWindowMs) : 0;
+    const onError = (err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Discord cursor');
+    const cursor = await openListenCursor(this.#o.cursorFile, shards, this.#o.shards ?? 1, owed, onError, takeoverReachMs);
     await this.#dmChannels.load();
     const handover = new GatewayHandover(this.#resumeFrom);
     this.#resumeFrom = undefined;

@@ -32,12 +32,17 @@ export class ListenCursor {
     this.#ms = ms;
   }
 
-  /** The stored cursor, or (none: a first start, which catches up on nothing) now, stored. */
-  static async open(file: CursorFile, onError: (err: unknown) => void): Promise<{ cursor: ListenCursor; firstStart: boolean }> {
+  /**
+   * The stored cursor. None stored: `takeoverReachMs` back (a listener another instance may
+   * have run until just now, ChannelContext.listenerMoves), or now when it is 0 (a first start,
+   * which catches up on nothing); stored.
+   */
+  static async open(file: CursorFile, onError: (err: unknown) => void, takeoverReachMs = 0): Promise<{ cursor: ListenCursor; firstStart: boolean }> {
     const stored = await file.read();
-    const cursor = new ListenCursor(file, stored ?? Date.now(), onError);
+    const fromMs = stored ?? (takeoverReachMs > 0 ? Date.now() - takeoverReachMs : undefined);
+    const cursor = new ListenCursor(file, fromMs ?? Date.now(), onError);
     if (stored === undefined) file.save(cursor.ms, onError);
-    return { cursor, firstStart: stored === undefined };
+    return { cursor, firstStart: fromMs === undefined };
   }
 
   get ms(): number {
@@ -98,6 +103,7 @@ export class ListenCursor {
  * several run alone (cluster mode's `listenPart`), so shards on different leases do not move
  * each other's. None without a file (tests): nothing is caught up. `catchUpOwed`: a session
  * handed over by an upgrade whose old process had not caught up (handover.ts).
+ * `takeoverReachMs`: how far back a cursor none stored starts (ListenCursor.open).
  */
 export async function openListenCursor(
   path: string | undefined,
@@ -105,10 +111,11 @@ export async function openListenCursor(
   shardCount: number,
   catchUpOwed: boolean,
   onError: (err: unknown) => void,
+  takeoverReachMs = 0,
 ): Promise<{ cursor: ListenCursor; firstStart: boolean } | undefined> {
   if (!path) return undefined;
   const own = shards.length === 1 && shardCount > 1 ? `${path.replace(/\.cursor$/, '')}.shard-${shards[0]}.cursor` : path;
-  const opened = await ListenCursor.open(new CursorFile(own), onError);
+  const opened = await ListenCursor.open(new CursorFile(own), onError, takeoverReachMs);
   // Handed a session whose old process had not caught up: the cursor stays before that gap (handover.ts).
   if (catchUpOwed) opened.cursor.failed();
   return opened;

@@ -17,6 +17,7 @@ export const createChannel: ChannelFactory<DiscordConfig> = (config, ctx) => {
       log: ctx.log,
       cursorFile: join(ctx.stateDir, 'discord', `${config.id}.cursor`),
       ...(ctx.duplicateWindowMs ? { duplicateWindowMs: ctx.duplicateWindowMs } : {}),
+      listenerMoves: ctx.listenerMoves === true,
     },
     token,
   );

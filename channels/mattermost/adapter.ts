@@ -27,6 +27,8 @@ export interface MattermostOptions {
   cursorFile: string;
   /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a catch-up reads nothing older. */
   duplicateWindowMs?: () => number;
+  /** ChannelContext.listenerMoves: with no cursor of its own, a run catches up on that window. */
+  listenerMoves?: boolean;
   /** Reconnect backoff: the first wait, doubled up to the max; short in tests. */
   reconnectBaseMs?: number;
   reconnectMaxMs?: number;
@@ -144,17 +146,15 @@ export class MattermostAdapter implements ChannelAdapter {
       channels: new Set(this.#o.channels),
       teamNames: new Map(teams.data.map((t) => [t.id, t.name])),
     };
-    // The first start answers nothing from before it; a restart (of the daemon, or of the
-    // listener after a failure) catches up from where it stood, a day back at most. Both by the
-    // server's clock, from any answer that had a Date (a proxy may strip it from some), before
-    // this machine's: that may be ahead, the floor too late, and posts sent while away missed.
+    // The first start answers nothing from before it; a restart (of the daemon, or the listener
+    // after a failure) catches up from where it stood, a day back at most. Both by the server's
+    // clock from any answer with a Date (a proxy may strip some), before this machine's (if ahead, posts missed).
     const nowMs = me.serverTimeMs ?? teams.serverTimeMs ?? this.#serverNowMs() ?? this.#localNowMs();
     const floorMs = nowMs - catchUpReachMs(MAX_CATCH_UP_MS, this.#o.duplicateWindowMs);
-    // A cursor this process holds (a catch-up owed since a list over its bound) is as bounded as a stored one.
-    this.#cursor =
-      this.#cursor !== undefined
-        ? Math.max(this.#cursor, floorMs)
-        : await this.#cursorFile.read().then((c) => (c === undefined ? undefined : Math.max(c, floorMs)));
+    // A cursor this process holds (a catch-up owed since a list over its bound) is as bounded as a
+    // stored one; none stored where another instance may have run the listener until just now: the floor.
+    const from = this.#cursor ?? (await this.#cursorFile.read()) ?? (this.#o.listenerMoves ? floorMs : undefined);
+    this.#cursor = from === undefined ? undefined : Math.max(from, floorMs);
     let catchUp = this.#cursor !== undefined;
     let firstCatchUp = catchUp;
     this.#cursor ??= nowMs;

@@ -17,5 +17,6 @@ export const createChannel: ChannelFactory<MattermostConfig> = (config, ctx) => 
     log: ctx.log,
     cursorFile: join(ctx.stateDir, 'mattermost', `${config.id}.cursor`),
     ...(ctx.duplicateWindowMs ? { duplicateWindowMs: ctx.duplicateWindowMs } : {}),
+    listenerMoves: ctx.listenerMoves === true,
   });
 };

@@ -265,6 +265,15 @@ export interface ChannelContext {
    * a message answered already would be answered twice.
    */
   duplicateWindowMs?: () => number;
+  /**
+   * Cluster mode: an exclusive listener runs wherever its lease is, so one that starts here
+   * with no position of its own (a cursor, a sync token) may be taking over from another
+   * instance that ran it until moments ago, or that was killed. It catches up on what was
+   * posted within `duplicateWindowMs` (less the clock margin) instead of starting empty: what
+   * the other instance stored meanwhile is dropped as a duplicate, what it never got is
+   * answered. False or absent on one node: a first start answers nothing from before it.
+   */
+  listenerMoves?: boolean;
 }
 
 /**

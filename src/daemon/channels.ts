@@ -62,6 +62,7 @@ export function channelComponent(channel: ChannelConfig): DaemonComponent {
           evicted: (structure, n) => metrics.evictions.inc({ structure }, n),
           storage: fileFaultReporter(ctx.use('storage'), (code) => metrics.storageFaults.inc({ code }), log),
           duplicateWindowMs: () => topology.intake.duplicateWindowMs(),
+          listenerMoves: config.config.cluster !== undefined,
         });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener

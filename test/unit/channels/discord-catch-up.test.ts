@@ -49,9 +49,12 @@ async function cursorPath(atMs?: number): Promise<string> {
 
 const readCursor = async (path: string) => Number((await readFile(path, 'utf8').catch(() => '')).trim()) || undefined;
 
-function adapterOn(dc: FakeDiscord, cursorFile: string, logs = new LogSink(), duplicateWindowMs?: () => number): DiscordAdapter {
+function adapterOn(dc: FakeDiscord, cursorFile: string, logs = new LogSink(), duplicateWindowMs?: () => number, listenerMoves = false): DiscordAdapter {
   const log = createLogger({ level: 'debug', destination: logs });
-  return new DiscordAdapter({ id: 'dc', restApi: dc.restApi, guilds: [], log, cursorFile, ...(duplicateWindowMs ? { duplicateWindowMs } : {}) }, dc.token);
+  return new DiscordAdapter(
+    { id: 'dc', restApi: dc.restApi, guilds: [], log, cursorFile, ...(duplicateWindowMs ? { duplicateWindowMs } : {}), listenerMoves },
+    dc.token,
+  );
 }
 
 /** `adapter.listen` until the returned stop (or the test's end); resolves once connected. */
@@ -274,6 +277,23 @@ describe('the Discord catch-up', () => {
     await waitFor(() => inbox.kept.has(`dc:${recent}`), 10_000);
     expect(inbox.kept.has(`dc:${old}`)).toBe(false);
     expect(inbox.texts()).toEqual(['sent while the lease moved']);
+  });
+
+  it('cluster mode, no cursor here (the lease moved from an instance that was killed): catches up on the duplicate window, nothing older', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath();
+    const old = dc.whileAway(() => dc.guildMessage('answered by the killed instance ten minutes ago', { mention: true }), { ageMs: 600_000 });
+    const recent = dc.whileAway(() => dc.guildMessage('sent while the lease moved', { mention: true }), { ageMs: 5_000 });
+    const inbox = new Inbox();
+    await listening(
+      adapterOn(dc, path, new LogSink(), () => 90_000, true),
+      inbox,
+    );
+    await waitFor(() => inbox.kept.has(`dc:${recent}`), 10_000);
+    expect(inbox.kept.has(`dc:${old}`)).toBe(false);
+    dc.guildMessage('live', { mention: true });
+    await waitFor(() => inbox.all.length === 2, 10_000);
+    expect(inbox.texts()).toEqual(['sent while the lease moved', 'live']);
   });
 
   it('skips a channel that answers 403 (logged) and catches up the others', async () => {

@@ -49,6 +49,30 @@ describe("Mattermost: the catch-up floor by the server's clock", () => {
     expect(f.delivered.some((m) => m.messageId === answered.id)).toBe(false);
   });
 
+  it('cluster mode, no cursor here (the lease moved from an instance that was killed): the first catch-up reads the duplicate window back, nothing older', async () => {
+    f.mm.clockOffsetMs = -600_000;
+    const answered = f.mm.userPost('answered by the killed instance ten minutes ago', { channel: f.mm.town });
+    f.mm.clockOffsetMs = -5_000;
+    const away = f.mm.userPost('sent while the lease moved', { channel: f.mm.town });
+    f.mm.clockOffsetMs = 0;
+    f.listen(undefined, 90_000, true);
+    const live = await f.afterCatchUp();
+    expect(f.delivered.map((m) => m.messageId)).toEqual([away.id, live.id]);
+    expect(f.delivered.some((m) => m.messageId === answered.id)).toBe(false);
+  });
+
+  it('one node, no cursor (a first start): nothing from before it, even within the window', async () => {
+    f.mm.clockOffsetMs = -5_000;
+    f.mm.userPost('sent before the first start', { channel: f.mm.town });
+    f.mm.clockOffsetMs = 0;
+    f.listen(undefined, 90_000);
+    await waitFor(() => f.ended || f.mm.connected);
+    const live = f.mm.userPost('live', { channel: f.mm.dm });
+    await waitFor(() => f.ended || f.delivered.length > 0);
+    expect(f.delivered.map((m) => m.messageId)).toEqual([live.id]);
+    expect(f.mm.callsOf('myChannels')).toEqual([]);
+  });
+
   it('a reconnect within the run reads a day back, not only the duplicate window: the run held the lease all along, so nobody else answered', async () => {
     f.listen(undefined, 90_000);
     await waitFor(() => f.ended || f.mm.connected);

@@ -13,7 +13,7 @@ export type Line = { msg: string; level: number; posts?: unknown; skipped?: numb
 /**
  * Each test's fake server, cursor file and listener: `listen(cursorMs)` starts a new adapter's
  * listener as a restart whose cursor stands there (it catches up on what came after), or with
- * none as a first start; `listenAgain()` starts the same adapter's listener again (a listener
+ * none as a first start (in cluster mode, `listenerMoves`: a lease moved here); `listenAgain()` starts the same adapter's listener again (a listener
  * restarted after a failure); `ended` is set when it ends.
  */
 export function catchUpFixture(prefix: string) {
@@ -27,7 +27,7 @@ export function catchUpFixture(prefix: string) {
     ended: undefined as { err: unknown } | undefined,
     listening: undefined as Promise<void> | undefined,
     adapter: undefined as MattermostAdapter | undefined,
-    listen(cursorMs: number | undefined, duplicateWindowMs?: number): void {
+    listen(cursorMs: number | undefined, duplicateWindowMs?: number, listenerMoves = false): void {
       if (cursorMs !== undefined) writeFileSync(f.cursorFile, `${cursorMs}\n`);
       const log = pino({ level: 'info' }, { write: (s: string) => void f.lines.push(JSON.parse(s)) });
       f.adapter = new MattermostAdapter({
@@ -39,6 +39,7 @@ export function catchUpFixture(prefix: string) {
         log,
         cursorFile: f.cursorFile,
         ...(duplicateWindowMs ? { duplicateWindowMs: () => duplicateWindowMs } : {}),
+        listenerMoves,
         reconnectBaseMs: 10,
       });
       f.listenAgain();
