@@ -4,6 +4,7 @@ import { CodedError, ConfigError, errorMessage } from '../contracts/errors.js';
 import type { Kernel } from '../kernel/kernel.js';
 import { channelComponent } from './channels.js';
 import type { ReloadResult, ReloadService, Services } from './services.js';
+import { SUCCESSOR_ENV } from './upgrade/successor.js';
 import { workspaceComponent } from './workspaces.js';
 
 export type { ReloadResult } from './services.js';
@@ -83,20 +84,35 @@ export class Reloader implements ReloadService {
    * with one that runs, and the listener would run in both. After the hand-over (or once
    * this daemon stops) listeners started here would outlive the stop's own list, and an `ok`
    * would say a config applies that the process now serving does not run: the new process
-   * is the one to reload.
+   * is the one to reload. That one, until its hand-over finished, is still being handed
+   * listeners and their state, and holds back the old process's conversations: a reload
+   * there would restart a channel whose listener is on its way, or apply a config the old
+   * process, still finishing turns, never had.
    */
   #busy(): string | undefined {
     if (this.#closed) return new CodedError('DAEMON_SHUTTING_DOWN', 'this daemon is stopping, so it reloads nothing').message;
     let phase: 'idle' | 'upgrading' | 'handedOver' = 'idle';
+    let successor: 'idle' | 'handingOver' | 'failed' = 'idle';
     try {
-      phase = this.kernel.get('upgrade').predecessor.phase;
+      const upgrade = this.kernel.get('upgrade');
+      phase = upgrade.predecessor.phase;
+      successor = upgrade.successorPhase;
     } catch {
-      // Not started yet (or stopped): there is no upgrade.
+      // Not started yet (or stopped): there is no upgrade, unless an upgrade started this
+      // process: its HTTP server (and the reload action) serve before the upgrade service starts.
+      if (process.env[SUCCESSOR_ENV]) successor = 'handingOver';
     }
+    if (successor !== 'idle')
+      return new CodedError(
+        'UPGRADE_IN_PROGRESS',
+        successor === 'failed'
+          ? 'a reload is refused in the new process of an upgrade that failed: the old process serves on and stops this one; reload once it has (channeld reload then reaches the old process)'
+          : 'a reload is refused while the upgrade that started this process is still handing over to it (this process is not ready yet, or the old one still runs turns); reload once the upgrade has finished, when the old process has exited',
+      ).message;
     if (phase === 'upgrading')
       return new CodedError(
         'UPGRADE_IN_PROGRESS',
-        'a reload is refused while an upgrade is under way; reload once channeld upgrade returned (the new process, or this one if it failed)',
+        'a reload is refused while an upgrade is under way; reload once it has finished: channeld upgrade returned, and the old process (or, if it failed, the new one) has exited',
       ).message;
     if (phase === 'handedOver')
       return new CodedError(

@@ -5,7 +5,7 @@ import type { Logger } from '../../observe/logger.js';
 import { LISTEN_FD_ENV } from '../../util/listen-fd.js';
 import { successorCommand } from './command.js';
 import type { ListenerGate } from './listeners.js';
-import { parseToOld, type ToNew } from './protocol.js';
+import { frozenMessages, parseToOld, type ToNew } from './protocol.js';
 import { SUCCESSOR_ENV } from './successor.js';
 import { notifySystemd } from './systemd.js';
 
@@ -303,7 +303,9 @@ export class Predecessor {
           }
           gate.pause().catch(lost);
         }
-        send({ t: 'frozen', busy });
+        // In parts when the list is longer than one message may carry: one over the bound
+        // would be dropped whole, and the new process would start no turn until this one exited.
+        for (const m of frozenMessages(busy)) send(m);
         log.info({ childPid: child.pid, busy: busy.length, took_ms: Date.now() - started }, 'upgrade: handed over to the new process');
         this.#over = true;
         this.#handedOver();

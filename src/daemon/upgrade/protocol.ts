@@ -6,7 +6,9 @@
  * new → old: `take` (before a channel's listener starts: stop yours and hand over its
  * session), `ready` (started; take over), `failed` (the start failed, and why).
  * old → new: `taken` (the listener stopped, its state), `frozen` (the old one takes no
- * message and starts no turn any more; `busy` are the scopes whose turns still run there),
+ * message and starts no turn any more; `busy` are the scopes whose turns still run there;
+ * a list longer than one message may carry goes ahead in `busy` parts, and `frozen` then
+ * says how many: see frozenMessages),
  * `restore` (the state of a listener that ran in both, sent just before the old one stops
  * it: web chat's tabs; and once more, before `done`, with what the turns still running there
  * added to it since), `done` (those turns ended), `abort` (the upgrade failed: this process
@@ -16,19 +18,44 @@
 export type ToOld = { t: 'take'; channel: string } | { t: 'ready' } | { t: 'failed'; reason: string };
 export type ToNew =
   | { t: 'taken'; channel: string; state?: unknown }
+  | { t: 'busy'; scopes: string[] }
   | { t: 'frozen'; busy: string[] }
+  | { t: 'frozen'; parts: number }
   | { t: 'restore'; channel: string; state: unknown }
   | { t: 'done' }
   | { t: 'abort' };
 
 /** A channel's handed-over state is a few KiB (a gateway session per shard); anything larger is dropped. */
 export const MAX_STATE_BYTES = 64 * 1024;
-/** Scopes named in `frozen` (a turn each: bounded by max_in_flight in practice). */
+/**
+ * Scopes named in one `frozen` or `busy` message. Running turns are bounded by max_in_flight,
+ * but a freeze whose commit failed lists every conversation with an unfinished item
+ * (freezeFor), which can be more: those go in several messages.
+ */
 export const MAX_BUSY_SCOPES = 10_000;
+/** A scope's length in those messages. */
+export const MAX_SCOPE_CHARS = 1000;
+/** `busy` parts one freeze may send (a million scopes); the new process takes no more. */
+export const MAX_BUSY_PARTS = 100;
 /** Why the new process failed, as the CLI prints it. */
 export const MAX_REASON_CHARS = 2000;
 
 const isString = (v: unknown, max: number): v is string => typeof v === 'string' && v.length <= max;
+
+const isScopes = (v: unknown): v is string[] => Array.isArray(v) && v.length <= MAX_BUSY_SCOPES && v.every((s) => isString(s, MAX_SCOPE_CHARS));
+
+/**
+ * What tells the new process the old one froze, with `busy` (the scopes whose turns still
+ * run there): one `frozen` with the list when it fits in one message, else `busy` parts of
+ * at most MAX_BUSY_SCOPES each and a `frozen` that counts them. The channel keeps their
+ * order, so the new process has the whole list when `frozen` arrives.
+ */
+export function frozenMessages(busy: readonly string[]): ToNew[] {
+  if (busy.length <= MAX_BUSY_SCOPES) return [{ t: 'frozen', busy: [...busy] }];
+  const parts: ToNew[] = [];
+  for (let i = 0; i < busy.length; i += MAX_BUSY_SCOPES) parts.push({ t: 'busy', scopes: busy.slice(i, i + MAX_BUSY_SCOPES) });
+  return [...parts, { t: 'frozen', parts: parts.length }];
+}
 
 /** A handed-over state, or undefined when it is too large to take. */
 export function boundedState(state: unknown): unknown {
@@ -50,8 +77,12 @@ export function parseToNew(m: unknown): ToNew | undefined {
   const v = m as Record<string, unknown> | null;
   if (!v || typeof v !== 'object') return undefined;
   if (v.t === 'taken' && isString(v.channel, 200)) return { t: 'taken', channel: v.channel, state: boundedState(v.state) };
-  if (v.t === 'frozen' && Array.isArray(v.busy) && v.busy.length <= MAX_BUSY_SCOPES && v.busy.every((s) => isString(s, 1000)))
-    return { t: 'frozen', busy: v.busy as string[] };
+  if (v.t === 'busy' && isScopes(v.scopes)) return { t: 'busy', scopes: v.scopes };
+  // Either the whole list, or the count of the `busy` parts sent before: never both, so an
+  // older new process, which knows no parts, drops a `frozen` that lacks some of the list.
+  if (v.t === 'frozen' && v.parts === undefined && isScopes(v.busy)) return { t: 'frozen', busy: v.busy };
+  if (v.t === 'frozen' && v.busy === undefined && Number.isSafeInteger(v.parts) && (v.parts as number) > 0 && (v.parts as number) <= MAX_BUSY_PARTS)
+    return { t: 'frozen', parts: v.parts as number };
   if (v.t === 'restore' && isString(v.channel, 200)) {
     const state = boundedState(v.state);
     return state === undefined ? undefined : { t: 'restore', channel: v.channel, state };

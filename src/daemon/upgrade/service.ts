@@ -146,6 +146,18 @@ export class Upgrades {
     return { adapter: gate.adapter, forget: () => this.predecessor.release(id, gate) };
   }
 
+  /**
+   * This process as the new one of an upgrade: `handingOver` from its start until its
+   * hand-over finished (it was ready, the old process froze, and that one's turns ended and
+   * it let go, or it went away); `failed` once the old process failed the upgrade (it serves
+   * on and stops this one); `idle` when it was not started by an upgrade or its hand-over
+   * finished. Until then a reload is refused (src/daemon/reload.ts), as an upgrade is.
+   */
+  get successorPhase(): 'idle' | 'handingOver' | 'failed' {
+    if (this.successor?.aborted) return 'failed';
+    return this.#handingOver ? 'handingOver' : 'idle';
+  }
+
   /** Calls `listener` each time a failed upgrade's new process is gone and this process serves on; returns its removal. */
   onRecovered(listener: () => void): () => void {
     this.#recovered.add(listener);

@@ -1,5 +1,5 @@
 import { CodedError, errorMessage } from '../../contracts/errors.js';
-import { parseToNew, type ToNew, type ToOld } from './protocol.js';
+import { MAX_BUSY_PARTS, parseToNew, type ToNew, type ToOld } from './protocol.js';
 
 /** Set by the old process in the environment of the new one it starts. */
 export const SUCCESSOR_ENV = 'CHANNELD_UPGRADE_FROM';
@@ -46,6 +46,8 @@ export class Successor {
   #gone = false;
   /** The old process failed the upgrade (`abort`): it serves on, this process is stopped. */
   #aborted = false;
+  /** The `busy` parts received so far: a long list comes ahead of its `frozen`. */
+  readonly #busyParts: string[][] = [];
 
   private constructor(port: SuccessorPort) {
     this.#send = (m) => port.send(m);
@@ -84,9 +86,23 @@ export class Successor {
       this.#taken.get(m.channel)?.(m.state);
       this.#taken.delete(m.channel);
     } else if (m.t === 'restore') this.#restore.get(m.channel)?.(m.state);
-    else if (m.t === 'frozen') this.#frozen(m.busy);
+    // Past the bound a part is not kept: the count in `frozen` then does not match (#freeze).
+    else if (m.t === 'busy') {
+      if (this.#busyParts.length < MAX_BUSY_PARTS) this.#busyParts.push(m.scopes);
+    } else if (m.t === 'frozen') this.#freeze(m);
     else if (m.t === 'abort') this.#aborted = true;
     else this.#done();
+  }
+
+  /**
+   * The old process froze. A part missing (one the parser dropped) would leave conversations
+   * whose turns still run there unheld, to be answered twice: then nothing is taken from
+   * `frozen`, and this process waits until the old one has gone (as for a `frozen` dropped).
+   */
+  #freeze(m: { busy: string[] } | { parts: number }): void {
+    const parts = this.#busyParts.splice(0);
+    if ('busy' in m) this.#frozen(m.busy);
+    else if (parts.length === m.parts) this.#frozen(parts.flat());
   }
 
   #goneAway(): void {
@@ -98,6 +114,11 @@ export class Successor {
     if (this.#aborted) return;
     this.#frozen([]);
     this.#done();
+  }
+
+  /** The old process failed the upgrade (`abort`): it serves on and stops this process. */
+  get aborted(): boolean {
+    return this.#aborted;
   }
 
   /** Asks the old process to stop `channel`'s listener; resolves with what it handed over. */

@@ -1,0 +1,133 @@
+import { EventEmitter } from 'node:events';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Predecessor } from '../../../src/daemon/upgrade/predecessor.js';
+import { MAX_BUSY_SCOPES, parseToNew } from '../../../src/daemon/upgrade/protocol.js';
+import { Successor } from '../../../src/daemon/upgrade/successor.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { gone } from '../../helpers/upgrade.js';
+
+/** A stand-in for the new build: says ready at once, records what it is told, ends when the old process lets go. */
+const READY = `
+const fs = require('node:fs');
+process.on('message', (m) => fs.appendFileSync(process.env.CHANNELD_TEST_CHILD_PID + '.got', JSON.stringify(m) + '\\n'));
+const keep = setInterval(() => {}, 60000);
+process.on('disconnect', () => { clearInterval(keep); process.exit(0); });
+fs.writeFileSync(process.env.CHANNELD_TEST_CHILD_PID, String(process.pid));
+process.send({ t: 'ready' });
+`;
+
+/** A new process's link over an in-memory channel: `fromOld` gives it what the old one sent. */
+function linked() {
+  const port = new EventEmitter();
+  const successor = Successor.attach({
+    send: () => {},
+    onMessage: (l) => void port.on('message', l),
+    onDisconnect: (l) => void port.once('disconnect', l),
+    disconnect: () => {},
+  });
+  let busy: string[] | undefined;
+  void successor.frozen.then((b) => (busy = b));
+  return {
+    fromOld: (m: unknown) => void port.emit('message', m),
+    gone: () => void port.emit('disconnect'),
+    // The promise's callback runs on a later microtask; a macrotask is past it.
+    frozen: async () => (await new Promise((r) => setImmediate(r)), busy),
+  };
+}
+
+describe('upgrade: the busy list at the freeze', () => {
+  const cleanup: Array<() => void> = [];
+  afterEach(() => {
+    for (const c of cleanup.splice(0).reverse()) c();
+  });
+
+  // A busy list over MAX_BUSY_SCOPES (a freeze whose commit failed lists every conversation
+  // with an unfinished item) went in one `frozen` the new process's parser rejected whole:
+  // it started no turn in any conversation until the old process had exited, then ran them all.
+  it('a list over the bound reaches the new process whole, in bounded messages over the real channel', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'channeld-upgrade-busy-'));
+    const script = join(dir, 'ready.cjs');
+    writeFileSync(script, READY);
+    const pidFile = join(dir, 'child.pid');
+    const before = process.env.CHANNELD_TEST_CHILD_PID;
+    process.env.CHANNELD_TEST_CHILD_PID = pidFile;
+    // Any open descriptor stands in for the listening socket.
+    const fd = openSync(join(dir, 'socket'), 'w');
+    const busy = Array.from({ length: 2 * MAX_BUSY_SCOPES + 7 }, (_, i) => `tg:${i}`);
+    const predecessor = new Predecessor({
+      log: createLogger({ level: 'silent' }),
+      timeoutMs: () => 60_000,
+      http: { listeningFd: () => fd, stopAccepting: () => {}, drained: async () => {} },
+      freeze: () => busy,
+      watchStored: () => () => 0,
+      notify: async () => {},
+    });
+    const childPid = () => {
+      try {
+        return Number(readFileSync(pidFile, 'utf8'));
+      } catch {
+        return 0;
+      }
+    };
+    cleanup.push(() => {
+      const pid = childPid();
+      if (pid && !gone(pid)) process.kill(pid, 'SIGKILL');
+      if (before === undefined) delete process.env.CHANNELD_TEST_CHILD_PID;
+      else process.env.CHANNELD_TEST_CHILD_PID = before;
+      closeSync(fd);
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    expect(await predecessor.upgrade({ exec: script })).toMatchObject({ ok: true });
+    // Everything it sent before it let go: `done` is the last message.
+    await predecessor.finish();
+    const got = await waitFor(() => {
+      try {
+        const lines = readFileSync(`${pidFile}.got`, 'utf8').split('\n').filter(Boolean);
+        return lines.at(-1) === '{"t":"done"}' ? lines.map((l) => JSON.parse(l) as unknown) : undefined;
+      } catch {
+        return undefined;
+      }
+    });
+    const parsed = got.map(parseToNew);
+    expect(parsed.every((m) => m !== undefined)).toBe(true);
+    // Each within the bound; what came before `done` told the new process every busy scope.
+    expect(parsed.every((m) => m?.t !== 'busy' || m.scopes.length <= MAX_BUSY_SCOPES)).toBe(true);
+    const link = linked();
+    for (const m of got.slice(0, -1)) link.fromOld(m);
+    expect(await link.frozen()).toEqual(busy);
+    await waitFor(() => gone(childPid()));
+  });
+
+  it('takes each part and the final `frozen` strictly; a part missing holds everything until the old process is gone', async () => {
+    const part = (from: number, count: number) => Array.from({ length: count }, (_, i) => `s:${from + i}`);
+    expect(parseToNew({ t: 'busy', scopes: part(0, MAX_BUSY_SCOPES) })).toEqual({ t: 'busy', scopes: part(0, MAX_BUSY_SCOPES) });
+    expect(parseToNew({ t: 'busy', scopes: part(0, MAX_BUSY_SCOPES + 1) })).toBeUndefined();
+    expect(parseToNew({ t: 'busy', scopes: ['x'.repeat(1001)] })).toBeUndefined();
+    expect(parseToNew({ t: 'frozen', busy: part(0, MAX_BUSY_SCOPES + 1) })).toBeUndefined();
+    expect(parseToNew({ t: 'frozen', parts: 2 })).toEqual({ t: 'frozen', parts: 2 });
+    for (const parts of [0, -1, 1.5, '2', Number.POSITIVE_INFINITY]) expect(parseToNew({ t: 'frozen', parts })).toBeUndefined();
+    // Both: an older new process would take `busy` and miss the parts.
+    expect(parseToNew({ t: 'frozen', busy: [], parts: 1 })).toBeUndefined();
+
+    const whole = linked();
+    whole.fromOld({ t: 'busy', scopes: part(0, 3) });
+    whole.fromOld({ t: 'busy', scopes: part(3, 2) });
+    whole.fromOld({ t: 'frozen', parts: 2 });
+    expect(await whole.frozen()).toEqual(part(0, 5));
+
+    // A part the parser dropped (a scope over the bound): those conversations' turns may still
+    // run in the old process, so none is taken as idle until it has gone (and with it its turns).
+    const short = linked();
+    short.fromOld({ t: 'busy', scopes: part(0, 3) });
+    short.fromOld({ t: 'busy', scopes: ['x'.repeat(1001)] });
+    short.fromOld({ t: 'frozen', parts: 2 });
+    expect(await short.frozen()).toBeUndefined();
+    short.gone();
+    expect(await short.frozen()).toEqual([]);
+  });
+});
