@@ -39,6 +39,10 @@ export const catalogue = {
     retryable: true,
     text: 'a tool call that went on in the background finished, but its result could not be stored as a follow-up turn; it was retried, then dropped',
   },
+  PLUGIN_TOOL_TIMEOUT: {
+    retryable: false,
+    text: "a plugin folder's tool did not answer within its timeout_ms (default 60000); its signal was aborted, the model was told, and a later result is dropped",
+  },
   MESSAGE_HOOK_TIMEOUT: { retryable: false, text: "a plugin's message hook did not finish within its timeout_ms; it was aborted" },
   INBOX_FULL: { retryable: true, text: 'the inbox is at its bound ([cluster] max_queued unanswered items); the message was not stored' },
   MESSAGE_HOOK_BUSY: { retryable: false, text: "a plugin's message hook had too many runs still going, so a message skipped it" },

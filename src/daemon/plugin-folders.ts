@@ -3,10 +3,12 @@ import { basename, dirname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { LoadedConfig } from '../config/load.js';
 import { SourceMap } from '../config/locate.js';
-import { ConfigError, errorMessage } from '../contracts/errors.js';
+import { type CodedError, ConfigError, errorMessage } from '../contracts/errors.js';
 import { phases } from '../contracts/hooks.js';
 import { MESSAGE_HOOK_MAX_TIMEOUT_MS, messagePhases } from '../contracts/message-hooks.js';
-import type { PluginDefinition } from '../contracts/plugin-folder.js';
+import { PLUGIN_TOOL_MAX_TIMEOUT_MS, PLUGIN_TOOL_TIMEOUT_MS, type PluginDefinition, type PluginTool } from '../contracts/plugin-folder.js';
+import type { ToolContext } from '../contracts/tools.js';
+import { timedTool } from '../runtime/tool-registry.js';
 import { pluginClashes } from './plugin-clashes.js';
 import { defineComponent, type DaemonComponent } from './services.js';
 
@@ -35,6 +37,11 @@ const KEYS = new Set(['name', 'description', 'modes', 'tools', 'hooks', 'command
 const isFn = (v: unknown) => typeof v === 'function';
 const isStr = (v: unknown) => typeof v === 'string' && v.length > 0;
 const kind = (v: unknown) => (v === null ? 'null' : Array.isArray(v) ? 'an array' : typeof v);
+/** What is wrong with a tool's `timeout_ms`, if anything (absent is the default). */
+const timeoutProblem = (v: unknown) =>
+  v !== undefined && !(Number.isInteger(v) && (v as number) > 0 && (v as number) <= PLUGIN_TOOL_MAX_TIMEOUT_MS)
+    ? `timeout_ms must be a whole number of milliseconds from 1 to ${PLUGIN_TOOL_MAX_TIMEOUT_MS}, got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`
+    : undefined;
 
 /** What is wrong with a default export, one line per problem; empty when it is a valid definition. */
 export function definitionProblems(value: unknown): string[] {
@@ -70,7 +77,7 @@ export function definitionProblems(value: unknown): string[] {
               ? 'approval must be "always" or "never"'
               : ['requires_sandbox', 'enabled_by_default'].find((k) => t[k] !== undefined && typeof t[k] !== 'boolean')
                 ? 'requires_sandbox and enabled_by_default must be true or false'
-                : undefined,
+                : timeoutProblem(t.timeout_ms),
   );
   list('hooks', (h) =>
     !isStr(h.name)
@@ -146,7 +153,8 @@ export async function loadPluginFolders(loaded: LoadedConfig): Promise<PluginFol
     if (first !== undefined) problems.push({ i, message: `${r.index}: plugin name "${r.definition.name}" is already used by daemon.plugins[${first}]` });
     else seen.set(r.definition.name, i);
   }
-  const loadedOnes = results.flatMap((r, i) => (Array.isArray(r) ? [] : [{ i, definition: r.definition, index: r.index }]));
+  // Bounded as they will run, so a mode's tool with a bad timeout_ms is refused here too (its setup runs then).
+  const loadedOnes = results.flatMap((r, i) => (Array.isArray(r) ? [] : [{ i, definition: timedDefinition(r.definition, () => {}), index: r.index }]));
   for (const c of pluginClashes(loadedOnes)) problems.push({ i: c.i, message: `${loadedOnes.find((l) => l.i === c.i)!.index}: ${c.message}` });
   if (problems.length) {
     let map: SourceMap | undefined;
@@ -166,11 +174,46 @@ export async function loadPluginFolders(loaded: LoadedConfig): Promise<PluginFol
   return results as PluginFolder[];
 }
 
-/** A loaded plugin folder as a kernel component (named `plugin:NAME`): its definition joins the `extensions` service. */
+/** A plugin tool call that passed its `timeout_ms`: which tool, the bound, and the call's context. */
+export type ToolTimeout = (tool: string, timeoutMs: number, err: CodedError, ctx: ToolContext) => void;
+
+/**
+ * The definition with every tool bounded in time: its own `tools` and those its modes' setup()
+ * adds, each by its `timeout_ms` (default PLUGIN_TOOL_TIMEOUT_MS; see timedTool). A mode tool's
+ * bad `timeout_ms` throws when its setup runs (definitionProblems sees only the folder's own).
+ */
+export function timedDefinition(d: PluginDefinition, onTimeout: ToolTimeout): PluginDefinition {
+  const timed = (t: PluginTool, mode?: string): PluginTool => {
+    const problem = timeoutProblem(t.timeout_ms);
+    if (problem) throw new Error(`${mode ? `mode "${mode}", ` : ''}tool "${t.name}": ${problem}`);
+    const ms = t.timeout_ms ?? PLUGIN_TOOL_TIMEOUT_MS;
+    return timedTool(t, ms, (err, ctx) => onTimeout(t.name, ms, err, ctx));
+  };
+  return {
+    ...d,
+    ...(d.tools ? { tools: d.tools.map((t) => timed(t)) } : {}),
+    ...(d.modes ? { modes: d.modes.map((m) => ({ ...m, setup: (api) => m.setup({ ...api, tool: (t) => api.tool(timed(t, m.name)) }) })) } : {}),
+  };
+}
+
+/**
+ * A loaded plugin folder as a kernel component (named `plugin:NAME`): its definition joins the
+ * `extensions` service, each tool bounded in time; a call past its bound is logged as a warning.
+ */
 export function pluginFolderComponent(folder: PluginFolder): DaemonComponent {
+  const plugin = folder.definition.name;
   return defineComponent({
-    name: `plugin:${folder.definition.name}`,
-    inject: ['extensions'],
-    start: (ctx) => void ctx.effect(ctx.use('extensions').add(folder.configured, folder.definition)),
+    name: `plugin:${plugin}`,
+    inject: ['extensions', 'logger'],
+    start: (ctx) => {
+      const log = ctx.use('logger');
+      const definition = timedDefinition(folder.definition, (tool, timeoutMs, err, call) =>
+        log.warn(
+          { plugin, folder: folder.configured, tool, timeout_ms: timeoutMs, scope: call.scope, code: err.code },
+          `plugin ${plugin}: tool ${tool} did not answer within ${timeoutMs} ms; its signal was aborted and the model read an error`,
+        ),
+      );
+      ctx.effect(ctx.use('extensions').add(folder.configured, definition));
+    },
   });
 }

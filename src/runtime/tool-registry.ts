@@ -1,6 +1,7 @@
-import type { Tool, ToolSelection } from '../contracts/tools.js';
+import type { Tool, ToolContext, ToolSelection } from '../contracts/tools.js';
 import { z } from 'zod';
 import { CodedError } from '../contracts/errors.js';
+import { raceAbort } from '../util/abortable.js';
 import { cutText } from '../util/cut-text.js';
 import { notOfferedBecause } from './tool-policy.js';
 
@@ -73,6 +74,41 @@ export function boundedTool<I>(t: Tool<I>, max: number): Tool<I> {
       if (out === undefined) return out;
       const json = JSON.stringify(out);
       return json !== undefined && json.length > max ? cutText(json, max) : out;
+    },
+  };
+}
+
+/**
+ * The same tool with each call bounded to `timeoutMs`. Past it the call's `signal` aborts (a
+ * well-behaved `run` stops), the caller gets `{ error: "<tool> did not answer within N ms" }`
+ * at once even when `run` ignores the signal, `onTimeout` hears of it (the daemon warns), and
+ * what `run` returns later is dropped. A call whose own signal aborts first (`/stop tool`, the
+ * turn stopped) ends with that reason, as without the bound. The timer goes when the call
+ * ends, however it ends.
+ */
+export function timedTool<I>(t: Tool<I>, timeoutMs: number, onTimeout: (err: CodedError, ctx: ToolContext) => void): Tool<I> {
+  return {
+    ...t,
+    run: async (input, ctx) => {
+      const late = `${t.name} did not answer within ${timeoutMs} ms`;
+      const deadline = new AbortController();
+      const timer = setTimeout(() => deadline.abort(new CodedError('PLUGIN_TOOL_TIMEOUT', late)), timeoutMs);
+      const signal = AbortSignal.any([ctx.signal, deadline.signal]);
+      try {
+        // Through a microtask, so a `run` that throws at once is a rejection like any other.
+        return await raceAbort(
+          Promise.resolve().then(() => t.run(input, { ...ctx, signal })),
+          signal,
+        );
+      } catch (err) {
+        // Only this bound's own reason: the caller's abort, or a throw of `run`, goes on up unchanged.
+        if (!(err instanceof CodedError) || err !== deadline.signal.reason) throw err;
+        onTimeout(err, ctx);
+        // The model reads what happened, not the catalogue's note for the operator.
+        return { error: late };
+      } finally {
+        clearTimeout(timer);
+      }
     },
   };
 }
