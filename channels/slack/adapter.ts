@@ -114,6 +114,8 @@ export class SlackAdapter implements ChannelAdapter {
   readonly #recipients = new SlackRecipients();
   /** The bot's workspace (auth.test): the recipient's team when only the sender's id is known. */
   #teamId: string | undefined;
+  /** Stops of streams whose replies were cut (channels/slack/stream.ts), each bounded: close waits for them. */
+  readonly #abandoned = new Set<Promise<void>>();
 
   constructor(options: SlackOptions, secrets: SlackSecrets) {
     this.#o = options;
@@ -364,9 +366,8 @@ export class SlackAdapter implements ChannelAdapter {
     });
   }
 
-  async typing(): Promise<void> {
-    // Slack has no typing indicator for bots outside assistant threads.
-  }
+  /** Slack has no typing indicator for bots outside assistant threads. */
+  async typing(): Promise<void> {}
 
   /**
    * chat.startStream / appendStream / stopStream (channels/slack/stream.ts), in threads only.
@@ -386,7 +387,14 @@ export class SlackAdapter implements ChannelAdapter {
       call: this.#call,
       streamCall: <T>(what: string, signal: AbortSignal, fn: () => Promise<T>) => this.#streamCall(what, signal, fn),
       edit: (ref: MessageRef, text: string, o: TransportOptions) => this.edit(ref, text, o),
+      log: this.#o.log,
+      abandoned: this.#abandoned,
     };
     return openSlackStream(deps, { channel: target.chatId, thread_ts, recipient }, options);
+  }
+
+  /** Dropped for good (a reload, the exit): waits for the stops of streams whose replies were cut, each bounded, so an exit does not cut them. */
+  async close(): Promise<void> {
+    await Promise.all(this.#abandoned);
   }
 }

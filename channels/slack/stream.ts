@@ -1,10 +1,18 @@
-import type { WebClient } from '@slack/web-api';
+import type { ChatStartStreamResponse, WebClient } from '@slack/web-api';
+import type { Logger } from 'pino';
 import type { NativeStream, TransportOptions } from '../../src/contracts/channel.js';
-import { ChannelError } from '../../src/contracts/errors.js';
+import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
 import type { MessageRef } from '../../src/contracts/message.js';
+import { settleWithin, sleep } from '../../src/util/abortable.js';
 import type { PlatformCall } from '../../src/util/platform-call.js';
 import { slackStreamText } from './mentions.js';
 import type { SlackRecipient } from './recipients.js';
+
+/**
+ * Stopping a stream whose reply was cut: how long the request still in flight is waited for,
+ * then how long chat.stopStream has under a signal of its own (the reply's has aborted).
+ */
+export const ABANDONED_STOP_TIMEOUT_MS = 5_000;
 
 /** What a native stream needs from the adapter. */
 export interface SlackStreamDeps {
@@ -15,6 +23,9 @@ export interface SlackStreamDeps {
   streamCall<T>(what: string, signal: AbortSignal, fn: () => Promise<T>): Promise<T>;
   /** The adapter's chat.update (markdown_text or mrkdwn, mentions escaped). */
   edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void>;
+  log: Logger;
+  /** The stops no reply waits for, each until it ends (it never rejects): the adapter's close waits for them, so an exit does not cut them. */
+  abandoned: Set<Promise<void>>;
 }
 
 /** The message is no longer streaming (Slack ended it, or it expired): it is an ordinary message now. */
@@ -24,13 +35,73 @@ function notStreaming(err: unknown): boolean {
 }
 
 /**
+ * chat.stopStream as sent, whatever becomes of the call that sent it (a cut call's request may
+ * still land): true when Slack took it, false when the stream had already ended; `ended` is
+ * told either way. Any other failure (a 429) leaves it streaming.
+ */
+function stopRequest(d: SlackStreamDeps, channel: string, ts: string, markdown_text: string | undefined, ended: () => void): Promise<boolean> {
+  return d.web.chat.stopStream({ channel, ts, ...(markdown_text ? { markdown_text } : {}) }).then(
+    () => {
+      ended();
+      return true;
+    },
+    (err: unknown) => {
+      if (!notStreaming(err)) throw err;
+      ended();
+      return false;
+    },
+  );
+}
+
+/**
+ * Stops a stream no reply drives any more, in the background (`d.abandoned`). `inFlight` (the
+ * last request sent for it) settles first, within ABANDONED_STOP_TIMEOUT_MS, so what it carries
+ * stays and a stop already sent is not sent twice; then, while `open()` names the stream as
+ * still streaming, `stop` (no text: the message keeps what it shows) under a bound of its own,
+ * a 429 waited out within it. A failure is logged, never thrown.
+ */
+function stopAbandoned(
+  d: SlackStreamDeps,
+  channel: string,
+  inFlight: Promise<unknown>,
+  open: () => string | undefined,
+  stop: (ts: string, signal: AbortSignal) => Promise<unknown>,
+): void {
+  const stopping = (async () => {
+    await settleWithin(inFlight, ABANDONED_STOP_TIMEOUT_MS);
+    let signal: AbortSignal | undefined;
+    for (let ts = open(); ts !== undefined; ts = open()) {
+      signal ??= AbortSignal.timeout(ABANDONED_STOP_TIMEOUT_MS);
+      try {
+        await stop(ts, signal);
+        return;
+      } catch (err) {
+        const retryAfterMs = err instanceof ChannelError ? err.retryAfterMs : undefined;
+        if (retryAfterMs === undefined || signal.aborted) {
+          d.log.warn(
+            { chat: channel, ts, err: errorMessage(err) },
+            "a cut reply's Slack stream could not be stopped; Slack shows it streaming until it expires",
+          );
+          return;
+        }
+        await sleep(retryAfterMs, signal);
+      }
+    }
+  })();
+  d.abandoned.add(stopping);
+  void stopping.then(() => d.abandoned.delete(stopping));
+}
+
+/**
  * chat.startStream / appendStream / stopStream: Slack appends, so each call sends only what is
  * new. Text that does not continue what Slack has (a tool's progress line gone, the answer cut
  * at a paragraph when it outgrew one message) cannot be appended: the stream is stopped first
  * (Slack's reference: stop it with chat.stopStream when no more text goes; chat.update on a
  * message still streaming is nowhere said to work) and the message goes on as an edited one,
  * without another message. An append Slack fails the same way stops the stream before the reply falls
- * back to editing its message.
+ * back to editing its message. A reply cut by its signal (a hard stop, a lost lease) sends
+ * nothing more, in flight or later: its stream is stopped here instead, once (stopAbandoned),
+ * as is one Slack started for a start whose call was cut.
  */
 export async function openSlackStream(
   d: SlackStreamDeps,
@@ -38,24 +109,66 @@ export async function openSlackStream(
   options: TransportOptions,
 ): Promise<NativeStream> {
   const { channel, thread_ts } = at;
-  const start = await d.streamCall('chat.startStream', options.signal, () => d.web.chat.startStream({ channel, thread_ts, ...at.recipient }));
+  let starting: Promise<ChatStartStreamResponse> | undefined;
+  let start: ChatStartStreamResponse;
+  try {
+    start = await d.streamCall('chat.startStream', options.signal, () => (starting = d.web.chat.startStream({ channel, thread_ts, ...at.recipient })));
+  } catch (err) {
+    // Cut (the reply's signal, the request timeout) while Slack may still start it: no reply
+    // knows that message, so a stream Slack starts all the same is stopped here.
+    let late: string | undefined;
+    const answered = starting?.then((r) => void (late = r.ts)).catch(() => {});
+    const unstarted = () => void (late = undefined);
+    if (answered)
+      stopAbandoned(
+        d,
+        channel,
+        answered,
+        () => late,
+        (ts, s) => d.call('chat.stopStream', s, () => stopRequest(d, channel, ts, undefined, unstarted)),
+      );
+    throw err;
+  }
   const ref: MessageRef = { chatId: channel, messageId: start.ts!, threadId: thread_ts };
   const ts = ref.messageId;
   /** What Slack has: it moves only once Slack took a call, so the call after a 429 sends the part that one did not. */
   let sent = '';
-  /** Until the stream is stopped; after that the message is edited like any other. */
+  /** Until Slack took a stop (even one whose call was cut) or said the stream had ended; after that the message is edited like any other. */
   let streaming = true;
+  /** The last append or stop sent: it may land after its call was cut. */
+  let last: Promise<unknown> = Promise.resolve();
+  let abandoned = false;
+  /** The reply gave up on the stream (its signal aborted): nothing of it stops the stream, so this does, once. */
+  const abandon = () => {
+    options.signal.removeEventListener('abort', abandon);
+    if (abandoned || !streaming) return;
+    abandoned = true;
+    stopAbandoned(
+      d,
+      channel,
+      last,
+      () => (streaming ? ts : undefined),
+      (_, signal) => stop(signal),
+    );
+  };
+  const ended = () => {
+    streaming = false;
+    options.signal.removeEventListener('abort', abandon);
+  };
   /** Ends the stream, with the last part of the text; false when it had already ended (that part did not go). */
-  const stop = async (signal: AbortSignal, markdown_text?: string): Promise<boolean> => {
+  const stop = (signal: AbortSignal, markdown_text?: string): Promise<boolean> =>
+    // Any other failure (a 429) leaves it streaming: the reply's next try stops it again.
+    d.call('chat.stopStream', signal, () => (last = stopRequest(d, channel, ts, markdown_text, ended)));
+  // The reply's signal, which its later calls carry: it may abort between them, with none in flight.
+  options.signal.addEventListener('abort', abandon, { once: true });
+  if (options.signal.aborted) abandon();
+  /** A call of the reply's that its signal cut (whichever signal it passed) ends the stream here. */
+  const unlessCut = async <T>(o: TransportOptions, fn: () => Promise<T>): Promise<T> => {
     try {
-      await d.call('chat.stopStream', signal, () => d.web.chat.stopStream({ channel, ts, ...(markdown_text ? { markdown_text } : {}) }));
-      streaming = false;
-      return true;
+      return await fn();
     } catch (err) {
-      // Any other failure (a 429) leaves it streaming: the reply's next try stops it again.
-      if (!notStreaming(err)) throw err;
-      streaming = false;
-      return false;
+      if (o.signal.aborted) abandon();
+      throw err;
     }
   };
   /** Best effort, before a failure goes to the reply (which then edits the message): no message is left streaming. */
@@ -65,34 +178,36 @@ export async function openSlackStream(
   };
   return {
     ref,
-    update: async (raw, o) => {
-      if (!streaming) return d.edit(ref, raw, o);
-      const text = slackStreamText(raw, false);
-      if (!text.startsWith(sent)) {
-        await stop(o.signal);
-        return d.edit(ref, raw, o);
-      }
-      const markdown_text = text.slice(sent.length);
-      if (!markdown_text) return;
-      try {
-        await d.streamCall('chat.appendStream', o.signal, () => d.web.chat.appendStream({ channel, ts, markdown_text }));
-      } catch (err) {
-        await stopQuietly(err, o.signal);
-        throw err;
-      }
-      sent = text;
-    },
-    finish: async (raw, o) => {
-      const text = slackStreamText(raw, true);
-      if (streaming && text.startsWith(sent)) {
-        if (await stop(o.signal, text.slice(sent.length))) {
-          sent = text;
-          return ref;
+    update: (raw, o) =>
+      unlessCut(o, async () => {
+        if (!streaming) return d.edit(ref, raw, o);
+        const text = slackStreamText(raw, false);
+        if (!text.startsWith(sent)) {
+          await stop(o.signal);
+          return d.edit(ref, raw, o);
         }
-      } else if (streaming) await stop(o.signal);
-      // The stream ended without this text (Slack expired it) or could not take it: the message is edited to it.
-      await d.edit(ref, raw, o);
-      return ref;
-    },
+        const markdown_text = text.slice(sent.length);
+        if (!markdown_text) return;
+        try {
+          await d.streamCall('chat.appendStream', o.signal, () => (last = d.web.chat.appendStream({ channel, ts, markdown_text })));
+        } catch (err) {
+          await stopQuietly(err, o.signal);
+          throw err;
+        }
+        sent = text;
+      }),
+    finish: (raw, o) =>
+      unlessCut(o, async () => {
+        const text = slackStreamText(raw, true);
+        if (streaming && text.startsWith(sent)) {
+          if (await stop(o.signal, text.slice(sent.length))) {
+            sent = text;
+            return ref;
+          }
+        } else if (streaming) await stop(o.signal);
+        // The stream ended without this text (Slack expired it) or could not take it: the message is edited to it.
+        await d.edit(ref, raw, o);
+        return ref;
+      }),
   };
 }
