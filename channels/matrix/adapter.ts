@@ -14,7 +14,7 @@ import { CATCH_UP_MAX_AGE_MS, CATCH_UP_MAX_EVENTS_PER_ROOM, catchUpBudget, catch
 import { DirectChats } from './direct.js';
 import { type Invite, Invites } from './invites.js';
 import { isObject, normalizeEvent, type MatrixEvent, type SyncResponse } from './normalize.js';
-import { logResumeFloor, type ResumeFloor, resumeFloor } from './resume-floor.js';
+import { gapMayBeNewer, logResumeFloor, type ResumeFloor, resumeFloor, takeoverFloor } from './resume-floor.js';
 import { SyncCaller } from './sync-call.js';
 import { SyncStateFile, type SyncState } from './sync-state.js';
 
@@ -33,6 +33,8 @@ export interface MatrixOptions {
   joinRetryMs?: number;
   /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a resume from an older position skips what is older. */
   duplicateWindowMs?: () => number;
+  /** ChannelContext.listenerMoves: with no stored position, the first /sync answers what is within that window. */
+  listenerMoves?: boolean;
 }
 
 const API = '/_matrix/client/v3';
@@ -123,12 +125,15 @@ export class MatrixAdapter implements ChannelAdapter {
     // Resumed from a stored position: its age decides whether the first batch is read whole (resume-floor.ts).
     let resumed = state !== undefined;
     if (!state) {
-      // A fresh start: one sync without waiting, whose timeline is history and is not answered.
+      // A fresh start: one sync without waiting, whose timeline is history and is not answered;
+      // except its recent messages where another instance may have run the listener until it was killed.
       const first = await this.#syncs.sync(undefined, 0, signal);
       state = { userId: this.#o.userId, since: first.next_batch as string, encryptedNotified: [], savedAtMs: Date.now() };
-      await this.#handleRooms(first, state, undefined, signal);
+      const floor = this.#o.listenerMoves ? takeoverFloor(this.#o.duplicateWindowMs, startedMs) : undefined;
+      await this.#handleRooms(first, state, undefined, floor ? deliver : undefined, signal, floor);
       this.#state.write(state);
       this.#syncs.fullSize();
+      if (floor) logResumeFloor(floor, this.#o.log, this.#o.id);
     }
     this.#current = state;
     this.#invites.resume(state.pendingJoins ?? [], () => this.#state.write(state), signal);
@@ -148,7 +153,7 @@ export class MatrixAdapter implements ChannelAdapter {
       }
       // Only the first batch: a later one's old timestamps are late events (federation), still to answer.
       const floor = resumed ? resumeFloor(state.savedAtMs, this.#o.duplicateWindowMs, startedMs) : undefined;
-      await this.#handleRooms(batch, state, deliver, signal, floor);
+      await this.#handleRooms(batch, state, state.since, deliver, signal, floor);
       // Every message of the batch is in the inbox: only now does the position move past it.
       // Stamped here, not by a write of the joins owed, which leaves the position where it was.
       state.since = batch.next_batch as string;
@@ -182,8 +187,15 @@ export class MatrixAdapter implements ChannelAdapter {
     }
   }
 
-  /** Account data, invites and timelines of one /sync answer; `deliver` absent: history, not answered. */
-  async #handleRooms(batch: SyncResponse, state: SyncState, deliver: Deliver | undefined, signal: AbortSignal, floor?: ResumeFloor): Promise<void> {
+  /** Account data, invites and timelines of one /sync answer, asked for from `since` (none: a first sync); `deliver` absent: history, not answered. */
+  async #handleRooms(
+    batch: SyncResponse,
+    state: SyncState,
+    since: string | undefined,
+    deliver: Deliver | undefined,
+    signal: AbortSignal,
+    floor?: ResumeFloor,
+  ): Promise<void> {
     for (const e of batch.account_data?.events ?? []) if (isObject(e) && e.type === 'm.direct') this.#direct.set(e.content);
     await this.#invites.batch(batch.rooms, signal);
     const messages: ChannelMessage[] = [];
@@ -196,8 +208,10 @@ export class MatrixAdapter implements ChannelAdapter {
       if (!deliver) continue;
       const view = { self: this.#o.userId, selfName: this.#displayName, roomId, dm, sentByBot: (id: string) => this.#sent.has(id) };
       // More events came in since the last batch than the filter's limit: the gap is read back
-      // first, so its messages come before the timeline's, oldest first.
-      const gap = room.timeline?.limited === true ? await this.#catchUp(roomId, room.timeline.prev_batch, state.since, catchUpLeft, signal, floor) : [];
+      // first, so its messages come before the timeline's, oldest first. A first sync's gap
+      // (a takeover's) only when the timeline does not reach back past the floor already.
+      const walk = room.timeline?.limited === true && (since !== undefined || (floor !== undefined && gapMayBeNewer(room.timeline.events, floor)));
+      const gap = walk ? await this.#catchUp(roomId, room.timeline?.prev_batch, since, catchUpLeft, signal, floor) : [];
       for (const e of [...gap, ...(room.timeline?.events ?? [])]) {
         const msg = isObject(e) ? normalizeEvent(e, this.#o.id, view) : undefined;
         if (!msg) continue;
@@ -217,7 +231,7 @@ export class MatrixAdapter implements ChannelAdapter {
   async #catchUp(
     roomId: string,
     prevBatch: unknown,
-    since: string,
+    since: string | undefined,
     left: { events: number; bytes: number },
     signal: AbortSignal,
     floor: ResumeFloor | undefined,
@@ -231,7 +245,7 @@ export class MatrixAdapter implements ChannelAdapter {
       read: (query, s) => this.#get<MessagesAnswer>('messages', path, s, query),
       roomId,
       from: prevBatch,
-      to: since,
+      ...(since !== undefined ? { to: since } : {}),
       maxEvents: Math.min(CATCH_UP_MAX_EVENTS_PER_ROOM, left.events),
       maxBytes: left.bytes,
       notBeforeMs: Math.max(Date.now() - CATCH_UP_MAX_AGE_MS, floor?.beforeMs ?? Number.NEGATIVE_INFINITY),

@@ -7,7 +7,8 @@ import { isObject, type MatrixEvent } from './normalize.js';
 /**
  * The messages a `limited` /sync timeline left out (client-server spec, "Syncing": a limited
  * timeline has a gap; `GET /rooms/{roomId}/messages` with `dir=b`, `from` the timeline's
- * `prev_batch` and `to` the previous sync's `since` fills it), read back page by page.
+ * `prev_batch` and `to` the previous sync's `since` fills it), read back page by page. A first
+ * sync has no `since`: its gap is walked with no `to` (optional in the spec), ending by age.
  */
 
 /** Events per /messages page: a page of full-size events (64 KiB each) stays inside the answer bound. */
@@ -63,8 +64,12 @@ export interface CatchUpRoomOptions {
   roomId: string;
   /** The limited timeline's `prev_batch`. */
   from: string;
-  /** The `since` of the /sync whose answer this is: events up to it were read already. */
-  to: string;
+  /**
+   * The `since` of the /sync whose answer this is: events up to it were read already. Absent
+   * (a first sync, ChannelContext.listenerMoves): the walk ends by `notBeforeMs` (a run of
+   * events too old), at the room's start, or at another bound.
+   */
+  to?: string;
   /** Missed events to read at most (this room's share of what the batch has left). */
   maxEvents: number;
   /** Bytes of missed events to read at most (what the batch has left). */
@@ -91,15 +96,15 @@ export interface CaughtUp {
 }
 
 /**
- * Walks one room's gap back from `from` to `to`. A page over the answer bound is asked for again
- * at half the size, down to one event, and the rest of the walk keeps the smaller size (the
- * events there are as large). An event sent before `notBeforeMs` is skipped; the walk goes on
- * past it until CATCH_UP_TOO_OLD_RUN of them in a row. The walk stops, with a warning naming the
- * room and how many events it saw and left, at `maxEvents`, after such a run (or at the gap's
- * end, when it skipped any: bound `age`, the count being those skipped), after too many
- * requests, at an event too large alone, or when the homeserver refuses (the channel goes on:
- * the missed messages cannot be read, the rest can). A transient failure rejects: the batch is
- * not stored and is read again, gap and all.
+ * Walks one room's gap back from `from` to `to` (none: by age). A page over the answer bound is
+ * asked for again at half the size, down to one event, and the rest of the walk keeps the
+ * smaller size (the events there are as large). An event sent before `notBeforeMs` is skipped;
+ * the walk goes on past it until CATCH_UP_TOO_OLD_RUN of them in a row. The walk stops, with a
+ * warning naming the room and how many events it saw and left, at `maxEvents`, after such a run
+ * (or at the gap's end, when it skipped any: bound `age`, the count being those skipped), after
+ * too many requests, at an event too large alone, or when the homeserver refuses (the channel
+ * goes on: the missed messages cannot be read, the rest can). A transient failure rejects: the
+ * batch is not stored and is read again, gap and all.
  */
 export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
   const newestFirst: MatrixEvent[] = [];
@@ -134,7 +139,7 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
     if (requests++ >= CATCH_UP_MAX_REQUESTS_PER_ROOM) return stop('requests');
     let page: MessagesAnswer;
     try {
-      page = await o.read({ dir: 'b', from, to: o.to, limit: String(pageSize), filter: MESSAGES_FILTER }, o.signal);
+      page = await o.read({ dir: 'b', from, ...(o.to !== undefined ? { to: o.to } : {}), limit: String(pageSize), filter: MESSAGES_FILTER }, o.signal);
     } catch (err) {
       if (o.signal.aborted) throw err;
       if (isAnswerTooLarge(err)) {

@@ -20,6 +20,7 @@ export const createChannel: ChannelFactory<MatrixConfig> = (config, ctx) => {
       stateDir: ctx.stateDir,
       log: ctx.log,
       ...(ctx.duplicateWindowMs ? { duplicateWindowMs: ctx.duplicateWindowMs } : {}),
+      listenerMoves: ctx.listenerMoves === true,
     },
     token,
   );
