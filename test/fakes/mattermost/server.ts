@@ -100,7 +100,7 @@ function wireChannel(c: MmFakeChannel, lastPostAt: number): Record<string, unkno
  * /api/v4/websocket: authentication_challenge, hello with a connection id, `posted` events
  * numbered by `seq`. Faults: 429 with Retry-After,
  * 5xx and dropped connections per route; dropped sockets, a gap in seq, a redelivered event;
- * a clock of its own (`clockOffsetMs`), and answers without a Date header (`dateless`).
+ * a clock of its own (`clockOffsetMs`, moved mid-sequence by `onCall`), and answers without a Date header (`dateless`).
  * It never resumes a connection (a new connection id each time), as a server whose buffer
  * has moved on: the client must catch up over REST.
  */
@@ -127,6 +127,11 @@ export class FakeMattermost {
   clockOffsetMs = 0;
   /** Routes answered without a Date header, as through a proxy that strips it. */
   readonly dateless = new Set<MattermostRoute>();
+  /**
+   * Run as each call is recorded, before it is answered: a test moves the server's clock
+   * (`clockOffsetMs`) at a given point of a client's requests, as a real server's moves on between them.
+   */
+  onCall: ((call: MmCall) => void) | undefined;
   /** Routes this server does not have (an older version): answered 404 like an unknown path, and recorded in `calls`. */
   readonly absent = new Set<MattermostRoute>();
   /** The bytes of the last channel list answered. */
@@ -495,7 +500,9 @@ export class FakeMattermost {
     } catch {
       return this.#error(res, 400, 'api.context.invalid_body_param.app_error', 'Invalid or missing body.');
     }
-    this.calls.push({ route, query: url.searchParams, body, at: Date.now() });
+    const call: MmCall = { route, query: url.searchParams, body, at: Date.now() };
+    this.calls.push(call);
+    this.onCall?.(call);
     if (this.dateless.has(route)) this.#datelessAnswers.add(res);
     if (this.absent.has(route)) return this.#error(res, 404, 'api.context.404.app_error', 'Sorry, we could not find the page.');
     const fault = this.#faults.get(route)?.shift();

@@ -49,6 +49,25 @@ describe("Mattermost: the catch-up floor by the server's clock", () => {
     expect(f.delivered.some((m) => m.messageId === answered.id)).toBe(false);
   });
 
+  it("cluster mode, a long first catch-up: each post's age is checked as it is reached, so one past the duplicate window by then is skipped, not handed over", async () => {
+    f.mm.clockOffsetMs = -30_000;
+    // Town square is listed, and so read, before off-topic.
+    const first = f.mm.userPost('sent 30 s ago, read first', { channel: f.mm.town });
+    const second = f.mm.userPost('sent 30 s ago, read second', { channel: f.mm.offTopic });
+    f.mm.clockOffsetMs = 0;
+    // The server's clock moves two minutes on between the two channels' reads (their Dates say so):
+    // the second post is 2.5 minutes old when reached, past the 75 s reach (another instance may have answered it).
+    f.mm.onCall = (call) => {
+      if (call.route === 'since' && f.mm.callsOf('since').length === 2) f.mm.clockOffsetMs = 120_000;
+    };
+    f.listen(Date.now() - 3_600_000, 90_000);
+    const live = await f.afterCatchUp();
+    expect(f.mm.callsOf('since')).toHaveLength(2);
+    expect(f.delivered.map((m) => m.messageId)).toEqual([first.id, live.id]);
+    expect(f.delivered.some((m) => m.messageId === second.id)).toBe(false);
+    expect(f.lines.filter((l) => l.msg === 'Mattermost catch-up delivered missed posts')).toEqual([expect.objectContaining({ posts: 1, skipped: 1 })]);
+  });
+
   it('cluster mode, no cursor here (the lease moved from an instance that was killed): the first catch-up reads the duplicate window back, nothing older', async () => {
     f.mm.clockOffsetMs = -600_000;
     const answered = f.mm.userPost('answered by the killed instance ten minutes ago', { channel: f.mm.town });
