@@ -305,7 +305,13 @@ export class Predecessor {
         }
         // In parts when the list is longer than one message may carry: one over the bound
         // would be dropped whole, and the new process would start no turn until this one exited.
-        for (const m of frozenMessages(busy)) send(m);
+        const frozen = frozenMessages(busy);
+        if (frozen) for (const m of frozen) send(m);
+        else
+          log.warn(
+            { childPid: child.pid, busy: busy.length },
+            'upgrade: the list of conversations still busy here is past what the new process takes; it starts no turn until this process has exited',
+          );
         log.info({ childPid: child.pid, busy: busy.length, took_ms: Date.now() - started }, 'upgrade: handed over to the new process');
         this.#over = true;
         this.#handedOver();

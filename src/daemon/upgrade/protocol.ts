@@ -48,9 +48,13 @@ const isScopes = (v: unknown): v is string[] => Array.isArray(v) && v.length <= 
  * What tells the new process the old one froze, with `busy` (the scopes whose turns still
  * run there): one `frozen` with the list when it fits in one message, else `busy` parts of
  * at most MAX_BUSY_SCOPES each and a `frozen` that counts them. The channel keeps their
- * order, so the new process has the whole list when `frozen` arrives.
+ * order, so the new process has the whole list when `frozen` arrives. Undefined when the list
+ * is past what the new process takes (MAX_BUSY_PARTS parts, a scope over MAX_SCOPE_CHARS):
+ * then nothing is sent, and the new process holds every conversation until this one is gone.
  */
-export function frozenMessages(busy: readonly string[]): ToNew[] {
+export function frozenMessages(busy: readonly string[]): ToNew[] | undefined {
+  // What the new process would refuse is not sent at all (it waits until this one is gone, as for a `frozen` lost).
+  if (busy.length > MAX_BUSY_PARTS * MAX_BUSY_SCOPES || busy.some((s) => s.length > MAX_SCOPE_CHARS)) return undefined;
   if (busy.length <= MAX_BUSY_SCOPES) return [{ t: 'frozen', busy: [...busy] }];
   const parts: ToNew[] = [];
   for (let i = 0; i < busy.length; i += MAX_BUSY_SCOPES) parts.push({ t: 'busy', scopes: busy.slice(i, i + MAX_BUSY_SCOPES) });

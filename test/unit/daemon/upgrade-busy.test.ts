@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Predecessor } from '../../../src/daemon/upgrade/predecessor.js';
-import { MAX_BUSY_SCOPES, parseToNew } from '../../../src/daemon/upgrade/protocol.js';
+import { frozenMessages, MAX_BUSY_PARTS, MAX_BUSY_SCOPES, MAX_SCOPE_CHARS, parseToNew } from '../../../src/daemon/upgrade/protocol.js';
 import { Successor } from '../../../src/daemon/upgrade/successor.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { waitFor } from '../../helpers/daemon.js';
@@ -129,5 +129,16 @@ describe('upgrade: the busy list at the freeze', () => {
     expect(await short.frozen()).toBeUndefined();
     short.gone();
     expect(await short.frozen()).toEqual([]);
+  });
+
+  it('the old process sends nothing the new one would refuse: past MAX_BUSY_PARTS parts, or a scope over MAX_SCOPE_CHARS', () => {
+    expect(frozenMessages(['a', 'b'])).toEqual([{ t: 'frozen', busy: ['a', 'b'] }]);
+    expect(frozenMessages(['a', 'x'.repeat(MAX_SCOPE_CHARS + 1)])).toBeUndefined();
+    const most = Array.from({ length: MAX_BUSY_PARTS * MAX_BUSY_SCOPES }, (_, i) => `s:${i}`);
+    const sent = frozenMessages(most)!;
+    expect(sent).toHaveLength(MAX_BUSY_PARTS + 1);
+    expect(sent.every((m) => parseToNew(m) !== undefined)).toBe(true);
+    most.push('one more');
+    expect(frozenMessages(most)).toBeUndefined();
   });
 });
