@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
 
-/** A method's next answer: a platform error, an HTTP status, a delay, or none at all (`hang`: the request is never answered). */
+/** A method's next answer: a platform error, an HTTP status, a delay or a hold, or none at all (`hang`: the request is never answered). */
 export type SlackFault =
   | { error: string }
   | { status: 429; retryAfter: number }
@@ -11,6 +11,8 @@ export type SlackFault =
   /** An answer that is not the Web API's: this status with this raw body (a proxy's error page). */
   | { status: number; raw: string }
   | { delayMs: number }
+  /** Answered as usual once `until` settles (a test releases it: no timing involved). */
+  | { until: Promise<unknown> }
   | { hang: true };
 
 export interface ApiCall {
@@ -428,7 +430,8 @@ export class FakeSlack {
       // Left open until the client gives up or close() drops the connection.
       if ('hang' in fault) return;
       if ('raw' in fault) return rawAnswer(fault);
-      if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
+      if ('until' in fault) await fault.until.catch(() => {});
+      else if ('delayMs' in fault) await new Promise((r) => setTimeout(r, fault.delayMs));
       else if ('error' in fault) return no(fault.error);
       else if (fault.status === 429) return json(429, { ok: false, error: 'ratelimited' }, { 'retry-after': String(fault.retryAfter) });
       else return json(fault.status, { ok: false, error: 'fatal_error' });

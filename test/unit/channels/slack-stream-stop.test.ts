@@ -61,12 +61,16 @@ describe('Slack native streams: every stream started is stopped once', () => {
     const { stream, cut } = replyOn(adapter);
     stream.push({ type: 'text_delta', text: 'one ' });
     await waitFor(() => sl.callsOf('chat.appendStream').length === 1);
-    sl.fail('chat.appendStream', { delayMs: 300 });
+    let release!: () => void;
+    sl.fail('chat.appendStream', { until: new Promise<void>((r) => (release = r)) });
     stream.push({ type: 'text_delta', text: 'two ' });
     await waitFor(() => sl.callsOf('chat.appendStream').length === 2);
     cut.abort();
     stream.push({ type: 'cancelled' });
     expect((await stream.finished()).delivered).toBe(false);
+    // The append lands after the reply was cut; only then may the stop go.
+    expect(stops(sl)).toEqual([]);
+    release();
     await waitFor(() => stops(sl).length >= 1);
     await adapter.close();
     const [message] = streamed(sl);
@@ -111,12 +115,15 @@ describe('Slack native streams: every stream started is stopped once', () => {
   it('a start cut while Slack still starts the stream: the stream Slack started is stopped once', async () => {
     const sl = await withSlack();
     const { adapter } = adapterOn(sl);
-    sl.fail('chat.startStream', { delayMs: 300 });
+    let release!: () => void;
+    sl.fail('chat.startStream', { until: new Promise<void>((r) => (release = r)) });
     const cut = new AbortController();
     const opening = adapter.openNativeStream(DM, { signal: cut.signal });
     await waitFor(() => sl.callsOf('chat.startStream').length === 1);
     cut.abort();
     await expect(opening).rejects.toThrow();
+    // Slack starts the stream after the call was cut.
+    release();
     await waitFor(() => stops(sl).length >= 1);
     await adapter.close();
     expect(stops(sl).map((c) => c.args.ts)).toEqual([streamed(sl)[0]!.ts]);
