@@ -1,97 +1,65 @@
-import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { INVITES_REMEMBERED, MatrixAdapter } from '../../../channels/matrix/adapter.js';
-import { SyncStateFile } from '../../../channels/matrix/sync-state.js';
+import { beforeEach, describe, expect, it } from 'vitest';
+import { INVITES_REMEMBERED, type MatrixAdapter } from '../../../channels/matrix/adapter.js';
 import { ChannelError } from '../../../src/contracts/errors.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { SupervisedChannel } from '../../../src/supervisor/channel.js';
-import type { FakeMatrix } from '../../fakes/matrix/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { withTempDir } from '../../helpers/fixtures.js';
-import { withMatrix } from '../../helpers/matrix.js';
-
-interface Line {
-  level: number;
-  msg: string;
-  room?: string;
-  timelineLimit?: number;
-  nextTimelineLimit?: number;
-  error?: { code: string; message: string };
-}
+import { matrixFixture } from '../../helpers/matrix.js';
 
 /** A Matrix event holds at most 64 KiB: a long message near that. */
 const LONG = 'x'.repeat(60_000);
 
 describe('Matrix: bounded /sync answers and invite memory', () => {
-  let mx: FakeMatrix;
-  let dir: string;
-  let stop: AbortController;
-  let lines: Line[];
+  const f = matrixFixture('matrix-bounds');
+  const { delivered, deliver, logged, awayFromStart } = f;
   let adapter: MatrixAdapter;
-  const delivered: ChannelMessage[] = [];
-  const deliver = async (m: ChannelMessage) => {
-    delivered.push(m);
-    return true;
-  };
-  const logged = (msg: string) => lines.filter((l) => l.msg === msg);
   /** The timeline limit of every /sync the adapter asked, in order. */
-  const limits = () => mx.callsOf('sync').map((c) => JSON.parse(c.query.filter!).room.timeline.limit as number);
+  const limits = () => f.mx.callsOf('sync').map((c) => JSON.parse(c.query.filter!).room.timeline.limit as number);
 
-  beforeEach(async () => {
-    mx = await withMatrix();
-    dir = withTempDir('matrix-bounds');
-    stop = new AbortController();
-    lines = [];
-    delivered.length = 0;
-    const log = pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) });
-    adapter = new MatrixAdapter(
-      { id: 'mx', homeserverUrl: mx.url, userId: mx.userId, rooms: [mx.groupRoom], autoJoin: false, allowFrom: ['*'], stateDir: dir, log, syncTimeoutMs: 5000 },
-      mx.token,
-    );
+  beforeEach(() => {
+    adapter = f.adapter();
   });
-  afterEach(() => stop.abort());
-
-  /** The bot was away: its stored position is before everything the fake holds. */
-  const awayFromStart = () => new SyncStateFile(dir, 'mx').write({ userId: mx.userId, since: 's0', encryptedNotified: [] });
 
   it('a /sync answer over 8 MiB is asked for again with half the timeline, read, and the next /sync is full size again', async () => {
     awayFromStart();
     // A busy account: four rooms of long messages, more than one 50-event answer can hold.
     const busy = ['!busy1:fake.test', '!busy2:fake.test', '!busy3:fake.test'];
-    for (const room of busy) mx.joinRoom(room);
-    for (let i = 0; i < 50; i++) for (const room of [mx.groupRoom, ...busy]) mx.post(room, { msgtype: 'm.text', body: LONG });
-    mx.group('are you there?', { mention: true });
+    for (const room of busy) f.mx.joinRoom(room);
+    for (let i = 0; i < 50; i++) for (const room of [f.mx.groupRoom, ...busy]) f.mx.post(room, { msgtype: 'm.text', body: LONG });
+    f.mx.group('are you there?', { mention: true });
 
-    let failure: unknown;
-    adapter.listen(deliver, stop.signal, () => {}).catch((err) => (failure = err));
-    await waitFor(() => failure ?? delivered.some((m) => m.text.endsWith('are you there?')), 20_000);
-    expect(failure).toBeUndefined();
+    const run = f.listen(adapter);
+    await waitFor(() => run.failure ?? delivered.some((m) => m.text.endsWith('are you there?')), 20_000);
+    expect(run.failure).toBeUndefined();
     // Every event of the served room: the latest 25 in the answer, the 26 it left out read back
     // over /messages, oldest first; the unserved rooms fill the answer but are not read.
     expect(delivered).toHaveLength(51);
-    expect(delivered.every((m) => m.chat.id === mx.groupRoom)).toBe(true);
+    expect(delivered.every((m) => m.chat.id === f.mx.groupRoom)).toBe(true);
     expect(delivered.at(-1)?.text).toMatch(/are you there\?$/);
-    expect(mx.callsOf('messages').map((c) => c.path)).toEqual([`/_matrix/client/v3/rooms/${encodeURIComponent(mx.groupRoom)}/messages`, expect.any(String)]);
+    expect(f.mx.callsOf('messages').map((c) => c.path)).toEqual([
+      `/_matrix/client/v3/rooms/${encodeURIComponent(f.mx.groupRoom)}/messages`,
+      expect.any(String),
+    ]);
     await waitFor(() => limits().length >= 3, 10_000);
     expect(limits().slice(0, 3)).toEqual([50, 25, 50]);
     expect(logged('Matrix /sync answer too large; asking again with fewer events per room')).toMatchObject([
       { level: 40, timelineLimit: 50, nextTimelineLimit: 25 },
     ]);
     // The messages the smaller answer left out are read back, not skipped.
-    expect(logged('Matrix read back the messages a limited /sync left out')).toMatchObject([{ level: 30, room: mx.groupRoom, events: 26 }]);
+    expect(logged('Matrix read back the messages a limited /sync left out')).toMatchObject([{ level: 30, room: f.mx.groupRoom, events: 26 }]);
     expect(logged('Matrix /sync caught up; back to the full size')).toHaveLength(1);
 
-    mx.dm('and now?');
-    await waitFor(() => failure ?? delivered.some((m) => m.text === 'and now?'), 10_000);
-    expect(failure).toBeUndefined();
+    f.mx.dm('and now?');
+    await waitFor(() => run.failure ?? delivered.some((m) => m.text === 'and now?'), 10_000);
+    expect(run.failure).toBeUndefined();
     expect(new Set(limits().slice(2))).toEqual(new Set([50]));
   });
 
   it('too large even at one event per room: a logged, retryable failure that backs off and asks again at the floor', async () => {
     awayFromStart();
-    mx.dm('hello after a long time');
+    f.mx.dm('hello after a long time');
     // The ladder 50, 25, 12, 6, 3, 1, then two more retries at the floor before the answer fits.
-    mx.fail('sync', { oversized: true }, 8);
+    f.mx.fail('sync', { oversized: true }, 8);
     const supervised = new SupervisedChannel({
       id: 'mx',
       kind: 'matrix',
@@ -99,7 +67,7 @@ describe('Matrix: bounded /sync answers and invite memory', () => {
       deliver,
       backoff: { initial_ms: 10, factor: 2, max_ms: 50, stable_ms: 300_000 },
       connectTimeoutMs: 10_000,
-      log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
+      log: f.log(),
     });
     supervised.start();
     try {
@@ -125,10 +93,10 @@ describe('Matrix: bounded /sync answers and invite memory', () => {
 
   it('the floor failure is a retryable ChannelError, not a parked channel', async () => {
     awayFromStart();
-    mx.dm('hello');
-    mx.fail('sync', { oversized: true }, 6);
+    f.mx.dm('hello');
+    f.mx.fail('sync', { oversized: true }, 6);
     const failure = await adapter
-      .listen(deliver, stop.signal, () => {})
+      .listen(deliver, f.stop.signal, () => {})
       .then(
         () => undefined,
         (err: unknown) => err,
@@ -151,23 +119,23 @@ describe('Matrix: bounded /sync answers and invite memory', () => {
     const connected = () => {
       connectedCount++;
     };
-    adapter.listen(flaky, stop.signal, connected).catch((err) => (failure = err));
-    await waitFor(() => connectedCount === 1 && mx.callsOf('sync').length >= 2);
+    adapter.listen(flaky, f.stop.signal, connected).catch((err) => (failure = err));
+    await waitFor(() => connectedCount === 1 && f.mx.callsOf('sync').length >= 2);
 
     // A federated invite spam, and in the same batch a message whose delivery fails: the batch
     // is not stored, so the next run reads it again, invites and all.
     const over = 10;
     const spam = Array.from({ length: INVITES_REMEMBERED + over }, (_, i) => `!spam${i}:evil.test`);
     failNext = true;
-    for (const room of spam) mx.invite(room, '@mallory:evil.test', false);
-    mx.dm('hi');
+    for (const room of spam) f.mx.invite(room, '@mallory:evil.test', false);
+    f.mx.dm('hi');
     const refused = () => logged('Matrix invite not accepted');
     await waitFor(() => failure);
     expect(refused()).toHaveLength(spam.length);
 
     // The supervisor runs the listener again (same adapter): the same batch comes back.
     failure = undefined;
-    adapter.listen(flaky, stop.signal, connected).catch((err) => (failure = err));
+    adapter.listen(flaky, f.stop.signal, connected).catch((err) => (failure = err));
     await waitFor(() => failure ?? delivered.some((m) => m.text === 'hi'), 10_000);
     expect(failure).toBeUndefined();
     const again = refused()
@@ -175,6 +143,6 @@ describe('Matrix: bounded /sync answers and invite memory', () => {
       .map((l) => l.room);
     // The oldest `over` were forgotten to make room (and handled once more); the rest were not.
     expect(again).toEqual(spam.slice(0, over));
-    expect(mx.callsOf('join')).toHaveLength(0);
+    expect(f.mx.callsOf('join')).toHaveLength(0);
   });
 });

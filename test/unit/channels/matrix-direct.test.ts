@@ -1,10 +1,7 @@
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { DirectChats } from '../../../channels/matrix/direct.js';
-import type { ChannelMessage } from '../../../src/contracts/message.js';
-import type { FakeMatrix } from '../../fakes/matrix/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { withTempDir } from '../../helpers/fixtures.js';
-import { autoJoinAdapter, listenInto, withMatrix } from '../../helpers/matrix.js';
+import { type MatrixRun, matrixFixture, NEW_ROOM } from '../../helpers/matrix.js';
 
 type Content = Record<string, string[]>;
 
@@ -208,52 +205,33 @@ describe('Matrix DirectChats: the writes go one at a time', () => {
 // The adapter's side: the read before each write (an account without m.direct reads as empty),
 // and a read that fails still records the room, with a warning.
 describe('Matrix: recording a direct chat reads m.direct first', () => {
-  let mx: FakeMatrix;
-  let dir: string;
-  let stop: AbortController;
-  let lines: Array<{ level: number; msg: string; room?: string }>;
-  let failure: unknown;
-  const delivered: ChannelMessage[] = [];
-  const NEW_ROOM = '!new:fake.test';
-
+  const f = matrixFixture('matrix-direct');
+  const { delivered, lines } = f;
+  let run: MatrixRun;
   const listen = async () => {
-    const l = listenInto(autoJoinAdapter(mx, { stateDir: dir, lines, rooms: [], joinRetryMs: 20 }), delivered, stop.signal, (err) => {
-      failure = err;
-    });
-    await waitFor(() => failure ?? (l.connected() && mx.callsOf('sync').length >= 2));
-    expect(failure).toBeUndefined();
+    run = await f.listenSynced(f.autoJoinAdapter(20, []));
   };
 
-  beforeEach(async () => {
-    mx = await withMatrix();
-    dir = withTempDir('matrix-direct');
-    stop = new AbortController();
-    lines = [];
-    failure = undefined;
-    delivered.length = 0;
-  });
-  afterEach(() => stop.abort());
-
   it('an account that has no m.direct yet gets one holding the room', async () => {
-    mx.forgetAccountData('m.direct');
+    f.mx.forgetAccountData('m.direct');
     await listen();
-    mx.invite(NEW_ROOM, mx.alice, true);
-    await waitFor(() => mx.accountData('m.direct'), 10_000);
-    expect(mx.accountData('m.direct')).toEqual({ [mx.alice]: [NEW_ROOM] });
+    f.mx.invite(NEW_ROOM, f.mx.alice, true);
+    await waitFor(() => f.mx.accountData('m.direct'), 10_000);
+    expect(f.mx.accountData('m.direct')).toEqual({ [f.mx.alice]: [NEW_ROOM] });
     // The start's read and the one before the write, each answered 404 M_NOT_FOUND: empty, not a failure.
-    expect(mx.callsOf('account_data').map((c) => (c.body === undefined ? 'GET' : 'PUT'))).toEqual(['GET', 'GET', 'PUT']);
+    expect(f.mx.callsOf('account_data').map((c) => (c.body === undefined ? 'GET' : 'PUT'))).toEqual(['GET', 'GET', 'PUT']);
     expect(lines.filter((l) => l.msg.startsWith('Matrix m.direct could not be read'))).toEqual([]);
-    mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'first words' });
-    await waitFor(() => failure ?? delivered.some((m) => m.text === 'first words' && m.chat.type === 'dm'), 10_000);
-    expect(failure).toBeUndefined();
+    f.mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'first words' });
+    await waitFor(() => run.failure ?? delivered.some((m) => m.text === 'first words' && m.chat.type === 'dm'), 10_000);
+    expect(run.failure).toBeUndefined();
   });
 
   it('a read that fails: the room is recorded from the copy known here, and a warning names it', async () => {
     await listen();
-    mx.fail('account_data', { status: 502 });
-    mx.invite(NEW_ROOM, mx.alice, true);
-    await waitFor(() => (mx.accountData('m.direct') as Content)[mx.alice]?.includes(NEW_ROOM), 10_000);
-    expect(mx.accountData('m.direct')).toEqual({ [mx.alice]: [mx.dmRoom, NEW_ROOM] });
+    f.mx.fail('account_data', { status: 502 });
+    f.mx.invite(NEW_ROOM, f.mx.alice, true);
+    await waitFor(() => (f.mx.accountData('m.direct') as Content)[f.mx.alice]?.includes(NEW_ROOM), 10_000);
+    expect(f.mx.accountData('m.direct')).toEqual({ [f.mx.alice]: [f.mx.dmRoom, NEW_ROOM] });
     expect(lines.filter((l) => l.msg.startsWith('Matrix m.direct could not be read'))).toMatchObject([{ level: 40, room: NEW_ROOM }]);
   });
 });

@@ -3,6 +3,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { Invites, type InvitesOptions, type PendingJoin } from '../../../channels/matrix/invites.js';
 import { ChannelError } from '../../../src/contracts/errors.js';
 import { waitFor } from '../../helpers/daemon.js';
+import { RETRYING } from '../../helpers/matrix.js';
 
 /** The invites of a channel that auto-joins anyone's invites; `o` adds how it joins and logs. */
 const invitesFor = (o: Pick<InvitesOptions, 'log' | 'accept'> & Partial<InvitesOptions>) =>
@@ -46,7 +47,6 @@ describe('Matrix invites: the joins owed from before, taken up by a listener', (
   // failed, and the one started again read the earlier one (long past) and tried again at once.
   describe('a failed attempt stores when the next one is due, at once', () => {
     const T0 = Date.UTC(2026, 0, 1);
-    const RETRYING = 'Matrix room could not be joined; trying again';
     afterEach(() => vi.useRealTimers());
 
     it.each([

@@ -1,86 +1,34 @@
-import pino from 'pino';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { MatrixAdapter } from '../../../channels/matrix/adapter.js';
+import { describe, expect, it } from 'vitest';
 import { JOIN_ATTEMPTS } from '../../../channels/matrix/invites.js';
-import { SyncStateFile } from '../../../channels/matrix/sync-state.js';
-import type { ChannelMessage } from '../../../src/contracts/message.js';
-import type { FakeMatrix, MatrixFault } from '../../fakes/matrix/server.js';
+import type { MatrixFault } from '../../fakes/matrix/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { withTempDir } from '../../helpers/fixtures.js';
-import { autoJoinAdapter, listenInto, withMatrix } from '../../helpers/matrix.js';
+import { ACCEPTED, GAVE_UP, matrixFixture, NEW_ROOM, REFUSED, RETRYING } from '../../helpers/matrix.js';
 
-interface Line {
-  level: number;
-  msg: string;
-  room?: string;
-  attempt?: number;
-  attempts?: number;
-  retryInMs?: number;
-}
-
-const RETRYING = 'Matrix room could not be joined; trying again';
-const REFUSED = 'Matrix room could not be joined: the homeserver refused it; not tried again';
-const GAVE_UP = 'Matrix room could not be joined; giving up (invite the bot again to retry)';
-const ACCEPTED = 'Matrix invite accepted';
 const RESUMED = 'Matrix join still owed from before; trying again';
-const NEW_ROOM = '!new:fake.test';
 const OTHER_ROOM = '!other:fake.test';
 
 // A homeserver lists an invite in one incremental /sync only: a join still being retried when
 // the listener ends must be taken up by the next one, or the room is never joined.
 describe('Matrix: a join still owed when the listener ends is made by the next start', () => {
-  let mx: FakeMatrix;
-  let dir: string;
-  let lines: Line[];
-  const delivered: ChannelMessage[] = [];
-  const stops: AbortController[] = [];
-  const logged = (msg: string) => lines.filter((l) => l.msg === msg);
-  const stored = () => new SyncStateFile(dir, 'mx').read(mx.userId);
-
-  const adapter = (joinRetryMs: number) => autoJoinAdapter(mx, { stateDir: dir, lines, rooms: [mx.groupRoom], joinRetryMs });
-
-  /** Listens until connected and past its first /sync (the fresh start's history one included); `stop()` aborts and waits for the end. */
-  const listen = async (a: MatrixAdapter) => {
-    const stop = new AbortController();
-    stops.push(stop);
-    const fresh = !stored();
-    const syncsBefore = mx.callsOf('sync').length;
-    let failure: unknown;
-    const l = listenInto(a, delivered, stop.signal, (err) => {
-      failure = err;
-    });
-    await waitFor(() => failure ?? (l.connected() && mx.callsOf('sync').length > syncsBefore + (fresh ? 1 : 0)), 10_000);
-    expect(failure).toBeUndefined();
-    return {
-      failure: () => failure,
-      ended: l.ended,
-      stop: async () => {
-        stop.abort();
-        await l.done;
-      },
-    };
-  };
+  const f = matrixFixture('matrix-join-restart');
+  const { delivered, logged, stored } = f;
+  const adapter = (joinRetryMs: number) => f.autoJoinAdapter(joinRetryMs);
+  /** Listens until connected and past its first /sync (the fresh start's history one included); `stop()` aborts it and waits for the end. */
+  const listen = f.listenSynced;
+  /** The state a run left with `joins` owed, the position where the fake is now. */
+  const storedOwing = (...joins: Array<{ roomId: string; attempts: number; nextAttemptAtMs?: number }>) =>
+    f.store(`s${f.mx.position}`, { pendingJoins: joins.map((j) => ({ inviter: f.mx.alice, direct: true, ...j })) });
 
   /** An invite whose first join fails (502, or `fault`) with the next attempt a minute away, in a batch that is stored: the position is past it. */
   const owedJoin = async (fault: MatrixFault = { status: 502 }) => {
-    mx.fail('join', fault);
-    mx.invite(NEW_ROOM, mx.alice, true);
+    f.mx.fail('join', fault);
+    f.mx.invite(NEW_ROOM, f.mx.alice, true);
     await waitFor(() => logged(RETRYING).length === 1, 10_000);
-    const invitedAt = mx.position;
-    await waitFor(() => mx.syncedTo >= invitedAt, 10_000);
-    expect(mx.callsOf('join')).toHaveLength(1);
-    expect(mx.joined(NEW_ROOM)).toBe(false);
+    const invitedAt = f.mx.position;
+    await waitFor(() => f.mx.syncedTo >= invitedAt, 10_000);
+    expect(f.mx.callsOf('join')).toHaveLength(1);
+    expect(f.mx.joined(NEW_ROOM)).toBe(false);
   };
-
-  beforeEach(async () => {
-    mx = await withMatrix();
-    dir = withTempDir('matrix-join-restart');
-    lines = [];
-    delivered.length = 0;
-  });
-  afterEach(() => {
-    for (const s of stops.splice(0)) s.abort();
-  });
 
   it('stopped and started again (same state dir): the room is joined and its messages delivered', async () => {
     const first = await listen(adapter(60_000));
@@ -90,13 +38,13 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     // Another process on the same state dir, with a short backoff: the rest of the first one's
     // minute is waited for no longer than this one's longest step (135 ms). The homeserver takes joins again.
     await listen(adapter(5));
-    await waitFor(() => mx.joined(NEW_ROOM), 10_000);
+    await waitFor(() => f.mx.joined(NEW_ROOM), 10_000);
     await waitFor(() => logged(ACCEPTED).length === 1);
     expect(logged(ACCEPTED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
-    expect(mx.callsOf('join')).toHaveLength(2);
+    expect(f.mx.callsOf('join')).toHaveLength(2);
     // Recorded as a direct chat, so it is served like one.
-    await waitFor(() => (mx.accountData('m.direct') as Record<string, string[]>)[mx.alice]?.includes(NEW_ROOM));
-    mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'hello after the restart' });
+    await waitFor(() => (f.mx.accountData('m.direct') as Record<string, string[]>)[f.mx.alice]?.includes(NEW_ROOM));
+    f.mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'hello after the restart' });
     await waitFor(() => delivered.some((m) => m.chat.id === NEW_ROOM && m.text === 'hello after the restart'), 10_000);
     // Joined: no longer owed.
     await waitFor(() => stored()?.pendingJoins?.length === 0);
@@ -108,15 +56,15 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     const first = await listen(a);
     await owedJoin({ status: 429, retryAfterMs: 60_000 });
     // The token is refused once: the listener fails (not stopped), which ends its retries.
-    mx.fail('sync', { status: 401, errcode: 'M_UNKNOWN_TOKEN' });
-    mx.dm('wake the long poll');
-    await waitFor(() => first.ended(), 10_000);
-    expect(first.failure()).toBeDefined();
-    expect(mx.joined(NEW_ROOM)).toBe(false);
+    f.mx.fail('sync', { status: 401, errcode: 'M_UNKNOWN_TOKEN' });
+    f.mx.dm('wake the long poll');
+    await waitFor(() => first.done, 10_000);
+    expect(first.failure).toBeDefined();
+    expect(f.mx.joined(NEW_ROOM)).toBe(false);
 
     await listen(a);
-    await waitFor(() => mx.joined(NEW_ROOM), 10_000);
-    expect(mx.callsOf('join')).toHaveLength(2);
+    await waitFor(() => f.mx.joined(NEW_ROOM), 10_000);
+    expect(f.mx.callsOf('join')).toHaveLength(2);
   });
 
   it('a join refused for good after a restart (403) is dropped: the start after that does not try it again', async () => {
@@ -124,7 +72,7 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     await owedJoin();
     await first.stop();
 
-    mx.fail('join', { status: 403, errcode: 'M_FORBIDDEN' });
+    f.mx.fail('join', { status: 403, errcode: 'M_FORBIDDEN' });
     const second = await listen(adapter(5));
     await waitFor(() => logged(REFUSED).length === 1, 10_000);
     expect(logged(REFUSED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
@@ -133,22 +81,17 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
 
     await listen(adapter(60_000));
     // A whole /sync round later (a resumed join goes out before the first /sync): no third attempt.
-    mx.dm('still there?');
+    f.mx.dm('still there?');
     await waitFor(() => delivered.some((m) => m.text === 'still there?'), 10_000);
-    expect(mx.callsOf('join')).toHaveLength(2);
-    expect(mx.joined(NEW_ROOM)).toBe(false);
+    expect(f.mx.callsOf('join')).toHaveLength(2);
+    expect(f.mx.joined(NEW_ROOM)).toBe(false);
     expect(logged(RETRYING)).toHaveLength(1);
   });
 
   it('the attempt budget spans restarts: the last attempt failing gives up, and is not tried again', async () => {
     // Stored by a run that made 4 of the 5 attempts.
-    new SyncStateFile(dir, 'mx').write({
-      userId: mx.userId,
-      since: `s${mx.position}`,
-      encryptedNotified: [],
-      pendingJoins: [{ roomId: NEW_ROOM, inviter: mx.alice, direct: true, attempts: 4 }],
-    });
-    mx.fail('join', { status: 502 });
+    storedOwing({ roomId: NEW_ROOM, attempts: 4 });
+    f.mx.fail('join', { status: 502 });
     const first = await listen(adapter(5));
     await waitFor(() => logged(GAVE_UP).length === 1, 10_000);
     expect(logged(GAVE_UP)).toMatchObject([{ room: NEW_ROOM, attempts: 5 }]);
@@ -156,10 +99,10 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     await first.stop();
 
     await listen(adapter(5));
-    mx.dm('anyone?');
+    f.mx.dm('anyone?');
     await waitFor(() => delivered.some((m) => m.text === 'anyone?'), 10_000);
-    expect(mx.callsOf('join')).toHaveLength(1);
-    expect(mx.joined(NEW_ROOM)).toBe(false);
+    expect(f.mx.callsOf('join')).toHaveLength(1);
+    expect(f.mx.joined(NEW_ROOM)).toBe(false);
   });
 
   it('a join no longer wanted (auto_join off meanwhile) is not made after a restart', async () => {
@@ -167,49 +110,27 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     await owedJoin();
     await first.stop();
 
-    const off = new MatrixAdapter(
-      {
-        id: 'mx',
-        homeserverUrl: mx.url,
-        userId: mx.userId,
-        rooms: [mx.groupRoom],
-        autoJoin: false,
-        allowFrom: [mx.alice],
-        stateDir: dir,
-        log: pino({ level: 'info' }, { write: (s: string) => void lines.push(JSON.parse(s)) }),
-        syncTimeoutMs: 5000,
-      },
-      mx.token,
-    );
+    const off = f.adapter({ allowFrom: [f.mx.alice] });
     await listen(off);
-    mx.dm('off?');
+    f.mx.dm('off?');
     await waitFor(() => delivered.some((m) => m.text === 'off?'), 10_000);
     await waitFor(() => stored()?.pendingJoins?.length === 0);
-    expect(mx.callsOf('join')).toHaveLength(1);
+    expect(f.mx.callsOf('join')).toHaveLength(1);
   });
-
-  /** The state a run left with `joins` owed, the position where the fake is now. */
-  const storedOwing = (...joins: Array<{ roomId: string; attempts: number; nextAttemptAtMs?: number }>) =>
-    new SyncStateFile(dir, 'mx').write({
-      userId: mx.userId,
-      since: `s${mx.position}`,
-      encryptedNotified: [],
-      pendingJoins: joins.map((j) => ({ inviter: mx.alice, direct: true, ...j })),
-    });
 
   // Each join adds its room to m.direct by writing the whole content back: two written at once
   // each added their room to the same old content, and the later write dropped the other's.
   it('two direct joins taken up at once both end up in m.direct, and both rooms are served', async () => {
     storedOwing({ roomId: NEW_ROOM, attempts: 1 }, { roomId: OTHER_ROOM, attempts: 1 });
     // A slow homeserver (the start's read of m.direct, then the two writes): the writes would overlap.
-    mx.fail('account_data', { delayMs: 300 }, 3);
+    f.mx.fail('account_data', { delayMs: 300 }, 3);
     await listen(adapter(60_000));
     await waitFor(() => logged(ACCEPTED).length === 2, 10_000);
-    expect(mx.callsOf('join')).toHaveLength(2);
-    const direct = (mx.accountData('m.direct') as Record<string, string[]>)[mx.alice] ?? [];
-    expect([...direct].sort()).toEqual([mx.dmRoom, NEW_ROOM, OTHER_ROOM].sort());
-    mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'in the first' });
-    mx.post(OTHER_ROOM, { msgtype: 'm.text', body: 'in the second' });
+    expect(f.mx.callsOf('join')).toHaveLength(2);
+    const direct = (f.mx.accountData('m.direct') as Record<string, string[]>)[f.mx.alice] ?? [];
+    expect([...direct].sort()).toEqual([f.mx.dmRoom, NEW_ROOM, OTHER_ROOM].sort());
+    f.mx.post(NEW_ROOM, { msgtype: 'm.text', body: 'in the first' });
+    f.mx.post(OTHER_ROOM, { msgtype: 'm.text', body: 'in the second' });
     await waitFor(() => ['in the first', 'in the second'].every((t) => delivered.some((m) => m.text === t && m.chat.type === 'dm')), 10_000);
   });
 
@@ -220,18 +141,18 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     let current = await listen(a);
     await owedJoin();
     // Every attempt would fail too.
-    mx.fail('join', { status: 502 }, JOIN_ATTEMPTS);
+    f.mx.fail('join', { status: 502 }, JOIN_ATTEMPTS);
     for (let i = 0; i < JOIN_ATTEMPTS; i++) {
-      mx.fail('sync', { status: 500 });
-      mx.dm(`wake ${i}`);
-      await waitFor(() => current.ended(), 10_000);
-      expect(current.failure()).toBeDefined();
+      f.mx.fail('sync', { status: 500 });
+      f.mx.dm(`wake ${i}`);
+      await waitFor(() => current.done, 10_000);
+      expect(current.failure).toBeDefined();
       current = await listen(a);
     }
     expect(logged(RESUMED)).toHaveLength(JOIN_ATTEMPTS);
     for (const line of logged(RESUMED)) expect(line).toMatchObject({ room: NEW_ROOM, attempts: 1, retryInMs: expect.any(Number) });
     expect(logged(RESUMED).every((l) => (l.retryInMs ?? 0) > 0)).toBe(true);
-    expect(mx.callsOf('join')).toHaveLength(1);
+    expect(f.mx.callsOf('join')).toHaveLength(1);
     expect(logged(GAVE_UP)).toEqual([]);
     expect(stored()?.pendingJoins).toMatchObject([{ roomId: NEW_ROOM, attempts: 1 }]);
   });
@@ -243,7 +164,7 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     expect(logged(RESUMED)).toMatchObject([{ room: NEW_ROOM, attempts: 1, retryInMs: 540 }]);
     await waitFor(() => logged(ACCEPTED).length === 1, 10_000);
     expect(logged(ACCEPTED)).toMatchObject([{ room: NEW_ROOM, attempt: 2 }]);
-    expect(mx.joined(NEW_ROOM)).toBe(true);
+    expect(f.mx.joined(NEW_ROOM)).toBe(true);
   });
 
   it('a join read back with its attempts spent is logged as given up, not dropped silently', async () => {
@@ -251,7 +172,7 @@ describe('Matrix: a join still owed when the listener ends is made by the next s
     await listen(adapter(5));
     expect(logged(GAVE_UP)).toMatchObject([{ level: 40, room: NEW_ROOM, attempts: JOIN_ATTEMPTS }]);
     await waitFor(() => stored()?.pendingJoins?.length === 0);
-    expect(mx.callsOf('join')).toHaveLength(0);
-    expect(mx.joined(NEW_ROOM)).toBe(false);
+    expect(f.mx.callsOf('join')).toHaveLength(0);
+    expect(f.mx.joined(NEW_ROOM)).toBe(false);
   });
 });
