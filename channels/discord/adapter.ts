@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, type Message, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
-import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, TransportOptions } from '../../src/contracts/channel.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, SharedRecord, TransportOptions } from '../../src/contracts/channel.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { CodedError, errorMessage } from '../../src/contracts/errors.js';
@@ -12,7 +12,7 @@ import { linkAbort, unlinkAbort } from '../../src/util/linked-abort.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { CATCH_UP_MAX_AGE_MS, catchUp } from './catch-up.js';
 import { catchUpOnReady, type ListenCursor, openListenCursor } from './cursor.js';
-import { KnownDmChannels } from './dm-channels.js';
+import { type KnownDmChannels, knownDmChannels } from './dm-channels.js';
 import { takeClick } from './clicks.js';
 import { classifyClose, classifyDiscordError, isEnforceNonceRefused, isServerFailure } from './errors.js';
 import { GatewayHandover, parseHandover, type DiscordHandover } from './handover.js';
@@ -28,15 +28,16 @@ export interface DiscordOptions {
   shards?: number;
   log: Logger;
   /**
-   * Where the cursor (the creation time of the newest message stored) is kept across restarts,
-   * under the state dir; a `listenPart` of a sharded bot keeps its own beside it. Without one
-   * (tests), nothing is caught up.
+   * Where the cursor (the creation time of the newest message stored) is kept across restarts, under the
+   * state dir; a `listenPart` of a sharded bot keeps its own beside it. Without one (tests), nothing is caught up.
    */
   cursorFile?: string;
   /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a catch-up reads nothing older. */
   duplicateWindowMs?: () => number;
   /** ChannelContext.listenerMoves: with no cursor of its own, a run catches up on that window. */
   listenerMoves?: boolean;
+  /** Cluster mode: the DM channels' list every instance reads (ChannelContext.sharedRecord, dm-channels.ts). */
+  sharedDmChannels?: SharedRecord;
 }
 
 /** Sends carrying `enforce_nonce` that failed with a 5xx in a row before one is tried without it (#enforcedOr). */
@@ -117,8 +118,7 @@ export class DiscordAdapter implements ChannelAdapter {
   constructor(options: DiscordOptions, token: string) {
     this.#o = options;
     this.#token = token;
-    const dms = options.cursorFile === undefined ? undefined : `${options.cursorFile.replace(/\.cursor$/, '')}.dm-channels.json`;
-    this.#dmChannels = new KnownDmChannels(dms, (err) => options.log.warn({ err, channel: options.id }, 'could not store the Discord DM channels'));
+    this.#dmChannels = knownDmChannels(options);
     // Edits that hit a rate limit are refused to us (with retry-after) instead of queued, so
     // ReplyStream can widen its interval; sends wait in discord.js's queue as usual.
     this.#rest = new REST({ api: options.restApi, rejectOnRateLimit: (r) => r.method === 'PATCH' || r.method === 'patch' }).setToken(token);
@@ -170,7 +170,7 @@ export class DiscordAdapter implements ChannelAdapter {
     const takeoverReachMs = this.#o.listenerMoves ? catchUpReachMs(CATCH_UP_MAX_AGE_MS, this.#o.duplicateWindowMs) : 0;
     const onError = (err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'could not store the Discord cursor');
     const cursor = await openListenCursor(this.#o.cursorFile, shards, this.#o.shards ?? 1, owed, onError, takeoverReachMs);
-    await this.#dmChannels.load();
+    await this.#dmChannels.load(signal);
     const handover = new GatewayHandover(this.#resumeFrom);
     this.#resumeFrom = undefined;
     const client = new Client({

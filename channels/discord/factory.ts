@@ -3,6 +3,7 @@ import type { ChannelFactory } from '../../src/contracts/channel.js';
 import type { DiscordConfig } from './config.js';
 import { ChannelError } from '../../src/contracts/errors.js';
 import { DiscordAdapter } from './adapter.js';
+import { SHARED_DM_CHANNELS } from './dm-channels.js';
 
 /** The Discord channel (discord.js). */
 export const createChannel: ChannelFactory<DiscordConfig> = (config, ctx) => {
@@ -18,6 +19,8 @@ export const createChannel: ChannelFactory<DiscordConfig> = (config, ctx) => {
       cursorFile: join(ctx.stateDir, 'discord', `${config.id}.cursor`),
       ...(ctx.duplicateWindowMs ? { duplicateWindowMs: ctx.duplicateWindowMs } : {}),
       listenerMoves: ctx.listenerMoves === true,
+      // Cluster mode: the instance that takes the listener over reads the DM channels the others saw.
+      ...(ctx.sharedRecord ? { sharedDmChannels: ctx.sharedRecord(SHARED_DM_CHANNELS) } : {}),
     },
     token,
   );

@@ -147,6 +147,16 @@ export const pgMigrations: readonly string[] = [
   // The message each turn answered (src/cluster/pg-state.ts), so a re-run of it after a
   // takeover finds its row. Rows from before have none.
   `ALTER TABLE turns ADD COLUMN IF NOT EXISTS origin TEXT;`,
+  // Small records a channel keeps for every instance (src/cluster/pg-channel-records.ts), such
+  // as the conversations a listener's catch-up reads wherever its lease moves. Bounded here too.
+  `CREATE TABLE IF NOT EXISTS channel_records (
+     namespace TEXT NOT NULL,
+     channel_id TEXT NOT NULL,
+     name TEXT NOT NULL CHECK (char_length(name) <= 64),
+     value TEXT NOT NULL CHECK (octet_length(value) <= 65536),
+     updated_at BIGINT NOT NULL,
+     PRIMARY KEY (namespace, channel_id, name)
+   );`,
 ];
 
 /**

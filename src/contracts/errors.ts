@@ -192,6 +192,7 @@ export const catalogue = {
   },
   TOOL_CALL_CANCELLED: { retryable: false, text: 'the tool call was cancelled by the user (/stop tool); the turn goes on without its result' },
   TURN_ENDED: { retryable: false, text: 'the turn ended, so what waited on it (its reply stream, its typing indicator) stopped waiting' },
+  SHARED_RECORD_INVALID: { retryable: false, text: "a channel's shared record (cluster mode) was refused: its name or its value is outside the bounds" },
   CLUSTER_UNAVAILABLE: { retryable: true, text: 'NATS or PostgreSQL could not be reached; check [cluster] nats_url and postgres_url' },
   CLUSTER_LEASE_LOST: { retryable: true, text: 'this instance lost its lease; another instance runs the work now' },
 } as const satisfies Record<string, { retryable: boolean; text: string; user?: string }>;

@@ -1,4 +1,4 @@
-import type { ChannelAdapter } from './channel.js';
+import type { ChannelAdapter, SharedRecord } from './channel.js';
 import type { ParsedCommand } from './commands.js';
 import type { ChannelMessage, MessageRef } from './message.js';
 
@@ -226,6 +226,13 @@ export interface Topology {
   gate(listener: ListenerSpec, adapter: ChannelAdapter): ChannelAdapter;
   /** Shared state of conversations. */
   readonly state: SharedState;
+  /**
+   * Records a channel keeps where every instance reads them (ChannelContext.sharedRecord):
+   * the record named `name` of channel `channelId`, which throws SHARED_RECORD_INVALID for a name
+   * outside SHARED_RECORD_NAME. Cluster: PostgreSQL; one node: undefined, for the channel's
+   * own files are read by the only instance there is.
+   */
+  sharedRecords(channelId: string): ((name: string) => SharedRecord) | undefined;
   /** The cluster part of /status; undefined when there is no cluster to report. */
   status(): ClusterStatus | undefined;
 }

@@ -49,6 +49,7 @@ export function channelComponent(channel: ChannelConfig): DaemonComponent {
       const supervisor = ctx.use('supervisor');
       const dispatcher = ctx.use('dispatcher');
       const topology = ctx.use('topology');
+      const sharedRecord = topology.sharedRecords(channel.id);
       let adapter: ChannelAdapter;
       try {
         const factory = await config.loaded.kinds.of(channel).load();
@@ -63,6 +64,7 @@ export function channelComponent(channel: ChannelConfig): DaemonComponent {
           storage: fileFaultReporter(ctx.use('storage'), (code) => metrics.storageFaults.inc({ code }), log),
           duplicateWindowMs: () => topology.intake.duplicateWindowMs(),
           listenerMoves: config.config.cluster !== undefined,
+          ...(sharedRecord ? { sharedRecord } : {}),
         });
       } catch (err) {
         // One channel that cannot be built goes through the usual supervision: its listener

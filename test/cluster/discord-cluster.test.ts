@@ -1,13 +1,14 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { FakeDiscord, FakeGuild } from '../fakes/discord/server.js';
+import { type FakeDiscord, type FakeGuild, snowflake } from '../fakes/discord/server.js';
 import { waitFor } from '../helpers/daemon.js';
 import { DaemonProcess, writeProcessConfig } from '../helpers/process.js';
 import { withDiscord } from '../helpers/platforms.js';
 import { scaled } from '../helpers/timing.js';
-import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, uniqueNamespace } from '../helpers/cluster.js';
+import { clusterEnv, clusterSkipReason, clusterToml, dropNamespace, PG_URL, uniqueNamespace } from '../helpers/cluster.js';
 import type { ClusterStatusJson } from './harness.js';
 
 const skip = await clusterSkipReason();
@@ -42,6 +43,20 @@ describe.skipIf(skip !== undefined)(`cluster mode, a Discord bot over two proces
   /** The owner of shard `shard`'s lease, or of the whole listener's (an unsharded bot). */
   const ownerOf = (s: ClusterStatusJson, shard?: number) =>
     s.cluster.leases.find((l) => l.key === `listener.dc${shard === undefined ? '' : `.${shard}`}` && !l.expired)?.owner;
+  /** The DM channels the instances share for channel "dc" (ChannelContext.sharedRecord), as PostgreSQL holds them. */
+  const sharedDmChannels = async (): Promise<string[]> => {
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ value: string }>(
+        `SELECT value FROM ${ns}.channel_records WHERE namespace = $1 AND channel_id = 'dc' AND name = 'dm-channels'`,
+        [ns],
+      );
+      return rows[0] ? (JSON.parse(rows[0].value) as string[]) : [];
+    } finally {
+      await client.end();
+    }
+  };
 
   it('2 gateway shards: each shard is leased on its own and they spread over the instances; kill -9 of one, the other takes its shard within the lease bound and answers its guild', async () => {
     ns = uniqueNamespace();
@@ -127,5 +142,45 @@ describe.skipIf(skip !== undefined)(`cluster mode, a Discord bot over two proces
     dc.guildMessage('live', { mention: true });
     await waitFor(() => dc.texts(dc.guild.channel).length >= 3, scaled(10_000));
     expect(dc.texts(dc.guild.channel)).toEqual(['before the kill', 'sent while the lease moved', 'live']);
+  });
+
+  /**
+   * Discord lists no bot's DM channels, so a catch-up reads the ones messages came from. Kept
+   * only in the killed holder's state_dir, a DM channel the new holder never saw was not read:
+   * the list is shared through PostgreSQL (ChannelContext.sharedRecord), read as the new holder's run starts.
+   */
+  it('one listener, kill -9 of its holder: a DM sent while the lease moved, in a DM channel only the killed holder saw, is answered once', async () => {
+    ns = uniqueNamespace();
+    const dc = await withDiscord();
+    const a = await instance(dc, 'ua', 1);
+    await waitFor(
+      async () => {
+        const s = await status(a.url).catch(() => undefined);
+        return s !== undefined && ownerOf(s) === 'ua' && dc.shardConnected(0);
+      },
+      scaled(30_000),
+      100,
+    );
+    const b = await instance(dc, 'ub', 1);
+    await waitFor(async () => ownerOf(await status(b.url)) === 'ua', scaled(10_000), 50);
+
+    // Bea's DM channel: only ua ever gets a message from it before the kill.
+    const bea = { id: '515151515151515151', username: 'bea' };
+    const beas = snowflake();
+    dc.dm('hello from bea', bea, beas);
+    await waitFor(() => dc.texts(beas).length === 1, scaled(10_000));
+    // ua shared it before answering; waited for here so the kill cannot come first.
+    await waitFor(async () => (await sharedDmChannels()).includes(beas), scaled(10_000), 50);
+
+    const killedAt = Date.now();
+    a.proc.child.kill('SIGKILL');
+    await a.proc.exited;
+    dc.dm('sent while the lease moved', bea, beas);
+    await waitFor(() => dc.sessions.find((s) => s.at > killedAt && dc.shardConnected(0)), scaled(TTL_MS * 2 + 5000), 20);
+    await waitFor(async () => ownerOf(await status(b.url)) === 'ub', scaled(10_000), 50);
+    await waitFor(() => dc.texts(beas).length >= 2, scaled(15_000));
+    dc.dm('live', bea, beas);
+    await waitFor(() => dc.texts(beas).length >= 3, scaled(10_000));
+    expect(dc.texts(beas)).toEqual(['hello from bea', 'sent while the lease moved', 'live']);
   });
 });

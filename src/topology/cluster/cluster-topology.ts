@@ -1,4 +1,4 @@
-import type { ChannelAdapter } from '../../contracts/channel.js';
+import type { ChannelAdapter, SharedRecord } from '../../contracts/channel.js';
 import type { ParsedCommand } from '../../contracts/commands.js';
 import { CodedError } from '../../contracts/errors.js';
 import type { ChannelMessage, MessageRef } from '../../contracts/message.js';
@@ -26,6 +26,7 @@ import { ClusterInbox } from '../../cluster/inbox.js';
 import { leasedAdapter, leasedParts } from '../../cluster/listener-lease.js';
 import { relayedAdapter } from '../../cluster/reply-relay.js';
 import { PgApprovalStore } from '../../cluster/pg-approvals.js';
+import { PgChannelRecords } from '../../cluster/pg-channel-records.js';
 import { PgMinuteStore } from '../../cluster/pg-minutes.js';
 import { PgReminderStore } from '../../cluster/pg-reminders.js';
 import { PgMemoryStore } from '../../cluster/pg-memories.js';
@@ -125,6 +126,7 @@ export class ClusterTopology implements Topology {
   readonly #s: ClusterServices;
   readonly #inbox: ClusterInbox;
   readonly #writer: PgWriter;
+  readonly #records: PgChannelRecords;
   readonly #live: ClusterConfigView;
   readonly #log: Logger;
   readonly #openedAt = new Date();
@@ -133,6 +135,7 @@ export class ClusterTopology implements Topology {
   private constructor(s: ClusterServices, writer: PgWriter, live: ClusterConfigView, log: Logger) {
     this.#s = s;
     this.#writer = writer;
+    this.#records = new PgChannelRecords(s.pool, s.config.namespace);
     this.#live = live;
     this.#log = log;
     this.#inbox = new ClusterInbox(s, log, writer);
@@ -235,6 +238,14 @@ export class ClusterTopology implements Topology {
     if (!listener.exclusive) return relayed;
     const key = `listener.${listener.id}`;
     return listener.parts > 1 && relayed.listenPart ? leasedParts(relayed, key, listener.parts, this.#s.leases) : leasedAdapter(relayed, key, this.#s.leases);
+  }
+
+  /**
+   * A channel's records in PostgreSQL (src/cluster/pg-channel-records.ts), under this cluster's
+   * namespace: every instance that may run the channel's listener reads what another wrote.
+   */
+  sharedRecords(channelId: string): (name: string) => SharedRecord {
+    return (name) => this.#records.record(channelId, name);
   }
 
   status(): ClusterStatus {

@@ -123,6 +123,11 @@ export class LocalTopology implements Topology {
     return adapter;
   }
 
+  /** None: no other instance ever runs the channel's listener, so its own files in the state_dir are all it needs. */
+  sharedRecords(_channelId: string): undefined {
+    return undefined;
+  }
+
   status(): undefined {
     return undefined;
   }

@@ -1,14 +1,15 @@
 import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
+import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { DiscordAdapter } from '../../../channels/discord/adapter.js';
 import { CATCH_UP_MAX_MESSAGES_PER_CHANNEL, MAX_KNOWN_DM_CHANNELS } from '../../../channels/discord/catch-up.js';
-import { KnownDmChannels } from '../../../channels/discord/dm-channels.js';
+import { KnownDmChannels, SHARED_DM_CHANNELS_TIMEOUT_MS } from '../../../channels/discord/dm-channels.js';
+import type { SharedRecord } from '../../../src/contracts/channel.js';
 import { CodedError } from '../../../src/contracts/errors.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { createLogger } from '../../../src/observe/logger.js';
-import { FakeDiscord } from '../../fakes/discord/server.js';
+import { FakeDiscord, snowflake } from '../../fakes/discord/server.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
 
 /** The daemon's inbox as far as these tests need it: keyed by channel and message id, a repeat is dropped (not answered again). */
@@ -49,10 +50,26 @@ async function cursorPath(atMs?: number): Promise<string> {
 
 const readCursor = async (path: string) => Number((await readFile(path, 'utf8').catch(() => '')).trim()) || undefined;
 
-function adapterOn(dc: FakeDiscord, cursorFile: string, logs = new LogSink(), duplicateWindowMs?: () => number, listenerMoves = false): DiscordAdapter {
+function adapterOn(
+  dc: FakeDiscord,
+  cursorFile: string,
+  logs = new LogSink(),
+  duplicateWindowMs?: () => number,
+  listenerMoves = false,
+  sharedDmChannels?: SharedRecord,
+): DiscordAdapter {
   const log = createLogger({ level: 'debug', destination: logs });
   return new DiscordAdapter(
-    { id: 'dc', restApi: dc.restApi, guilds: [], log, cursorFile, ...(duplicateWindowMs ? { duplicateWindowMs } : {}), listenerMoves },
+    {
+      id: 'dc',
+      restApi: dc.restApi,
+      guilds: [],
+      log,
+      cursorFile,
+      ...(duplicateWindowMs ? { duplicateWindowMs } : {}),
+      listenerMoves,
+      ...(sharedDmChannels ? { sharedDmChannels } : {}),
+    },
     dc.token,
   );
 }
@@ -369,12 +386,12 @@ describe('the DM channels a Discord catch-up reads', () => {
     for (const bad of ['not json', JSON.stringify({ ids: ['1'] }), JSON.stringify(['1'.repeat(5000)]), `[${'"1",'.repeat(2000)}"1"]`]) {
       await writeFile(file, bad);
       const dms = new KnownDmChannels(file, () => {});
-      await dms.load();
+      await dms.load(new AbortController().signal);
       expect(dms.ids).toEqual([]);
     }
     await writeFile(file, JSON.stringify(['12', 'x', 34, '56']));
     const dms = new KnownDmChannels(file, () => {});
-    await dms.load();
+    await dms.load(new AbortController().signal);
     expect(dms.ids).toEqual(['12', '56']);
     for (let i = 0; i < MAX_KNOWN_DM_CHANNELS + 5; i++) dms.seen(String(1000 + i));
     dms.seen(String(1000 + MAX_KNOWN_DM_CHANNELS + 4));
@@ -383,5 +400,157 @@ describe('the DM channels a Discord catch-up reads', () => {
     expect(stored).toHaveLength(MAX_KNOWN_DM_CHANNELS);
     expect(stored[0]).toBe(String(1000 + MAX_KNOWN_DM_CHANNELS + 4));
     expect(stored).toEqual(dms.ids);
+  });
+});
+
+/**
+ * A SharedRecord as every instance sees it, in memory (the PostgreSQL one has its own test,
+ * test/unit/cluster/pg-channel-records.test.ts). `held` makes each write wait until the test
+ * lets it go (`release`), ignoring its signal as a record that hangs would.
+ */
+class MemoryRecord implements SharedRecord {
+  value: string | undefined;
+  readonly writes: string[] = [];
+  held = false;
+  readonly #waiting: Array<() => void> = [];
+
+  async read(signal: AbortSignal): Promise<string | undefined> {
+    signal.throwIfAborted();
+    return this.value;
+  }
+
+  write(value: string, signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    this.writes.push(value);
+    if (!this.held) {
+      this.value = value;
+      return Promise.resolve();
+    }
+    return new Promise((resolve) =>
+      this.#waiting.push(() => {
+        this.value = value;
+        resolve();
+      }),
+    );
+  }
+
+  /** Lets the oldest held write finish. */
+  release(): void {
+    this.#waiting.shift()?.();
+  }
+
+  ids(): string[] {
+    return this.value === undefined ? [] : (JSON.parse(this.value) as string[]);
+  }
+}
+
+/** A SharedRecord whose PostgreSQL cannot be reached. */
+const unreachable: SharedRecord = {
+  read: () => Promise.reject(new CodedError('CLUSTER_UNAVAILABLE', 'PostgreSQL: connect ECONNREFUSED 127.0.0.1:5432')),
+  write: () => Promise.reject(new CodedError('CLUSTER_UNAVAILABLE', 'PostgreSQL: connect ECONNREFUSED 127.0.0.1:5432')),
+};
+
+describe('the DM channels a Discord catch-up reads, shared in cluster mode', () => {
+  const bea = { id: '515151515151515151', username: 'bea' };
+
+  it('an instance that takes the listener over (a state dir of its own) catches up on a DM sent while away in a DM channel only the instance before it saw', async () => {
+    const dc = await fakeDiscord();
+    const shared = new MemoryRecord();
+    const inbox = new Inbox();
+    // Bea's DM channel: only the first instance ever saw a message from it.
+    const beas = snowflake();
+    const first = await listening(
+      adapterOn(dc, await cursorPath(), new LogSink(), () => 90_000, true, shared),
+      inbox,
+    );
+    dc.dm('hello from bea', bea, beas);
+    await waitFor(() => inbox.all.length === 1, 10_000);
+    await waitFor(() => shared.ids().includes(beas), 10_000);
+    await first.stop();
+
+    // Nobody listens: Discord keeps it in the channel's history, and a new session gets no replay.
+    const away = dc.whileAway(() => dc.dm('sent while the lease moved', bea, beas), { ageMs: 5_000 });
+    const second = await cursorPath();
+    await listening(
+      adapterOn(dc, second, new LogSink(), () => 90_000, true, shared),
+      inbox,
+    );
+    await waitFor(() => inbox.kept.has(`dc:${away}`), 10_000);
+    expect(inbox.kept.get(`dc:${away}`)).toMatchObject({ chat: { id: beas, type: 'dm' }, sender: { id: bea.id } });
+    // 'hello from bea' is inside the window too: read again, and dropped by the inbox as a repeat.
+    expect([...inbox.kept.values()].map((m) => m.text)).toEqual(['hello from bea', 'sent while the lease moved']);
+    expect(historyReads(dc).some((c) => c.path.endsWith(`/channels/${beas}/messages`))).toBe(true);
+    // The second instance keeps the merged list in its own file as well.
+    const file = second.replace(/\.cursor$/, '.dm-channels.json');
+    await waitFor(async () => ((JSON.parse(await readFile(file, 'utf8').catch(() => '[]')) as string[]).includes(beas) ? true : undefined), 10_000);
+  });
+
+  it('a shared list that cannot be read or written (PostgreSQL away) stops nothing: DMs are answered, the local file is kept, one warning each, and a restart catches up from the file', async () => {
+    const dc = await fakeDiscord();
+    const path = await cursorPath();
+    const logs = new LogSink();
+    const inbox = new Inbox();
+    const beas = snowflake();
+    const first = await listening(
+      adapterOn(dc, path, logs, () => 90_000, true, unreachable),
+      inbox,
+    );
+    dc.dm('one');
+    dc.dm('two', bea, beas);
+    dc.dm('three');
+    await waitFor(() => inbox.all.length === 3, 10_000);
+    await first.stop();
+    expect(JSON.parse(await readFile(path.replace(/\.cursor$/, '.dm-channels.json'), 'utf8'))).toEqual([dc.dmChannel, beas]);
+    const warned = (start: string) => logs.entries().filter((e) => e.level === 40 && String(e.msg).startsWith(start));
+    expect(warned('the Discord DM channels other instances saw could not be read')).toHaveLength(1);
+    expect(warned('the Discord DM channels could not be shared with the other instances')).toHaveLength(1);
+
+    const away = dc.whileAway(() => dc.dm('sent while the daemon was down', bea, beas));
+    await listening(
+      adapterOn(dc, path, logs, () => 90_000, true, unreachable),
+      inbox,
+    );
+    await waitFor(() => inbox.kept.has(`dc:${away}`), 10_000);
+  });
+
+  it('writes are coalesced (one in flight, the newest list next) and bounded in time; a failed one is warned once and written again with the next DM; a read that does not answer leaves the list', async () => {
+    vi.useFakeTimers();
+    onTestFinished(() => void vi.useRealTimers());
+    const shared = new MemoryRecord();
+    shared.held = true;
+    const warnings: string[] = [];
+    const dms = new KnownDmChannels(undefined, (_err, what) => warnings.push(what), shared);
+    dms.seen('1');
+    dms.seen('2');
+    dms.seen('3');
+    // One in flight; the two changes meanwhile make one write, of the newest list.
+    expect(shared.writes).toEqual(['["1"]']);
+    shared.release();
+    await vi.advanceTimersByTimeAsync(0);
+    expect(shared.writes).toEqual(['["1"]', '["3","2","1"]']);
+    // That one never answers: given up at the bound, warned, and the list is written again with the next DM.
+    await vi.advanceTimersByTimeAsync(SHARED_DM_CHANNELS_TIMEOUT_MS);
+    expect(warnings).toEqual([expect.stringMatching(/^the Discord DM channels could not be shared/)]);
+    dms.seen('3');
+    expect(shared.writes).toEqual(['["1"]', '["3","2","1"]', '["3","2","1"]']);
+    shared.release();
+    shared.release();
+    await dms.flushed();
+    expect(shared.ids()).toEqual(['3', '2', '1']);
+    // Written again: the same DM writes nothing more.
+    dms.seen('3');
+    expect(shared.writes).toHaveLength(3);
+
+    // Another instance's list comes first; a read that never answers is given up at the bound.
+    shared.value = JSON.stringify(['7', '2']);
+    await dms.load(new AbortController().signal);
+    expect(dms.ids).toEqual(['7', '2', '3', '1']);
+    const hung: SharedRecord = { read: () => new Promise(() => {}), write: () => new Promise(() => {}) };
+    const stuck = new KnownDmChannels(undefined, (_err, what) => warnings.push(what), hung);
+    const loading = stuck.load(new AbortController().signal);
+    await vi.advanceTimersByTimeAsync(SHARED_DM_CHANNELS_TIMEOUT_MS);
+    await loading;
+    expect(stuck.ids).toEqual([]);
+    expect(warnings.at(-1)).toMatch(/^the Discord DM channels other instances saw could not be read/);
   });
 });

@@ -131,6 +131,14 @@ function contract(name: string, make: () => Promise<Impl>) {
       expect(t.intake.duplicateWindowMs()).toBeGreaterThan(0);
       const status = t.status();
       if (status) expect(status.partitions.total).toBeGreaterThan(0);
+      // A channel's shared records: none on one node, where the only instance keeps its own files.
+      const records = t.sharedRecords('t');
+      if (!status) expect(records).toBeUndefined();
+      else {
+        const rec = records!('contract');
+        await rec.write('kept for every instance', AbortSignal.timeout(5000));
+        expect(await rec.read(AbortSignal.timeout(5000))).toBe('kept for every instance');
+      }
     });
   });
 }
