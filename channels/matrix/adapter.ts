@@ -125,9 +125,11 @@ export class MatrixAdapter implements ChannelAdapter {
     // Resumed from a stored position: its age decides whether the first batch is read whole (resume-floor.ts).
     let resumed = state !== undefined;
     if (!state) {
-      // A fresh start: one sync without waiting, whose timeline is history and is not answered;
-      // except its recent messages where another instance may have run the listener until it was killed.
+      // A fresh start: one sync without waiting, whose timeline is history and is not answered, but for
+      // its recent messages where another instance may have run the listener until it was killed (a
+      // catch-up, gaps and 429s, that must not run inside the connect timeout: connected first).
       const first = await this.#syncs.sync(undefined, 0, signal);
+      onConnected();
       state = { userId: this.#o.userId, since: first.next_batch as string, encryptedNotified: [], savedAtMs: Date.now() };
       const floor = this.#o.listenerMoves ? takeoverFloor(this.#o.duplicateWindowMs, startedMs) : undefined;
       await this.#handleRooms(first, state, undefined, floor ? deliver : undefined, signal, floor);
@@ -137,7 +139,7 @@ export class MatrixAdapter implements ChannelAdapter {
     }
     this.#current = state;
     this.#invites.resume(state.pendingJoins ?? [], () => this.#state.write(state), signal);
-    onConnected();
+    if (resumed) onConnected();
     while (!signal.aborted) {
       let batch: SyncResponse;
       try {
@@ -154,8 +156,8 @@ export class MatrixAdapter implements ChannelAdapter {
       // Only the first batch: a later one's old timestamps are late events (federation), still to answer.
       const floor = resumed ? resumeFloor(state.savedAtMs, this.#o.duplicateWindowMs, startedMs) : undefined;
       await this.#handleRooms(batch, state, state.since, deliver, signal, floor);
-      // Every message of the batch is in the inbox: only now does the position move past it.
-      // Stamped here, not by a write of the joins owed, which leaves the position where it was.
+      // Every message of the batch is in the inbox: only now does the position move past it (stamped
+      // here, not by a write of the joins owed, which leaves the position where it was).
       state.since = batch.next_batch as string;
       state.savedAtMs = Date.now();
       this.#state.write(state);
@@ -207,9 +209,8 @@ export class MatrixAdapter implements ChannelAdapter {
       if (events.some((e) => e.type === 'm.room.encryption' || e.type === 'm.room.encrypted')) await this.#refuseEncrypted(roomId, state, signal);
       if (!deliver) continue;
       const view = { self: this.#o.userId, selfName: this.#displayName, roomId, dm, sentByBot: (id: string) => this.#sent.has(id) };
-      // More events came in since the last batch than the filter's limit: the gap is read back
-      // first, so its messages come before the timeline's, oldest first. A first sync's gap
-      // (a takeover's) only when the timeline does not reach back past the floor already.
+      // More events came in since the last batch than the filter's limit: the gap is read back first, oldest
+      // first. A first sync's gap (a takeover's) only when the timeline does not reach back past the floor.
       const walk = room.timeline?.limited === true && (since !== undefined || (floor !== undefined && gapMayBeNewer(room.timeline.events, floor)));
       const gap = walk ? await this.#catchUp(roomId, room.timeline?.prev_batch, since, catchUpLeft, signal, floor) : [];
       for (const e of [...gap, ...(room.timeline?.events ?? [])]) {

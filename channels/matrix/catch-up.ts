@@ -117,7 +117,8 @@ export async function catchUpRoom(o: CatchUpRoomOptions): Promise<CaughtUp> {
   let tooOldRun = 0;
   /** `notReadAtLeast` where the walk saw them; unknown otherwise (the sync says only that some are missing). */
   const stop = (bound: CatchUpBound, notReadAtLeast?: number, why?: string): CaughtUp => {
-    o.log.warn(
+    // With no `to` (a takeover's first sync) the age is how the walk is meant to end: not a warning.
+    o.log[bound === 'age' && o.to === undefined ? 'debug' : 'warn'](
       {
         channel: o.channel,
         room: o.roomId,

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { takeoverFloor } from '../../../channels/matrix/resume-floor.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { CLUSTER_WINDOW_MS, MINUTE_MS, matrixFixture } from '../../helpers/matrix.js';
+import { CLUSTER_WINDOW_MS, GAP_WARNING, MINUTE_MS, matrixFixture } from '../../helpers/matrix.js';
 
 const TAKEOVER_LINE =
   "Matrix started /sync with no position of its own where the listener moves between instances: its first batch answered the messages of the inbox's duplicate window and skipped the older ones (history)";
@@ -54,6 +54,20 @@ describe('Matrix: a listener with no /sync position of its own, where listeners 
     expect(walk.length).toBeGreaterThan(0);
     for (const call of walk) expect(call.query).not.toHaveProperty('to');
     expect(logged(TAKEOVER_LINE)).toMatchObject([{ skipped: 1 }]);
+    // Ending by age is how a walk with no `to` is meant to end: counted in the info line, no warning per room.
+    expect(logged(GAP_WARNING)).toEqual([]);
+  });
+
+  it('says it connected before the catch-up of its first sync: a walk waiting out a 429 does not run inside the connect timeout', async () => {
+    groupSent('asked 10 minutes ago', 10 * MINUTE_MS);
+    burst(f.mx.groupRoom, 55, 'new', 5000);
+    f.mx.fail('messages', { status: 429, retryAfterMs: 25_000 });
+    const run = listen(true);
+    await waitFor(() => run.failure ?? f.mx.callsOf('messages').length > 0, 10_000);
+    await waitFor(() => run.failure ?? run.connected, 5_000);
+    expect(run.failure).toBeUndefined();
+    // Still waiting out the 429: nothing of the batch is delivered yet.
+    expect(delivered).toEqual([]);
   });
 
   it('a limited first timeline whose oldest message is older than the window is not walked back: what it left out is older still', async () => {
