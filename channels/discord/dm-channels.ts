@@ -2,7 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
 import type { SharedRecord } from '../../src/contracts/channel.js';
 import { CodedError } from '../../src/contracts/errors.js';
-import { raceAbort } from '../../src/util/abortable.js';
+import { raceAbort, settleWithin } from '../../src/util/abortable.js';
 import { CoalescedFile } from '../../src/util/cursor-file.js';
 import { MAX_KNOWN_DM_CHANNELS } from './catch-up.js';
 
@@ -80,6 +80,11 @@ export class KnownDmChannels {
   #sharing: Promise<void> | undefined;
   /** The last shared write failed: this instance's list is newer than the shared one. */
   #stale = false;
+  /**
+   * The shared list could not be read (as a run started): it is read before the next write,
+   * which would otherwise drop the DM channels only other instances saw for every later holder.
+   */
+  #unread = false;
 
   /** `path`: none keeps the list in memory only; `shared`: none on one node. `warn` hears a failure, named by `what`. */
   constructor(
@@ -106,18 +111,30 @@ export class KnownDmChannels {
     }
     const shared = this.shared;
     if (!shared || signal.aborted) return;
-    let text: string | undefined;
     try {
-      text = await within(SHARED_DM_CHANNELS_TIMEOUT_MS, signal, (s) => shared.read(s));
+      // Whoever ran the listener last wrote it: it goes first, unless this instance's list is newer.
+      if (this.#merge(await this.#read(shared, signal), !this.#stale) && this.#stale) this.#share();
     } catch (err) {
+      this.#unread = true;
       if (!signal.aborted) this.warn(err, "the Discord DM channels other instances saw could not be read; the catch-up reads this instance's own");
-      return;
     }
-    const others = text === undefined ? [] : parseIds(text);
+  }
+
+  /** The shared list's ids, within SHARED_DM_CHANNELS_TIMEOUT_MS (and `signal`); rejects when it cannot be read. */
+  async #read(shared: SharedRecord, signal: AbortSignal | undefined): Promise<string[]> {
+    const text = await within(SHARED_DM_CHANNELS_TIMEOUT_MS, signal, (s) => shared.read(s));
+    this.#unread = false;
+    return text === undefined ? [] : parseIds(text);
+  }
+
+  /** Merges the shared list's ids into this one's (theirs first, or ours); true when that changed it, kept in the file too. */
+  #merge(others: readonly string[], theirsFirst: boolean): boolean {
     const before = JSON.stringify(this.#ids);
-    this.#ids = this.#stale ? merged(this.#ids, others) : merged(others, this.#ids);
+    this.#ids = theirsFirst ? merged(others, this.#ids) : merged(this.#ids, others);
+    if (JSON.stringify(this.#ids) === before) return false;
     // Kept in the file too: a restart while PostgreSQL is away still knows them.
-    if (JSON.stringify(this.#ids) !== before) this.#save();
+    this.#save();
+    return true;
   }
 
   get ids(): readonly string[] {
@@ -136,10 +153,15 @@ export class KnownDmChannels {
     this.#share();
   }
 
-  /** Resolves once every change is written (or failed), to the file and the shared record. */
+  /**
+   * Resolves once every change is written (or failed) to the file, and to the shared record
+   * within SHARED_DM_CHANNELS_TIMEOUT_MS: a listener stopping (an upgrade's hand-over, a
+   * lease let go) waits no longer for PostgreSQL; a write still going finishes on its own.
+   */
   async flushed(): Promise<void> {
     await this.#file?.flushed();
-    while (this.#sharing) await this.#sharing;
+    const until = Date.now() + SHARED_DM_CHANNELS_TIMEOUT_MS;
+    while (this.#sharing && Date.now() < until) await settleWithin(this.#sharing, until - Date.now());
   }
 
   #save(): void {
@@ -155,9 +177,11 @@ export class KnownDmChannels {
   async #drainShared(shared: SharedRecord): Promise<void> {
     try {
       while (this.#sharedNext !== undefined) {
-        const text = this.#sharedNext;
         this.#sharedNext = undefined;
         try {
+          // Not written over unread: ours first, then what the others saw.
+          if (this.#unread) this.#merge(await this.#read(shared, undefined), false);
+          const text = JSON.stringify(this.#ids);
           await within(SHARED_DM_CHANNELS_TIMEOUT_MS, undefined, (s) => shared.write(text, s));
           this.#stale = false;
         } catch (err) {

@@ -52,7 +52,11 @@ export class PgChannelRecords {
     return rows[0]?.value;
   }
 
-  /** Replaces the value (an upsert); SHARED_RECORD_INVALID past SHARED_RECORD_MAX_BYTES, before anything is sent. */
+  /**
+   * Replaces the value (an upsert); SHARED_RECORD_INVALID past SHARED_RECORD_MAX_BYTES, before
+   * anything is sent. A write stamped earlier than the stored value's is dropped: one given up
+   * by its caller may still commit on the server after a newer one, and must not undo it.
+   */
   async write(channelId: string, name: string, value: string, signal: AbortSignal): Promise<void> {
     checkName(name);
     const bytes = Buffer.byteLength(value, 'utf8');
@@ -63,7 +67,8 @@ export class PgChannelRecords {
       );
     await this.#query(
       `INSERT INTO channel_records (namespace, channel_id, name, value, updated_at) VALUES ($1, $2, $3, $4, $5)
-       ON CONFLICT (namespace, channel_id, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at`,
+       ON CONFLICT (namespace, channel_id, name) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at
+       WHERE channel_records.updated_at <= excluded.updated_at`,
       [this.namespace, channelId, name, value, Date.now()],
       signal,
     );

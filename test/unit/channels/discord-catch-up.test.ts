@@ -552,5 +552,38 @@ describe('the DM channels a Discord catch-up reads, shared in cluster mode', () 
     await loading;
     expect(stuck.ids).toEqual([]);
     expect(warnings.at(-1)).toMatch(/^the Discord DM channels other instances saw could not be read/);
+
+    // A listener stopping waits for PostgreSQL SHARED_DM_CHANNELS_TIMEOUT_MS at most, not once per queued write.
+    stuck.seen('1');
+    stuck.seen('2');
+    let flushed = false;
+    void stuck.flushed().then(() => (flushed = true));
+    await vi.advanceTimersByTimeAsync(SHARED_DM_CHANNELS_TIMEOUT_MS);
+    expect(flushed).toBe(true);
+  });
+
+  it('an instance whose read of the shared list failed never writes over it unread: its next write reads it first and keeps what the others saw, or is not made', async () => {
+    const shared = new MemoryRecord();
+    shared.value = JSON.stringify(['7', '8']);
+    let readFails = true;
+    const flaky: SharedRecord = {
+      read: (s) => (readFails ? Promise.reject(new CodedError('CLUSTER_UNAVAILABLE', 'PostgreSQL: timeout')) : shared.read(s)),
+      write: (v, s) => shared.write(v, s),
+    };
+    const warnings: string[] = [];
+    const dms = new KnownDmChannels(undefined, (_err, what) => warnings.push(what), flaky);
+    await dms.load(new AbortController().signal);
+    expect(dms.ids).toEqual([]);
+    // Still unreadable: the write is not made (it would leave only this DM for every later holder).
+    dms.seen('1');
+    await dms.flushed();
+    expect(shared.writes).toEqual([]);
+    expect(shared.ids()).toEqual(['7', '8']);
+    // Readable again: read, merged (this instance's newest first), then written.
+    readFails = false;
+    dms.seen('2');
+    await dms.flushed();
+    expect(shared.ids()).toEqual(['2', '1', '7', '8']);
+    expect(dms.ids).toEqual(['2', '1', '7', '8']);
   });
 });

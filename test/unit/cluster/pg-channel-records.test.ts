@@ -47,6 +47,17 @@ describe.skipIf(skip !== undefined)(`channel records in PostgreSQL${skip ? ` (sk
     expect(await b.record('dc', 'dm-channels').read(live())).toBe('["9"]');
   });
 
+  it('a write stamped before the stored value (one given up that commits late, after a newer one) does not undo it', async () => {
+    const p = await pool(2);
+    const ns = uniqueNamespace();
+    const rec = new PgChannelRecords(p, ns).record('dc', 'dm-channels');
+    await rec.write('["newer"]', live());
+    // As if the stored value were written after the write below was stamped.
+    await p.query('UPDATE channel_records SET updated_at = updated_at + 60000 WHERE namespace = $1', [ns]);
+    await rec.write('["older"]', live());
+    expect(await rec.read(live())).toBe('["newer"]');
+  });
+
   it('refuses a name outside the bound and a value over SHARED_RECORD_MAX_BYTES (counted in UTF-8 bytes) (SHARED_RECORD_INVALID), writing nothing', async () => {
     const records = new PgChannelRecords(await pool(2), uniqueNamespace());
     for (const name of ['', 'Upper', 'a'.repeat(65), 'with space', '../up', '-first', 'ü'])
