@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { ButtonStyle, Client, ComponentType, GatewayIntentBits, type Message, Partials, REST, Routes, SimpleShardingStrategy } from 'discord.js';
-import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, SharedRecord, TransportOptions } from '../../src/contracts/channel.js';
+import type { Button, ChannelAdapter, ChannelCapabilities, Deliver, OutgoingFile, TransportOptions } from '../../src/contracts/channel.js';
+import type { SharedRecord } from '../../src/contracts/shared-record.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { CodedError, errorMessage } from '../../src/contracts/errors.js';
@@ -27,10 +28,7 @@ export interface DiscordOptions {
   /** Gateway shards (`shards` in the config); 1 (the default) is an unsharded bot. */
   shards?: number;
   log: Logger;
-  /**
-   * Where the cursor (the creation time of the newest message stored) is kept across restarts, under the
-   * state dir; a `listenPart` of a sharded bot keeps its own beside it. Without one (tests), nothing is caught up.
-   */
+  /** The cursor (the newest stored message's creation time) under the state dir, a `listenPart` one of its own; none (tests): no catch-up. */
   cursorFile?: string;
   /** The inbox's duplicate window (ChannelContext.duplicateWindowMs): a catch-up reads nothing older. */
   duplicateWindowMs?: () => number;

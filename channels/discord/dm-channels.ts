@@ -1,6 +1,6 @@
 import { readFile } from 'node:fs/promises';
 import type { Logger } from 'pino';
-import type { SharedRecord } from '../../src/contracts/channel.js';
+import type { SharedRecord } from '../../src/contracts/shared-record.js';
 import { CodedError } from '../../src/contracts/errors.js';
 import { raceAbort, settleWithin } from '../../src/util/abortable.js';
 import { CoalescedFile } from '../../src/util/cursor-file.js';

@@ -1,5 +1,5 @@
 import pg from 'pg';
-import { SHARED_RECORD_MAX_BYTES, SHARED_RECORD_NAME, type SharedRecord } from '../contracts/channel.js';
+import { SHARED_RECORD_MAX_BYTES, SHARED_RECORD_NAME, type SharedRecord } from '../contracts/shared-record.js';
 import { CodedError, errorMessage } from '../contracts/errors.js';
 import { raceAbort } from '../util/abortable.js';
 import { checkOut, type CheckedOut } from './pg-checkout.js';

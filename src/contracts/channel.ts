@@ -2,6 +2,7 @@ import type { z } from 'zod';
 import type { HttpRoutes } from './http.js';
 import type { Logger } from 'pino';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './message.js';
+import type { SharedRecord } from './shared-record.js';
 
 /** What a platform can do; ReplyStream reads only this. */
 export interface ChannelCapabilities {
@@ -275,34 +276,11 @@ export interface ChannelContext {
    */
   listenerMoves?: boolean;
   /**
-   * Cluster mode only: a small record of this channel's own, named `name`, that every
-   * instance reads and writes (PostgreSQL, keyed by the cluster's namespace, the channel's
-   * `id` and `name`): what a listener that moves between instances must find wherever it
-   * runs next, such as the conversations its catch-up reads that the platform does not list.
-   * A write replaces the value, the last one wins (nothing is merged: a channel that keeps a
-   * list merges what it read itself). Bounded: `name` matches SHARED_RECORD_NAME and a value
-   * is at most SHARED_RECORD_MAX_BYTES of UTF-8; anything else is refused (CodedError SHARED_RECORD_INVALID)
-   * naming the bound. Both calls stop when `signal` aborts (rejecting with its reason), and
-   * reject (CLUSTER_UNAVAILABLE) when PostgreSQL fails or does not answer (a statement within
-   * 10 s): the channel bounds them in time itself, keeps its own copy in `stateDir` and goes on
-   * with it, so an outage never stops its listener. Absent on one node, where the channel's
-   * own file is all there is.
+   * Cluster mode only: the record `name` of this channel's own that every instance reads and
+   * writes (src/contracts/shared-record.ts): what a listener that moves between instances must
+   * find wherever it runs next. Absent on one node, where the channel's own file is all there is.
    */
   sharedRecord?(name: string): SharedRecord;
-}
-
-/** The most a SharedRecord's value holds, in bytes of UTF-8. */
-export const SHARED_RECORD_MAX_BYTES = 64 * 1024;
-
-/** A SharedRecord's name: 1 to 64 lowercase letters, digits, `.`, `_` and `-`, starting with a letter or digit. */
-export const SHARED_RECORD_NAME = /^[a-z0-9][a-z0-9._-]{0,63}$/;
-
-/** One record of a channel's shared by every instance (ChannelContext.sharedRecord). */
-export interface SharedRecord {
-  /** The value last written by any instance, or undefined when none was. */
-  read(signal: AbortSignal): Promise<string | undefined>;
-  /** Replaces the value for every instance; resolves once PostgreSQL committed it. */
-  write(value: string, signal: AbortSignal): Promise<void>;
 }
 
 /**

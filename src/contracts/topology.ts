@@ -1,4 +1,5 @@
-import type { ChannelAdapter, SharedRecord } from './channel.js';
+import type { ChannelAdapter } from './channel.js';
+import type { SharedRecord } from './shared-record.js';
 import type { ParsedCommand } from './commands.js';
 import type { ChannelMessage, MessageRef } from './message.js';
 

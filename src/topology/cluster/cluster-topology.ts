@@ -1,4 +1,5 @@
-import type { ChannelAdapter, SharedRecord } from '../../contracts/channel.js';
+import type { ChannelAdapter } from '../../contracts/channel.js';
+import type { SharedRecord } from '../../contracts/shared-record.js';
 import type { ParsedCommand } from '../../contracts/commands.js';
 import { CodedError } from '../../contracts/errors.js';
 import type { ChannelMessage, MessageRef } from '../../contracts/message.js';

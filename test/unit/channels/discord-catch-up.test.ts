@@ -5,7 +5,7 @@ import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { DiscordAdapter } from '../../../channels/discord/adapter.js';
 import { CATCH_UP_MAX_MESSAGES_PER_CHANNEL, MAX_KNOWN_DM_CHANNELS } from '../../../channels/discord/catch-up.js';
 import { KnownDmChannels, SHARED_DM_CHANNELS_TIMEOUT_MS } from '../../../channels/discord/dm-channels.js';
-import type { SharedRecord } from '../../../src/contracts/channel.js';
+import type { SharedRecord } from '../../../src/contracts/shared-record.js';
 import { CodedError } from '../../../src/contracts/errors.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { createLogger } from '../../../src/observe/logger.js';

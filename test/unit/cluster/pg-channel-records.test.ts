@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { PgChannelRecords } from '../../../src/cluster/pg-channel-records.js';
-import { SHARED_RECORD_MAX_BYTES } from '../../../src/contracts/channel.js';
+import { SHARED_RECORD_MAX_BYTES } from '../../../src/contracts/shared-record.js';
 import { CodedError } from '../../../src/contracts/errors.js';
 import { clusterSkipReason, uniqueNamespace } from '../../helpers/cluster.js';
 import { waitFor } from '../../helpers/daemon.js';
