@@ -30,8 +30,12 @@ export const withSlack = (): Promise<FakeSlack> => withStarted(new FakeSlack());
 export const slackChannel = (sl: FakeSlack, extra = ''): string =>
   `[[channels]]\nid = "sl"\ntype = "slack"\nbot_token_env = "SL_BOT"\napp_token_env = "SL_APP"\napi_url = "${sl.apiUrl}"\nallow_from = ["*"]\n${extra}`;
 
-/** A Slack adapter on the fake, as the daemon builds one for channel "sl" (Socket Mode, replies in threads, native streams), for tests of its calls; errors only are logged, to nowhere. */
-export const slackAdapterOn = (sl: FakeSlack, o: { listens?: boolean; reconnectMaxDelayMs?: number } = {}): SlackAdapter =>
+/**
+ * A Slack adapter on the fake, as the daemon builds one for channel "sl" (Socket Mode, replies in
+ * threads, native streams), for tests of its calls; errors only are logged, to nowhere, or with
+ * `logs` warnings and errors to it.
+ */
+export const slackAdapterOn = (sl: FakeSlack, o: { listens?: boolean; reconnectMaxDelayMs?: number; logs?: LogSink } = {}): SlackAdapter =>
   new SlackAdapter(
     {
       id: 'sl',
@@ -40,7 +44,7 @@ export const slackAdapterOn = (sl: FakeSlack, o: { listens?: boolean; reconnectM
       replyInThread: true,
       nativeStream: true,
       http: new HttpServer(),
-      log: createLogger({ level: 'error', destination: new LogSink(), pretty: false }),
+      log: createLogger({ level: o.logs ? 'warn' : 'error', destination: o.logs ?? new LogSink(), pretty: false }),
       ...(o.reconnectMaxDelayMs ? { reconnectMaxDelayMs: o.reconnectMaxDelayMs } : {}),
     },
     // With `listens`, the app token Socket Mode connects with.

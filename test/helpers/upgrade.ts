@@ -1,7 +1,11 @@
-import { readFileSync } from 'node:fs';
+import { EventEmitter } from 'node:events';
+import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { onTestFinished } from 'vitest';
+import type { ToOld } from '../../src/daemon/upgrade/protocol.js';
+import { Successor } from '../../src/daemon/upgrade/successor.js';
 import { waitFor } from './daemon.js';
 import { scaled } from './timing.js';
 
@@ -70,4 +74,76 @@ export function pollHealth(url: string, o: { intervalMs?: number; loops?: number
       return { polls, failed };
     },
   };
+}
+
+/**
+ * A new process's link to an old one (Successor.attach) over an in-memory channel the test
+ * speaks for the old process: `fromOld` gives it a message, `gone` closes the channel, `sent`
+ * is what it told the old one. `disconnect` is what its own disconnect does (nothing, or the
+ * channel closing: `() => link.gone()`).
+ */
+export function linkedSuccessor(disconnect: (link: { gone: () => void }) => void = () => {}) {
+  const port = new EventEmitter();
+  const sent: ToOld[] = [];
+  const gone = () => void port.emit('disconnect');
+  const successor = Successor.attach({
+    send: (m) => void sent.push(m),
+    onMessage: (l) => void port.on('message', l),
+    onDisconnect: (l) => void port.once('disconnect', l),
+    disconnect: () => disconnect({ gone }),
+  });
+  return { successor, sent, fromOld: (m: unknown) => void port.emit('message', m), gone };
+}
+
+/**
+ * A stand-in for the new build: records what it is told, never says ready, and ends when the
+ * old process closes the channel (a SIGTERM, as the daemon's stop, takes a while). Its pid is
+ * written last: a test that has read it may signal it, and a SIGTERM before its handler was
+ * in place killed it (on a CPU-starved machine, between two lines) before it read the abort.
+ */
+export const NEVER_READY = `
+const fs = require('node:fs');
+process.on('message', (m) => fs.appendFileSync(process.env.CHANNELD_TEST_CHILD_PID + '.got', JSON.stringify(m) + '\\n'));
+const keep = setInterval(() => {}, 60000);
+const end = () => { clearInterval(keep); process.exit(0); };
+process.on('SIGTERM', () => {});
+process.on('disconnect', end);
+fs.writeFileSync(process.env.CHANNELD_TEST_CHILD_PID, String(process.pid));
+`;
+
+/** One that says ready at once. */
+export const READY = `${NEVER_READY}
+process.send({ t: 'ready' });
+`;
+
+/**
+ * A stand-in for the new build, for a real Predecessor over a real IPC channel: `scripts` are
+ * written to a temp dir (run one with `upgrade({ exec: script(name) })`), the child writes its
+ * pid to `pidFile` (CHANNELD_TEST_CHILD_PID) and what it is told beside it (`.got`), and any
+ * open descriptor stands in for the listening socket (`fd`). `cleanup` kills a child left
+ * running, puts the variable back and removes the dir.
+ */
+export function standInChild(prefix: string, scripts: Record<string, string>) {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  for (const [name, text] of Object.entries(scripts)) writeFileSync(join(dir, name), text);
+  const pidFile = join(dir, 'child.pid');
+  const before = process.env.CHANNELD_TEST_CHILD_PID;
+  process.env.CHANNELD_TEST_CHILD_PID = pidFile;
+  const fd = openSync(join(dir, 'socket'), 'w');
+  const childPid = () => {
+    try {
+      return Number(readFileSync(pidFile, 'utf8'));
+    } catch {
+      return 0;
+    }
+  };
+  const cleanup = () => {
+    const pid = childPid();
+    if (pid && !gone(pid)) process.kill(pid, 'SIGKILL');
+    if (before === undefined) delete process.env.CHANNELD_TEST_CHILD_PID;
+    else process.env.CHANNELD_TEST_CHILD_PID = before;
+    closeSync(fd);
+    rmSync(dir, { recursive: true, force: true });
+  };
+  return { script: (name: string) => join(dir, name), pidFile, fd, childPid, cleanup };
 }

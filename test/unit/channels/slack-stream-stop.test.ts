@@ -1,14 +1,12 @@
 import { describe, expect, it } from 'vitest';
-import { SlackAdapter } from '../../../channels/slack/adapter.js';
+import type { SlackAdapter } from '../../../channels/slack/adapter.js';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import type { ReplyTarget } from '../../../src/contracts/message.js';
-import { HttpServer } from '../../../src/observe/http-server.js';
-import { createLogger } from '../../../src/observe/logger.js';
 import { ReplyStream, STOP_MARKER } from '../../../src/stream/reply-stream.js';
 import type { FakeSlack } from '../../fakes/slack/server.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
 import { withChannelDaemon } from '../../helpers/fixtures.js';
-import { slackChannel, slackEnv, withSlack } from '../../helpers/platforms.js';
+import { slackAdapterOn, slackChannel, slackEnv, withSlack } from '../../helpers/platforms.js';
 import { echoAgent } from '../../helpers/toml.js';
 
 const done: AgentEvent = { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
@@ -17,19 +15,7 @@ const DM: ReplyTarget = { channelId: 'sl', chatId: 'D0DM0001', chatType: 'dm', t
 /** A Slack adapter on the fake as the daemon builds one (native streams, replies in threads), its log lines kept. */
 function adapterOn(sl: FakeSlack) {
   const logs = new LogSink();
-  const adapter = new SlackAdapter(
-    {
-      id: 'sl',
-      mode: 'socket',
-      apiUrl: sl.apiUrl,
-      replyInThread: true,
-      nativeStream: true,
-      http: new HttpServer(),
-      log: createLogger({ level: 'warn', destination: logs, pretty: false }),
-    },
-    { botToken: sl.botToken },
-  );
-  return { adapter, logs };
+  return { adapter: slackAdapterOn(sl, { logs }), logs };
 }
 
 /**

@@ -1,39 +1,19 @@
-import { EventEmitter } from 'node:events';
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Predecessor } from '../../../src/daemon/upgrade/predecessor.js';
 import { frozenMessages, MAX_BUSY_PARTS, MAX_BUSY_SCOPES, MAX_SCOPE_CHARS, parseToNew } from '../../../src/daemon/upgrade/protocol.js';
-import { Successor } from '../../../src/daemon/upgrade/successor.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { gone } from '../../helpers/upgrade.js';
-
-/** A stand-in for the new build: says ready at once, records what it is told, ends when the old process lets go. */
-const READY = `
-const fs = require('node:fs');
-process.on('message', (m) => fs.appendFileSync(process.env.CHANNELD_TEST_CHILD_PID + '.got', JSON.stringify(m) + '\\n'));
-const keep = setInterval(() => {}, 60000);
-process.on('disconnect', () => { clearInterval(keep); process.exit(0); });
-fs.writeFileSync(process.env.CHANNELD_TEST_CHILD_PID, String(process.pid));
-process.send({ t: 'ready' });
-`;
+import { gone, linkedSuccessor, READY, standInChild } from '../../helpers/upgrade.js';
 
 /** A new process's link over an in-memory channel: `fromOld` gives it what the old one sent. */
 function linked() {
-  const port = new EventEmitter();
-  const successor = Successor.attach({
-    send: () => {},
-    onMessage: (l) => void port.on('message', l),
-    onDisconnect: (l) => void port.once('disconnect', l),
-    disconnect: () => {},
-  });
+  const { successor, fromOld, gone } = linkedSuccessor();
   let busy: string[] | undefined;
   void successor.frozen.then((b) => (busy = b));
   return {
-    fromOld: (m: unknown) => void port.emit('message', m),
-    gone: () => void port.emit('disconnect'),
+    fromOld,
+    gone,
     // The promise's callback runs on a later microtask; a macrotask is past it.
     frozen: async () => (await new Promise((r) => setImmediate(r)), busy),
   };
@@ -49,14 +29,9 @@ describe('upgrade: the busy list at the freeze', () => {
   // with an unfinished item) went in one `frozen` the new process's parser rejected whole:
   // it started no turn in any conversation until the old process had exited, then ran them all.
   it('a list over the bound reaches the new process whole, in bounded messages over the real channel', async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'channeld-upgrade-busy-'));
-    const script = join(dir, 'ready.cjs');
-    writeFileSync(script, READY);
-    const pidFile = join(dir, 'child.pid');
-    const before = process.env.CHANNELD_TEST_CHILD_PID;
-    process.env.CHANNELD_TEST_CHILD_PID = pidFile;
-    // Any open descriptor stands in for the listening socket.
-    const fd = openSync(join(dir, 'socket'), 'w');
+    const child = standInChild('channeld-upgrade-busy-', { 'ready.cjs': READY });
+    cleanup.push(child.cleanup);
+    const { childPid, pidFile, fd } = child;
     const busy = Array.from({ length: 2 * MAX_BUSY_SCOPES + 7 }, (_, i) => `tg:${i}`);
     const predecessor = new Predecessor({
       log: createLogger({ level: 'silent' }),
@@ -66,23 +41,8 @@ describe('upgrade: the busy list at the freeze', () => {
       watchStored: () => () => 0,
       notify: async () => {},
     });
-    const childPid = () => {
-      try {
-        return Number(readFileSync(pidFile, 'utf8'));
-      } catch {
-        return 0;
-      }
-    };
-    cleanup.push(() => {
-      const pid = childPid();
-      if (pid && !gone(pid)) process.kill(pid, 'SIGKILL');
-      if (before === undefined) delete process.env.CHANNELD_TEST_CHILD_PID;
-      else process.env.CHANNELD_TEST_CHILD_PID = before;
-      closeSync(fd);
-      rmSync(dir, { recursive: true, force: true });
-    });
 
-    expect(await predecessor.upgrade({ exec: script })).toMatchObject({ ok: true });
+    expect(await predecessor.upgrade({ exec: child.script('ready.cjs') })).toMatchObject({ ok: true });
     // Everything it sent before it let go: `done` is the last message.
     await predecessor.finish();
     const got = await waitFor(() => {

@@ -1,29 +1,14 @@
-import { EventEmitter } from 'node:events';
 import { describe, expect, it } from 'vitest';
-import type { ToOld } from '../../../src/daemon/upgrade/protocol.js';
 import { Upgrades } from '../../../src/daemon/upgrade/service.js';
-import { Successor } from '../../../src/daemon/upgrade/successor.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
-
-/** A new process's link to an old one, over an in-memory channel the test speaks for the old process. */
-function linked() {
-  const port = new EventEmitter();
-  const sent: ToOld[] = [];
-  const successor = Successor.attach({
-    send: (m) => void sent.push(m),
-    onMessage: (l) => void port.on('message', l),
-    onDisconnect: (l) => void port.once('disconnect', l),
-    disconnect: () => {},
-  });
-  return { successor, sent, fromOld: (m: unknown) => void port.emit('message', m) };
-}
+import { linkedSuccessor } from '../../helpers/upgrade.js';
 
 describe('upgrade: a process started by an upgrade refuses another until its hand-over finished', () => {
   // A third process started while this one still held back the old one's conversations
   // (their turns still running there) knew of neither, and answered the same message again.
   it('refuses (coded, logged) before it is ready and while the old process still runs turns; accepts once they ended', async () => {
-    const { successor, sent, fromOld } = linked();
+    const { successor, sent, fromOld } = linkedSuccessor();
     const sink = new LogSink();
     let tracked = 0;
     const waiting: Array<ReadonlySet<string>> = [];
@@ -76,18 +61,12 @@ describe('upgrade: a process started by an upgrade refuses another until its han
   // old process gone, the new one took over (ran turns, kept the run files) though the old
   // one serves on.
   it('after `abort` the channel closing is not the old process gone: nothing is taken over', async () => {
-    const port = new EventEmitter();
-    const successor = Successor.attach({
-      send: () => {},
-      onMessage: (l) => void port.on('message', l),
-      onDisconnect: (l) => void port.once('disconnect', l),
-      disconnect: () => {},
-    });
+    const { successor, fromOld, gone } = linkedSuccessor();
     let frozen = false;
     void successor.frozen.then(() => (frozen = true));
     const taken = successor.take('tg');
-    port.emit('message', { t: 'abort' });
-    port.emit('disconnect');
+    fromOld({ t: 'abort' });
+    gone();
     // A listener asked for is not held up (its process is being stopped anyway).
     expect(await taken).toBeUndefined();
     await new Promise((r) => setImmediate(r));

@@ -1,6 +1,4 @@
-import { closeSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, onTestFailed } from 'vitest';
 import type { Daemon } from '../../../src/daemon/daemon.js';
 import { untilSignalled } from '../../../src/daemon/signals.js';
@@ -9,28 +7,7 @@ import { ListenerGate } from '../../../src/daemon/upgrade/listeners.js';
 import { Predecessor } from '../../../src/daemon/upgrade/predecessor.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
-import { gone } from '../../helpers/upgrade.js';
-
-/**
- * A stand-in for the new build: records what it is told, never says ready, and ends when the
- * old process closes the channel (a SIGTERM, as the daemon's stop, takes a while). Its pid is
- * written last: a test that has read it may signal it, and a SIGTERM before its handler was
- * in place killed it (on a CPU-starved machine, between two lines) before it read the abort.
- */
-const NEVER_READY = `
-const fs = require('node:fs');
-process.on('message', (m) => fs.appendFileSync(process.env.CHANNELD_TEST_CHILD_PID + '.got', JSON.stringify(m) + '\\n'));
-const keep = setInterval(() => {}, 60000);
-const end = () => { clearInterval(keep); process.exit(0); };
-process.on('SIGTERM', () => {});
-process.on('disconnect', end);
-fs.writeFileSync(process.env.CHANNELD_TEST_CHILD_PID, String(process.pid));
-`;
-
-/** One that says ready at once. */
-const READY = `${NEVER_READY}
-process.send({ t: 'ready' });
-`;
+import { gone, NEVER_READY, READY, standInChild } from '../../helpers/upgrade.js';
 
 describe('upgrade: the old process stops, or cannot start the new build', () => {
   const cleanup: Array<() => void> = [];
@@ -39,16 +16,10 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
   });
 
   function setup(timeoutMs = 60_000) {
-    const dir = mkdtempSync(join(tmpdir(), 'channeld-upgrade-stop-'));
-    const script = join(dir, 'never-ready.cjs');
-    writeFileSync(script, NEVER_READY);
-    const ready = join(dir, 'ready.cjs');
-    writeFileSync(ready, READY);
-    const pidFile = join(dir, 'child.pid');
-    const before = process.env.CHANNELD_TEST_CHILD_PID;
-    process.env.CHANNELD_TEST_CHILD_PID = pidFile;
-    // Any open descriptor stands in for the listening socket.
-    const fd = openSync(join(dir, 'socket'), 'w');
+    const child = standInChild('channeld-upgrade-stop-', { 'never-ready.cjs': NEVER_READY, 'ready.cjs': READY });
+    cleanup.push(child.cleanup);
+    const { childPid, pidFile, fd } = child;
+    const [script, ready] = [child.script('never-ready.cjs'), child.script('ready.cjs')];
     const sink = new LogSink();
     let tracking = 0;
     let recoveries = 0;
@@ -64,21 +35,6 @@ describe('upgrade: the old process stops, or cannot start the new build', () => 
       },
       notify: async (fields) => void notified.push(fields),
       onRecovered: () => void recoveries++,
-    });
-    const childPid = () => {
-      try {
-        return Number(readFileSync(pidFile, 'utf8'));
-      } catch {
-        return 0;
-      }
-    };
-    cleanup.push(() => {
-      const pid = childPid();
-      if (pid && !gone(pid)) process.kill(pid, 'SIGKILL');
-      if (before === undefined) delete process.env.CHANNELD_TEST_CHILD_PID;
-      else process.env.CHANNELD_TEST_CHILD_PID = before;
-      closeSync(fd);
-      rmSync(dir, { recursive: true, force: true });
     });
     return { predecessor, script, ready, sink, childPid, pidFile, notified, tracking: () => tracking, recoveries: () => recoveries };
   }

@@ -1,4 +1,3 @@
-import { EventEmitter } from 'node:events';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -7,15 +6,15 @@ import { loadConfig } from '../../../src/config/load.js';
 import { LiveConfig } from '../../../src/daemon/config-service.js';
 import { Reloader } from '../../../src/daemon/reload.js';
 import { ChannelTable, defineComponent, serviceNames, type Services } from '../../../src/daemon/services.js';
-import type { ToOld } from '../../../src/daemon/upgrade/protocol.js';
 import { Upgrades } from '../../../src/daemon/upgrade/service.js';
-import { SUCCESSOR_ENV, Successor } from '../../../src/daemon/upgrade/successor.js';
+import { SUCCESSOR_ENV } from '../../../src/daemon/upgrade/successor.js';
 import { Kernel } from '../../../src/kernel/kernel.js';
 import { createLogger } from '../../../src/observe/logger.js';
 import { Metrics } from '../../../src/observe/metrics.js';
 import { LiveUsage } from '../../../src/workspace/live-usage.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
 import { kinds } from '../../helpers/kinds.js';
+import { linkedSuccessor } from '../../helpers/upgrade.js';
 
 /**
  * The new process of an upgrade as a reload sees it: the Reloader on a kernel with the
@@ -27,14 +26,8 @@ function newProcess(dir: string, linked = true) {
   const file = join(dir, 'daemon.config.toml');
   const write = (level: string) => writeFileSync(file, `[daemon]\nstate_dir = "${join(dir, 'state')}"\nlog_level = "${level}"\n`);
   write('debug');
-  const port = new EventEmitter();
-  const sent: ToOld[] = [];
-  const successor = Successor.attach({
-    send: (m) => void sent.push(m),
-    onMessage: (l) => void port.on('message', l),
-    onDisconnect: (l) => void port.once('disconnect', l),
-    disconnect: () => void port.emit('disconnect'),
-  });
+  // Its own disconnect closes the channel, as a real one does.
+  const { successor, sent, fromOld } = linkedSuccessor((link) => link.gone());
   const sink = new LogSink();
   const log = createLogger({ level: 'debug', destination: sink, pretty: false });
   const upgrades = new Upgrades(
@@ -77,7 +70,7 @@ function newProcess(dir: string, linked = true) {
     upgrades,
     sink,
     sent,
-    fromOld: (m: unknown) => void port.emit('message', m),
+    fromOld,
     write,
   };
 }
