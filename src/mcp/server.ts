@@ -1,6 +1,6 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { StreamableHTTPClientTransport, StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, McpError, ToolListChangedNotificationSchema, type CallToolResult, type Tool as McpTool } from '@modelcontextprotocol/sdk/types.js';
 import { backoffSchema, type BackoffConfig, type McpServerConfig } from '../config/schema.js';
@@ -11,6 +11,7 @@ import { settleWithin } from '../util/abortable.js';
 import { VERSION } from '../util/version.js';
 import { ANSWER_TOO_LARGE, boundedMcpFetch } from './http-bound.js';
 import { listToolsBounded } from './list-tools.js';
+import { lostSessionStatus, type LostSessionStatus } from './lost-session.js';
 import { throttleStdio } from './stdio-buffer.js';
 import { modelToolNames, toolName } from './tool-names.js';
 
@@ -56,9 +57,10 @@ export const TOOLS_RELIST_DEBOUNCE_MS = 300;
  * A connection lists the server's tools; when the server dies the tools disappear until the
  * next connection lists them again, and so does the server's notifications/tools/list_changed
  * (the next turn is offered what it lists then). A Streamable HTTP session the server no
- * longer knows (HTTP 404: it restarted, or the session expired) is replaced by a new one
- * within the same connection, as the MCP spec requires of a client; the SDK alone would keep
- * sending the dead session id.
+ * longer knows (it restarted, or the session expired) is replaced by a new one within the
+ * same connection, as the MCP spec requires of a client; the SDK alone would keep sending the
+ * dead session id. The spec's answer to such a session is HTTP 404; a 400 whose text names
+ * the session counts too (lostSessionStatus: servers built on the SDKs' older examples).
  */
 export class McpServer {
   readonly agent: string;
@@ -73,7 +75,7 @@ export class McpServer {
   #drop: ((err: Error) => void) | undefined;
   /** The current connection's stop signal and its supervisor's "connected" (a new session counts as a connection). */
   #connection: { signal: AbortSignal; onConnected: () => void } | undefined;
-  /** The session being (or last) replaced, and its replacement: calls that meet the same 404 share it. */
+  /** The session being (or last) replaced, and its replacement: calls that meet the same lost session share it. */
   #renewal: { stale: Client; fresh: Promise<Client> } | undefined;
   /** The pending tools/list after a list_changed, and the latest listing started (an older one that ends later is not kept). */
   #relistTimer: NodeJS.Timeout | undefined;
@@ -169,10 +171,11 @@ export class McpServer {
     try {
       return await this.#callOn(client, tool, args, o, o.timeoutMs);
     } catch (err) {
-      // A 404 to a request that carried a session id: the server does not know the session, so
-      // it ran nothing. Once on a new session; a second 404 is the server's to explain.
-      if (!(hadSession && err instanceof StreamableHTTPError && err.code === 404) || o.signal.aborted) throw this.#callError(err, tool, o);
-      const fresh = this.#renew(client);
+      // A request that carried a session id refused for that session (404, or a 400 naming it):
+      // the server ran nothing. Once on a new session; a second refusal is the server's to explain.
+      const lost = hadSession ? lostSessionStatus(err) : undefined;
+      if (lost === undefined || o.signal.aborted) throw this.#callError(err, tool, o);
+      const fresh = this.#renew(client, lost);
       if (!(await settleWithin(fresh, deadline - Date.now(), o.signal))) {
         if (o.signal.aborted) throw o.signal.reason ?? err;
         throw new CodedError('MCP_TOOL_TIMEOUT', `${this.config.name}__${tool} did not answer within ${o.timeoutMs} ms (a new session was being started)`);
@@ -213,13 +216,14 @@ export class McpServer {
 
   /**
    * A new session in place of `stale` (initialize, tools listed again): one however many calls
-   * met the 404. When it cannot be started the connection ends and the supervisor retries.
+   * met its loss (`status` is the first one's, for the log). When it cannot be started the
+   * connection ends and the supervisor retries.
    */
-  #renew(stale: Client): Promise<Client> {
+  #renew(stale: Client, status: LostSessionStatus): Promise<Client> {
     if (this.#renewal?.stale === stale) return this.#renewal.fresh;
     const connection = this.#connection;
     if (!connection || this.#client !== stale) return Promise.reject(new CodedError('MCP_UNAVAILABLE', `MCP server "${this.config.name}" is not connected`));
-    this.#log.warn(`MCP server ${this.config.name} no longer knows the session (HTTP 404); starting a new one`);
+    this.#log.warn({ status }, `MCP server ${this.config.name} no longer knows the session (HTTP ${status}); starting a new one`);
     const fresh = this.#open(connection.signal).then(
       (client) => {
         stale.onclose = undefined;
