@@ -80,7 +80,7 @@ function stopAbandoned(
         if (retryAfterMs === undefined || signal.aborted) {
           d.log.warn(
             { chat: channel, ts, err: errorMessage(err) },
-            "a cut reply's Slack stream could not be stopped; Slack shows it streaming until it expires",
+            'a Slack stream its reply gave up on could not be stopped; Slack shows it streaming until it expires',
           );
           return;
         }
@@ -99,9 +99,10 @@ function stopAbandoned(
  * (Slack's reference: stop it with chat.stopStream when no more text goes; chat.update on a
  * message still streaming is nowhere said to work) and the message goes on as an edited one,
  * without another message. An append Slack fails the same way stops the stream before the reply falls
- * back to editing its message. A reply cut by its signal (a hard stop, a lost lease) sends
- * nothing more, in flight or later: its stream is stopped here instead, once (stopAbandoned),
- * as is one Slack started for a start whose call was cut.
+ * back to editing its message, and so does a final stop Slack fails (a 429 aside). A reply cut by its
+ * signal (a hard stop, a lost lease) sends nothing more, in flight or later: its stream is stopped
+ * here instead, once (stopAbandoned), as is one its reply released (the final text given up on:
+ * 429s past its deadline) and one Slack started for a start whose call was cut.
  */
 export async function openSlackStream(
   d: SlackStreamDeps,
@@ -138,7 +139,7 @@ export async function openSlackStream(
   /** The last append or stop sent: it may land after its call was cut. */
   let last: Promise<unknown> = Promise.resolve();
   let abandoned = false;
-  /** The reply gave up on the stream (its signal aborted): nothing of it stops the stream, so this does, once. */
+  /** The reply gave up on the stream (its signal aborted, or it released it): nothing of it stops the stream, so this does, once. */
   const abandon = () => {
     options.signal.removeEventListener('abort', abandon);
     if (abandoned || !streaming) return;
@@ -171,10 +172,14 @@ export async function openSlackStream(
       throw err;
     }
   };
-  /** Best effort, before a failure goes to the reply (which then edits the message): no message is left streaming. */
+  /**
+   * Best effort, before a failure goes to the reply (which then edits the message): no message is left streaming.
+   * A stream Slack says has ended is noted, so a release after it sends nothing.
+   */
   const stopQuietly = async (err: unknown, signal: AbortSignal) => {
     const rateLimited = err instanceof ChannelError && err.retryAfterMs !== undefined;
-    if (!rateLimited && !notStreaming(err) && !signal.aborted) await stop(signal).catch(() => {});
+    if (notStreaming(err)) ended();
+    else if (!rateLimited && !signal.aborted) await stop(signal).catch(() => {});
   };
   return {
     ref,
@@ -199,15 +204,23 @@ export async function openSlackStream(
     finish: (raw, o) =>
       unlessCut(o, async () => {
         const text = slackStreamText(raw, true);
-        if (streaming && text.startsWith(sent)) {
-          if (await stop(o.signal, text.slice(sent.length))) {
-            sent = text;
-            return ref;
-          }
-        } else if (streaming) await stop(o.signal);
+        try {
+          if (streaming && text.startsWith(sent)) {
+            if (await stop(o.signal, text.slice(sent.length))) {
+              sent = text;
+              return ref;
+            }
+          } else if (streaming) await stop(o.signal);
+        } catch (err) {
+          // A 429 leaves it to the reply's next try; any other failure and the reply edits the message instead.
+          await stopQuietly(err, o.signal);
+          throw err;
+        }
         // The stream ended without this text (Slack expired it) or could not take it: the message is edited to it.
         await d.edit(ref, raw, o);
         return ref;
       }),
+    // Its own bound (stopAbandoned): no reply waits for it, and a stop in flight settles first.
+    release: abandon,
   };
 }

@@ -100,6 +100,8 @@ export interface NativeStream {
    * with the drafts and goes the moment the answer is complete, waiting only out a 429.
    */
   finishSendsMessage?: boolean;
+  /** The reply makes no more calls on this stream and did not end it (gave up on its end, went on without it): a stream still open must end itself, once, under its own bound. */
+  release?(): void;
   /**
    * The message the stream posted (a chat stream that starts as a message), known when it
    * opened or once its first `update` was answered. It is stored with the reply's messages as

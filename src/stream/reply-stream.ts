@@ -173,10 +173,9 @@ export class ReplyStream {
     const signal = this.#signal;
     try {
       if (this.#nativeState === 'unopened') {
-        // A reply that ends, or outgrows one message, before its first draft needs no stream;
-        // where the chat has none (a group, a client without corrections) nothing went out.
-        // Either way the text goes as messages in this same step, not an interval later; if
-        // the turn ended while the open was pending, as its final text, whole.
+        // A reply that ends, or outgrows one message, before its first draft needs no stream; where the chat has
+        // none (a group, a client without corrections) nothing went out. Either way the text goes as messages in
+        // this same step, not an interval later; if the turn ended while the open was pending, as its final text, whole.
         if (!final && desired.length === 1) {
           // An open may post the message (a chat stream's start): as any new message, once
           // its id can be stored; a turn that ended meanwhile opens nothing.
@@ -225,7 +224,8 @@ export class ReplyStream {
       // Its user stopped the answer on the platform: nothing more of it goes, in any form (no fallback to messages).
       if (err instanceof ChannelError && err.code === 'REPLY_STOPPED_BY_USER') return !(this.#nativeState = 'stopped');
       this.#nativeState = 'off';
-      // The stream's own message, where it posted one, carries the rest (edited, not posted again).
+      // Gone on without: a stream still open ends itself (release); its own message, where it posted one, carries the rest (edited, not posted again).
+      this.#native?.release?.();
       if (this.#native?.ref) this.#shown[0] = { ref: this.#native.ref, text: undefined };
       this.#o.onFallback?.();
       return true;
@@ -315,9 +315,8 @@ export class ReplyStream {
         await sleepUntil(this.#pacing.nextAtMs, this.#signal, this.#onWake);
         this.#interrupt = undefined;
         if (await this.#firstVisibleOfOthers()) {
-          // Held back by a burst: the draft goes one interval later, so a turn that ends
-          // meanwhile sends its final text at once, not a draft that would push the final edit
-          // a floor later.
+          // Held back by a burst: the draft goes one interval later, so a turn that ends meanwhile sends its
+          // final text at once, not a draft that would push the final edit a floor later.
           this.#pacing.nextAtMs = Date.now() + this.#pacing.intervalMs;
           this.#dirty = true;
           continue;
@@ -348,9 +347,10 @@ export class ReplyStream {
       }
       return await this.#final();
     } finally {
-      // What the reply left in flight (a typing request never awaited) is of no use now and
-      // goes with it; then nothing of the reply waits on the hard stop any more. (Only then:
-      // an abort is an event dispatched, and most replies leave nothing behind.)
+      // A native stream the reply leaves open (its end not delivered, or cut) ends itself: nothing else would end it.
+      if (this.#nativeState === 'active') this.#native?.release?.();
+      // What the reply left in flight (a typing request never awaited) is of no use now and goes with it; then nothing
+      // of the reply waits on the hard stop any more. (Only then: an abort is an event dispatched, and most replies leave nothing behind.)
       if (this.#typingIndicator?.inFlight) this.#stop.abort(TURN_ENDED);
       unlinkAbort(this.#o.signal, this.#stop);
     }
