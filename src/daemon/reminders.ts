@@ -2,6 +2,7 @@ import { CodedError } from '../contracts/errors.js';
 import type { ChannelMessage } from '../contracts/message.js';
 import type { Logger } from '../observe/logger.js';
 import type { Reminder, Reminders } from '../store/reminders.js';
+import { runKeyedBatch } from './keyed-batch.js';
 import { FIRING_PREFIX, reminderDefinition } from './reminder-commands.js';
 import { defineComponent } from './services.js';
 
@@ -9,7 +10,14 @@ import { defineComponent } from './services.js';
 const MAX_WAIT_MS = 60_000;
 /** Cluster mode: how often an instance looks for reminders another instance set (a cheap MIN over an index). */
 const CLUSTER_RESCAN_MS = 3000;
-/** Cluster mode: how long a due reminder an instance took is left to it before another may fire it. */
+/**
+ * Cluster mode: how long a due reminder an instance took is left to it before another may fire
+ * it. It covers a whole batch: its firings overlap (FIRING_CONCURRENCY) and each starts at the
+ * latest once those before it finished, so the batch takes no longer than its firings one
+ * after another (each an inbox write and two updates), far below this while storage takes
+ * writes. A firing held for degraded storage may outlast it; its inbox key then makes another
+ * instance's firing of it a duplicate.
+ */
 const CLAIM_MS = 60_000;
 /**
  * After the store could not be read, or a firing could not be stored (its channel not known
@@ -24,6 +32,13 @@ const RETRY_MS = 1000;
 const UNKNOWN_CHANNEL_KEEP_MS = 86_400_000;
 /** Firings handled per wake-up; the rest follow at once after. */
 const BATCH = 50;
+/**
+ * Firings of a batch in flight at once. Each awaits its durable inbox write, which the inbox
+ * group-commits, so firings started together share a commit instead of queueing one commit
+ * each (500 reminders set for 09:00 reached the last user 500 commits late). Bounded so a
+ * batch does not take all of the store's connections nor fill a degraded channel's hold at once.
+ */
+export const FIRING_CONCURRENCY = 16;
 
 /** The inbox key of one firing: a reminder fires at most once per fire time, whoever tries. */
 export const firingId = (r: Pick<Reminder, 'id' | 'fireAt'>): string => `reminder:${r.id}:${r.fireAt}`;
@@ -45,7 +60,8 @@ export interface ReminderSchedulerOptions {
  * reminder id and fire time, so a retry after kill -9 finds it stored and adds nothing);
  * only then is the reminder marked fired. The stored item is answered by `reminderHook`.
  * A firing that cannot be stored is put off in the store (backoff), so the reminders after it
- * still fire and no wait is shorter than its backoff.
+ * still fire and no wait is shorter than its backoff. A batch's firings overlap (up to
+ * FIRING_CONCURRENCY), except a conversation's, which are stored one after the other in order.
  */
 export class ReminderScheduler {
   readonly #store: Reminders;
@@ -110,15 +126,25 @@ export class ReminderScheduler {
     let retry = false;
     try {
       const due = await this.#store.claimDue(Date.now(), BATCH, CLAIM_MS);
-      for (const [i, r] of due.entries()) {
-        if (this.#closed) return;
-        if ((await this.#fireOne(r)) === 'stop') {
-          await this.#handBack(due.slice(i));
-          // Not at once: every firing would be refused again until close().
-          retry = true;
-          break;
-        }
+      // Refused because the daemon stops: these were not stored, so they are handed back.
+      const refused = new Set<Reminder>();
+      // After a refusal, a store failure or close() nothing more starts; the ones in flight
+      // finish (fired, put off or refused: each exactly one), and all are awaited here.
+      const { notStarted, failure } = await runKeyedBatch(due, {
+        limit: FIRING_CONCURRENCY,
+        keyOf: orderKey,
+        go: () => refused.size === 0 && !this.#closed,
+        run: async (r) => {
+          if ((await this.#fireOne(r)) === 'stop') refused.add(r);
+        },
+      });
+      if (refused.size) {
+        const rest = new Set<Reminder>(notStarted);
+        await this.#handBack(due.filter((r) => refused.has(r) || rest.has(r)));
+        // Not at once: every firing would be refused again until close().
+        retry = true;
       }
+      if (failure) throw failure.err;
     } catch (err) {
       retry = true;
       this.#log.warn({ err, retry_ms: this.#retryMs }, 'the reminders could not be read or updated; trying again');
@@ -192,6 +218,14 @@ export class ReminderScheduler {
     clearTimeout(this.#timer);
   }
 }
+
+/**
+ * Which firings are stored one after the other (in the batch's order: fire_at, id), so a
+ * conversation's enter its inbox in order. The chat (and thread), not the scope stored when it
+ * was set: a reload may have changed the channel's `scope` since, and every conversation lies
+ * within one chat either way.
+ */
+const orderKey = (r: Reminder): string => JSON.stringify([r.channelId, r.chat.id, r.threadId ?? null]);
 
 function firingMessage(r: Reminder): ChannelMessage {
   return {
