@@ -2,6 +2,7 @@ import type { FetchLike } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { CodedError } from '../contracts/errors.js';
 import { EventBytes } from '../agent/output-cap.js';
 import { readCapped } from '../util/read-capped.js';
+import { thinProgressEvents } from './sse-progress.js';
 import { MAX_STDIO_MESSAGE_BYTES } from './stdio-buffer.js';
 
 /** Bytes one message from a Streamable HTTP server may have: the stdio bound. */
@@ -22,6 +23,7 @@ export const ANSWER_TOO_LARGE = -32099;
  * or one event of a stream) is replaced by a JSON-RPC error for that request
  * (`ANSWER_TOO_LARGE`), so the call fails at once instead of waiting for its timeout; an
  * event of the stream the server opens on its own ends that stream (the SDK opens it again).
+ * A stream's progress notifications are thinned before the SDK parses them (thinProgressEvents).
  */
 export function boundedMcpFetch(maxBytes = MAX_HTTP_MESSAGE_BYTES, inner: FetchLike = fetch): FetchLike {
   return async (url, init) => {
@@ -33,7 +35,9 @@ export function boundedMcpFetch(maxBytes = MAX_HTTP_MESSAGE_BYTES, inner: FetchL
     const rebuilt = (body: ConstructorParameters<typeof Response>[0]) => new Response(body, { status: res.status, statusText: res.statusText, headers });
     if (res.status >= 400) return rebuilt(await readHead(res.body, MAX_HTTP_ERROR_BODY_BYTES));
     const ids = () => requestIds(init?.body);
-    if (mediaType(res.headers.get('content-type')) === 'text/event-stream') return rebuilt(res.body.pipeThrough(eventBound(maxBytes, ids)));
+    // Bounded first, so the thinning (which holds an event whole) never holds more than one bounded event.
+    if (mediaType(res.headers.get('content-type')) === 'text/event-stream')
+      return rebuilt(res.body.pipeThrough(eventBound(maxBytes, ids)).pipeThrough(thinProgressEvents()));
     try {
       return rebuilt(new Uint8Array(await readCapped(res, maxBytes, () => new AnswerTooLarge())));
     } catch (err) {

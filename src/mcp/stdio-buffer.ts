@@ -8,7 +8,7 @@ export const MAX_STDIO_MESSAGE_BYTES = 4 * 1024 * 1024;
 export const PROGRESS_PARSE_INTERVAL_MS = 50;
 
 /** A progress notification's line, told apart without parsing (a response has `result` or `error`). */
-function isProgressLine(line: string): boolean {
+export function isProgressLine(line: string): boolean {
   return line.includes('"method":"notifications/progress"') && !line.includes('"result":') && !line.includes('"error":');
 }
 
