@@ -1,6 +1,7 @@
 import { type Client, Message, PermissionFlagsBits } from 'discord.js';
 import type { Logger } from 'pino';
 import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
+import { type ArchivedThread, archivedThreadsToRead, rememberThread } from './archived-threads.js';
 
 /** Discord's epoch: a snowflake's top bits count milliseconds from 2015-01-01. */
 const DISCORD_EPOCH_MS = 1420070400000n;
@@ -51,18 +52,27 @@ export interface CatchUpOptions {
 /** A Message as discord.js makes one from an event (its constructor is not public API: MessageManager uses it alike). */
 const MessageOf = Message as unknown as new (client: Client, data: unknown) => Message;
 
+/** A channel to read; `thread`: an archived one found by its listing, not in discord.js's cache. */
+type ToRead = { id: string; guildId?: string; last?: bigint; thread?: ArchivedThread };
+
+/** The servers this shard catches up: those Discord routes to it, within `guilds`. */
+const inShardOf = (o: CatchUpOptions) => (guildId: string) =>
+  (!o.guilds.length || o.guilds.includes(guildId)) && shardOfGuild(guildId, o.shardCount) === o.shard;
+
+/** Newest activity first; unknown last. */
+const byActivity = (a: ToRead, b: ToRead) => (a.last === b.last ? 0 : a.last === undefined ? 1 : b.last === undefined ? -1 : a.last > b.last ? -1 : 1);
+
 /**
  * The channels to read: the known DM channels (bounded by their own list, so they never crowd
- * out the servers' channels), and the guild channels with a message since `after` (or none
- * known), newest activity first.
+ * out the servers' channels), and the guild channels (the active threads among them) with a
+ * message since `after` (or none known).
  */
-function channelsToRead(o: CatchUpOptions, after: bigint): { dms: Array<{ id: string; guildId?: string }>; guild: Array<{ id: string; guildId: string }> } {
-  const guild: Array<{ id: string; guildId: string; last?: bigint }> = [];
+function channelsToRead(o: CatchUpOptions, after: bigint): { dms: ToRead[]; guild: ToRead[] } {
+  const guild: ToRead[] = [];
   const me = o.client.user;
+  const inShard = inShardOf(o);
   for (const ch of o.client.channels.cache.values()) {
-    if (ch.isDMBased() || !ch.isTextBased()) continue;
-    if (o.guilds.length && !o.guilds.includes(ch.guildId)) continue;
-    if (shardOfGuild(ch.guildId, o.shardCount) !== o.shard) continue;
+    if (ch.isDMBased() || !ch.isTextBased() || !inShard(ch.guildId)) continue;
     const last = ch.lastMessageId ? BigInt(ch.lastMessageId) : undefined;
     if (last !== undefined && last <= after) continue;
     // Unknown (the bot's member not cached): tried, and a refusal skips it.
@@ -70,7 +80,6 @@ function channelsToRead(o: CatchUpOptions, after: bigint): { dms: Array<{ id: st
     if (perms && !perms.has([PermissionFlagsBits.ViewChannel, PermissionFlagsBits.ReadMessageHistory])) continue;
     guild.push({ id: ch.id, guildId: ch.guildId, last });
   }
-  guild.sort((a, b) => (a.last === b.last ? 0 : a.last === undefined ? 1 : b.last === undefined ? -1 : a.last > b.last ? -1 : 1));
   const dms = o.shard === 0 ? o.dmChannels.map((id) => ({ id })) : [];
   return { dms, guild };
 }
@@ -122,7 +131,9 @@ async function readChannel(o: CatchUpOptions, id: string, after: bigint): Promis
 /**
  * What was posted since `sinceMs` (`reachMs` back at most) in the channels the
  * shard serves: at most CATCH_UP_MAX_CHANNELS channels, CATCH_UP_MAX_MESSAGES_PER_CHANNEL
- * messages each, each channel oldest first, through `take`. A channel that cannot be read is
+ * messages each, each channel oldest first, through `take`. The server channels are the
+ * cached ones and the threads archived since (archived-threads.ts: Discord's gateway knows
+ * only the active ones), the most recently active first. A channel that cannot be read is
  * skipped; a message not stored rejects (the cursor must not pass it). Returns the newest
  * creation time delivered (0: none) and how many were.
  */
@@ -130,6 +141,10 @@ export async function catchUp(o: CatchUpOptions): Promise<{ newestMs: number; de
   const sinceMs = Math.max(o.sinceMs, Date.now() - o.reachMs);
   const after = snowflakeBefore(sinceMs);
   const { dms, guild } = channelsToRead(o, after);
+  const archived = await archivedThreadsToRead(o, inShardOf(o), after, sinceMs);
+  const cached = new Set(guild.map((c) => c.id));
+  for (const t of archived.threads) if (!cached.has(t.id)) guild.push({ id: t.id, guildId: t.guildId, last: t.last, thread: t });
+  guild.sort(byActivity);
   if (guild.length > CATCH_UP_MAX_CHANNELS)
     o.log.warn(
       { channel: o.channel, shard: o.shard, channels: guild.length, maxChannels: CATCH_UP_MAX_CHANNELS },
@@ -138,8 +153,10 @@ export async function catchUp(o: CatchUpOptions): Promise<{ newestMs: number; de
   let newestMs = 0;
   let delivered = 0;
   let tooOld = 0;
-  let failed = 0;
+  let failed = archived.failed;
   for (const c of [...dms, ...guild.slice(0, CATCH_UP_MAX_CHANNELS)]) {
+    // Its messages are sorted by their cached channel (thread and parent), as live ones are.
+    if (c.thread) rememberThread(o.client, c.thread);
     const page = await readChannel(o, c.id, after);
     if (page === 'failed') failed++;
     for (const raw of page === 'failed' ? [] : (page ?? [])) {
@@ -167,6 +184,7 @@ export async function catchUp(o: CatchUpOptions): Promise<{ newestMs: number; de
       { channel: o.channel, shard: o.shard, messages: tooOld, reachMs: o.reachMs },
       "Discord messages older than the inbox's duplicate window by the time the catch-up reached them were skipped (they may have been answered already)",
     );
-  if (failed) throw new ChannelError('CHANNEL_UNAVAILABLE', `${failed} Discord channel(s) could not be read by the catch-up`);
+  if (failed)
+    throw new ChannelError('CHANNEL_UNAVAILABLE', `${failed} Discord channel(s) could not be read (or their archived threads listed) by the catch-up`);
   return { newestMs, delivered };
 }

@@ -1,6 +1,7 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { FakeThreads, type ParentType } from './threads.js';
 
 export interface RestCall {
   method: string;
@@ -44,6 +45,9 @@ export function snowflake(atMs = Date.now()): string {
   return String(((BigInt(atMs) - EPOCH) << 22n) | (counter++ & 0xfffn));
 }
 
+/** `GET /channels/{id}/threads/archived/public` and `GET /channels/{id}/users/@me/threads/archived/private`. */
+const ARCHIVED_THREADS = /^\/api\/v10\/channels\/(\d+)\/(threads\/archived\/public|users\/@me\/threads\/archived\/private)$/;
+
 /** What `GET /channels/{id}/messages` takes: `limit` 1–100, 50 when not given. */
 export const MESSAGES_PAGE_DEFAULT = 50;
 export const MESSAGES_PAGE_MAX = 100;
@@ -85,10 +89,11 @@ export function shardOf(guildId: string, shardCount: number): number {
 }
 
 /**
- * Discord on 127.0.0.1 for discord.js: REST (`/gateway/bot`, messages, typing, 429 with
- * Retry-After and X-RateLimit headers) and a JSON gateway (HELLO, heartbeat ACKs, IDENTIFY,
- * READY, GUILD_CREATE, MESSAGE_CREATE, op 7 RECONNECT, RESUME with replay of missed events,
- * INVALID_SESSION, and closing with any code on demand). Sharded like Discord: IDENTIFY's
+ * Discord on 127.0.0.1 for discord.js: REST (`/gateway/bot`, messages, typing, the archived
+ * threads' listings (threads.ts), 429 with Retry-After and X-RateLimit headers) and a JSON
+ * gateway (HELLO, heartbeat ACKs, IDENTIFY, READY, GUILD_CREATE, MESSAGE_CREATE, THREAD_UPDATE,
+ * op 7 RECONNECT, RESUME with replay of missed events, INVALID_SESSION, and closing with any
+ * code on demand). Sharded like Discord: IDENTIFY's
  * `shard: [id, count]` opens that shard's session, a guild's events go only to the shard
  * `shardOf(guild_id, count)` and DMs to shard 0; one session per shard id (the newest).
  * Button clicks are interactions as on Discord: the callback is taken within 3 s of the
@@ -124,8 +129,11 @@ export class FakeDiscord {
   enforceNonceAnswer: { status: number; raw?: string; json?: object } | undefined;
   readonly #http: Server;
   readonly #wss: WebSocketServer;
+  /** Channels beyond each guild's first, and every thread, with their archiving (threads.ts). */
+  readonly #threads = new FakeThreads(this.bot.id, (id) => this.#lastMessageId(id));
 
   constructor(readonly token = 'MTAxNTAwMDAwMDAwMDAwMDAwMA.Gfake1.fake-token-for-tests-only-xxxxxxxx') {
+    this.#register(this.guild);
     this.#http = createServer((req, res) => void this.#handle(req, res));
     this.#wss = new WebSocketServer({ server: this.#http });
     this.#wss.on('connection', (ws) => this.#gatewayConnection(ws));
@@ -153,7 +161,7 @@ export class FakeDiscord {
     this.#faults.set(key, [...(this.#faults.get(key) ?? []), ...Array<RestFault>(times).fill(fault)]);
   }
 
-  restCalls(method: string, kind: 'message' | 'typing' | 'gateway'): RestCall[] {
+  restCalls(method: string, kind: 'message' | 'typing' | 'gateway' | 'threads'): RestCall[] {
     return this.rest.filter((c) => c.method === method && this.#kind(c.path) === kind);
   }
 
@@ -178,7 +186,49 @@ export class FakeDiscord {
     const id = String((ms << 22n) | (counter++ & 0xfffn));
     const guild = { id, channel: snowflake(), thread: snowflake(), thread2: snowflake() };
     this.guilds.push(guild);
+    this.#register(guild);
     return guild;
+  }
+
+  /** A guild's first text channel and its two public threads, in the thread registry. */
+  #register(g: FakeGuild): void {
+    this.#threads.addParent({ id: g.channel, guildId: g.id, type: 0, name: 'general' });
+    this.#threads.addThread({ id: g.thread, guildId: g.id, parentId: g.channel, type: 11, name: 'thread 1' });
+    this.#threads.addThread({ id: g.thread2, guildId: g.id, parentId: g.channel, type: 11, name: 'thread 2' });
+  }
+
+  /** Another channel in a guild: text (0), announcement (5), forum (15) or media (16). */
+  addParent(type: ParentType, guild: FakeGuild = this.guild): string {
+    const id = snowflake();
+    this.#threads.addParent({ id, guildId: guild.id, type, name: `channel ${id}` });
+    return id;
+  }
+
+  /** A thread (a forum post in a forum) in `parentId`: public, or private (`joined`: the bot was added to it). */
+  addThread(parentId: string, o: { private?: boolean; joined?: boolean } = {}): string {
+    const parent = this.#threads.parents.get(parentId);
+    if (!parent) throw new Error(`no channel ${parentId} holds threads`);
+    const id = snowflake();
+    const type = o.private ? 12 : parent.type === 5 ? 10 : 11;
+    this.#threads.addThread({ id, guildId: parent.guildId, parentId, type, name: `thread ${id}`, botJoined: o.private ? (o.joined ?? false) : true });
+    return id;
+  }
+
+  /**
+   * Discord archives a thread (its inactivity period ran out) at `atMs` (now by default): it
+   * leaves GUILD_CREATE's active threads and is listed under the parent's archived ones. A
+   * connected shard is told (THREAD_UPDATE); one away learns nothing of it.
+   */
+  archiveThread(threadId: string, o: { atMs?: number } = {}): void {
+    const t = this.#threads.archive(threadId, o.atMs ?? Date.now());
+    if ([...this.#sessions.values()].some((s) => s.socket?.readyState === 1 && s.shard[0] === shardOf(t.guildId, s.shard[1])))
+      this.dispatch('THREAD_UPDATE', this.#threads.apiThread(t));
+  }
+
+  /** The newest message of a channel (a user's or the bot's), as its `last_message_id`. */
+  #lastMessageId(channelId: string): string | null {
+    const ids = [...(this.#history.get(channelId) ?? []).map((m) => String(m.id)), ...this.messages.filter((m) => m.channelId === channelId).map((m) => m.id)];
+    return ids.length ? ids.reduce((a, b) => (BigInt(a) > BigInt(b) ? a : b)) : null;
   }
 
   // ——— acting as users and as Discord ———
@@ -241,6 +291,7 @@ export class FakeDiscord {
       ...extra,
     };
     this.#history.set(channelId, [...(this.#history.get(channelId) ?? []), payload]);
+    this.#threads.messagePosted(channelId, atMs);
     if (!away) this.dispatch('MESSAGE_CREATE', payload);
     return id;
   }
@@ -258,7 +309,7 @@ export class FakeDiscord {
    * newest; always newest first. An unknown channel is 404 Unknown Channel, a forbidden one 403.
    */
   #readHistory(channelId: string, query: URLSearchParams): { status: number; body: unknown } {
-    const known = this.guilds.some((g) => [g.channel, g.thread, g.thread2].includes(channelId)) || channelId === this.dmChannel || this.#history.has(channelId);
+    const known = this.#threads.knows(channelId) || channelId === this.dmChannel || this.#history.has(channelId);
     if (!known) return { status: 404, body: { message: 'Unknown Channel', code: 10003 } };
     if (this.#forbidden.has(channelId)) return { status: 403, body: { message: 'Missing Access', code: 50001 } };
     const limit = query.has('limit') ? Number(query.get('limit')) : MESSAGES_PAGE_DEFAULT;
@@ -277,18 +328,27 @@ export class FakeDiscord {
     return { status: 200, body: page.toReversed() };
   }
 
-  /** A message in the guild's text channel (or a thread); `mention` prefixes <@bot>. */
+  /** A message in the guild's text channel (or a thread, or `in` any channel or thread of the fake's); `mention` prefixes <@bot>. */
   guildMessage(
     text: string,
-    o: { thread?: 1 | 2; mention?: boolean; author?: { id?: string; username?: string; bot?: boolean }; replyToBot?: string; guild?: FakeGuild } = {},
+    o: {
+      thread?: 1 | 2;
+      in?: string;
+      mention?: boolean;
+      author?: { id?: string; username?: string; bot?: boolean };
+      replyToBot?: string;
+      guild?: FakeGuild;
+    } = {},
   ): string {
-    const guild = o.guild ?? this.guild;
-    const channelId = o.thread === 2 ? guild.thread2 : o.thread ? guild.thread : guild.channel;
+    const inGuild = o.in ? this.guilds.find((g) => g.id === this.#threads.guildOf(o.in!)) : undefined;
+    if (o.in && !inGuild) throw new Error(`no guild channel ${o.in}`);
+    const guild = inGuild ?? o.guild ?? this.guild;
+    const channelId = o.in ?? (o.thread === 2 ? guild.thread2 : o.thread ? guild.thread : guild.channel);
     const author = this.#author(o.author);
     const content = o.mention ? `<@${this.bot.id}> ${text}` : text;
     return this.#message(channelId, content, {
       guild_id: guild.id,
-      channel_type: o.thread ? 11 : 0,
+      channel_type: this.#threads.typeOf(channelId) ?? 0,
       author,
       member: { roles: [], joined_at: new Date().toISOString(), deaf: false, mute: false, flags: 0 },
       mentions: o.mention ? [{ ...this.bot }] : [],
@@ -518,18 +578,9 @@ export class FakeDiscord {
         emojis: [],
         stickers: [],
         roles: [{ id: g.id, name: '@everyone', permissions: '3072', position: 0, color: 0, hoist: false, managed: false, mentionable: false, flags: 0 }],
-        channels: [{ id: g.channel, type: 0, name: 'general', position: 0, guild_id: g.id, permission_overwrites: [] }],
-        threads: [g.thread, g.thread2].map((id, i) => ({
-          id,
-          type: 11,
-          name: `thread ${i + 1}`,
-          guild_id: g.id,
-          parent_id: g.channel,
-          owner_id: '1',
-          thread_metadata: { archived: false, auto_archive_duration: 60, archive_timestamp: now, locked: false },
-          member_count: 2,
-          message_count: 0,
-        })),
+        channels: this.#threads.apiParents(g.id),
+        // Active threads only: an archived one is listed by GET /channels/{id}/threads/archived/*.
+        threads: this.#threads.apiActiveThreads(g.id),
         members: [],
         presences: [],
         voice_states: [],
@@ -540,8 +591,9 @@ export class FakeDiscord {
 
   // ——— REST ———
 
-  #kind(path: string): 'message' | 'typing' | 'gateway' | undefined {
+  #kind(path: string): 'message' | 'typing' | 'gateway' | 'threads' | undefined {
     if (path === '/api/v10/gateway/bot') return 'gateway';
+    if (ARCHIVED_THREADS.test(path)) return 'threads';
     if (/\/channels\/\d+\/typing$/.test(path)) return 'typing';
     if (/\/channels\/\d+\/messages(\/\d+)?$/.test(path)) return 'message';
     return undefined;
@@ -657,6 +709,14 @@ export class FakeDiscord {
       const list = (this.reactions.get(key) ?? []).filter((e) => e !== emoji);
       this.reactions.set(key, method === 'PUT' ? [...list, emoji] : list);
       return json(204, null);
+    }
+    const listing = ARCHIVED_THREADS.exec(path);
+    if (listing && method === 'GET') {
+      const parentId = listing[1]!;
+      if (!this.#threads.knows(parentId)) return json(404, { message: 'Unknown Channel', code: 10003 });
+      if (this.#forbidden.has(parentId)) return json(403, { message: 'Missing Access', code: 50001 });
+      const page = this.#threads.listArchived(parentId, listing[2] === 'users/@me/threads/archived/private', new URLSearchParams(query));
+      return json(page.status, page.body);
     }
     const m = /\/channels\/(\d+)\/messages(?:\/(\d+))?$/.exec(path);
     if (!m) return json(404, { message: 'Unknown route', code: 0 });
