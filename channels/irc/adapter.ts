@@ -25,6 +25,8 @@ export interface IrcOptions {
   floodIntervalMs: number;
   connectTimeoutMs: number;
   log: Logger;
+  /** Tests shorten how often the configured nick is tried again (IrcConnection's NICK_RECLAIM_INTERVAL_MS). */
+  nickReclaimIntervalMs?: number;
 }
 
 /**
@@ -137,6 +139,9 @@ export class IrcAdapter implements ChannelAdapter {
     switch (line.command) {
       case 'PRIVMSG': {
         if (!from || line.params.length < 2) return;
+        // Addressed by the nick we hold now, not the configured one: while that is held by someone
+        // else (another user, another bot, or our ghost until the connection takes it back),
+        // "nick: ..." names its holder, and answering it would speak for them.
         const msg = normalizePrivmsg({ channelId: this.#o.id, from, target: line.params[0]!, text, selfNick: conn.nick, allowFrom: this.#o.allowFrom });
         if (!msg) return;
         if (pending.count >= MAX_PENDING_DELIVERIES) {
@@ -175,9 +180,6 @@ export class IrcAdapter implements ChannelAdapter {
       }
       case '396': // RPL_HOSTHIDDEN: a cloak replaced our host
         if (line.params[1]) this.#userHost = { ...this.#userHost, host: line.params[1].replace(/^.*@/, '') };
-        return;
-      case 'NICK':
-        if (from && ircLower(from.nick) === me && line.params[0]) conn.nick = line.params[0];
         return;
       case 'KICK':
         if (line.params[1] && ircLower(line.params[1]) === me)

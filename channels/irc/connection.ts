@@ -2,7 +2,7 @@ import { connect as netConnect, type Socket } from 'node:net';
 import { connect as tlsConnect } from 'node:tls';
 import type { Logger } from 'pino';
 import { ChannelError } from '../../src/contracts/errors.js';
-import { formatLine, type IrcLine, MAX_INCOMING_LINE_BYTES, parseLine } from './protocol.js';
+import { formatLine, type IrcLine, ircLower, MAX_INCOMING_LINE_BYTES, parseLine, parseSource } from './protocol.js';
 
 export interface ConnectionOptions {
   host: string;
@@ -13,10 +13,28 @@ export interface ConnectionOptions {
   connectTimeoutMs: number;
   log: Logger;
   channelId: string;
+  /** How often the configured nick is tried again while on another; NICK_RECLAIM_INTERVAL_MS unless a test shortens it. */
+  nickReclaimIntervalMs?: number;
 }
 
 /** No line from the server for this long: we PING it; no line for twice as long: the link is dead. */
 const IDLE_PING_MS = 90_000;
+
+/**
+ * A CAP LS 302 reply may span several lines (each but the last says `*` before its list). We
+ * gather at most this many lines and bytes of capability lists; past either, registration goes
+ * on with what was gathered, so a server cannot hold us (or our memory) with an endless reply.
+ */
+export const MAX_CAP_LS_LINES = 16;
+export const MAX_CAP_LS_BYTES = 8192;
+
+/**
+ * While on an alternate nick (the configured one was held at connect, often by our own ghost
+ * after a reconnect), NICK <configured> is tried again this often, besides at once when its
+ * holder is seen to quit or change nick. One try at a time, so never more than one a period
+ * plus one per departure of the holder.
+ */
+export const NICK_RECLAIM_INTERVAL_MS = 60_000;
 
 /** The nicks tried, in order, while the server answers 433 (nickname in use). */
 export function alternateNicks(nick: string): string[] {
@@ -25,8 +43,9 @@ export function alternateNicks(nick: string): string[] {
 
 /**
  * One registered IRC client connection: TCP or TLS, line framing with a bound, registration
- * (CAP LS, SASL PLAIN when the server offers it and a password is set, PASS otherwise, NICK
- * with alternates, USER), PING/PONG both ways. Lines after registration go to `onLine`.
+ * (CAP LS over however many lines, SASL PLAIN when the server offers it and a password is set,
+ * PASS otherwise, NICK with alternates, USER), PING/PONG both ways, and the configured nick
+ * taken back when it was held at connect. Lines after registration go to `onLine`.
  * `closed` rejects with a ChannelError saying why the link ended (never resolves: a
  * connection only ends by failing or by `close`).
  */
@@ -42,6 +61,11 @@ export class IrcConnection {
   #pinged = false;
   #fail!: (err: ChannelError) => void;
   #ended = false;
+  /** Registered: lines go to `onLine`, and the configured nick is reclaimed when we are on another. */
+  #registered = false;
+  #reclaimTimer: NodeJS.Timeout | undefined;
+  /** A NICK <configured> is out and not yet answered (by our NICK change or a numeric refusing it). */
+  #reclaimPending = false;
   readonly closed: Promise<never>;
   onLine: (line: IrcLine) => void = () => {};
 
@@ -52,12 +76,9 @@ export class IrcConnection {
     this.closed.catch(() => {});
   }
 
-  /** Our nick now (the server may have given us an alternate, or we changed it). */
+  /** Our nick now (the server may have given us an alternate; the server's NICK lines for us keep it current). */
   get nick(): string {
     return this.#nick;
-  }
-  set nick(n: string) {
-    this.#nick = n;
   }
 
   get open(): boolean {
@@ -77,6 +98,16 @@ export class IrcConnection {
     return new Promise<IrcLine>((resolve, reject) => {
       const nicks = alternateNicks(this.#o.nick);
       let sasl = false;
+      // CAP LS gathering: the capability names so far, and the lines and bytes they took.
+      const caps = new Set<string>();
+      let capLines = 0;
+      let capBytes = 0;
+      let capAnswered = false;
+      const answerCaps = () => {
+        capAnswered = true;
+        sasl = this.#o.password !== undefined && caps.has('sasl');
+        this.write(sasl ? formatLine('CAP', 'REQ', 'sasl') : formatLine('CAP', 'END'));
+      };
       const timer = setTimeout(
         () => this.#end(new ChannelError('CHANNEL_CONNECT_TIMEOUT', `IRC ${host}:${port}: not registered within ${this.#o.connectTimeoutMs} ms`)),
         this.#o.connectTimeoutMs,
@@ -98,10 +129,28 @@ export class IrcConnection {
         switch (line.command) {
           case 'CAP': {
             const sub = line.params[1]?.toUpperCase();
-            if (sub === 'LS' && line.params[2] !== '*') {
-              const caps = text.split(' ').map((c) => c.split('=')[0]);
-              sasl = this.#o.password !== undefined && caps.includes('sasl');
-              this.write(sasl ? formatLine('CAP', 'REQ', 'sasl') : formatLine('CAP', 'END'));
+            if (sub === 'LS' && !capAnswered) {
+              // `CAP <nick> LS * :<caps>` continues; `CAP <nick> LS :<caps>` is the last line.
+              const more = line.params.length > 3 && line.params[2] === '*';
+              const bytes = Buffer.byteLength(text);
+              if (capBytes + bytes > MAX_CAP_LS_BYTES) {
+                this.#o.log.warn(
+                  { channel: this.#o.channelId, limitBytes: MAX_CAP_LS_BYTES },
+                  'IRC CAP LS reply too long; going on with the capabilities gathered',
+                );
+                return answerCaps();
+              }
+              capLines++;
+              capBytes += bytes;
+              for (const c of text.split(' ')) if (c) caps.add(c.split('=')[0]!);
+              if (!more) return answerCaps();
+              if (capLines >= MAX_CAP_LS_LINES) {
+                this.#o.log.warn(
+                  { channel: this.#o.channelId, limitLines: MAX_CAP_LS_LINES },
+                  'IRC CAP LS reply has too many lines; going on with the capabilities gathered',
+                );
+                return answerCaps();
+              }
             } else if (sub === 'ACK' && sasl) this.write(formatLine('AUTHENTICATE', 'PLAIN'));
             else if (sub === 'NAK') this.write(formatLine('CAP', 'END'));
             return;
@@ -142,6 +191,8 @@ export class IrcConnection {
             done();
             if (line.params[0]) this.#nick = line.params[0];
             this.onLine = () => {};
+            this.#registered = true;
+            this.#reclaimCheck();
             resolve(line);
             return;
           default:
@@ -175,6 +226,7 @@ export class IrcConnection {
     if (this.#ended) return;
     this.#ended = true;
     clearTimeout(this.#idle);
+    clearTimeout(this.#reclaimTimer);
     this.#socket?.destroy();
     this.#fail(err);
   }
@@ -235,7 +287,67 @@ export class IrcConnection {
       return;
     }
     if (line.command === 'PONG') return;
+    if (this.#registered) this.#watchNicks(line);
     this.onLine(line);
+  }
+
+  /** Keeps our nick current, and tries the configured one again when its holder quits or renames. */
+  #watchNicks(line: IrcLine): void {
+    const from = parseSource(line.prefix);
+    const wanted = ircLower(this.#o.nick);
+    switch (line.command) {
+      case 'NICK':
+        if (from && ircLower(from.nick) === ircLower(this.#nick) && line.params[0]) {
+          this.#nick = line.params[0];
+          this.#reclaimPending = false;
+          this.#reclaimCheck();
+        } else if (from && ircLower(from.nick) === wanted) this.#reclaim('its holder changed nick');
+        return;
+      case 'QUIT':
+        if (from && ircLower(from.nick) === wanted) this.#reclaim('its holder quit');
+        return;
+      case '432': // ERR_ERRONEUSNICKNAME
+      case '433': // ERR_NICKNAMEINUSE
+      case '436': // ERR_NICKCOLLISION
+      case '437': // ERR_UNAVAILRESOURCE (a nick held back after a split)
+        // Still held: the timer tries again.
+        if (line.params[1] && ircLower(line.params[1]) === wanted) this.#reclaimPending = false;
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** On the configured nick: no more tries. On another: a try every interval until it is ours. */
+  #reclaimCheck(): void {
+    if (ircLower(this.#nick) !== ircLower(this.#o.nick)) {
+      if (!this.#reclaimTimer) this.#schedule();
+      return;
+    }
+    // A timer runs only while we were on another nick: this is a nick regained, not the one we connected with.
+    if (this.#reclaimTimer) this.#o.log.info({ channel: this.#o.channelId, nick: this.#nick }, 'IRC regained the configured nick');
+    clearTimeout(this.#reclaimTimer);
+    this.#reclaimTimer = undefined;
+  }
+
+  #schedule(): void {
+    clearTimeout(this.#reclaimTimer);
+    this.#reclaimTimer = setTimeout(() => {
+      this.#reclaimTimer = undefined;
+      // No answer in a whole interval: the try is over either way.
+      this.#reclaimPending = false;
+      this.#reclaim('retrying on the timer');
+    }, this.#o.nickReclaimIntervalMs ?? NICK_RECLAIM_INTERVAL_MS);
+  }
+
+  /** One try at a time: while one is unanswered, a departure of the holder adds none (the timer ends the wait). */
+  #reclaim(why: string): void {
+    if (this.#ended || this.#reclaimPending || ircLower(this.#nick) === ircLower(this.#o.nick)) return;
+    this.#reclaimPending = true;
+    this.#o.log.debug({ channel: this.#o.channelId, nick: this.#nick, wanted: this.#o.nick, why }, 'IRC trying the configured nick again');
+    this.write(formatLine('NICK', this.#o.nick));
+    // The next timed try is a whole interval after this one.
+    this.#schedule();
   }
 
   /** Any line from the server proves the link; silence gets a PING, and silence after that ends it. */
