@@ -61,3 +61,17 @@ export function isSlackAnswer(err: unknown): boolean {
   const code = (err as { code?: string } | undefined)?.code;
   return code === ErrorCode.PlatformError || code === ErrorCode.RateLimitedError;
 }
+
+/**
+ * Slack errors that say this workspace or API does not take a stream's `chunks`: `invalid_chunks`
+ * (the stream methods' reference: the chunks are not valid), `invalid_arguments` (an API whose
+ * schema does not know the argument) and `no_text` (one that still requires `markdown_text`,
+ * as the older `chat.appendStream` reference did).
+ */
+const CHUNK_REFUSALS: ReadonlySet<string> = new Set(['invalid_chunks', 'invalid_arguments', 'no_text']);
+
+/** The Slack error string of a Web API call's rejection (before classification) when it refuses chunks; undefined otherwise. */
+export function chunksRefusal(err: unknown): string | undefined {
+  const code = (err as { data?: { error?: string } } | undefined)?.data?.error;
+  return code !== undefined && CHUNK_REFUSALS.has(code) ? code : undefined;
+}

@@ -1,12 +1,13 @@
-import type { ChatStartStreamResponse, WebClient } from '@slack/web-api';
+import type { ChatStartStreamResponse, TaskUpdateChunk, WebClient } from '@slack/web-api';
 import type { Logger } from 'pino';
-import type { NativeStream, TransportOptions } from '../../src/contracts/channel.js';
+import type { NativeStream, NativeStreamOptions, TransportOptions } from '../../src/contracts/channel.js';
 import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
 import type { MessageRef } from '../../src/contracts/message.js';
 import { settleWithin, sleep } from '../../src/util/abortable.js';
 import type { PlatformCall } from '../../src/util/platform-call.js';
 import { slackStreamText } from './mentions.js';
 import type { SlackRecipient } from './recipients.js';
+import { CHUNKS_REFUSED, chunksRefused, progressRefused, taskChunks, unlessChunksRefused, withText } from './tasks.js';
 
 /**
  * Stopping a stream whose reply was cut: how long the request still in flight is waited for,
@@ -37,11 +38,22 @@ function notStreaming(err: unknown): boolean {
 /**
  * chat.stopStream as sent, whatever becomes of the call that sent it (a cut call's request may
  * still land): true when Slack took it, false when the stream had already ended; `ended` is
- * told either way. Any other failure (a 429) leaves it streaming.
+ * told either way. With `tasks`, the text and the tasks go as chunks: CHUNKS_REFUSED where
+ * Slack refuses them (still streaming, nothing taken). Any other failure (a 429) leaves it streaming.
  */
-function stopRequest(d: SlackStreamDeps, channel: string, ts: string, markdown_text: string | undefined, ended: () => void): Promise<boolean> {
-  return d.web.chat.stopStream({ channel, ts, ...(markdown_text ? { markdown_text } : {}) }).then(
-    () => {
+function stopRequest(
+  d: SlackStreamDeps,
+  at: { channel: string; ts: string },
+  markdown_text: string | undefined,
+  tasks: TaskUpdateChunk[],
+  ended: () => void,
+): Promise<boolean | typeof CHUNKS_REFUSED> {
+  const request = tasks.length
+    ? unlessChunksRefused(d.web, d.log, at.channel, d.web.chat.stopStream({ ...at, chunks: withText(markdown_text ?? '', tasks) }))
+    : d.web.chat.stopStream({ ...at, ...(markdown_text ? { markdown_text } : {}) });
+  return request.then(
+    (answer) => {
+      if (answer === CHUNKS_REFUSED) return answer;
       ended();
       return true;
     },
@@ -94,8 +106,12 @@ function stopAbandoned(
 
 /**
  * chat.startStream / appendStream / stopStream: Slack appends, so each call sends only what is
- * new. Text that does not continue what Slack has (a tool's progress line gone, the answer cut
- * at a paragraph when it outgrew one message) cannot be appended: the stream is stopped first
+ * new. The reply's tool calls show as tasks (task_update chunks, by the call's id) sent with the
+ * text of the same step, so the progress never enters the text and the answer keeps streaming;
+ * where Slack refuses chunks (channels/slack/tasks.ts) the channel remembers it and the reply
+ * puts the progress line in the text. Text that does not continue what Slack has (a tool's
+ * progress line gone there, the answer cut at a paragraph when it outgrew one message) cannot
+ * be appended: the stream is stopped first
  * (Slack's reference: stop it with chat.stopStream when no more text goes; chat.update on a
  * message still streaming is nowhere said to work) and the message goes on as an edited one,
  * without another message. An append Slack fails the same way stops the stream before the reply falls
@@ -126,7 +142,7 @@ export async function openSlackStream(
         channel,
         answered,
         () => late,
-        (ts, s) => d.call('chat.stopStream', s, () => stopRequest(d, channel, ts, undefined, unstarted)),
+        (ts, s) => d.call('chat.stopStream', s, () => stopRequest(d, { channel, ts }, undefined, [], unstarted)),
       );
     throw err;
   }
@@ -156,10 +172,15 @@ export async function openSlackStream(
     streaming = false;
     options.signal.removeEventListener('abort', abandon);
   };
-  /** Ends the stream, with the last part of the text; false when it had already ended (that part did not go). */
-  const stop = (signal: AbortSignal, markdown_text?: string): Promise<boolean> =>
+  /** Ends the stream, with the last part of the text and the tasks; false when it had already ended (that part did not go). */
+  const stop = (signal: AbortSignal, markdown_text?: string, tasks: TaskUpdateChunk[] = []): Promise<boolean | typeof CHUNKS_REFUSED> =>
     // Any other failure (a 429) leaves it streaming: the reply's next try stops it again.
-    d.call('chat.stopStream', signal, () => (last = stopRequest(d, channel, ts, markdown_text, ended)));
+    d.call('chat.stopStream', signal, () => (last = stopRequest(d, { channel, ts }, markdown_text, tasks, ended)));
+  /** The new text, and the tasks with it as chunks (CHUNKS_REFUSED where Slack refuses them: nothing appended). */
+  const append = (markdown_text: string, tasks: TaskUpdateChunk[]) =>
+    tasks.length
+      ? unlessChunksRefused(d.web, d.log, channel, d.web.chat.appendStream({ channel, ts, chunks: withText(markdown_text, tasks) }))
+      : d.web.chat.appendStream({ channel, ts, markdown_text });
   // The reply's signal, which its later calls carry: it may abort between them, with none in flight.
   options.signal.addEventListener('abort', abandon, { once: true });
   if (options.signal.aborted) abandon();
@@ -181,40 +202,61 @@ export async function openSlackStream(
     if (notStreaming(err)) ended();
     else if (!rateLimited && !signal.aborted) await stop(signal).catch(() => {});
   };
+  /**
+   * The tasks of the tool progress the reply gave (NativeStream.showsToolProgress). They go as
+   * chunks with the step's text only where Slack takes them and the text continues what it has:
+   * otherwise the reply is told (nothing sent) and puts the progress in the text instead.
+   */
+  const tasksFor = (o: NativeStreamOptions, continues: boolean): TaskUpdateChunk[] => {
+    const tasks = taskChunks(o.progress);
+    if (tasks.length && chunksRefused(d.web)) throw progressRefused('this workspace refused task_update chunks');
+    if (tasks.length && !continues) throw progressRefused('the message no longer streams, or the text does not continue it');
+    return tasks;
+  };
   return {
     ref,
+    ...(chunksRefused(d.web) ? {} : { showsToolProgress: true as const }),
     update: (raw, o) =>
       unlessCut(o, async () => {
-        if (!streaming) return d.edit(ref, raw, o);
         const text = slackStreamText(raw, false);
+        const tasks = tasksFor(o, streaming && text.startsWith(sent));
+        if (!streaming) return d.edit(ref, raw, o);
         if (!text.startsWith(sent)) {
           await stop(o.signal);
           return d.edit(ref, raw, o);
         }
         const markdown_text = text.slice(sent.length);
-        if (!markdown_text) return;
+        if (!markdown_text && !tasks.length) return;
+        let answer: unknown;
         try {
-          await d.streamCall('chat.appendStream', o.signal, () => (last = d.web.chat.appendStream({ channel, ts, markdown_text })));
+          answer = await d.streamCall('chat.appendStream', o.signal, () => (last = append(markdown_text, tasks)));
         } catch (err) {
           await stopQuietly(err, o.signal);
           throw err;
         }
+        // Slack took none of it: the reply sends this text again, with the progress in it.
+        if (answer === CHUNKS_REFUSED) throw progressRefused('Slack refused task_update chunks');
         sent = text;
       }),
     finish: (raw, o) =>
       unlessCut(o, async () => {
         const text = slackStreamText(raw, true);
+        const continues = streaming && text.startsWith(sent);
+        const tasks = tasksFor(o, continues);
+        let stopped: boolean | typeof CHUNKS_REFUSED = false;
         try {
-          if (streaming && text.startsWith(sent)) {
-            if (await stop(o.signal, text.slice(sent.length))) {
-              sent = text;
-              return ref;
-            }
-          } else if (streaming) await stop(o.signal);
+          if (continues) stopped = await stop(o.signal, text.slice(sent.length), tasks);
+          else if (streaming) await stop(o.signal);
         } catch (err) {
           // A 429 leaves it to the reply's next try; any other failure and the reply edits the message instead.
           await stopQuietly(err, o.signal);
           throw err;
+        }
+        // Still streaming, nothing of it taken: the reply ends it again without the tasks.
+        if (stopped === CHUNKS_REFUSED) throw progressRefused('Slack refused task_update chunks');
+        if (stopped) {
+          sent = text;
+          return ref;
         }
         // The stream ended without this text (Slack expired it) or could not take it: the message is edited to it.
         await d.edit(ref, raw, o);

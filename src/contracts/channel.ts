@@ -2,7 +2,12 @@ import type { z } from 'zod';
 import type { HttpRoutes } from './http.js';
 import type { Logger } from 'pino';
 import type { Attachment, ChannelMessage, MessageRef, ReplyTarget } from './message.js';
+import type { NativeStream } from './native-stream.js';
 import type { SharedRecord } from './shared-record.js';
+import type { Button, TransportOptions } from './transport.js';
+
+export type { NativeStream, NativeStreamOptions, ToolProgress } from './native-stream.js';
+export type { Button, SentAt, TransportOptions } from './transport.js';
 
 /** What a platform can do; ReplyStream reads only this. */
 export interface ChannelCapabilities {
@@ -26,47 +31,6 @@ export interface ChannelCapabilities {
   typingRefreshMs?: number;
 }
 
-/**
- * A button under a message (approval questions). `data` is the command text a click sends
- * back as the clicker's message, e.g. `/approve 3fa9c1`; it fits the smallest platform limit (64 bytes).
- */
-export interface Button {
-  label: string;
-  data: string;
-  style?: 'primary' | 'danger';
-}
-
-export interface TransportOptions {
-  /**
-   * Cuts the request: the adapter rejects with the signal's reason as soon as it aborts,
-   * whether or not its client can cancel the request itself. Required, so every caller
-   * decides what bounds its calls (a turn's stop, the daemon's hard stop, a time limit).
-   */
-  signal: AbortSignal;
-  /** This is the turn's last write to this message (web chat marks it final). */
-  final?: boolean;
-  /**
-   * Stable across restarts for the same reply message (the user's message id and the chunk
-   * index). Platforms with idempotent sends (a message nonce) use it so a re-run after a
-   * crash cannot post the same message twice.
-   */
-  idempotencyKey?: string;
-  /** Buttons to show under the message; on an edit, `[]` removes the ones it had. */
-  buttons?: Button[];
-  /**
-   * Filled in by a transport that can tell when its request went out on a connection, after
-   * any wait for one (the last request's, when one call made several). A final edit's floor
-   * counts from it rather than from the answer (src/stream/pacer.ts); a transport that
-   * cannot tell leaves it empty, and the floor counts from the answer.
-   */
-  sentAt?: SentAt;
-}
-
-/** When a request went out (ms since the epoch), as its transport saw it; see `TransportOptions.sentAt`. */
-export interface SentAt {
-  atMs?: number;
-}
-
 /** A file the bot sends (a spoken answer): its bytes in memory, bounded by the caller. */
 export interface OutgoingFile {
   name: string;
@@ -74,42 +38,6 @@ export interface OutgoingFile {
   bytes: Buffer;
   /** A voice note: the platform's own voice message where it has one (a Bot API's `sendVoice`), else a plain file. */
   voice?: boolean;
-}
-
-/**
- * A platform's own streaming draft (a draft message the platform animates, a chat stream). The
- * stream always passes the whole text so far; an adapter whose platform appends sends
- * only what is new.
- */
-export interface NativeStream {
-  /**
-   * Shows the text so far. Absent where the stream shows nothing before its end (a room, or
-   * a client, that cannot show a message corrected): the reply then sends no drafts, its user
-   * sees typing, and `finish` sends the whole text.
-   */
-  update?(text: string, options: TransportOptions): Promise<void>;
-  /**
-   * Ends the stream with the full text (at most one message long); returns the message that holds it.
-   * `update` and `finish` reject with the code REPLY_STOPPED_BY_USER when the platform says its
-   * user stopped the answer (a Stop button): the reply sends nothing more of it, in any form, and
-   * a turn still running stops as `/stop` stops it, nothing queued in the conversation dropped.
-   */
-  finish(text: string, options: TransportOptions): Promise<MessageRef>;
-  /**
-   * `finish` sends a new message (the drafts were a preview, not a message): it is not paced
-   * with the drafts and goes the moment the answer is complete, waiting only out a 429.
-   */
-  finishSendsMessage?: boolean;
-  /** The reply makes no more calls on this stream and did not end it (gave up on its end, went on without it): a stream still open must end itself, once, under its own bound. */
-  release?(): void;
-  /**
-   * The message the stream posted (a chat stream that starts as a message), known when it
-   * opened or once its first `update` was answered. It is stored with the reply's messages as
-   * soon as it is known, so a turn run again after a crash edits it instead of posting a
-   * second one, and a reply whose stream fails (or outlives the platform's limit) goes on by
-   * editing it.
-   */
-  readonly ref?: MessageRef;
 }
 
 /**

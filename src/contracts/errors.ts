@@ -70,6 +70,10 @@ export const catalogue = {
   CHANNEL_ENDED: { retryable: true, text: 'the listener stopped without being asked to' },
   CHANNEL_REQUEST_FAILED: { retryable: false, text: 'the platform refused the request' },
   CHANNEL_FORMAT_REFUSED: { retryable: true, text: 'the platform refused a message format; the reply is planned again in the format it accepts' },
+  CHANNEL_PROGRESS_REFUSED: {
+    retryable: true,
+    text: "a native stream could not show a tool's progress beside the text (the platform refused it, or the message no longer streams); the reply shows it as a line in its text from then on",
+  },
   CHANNEL_WINDOW_CLOSED: {
     retryable: false,
     text: "the platform refused the message because the user's customer-service window is closed (they have not written for too long, 24 hours on some platforms); it is not retried",

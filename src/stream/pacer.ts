@@ -48,7 +48,7 @@ export const RECOVER_AFTER_MS = 5_000;
 
 /**
  * Records a request's outcome on the pacing state; returns whether it was a 429, or a
- * refused format (the reply is planned again at once, the pace unchanged). `sentAtMs`, when
+ * refused format or tool progress (the reply is planned again at once, the pace unchanged). `sentAtMs`, when
  * the transport could tell, is when a successful request went out: the platform's floor
  * counts from there (the platform counts requests as they reach it, a round trip and the
  * event loop's lag before the answer is read here), the drafts' interval from the answer.
@@ -57,7 +57,7 @@ export const RECOVER_AFTER_MS = 5_000;
  * short bursts, and a 429 still widens the pace.
  */
 export function pace(p: Pacing, err: unknown, nowMs: number, sentAtMs?: number): 'ok' | 'rate_limited' | 'failed' | 'replan' {
-  if (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED') return 'replan';
+  if (err instanceof ChannelError && (err.code === 'CHANNEL_FORMAT_REFUSED' || err.code === 'CHANNEL_PROGRESS_REFUSED')) return 'replan';
   if (err === undefined) {
     p.consecutiveFailures = 0;
     // Back toward the floor: each success halves the interval a 429 widened (and a success

@@ -1,13 +1,15 @@
 import type { AgentEvent, TurnEnding } from '../contracts/agent-events.js';
-import type { NativeStream, SentAt } from '../contracts/channel.js';
+import type { SentAt } from '../contracts/channel.js';
 import { ChannelError, errorMessage, isRetryable, refusesChat } from '../contracts/errors.js';
 import { linkAbort, unlinkAbort } from '../util/linked-abort.js';
 import { isRateLimit, newPacing, pace, sleepUntil, type Pacing } from './pacer.js';
 import { isBackgroundReply } from '../contracts/tools.js';
 import type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
-import { draftChunks, finalChunks } from './reply-text.js';
+import { backgroundNote, draftChunks, finalChunks } from './reply-text.js';
 import { TURN_ENDED, TypingIndicator } from './typing.js';
 import { firstUnshown, sentRefs, showsAll, showsChunk, type Shown } from './shown.js';
+import { ToolProgressState } from './tool-progress.js';
+import { NativeSlot } from './native-slot.js';
 
 export { STOP_MARKER } from './reply-text.js';
 export type { ReplyResult, ReplyStreamOptions } from './reply-options.js';
@@ -24,7 +26,8 @@ export class ReplyStream {
   readonly #pacing: Pacing;
   readonly #shown: Shown[];
   #text = '';
-  #progress: string | undefined;
+  /** The running tools: a line in the text, or given to a native stream that shows them (src/stream/tool-progress.ts). */
+  readonly #tools: ToolProgressState;
   #ending: TurnEnding | undefined;
   #draftsEnabled: boolean;
   #requests = 0;
@@ -34,8 +37,6 @@ export class ReplyStream {
   #dirty = false;
   /** Up while the turn runs with nothing shown (src/stream/typing.ts). */
   #typingIndicator: TypingIndicator | undefined;
-  /** The tool running now, for the progress line. */
-  #tool: string | undefined;
   /**
    * Ends the wait the loop is in (a draft's pace slot, other replies' first messages) when the
    * turn ends, so the final text goes at once; the hard stop ends it through #signal. A function
@@ -54,11 +55,8 @@ export class ReplyStream {
   #visible = false;
   /** Ends this reply's wait in `firstVisible` (set while it has text and nothing shown). */
   #releaseFirst: (() => void) | undefined;
-  /** Native streaming: 'unopened' until the first text, 'off' when unused, done, or failed; 'stopped' by its user: nothing more goes. */
-  #nativeState: 'unopened' | 'active' | 'off' | 'stopped';
-  #native: NativeStream | undefined;
-  #nativeShown = '';
-  #nativeRefKept = false;
+  /** The native stream, where the reply uses one (src/stream/native-slot.ts). */
+  readonly #ns: NativeSlot;
   readonly #done: Promise<ReplyResult>;
 
   constructor(options: ReplyStreamOptions) {
@@ -69,8 +67,9 @@ export class ReplyStream {
     this.#pacing = newPacing(Math.max(floor, options.editIntervalMs ?? floor), floor);
     this.#shown = (options.existingRefs ?? []).map((ref) => ({ ref, text: undefined }));
     this.#draftsEnabled = options.streamMode === 'partial';
+    this.#tools = new ToolProgressState(options.showToolProgress);
     const nativeWanted = options.capabilities.nativeStream && options.transport.openNativeStream !== undefined;
-    this.#nativeState = nativeWanted && this.#draftsEnabled && this.#shown.length === 0 ? 'unopened' : 'off';
+    this.#ns = new NativeSlot(nativeWanted && this.#draftsEnabled && this.#shown.length === 0);
     if (options.capabilities.typing)
       this.#typingIndicator = new TypingIndicator(options.capabilities.typingRefreshMs ?? 5000, () => {
         if (this.#ending || this.#visible || this.#signal.aborted) return false;
@@ -91,25 +90,18 @@ export class ReplyStream {
         if (!this.#visible && !this.#releaseFirst && this.#textPending()) this.#releaseFirst = this.#o.firstVisible?.enter();
         break;
       case 'tool_start':
-        this.#tool = event.name;
-        if (this.#o.showToolProgress) this.#progress = `⏳ ${event.name}…`;
-        break;
       case 'tool_log':
-        // The progress line names the tool and its latest progress note (MCP progress).
-        if (!this.#o.showToolProgress || this.#tool === undefined) return;
-        this.#progress = `⏳ ${this.#tool}… ${event.text}`;
-        break;
       case 'tool_end':
-        this.#tool = undefined;
-        this.#progress = undefined;
+        // The progress line (or the stream's task) names the tool and its latest progress note (MCP progress).
+        if (!this.#tools.push(event)) return;
         // A call that went on in the background: the user is told its result will follow.
-        if (isBackgroundReply(event.output))
-          this.#text += `${this.#text.trim() ? '\n\n' : ''}⏳ ${event.name} is running in the background; its result will follow.\n\n`;
+        if (event.type === 'tool_end' && isBackgroundReply(event.output)) this.#text += backgroundNote(this.#text, event.name);
         break;
       case 'done':
       case 'error':
       case 'cancelled':
         this.#ending = event;
+        this.#tools.endAll(event);
         this.#typingIndicator?.stop();
         this.#interrupt?.();
         break;
@@ -137,7 +129,9 @@ export class ReplyStream {
 
   /** What the messages should show now (src/stream/reply-text.ts). */
   #desired(final: boolean): string[] {
-    return final ? finalChunks(this.#o.capabilities, this.#text, this.#ending!) : draftChunks(this.#o.capabilities, this.#text, this.#progress);
+    return final
+      ? finalChunks(this.#o.capabilities, this.#text, this.#ending!)
+      : draftChunks(this.#o.capabilities, this.#text, this.#tools.line(this.#ns.showsTools));
   }
 
   #shownText(): void {
@@ -165,14 +159,16 @@ export class ReplyStream {
    * undefined when the native stream is not in use. A 429 pauses the native stream for what
    * the platform asked (the caller paces it) and keeps it; any other failure falls back to
    * send + edit for the rest of the turn: the next step sends the whole text as a normal message.
+   * A stream that shows the tools gets what changed with the step's text (an update with no new text).
    */
   async #nativeStep(desired: string[], final: boolean): Promise<boolean | undefined> {
-    if (this.#nativeState === 'off' || this.#shown.length > 0) return undefined;
-    if (desired.length === 0 || this.#nativeState === 'stopped') return false;
+    if (this.#ns.state === 'off' || this.#shown.length > 0) return undefined;
+    let progress = this.#tools.changes(this.#ns.showsTools);
+    if ((desired.length === 0 && (final || !progress)) || this.#ns.state === 'stopped') return false;
     const { transport, target } = this.#o;
     const signal = this.#signal;
     try {
-      if (this.#nativeState === 'unopened') {
+      if (this.#ns.state === 'unopened') {
         // A reply that ends, or outgrows one message, before its first draft needs no stream; where the chat has
         // none (a group, a client without corrections) nothing went out. Either way the text goes as messages in
         // this same step, not an interval later; if the turn ended while the open was pending, as its final text, whole.
@@ -181,52 +177,58 @@ export class ReplyStream {
           // its id can be stored; a turn that ended meanwhile opens nothing.
           await this.#o.beforeSend?.(signal);
           this.#requests++;
-          if (!this.#ending && !signal.aborted) this.#native = await transport.openNativeStream!(target, { signal });
-          if (!this.#native) this.#requests--;
+          if (!this.#ending && !signal.aborted) this.#ns.stream = await transport.openNativeStream!(target, { signal });
+          if (!this.#ns.stream) this.#requests--;
         }
-        if (!this.#native) {
-          this.#nativeState = 'off';
+        if (!this.#ns.stream) {
+          this.#ns.state = 'off';
           return this.#ending && !final ? false : undefined;
         }
-        this.#nativeState = 'active';
-        this.#keepNativeRef();
-        if (!this.#native.update) {
+        this.#ns.state = 'active';
+        this.#ns.keepRef(this.#o);
+        if (!this.#ns.stream.update) {
           // A stream that shows nothing before its end (a room without corrections): no drafts,
           // no requests: its user sees typing, no other reply waits for it, the end goes at once.
           this.#draftsEnabled = false;
           this.#releaseFirst?.();
           return false;
         }
+        // Planned before the stream was known: its tools leave the text.
+        if (this.#ns.showsTools) [desired, progress] = [this.#desired(final), this.#tools.changes(true)];
       }
       if (final || desired.length > 1) {
         // Done, or the text outgrew one message: the native stream becomes its first message.
         this.#requests++;
         await this.#o.beforeSend?.(signal);
-        const ref = await this.#native!.finish(desired[0]!, { signal, final: final && desired.length === 1 });
-        this.#nativeState = 'off';
+        const ref = await this.#ns.stream!.finish(desired[0]!, { signal, final: final && desired.length === 1, progress });
+        this.#tools.taken(progress);
+        this.#ns.state = 'off';
         this.#shown[0] = { ref, text: desired[0] };
         this.#shownText();
         this.#o.onRefs?.(sentRefs(this.#shown));
         return true;
       }
-      if (this.#nativeShown === desired[0] || !this.#native!.update) return false;
+      const text = desired[0] ?? '';
+      if ((this.#ns.shown === text && !progress) || !this.#ns.stream!.update) return false;
       this.#requests++;
-      await this.#native!.update(desired[0]!, { signal });
-      this.#nativeShown = desired[0]!;
-      this.#keepNativeRef();
+      await this.#ns.stream!.update(text, { signal, progress });
+      this.#tools.taken(progress);
+      this.#ns.shown = text;
+      this.#ns.keepRef(this.#o);
       this.#shownText();
       return true;
     } catch (err) {
       // Switching modes on a 429 would turn the draft into a message mid-answer and draw
       // more 429s with the edits that follow: wait instead, then go on drafting.
-      if (isRateLimit(err) || (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED')) throw err;
+      // A stream that could not show the tools took nothing of the call: the line is back in the text, planned again at once.
+      if (isRateLimit(err) || (err instanceof ChannelError && err.code === 'CHANNEL_FORMAT_REFUSED') || this.#tools.refusedBy(err, progress)) throw err;
       this.#o.onError?.(err, final ? 'final' : 'draft');
       // Its user stopped the answer on the platform: nothing more of it goes, in any form (no fallback to messages).
-      if (err instanceof ChannelError && err.code === 'REPLY_STOPPED_BY_USER') return !(this.#nativeState = 'stopped');
-      this.#nativeState = 'off';
+      if (err instanceof ChannelError && err.code === 'REPLY_STOPPED_BY_USER') return !(this.#ns.state = 'stopped');
+      this.#ns.state = 'off';
       // Gone on without: a stream still open ends itself (release); its own message, where it posted one, carries the rest (edited, not posted again).
-      this.#native?.release?.();
-      if (this.#native?.ref) this.#shown[0] = { ref: this.#native.ref, text: undefined };
+      this.#ns.stream?.release?.();
+      if (this.#ns.stream?.ref) this.#shown[0] = { ref: this.#ns.stream.ref, text: undefined };
       this.#o.onFallback?.();
       return true;
     }
@@ -286,16 +288,10 @@ export class ReplyStream {
     return false;
   }
 
-  /** Stores the stream's own message once it is known: at the open, or after the first chunk (whose answer names it). */
-  #keepNativeRef(): void {
-    if (!this.#nativeRefKept && this.#native?.ref) this.#o.onRefs?.([this.#native.ref]);
-    this.#nativeRefKept ||= this.#native?.ref !== undefined;
-  }
-
   /** Whether the next final step sends a new message (a native stream's end that is one, or a chunk not yet sent) rather than an edit or a delete. */
   #nextIsNewMessage(desired: string[]): boolean {
-    if (this.#nativeState === 'active') return this.#native?.finishSendsMessage === true;
-    if (this.#nativeState === 'unopened' && this.#shown.length === 0) return true;
+    if (this.#ns.state === 'active') return this.#ns.stream?.finishSendsMessage === true;
+    if (this.#ns.state === 'unopened' && this.#shown.length === 0) return true;
     const i = firstUnshown(this.#shown, desired);
     return i >= 0 && !this.#shown[i]?.ref;
   }
@@ -348,7 +344,7 @@ export class ReplyStream {
       return await this.#final();
     } finally {
       // A native stream the reply leaves open (its end not delivered, or cut) ends itself: nothing else would end it.
-      if (this.#nativeState === 'active') this.#native?.release?.();
+      if (this.#ns.state === 'active') this.#ns.stream?.release?.();
       // What the reply left in flight (a typing request never awaited) is of no use now and goes with it; then nothing
       // of the reply waits on the hard stop any more. (Only then: an abort is an event dispatched, and most replies leave nothing behind.)
       if (this.#typingIndicator?.inFlight) this.#stop.abort(TURN_ENDED);
@@ -370,7 +366,7 @@ export class ReplyStream {
       // Planned each time: a platform may change its limits mid-reply (a refused format).
       const desired = this.#desired(true);
       // Nothing left to send: done at once, without waiting out the edit interval.
-      if (this.#nativeState === 'stopped' || (this.#nativeState !== 'active' && showsAll(this.#shown, desired))) break;
+      if (this.#ns.state === 'stopped' || (this.#ns.state !== 'active' && showsAll(this.#shown, desired))) break;
       // The last word, at once: a final that is a new message waits only for what a 429 (or a
       // failure's backoff) asked; a final edit waits for the platform's floor, never for the
       // channel's wider interval or one a 429 widened.

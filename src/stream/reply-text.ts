@@ -38,3 +38,8 @@ export function draftChunks(caps: ChannelCapabilities, text: string, progress: s
   if (!caps.editsDrafts) chunks.pop();
   return chunks.filter((c) => c.trim() !== '');
 }
+
+/** What the text gets when a tool call went on in the background: the user is told its result will follow. */
+export function backgroundNote(text: string, tool: string): string {
+  return `${text.trim() ? '\n\n' : ''}⏳ ${tool} is running in the background; its result will follow.\n\n`;
+}

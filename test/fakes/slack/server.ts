@@ -2,6 +2,7 @@ import { createHmac } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { streamMethod, type SlackTask } from './streams.js';
 
 /** A method's next answer: a platform error, an HTTP status, a delay or a hold, or none at all (`hang`: the request is never answered). */
 export type SlackFault =
@@ -29,8 +30,10 @@ export interface SlackMessage {
   text: string;
   deleted: boolean;
   edits: number;
-  /** Set for messages written through chat.startStream/appendStream/stopStream. */
+  /** Set for messages written through chat.startStream/appendStream/stopStream: the text each call appended. */
   stream?: { chunks: string[]; stopped: boolean };
+  /** The tasks task_update chunks showed in a streamed message, in the order they first came, each as its last update left it. */
+  tasks?: SlackTask[];
   /** Block Kit blocks as posted; chat.update with `blocks` replaces them. */
   blocks?: Array<{ type: string; elements?: Array<{ type: string; action_id: string; text: { text: string }; value?: string }> }>;
   /** Posted or last updated with `markdown_text` (standard Markdown) rather than mrkdwn `text`. */
@@ -77,7 +80,8 @@ export function signSlack(body: string, secret: string, timestampS = Math.floor(
 
 /**
  * Slack on 127.0.0.1: the Web API over form-encoded POST (auth.test, apps.connections.open,
- * chat.postMessage/update/delete, chat.startStream/appendStream/stopStream) and a Socket
+ * chat.postMessage/update/delete, chat.startStream/appendStream/stopStream with markdown_text
+ * or chunks: test/fakes/slack/streams.ts) and a Socket
  * Mode WebSocket server (hello, events_api envelopes, ack tracking, redelivery of unacked
  * envelopes on the next connection, disconnect). Faults per method; a call log.
  */
@@ -93,6 +97,12 @@ export class FakeSlack {
    * Slack does not document editing an active stream, so a client must not rely on it. Off by default.
    */
   refuseUpdateWhileStreaming = false;
+  /**
+   * When set, every stream call carrying `chunks` (chat.startStream/appendStream/stopStream) gets this
+   * error: a workspace or an older API that does not take them (`invalid_arguments`, or `no_text`
+   * where `markdown_text` is still required). Malformed chunks are refused with `invalid_arguments` regardless.
+   */
+  refuseChunks: string | undefined;
   /** The bot's reactions, by `channel:ts` of the reacted message. */
   readonly reactions = new Map<string, string[]>();
   readonly acks = new Map<string, number>();
@@ -507,35 +517,11 @@ export class FakeSlack {
         this.reactions.set(key, method === 'reactions.add' ? [...list, args.name] : list.filter((n) => n !== args.name));
         return ok();
       }
-      case 'chat.startStream': {
-        if (!args.thread_ts) return no('invalid_arguments');
-        // Slack's reference: the recipient user and team are required when streaming to channels (not DMs).
-        if (!args.channel?.startsWith('D')) {
-          if (!args.recipient_user_id) return no('missing_recipient_user_id');
-          if (!args.recipient_team_id) return no('missing_recipient_team_id');
-        }
-        const msg: SlackMessage = {
-          channel: args.channel!,
-          ts: this.#ts(),
-          threadTs: args.thread_ts,
-          text: args.markdown_text ?? '',
-          deleted: false,
-          edits: 0,
-          stream: { chunks: args.markdown_text ? [args.markdown_text] : [], stopped: false },
-        };
-        this.messages.push(msg);
-        return ok({ channel: msg.channel, ts: msg.ts });
-      }
+      case 'chat.startStream':
       case 'chat.appendStream':
       case 'chat.stopStream': {
-        const msg = find();
-        if (!msg?.stream || msg.stream.stopped) return no('message_not_in_streaming_state');
-        if (args.markdown_text) {
-          msg.stream.chunks.push(args.markdown_text);
-          msg.text += args.markdown_text;
-        }
-        if (method === 'chat.stopStream') msg.stream.stopped = true;
-        return ok({ channel: msg.channel, ts: msg.ts });
+        const answer = streamMethod({ messages: this.messages, ts: () => this.#ts(), refuseChunks: this.refuseChunks }, method, args);
+        return 'error' in answer ? no(answer.error) : ok(answer.ok);
       }
       default:
         return no('unknown_method');
