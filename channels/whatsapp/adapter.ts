@@ -10,6 +10,7 @@ import { VERSION } from '../../src/util/version.js';
 import { classifyWhatsAppError } from './errors.js';
 import { markdownToWhatsApp } from './format.js';
 import { graphRequest } from './graph.js';
+import { addressOf } from './ids.js';
 import type { WaIdentity } from './normalize.js';
 import { notifyHandler, verifyHandler } from './webhook.js';
 
@@ -118,15 +119,17 @@ export class WhatsAppAdapter implements ChannelAdapter {
     );
   }
 
-  /** A text message, or reply buttons (approvals), in reply to the user's message. */
+  /**
+   * A text message, or reply buttons (approvals), in reply to the user's message. A chat named
+   * by a business-scoped user id (its user's phone number withheld) is addressed by `recipient`.
+   */
   async send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef> {
     const body = markdownToWhatsApp(text);
     const content = options.buttons?.length ? this.#interactive(body, options.buttons) : { type: 'text', text: { body, preview_url: false } };
     const r = await this.#messages(
       'send',
       {
-        recipient_type: target.chatType === 'dm' ? 'individual' : 'group',
-        to: target.chatId,
+        ...addressOf(target.chatId, target.chatType),
         ...(target.replyToMessageId ? { context: { message_id: target.replyToMessageId } } : {}),
         ...content,
       },

@@ -33,6 +33,12 @@ const FORBIDDEN_CODES = new Set([3, 10, 200, 131005, 131031]);
 const UNAVAILABLE_CODES = new Set([1, 2, 131000, 131016, 131049, 133004]);
 /** More than 24 hours since the user's last message: only a template may reach them. */
 export const OUTSIDE_WINDOW_CODE = 131047;
+/**
+ * "Business-scoped User ID recipients are not supported for this message": a message type
+ * only a phone number can receive (Meta names one-tap, zero-tap and copy-code authentication
+ * templates), sent to a user known only by their BSUID. Another try cannot change that.
+ */
+export const BSUID_UNSUPPORTED_CODE = 131062;
 
 /** The one place WhatsApp failures are sorted: the Graph error code first, then the HTTP status. */
 export function classifyWhatsAppError(err: unknown, what = 'request'): ChannelError {
@@ -44,6 +50,12 @@ export function classifyWhatsAppError(err: unknown, what = 'request'): ChannelEr
       return new ChannelError('CHANNEL_WINDOW_CLOSED', `${detail}: the user last wrote more than 24 hours ago, so WhatsApp only takes a template message`, {
         cause: err,
       });
+    if (code === BSUID_UNSUPPORTED_CODE)
+      return new ChannelError(
+        'CHANNEL_REQUEST_FAILED',
+        `${detail}: WhatsApp does not deliver this kind of message to a business-scoped user id (the user's phone number is not known); it is not retried`,
+        { cause: err },
+      );
     if (err.status === 401 || AUTH_CODES.has(code))
       return new ChannelError('CHANNEL_AUTH_FAILED', `${detail}: the access token was refused; check access_token_env/access_token_file`, { cause: err });
     if (err.status === 429 || RATE_CODES.has(code))

@@ -1,4 +1,5 @@
 import type { Attachment, ChannelMessage } from '../../src/contracts/message.js';
+import { contactsText, locationText, type WaLocation, type WaSharedContact } from './content.js';
 
 /** A media object of an incoming message: the id is exchanged for a URL at download time. */
 interface WaMedia {
@@ -9,9 +10,20 @@ interface WaMedia {
   file_size?: number;
 }
 
+/** An error object WhatsApp attaches to a notification, a message or a status. */
+export interface WaError {
+  code?: number;
+  title?: string;
+  message?: string;
+  error_data?: { details?: string };
+}
+
 /** One entry of `value.messages` in a `messages` webhook, as far as we read it. */
 export interface WaMessage {
-  from: string;
+  /** The sender's phone number; left out when WhatsApp withholds it (a user with a username). */
+  from?: string;
+  /** The sender's business-scoped user id (BSUID), in every message webhook since 31 March 2026. */
+  from_user_id?: string;
   id: string;
   timestamp?: string;
   type: string;
@@ -23,18 +35,33 @@ export interface WaMessage {
   document?: WaMedia;
   video?: WaMedia;
   sticker?: WaMedia;
+  location?: WaLocation;
+  contacts?: WaSharedContact[];
   interactive?: { type?: string; button_reply?: { id?: string; title?: string }; list_reply?: { id?: string; title?: string } };
   button?: { payload?: string; text?: string };
   context?: { from?: string; id?: string };
+  /** `type: "system"`: the user changed their number (`user_changed_number`) or their BSUID changed (`user_changed_user_id`). */
+  system?: { type?: string; body?: string; wa_id?: string; user_id?: string; previous_user_id?: string };
+  /** `type: "unsupported"`: what the user sent, which the Cloud API does not pass on. */
+  unsupported?: { type?: string };
+  errors?: WaError[];
+}
+
+/** A sender as `contacts[]` describes them: `wa_id` is left out when the number is withheld. */
+interface WaContact {
+  wa_id?: string;
+  user_id?: string;
+  profile?: { name?: string; username?: string };
 }
 
 /** One `changes[].value` of a `messages` webhook. */
 export interface WaValue {
   messaging_product?: string;
   metadata?: { display_phone_number?: string; phone_number_id?: string };
-  contacts?: Array<{ wa_id?: string; profile?: { name?: string } }>;
+  contacts?: WaContact[];
   messages?: WaMessage[];
   statuses?: WaStatus[];
+  errors?: WaError[];
 }
 
 /** A status of a message we sent: sent, delivered, read, or failed with WhatsApp's errors. */
@@ -42,7 +69,9 @@ export interface WaStatus {
   id?: string;
   status?: string;
   recipient_id?: string;
-  errors?: Array<{ code?: number; title?: string; message?: string; error_data?: { details?: string } }>;
+  /** The recipient's BSUID; the only name of a user whose number is withheld. */
+  recipient_user_id?: string;
+  errors?: WaError[];
 }
 
 export interface WaWebhook {
@@ -58,7 +87,38 @@ export interface WaIdentity {
 
 const MEDIA_TYPES = ['image', 'audio', 'voice', 'document', 'video', 'sticker'] as const;
 
-/** The messages of a webhook for this phone number; statuses (sent, delivered, read) and other numbers' changes are not messages. */
+const nonEmpty = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/**
+ * Who sent `m`, as channeld names them (chat id of a DM, sender id, what `allow_from` lists):
+ * the phone number when WhatsApp sends one, else the business-scoped user id. A user with
+ * both keeps the conversation their number has always scoped (messages from before BSUIDs
+ * existed carry only the number, and WhatsApp keeps sending it to a business the user talks
+ * to); the BSUID names only users whose number WhatsApp withholds. The two are not linked
+ * here: a user whose number WhatsApp starts or stops withholding continues under the other id.
+ * Undefined when the message names neither.
+ */
+export function senderIdOf(m: WaMessage): string | undefined {
+  return nonEmpty(m.from) ?? nonEmpty(m.from_user_id);
+}
+
+/**
+ * A message naming no sender of its own, alone in its notification with one contact, is that
+ * contact's: `contacts[]` describes the senders of `messages[]`, and with one of each there is
+ * no doubt whose it is.
+ */
+function withContactIds(m: WaMessage, contacts: WaContact[], messageCount: number): WaMessage {
+  if (senderIdOf(m) || messageCount !== 1 || contacts.length !== 1) return m;
+  const phone = nonEmpty(contacts[0]!.wa_id);
+  const bsuid = nonEmpty(contacts[0]!.user_id);
+  return phone || bsuid ? { ...m, ...(phone ? { from: phone } : {}), ...(bsuid ? { from_user_id: bsuid } : {}) } : m;
+}
+
+/**
+ * The messages of a webhook for this phone number; statuses (sent, delivered, read) and other
+ * numbers' changes are not messages. A message naming no sender is returned too (the webhook
+ * warns about it); one without an id or type is not a message.
+ */
 export function messagesOf(body: WaWebhook, me: WaIdentity): Array<{ message: WaMessage; name: string | undefined }> {
   if (body?.object !== 'whatsapp_business_account' || !Array.isArray(body.entry)) return [];
   const out: Array<{ message: WaMessage; name: string | undefined }> = [];
@@ -67,13 +127,29 @@ export function messagesOf(body: WaWebhook, me: WaIdentity): Array<{ message: Wa
       const value = change?.value;
       if (change?.field !== 'messages' || !value || !Array.isArray(value.messages)) continue;
       if (value.metadata?.phone_number_id && value.metadata.phone_number_id !== me.phoneNumberId) continue;
-      const names = new Map((Array.isArray(value.contacts) ? value.contacts : []).map((c) => [c?.wa_id, c?.profile?.name]));
-      for (const m of value.messages) {
-        if (m && typeof m.id === 'string' && typeof m.from === 'string' && typeof m.type === 'string') out.push({ message: m, name: names.get(m.from) });
+      const contacts = (Array.isArray(value.contacts) ? value.contacts : []).filter((c): c is WaContact => Boolean(c) && typeof c === 'object');
+      for (const raw of value.messages) {
+        if (!raw || typeof raw.id !== 'string' || typeof raw.type !== 'string') continue;
+        const m = withContactIds(raw, contacts, value.messages.length);
+        const c = contacts.find((x) => (m.from && x.wa_id === m.from) || (m.from_user_id && x.user_id === m.from_user_id));
+        out.push({ message: m, name: nonEmpty(c?.profile?.name) ?? nonEmpty(c?.profile?.username) });
       }
     }
   }
   return out;
+}
+
+/** The errors WhatsApp reports on a notification for this number itself (`value.errors`), not on one message. */
+export function notificationErrorsOf(body: WaWebhook, me: WaIdentity): WaError[] {
+  if (body?.object !== 'whatsapp_business_account' || !Array.isArray(body.entry)) return [];
+  return body.entry.flatMap((entry) =>
+    (Array.isArray(entry?.changes) ? entry.changes : []).flatMap((change) => {
+      const value = change?.value;
+      if (change?.field !== 'messages' || !value || !Array.isArray(value.errors)) return [];
+      if (value.metadata?.phone_number_id && value.metadata.phone_number_id !== me.phoneNumberId) return [];
+      return value.errors.filter((e) => e && typeof e === 'object');
+    }),
+  );
 }
 
 /** The failed statuses of a webhook: a message WhatsApp accepted and could not deliver after all. */
@@ -122,16 +198,25 @@ function attachmentOf(m: WaMessage): Attachment | undefined {
   return undefined;
 }
 
+/** What a location or contacts message says, as text; undefined for other types. */
+function sharedText(m: WaMessage): string | undefined {
+  if (m.type === 'location') return locationText(m.location);
+  if (m.type === 'contacts') return contactsText(m.contacts);
+  return undefined;
+}
+
 /**
- * An incoming WhatsApp message as a ChannelMessage; the `wamid` is its inbox key. Undefined
- * for a message with neither text nor a file (a reaction, a location, an `unsupported` one):
- * nothing to answer.
+ * An incoming WhatsApp message as a ChannelMessage; the `wamid` is its inbox key. A location
+ * or shared contacts become text (content.ts). Undefined for a message naming no sender, and
+ * for one with nothing to read (a reaction, an `unsupported` one, an empty text): nothing to answer.
  */
 export function normalizeMessage(m: WaMessage, name: string | undefined, channelId: string, me: WaIdentity): ChannelMessage | undefined {
+  const sender = senderIdOf(m);
+  if (!sender) return undefined;
   const attachment = attachmentOf(m);
   // A reply button's id is the command we put there (`/approve 3fa9c1`): the click is that message.
   const button = m.interactive?.button_reply?.id ?? m.interactive?.list_reply?.id ?? m.button?.payload;
-  let text = button ?? m.text?.body ?? (attachment ? (m[attachment.type as (typeof MEDIA_TYPES)[number]]?.caption ?? '') : '');
+  let text = button ?? m.text?.body ?? (attachment ? (m[attachment.type as (typeof MEDIA_TYPES)[number]]?.caption ?? '') : (sharedText(m) ?? ''));
   const group = typeof m.group_id === 'string' && m.group_id !== '';
   const mention = me.number ? new RegExp(`@\\+?${me.number}\\b\\s*`, 'g') : undefined;
   const mentioned = mention ? mention.test(text) : false;
@@ -143,8 +228,8 @@ export function normalizeMessage(m: WaMessage, name: string | undefined, channel
     channelId,
     kind: 'whatsapp',
     messageId: m.id,
-    chat: group ? { id: m.group_id!, type: 'group' } : { id: m.from, type: 'dm' },
-    sender: { id: m.from, name: name ?? m.from, isBot: false },
+    chat: group ? { id: m.group_id!, type: 'group' } : { id: sender, type: 'dm' },
+    sender: { id: sender, name: name ?? sender, isBot: false },
     text: text.trim(),
     attachments: attachment ? [attachment] : [],
     ...(m.context?.id ? { replyTo: m.context.id } : {}),

@@ -4,7 +4,18 @@ import type { Logger } from 'pino';
 import type { Deliver } from '../../src/contracts/channel.js';
 import { BODY_TIMEOUT_MS, readBody, refuseAndClose, secretEquals } from '../../src/util/http-helpers.js';
 import { OUTSIDE_WINDOW_CODE } from './errors.js';
-import { failedStatusesOf, foreignNumbersOf, messagesOf, normalizeMessage, type WaIdentity, type WaWebhook } from './normalize.js';
+import {
+  failedStatusesOf,
+  foreignNumbersOf,
+  messagesOf,
+  normalizeMessage,
+  notificationErrorsOf,
+  senderIdOf,
+  type WaError,
+  type WaIdentity,
+  type WaMessage,
+  type WaWebhook,
+} from './normalize.js';
 
 /** Meta's webhook bodies are a few KB; a batch of them stays far below this. */
 const MAX_BODY_BYTES = 1024 * 1024;
@@ -14,6 +25,46 @@ const SIGNATURE_FORM = /^sha256=[0-9a-f]{64}$/i;
 const FOREIGN_NUMBER_WARN_INTERVAL_MS = 60 * 60_000;
 /** Other numbers remembered for that; a Meta app has a handful, so this is only a ceiling. */
 const MAX_FOREIGN_NUMBERS = 100;
+
+/** Types channeld reads; one of them left without content (an empty text) has nothing to answer. */
+const READ_TYPES = new Set(['text', 'interactive', 'button', 'image', 'audio', 'voice', 'document', 'video', 'sticker', 'location', 'contacts']);
+/** Types that are no one's words: a reaction to a message, a user opening the chat. */
+const QUIET_TYPES = new Set(['reaction', 'request_welcome']);
+/** WhatsApp's errors as log fields, the first few of a list (the body is WhatsApp's, its size bounded only by the 1 MiB). */
+const MAX_LOGGED_ERRORS = 5;
+
+const errorsField = (errors: WaError[] | undefined) =>
+  (Array.isArray(errors) ? errors : [])
+    .slice(0, MAX_LOGGED_ERRORS)
+    .map((e) => ({ code: e?.code, title: e?.title, details: e?.error_data?.details ?? e?.message }));
+
+/**
+ * Says why a message of the notification is not delivered. No sender id (neither `from` nor
+ * `from_user_id`): nobody to answer, a warning. A system message (the user's number or BSUID
+ * changed) is WhatsApp's, not the user's: an info line, since a chat named by the old id goes
+ * on under the new one as a new conversation. A type channeld cannot read (`unsupported`, a
+ * newer one) is a warning with the type and WhatsApp's errors; the sender is not told, since
+ * Meta documents no answer to such a message. Reactions and empty texts: debug.
+ */
+function explainDropped(m: WaMessage, o: Pick<WebhookOptions, 'channelId' | 'log'>): void {
+  const at = { channel: o.channelId, wamid: m.id, type: m.type };
+  if (m.type === 'system') {
+    const s = m.system ?? {};
+    o.log.info(
+      { ...at, systemType: s.type, previousUserId: s.previous_user_id, userId: s.user_id ?? m.from_user_id, newPhone: s.wa_id },
+      'WhatsApp says a user changed their number or business-scoped user id; a chat named by the old one goes on as a new conversation',
+    );
+  } else if (!senderIdOf(m)) {
+    o.log.warn(at, 'WhatsApp message names no sender (neither from nor from_user_id): acknowledged and dropped, there is no one to answer');
+  } else if (READ_TYPES.has(m.type) || QUIET_TYPES.has(m.type)) {
+    o.log.debug(at, 'WhatsApp message without text or a file; nothing to answer');
+  } else {
+    o.log.warn(
+      { ...at, ...(m.unsupported?.type ? { unsupportedType: m.unsupported.type } : {}), whatsappErrors: errorsField(m.errors) },
+      `WhatsApp message of type "${m.type}" has nothing channeld can read (no text, file, location or contacts): dropped, the sender is not told`,
+    );
+  }
+}
 
 /** Whether `header` (`sha256=<hex>`) is the HMAC-SHA256 of `raw` with the app secret; constant time. */
 export function signatureValid(raw: Buffer, header: string | string[] | undefined, appSecret: string): boolean {
@@ -126,7 +177,7 @@ export function notifyHandler(o: WebhookOptions) {
         {
           channel: o.channelId,
           wamid: st.id,
-          to: st.recipient_id,
+          to: st.recipient_id ?? st.recipient_user_id,
           code: e?.code === OUTSIDE_WINDOW_CODE ? 'CHANNEL_WINDOW_CLOSED' : 'CHANNEL_REQUEST_FAILED',
           whatsappError: e?.code,
           reason: e?.error_data?.details ?? e?.message ?? e?.title,
@@ -134,13 +185,17 @@ export function notifyHandler(o: WebhookOptions) {
         'WhatsApp could not deliver a message it had accepted',
       );
     }
+    const errors = notificationErrorsOf(body, me);
+    if (errors.length) o.log.warn({ channel: o.channelId, whatsappErrors: errorsField(errors) }, 'WhatsApp reported errors in a webhook notification');
     const messages = messagesOf(body, me);
     try {
       await Promise.all(
         messages.map(({ message, name }) => {
           const msg = normalizeMessage(message, name, o.channelId, me);
+          if (msg && message.errors?.length)
+            o.log.warn({ channel: o.channelId, wamid: message.id, whatsappErrors: errorsField(message.errors) }, 'WhatsApp reported errors with a message');
           if (msg) return o.deliver(msg);
-          o.log.debug({ channel: o.channelId, type: message.type }, 'WhatsApp message without text or a file; nothing to answer');
+          explainDropped(message, o);
           return false;
         }),
       );

@@ -1,6 +1,18 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import {
+  BSUID,
+  contactEntry,
+  contactsContent,
+  DEFAULT_USER,
+  incoming,
+  locationContent,
+  unsupportedContent,
+  userIdChangedContent,
+  type WaFrom,
+  type WaSenderContact,
+} from './inbound.js';
 
 /**
  * A request's next answer: a Graph error (`code`, e.g. 131047 or 190, with its HTTP status),
@@ -20,7 +32,10 @@ export type WhatsAppRoute = 'messages' | 'typing' | 'phone' | 'media' | 'downloa
 
 export interface WaSent {
   id: string;
+  /** Whom it went to: a phone number or group id (`to`), or a business-scoped user id (`recipient`). */
   to: string;
+  /** The field that named them. */
+  via: 'to' | 'recipient';
   recipientType: string;
   type: string;
   /** The text body, or an interactive message's body text. */
@@ -50,6 +65,11 @@ const REFUSAL_PAGE = '<!DOCTYPE html><html><head><title>Error</title></head><bod
 export class FakeWhatsApp {
   readonly calls: WaCall[] = [];
   readonly sent: WaSent[] = [];
+  /**
+   * Sends the Cloud API accepted and never delivered: a business-scoped user id in `to`, which
+   * it reads as a phone number (it answers with a message id all the same; see #send).
+   */
+  readonly lost: WaSent[] = [];
   /** Media the fake serves, by media id. */
   readonly media = new Map<string, { bytes: Buffer; mime: string }>();
   /** Media downloads, with the Authorization they carried. */
@@ -95,7 +115,7 @@ export class FakeWhatsApp {
     return this.calls.filter((c) => c.route === route);
   }
 
-  /** The texts sent to a chat (a wa_id or a group id), in order. */
+  /** The texts sent to a chat (a wa_id, a business-scoped user id or a group id), in order. */
   texts(to: string): string[] {
     return this.sent.filter((m) => m.to === to).map((m) => m.text);
   }
@@ -180,10 +200,40 @@ export class FakeWhatsApp {
     return false;
   }
 
+  /**
+   * Addressing as Meta's send API takes it: `to` a phone number or group id, `recipient` a
+   * business-scoped user id (or a parent one); with both, `to` wins. `recipient_type` is
+   * `individual` or `group` (anything else is error 100), and a group is named by `to`.
+   * A BSUID in `to` is accepted with a message id and never delivered: the API reads it as a
+   * phone number (reported in chatwoot/chatwoot#15150), so such a send lands in `lost`.
+   */
+  #address(res: ServerResponse, b: Record<string, unknown>): { to: string; via: WaSent['via']; lost: boolean } | undefined {
+    const type = b.recipient_type;
+    if (type !== undefined && type !== 'individual' && type !== 'group') {
+      this.#refuse(res, 400, 100, '(#100) Param recipient_type must be one of {individual, group}');
+      return undefined;
+    }
+    if (typeof b.to === 'string' && b.to) return { to: b.to, via: 'to', lost: BSUID.test(b.to) };
+    if (b.to !== undefined) {
+      this.#refuse(res, 400, 100, '(#100) Param to must be a non-empty string');
+      return undefined;
+    }
+    if (b.recipient === undefined) {
+      this.#refuse(res, 400, 100, '(#100) The parameter to or recipient is required');
+      return undefined;
+    }
+    if (typeof b.recipient !== 'string' || !BSUID.test(b.recipient) || type === 'group') {
+      this.#refuse(res, 400, 100, '(#100) Param recipient must be a business-scoped user id of an individual');
+      return undefined;
+    }
+    return { to: b.recipient, via: 'recipient', lost: false };
+  }
+
   #send(res: ServerResponse, b: Record<string, unknown>): boolean {
     if (b.messaging_product !== 'whatsapp') return this.#refuse(res, 400, 100, 'messaging_product must be "whatsapp"');
-    const to = b.to;
-    if (typeof to !== 'string' || !to) return this.#refuse(res, 400, 100, 'to is required');
+    const address = this.#address(res, b);
+    if (!address) return false;
+    const { to, via } = address;
     const context = (b.context as { message_id?: string } | undefined)?.message_id;
     let text: string;
     let buttons: WaSent['buttons'];
@@ -205,16 +255,19 @@ export class FakeWhatsApp {
       buttons = bs.map((x) => ({ id: x.reply!.id!, title: x.reply!.title! }));
     } else return this.#refuse(res, 400, 100, `unsupported type ${String(b.type)}`);
     const id = `wamid.OUT${++this.#seq}`;
-    this.sent.push({
+    (address.lost ? this.lost : this.sent).push({
       id,
       to,
+      via,
       recipientType: String(b.recipient_type ?? 'individual'),
       type: String(b.type),
       text,
       ...(context ? { contextId: context } : {}),
       ...(buttons ? { buttons } : {}),
     });
-    this.#answer(res, 200, { messaging_product: 'whatsapp', contacts: [{ input: to, wa_id: to }], messages: [{ id }] });
+    // The answer names the user as the send did: wa_id for a number, user_id for a BSUID.
+    const contact = via === 'to' ? { input: to, wa_id: to } : { input: to, user_id: to };
+    this.#answer(res, 200, { messaging_product: 'whatsapp', contacts: [contact], messages: [{ id }] });
     return true;
   }
 
@@ -233,35 +286,50 @@ export class FakeWhatsApp {
    * A notification with `messages` (and the senders' contacts); `phoneNumberId` makes it one
    * for another number of the same app, which Meta posts to the same callback URL.
    */
-  notification(
-    messages: Array<Record<string, unknown>>,
-    contacts: Array<{ wa_id: string; name: string }> = [],
-    phoneNumberId = this.phoneNumberId,
-  ): Record<string, unknown> {
-    return this.#envelope({ contacts: contacts.map((c) => ({ profile: { name: c.name }, wa_id: c.wa_id })), messages }, phoneNumberId);
+  notification(messages: Array<Record<string, unknown>>, contacts: WaSenderContact[] = [], phoneNumberId = this.phoneNumberId): Record<string, unknown> {
+    return this.#envelope({ contacts: contacts.map(contactEntry), messages }, phoneNumberId);
+  }
+
+  /** A notification carrying only WhatsApp's `errors` (value.errors), no message. */
+  errorsNotification(errors: Array<{ code: number; title: string; details?: string }>): Record<string, unknown> {
+    return this.#envelope({
+      errors: errors.map((e) => ({ code: e.code, title: e.title, message: e.title, error_data: { details: e.details ?? e.title } })),
+    });
   }
 
   /** A status notification (sent, delivered, read): not a message. */
   statusNotification(id: string, status: 'sent' | 'delivered' | 'read' | 'failed', error?: { code: number; title: string }): Record<string, unknown> {
     const errors = error ? { errors: [{ ...error, message: error.title, error_data: { details: `${error.title} (fake)` } }] } : {};
-    return this.#envelope({ statuses: [{ id, status, timestamp: String(Math.floor(Date.now() / 1000)), recipient_id: '4915112345678', ...errors }] });
+    return this.#envelope({ statuses: [{ id, status, timestamp: String(Math.floor(Date.now() / 1000)), recipient_id: DEFAULT_USER, ...errors }] });
   }
 
-  /** An incoming text message (a DM unless `group` is given). */
-  textMessage(text: string, o: { from?: string; group?: string; contextId?: string; contextFrom?: string } = {}): Record<string, unknown> {
-    return {
-      from: o.from ?? '4915112345678',
-      id: `wamid.IN${randomBytes(8).toString('hex')}`,
-      timestamp: String(Math.floor(Date.now() / 1000)),
-      type: 'text',
-      text: { body: text },
-      ...(o.group ? { group_id: o.group } : {}),
-      ...(o.contextId ? { context: { from: o.contextFrom ?? this.number, id: o.contextId } } : {}),
-    };
+  /** An incoming text message (a DM unless `group` is given), from the default user unless `o` names another (WaFrom). */
+  textMessage(text: string, o: WaFrom = {}): Record<string, unknown> {
+    return incoming('text', { text: { body: text } }, o, this.number);
+  }
+
+  /** A shared location. */
+  locationMessage(l: Parameters<typeof locationContent>[0], o: WaFrom = {}): Record<string, unknown> {
+    return incoming('location', locationContent(l), o, this.number);
+  }
+
+  /** Shared contact cards. */
+  contactsMessage(cards: Parameters<typeof contactsContent>[0], o: WaFrom = {}): Record<string, unknown> {
+    return incoming('contacts', contactsContent(cards), o, this.number);
+  }
+
+  /** A message of a type the Cloud API does not pass on (`sentType`, e.g. a poll): `type: "unsupported"`. */
+  unsupportedMessage(sentType: string, o: WaFrom = {}): Record<string, unknown> {
+    return incoming('unsupported', unsupportedContent(sentType), o, this.number);
+  }
+
+  /** The system message saying a user's BSUID changed; no phone number is included. */
+  userIdChangedMessage(previous: string, next: string): Record<string, unknown> {
+    return incoming('system', userIdChangedContent(previous, next), { from: null, userId: next }, this.number);
   }
 
   /** A click on a reply button of a message we sent. */
-  buttonReply(sent: WaSent, title: string, from = '4915112345678'): Record<string, unknown> {
+  buttonReply(sent: WaSent, title: string, from = DEFAULT_USER): Record<string, unknown> {
     const b = sent.buttons!.find((x) => x.title === title)!;
     return {
       from,
