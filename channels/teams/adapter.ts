@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import type { Logger } from 'pino';
 import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, SentAt, TransportOptions } from '../../src/contracts/channel.js';
-import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
+import { errorMessage } from '../../src/contracts/errors.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { untilAborted } from '../../src/util/abortable.js';
@@ -14,7 +14,8 @@ import { buttonsCard, neutraliseMentions } from './cards.js';
 import { classifyTeamsError, connectorCall } from './connector.js';
 import { ServiceUrls } from './conversations.js';
 import { activityIdOf, malformedActivity, normalizeActivity, TEAMS_CHANNEL_ID, tenantOf, type Activity } from './normalize.js';
-import { stoppedByUser, StoppedAnswers } from './stop.js';
+import { StoppedAnswers } from './stop.js';
+import { openTeamsStream } from './stream.js';
 import { BotToken } from './token.js';
 
 export interface TeamsOptions {
@@ -51,6 +52,8 @@ export class TeamsAdapter implements ChannelAdapter {
   readonly #urls: ServiceUrls;
   readonly #call = platformCaller(classifyTeamsError);
   readonly #stops = new StoppedAnswers();
+  /** Finals of streams whose replies released them (channels/teams/stream.ts): close waits for them. */
+  readonly #abandoned = new Set<Promise<void>>();
   #botId: string | undefined;
 
   constructor(options: TeamsOptions, password: string) {
@@ -202,81 +205,27 @@ export class TeamsAdapter implements ChannelAdapter {
     await this.#post('typing', target.chatId, `/v3/conversations/${enc(target.chatId)}/activities`, { type: 'typing' }, options.signal);
   }
 
-  /**
-   * Teams' streaming protocol (1:1 chats): typing activities carrying the text so far and a
-   * `streaminfo` entity (the first answer's id is the stream id), then one final message
-   * with `streamType: "final"`. Where Teams refuses the stream (403 ContentStreamNotAllowed,
-   * an older service), the error reaches the reply stream, which goes on with send + update.
-   * The stream id is also the streamed message's activity id (`ref`, once the first chunk
-   * is answered): the reply stores it, so a stream past Teams' two-minute limit, or a turn
-   * run again after a crash, updates that message in place rather than posting a second.
-   * The user's Stop button is the exception: Teams answers the next request "cancelled by
-   * user" and allows no change after it, so the stream ends where it was (nothing more is sent
-   * for it) and, while its turn runs, REPLY_STOPPED_BY_USER tells the reply to stop the turn.
-   */
+  /** Teams' streaming protocol in 1:1 chats (channels/teams/stream.ts); elsewhere the reply posts and updates. */
   async openNativeStream(target: ReplyTarget): Promise<NativeStream | undefined> {
     if (target.chatType !== 'dm') return undefined;
-    const path = `/v3/conversations/${enc(target.chatId)}/activities`;
-    let streamId: string | undefined;
-    let sequence = 0;
-    let stopped = false;
-    const ref = (): MessageRef => ({ chatId: target.chatId, messageId: streamId! });
-    /**
-     * Whether `err` is the user's Stop: the stream is over, nothing more is sent for this
-     * answer, and (while the turn runs) REPLY_STOPPED_BY_USER tells the turn to stop.
-     */
-    const userStopped = (err: unknown): boolean => {
-      if (streamId === undefined || !stoppedByUser(err)) return false;
-      stopped = true;
-      this.#stops.stopped(target, ref());
-      this.#o.log.info({ channel: this.#o.id, conversation: target.chatId, stream: streamId }, 'Teams: the user pressed Stop; the answer ends where it was');
-      return true;
-    };
-    const stopTheTurn = () => new ChannelError('REPLY_STOPPED_BY_USER', 'Teams: the user pressed Stop on the streamed answer');
-    return {
-      get ref() {
-        return streamId === undefined ? undefined : ref();
+    return openTeamsStream(
+      {
+        channel: this.#o.id,
+        log: this.#o.log,
+        post: (chatId, body, signal) => this.#post<{ id?: string }>('stream', chatId, `/v3/conversations/${enc(chatId)}/activities`, body, signal),
+        message: (text, buttons) => this.#message(text, buttons),
+        send: (t, text, options) => this.send(t, text, options),
+        edit: (ref, text, options) => this.edit(ref, text, options),
+        stops: this.#stops,
+        abandoned: this.#abandoned,
       },
-      update: async (text, options) => {
-        if (stopped) throw stopTheTurn();
-        try {
-          const sent = await this.#post<{ id?: string }>(
-            'stream',
-            target.chatId,
-            path,
-            {
-              type: 'typing',
-              text: neutraliseMentions(text),
-              entities: [{ type: 'streaminfo', streamType: 'streaming', streamSequence: ++sequence, ...(streamId ? { streamId } : {}) }],
-            },
-            options.signal,
-          );
-          streamId ??= sent.id;
-        } catch (err) {
-          if (userStopped(err)) throw stopTheTurn();
-          throw err;
-        }
-      },
-      finish: async (text, options) => {
-        if (stopped) return ref();
-        if (!streamId) return this.send(target, text, options);
-        try {
-          const sent = await this.#post<{ id?: string }>(
-            'stream',
-            target.chatId,
-            path,
-            { ...this.#message(text, options.buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] },
-            options.signal,
-          );
-          return { chatId: target.chatId, messageId: sent.id ?? streamId };
-        } catch (err) {
-          if (!userStopped(err)) throw err;
-          // The turn's last write: it ended, nothing to stop. Otherwise the answer outgrew one message mid-turn.
-          if (options.final !== true) throw stopTheTurn();
-          return ref();
-        }
-      },
-    };
+      target,
+    );
+  }
+
+  /** Waits for the finals of streams their replies released (each bounded), so an exit does not cut them. */
+  async close(): Promise<void> {
+    await Promise.all(this.#abandoned);
   }
 
   /** A file: a 1:1 chat's download link as it is; an inline image from the Connector with the bot's token. */

@@ -2,9 +2,9 @@ import { randomUUID } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { exportJWK, generateKeyPair, SignJWT, type CryptoKey, type JWK } from 'jose';
 import { FakeHttpServer } from '../http-fake.js';
+import { FakeStreams, STREAM_CANCELLED_BY_USER, type StreamUpdate } from './streams.js';
 
-/** Teams' answer to a request on a stream its user stopped (Microsoft's "Stream bot messages" page). */
-export const STREAM_CANCELLED_BY_USER = 'Content stream was cancelled by user.';
+export { INFORMATIVE_AFTER_STREAMING, INFORMATIVE_MAX_BYTES, INFORMATIVE_MAX_CHARS, STREAM_CANCELLED_BY_USER, STREAM_NOT_CONTINUED } from './streams.js';
 
 /** A fault for the next call of an endpoint: a status (429 with Retry-After), or a dropped connection. */
 export type TeamsFault = { status: 429; retryAfterS: number } | { status: 400 | 401 | 403 | 412 | 500 | 502 | 504; code?: string } | { drop: true };
@@ -33,6 +33,8 @@ export interface BotActivity {
   streaming?: boolean;
   /** The user pressed Stop on the stream: it keeps the text it showed, and Teams refuses any change to it. */
   stoppedByUser?: boolean;
+  /** The informative update shown while no text has streamed yet (the streamed text or the final replaces it). */
+  informative?: string;
 }
 
 export const APP_ID = '11111111-2222-3333-4444-555555555555';
@@ -52,10 +54,10 @@ export class FakeTeams {
   readonly password = 'app-password-secret';
   readonly calls: TeamsCall[] = [];
   readonly activities: BotActivity[] = [];
-  /** Stream updates (typing activities with streaminfo), in order. */
   /** Inline images users pasted, served at `<serviceUrl>v3/attachments/<id>/views/original` to the bot's token. */
   readonly files = new Map<string, { bytes: Buffer; mime: string }>();
-  readonly streamUpdates: Array<{ conversationId: string; streamId: string; text: string; sequence: number }> = [];
+  /** Stream updates Teams took (typing activities with streaminfo: `streaming` text or `informative`), in order; not the final. */
+  readonly streamUpdates: StreamUpdate[] = [];
   url = '';
   /** Where the daemon takes activities (set by the test once it runs). */
   webhook = '';
@@ -74,7 +76,12 @@ export class FakeTeams {
    * without any. Set before the first activity: the bot caches the keys.
    */
   endorsements: string[] | undefined = ['msteams'];
-  readonly #streamStarts = new Map<string, number>();
+  readonly #streams = new FakeStreams({
+    activities: this.activities,
+    updates: this.streamUpdates,
+    limitMs: () => this.streamLimitMs,
+    newId: () => `stream-${this.#nextId++}`,
+  });
   #key!: CryptoKey;
   #jwk!: JWK;
   /** A key pair the JWKS does not publish: tokens it signs must be refused. */
@@ -281,33 +288,9 @@ export class FakeTeams {
       case 'typing':
         return this.#json(res, 200, {});
       case 'stream': {
-        const info = body.entities.find((e: { type: string }) => e.type === 'streaminfo');
-        if (this.refuseStreams || !conversationId.startsWith('a:'))
-          return this.#json(res, 403, { error: { code: 'ContentStreamNotAllowed', message: 'Content stream is not allowed' } });
-        // The first chunk posts the message (its id is the stream id); the rest, and the final, change it.
-        if (!info.streamId) {
-          const streamId = `stream-${this.#nextId++}`;
-          this.#streamStarts.set(streamId, Date.now());
-          this.activities.push({ conversationId, id: streamId, text: body.text, updates: 0, deleted: false, streamed: true, streaming: true });
-          this.streamUpdates.push({ conversationId, streamId, text: body.text, sequence: info.streamSequence });
-          return this.#json(res, 201, { id: streamId });
-        }
-        const a = this.activities.find((x) => x.conversationId === conversationId && x.id === info.streamId);
-        if (!a) return this.#json(res, 400, { error: { code: 'BadArgument', message: 'no such stream' } });
-        if (a.stoppedByUser) return this.#streamRefused(res, STREAM_CANCELLED_BY_USER);
-        if (!a.streaming) return this.#streamRefused(res, 'Content stream is not allowed on an already completed streamed message');
-        if (Date.now() - this.#streamStarts.get(a.id)! > this.streamLimitMs) {
-          a.streaming = false;
-          return this.#streamRefused(res, 'Content stream finished due to exceeded streaming time.');
-        }
-        a.text = body.text;
-        if (info.streamType === 'final') {
-          a.streaming = false;
-          if (body.attachments) a.attachments = body.attachments;
-          return this.#json(res, 201, { id: a.id });
-        }
-        this.streamUpdates.push({ conversationId, streamId: a.id, text: body.text, sequence: info.streamSequence });
-        return this.#json(res, 201, { id: a.id });
+        if (this.refuseStreams || !conversationId.startsWith('a:')) return this.#streamRefused(res, 'Content stream is not allowed');
+        const [status, answer] = this.#streams.take(conversationId, body);
+        return this.#json(res, status, answer);
       }
       case 'send':
       case 'reply': {
