@@ -8,7 +8,8 @@ import { settleWithin, untilAborted } from '../../src/util/abortable.js';
 import { platformCaller } from '../../src/util/platform-call.js';
 import { guardConnection } from './connection.js';
 import { classifyXmppError } from './errors.js';
-import { bareOf, NS_CHATSTATES, NS_CORRECT, NS_MUC_USER, normalizeMessage, resourceOf } from './normalize.js';
+import { NS_CHATSTATES, NS_CORRECT, normalizeMessage } from './normalize.js';
+import { Rooms } from './rooms.js';
 
 export interface XmppOptions {
   id: string;
@@ -21,7 +22,6 @@ export interface XmppOptions {
   log: Logger;
 }
 
-const NS_MUC = 'http://jabber.org/protocol/muc';
 const NS_SM = 'urn:xmpp:sm:3';
 /** How long "online" waits for stream management to be enabled before it goes ahead anyway. */
 const SM_WAIT_MS = 5000;
@@ -68,14 +68,12 @@ export class XmppAdapter implements ChannelAdapter {
   readonly #o: XmppOptions;
   readonly #call = platformCaller(classifyXmppError);
   #xmpp: XmppClient | undefined;
-  /** Joined rooms: bare room JID → our nick there. */
-  readonly #joined = new Map<string, string>();
+  /** The rooms of the current run of the listener. */
+  #rooms: Rooms | undefined;
   /** Room occupant (room@service/nick) → real bare JID, where the room shows it. */
   readonly #occupants = new Bounded<string, string>(MAX_REMEMBERED);
   /** A person's bare JID → the full JID they last wrote from (whose client is asked about corrections). */
   readonly #lastFrom = new Bounded<string, string>(MAX_REMEMBERED);
-  /** A room whose nick was taken → the alternate asked for. */
-  readonly #trying = new Map<string, string>();
   /** A full JID → whether its client announced Last Message Correction. */
   readonly #corrects = new Bounded<string, Promise<boolean>>(MAX_REMEMBERED);
 
@@ -111,8 +109,27 @@ export class XmppAdapter implements ChannelAdapter {
     x.on('error', (err: unknown) => {
       const e = classifyXmppError(err, 'stream');
       this.#o.log.warn({ channel: this.#o.id, err: e.message }, 'XMPP error');
-      if (!e.retryable) fail(e);
+      // A login refused on a reconnect leaves that stream open with nothing more to come (no
+      // reconnect follows): the listener ends, and where the refusal is temporary the
+      // supervisor logs in again after its backoff.
+      if (!e.retryable || (err as { name?: string } | undefined)?.name === 'SASLError') fail(e);
     });
+    // Whether the stream takes stanzas (see below): from the end of that wait on a new session,
+    // or from <resumed/>, until the connection is lost. Rooms are rejoined only then.
+    let ready = false;
+    x.on('disconnect', () => (ready = false));
+    x.streamManagement.on('resumed', () => (ready = true));
+    const rooms = new Rooms({
+      channel: this.#o.id,
+      rooms: this.#o.rooms,
+      log: this.#o.log,
+      occupants: this.#occupants,
+      send: (el) => x.send(el),
+      online: () => ready && x.status === 'online',
+      fail: (err) => fail(err),
+      signal,
+    });
+    this.#rooms = rooms;
     x.reconnect.on('reconnecting', () => {
       onReconnecting?.(guard.takeReason() ?? 'XMPP connection lost; reconnecting (the session resumes where the server offers XEP-0198)');
       // Backoff: each failed attempt waits twice as long, up to a minute.
@@ -132,10 +149,13 @@ export class XmppAdapter implements ChannelAdapter {
       x.reconnect.delay = baseDelayMs;
       const settled = smOffered && !x.streamManagement.enabled ? new Promise<void>((r) => (smSettled = r)) : Promise.resolve();
       void settleWithin(settled, SM_WAIT_MS, signal)
-        .then(() => this.#online(x))
+        .then(() => {
+          ready = true;
+          return this.#online(x, rooms);
+        })
         .then(onConnected, (err: unknown) => fail(classifyXmppError(err, 'join')));
     });
-    x.on('stanza', (st: Element) => this.#stanza(st, deliver, fail));
+    x.on('stanza', (st: Element) => this.#stanza(st, rooms, deliver));
     x.iqCallee.get(NS_DISCO_INFO, 'query', () =>
       xml(
         'query',
@@ -161,8 +181,8 @@ export class XmppAdapter implements ChannelAdapter {
       await Promise.race([fatal, untilAborted(signal)]);
     } finally {
       this.#xmpp = undefined;
-      this.#joined.clear();
-      this.#trying.clear();
+      this.#rooms = undefined;
+      rooms.close();
       x.reconnect.stop();
       x.removeAllListeners('online');
       const socket = x.socket;
@@ -180,76 +200,28 @@ export class XmppAdapter implements ChannelAdapter {
     }
   }
 
-  /** Available for one-to-one chats, then into each room without its history. */
-  async #online(x: XmppClient): Promise<void> {
+  /** Available for one-to-one chats, then into each room (see rooms.ts). */
+  async #online(x: XmppClient, rooms: Rooms): Promise<void> {
     await x.send(xml('presence'));
-    for (const room of this.#o.rooms) await this.#join(x, room.jid, room.nick);
+    await rooms.joinAll();
   }
 
-  #join(x: XmppClient, room: string, nick: string): Promise<void> {
-    return x.send(xml('presence', { to: `${room}/${nick}` }, xml('x', { xmlns: NS_MUC }, xml('history', { maxstanzas: '0' }))));
+  /** For /status: the rooms the bot is out of (removed, refused), and why. */
+  notes(): string[] {
+    return this.#rooms?.notes() ?? [];
   }
 
-  #stanza(st: Element, deliver: Deliver, fail: (err: ChannelError) => void): void {
+  #stanza(st: Element, rooms: Rooms, deliver: Deliver): void {
     if (st.is('presence')) {
-      this.#presence(st, fail);
+      rooms.presence(st);
       return;
     }
     if (!st.is('message')) return;
-    const msg = normalizeMessage(st, { channelId: this.#o.id, self: this.selfId!, rooms: this.#joined, realJid: (o) => this.#occupants.get(o) });
+    const msg = normalizeMessage(st, { channelId: this.#o.id, self: this.selfId!, rooms: rooms.joined, realJid: (o) => this.#occupants.get(o) });
     if (!msg) return;
     if (msg.chat.type === 'dm' && st.attrs.from) this.#lastFrom.set(msg.chat.id, st.attrs.from);
     // Acknowledged (XEP-0198) as it arrives, as @xmpp/client does; stored just after.
     deliver(msg).catch((err: unknown) => this.#o.log.warn({ err, channel: this.#o.id }, 'XMPP message not stored'));
-  }
-
-  /** Room presence: who is who (real JIDs), our own join, kick, ban and refusals. */
-  #presence(st: Element, fail: (err: ChannelError) => void): void {
-    const from = st.attrs.from ?? '';
-    const room = bareOf(from);
-    const wanted = this.#o.rooms.find((r) => r.jid === room);
-    if (!wanted) return;
-    const nick = this.#joined.get(room) ?? this.#trying.get(room) ?? wanted.nick;
-    const user = st.getChild('x', NS_MUC_USER);
-    const codes = new Set((user?.getChildren('status') ?? []).map((s) => s.attrs.code));
-    const self = codes.has('110') || resourceOf(from) === nick;
-    if (st.attrs.type === 'error') {
-      const condition = st.getChild('error')?.getChildElements()[0]?.name ?? 'unknown';
-      if (condition === 'conflict' && this.#xmpp) {
-        // Nick in use in this room: try it with "_" added, up to three times.
-        const next = `${nick}_`;
-        if (next.length > wanted.nick.length + 3) {
-          fail(new ChannelError('CHANNEL_CONFLICT', `XMPP: the nick "${wanted.nick}" and its alternates are taken in ${room}`));
-          return;
-        }
-        this.#o.log.info({ channel: this.#o.id, room, nick, next }, 'XMPP room nick in use; trying an alternate');
-        this.#trying.set(room, next);
-        void this.#join(this.#xmpp, room, next).catch(() => {});
-        return;
-      }
-      if (condition === 'forbidden') {
-        fail(new ChannelError('CHANNEL_BANNED', `XMPP: the bot is banned from ${room} (forbidden)`));
-        return;
-      }
-      fail(new ChannelError('CHANNEL_FORBIDDEN', `XMPP: cannot join ${room} (${condition})`));
-      return;
-    }
-    const real = user?.getChild('item')?.attrs.jid;
-    if (!self) {
-      if (st.attrs.type === 'unavailable') this.#occupants.delete(from);
-      else if (real) this.#occupants.set(from, bareOf(real));
-      return;
-    }
-    if (st.attrs.type === 'unavailable') {
-      this.#joined.delete(room);
-      const reason = user?.getChild('item')?.getChildText('reason') ?? 'no reason';
-      if (codes.has('307')) fail(new ChannelError('CHANNEL_KICKED', `XMPP: kicked from ${room} (${reason}); not rejoining`));
-      else if (codes.has('301')) fail(new ChannelError('CHANNEL_BANNED', `XMPP: banned from ${room} (${reason})`));
-      return;
-    }
-    this.#joined.set(room, resourceOf(from));
-    this.#trying.delete(room);
-    this.#o.log.info({ channel: this.#o.id, room, nick: resourceOf(from) }, 'XMPP room joined');
   }
 
   #client(): XmppClient {

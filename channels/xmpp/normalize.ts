@@ -29,9 +29,31 @@ function mentions(text: string, nick: string): { addressed: boolean; text: strin
 }
 
 /**
+ * Whether a room's message is its discussion history (sent on join) rather than a live
+ * message that reached us late. Both carry a delay (XEP-0203), whose `from` is the entity
+ * that delayed it: the room stamps its history with its own JID (XEP-0045 §7.2.15), while
+ * what a resumed session gets again was queued by our server's stream management (XEP-0198;
+ * Prosody's mod_smacks stamps it with our bare JID) and what a sender's client resent from
+ * its own queue carries that client's JID. Those are live messages nobody answered yet:
+ * dropped, they were lost. A delay with no `from` counts as history: nothing says it is not
+ * the room's, and answering a room's backlog (again on every join) is worse than missing a
+ * late message from a server that does not say who delayed it. Any one delay of the room's
+ * makes it history: a history message held for a resumed session may carry a second delay,
+ * the server's, besides the room's.
+ */
+function isRoomHistory(st: Element, room: string): boolean {
+  const service = room.slice(room.indexOf('@') + 1);
+  return st.getChildren('delay', NS_DELAY).some((d) => {
+    const by = d.attrs.from;
+    // The room itself, or its service (a server that stamps its own address): the room's side.
+    return by === undefined || bareOf(by) === room || bareOf(by) === service;
+  });
+}
+
+/**
  * A `<message>` with a body as a ChannelMessage, or undefined: no body (chat states),
  * errors, corrections (the first version was answered), our own messages, room history
- * (delayed groupchat), rooms we did not join and private messages through a room.
+ * (see isRoomHistory), rooms we did not join and private messages through a room.
  */
 export function normalizeMessage(st: Element, id: Identity): ChannelMessage | undefined {
   const from = st.attrs.from;
@@ -42,7 +64,7 @@ export function normalizeMessage(st: Element, id: Identity): ChannelMessage | un
   if (type === 'groupchat') {
     const nick = id.rooms.get(bare);
     const who = resourceOf(from);
-    if (nick === undefined || !who || who === nick || st.getChild('delay', NS_DELAY)) return undefined;
+    if (nick === undefined || !who || who === nick || isRoomHistory(st, bare)) return undefined;
     const stanzaId = st.getChildren('stanza-id', NS_STANZA_ID).find((s) => bareOf(s.attrs.by ?? '') === bare)?.attrs.id;
     const m = mentions(body, nick);
     return {

@@ -17,6 +17,8 @@ export interface Prosody {
   log: string[];
   /** Registers an account with prosodyctl against this instance's own config and data. */
   register(user: string, password: string): void;
+  /** Runs Lua in the server (its admin shell, `prosodyctl shell`; started with `shell: true`); what it printed. */
+  shell(lua: string): string;
   stop(): Promise<void>;
 }
 
@@ -24,8 +26,10 @@ export interface Prosody {
  * A real Prosody on 127.0.0.1 (no TLS, no s2s), its config and data in a temp dir, a MUC service
  * with non-anonymous rooms. `stanzaSizeLimitBytes` sets c2s_stanza_size_limit (Prosody 0.12's own
  * default is 256 KiB), so a test of channeld's own stanza bound can have Prosody relay larger ones.
+ * `mucMaxRooms` sets the MUC service's muc_max_rooms (past it, a new room is refused with the
+ * temporary error resource-constraint, type wait); `shell` enables the admin shell.
  */
-export async function startProsody(o: { stanzaSizeLimitBytes?: number } = {}): Promise<Prosody> {
+export async function startProsody(o: { stanzaSizeLimitBytes?: number; mucMaxRooms?: number; shell?: boolean } = {}): Promise<Prosody> {
   const dir = mkdtempSync(join(tmpdir(), 'channeld-prosody-'));
   mkdirSync(join(dir, 'data'));
   mkdirSync(join(dir, 'certs'));
@@ -50,13 +54,13 @@ c2s_require_encryption = false
 allow_unencrypted_plain_auth = true
 authentication = "internal_plain"
 storage = "internal"
-${o.stanzaSizeLimitBytes !== undefined ? `c2s_stanza_size_limit = ${o.stanzaSizeLimitBytes}\n` : ''}modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "smacks"; "offline"; "posix" }
+${o.stanzaSizeLimitBytes !== undefined ? `c2s_stanza_size_limit = ${o.stanzaSizeLimitBytes}\n` : ''}modules_enabled = { "roster"; "saslauth"; "disco"; "ping"; "smacks"; "offline"; "posix"${o.shell ? '; "admin_shell"; "admin_socket"' : ''} }
 modules_disabled = { "tls"; "s2s" }
 VirtualHost "localhost"
 Component "conference.localhost" "muc"
   muc_room_locking = false
   muc_room_default_public_jids = true
-`,
+${o.mucMaxRooms !== undefined ? `  muc_max_rooms = ${o.mucMaxRooms}\n` : ''}`,
   );
   const server = await spawnServer(PROSODY, ['-F', '--config', conf], `Activated service 'c2s' on [127.0.0.1]:${port}`);
   return {
@@ -65,6 +69,8 @@ Component "conference.localhost" "muc"
     muc: 'conference.localhost',
     log: server.log,
     register: (user, password) => void execFileSync('/usr/bin/prosodyctl', ['--config', conf, 'register', user, 'localhost', password], { stdio: 'ignore' }),
+    // ">" runs the line as Lua in the server's global environment.
+    shell: (lua) => execFileSync('/usr/bin/prosodyctl', ['--config', conf, 'shell', `> ${lua}`], { encoding: 'utf8', timeout: 10_000 }),
     stop: async () => {
       await server.stop();
       rmSync(dir, { recursive: true, force: true });

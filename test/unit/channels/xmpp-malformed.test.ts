@@ -38,6 +38,9 @@ class RawXmppServer {
   readonly conns: Conn[] = [];
   readonly #server = createServer({ allowHalfOpen: true }, (socket) => this.#accept(socket));
 
+  /** Set: the next logins are refused with this SASL condition (RFC 6120 §6.5), whatever the proof. */
+  saslFailure: string | undefined;
+
   constructor(public closesWithClient: boolean) {}
 
   async start(): Promise<number> {
@@ -95,6 +98,10 @@ class RawXmppServer {
     conn.send(`${header('s1')}<stream:features><mechanisms xmlns='${NS_SASL}'><mechanism>SCRAM-SHA-1</mechanism></mechanisms></stream:features>`);
 
     const auth = yield '<auth [^>]*mechanism="SCRAM-SHA-1"[^>]*>([^<]*)</auth>';
+    if (this.saslFailure) {
+      conn.send(`<failure xmlns='${NS_SASL}'><${this.saslFailure}/></failure>`);
+      return;
+    }
     const clientFirst = Buffer.from(auth[1]!, 'base64').toString();
     const clientFirstBare = clientFirst.slice(clientFirst.indexOf(',', clientFirst.indexOf(',') + 1) + 1);
     const cnonce = /(?:^|,)r=([^,]+)/.exec(clientFirstBare)![1]!;
@@ -221,5 +228,71 @@ describe.concurrent('XMPP: XML from the server that cannot be parsed', () => {
     await b.listening;
     await waitFor(() => (b.conn.send(' '), b.conn.closed), 5000);
     b.conn.socket.resetAndDestroy();
+  });
+});
+
+/** The adapter listening against `server` as bot@localhost, and how its listener ended. */
+function listenTo({ onTestFinished }: TestContext, server: RawXmppServer, port: number) {
+  const adapter = new XmppAdapter({
+    id: 'xmpp',
+    local: 'bot',
+    domain: DOMAIN,
+    password: PASSWORD,
+    service: `xmpp://127.0.0.1:${port}`,
+    rooms: [],
+    connectTimeoutMs: 5000,
+    log: pino({ level: 'silent' }),
+  });
+  let connected = 0;
+  let ended: { err: unknown } | undefined;
+  const stop = new AbortController();
+  const listening = adapter.listen(
+    async () => true,
+    stop.signal,
+    () => connected++,
+  );
+  listening.then(
+    () => (ended = { err: undefined }),
+    (err: unknown) => (ended = { err }),
+  );
+  onTestFinished(async () => {
+    server.closesWithClient = true;
+    stop.abort();
+    await listening.catch(() => {});
+    await server.close();
+  });
+  return { connections: () => connected, ended: () => ended };
+}
+
+// RFC 6120 §6.5.12 (temporary-auth-failure: "try again later") and §6.5.1 (aborted) say
+// nothing against the credentials: the listener ends with a retryable error, so the
+// supervisor logs in again after its backoff. Refused credentials still stop the channel.
+describe.concurrent('XMPP: a login the server refuses', () => {
+  it.for([
+    ['temporary-auth-failure', 'CHANNEL_UNAVAILABLE', true],
+    ['aborted', 'CHANNEL_UNAVAILABLE', true],
+    ['not-authorized', 'CHANNEL_AUTH_FAILED', false],
+    ['malformed-request', 'CHANNEL_AUTH_FAILED', false],
+  ] as const)('%s at the first login: %s, retryable %s', async ([condition, code, retryable], ctx) => {
+    const server = new RawXmppServer(true);
+    server.saslFailure = condition;
+    const b = listenTo(ctx, server, await server.start());
+    const { err } = await waitFor(() => b.ended(), 10_000);
+    expect(err).toMatchObject({ code, retryable });
+    // What @xmpp/client itself made of the server's <failure/>.
+    expect((err as Error).cause).toMatchObject({ name: 'SASLError', condition });
+    expect(b.connections()).toBe(0);
+  });
+
+  it('temporary-auth-failure on a reconnect: the listener ends with a retryable error instead of waiting on a stream that goes nowhere', async (ctx) => {
+    const server = new RawXmppServer(true);
+    const b = listenTo(ctx, server, await server.start());
+    await waitFor(() => b.connections() === 1, 15_000);
+    server.saslFailure = 'temporary-auth-failure';
+    // The server ends the stream: @xmpp/client reconnects and logs in again.
+    server.conns[0]!.send('</stream:stream>');
+    const { err } = await waitFor(() => b.ended(), 15_000);
+    expect(server.conns).toHaveLength(2);
+    expect(err).toMatchObject({ code: 'CHANNEL_UNAVAILABLE', retryable: true, cause: { name: 'SASLError', condition: 'temporary-auth-failure' } });
   });
 });

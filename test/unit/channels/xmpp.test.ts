@@ -71,4 +71,25 @@ describe('XMPP messages', () => {
     ];
     for (const st of none) expect(normalizeMessage(st, id)).toBeUndefined();
   });
+
+  it('a delayed room message is history only where the room (or no one) says it delayed it', () => {
+    const delay = (from?: string) => xml('delay', { xmlns: NS_DELAY, stamp: '2020-01-01T00:00:00Z', from });
+    const said = (...delays: ReturnType<typeof xml>[]) =>
+      normalizeMessage(msg({ from: 'room@muc.example.org/al', type: 'groupchat', id: 'd1' }, xml('body', {}, 'helper: hi'), ...delays), id);
+    // History: the room's own stamp (XEP-0045), its service's, one without a from, and a
+    // history message the server held for a resumed session (its stamp added to the room's).
+    for (const history of [
+      said(delay('room@muc.example.org')),
+      said(delay('Room@MUC.example.org')),
+      said(delay('muc.example.org')),
+      said(delay()),
+      said(delay('room@muc.example.org'), delay('bot@example.org')),
+      said(delay('bot@example.org'), delay('room@muc.example.org')),
+    ])
+      expect(history).toBeUndefined();
+    // Live messages that came late: queued for a resumed session by our server's stream
+    // management (stamped with our JID), or resent from a sender client's own queue.
+    expect(said(delay('bot@example.org'))).toMatchObject({ text: 'hi', addressed: true, chat: { id: 'room@muc.example.org', type: 'group' } });
+    expect(said(delay('al@example.org/phone'))).toMatchObject({ text: 'hi', addressed: true });
+  });
 });
