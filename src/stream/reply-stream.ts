@@ -69,7 +69,7 @@ export class ReplyStream {
     this.#draftsEnabled = options.streamMode === 'partial';
     this.#tools = new ToolProgressState(options.showToolProgress);
     const nativeWanted = options.capabilities.nativeStream && options.transport.openNativeStream !== undefined;
-    this.#ns = new NativeSlot(nativeWanted && this.#draftsEnabled && this.#shown.length === 0);
+    this.#ns = new NativeSlot(nativeWanted && this.#draftsEnabled && this.#shown.length === 0, () => this.#tools.noStreamShows());
     if (options.capabilities.typing)
       this.#typingIndicator = new TypingIndicator(options.capabilities.typingRefreshMs ?? 5000, () => {
         if (this.#ending || this.#visible || this.#signal.aborted) return false;

@@ -23,6 +23,8 @@ export class ToolProgressState {
   #changed: Map<string, ToolProgress> | undefined;
   /** The stream refused the progress (or could no longer show it): the line is in the text for the rest of the reply. */
   #inText = false;
+  /** No stream of this reply will show the calls: nothing would take their states, so none is kept (the line is all there is). */
+  #unshown = false;
 
   constructor(enabled: boolean) {
     this.#enabled = enabled;
@@ -39,10 +41,13 @@ export class ToolProgressState {
       return true;
     }
     if (event.type === 'tool_log') {
-      if (!this.#enabled || this.#tool === undefined) return false;
-      this.#line = `⏳ ${this.#tool}… ${event.text}`;
+      if (!this.#enabled) return false;
+      // Each call's note, whichever call the line names: with parallel calls the line names none once
+      // one ends, and a stream that shows the calls would keep the others' old notes.
       const call = this.#running?.get(event.id);
-      if (call) this.#set({ ...call, note: event.text });
+      const changed = call !== undefined && this.#set({ ...call, note: event.text });
+      if (this.#tool === undefined) return changed;
+      this.#line = `⏳ ${this.#tool}… ${event.text}`;
       return true;
     }
     this.#tool = undefined;
@@ -60,6 +65,18 @@ export class ToolProgressState {
   /** The line for the draft text, unless the stream shows the progress itself. */
   line(streamShows: boolean): string | undefined {
     return streamShows && !this.#inText ? undefined : this.#line;
+  }
+
+  /** No stream of this reply will show the calls (none can be opened, or the one in use does not show them, or is done): what was kept goes, and nothing more is. */
+  noStreamShows(): void {
+    this.#unshown = true;
+    this.#running = undefined;
+    this.#changed = undefined;
+  }
+
+  /** How many call states are kept (running and not yet taken), for tests. */
+  get kept(): number {
+    return (this.#running?.size ?? 0) + (this.#changed?.size ?? 0);
   }
 
   /** What to give a stream that shows the progress with its next step; undefined when nothing changed or it no longer shows it. */
@@ -80,9 +97,11 @@ export class ToolProgressState {
     return true;
   }
 
-  #set(call: ToolProgress): void {
+  /** Whether the change is kept for a stream. */
+  #set(call: ToolProgress): boolean {
+    if (this.#unshown) return false;
     (this.#running ??= new Map()).set(call.id, call);
-    this.#change(call);
+    return this.#change(call);
   }
 
   #end(call: ToolProgress, state: 'done' | 'failed'): void {
@@ -91,7 +110,9 @@ export class ToolProgressState {
   }
 
   /** Kept for a stream only while one may still show it (after a refusal the line is all there is). */
-  #change(call: ToolProgress): void {
-    if (!this.#inText) (this.#changed ??= new Map()).set(call.id, call);
+  #change(call: ToolProgress): boolean {
+    if (this.#inText) return false;
+    (this.#changed ??= new Map()).set(call.id, call);
+    return true;
   }
 }

@@ -2,6 +2,8 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import type { NativeStream, NativeStreamOptions } from '../../../src/contracts/channel.js';
 import { ChannelError } from '../../../src/contracts/errors.js';
+import { NativeSlot } from '../../../src/stream/native-slot.js';
+import { ToolProgressState } from '../../../src/stream/tool-progress.js';
 import { RecordingAdapter } from '../../helpers/recording-adapter.js';
 import { streamOn } from '../../helpers/reply-stream.js';
 
@@ -149,5 +151,70 @@ describe('ReplyStream: a native stream that shows tool progress', () => {
     s2.push(done);
     await vi.runAllTimersAsync();
     expect(off).toEqual(['update "Looking." @0', 'finish "Looking." @110']);
+  });
+
+  // Before: once c1 ended the line named no tool and c2's note was dropped: no step, and c2's task kept no note.
+  it('parallel calls: a note of a call still running after another ended goes to the stream', async () => {
+    const a = adapter();
+    const log = recordingStream(a);
+    const s = streamOn(a, { showToolProgress: true });
+    s.push({ type: 'text_delta', text: 'Go. ' });
+    await vi.advanceTimersByTimeAsync(10);
+    s.push(start('c1'));
+    s.push(start('c2', 'fetch'));
+    await vi.advanceTimersByTimeAsync(100);
+    s.push(end('c1'));
+    await vi.advanceTimersByTimeAsync(100);
+    s.push(note('c2', 'p2'));
+    await vi.advanceTimersByTimeAsync(100);
+    s.push(done);
+    await vi.runAllTimersAsync();
+    expect(log).toEqual([
+      'update "Go. " @0',
+      'update "Go. " [c1 running] [c2 running] @100',
+      'update "Go. " [c1 done] @200',
+      'update "Go. " [c2 running "p2"] @300',
+      'finish "Go. " [c2 done "p2"] @400',
+    ]);
+  });
+});
+
+describe('ToolProgressState: a reply no stream of which shows the tools', () => {
+  type ToolEvent = Parameters<ToolProgressState['push']>[0];
+  const push = (t: ToolProgressState, e: AgentEvent) => t.push(e as ToolEvent);
+
+  it('keeps no call states once told, drops what it had, and the line goes on as before', () => {
+    const t = new ToolProgressState(true);
+    for (const e of [start('c1'), start('c2'), note('c2', 'p'), end('c1')]) push(t, e);
+    expect(t.kept).toBeGreaterThan(0);
+    t.noStreamShows();
+    expect(t.kept).toBe(0);
+    expect(t.changes(true)).toBeUndefined();
+    expect(push(t, start('c3', 'fetch'))).toBe(true);
+    expect(t.line(false)).toBe('⏳ fetch…');
+    expect(push(t, note('c3', 'page 2'))).toBe(true);
+    expect(t.line(false)).toBe('⏳ fetch… page 2');
+    push(t, end('c3'));
+    // A note with no tool named and no stream to tell changes nothing shown (as before): no step.
+    expect(push(t, note('c2', 'late'))).toBe(false);
+    t.endAll(done);
+    expect(t.kept).toBe(0);
+    expect(t.changes(true)).toBeUndefined();
+  });
+
+  it('the native slot tells it when none can open, when the stream in use does not show tools, and when it is done', () => {
+    let told = 0;
+    new NativeSlot(false, () => told++);
+    expect(told).toBe(1);
+    const shows = new NativeSlot(true, () => told++);
+    shows.stream = { showsToolProgress: true, finish: () => Promise.reject(new Error('unused')) };
+    shows.state = 'active';
+    expect(told).toBe(1);
+    shows.state = 'off';
+    expect(told).toBe(2);
+    const plain = new NativeSlot(true, () => told++);
+    plain.stream = { finish: () => Promise.reject(new Error('unused')) };
+    plain.state = 'active';
+    expect(told).toBe(3);
   });
 });
