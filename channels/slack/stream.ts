@@ -7,7 +7,7 @@ import { settleWithin, sleep } from '../../src/util/abortable.js';
 import type { PlatformCall } from '../../src/util/platform-call.js';
 import { slackStreamText } from './mentions.js';
 import type { SlackRecipient } from './recipients.js';
-import { CHUNKS_REFUSED, chunksRefused, progressRefused, taskChunks, unlessChunksRefused, withText } from './tasks.js';
+import { CHUNKS_REFUSED, chunksRefused, closing, progressRefused, remember, taskChunks, unlessChunksRefused, withText } from './tasks.js';
 
 /**
  * Stopping a stream whose reply was cut: how long the request still in flight is waited for,
@@ -155,6 +155,8 @@ export async function openSlackStream(
   /** The last append or stop sent: it may land after its call was cut. */
   let last: Promise<unknown> = Promise.resolve();
   let abandoned = false;
+  /** The tasks Slack shows in progress on the message (what it took last for each): a stop closes them. */
+  const open = new Map<string, TaskUpdateChunk>();
   /** The reply gave up on the stream (its signal aborted, or it released it): nothing of it stops the stream, so this does, once. */
   const abandon = () => {
     options.signal.removeEventListener('abort', abandon);
@@ -165,21 +167,39 @@ export async function openSlackStream(
       channel,
       last,
       () => (streaming ? ts : undefined),
-      (_, signal) => stop(signal),
+      // Cut or given up on: a tool still shown running did not end as it should.
+      (_, signal) => stop(signal, 'error'),
     );
   };
   const ended = () => {
     streaming = false;
     options.signal.removeEventListener('abort', abandon);
   };
-  /** Ends the stream, with the last part of the text and the tasks; false when it had already ended (that part did not go). */
-  const stop = (signal: AbortSignal, markdown_text?: string, tasks: TaskUpdateChunk[] = []): Promise<boolean | typeof CHUNKS_REFUSED> =>
+  /**
+   * Ends the stream, with the last part of the text and the reply's tasks; false when it had
+   * already ended (that part did not go). A task still in progress is closed as `closeAs`
+   * (channels/slack/tasks.ts closing); where Slack refuses chunks and only those closings were
+   * added, the stop goes again without them, so it is never lost.
+   */
+  const stop = async (
+    signal: AbortSignal,
+    closeAs: 'complete' | 'error',
+    markdown_text?: string,
+    tasks: TaskUpdateChunk[] = [],
+  ): Promise<boolean | typeof CHUNKS_REFUSED> => {
     // Any other failure (a 429) leaves it streaming: the reply's next try stops it again.
-    d.call('chat.stopStream', signal, () => (last = stopRequest(d, { channel, ts }, markdown_text, tasks, ended)));
+    const send = (chunks: TaskUpdateChunk[]) => d.call('chat.stopStream', signal, () => (last = stopRequest(d, { channel, ts }, markdown_text, chunks, ended)));
+    const answer = await send(chunksRefused(d.web) ? tasks : closing(open, tasks, closeAs));
+    return answer === CHUNKS_REFUSED && !tasks.length ? send([]) : answer;
+  };
   /** The new text, and the tasks with it as chunks (CHUNKS_REFUSED where Slack refuses them: nothing appended). */
   const append = (markdown_text: string, tasks: TaskUpdateChunk[]) =>
     tasks.length
-      ? unlessChunksRefused(d.web, d.log, channel, d.web.chat.appendStream({ channel, ts, chunks: withText(markdown_text, tasks) }))
+      ? unlessChunksRefused(d.web, d.log, channel, d.web.chat.appendStream({ channel, ts, chunks: withText(markdown_text, tasks) })).then((answer) => {
+          // Noted once Slack took it, even for a call that was cut: what the message shows.
+          if (answer !== CHUNKS_REFUSED) remember(open, tasks);
+          return answer;
+        })
       : d.web.chat.appendStream({ channel, ts, markdown_text });
   // The reply's signal, which its later calls carry: it may abort between them, with none in flight.
   options.signal.addEventListener('abort', abandon, { once: true });
@@ -200,17 +220,18 @@ export async function openSlackStream(
   const stopQuietly = async (err: unknown, signal: AbortSignal) => {
     const rateLimited = err instanceof ChannelError && err.retryAfterMs !== undefined;
     if (notStreaming(err)) ended();
-    else if (!rateLimited && !signal.aborted) await stop(signal).catch(() => {});
+    else if (!rateLimited && !signal.aborted) await stop(signal, 'error').catch(() => {});
   };
   /**
    * The tasks of the tool progress the reply gave (NativeStream.showsToolProgress). They go as
-   * chunks with the step's text only where Slack takes them and the text continues what it has:
+   * chunks with the step's text only where Slack takes them and `shows` (an update whose text
+   * continues what Slack has; a finish while the stream is open, its stop carrying them):
    * otherwise the reply is told (nothing sent) and puts the progress in the text instead.
    */
-  const tasksFor = (o: NativeStreamOptions, continues: boolean): TaskUpdateChunk[] => {
+  const tasksFor = (o: NativeStreamOptions, shows: boolean): TaskUpdateChunk[] => {
     const tasks = taskChunks(o.progress);
     if (tasks.length && chunksRefused(d.web)) throw progressRefused('this workspace refused task_update chunks');
-    if (tasks.length && !continues) throw progressRefused('the message no longer streams, or the text does not continue it');
+    if (tasks.length && !shows) throw progressRefused('the message no longer streams, or the text does not continue it');
     return tasks;
   };
   return {
@@ -222,7 +243,8 @@ export async function openSlackStream(
         const tasks = tasksFor(o, streaming && text.startsWith(sent));
         if (!streaming) return d.edit(ref, raw, o);
         if (!text.startsWith(sent)) {
-          await stop(o.signal);
+          // The message ends while the reply goes on (its progress in the text from here): its tasks end with it.
+          await stop(o.signal, 'complete');
           return d.edit(ref, raw, o);
         }
         const markdown_text = text.slice(sent.length);
@@ -242,11 +264,13 @@ export async function openSlackStream(
       unlessCut(o, async () => {
         const text = slackStreamText(raw, true);
         const continues = streaming && text.startsWith(sent);
-        const tasks = tasksFor(o, continues);
+        // The stop carries the tasks whether or not the text continues (then edited in): the turn's
+        // end reports each call as done or failed, and a call still running when the answer outgrew
+        // the message ends as complete with it (nothing could update it later).
+        const tasks = tasksFor(o, streaming);
         let stopped: boolean | typeof CHUNKS_REFUSED = false;
         try {
-          if (continues) stopped = await stop(o.signal, text.slice(sent.length), tasks);
-          else if (streaming) await stop(o.signal);
+          if (streaming) stopped = await stop(o.signal, 'complete', continues ? text.slice(sent.length) : undefined, tasks);
         } catch (err) {
           // A 429 leaves it to the reply's next try; any other failure and the reply edits the message instead.
           await stopQuietly(err, o.signal);
@@ -254,11 +278,11 @@ export async function openSlackStream(
         }
         // Still streaming, nothing of it taken: the reply ends it again without the tasks.
         if (stopped === CHUNKS_REFUSED) throw progressRefused('Slack refused task_update chunks');
-        if (stopped) {
+        if (stopped && continues) {
           sent = text;
           return ref;
         }
-        // The stream ended without this text (Slack expired it) or could not take it: the message is edited to it.
+        // The stream ended without this text (Slack expired it), or it did not continue what Slack had: the message is edited to it.
         await d.edit(ref, raw, o);
         return ref;
       }),

@@ -42,6 +42,30 @@ export function taskChunks(progress: readonly ToolProgress[] | undefined): TaskU
   }));
 }
 
+/**
+ * The most tasks a stream remembers as in progress: a reply's tool calls, which one message
+ * shows; a reply that somehow runs more at once leaves those past it to Slack's expiry rather
+ * than growing without bound.
+ */
+export const OPEN_TASKS_MAX = 100;
+
+/** Notes what Slack took of `tasks` in `open` (the tasks in progress on the message, by id; at most OPEN_TASKS_MAX). */
+export function remember(open: Map<string, TaskUpdateChunk>, tasks: readonly TaskUpdateChunk[]): void {
+  for (const t of tasks)
+    if (t.status !== 'in_progress') open.delete(t.id);
+    else if (open.has(t.id) || open.size < OPEN_TASKS_MAX) open.set(t.id, t);
+}
+
+/**
+ * The tasks a stop carries: `tasks`, and every task `open` still shows in progress, each still
+ * in progress closed as `status`: once the stream stops nothing can update them, and Slack would
+ * show them running for ever.
+ */
+export function closing(open: ReadonlyMap<string, TaskUpdateChunk>, tasks: readonly TaskUpdateChunk[], status: 'complete' | 'error'): TaskUpdateChunk[] {
+  const ids = new Set(tasks.map((t) => t.id));
+  return [...tasks, ...[...open.values()].filter((t) => !ids.has(t.id))].map((t) => (t.status === 'in_progress' ? { ...t, status } : t));
+}
+
 /** One stream call's chunks: the new text, when there is any, then the tasks. */
 export const withText = (markdown: string, tasks: readonly TaskUpdateChunk[]): AnyChunk[] => [
   ...(markdown ? [{ type: 'markdown_text' as const, text: markdown }] : []),

@@ -12,15 +12,15 @@ const DM: ReplyTarget = { channelId: 'sl', chatId: 'D0DM0001', chatType: 'dm', t
 const start = (id: string, name = 'search'): AgentEvent => ({ type: 'tool_start', id, name, input: {} });
 
 /** A reply streamed natively to a DM thread by the real Slack adapter, with tool progress on (`[[agents]] show_tool_progress`). */
-function replyOn(adapter: SlackAdapter): ReplyStream {
+function replyOn(adapter: SlackAdapter, signal = new AbortController().signal, maxMessageLength = adapter.capabilities.maxMessageLength): ReplyStream {
   return new ReplyStream({
     transport: adapter,
-    capabilities: adapter.capabilities,
+    capabilities: { ...adapter.capabilities, maxMessageLength },
     target: DM,
     streamMode: 'partial',
     showToolProgress: true,
     finalDeadlineMs: 60_000,
-    signal: new AbortController().signal,
+    signal,
   });
 }
 
@@ -174,5 +174,66 @@ describe('Slack native streams: a workspace that refuses chunks', () => {
       ).ok,
     ).toBe(true);
     expect(sl.messages.map((m) => [m.text, m.tasks])).toEqual([['ab', [{ id: 't1', title: 'search', status: 'complete' }]]]);
+  });
+});
+
+describe('Slack native streams: a stream that ends otherwise than by its final leaves no task in progress', () => {
+  // Before: only the reply's continuing final closed a task; every other stop (a cut, the answer
+  // outgrowing the message, a failure) went without chunks and Slack showed the tool running for ever.
+  /** Text streamed, then a tool started and shown as a task in progress. */
+  async function toolRunning(sl: FakeSlack, signal?: AbortSignal, maxMessageLength?: number) {
+    const adapter = slackAdapterOn(sl);
+    const stream = replyOn(adapter, signal, maxMessageLength);
+    stream.push({ type: 'text_delta', text: 'Let me look that up.\n\n' });
+    await waitFor(() => sl.callsOf('chat.appendStream').length === 1);
+    stream.push(start('call_1'));
+    await waitFor(() => streamed(sl)[0]?.tasks?.[0]?.status === 'in_progress');
+    return { adapter, stream };
+  }
+
+  it('the reply cut by its signal while a tool runs: the abandoned stop closes the task as error', async () => {
+    const sl = await withSlack();
+    const cut = new AbortController();
+    const { adapter, stream } = await toolRunning(sl, cut.signal);
+    cut.abort();
+    stream.push({ type: 'cancelled' });
+    expect((await stream.finished()).delivered).toBe(false);
+    await waitFor(() => streamed(sl)[0]!.stream!.stopped);
+    await adapter.close();
+    const [message] = streamed(sl);
+    expect(message!.tasks).toEqual([{ id: 'call_1', title: 'search', status: 'error' }]);
+    expect(sl.callsOf('chat.stopStream')).toHaveLength(1);
+    expect(message!.text).toBe('Let me look that up.\n\n');
+  });
+
+  it('the answer outgrows one message while a tool runs: the first message stops with its task complete', async () => {
+    const sl = await withSlack();
+    const { adapter, stream } = await toolRunning(sl, undefined, 120);
+    stream.push({ type: 'text_delta', text: 'x'.repeat(150) });
+    await waitFor(() => sl.messages.length === 2);
+    stream.push({ type: 'tool_end', id: 'call_1', name: 'search', output: 'found' });
+    stream.push(done);
+    expect((await stream.finished()).delivered).toBe(true);
+    await adapter.close();
+    const [first] = streamed(sl);
+    expect(first!.stream!.stopped).toBe(true);
+    expect(first!.tasks).toEqual([{ id: 'call_1', title: 'search', status: 'complete' }]);
+    expect(sl.messages.flatMap((m) => m.tasks ?? []).filter((t) => t.status === 'in_progress')).toEqual([]);
+  });
+
+  it('a workspace that refuses chunks by the time the stream is cut: the stop still goes, without them', async () => {
+    const sl = await withSlack();
+    const cut = new AbortController();
+    const { adapter, stream } = await toolRunning(sl, cut.signal);
+    sl.refuseChunks = 'invalid_arguments';
+    cut.abort();
+    stream.push({ type: 'cancelled' });
+    await stream.finished();
+    await waitFor(() => streamed(sl)[0]!.stream!.stopped);
+    await adapter.close();
+    const stops = sl.callsOf('chat.stopStream');
+    // The stop with the closing chunk refused, then the same stop without chunks, taken.
+    expect(stops.map((c) => c.args.chunks !== undefined)).toEqual([true, false]);
+    expect(streamed(sl)[0]!.stream!.stopped).toBe(true);
   });
 });
