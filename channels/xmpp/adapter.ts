@@ -9,7 +9,7 @@ import { platformCaller } from '../../src/util/platform-call.js';
 import { guardConnection } from './connection.js';
 import { classifyXmppError } from './errors.js';
 import { NS_CHATSTATES, NS_CORRECT, normalizeMessage } from './normalize.js';
-import { Rooms } from './rooms.js';
+import { leftNotes, Rooms, type RoomsMemory } from './rooms.js';
 
 export interface XmppOptions {
   id: string;
@@ -70,6 +70,8 @@ export class XmppAdapter implements ChannelAdapter {
   #xmpp: XmppClient | undefined;
   /** The rooms of the current run of the listener. */
   #rooms: Rooms | undefined;
+  /** The rooms left for good and those ever joined: kept across runs of the listener (see rooms.ts). */
+  readonly #roomsMemory: RoomsMemory = { left: new Map(), joinedOnce: new Set() };
   /** Room occupant (room@service/nick) → real bare JID, where the room shows it. */
   readonly #occupants = new Bounded<string, string>(MAX_REMEMBERED);
   /** A person's bare JID → the full JID they last wrote from (whose client is asked about corrections). */
@@ -123,6 +125,7 @@ export class XmppAdapter implements ChannelAdapter {
       channel: this.#o.id,
       rooms: this.#o.rooms,
       log: this.#o.log,
+      memory: this.#roomsMemory,
       occupants: this.#occupants,
       send: (el) => x.send(el),
       online: () => ready && x.status === 'online',
@@ -208,7 +211,7 @@ export class XmppAdapter implements ChannelAdapter {
 
   /** For /status: the rooms the bot is out of (removed, refused), and why. */
   notes(): string[] {
-    return this.#rooms?.notes() ?? [];
+    return this.#rooms?.notes() ?? leftNotes(this.#roomsMemory);
   }
 
   #stanza(st: Element, rooms: Rooms, deliver: Deliver): void {

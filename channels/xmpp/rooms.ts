@@ -17,10 +17,31 @@ const JOIN_ANSWER_TIMEOUT_MS = 30_000;
  */
 const REJOIN_STABLE_MS = 10 * 60_000;
 
+/**
+ * What the adapter keeps across runs of the listener, so that only a new adapter (channeld
+ * restarted, or a reload that restarts the channel) forgets it. A listener that ends for a
+ * reason the supervisor retries (a login refused for now, a lost connection) starts a new run:
+ * forgetting these there would join a room the bot was put out of (and have its refusal, now
+ * a first join's, stop the whole channel) or create a destroyed room anew.
+ */
+export interface RoomsMemory {
+  /** Rooms left until the channel restarts → why. */
+  readonly left: Map<string, string>;
+  /** Rooms joined at least once: a refusal there is a rejoin's (the room changed), not a configuration to fix. */
+  readonly joinedOnce: Set<string>;
+}
+
+/** For /status: the rooms left for good (also between two runs of the listener). */
+export function leftNotes(memory: RoomsMemory): string[] {
+  return [...memory.left].map(([room, why]) => `not in room ${room}: ${why}; not rejoined until the channel restarts`);
+}
+
 export interface RoomsOptions {
   channel: string;
   rooms: ReadonlyArray<{ jid: string; nick: string }>;
   log: Logger;
+  /** The adapter's, across runs of the listener. */
+  memory: RoomsMemory;
   /** Room occupant (room@service/nick) → real bare JID, where the room shows it; the adapter keeps it. */
   occupants: Map<string, string>;
   /** Sends on the current connection; rejects when there is none. */
@@ -61,9 +82,11 @@ const TRANSIENT: Record<string, string> = {
  * only) or that is gone (destroyed) is left, with an error logged and a note in /status, until
  * the channel restarts: joining it again would be refused (and a refusal would stop the whole
  * channel), or would create the destroyed room anew, with the bot as its owner, against what
- * its owner just did. A rejoin refused with anything but `wait` (or with every alternate nick
- * taken) leaves the room the same way: the room was fine before, so DMs and the other rooms are
- * not stopped for it, as a first join's refusal stops them (a configuration to fix).
+ * its owner just did. A rejoin (of a room joined before, in this run or an earlier one) refused
+ * with anything but `wait` (or with every alternate nick taken) leaves the room the same way:
+ * the room was fine before, so DMs and the other rooms are not stopped for it, as a first
+ * join's refusal stops them (a configuration to fix). What is left, and what was joined, is
+ * kept by the adapter across runs of the listener (RoomsMemory).
  */
 export class Rooms {
   /** Joined rooms: bare room JID → our nick there. */
@@ -71,14 +94,15 @@ export class Rooms {
   readonly #o: RoomsOptions;
   /** A room whose nick was taken → the alternate asked for. */
   readonly #trying = new Map<string, string>();
+  /** This run's only: a new run joins every room not left at once anyway, after the supervisor's own backoff. */
   readonly #attempts = new Map<string, Attempts>();
-  /** Rooms left until the channel restarts → why. */
-  readonly #left = new Map<string, string>();
+  readonly #left: Map<string, string>;
   readonly #onAbort = () => this.close();
   #closed = false;
 
   constructor(options: RoomsOptions) {
     this.#o = options;
+    this.#left = options.memory.left;
     options.signal.addEventListener('abort', this.#onAbort, { once: true });
   }
 
@@ -99,8 +123,7 @@ export class Rooms {
 
   /** For /status: the rooms the bot is out of, and why. */
   notes(): string[] {
-    const out: string[] = [];
-    for (const [room, why] of this.#left) out.push(`not in room ${room}: ${why}; not rejoined until the channel restarts`);
+    const out = leftNotes(this.#o.memory);
     for (const [room, a] of this.#attempts)
       if (a.count > 0 && !this.joined.has(room)) out.push(`not in room ${room} for now: ${a.why}; rejoining (attempt ${a.count + 1})`);
     return out;
@@ -136,6 +159,7 @@ export class Rooms {
     this.joined.set(room, resourceOf(from));
     this.#trying.delete(room);
     if (!joining) return;
+    this.#o.memory.joinedOnce.add(room);
     const a = this.#attempts.get(room);
     if (a) {
       clearTimeout(a.timer);
@@ -167,11 +191,13 @@ export class Rooms {
     const a = this.#attemptsOf(room);
     clearTimeout(a.timer);
     a.timer = undefined;
+    // A room that took the bot before (in this run or an earlier one) and refuses it now changed.
+    const rejoin = a.count > 0 || this.#o.memory.joinedOnce.has(room);
     if (condition === 'conflict') {
       // Nick in use in this room: try it with "_" added, up to three times.
       const next = `${nick}_`;
       if (next.length > configured.length + 3) {
-        if (a.count > 0) this.#leave(room, `the nick "${configured}" and its alternates are taken`);
+        if (rejoin) this.#leave(room, `the nick "${configured}" and its alternates are taken`);
         else this.#o.fail(new ChannelError('CHANNEL_CONFLICT', `XMPP: the nick "${configured}" and its alternates are taken in ${room}`));
         return;
       }
@@ -185,7 +211,7 @@ export class Rooms {
       this.#retryLater(room, `the room refused the join for now (${condition}, type wait)`, 'warn');
       return;
     }
-    if (a.count > 0) {
+    if (rejoin) {
       this.#leave(room, `the rejoin was refused (${condition}, type ${type})`);
       return;
     }

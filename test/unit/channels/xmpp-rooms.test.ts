@@ -43,21 +43,29 @@ async function bot(server: Prosody, local: string, rooms: string[], gate?: TcpGa
   const delivered: ChannelMessage[] = [];
   let connected = 0;
   let ended: unknown;
-  const stop = new AbortController();
-  const listening = adapter.listen(
-    async (m) => (delivered.push(m), true),
-    stop.signal,
-    () => connected++,
-  );
-  listening.then(
-    () => (ended = 'returned'),
-    (err: unknown) => (ended = err),
-  );
+  let stop = new AbortController();
+  let listening: Promise<void> = Promise.resolve();
+  /** One run of the listener, as the supervisor starts it. */
+  const run = async () => {
+    stop = new AbortController();
+    ended = undefined;
+    const before = connected;
+    listening = adapter.listen(
+      async (m) => (delivered.push(m), true),
+      stop.signal,
+      () => connected++,
+    );
+    listening.then(
+      () => (ended = 'returned'),
+      (err: unknown) => (ended = err),
+    );
+    await waitFor(() => connected === before + 1 || ended, 15_000);
+  };
   onTestFinished(async () => {
     stop.abort();
     await listening.catch(() => {});
   });
-  await waitFor(() => connected === 1, 15_000);
+  await run();
   return {
     adapter,
     logs,
@@ -67,6 +75,16 @@ async function bot(server: Prosody, local: string, rooms: string[], gate?: TcpGa
     connections: () => connected,
     ended: () => ended,
     logged: (msg: string, room: string) => logs.filter((l) => l.msg === msg && l.room === room),
+    /**
+     * The run ends, `meanwhile` runs, and a new run starts on the same adapter: what the
+     * supervisor does when a listener ends with a retryable error (its backoff in between).
+     */
+    relisten: async (meanwhile?: () => Promise<void>) => {
+      stop.abort();
+      await listening;
+      await meanwhile?.();
+      await run();
+    },
   };
 }
 
@@ -217,6 +235,110 @@ describe.skipIf(prosodyMissing !== undefined)(
       expect(b.texts()).toEqual(['made it']);
       expect(b.connections()).toBe(1);
       expect(b.ended()).toBeUndefined();
+    });
+  },
+);
+
+/** `owner` makes `room` members-only (XEP-0045 §10.2): occupants who are not members are removed with 322. */
+async function membersOnly(owner: XmppUser, room: string): Promise<void> {
+  const id = `cfg-${Math.random().toString(36).slice(2)}`;
+  await owner.x.send(
+    xml(
+      'iq',
+      { type: 'set', to: room, id },
+      xml(
+        'query',
+        { xmlns: 'http://jabber.org/protocol/muc#owner' },
+        xml(
+          'x',
+          { xmlns: 'jabber:x:data', type: 'submit' },
+          xml('field', { var: 'FORM_TYPE' }, xml('value', {}, 'http://jabber.org/protocol/muc#roomconfig')),
+          xml('field', { var: 'muc#roomconfig_membersonly' }, xml('value', {}, '1')),
+        ),
+      ),
+    ),
+  );
+  await waitFor(() => owner.stanzas.find((s) => s.is('iq') && s.attrs.id === id && s.attrs.type === 'result'), 10_000);
+}
+
+/**
+ * The bot writes to `u`, who answers: once the bot has the answer it has also had every answer
+ * to what it sent before (its room joins), which the server wrote to its stream first.
+ */
+async function roundTrip(b: Awaited<ReturnType<typeof bot>>, u: XmppUser, text: string): Promise<void> {
+  const signal = AbortSignal.timeout(10_000);
+  await b.adapter.send({ channelId: 'xmpp', chatId: u.jid, chatType: 'dm' }, `${text}?`, { signal });
+  await waitFor(() => u.from(b.adapter.selfId!).some((r) => r.body === `${text}?`), 10_000);
+  u.say(b.adapter.selfId!, `${text}!`);
+  await waitFor(() => b.texts().includes(`${text}!`), 10_000);
+}
+
+describe.skipIf(prosodyMissing !== undefined)(
+  `XMPP rooms left, across runs of the listener, against a real Prosody${prosodyMissing ? ` (skipped: ${prosodyMissing})` : ''}`,
+  () => {
+    let server: Prosody;
+    beforeAll(async () => {
+      server = await startProsody();
+    });
+    afterAll(async () => {
+      await server?.stop();
+    });
+
+    it('a room left (322, destroyed) stays left when the listener runs again on the same adapter: not joined, still in /status, the channel goes on', async () => {
+      const closed = `closed@${server.muc}`;
+      const gone = `gone@${server.muc}`;
+      const fay = await user(server, 'fay1');
+      await fay.join(closed, 'fay');
+      await fay.join(gone, 'fay');
+      const b = await bot(server, 'lbot1', [closed, gone]);
+      await waitFor(() => presenceOf(fay, closed, 'helper') && presenceOf(fay, gone, 'helper'), 10_000);
+
+      await membersOnly(fay, closed);
+      await fay.x.send(
+        xml(
+          'iq',
+          { type: 'set', to: gone, id: 'destroy2' },
+          xml('query', { xmlns: 'http://jabber.org/protocol/muc#owner' }, xml('destroy', {}, xml('reason', {}, 'done'))),
+        ),
+      );
+      const left = 'XMPP out of a room: not rejoining until the channel restarts';
+      await waitFor(() => b.logged(left, closed).length === 1 && b.logged(left, gone).length === 1, 10_000);
+      const notes = [
+        `not in room ${closed}: the room became members-only and the bot is not a member (status 322: no reason given); not rejoined until the channel restarts`,
+        `not in room ${gone}: the room was destroyed (done); not rejoined until the channel restarts`,
+      ];
+      expect(b.adapter.notes()).toEqual(notes);
+
+      // The listener ends and the supervisor starts it again; between the two, /status still says so.
+      await b.relisten(async () => expect(b.adapter.notes()).toEqual(notes));
+      await roundTrip(b, fay, 'still there');
+      expect(b.ended()).toBeUndefined();
+      // Neither room joined again: the members-only one would refuse (and stop the channel), the destroyed one would be created anew.
+      expect(b.logged('XMPP room joined', closed)).toHaveLength(1);
+      expect(b.logged('XMPP room joined', gone)).toHaveLength(1);
+      expect(b.adapter.notes()).toEqual(notes);
+      expect(b.connections()).toBe(2);
+    });
+
+    it('a room joined in an earlier run that refuses the bot now is left, not a reason to stop the channel', async () => {
+      const room = `changed@${server.muc}`;
+      const gil = await user(server, 'gil1');
+      await gil.join(room, 'gil');
+      const b = await bot(server, 'lbot2', [room]);
+      await waitFor(() => presenceOf(gil, room, 'helper'), 10_000);
+
+      // While the bot is out (between two runs of the listener), the room becomes members-only.
+      await b.relisten(async () => {
+        await waitFor(() => presenceOf(gil, room, 'helper', 'unavailable'), 10_000);
+        await membersOnly(gil, room);
+      });
+      await roundTrip(b, gil, 'hello');
+      expect(b.ended()).toBeUndefined();
+      const left = await waitFor(() => b.logged('XMPP out of a room: not rejoining until the channel restarts', room)[0], 10_000);
+      expect(left).toMatchObject({ level: 50, reason: 'the rejoin was refused (registration-required, type auth)' });
+      expect(b.adapter.notes()).toEqual([
+        `not in room ${room}: the rejoin was refused (registration-required, type auth); not rejoined until the channel restarts`,
+      ]);
     });
   },
 );
