@@ -4,10 +4,10 @@ import type { ChannelAdapter, ChannelCapabilities, Deliver, NativeStream, SentAt
 import { errorMessage } from '../../src/contracts/errors.js';
 import type { HttpRoutes } from '../../src/contracts/http.js';
 import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { untilAborted } from '../../src/util/abortable.js';
+import { settleWithin, untilAborted } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { BODY_TIMEOUT_MS, readBody, refuseAndClose } from '../../src/util/http-helpers.js';
-import { platformCaller } from '../../src/util/platform-call.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
 import { connectorVerifier, fetchOpenIdMetadata, sameServiceUrl, TokenRefused } from './auth.js';
 import { buttonsCard, neutraliseMentions } from './cards.js';
@@ -15,7 +15,7 @@ import { classifyTeamsError, connectorCall } from './connector.js';
 import { ServiceUrls } from './conversations.js';
 import { activityIdOf, malformedActivity, normalizeActivity, TEAMS_CHANNEL_ID, tenantOf, type Activity } from './normalize.js';
 import { StoppedAnswers } from './stop.js';
-import { openTeamsStream } from './stream.js';
+import { openTeamsStream, RELEASED_FINAL_TIMEOUT_MS, releasedKey } from './stream.js';
 import { BotToken } from './token.js';
 
 export interface TeamsOptions {
@@ -52,8 +52,8 @@ export class TeamsAdapter implements ChannelAdapter {
   readonly #urls: ServiceUrls;
   readonly #call = platformCaller(classifyTeamsError);
   readonly #stops = new StoppedAnswers();
-  /** Finals of streams whose replies released them (channels/teams/stream.ts): close waits for them. */
-  readonly #abandoned = new Set<Promise<void>>();
+  /** The ends of streams whose replies released them, by message (channels/teams/stream.ts): close and an update of that message wait for them. */
+  readonly #abandoned = new Map<string, Promise<void>>();
   #botId: string | undefined;
 
   constructor(options: TeamsOptions, password: string) {
@@ -185,6 +185,9 @@ export class TeamsAdapter implements ChannelAdapter {
 
   async edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void> {
     if (this.#stops.isStopped(ref)) return;
+    // A released stream of this message ends first (bounded): its final, landing after this update, would put its older text back.
+    const ending = this.#abandoned.get(releasedKey(ref));
+    if (ending) await settleWithin(ending, RELEASED_FINAL_TIMEOUT_MS, options.signal);
     await this.#post(
       'update',
       ref.chatId,
@@ -212,7 +215,21 @@ export class TeamsAdapter implements ChannelAdapter {
       {
         channel: this.#o.id,
         log: this.#o.log,
-        post: (chatId, body, signal) => this.#post<{ id?: string }>('stream', chatId, `/v3/conversations/${enc(chatId)}/activities`, body, signal),
+        post: (chatId, body, signal, sent) =>
+          this.#call('stream', signal, () => {
+            // Under its own bound, not the reply's signal: a request out when the reply is cut
+            // may land all the same, and a released stream's final waits for it, not races it.
+            const request = connectorCall<{ id?: string }>(
+              this.#token,
+              this.#urls.get(chatId),
+              'POST',
+              `/v3/conversations/${enc(chatId)}/activities`,
+              body,
+              AbortSignal.timeout(DEFAULT_REQUEST_TIMEOUT_MS),
+            );
+            sent(request);
+            return request;
+          }),
         message: (text, buttons) => this.#message(text, buttons),
         send: (t, text, options) => this.send(t, text, options),
         edit: (ref, text, options) => this.edit(ref, text, options),
@@ -225,7 +242,7 @@ export class TeamsAdapter implements ChannelAdapter {
 
   /** Waits for the finals of streams their replies released (each bounded), so an exit does not cut them. */
   async close(): Promise<void> {
-    await Promise.all(this.#abandoned);
+    await Promise.all(this.#abandoned.values());
   }
 
   /** A file: a 1:1 chat's download link as it is; an inline image from the Connector with the bot's token. */

@@ -2,28 +2,38 @@ import type { Logger } from 'pino';
 import type { NativeStream, TransportOptions } from '../../src/contracts/channel.js';
 import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
 import type { MessageRef, ReplyTarget } from '../../src/contracts/message.js';
-import { sleep } from '../../src/util/abortable.js';
+import { settleWithin, sleep } from '../../src/util/abortable.js';
 import { neutraliseMentions } from './cards.js';
 import { ConnectorError } from './connector.js';
 import { cutInformative, InformativeProgress } from './progress.js';
 import { stoppedByUser, type StoppedAnswers } from './stop.js';
 
-/** How long the final of a stream its reply released may take, a 429 waited out within it: no reply waits for it. */
+/**
+ * How long the end of a stream its reply released may take (the request it left in flight
+ * settling, then its final, a 429 waited out within it): no reply waits for it but an update
+ * of that message (TeamsAdapter.edit).
+ */
 export const RELEASED_FINAL_TIMEOUT_MS = 5_000;
+
+/** A released stream's key in `abandoned`: its conversation and its message (the stream id). */
+export const releasedKey = (ref: MessageRef): string => `${ref.chatId}\n${ref.messageId}`;
 
 /** What a Teams stream needs from the adapter. */
 export interface TeamsStreamDeps {
   channel: string;
   log: Logger;
-  /** POSTs an activity to the conversation (a Connector call, its failure classified). */
-  post(chatId: string, body: Record<string, unknown>, signal: AbortSignal): Promise<{ id?: string }>;
+  /**
+   * POSTs an activity to the conversation (a Connector call, its failure classified). `sent`
+   * gets the request as it went out: one `signal` cut may still land, and settles on its own bound.
+   */
+  post(chatId: string, body: Record<string, unknown>, signal: AbortSignal, sent: (request: Promise<unknown>) => void): Promise<{ id?: string }>;
   /** A message activity's body: markdown, the buttons' card, mentions written as text. */
   message(text: string, buttons: TransportOptions['buttons']): Record<string, unknown>;
   send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef>;
   edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void>;
   stops: StoppedAnswers;
-  /** The finals of released streams, each until it ends (never rejects): the adapter's close waits for them. */
-  abandoned: Set<Promise<void>>;
+  /** The ends of released streams by `releasedKey`, each until it is over (never rejects): the adapter's close and its updates of that message wait for them. */
+  abandoned: Map<string, Promise<void>>;
 }
 
 /** Teams says the stream is over without the bot's final (completed, or past its two minutes): no final can go any more. */
@@ -60,8 +70,11 @@ function connectorError(err: unknown): ConnectorError | undefined {
  *
  * A stream the reply released without its final (a failure it fell back from, a final not
  * delivered, a hard stop) is ended here, once, with what it streamed (Teams' page asks for the
- * final; without it the message shows streaming until Teams' two-minute limit). One that
- * streamed no text yet is left to that limit: a final carries text.
+ * final; without it the message shows streaming until Teams' two-minute limit). The request
+ * left in flight (`last`) settles first: a final of the reply's that lands all the same ends
+ * the stream with the whole answer, and nothing more goes. An update of the message waits for
+ * this end (TeamsAdapter.edit), so a final landing late cannot undo it. One that streamed no
+ * text yet is left to that limit: a final carries text.
  *
  * The user's Stop button: Teams answers the next request "cancelled by user" and allows no
  * change after it, so the stream ends where it was (nothing more is sent for it) and, while
@@ -82,6 +95,19 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
   /** The informative text Teams shows. */
   let informative = '';
   const tools = new InformativeProgress();
+  /** The last request sent, as it went out: cut by the reply's signal, it may still land (a final: the stream ended). */
+  let last: Promise<unknown> = Promise.resolve();
+  const post = (body: Record<string, unknown>, signal: AbortSignal, isFinal: boolean) =>
+    d.post(chatId, body, signal, (request) => {
+      last = request.then(
+        () => {
+          if (isFinal) ended = true;
+        },
+        (err: unknown) => {
+          if (endedByTeams(err)) ended = true;
+        },
+      );
+    });
   const ref = (): MessageRef => ({ chatId, messageId: streamId! });
   /** Whether `err` is the user's Stop: the stream is over, nothing more is sent for this answer. */
   const userStopped = (err: unknown): boolean => {
@@ -93,12 +119,12 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
   };
   const stopTheTurn = () => new ChannelError('REPLY_STOPPED_BY_USER', 'Teams: the user pressed Stop on the streamed answer');
   const final = (text: string, buttons: TransportOptions['buttons'], signal: AbortSignal) =>
-    d.post(chatId, { ...d.message(text, buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] }, signal);
+    post({ ...d.message(text, buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] }, signal, true);
   /** One streaming or informative request; `text` already has its mentions written as text. */
   const streamRequest = async (streamType: 'streaming' | 'informative', text: string, signal: AbortSignal) => {
     const entity = { type: 'streaminfo', streamType, streamSequence: ++sequence, ...(streamId ? { streamId } : {}) };
     try {
-      const sent = await d.post(chatId, { type: 'typing', text, entities: [entity] }, signal);
+      const sent = await post({ type: 'typing', text, entities: [entity] }, signal, false);
       streamId ??= sent.id;
     } catch (err) {
       if (userStopped(err)) throw stopTheTurn();
@@ -110,9 +136,14 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
     else informative = text;
   };
   /** Ends a stream no reply drives any more, in the background, under its own bound; logged, never thrown. */
-  const endReleased = (text: string) => {
+  const endReleased = () => {
     const ending = (async () => {
       const signal = AbortSignal.timeout(RELEASED_FINAL_TIMEOUT_MS);
+      // What the reply left in flight lands (or fails) first: sent now, the final would race it.
+      await settleWithin(last, Infinity, signal);
+      // The reply's own final landed (Teams has the whole answer), or Teams ended the stream.
+      if (ended) return;
+      const text = unsure ?? streamed;
       for (;;) {
         try {
           await final(text, undefined, signal);
@@ -131,8 +162,9 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
         }
       }
     })();
-    d.abandoned.add(ending);
-    void ending.then(() => d.abandoned.delete(ending));
+    const key = releasedKey(ref());
+    d.abandoned.set(key, ending);
+    void ending.then(() => d.abandoned.delete(key));
   };
   return {
     get ref() {
@@ -181,8 +213,8 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
     release: () => {
       if (released || ended || stopped || streamId === undefined) return;
       released = true;
-      const text = unsure ?? streamed;
-      if (text.trim() !== '') endReleased(text);
+      // A text cut mid-request may still land: `unsure` is checked again once it settled.
+      if ((unsure ?? streamed).trim() !== '') endReleased();
       else
         d.log.debug(
           { channel: d.channel, conversation: chatId, stream: streamId },

@@ -9,6 +9,14 @@ export { INFORMATIVE_AFTER_STREAMING, INFORMATIVE_MAX_BYTES, INFORMATIVE_MAX_CHA
 /** A fault for the next call of an endpoint: a status (429 with Retry-After), or a dropped connection. */
 export type TeamsFault = { status: 429; retryAfterS: number } | { status: 400 | 401 | 403 | 412 | 500 | 502 | 504; code?: string } | { drop: true };
 
+/** A call the fake holds unanswered (`FakeTeams.hold`); once it came it is in `calls`, its body taken as Teams would have it. */
+export interface HeldCall {
+  /** Lets it go: it is answered as any call, and takes effect even if its client gave up on it meanwhile. */
+  release(): void;
+}
+
+type Queued = TeamsFault | { held: Promise<void> };
+
 export interface TeamsCall {
   /** openid, keys, token, send, reply, update, delete, typing, stream. */
   name: string;
@@ -88,7 +96,8 @@ export class FakeTeams {
   #strangerKey!: CryptoKey;
   #issued = new Set<string>();
   #nextId = 1;
-  readonly #faults = new Map<string, TeamsFault[]>();
+  readonly #faults = new Map<string, Queued[]>();
+  readonly #held = new Set<HeldCall>();
   readonly #http = new FakeHttpServer((req, res) => this.#handle(req, res));
 
   async start(): Promise<string> {
@@ -101,6 +110,7 @@ export class FakeTeams {
   }
 
   async close(): Promise<void> {
+    for (const h of this.#held) h.release();
     await this.#http.close();
   }
 
@@ -119,6 +129,18 @@ export class FakeTeams {
     const list = this.#faults.get(name) ?? [];
     for (let i = 0; i < times; i++) list.push(fault);
     this.#faults.set(name, list);
+  }
+
+  /** Holds the next call of an endpoint (after the faults queued before it) until the test releases it (or the fake closes). */
+  hold(name: string): HeldCall {
+    let release!: () => void;
+    const released = new Promise<void>((r) => (release = r));
+    const held: HeldCall = { release };
+    this.#held.add(held);
+    const list = this.#faults.get(name) ?? [];
+    list.push({ held: released });
+    this.#faults.set(name, list);
+    return held;
   }
 
   callsOf(name: string): TeamsCall[] {
@@ -245,7 +267,11 @@ export class FakeTeams {
     }
     const name = endpointName(req.method ?? 'GET', url.pathname, body);
     this.calls.push({ name, path: url.pathname, body, auth: req.headers.authorization, at: Date.now() });
-    const fault = this.#faults.get(name)?.shift();
+    let fault = this.#faults.get(name)?.shift();
+    if (fault && 'held' in fault) {
+      await fault.held;
+      fault = undefined;
+    }
     if (fault && 'drop' in fault) return void req.socket.destroy();
     if (fault && fault.status === 429) {
       res

@@ -1,0 +1,124 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it, onTestFinished } from 'vitest';
+import { TeamsAdapter } from '../../../channels/teams/adapter.js';
+import { ServiceUrls } from '../../../channels/teams/conversations.js';
+import type { AgentEvent } from '../../../src/contracts/agent-events.js';
+import type { HttpRoutes } from '../../../src/contracts/http.js';
+import type { ReplyTarget } from '../../../src/contracts/message.js';
+import { createLogger } from '../../../src/observe/logger.js';
+import type { Transport } from '../../../src/stream/reply-options.js';
+import { ReplyStream } from '../../../src/stream/reply-stream.js';
+import type { FakeTeams } from '../../fakes/teams/server.js';
+import { waitFor } from '../../helpers/daemon.js';
+import { withTeams } from '../../helpers/teams.js';
+
+const DM = 'a:1personal-ada';
+const TARGET: ReplyTarget = { channelId: 'ms', chatId: DM, chatType: 'dm', replyToMessageId: `${DM}|1` };
+const done: AgentEvent = { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
+const ANSWER = 'Part one. Part two.';
+
+/** The real Teams adapter, talking to the fake's Connector for the 1:1 chat (as an earlier activity told it). */
+function teamsAdapterOn(ms: FakeTeams): TeamsAdapter {
+  const dir = mkdtempSync(join(tmpdir(), 'channeld-teams-release-'));
+  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
+  new ServiceUrls(dir, 'ms').set(DM, ms.serviceUrl);
+  const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false, ownOrigin: () => true };
+  const adapter = new TeamsAdapter(
+    {
+      id: 'ms',
+      appId: ms.appId,
+      tenantId: undefined,
+      openIdMetadataUrl: ms.openIdUrl,
+      tokenUrl: ms.tokenUrl,
+      http: noHttp,
+      stateDir: dir,
+      log: createLogger({ level: 'silent' }),
+    },
+    ms.password,
+  );
+  onTestFinished(() => adapter.close?.());
+  return adapter;
+}
+
+/** The adapter as a reply's transport, each `edit` noted when the reply calls it (before it goes out). */
+function notingEdits(adapter: TeamsAdapter, edits: string[]): Transport {
+  return new Proxy(adapter, {
+    get(t, p) {
+      if (p === 'edit') return (...a: Parameters<TeamsAdapter['edit']>) => (edits.push(a[1]), t.edit(...a));
+      const v = Reflect.get(t, p, t);
+      return typeof v === 'function' ? v.bind(t) : v;
+    },
+  });
+}
+
+function replyOn(adapter: TeamsAdapter, signal: AbortSignal, transport: Transport = adapter) {
+  return new ReplyStream({
+    transport,
+    // The pacing is not what is tested, and the fake does not throttle: steps 300 ms apart, not 1.5 s.
+    capabilities: { ...adapter.capabilities, minEditIntervalMs: 300 },
+    target: TARGET,
+    streamMode: 'partial',
+    showToolProgress: false,
+    finalDeadlineMs: 30_000,
+    signal,
+  });
+}
+
+const finals = (ms: FakeTeams) => ms.callsOf('stream').filter((c) => c.body.entities[0].streamType === 'final');
+const streamedCount = (ms: FakeTeams) => ms.streamUpdates.filter((u) => u.streamType === 'streaming').length;
+
+describe('Teams native streams: a released stream and the reply that goes on', () => {
+  // Before: the reply's update (PUT) went out while the release's final was still being tried;
+  // Teams refused an update of the stream still open and the answer went as a second message
+  // (where Teams takes it, the late final would put the partial text back).
+  it('the final fails (502), the reply falls back: its update waits for the release final (429, then held), and the one message ends with the whole answer', async () => {
+    const ms = await withTeams();
+    ms.refuseUpdatesWhileStreaming = true;
+    const adapter = teamsAdapterOn(ms);
+    const edits: string[] = [];
+    const reply = replyOn(adapter, new AbortController().signal, notingEdits(adapter, edits));
+    reply.push({ type: 'text_delta', text: 'Part one. ' });
+    await waitFor(() => streamedCount(ms) === 1);
+    ms.fail('stream', { status: 502 });
+    ms.fail('stream', { status: 429, retryAfterS: 1 });
+    const late = ms.hold('stream');
+    reply.push({ type: 'text_delta', text: 'Part two.' });
+    reply.push(done);
+    // The release's final, after its 429, is on the wire, and the reply has started its update.
+    await waitFor(() => finals(ms).length === 3 && edits.length > 0);
+    late.release();
+    expect((await reply.finished()).delivered).toBe(true);
+    await adapter.close();
+
+    expect(finals(ms).map((c) => c.body.text)).toEqual([ANSWER, 'Part one. ', 'Part one. ']);
+    expect(ms.callsOf('send')).toEqual([]);
+    expect(ms.activities).toHaveLength(1);
+    expect(ms.activities[0]).toMatchObject({ text: ANSWER, streaming: false, updates: 1 });
+  });
+
+  // Before: the call cut by the hard stop let the release send a final at once, with the
+  // partial text; it completed the stream first and the whole answer's final got 403.
+  it('the reply is cut while its final is in flight, which Teams then takes: exactly one final, with the whole answer', async () => {
+    const ms = await withTeams();
+    const adapter = teamsAdapterOn(ms);
+    const hardStop = new AbortController();
+    const reply = replyOn(adapter, hardStop.signal);
+    reply.push({ type: 'text_delta', text: 'Part one. ' });
+    await waitFor(() => streamedCount(ms) === 1);
+    const inFlight = ms.hold('stream');
+    reply.push({ type: 'text_delta', text: 'Part two.' });
+    reply.push(done);
+    await waitFor(() => finals(ms).length === 1);
+    hardStop.abort(new Error('shutdown'));
+    expect((await reply.finished()).delivered).toBe(false);
+    inFlight.release();
+    // The adapter's close waits for the released stream's end.
+    await adapter.close();
+
+    expect(finals(ms).map((c) => c.body.text)).toEqual([ANSWER]);
+    expect(ms.activities).toHaveLength(1);
+    expect(ms.activities[0]).toMatchObject({ text: ANSWER, streaming: false, updates: 0 });
+  });
+});
