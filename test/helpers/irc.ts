@@ -2,6 +2,7 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { afterAll, afterEach, beforeAll, beforeEach } from 'vitest';
 import { waitFor } from './daemon.js';
 import { freePort, spawnServer } from './servers.js';
 
@@ -128,4 +129,58 @@ export class IrcUser {
     this.send('QUIT :bye');
     this.#socket.end();
   }
+}
+
+/** What `ngircdPerSuite` gives a describe block's tests. */
+export interface IrcSuite {
+  /** The block's ngIRCd, started before its first test. */
+  readonly irc: Ngircd;
+  /** This test's: its abort ends the bot's listener; aborted when the test ends. */
+  readonly stop: AbortController;
+  /** A person connected as `nick` (in `room` where given), closed when the test ends. */
+  user(nick: string, room?: string): Promise<IrcUser>;
+}
+
+/**
+ * Call inside a describe block: one real ngIRCd for all its tests, stopped after the last, and
+ * per test a fresh `stop` and the test's users, ended after each test. Each test should use
+ * nicks of its own: a user or bot closed at the end of the test before may not be gone yet.
+ */
+export function ngircdPerSuite(): IrcSuite {
+  let irc: Ngircd | undefined;
+  let stop = new AbortController();
+  let users: IrcUser[] = [];
+  beforeAll(async () => {
+    irc = await startNgircd();
+  });
+  afterAll(async () => {
+    await irc?.stop();
+  });
+  beforeEach(() => {
+    stop = new AbortController();
+    users = [];
+  });
+  afterEach(() => {
+    stop.abort(new Error('test over'));
+    for (const u of users) u.close();
+  });
+  const started = (): Ngircd => {
+    if (!irc) throw new Error('ngIRCd is not started: use it in a test of the block that called ngircdPerSuite');
+    return irc;
+  };
+  return {
+    get irc() {
+      return started();
+    },
+    get stop() {
+      return stop;
+    },
+    user: async (nick, room) => {
+      const u = new IrcUser(nick, started().port, started().password);
+      users.push(u);
+      await u.connect();
+      if (room) await u.join(room);
+      return u;
+    },
+  };
 }

@@ -3,6 +3,9 @@ import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { client, type Element, xml, type XmppClient } from '@xmpp/client';
+import pino from 'pino';
+import { onTestFinished } from 'vitest';
+import { XmppAdapter } from '../../channels/xmpp/adapter.js';
 import { waitFor } from './daemon.js';
 import { freePort, spawnServer } from './servers.js';
 
@@ -164,4 +167,37 @@ export class XmppUser {
   async close(): Promise<void> {
     await this.x.stop().catch(() => {});
   }
+}
+
+/** A person on `server`: `local` registered with `password` and online (a client without corrections), closed when the test finishes. */
+export async function xmppUserOn(server: Prosody, local: string, password: string): Promise<XmppUser> {
+  server.register(local, password);
+  const u = new XmppUser(local, server, password, false);
+  onTestFinished(() => u.close());
+  return u.start();
+}
+
+/**
+ * Channel "xmpp"'s adapter as `local` on `server` (registered here with `password`), not yet
+ * listening: in `rooms` with nick "helper", connecting through `port` (a gate in front of the
+ * server) where given; each line it logs at info and up is parsed into `logs`.
+ */
+export function xmppAdapterOn(
+  server: Prosody,
+  local: string,
+  password: string,
+  logs: unknown[],
+  o: { rooms?: string[]; port?: number | undefined } = {},
+): XmppAdapter {
+  server.register(local, password);
+  return new XmppAdapter({
+    id: 'xmpp',
+    local,
+    domain: server.domain,
+    password,
+    service: `xmpp://127.0.0.1:${o.port ?? server.port}`,
+    rooms: (o.rooms ?? []).map((jid) => ({ jid, nick: 'helper' })),
+    connectTimeoutMs: 10_000,
+    log: pino({ level: 'info' }, { write: (s: string) => void logs.push(JSON.parse(s)) }),
+  });
 }

@@ -1,43 +1,12 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { readFile } from 'node:fs/promises';
 import { describe, expect, it, onTestFinished } from 'vitest';
 import { DiscordAdapter } from '../../../channels/discord/adapter.js';
 import { ARCHIVED_THREADS_PAGE, CATCH_UP_MAX_THREAD_PARENTS } from '../../../channels/discord/archived-threads.js';
-import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { createLogger } from '../../../src/observe/logger.js';
-import { FakeDiscord } from '../../fakes/discord/server.js';
+import type { FakeDiscord } from '../../fakes/discord/server.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
-
-/** The daemon's inbox as far as these tests need it: keyed by channel and message id, a repeat is dropped (not answered again). */
-class Inbox {
-  readonly all: ChannelMessage[] = [];
-  readonly kept = new Map<string, ChannelMessage>();
-  readonly deliver = async (m: ChannelMessage): Promise<boolean> => {
-    this.all.push(m);
-    const key = `${m.channelId}:${m.messageId}`;
-    if (this.kept.has(key)) return false;
-    this.kept.set(key, m);
-    return true;
-  };
-}
-
-async function fakeDiscord(): Promise<FakeDiscord> {
-  const dc = new FakeDiscord();
-  await dc.start();
-  onTestFinished(() => dc.close());
-  return dc;
-}
-
-/** A cursor file at `atMs` in a state dir of the test's own (a restart, not a first start). */
-async function cursorAt(atMs: number): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'channeld-discord-archived-'));
-  onTestFinished(() => rm(dir, { recursive: true, force: true }));
-  await mkdir(join(dir, 'discord'));
-  const path = join(dir, 'discord', 'dc.cursor');
-  await writeFile(path, `${atMs}\n`);
-  return path;
-}
+import { discordCursorFile, Inbox } from '../../helpers/discord.js';
+import { withDiscord } from '../../helpers/platforms.js';
 
 /** Listens until `stop` or the test's end; resolves once the first catch-up is over (its info line, or its warning when incomplete). */
 async function caughtUp(dc: FakeDiscord, cursorFile: string, inbox: Inbox, logs = new LogSink()): Promise<LogSink & { stop: () => Promise<void> }> {
@@ -61,8 +30,8 @@ const listedParents = (dc: FakeDiscord) => new Set(dc.restCalls('GET', 'threads'
 
 describe('the Discord catch-up of threads archived while away', () => {
   it('answers once a question left in a thread that Discord archived before the bot came back, in its thread as a live one', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorAt(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     // Asked while the bot was away; the thread went quiet and was archived (not among GUILD_CREATE's active threads).
     const asked = dc.whileAway(() => dc.guildMessage('anyone?', { thread: 1, mention: true }), { ageMs: 30_000 });
     dc.archiveThread(dc.guild.thread);
@@ -86,8 +55,8 @@ describe('the Discord catch-up of threads archived while away', () => {
   });
 
   it("reads archived forum posts, announcement threads and the private threads the bot joined, however old the parent channel's own last message", async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorAt(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     const forum = dc.addParent(15);
     const news = dc.addParent(5);
     const post = dc.addThread(forum);
@@ -122,9 +91,9 @@ describe('the Discord catch-up of threads archived while away', () => {
   });
 
   it('does not read a thread archived before the cursor, nor one archived since whose last message is older than the cursor', async () => {
-    const dc = await fakeDiscord();
+    const dc = await withDiscord();
     const cursorMs = Date.now() - 60_000;
-    const path = await cursorAt(cursorMs);
+    const path = await discordCursorFile(cursorMs);
     const before = dc.addThread(dc.guild.channel);
     const quiet = dc.addThread(dc.guild.channel);
     dc.whileAway(
@@ -148,8 +117,8 @@ describe('the Discord catch-up of threads archived while away', () => {
   });
 
   it('skips a channel whose archived threads answer 403 (logged at debug), catches up the rest, and the catch-up completes', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorAt(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     const hidden = dc.addParent(0);
     const other = dc.addParent(0);
     const inHidden = dc.addThread(hidden);
@@ -175,9 +144,9 @@ describe('the Discord catch-up of threads archived while away', () => {
   });
 
   it('a listing that fails otherwise (a 5xx) is warned and leaves the cursor where it was, so the next start lists it again', async () => {
-    const dc = await fakeDiscord();
+    const dc = await withDiscord();
     const startMs = Date.now() - 60_000;
-    const path = await cursorAt(startMs);
+    const path = await discordCursorFile(startMs);
     const asked = dc.whileAway(() => dc.guildMessage('anyone?', { thread: 1, mention: true }), { ageMs: 30_000 });
     dc.archiveThread(dc.guild.thread);
     // discord.js's own retries included, the channel's public listing fails.
@@ -197,8 +166,8 @@ describe('the Discord catch-up of threads archived while away', () => {
   });
 
   it(`lists the archived threads of ${CATCH_UP_MAX_THREAD_PARENTS} channels at most, the most recently active first, and warns of the others`, async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorAt(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     // One more than the bound besides the guild's first channel (whose threads are the newest activity).
     const parents = Array.from({ length: CATCH_UP_MAX_THREAD_PARENTS + 1 }, () => dc.addParent(0));
     // Each channel's last message before the cursor, the first ones the oldest: the two least active are parents[0] and parents[1].

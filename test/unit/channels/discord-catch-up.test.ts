@@ -1,52 +1,16 @@
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
-import { tmpdir } from 'node:os';
-import { dirname, join } from 'node:path';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { describe, expect, it, onTestFinished, vi } from 'vitest';
 import { DiscordAdapter } from '../../../channels/discord/adapter.js';
 import { CATCH_UP_MAX_MESSAGES_PER_CHANNEL, MAX_KNOWN_DM_CHANNELS } from '../../../channels/discord/catch-up.js';
 import { KnownDmChannels, SHARED_DM_CHANNELS_TIMEOUT_MS } from '../../../channels/discord/dm-channels.js';
 import type { SharedRecord } from '../../../src/contracts/shared-record.js';
 import { CodedError } from '../../../src/contracts/errors.js';
-import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { createLogger } from '../../../src/observe/logger.js';
-import { FakeDiscord, snowflake } from '../../fakes/discord/server.js';
+import { type FakeDiscord, snowflake } from '../../fakes/discord/server.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
-
-/** The daemon's inbox as far as these tests need it: keyed by channel and message id, a repeat is dropped (not answered again). */
-class Inbox {
-  /** Every delivery, repeats too. */
-  readonly all: ChannelMessage[] = [];
-  readonly kept = new Map<string, ChannelMessage>();
-  readonly deliver = async (m: ChannelMessage): Promise<boolean> => {
-    this.all.push(m);
-    const key = `${m.channelId}:${m.messageId}`;
-    if (this.kept.has(key)) return false;
-    this.kept.set(key, m);
-    return true;
-  };
-  texts(from = 0): string[] {
-    return this.all.slice(from).map((m) => m.text);
-  }
-}
-
-async function fakeDiscord(): Promise<FakeDiscord> {
-  const dc = new FakeDiscord();
-  await dc.start();
-  onTestFinished(() => dc.close());
-  return dc;
-}
-
-/** A cursor file path in a state dir of the test's own; `atMs` writes a cursor there first (a restart, not a first start). */
-async function cursorPath(atMs?: number): Promise<string> {
-  const dir = await mkdtemp(join(tmpdir(), 'channeld-discord-cursor-'));
-  onTestFinished(() => rm(dir, { recursive: true, force: true }));
-  const path = join(dir, 'discord', 'dc.cursor');
-  if (atMs !== undefined) {
-    await mkdir(join(dir, 'discord'));
-    await writeFile(path, `${atMs}\n`);
-  }
-  return path;
-}
+import { discordCursorFile, Inbox } from '../../helpers/discord.js';
+import { withDiscord } from '../../helpers/platforms.js';
 
 const readCursor = async (path: string) => Number((await readFile(path, 'utf8').catch(() => '')).trim()) || undefined;
 
@@ -93,8 +57,8 @@ const historyReads = (dc: FakeDiscord) => dc.rest.filter((c) => c.method === 'GE
 
 describe('the Discord catch-up', () => {
   it('delivers what was posted while no listener ran once, oldest first, through the live path, and a repeat live is answered once', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath();
+    const dc = await withDiscord();
+    const path = await discordCursorFile();
     const adapter = adapterOn(dc, path);
     const inbox = new Inbox();
     const first = await listening(adapter, inbox);
@@ -143,8 +107,8 @@ describe('the Discord catch-up', () => {
   });
 
   it('after a restart of the daemon (a new adapter) catches up on DMs too: the DM channels it knew are kept beside the cursor', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath();
+    const dc = await withDiscord();
+    const path = await discordCursorFile();
     const inbox = new Inbox();
     const first = await listening(adapterOn(dc, path), inbox);
     dc.dm('hello');
@@ -160,11 +124,11 @@ describe('the Discord catch-up', () => {
   });
 
   it("with several shards in one client, a shard that identifies later still reads from where the cursor stood (another shard's catch-up does not move it first)", async () => {
-    const dc = await fakeDiscord();
+    const dc = await withDiscord();
     dc.recommendedShards = 2;
     const g0 = dc.addGuild(0, 2);
     const g1 = dc.addGuild(1, 2);
-    const path = await cursorPath(Date.now() - 60_000);
+    const path = await discordCursorFile(Date.now() - 60_000);
     const older = dc.whileAway(() => dc.guildMessage('sent to shard 1 while away', { guild: g1, mention: true }), { ageMs: 30_000 });
     const newer = dc.whileAway(() => dc.guildMessage('sent to shard 0 while away', { guild: g0, mention: true }), { ageMs: 10_000 });
     const inbox = new Inbox();
@@ -184,8 +148,8 @@ describe('the Discord catch-up', () => {
   });
 
   it('does not catch up after a RESUME, and does after the session is lost and identified anew', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     const inbox = new Inbox();
     await listening(adapterOn(dc, path), inbox);
     // The first READY's catch-up reads the guild's channel and its two threads.
@@ -206,8 +170,8 @@ describe('the Discord catch-up', () => {
   });
 
   it('does not catch up on a session handed over by an upgrade, which resumed', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     const inbox = new Inbox();
     const old = adapterOn(dc, path);
     const first = await listening(old, inbox);
@@ -236,9 +200,9 @@ describe('the Discord catch-up', () => {
   });
 
   it('an upgrade after a catch-up that did not finish hands over a note: the new process keeps the cursor before the gap for its run, and a restart reads it', async () => {
-    const dc = await fakeDiscord();
+    const dc = await withDiscord();
     const startMs = Date.now() - 60_000;
-    const path = await cursorPath(startMs);
+    const path = await discordCursorFile(startMs);
     const missed = dc.whileAway(() => dc.guildMessage('sent while away', { mention: true }));
     // The catch-up's first read fails (discord.js's own retries included): it does not finish.
     dc.fail('GET message', { status: 502 }, 4);
@@ -267,8 +231,8 @@ describe('the Discord catch-up', () => {
   });
 
   it('on a first start (no cursor) delivers nothing from before it, and starts the cursor at now', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath();
+    const dc = await withDiscord();
+    const path = await discordCursorFile();
     dc.whileAway(() => dc.guildMessage('from before the first start', { mention: true }), { ageMs: 60_000 });
     const startedMs = Date.now();
     const inbox = new Inbox();
@@ -281,9 +245,9 @@ describe('the Discord catch-up', () => {
   });
 
   it("reads nothing older than the inbox's duplicate window (cluster mode: this instance's cursor may be hours old, and another answered since)", async () => {
-    const dc = await fakeDiscord();
+    const dc = await withDiscord();
     // This instance last ran the listener an hour ago; the shared inbox recognises 90 s.
-    const path = await cursorPath(Date.now() - 3_600_000);
+    const path = await discordCursorFile(Date.now() - 3_600_000);
     const old = dc.whileAway(() => dc.guildMessage('answered by another instance ten minutes ago', { mention: true }), { ageMs: 600_000 });
     const recent = dc.whileAway(() => dc.guildMessage('sent while the lease moved', { mention: true }), { ageMs: 5_000 });
     const inbox = new Inbox();
@@ -297,8 +261,8 @@ describe('the Discord catch-up', () => {
   });
 
   it('cluster mode, no cursor here (the lease moved from an instance that was killed): catches up on the duplicate window, nothing older', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath();
+    const dc = await withDiscord();
+    const path = await discordCursorFile();
     const old = dc.whileAway(() => dc.guildMessage('answered by the killed instance ten minutes ago', { mention: true }), { ageMs: 600_000 });
     const recent = dc.whileAway(() => dc.guildMessage('sent while the lease moved', { mention: true }), { ageMs: 5_000 });
     const inbox = new Inbox();
@@ -314,8 +278,8 @@ describe('the Discord catch-up', () => {
   });
 
   it('skips a channel that answers 403 (logged) and catches up the others', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     dc.whileAway(() => {
       dc.guildMessage('in the hidden thread', { mention: true, thread: 1 });
       dc.guildMessage('in the channel', { mention: true });
@@ -335,9 +299,9 @@ describe('the Discord catch-up', () => {
   });
 
   it('a channel that fails to be read (a 5xx) leaves the cursor where it was for the run, so the next start reads it again; the others are caught up', async () => {
-    const dc = await fakeDiscord();
+    const dc = await withDiscord();
     const startMs = Date.now() - 60_000;
-    const path = await cursorPath(startMs);
+    const path = await discordCursorFile(startMs);
     const ids = dc.whileAway(() => ({
       channel: dc.guildMessage('in the channel', { mention: true }),
       thread: dc.guildMessage('in the thread', { mention: true, thread: 1 }),
@@ -360,8 +324,8 @@ describe('the Discord catch-up', () => {
   });
 
   it('over the per-channel bound delivers the newest messages and warns naming the gap', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath(Date.now() - 60_000);
+    const dc = await withDiscord();
+    const path = await discordCursorFile(Date.now() - 60_000);
     const over = CATCH_UP_MAX_MESSAGES_PER_CHANNEL + 1;
     const ids = dc.whileAway(() => Array.from({ length: over }, (_, i) => dc.guildMessage(`m${i}`, { mention: true })), { ageMs: 1000 });
     const logs = new LogSink();
@@ -380,7 +344,7 @@ describe('the Discord catch-up', () => {
 
 describe('the DM channels a Discord catch-up reads', () => {
   it('a malformed, oversized or foreign file is read as an empty list; ids are kept newest first, at most the bound, one write per change', async () => {
-    const path = await cursorPath();
+    const path = await discordCursorFile();
     const file = path.replace(/\.cursor$/, '.dm-channels.json');
     await mkdir(dirname(file), { recursive: true });
     for (const bad of ['not json', JSON.stringify({ ids: ['1'] }), JSON.stringify(['1'.repeat(5000)]), `[${'"1",'.repeat(2000)}"1"]`]) {
@@ -454,13 +418,13 @@ describe('the DM channels a Discord catch-up reads, shared in cluster mode', () 
   const bea = { id: '515151515151515151', username: 'bea' };
 
   it('an instance that takes the listener over (a state dir of its own) catches up on a DM sent while away in a DM channel only the instance before it saw', async () => {
-    const dc = await fakeDiscord();
+    const dc = await withDiscord();
     const shared = new MemoryRecord();
     const inbox = new Inbox();
     // Bea's DM channel: only the first instance ever saw a message from it.
     const beas = snowflake();
     const first = await listening(
-      adapterOn(dc, await cursorPath(), new LogSink(), () => 90_000, true, shared),
+      adapterOn(dc, await discordCursorFile(), new LogSink(), () => 90_000, true, shared),
       inbox,
     );
     dc.dm('hello from bea', bea, beas);
@@ -470,7 +434,7 @@ describe('the DM channels a Discord catch-up reads, shared in cluster mode', () 
 
     // Nobody listens: Discord keeps it in the channel's history, and a new session gets no replay.
     const away = dc.whileAway(() => dc.dm('sent while the lease moved', bea, beas), { ageMs: 5_000 });
-    const second = await cursorPath();
+    const second = await discordCursorFile();
     await listening(
       adapterOn(dc, second, new LogSink(), () => 90_000, true, shared),
       inbox,
@@ -486,8 +450,8 @@ describe('the DM channels a Discord catch-up reads, shared in cluster mode', () 
   });
 
   it('a shared list that cannot be read or written (PostgreSQL away) stops nothing: DMs are answered, the local file is kept, one warning each, and a restart catches up from the file', async () => {
-    const dc = await fakeDiscord();
-    const path = await cursorPath();
+    const dc = await withDiscord();
+    const path = await discordCursorFile();
     const logs = new LogSink();
     const inbox = new Inbox();
     const beas = snowflake();

@@ -1,12 +1,12 @@
 import pino from 'pino';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { IrcAdapter } from '../../../channels/irc/adapter.js';
 import { TokenBucket } from '../../../channels/irc/bucket.js';
 import { DropNotices } from '../../../channels/irc/drop-notice.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { NOT_KEPT_REPLY } from '../../../src/contracts/topology.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { IrcUser, type Ngircd, ngircdMissing, OPER, startNgircd } from '../../helpers/irc.js';
+import { type IrcUser, ngircdMissing, ngircdPerSuite, OPER } from '../../helpers/irc.js';
 
 /** The listener's bound on messages waiting to be stored (MAX_PENDING_DELIVERIES in channels/irc/adapter.ts). */
 const PENDING_BOUND = 1000;
@@ -25,33 +25,13 @@ interface LogLine {
  * delivers a message again, so whoever asked the bot must be told theirs was not kept.
  */
 describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a stalled store${ngircdMissing ? ` (skipped: ${ngircdMissing})` : ''}`, () => {
-  let irc: Ngircd;
-  let stop: AbortController;
-  let users: IrcUser[];
+  const t = ngircdPerSuite();
   let logs: LogLine[];
-  beforeAll(async () => {
-    irc = await startNgircd();
-  });
-  afterAll(async () => {
-    await irc?.stop();
-  });
   beforeEach(() => {
-    stop = new AbortController();
-    users = [];
     logs = [];
   });
-  afterEach(() => {
-    stop.abort(new Error('test over'));
-    for (const u of users) u.close();
-  });
 
-  const user = async (nick: string) => {
-    const u = new IrcUser(nick, irc.port, irc.password);
-    users.push(u);
-    await u.connect();
-    await u.join(ROOM);
-    return u;
-  };
+  const user = (nick: string) => t.user(nick, ROOM);
   const notices = (u: IrcUser) =>
     u.lines.filter((l) => l.startsWith(`:${NICK}!`) && l.includes(` NOTICE ${u.nick} :`)).map((l) => l.slice(l.indexOf(' :') + 2));
   /** A round trip to the server: every line the server queued for `u` before it answers is in. */
@@ -75,10 +55,10 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
     const adapter = new IrcAdapter({
       id: 'irc',
       host: '127.0.0.1',
-      port: irc.port,
+      port: t.irc.port,
       tls: false,
       nick: NICK,
-      password: irc.password,
+      password: t.irc.password,
       channels: [ROOM],
       allowFrom,
       floodBurst: 2,
@@ -89,10 +69,10 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
     const delivered: ChannelMessage[] = [];
     const stalled = (msg: ChannelMessage) => {
       delivered.push(msg);
-      return new Promise<boolean>((_, reject) => stop.signal.addEventListener('abort', () => reject(stop.signal.reason), { once: true }));
+      return new Promise<boolean>((_, reject) => t.stop.signal.addEventListener('abort', () => reject(t.stop.signal.reason), { once: true }));
     };
     let connected = false;
-    const listening = adapter.listen(stalled, stop.signal, () => (connected = true)).catch(() => {});
+    const listening = adapter.listen(stalled, t.stop.signal, () => (connected = true)).catch(() => {});
     await waitFor(() => connected, 10_000);
     await waitFor(() => watcher.lines.some((l) => l.startsWith(`:${NICK}!`) && / JOIN :?#backlog/i.test(l)), 10_000);
     return { delivered, listening };
@@ -134,7 +114,7 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
     expect(notices(bob)).toEqual([NOT_KEPT_REPLY]);
     // Nothing was said in the channel itself.
     expect(bob.privmsgs.filter((p) => p.from === NICK)).toEqual([]);
-    stop.abort(new Error('test over'));
+    t.stop.abort(new Error('test over'));
     await listening;
   });
 
@@ -159,7 +139,7 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: messages dropped behind a sta
     await synced(mallory, 'sync-m');
     expect(notices(mallory)).toEqual([]);
     expect(notices(alice)).toEqual([NOT_KEPT_REPLY]);
-    stop.abort(new Error('test over'));
+    t.stop.abort(new Error('test over'));
     await listening;
   });
 });

@@ -1,9 +1,9 @@
 import pino from 'pino';
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { IrcAdapter } from '../../../channels/irc/adapter.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { IrcUser, type Ngircd, ngircdMissing, startNgircd } from '../../helpers/irc.js';
+import { type IrcUser, ngircdMissing, ngircdPerSuite } from '../../helpers/irc.js';
 
 const ROOM = '#reclaim';
 /** Each test its own configured nick: the bot of the test before may still hold its nick while the server reads its QUIT. */
@@ -15,43 +15,22 @@ const alternate = (nick: string) => `${nick}_`;
  * once it is free, or every "channeld: ..." in a channel goes unanswered until a restart.
  */
 describe.skipIf(ngircdMissing !== undefined)(`IRC: the configured nick taken back${ngircdMissing ? ` (skipped: ${ngircdMissing})` : ''}`, () => {
-  let irc: Ngircd;
-  let stop: AbortController;
-  let users: IrcUser[];
+  const t = ngircdPerSuite();
   let logs: string[];
-  beforeAll(async () => {
-    irc = await startNgircd();
-  });
-  afterAll(async () => {
-    await irc?.stop();
-  });
   beforeEach(() => {
-    stop = new AbortController();
-    users = [];
     logs = [];
   });
   // Test users get nicks of their own per test too: one closed at the end of a test may not be gone yet.
-  afterEach(() => {
-    stop.abort(new Error('test over'));
-    for (const u of users) u.close();
-  });
-
-  const user = async (nick: string, room?: string) => {
-    const u = new IrcUser(nick, irc.port, irc.password);
-    users.push(u);
-    await u.connect();
-    if (room) await u.join(room);
-    return u;
-  };
+  const user = t.user;
   /** The bot in ROOM (as `watcher` sees it join), on the alternate because the configured nick is held. */
   const listen = async (nick: string, watcher: IrcUser, nickReclaimIntervalMs?: number) => {
     const adapter = new IrcAdapter({
       id: 'irc',
       host: '127.0.0.1',
-      port: irc.port,
+      port: t.irc.port,
       tls: false,
       nick,
-      password: irc.password,
+      password: t.irc.password,
       channels: [ROOM],
       allowFrom: ['*'],
       floodBurst: 4,
@@ -66,7 +45,7 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: the configured nick taken bac
       return true;
     };
     let connected = false;
-    const listening = adapter.listen(deliver, stop.signal, () => (connected = true)).catch(() => {});
+    const listening = adapter.listen(deliver, t.stop.signal, () => (connected = true)).catch(() => {});
     await waitFor(() => connected, 10_000);
     await waitFor(() => watcher.lines.some((l) => l.startsWith(`:${alternate(nick)}!`) && / JOIN :?#reclaim/i.test(l)), 10_000);
     expect(adapter.selfName).toBe(alternate(nick));
@@ -95,7 +74,7 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: the configured nick taken bac
     expect(delivered[1]).toMatchObject({ text: 'hi', addressed: true, chat: { id: ROOM, type: 'group' } });
     expect(adapter.selfName).toBe(NICK);
     expect(logs).toContain('IRC regained the configured nick');
-    stop.abort(new Error('test over'));
+    t.stop.abort(new Error('test over'));
     await listening;
   });
 
@@ -114,7 +93,7 @@ describe.skipIf(ngircdMissing !== undefined)(`IRC: the configured nick taken bac
     carol.say(ROOM, `${NICK}: hi`);
     await waitFor(() => delivered.length === 1, 10_000);
     expect(delivered[0]).toMatchObject({ text: 'hi', addressed: true });
-    stop.abort(new Error('test over'));
+    t.stop.abort(new Error('test over'));
     await listening;
   });
 });

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import type { ReplyTarget } from '../../../src/contracts/message.js';
-import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import type { FakeSlack } from '../../fakes/slack/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { slackAdapterOn, withSlack } from '../../helpers/platforms.js';
+import { streamOn } from '../../helpers/reply-stream.js';
 
 const done: AgentEvent = { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
 const DM: ReplyTarget = { channelId: 'sl', chatId: 'D0DM0001', chatType: 'dm', threadId: '1700000000.000100' };
@@ -16,15 +16,7 @@ const streamed = (sl: FakeSlack) => sl.messages.filter((m) => m.stream);
 async function replyOnSlack(finalDeadlineMs: number) {
   const sl = await withSlack();
   const adapter = slackAdapterOn(sl);
-  const stream = new ReplyStream({
-    transport: adapter,
-    capabilities: adapter.capabilities,
-    target: DM,
-    streamMode: 'partial',
-    showToolProgress: false,
-    finalDeadlineMs,
-    signal: new AbortController().signal,
-  });
+  const stream = streamOn(adapter, { target: DM, finalDeadlineMs });
   stream.push({ type: 'text_delta', text: 'one ' });
   await waitFor(() => streamed(sl)[0]?.stream?.chunks.length === 1);
   return { sl, adapter, stream };

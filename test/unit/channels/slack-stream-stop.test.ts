@@ -2,11 +2,12 @@ import { describe, expect, it } from 'vitest';
 import type { SlackAdapter } from '../../../channels/slack/adapter.js';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import type { ReplyTarget } from '../../../src/contracts/message.js';
-import { ReplyStream, STOP_MARKER } from '../../../src/stream/reply-stream.js';
+import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
 import type { FakeSlack } from '../../fakes/slack/server.js';
 import { LogSink, waitFor } from '../../helpers/daemon.js';
 import { withChannelDaemon } from '../../helpers/fixtures.js';
 import { slackAdapterOn, slackChannel, slackEnv, withSlack } from '../../helpers/platforms.js';
+import { streamOn } from '../../helpers/reply-stream.js';
 import { echoAgent } from '../../helpers/toml.js';
 
 const done: AgentEvent = { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
@@ -23,16 +24,7 @@ function adapterOn(sl: FakeSlack) {
  * lost lease); its turn then ends as a cut turn does, cancelled, which ends the reply.
  */
 function replyOn(adapter: SlackAdapter, cut = new AbortController()) {
-  const stream = new ReplyStream({
-    transport: adapter,
-    capabilities: adapter.capabilities,
-    target: DM,
-    streamMode: 'partial',
-    showToolProgress: false,
-    finalDeadlineMs: 60_000,
-    signal: cut.signal,
-  });
-  return { stream, cut };
+  return { stream: streamOn(adapter, { target: DM, signal: cut.signal }), cut };
 }
 
 const stops = (sl: FakeSlack) => sl.callsOf('chat.stopStream');

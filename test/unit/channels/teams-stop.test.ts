@@ -1,18 +1,11 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
-import { TeamsAdapter } from '../../../channels/teams/adapter.js';
+import { describe, expect, it } from 'vitest';
 import { ConnectorError, classifyTeamsError } from '../../../channels/teams/connector.js';
-import { ServiceUrls } from '../../../channels/teams/conversations.js';
 import { stoppedByUser } from '../../../channels/teams/stop.js';
-import type { HttpRoutes } from '../../../src/contracts/http.js';
-import { createLogger } from '../../../src/observe/logger.js';
 import { STOP_MARKER } from '../../../src/stream/reply-stream.js';
 import { STREAM_CANCELLED_BY_USER } from '../../fakes/teams/server.js';
 import { waitFor } from '../../helpers/daemon.js';
 import { withChannelDaemon } from '../../helpers/fixtures.js';
-import { teamsChannel, teamsEnv, withTeams } from '../../helpers/teams.js';
+import { teamsAdapterOn, teamsChannel, teamsEnv, withTeams } from '../../helpers/teams.js';
 import { echoAgent } from '../../helpers/toml.js';
 
 const words = (n: number) => Array.from({ length: n }, (_, i) => `word${i}`).join(' ');
@@ -53,24 +46,8 @@ describe("Teams' Stop button", () => {
 
   it('the stream tells the reply REPLY_STOPPED_BY_USER once, then takes no change of that answer', async () => {
     const ms = await withTeams();
-    const dir = mkdtempSync(join(tmpdir(), 'channeld-teams-stop-'));
-    onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-    // Where this chat is served, as an earlier message told the channel.
-    new ServiceUrls(dir, 'ms').set(DM, ms.serviceUrl);
-    const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false, ownOrigin: () => true };
-    const adapter = new TeamsAdapter(
-      {
-        id: 'ms',
-        appId: ms.appId,
-        tenantId: undefined,
-        openIdMetadataUrl: ms.openIdUrl,
-        tokenUrl: ms.tokenUrl,
-        http: noHttp,
-        stateDir: dir,
-        log: createLogger({ level: 'silent' }),
-      },
-      ms.password,
-    );
+    // The adapter knows where this chat is served, as an earlier message told the channel.
+    const adapter = teamsAdapterOn(ms, DM);
     const signal = AbortSignal.timeout(10_000);
     const target = { channelId: 'ms', chatId: DM, chatType: 'dm' as const, replyToMessageId: `${DM}|1` };
     const stream = (await adapter.openNativeStream(target))!;

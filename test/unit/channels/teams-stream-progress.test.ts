@@ -1,19 +1,13 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
-import { TeamsAdapter } from '../../../channels/teams/adapter.js';
-import { ServiceUrls } from '../../../channels/teams/conversations.js';
+import { describe, expect, it } from 'vitest';
+import type { TeamsAdapter } from '../../../channels/teams/adapter.js';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
 import type { NativeStream, NativeStreamOptions, ToolProgress } from '../../../src/contracts/channel.js';
 import type { ReplyTarget } from '../../../src/contracts/message.js';
-import type { HttpRoutes } from '../../../src/contracts/http.js';
-import { createLogger } from '../../../src/observe/logger.js';
 import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import type { Transport } from '../../../src/stream/reply-options.js';
 import { type FakeTeams, INFORMATIVE_AFTER_STREAMING, STREAM_NOT_CONTINUED } from '../../fakes/teams/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { withTeams } from '../../helpers/teams.js';
+import { teamsAdapterOn, withTeams } from '../../helpers/teams.js';
 
 const DM = 'a:1personal-ada';
 const TARGET: ReplyTarget = { channelId: 'ms', chatId: DM, chatType: 'dm', replyToMessageId: `${DM}|1` };
@@ -21,29 +15,6 @@ const done: AgentEvent = { type: 'done', usage: { inputTokens: 0, outputTokens: 
 const start = (id: string, name = 'fs__read_file'): AgentEvent => ({ type: 'tool_start', id, name, input: {} });
 const note = (id: string, text: string): AgentEvent => ({ type: 'tool_log', id, text });
 const end = (id: string, name = 'fs__read_file'): AgentEvent => ({ type: 'tool_end', id, name, output: 'ok' });
-
-/** The real Teams adapter, talking to the fake's Connector for the 1:1 chat (as an earlier activity told it). */
-function teamsAdapterOn(ms: FakeTeams): TeamsAdapter {
-  const dir = mkdtempSync(join(tmpdir(), 'channeld-teams-progress-'));
-  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-  new ServiceUrls(dir, 'ms').set(DM, ms.serviceUrl);
-  const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false, ownOrigin: () => true };
-  const adapter = new TeamsAdapter(
-    {
-      id: 'ms',
-      appId: ms.appId,
-      tenantId: undefined,
-      openIdMetadataUrl: ms.openIdUrl,
-      tokenUrl: ms.tokenUrl,
-      http: noHttp,
-      stateDir: dir,
-      log: createLogger({ level: 'silent' }),
-    },
-    ms.password,
-  );
-  onTestFinished(() => adapter.close?.());
-  return adapter;
-}
 
 type Step = { text: string; progress: readonly ToolProgress[] | undefined };
 
@@ -116,7 +87,7 @@ describe('Teams native streams: tool progress never breaks the append-only strea
   // the reply fell back to updating a message still streaming.
   it('a tool first, with notes: informative updates (a long note cut to 1000 characters / 1 KB), then the answer streams; the final is the answer', async () => {
     const ms = await withTeams();
-    const adapter = teamsAdapterOn(ms);
+    const adapter = teamsAdapterOn(ms, DM);
     const r = replyOn(adapter, { showToolProgress: true });
     // Waits on what Teams shows, however the stream shows it (before the change: as streamed text).
     const shows = (line: string) => ms.streamUpdates.some((u) => u.text === line);
@@ -147,7 +118,7 @@ describe('Teams native streams: tool progress never breaks the append-only strea
 
   it('text, then a tool (with a note), then more text: the tool shows nothing once text streams, and the text goes on', async () => {
     const ms = await withTeams();
-    const adapter = teamsAdapterOn(ms);
+    const adapter = teamsAdapterOn(ms, DM);
     const steps: Step[] = [];
     const r = replyOn(adapter, { showToolProgress: true, steps });
     r.stream.push({ type: 'text_delta', text: 'Let me read it. ' });
@@ -171,7 +142,7 @@ describe('Teams native streams: tool progress never breaks the append-only strea
 
   it('show_tool_progress off: no progress, no informative update, the text streams as before', async () => {
     const ms = await withTeams();
-    const adapter = teamsAdapterOn(ms);
+    const adapter = teamsAdapterOn(ms, DM);
     const steps: Step[] = [];
     const r = replyOn(adapter, { showToolProgress: false, steps });
     r.stream.push({ type: 'text_delta', text: 'Reading. ' });
@@ -193,7 +164,7 @@ describe('Teams native streams: tool progress never breaks the append-only strea
 describe('Teams native streams: the end of a stream', () => {
   it('a final that does not continue what was streamed ends the stream with it, then updates the message; an update that does not continue sends nothing', async () => {
     const ms = await withTeams();
-    const adapter = teamsAdapterOn(ms);
+    const adapter = teamsAdapterOn(ms, DM);
     const signal = AbortSignal.timeout(10_000);
     const stream = (await adapter.openNativeStream(TARGET))!;
     expect(stream.showsToolProgress).toBe(true);
@@ -211,7 +182,7 @@ describe('Teams native streams: the end of a stream', () => {
 
   it('released without its final (a hard stop): ended once with what was streamed; one with only an informative update is left to Teams', async () => {
     const ms = await withTeams();
-    const adapter = teamsAdapterOn(ms);
+    const adapter = teamsAdapterOn(ms, DM);
     const hardStop = new AbortController();
     const r = replyOn(adapter, { showToolProgress: true, signal: hardStop.signal });
     r.stream.push({ type: 'text_delta', text: 'Half an answer' });

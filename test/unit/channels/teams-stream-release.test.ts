@@ -1,46 +1,17 @@
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
-import { describe, expect, it, onTestFinished } from 'vitest';
-import { TeamsAdapter } from '../../../channels/teams/adapter.js';
-import { ServiceUrls } from '../../../channels/teams/conversations.js';
+import { describe, expect, it } from 'vitest';
+import type { TeamsAdapter } from '../../../channels/teams/adapter.js';
 import type { AgentEvent } from '../../../src/contracts/agent-events.js';
-import type { HttpRoutes } from '../../../src/contracts/http.js';
 import type { ReplyTarget } from '../../../src/contracts/message.js';
-import { createLogger } from '../../../src/observe/logger.js';
 import type { Transport } from '../../../src/stream/reply-options.js';
 import { ReplyStream } from '../../../src/stream/reply-stream.js';
 import type { FakeTeams } from '../../fakes/teams/server.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { withTeams } from '../../helpers/teams.js';
+import { teamsAdapterOn, withTeams } from '../../helpers/teams.js';
 
 const DM = 'a:1personal-ada';
 const TARGET: ReplyTarget = { channelId: 'ms', chatId: DM, chatType: 'dm', replyToMessageId: `${DM}|1` };
 const done: AgentEvent = { type: 'done', usage: { inputTokens: 0, outputTokens: 0, estimated: true } };
 const ANSWER = 'Part one. Part two.';
-
-/** The real Teams adapter, talking to the fake's Connector for the 1:1 chat (as an earlier activity told it). */
-function teamsAdapterOn(ms: FakeTeams): TeamsAdapter {
-  const dir = mkdtempSync(join(tmpdir(), 'channeld-teams-release-'));
-  onTestFinished(() => rmSync(dir, { recursive: true, force: true }));
-  new ServiceUrls(dir, 'ms').set(DM, ms.serviceUrl);
-  const noHttp: HttpRoutes = { route: () => () => {}, upgrade: () => () => {}, has: () => false, ownOrigin: () => true };
-  const adapter = new TeamsAdapter(
-    {
-      id: 'ms',
-      appId: ms.appId,
-      tenantId: undefined,
-      openIdMetadataUrl: ms.openIdUrl,
-      tokenUrl: ms.tokenUrl,
-      http: noHttp,
-      stateDir: dir,
-      log: createLogger({ level: 'silent' }),
-    },
-    ms.password,
-  );
-  onTestFinished(() => adapter.close?.());
-  return adapter;
-}
 
 /** The adapter as a reply's transport, each `edit` noted when the reply calls it (before it goes out). */
 function notingEdits(adapter: TeamsAdapter, edits: string[]): Transport {
@@ -76,7 +47,7 @@ describe('Teams native streams: a released stream and the reply that goes on', (
   it('the final fails (502), the reply falls back: its update waits for the release final (429, then held), and the one message ends with the whole answer', async () => {
     const ms = await withTeams();
     ms.refuseUpdatesWhileStreaming = true;
-    const adapter = teamsAdapterOn(ms);
+    const adapter = teamsAdapterOn(ms, DM);
     const edits: string[] = [];
     const reply = replyOn(adapter, new AbortController().signal, notingEdits(adapter, edits));
     reply.push({ type: 'text_delta', text: 'Part one. ' });
@@ -102,7 +73,7 @@ describe('Teams native streams: a released stream and the reply that goes on', (
   // partial text; it completed the stream first and the whole answer's final got 403.
   it('the reply is cut while its final is in flight, which Teams then takes: exactly one final, with the whole answer', async () => {
     const ms = await withTeams();
-    const adapter = teamsAdapterOn(ms);
+    const adapter = teamsAdapterOn(ms, DM);
     const hardStop = new AbortController();
     const reply = replyOn(adapter, hardStop.signal);
     reply.push({ type: 'text_delta', text: 'Part one. ' });

@@ -1,11 +1,9 @@
 import { type Element, xml } from '@xmpp/client';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { XmppAdapter } from '../../../channels/xmpp/adapter.js';
 import { MAX_STANZA_BYTES, MAX_STANZA_DEPTH } from '../../../channels/xmpp/bounds.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { type Prosody, prosodyMissing, startProsody, XmppUser } from '../../helpers/xmpp.js';
+import { type Prosody, prosodyMissing, startProsody, xmppAdapterOn, xmppUserOn } from '../../helpers/xmpp.js';
 
 const PASSWORD = 'pw-bounds-1';
 
@@ -26,28 +24,12 @@ describe.skipIf(prosodyMissing !== undefined)(`XMPP stanza bounds against a real
     await server?.stop();
   });
 
-  const user = async (local: string) => {
-    server.register(local, PASSWORD);
-    const u = new XmppUser(local, server, PASSWORD, false);
-    onTestFinished(() => u.close());
-    return u.start();
-  };
+  const user = (local: string) => xmppUserOn(server, local, PASSWORD);
 
   /** The channel's adapter listening as `local`, with what it delivers, logs and reports. */
   const bot = async (local: string) => {
-    server.register(local, PASSWORD);
     const logs: Array<{ level: number; msg: string; reason?: string }> = [];
-    const log = pino({ level: 'info' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
-    const adapter = new XmppAdapter({
-      id: 'xmpp',
-      local,
-      domain: server.domain,
-      password: PASSWORD,
-      service: `xmpp://127.0.0.1:${server.port}`,
-      rooms: [],
-      connectTimeoutMs: 10_000,
-      log,
-    });
+    const adapter = xmppAdapterOn(server, local, PASSWORD, logs);
     const delivered: ChannelMessage[] = [];
     const reconnecting: string[] = [];
     let connected = 0;

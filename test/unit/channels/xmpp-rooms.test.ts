@@ -1,11 +1,9 @@
 import { type Element, xml } from '@xmpp/client';
-import pino from 'pino';
 import { afterAll, beforeAll, describe, expect, it, onTestFinished } from 'vitest';
-import { XmppAdapter } from '../../../channels/xmpp/adapter.js';
 import type { ChannelMessage } from '../../../src/contracts/message.js';
 import { TcpGate } from '../../fakes/tcp-gate.js';
 import { waitFor } from '../../helpers/daemon.js';
-import { type Prosody, prosodyMissing, startProsody, XmppUser } from '../../helpers/xmpp.js';
+import { type Prosody, prosodyMissing, startProsody, type XmppUser, xmppAdapterOn, xmppUserOn } from '../../helpers/xmpp.js';
 
 const PASSWORD = 'pw-rooms-1';
 const NS_MUC_USER = 'http://jabber.org/protocol/muc#user';
@@ -18,28 +16,12 @@ interface LogLine {
 }
 
 /** A person on `server`, online, closed when the test ends. */
-async function user(server: Prosody, local: string): Promise<XmppUser> {
-  server.register(local, PASSWORD);
-  const u = new XmppUser(local, server, PASSWORD, false);
-  onTestFinished(() => u.close());
-  return u.start();
-}
+const user = (server: Prosody, local: string): Promise<XmppUser> => xmppUserOn(server, local, PASSWORD);
 
 /** The channel's adapter listening as `local` (nick "helper" in `rooms`), through `gate` where given. */
 async function bot(server: Prosody, local: string, rooms: string[], gate?: TcpGate) {
-  server.register(local, PASSWORD);
   const logs: LogLine[] = [];
-  const log = pino({ level: 'info' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
-  const adapter = new XmppAdapter({
-    id: 'xmpp',
-    local,
-    domain: server.domain,
-    password: PASSWORD,
-    service: `xmpp://127.0.0.1:${gate?.port ?? server.port}`,
-    rooms: rooms.map((jid) => ({ jid, nick: 'helper' })),
-    connectTimeoutMs: 10_000,
-    log,
-  });
+  const adapter = xmppAdapterOn(server, local, PASSWORD, logs, { rooms, port: gate?.port });
   const delivered: ChannelMessage[] = [];
   let connected = 0;
   let ended: unknown;
