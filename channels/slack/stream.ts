@@ -29,6 +29,9 @@ export interface SlackStreamDeps {
   abandoned: Set<Promise<void>>;
 }
 
+/** A 429: the call is tried again later as it was (a stop in particular), so nothing is sent in its place. */
+const rateLimited = (err: unknown): boolean => err instanceof ChannelError && err.retryAfterMs !== undefined;
+
 /** The message is no longer streaming (Slack ended it, or it expired): it is an ordinary message now. */
 function notStreaming(err: unknown): boolean {
   const cause = err instanceof ChannelError ? err.cause : err;
@@ -178,8 +181,10 @@ export async function openSlackStream(
   /**
    * Ends the stream, with the last part of the text and the reply's tasks; false when it had
    * already ended (that part did not go). A task still in progress is closed as `closeAs`
-   * (channels/slack/tasks.ts closing); where Slack refuses chunks and only those closings were
-   * added, the stop goes again without them, so it is never lost.
+   * (channels/slack/tasks.ts closing). Where only those closings went (the reply gave no tasks)
+   * and Slack refused them, or failed that stop any other way but a 429, the stop goes again
+   * without chunks, once: before there were closings such a stop carried none, and it must not
+   * be lost to them (the message would stream until Slack expires it).
    */
   const stop = async (
     signal: AbortSignal,
@@ -189,7 +194,16 @@ export async function openSlackStream(
   ): Promise<boolean | typeof CHUNKS_REFUSED> => {
     // Any other failure (a 429) leaves it streaming: the reply's next try stops it again.
     const send = (chunks: TaskUpdateChunk[]) => d.call('chat.stopStream', signal, () => (last = stopRequest(d, { channel, ts }, markdown_text, chunks, ended)));
-    const answer = await send(chunksRefused(d.web) ? tasks : closing(open, tasks, closeAs));
+    const chunks = chunksRefused(d.web) ? tasks : closing(open, tasks, closeAs);
+    const onlyClosings = !tasks.length && chunks.length > 0;
+    let answer: boolean | typeof CHUNKS_REFUSED;
+    try {
+      answer = await send(chunks);
+    } catch (err) {
+      // Not a chunk refusal, so the workspace is not remembered as refusing chunks (unlessChunksRefused).
+      if (!onlyClosings || rateLimited(err) || signal.aborted) throw err;
+      return send([]);
+    }
     return answer === CHUNKS_REFUSED && !tasks.length ? send([]) : answer;
   };
   /** The new text, and the tasks with it as chunks (CHUNKS_REFUSED where Slack refuses them: nothing appended). */
@@ -215,12 +229,17 @@ export async function openSlackStream(
   };
   /**
    * Best effort, before a failure goes to the reply (which then edits the message): no message is left streaming.
-   * A stream Slack says has ended is noted, so a release after it sends nothing.
+   * A stream Slack says has ended is noted, so a release after it sends nothing. `tasks` (the
+   * reply's own states, as the failed stop carried them) go with it, so a call that ended done
+   * does not show as failed; only a task left in progress closes as error.
    */
-  const stopQuietly = async (err: unknown, signal: AbortSignal) => {
-    const rateLimited = err instanceof ChannelError && err.retryAfterMs !== undefined;
+  const stopQuietly = async (err: unknown, signal: AbortSignal, tasks: TaskUpdateChunk[] = []) => {
     if (notStreaming(err)) ended();
-    else if (!rateLimited && !signal.aborted) await stop(signal, 'error').catch(() => {});
+    else if (!rateLimited(err) && !signal.aborted) {
+      const answer = await stop(signal, 'error', undefined, tasks).catch(() => undefined);
+      // Slack refused the reply's chunks: the stop goes again without them (the workspace is remembered as refusing).
+      if (answer === CHUNKS_REFUSED) await stop(signal, 'error').catch(() => {});
+    }
   };
   /**
    * The tasks of the tool progress the reply gave (NativeStream.showsToolProgress). They go as
@@ -273,7 +292,7 @@ export async function openSlackStream(
           if (streaming) stopped = await stop(o.signal, 'complete', continues ? text.slice(sent.length) : undefined, tasks);
         } catch (err) {
           // A 429 leaves it to the reply's next try; any other failure and the reply edits the message instead.
-          await stopQuietly(err, o.signal);
+          await stopQuietly(err, o.signal, tasks);
           throw err;
         }
         // Still streaming, nothing of it taken: the reply ends it again without the tasks.

@@ -237,3 +237,52 @@ describe('Slack native streams: a stream that ends otherwise than by its final l
     expect(streamed(sl)[0]!.stream!.stopped).toBe(true);
   });
 });
+
+describe('Slack native streams: a stop Slack fails keeps what the tasks were and still ends the stream', () => {
+  // Before: the stop after a failed final sent only closings, so a call that ended done showed as failed.
+  it("finish's stop fails (internal_error): the stop after it carries the reply's states, the task that ended done complete", async () => {
+    const sl = await withSlack();
+    const adapter = slackAdapterOn(sl);
+    const stream = replyOn(adapter);
+    stream.push({ type: 'text_delta', text: 'Let me look. ' });
+    await waitFor(() => sl.callsOf('chat.appendStream').length === 1);
+    stream.push(start('call_1'));
+    await waitFor(() => streamed(sl)[0]?.tasks?.[0]?.status === 'in_progress');
+    sl.fail('chat.stopStream', { error: 'internal_error' });
+    // The end of the call goes only in finish's stop (as in the first case above).
+    stream.push({ type: 'tool_end', id: 'call_1', name: 'search', output: 'found' });
+    stream.push({ type: 'text_delta', text: 'It is 42.' });
+    stream.push(done);
+    await stream.finished();
+    await adapter.close();
+    const [message] = streamed(sl);
+    expect(sl.callsOf('chat.stopStream')).toHaveLength(2);
+    expect(message!.stream!.stopped).toBe(true);
+    expect(message!.tasks).toEqual([{ id: 'call_1', title: 'search', status: 'complete' }]);
+  });
+
+  // Before: only a chunk refusal sent the abandoned stop again without its closings; any other
+  // rejection lost the stop and the message streamed until Slack expired it.
+  for (const fault of [{ error: 'invalid_blocks' }, { status: 500 }] as const)
+    it(`the abandoned stop with a closing answered ${JSON.stringify(fault)}: sent again without chunks, the message stopped`, async () => {
+      const sl = await withSlack();
+      const cut = new AbortController();
+      const adapter = slackAdapterOn(sl);
+      const stream = replyOn(adapter, cut.signal);
+      stream.push({ type: 'text_delta', text: 'Let me look that up.\n\n' });
+      await waitFor(() => sl.callsOf('chat.appendStream').length === 1);
+      stream.push(start('call_1'));
+      await waitFor(() => streamed(sl)[0]?.tasks?.[0]?.status === 'in_progress');
+      sl.fail('chat.stopStream', fault);
+      cut.abort();
+      stream.push({ type: 'cancelled' });
+      await stream.finished();
+      await waitFor(() => streamed(sl)[0]!.stream!.stopped);
+      expect(sl.callsOf('chat.stopStream').map((c) => c.args.chunks !== undefined)).toEqual([true, false]);
+      // Not a chunk refusal: the workspace still shows tool progress as tasks.
+      const next = await adapter.openNativeStream(DM, { signal: new AbortController().signal });
+      expect(next?.showsToolProgress).toBe(true);
+      next?.release?.();
+      await adapter.close();
+    });
+});
