@@ -7,7 +7,7 @@ import type { Attachment, MessageRef, ReplyTarget } from '../../src/contracts/me
 import { settleWithin, untilAborted } from '../../src/util/abortable.js';
 import { checkSize, fetchLimited } from '../../src/util/download.js';
 import { BODY_TIMEOUT_MS, readBody, refuseAndClose } from '../../src/util/http-helpers.js';
-import { DEFAULT_REQUEST_TIMEOUT_MS, platformCaller } from '../../src/util/platform-call.js';
+import { platformCaller } from '../../src/util/platform-call.js';
 import { notingSent } from '../../src/util/dispatch-answer.js';
 import { connectorVerifier, fetchOpenIdMetadata, sameServiceUrl, TokenRefused } from './auth.js';
 import { buttonsCard, neutraliseMentions } from './cards.js';
@@ -53,7 +53,7 @@ export class TeamsAdapter implements ChannelAdapter {
   readonly #call = platformCaller(classifyTeamsError);
   readonly #stops = new StoppedAnswers();
   /** The ends of streams whose replies released them, by message (channels/teams/stream.ts): close and an update of that message wait for them. */
-  readonly #abandoned = new Map<string, Promise<void>>();
+  readonly #abandoned = new Map<string | symbol, Promise<void>>();
   #botId: string | undefined;
 
   constructor(options: TeamsOptions, password: string) {
@@ -215,9 +215,9 @@ export class TeamsAdapter implements ChannelAdapter {
       {
         channel: this.#o.id,
         log: this.#o.log,
-        post: (chatId, body, signal, sent) =>
+        post: (chatId, body, signal, requestSignal, sent) =>
           this.#call('stream', signal, () => {
-            // Under its own bound, not the reply's signal: a request out when the reply is cut
+            // Under the stream's bound, not the reply's signal: a request out when the reply is cut
             // may land all the same, and a released stream's final waits for it, not races it.
             const request = connectorCall<{ id?: string }>(
               this.#token,
@@ -225,7 +225,7 @@ export class TeamsAdapter implements ChannelAdapter {
               'POST',
               `/v3/conversations/${enc(chatId)}/activities`,
               body,
-              AbortSignal.timeout(DEFAULT_REQUEST_TIMEOUT_MS),
+              requestSignal,
             );
             sent(request);
             return request;

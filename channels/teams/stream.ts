@@ -3,6 +3,7 @@ import type { NativeStream, TransportOptions } from '../../src/contracts/channel
 import { ChannelError, errorMessage } from '../../src/contracts/errors.js';
 import type { MessageRef, ReplyTarget } from '../../src/contracts/message.js';
 import { settleWithin, sleep } from '../../src/util/abortable.js';
+import { DEFAULT_REQUEST_TIMEOUT_MS } from '../../src/util/platform-call.js';
 import { neutraliseMentions } from './cards.js';
 import { ConnectorError } from './connector.js';
 import { cutInformative, InformativeProgress } from './progress.js';
@@ -23,17 +24,27 @@ export interface TeamsStreamDeps {
   channel: string;
   log: Logger;
   /**
-   * POSTs an activity to the conversation (a Connector call, its failure classified). `sent`
-   * gets the request as it went out: one `signal` cut may still land, and settles on its own bound.
+   * POSTs an activity to the conversation (a Connector call, its failure classified). The
+   * request itself runs under `requestSignal`, so one that `signal` cut may still land; `sent`
+   * gets it as it went out.
    */
-  post(chatId: string, body: Record<string, unknown>, signal: AbortSignal, sent: (request: Promise<unknown>) => void): Promise<{ id?: string }>;
+  post(
+    chatId: string,
+    body: Record<string, unknown>,
+    signal: AbortSignal,
+    requestSignal: AbortSignal,
+    sent: (request: Promise<{ id?: string }>) => void,
+  ): Promise<{ id?: string }>;
   /** A message activity's body: markdown, the buttons' card, mentions written as text. */
   message(text: string, buttons: TransportOptions['buttons']): Record<string, unknown>;
   send(target: ReplyTarget, text: string, options: TransportOptions): Promise<MessageRef>;
   edit(ref: MessageRef, text: string, options: TransportOptions): Promise<void>;
   stops: StoppedAnswers;
-  /** The ends of released streams by `releasedKey`, each until it is over (never rejects): the adapter's close and its updates of that message wait for them. */
-  abandoned: Map<string, Promise<void>>;
+  /**
+   * The ends of released streams by `releasedKey` (by a symbol of their own until Teams names the
+   * message), each until it is over (never rejects): the adapter's close and its updates of that message wait for them.
+   */
+  abandoned: Map<string | symbol, Promise<void>>;
 }
 
 /** Teams says the stream is over without the bot's final (completed, or past its two minutes): no final can go any more. */
@@ -97,13 +108,25 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
   const tools = new InformativeProgress();
   /** The last request sent, as it went out: cut by the reply's signal, it may still land (a final: the stream ended). */
   let last: Promise<unknown> = Promise.resolve();
-  const post = (body: Record<string, unknown>, signal: AbortSignal, isFinal: boolean) =>
-    d.post(chatId, body, signal, (request) => {
+  /** Requests sent and not settled: a stream released before Teams named it may still get its id from one. */
+  let pending = 0;
+  /**
+   * A reply's request runs under its own bound (DEFAULT_REQUEST_TIMEOUT_MS), not the reply's
+   * signal, so a released stream's end can wait for it rather than race it; the released
+   * stream's final runs under the release's bound (`requestSignal`), so none outlives it.
+   */
+  const post = (body: Record<string, unknown>, signal: AbortSignal, isFinal: boolean, requestSignal = AbortSignal.timeout(DEFAULT_REQUEST_TIMEOUT_MS)) =>
+    d.post(chatId, body, signal, requestSignal, (request) => {
+      pending++;
       last = request.then(
-        () => {
+        (answer) => {
+          pending--;
           if (isFinal) ended = true;
+          // The first request's answer names the stream even where the reply gave up on it: a release ends that stream.
+          else streamId ??= answer.id;
         },
         (err: unknown) => {
+          pending--;
           if (endedByTeams(err)) ended = true;
         },
       );
@@ -118,8 +141,8 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
     return true;
   };
   const stopTheTurn = () => new ChannelError('REPLY_STOPPED_BY_USER', 'Teams: the user pressed Stop on the streamed answer');
-  const final = (text: string, buttons: TransportOptions['buttons'], signal: AbortSignal) =>
-    post({ ...d.message(text, buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] }, signal, true);
+  const final = (text: string, buttons: TransportOptions['buttons'], signal: AbortSignal, requestSignal?: AbortSignal) =>
+    post({ ...d.message(text, buttons), entities: [{ type: 'streaminfo', streamId, streamType: 'final' }] }, signal, true, requestSignal);
   /** One streaming or informative request; `text` already has its mentions written as text. */
   const streamRequest = async (streamType: 'streaming' | 'informative', text: string, signal: AbortSignal) => {
     const entity = { type: 'streaminfo', streamType, streamSequence: ++sequence, ...(streamId ? { streamId } : {}) };
@@ -137,16 +160,25 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
   };
   /** Ends a stream no reply drives any more, in the background, under its own bound; logged, never thrown. */
   const endReleased = () => {
-    const ending = (async () => {
+    // Assigned before its first await resumes: the body keys itself by its message once Teams named it.
+    let ending = Promise.resolve();
+    ending = (async () => {
       const signal = AbortSignal.timeout(RELEASED_FINAL_TIMEOUT_MS);
       // What the reply left in flight lands (or fails) first: sent now, the final would race it.
       await settleWithin(last, Infinity, signal);
-      // The reply's own final landed (Teams has the whole answer), or Teams ended the stream.
-      if (ended) return;
+      // The reply's own final landed (Teams has the whole answer), or Teams ended the stream;
+      // or, released before Teams named it, its first request did not land: there is no stream.
+      if (ended || streamId === undefined) return;
       const text = unsure ?? streamed;
+      // Only an informative update landed: Teams' page leaves that to its two-minute limit (a final carries text).
+      if (text.trim() === '') return;
+      // Known now, the message's update (TeamsAdapter.edit) waits for this end.
+      d.abandoned.set(releasedKey(ref()), ending);
       for (;;) {
         try {
-          await final(text, undefined, signal);
+          // Cut at the release's bound, on our side too: an update of the message waits no
+          // longer for this end, so the final must not land after that update.
+          await final(text, undefined, signal, signal);
           ended = true;
           return;
         } catch (err) {
@@ -162,9 +194,14 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
         }
       }
     })();
-    const key = releasedKey(ref());
-    d.abandoned.set(key, ending);
-    void ending.then(() => d.abandoned.delete(key));
+    // By its message, which an update waits for; released before Teams named it, by a key of
+    // its own until then (the reply has no id to update, but close waits for it).
+    const unnamed = Symbol(chatId);
+    d.abandoned.set(streamId === undefined ? unnamed : releasedKey(ref()), ending);
+    void ending.then(() => {
+      d.abandoned.delete(unnamed);
+      if (streamId !== undefined) d.abandoned.delete(releasedKey(ref()));
+    });
   };
   return {
     get ref() {
@@ -211,10 +248,11 @@ export function openTeamsStream(d: TeamsStreamDeps, target: ReplyTarget): Native
       }
     },
     release: () => {
-      if (released || ended || stopped || streamId === undefined) return;
+      // Not yet named by Teams, with no request out: nothing streams.
+      if (released || ended || stopped || (streamId === undefined && pending === 0)) return;
       released = true;
-      // A text cut mid-request may still land: `unsure` is checked again once it settled.
-      if ((unsure ?? streamed).trim() !== '') endReleased();
+      // A text cut mid-request may still land (and a first request name the stream): `unsure` is checked again once it settled.
+      if (streamId === undefined || (unsure ?? streamed).trim() !== '') endReleased();
       else
         d.log.debug(
           { channel: d.channel, conversation: chatId, stream: streamId },

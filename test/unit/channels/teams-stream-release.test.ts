@@ -92,4 +92,28 @@ describe('Teams native streams: a released stream and the reply that goes on', (
     expect(ms.activities).toHaveLength(1);
     expect(ms.activities[0]).toMatchObject({ text: ANSWER, streaming: false, updates: 0 });
   });
+
+  // Before: with no stream id yet the release did nothing; the first request, no longer cut by
+  // the reply's signal, landed all the same and the message showed streaming until Teams' limit.
+  // (The release's own final held past its 5 s is not tested: only a wall-clock wait shows it.)
+  it('the reply is cut while its first streaming request is in flight, which Teams then takes: one final ends the stream with what was streamed', async () => {
+    const ms = await withTeams();
+    const adapter = teamsAdapterOn(ms, DM);
+    const hardStop = new AbortController();
+    const reply = replyOn(adapter, hardStop.signal);
+    const first = ms.hold('stream');
+    reply.push({ type: 'text_delta', text: 'Part one. ' });
+    await waitFor(() => ms.callsOf('stream').length === 1);
+    // The turn ends while that request is out; the hard stop cuts it before Teams answers.
+    reply.push(done);
+    hardStop.abort(new Error('shutdown'));
+    expect((await reply.finished()).delivered).toBe(false);
+    first.release();
+    // The adapter's close waits for the released stream's end.
+    await adapter.close();
+
+    expect(finals(ms).map((c) => c.body.text)).toEqual(['Part one. ']);
+    expect(ms.activities).toHaveLength(1);
+    expect(ms.activities[0]).toMatchObject({ text: 'Part one. ', streaming: false });
+  });
 });
