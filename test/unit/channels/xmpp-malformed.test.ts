@@ -132,13 +132,9 @@ class RawXmppServer {
   }
 }
 
-/** The channel's adapter online as bot@localhost against a raw server, with what it logs, reports and delivers. */
-async function online({ onTestFinished }: TestContext, closesWithClient: boolean) {
-  const server = new RawXmppServer(closesWithClient);
-  const port = await server.start();
-  const logs: Array<{ level: number; msg: string; reason?: string }> = [];
-  const log = pino({ level: 'info' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
-  const adapter = new XmppAdapter({
+/** The channel's adapter as bot@localhost against the raw server on `port`. */
+const botOn = (port: number, log: pino.Logger) =>
+  new XmppAdapter({
     id: 'xmpp',
     local: 'bot',
     domain: DOMAIN,
@@ -150,6 +146,14 @@ async function online({ onTestFinished }: TestContext, closesWithClient: boolean
     connectTimeoutMs: 30_000,
     log,
   });
+
+/** The channel's adapter online as bot@localhost against a raw server, with what it logs, reports and delivers. */
+async function online({ onTestFinished }: TestContext, closesWithClient: boolean) {
+  const server = new RawXmppServer(closesWithClient);
+  const port = await server.start();
+  const logs: Array<{ level: number; msg: string; reason?: string }> = [];
+  const log = pino({ level: 'info' }, { write: (s: string) => void logs.push(JSON.parse(s)) });
+  const adapter = botOn(port, log);
   const delivered: string[] = [];
   const reconnecting: string[] = [];
   let connected = 0;
@@ -238,18 +242,7 @@ describe.concurrent('XMPP: XML from the server that cannot be parsed', () => {
 
 /** The adapter listening against `server` as bot@localhost, and how its listener ended. */
 function listenTo({ onTestFinished }: TestContext, server: RawXmppServer, port: number) {
-  const adapter = new XmppAdapter({
-    id: 'xmpp',
-    local: 'bot',
-    domain: DOMAIN,
-    password: PASSWORD,
-    service: `xmpp://127.0.0.1:${port}`,
-    rooms: [],
-    // The login's own bound, not what these tests are about: wide, for a machine under load (a
-    // CI run with a CPU burner took over 5 s for five logins at once).
-    connectTimeoutMs: 30_000,
-    log: pino({ level: 'silent' }),
-  });
+  const adapter = botOn(port, pino({ level: 'silent' }));
   let connected = 0;
   let ended: { err: unknown } | undefined;
   const stop = new AbortController();
